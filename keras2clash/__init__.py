@@ -1,0 +1,17 @@
+"""keras2clash: a trained Keras network -> readable Clash -> Verilog/VHDL, verified bit-exact.
+
+Python API (the CLI calls the same functions):
+
+    import keras2clash as k2c
+    k2c.emit("model.keras", "1,7,8", "build/net", parallelism=[1, 2, 5])
+    k2c.hdl("build/net", ["verilog", "vhdl"])
+    comparison = k2c.simulate("build/net", "test.npz")
+"""
+
+__version__ = "0.1.0"
+
+from .api import emit, hdl, run, simulate  # noqa: E402
+from .errors import K2CError  # noqa: E402
+from .formats import FixedFormat, parse_format  # noqa: E402
+
+__all__ = ["FixedFormat", "K2CError", "emit", "hdl", "parse_format", "run", "simulate", "__version__"]

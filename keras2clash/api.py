@@ -1,0 +1,172 @@
+"""The Python API: the same four steps as the CLI (`emit`, `hdl`, `simulate`, `run`).
+
+Each function calls the stages in order and passes data forward; none of them holds
+decisions of its own beyond argument normalisation, so the CLI and the API cannot drift.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from . import golden, toolchain
+from .data import load_dataset
+from .errors import K2CError
+from .formats import FixedFormat, parse_format
+from .fsutil import atomic_directory, check_writable_target
+from .plan import make_plan, parse_parallelism
+from .project import SOURCE_MODEL, load_project, write_project_data
+from .report import Comparison, accuracy, render
+from .simulate import SimResult, run_simulator
+
+console = Console(stderr=True)
+
+
+def _as_format(fmt: str | FixedFormat) -> FixedFormat:
+    return fmt if isinstance(fmt, FixedFormat) else parse_format(str(fmt))
+
+
+def hdl_name(text: str) -> str:
+    """A Keras model name as an HDL/Haskell-friendly identifier (lower snake case)."""
+    ident = re.sub(r"[^0-9a-zA-Z_]", "_", text).strip("_").lower()
+    if not ident or not ident[0].isalpha():
+        ident = "net_" + ident
+    return ident
+
+
+def emit(
+    model: Any,
+    fmt: str | FixedFormat = "1,7,8",
+    out: str | Path = "build/net",
+    parallelism: str | Sequence[int] | None = None,
+    *,
+    weights: str | Path | None = None,
+    name: str | None = None,
+    force: bool = False,
+) -> Path:
+    """Parse a Keras model (file or object) and write a Clash project to `out`.
+
+    `fmt` is the fixed-point format `"sign,int,frac"`; `parallelism` gives the processing
+    elements of each dense layer (`"1,2,5"` or a list), default one each.
+    """
+    from .emitter import write_project  # jinja2 templates
+    from .frontend import load_keras_model, to_ir
+
+    out = Path(out)
+    fixed = _as_format(fmt)
+    check_writable_target(out, force)  # before the slow model load
+    keras_model = load_keras_model(model, weights=weights) if not _is_keras_model(model) else model
+    ir = to_ir(keras_model)
+    n_dense = sum(1 for layer in ir if layer["type"] == "dense")
+    pes = parse_parallelism(parallelism, n_dense) if isinstance(parallelism, str) or parallelism is None else list(parallelism)
+    plans = make_plan(ir, fixed, pes)
+    params = golden.quantize_params(plans, ir)
+    net_name = hdl_name(name or keras_model.name)
+    with atomic_directory(out, force=force) as tmp:
+        write_project(tmp, net_name, plans, params)
+        write_project_data(tmp, net_name, net_name, plans, params)
+        keras_model.save(tmp / SOURCE_MODEL)
+    return out
+
+
+def _is_keras_model(obj: Any) -> bool:
+    return type(obj).__module__.startswith("keras") and hasattr(obj, "layers")
+
+
+def hdl(project_dir: str | Path, languages: Sequence[str] = ("verilog",), lint: bool = True) -> dict[str, Path]:
+    """Generate HDL with Clash for each language; lint Verilog with Verilator if present."""
+    project = load_project(project_dir)
+    results: dict[str, Path] = {}
+    for language in languages:
+        with console.status(f"clash --{language} ({project.name})"):
+            results[language] = toolchain.generate_hdl(project.root, language)
+        console.print(f"[green]✓[/green] {language}: {results[language]}")
+    if lint and "verilog" in results:
+        from .lint import verilator_lint
+
+        verilator_lint(project.root)
+        console.print("[green]✓[/green] verilator --lint-only: clean")
+    return results
+
+
+def simulate(
+    project_dir: str | Path,
+    data: str | Path,
+    limit: int | None = None,
+    *,
+    keras: bool = True,
+    show: bool = True,
+) -> Comparison:
+    """Run the test set through golden model and Clash simulation; compare with Keras."""
+    project = load_project(project_dir)
+    dataset = load_dataset(data, project.input_shape, project.n_out).head(limit)
+    x_raw = golden.quantize_inputs(project.plans, dataset.x)
+    gold = golden.run(project.plans, project.params, x_raw)
+    gold_classes = golden.predict_classes(gold)
+
+    with console.status("ghc -O2: building the Clash simulation"):
+        exe = toolchain.build_simulator(project.root)
+    sim = _run_with_progress(exe, project.root, x_raw, project.n_out)
+
+    keras_float = keras_rounded = None
+    if keras and project.source_model.exists():
+        from .keras_ref import keras_outputs, rounded_classes
+
+        with console.status("Keras float inference"):
+            outputs = keras_outputs(project.source_model, dataset.x)
+        keras_float = accuracy(np.argmax(outputs, axis=1), dataset.y)
+        keras_rounded = accuracy(rounded_classes(outputs, project.plans[-1].out_fmt), dataset.y)
+
+    exact = int(np.sum(np.all(sim.outputs == gold, axis=1)))
+    comp = Comparison(
+        model=project.name,
+        format=project.formats_label,
+        parallelism=[p.pe for p in project.dense_plans],
+        samples=len(dataset),
+        keras_float_accuracy=keras_float,
+        keras_rounded_accuracy=keras_rounded,
+        golden_accuracy=accuracy(gold_classes, dataset.y),
+        sim_accuracy=accuracy(sim.classes, dataset.y),
+        bit_exact=exact,
+        class_match=int(np.sum(sim.classes == gold_classes)),
+        first_latency=sim.first_latency,
+        interval=sim.interval,
+        multipliers=sum(p.multipliers for p in project.plans),
+    )
+    if show:
+        render(comp, Console())
+    return comp
+
+
+def _run_with_progress(exe: Path, root: Path, x_raw: np.ndarray, n_out: int) -> SimResult:
+    columns = (TextColumn("Clash simulation"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as bar:
+        task = bar.add_task("sim", total=len(x_raw))
+        return run_simulator(exe, root, x_raw, n_out, progress=lambda k: bar.update(task, completed=k))
+
+
+def run(
+    model: Any,
+    data: str | Path,
+    fmt: str | FixedFormat = "1,7,8",
+    out: str | Path = "build/net",
+    parallelism: str | Sequence[int] | None = None,
+    *,
+    languages: Sequence[str] = ("verilog", "vhdl", "systemverilog"),
+    limit: int | None = None,
+    weights: str | Path | None = None,
+    force: bool = False,
+) -> Comparison:
+    """emit -> hdl -> simulate, as the demo does."""
+    if not Path(data).is_file():
+        raise K2CError(f"data file not found: {data}")
+    project = emit(model, fmt, out, parallelism, weights=weights, force=force)
+    console.print(f"[green]✓[/green] emitted Clash project: {project}")
+    hdl(project, languages)
+    return simulate(project, data, limit)

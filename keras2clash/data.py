@@ -1,0 +1,66 @@
+"""Test data: an `.npz` with inputs `x` and labels `y`, checked against the model.
+
+Accepted keys: `x`/`y`, or `x_test`/`y_test`. Labels may be integers or one-hot rows.
+Everything that can be wrong with a data file is reported here, once, before any
+simulation starts.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .errors import K2CError
+
+
+@dataclass(frozen=True)
+class Dataset:
+    x: np.ndarray  # (N, *input_shape) float
+    y: np.ndarray  # (N,) int64 class labels
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def head(self, n: int | None) -> Dataset:
+        return self if n is None else Dataset(self.x[:n], self.y[:n])
+
+
+def load_dataset(path: Path | str, input_shape: tuple[int, ...], n_classes: int) -> Dataset:
+    """Load and validate a test set for a model with `input_shape` and `n_classes` outputs."""
+    path = Path(path)
+    if not path.is_file():
+        raise K2CError(f"data file not found: {path}")
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            arrays = {key: archive[key] for key in archive.files}
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+        raise K2CError(f"data file {path} is not a readable .npz: {exc}") from None
+    x = arrays.get("x", arrays.get("x_test"))
+    y = arrays.get("y", arrays.get("y_test"))
+    if x is None or y is None:
+        raise K2CError(f"data file {path} needs arrays 'x' and 'y'; it has {sorted(arrays)}")
+    if x.ndim < 2 or tuple(x.shape[1:]) != tuple(input_shape):
+        raise K2CError(
+            f"data file {path}: inputs have shape {tuple(x.shape)}, the model expects "
+            f"(N, {', '.join(map(str, input_shape))})"
+        )
+    if not np.issubdtype(x.dtype, np.number):
+        raise K2CError(f"data file {path}: inputs are {x.dtype}, not numbers")
+    if not np.all(np.isfinite(x)):
+        raise K2CError(f"data file {path}: inputs contain NaN or infinity")
+    if y.ndim == 2 and y.shape[1] == n_classes:
+        y = np.argmax(y, axis=1)
+    if y.ndim != 1 or len(y) != len(x):
+        raise K2CError(
+            f"data file {path}: labels have shape {tuple(y.shape)}, expected ({len(x)},) "
+            f"or ({len(x)}, {n_classes})"
+        )
+    y = y.astype(np.int64)
+    if len(y) and (y.min() < 0 or y.max() >= n_classes):
+        raise K2CError(f"data file {path}: labels must be classes 0..{n_classes - 1}")
+    if len(x) == 0:
+        raise K2CError(f"data file {path} holds no samples")
+    return Dataset(x.astype(np.float64), y)

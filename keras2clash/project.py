@@ -1,0 +1,91 @@
+"""An emitted project on disk: its manifest, its quantized parameters, its source model.
+
+`emit` writes these; `hdl`, `simulate` and `report` read them back, so each later stage
+works from the directory alone, as a user who only has the directory would.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import __version__
+from .errors import K2CError
+from .golden import QuantizedDense
+from .plan import LayerPlan
+
+MANIFEST = "manifest.json"
+PARAMS = "golden.npz"
+SOURCE_MODEL = "source_model.keras"
+
+
+@dataclass(frozen=True)
+class Project:
+    root: Path
+    name: str
+    top: str
+    plans: list[LayerPlan]
+    params: dict[str, QuantizedDense]
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return self.plans[0].input_shape
+
+    @property
+    def n_out(self) -> int:
+        return self.plans[-1].n_out
+
+    @property
+    def source_model(self) -> Path:
+        return self.root / SOURCE_MODEL
+
+    @property
+    def dense_plans(self) -> list[LayerPlan]:
+        return [p for p in self.plans if p.type == "dense"]
+
+    @property
+    def formats_label(self) -> str:
+        labels = sorted({str(p.out_fmt) for p in self.plans})
+        return labels[0] if len(labels) == 1 else "mixed"
+
+
+def write_project_data(
+    root: Path, name: str, top: str, plans: list[LayerPlan], params: dict[str, QuantizedDense]
+) -> None:
+    """Write the manifest and the golden parameters into a (temporary) project folder."""
+    manifest: dict[str, Any] = {
+        "keras2clash": __version__,
+        "name": name,
+        "top": top,
+        "layers": [plan.to_json() for plan in plans],
+    }
+    (root / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    arrays = {}
+    for layer, p in params.items():
+        arrays[f"{layer}/kernel"] = p.kernel
+        arrays[f"{layer}/bias"] = p.bias
+    np.savez(root / PARAMS, **arrays)
+
+
+def load_project(root: Path | str) -> Project:
+    """Read an emitted project; one clear error if the folder is not one."""
+    root = Path(root)
+    manifest_path = root / MANIFEST
+    if not manifest_path.is_file():
+        raise K2CError(f"{root} is not an emitted keras2clash project (no {MANIFEST}); run 'keras2clash emit' first")
+    try:
+        manifest = json.loads(manifest_path.read_text())
+        plans = [LayerPlan.from_json(layer) for layer in manifest["layers"]]
+        with np.load(root / PARAMS) as archive:
+            params = {
+                plan.name: QuantizedDense(archive[f"{plan.name}/kernel"], archive[f"{plan.name}/bias"])
+                for plan in plans
+                if plan.type == "dense"
+            }
+    except (OSError, KeyError, TypeError, ValueError) as exc:
+        raise K2CError(f"project {root} is damaged ({type(exc).__name__}: {exc}); emit it again") from None
+    return Project(root=root, name=manifest["name"], top=manifest["top"], plans=plans, params=params)

@@ -1,0 +1,97 @@
+"""Running the compiled Clash simulation on a test set and reading back its outputs.
+
+The simulator streams samples through the design's ready/valid input, back to back, and
+prints one line per sample: the cycle its input was accepted, the cycle its output left,
+the argmax class and the raw output integers (docs/architecture.md, "Sim protocol").
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .errors import K2CError
+
+
+@dataclass(frozen=True)
+class SimResult:
+    accept_cycle: np.ndarray  # (N,)
+    output_cycle: np.ndarray  # (N,)
+    classes: np.ndarray  # (N,) argmax computed by the hardware
+    outputs: np.ndarray  # (N, n_out) raw integers
+
+    @property
+    def latency(self) -> np.ndarray:
+        """Cycles from accepting a sample's input to its output leaving, per sample."""
+        return self.output_cycle - self.accept_cycle
+
+    @property
+    def first_latency(self) -> int:
+        """Latency of the first sample, through an empty pipeline."""
+        return int(self.latency[0])
+
+    @property
+    def interval(self) -> float:
+        """Mean cycles between successive outputs in steady state (initiation interval)."""
+        if len(self.output_cycle) < 2:
+            return float("nan")
+        return float(np.diff(self.output_cycle).mean())
+
+
+def _format_input(x_raw: np.ndarray) -> str:
+    lines = [str(len(x_raw))]
+    lines.extend(" ".join(map(str, row)) for row in x_raw.reshape(len(x_raw), -1).tolist())
+    return "\n".join(lines) + "\n"
+
+
+def run_simulator(
+    exe: Path,
+    project: Path,
+    x_raw: np.ndarray,
+    n_out: int,
+    extra_args: list[str] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> SimResult:
+    """Feed raw inputs to the simulator, collect its per-sample lines.
+
+    `progress(k)` is called as outputs arrive, so long runs can show a progress bar.
+    """
+    cmd = [str(exe), *(extra_args or [])]
+    proc = subprocess.Popen(
+        cmd, cwd=project, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    stdin = proc.stdin
+
+    def feed() -> None:  # a thread, so a simulator that answers early cannot deadlock us
+        try:
+            stdin.write(_format_input(x_raw))
+            stdin.close()
+        except BrokenPipeError:
+            pass
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    rows: list[list[int]] = []
+    for line in proc.stdout:
+        if not line.strip():
+            continue
+        rows.append([int(v) for v in line.split()])
+        if progress is not None:
+            progress(len(rows))
+    err = proc.stderr.read()
+    writer.join()
+    if proc.wait() != 0:
+        raise K2CError(f"simulation failed (exit {proc.returncode}): {err.strip()[-2000:]}")
+    if len(rows) != len(x_raw):
+        raise K2CError(f"simulation returned {len(rows)} outputs for {len(x_raw)} samples")
+    table = np.array(rows, dtype=np.int64)
+    if table.shape[1] != 3 + n_out:
+        raise K2CError(f"simulation printed {table.shape[1] - 3} outputs per sample, expected {n_out}")
+    return SimResult(table[:, 0], table[:, 1], table[:, 2], table[:, 3:])

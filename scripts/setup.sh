@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Install everything keras2clash needs on a fresh Debian (bookworm) machine, as root:
+# the Clash 1.6.4 / GHC toolchain and HDL simulators from Debian, and a .venv with this
+# package installed editable. Idempotent, and quick when everything is already there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DEBIAN_PACKAGES=(
+  ghc cabal-install
+  libghc-clash-prelude-dev libghc-clash-lib-dev libghc-clash-ghc-dev
+  haskell-clash-ghc-utils
+  haskell-clash-lib-utils   # the primitive (blackbox) definitions: without it clash --verilog fails
+  iverilog verilator yosys ghdl
+)
+
+missing=()
+for pkg in "${DEBIAN_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+PY="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv"
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.keras2clash-installed
+want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  echo "setup: installing keras2clash (editable) and its dependencies into .venv"
+  .venv/bin/pip install -q --upgrade pip
+  .venv/bin/pip install -q -e ".[test]"
+  echo "$want" > "$stamp"
+fi

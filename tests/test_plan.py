@@ -1,0 +1,54 @@
+"""The hardware plan: accumulator widths, parallelism validation (any value, not only divisors)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from keras2clash.errors import K2CError
+from keras2clash.formats import FixedFormat, parse_format
+from keras2clash.plan import accumulator_format, make_plan, parse_parallelism
+
+
+def _dense(name: str, n_in: int, n_out: int, act: str = "relu") -> dict:
+    return {
+        "type": "dense", "name": name, "input_shape": (n_in,), "output_shape": (n_out,),
+        "activation": act, "use_bias": True, "fused": [],
+        "weights": {"kernel": np.zeros((n_in, n_out)), "bias": np.zeros(n_out)},
+    }
+
+
+IR = [_dense("dense", 64, 39), _dense("dense_1", 39, 24), _dense("dense_2", 24, 10, "sigmoid")]
+
+
+def test_accumulator_is_exact_width() -> None:
+    fmt = parse_format("1,7,8")
+    acc = accumulator_format(fmt, fmt, 64)
+    # Clash SFixed ci cf with ci = 8 + 8 + ceil(log2 65) + 1 = 24, cf = 16.
+    assert acc.clash_type == "SFixed 24 16"
+    assert acc.bits == 40
+
+
+def test_non_divisor_parallelism_pads_the_last_word() -> None:
+    plans = make_plan(IR, parse_format("1,7,8"), [2, 5, 3])
+    assert [(p.pe, p.groups, p.pad) for p in plans] == [(2, 20, 1), (5, 5, 1), (3, 4, 2)]
+    assert [p.multipliers for p in plans] == [128, 195, 72]
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [("1,2", "2 value"), ("1,x,2", "comma-separated integers"), ("0,1,1", "between 1 and 39"),
+     ("40,1,1", "between 1 and 39"), ("1,1,11", "between 1 and 10"), ("-1,1,1", "between 1 and 39")],
+)
+def test_parallelism_errors_name_the_problem(text: str, fragment: str) -> None:
+    with pytest.raises(K2CError, match=fragment):
+        make_plan(IR, parse_format("1,7,8"), parse_parallelism(text, 3))
+
+
+def test_per_layer_formats_chain_input_formats() -> None:
+    narrow = FixedFormat(1, 3, 4)
+    plans = make_plan(IR, parse_format("1,7,8"), None, {"dense_1": narrow})
+    assert plans[1].w_fmt == narrow and plans[1].in_fmt == parse_format("1,7,8")
+    assert plans[2].in_fmt == narrow and plans[2].out_fmt == parse_format("1,7,8")
+    with pytest.raises(K2CError, match="unknown layer"):
+        make_plan(IR, parse_format("1,7,8"), None, {"nope": narrow})
