@@ -8,6 +8,11 @@ Python API (the CLI calls the same functions):
     comparison = k2c.simulate("build/net", "test.npz")
 """
 
+import os as _os
+
+# TensorFlow's C++ start-up chatter would drown the tool's own output; users can override.
+_os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
 __version__ = "0.1.0"
 
 from .api import emit, hdl, run, simulate  # noqa: E402
