@@ -90,7 +90,7 @@ def hdl(project_dir: str | Path, languages: Sequence[str] = ("verilog",), lint: 
     if lint and "verilog" in results:
         from .lint import verilator_lint
 
-        verilator_lint(project.root)
+        verilator_lint(project.root, project.top)
         console.print("[green]✓[/green] verilator --lint-only: clean")
     return results
 

@@ -15,20 +15,13 @@ from .toolchain import _run, hdl_files, require_tool
 LINT_WAIVERS = ["-Wno-WIDTH"]
 
 
-def verilator_lint(project: Path) -> None:
-    """Run `verilator --lint-only` over DIR/hdl/verilog; raise with its messages on failure."""
+def verilator_lint(project: Path, top: str) -> None:
+    """Run `verilator --lint-only` on DIR/hdl/verilog with `top` as the top module; raise
+    with Verilator's messages on any warning other than the waived ones."""
     verilator = require_tool("verilator")
     files = hdl_files(project, "verilog")
     if not files:
         raise K2CError(f"no Verilog in {project / 'hdl' / 'verilog'}; run 'keras2clash hdl --verilog' first")
-    top = _top_module(files)
     cmd = [verilator, "--lint-only", *LINT_WAIVERS, f"-I{files[0].parent}", "--top-module", top, *map(str, files)]
     _run(cmd, files[0].parent, "verilator --lint-only")
 
-
-def _top_module(files: list[Path]) -> str:
-    """Clash names the top file after the top entity, and puts it in its own folder."""
-    folder = files[0].parent.name  # <Module>.<topEntity name> in Clash 1.6
-    stem = folder.split(".")[-1]
-    names = {f.stem for f in files}
-    return stem if stem in names else files[0].stem

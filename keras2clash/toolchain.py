@@ -33,8 +33,10 @@ def require_tool(name: str) -> str:
     return path
 
 
-def _search_path_flags(project: Path) -> list[str]:
-    return [f"-i{project}", f"-i{project / 'clash_lib'}"]
+def _search_path_flags() -> list[str]:
+    """Relative to the project (the working directory of every run): naming the project
+    folder itself as well would make Clash see each weight file twice and refuse."""
+    return ["-iclash_lib"]
 
 
 def _run(cmd: list[str], cwd: Path, what: str, log: Path | None = None) -> subprocess.CompletedProcess:
@@ -61,7 +63,7 @@ def generate_hdl(project: Path, language: str) -> Path:
     with tempfile.TemporaryDirectory(prefix="k2c-clash-") as objdir:
         with atomic_directory(target, force=True) as tmp:
             cmd = [
-                clash, *_search_path_flags(project), TOP_MODULE + ".hs", LANGUAGES[language],
+                clash, *_search_path_flags(), TOP_MODULE + ".hs", LANGUAGES[language],
                 "-fclash-no-cache", "-fclash-hdldir", str(tmp), "-outputdir", objdir,
             ]
             _run(cmd, project, f"clash {LANGUAGES[language]}", log=Path(objdir) / "clash.log")
@@ -89,7 +91,7 @@ def build_simulator(project: Path) -> Path:
     build.mkdir(parents=True, exist_ok=True)
     tmp_exe = build / "sim.tmp"
     cmd = [
-        ghc, "-O2", "-threaded", "-rtsopts", *_search_path_flags(project),
+        ghc, "-O2", "-threaded", "-rtsopts", *_search_path_flags(),
         "-outputdir", str(build / "obj"), "-o", str(tmp_exe), SIM_MODULE + ".hs",
     ]
     env_log = build / "ghc.log"
