@@ -12,6 +12,8 @@ import os as _os
 
 # TensorFlow's C++ start-up chatter would drown the tool's own output; users can override.
 _os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+# oneDNN reorders float sums run to run; off, the Keras float rung is reproducible.
+_os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 
 __version__ = "0.1.0"
 

@@ -28,7 +28,10 @@ CLASH_LIB = Path(__file__).resolve().parent.parent / "clash_lib"
 HASKELL_RESERVED = {
     "case", "class", "data", "default", "deriving", "do", "else", "foreign", "if", "import",
     "in", "infix", "infixl", "infixr", "instance", "let", "module", "newtype", "of", "then",
-    "type", "where", "network", "topEntity", "main", "pe", "activation", "flatten", "dense",
+    "type", "where",
+    # names the generated modules define or import unqualified
+    "network", "topEntity", "main", "pe", "activation", "flattenS", "linear", "relu",
+    "requantize", "sigmoidPlan", "argmax", "mapS", "romWords", "simMain", "flatTop",
 }
 
 _env = jinja2.Environment(

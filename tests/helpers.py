@@ -1,0 +1,34 @@
+"""Helpers shared by the tests: toolchain detection and small Keras models built in-process."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+TOOLS = ("clash", "ghc", "verilator")
+
+
+def have_toolchain() -> bool:
+    return all(shutil.which(tool) for tool in TOOLS)
+
+
+needs_toolchain = pytest.mark.skipif(
+    not have_toolchain() and os.environ.get("CI") != "true",
+    reason="needs the Debian Clash toolchain (scripts/setup.sh installs it)",
+)
+"""In CI the toolchain is installed by .ci/run, so a missing tool fails instead of skipping."""
+
+
+def random_dense_model(layers: list[tuple[int, str]], n_in: int, seed: int, scale: float = 1.0):
+    """A Sequential dense network with random weights (no training): fast and arbitrary."""
+    import keras
+
+    rng = np.random.default_rng(seed)
+    model = keras.Sequential([keras.Input((n_in,))] + [
+        keras.layers.Dense(units, activation=act, name=f"dense_{i}") for i, (units, act) in enumerate(layers)
+    ])
+    model.set_weights([rng.normal(0, scale, w.shape).astype("float32") for w in model.get_weights()])
+    return model

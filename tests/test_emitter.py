@@ -1,0 +1,94 @@
+"""The emitter: readable Haskell named after Keras layers, exact memory files, atomic output."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import keras2clash as k2c
+from keras2clash.emitter import haskell_names, unflatten_expr
+from keras2clash.errors import K2CError
+from keras2clash.memfiles import rom_words
+from keras2clash.plan import make_plan
+from keras2clash.formats import parse_format
+from keras2clash.golden import QuantizedDense
+
+from helpers import random_dense_model
+
+
+@pytest.fixture(scope="module")
+def model():
+    return random_dense_model([(5, "relu"), (3, "sigmoid")], n_in=4, seed=1)
+
+
+def test_project_layout_and_readable_network(tmp_path: Path, model) -> None:
+    out = k2c.emit(model, "1,7,8", tmp_path / "net", [2, 3], name="tiny")
+    files = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
+    for expected in ["Network.hs", "Weights.hs", "Top.hs", "Sim.hs", "bin/Clash.hs", "tiny.cabal",
+                     "cabal.project", "manifest.json", "golden.npz", "source_model.keras",
+                     "weights/dense_0.mem", "weights/dense_1.mem", "clash_lib/K2C/Dense.hs"]:
+        assert expected in files
+    network = (out / "Network.hs").read_text()
+    assert "network p_dense_0 p_dense_1 =\n  dense_0 p_dense_0\n  |> dense_1 p_dense_1\n" in network
+    assert "  => SNat 2  -- ^ processing elements of dense_0\n  -> SNat 3  -- ^ processing elements of dense_1" in network
+    assert "dense_1 pe = Dense.dense pe W.dense_1 activation" in network
+    assert "activation = sigmoidPlan . requantize" in network
+    weights = (out / "Weights.hs").read_text()
+    assert 'dense_0 :: WeightRom 3 2 4 (SFixed 8 8)\ndense_0 = WeightRom "weights/dense_0.mem"' in weights
+    assert 't_name   = "tiny"' in (out / "Top.hs").read_text()
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert [layer["pe"] for layer in manifest["layers"]] == [2, 3]
+
+
+def test_memory_words_decode_back_to_the_parameters() -> None:
+    fmt = parse_format("1,3,4")
+    ir = [{"type": "dense", "name": "d", "input_shape": (3,), "output_shape": (5,), "activation": "relu",
+           "use_bias": True, "fused": [], "weights": {}}]
+    plan = make_plan(ir, fmt, [2])[0]
+    kernel = np.arange(-7, 8).reshape(3, 5)
+    bias = np.array([-128, 127, 0, 1, -1])
+    words = rom_words(plan, QuantizedDense(kernel, bias))
+    assert len(words) == 3 and all(len(w) == 2 * 4 * 8 for w in words)
+    values = [int(w[i:i + 8], 2) for w in words for i in range(0, len(w), 8)]
+    values = [v - 256 if v >= 128 else v for v in values]
+    neurons = np.array(values).reshape(6, 4)  # 3 words x 2 PEs, each 3 weights + bias
+    assert neurons[:5, :3].tolist() == kernel.T.tolist()
+    assert neurons[:5, 3].tolist() == bias.tolist()
+    assert neurons[5].tolist() == [0, 0, 0, 0]  # padding neuron of the last word
+
+
+def test_haskell_names_are_valid_and_unique() -> None:
+    assert haskell_names(["dense_1", "Dense-2", "1st", "type", "dense_1"]) == [
+        "dense_1", "dense_2", "layer_1st", "type_layer", "dense_1_1"]
+
+
+def test_unflatten_expression() -> None:
+    assert unflatten_expr(1) == "id"
+    assert unflatten_expr(2) == "unconcatI"
+    assert unflatten_expr(3) == "map (unconcatI) . unconcatI"
+
+
+def test_refuses_non_empty_directory_and_force_replaces(tmp_path: Path, model) -> None:
+    out = tmp_path / "net"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    with pytest.raises(K2CError, match="not empty; use --force"):
+        k2c.emit(model, "1,7,8", out)
+    assert (out / "keep.txt").read_text() == "mine"
+    k2c.emit(model, "1,7,8", out, force=True)
+    assert not (out / "keep.txt").exists() and (out / "Network.hs").exists()
+
+
+def test_failure_leaves_nothing_half_written(tmp_path: Path, model, monkeypatch) -> None:
+    import keras2clash.emitter as emitter
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(emitter, "memfile_text", boom)
+    with pytest.raises(RuntimeError):
+        k2c.emit(model, "1,7,8", tmp_path / "net")
+    assert list(tmp_path.iterdir()) == []
