@@ -11,6 +11,7 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from . import api
 from .errors import K2CError
@@ -110,7 +111,7 @@ def main() -> None:
     try:
         app(standalone_mode=False)
     except K2CError as exc:
-        err.print(f"[bold red]error:[/bold red] {exc}", highlight=False)
+        err.print(f"[bold red]error:[/bold red] {escape(str(exc))}", highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
     except typer.Abort:
         err.print("aborted")

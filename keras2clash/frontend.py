@@ -272,15 +272,11 @@ def _model_chain(model: keras.Model) -> list[keras.layers.Layer]:
     """
     import keras
 
+    _check_model_kind(model)
     if isinstance(model, keras.Sequential):
         layers = list(model.layers)
-    elif _is_functional(model):
-        layers = _functional_chain(model)
     else:
-        raise K2CError(
-            f"model '{model.name}' is a subclassed {type(model).__name__}; only Sequential "
-            "and functional models can be converted"
-        )
+        layers = _functional_chain(model)
     chain: list[keras.layers.Layer] = []
     for layer in layers:
         if isinstance(layer, keras.layers.InputLayer):
@@ -292,11 +288,16 @@ def _model_chain(model: keras.Model) -> list[keras.layers.Layer]:
     return chain
 
 
-def _is_functional(model: keras.Model) -> bool:
-    """Functional models expose their graph; subclassed ones do not."""
+def _check_model_kind(model: keras.Model) -> None:
+    """Sequential and functional models expose their graph; subclassed ones only a `call`."""
+    import keras
     from keras.src.models.functional import Functional
 
-    return isinstance(model, Functional)
+    if not isinstance(model, (keras.Sequential, Functional)):
+        raise K2CError(
+            f"model '{model.name}' is a subclassed {type(model).__name__}; only Sequential "
+            "and functional models can be converted"
+        )
 
 
 def _functional_chain(model: keras.Model) -> list[Any]:
@@ -607,6 +608,7 @@ def to_ir(model: keras.Model) -> list[dict[str, Any]]:
 
     if not isinstance(model, keras.Model):
         raise K2CError(f"expected a keras.Model, got {type(model).__name__}")
+    _check_model_kind(model)
     state = ConversionState(ir=[], shape=_input_shape(model))
     for layer in _model_chain(model):
         _converter_for(layer)(layer, state)
