@@ -73,7 +73,7 @@ def write_project_data(
 
 def load_project(root: Path | str) -> Project:
     """Read an emitted project; one clear error if the folder is not one."""
-    root = Path(root)
+    root = Path(root).resolve()  # tools run with the project as working directory
     manifest_path = root / MANIFEST
     if not manifest_path.is_file():
         raise K2CError(f"{root} is not an emitted keras2clash project (no {MANIFEST}); run 'keras2clash emit' first")
