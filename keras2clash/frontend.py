@@ -190,7 +190,9 @@ def _model_from_config(config: dict[str, Any], text: str, path: Path) -> keras.M
 
             model = saving_utils.model_from_config(config)
     except Exception as exc:  # unknown layer classes, malformed layer configs, ...
-        raise K2CError(f"cannot rebuild a model from JSON config {path}: {_first_line(exc)}") from None
+        raise K2CError(
+            f"cannot rebuild a model from JSON config {path}: {_first_line(exc)}"
+        ) from None
     if not isinstance(model, keras.Model):
         raise K2CError(f"JSON config {path} describes a {type(model).__name__}, not a model")
     if not model.built:
@@ -301,6 +303,13 @@ def _check_model_kind(model: keras.Model) -> None:
 
 
 def _functional_chain(model: keras.Model) -> list[Any]:
+    """Walk a functional graph back from its output through each layer's producing node.
+
+    Keras 3 has no public graph API, so this reads `_keras_history` / `_inbound_nodes`
+    (stable since Keras 3.0). Besides merges it catches layers called with
+    training=True, whose behaviour at inference is not the identity Keras promises.
+    The leftover-layer check is a guard: Keras itself prunes dead branches.
+    """
     import keras
 
     _single_io(model)
@@ -338,9 +347,14 @@ def _functional_chain(model: keras.Model) -> list[Any]:
 def _single_io(model: keras.Model) -> None:
     if len(model.inputs) != 1:
         names = ", ".join(t.name for t in model.inputs)
-        raise K2CError(f"model '{model.name}' has {len(model.inputs)} inputs ({names}); exactly one is supported")
+        raise K2CError(
+            f"model '{model.name}' has {len(model.inputs)} inputs ({names}); exactly one "
+            "is supported"
+        )
     if len(model.outputs) != 1:
-        raise K2CError(f"model '{model.name}' has {len(model.outputs)} outputs; exactly one is supported")
+        raise K2CError(
+            f"model '{model.name}' has {len(model.outputs)} outputs; exactly one is supported"
+        )
 
 
 def _input_shape(model: keras.Model) -> tuple[int, ...]:
@@ -544,7 +558,10 @@ def _fuse_activation(layer: Any, activation: str, state: ConversionState) -> Non
         return
     kind = type(layer).__name__
     if previous is None or previous["type"] != "dense":
-        where = "the model input" if previous is None else f"{previous['type']} layer '{previous['name']}'"
+        if previous is None:
+            where = "the model input"
+        else:
+            where = f"{previous['type']} layer '{previous['name']}'"
         raise K2CError(
             f"{kind} layer '{layer.name}' ({activation}) follows {where}, not a Dense layer; "
             "activations are only supported fused into the Dense layer before them"
