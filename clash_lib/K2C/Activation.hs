@@ -1,0 +1,87 @@
+{-# LANGUAGE DataKinds, KindSignatures, NoImplicitPrelude, ScopedTypeVariables,
+             TypeApplications, TypeOperators, FlexibleContexts, NoStarIsType #-}
+{-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver #-}
+{-|
+Per-neuron output stages (contract steps 4 to 6): requantization of the exact
+accumulator to the layer's output format, the activation functions, and the
+predicted class.
+-}
+module K2C.Activation
+  ( requantize
+  , linear
+  , relu
+  , sigmoidPlan
+  , argmax
+  ) where
+
+import Clash.Prelude
+
+-- | Contract step 4: round to nearest with ties toward +infinity, then
+-- saturate.
+--
+-- 'resizeF' drops fraction bits by flooring and saturates the integer part,
+-- so adding half an output LSB first turns its floor into round-half-up.
+-- The addition is done one integer bit wider so it cannot wrap whatever the
+-- accumulator holds. When the output has at least as many fraction bits
+-- (@cf <= fo@) nothing is rounded: the fraction is widened first (exact) and
+-- the integer part narrowed (saturated) second, because Clash 1.6.4's
+-- 'resizeF' wraps instead of saturating in some conversions that grow the
+-- fraction while shrinking the integer part (e.g. @SFixed 6 2 -> SFixed 3 5@).
+requantize
+  :: forall ci cf oi fo
+   . (KnownNat ci, KnownNat cf, KnownNat oi, KnownNat fo)
+  => SFixed ci cf -> SFixed oi fo
+requantize acc
+  | dropped > 0 = resizeF (sf (SNat @cf) (resize (unSF acc) + halfLsb) :: SFixed (ci + 1) cf)
+  | otherwise   = resizeF (resizeF acc :: SFixed ci fo)
+  where
+    dropped = natToInteger @cf - natToInteger @fo
+    halfLsb = bit (fromInteger dropped - 1)
+
+-- | The identity activation (also used for softmax on the output layer: the
+-- argmax does not change, and the scores are the requantized logits).
+linear :: SFixed oi fo -> SFixed oi fo
+linear = id
+
+-- | @max(r, 0)@, exact.
+relu :: (KnownNat oi, KnownNat fo) => SFixed oi fo -> SFixed oi fo
+relu = max 0
+
+-- | Contract step 5: the PLAN sigmoid of Amin, Curtis and Hayes-Gill (1997),
+-- evaluated on the raw bits of the requantized value.
+--
+-- The work width @Max (oi + 1) 4@ integer bits is one bit wider than the
+-- input, so @|minBound|@ does not overflow, and at least wide enough for the
+-- breakpoint 5.0. The result lies in @[0, 1]@ and is saturated into the output
+-- format at the end (which matters only when the format cannot hold 1.0).
+sigmoidPlan
+  :: forall oi fo
+   . (KnownNat oi, KnownNat fo)
+  => SFixed oi fo -> SFixed oi fo
+sigmoidPlan r = resizeF (sf (SNat @fo) folded :: SFixed (Max (oi + 1) 4) fo)
+  where
+    a = abs (widen r)
+    -- PLAN: four segments with power-of-two slopes (shifts).
+    y | a >= c 5 1       = one                     -- |x| >= 5
+      | a >= c 19 8      = (a `shiftR` 5) + c 27 32 -- 2.375 <= |x| < 5: x/32 + 0.84375
+      | a >= one         = (a `shiftR` 3) + c 5 8   -- 1 <= |x| < 2.375: x/8 + 0.625
+      | otherwise        = (a `shiftR` 2) + c 1 2   -- |x| < 1: x/4 + 0.5
+    -- sigmoid(-x) = 1 - sigmoid(x)
+    folded = if r < 0 then one - y else y
+    one    = c 1 1
+
+    widen :: SFixed oi fo -> Signed (Max (oi + 1) 4 + fo)
+    widen = resize . unSF
+
+    -- The constant @num / den@ in the output's fraction bits, rounded as the
+    -- contract says, @c(v) = floor(v * 2^fo + 1/2)@, at elaboration time.
+    c :: Integer -> Integer -> Signed (Max (oi + 1) 4 + fo)
+    c num den = fromInteger ((shiftL (2 * num) (natToNum @fo) + den) `div` (2 * den))
+
+-- | The index of the largest element; ties go to the lowest index. A balanced
+-- tree of comparisons that keeps the left (lower-index) candidate unless the
+-- right one is strictly larger.
+argmax :: forall n a . (KnownNat n, Ord a) => Vec (n + 1) a -> Index (n + 1)
+argmax = fst . fold pick . zip indicesI
+  where
+    pick left@(_, x) right@(_, y) = if y > x then right else left
