@@ -32,11 +32,20 @@ def _as_format(fmt: str | FixedFormat) -> FixedFormat:
     return fmt if isinstance(fmt, FixedFormat) else parse_format(str(fmt))
 
 
+HDL_KEYWORDS = {
+    "module", "input", "output", "wire", "reg", "begin", "end", "signal", "entity", "architecture",
+    "process", "type", "logic", "port", "in", "out", "is", "of", "and", "or", "not", "case",
+}
+
+
 def hdl_name(text: str) -> str:
-    """A Keras model name as an HDL/Haskell-friendly identifier (lower snake case)."""
-    ident = re.sub(r"[^0-9a-zA-Z_]", "_", text).strip("_").lower()
+    """A Keras model name as the top entity's name, legal in Verilog, VHDL and Haskell:
+    lower snake case, starting with a letter, no double or trailing underscore (VHDL)."""
+    ident = re.sub(r"_+", "_", re.sub(r"[^0-9a-zA-Z_]", "_", text)).strip("_").lower()
     if not ident or not ident[0].isalpha():
-        ident = "net_" + ident
+        ident = ("net_" + ident).rstrip("_")
+    if ident in HDL_KEYWORDS:
+        ident += "_net"
     return ident
 
 
@@ -102,8 +111,17 @@ def simulate(
     *,
     keras: bool = True,
     show: bool = True,
+    gap_max: int = 0,
+    seed: int = 1,
 ) -> Comparison:
-    """Run the test set through golden model and Clash simulation; compare with Keras."""
+    """Run the test set through golden model and Clash simulation; compare with Keras.
+
+    `gap_max > 0` stresses the stream protocol: 0..gap_max idle cycles before each input
+    and downstream ready held low for 0..gap_max cycles at a time (reproducible from
+    `seed`); outputs must stay bit-exact, only the cycle figures change.
+    """
+    if gap_max < 0:
+        raise K2CError(f"gap_max must be >= 0, got {gap_max}")
     project = load_project(project_dir)
     dataset = load_dataset(data, project.input_shape, project.n_out).head(limit)
     x_raw = golden.quantize_inputs(project.plans, dataset.x)
@@ -112,7 +130,8 @@ def simulate(
 
     with console.status("ghc -O2: building the Clash simulation"):
         exe = toolchain.build_simulator(project.root)
-    sim = _run_with_progress(exe, project.root, x_raw, project.n_out)
+    extra = ["--gap-max", str(gap_max), "--seed", str(seed)] if gap_max else []
+    sim = _run_with_progress(exe, project.root, x_raw, project.n_out, extra)
 
     keras_float = keras_rounded = None
     if keras and project.source_model.exists():
@@ -138,17 +157,18 @@ def simulate(
         first_latency=sim.first_latency,
         interval=sim.interval,
         multipliers=sum(p.multipliers for p in project.plans),
+        output_cycles_last=int(sim.output_cycle[-1]),
     )
     if show:
         render(comp, Console())
     return comp
 
 
-def _run_with_progress(exe: Path, root: Path, x_raw: np.ndarray, n_out: int) -> SimResult:
+def _run_with_progress(exe: Path, root: Path, x_raw: np.ndarray, n_out: int, extra: list[str]) -> SimResult:
     columns = (TextColumn("Clash simulation"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as bar:
         task = bar.add_task("sim", total=len(x_raw))
-        return run_simulator(exe, root, x_raw, n_out, progress=lambda k: bar.update(task, completed=k))
+        return run_simulator(exe, root, x_raw, n_out, extra, progress=lambda k: bar.update(task, completed=k))
 
 
 def run(

@@ -67,9 +67,11 @@ def simulate(
     n: Optional[int] = typer.Option(None, "-n", min=1, help="Use only the first N samples."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the comparison as JSON."),
     markdown: Optional[Path] = typer.Option(None, "--markdown", help="Also write the comparison as markdown."),
+    gap_max: int = typer.Option(0, "--gap-max", min=0, help="Random idle cycles (0..K) between inputs and random output stalls."),
+    seed: int = typer.Option(1, "--seed", help="Seed for --gap-max."),
 ) -> None:
     """Simulate PROJECT in Clash (GHC-compiled) and compare with the golden model and Keras."""
-    comp = api.simulate(project, data, n)
+    comp = api.simulate(project, data, n, gap_max=gap_max, seed=seed)
     _write_reports(comp, json_out, markdown)
     if not comp.all_exact:
         raise K2CError(f"simulation differs from the golden model on {comp.samples - (comp.bit_exact or 0)} sample(s)", exit_code=1)

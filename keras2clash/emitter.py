@@ -71,6 +71,19 @@ def haskell_names(names: Sequence[str]) -> list[str]:
     return result
 
 
+def cabal_package_name(name: str) -> str:
+    """A valid cabal package name: dash-separated parts, none all digits (`net_2` -> `net2`)."""
+    parts: list[str] = []
+    for part in re.split(r"[^0-9A-Za-z]+", name):
+        if not part:
+            continue
+        if part.isdigit() and parts:
+            parts[-1] += part
+        else:
+            parts.append(part if not part.isdigit() else "net" + part)
+    return "-".join(parts) or "net"
+
+
 def format_type_name(fmt: FixedFormat) -> str:
     return f"Q{fmt.sign}_{fmt.int}_{fmt.frac}"
 
@@ -136,6 +149,7 @@ def build_context(name: str, plans: Sequence[LayerPlan]) -> dict[str, Any]:
     first, last = plans[0], plans[-1]
     return {
         "name": name,
+        "package": cabal_package_name(name),
         "version": __version__,
         "format_types": format_types,
         "layers": layers,
@@ -174,7 +188,7 @@ def write_project(
     (root / "bin").mkdir()
     for target, template in TEMPLATES.items():
         (root / target).write_text(_env.get_template(template).render(**context))
-    (root / f"{name.replace('_', '-')}.cabal").write_text(
+    (root / f"{context['package']}.cabal").write_text(
         _env.get_template("project.cabal.j2").render(**context)
     )
     blocks = root / "clash_lib" / "K2C"

@@ -29,6 +29,7 @@ class Comparison:
     first_latency: int | None  # cycles, input accepted -> output, empty pipeline
     interval: float | None  # cycles between outputs, back to back
     multipliers: int
+    output_cycles_last: int | None = None  # cycle the last output left (whole run length)
 
     @property
     def all_exact(self) -> bool:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import keras2clash as k2c
-from keras2clash.emitter import haskell_names, unflatten_expr
+from keras2clash.emitter import cabal_package_name, haskell_names, unflatten_expr
 from keras2clash.errors import K2CError
 from keras2clash.memfiles import rom_words
 from keras2clash.plan import make_plan
@@ -65,6 +65,13 @@ def test_haskell_names_are_valid_and_unique() -> None:
         "dense_1", "dense_2", "layer_1st", "type_layer", "dense_1_1"]
 
 
+def test_cabal_package_names_are_valid() -> None:
+    assert cabal_package_name("sequential_6") == "sequential6"
+    assert cabal_package_name("digits_dense") == "digits-dense"
+    assert cabal_package_name("net_2_3_x") == "net23-x"
+    assert cabal_package_name("7") == "net7"
+
+
 def test_unflatten_expression() -> None:
     assert unflatten_expr(1) == "id"
     assert unflatten_expr(2) == "unconcatI"
@@ -92,3 +99,13 @@ def test_failure_leaves_nothing_half_written(tmp_path: Path, model, monkeypatch)
     with pytest.raises(RuntimeError):
         k2c.emit(model, "1,7,8", tmp_path / "net")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_top_entity_names_are_legal_in_every_hdl() -> None:
+    from keras2clash.api import hdl_name
+
+    assert hdl_name("digits_dense") == "digits_dense"
+    assert hdl_name("My--Model_") == "my_model"
+    assert hdl_name("3layers") == "net_3layers"
+    assert hdl_name("__") == "net"
+    assert hdl_name("module") == "module_net"

@@ -26,14 +26,14 @@ import Clash.Prelude
   , System, Vec, clockGen, enableGen, indicesI, natToNum, resetGenN, sf
   , toList, unSF )
 import Clash.Signal.Internal (Signal ((:-)))
-import Control.DeepSeq (NFData, force)
+import Control.Monad (when)
 import Data.Bits (shiftR, xor)
 import Data.Maybe (isJust)
 import Data.Word (Word64)
 import GHC.TypeLits (type (+))
 import System.Environment (getArgs)
 import System.Exit (ExitCode (..), exitWith)
-import System.IO (hPutStrLn, stderr)
+import System.IO (BufferMode (..), hPutStrLn, hSetBuffering, stderr, stdout)
 
 -- | The shape of an emitted top entity: input vector of @n@ values in
 -- @SFixed ai af@, output scores of @m@ values in @SFixed oi fo@ with the class.
@@ -68,25 +68,23 @@ simMain top romWords = do
   options <- parseOptions <$> getArgs
   samples <- parseSamples <$> getContents
   inputs  <- either failWith pure (traverse (toFixed @ai @af) samples)
+  hSetBuffering stdout LineBuffering
   let count  = length inputs
       budget = fixedSlack + count * perWordSlack * (romWords + gapMax options)
-      (accepts, results) = run top options inputs budget
-  if length results < count
-    then failWith ("simulation: " ++ show (length results) ++ " of " ++ show count
-                   ++ " outputs within " ++ show budget ++ " cycles")
-    else mapM_ putStrLn (zipWith line accepts results)
-  where
-    line accept (moved, (scores, cls)) = unwords
-      (show accept : show moved : show (fromEnum cls) : map (show . toInteger . unSF) (toList scores))
+  printed <- report count (zip [0 ..] (take budget (trace top options inputs)))
+  when (printed < count) $
+    failWith ("simulation: " ++ show printed ++ " of " ++ show count
+              ++ " outputs within " ++ show budget ++ " cycles")
 
--- | Simulate until every input's output has moved or the budget is spent.
--- Returns the accept cycles and the (cycle, output) of every output beat.
-run
-  :: (KnownNat m, KnownNat oi, KnownNat fo)
-  => TopEntity n ai af m oi fo -> Options -> [Vec n (SFixed ai af)] -> Int
-  -> ([Int], [(Int, (Vec m (SFixed oi fo), Index m))])
-run top options inputs budget =
-  collect (length inputs) (zip [0 ..] (take budget trace))
+-- | The cycle-by-cycle trace (input, in_ready, output, out_ready) after reset,
+-- with the inputs driven through the network's ready and downstream readiness
+-- from the options.
+trace
+  :: TopEntity n ai af m oi fo -> Options -> [Vec n (SFixed ai af)]
+  -> [(Maybe (Vec n (SFixed ai af)), Bool, Maybe (Vec m (SFixed oi fo), Index m), Bool)]
+trace top options inputs =
+  drop resetCycles (zip4 (signalList input) (signalList readyIn)
+                         (signalList output) (signalList readyOut))
   where
     (output, readyIn) = top clockGen (resetGenN (SNat @ResetCycles)) enableGen input readyOut
     input    = drive (replicate resetCycles Nothing ++ schedule) readyIn
@@ -96,28 +94,31 @@ run top options inputs budget =
                          ++ concatMap (\gap -> replicate gap False ++ [True])
                                       (gaps (seed options `xor` 0x5bd1e995)))
     gaps     = map (`mod` (gapMax options + 1)) . randoms
-    trace    = drop resetCycles (zip4 (signalList input) (signalList readyIn)
-                                      (signalList output) (signalList readyOut))
 
--- | One strict pass over the trace, keeping only the beats that moved, so the
--- simulation runs in constant memory however long it is.
-collect
-  :: NFData y
-  => Int -> [(Int, (Maybe x, Bool, Maybe y, Bool))] -> ([Int], [(Int, y)])
-collect wanted = go [] [] 0
+-- | One pass over the trace, printing each sample's line the cycle its output
+-- beat moves (so a caller can show progress), until @wanted@ lines are out or
+-- the trace ends; returns how many were printed. Accepts are first-in
+-- first-out, so the pending accept cycles form a short queue (at most the
+-- pipeline's depth). Nothing else holds the trace, so memory stays constant.
+report
+  :: (KnownNat m, KnownNat oi, KnownNat fo)
+  => Int -> [(Int, (Maybe x, Bool, Maybe (Vec m (SFixed oi fo), Index m), Bool))] -> IO Int
+report wanted = go [] 0
   where
-    go accepts results count trace = case trace of
-      _ | count == wanted -> done
-      []                  -> done
-      (t, (input, readyIn, output, readyOut)) : rest ->
-        let accepts' | isJust input && readyIn = t : accepts
-                     | otherwise               = accepts
-            (results', count') = case output of
-              Just y | readyOut -> (((:) $! force (t, y)) results, count + 1)
-              _                 -> (results, count)
-        in  accepts' `seq` results' `seq` count' `seq` go accepts' results' count' rest
-      where
-        done = (reverse accepts, reverse results)
+    go pending printed steps
+      | printed == wanted = pure printed
+      | otherwise = case steps of
+          [] -> pure printed
+          (t, (input, readyIn, output, readyOut)) : rest -> do
+            let pending' | isJust input && readyIn = pending ++ [t]
+                         | otherwise               = pending
+            case (output, pending') of
+              (Just result, accept : later) | readyOut -> do
+                putStrLn (line accept t result)
+                go later (printed + 1) rest
+              _ -> length pending' `seq` go pending' printed rest
+    line accept moved (scores, cls) = unwords
+      (show accept : show moved : show (fromEnum cls) : map (show . toInteger . unSF) (toList scores))
 
 -- | An input signal that shows each scheduled beat until it moves; @Nothing@
 -- entries are idle cycles and always pass.
