@@ -20,7 +20,7 @@ from .data import load_dataset
 from .errors import K2CError
 from .formats import FixedFormat, parse_format
 from .fsutil import atomic_directory, check_writable_target
-from .plan import make_plan, parse_parallelism
+from .plan import compute_layers, make_plan, parse_int_list
 from .project import SOURCE_MODEL, load_project, write_project_data
 from .report import Comparison, accuracy, render
 from .simulate import SimResult, run_simulator
@@ -55,6 +55,7 @@ def emit(
     out: str | Path = "build/net",
     parallelism: str | Sequence[int] | None = None,
     *,
+    cycles: str | Sequence[int] | None = None,
     weights: str | Path | None = None,
     name: str | None = None,
     force: bool = False,
@@ -62,7 +63,8 @@ def emit(
     """Parse a Keras model (file or object) and write a Clash project to `out`.
 
     `fmt` is the fixed-point format `"sign,int,frac"`; `parallelism` gives the processing
-    elements of each dense layer (`"1,2,5"` or a list), default one each.
+    elements of each dense/conv2d layer (`"1,2,5"` or a list), default one each; `cycles`
+    how many cycles each PE spends on one window (default 1: a full dot product a cycle).
     """
     from .emitter import write_project  # jinja2 templates
     from .frontend import load_keras_model, to_ir
@@ -72,9 +74,10 @@ def emit(
     check_writable_target(out, force)  # before the slow model load
     keras_model = load_keras_model(model, weights=weights) if not _is_keras_model(model) else model
     ir = to_ir(keras_model)
-    n_dense = sum(1 for layer in ir if layer["type"] == "dense")
-    pes = parse_parallelism(parallelism, n_dense) if isinstance(parallelism, str) or parallelism is None else list(parallelism)
-    plans = make_plan(ir, fixed, pes)
+    n_compute = len(compute_layers(ir))
+    pes = _int_list(parallelism, n_compute, "parallelism")
+    cyc = _int_list(cycles, n_compute, "cycles")
+    plans = make_plan(ir, fixed, pes, cycles=cyc)
     params = golden.quantize_params(plans, ir)
     net_name = hdl_name(name or keras_model.name)
     with atomic_directory(out, force=force) as tmp:
@@ -82,6 +85,12 @@ def emit(
         write_project_data(tmp, net_name, net_name, plans, params)
         keras_model.save(tmp / SOURCE_MODEL)
     return out
+
+
+def _int_list(value: str | Sequence[int] | None, n: int, what: str) -> list[int] | None:
+    if value is None or isinstance(value, str):
+        return parse_int_list(value, n, what)
+    return list(value)
 
 
 def _is_keras_model(obj: Any) -> bool:
@@ -146,7 +155,8 @@ def simulate(
     comp = Comparison(
         model=project.name,
         format=project.formats_label,
-        parallelism=[p.pe for p in project.dense_plans],
+        parallelism=[p.pe for p in project.compute_plans],
+        cycles=[p.cycles for p in project.compute_plans],
         samples=len(dataset),
         keras_float_accuracy=keras_float,
         keras_rounded_accuracy=keras_rounded,
@@ -178,6 +188,7 @@ def run(
     out: str | Path = "build/net",
     parallelism: str | Sequence[int] | None = None,
     *,
+    cycles: str | Sequence[int] | None = None,
     languages: Sequence[str] = ("verilog", "vhdl", "systemverilog"),
     limit: int | None = None,
     weights: str | Path | None = None,
@@ -186,7 +197,7 @@ def run(
     """emit -> hdl -> simulate, as the demo does."""
     if not Path(data).is_file():
         raise K2CError(f"data file not found: {data}")
-    project = emit(model, fmt, out, parallelism, weights=weights, force=force)
+    project = emit(model, fmt, out, parallelism, cycles=cycles, weights=weights, force=force)
     console.print(f"[green]✓[/green] emitted Clash project: {project}")
     hdl(project, languages)
     return simulate(project, data, limit)

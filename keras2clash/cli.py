@@ -25,7 +25,8 @@ app = typer.Typer(
 err = Console(stderr=True)
 
 FORMAT_HELP = "Fixed-point format sign,int,frac (the thesis' notation): 1,7,8 = 16 bits = SFixed 8 8."
-PAR_HELP = "Processing elements per dense layer, e.g. 1,2,5 (each 1..neurons; default 1 each)."
+PAR_HELP = "Processing elements per dense/conv2d layer, e.g. 1,2,5 (each 1..filters; default 1 each)."
+CYC_HELP = "Cycles per window per dense/conv2d layer, e.g. 1,9,1 (each 1..window size; default 1 each)."
 
 
 def _languages(verilog: bool, vhdl: bool, systemverilog: bool, default: tuple[str, ...]) -> list[str]:
@@ -39,12 +40,13 @@ def emit(
     format: str = typer.Option("1,7,8", "--format", "-f", help=FORMAT_HELP),
     out: Path = typer.Option(Path("build/net"), "--out", "-o", help="Project directory to create."),
     parallelism: Optional[str] = typer.Option(None, "--parallelism", "-p", help=PAR_HELP),
+    cycles: Optional[str] = typer.Option(None, "--cycles", "-c", help=CYC_HELP),
     weights: Optional[Path] = typer.Option(None, "--weights", help="Pickled weight list for a JSON config."),
     name: Optional[str] = typer.Option(None, "--name", help="Name of the top entity (default: the Keras model name)."),
     force: bool = typer.Option(False, "--force", help="Replace a non-empty output directory."),
 ) -> None:
     """Parse MODEL and write a Clash project (network, weights, memory files) to --out."""
-    path = api.emit(model, format, out, parallelism, weights=weights, name=name, force=force)
+    path = api.emit(model, format, out, parallelism, cycles=cycles, weights=weights, name=name, force=force)
     err.print(f"[green]✓[/green] emitted {path}")
 
 
@@ -84,6 +86,7 @@ def run(
     format: str = typer.Option("1,7,8", "--format", "-f", help=FORMAT_HELP),
     out: Path = typer.Option(Path("build/net"), "--out", "-o", help="Project directory to create."),
     parallelism: Optional[str] = typer.Option(None, "--parallelism", "-p", help=PAR_HELP),
+    cycles: Optional[str] = typer.Option(None, "--cycles", "-c", help=CYC_HELP),
     verilog: bool = typer.Option(False, "--verilog", help="Generate Verilog."),
     vhdl: bool = typer.Option(False, "--vhdl", help="Generate VHDL."),
     systemverilog: bool = typer.Option(False, "--systemverilog", help="Generate SystemVerilog."),
@@ -95,7 +98,7 @@ def run(
 ) -> None:
     """emit -> hdl -> simulate in one go (default: all three HDLs)."""
     langs = _languages(verilog, vhdl, systemverilog, ("verilog", "vhdl", "systemverilog"))
-    comp = api.run(model, data, format, out, parallelism, languages=langs, limit=n, weights=weights, force=force)
+    comp = api.run(model, data, format, out, parallelism, cycles=cycles, languages=langs, limit=n, weights=weights, force=force)
     _write_reports(comp, json_out, markdown)
     if not comp.all_exact:
         raise K2CError(f"simulation differs from the golden model on {comp.samples - (comp.bit_exact or 0)} sample(s)", exit_code=1)

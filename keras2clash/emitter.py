@@ -18,7 +18,7 @@ import jinja2
 
 from . import __version__
 from .formats import FixedFormat
-from .golden import QuantizedDense
+from .golden import QuantizedLayer
 from .memfiles import memfile_text
 from .plan import LayerPlan
 
@@ -124,10 +124,10 @@ def build_context(name: str, plans: Sequence[LayerPlan]) -> dict[str, Any]:
             "out_elem": out_elem,
             "in_shape_text": "x".join(map(str, plan.input_shape)),
         }
-        if plan.type == "dense":
+        if plan.is_compute:
             assert plan.acc_fmt is not None and plan.w_fmt is not None
             entry.update(
-                pe=plan.pe, pe_var=f"p_{fn}", groups=plan.groups,
+                pe=plan.pe, pe_var=f"p_{fn}", groups=plan.rom_depth, chunk=plan.chunk, cycles=plan.cycles,
                 acc_clash=plan.acc_fmt.clash_type, w_clash=plan.w_fmt.clash_type, w_label=str(plan.w_fmt),
                 hw_activation={"linear": "linear", "relu": "relu", "sigmoid": "sigmoidPlan"}[plan.hw_activation],
                 activation_doc=_activation_doc(plan),
@@ -181,7 +181,7 @@ TEMPLATES = {
 
 
 def write_project(
-    root: Path, name: str, plans: Sequence[LayerPlan], params: dict[str, QuantizedDense]
+    root: Path, name: str, plans: Sequence[LayerPlan], params: dict[str, QuantizedLayer]
 ) -> None:
     """Render the Haskell modules, copy the blocks, write the weight memory files."""
     context = build_context(name, plans)

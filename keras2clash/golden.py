@@ -2,8 +2,9 @@
 
 This is the reference every hardware simulation must equal bit for bit. It works on raw
 integers only (no floats after quantization), vectorised over a whole test set, so a few
-thousand samples take well under a second. Layers whose accumulator would not fit int64
-fall back to Python integers (object arrays): slower, still exact.
+thousand samples take well under a second for dense networks and seconds for the CNNs.
+Layers whose accumulator would not fit int64 fall back to Python integers (object arrays):
+slower, still exact.
 """
 
 from __future__ import annotations
@@ -14,34 +15,40 @@ from dataclasses import dataclass
 import numpy as np
 
 from .formats import FixedFormat, quantize, saturate
-from .plan import LayerPlan
+from .plan import LayerPlan, accumulator_format
 
 INT64_SAFE_BITS = 62
 """Accumulators up to this width are computed in int64 (leaves headroom for rounding)."""
 
 
 @dataclass(frozen=True)
-class QuantizedDense:
-    """A dense layer's parameters as the ROM stores them (raw integers in the weight format)."""
+class QuantizedLayer:
+    """A compute layer's parameters as the ROM stores them (raw integers).
 
-    kernel: np.ndarray  # (n_in, n_out) int64
-    bias: np.ndarray  # (n_out,) int64
+    `kernel` is (K, filters) with K in window order (conv: (i*kw + j)*C + c, i.e. the Keras
+    kernel (kh, kw, C, F) reshaped row-major); `bias` is (filters,) in the bias format.
+    """
+
+    kernel: np.ndarray
+    bias: np.ndarray
 
 
-def quantize_params(
-    plans: Sequence[LayerPlan], ir: Sequence[Mapping]
-) -> dict[str, QuantizedDense]:
-    """Round every dense layer's kernel and bias to its weight format (contract: quantize)."""
+QuantizedDense = QuantizedLayer  # the round-1 name
+
+
+def quantize_params(plans: Sequence[LayerPlan], ir: Sequence[Mapping]) -> dict[str, QuantizedLayer]:
+    """Round every compute layer's kernel and bias to its formats (contract: quantize)."""
     by_name = {layer["name"]: layer for layer in ir}
-    params: dict[str, QuantizedDense] = {}
+    params: dict[str, QuantizedLayer] = {}
     for plan in plans:
-        if plan.type != "dense":
+        if not plan.is_compute:
             continue
-        assert plan.w_fmt is not None
+        assert plan.w_fmt is not None and plan.b_fmt is not None
         weights = by_name[plan.name]["weights"]
-        params[plan.name] = QuantizedDense(
-            kernel=quantize(weights["kernel"], plan.w_fmt),
-            bias=quantize(weights["bias"], plan.w_fmt),
+        kernel = np.asarray(weights["kernel"]).reshape(plan.window, plan.filters)
+        params[plan.name] = QuantizedLayer(
+            kernel=quantize(kernel, plan.w_fmt),
+            bias=quantize(weights["bias"], plan.b_fmt),
         )
     return params
 
@@ -87,38 +94,108 @@ def activate(r: np.ndarray, activation: str, fmt: FixedFormat) -> np.ndarray:
     raise ValueError(f"no hardware activation {activation!r}")
 
 
-def dense(x: np.ndarray, plan: LayerPlan, params: QuantizedDense) -> np.ndarray:
-    """One dense layer on a batch of raw inputs (N, n_in) -> raw outputs (N, n_out)."""
-    assert plan.acc_fmt is not None and plan.w_fmt is not None
-    wide = plan.acc_fmt.bits > INT64_SAFE_BITS
+def _accumulate(windows: np.ndarray, plan: LayerPlan, params: QuantizedLayer) -> np.ndarray:
+    """Contract step 3 on (M, K) windows -> (M, filters) accumulator raw values (frac cf).
+
+    Exact accumulator: one exact sum. A narrower (user-chosen) accumulator saturates after
+    each of the `cycles` chunks, in chunk order, exactly as the hardware register does:
+    acc_0 = sat(chunk_0 + bias), acc_t = sat(acc_{t-1} + chunk_t).
+    """
+    assert plan.acc_fmt is not None and plan.w_fmt is not None and plan.b_fmt is not None
+    exact = accumulator_format(plan.in_fmt, plan.w_fmt, plan.window, plan.b_fmt)
+    wide = max(exact.bits, plan.acc_fmt.bits) > INT64_SAFE_BITS  # every partial sum fits `exact`
     dtype = object if wide else np.int64
-    xs = x.astype(dtype)
+    xs = windows.astype(dtype)
     kernel = params.kernel.astype(dtype)
-    bias = params.bias.astype(dtype) << plan.in_fmt.frac
-    acc = xs @ kernel + bias
-    r = _round_shift(acc, plan.acc_fmt.frac - plan.out_fmt.frac)
-    r = saturate(r, plan.out_fmt)
-    y = activate(r, plan.hw_activation, plan.out_fmt)
-    return np.asarray(y, dtype=np.int64)  # outputs fit their format, at most 64 bits
+    product_shift = plan.acc_fmt.frac - (plan.in_fmt.frac + plan.w_fmt.frac)
+    bias = params.bias.astype(dtype) << (plan.acc_fmt.frac - plan.b_fmt.frac)
+    if plan.exact_accumulator:
+        return ((xs @ kernel) << product_shift) + bias
+    acc = None
+    ch = plan.chunk
+    for t in range(plan.cycles):
+        part = (xs[:, t * ch:(t + 1) * ch] @ kernel[t * ch:(t + 1) * ch]) << product_shift
+        acc = saturate(part + bias, plan.acc_fmt) if acc is None else saturate(acc + part, plan.acc_fmt)
+    return acc
+
+
+def _neurons(windows: np.ndarray, plan: LayerPlan, params: QuantizedLayer) -> np.ndarray:
+    """(M, K) windows -> (M, filters) activated raw outputs."""
+    acc = _accumulate(windows, plan, params)
+    assert plan.acc_fmt is not None
+    r = saturate(_round_shift(acc, plan.acc_fmt.frac - plan.out_fmt.frac), plan.out_fmt)
+    return np.asarray(activate(r, plan.hw_activation, plan.out_fmt), dtype=np.int64)
+
+
+def dense(x: np.ndarray, plan: LayerPlan, params: QuantizedLayer) -> np.ndarray:
+    """One dense layer on a batch of raw inputs (N, n_in) -> raw outputs (N, n_out)."""
+    return _neurons(x.reshape(len(x), -1), plan, params)
+
+
+def pad_images(x: np.ndarray, pads: tuple[int, int, int, int], value: int) -> np.ndarray:
+    """(N, H, W, C) -> padded with `value` on top, bottom, left, right."""
+    top, bottom, left, right = pads
+    return np.pad(x, ((0, 0), (top, bottom), (left, right), (0, 0)), constant_values=value)
+
+
+def windows_of(x: np.ndarray, plan: LayerPlan) -> np.ndarray:
+    """All windows of (N, H, W, C) images -> (N, H2, W2, kh, kw, C), strided, padding applied."""
+    kh, kw = plan.kernel_size
+    sh, sw = plan.strides
+    h2, w2 = plan.output_shape[0], plan.output_shape[1]
+    view = np.lib.stride_tricks.sliding_window_view(x, (kh, kw), axis=(1, 2))  # N,H',W',C,kh,kw
+    view = view[:, : (h2 - 1) * sh + 1 : sh, : (w2 - 1) * sw + 1 : sw]
+    return np.moveaxis(view, 3, -1)  # N, H2, W2, kh, kw, C
+
+
+def conv2d(x: np.ndarray, plan: LayerPlan, params: QuantizedLayer) -> np.ndarray:
+    """(N, H, W, C) raw -> (N, H2, W2, F) raw: zero padding, then the dense contract per window."""
+    padded = pad_images(x, plan.pads, 0)
+    win = windows_of(padded, plan)
+    n, h2, w2 = win.shape[:3]
+    out = _neurons(win.reshape(n * h2 * w2, plan.window), plan, params)
+    return out.reshape(n, h2, w2, plan.filters)
+
+
+def maxpool2d(x: np.ndarray, plan: LayerPlan) -> np.ndarray:
+    """Per channel maximum; 'same' padding counts as the format's minimum (never chosen)."""
+    win = windows_of(pad_images(x, plan.pads, plan.in_fmt.raw_min), plan)
+    return win.max(axis=(3, 4))
+
+
+def avgpool2d(x: np.ndarray, plan: LayerPlan) -> np.ndarray:
+    """Per channel floor((2*sum + N) / (2*N)): the average rounded half up, exactly."""
+    win = windows_of(pad_images(x, plan.pads, 0), plan).astype(np.int64)
+    count = plan.kernel_size[0] * plan.kernel_size[1]
+    return (2 * win.sum(axis=(3, 4)) + count) // (2 * count)
 
 
 def run(
     plans: Sequence[LayerPlan],
-    params: Mapping[str, QuantizedDense],
+    params: Mapping[str, QuantizedLayer],
     x_raw: np.ndarray,
 ) -> np.ndarray:
     """The whole network on raw inputs (N, *input_shape) -> raw outputs (N, n_out)."""
-    h = np.asarray(x_raw).reshape(len(x_raw), -1)
+    h = np.asarray(x_raw, dtype=np.int64).reshape(len(x_raw), *plans[0].input_shape)
     for plan in plans:
-        if plan.type == "flatten":
-            continue  # row-major reshape: the batch is already kept flat
-        h = dense(h, plan, params[plan.name])
-    return h
+        if plan.type == "dense":
+            h = dense(h, plan, params[plan.name])
+        elif plan.type == "conv2d":
+            h = conv2d(h, plan, params[plan.name])
+        elif plan.type == "maxpool2d":
+            h = maxpool2d(h, plan)
+        elif plan.type == "avgpool2d":
+            h = avgpool2d(h, plan)
+        elif plan.type == "flatten":
+            h = h.reshape(len(h), -1)  # row-major, like Keras channels-last Flatten
+        else:
+            raise ValueError(f"no golden model for layer type {plan.type!r}")
+    return h.reshape(len(h), -1)
 
 
 def quantize_inputs(plans: Sequence[LayerPlan], x: np.ndarray) -> np.ndarray:
-    """Real inputs to the raw integers the hardware's first layer reads, flattened."""
-    return quantize(np.asarray(x).reshape(len(x), -1), plans[0].in_fmt)
+    """Real inputs to the raw integers the hardware's first layer reads (input shape kept)."""
+    return quantize(np.asarray(x), plans[0].in_fmt)
 
 
 def predict_classes(raw_out: np.ndarray) -> np.ndarray:

@@ -1,8 +1,11 @@
-"""Weight memory files: the ROM contents of each dense layer, one word per line.
+"""Weight memory files: the ROM contents of each compute layer, one word per line.
 
-The layout is the one `K2C.Memory` unpacks (docs/architecture.md): word k holds neurons
-k*p .. k*p+p-1; PE 0 in the most significant bits; within a PE its n weights (input 0
-first) then its bias; each value W bits two's complement; zero padding past n_out.
+The layout is the one `K2C.Memory` unpacks (docs/architecture.md, "two knobs"): word
+`g*b + t` holds, for PE j, filter `g*p + j`'s chunk t of `ch` weights and a bias field (the
+real bias in chunk 0, zero in the others); PE 0 in the most significant bits; within a PE
+the ch weights (window element t*ch first) then the bias field. Weights are W-bit and the
+bias field B-bit two's complement. Neurons past the layer's filters and window elements
+past K are zero.
 """
 
 from __future__ import annotations
@@ -10,23 +13,37 @@ from __future__ import annotations
 import numpy as np
 from bitstring import Bits
 
-from .golden import QuantizedDense
+from .golden import QuantizedLayer
 from .plan import LayerPlan
 
 
-def rom_words(plan: LayerPlan, params: QuantizedDense) -> list[str]:
-    """The ROM of one dense layer as '0'/'1' strings, MSB first."""
-    assert plan.w_fmt is not None
-    width = plan.w_fmt.bits
-    n_in = plan.n_in
-    neurons = np.zeros((plan.groups * plan.pe, n_in + 1), dtype=np.int64)
-    neurons[: plan.n_out, :n_in] = params.kernel.T
-    neurons[: plan.n_out, n_in] = params.bias
+def rom_table(plan: LayerPlan, params: QuantizedLayer) -> np.ndarray:
+    """(words, p, ch + 1) raw integers: each word's PEs, their chunk weights and bias field."""
+    p, ch, b, g = plan.pe, plan.chunk, plan.cycles, plan.groups
+    k, f = plan.window, plan.filters
+    weights = np.zeros((g * p, b * ch), dtype=np.int64)  # filter x padded window
+    weights[:f, :k] = params.kernel.T
+    bias = np.zeros(g * p, dtype=np.int64)
+    bias[:f] = params.bias
+    table = np.zeros((g, b, p, ch + 1), dtype=np.int64)
+    table[..., :ch] = weights.reshape(g, p, b, ch).transpose(0, 2, 1, 3)
+    table[:, 0, :, ch] = bias.reshape(g, p)
+    return table.reshape(g * b, p, ch + 1)
+
+
+def rom_words(plan: LayerPlan, params: QuantizedLayer) -> list[str]:
+    """The ROM of one compute layer as '0'/'1' strings, MSB first."""
+    assert plan.w_fmt is not None and plan.b_fmt is not None
+    w_bits, b_bits = plan.w_fmt.bits, plan.b_fmt.bits
     words = []
-    for group in neurons.reshape(plan.groups, plan.pe * (n_in + 1)):
-        words.append("".join(Bits(int=int(v), length=width).bin for v in group))
+    for word in rom_table(plan, params):
+        fields = []
+        for pe in word:
+            fields.extend(Bits(int=int(v), length=w_bits).bin for v in pe[:-1])
+            fields.append(Bits(int=int(pe[-1]), length=b_bits).bin)
+        words.append("".join(fields))
     return words
 
 
-def memfile_text(plan: LayerPlan, params: QuantizedDense) -> str:
+def memfile_text(plan: LayerPlan, params: QuantizedLayer) -> str:
     return "\n".join(rom_words(plan, params)) + "\n"

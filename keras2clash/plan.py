@@ -1,16 +1,18 @@
-"""The hardware plan: formats and parallelism of every layer (a pass over the IR).
+"""The hardware plan: formats and space-time knobs of every layer (a pass over the IR).
 
 The IR says what the network computes; the plan says how the hardware computes it: the
-fixed-point format of each layer's input, weights, accumulator and output, and how many
-processing elements each dense layer gets. Formats are per layer in the data model even
-when the user gives one format for all, so per-layer precision needs no new plumbing.
+fixed-point format of each layer's input, weights, bias, accumulator and output, and, for
+each compute layer (dense, conv2d), its two knobs: `pe` processing elements (filters or
+neurons in parallel) and `cycles` per window (each PE then has ceil(K / cycles)
+multipliers). Formats are per layer in the data model even when the user gives one format
+for all, so per-layer precision needs no new plumbing.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from .errors import K2CError
@@ -19,21 +21,46 @@ from .formats import FixedFormat
 HARDWARE_ACTIVATION = {"linear": "linear", "relu": "relu", "sigmoid": "sigmoid", "softmax": "linear"}
 """Keras activation -> what the hardware computes (softmax: argmax-preserving identity)."""
 
+COMPUTE_TYPES = ("dense", "conv2d")
+POOL_TYPES = ("maxpool2d", "avgpool2d")
+LAYER_TYPES = (*COMPUTE_TYPES, *POOL_TYPES, "flatten")
+_FORMAT_FIELDS = ("in_fmt", "out_fmt", "w_fmt", "b_fmt", "acc_fmt")
+
+
+@dataclass(frozen=True)
+class LayerFormats:
+    """A user's per-layer override: any field left None takes the default."""
+
+    weight: FixedFormat | None = None
+    bias: FixedFormat | None = None
+    output: FixedFormat | None = None
+    accumulator_bits: int | None = None  # total width; fraction bits stay exact
+
 
 @dataclass(frozen=True)
 class LayerPlan:
     """One layer as the hardware builds it."""
 
     name: str
-    type: str  # "dense" | "flatten"
+    type: str  # one of LAYER_TYPES
     input_shape: tuple[int, ...]
     output_shape: tuple[int, ...]
     activation: str  # the Keras activation, kept for reports
     in_fmt: FixedFormat
     out_fmt: FixedFormat
     w_fmt: FixedFormat | None = None
+    b_fmt: FixedFormat | None = None
     acc_fmt: FixedFormat | None = None
     pe: int = 1
+    cycles: int = 1
+    kernel_size: tuple[int, int] = (1, 1)  # conv kernel or pool size
+    strides: tuple[int, int] = (1, 1)
+    pads: tuple[int, int, int, int] = (0, 0, 0, 0)  # top, bottom, left, right
+    exact_accumulator: bool = True
+
+    @property
+    def is_compute(self) -> bool:
+        return self.type in COMPUTE_TYPES
 
     @property
     def n_in(self) -> int:
@@ -44,135 +71,224 @@ class LayerPlan:
         return math.prod(self.output_shape)
 
     @property
+    def filters(self) -> int:
+        """Neurons (dense) or filters (conv2d): the output's last axis."""
+        return self.output_shape[-1]
+
+    @property
+    def window(self) -> int:
+        """K: inputs of one dot product (dense: n_in; conv2d: kh*kw*C)."""
+        if self.type == "conv2d":
+            return self.kernel_size[0] * self.kernel_size[1] * self.input_shape[-1]
+        return self.n_in
+
+    @property
     def hw_activation(self) -> str:
         return HARDWARE_ACTIVATION[self.activation]
 
     @property
     def groups(self) -> int:
-        """ROM words = cycles of compute: ceil(n_out / pe), the last one partly padding."""
-        return -(-self.n_out // self.pe)
+        """G = ceil(filters / pe): groups of PEs' work per window."""
+        return -(-self.filters // self.pe)
+
+    @property
+    def chunk(self) -> int:
+        """ch = ceil(K / cycles): multipliers per PE."""
+        return -(-self.window // self.cycles)
+
+    @property
+    def rom_depth(self) -> int:
+        """ROM words: one per (group, chunk)."""
+        return self.groups * self.cycles
 
     @property
     def pad(self) -> int:
-        return self.groups * self.pe - self.n_out
+        """Padding neurons in the last group."""
+        return self.groups * self.pe - self.filters
+
+    @property
+    def padded_input_shape(self) -> tuple[int, ...]:
+        if self.type not in ("conv2d", *POOL_TYPES):
+            return self.input_shape
+        h, w, c = self.input_shape
+        top, bottom, left, right = self.pads
+        return (h + top + bottom, w + left + right, c)
+
+    @property
+    def windows_per_image(self) -> int:
+        """Dot products (conv2d, pools) per image; 1 for dense."""
+        return math.prod(self.output_shape[:-1]) if self.type != "dense" else 1
 
     @property
     def multipliers(self) -> int:
-        return self.pe * self.n_in if self.type == "dense" else 0
+        return self.pe * self.chunk if self.is_compute else 0
+
+    @property
+    def macs(self) -> int:
+        """Multiply-accumulates per image (the useful work)."""
+        return self.windows_per_image * self.filters * self.window if self.is_compute else 0
 
     @property
     def rom_bits(self) -> int:
-        if self.type != "dense":
+        if not self.is_compute:
             return 0
-        assert self.w_fmt is not None
-        return self.groups * self.pe * (self.n_in + 1) * self.w_fmt.bits
+        assert self.w_fmt is not None and self.b_fmt is not None
+        return self.rom_depth * self.pe * (self.chunk * self.w_fmt.bits + self.b_fmt.bits)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
-        for key in ("in_fmt", "out_fmt", "w_fmt", "acc_fmt"):
+        for key in _FORMAT_FIELDS:
             fmt = getattr(self, key)
             data[key] = None if fmt is None else [fmt.sign, fmt.int, fmt.frac]
-        data["input_shape"] = list(self.input_shape)
-        data["output_shape"] = list(self.output_shape)
+        for key in ("input_shape", "output_shape", "kernel_size", "strides", "pads"):
+            data[key] = list(getattr(self, key))
         return data
 
     @staticmethod
     def from_json(data: Mapping[str, Any]) -> LayerPlan:
         fields = dict(data)
-        for key in ("in_fmt", "out_fmt", "w_fmt", "acc_fmt"):
+        for key in _FORMAT_FIELDS:
             value = fields.get(key)
             fields[key] = None if value is None else FixedFormat(*value)
-        fields["input_shape"] = tuple(fields["input_shape"])
-        fields["output_shape"] = tuple(fields["output_shape"])
+        for key in ("input_shape", "output_shape", "kernel_size", "strides", "pads"):
+            if key in fields:
+                fields[key] = tuple(fields[key])
         return LayerPlan(**fields)
 
 
-def accumulator_format(in_fmt: FixedFormat, w_fmt: FixedFormat, n_in: int) -> FixedFormat:
-    """The exact accumulator of docs/contract.md step 3: never overflows.
+def accumulator_format(
+    in_fmt: FixedFormat, w_fmt: FixedFormat, n_in: int, b_fmt: FixedFormat | None = None
+) -> FixedFormat:
+    """The exact accumulator of docs/contract.md step 3: it can never overflow.
 
-    Clash integer bits ci = (1+ia) + (1+iw) + ceil(log2(n_in+1)) + 1; our `int` field
-    excludes the sign bit, so it is ci - 1.
+    Fraction bits cf = max(fa + fw, fb) (nothing is dropped). Clash integer bits
+    ci = max((1+ia) + (1+iw), 1+ib) + ceil(log2(n_in+1)) + 1; our `int` field excludes the
+    sign bit, so it is ci - 1.
     """
+    b_fmt = b_fmt or w_fmt
     guard = math.ceil(math.log2(n_in + 1))
-    clash_int = (in_fmt.sign + in_fmt.int) + (w_fmt.sign + w_fmt.int) + guard + 1
-    return FixedFormat(1, clash_int - 1, in_fmt.frac + w_fmt.frac)
+    product_int = (in_fmt.sign + in_fmt.int) + (w_fmt.sign + w_fmt.int)
+    clash_int = max(product_int, b_fmt.sign + b_fmt.int) + guard + 1
+    return FixedFormat(1, clash_int - 1, max(in_fmt.frac + w_fmt.frac, b_fmt.frac))
 
 
-def parse_parallelism(text: str | None, n_dense: int) -> list[int] | None:
-    """`"1,2,5"` -> [1, 2, 5]; None stays None (one PE per layer)."""
+def _narrow_accumulator(exact: FixedFormat, bits: int, layer: str) -> FixedFormat:
+    """A user-chosen accumulator width: same fraction bits, fewer integer bits (saturating)."""
+    if bits < exact.frac + 1:
+        raise K2CError(
+            f"accumulator of layer '{layer}': {bits} bits cannot hold its {exact.frac} exact "
+            f"fraction bits plus a sign bit (at least {exact.frac + 1})"
+        )
+    if bits >= exact.bits:
+        return exact
+    return FixedFormat(1, bits - 1 - exact.frac, exact.frac)
+
+
+def parse_int_list(text: str | None, n_layers: int, what: str) -> list[int] | None:
+    """`"1,2,5"` -> [1, 2, 5], one value per compute layer; None stays None."""
     if text is None or text.strip() == "":
         return None
     try:
         values = [int(part) for part in text.split(",")]
     except ValueError:
         raise K2CError(
-            f"bad parallelism {text!r}: expected comma-separated integers, one per dense layer"
+            f"bad {what} {text!r}: expected comma-separated integers, one per dense/conv2d layer"
         ) from None
-    if len(values) != n_dense:
+    if len(values) != n_layers:
         raise K2CError(
-            f"bad parallelism {text!r}: {len(values)} value(s) given, the model has "
-            f"{n_dense} dense layer(s)"
+            f"bad {what} {text!r}: {len(values)} value(s) given, the model has "
+            f"{n_layers} dense/conv2d layer(s)"
         )
     return values
+
+
+def parse_parallelism(text: str | None, n_layers: int) -> list[int] | None:
+    return parse_int_list(text, n_layers, "parallelism")
+
+
+def compute_layers(ir: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [layer for layer in ir if layer["type"] in COMPUTE_TYPES]
+
+
+def _geometry(layer: Mapping[str, Any]) -> dict[str, Any]:
+    if layer["type"] == "conv2d":
+        size = layer["kernel_size"]
+    elif layer["type"] in POOL_TYPES:
+        size = layer["pool_size"]
+    else:
+        return {}
+    return {
+        "kernel_size": tuple(size),
+        "strides": tuple(layer["strides"]),
+        "pads": tuple(layer.get("pads", (0, 0, 0, 0))),
+    }
 
 
 def make_plan(
     ir: Sequence[Mapping[str, Any]],
     fmt: FixedFormat,
     parallelism: Sequence[int] | None = None,
-    layer_formats: Mapping[str, FixedFormat] | None = None,
+    layer_formats: Mapping[str, FixedFormat | LayerFormats] | None = None,
+    cycles: Sequence[int] | None = None,
+    input_fmt: FixedFormat | None = None,
 ) -> list[LayerPlan]:
-    """Give every IR layer its formats and processing elements.
+    """Give every IR layer its formats and knobs.
 
-    `fmt` is the default for inputs, weights and outputs; `layer_formats` may override a
-    layer's weight and output format by name. Parallelism is one value per dense layer,
-    each from 1 to that layer's neuron count (any value, not only divisors).
+    `fmt` is the default for inputs, weights, biases and outputs; `layer_formats` overrides a
+    compute layer's formats by name (a bare FixedFormat sets weight, bias and output).
+    `parallelism` and `cycles` give one value per compute layer (dense, conv2d), in order:
+    pe from 1 to the layer's filters/neurons, cycles from 1 to its window size K.
     """
-    dense_layers = [layer for layer in ir if layer["type"] == "dense"]
-    pes = list(parallelism) if parallelism is not None else [1] * len(dense_layers)
-    if len(pes) != len(dense_layers):
-        raise K2CError(
-            f"parallelism has {len(pes)} value(s), the model has {len(dense_layers)} dense layer(s)"
-        )
-    overrides = dict(layer_formats or {})
-    unknown = set(overrides) - {layer["name"] for layer in ir}
+    computes = compute_layers(ir)
+    pes = list(parallelism) if parallelism is not None else [1] * len(computes)
+    cyc = list(cycles) if cycles is not None else [1] * len(computes)
+    for values, what in ((pes, "parallelism"), (cyc, "cycles")):
+        if len(values) != len(computes):
+            raise K2CError(
+                f"{what} has {len(values)} value(s), the model has {len(computes)} dense/conv2d layer(s)"
+            )
+    overrides = {name: (o if isinstance(o, LayerFormats) else LayerFormats(o, o, o))
+                 for name, o in (layer_formats or {}).items()}
+    names = {layer["name"] for layer in ir}
+    unknown = set(overrides) - names
     if unknown:
         raise K2CError(f"format given for unknown layer(s): {', '.join(sorted(unknown))}")
 
     plans: list[LayerPlan] = []
-    current = fmt
-    pe_iter = iter(pes)
+    current = input_fmt or fmt
+    knobs = iter(zip(pes, cyc))
     for layer in ir:
-        if layer["type"] == "flatten":
-            plans.append(
-                LayerPlan(
-                    name=layer["name"], type="flatten",
-                    input_shape=tuple(layer["input_shape"]),
-                    output_shape=tuple(layer["output_shape"]),
-                    activation="linear", in_fmt=current, out_fmt=current,
-                )
-            )
-            continue
-        if layer["type"] != "dense":
-            raise K2CError(f"layer '{layer['name']}': type {layer['type']!r} has no hardware block")
-        pe = next(pe_iter)
-        n_out = math.prod(layer["output_shape"])
-        if not 1 <= pe <= n_out:
-            raise K2CError(
-                f"parallelism {pe} out of range for layer '{layer['name']}': "
-                f"it must be between 1 and {n_out} (its neuron count)"
-            )
-        layer_fmt = overrides.get(layer["name"], fmt)
-        n_in = math.prod(layer["input_shape"])
-        plans.append(
-            LayerPlan(
-                name=layer["name"], type="dense",
-                input_shape=tuple(layer["input_shape"]),
-                output_shape=tuple(layer["output_shape"]),
-                activation=layer["activation"],
-                in_fmt=current, w_fmt=layer_fmt, out_fmt=layer_fmt,
-                acc_fmt=accumulator_format(current, layer_fmt, n_in), pe=pe,
-            )
+        kind = layer["type"]
+        if kind not in LAYER_TYPES:
+            raise K2CError(f"layer '{layer['name']}': type {kind!r} has no hardware block")
+        common = dict(
+            name=layer["name"], type=kind,
+            input_shape=tuple(layer["input_shape"]), output_shape=tuple(layer["output_shape"]),
+            activation=layer.get("activation", "linear"), in_fmt=current, **_geometry(layer),
         )
-        current = layer_fmt
+        if kind not in COMPUTE_TYPES:
+            if layer["name"] in overrides:
+                raise K2CError(f"layer '{layer['name']}' ({kind}) has no formats of its own; it keeps its input's")
+            plans.append(LayerPlan(out_fmt=current, **common))
+            continue
+        pe, cycles_per_window = next(knobs)
+        override = overrides.get(layer["name"], LayerFormats())
+        w_fmt = override.weight or fmt
+        b_fmt = override.bias or w_fmt
+        out_fmt = override.output or fmt
+        plan = LayerPlan(out_fmt=out_fmt, w_fmt=w_fmt, b_fmt=b_fmt, pe=pe, cycles=cycles_per_window, **common)
+        if not 1 <= pe <= plan.filters:
+            raise K2CError(
+                f"parallelism {pe} out of range for layer '{plan.name}': it must be between 1 "
+                f"and {plan.filters} (its {'filter' if kind == 'conv2d' else 'neuron'} count)"
+            )
+        if not 1 <= cycles_per_window <= plan.window:
+            raise K2CError(
+                f"cycles {cycles_per_window} out of range for layer '{plan.name}': it must be "
+                f"between 1 and {plan.window} (its window size)"
+            )
+        exact = accumulator_format(current, w_fmt, plan.window, b_fmt)
+        acc = exact if override.accumulator_bits is None else _narrow_accumulator(exact, override.accumulator_bits, plan.name)
+        plans.append(replace(plan, acc_fmt=acc, exact_accumulator=acc == exact))
+        current = out_fmt
     return plans

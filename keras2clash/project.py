@@ -7,6 +7,7 @@ works from the directory alone, as a user who only has the directory would.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ import numpy as np
 
 from . import __version__
 from .errors import K2CError
-from .golden import QuantizedDense
+from .golden import QuantizedLayer
 from .plan import LayerPlan
 
 MANIFEST = "manifest.json"
@@ -29,7 +30,7 @@ class Project:
     name: str
     top: str
     plans: list[LayerPlan]
-    params: dict[str, QuantizedDense]
+    params: dict[str, QuantizedLayer]
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -44,8 +45,19 @@ class Project:
         return self.root / SOURCE_MODEL
 
     @property
-    def dense_plans(self) -> list[LayerPlan]:
-        return [p for p in self.plans if p.type == "dense"]
+    def compute_plans(self) -> list[LayerPlan]:
+        """The layers with the two knobs (dense, conv2d), in order."""
+        return [p for p in self.plans if p.is_compute]
+
+    @property
+    def beat_width(self) -> int:
+        """Values per input beat: the input's last axis (docs/architecture.md, Beats)."""
+        return self.input_shape[-1]
+
+    @property
+    def beats_per_image(self) -> int:
+        """Input beats per image: the product of the other axes (row-major order)."""
+        return math.prod(self.input_shape[:-1])
 
     @property
     def formats_label(self) -> str:
@@ -54,13 +66,15 @@ class Project:
 
 
 def write_project_data(
-    root: Path, name: str, top: str, plans: list[LayerPlan], params: dict[str, QuantizedDense]
+    root: Path, name: str, top: str, plans: list[LayerPlan], params: dict[str, QuantizedLayer]
 ) -> None:
     """Write the manifest and the golden parameters into a (temporary) project folder."""
     manifest: dict[str, Any] = {
         "keras2clash": __version__,
         "name": name,
         "top": top,
+        "beats_per_image": math.prod(plans[0].input_shape[:-1]),
+        "beat_width": plans[0].input_shape[-1],
         "layers": [plan.to_json() for plan in plans],
     }
     (root / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
@@ -82,9 +96,9 @@ def load_project(root: Path | str) -> Project:
         plans = [LayerPlan.from_json(layer) for layer in manifest["layers"]]
         with np.load(root / PARAMS) as archive:
             params = {
-                plan.name: QuantizedDense(archive[f"{plan.name}/kernel"], archive[f"{plan.name}/bias"])
+                plan.name: QuantizedLayer(archive[f"{plan.name}/kernel"], archive[f"{plan.name}/bias"])
                 for plan in plans
-                if plan.type == "dense"
+                if plan.is_compute
             }
     except (OSError, KeyError, TypeError, ValueError) as exc:
         raise K2CError(f"project {root} is damaged ({type(exc).__name__}: {exc}); emit it again") from None

@@ -19,6 +19,7 @@ class Comparison:
     model: str
     format: str
     parallelism: list[int]
+    cycles: list[int]
     samples: int
     keras_float_accuracy: float | None
     keras_rounded_accuracy: float | None

@@ -23,7 +23,7 @@ pytestmark = [needs_toolchain, pytest.mark.toolchain]
 
 
 def _expected_cycles(project_dir: Path) -> tuple[int, int]:
-    plans = load_project(project_dir).dense_plans
+    plans = load_project(project_dir).compute_plans
     return sum(p.groups + 1 for p in plans), max(p.groups + 2 for p in plans)
 
 

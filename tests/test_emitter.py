@@ -14,7 +14,7 @@ from keras2clash.errors import K2CError
 from keras2clash.memfiles import rom_words
 from keras2clash.plan import make_plan
 from keras2clash.formats import parse_format
-from keras2clash.golden import QuantizedDense
+from keras2clash.golden import QuantizedLayer
 
 from helpers import random_dense_model
 
@@ -50,7 +50,7 @@ def test_memory_words_decode_back_to_the_parameters() -> None:
     plan = make_plan(ir, fmt, [2])[0]
     kernel = np.arange(-7, 8).reshape(3, 5)
     bias = np.array([-128, 127, 0, 1, -1])
-    words = rom_words(plan, QuantizedDense(kernel, bias))
+    words = rom_words(plan, QuantizedLayer(kernel, bias))
     assert len(words) == 3 and all(len(w) == 2 * 4 * 8 for w in words)
     values = [int(w[i:i + 8], 2) for w in words for i in range(0, len(w), 8)]
     values = [v - 256 if v >= 128 else v for v in values]
