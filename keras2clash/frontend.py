@@ -1,14 +1,15 @@
 """Keras frontend: a model file (or a live `keras.Model`) in, the dictionary IR out.
 
 The IR is specified in docs/architecture.md: a list of layer dicts, one per hardware
-layer ("dense" or "flatten"). Everything that is the identity at inference (Dropout and
-friends, InputLayer) disappears here, and separate activation layers are folded into the
-Dense layer before them, so the later stages only ever see the few layer kinds the
-hardware implements.
+layer ("dense", "conv2d", "maxpool2d", "avgpool2d" or "flatten"). Everything that is the
+identity at inference (Dropout and friends, InputLayer) disappears here; separate
+activation layers and BatchNormalization are folded into the Dense/Conv2D layer before
+them, so the later stages only ever see the few layer kinds the hardware implements.
+Images are channels_last `(H, W, C)`, as Keras' default.
 
 Conversion is a registry of per-Keras-layer-class converters (`register_converter`), in
-the style of hls4ml: supporting a new layer class (Conv2D, pooling, batch normalisation)
-means writing one converter function and registering it, nothing else.
+the style of hls4ml: supporting a new layer class means writing one converter function and
+registering it, nothing else.
 
 Every mistake a user can make (missing or corrupt file, unsupported layer, misplaced
 activation, ...) raises one `K2CError` naming the file or layer and the reason.
@@ -423,13 +424,42 @@ def supported_layers() -> list[str]:
     return sorted(_CONVERTERS)
 
 
+#: Why some unsupported layer classes are not supported, and what to use instead.
+_UNSUPPORTED_HINTS: dict[str, str] = {
+    "Conv1D": "only 2-D convolutions (Conv2D) are supported",
+    "Conv3D": "only 2-D convolutions (Conv2D) are supported",
+    "DepthwiseConv2D": "depthwise convolutions are not supported, only a plain Conv2D",
+    "DepthwiseConv1D": "depthwise convolutions are not supported, only a plain Conv2D",
+    "SeparableConv2D": "separable convolutions are not supported; use Conv2D",
+    "SeparableConv1D": "separable convolutions are not supported; use Conv2D",
+    "Conv2DTranspose": "transposed convolutions are not supported",
+    "Conv1DTranspose": "transposed convolutions are not supported",
+    "Conv3DTranspose": "transposed convolutions are not supported",
+    "MaxPooling1D": "only 2-D pooling (MaxPooling2D, AveragePooling2D) is supported",
+    "MaxPooling3D": "only 2-D pooling (MaxPooling2D, AveragePooling2D) is supported",
+    "AveragePooling1D": "only 2-D pooling (MaxPooling2D, AveragePooling2D) is supported",
+    "AveragePooling3D": "only 2-D pooling (MaxPooling2D, AveragePooling2D) is supported",
+    "GlobalMaxPooling2D": (
+        "global pooling is not supported; use MaxPooling2D(pool_size=(H, W)) + Flatten"
+    ),
+    "GlobalAveragePooling2D": (
+        "global pooling is not supported; use AveragePooling2D(pool_size=(H, W)) + Flatten"
+    ),
+}
+for _dims in ("1D", "3D"):
+    for _kind in ("Max", "Average"):
+        _UNSUPPORTED_HINTS[f"Global{_kind}Pooling{_dims}"] = "global pooling is not supported"
+
+
 def _converter_for(layer: Any) -> Converter:
     cls = type(layer)
     converter = _CONVERTERS.get(cls.__name__)
     if converter is None or not cls.__module__.startswith("keras."):
+        hint = _UNSUPPORTED_HINTS.get(cls.__name__) if converter is None else None
         raise K2CError(
-            f"unsupported layer {cls.__name__} '{getattr(layer, 'name', '?')}'; supported "
-            f"layers: {', '.join(supported_layers())}"
+            f"unsupported layer {cls.__name__} '{getattr(layer, 'name', '?')}'"
+            + (f" ({hint})" if hint else "")
+            + f"; supported layers: {', '.join(supported_layers())}"
         )
     return converter
 
@@ -487,20 +517,8 @@ def _convert_dense(layer: Any, state: ConversionState) -> None:
         )
     activation = _activation_name(layer.activation)
     _check_activation(layer, activation)
-    import keras
-
-    kernel = np.asarray(keras.ops.convert_to_numpy(layer.kernel), dtype=np.float64)
     n_in, n_out = state.shape[0], int(layer.units)
-    if kernel.shape != (n_in, n_out):
-        raise K2CError(
-            f"Dense layer '{layer.name}' has kernel shape {kernel.shape}, expected {(n_in, n_out)}"
-        )
-    if layer.use_bias:
-        bias = np.asarray(keras.ops.convert_to_numpy(layer.bias), dtype=np.float64)
-    else:
-        bias = np.zeros(n_out, dtype=np.float64)
-    if not (np.all(np.isfinite(kernel)) and np.all(np.isfinite(bias))):
-        raise K2CError(f"Dense layer '{layer.name}' has NaN or infinite weights")
+    kernel, bias = _kernel_and_bias(layer, (n_in, n_out))
     state.ir.append(
         {
             "type": "dense",
@@ -543,8 +561,263 @@ def _convert_flatten(layer: Any, state: ConversionState) -> None:
     state.shape = out
 
 
+def _to_numpy(variable: Any) -> np.ndarray:
+    import keras
+
+    return np.asarray(keras.ops.convert_to_numpy(variable), dtype=np.float64)
+
+
+def _kernel_and_bias(layer: Any, kernel_shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """A Dense/Conv2D layer's kernel and bias as float64 (zeros when use_bias=False)."""
+    kind = type(layer).__name__
+    kernel = _to_numpy(layer.kernel)
+    if kernel.shape != kernel_shape:
+        raise K2CError(
+            f"{kind} layer '{layer.name}' has kernel shape {kernel.shape}, expected {kernel_shape}"
+        )
+    n_out = kernel_shape[-1]
+    bias = _to_numpy(layer.bias) if layer.use_bias else np.zeros(n_out, dtype=np.float64)
+    if not (np.all(np.isfinite(kernel)) and np.all(np.isfinite(bias))):
+        raise K2CError(f"{kind} layer '{layer.name}' has NaN or infinite weights")
+    return kernel, bias
+
+
+def same_pads(size: int, kernel: int, stride: int) -> tuple[int, int]:
+    """TF/Keras 'same' padding of one spatial axis: (before, after); the odd pixel goes after."""
+    out = -(-size // stride)
+    total = max((out - 1) * stride + kernel - size, 0)
+    return total // 2, total - total // 2
+
+
+def _window_geometry(
+    layer: Any,
+    state: ConversionState,
+    window: tuple[int, int],
+    strides: tuple[int, int],
+    padding: str,
+    what: str,
+) -> tuple[tuple[int, int], tuple[int, int, int, int]]:
+    """Output (H2, W2) and pads (top, bottom, left, right) of a sliding 2-D window."""
+    kind = type(layer).__name__
+    height, width, _ = state.shape
+    if padding == "same":
+        top, bottom = same_pads(height, window[0], strides[0])
+        left, right = same_pads(width, window[1], strides[1])
+        out = (-(-height // strides[0]), -(-width // strides[1]))
+    else:
+        top = bottom = left = right = 0
+        if window[0] > height or window[1] > width:
+            raise K2CError(
+                f"{kind} layer '{layer.name}' has {what} {window}, larger than its "
+                f"{height}x{width} input with padding='valid'"
+            )
+        out = ((height - window[0]) // strides[0] + 1, (width - window[1]) // strides[1] + 1)
+    return out, (top, bottom, left, right)
+
+
+def _check_image_layer(layer: Any, state: ConversionState) -> None:
+    """Rules shared by Conv2D and the 2-D pooling layers: channels_last on (H, W, C)."""
+    kind = type(layer).__name__
+    if getattr(layer, "data_format", "channels_last") != "channels_last":
+        raise K2CError(
+            f"{kind} layer '{layer.name}' uses data_format='{layer.data_format}'; only "
+            "channels_last (height, width, channels) is supported"
+        )
+    if len(state.shape) != 3:
+        raise K2CError(
+            f"{kind} layer '{layer.name}' gets an input of shape {state.shape} (rank "
+            f"{len(state.shape)}); it needs an image (height, width, channels)"
+        )
+    if getattr(layer, "quantization_mode", None) is not None:
+        raise K2CError(
+            f"{kind} layer '{layer.name}' is Keras-quantized ({layer.quantization_mode}); "
+            "give keras2clash the float model"
+        )
+
+
+def _padding(layer: Any) -> str:
+    padding = str(layer.padding).lower()
+    if padding not in ("valid", "same"):
+        raise K2CError(
+            f"{type(layer).__name__} layer '{layer.name}' uses padding='{layer.padding}'; "
+            "only 'valid' and 'same' are supported"
+        )
+    return padding
+
+
+def _pair(layer: Any, what: str, value: Any) -> tuple[int, int]:
+    pair = tuple(int(v) for v in value)
+    if len(pair) != 2 or min(pair) < 1:
+        raise K2CError(
+            f"{type(layer).__name__} layer '{layer.name}' has {what}={value}; two positive "
+            "integers are needed"
+        )
+    return pair  # type: ignore[return-value]
+
+
+def _check_keras_shape(layer: Any, state: ConversionState, out: tuple[int, ...]) -> None:
+    """Guard: our geometry must agree with Keras' own output shape."""
+    try:
+        expected = tuple(layer.compute_output_shape((None, *state.shape))[1:])
+    except Exception:  # pragma: no cover - Keras cannot tell; keep our (tested) geometry
+        return
+    if expected != out:  # pragma: no cover - would be a frontend bug
+        raise K2CError(
+            f"{type(layer).__name__} layer '{layer.name}': computed output shape {out} but "
+            f"Keras says {expected}"
+        )
+
+
+@register_converter("Conv2D")
+def _convert_conv2d(layer: Any, state: ConversionState) -> None:
+    """A channels_last Conv2D, 'valid' or 'same' (explicit pads), any strides and kernel."""
+    _check_image_layer(layer, state)
+    dilation = tuple(int(d) for d in layer.dilation_rate)
+    if dilation != (1, 1):
+        raise K2CError(
+            f"Conv2D layer '{layer.name}' has dilation_rate={dilation}; only (1, 1) is "
+            "supported"
+        )
+    if int(layer.groups) != 1:
+        raise K2CError(
+            f"Conv2D layer '{layer.name}' has groups={layer.groups} (a grouped "
+            "convolution); only groups=1 is supported"
+        )
+    padding = _padding(layer)
+    kernel_size = _pair(layer, "kernel_size", layer.kernel_size)
+    strides = _pair(layer, "strides", layer.strides)
+    activation = _activation_name(layer.activation)
+    _check_activation(layer, activation)
+    channels, filters = state.shape[2], int(layer.filters)
+    kernel, bias = _kernel_and_bias(layer, (*kernel_size, channels, filters))
+    (out_h, out_w), pads = _window_geometry(layer, state, kernel_size, strides, padding, "kernel_size")
+    out = (out_h, out_w, filters)
+    _check_keras_shape(layer, state, out)
+    state.ir.append(
+        {
+            "type": "conv2d",
+            "name": layer.name,
+            "input_shape": state.shape,
+            "output_shape": out,
+            "activation": activation,
+            "use_bias": bool(layer.use_bias),
+            "kernel_size": kernel_size,
+            "strides": strides,
+            "padding": padding,
+            "pads": pads,
+            "weights": {"kernel": kernel, "bias": bias},
+            "fused": [],
+        }
+    )
+    state.shape = out
+
+
+@register_converter("MaxPooling2D", "AveragePooling2D")
+def _convert_pool2d(layer: Any, state: ConversionState) -> None:
+    """Max/average pooling over (ph, pw) windows per channel; strides default to the pool.
+
+    'same' max pooling pads with -infinity (never chosen); 'same' average pooling is only
+    accepted when it needs no padding, since Keras divides a border window by the count of
+    its non-padding values, which the hardware's fixed divisor N = ph*pw does not do.
+    """
+    _check_image_layer(layer, state)
+    kind = type(layer).__name__
+    padding = _padding(layer)
+    pool_size = _pair(layer, "pool_size", layer.pool_size)
+    strides = _pair(layer, "strides", layer.strides)
+    (out_h, out_w), pads = _window_geometry(layer, state, pool_size, strides, padding, "pool_size")
+    if kind == "AveragePooling2D" and any(pads):
+        raise K2CError(
+            f"AveragePooling2D layer '{layer.name}' uses padding='same' with pads "
+            f"(top, bottom, left, right) = {pads} on its {state.shape[0]}x{state.shape[1]} "
+            "input: Keras divides each border window by its count of non-padding values, "
+            "not by the pool size; use padding='valid' or an input size the pool divides"
+        )
+    out = (out_h, out_w, state.shape[2])
+    _check_keras_shape(layer, state, out)
+    state.ir.append(
+        {
+            "type": "maxpool2d" if kind == "MaxPooling2D" else "avgpool2d",
+            "name": layer.name,
+            "input_shape": state.shape,
+            "output_shape": out,
+            "activation": "linear",
+            "use_bias": False,
+            "pool_size": pool_size,
+            "strides": strides,
+            "padding": padding,
+            "pads": pads,
+            "weights": {},
+            "fused": [],
+        }
+    )
+    state.shape = out
+
+
+_KERAS_CLASS = {
+    "dense": "Dense",
+    "conv2d": "Conv2D",
+    "flatten": "Flatten",
+    "maxpool2d": "MaxPooling2D",
+    "avgpool2d": "AveragePooling2D",
+}
+
+
+def _describe_previous(previous: dict[str, Any] | None) -> str:
+    if previous is None:
+        return "the model input"
+    return f"{_KERAS_CLASS.get(previous['type'], previous['type'])} layer '{previous['name']}'"
+
+
+@register_converter("BatchNormalization")
+def _convert_batch_normalization(layer: Any, state: ConversionState) -> None:
+    """Fold inference-time batch normalisation into the linear Dense/Conv2D before it.
+
+    Keras computes `(x - mean) / sqrt(var + eps) * gamma + beta` per channel of the last
+    axis; with `g = gamma / sqrt(var + eps)` that is `w' = w * g`, `b' = (b - mean) * g +
+    beta` on the previous layer's output channels (gamma = 1 when scale=False, beta = 0
+    when center=False). Dropped layers in between (Dropout, ...) do not count. The folded
+    layer has a bias from then on (`use_bias` True).
+    """
+    rank = len(state.shape) + 1  # with the batch axis
+    if int(layer.axis) % rank != rank - 1:
+        raise K2CError(
+            f"BatchNormalization layer '{layer.name}' normalises axis {layer.axis} of an "
+            f"input of shape {state.shape}; only the last (channels) axis can be folded"
+        )
+    previous = state.ir[-1] if state.ir else None
+    if previous is None or previous["type"] not in ("dense", "conv2d"):
+        raise K2CError(
+            f"BatchNormalization layer '{layer.name}' follows {_describe_previous(previous)}, "
+            "not a Dense or Conv2D layer; BatchNormalization is only supported folded into "
+            "the Dense/Conv2D layer right before it"
+        )
+    if previous["activation"] != "linear":
+        raise K2CError(
+            f"BatchNormalization layer '{layer.name}' follows {_describe_previous(previous)}, "
+            f"which applies '{previous['activation']}' first; it can only be folded into a "
+            "layer with a linear activation (put the activation after the BatchNormalization)"
+        )
+    mean = _to_numpy(layer.moving_mean)
+    variance = _to_numpy(layer.moving_variance)
+    gamma = _to_numpy(layer.gamma) if layer.scale else np.ones_like(mean)
+    beta = _to_numpy(layer.beta) if layer.center else np.zeros_like(mean)
+    with np.errstate(all="ignore"):
+        g = gamma / np.sqrt(variance + float(layer.epsilon))
+        kernel = previous["weights"]["kernel"] * g
+        bias = (previous["weights"]["bias"] - mean) * g + beta
+    if not (np.all(np.isfinite(kernel)) and np.all(np.isfinite(bias))):
+        raise K2CError(
+            f"BatchNormalization layer '{layer.name}' folds to NaN or infinite weights "
+            "(negative moving variance or non-finite statistics)"
+        )
+    previous["weights"] = {"kernel": kernel, "bias": bias}
+    previous["use_bias"] = True
+    previous["fused"].append(layer.name)
+
+
 def _fuse_activation(layer: Any, activation: str, state: ConversionState) -> None:
-    """Fold a separate activation layer into the linear Dense right before it.
+    """Fold a separate activation layer into the linear Dense/Conv2D right before it.
 
     A linear activation is the identity and is dropped wherever it sits. Dropped layers
     (Dropout, a Flatten on 1-D data) between the Dense and the activation do not count,
@@ -557,20 +830,17 @@ def _fuse_activation(layer: Any, activation: str, state: ConversionState) -> Non
             previous["fused"].append(layer.name)
         return
     kind = type(layer).__name__
-    if previous is None or previous["type"] != "dense":
-        if previous is None:
-            where = "the model input"
-        else:
-            where = f"{previous['type']} layer '{previous['name']}'"
+    if previous is None or previous["type"] not in ("dense", "conv2d"):
         raise K2CError(
-            f"{kind} layer '{layer.name}' ({activation}) follows {where}, not a Dense layer; "
-            "activations are only supported fused into the Dense layer before them"
+            f"{kind} layer '{layer.name}' ({activation}) follows "
+            f"{_describe_previous(previous)}, not a Dense or Conv2D layer; activations are "
+            "only supported fused into the Dense/Conv2D layer before them"
         )
     if previous["activation"] != "linear":
         raise K2CError(
-            f"{kind} layer '{layer.name}' ({activation}) follows Dense layer "
-            f"'{previous['name']}', which already applies '{previous['activation']}'; "
-            "only one activation per Dense layer is supported"
+            f"{kind} layer '{layer.name}' ({activation}) follows "
+            f"{_describe_previous(previous)}, which already applies "
+            f"'{previous['activation']}'; only one activation per layer is supported"
         )
     previous["activation"] = activation
     previous["fused"].append(layer.name)
