@@ -59,30 +59,50 @@ def emit(
     weights: str | Path | None = None,
     name: str | None = None,
     force: bool = False,
+    layer_formats: Any = None,
+    input_format: str | FixedFormat | None = None,
+    bits: int | None = None,
+    calibration: str | Path | None = None,
 ) -> Path:
     """Parse a Keras model (file or object) and write a Clash project to `out`.
 
     `fmt` is the fixed-point format `"sign,int,frac"`; `parallelism` gives the processing
     elements of each dense/conv2d layer (`"1,2,5"` or a list), default one each; `cycles`
     how many cycles each PE spends on one window (default 1: a full dot product a cycle).
+    Precision (README: Precision tools): `layer_formats` is a config file path, a mapping
+    {layer: LayerFormats | format} or a `layerformats.FormatConfig`; `input_format` the
+    input's format; `fmt="auto"` with `bits` and `calibration` (.npz) chooses per-layer
+    formats (`autoformat`). Weights/biases that saturate are reported and in manifest.json.
     """
+    from .autoformat import overflow_to_json, parameter_overflow, warn_overflow
     from .emitter import write_project  # jinja2 templates
+    from .layerformats import is_auto, resolve_formats
     from .frontend import load_keras_model, to_ir
 
     out = Path(out)
-    fixed = _as_format(fmt)
+    fixed = fmt if is_auto(fmt) else _as_format(fmt)
     check_writable_target(out, force)  # before the slow model load
     keras_model = load_keras_model(model, weights=weights) if not _is_keras_model(model) else model
     ir = to_ir(keras_model)
     n_compute = len(compute_layers(ir))
     pes = _int_list(parallelism, n_compute, "parallelism")
     cyc = _int_list(cycles, n_compute, "cycles")
-    plans = make_plan(ir, fixed, pes, cycles=cyc)
+    formats = resolve_formats(ir, fixed, layer_formats=layer_formats, input_format=input_format,
+                              bits=bits, calibration=calibration)
+    if formats.auto is not None:
+        from .autoformat import render as render_auto
+
+        render_auto(formats.auto, console)
+    plans = make_plan(ir, formats.default, pes, cycles=cyc, layer_formats=formats.layers or None,
+                      input_fmt=formats.input)
     params = golden.quantize_params(plans, ir)
+    overflow = parameter_overflow(plans, ir)
+    warn_overflow(overflow, console)
+    precision = {"formats": formats.to_json(), "parameter_saturation": overflow_to_json(overflow)}
     net_name = hdl_name(name or keras_model.name)
     with atomic_directory(out, force=force) as tmp:
         write_project(tmp, net_name, plans, params)
-        write_project_data(tmp, net_name, net_name, plans, params)
+        write_project_data(tmp, net_name, net_name, plans, params, extra={"precision": precision})
         keras_model.save(tmp / SOURCE_MODEL)
     return out
 
@@ -193,11 +213,76 @@ def run(
     limit: int | None = None,
     weights: str | Path | None = None,
     force: bool = False,
+    layer_formats: Any = None,
+    input_format: str | FixedFormat | None = None,
+    bits: int | None = None,
+    calibration: str | Path | None = None,
 ) -> Comparison:
-    """emit -> hdl -> simulate, as the demo does."""
+    """emit -> hdl -> simulate, as the demo does (`fmt="auto"` calibrates on `data` unless
+    `calibration` is given)."""
     if not Path(data).is_file():
         raise K2CError(f"data file not found: {data}")
-    project = emit(model, fmt, out, parallelism, cycles=cycles, weights=weights, force=force)
+    if isinstance(fmt, str) and fmt.strip().lower() == "auto" and calibration is None:
+        calibration = data
+        console.print(f"[yellow]--format auto: calibrating on the test set {data} "
+                      "(give --calibration for a separate calibration set)[/yellow]")
+    project = emit(model, fmt, out, parallelism, cycles=cycles, weights=weights, force=force,
+                   layer_formats=layer_formats, input_format=input_format, bits=bits, calibration=calibration)
     console.print(f"[green]✓[/green] emitted Clash project: {project}")
     hdl(project, languages)
     return simulate(project, data, limit)
+
+
+# --- HDL testbenches, RTL simulation, synthesis smoke (issue 4: testbench.py, rtlsim.py, synth.py)
+
+
+def testbench(
+    project_dir: str | Path, data: str | Path, limit: int | None = None, *, gap_max: int = 0, seed: int = 1
+) -> Path:
+    """Write Verilog and VHDL testbenches with the quantized inputs and the golden model's
+    expected outputs into DIR/tb/ (see keras2clash.testbench); return that folder."""
+    from .testbench import write_testbench
+
+    tb = write_testbench(project_dir, data, limit, gap_max=gap_max, seed=seed)
+    console.print(f"[green]✓[/green] testbench for {tb.spec.samples} samples: {tb.directory}")
+    return tb.directory
+
+
+def rtlsim(
+    project_dir: str | Path,
+    data: str | Path,
+    simulator: str = "verilator",
+    limit: int | None = None,
+    *,
+    gap_max: int = 0,
+    seed: int = 1,
+    max_cycles: int | None = None,
+    show: bool = True,
+    all_rows: bool = False,
+):
+    """Simulate the generated HDL in Icarus, Verilator or GHDL against the golden model;
+    returns a keras2clash.rtlsim.RtlResult (`.ok` is True when every sample is bit-exact)."""
+    from . import rtlsim as rtl
+
+    columns = (TextColumn(f"{simulator}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as bar:
+        task = bar.add_task("rtl", total=None)
+        result = rtl.rtlsim(
+            project_dir, data, simulator, limit, gap_max=gap_max, seed=seed, max_cycles=max_cycles,
+            status=lambda text: bar.update(task, description=text),
+            progress=lambda k, total: bar.update(task, completed=k, total=total),
+        )
+    if show:
+        rtl.render(result, Console(), all_rows=all_rows)
+    return result
+
+
+def synth(project_dir: str | Path, show: bool = True):
+    """Yosys `synth` on the generated Verilog; returns a keras2clash.synth.SynthResult."""
+    from . import synth as yosys
+
+    with console.status("yosys synth"):
+        result = yosys.synth(project_dir)
+    if show:
+        yosys.render(result, Console())
+    return result

@@ -27,6 +27,19 @@ err = Console(stderr=True)
 FORMAT_HELP = "Fixed-point format sign,int,frac (the thesis' notation): 1,7,8 = 16 bits = SFixed 8 8."
 PAR_HELP = "Processing elements per dense/conv2d layer, e.g. 1,2,5 (each 1..filters; default 1 each)."
 CYC_HELP = "Cycles per window per dense/conv2d layer, e.g. 1,9,1 (each 1..window size; default 1 each)."
+LF_HELP = ("Per-layer formats NAME:w=S,I,F:b=S,I,F:o=S,I,F:acc=BITS (or NAME:S,I,F), repeatable; "
+           "w weights, b bias, o output, acc accumulator width.")
+LFS_HELP = "Per-layer formats from a JSON (or YAML) file: {\"default\", \"input\", \"layers\": {NAME: {...}}}."
+IN_HELP = "Format of the network's input (default: --format)."
+BITS_HELP = "Total width of every value for --format auto."
+CAL_HELP = "Calibration set .npz (array x) for --format auto: the layer outputs' ranges."
+
+
+def _user_formats(layer_formats: Optional[Path], layer_format: Optional[list[str]], input_format: Optional[str]):
+    """--layer-formats FILE, --layer-format ..., --input-format -> one FormatConfig (checked now)."""
+    from .layerformats import resolve_user_formats
+
+    return resolve_user_formats(layer_formats, layer_format, input_format)
 
 
 def _languages(verilog: bool, vhdl: bool, systemverilog: bool, default: tuple[str, ...]) -> list[str]:
@@ -44,9 +57,16 @@ def emit(
     weights: Optional[Path] = typer.Option(None, "--weights", help="Pickled weight list for a JSON config."),
     name: Optional[str] = typer.Option(None, "--name", help="Name of the top entity (default: the Keras model name)."),
     force: bool = typer.Option(False, "--force", help="Replace a non-empty output directory."),
+    layer_format: Optional[list[str]] = typer.Option(None, "--layer-format", help=LF_HELP),
+    layer_formats: Optional[Path] = typer.Option(None, "--layer-formats", help=LFS_HELP),
+    input_format: Optional[str] = typer.Option(None, "--input-format", help=IN_HELP),
+    bits: Optional[int] = typer.Option(None, "--bits", min=1, max=64, help=BITS_HELP),
+    calibration: Optional[Path] = typer.Option(None, "--calibration", help=CAL_HELP),
 ) -> None:
     """Parse MODEL and write a Clash project (network, weights, memory files) to --out."""
-    path = api.emit(model, format, out, parallelism, cycles=cycles, weights=weights, name=name, force=force)
+    path = api.emit(model, format, out, parallelism, cycles=cycles, weights=weights, name=name, force=force,
+                    layer_formats=_user_formats(layer_formats, layer_format, input_format), bits=bits,
+                    calibration=calibration)
     err.print(f"[green]✓[/green] emitted {path}")
 
 
@@ -95,13 +115,75 @@ def run(
     force: bool = typer.Option(False, "--force", help="Replace a non-empty output directory."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the comparison as JSON."),
     markdown: Optional[Path] = typer.Option(None, "--markdown", help="Also write the comparison as markdown."),
+    layer_format: Optional[list[str]] = typer.Option(None, "--layer-format", help=LF_HELP),
+    layer_formats: Optional[Path] = typer.Option(None, "--layer-formats", help=LFS_HELP),
+    input_format: Optional[str] = typer.Option(None, "--input-format", help=IN_HELP),
+    bits: Optional[int] = typer.Option(None, "--bits", min=1, max=64, help=BITS_HELP),
+    calibration: Optional[Path] = typer.Option(None, "--calibration", help=CAL_HELP + " Default: --data."),
 ) -> None:
     """emit -> hdl -> simulate in one go (default: all three HDLs)."""
     langs = _languages(verilog, vhdl, systemverilog, ("verilog", "vhdl", "systemverilog"))
-    comp = api.run(model, data, format, out, parallelism, cycles=cycles, languages=langs, limit=n, weights=weights, force=force)
+    comp = api.run(model, data, format, out, parallelism, cycles=cycles, languages=langs, limit=n, weights=weights, force=force,
+                   layer_formats=_user_formats(layer_formats, layer_format, input_format), bits=bits,
+                   calibration=calibration)
     _write_reports(comp, json_out, markdown)
     if not comp.all_exact:
         raise K2CError(f"simulation differs from the golden model on {comp.samples - (comp.bit_exact or 0)} sample(s)", exit_code=1)
+
+
+@app.command()
+def sweep(
+    model: Path = typer.Argument(..., help="A .keras, legacy .h5, or JSON config (+ pickled weights)."),
+    data: Path = typer.Option(..., "--data", "-d", help="Test set .npz with arrays x and y."),
+    formats: Optional[list[str]] = typer.Option(
+        None, "--formats", "--format", "-f",
+        help="Formats: 1,7,8 | '1,5,6;1,7,8' | a range 1,2,3:1,16,17 (int and frac step by one together) "
+             "| auto (with --bits); repeatable. Default: 1,2,3:1,16,17."),
+    bits: Optional[str] = typer.Option(None, "--bits", help="Widths for --formats auto, e.g. 6,12,16."),
+    auto: bool = typer.Option(False, "--auto", help="Also sweep auto per-layer formats at every width."),
+    calibration: Optional[Path] = typer.Option(None, "--calibration", help="Calibration .npz for auto formats (default: --data)."),
+    confirm: Optional[list[str]] = typer.Option(None, "--confirm", help="Confirm this format in the Clash simulation (repeatable)."),
+    confirm_bits: Optional[str] = typer.Option(None, "--confirm-bits", help="Confirm every swept format of these widths, e.g. 6,12,16."),
+    out_dir: Optional[Path] = typer.Option(None, "--out-dir", "-o", help="Write sweep.md/.csv/.json/.png (and confirmed projects) here."),
+    force: bool = typer.Option(False, "--force", help="Replace a non-empty --out-dir."),
+    n: Optional[int] = typer.Option(None, "-n", min=1, help="Use only the first N samples."),
+    weights: Optional[Path] = typer.Option(None, "--weights", help="Pickled weight list for a JSON config."),
+) -> None:
+    """Accuracy against bit width: Keras rounded, weights rounded, golden model (hardware), Clash simulation."""
+    from .sweep import DEFAULT_FORMATS
+    from .sweep import sweep as run_sweep
+
+    result = run_sweep(model, data, formats or [DEFAULT_FORMATS], bits=bits, auto=auto, calibration=calibration,
+                       confirm=confirm or (), confirm_bits=confirm_bits, out_dir=out_dir, force=force, limit=n,
+                       weights=weights)
+    if out_dir is not None:
+        err.print(f"[green]✓[/green] wrote {out_dir}/sweep.md, .csv, .json, .png")
+    bad = [r.label for r in result.rows if r.bit_exact is not None and r.bit_exact != r.sim_samples]
+    if bad:
+        raise K2CError(f"simulation differs from the golden model at {', '.join(bad)}", exit_code=1)
+
+
+@app.command()
+def profile(
+    model: Path = typer.Argument(..., help="A .keras, legacy .h5, or JSON config (+ pickled weights)."),
+    data: Path = typer.Option(..., "--data", "-d", help="Calibration .npz (array x)."),
+    out_dir: Optional[Path] = typer.Option(None, "--out-dir", "-o", help="Write profile.md/.csv/.json/.png here."),
+    n: Optional[int] = typer.Option(None, "-n", min=1, help="Use only the first N samples."),
+    weights: Optional[Path] = typer.Option(None, "--weights", help="Pickled weight list for a JSON config."),
+) -> None:
+    """Value ranges and histograms of weights, biases and activations; the integer bits each needs."""
+    from . import profile as prof
+    from .frontend import load_keras_model, to_ir
+    from .layerformats import load_calibration
+
+    keras_model = load_keras_model(model, weights=weights)
+    ir = to_ir(keras_model)
+    x, _ = load_calibration(data, tuple(ir[0]["input_shape"]))
+    result = prof.profile(ir, x[:n] if n else x, keras_model.name)
+    prof.render(result)
+    if out_dir is not None:
+        paths = prof.write_outputs(result, out_dir)
+        err.print(f"[green]✓[/green] wrote {', '.join(str(p) for p in paths.values())}")
 
 
 def _write_reports(comp, json_out: Optional[Path], markdown: Optional[Path]) -> None:
@@ -121,15 +203,56 @@ def main() -> None:
     except typer.Abort:
         err.print("aborted")
         sys.exit(130)
-    except Exception as exc:  # click usage errors in non-standalone mode
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except Exception as exc:
+        # Usage errors from the click that typer vendors: they know how to show themselves.
+        if hasattr(exc, "show") and isinstance(getattr(exc, "exit_code", None), int):
             exc.show()
             sys.exit(exc.exit_code)
-        if isinstance(exc, click.exceptions.Exit):
-            sys.exit(exc.exit_code)
         raise
+
+
+# --- issue 4: testbenches, RTL simulation, synthesis smoke ----------------------------------
+
+
+@app.command()
+def testbench(
+    project: Path = typer.Argument(..., help="A directory written by 'keras2clash emit'."),
+    data: Path = typer.Option(..., "--data", "-d", help="Test set .npz with arrays x and y."),
+    n: Optional[int] = typer.Option(None, "-n", min=1, help="Use only the first N samples."),
+    gap_max: int = typer.Option(0, "--gap-max", min=0, help="Random idle cycles (0..K) before input beats and random m_axis_tready stalls."),
+    seed: int = typer.Option(1, "--seed", help="Seed for --gap-max."),
+) -> None:
+    """Write Verilog and VHDL testbenches (inputs, golden outputs, AXI drivers) to PROJECT/tb/."""
+    api.testbench(project, data, n, gap_max=gap_max, seed=seed)
+
+
+@app.command()
+def rtlsim(
+    project: Path = typer.Argument(..., help="A directory written by 'keras2clash emit'."),
+    data: Path = typer.Option(..., "--data", "-d", help="Test set .npz with arrays x and y."),
+    sim: str = typer.Option("verilator", "--sim", help="verilator (default: whole test set), icarus or ghdl (default: 5 samples)."),
+    n: Optional[int] = typer.Option(None, "-n", min=1, help="Use only the first N samples."),
+    gap_max: int = typer.Option(0, "--gap-max", min=0, help="Random idle cycles (0..K) before input beats and random m_axis_tready stalls."),
+    seed: int = typer.Option(1, "--seed", help="Seed for --gap-max."),
+    max_cycles: Optional[int] = typer.Option(None, "--max-cycles", min=1, help="Refuse runs estimated longer (default: icarus 200k, ghdl 500k)."),
+    all_rows: bool = typer.Option(False, "--all", help="List every sample, not only failures (long runs)."),
+) -> None:
+    """Simulate PROJECT's HDL (generated if missing) in an RTL simulator against the golden model."""
+    result = api.rtlsim(project, data, sim, n, gap_max=gap_max, seed=seed, max_cycles=max_cycles, all_rows=all_rows)
+    if not result.ok:
+        failed = len(result.samples) - result.passed
+        raise K2CError(f"RTL simulation in {sim}: {failed} of {len(result.samples)} sample(s) differ from the golden model"
+                       + (f"; {'; '.join(result.messages)}" if result.messages else ""), exit_code=1)
+
+
+@app.command()
+def synth(
+    project: Path = typer.Argument(..., help="A directory written by 'keras2clash emit'."),
+) -> None:
+    """Run yosys synth on PROJECT's Verilog (generated if missing): cells, flip-flops, multipliers."""
+    api.synth(project)
 
 
 if __name__ == "__main__":

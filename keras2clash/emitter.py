@@ -8,6 +8,7 @@ copy of the `clash_lib` blocks it uses, so it can be read, changed and built on 
 from __future__ import annotations
 
 import keyword
+import math
 import re
 import shutil
 from collections.abc import Sequence
@@ -25,13 +26,38 @@ from .plan import LayerPlan
 CLASH_LIB = Path(__file__).resolve().parent.parent / "clash_lib"
 """The predefined blocks, beside the package in the repository (editable install)."""
 
+SIMULATION_ONLY = {"K2C.Sim"}
+"""Blocks that drive simulations and are not part of the synthesizable library."""
+
 HASKELL_RESERVED = {
     "case", "class", "data", "default", "deriving", "do", "else", "foreign", "if", "import",
     "in", "infix", "infixl", "infixr", "instance", "let", "module", "newtype", "of", "then",
     "type", "where",
     # names the generated modules define or import unqualified
     "network", "topEntity", "main", "pe", "activation", "flattenS", "linear", "relu",
-    "requantize", "sigmoidPlan", "argmax", "mapS", "romWords", "simMain", "flatTop",
+    "requantize", "sigmoidPlan", "argmax", "mapS", "romWords", "simMain", "cycles",
+}
+
+_env = jinja2.Environment(
+    loader=jinja2.PackageLoader("keras2clash", "templates"),
+    trim_blocks=True,
+    lstrip_blocks=True,
+    keep_trailing_newline=True,
+    undefined=jinja2.StrictUndefined,
+)
+_env.filters["prefix"] = lambda text, prefix: f"{prefix}{text}"
+
+
+SIMULATION_ONLY = {"K2C.Sim"}
+"""Blocks that drive simulations and are not part of the synthesizable library."""
+
+HASKELL_RESERVED = {
+    "case", "class", "data", "default", "deriving", "do", "else", "foreign", "if", "import",
+    "in", "infix", "infixl", "infixr", "instance", "let", "module", "newtype", "of", "then",
+    "type", "where",
+    # names the generated modules define or import unqualified
+    "network", "topEntity", "main", "pe", "activation", "flattenS", "linear", "relu",
+    "requantize", "sigmoidPlan", "argmax", "mapS", "romWords", "simMain", "cycles",
 }
 
 _env = jinja2.Environment(
@@ -96,76 +122,163 @@ def _vec_type(shape: Sequence[int], elem: str) -> str:
     return inner
 
 
+def _beat_type(shape: Sequence[int], elem: str) -> str:
+    """A beat carries the last axis (docs/architecture.md, Beats)."""
+    return _vec_type(shape[-1:], elem)
+
+
+def _snats(*values: int) -> str:
+    return " ".join(f"(SNat @{v})" for v in values)
+
+
+def _shape_text(shape: Sequence[int]) -> str:
+    return "x".join(map(str, shape))
+
+
 def _activation_doc(plan: LayerPlan) -> str:
     if plan.activation == "softmax":
-        return "softmax in Keras; here linear (argmax-preserving: scores are the logits)"
+        return "softmax in Keras; here linear (argmax-preserving: the scores are the logits)"
     if plan.activation == "sigmoid":
         return "sigmoid (PLAN piecewise-linear approximation)"
     return plan.activation
+
+
+HW_ACTIVATION_FN = {"linear": "linear", "relu": "relu", "sigmoid": "sigmoidPlan"}
+IMPORTS = {
+    "dense": "import qualified K2C.Dense as Dense",
+    "conv2d": "import qualified K2C.Conv as Conv",
+    "pad": "import qualified K2C.Pad as Pad",
+    "maxpool2d": "import qualified K2C.Pool as Pool",
+    "avgpool2d": "import qualified K2C.Pool as Pool",
+    "flatten": "import qualified K2C.Collect as Collect",
+}
+
+
+def _pad_stage(plan: LayerPlan, value: str) -> list[str]:
+    """An explicit padding stage in front of a windowed layer (none when there is no padding)."""
+    if not any(plan.pads):
+        return []
+    h, w = plan.input_shape[:2]
+    return [f"Pad.pad {_snats(h, w, *plan.pads)} {value}"]
+
+
+def _layer_entry(plan: LayerPlan, fn: str) -> dict[str, Any]:
+    """Everything one layer's Haskell function needs."""
+    in_elem, out_elem = format_type_name(plan.in_fmt), format_type_name(plan.out_fmt)
+    entry: dict[str, Any] = {
+        "name": plan.name, "fn": fn, "type": plan.type, "compute": plan.is_compute,
+        "in_type": _beat_type(plan.input_shape, in_elem),
+        "out_type": _beat_type(plan.output_shape, out_elem),
+        "out_elem": out_elem, "notes": [], "uses": [plan.type],
+    }
+    shapes = f"{_shape_text(plan.input_shape)} -> {_shape_text(plan.output_shape)}"
+    if plan.is_compute:
+        assert plan.acc_fmt is not None and plan.w_fmt is not None and plan.b_fmt is not None
+        entry.update(
+            pe=plan.pe, cycles=plan.cycles, rom_depth=plan.rom_depth, chunk=plan.chunk,
+            acc_clash=plan.acc_fmt.clash_type, w_clash=plan.w_fmt.clash_type, b_clash=plan.b_fmt.clash_type,
+            hw_activation=HW_ACTIVATION_FN[plan.hw_activation],
+            rom_doc=(
+                f"{plan.rom_depth} words ({plan.groups} group(s) x {plan.cycles} chunk(s)) x {plan.pe} "
+                f"PE(s) x ({plan.chunk} weights {plan.w_fmt} + bias {plan.b_fmt})"
+            ),
+        )
+        entry["notes"].append(
+            f"{plan.pe} processing element(s) x {plan.chunk} multiplier(s), {plan.cycles} cycle(s) per "
+            f"window; {plan.groups} group(s)" + (f", the last with {plan.pad} padding filter(s)" if plan.pad else "")
+        )
+        exactness = "exact" if plan.exact_accumulator else "narrower than exact: saturates per chunk"
+        entry["notes"].append(f"Accumulator {plan.acc_fmt.clash_type} ({exactness}; docs: arithmetic contract).")
+    if plan.type == "dense":
+        entry["doc"] = f"{plan.n_in} -> {plan.n_out}, {_activation_doc(plan)}"
+        entry["body"] = [f"Dense.dense pe cycles W.{fn} activation"]
+    elif plan.type == "conv2d":
+        (kh, kw), (sh, sw) = plan.kernel_size, plan.strides
+        h, w = plan.padded_input_shape[:2]
+        entry["doc"] = (f"{shapes}, {kh}x{kw} kernel, stride {sh}x{sw}, padding {_padding_doc(plan)}, "
+                        f"{_activation_doc(plan)}")
+        entry["body"] = _pad_stage(plan, "0") + [f"Conv.conv2d {_snats(h, w, kh, kw, sh, sw)} pe cycles W.{fn} activation"]
+    elif plan.type in ("maxpool2d", "avgpool2d"):
+        (ph, pw), (sh, sw) = plan.kernel_size, plan.strides
+        h, w = plan.padded_input_shape[:2]
+        kind = "max" if plan.type == "maxpool2d" else "average"
+        entry["doc"] = f"{shapes}, {ph}x{pw} {kind} pooling, stride {sh}x{sw}, padding {_padding_doc(plan)}"
+        block = "Pool.maxPool" if plan.type == "maxpool2d" else "Pool.avgPool"
+        entry["body"] = _pad_stage(plan, "minBound") + [f"{block} {_snats(h, w, ph, pw, sh, sw)}"]
+    elif plan.type == "flatten":
+        beats = math.prod(plan.input_shape[:-1])
+        entry["doc"] = f"flatten {_shape_text(plan.input_shape)} to {plan.n_out} (row-major, channels last)"
+        entry["notes"].append(f"Collects {beats} beat(s) of {plan.input_shape[-1]} into one vector.")
+        entry["body"] = [f"Collect.collect (SNat @{beats})"]
+    else:
+        raise ValueError(f"no emitter for layer type {plan.type!r}")
+    if any(plan.pads):
+        entry["uses"].append("pad")
+    return entry
+
+
+def _padding_doc(plan: LayerPlan) -> str:
+    if not any(plan.pads):
+        return "valid"
+    top, bottom, left, right = plan.pads
+    return f"same (top {top}, bottom {bottom}, left {left}, right {right})"
 
 
 def build_context(name: str, plans: Sequence[LayerPlan]) -> dict[str, Any]:
     """Everything the templates need, computed here so the templates stay declarative."""
     fns = haskell_names([p.name for p in plans])
     formats = sorted({p.in_fmt for p in plans} | {p.out_fmt for p in plans}
-                     | {p.w_fmt for p in plans if p.w_fmt is not None})
+                     | {p.w_fmt for p in plans if p.w_fmt is not None}
+                     | {p.b_fmt for p in plans if p.b_fmt is not None})
     format_types = [
         {"name": format_type_name(f), "clash": f.clash_type, "label": str(f), "bits": f.bits}
         for f in formats
     ]
-    layers = []
-    for plan, fn in zip(plans, fns):
-        in_elem = format_type_name(plan.in_fmt)
-        out_elem = format_type_name(plan.out_fmt)
-        entry: dict[str, Any] = {
-            "name": plan.name, "fn": fn, "type": plan.type, "n_in": plan.n_in, "n_out": plan.n_out,
-            "in_type": _vec_type(plan.input_shape, in_elem),
-            "out_type": _vec_type(plan.output_shape, out_elem),
-            "out_elem": out_elem,
-            "in_shape_text": "x".join(map(str, plan.input_shape)),
-        }
-        if plan.is_compute:
-            assert plan.acc_fmt is not None and plan.w_fmt is not None
-            entry.update(
-                pe=plan.pe, pe_var=f"p_{fn}", groups=plan.rom_depth, chunk=plan.chunk, cycles=plan.cycles,
-                acc_clash=plan.acc_fmt.clash_type, w_clash=plan.w_fmt.clash_type, w_label=str(plan.w_fmt),
-                hw_activation={"linear": "linear", "relu": "relu", "sigmoid": "sigmoidPlan"}[plan.hw_activation],
-                activation_doc=_activation_doc(plan),
-                pe_doc=(
-                    f"{plan.pe} processing element(s) x {plan.n_in} multipliers; {plan.groups} ROM word(s)"
-                    + (f", the last with {plan.pad} padding neuron(s)" if plan.pad else "")
-                ),
-            )
-        else:
-            entry["flatten_depth"] = len(plan.input_shape) - 1
-        layers.append(entry)
-    dense_layers = [entry for entry in layers if entry["type"] == "dense"]
-    stages = []
+    layers = [_layer_entry(plan, fn) for plan, fn in zip(plans, fns)]
+    compute = [entry for entry in layers if entry["compute"]]
+    network_args, stages = [], []
     for entry in layers:
-        if entry["type"] == "dense":
-            stages.append(f"{entry['fn']} {entry['pe_var']}")
+        if entry["compute"]:
+            p_var, b_var = f"p_{entry['fn']}", f"b_{entry['fn']}"
+            network_args.append({"var": p_var, "value": entry["pe"], "doc": f"processing elements of {entry['name']}"})
+            network_args.append({"var": b_var, "value": entry["cycles"], "doc": f"cycles per window of {entry['name']}"})
+            stages.append(f"{entry['fn']} {p_var} {b_var}")
         else:
             stages.append(entry["fn"])
+    used = sorted({IMPORTS[u] for entry in layers for u in entry["uses"]})
+    activations = sorted({entry["hw_activation"] for entry in compute})
+    imports = [f"import K2C.Activation ({', '.join(activations + ['requantize'])})"] + used
     first, last = plans[0], plans[-1]
+    beats = math.prod(first.input_shape[:-1])
+    input_doc = (f"one pixel's {first.input_shape[-1]} channel(s); an image is {beats} beats in raster order"
+                 if beats > 1 else f"the whole {first.input_shape[-1]}-value input vector")
     return {
         "name": name,
         "package": cabal_package_name(name),
         "version": __version__,
         "format_types": format_types,
         "layers": layers,
-        "dense_layers": dense_layers,
+        "compute_layers": compute,
+        "imports": imports,
+        "network_args": network_args,
         "composition": "\n  |> ".join(stages),
-        "input_type": _vec_type(first.input_shape, format_type_name(first.in_fmt)),
-        "input_shape_text": "x".join(map(str, first.input_shape)),
-        "input_rank": len(first.input_shape),
-        "unflatten": unflatten_expr(len(first.input_shape)),
+        "input_type": _beat_type(first.input_shape, format_type_name(first.in_fmt)),
+        "input_doc": input_doc,
+        "beats_per_image": beats,
+        "beat_width": first.input_shape[-1],
         "n_in": first.n_in,
         "n_out": last.n_out,
         "output_type": _vec_type(last.output_shape, format_type_name(last.out_fmt)),
         "output_note": ", requantized logits (softmax replaced by identity)" if last.activation == "softmax" else "",
         "in_fmt": first.in_fmt,
         "out_fmt": last.out_fmt,
-        "pe_literals": " ".join(f"(SNat @{entry['pe']})" for entry in dense_layers),
+        "pe_literals": " ".join(f"(SNat @{arg['value']})" for arg in network_args),
+        "rom_words_sum": " + ".join(f"romWords W.{entry['fn']}" for entry in compute),
+        "network_takes_beats": True,  # the network reads beats; no gathering in Top
+        # round-1 names, still read by some templates
+        "dense_layers": compute,
+        "input_shape_text": _shape_text(first.input_shape),
+        "input_rank": len(first.input_shape),
     }
 
 
@@ -185,6 +298,9 @@ def write_project(
 ) -> None:
     """Render the Haskell modules, copy the blocks, write the weight memory files."""
     context = build_context(name, plans)
+    modules = sorted(f"K2C.{source.stem}" for source in (CLASH_LIB / "K2C").glob("*.hs"))
+    context["sim_blocks"] = [m for m in modules if m in SIMULATION_ONLY]
+    context["blocks"] = [m for m in modules if m not in SIMULATION_ONLY]
     (root / "bin").mkdir()
     for target, template in TEMPLATES.items():
         (root / target).write_text(_env.get_template(template).render(**context))
@@ -198,5 +314,5 @@ def write_project(
     weights = root / "weights"
     weights.mkdir()
     for plan, entry in zip(plans, context["layers"]):
-        if plan.type == "dense":
+        if plan.is_compute:
             (weights / f"{entry['fn']}.mem").write_text(memfile_text(plan, params[plan.name]))

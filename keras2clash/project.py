@@ -66,9 +66,12 @@ class Project:
 
 
 def write_project_data(
-    root: Path, name: str, top: str, plans: list[LayerPlan], params: dict[str, QuantizedLayer]
+    root: Path, name: str, top: str, plans: list[LayerPlan], params: dict[str, QuantizedLayer],
+    extra: dict[str, Any] | None = None,
 ) -> None:
-    """Write the manifest and the golden parameters into a (temporary) project folder."""
+    """Write the manifest and the golden parameters into a (temporary) project folder.
+
+    `extra` adds top-level manifest keys (e.g. "precision": formats and saturation report)."""
     manifest: dict[str, Any] = {
         "keras2clash": __version__,
         "name": name,
@@ -76,6 +79,7 @@ def write_project_data(
         "beats_per_image": math.prod(plans[0].input_shape[:-1]),
         "beat_width": plans[0].input_shape[-1],
         "layers": [plan.to_json() for plan in plans],
+        **(extra or {}),
     }
     (root / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     arrays = {}

@@ -144,3 +144,9 @@ def test_installed_console_script_prints_no_traceback(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2
     assert "bad format '1,7'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(("args", "message"), [(["emit"], "Missing argument"), (["bogus"], "No such command")])
+def test_usage_errors_are_short(capsys, args, message) -> None:
+    code, err = run_cli(args, capsys)
+    assert code == 2 and message in err and "Traceback" not in err

@@ -1,7 +1,8 @@
 """End to end through the real toolchain: emit -> ghc-compiled Clash simulation -> compare.
 
 Every test asserts bit-exactness against the golden model on every sample, and the cycle
-figures against the dense block's schedule (latency sum(g+1), interval max(g+2)).
+figures of dense chains against the engine's schedule (K2C.Engine): latency
+sum(G*b + 1) from input accepted to output, one output every max(G*b) cycles.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ pytestmark = [needs_toolchain, pytest.mark.toolchain]
 
 def _expected_cycles(project_dir: Path) -> tuple[int, int]:
     plans = load_project(project_dir).compute_plans
-    return sum(p.groups + 1 for p in plans), max(p.groups + 2 for p in plans)
+    return sum(p.rom_depth + 1 for p in plans), max(p.rom_depth for p in plans)
 
 
 def _random_data(path: Path, shape: tuple[int, ...], n_classes: int, n: int, seed: int, spread: float) -> Path:
@@ -38,16 +39,16 @@ def _random_data(path: Path, shape: tuple[int, ...], n_classes: int, n: int, see
 
 
 @pytest.mark.parametrize(
-    ("fmt", "parallelism", "layers", "seed"),
+    ("fmt", "parallelism", "cycles", "layers", "seed"),
     [
-        ("1,7,8", [2, 3], [(5, "relu"), (3, "sigmoid")], 3),
-        ("1,3,4", [4, 1, 2], [(7, "relu"), (4, "linear"), (3, "softmax")], 4),
-        ("1,2,9", [1, 5], [(9, "sigmoid"), (5, "relu")], 5),
+        ("1,7,8", [2, 3], [1, 1], [(5, "relu"), (3, "sigmoid")], 3),
+        ("1,3,4", [4, 1, 2], [4, 1, 3], [(7, "relu"), (4, "linear"), (3, "softmax")], 4),
+        ("1,2,9", [1, 5], [6, 9], [(9, "sigmoid"), (5, "relu")], 5),
     ],
 )
-def test_random_networks_are_bit_exact(tmp_path: Path, fmt, parallelism, layers, seed) -> None:
+def test_random_networks_are_bit_exact(tmp_path: Path, fmt, parallelism, cycles, layers, seed) -> None:
     model = random_dense_model(layers, n_in=6, seed=seed, scale=1.5)
-    project = k2c.emit(model, fmt, tmp_path / "net", parallelism)
+    project = k2c.emit(model, fmt, tmp_path / "net", parallelism, cycles=cycles)
     data = _random_data(tmp_path / "d.npz", (6,), layers[-1][0], 60, seed, spread=4.0)
     comp = k2c.simulate(project, data, keras=False, show=False)
     assert comp.samples == 60
@@ -77,7 +78,7 @@ def test_flatten_of_a_2d_input(tmp_path: Path) -> None:
                               keras.layers.Dense(2, name="out")])
     model.set_weights([rng.normal(0, 1, w.shape).astype("float32") for w in model.get_weights()])
     project = k2c.emit(model, "1,5,6", tmp_path / "net", [3, 2])
-    assert "flatten = flattenS" in (project / "Network.hs").read_text()
+    assert "flatten =\n  Collect.collect (SNat @3)" in (project / "Network.hs").read_text()
     data = _random_data(tmp_path / "d.npz", (3, 4), 2, 25, 7, spread=3.0)
     comp = k2c.simulate(project, data, keras=False, show=False)
     assert comp.bit_exact == 25

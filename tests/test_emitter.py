@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import keras2clash as k2c
-from keras2clash.emitter import cabal_package_name, haskell_names, unflatten_expr
+from keras2clash.emitter import cabal_package_name, haskell_names
 from keras2clash.errors import K2CError
 from keras2clash.memfiles import rom_words
 from keras2clash.plan import make_plan
@@ -32,12 +32,14 @@ def test_project_layout_and_readable_network(tmp_path: Path, model) -> None:
                      "weights/dense_0.mem", "weights/dense_1.mem", "clash_lib/K2C/Dense.hs"]:
         assert expected in files
     network = (out / "Network.hs").read_text()
-    assert "network p_dense_0 p_dense_1 =\n  dense_0 p_dense_0\n  |> dense_1 p_dense_1\n" in network
-    assert "  => SNat 2  -- ^ processing elements of dense_0\n  -> SNat 3  -- ^ processing elements of dense_1" in network
-    assert "dense_1 pe = Dense.dense pe W.dense_1 activation" in network
+    assert ("network p_dense_0 b_dense_0 p_dense_1 b_dense_1 =\n  dense_0 p_dense_0 b_dense_0\n"
+            "  |> dense_1 p_dense_1 b_dense_1\n") in network
+    assert ("  => SNat 2  -- ^ processing elements of dense_0\n  -> SNat 1  -- ^ cycles per window of dense_0\n"
+            "  -> SNat 3  -- ^ processing elements of dense_1") in network
+    assert "dense_1 pe cycles =\n  Dense.dense pe cycles W.dense_1 activation" in network
     assert "activation = sigmoidPlan . requantize" in network
     weights = (out / "Weights.hs").read_text()
-    assert 'dense_0 :: WeightRom 3 2 4 (SFixed 8 8)\ndense_0 = WeightRom "weights/dense_0.mem"' in weights
+    assert 'dense_0 :: WeightRom 3 2 4 (SFixed 8 8) (SFixed 8 8)\ndense_0 = WeightRom "weights/dense_0.mem"' in weights
     assert 't_name   = "tiny"' in (out / "Top.hs").read_text()
     manifest = json.loads((out / "manifest.json").read_text())
     assert [layer["pe"] for layer in manifest["layers"]] == [2, 3]
@@ -70,12 +72,6 @@ def test_cabal_package_names_are_valid() -> None:
     assert cabal_package_name("digits_dense") == "digits-dense"
     assert cabal_package_name("net_2_3_x") == "net23-x"
     assert cabal_package_name("7") == "net7"
-
-
-def test_unflatten_expression() -> None:
-    assert unflatten_expr(1) == "id"
-    assert unflatten_expr(2) == "unconcatI"
-    assert unflatten_expr(3) == "map (unconcatI) . unconcatI"
 
 
 def test_refuses_non_empty_directory_and_force_replaces(tmp_path: Path, model) -> None:

@@ -1,62 +1,144 @@
 {-# LANGUAGE DataKinds, KindSignatures, NoImplicitPrelude, ScopedTypeVariables,
              TypeApplications, TypeOperators, FlexibleContexts, ConstraintKinds, TypeFamilies,
              NoStarIsType #-}
-{-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver #-}
+{-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver -fconstraint-solver-iterations=8 #-}
 {-|
-The processing elements of a dense layer: @p@ dot products computed in
-parallel against one ROM word (contract steps 1 to 3).
+The arithmetic of the processing elements (PEs): what one PE does in one
+cycle with one chunk of the window and one ROM word (contract steps 1 to 3,
+per chunk).
 
-Everything here is exact. Products keep all their bits, the bias is aligned to
-the products' fraction bits, and the sum is taken on raw 'Signed' values
-(plain wrapping adders, no saturation logic) in an accumulator that the types
-guarantee is wide enough never to wrap.
+A PE of a layer computed in @b@ cycles per window (see "K2C.Engine") sees the
+window in @b@ chunks @x_t@ of @ch@ values and, in the same cycles, the chunks
+@(w_t, bias_t)@ of its filter from the ROM (@bias_0@ is the filter's bias,
+@bias_t = 0@ for @t > 0@). With
+
+@S_t = sum_j x_t[j] * w_t[j] + bias_t@   (exact)
+
+the accumulator register @SFixed ci cf@ holds
+
+@acc_0 = sat(S_0)@,   @acc_t = sat(acc_(t-1) + S_t)@   for @t = 1 .. b-1@,
+
+where @sat@ saturates to the range of @SFixed ci cf@ (clamps to its minimum
+or maximum; never wraps) and every sum inside @sat@ is exact. @acc_(b-1)@ is
+the filter's result. When the accumulator has the contract's exact width
+(@cf = af + wf@, @ci@ from docs/contract.md, bias in the weight format) no
+partial sum can reach the clamps, so @acc_(b-1)@ is the exact dot product
+plus bias whatever @b@ is. A narrower accumulator chosen by a user saturates
+in exactly this order, chunk by chunk.
+
+= Hardware per PE
+
+* @ch@ multipliers (@mul@: all @BitSize a + BitSize w@ product bits kept);
+* a balanced adder tree over the @ch@ products and the bias field, each
+  sign-extended and shifted to @cf@ fraction bits, in a width that cannot
+  overflow ('ChunkBits');
+* one adder with the accumulator, one bit wider than the wider of the two
+  (@Max ('ChunkBits') (ci + cf) + 1@ bits: exact), then the clamp to
+  @SFixed ci cf@ (two comparisons with constants and a multiplexer).
+  With @b = 1@ there is no accumulator adder (the accumulator input is the
+  constant 0), and no clamp either when @ci + cf >= 'ChunkBits'@ (true for
+  the contract's exact accumulator): then no sum can leave the range.
+
+(@-fconstraint-solver-iterations=8@: the @CLog@ in 'ChunkBits' makes GHC's
+constraint solver, with the typelits plugins, need more than its default 4
+iterations for 'chunkSum'.)
 -}
 module K2C.Filter
-  ( ExactAccumulator
-  , neuron
-  , filterBank
+  ( Accumulates
+  , ChunkInt
+  , ChunkBits
+  , chunkSum
+  , accumulate
+  , filterStep
   ) where
 
 import Clash.Prelude
 
 import K2C.Memory (Neuron)
 
--- | Sizes under which an accumulator @SFixed ci cf@ holds the dot product of
--- @n@ inputs @SFixed ai af@ with weights @SFixed wi wf@ plus a bias exactly:
--- no fraction bit is lost (@cf = af + wf@) and there are enough integer bits
--- for the sum of @n + 1@ full-size products (@ceil(log2(n+1))@ growth bits).
--- The contract adds one more integer bit for the rounding offset of
--- requantization; that is allowed here (@<=@) but not required.
-type ExactAccumulator n ai af wi wf ci cf =
-  ( KnownNat ai, KnownNat af, KnownNat wi, KnownNat wf, KnownNat ci, KnownNat cf
-  , cf ~ (af + wf)
-  , (ai + wi + CLog 2 (n + 1)) <= ci
-  )
+-- | Products of @SFixed ai af@ inputs and @SFixed wi wf@ weights, and biases
+-- @SFixed bi bf@, are aligned to the accumulator @SFixed ci cf@ without
+-- losing a bit: the accumulator must have at least the fraction bits of a
+-- product and of the bias.
+type Accumulates ai af wi wf bi bf ci cf =
+  ( KnownNat ai, KnownNat af, KnownNat wi, KnownNat wf
+  , KnownNat bi, KnownNat bf, KnownNat ci, KnownNat cf
+  , (af + wf) <= cf, bf <= cf )
 
--- | One neuron: @sum_j x_j * w_j + b@, exact.
-neuron
-  :: forall n ai af wi wf ci cf
-   . ExactAccumulator n ai af wi wf ci cf
-  => Vec n (SFixed ai af)
-  -> Neuron n (SFixed wi wf)
-  -> SFixed ci cf
-neuron xs (ws, bias) = sf (SNat @cf) (fold (+) (raw bias :> zipWith term xs ws))
+-- | Integer bits (Clash counting, sign included) that hold the exact sum of
+-- @ch@ products (@ai + wi@ integer bits each) and a bias (@bi@): the widest
+-- term plus @ceil(log2(ch + 1))@ growth bits.
+type ChunkInt ch ai wi bi = Max (ai + wi) bi + CLog 2 (ch + 1)
+
+-- | Width of the exact chunk sum 'chunkSum' (fraction bits @cf@).
+type ChunkBits ch ai wi bi cf = ChunkInt ch ai wi bi + cf
+
+-- | @S_t@: the exact sum of the chunk's products and the bias field, as a raw
+-- integer with @cf@ fraction bits.
+chunkSum
+  :: forall ch ai af wi wf bi bf cf
+   . ( KnownNat ch, KnownNat ai, KnownNat af, KnownNat wi, KnownNat wf
+     , KnownNat bi, KnownNat bf, KnownNat cf, (af + wf) <= cf, bf <= cf )
+  => Vec ch (SFixed ai af)
+  -> Neuron ch (SFixed wi wf) (SFixed bi bf)
+  -> Signed (ChunkBits ch ai wi bi cf)
+chunkSum xs (ws, bias) = fold (+) terms
   where
-    -- The product has exactly @af + wf = cf@ fraction bits, so widening it is
-    -- a sign extension.
-    term x w = raw (mul x w)
-    -- 'resizeF' only ever widens here (both integer and fraction bits grow or
-    -- stay), which is exact; then the raw bits are sign-extended.
-    raw :: forall i f . (KnownNat i, KnownNat f, i <= ci, f <= cf)
-        => SFixed i f -> Signed (ci + cf)
-    raw x = unSF (resizeF x :: SFixed ci cf)
+    terms :: Vec (ch + 1) (Signed (ChunkBits ch ai wi bi cf))
+    terms = align cf bias :> zipWith (\x w -> align cf (mul x w)) xs ws
+    cf = SNat @cf
 
--- | The @p@ processing elements: every neuron of a ROM word against the same
--- input vector.
-filterBank
-  :: forall p n ai af wi wf ci cf
-   . ExactAccumulator n ai af wi wf ci cf
-  => Vec n (SFixed ai af)
-  -> Vec p (Neuron n (SFixed wi wf))
+-- | Sign-extend a value to @n@ bits, then shift it left to @cf@ fraction
+-- bits: exact when @n@ holds its integer bits plus @cf@ fraction bits.
+align :: forall n cf i f . (KnownNat n, KnownNat i, KnownNat f)
+      => SNat cf -> SFixed i f -> Signed n
+align cf x = shiftL (resize (unSF x)) (snatToNum cf - natToNum @f)
+
+-- | One accumulator step: @sat(S_0)@ in a window's first chunk (@first@),
+-- @sat(acc + S_t)@ in the others, with @S_t@ a raw integer with @cf@
+-- fraction bits (from 'chunkSum'). The sum is exact; only the clamp to
+-- @SFixed ci cf@ can change it. (Clash's own 'SFixed' @+@ saturates at the
+-- operands' width, which is not this contract, hence the explicit clamp.)
+--
+-- @only@ (a constant: @b = 1@) says every chunk is a window's only one. Then
+-- @acc_0 = sat(S_0)@ is the result, and when the accumulator is at least as
+-- wide as @S_0@'s type the clamp could never act and is not built.
+accumulate
+  :: forall s ci cf
+   . (KnownNat s, KnownNat ci, KnownNat cf)
+  => Bool
+  -> Bool
+  -> SFixed ci cf
+  -> Signed s
+  -> SFixed ci cf
+accumulate only first acc s
+  | only && natToNum @s <= (natToNum @(ci + cf) :: Integer) = sf (SNat @cf) (resize s)
+  | otherwise = sf (SNat @cf) (saturate (base + resize s))
+  where
+    base :: Signed (Max s (ci + cf) + 1)
+    base = if first then 0 else resize (unSF acc)
+
+    saturate :: Signed (Max s (ci + cf) + 1) -> Signed (ci + cf)
+    saturate x
+      | x > resize hi = hi
+      | x < resize lo = lo
+      | otherwise     = resize x
+      where
+        hi = maxBound :: Signed (ci + cf)
+        lo = minBound :: Signed (ci + cf)
+
+-- | All @p@ PEs in one cycle: the same window chunk against the @p@ neuron
+-- chunks of a ROM word, each PE with its own accumulator. @only@ and @first@
+-- as for 'accumulate'.
+filterStep
+  :: forall p ch ai af wi wf bi bf ci cf
+   . (KnownNat ch, Accumulates ai af wi wf bi bf ci cf)
+  => Bool
+  -> Bool
+  -> Vec ch (SFixed ai af)
   -> Vec p (SFixed ci cf)
-filterBank xs = map (neuron xs)
+  -> Vec p (Neuron ch (SFixed wi wf) (SFixed bi bf))
+  -> Vec p (SFixed ci cf)
+filterStep only first xs = zipWith step
+  where
+    step acc neuron = accumulate only first acc (chunkSum @ch @ai @af @wi @wf @bi @bf @cf xs neuron)

@@ -1,47 +1,53 @@
-{-# LANGUAGE ImplicitPrelude, DataKinds, KindSignatures, ScopedTypeVariables, TypeApplications,
-             TypeOperators, FlexibleContexts, ExplicitNamespaces, NoStarIsType #-}
+{-# LANGUAGE ImplicitPrelude, DataKinds, KindSignatures, ScopedTypeVariables, TypeApplications, AllowAmbiguousTypes,
+             TypeOperators, FlexibleContexts, ExplicitNamespaces, NoStarIsType, TypeFamilies #-}
 {-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver #-}
 {-|
 The simulation harness behind every emitted @Sim.hs@ (not synthesized).
 
-Sim protocol (docs/architecture.md): stdin holds @N@, then @N@ lines of the
-flattened input's raw integers; stdout gets @N@ lines
-@accept_cycle output_cycle class raw_0 ... raw_{m-1}@. Cycles count from the
-first cycle after reset. Each input is held until the network's ready takes
-it. By default inputs come back to back and downstream is always ready;
-@--gap-max K --seed S@ inserts 0..K idle cycles before each input and holds
-downstream ready low for 0..K cycles before each ready cycle (pseudo-random,
-reproducible from @S@).
+It drives the top entity's AXI4-Stream ports (K2C.Axi) cycle by cycle.
 
-If the outputs have not all appeared within a cycle budget the harness says so
-on stderr and exits with code 1 rather than hanging.
+Sim protocol (docs/architecture.md): stdin holds @N@, then @N@ lines of the
+flattened input's raw integers (row-major); stdout gets @N@ lines
+@accept_cycle output_cycle class raw_0 ... raw_{m-1}@, each printed as its
+output beat moves. Each sample is cut into @k@ beats of @c@ values (the last
+axis of the input tensor), @s_axis_tlast@ on the last. @accept_cycle@ is the
+cycle the sample's /first/ beat moved, @output_cycle@ the cycle its output beat
+moved. Cycles count from the first cycle after reset. Each beat is held until
+@s_axis_tready@ takes it. By default beats come back to back and downstream is
+always ready; @--gap-max K --seed S@ inserts 0..K idle cycles (tvalid low)
+before each beat and holds @m_axis_tready@ low for 0..K cycles before each
+cycle it is high (pseudo-random, reproducible from @S@; the generated HDL
+testbenches use the same generator, so they see the same cycles).
+
+The harness fails (stderr, exit code 1) if an output beat has @m_axis_tlast@
+low, if @tlast_error@ rises, or if the outputs have not all appeared within a
+cycle budget, rather than hanging.
 -}
 module K2C.Sim
-  ( TopEntity
+  ( AxiTop
   , simMain
+  , randoms
   ) where
 
 import Clash.Prelude
-  ( Clock, Enable, Index, KnownNat, Reset, SFixed, SNat (..), Signed, Signal
-  , System, Vec, clockGen, enableGen, indicesI, natToNum, resetGenN, sf
-  , toList, unSF )
+  ( BitPack, BitSize, Bit, BitVector, Clock, Enable, Index, KnownNat, Reset, SFixed, SNat (..)
+  , Signed, Signal, System, Vec, bitToBool, boolToBit, clockGen, enableGen, indicesI
+  , natToNum, resetGenN, sf, toList, unSF, type (<=) )
 import Clash.Signal.Internal (Signal ((:-)))
 import Control.Monad (when)
 import Data.Bits (shiftR, xor)
-import Data.Maybe (isJust)
 import Data.Word (Word64)
-import GHC.TypeLits (type (+))
+import GHC.TypeLits (type (+), type (*))
 import System.Environment (getArgs)
 import System.Exit (ExitCode (..), exitWith)
 import System.IO (BufferMode (..), hPutStrLn, hSetBuffering, stderr, stdout)
 
--- | The shape of an emitted top entity: input vector of @n@ values in
--- @SFixed ai af@, output scores of @m@ values in @SFixed oi fo@ with the class.
-type TopEntity n ai af m oi fo
-  =  Clock System -> Reset System -> Enable System
-  -> Signal System (Maybe (Vec n (SFixed ai af)))
-  -> Signal System Bool
-  -> (Signal System (Maybe (Vec m (SFixed oi fo), Index m)), Signal System Bool)
+import K2C.Axi (AxiIn, AxiOut, packBeat, unpackResult)
+
+-- | The shape of an emitted top entity: input beats of @c@ values of type @a@,
+-- @m@ output scores of type @o@ and the class.
+type AxiTop c a m o
+  = Clock System -> Reset System -> Enable System -> AxiIn System c a (AxiOut System m o)
 
 -- | Cycles the reset is held at the start; the protocol's cycle 0 follows them.
 type ResetCycles = 1
@@ -49,7 +55,8 @@ type ResetCycles = 1
 resetCycles :: Int
 resetCycles = natToNum @ResetCycles
 
--- | The cycle budget is @fixedSlack + N * perWordSlack * (romWords + gapMax)@:
+-- | The cycle budget is
+-- @fixedSlack + N * perWordSlack * (romWords + k * (gapMax + 1))@:
 -- generous (a sample needs about @romWords + 2 * layers@ cycles), but finite.
 fixedSlack, perWordSlack :: Int
 fixedSlack   = 1000
@@ -58,42 +65,72 @@ perWordSlack = 100
 -- | Command-line options.
 data Options = Options { gapMax :: Int, seed :: Word64 }
 
--- | Run the Sim protocol on a top entity. @romWords@ is the sum of the layers'
--- ROM word counts; it sizes the cycle budget.
+-- | One scheduled input beat: the packed data, first beat of its sample, last beat.
+data Beat c = Beat (BitVector c) Bool Bool
+
+-- | One cycle of the trace after reset.
+data Step c r = Step
+  { inBeat   :: Maybe (Beat c)  -- ^ what the source shows (Nothing: tvalid low)
+  , sReady   :: Bool
+  , mData    :: BitVector r
+  , mValid   :: Bool
+  , mLast    :: Bool
+  , tlastErr :: Bool
+  , mReady   :: Bool
+  }
+
+-- | Run the Sim protocol on a top entity with @k@ beats per image. @romWords@
+-- is the sum of the layers' ROM word counts; it sizes the cycle budget.
 simMain
-  :: forall n ai af m oi fo
-   . (KnownNat n, KnownNat ai, KnownNat af, KnownNat m, KnownNat oi, KnownNat fo)
-  => TopEntity n ai af m oi fo -> Int -> IO ()
-simMain top romWords = do
+  :: forall k c ai af m oi fo
+   . ( KnownNat k, 1 <= k, KnownNat c, KnownNat ai, KnownNat af, KnownNat m, 1 <= m, KnownNat oi, KnownNat fo
+     , BitPack (SFixed ai af), BitPack (SFixed oi fo), KnownNat (BitSize (SFixed ai af)) )
+  => SNat k -> AxiTop c (SFixed ai af) m (SFixed oi fo) -> Int -> IO ()
+simMain SNat top romWords = do
   options <- parseOptions <$> getArgs
   samples <- parseSamples <$> getContents
-  inputs  <- either failWith pure (traverse (toFixed @ai @af) samples)
+  images  <- either failWith pure (traverse (toBeats @k @c @ai @af) samples)
   hSetBuffering stdout LineBuffering
-  let count  = length inputs
-      budget = fixedSlack + count * perWordSlack * (romWords + gapMax options)
-  printed <- report count (zip [0 ..] (take budget (trace top options inputs)))
+  let count  = length images
+      beats  = natToNum @k :: Int
+      budget = fixedSlack + count * perWordSlack * (romWords + beats * (gapMax options + 1))
+  printed <- report @m @oi @fo count (zip [0 ..] (take budget (trace @c @(SFixed ai af) @m @(SFixed oi fo) top options images)))
   when (printed < count) $
     failWith ("simulation: " ++ show printed ++ " of " ++ show count
               ++ " outputs within " ++ show budget ++ " cycles")
 
--- | The cycle-by-cycle trace (input, in_ready, output, out_ready) after reset,
--- with the inputs driven through the network's ready and downstream readiness
--- from the options.
+-- | The cycle-by-cycle trace after reset, with the beats driven through
+-- @s_axis_tready@ and @m_axis_tready@ from the options.
 trace
-  :: TopEntity n ai af m oi fo -> Options -> [Vec n (SFixed ai af)]
-  -> [(Maybe (Vec n (SFixed ai af)), Bool, Maybe (Vec m (SFixed oi fo), Index m), Bool)]
-trace top options inputs =
-  drop resetCycles (zip4 (signalList input) (signalList readyIn)
-                         (signalList output) (signalList readyOut))
+  :: forall c a m o
+   . (KnownNat c, BitPack a)
+  => AxiTop c a m o -> Options -> [[Vec c a]]
+  -> [Step (c * BitSize a) (BitSize (Index m) + m * BitSize o)]
+trace top options images = drop resetCycles (steps input readyIn dataOut validOut lastOut errOut readyOut)
   where
-    (output, readyIn) = top clockGen (resetGenN (SNat @ResetCycles)) enableGen input readyOut
-    input    = drive (replicate resetCycles Nothing ++ schedule) readyIn
-    schedule = concat (zipWith (\gap x -> replicate gap Nothing ++ [Just x])
-                               (gaps (seed options)) inputs)
+    (readyIn, dataOut, validOut, lastOut, errOut) =
+      top clockGen (resetGenN (SNat @ResetCycles)) enableGen
+          (maybe 0 (\(Beat d _ _) -> d) <$> input)
+          (boolToBit . isBeat <$> input)
+          (maybe 0 (\(Beat _ _ l) -> boolToBit l) <$> input)
+          (boolToBit <$> readyOut)
+    input    = drive (replicate resetCycles Nothing ++ schedule) (bitToBool <$> readyIn)
+    schedule = concat (zipWith (\gap b -> replicate gap Nothing ++ [Just b])
+                               (gaps (seed options)) (concatMap beatsOf images))
+    beatsOf image = [ Beat (packBeat x) (i == 0) (i == length image - 1)
+                    | (i, x) <- zip [0 :: Int ..] image ]
     readyOut = fromList (replicate resetCycles True
                          ++ concatMap (\gap -> replicate gap False ++ [True])
                                       (gaps (seed options `xor` 0x5bd1e995)))
     gaps     = map (`mod` (gapMax options + 1)) . randoms
+    isBeat   = maybe False (const True)
+
+steps
+  :: Signal System (Maybe (Beat c)) -> Signal System Bit -> Signal System (BitVector r)
+  -> Signal System Bit -> Signal System Bit -> Signal System Bit -> Signal System Bool
+  -> [Step c r]
+steps (i :- is) (sr :- srs) (d :- ds) (v :- vs) (l :- ls) (e :- es) (r :- rs) =
+  Step i (bitToBool sr) d (bitToBool v) (bitToBool l) (bitToBool e) r : steps is srs ds vs ls es rs
 
 -- | One pass over the trace, printing each sample's line the cycle its output
 -- beat moves (so a caller can show progress), until @wanted@ lines are out or
@@ -101,20 +138,26 @@ trace top options inputs =
 -- first-out, so the pending accept cycles form a short queue (at most the
 -- pipeline's depth). Nothing else holds the trace, so memory stays constant.
 report
-  :: (KnownNat m, KnownNat oi, KnownNat fo)
-  => Int -> [(Int, (Maybe x, Bool, Maybe (Vec m (SFixed oi fo), Index m), Bool))] -> IO Int
+  :: forall m oi fo c
+   . (KnownNat m, 1 <= m, KnownNat oi, KnownNat fo)
+  => Int -> [(Int, Step c (BitSize (Index m) + m * BitSize (SFixed oi fo)))] -> IO Int
 report wanted = go [] 0
   where
-    go pending printed steps
+    go pending printed cycles
       | printed == wanted = pure printed
-      | otherwise = case steps of
+      | otherwise = case cycles of
           [] -> pure printed
-          (t, (input, readyIn, output, readyOut)) : rest -> do
-            let pending' | isJust input && readyIn = pending ++ [t]
-                         | otherwise               = pending
-            case (output, pending') of
-              (Just result, accept : later) | readyOut -> do
-                putStrLn (line accept t result)
+          (t, step) : rest -> do
+            when (tlastErr step) $
+              failWith ("simulation: tlast_error rose in cycle " ++ show t)
+            let pending' = case inBeat step of
+                  Just (Beat _ True _) | sReady step -> pending ++ [t]
+                  _                                  -> pending
+            case pending' of
+              accept : later | mValid step && mReady step -> do
+                when (not (mLast step)) $
+                  failWith ("simulation: m_axis_tlast low on the output beat of cycle " ++ show t)
+                putStrLn (line accept t (unpackResult @m @(SFixed oi fo) (mData step)))
                 go later (printed + 1) rest
               _ -> length pending' `seq` go pending' printed rest
     line accept moved (scores, cls) = unwords
@@ -131,13 +174,6 @@ drive items ~(ready :- readies) = case items of
 fromList :: [a] -> Signal System a
 fromList (x : xs) = x :- fromList xs
 fromList []       = error "K2C.Sim.fromList: finite list"
-
-signalList :: Signal System a -> [a]
-signalList (x :- xs) = x : signalList xs
-
-zip4 :: [a] -> [b] -> [c] -> [d] -> [(a, b, c, d)]
-zip4 (a : as) (b : bs) (c : cs) (d : ds) = (a, b, c, d) : zip4 as bs cs ds
-zip4 _ _ _ _ = []
 
 -- | splitmix64: a small reproducible generator, so the harness needs no
 -- package beyond base.
@@ -162,16 +198,20 @@ parseSamples text = case lines text of
   header : rest -> map (map read . words) (take (read header) rest)
   []            -> []
 
--- | One input sample: exactly @n@ raw integers, each in range.
-toFixed
-  :: forall ai af n . (KnownNat ai, KnownNat af, KnownNat n)
-  => [Integer] -> Either String (Vec n (SFixed ai af))
-toFixed raws
-  | length raws /= natToNum @n = Left ("expected " ++ show (natToNum @n :: Int)
-                                       ++ " values per sample, got " ++ show (length raws))
-  | any outOfRange raws        = Left ("raw input out of range: " ++ unwords (map show raws))
-  | otherwise                  = Right (fmap (\i -> sf (SNat @af) (fromInteger (raws !! fromEnum i))) indicesI)
+-- | One input sample: exactly @k * c@ raw integers, each in range, cut into
+-- @k@ beats of @c@ values (row-major: consecutive values fill a beat).
+toBeats
+  :: forall k c ai af . (KnownNat k, KnownNat c, KnownNat ai, KnownNat af)
+  => [Integer] -> Either String [Vec c (SFixed ai af)]
+toBeats raws
+  | length raws /= k * c = Left ("expected " ++ show (k * c) ++ " values per sample, got "
+                                 ++ show (length raws))
+  | any outOfRange raws  = Left ("raw input out of range: " ++ unwords (map show raws))
+  | otherwise            = Right [ beat (take c (drop (b * c) raws)) | b <- [0 .. k - 1] ]
   where
+    k = natToNum @k
+    c = natToNum @c
+    beat values = fmap (\i -> sf (SNat @af) (fromInteger (values !! fromEnum i))) indicesI
     outOfRange r = r < toInteger (minBound :: Signed (ai + af))
                 || r > toInteger (maxBound :: Signed (ai + af))
 

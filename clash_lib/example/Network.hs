@@ -2,7 +2,9 @@
 {-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver #-}
 {-|
 The network: one function per Keras layer, composed left to right with '|>'.
-Each layer takes its parallelism (neurons per cycle) as an 'SNat'.
+Each compute layer takes its two space-time knobs as 'SNat's: @p@, the
+processing elements (neurons computed in parallel), and @b@, the cycles each
+one spends on one input vector.
 -}
 module Network where
 
@@ -29,15 +31,30 @@ type Input = Vec 4 Act
 type Output = Vec 3 Act
 
 -- | Keras layer dense_0: 4 -> 5, relu.
-dense_0 :: HiddenClockResetEnable dom => SNat 2 -> Stream dom (Vec 4 Act) (Vec 5 Act)
-dense_0 p = dense p W.dense_0 (relu . requantize :: Acc0 -> Act)
+dense_0
+  :: HiddenClockResetEnable dom
+  => SNat 2 -> SNat 2 -> Stream dom (Vec 4 Act) (Vec 5 Act)
+dense_0 pe cycles = dense pe cycles W.dense_0 activation
+  where
+    activation :: Acc0 -> Act
+    activation = relu . requantize
 
 -- | Keras layer dense_1: 5 -> 3, sigmoid.
-dense_1 :: HiddenClockResetEnable dom => SNat 3 -> Stream dom (Vec 5 Act) (Vec 3 Act)
-dense_1 p = dense p W.dense_1 (sigmoidPlan . requantize :: Acc1 -> Act)
+dense_1
+  :: HiddenClockResetEnable dom
+  => SNat 3 -> SNat 2 -> Stream dom (Vec 5 Act) (Vec 3 Act)
+dense_1 pe cycles = dense pe cycles W.dense_1 activation
+  where
+    activation :: Acc1 -> Act
+    activation = sigmoidPlan . requantize
 
 -- | The whole network.
 network
   :: HiddenClockResetEnable dom
-  => SNat 2 -> SNat 3 -> Stream dom Input Output
-network p0 p1 = dense_0 p0 |> dense_1 p1
+  => SNat 2  -- ^ processing elements of dense_0
+  -> SNat 2  -- ^ cycles per group of dense_0
+  -> SNat 3  -- ^ processing elements of dense_1
+  -> SNat 2  -- ^ cycles per group of dense_1
+  -> Stream dom Input Output
+network pe0 cycles0 pe1 cycles1 =
+  dense_0 pe0 cycles0 |> dense_1 pe1 cycles1

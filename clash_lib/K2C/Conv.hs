@@ -1,0 +1,85 @@
+{-# LANGUAGE DataKinds, KindSignatures, NoImplicitPrelude, ScopedTypeVariables,
+             TypeApplications, TypeOperators, FlexibleContexts, ConstraintKinds, TypeFamilies,
+             NoStarIsType #-}
+{-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver #-}
+{-|
+The 2-D convolution (Keras Conv2D, /valid/ padding: put "K2C.Pad" in front
+for 'same'): the window generator ("K2C.Window") followed by the filter
+engine ("K2C.Engine"), with the window flattened in Keras kernel order in
+between (wires only).
+
+An image is @h * w@ beats of @Vec c a@ in raster order; the output is
+@h2 * w2@ beats of @Vec f o@ in raster order, @h2 = (h - kh) \`div\` sh + 1@,
+@w2 = (w - kw) \`div\` sw + 1@. Each output beat is the engine's result for
+one window of @K = kh * kw * c@ values: the dense contract per output pixel
+and filter.
+
+= Knobs and sizes
+
+* @p@, @1 <= p <= f@: filters in parallel; @G = ceil(f / p)@ groups.
+* @b@, @1 <= b <= K@: cycles per group; chunks of @ch = ceil(K / b)@.
+* multipliers @p * ch@; ROM @G * b@ words of @p * (ch * BitSize w +
+  BitSize bias)@ bits; plus the storage of "K2C.Window" (line buffers
+  @w * (kh - 1) * c@ values, two window registers of @K@ values) and of the
+  engine (window @b * ch@ values, @p@ accumulators, two output vectors of @f@
+  values).
+
+= Timing (exact)
+
+The window generator's output is the engine's input; each follows its own
+rules ("K2C.Window", "K2C.Engine"). With downstream always ready:
+
+* window @i@ becomes valid at the generator's output in cycle @v_i@, which is
+  the cycle after the pixel completing it is accepted when the generator's
+  output register is free (see "K2C.Window" for when it is not);
+* the engine accepts it in cycle @a_i = max(v_i, a_(i-1) + G*b)@ and output
+  beat @i@ moves in cycle @a_i + G*b + 1@.
+
+With pixels one per cycle, consecutive windows of an image complete at
+least @s = min(sw, sh * w - (w2 - 1) * sw)@ pixels apart (@sw@ within a row,
+@sh * w - (w2 - 1) * sw@ from a row's last window to the next row's first).
+So when @G*b <= s@ the engine takes every window the cycle it appears, and
+the first output of an image moves @(kh - 1) * w + kw + G*b + 1@ cycles after
+its first pixel is accepted (the first window appears @(kh - 1) * w + kw@
+cycles after it, "K2C.Window"). When @G*b > s@ the engine sets the pace at
+the closer windows: the generator holds up to two windows (its output
+register and its shift register), then stops its input until the engine takes
+one.
+-}
+module K2C.Conv
+  ( conv2d
+  , flattenWindow
+  ) where
+
+import Clash.Prelude hiding (window)
+
+import K2C.Engine (EngineShape, engine)
+import K2C.Filter (Accumulates)
+import K2C.Memory (WeightRom)
+import K2C.Stream (Stream, mapS, (|>))
+import K2C.Window (window)
+
+-- | A window as one vector in Keras kernel order: element @[i][j][ch]@ goes to
+-- index @(i * kw + j) * c + ch@ (row-major over @(kh, kw, c)@).
+flattenWindow :: Vec kh (Vec kw (Vec c a)) -> Vec (kh * kw * c) a
+flattenWindow = concat . map concat
+
+-- | A valid 2-D convolution of an @h x w x c@ image with @f@ filters of
+-- @kh x kw x c@, strides @(sh, sw)@, computed by @p@ PEs in @b@ cycles per
+-- group. @activate@: "requantize then activate" per output value.
+conv2d
+  :: forall dom h w kh kw sh sw c f p b ch g ai af wi wf bi bf ci cf o
+   . ( HiddenClockResetEnable dom
+     , KnownNat h, KnownNat w, KnownNat kh, KnownNat kw, KnownNat sh, KnownNat sw
+     , KnownNat c, 1 <= kh, 1 <= kw, 1 <= sh, 1 <= sw, kh <= h, kw <= w
+     , EngineShape (kh * kw * c) f p b ch g
+     , Accumulates ai af wi wf bi bf ci cf
+     , NFDataX o )
+  => SNat h -> SNat w -> SNat kh -> SNat kw -> SNat sh -> SNat sw
+  -> SNat p
+  -> SNat b
+  -> WeightRom (g * b) p ch (SFixed wi wf) (SFixed bi bf)
+  -> (SFixed ci cf -> o)
+  -> Stream dom (Vec c (SFixed ai af)) (Vec f o)
+conv2d h w kh kw sh sw p b weights activate =
+  window h w kh kw sh sw |> mapS flattenWindow |> engine p b weights activate

@@ -1,0 +1,210 @@
+{-# LANGUAGE DataKinds, KindSignatures, NoImplicitPrelude, ScopedTypeVariables,
+             TypeApplications, TypeOperators, FlexibleContexts, TypeFamilies,
+             DeriveGeneric, DeriveAnyClass, NoStarIsType #-}
+{-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver #-}
+{-|
+The line-buffer window generator: turns a raster stream of pixels into the
+stream of @kh x kw@ windows of a /valid/ convolution with strides @(sh, sw)@.
+
+An image is @h * w@ beats of @Vec c a@ in raster order; images follow each
+other with no reset. Output @(i, j)@, @i < h2 = (h - kh) \`div\` sh + 1@,
+@j < w2 = (w - kw) \`div\` sw + 1@, covers input rows @i*sh .. i*sh+kh-1@ and
+columns @j*sw .. j*sw+kw-1@; its element @[r][s]@ is input pixel
+@(i*sh + r, j*sw + s)@. Windows come out in raster order of @(i, j)@. Input rows
+and columns past the last window position are consumed and ignored.
+
+= Why it looks like this
+
+Only the last @kh - 1@ rows are kept (line buffers), not frames. For each
+column @x@ one block-RAM word holds that column's pixels of the previous
+@kh - 1@ rows. When pixel @(r, x)@ arrives, the word of column @x@ plus the pixel
+form the window's newest column (rows @r-kh+1 .. r@); it is shifted into the
+window shift register, and its lower @kh - 1@ pixels are written back as the
+word of column @x@ for the next row. The RAM is read one cycle ahead at the
+column of the /next/ pixel (known from the registered position counter), so
+the word is waiting whenever that pixel shows up, however many idle cycles
+come first. (Clash's 'blockRam' returns the old word when reading and writing
+one address in the same cycle; only @w = 1@ does that, and there a one-word
+bypass register supplies the fresh word.)
+
+A finished window is copied into an output register, so the shift register
+can go on taking pixels while downstream is slow. If a pixel completes a
+window while the output register is still full and not leaving in that cycle,
+the pixel is accepted anyway and the finished window waits in the shift
+register (@pending@); input ready is low until the output register frees up.
+
+= Storage
+
+* line buffer (block RAM): @w * (kh - 1) * c * BitSize a@ bits;
+* window shift register and output register: @2 * kh * kw * c * BitSize a@ bits;
+* control: position counters (@Index h@, @Index w@), stride phase counters
+  (@Index sh@, @Index sw@), two flags, and for
+  @w = 1@ only, a bypass of @(kh - 1) * c * BitSize a@ bits.
+
+= Protocol and exact timing
+
+Input ready is @not pending@: registered state, independent of the input's
+valid and of downstream's ready. Output is the output register.
+
+* A pixel accepted in cycle @t@ that completes a window makes that window
+  valid in cycle @t + 1@ if the output register is empty or leaves in cycle
+  @t@; otherwise the window becomes valid the cycle after the held window
+  leaves (and input ready is low from @t + 1@ until the cycle after that
+  leave).
+* First window: @(kh - 1) * w + kw - 1@ pixels after the image's first
+  pixel; with no input gaps it is valid @(kh - 1) * w + kw@ cycles after the
+  first pixel was accepted.
+* Throughput: with downstream always ready the block never stalls its input:
+  one pixel per cycle, images back to back.
+* The last window of an image is completed by pixel
+  @((h2 - 1) * sh + kh - 1, (w2 - 1) * sw + kw - 1)@, which comes
+  @d = (h - 1 - (h2 - 1) * sh - kh + 1) * w + (w - 1 - (w2 - 1) * sw - kw + 1)@
+  pixels before the image's last pixel. With downstream ready, it is valid the
+  cycle after that pixel is accepted, i.e. @1 - d@ cycles after the image's
+  last pixel when the input has no gaps (@d = 0@ when the windows tile the
+  image exactly). With downstream stalls, each window waits for its own
+  delivery; at most one window waits in the output register and one in the
+  shift register, so input resumes the cycle after the output register is
+  delivered.
+-}
+module K2C.Window
+  ( window
+  , nextPosition
+  , nextIndex
+  ) where
+
+import Clash.Prelude hiding (window)
+import Data.Maybe (isJust)
+
+import K2C.Stream (Stream)
+
+-- | The window generator; see the module header for geometry and timing.
+window
+  :: forall dom h w kh kw sh sw c a
+   . ( HiddenClockResetEnable dom
+     , KnownNat h, KnownNat w, KnownNat kh, KnownNat kw
+     , KnownNat sh, KnownNat sw, KnownNat c
+     , 1 <= kh, 1 <= kw, 1 <= sh, 1 <= sw, kh <= h, kw <= w
+     , NFDataX a )
+  => SNat h -> SNat w -> SNat kh -> SNat kw -> SNat sh -> SNat sw
+  -> Stream dom (Vec c a) (Vec kh (Vec kw (Vec c a)))
+window SNat SNat kh kw SNat SNat (input, readyOut) = (output, readyIn)
+  where
+    position :: Signal dom (Position h w sh sw)
+    position  = register (Position (Axis 0 0) (Axis 0 0))
+                         (mux accepted (advance kh kw <$> position) position)
+    pending   = register False (nextPending <$> pending <*> full <*> completes <*> delivered)
+    full      = register False (nextFull <$> full <*> loadOutput <*> delivered)
+
+    readyIn   = not <$> pending
+    accepted  = readyIn .&&. (isJust <$> input)
+    delivered = full .&&. readyOut
+    completes = accepted .&&. (completesWindow kh kw <$> position)
+    -- The output register loads a window just completed, or the waiting one.
+    loadOutput = (completes .&&. (not <$> full .||. delivered)) .||. (pending .&&. delivered)
+
+    pixel     = fromJustX <$> input
+    newColumn :: Signal dom (Vec kh (Vec c a))
+    newColumn = (:<) <$> lineBuffer @dom @w @(kh - 1) (column <$> position) accepted newColumn
+                     <*> pixel
+    shifted   = zipWith (<<+) <$> windowReg <*> newColumn
+    -- Datapath registers have no reset: the flags alone say what they hold.
+    windowReg = delayEn (deepErrorX "window: no pixel yet") accepted shifted
+    outputReg = delayEn (deepErrorX "window: no window yet") loadOutput
+                        (mux pending windowReg shifted)
+    output    = mux full (Just <$> outputReg) (pure Nothing)
+
+-- | The line buffers: word @x@ holds column @x@ of the last @kh - 1@ rows.
+-- Given the column of the next pixel, whether it is accepted this cycle, and
+-- the new column (rows @r-kh+1 .. r@), it answers the stored word of the
+-- current column, read in the previous cycle.
+lineBuffer
+  :: forall dom w n c a
+   . (HiddenClockResetEnable dom, KnownNat w, KnownNat n, KnownNat c, NFDataX a)
+  => Signal dom (Index w)
+  -> Signal dom Bool
+  -> Signal dom (Vec (n + 1) (Vec c a))
+  -> Signal dom (Vec n (Vec c a))
+lineBuffer col accepted newColumn = mux bypass written ramWord
+  where
+    nextCol   = mux accepted (nextIndex <$> col) col
+    writeWord = tail <$> newColumn
+    write     = mux accepted (Just <$> bundle (col, writeWord)) (pure Nothing)
+    ramWord   = blockRam (repeat @w (deepErrorX "window: line buffer unwritten")) nextCol write
+    -- Only with one column can the read meet last cycle's write.
+    oneColumn = natToNum @w == (1 :: Integer)
+    bypass    = (oneColumn &&) <$> register False accepted
+    written   = delay (deepErrorX "window: nothing written") writeWord
+
+-- | Where the next pixel goes along one axis of length @n@ with windows
+-- placed every @s@ positions: its index, and its stride phase
+-- @(index - (k - 1)) `mod` s@ (kept as a counter, so no divider is built;
+-- it is 0 while @index < k - 1@).
+data Axis n s = Axis { axisIndex :: Index n, axisPhase :: Index s }
+  deriving (Eq, Show, Generic, NFDataX)
+
+-- | The raster position of the next pixel: row axis and column axis.
+data Position h w sh sw = Position (Axis h sh) (Axis w sw)
+  deriving (Eq, Show, Generic, NFDataX)
+
+-- | Whether this index is the last one of a window of size @k@. (With
+-- @k = 1@ every index qualifies by size; the comparison is left out so that
+-- no constant-true comparator reaches the HDL.)
+axisEnd :: (KnownNat n, KnownNat s) => SNat k -> Axis n s -> Bool
+axisEnd k (Axis i phase)
+  | snatToInteger k == 1 = phase == 0
+  | otherwise            = i >= lastOfFirst k && phase == 0
+
+-- | Step to the next index, wrapping to 0 at the end of the axis.
+advanceAxis :: (KnownNat n, KnownNat s) => SNat k -> Axis n s -> Axis n s
+advanceAxis k (Axis i phase) = Axis next phase'
+  where
+    next   = nextIndex i
+    phase' | next <= lastOfFirst k = 0
+           | otherwise             = nextIndex phase
+
+-- | Index of the last row (column) of the first window: @k - 1@.
+lastOfFirst :: KnownNat n => SNat k -> Index n
+lastOfFirst k = fromInteger (snatToInteger k - 1)
+
+-- | Whether the pixel at this position completes a window.
+completesWindow
+  :: (KnownNat h, KnownNat w, KnownNat sh, KnownNat sw)
+  => SNat kh -> SNat kw -> Position h w sh sw -> Bool
+completesWindow kh kw (Position row col) = axisEnd kh row && axisEnd kw col
+
+-- | The next pixel's position, wrapping at the image end. The column axis
+-- always steps (it wraps by itself); the row axis steps when the column wraps.
+--
+-- Written so that 'advanceAxis' is not applied in two branches of one case:
+-- Clash 1.6.4 merges such calls (disjoint expression consolidation) and, when
+-- both axes have the same type, generated Verilog that fed a wrong constant
+-- to the column step (caught by test/stream's Icarus replay).
+advance
+  :: (KnownNat h, KnownNat w, KnownNat sh, KnownNat sw)
+  => SNat kh -> SNat kw -> Position h w sh sw -> Position h w sh sw
+advance kh kw (Position row col) = Position row' (advanceAxis kw col)
+  where
+    row' = if axisIndex col == maxBound then advanceAxis kh row else row
+
+-- | Next raster position, wrapping at the image end.
+nextPosition :: (KnownNat h, KnownNat w) => (Index h, Index w) -> (Index h, Index w)
+nextPosition (r, x)
+  | x /= maxBound = (r, x + 1)
+  | otherwise     = (nextIndex r, 0)
+
+-- | The column of a position.
+column :: Position h w sh sw -> Index w
+column (Position _ (Axis x _)) = x
+
+-- | Successor that wraps to 0.
+nextIndex :: KnownNat n => Index n -> Index n
+nextIndex i = if i == maxBound then 0 else i + 1
+
+nextPending :: Bool -> Bool -> Bool -> Bool -> Bool
+nextPending pending full completes delivered
+  | pending   = not delivered
+  | otherwise = completes && full && not delivered
+
+nextFull :: Bool -> Bool -> Bool -> Bool
+nextFull full load delivered = load || (full && not delivered)

@@ -1,0 +1,335 @@
+"""Automatic per-layer formats for a total width of N bits (`--format auto --bits N`).
+
+The rule (README: Precision tools): with every value's width fixed at N bits, each extra
+integer bit costs a fraction bit, so each quantity gets the *fewest integer bits such that
+nothing saturates on the calibration data*, and all remaining bits go to the fraction:
+
+- the input format: the calibration inputs;
+- per compute layer, weights: the kernel's values; bias: the bias values;
+- per compute layer, output: the pre-activation sums on the calibration data (float), as
+  far as their saturation can change the result: the hardware saturates the requantized
+  sum to the output format and then applies the activation (docs/contract.md, steps 4-5),
+  so for `relu` only positive sums count (negatives become 0 either way), for `sigmoid`
+  sums are clipped to [-5, 5] (PLAN is flat beyond) and its outputs (up to 1.0) must fit,
+  for `linear`/`softmax` every sum counts;
+- accumulators stay exact (never saturate).
+
+"Fits" is tested with the real quantizer (`formats.count_saturated`), so the format's
+asymmetric range (`-2^int .. 2^int - 2^-frac`) and rounding up at the top are both
+accounted for: 1.0 does not fit `1,0,frac`. When even N-1 integer bits are not enough the
+widest split is taken and the remaining saturations are reported.
+
+`choose_formats` is a pure function of the IR, the calibration inputs and N. `auto_formats`
+adds the comparison with the best uniform N-bit format (highest golden-model accuracy on
+the calibration data when labels are given, else fewest saturated values): how many values
+each would saturate, and both accuracies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .errors import K2CError
+from .formats import FixedFormat, count_saturated, make_format
+from .plan import LayerFormats, make_plan
+from .profile import LayerTrace, float_forward
+
+SIGMOID_FLAT = 5.0
+"""PLAN's sigmoid is constant (0 or 1) beyond |x| >= 5: saturating there changes nothing."""
+
+
+def split(bits: int, int_bits: int) -> FixedFormat:
+    """The format `1,int,N-1-int`."""
+    return make_format(1, int_bits, bits - 1 - int_bits)
+
+
+def fit_int_bits(values: np.ndarray, bits: int) -> tuple[int, int]:
+    """(fewest integer bits so that no value saturates in an N-bit format, saturated count
+    with it); (N-1, count) when no split fits."""
+    values = np.asarray(values, dtype=np.float64).ravel()
+    if bits < 1:
+        raise K2CError(f"bad --bits {bits}: at least 1")
+    for int_bits in range(bits):
+        over, _ = count_saturated(values, split(bits, int_bits))
+        if over == 0:
+            return int_bits, 0
+    return bits - 1, count_saturated(values, split(bits, bits - 1))[0]
+
+
+def output_values(trace: LayerTrace) -> np.ndarray:
+    """The values of a compute layer whose saturation in the output format matters."""
+    assert trace.pre is not None
+    z = trace.pre.ravel()
+    if trace.activation == "relu":
+        return np.maximum(z, 0.0)
+    if trace.activation == "sigmoid":
+        return np.concatenate([np.clip(z, -SIGMOID_FLAT, SIGMOID_FLAT), trace.out.ravel()])
+    return z
+
+
+@dataclass(frozen=True)
+class Saturation:
+    """Values that do not fit their format, per layer (worst absolute error in brackets)."""
+
+    layer: str
+    weights: int = 0
+    bias: int = 0
+    outputs: int = 0
+    inputs: int = 0  # only on the "input" row
+    worst: float = 0.0
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.bias + self.outputs + self.inputs
+
+
+def _count(values: np.ndarray, fmt: FixedFormat) -> tuple[int, float]:
+    over, worst = count_saturated(values, fmt)
+    return over, (worst if over else 0.0)
+
+
+def saturation(
+    ir: Sequence[Mapping[str, Any]],
+    traces: Sequence[LayerTrace],
+    x: np.ndarray,
+    input_fmt: FixedFormat,
+    formats: Mapping[str, LayerFormats],
+    default: FixedFormat | None = None,
+) -> list[Saturation]:
+    """Saturated calibration values with the given formats: inputs, then per compute layer
+    weights, biases and outputs (output values as in `output_values`)."""
+    over, worst = _count(x, input_fmt)
+    rows = [Saturation("input", inputs=over, worst=worst)]
+    for layer, trace in zip(ir, traces):
+        if trace.pre is None:
+            continue
+        lf = formats.get(layer["name"], LayerFormats())
+        w_fmt = lf.weight or default
+        b_fmt = lf.bias or w_fmt
+        o_fmt = lf.output or default
+        assert w_fmt is not None and b_fmt is not None and o_fmt is not None
+        w, ww = _count(layer["weights"]["kernel"], w_fmt)
+        b, bw = _count(layer["weights"]["bias"], b_fmt)
+        o, ow = _count(output_values(trace), o_fmt)
+        rows.append(Saturation(layer["name"], weights=w, bias=b, outputs=o, worst=max(ww, bw, ow)))
+    return rows
+
+
+@dataclass(frozen=True)
+class AutoFormats:
+    """The chosen formats: what `make_plan` takes, and what they saturate (should be 0)."""
+
+    bits: int
+    input_fmt: FixedFormat
+    layers: dict[str, LayerFormats]
+    saturation: list[Saturation]
+
+    @property
+    def saturated(self) -> int:
+        return sum(s.total for s in self.saturation)
+
+    def describe(self) -> list[tuple[str, str, str, str]]:
+        """(layer, weights, bias, output) format labels, the input first."""
+        rows = [("input", "", "", str(self.input_fmt))]
+        for name, lf in self.layers.items():
+            rows.append((name, str(lf.weight), str(lf.bias), str(lf.output)))
+        return rows
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "bits": self.bits,
+            "input": str(self.input_fmt),
+            "layers": {n: {"weight": str(lf.weight), "bias": str(lf.bias), "output": str(lf.output)}
+                       for n, lf in self.layers.items()},
+            "saturation": [asdict(s) for s in self.saturation],
+        }
+
+
+def choose_formats(
+    ir: Sequence[Mapping[str, Any]],
+    x: np.ndarray,
+    bits: int,
+    *,
+    input_format: FixedFormat | None = None,
+    traces: Sequence[LayerTrace] | None = None,
+) -> AutoFormats:
+    """Per-layer N-bit formats with the fewest integer bits that saturate nothing on `x`
+    (calibration inputs). `input_format` fixes the input instead of choosing it."""
+    if not 1 <= bits <= 64:
+        raise K2CError(f"bad --bits {bits}: between 1 and 64")
+    traces = list(traces) if traces is not None else float_forward(ir, x)
+    input_fmt = input_format or split(bits, fit_int_bits(x, bits)[0])
+    layers: dict[str, LayerFormats] = {}
+    for layer, trace in zip(ir, traces):
+        if trace.pre is None:
+            continue
+        w = split(bits, fit_int_bits(layer["weights"]["kernel"], bits)[0])
+        b = split(bits, fit_int_bits(layer["weights"]["bias"], bits)[0])
+        o = split(bits, fit_int_bits(output_values(trace), bits)[0])
+        layers[layer["name"]] = LayerFormats(weight=w, bias=b, output=o)
+    return AutoFormats(bits, input_fmt, layers, saturation(ir, traces, x, input_fmt, layers))
+
+
+def golden_accuracy(
+    ir: Sequence[Mapping[str, Any]],
+    x: np.ndarray,
+    y: np.ndarray,
+    default: FixedFormat,
+    layers: Mapping[str, LayerFormats] | None = None,
+    input_fmt: FixedFormat | None = None,
+) -> float:
+    """Hardware (golden-model) accuracy of a format choice on labelled data."""
+    from . import golden
+
+    plans = make_plan(ir, default, layer_formats=layers, input_fmt=input_fmt)
+    params = golden.quantize_params(plans, ir)
+    pred = golden.predict_classes(golden.run(plans, params, golden.quantize_inputs(plans, x)))
+    return float(np.mean(pred == np.asarray(y)))
+
+
+@dataclass(frozen=True)
+class AutoReport:
+    """Auto formats next to the best uniform format of the same width."""
+
+    auto: AutoFormats
+    uniform: FixedFormat
+    uniform_saturation: list[Saturation]
+    auto_accuracy: float | None = None  # golden model, calibration data
+    uniform_accuracy: float | None = None
+    uniform_candidates: dict[str, float] = field(default_factory=dict)  # format -> accuracy
+
+    @property
+    def uniform_saturated(self) -> int:
+        return sum(s.total for s in self.uniform_saturation)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "auto": self.auto.to_json(),
+            "auto_accuracy": self.auto_accuracy,
+            "best_uniform": str(self.uniform),
+            "best_uniform_accuracy": self.uniform_accuracy,
+            "best_uniform_saturation": [asdict(s) for s in self.uniform_saturation],
+            "uniform_candidates": self.uniform_candidates,
+        }
+
+
+def auto_formats(
+    ir: Sequence[Mapping[str, Any]],
+    x: np.ndarray,
+    bits: int,
+    y: np.ndarray | None = None,
+    *,
+    input_format: FixedFormat | None = None,
+) -> AutoReport:
+    """`choose_formats` plus the comparison with every uniform N-bit format `1,i,N-1-i`."""
+    traces = float_forward(ir, x)
+    auto = choose_formats(ir, x, bits, input_format=input_format, traces=traces)
+    candidates: list[tuple[FixedFormat, list[Saturation], float | None]] = []
+    for int_bits in range(bits):
+        fmt = split(bits, int_bits)
+        sat = saturation(ir, traces, x, input_format or fmt, {}, default=fmt)
+        acc = golden_accuracy(ir, x, y, fmt, input_fmt=input_format) if y is not None else None
+        candidates.append((fmt, sat, acc))
+
+    def key(c: tuple[FixedFormat, list[Saturation], float | None]) -> tuple[float, int]:
+        return (-(c[2] or 0.0), sum(s.total for s in c[1]))
+
+    best = min(candidates, key=key)
+    auto_acc = (golden_accuracy(ir, x, y, auto.input_fmt, auto.layers, auto.input_fmt)
+                if y is not None else None)
+    return AutoReport(
+        auto=auto, uniform=best[0], uniform_saturation=best[1],
+        auto_accuracy=auto_acc, uniform_accuracy=best[2],
+        uniform_candidates={str(f): a for f, _, a in candidates if a is not None},
+    )
+
+
+def render(report: AutoReport, console: Any = None) -> None:
+    """The chosen formats and the saturation comparison as rich tables."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console(stderr=True)
+    auto = report.auto
+    table = Table(title=f"auto formats for {auto.bits} bits (fewest integer bits, nothing saturates)")
+    for col in ("layer", "weights", "bias", "output", "saturated (auto)", f"saturated ({report.uniform})"):
+        table.add_column(col, justify="left" if col == "layer" else "right")
+    uni = {s.layer: s for s in report.uniform_saturation}
+    for (name, w, b, o), sat in zip(auto.describe(), auto.saturation):
+        table.add_row(name, w, b, o, str(sat.total), str(uni[name].total if name in uni else "-"))
+    console.print(table)
+    line = (f"saturated calibration values: auto {auto.saturated}, best uniform {report.uniform} "
+            f"{report.uniform_saturated}")
+    if report.auto_accuracy is not None and report.uniform_accuracy is not None:
+        line += (f"; golden accuracy on the calibration data: auto {100 * report.auto_accuracy:.2f}%, "
+                 f"{report.uniform} {100 * report.uniform_accuracy:.2f}%")
+    console.print(line)
+
+
+# --------------------------------------------------------------------------------------
+# Overflow of the stored parameters (reported by every emit, stored in manifest.json)
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ParamOverflow:
+    """Weights/biases of one layer that do not fit their formats (saturated when stored)."""
+
+    layer: str
+    w_fmt: str
+    b_fmt: str
+    weights: int
+    weights_total: int
+    weights_worst: float  # worst absolute error of the stored values (all of them)
+    bias: int
+    bias_total: int
+    bias_worst: float
+
+    @property
+    def saturated(self) -> int:
+        return self.weights + self.bias
+
+
+def parameter_overflow(plans: Sequence[Any], ir: Sequence[Mapping[str, Any]]) -> list[ParamOverflow]:
+    """Per compute layer: how many weights and biases saturate, and the worst error."""
+    by_name = {layer["name"]: layer for layer in ir}
+    rows = []
+    for plan in plans:
+        if not plan.is_compute:
+            continue
+        kernel = np.asarray(by_name[plan.name]["weights"]["kernel"])
+        bias = np.asarray(by_name[plan.name]["weights"]["bias"])
+        w, ww = count_saturated(kernel, plan.w_fmt)
+        b, bw = count_saturated(bias, plan.b_fmt)
+        rows.append(ParamOverflow(plan.name, str(plan.w_fmt), str(plan.b_fmt), w, int(kernel.size), ww,
+                                  b, int(bias.size), bw))
+    return rows
+
+
+def overflow_to_json(rows: Sequence[ParamOverflow]) -> list[dict[str, Any]]:
+    return [asdict(r) for r in rows]
+
+
+def warn_overflow(rows: Sequence[ParamOverflow], console: Any = None) -> bool:
+    """Print a warning table if any parameter saturates; True if one did."""
+    bad = [r for r in rows if r.saturated]
+    if not bad:
+        return False
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console(stderr=True)
+    table = Table(title="[yellow]warning: parameters that do not fit their format (saturated)[/yellow]")
+    for col in ("layer", "weight format", "weights saturated", "bias format", "biases saturated", "worst error"):
+        table.add_column(col, justify="left" if col == "layer" else "right")
+    for r in bad:
+        table.add_row(r.layer, r.w_fmt, f"{r.weights}/{r.weights_total}", r.b_fmt, f"{r.bias}/{r.bias_total}",
+                      f"{max(r.weights_worst if r.weights else 0.0, r.bias_worst if r.bias else 0.0):.4g}")
+    console.print(table)
+    console.print("[yellow]More integer bits (--layer-format NAME:w=...:b=...) or --format auto avoid this; "
+                  "see 'keras2clash profile'.[/yellow]")
+    return True

@@ -1,0 +1,284 @@
+"""Profiling: the value ranges a network really uses, and the integer bits each needs.
+
+`float_forward` runs the IR in float64 numpy (the same layers, in the same order, as the
+hardware: BatchNormalization and activations already fused, Dropout removed), returning
+every compute layer's pre-activation sums and every layer's outputs. It equals Keras'
+`predict` up to float32 rounding (tested), and it is the calibration source for
+`autoformat`. `profile` turns that into per-layer statistics of weights, biases,
+pre-activations and outputs; `render`, `write_outputs` show them as a table, CSV/JSON and a
+histogram figure (like the thesis' weight histogram).
+
+"Integer bits needed" is the smallest `int` such that every value lies in the range of a
+signed format `1,int,frac` for fine enough `frac`: `-2^int <= min` and `max < 2^int`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+PERCENTILES = (0.1, 1.0, 50.0, 99.0, 99.9)
+KINDS = ("weights", "bias", "pre-activation", "output")
+
+
+@dataclass(frozen=True)
+class LayerTrace:
+    """One IR layer on a batch, in float: `pre` is the pre-activation sum (compute layers)."""
+
+    name: str
+    type: str
+    activation: str
+    pre: np.ndarray | None
+    out: np.ndarray
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + np.tanh(0.5 * z))  # overflow-free
+
+
+def _softmax(z: np.ndarray) -> np.ndarray:
+    e = np.exp(z - z.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def float_activation(z: np.ndarray, activation: str) -> np.ndarray:
+    if activation == "linear":
+        return z
+    if activation == "relu":
+        return np.maximum(z, 0.0)
+    if activation == "sigmoid":
+        return _sigmoid(z)
+    if activation == "softmax":
+        return _softmax(z)
+    raise ValueError(f"no float activation {activation!r}")
+
+
+def _windows(x: np.ndarray, layer: Mapping[str, Any], size: Sequence[int], fill: float) -> np.ndarray:
+    """(N, H, W, C) -> (N, H2, W2, kh, kw, C): padded, strided windows (as golden.windows_of)."""
+    top, bottom, left, right = layer.get("pads", (0, 0, 0, 0))
+    x = np.pad(x, ((0, 0), (top, bottom), (left, right), (0, 0)), constant_values=fill)
+    kh, kw = size
+    sh, sw = layer["strides"]
+    h2, w2 = layer["output_shape"][0], layer["output_shape"][1]
+    view = np.lib.stride_tricks.sliding_window_view(x, (kh, kw), axis=(1, 2))
+    view = view[:, : (h2 - 1) * sh + 1 : sh, : (w2 - 1) * sw + 1 : sw]
+    return np.moveaxis(view, 3, -1)
+
+
+def float_forward(
+    ir: Sequence[Mapping[str, Any]],
+    x: np.ndarray,
+    params: Mapping[str, tuple[np.ndarray, np.ndarray]] | None = None,
+) -> list[LayerTrace]:
+    """The IR in float64 on inputs `x` (N, *input_shape); `params` may replace a compute
+    layer's (kernel, bias), e.g. by their quantized values ("weights rounded")."""
+    h = np.asarray(x, dtype=np.float64).reshape(len(x), *ir[0]["input_shape"])
+    traces: list[LayerTrace] = []
+    for layer in ir:
+        kind = layer["type"]
+        pre = None
+        if kind in ("dense", "conv2d"):
+            if params is not None and layer["name"] in params:
+                kernel, bias = params[layer["name"]]
+            else:
+                kernel, bias = layer["weights"]["kernel"], layer["weights"]["bias"]
+            kernel = np.asarray(kernel, dtype=np.float64)
+            bias = np.asarray(bias, dtype=np.float64)
+            if kind == "dense":
+                pre = h.reshape(len(h), -1) @ kernel.reshape(-1, kernel.shape[-1]) + bias
+            else:
+                win = _windows(h, layer, layer["kernel_size"], 0.0)
+                n, h2, w2 = win.shape[:3]
+                flat = win.reshape(n * h2 * w2, -1) @ kernel.reshape(-1, kernel.shape[-1])
+                pre = (flat + bias).reshape(n, h2, w2, kernel.shape[-1])
+            h = float_activation(pre, layer.get("activation", "linear"))
+        elif kind == "maxpool2d":
+            h = _windows(h, layer, layer["pool_size"], -np.inf).max(axis=(3, 4))
+        elif kind == "avgpool2d":
+            h = _windows(h, layer, layer["pool_size"], 0.0).mean(axis=(3, 4))
+        elif kind == "flatten":
+            h = h.reshape(len(h), -1)
+        else:
+            raise ValueError(f"no float model for layer type {kind!r}")
+        traces.append(LayerTrace(layer["name"], kind, layer.get("activation", "linear"), pre, h))
+    return traces
+
+
+def int_bits_needed(values: np.ndarray) -> int:
+    """Smallest int >= 0 with -2^int <= min(values) and max(values) < 2^int."""
+    values = np.asarray(values, dtype=np.float64)
+    if values.size == 0:
+        return 0
+    hi, lo = float(values.max()), float(values.min())
+    bits = 0
+    if hi > 0:
+        bits = max(bits, math.floor(math.log2(hi)) + 1)
+    if lo < 0:
+        bits = max(bits, math.ceil(math.log2(-lo)))
+    return max(bits, 0)
+
+
+@dataclass(frozen=True)
+class Stats:
+    layer: str
+    kind: str  # one of KINDS, or "input"
+    count: int
+    min: float
+    max: float
+    abs_max: float
+    mean: float
+    std: float
+    percentiles: dict[str, float]
+    int_bits: int
+
+    @staticmethod
+    def of(layer: str, kind: str, values: np.ndarray) -> Stats:
+        v = np.asarray(values, dtype=np.float64).ravel()
+        pct = np.percentile(v, PERCENTILES) if v.size else [0.0] * len(PERCENTILES)
+        return Stats(
+            layer=layer, kind=kind, count=int(v.size),
+            min=float(v.min()) if v.size else 0.0, max=float(v.max()) if v.size else 0.0,
+            abs_max=float(np.abs(v).max()) if v.size else 0.0,
+            mean=float(v.mean()) if v.size else 0.0, std=float(v.std()) if v.size else 0.0,
+            percentiles={f"p{p:g}": float(q) for p, q in zip(PERCENTILES, pct)},
+            int_bits=int_bits_needed(v),
+        )
+
+
+@dataclass(frozen=True)
+class Profile:
+    model: str
+    samples: int
+    stats: list[Stats]
+    values: dict[tuple[str, str], np.ndarray]  # (layer, kind) -> the values (for histograms)
+
+    def to_json(self) -> str:
+        return json.dumps({"model": self.model, "samples": self.samples,
+                           "stats": [asdict(s) for s in self.stats]}, indent=2)
+
+
+def profile(ir: Sequence[Mapping[str, Any]], x: np.ndarray, model: str = "model") -> Profile:
+    """Statistics of the inputs, and of each compute layer's weights, biases,
+    pre-activations and outputs (float, on the calibration inputs `x`)."""
+    stats: list[Stats] = []
+    values: dict[tuple[str, str], np.ndarray] = {}
+
+    def add(layer: str, kind: str, v: np.ndarray) -> None:
+        values[(layer, kind)] = np.asarray(v, dtype=np.float64).ravel()
+        stats.append(Stats.of(layer, kind, v))
+
+    add("input", "input", x)
+    for layer, trace in zip(ir, float_forward(ir, x)):
+        if trace.pre is None:
+            continue
+        add(layer["name"], "weights", layer["weights"]["kernel"])
+        add(layer["name"], "bias", layer["weights"]["bias"])
+        add(layer["name"], "pre-activation", trace.pre)
+        add(layer["name"], "output", trace.out)
+    return Profile(model, len(x), stats, values)
+
+
+def _num(v: float) -> str:
+    return f"{v:.4g}"
+
+
+def rows(prof: Profile) -> list[list[str]]:
+    header = ["layer", "values", "count", "min", "max", "abs max", "p1", "p99", "int bits"]
+    out = [header]
+    for s in prof.stats:
+        out.append([s.layer, s.kind, str(s.count), _num(s.min), _num(s.max), _num(s.abs_max),
+                    _num(s.percentiles["p1"]), _num(s.percentiles["p99"]), str(s.int_bits)])
+    return out
+
+
+def render(prof: Profile, console: Any = None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    table = Table(title=f"{prof.model}: value ranges on {prof.samples} calibration samples (float)")
+    header, *body = rows(prof)
+    for i, col in enumerate(header):
+        table.add_column(col, justify="left" if i < 2 else "right")
+    for row in body:
+        table.add_row(*row)
+    console.print(table)
+    console.print("int bits: smallest int with -2^int <= min and max < 2^int (format 1,int,frac).")
+
+
+def to_markdown(prof: Profile) -> str:
+    header, *body = rows(prof)
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * 2 + "---:|" * (len(header) - 2)]
+    lines += ["| " + " | ".join(r) + " |" for r in body]
+    return "\n".join(lines) + "\n"
+
+
+def to_csv(prof: Profile) -> str:
+    import csv
+    import io
+
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    pct_keys = [f"p{p:g}" for p in PERCENTILES]
+    writer.writerow(["layer", "values", "count", "min", "max", "abs_max", "mean", "std", *pct_keys, "int_bits"])
+    for s in prof.stats:
+        writer.writerow([s.layer, s.kind, s.count, s.min, s.max, s.abs_max, s.mean, s.std,
+                         *(s.percentiles[k] for k in pct_keys), s.int_bits])
+    return buf.getvalue()
+
+
+def plot(prof: Profile, path: Path) -> Path:
+    """Histograms: one row per layer, columns weights / bias / pre-activation / output."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    layers = [s.layer for s in prof.stats if s.kind == "weights"]
+    n_rows = 1 + len(layers)
+    fig, axes = plt.subplots(n_rows, len(KINDS), figsize=(4 * len(KINDS), 2.4 * n_rows), squeeze=False)
+    for ax in axes[0, 1:]:
+        ax.axis("off")
+    _hist(axes[0, 0], prof.values[("input", "input")], "input")
+    for r, layer in enumerate(layers, start=1):
+        for c, kind in enumerate(KINDS):
+            _hist(axes[r, c], prof.values[(layer, kind)], f"{layer}: {kind}")
+    fig.suptitle(f"{prof.model}: values on {prof.samples} calibration samples")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def _hist(ax: Any, values: np.ndarray, title: str) -> None:
+    ax.hist(values, bins=60, color="#3a6ea5")
+    ax.set_title(title, fontsize=9)
+    ax.set_yscale("log")
+    ax.tick_params(labelsize=7)
+    if values.size:
+        bits = int_bits_needed(values)
+        for edge in (-(2.0**bits), 2.0**bits):  # the range of 1,bits,frac
+            ax.axvline(edge, color="#c0392b", lw=0.8, ls="--")
+
+
+def write_outputs(prof: Profile, out_dir: Path) -> dict[str, Path]:
+    """profile.md, profile.csv, profile.json and profile.png in `out_dir` (created)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {
+        "markdown": out_dir / "profile.md",
+        "csv": out_dir / "profile.csv",
+        "json": out_dir / "profile.json",
+        "png": out_dir / "profile.png",
+    }
+    paths["markdown"].write_text(to_markdown(prof))
+    paths["csv"].write_text(to_csv(prof))
+    paths["json"].write_text(prof.to_json() + "\n")
+    plot(prof, paths["png"])
+    return paths

@@ -1,0 +1,109 @@
+"""Synthesizability smoke test: Yosys' generic `synth` on the generated Verilog.
+
+Not an FPGA flow (no vendor cell library, no timing): it proves that the Verilog Clash
+generated elaborates, that its ROMs and arithmetic map to gates, and counts what came out.
+Yosys runs from the HDL folder so the ROM initialisation files resolve. Reported:
+
+- `$mul` cells after `proc; flatten; opt` (before `synth` merges multipliers and adders into
+  `$macc` and then into gates): the design's multipliers, comparable with the plan's figure;
+- flip-flops (single-bit `$_*DFF*_` cells after `synth`) and all cells after `synth`.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import K2CError
+from .project import load_project
+from .rtlsim import check_weight_files, ensure_hdl
+
+YOSYS_PACKAGE = "yosys"
+
+
+@dataclass(frozen=True)
+class SynthResult:
+    top: str
+    cells: int  # after synth (generic gates and flip-flops)
+    flip_flops: int
+    multipliers: int  # $mul before synth
+    cell_types: dict[str, int]  # after synth
+    seconds: float
+    log: Path
+
+
+def _cells(stat_text: str) -> dict[str, int]:
+    """Cell counts of the last module block of a `stat` report."""
+    block = stat_text.rsplit("Number of cells:", 1)
+    if len(block) != 2:
+        raise K2CError("yosys printed no cell statistics")
+    counts: dict[str, int] = {}
+    for line in block[1].splitlines()[1:]:
+        match = re.match(r"\s+(\S+)\s+(\d+)\s*$", line)
+        if not match:
+            if line.strip():
+                break
+            continue
+        counts[match.group(1)] = int(match.group(2))
+    return counts
+
+
+def synth(project_dir: str | Path, status=None) -> SynthResult:
+    """Run Yosys on DIR's Verilog (generating it first if missing or stale)."""
+    import shutil
+
+    yosys = shutil.which("yosys")
+    if yosys is None:
+        raise K2CError(f"'yosys' not found on PATH; install the Debian package '{YOSYS_PACKAGE}' "
+                       f"(apt-get install {YOSYS_PACKAGE}) or run ./scripts/setup.sh")
+    project = load_project(project_dir)
+    folder = ensure_hdl(project, "verilog", status)
+    check_weight_files(project, folder, "verilog")
+    sources = sorted(p.name for p in folder.glob("*.v"))
+    build = project.root / ".build" / "synth"
+    build.mkdir(parents=True, exist_ok=True)
+    early, final, log = build / "coarse.txt", build / "synth.txt", build / "yosys.log"
+    script = "; ".join([
+        "read_verilog " + " ".join(sources),
+        f"hierarchy -check -top {project.top}",
+        "proc", "flatten", "opt",
+        f"tee -q -o {early} stat",
+        f"synth -top {project.top}",
+        f"tee -q -o {final} stat",
+    ])
+    if status is not None:
+        status(f"yosys synth ({project.name})")
+    t0 = time.monotonic()
+    proc = subprocess.run([yosys, "-q", "-l", str(log), "-p", script], cwd=folder, capture_output=True, text=True)
+    seconds = time.monotonic() - t0
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-20:])
+        raise K2CError(f"yosys failed (exit {proc.returncode}):\n{tail}", exit_code=1)
+    coarse, cells = _cells(early.read_text()), _cells(final.read_text())
+    return SynthResult(
+        top=project.top,
+        cells=sum(cells.values()),
+        flip_flops=sum(n for name, n in cells.items() if "DFF" in name.upper()),
+        multipliers=coarse.get("$mul", 0),
+        cell_types=cells,
+        seconds=seconds,
+        log=log,
+    )
+
+
+def render(result: SynthResult, console) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"{result.top}: yosys synth (generic gates), {result.seconds:.0f} s")
+    table.add_column("figure")
+    table.add_column("count", justify="right")
+    table.add_row("cells after synth", f"{result.cells:,}")
+    table.add_row("flip-flops", f"{result.flip_flops:,}")
+    table.add_row("$mul before synth (multipliers)", f"{result.multipliers:,}")
+    for name, n in sorted(result.cell_types.items(), key=lambda kv: -kv[1])[:8]:
+        table.add_row(f"  {name}", f"{n:,}")
+    console.print(table)
+    console.print(f"yosys log: {result.log}")
