@@ -29,6 +29,7 @@ pytestmark = [needs_toolchain, pytest.mark.toolchain]
 EXAMPLES = [
     ("iris", "iris.keras", [3, 2]),
     ("digits_dense", "digits_dense.keras", None),
+    ("thesis_cnn", "thesis_cnn.keras", [8, 8, 5]),
 ]
 BACKPRESSURE_IMAGES = 200
 GAP_MAX, SEED = 5, 7
@@ -90,6 +91,21 @@ def test_slow_simulators_on_a_handful(example, simulator: str) -> None:
     """Icarus (Verilog) and GHDL (VHDL) on the default handful of samples, back to back:
     bit-exact, and cycle for cycle the Clash simulation."""
     project, data = example
+    if simulator == "icarus" and data.parent.name == "thesis_cnn":
+        pytest.skip("Icarus runs ~10 cycles/s on the CNN's wide ROM words: see test_icarus_on_the_thesis_cnn (slow)")
+    _handful(project, data, simulator)
+
+
+@pytest.mark.slow
+def test_icarus_on_the_thesis_cnn(tmp_path: Path) -> None:
+    """The thesis CNN in Icarus: 5 images, about 2.5 minutes (run with -m slow)."""
+    folder = ROOT / "examples" / "thesis_cnn"
+    project = k2c.emit(folder / "thesis_cnn.keras", "1,7,8", tmp_path / "net", [8, 8, 5])
+    toolchain.generate_hdl(project, "verilog")
+    _handful(Path(project), folder / "test.npz", "icarus")
+
+
+def _handful(project: Path, data: Path, simulator: str) -> None:
     result = rtlsim.rtlsim(project, data, simulator)
     assert len(result.samples) == rtlsim.SIMULATORS[simulator].default_samples == 5
     assert result.ok, (result.messages, [s for s in result.samples if not s.passed])
