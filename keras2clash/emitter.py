@@ -48,26 +48,6 @@ _env = jinja2.Environment(
 _env.filters["prefix"] = lambda text, prefix: f"{prefix}{text}"
 
 
-SIMULATION_ONLY = {"K2C.Sim"}
-"""Blocks that drive simulations and are not part of the synthesizable library."""
-
-HASKELL_RESERVED = {
-    "case", "class", "data", "default", "deriving", "do", "else", "foreign", "if", "import",
-    "in", "infix", "infixl", "infixr", "instance", "let", "module", "newtype", "of", "then",
-    "type", "where",
-    # names the generated modules define or import unqualified
-    "network", "topEntity", "main", "pe", "activation", "flattenS", "linear", "relu",
-    "requantize", "sigmoidPlan", "argmax", "mapS", "romWords", "simMain", "cycles",
-}
-
-_env = jinja2.Environment(
-    loader=jinja2.PackageLoader("keras2clash", "templates"),
-    trim_blocks=True,
-    lstrip_blocks=True,
-    keep_trailing_newline=True,
-    undefined=jinja2.StrictUndefined,
-)
-_env.filters["prefix"] = lambda text, prefix: f"{prefix}{text}"
 
 
 def unflatten_expr(rank: int) -> str:
