@@ -201,6 +201,13 @@ class AutoReport:
     auto_accuracy: float | None = None  # golden model, calibration data
     uniform_accuracy: float | None = None
     uniform_candidates: dict[str, float] = field(default_factory=dict)  # format -> accuracy
+    chosen: AutoFormats | None = None  # what is used: `auto`, or the uniform format if it did better
+
+    @property
+    def kept_uniform(self) -> bool:
+        """True when the best uniform format beat the per-layer choice on the calibration
+        data (golden-model accuracy) and was therefore used instead."""
+        return self.chosen is not None and self.chosen is not self.auto
 
     @property
     def uniform_saturated(self) -> int:
@@ -214,6 +221,7 @@ class AutoReport:
             "best_uniform_accuracy": self.uniform_accuracy,
             "best_uniform_saturation": [asdict(s) for s in self.uniform_saturation],
             "uniform_candidates": self.uniform_candidates,
+            "kept_uniform": self.kept_uniform,
         }
 
 
@@ -241,10 +249,20 @@ def auto_formats(
     best = min(candidates, key=key)
     auto_acc = (golden_accuracy(ir, x, y, auto.input_fmt, auto.layers, auto.input_fmt)
                 if y is not None else None)
+    chosen = auto
+    if auto_acc is not None and best[2] is not None and best[2] > auto_acc:
+        # Never worse than a uniform format on the data we are allowed to look at.
+        uniform, sat = best[0], best[1]
+        chosen = AutoFormats(
+            bits, input_format or uniform,
+            {name: LayerFormats(weight=uniform, bias=uniform, output=uniform) for name in auto.layers},
+            sat,
+        )
     return AutoReport(
         auto=auto, uniform=best[0], uniform_saturation=best[1],
         auto_accuracy=auto_acc, uniform_accuracy=best[2],
         uniform_candidates={str(f): a for f, _, a in candidates if a is not None},
+        chosen=chosen,
     )
 
 
@@ -268,6 +286,9 @@ def render(report: AutoReport, console: Any = None) -> None:
         line += (f"; golden accuracy on the calibration data: auto {100 * report.auto_accuracy:.2f}%, "
                  f"{report.uniform} {100 * report.uniform_accuracy:.2f}%")
     console.print(line)
+    if report.kept_uniform:
+        console.print(f"[yellow]auto keeps the uniform format {report.uniform}: it did better on the "
+                      "calibration data than the per-layer choice above[/yellow]")
 
 
 # --------------------------------------------------------------------------------------

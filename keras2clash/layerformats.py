@@ -333,8 +333,9 @@ def resolve_formats(
 
     x, y = load_calibration(calibration, tuple(ir[0]["input_shape"]))
     report = auto_formats(ir, x, int(bits), y, input_format=config.input)
+    chosen = report.chosen or report.auto
     layers = {name: merge_layer_formats(lf, config.layers.get(name, LayerFormats()))
-              for name, lf in report.auto.layers.items()}
+              for name, lf in chosen.layers.items()}
     layers.update({n: lf for n, lf in config.layers.items() if n not in layers})
-    return ResolvedFormats(report.auto.input_fmt, layers, config.input or report.auto.input_fmt, report,
+    return ResolvedFormats(chosen.input_fmt, layers, config.input or chosen.input_fmt, report,
                            Path(calibration).name)

@@ -329,14 +329,27 @@ def test_emit_auto_needs_bits_and_calibration(tmp_path: Path, capsys) -> None:
 
 
 def test_emit_auto_writes_the_chosen_formats(tmp_path: Path, capsys) -> None:
+    # Inputs only (no labels): the per-layer choice is used as it is.
+    np.savez(tmp_path / "calib.npz", x=np.load(DIGITS / "test.npz")["x"])
     code, err = run_cli(["emit", str(DIGITS / "digits_dense.keras"), "--format", "auto", "--bits", "12",
-                         "--calibration", str(DIGITS / "test.npz"), "--out", str(tmp_path / "a")], capsys)
+                         "--calibration", str(tmp_path / "calib.npz"), "--out", str(tmp_path / "a")], capsys)
     assert code == 0, err
     plans = {p.name: p for p in load_project(tmp_path / "a").plans}
     assert plans["dense_2"].out_fmt == F("1,5,6") and plans["dense_1"].in_fmt == F("1,1,10")
     assert all(p.w_fmt.bits == 12 and p.b_fmt.bits == 12 for p in plans.values())
     manifest = json.loads((tmp_path / "a" / "manifest.json").read_text())
     assert manifest["precision"]["formats"]["auto"]["auto"]["bits"] == 12
+    assert manifest["precision"]["formats"]["auto"]["kept_uniform"] is False
+
+
+def test_emit_auto_keeps_a_better_uniform_format(tmp_path: Path, capsys) -> None:
+    # With labels, the test set as calibration: 1,8,3 beats the per-layer choice there.
+    code, err = run_cli(["emit", str(DIGITS / "digits_dense.keras"), "--format", "auto", "--bits", "12",
+                         "--calibration", str(DIGITS / "test.npz"), "--out", str(tmp_path / "a")], capsys)
+    assert code == 0, err
+    assert "auto keeps the uniform format 1,8,3" in err
+    plans = load_project(tmp_path / "a").plans
+    assert {(p.in_fmt, p.out_fmt) for p in plans} == {(F("1,8,3"), F("1,8,3"))}
 
 
 # ---------------------------------------------------------------- Clash simulation
@@ -395,3 +408,16 @@ def test_mixed_per_layer_formats_are_bit_exact_in_clash(tmp_path: Path, capsys) 
 
     comp = k2c.simulate(out, data, keras=False, show=False)
     assert comp.bit_exact == comp.samples == 80
+
+
+def test_auto_12_bits_never_below_any_uniform_on_its_calibration_data(digits) -> None:
+    """`run --format auto` calibrates on the data it reports on: there the chosen formats are
+    at least as accurate as every uniform 12-bit format (the literal acceptance of issue 6),
+    because auto keeps a uniform format when one does better on the calibration data."""
+    _, ir, x, y, _, _ = digits
+    report = autoformat.auto_formats(ir, x, 12, y)
+    chosen = report.chosen
+    chosen_acc = autoformat.golden_accuracy(ir, x, y, chosen.input_fmt, chosen.layers, chosen.input_fmt)
+    every_uniform = [autoformat.golden_accuracy(ir, x, y, autoformat.split(12, i)) for i in range(12)]
+    assert chosen_acc >= max(every_uniform)
+    assert chosen_acc == max(report.auto_accuracy, report.uniform_accuracy)
