@@ -9,3 +9,5 @@ cd "$(dirname "$0")/.."
   ${PARALLELISM:+--parallelism "$PARALLELISM"} \
   --out build/digits_dense --force \
   --markdown build/digits_dense.md --json build/digits_dense.json "$@"
+# The last rung of the ladder: the generated Verilog in Verilator, whole test set, vs golden.
+.venv/bin/keras2clash rtlsim build/digits_dense --data examples/digits_dense/test.npz --sim verilator
