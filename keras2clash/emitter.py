@@ -139,7 +139,9 @@ def _pad_stage(plan: LayerPlan, value: str) -> list[str]:
     if not any(plan.pads):
         return []
     h, w = plan.input_shape[:2]
-    return [f"Pad.pad {_snats(h, w, *plan.pads)} {value}"]
+    top, bottom, left, right = plan.pads
+    return [f"Pad.pad {{- image -}} {_snats(h, w)} {{- top bottom left right -}} "
+            f"{_snats(top, bottom, left, right)} {value}"]
 
 
 def _layer_entry(plan: LayerPlan, fn: str) -> dict[str, Any]:
@@ -177,14 +179,17 @@ def _layer_entry(plan: LayerPlan, fn: str) -> dict[str, Any]:
         h, w = plan.padded_input_shape[:2]
         entry["doc"] = (f"{shapes}, {kh}x{kw} kernel, stride {sh}x{sw}, padding {_padding_doc(plan)}, "
                         f"{_activation_doc(plan)}")
-        entry["body"] = _pad_stage(plan, "0") + [f"Conv.conv2d {_snats(h, w, kh, kw, sh, sw)} pe cycles W.{fn} activation"]
+        entry["body"] = _pad_stage(plan, "0") + [
+            f"Conv.conv2d {{- image -}} {_snats(h, w)} {{- kernel -}} {_snats(kh, kw)} "
+            f"{{- stride -}} {_snats(sh, sw)} pe cycles W.{fn} activation"]
     elif plan.type in ("maxpool2d", "avgpool2d"):
         (ph, pw), (sh, sw) = plan.kernel_size, plan.strides
         h, w = plan.padded_input_shape[:2]
         kind = "max" if plan.type == "maxpool2d" else "average"
         entry["doc"] = f"{shapes}, {ph}x{pw} {kind} pooling, stride {sh}x{sw}, padding {_padding_doc(plan)}"
         block = "Pool.maxPool" if plan.type == "maxpool2d" else "Pool.avgPool"
-        entry["body"] = _pad_stage(plan, "minBound") + [f"{block} {_snats(h, w, ph, pw, sh, sw)}"]
+        entry["body"] = _pad_stage(plan, "minBound") + [
+            f"{block} {{- image -}} {_snats(h, w)} {{- pool -}} {_snats(ph, pw)} {{- stride -}} {_snats(sh, sw)}"]
     elif plan.type == "flatten":
         beats = math.prod(plan.input_shape[:-1])
         entry["doc"] = f"flatten {_shape_text(plan.input_shape)} to {plan.n_out} (row-major, channels last)"
