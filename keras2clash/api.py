@@ -24,6 +24,7 @@ from .plan import compute_layers, make_plan, parse_int_list
 from .project import SOURCE_MODEL, load_project, write_project_data
 from .report import Comparison, accuracy, render
 from .simulate import SimResult, run_simulator
+from .summary import design_summary, render_summary
 
 console = Console(stderr=True)
 
@@ -59,10 +60,12 @@ def emit(
     weights: str | Path | None = None,
     name: str | None = None,
     force: bool = False,
+    show: bool = True,
     layer_formats: Any = None,
     input_format: str | FixedFormat | None = None,
     bits: int | None = None,
     calibration: str | Path | None = None,
+    dsp_budget: int | None = None,
 ) -> Path:
     """Parse a Keras model (file or object) and write a Clash project to `out`.
 
@@ -73,6 +76,8 @@ def emit(
     {layer: LayerFormats | format} or a `layerformats.FormatConfig`; `input_format` the
     input's format; `fmt="auto"` with `bits` and `calibration` (.npz) chooses per-layer
     formats (`autoformat`). Weights/biases that saturate are reported and in manifest.json.
+    `dsp_budget` chooses `parallelism` and `cycles` instead: the balanced allocation with the
+    smallest initiation interval within that many multipliers (keras2clash.allocate).
     """
     from .autoformat import overflow_to_json, parameter_overflow, warn_overflow
     from .emitter import write_project  # jinja2 templates
@@ -93,6 +98,8 @@ def emit(
         from .autoformat import render as render_auto
 
         render_auto(formats.auto, console)
+    if dsp_budget is not None:
+        pes, cyc = _balanced_knobs(ir, formats, dsp_budget, pes, cyc)
     plans = make_plan(ir, formats.default, pes, cycles=cyc, layer_formats=formats.layers or None,
                       input_fmt=formats.input)
     params = golden.quantize_params(plans, ir)
@@ -100,11 +107,27 @@ def emit(
     warn_overflow(overflow, console)
     precision = {"formats": formats.to_json(), "parameter_saturation": overflow_to_json(overflow)}
     net_name = hdl_name(name or keras_model.name)
+    summary = design_summary(plans)
     with atomic_directory(out, force=force) as tmp:
         write_project(tmp, net_name, plans, params)
-        write_project_data(tmp, net_name, net_name, plans, params, extra={"precision": precision})
+        write_project_data(tmp, net_name, net_name, plans, params,
+                           extra={"precision": precision, "design": summary})
         keras_model.save(tmp / SOURCE_MODEL)
+    if show:
+        render_summary(summary, console)
     return out
+
+
+def _balanced_knobs(ir, formats, budget: int, pes, cyc) -> tuple[list[int], list[int]]:
+    """--dsp-budget: the balanced (pe, cycles) of every compute layer (keras2clash.allocate)."""
+    from .allocate import balanced
+
+    if pes is not None or cyc is not None:
+        raise K2CError("give either --dsp-budget or --parallelism/--cycles, not both")
+    plans = make_plan(ir, formats.default, layer_formats=formats.layers or None, input_fmt=formats.input)
+    alloc = balanced(plans, budget)
+    console.print(alloc.summary())
+    return alloc.parallelism, alloc.cycles
 
 
 def _int_list(value: str | Sequence[int] | None, n: int, what: str) -> list[int] | None:
@@ -217,6 +240,7 @@ def run(
     input_format: str | FixedFormat | None = None,
     bits: int | None = None,
     calibration: str | Path | None = None,
+    dsp_budget: int | None = None,
 ) -> Comparison:
     """emit -> hdl -> simulate, as the demo does (`fmt="auto"` calibrates on `data` unless
     `calibration` is given)."""
@@ -227,7 +251,8 @@ def run(
         console.print(f"[yellow]--format auto: calibrating on the test set {data} "
                       "(give --calibration for a separate calibration set)[/yellow]")
     project = emit(model, fmt, out, parallelism, cycles=cycles, weights=weights, force=force,
-                   layer_formats=layer_formats, input_format=input_format, bits=bits, calibration=calibration)
+                   layer_formats=layer_formats, input_format=input_format, bits=bits, calibration=calibration,
+                   dsp_budget=dsp_budget)
     console.print(f"[green]✓[/green] emitted Clash project: {project}")
     hdl(project, languages)
     return simulate(project, data, limit)

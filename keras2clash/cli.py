@@ -33,6 +33,8 @@ LFS_HELP = "Per-layer formats from a JSON (or YAML) file: {\"default\", \"input\
 IN_HELP = "Format of the network's input (default: --format)."
 BITS_HELP = "Total width of every value for --format auto."
 CAL_HELP = "Calibration set .npz (array x) for --format auto: the layer outputs' ranges."
+BUDGET_HELP = ("Multiplier budget: choose --parallelism and --cycles of every dense/conv2d layer for the "
+               "smallest initiation interval within it (balanced allocation, exact model).")
 
 
 def _user_formats(layer_formats: Optional[Path], layer_format: Optional[list[str]], input_format: Optional[str]):
@@ -62,11 +64,12 @@ def emit(
     input_format: Optional[str] = typer.Option(None, "--input-format", help=IN_HELP),
     bits: Optional[int] = typer.Option(None, "--bits", min=1, max=64, help=BITS_HELP),
     calibration: Optional[Path] = typer.Option(None, "--calibration", help=CAL_HELP),
+    dsp_budget: Optional[int] = typer.Option(None, "--dsp-budget", min=1, help=BUDGET_HELP),
 ) -> None:
     """Parse MODEL and write a Clash project (network, weights, memory files) to --out."""
     path = api.emit(model, format, out, parallelism, cycles=cycles, weights=weights, name=name, force=force,
                     layer_formats=_user_formats(layer_formats, layer_format, input_format), bits=bits,
-                    calibration=calibration)
+                    calibration=calibration, dsp_budget=dsp_budget)
     err.print(f"[green]✓[/green] emitted {path}")
 
 
@@ -120,12 +123,13 @@ def run(
     input_format: Optional[str] = typer.Option(None, "--input-format", help=IN_HELP),
     bits: Optional[int] = typer.Option(None, "--bits", min=1, max=64, help=BITS_HELP),
     calibration: Optional[Path] = typer.Option(None, "--calibration", help=CAL_HELP + " Default: --data."),
+    dsp_budget: Optional[int] = typer.Option(None, "--dsp-budget", min=1, help=BUDGET_HELP),
 ) -> None:
     """emit -> hdl -> simulate in one go (default: all three HDLs)."""
     langs = _languages(verilog, vhdl, systemverilog, ("verilog", "vhdl", "systemverilog"))
     comp = api.run(model, data, format, out, parallelism, cycles=cycles, languages=langs, limit=n, weights=weights, force=force,
                    layer_formats=_user_formats(layer_formats, layer_format, input_format), bits=bits,
-                   calibration=calibration)
+                   calibration=calibration, dsp_budget=dsp_budget)
     _write_reports(comp, json_out, markdown)
     if not comp.all_exact:
         raise K2CError(f"simulation differs from the golden model on {comp.samples - (comp.bit_exact or 0)} sample(s)", exit_code=1)
@@ -253,6 +257,66 @@ def synth(
 ) -> None:
     """Run yosys synth on PROJECT's Verilog (generated if missing): cells, flip-flops, multipliers."""
     api.synth(project)
+
+
+# --- issue 5: hardware model, options, reports ------------------------------------------
+
+
+@app.command()
+def options(
+    model: Path = typer.Argument(..., help="A model file (.keras, .h5, JSON config) or an emitted project directory."),
+    format: str = typer.Option("1,7,8", "--format", "-f", help=FORMAT_HELP + " (model files only)"),
+    sort: str = typer.Option("interval", "--sort", help="latency | interval | multipliers"),
+    cycles_too: bool = typer.Option(False, "--cycles-too", help="Also vary the cycles knob (layer-wise Pareto-pruned)."),
+    max_rows: int = typer.Option(40, "--max", min=1, help="Show at most N rows (JSON/CSV hold every configuration)."),
+    pareto: bool = typer.Option(False, "--pareto", help="Show only Pareto-optimal configurations."),
+    dsp_budget: Optional[int] = typer.Option(None, "--dsp-budget", min=1, help=BUDGET_HELP + " Shows configurations within it."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Write every configuration as JSON."),
+    csv_out: Optional[Path] = typer.Option(None, "--csv", help="Write every configuration as CSV."),
+    weights: Optional[Path] = typer.Option(None, "--weights", help="Pickled weight list for a JSON config."),
+) -> None:
+    """Every useful parallelism configuration with its exact latency, II, multipliers, memory, efficiency."""
+    from . import options as opts
+    from .reportcmd import load_source
+
+    source = load_source(model, format, weights)
+    result = opts.explore(source.plans, source.name, cycles_too=cycles_too, budget=dsp_budget)
+    if sort not in opts.SORT_KEYS:
+        raise K2CError(f"bad --sort {sort!r}: one of {', '.join(opts.SORT_KEYS)}")
+    opts.render(result, Console(), sort=sort, max_rows=max_rows, pareto_only=pareto)
+    if json_out is not None:
+        json_out.write_text(result.to_json() + "\n")
+    if csv_out is not None:
+        csv_out.write_text(result.to_csv())
+
+
+@app.command()
+def report(
+    source_path: Path = typer.Argument(..., metavar="DIR", help="An emitted project directory, or a model file (with --format)."),
+    config: Optional[list[str]] = typer.Option(None, "--config", help="PE:CYCLES per dense/conv2d layer, e.g. 8:1,8:1,5:1 (repeatable). Default: the project's own."),
+    clock_mhz: float = typer.Option(100.0, "--clock-mhz", min=0.001, help="Clock for images/s."),
+    yosys: bool = typer.Option(True, "--yosys/--no-yosys", help="Measure each configuration with Clash + Yosys."),
+    dsp: str = typer.Option("ice40", "--dsp", help="Yosys target: ice40 (synth_ice40 -dsp), xilinx (synth_xilinx, DSP48E1) or none (generic synth; slow)."),
+    out_dir: Optional[Path] = typer.Option(None, "--out-dir", "-o", help="Write report.md/.json/.png (and the configurations' projects) here."),
+    dsp_budget: Optional[int] = typer.Option(None, "--dsp-budget", min=1, help=BUDGET_HELP + " Adds that configuration."),
+    format: str = typer.Option("1,7,8", "--format", "-f", help=FORMAT_HELP + " (model files only)"),
+    weights: Optional[Path] = typer.Option(None, "--weights", help="Pickled weight list for a JSON config."),
+) -> None:
+    """Chosen configurations side by side: model latency/II/images/s, Yosys multipliers/DSPs/LUTs/FFs/memory, efficiency."""
+    from . import reportcmd
+
+    source = reportcmd.load_source(source_path, format, weights)
+    n = sum(1 for p in source.plans if p.is_compute)
+    configs = [reportcmd.parse_config(c, n) for c in (config or [])]
+    if not configs and dsp_budget is None:
+        configs = [([p.pe for p in source.plans if p.is_compute], [p.cycles for p in source.plans if p.is_compute])]
+    with err.status("report") as status:
+        result = reportcmd.build_report(source, configs, clock_mhz=clock_mhz, yosys=yosys, dsp=dsp, out_dir=out_dir,
+                                        budget=dsp_budget, status=status.update)
+    reportcmd.render(result, Console())
+    if out_dir is not None:
+        paths = reportcmd.write_outputs(result, source.plans, out_dir)
+        err.print(f"[green]✓[/green] wrote {', '.join(str(p) for p in paths.values())}")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ copy of the `clash_lib` blocks it uses, so it can be read, changed and built on 
 
 from __future__ import annotations
 
+import functools
 import keyword
 import math
 import re
@@ -58,8 +59,17 @@ def unflatten_expr(rank: int) -> str:
     return expr
 
 
+@functools.cache
+def clash_prelude_names() -> frozenset[str]:
+    """Value names Clash.Prelude exports (shipped list, plus the SNat shorthands d0..d1024)."""
+    text = (Path(__file__).parent / "clash_prelude_names.txt").read_text()
+    names = {line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")}
+    return frozenset(names) | {f"d{k}" for k in range(1025)}
+
+
 def haskell_names(names: Sequence[str]) -> list[str]:
-    """Keras layer names as unique Haskell function names (`dense_1` stays `dense_1`)."""
+    """Keras layer names as unique Haskell function names (`dense_1` stays `dense_1`); a name
+    Clash.Prelude also exports (`d1`, `map`, ...) gets a `_layer` suffix."""
     used: set[str] = set()
     result = []
     for name in names:
@@ -67,7 +77,7 @@ def haskell_names(names: Sequence[str]) -> list[str]:
         ident = ident[:1].lower() + ident[1:]
         if not ident or not (ident[0].isalpha() or ident[0] == "_") or ident[0].isdigit():
             ident = "layer_" + ident
-        if ident in HASKELL_RESERVED or keyword.iskeyword(ident):
+        if ident in HASKELL_RESERVED or keyword.iskeyword(ident) or ident in clash_prelude_names():
             ident = ident + "_layer"
         base, k = ident, 1
         while ident in used:

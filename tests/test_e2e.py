@@ -126,3 +126,16 @@ def test_cabal_route_works_offline(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert list((project / "hdl-cabal").rglob("*.v"))
+
+
+def test_layer_names_that_clash_prelude_exports(tmp_path: Path) -> None:
+    import keras
+
+    rng = np.random.default_rng(1)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, activation="relu", name="d1"),
+                              keras.layers.Dense(2, name="map")], name="register")
+    model.set_weights([rng.normal(0, 1, w.shape).astype("float32") for w in model.get_weights()])
+    project = k2c.emit(model, "1,7,8", tmp_path / "net")
+    assert "d1_layer p_d1_layer b_d1_layer" in (project / "Network.hs").read_text()
+    comp = k2c.simulate(project, _random_data(tmp_path / "d.npz", (4,), 2, 10, 1, 2.0), keras=False, show=False)
+    assert comp.bit_exact == 10

@@ -65,6 +65,10 @@ def test_memory_words_decode_back_to_the_parameters() -> None:
 def test_haskell_names_are_valid_and_unique() -> None:
     assert haskell_names(["dense_1", "Dense-2", "1st", "type", "dense_1"]) == [
         "dense_1", "dense_2", "layer_1st", "type_layer", "dense_1_1"]
+    # names Clash.Prelude exports would be ambiguous in the generated modules
+    assert haskell_names(["d1", "map", "register", "d1024", "d1025", "conv"]) == [
+        "d1_layer", "map_layer", "register_layer", "d1024_layer", "d1025", "conv"]
+    assert haskell_names(["layer", "names", "value"]) == ["layer", "names", "value"]  # the list's comment words
 
 
 def test_cabal_package_names_are_valid() -> None:

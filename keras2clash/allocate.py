@@ -1,0 +1,158 @@
+"""Balanced allocation: both knobs of every compute layer within a multiplier budget.
+
+A hand designer balances a pipeline: the layer that sets the pace gets more multipliers,
+a layer that would sit idle gets fewer. Here, with a layer's own busy cycles per image
+`windows x G x b` (`G = ceil(F / pe)`, `b` = cycles; its multipliers `pe x ceil(K / b)`):
+
+1. for a target interval `T`, every layer takes its cheapest (pe, b) with busy cycles
+   `<= T` (fewest multipliers; then fewest busy cycles);
+2. the smallest `T` whose total fits the budget is found by binary search over the
+   layers' distinct busy-cycle values (the total is monotone in `T`);
+3. the layers' busy cycles are a lower bound of the II, not the II (the input's beat rate,
+   the window generators' bursts and the flatten's collect cycle add to it), so the exact
+   model (`hwmodel`) then evaluates the allocations of every feasible target and keeps the
+   one with the smallest exact II (then the shortest latency, then fewest multipliers);
+4. a local search then moves each layer up to two steps along its own front (faster and
+   dearer, or slower and cheaper) at once, within the budget, while the exact II improves:
+   it gives a layer whose windows arrive in bursts (after pooling) the extra multipliers
+   its bursts need, which a per-image busy-cycles target cannot see.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import bisect
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .errors import K2CError
+from .hwmodel import HwFigures, figures_many
+from .plan import LayerPlan
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class LayerFront:
+    """One layer's cheapest (pe, b) for each busy-cycles bound: busy ascending, multipliers
+    strictly descending."""
+
+    busy: list[int]
+    multipliers: list[int]
+    knobs: list[tuple[int, int]]
+
+    def cheapest(self, target: int) -> int | None:
+        """Index of the cheapest pair with busy <= target (None: none is that fast)."""
+        i = bisect.bisect_right(self.busy, target) - 1
+        return None if i < 0 else i
+
+
+def layer_front(plan: LayerPlan) -> LayerFront:
+    best: dict[int, tuple[int, int, int]] = {}  # busy -> (multipliers, pe, b)
+    windows = plan.windows_per_image
+    for p in range(1, plan.filters + 1):
+        g = _ceil(plan.filters, p)
+        for b in range(1, plan.window + 1):
+            busy, mult = windows * g * b, p * _ceil(plan.window, b)
+            if busy not in best or (mult, p, b) < best[busy]:
+                best[busy] = (mult, p, b)
+    busy_list, mults, knobs = [], [], []
+    for busy in sorted(best):
+        mult, p, b = best[busy]
+        if mults and mult >= mults[-1]:
+            continue  # slower and no cheaper than a faster pair
+        busy_list.append(busy)
+        mults.append(mult)
+        knobs.append((p, b))
+    return LayerFront(busy_list, mults, knobs)
+
+
+@dataclass(frozen=True)
+class Allocation:
+    budget: int
+    target: int  # the busy-cycles target whose allocation was chosen
+    figures: HwFigures
+    min_target: int  # the smallest feasible target (a lower bound of the II at this budget)
+    evaluated: int  # allocations checked with the exact model
+
+    @property
+    def parallelism(self) -> list[int]:
+        return self.figures.parallelism
+
+    @property
+    def cycles(self) -> list[int]:
+        return self.figures.cycles
+
+    def summary(self) -> str:
+        f = self.figures
+        label = ",".join(f"{p}:{b}" for p, b in zip(f.parallelism, f.cycles))
+        return (f"balanced within {self.budget} multipliers: pe:cycles {label} -> II {f.ii:g} cycles "
+                f"(layers' busy bound {self.min_target}), latency {f.latency}, {f.multipliers} multipliers, "
+                f"multiplier efficiency {100 * f.efficiency:.1f}% ({self.evaluated} allocations checked "
+                f"with the exact model)")
+
+
+def balanced(plans: Sequence[LayerPlan], budget: int) -> Allocation:
+    """The balanced (pe, cycles) of every compute layer within `budget` multipliers."""
+    compute = [p for p in plans if p.is_compute]
+    if not compute:
+        raise K2CError("the model has no dense/conv2d layer to allocate multipliers to")
+    fronts = [layer_front(p) for p in compute]
+    floor = sum(f.multipliers[-1] for f in fronts)
+    if budget < floor:
+        raise K2CError(f"multiplier budget {budget} too small: the model needs at least {floor} "
+                       f"(one multiplier per dense/conv2d layer)")
+    targets = sorted({b for f in fronts for b in f.busy})
+
+    def allocation(target: int) -> list[int] | None:
+        picks = [f.cheapest(target) for f in fronts]
+        return None if any(i is None for i in picks) else picks  # type: ignore[return-value]
+
+    def cost(picks: list[int]) -> int:
+        return sum(f.multipliers[i] for f, i in zip(fronts, picks))
+
+    lo, hi = 0, len(targets) - 1  # targets[hi] is feasible (every layer at its cheapest)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        picks = allocation(targets[mid])
+        if picks is not None and cost(picks) <= budget:
+            hi = mid
+        else:
+            lo = mid + 1
+    feasible = targets[lo:]
+    candidates: dict[tuple, int] = {}
+    for target in feasible:
+        picks = allocation(target)
+        assert picks is not None
+        key = tuple(f.knobs[i] for f, i in zip(fronts, picks))
+        candidates.setdefault(key, target)
+    index = [{k: i for i, k in enumerate(f.knobs)} for f in fronts]
+    keys = list(candidates)
+    figs = figures_many(plans, [_config(k) for k in keys])
+    rank = lambda f: (f.ii, f.latency, f.multipliers)  # noqa: E731
+    best = min(range(len(figs)), key=lambda i: rank(figs[i]))
+    key, fig, evaluated = keys[best], figs[best], len(figs)
+    target = candidates[key]
+    for _ in range(20):
+        here = [index[j][k] for j, k in enumerate(key)]
+        moves = []
+        for shifts in itertools.product(range(-2, 3), repeat=len(fronts)):
+            picks = [h + s for h, s in zip(here, shifts)]
+            if any(not 0 <= i < len(f.knobs) for i, f in zip(picks, fronts)) or cost(picks) > budget:
+                continue
+            moves.append(tuple(f.knobs[i] for f, i in zip(fronts, picks)))
+        moves = moves[:4096]
+        near = figures_many(plans, [_config(k) for k in moves])
+        evaluated += len(near)
+        i = min(range(len(near)), key=lambda i: rank(near[i]))
+        if rank(near[i]) >= rank(fig):
+            break
+        key, fig = moves[i], near[i]
+    return Allocation(budget, target, fig, targets[lo], evaluated)
+
+
+def _config(key: tuple) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    return tuple(k[0] for k in key), tuple(k[1] for k in key)

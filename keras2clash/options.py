@@ -1,0 +1,234 @@
+"""`keras2clash options`: every useful space-time configuration of a network, with its cost.
+
+The 2021 thesis left users to find by trial which parallelism is worth its multipliers
+(its Table 2 listed 48 configurations of its CNN). Here the exact hardware model
+(`hwmodel`) gives, for every configuration, the latency, the initiation interval (II), the
+multipliers, the on-chip memory and the multiplier efficiency, and marks the Pareto-optimal
+ones: no other configuration has as few multipliers and as short an II (or latency) with one
+of the two strictly better.
+
+Which configurations ("useful"): for a compute layer with F filters, only the `pe` values
+that change `G = ceil(F / pe)`, each the smallest `pe` giving its G (more PEs for the same G
+cost multipliers and save nothing); `cycles` 1. With `cycles_too`, also the cycles knob `b`:
+the values that change the chunk `ch = ceil(K / b)`, each the smallest `b` giving its
+chunk, and of all (pe, b) pairs of a layer only those on the layer's own Pareto front of
+(multipliers `pe * ch`, steps per window `G * b`) — a pair that needs more multipliers for
+no fewer steps than another is never useful.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import K2CError
+from .hwmodel import HwFigures, figures_many
+from .plan import LayerPlan
+
+SORT_KEYS = ("latency", "interval", "multipliers")
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def useful_pes(filters: int) -> list[int]:
+    """The smallest pe for each distinct G = ceil(filters / pe), fewest PEs first."""
+    groups = sorted({_ceil(filters, p) for p in range(1, filters + 1)}, reverse=True)
+    return [_ceil(filters, g) for g in groups]
+
+
+def useful_cycles(window: int) -> list[int]:
+    """The smallest b for each distinct chunk ch = ceil(window / b), b = 1 first."""
+    chunks = sorted({_ceil(window, b) for b in range(1, window + 1)}, reverse=True)
+    return [_ceil(window, ch) for ch in chunks]
+
+
+def layer_choices(plan: LayerPlan, cycles_too: bool = False) -> list[tuple[int, int]]:
+    """(pe, cycles) pairs worth trying for one compute layer (module docstring)."""
+    pes = useful_pes(plan.filters)
+    if not cycles_too:
+        return [(p, 1) for p in pes]
+    pairs = {}
+    for p in pes:
+        for b in useful_cycles(plan.window):
+            mult, steps = p * _ceil(plan.window, b), _ceil(plan.filters, p) * b
+            key = (mult, steps)
+            if key not in pairs or (p, b) < pairs[key]:
+                pairs[key] = (p, b)
+    front, best = [], None
+    for (mult, steps), pb in sorted(pairs.items()):
+        if best is None or steps < best:
+            front.append(pb)
+            best = steps
+    return front
+
+
+def all_configs(plans: Sequence[LayerPlan], cycles_too: bool = False) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    per_layer = [layer_choices(p, cycles_too) for p in plans if p.is_compute]
+    return [(tuple(pb[0] for pb in combo), tuple(pb[1] for pb in combo)) for combo in itertools.product(*per_layer)]
+
+
+def pareto_flags(points: Sequence[tuple[float, float]]) -> list[bool]:
+    """Which (cost, time) points are Pareto-optimal (no other point <= in both, < in one)."""
+    order = sorted(range(len(points)), key=lambda i: points[i])
+    flags = [False] * len(points)
+    best = float("inf")
+    for i in order:
+        if points[i][1] < best:
+            flags[i] = True
+            best = points[i][1]
+    # equal points: all of them are optimal if one is
+    seen = {points[i] for i in range(len(points)) if flags[i]}
+    return [flags[i] or points[i] in seen for i in range(len(points))]
+
+
+@dataclass
+class Option:
+    figures: HwFigures
+    pareto_ii: bool = False
+    pareto_latency: bool = False
+    balanced: bool = False  # the --dsp-budget choice
+
+    @property
+    def label(self) -> str:
+        return config_label(self.figures.parallelism, self.figures.cycles)
+
+    def to_json(self) -> dict[str, Any]:
+        f = self.figures
+        return {
+            "parallelism": f.parallelism, "cycles": f.cycles, "latency": f.latency, "ii": f.ii,
+            "multipliers": f.multipliers, "macs": f.macs, "efficiency": f.efficiency,
+            "memory_bits": f.memory_bits, "rom_bits": f.rom_bits, "line_buffer_bits": f.line_buffer_bits,
+            "register_bits": f.register_bits, "pareto_ii": self.pareto_ii, "pareto_latency": self.pareto_latency,
+            "balanced": self.balanced,
+        }
+
+
+def config_label(pes: Sequence[int], cycles: Sequence[int]) -> str:
+    """`8:1,8:1,5:1` (pe:cycles per compute layer), the form --config takes."""
+    return ",".join(f"{p}:{b}" for p, b in zip(pes, cycles))
+
+
+@dataclass
+class OptionsResult:
+    model: str
+    layers: list[str]
+    options: list[Option]
+    seconds: float
+    cycles_too: bool
+    budget: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def sorted(self, key: str = "interval") -> list[Option]:
+        if key not in SORT_KEYS:
+            raise K2CError(f"bad sort key {key!r}: one of {', '.join(SORT_KEYS)}")
+        def k(o: Option):
+            f = o.figures
+            figs = {"latency": f.latency, "interval": f.ii, "multipliers": f.multipliers}
+            return (figs[key], *(figs[x] for x in SORT_KEYS if x != key), f.parallelism, f.cycles)
+        return sorted(self.options, key=k)
+
+    def to_json(self) -> str:
+        return json.dumps({
+            "model": self.model, "compute_layers": self.layers, "cycles_too": self.cycles_too,
+            "configurations": len(self.options), "seconds": self.seconds, "dsp_budget": self.budget,
+            "notes": self.notes, "options": [o.to_json() for o in self.sorted("multipliers")],
+        }, indent=2)
+
+    def to_csv(self) -> str:
+        buf = io.StringIO()
+        writer = csv.writer(buf)
+        cols = ["config", "parallelism", "cycles", "latency", "ii", "multipliers", "macs", "efficiency", "memory_bits",
+                "rom_bits", "line_buffer_bits", "register_bits", "pareto_ii", "pareto_latency", "balanced"]
+        writer.writerow(cols)
+        for o in self.sorted("multipliers"):
+            row = o.to_json()
+            row["config"] = o.label
+            row["parallelism"] = ",".join(map(str, row["parallelism"]))
+            row["cycles"] = ",".join(map(str, row["cycles"]))
+            writer.writerow([row[c] for c in cols])
+        return buf.getvalue()
+
+
+def explore(plans: Sequence[LayerPlan], model: str = "", cycles_too: bool = False,
+            budget: int | None = None) -> OptionsResult:
+    """Every useful configuration of the network `plans` (its own knobs are ignored)."""
+    t0 = time.perf_counter()
+    configs = all_configs(plans, cycles_too)
+    figs = figures_many(plans, configs)
+    opts = [Option(f) for f in figs]
+    mark_pareto(opts)
+    notes = []
+    if budget is not None:
+        from .allocate import balanced
+
+        alloc = balanced(plans, budget)
+        key = (alloc.figures.parallelism, alloc.figures.cycles)
+        hit = [o for o in opts if (o.figures.parallelism, o.figures.cycles) == key]
+        if hit:
+            hit[0].balanced = True
+        else:
+            opts.append(Option(alloc.figures, balanced=True))
+            mark_pareto(opts)
+        notes.append(alloc.summary())
+    seconds = time.perf_counter() - t0
+    return OptionsResult(model, [p.name for p in plans if p.is_compute], opts, seconds, cycles_too, budget, notes)
+
+
+def mark_pareto(opts: Sequence[Option]) -> None:
+    ii = pareto_flags([(o.figures.multipliers, o.figures.ii) for o in opts])
+    lat = pareto_flags([(o.figures.multipliers, o.figures.latency) for o in opts])
+    for o, a, b in zip(opts, ii, lat):
+        o.pareto_ii, o.pareto_latency = a, b
+
+
+def _pareto_text(o: Option) -> str:
+    marks = [m for m, on in (("II", o.pareto_ii), ("lat", o.pareto_latency)) if on]
+    return "+".join(marks)
+
+
+def render(result: OptionsResult, console: Any = None, sort: str = "interval", max_rows: int | None = 40,
+           pareto_only: bool = False) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    rows = result.sorted(sort)
+    if pareto_only:
+        rows = [o for o in rows if o.pareto_ii or o.pareto_latency or o.balanced]
+    if result.budget is not None:
+        rows = [o for o in rows if o.figures.multipliers <= result.budget or o.balanced]
+    shown = rows if max_rows is None else rows[:max_rows]
+    n_pareto = sum(1 for o in result.options if o.pareto_ii or o.pareto_latency)
+    title = (f"{result.model}: {len(result.options)} configurations ({'pe and cycles' if result.cycles_too else 'pe'}), "
+             f"{n_pareto} Pareto-optimal, model {1000 * result.seconds:.0f} ms; sorted by {sort}"
+             + (f"; showing {len(shown)} of {len(rows)}" if len(shown) < len(rows) else ""))
+    from rich import box
+
+    table = Table(title=title, caption=f"pe:cycles of {', '.join(result.layers)}", box=box.SIMPLE_HEAD)
+    table.add_column("pe:cycles", no_wrap=True)
+    for col in ("latency", "II", "mult.", "memory bits", "MAC eff."):
+        table.add_column(col, justify="right", no_wrap=True)
+    table.add_column("Pareto")
+    for o in shown:
+        f = o.figures
+        style = "bold green" if o.balanced else ("cyan" if o.pareto_ii else None)
+        table.add_row(o.label + (" *" if o.balanced else ""), f"{f.latency:,}", _ii_text(f.ii),
+                      f"{f.multipliers:,}", f"{f.memory_bits:,}", f"{100 * f.efficiency:.1f}%",
+                      _pareto_text(o), style=style)
+    console.print(table)
+    console.print("cycles: latency = first input beat accepted -> output; II = steady-state cycles per image, "
+                  "back to back. MAC eff. = MACs / (multipliers x II). Pareto: II or latency vs multipliers.")
+    for note in result.notes:
+        console.print(f"* {note}")
+
+
+def _ii_text(ii: float) -> str:
+    return f"{ii:,.0f}" if float(ii).is_integer() else f"{ii:,.2f}"

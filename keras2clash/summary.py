@@ -1,0 +1,66 @@
+"""What `emit` tells the user before any synthesis: cost and speed of the design it wrote.
+
+Per layer: multipliers and on-chip storage from the exact hardware model (`hwmodel`): the
+weight ROM, the line buffers of windowed layers next to the frame a naive design would store
+(line buffers keep only the rows a window needs), and data registers. For the network: the
+latency and initiation interval the model predicts (equal to simulation, tested).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from .hwmodel import layer_resources, timing
+from .plan import POOL_TYPES, LayerPlan
+
+
+def frame_bits(plan: LayerPlan) -> int:
+    """Bits of one whole input frame of a windowed layer (what line buffers avoid storing)."""
+    if plan.type == "conv2d" or plan.type in POOL_TYPES:
+        return math.prod(plan.padded_input_shape) * plan.in_fmt.bits
+    return 0
+
+
+def design_summary(plans: Sequence[LayerPlan]) -> dict[str, Any]:
+    """Per-layer resources and network timing as plain data (stored in manifest.json)."""
+    layers = []
+    for plan in plans:
+        res = layer_resources(plan)
+        layers.append({
+            "name": plan.name, "type": plan.type, "pe": res.pe, "cycles": res.cycles,
+            "multipliers": res.multipliers, "rom_bits": res.rom_bits,
+            "line_buffer_bits": res.line_buffer_bits, "frame_bits": frame_bits(plan),
+            "register_bits": res.register_bits,
+        })
+    t = timing(list(plans))
+    return {"layers": layers, "latency": t.first_latency, "interval": t.ii,
+            "multipliers": sum(layer["multipliers"] for layer in layers),
+            "memory_bits": sum(layer["rom_bits"] + layer["line_buffer_bits"] + layer["register_bits"]
+                               for layer in layers)}
+
+
+def render_summary(summary: dict[str, Any], console: Console) -> None:
+    table = Table(title="design (exact hardware model); storage in bits",
+                  caption="p: processing elements, b: cycles per window; frame: what storing the "
+                          "layer's whole input would take instead of its line buffers")
+    for column in ("layer", "type", "p", "b", "mults", "ROM", "line buf", "frame", "regs"):
+        table.add_column(column, justify="left" if column in ("layer", "type") else "right")
+    for layer in summary["layers"]:
+        compute = layer["type"] in ("dense", "conv2d")
+        table.add_row(
+            layer["name"], layer["type"], str(layer["pe"]) if compute else "-",
+            str(layer["cycles"]) if compute else "-", f"{layer['multipliers']:,}", f"{layer['rom_bits']:,}",
+            f"{layer['line_buffer_bits']:,}", f"{layer['frame_bits']:,}" if layer["frame_bits"] else "-",
+            f"{layer['register_bits']:,}",
+        )
+    console.print(table)
+    console.print(
+        f"latency {summary['latency']} cycles (first input beat -> output), initiation interval "
+        f"{summary['interval']:g} cycles, {summary['multipliers']:,} multipliers, "
+        f"{summary['memory_bits']:,} bits on chip"
+    )

@@ -1,0 +1,229 @@
+"""The exact hardware model (issue 5): hwmodel == Clash simulation, options, balanced
+allocation, report.
+
+The model must equal the Clash simulation exactly: every image's accept cycle and output
+cycle (so the first latency and the mean interval too), images back to back, on twelve
+configurations across the examples (thesis CNN with cycles > 1, backpressure and G = 1
+engines; cnn_variants with same padding, strides and average pooling; digits_dense with a
+fast layer stalled by a slow one; iris), including the --dsp-budget choice.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from keras2clash import hwmodel
+from keras2clash.formats import parse_format
+from keras2clash.plan import make_plan
+
+from helpers import needs_toolchain
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+MEASURED = {  # thesis CNN at 1,7,8, cycles 1,1,1, in the Clash simulation (issue 5's brief)
+    (1, 1, 1): (2368, 2304, 217), (2, 2, 2): (1203, 1168, 434), (4, 4, 2): (623, 600, 740), (8, 8, 5): (330, 316, 1544),
+}
+
+
+@pytest.fixture(scope="module")
+def thesis_ir():
+    from keras2clash.frontend import load_keras_model, to_ir
+
+    return to_ir(load_keras_model(EXAMPLES / "thesis_cnn" / "thesis_cnn.keras"))
+
+
+def _plans(ir, pes=None, cycles=None):
+    return make_plan(ir, parse_format("1,7,8"), pes, cycles=cycles)
+
+
+@pytest.mark.parametrize("pes", list(MEASURED))
+def test_model_gives_the_measured_thesis_figures(thesis_ir, pes) -> None:
+    latency, interval, multipliers = MEASURED[pes]
+    t = hwmodel.timing(_plans(thesis_ir, list(pes)), 8)
+    assert (t.first_latency, t.ii, t.interval) == (latency, interval, interval)
+    assert hwmodel.figures(_plans(thesis_ir, list(pes))).multipliers == multipliers
+
+
+def test_memory_bits_follow_the_haddock_formulas(thesis_ir) -> None:
+    fig = hwmodel.figures(_plans(thesis_ir))
+    by = {r.name: r for r in fig.layers}
+    assert by["conv_1"].line_buffer_bits == 14 * 2 * 1 * 16  # w * (kh-1) * c * bits
+    assert by["pool_1"].line_buffer_bits == 12 * 1 * 16 * 16
+    assert by["conv_2"].rom_bits == 16 * 1 * (144 * 16 + 16)  # G*b words of p*(ch*w + bias)
+    # ROM + line buffers = what yosys infers as memories for this design (measured: 57,696)
+    assert fig.rom_bits + fig.line_buffer_bits == 57696
+
+
+def test_long_transient_is_jumped_exactly(thesis_ir) -> None:
+    """conv fast, dense slow (G*b = 320 > the 316 the convolutions need): the backlog grows
+    4 cycles per image for ~80 images before the input slows to 320; the drift jump must
+    give the II a brute-force run of 400 images reaches."""
+    plans = _plans(thesis_ir, [8, 4, 1], [1, 3, 32])
+    ii, period = hwmodel.steady_state(plans)
+    brute = hwmodel.timing(plans, 400)
+    assert np.diff(brute.accept_cycle)[:3].tolist() != [320, 320, 320]  # a real transient
+    assert (ii, period) == (320.0, 1)
+    assert np.all(np.diff(brute.accept_cycle)[-100:] == 320)
+
+
+def test_vectorised_model_equals_the_scalar_one(thesis_ir) -> None:
+    from keras2clash import options
+
+    base = _plans(thesis_ir)
+    configs = options.all_configs(base)[::7]
+    many = hwmodel.figures_many(base, configs)
+    for (pes, cyc), fig in zip(configs, many):
+        t = hwmodel.timing(_plans(thesis_ir, list(pes), list(cyc)))
+        assert (fig.latency, fig.ii) == (t.first_latency, t.ii)
+
+
+def test_options_for_the_thesis_cnn_well_under_a_second(thesis_ir) -> None:
+    from keras2clash import options
+
+    result = options.explore(_plans(thesis_ir), "thesis_cnn")
+    assert len(result.options) == 7 * 7 * 6  # distinct G per layer: 16 and 16 filters, 10 neurons
+    assert result.seconds < 0.5
+    by = {tuple(o.figures.parallelism): o for o in result.options}
+    assert by[(1, 1, 1)].pareto_ii and by[(1, 1, 1)].figures.ii == 2304
+    assert not by[(2, 2, 2)].pareto_ii  # (2,1,1) has the same II 1168 for fewer multipliers
+    assert "1:1,1:1,1:1" in result.to_csv()
+
+
+def test_pareto_flags() -> None:
+    from keras2clash.options import pareto_flags
+
+    assert pareto_flags([(1, 10), (2, 5), (2, 6), (3, 5), (4, 1), (4, 1)]) == [True, True, False, False, True, True]
+
+
+def test_useful_knob_values() -> None:
+    from keras2clash.options import useful_cycles, useful_pes
+
+    assert useful_pes(16) == [1, 2, 3, 4, 6, 8, 16]
+    assert useful_pes(10) == [1, 2, 3, 4, 5, 10]
+    assert useful_cycles(9) == [1, 2, 3, 5, 9]
+
+
+def test_dsp_budget_acceptance(thesis_ir, capsys) -> None:
+    from keras2clash.allocate import balanced
+
+    base = hwmodel.figures(_plans(thesis_ir))
+    alloc = balanced(_plans(thesis_ir), 217)
+    f = alloc.figures
+    print(f"(1,1,1): II {base.ii:g}, {base.multipliers} multipliers, efficiency {100 * base.efficiency:.1f}%")
+    print(alloc.summary())
+    assert f.multipliers <= 217
+    assert f.ii <= base.ii / 3  # 2304 -> <= 768
+    assert f.efficiency >= 0.5
+    t = hwmodel.timing(_plans(thesis_ir, f.parallelism, f.cycles))
+    assert (t.first_latency, t.ii) == (f.latency, f.ii)
+
+
+def test_budget_too_small(thesis_ir) -> None:
+    from keras2clash.allocate import balanced
+    from keras2clash.errors import K2CError
+
+    with pytest.raises(K2CError, match="at least 3"):
+        balanced(_plans(thesis_ir), 2)
+
+
+def test_report_config_parsing() -> None:
+    from keras2clash.errors import K2CError
+    from keras2clash.reportcmd import parse_config
+
+    assert parse_config("8:1,8:9, 5", 3) == ([8, 8, 5], [1, 9, 1])
+    with pytest.raises(K2CError, match="3 dense/conv2d"):
+        parse_config("8:1,8:1", 3)
+
+
+# --- against the Clash simulation --------------------------------------------------------
+
+SIM_CONFIGS = [
+    ("thesis_cnn", [1, 1, 1], [1, 1, 1], 4),
+    ("thesis_cnn", [16, 1, 10], [1, 1, 1], 6),  # conv_2 slow: backpressure, first interval shorter
+    ("thesis_cnn", [4, 3, 2], [3, 16, 7], 5),
+    ("thesis_cnn", [16, 16, 10], [9, 1, 1], 5),  # G = 1 engines (R register paths)
+    ("thesis_cnn", [16, 2, 10], [1, 7, 1], 5),
+    ("cnn_variants", [1, 1, 1, 1], [1, 1, 1, 1], 4),
+    ("cnn_variants", [3, 5, 7, 4], [2, 3, 16, 5], 5),
+    ("cnn_variants", [8, 16, 32, 10], [9, 1, 4, 2], 5),
+    ("digits_dense", [39, 24, 10], [1, 24, 1], 8),  # a fast layer stalled by a slow one
+    ("digits_dense", [5, 3, 2], [4, 2, 3], 8),
+    ("iris", [8, 3], [4, 8], 8),
+]
+
+
+def _simulate(example: str, out: Path, n: int, pes=None, cycles=None, dsp_budget=None):
+    import keras2clash as k2c
+    from keras2clash import golden, toolchain
+    from keras2clash.data import load_dataset
+    from keras2clash.project import load_project
+    from keras2clash.simulate import run_simulator
+
+    model = EXAMPLES / example / f"{example}.keras"
+    root = k2c.emit(model, "1,7,8", out, pes, cycles=cycles, dsp_budget=dsp_budget)
+    project = load_project(root)
+    data = load_dataset(EXAMPLES / example / "test.npz", project.input_shape, project.n_out).head(n)
+    x_raw = golden.quantize_inputs(project.plans, data.x)
+    sim = run_simulator(toolchain.build_simulator(project.root), project.root, x_raw, project.n_out)
+    gold = golden.run(project.plans, project.params, x_raw)
+    return project, sim, int(np.sum(np.all(sim.outputs == gold, axis=1)))
+
+
+@needs_toolchain
+@pytest.mark.toolchain
+@pytest.mark.parametrize(("example", "pes", "cycles", "n"), SIM_CONFIGS,
+                         ids=[f"{e}-{'.'.join(map(str, p))}-{'.'.join(map(str, c))}" for e, p, c, _ in SIM_CONFIGS])
+def test_model_equals_clash_simulation(tmp_path: Path, example, pes, cycles, n) -> None:
+    project, sim, exact = _simulate(example, tmp_path / "net", n, pes, cycles)
+    assert exact == n
+    t = hwmodel.timing(project.plans, n)
+    assert t.accept_cycle.tolist() == sim.accept_cycle.tolist()
+    assert t.output_cycle.tolist() == sim.output_cycle.tolist()
+    assert (t.first_latency, t.interval) == (sim.first_latency, sim.interval)
+    assert np.diff(sim.output_cycle)[-1] == t.ii  # the run has reached the steady state
+
+
+@needs_toolchain
+@pytest.mark.toolchain
+def test_dsp_budget_choice_confirmed_in_clash(tmp_path: Path) -> None:
+    project, sim, exact = _simulate("thesis_cnn", tmp_path / "net", 6, dsp_budget=217)
+    assert exact == 6
+    fig = hwmodel.figures(project.plans)
+    assert fig.multipliers <= 217 and fig.ii <= 768 and fig.efficiency >= 0.5
+    assert sim.first_latency == fig.latency
+    assert np.all(np.diff(sim.output_cycle) == fig.ii)
+
+
+@needs_toolchain
+@pytest.mark.toolchain
+def test_report_on_iris_with_yosys(tmp_path: Path, capsys) -> None:
+    import json
+
+    import keras2clash as k2c
+    from keras2clash import cli
+
+    project = k2c.emit(EXAMPLES / "iris" / "iris.keras", "1,7,8", tmp_path / "iris", [3, 2])
+    old = sys.argv
+    sys.argv = ["keras2clash", "report", str(project), "--config", "3:1,2:1", "--config", "1:4,1:8",
+                "--out-dir", str(tmp_path / "rep")]
+    try:
+        cli.main()
+    except SystemExit as exc:
+        assert not exc.code
+    finally:
+        sys.argv = old
+    rows = json.loads((tmp_path / "rep" / "report.json").read_text())["rows"]
+    assert [r["label"] for r in rows] == ["3:1,2:1", "1:4,1:8"]
+    for row in rows:
+        y = row["yosys"]
+        assert y["mul_cells"] == row["multipliers"] == y["dsp_blocks"]
+        assert y["memory_bits"] == row["rom_bits"] + row["line_buffer_bits"]
+        assert y["flip_flops"] > 0 and y["luts"] > 0
+    assert rows[1]["multipliers"] == 2  # one multiplier per layer, cycles = window
+    assert (tmp_path / "rep" / "report.png").stat().st_size > 10_000
+    assert "| 3:1,2:1 |" in (tmp_path / "rep" / "report.md").read_text()

@@ -1,0 +1,35 @@
+"""The emit summary: storage per layer shows line buffers, not frames; timing from the model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import keras2clash as k2c
+from keras2clash.formats import parse_format
+from keras2clash.frontend import parse
+from keras2clash.plan import make_plan
+from keras2clash.summary import design_summary
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_thesis_cnn_storage_is_line_buffers_not_frames() -> None:
+    plans = make_plan(parse(ROOT / "examples" / "thesis_cnn" / "thesis_cnn.keras"), parse_format("1,7,8"))
+    summary = design_summary(plans)
+    layers = {layer["name"]: layer for layer in summary["layers"]}
+    # conv_1: 14-wide rows, 3x3 kernel, 1 channel, 16 bits: 2 rows of 14 pixels
+    assert layers["conv_1"]["line_buffer_bits"] == 2 * 14 * 1 * 16
+    assert layers["conv_1"]["frame_bits"] == 14 * 14 * 1 * 16
+    # pool_1: 12-wide rows of 16 channels, 2x2 pool: 1 row
+    assert layers["pool_1"]["line_buffer_bits"] == 1 * 12 * 16 * 16
+    for name in ("conv_1", "pool_1", "conv_2", "pool_2"):
+        assert layers[name]["line_buffer_bits"] < layers[name]["frame_bits"]
+    assert layers["conv_2"]["rom_bits"] == 16 * (144 * 16 + 16)  # 16 words, 1 PE, 144 weights + bias
+    assert (summary["latency"], summary["interval"], summary["multipliers"]) == (2368, 2304, 217)
+
+
+def test_emit_stores_the_design_summary(tmp_path: Path) -> None:
+    out = k2c.emit(ROOT / "examples" / "iris" / "iris.keras", "1,7,8", tmp_path / "iris", [3, 2])
+    design = json.loads((out / "manifest.json").read_text())["design"]
+    assert (design["latency"], design["interval"], design["multipliers"]) == (7, 3, 3 * 4 + 2 * 8)
