@@ -35,7 +35,7 @@ HASKELL_RESERVED = {
     "in", "infix", "infixl", "infixr", "instance", "let", "module", "newtype", "of", "then",
     "type", "where",
     # names the generated modules define or import unqualified
-    "network", "topEntity", "main", "pe", "activation", "flattenS", "linear", "relu",
+    "network", "topEntity", "main", "pe", "activation", "linear", "relu",
     "requantize", "sigmoidPlan", "argmax", "mapS", "romWords", "simMain", "cycles",
 }
 
