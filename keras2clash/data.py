@@ -28,16 +28,22 @@ class Dataset:
         return self if n is None else Dataset(self.x[:n], self.y[:n])
 
 
+def read_npz(path: Path | str, what: str = "data") -> dict[str, np.ndarray]:
+    """All arrays of an .npz (no pickles), or one clear error naming the `what` file."""
+    path = Path(path)
+    if not path.is_file():
+        raise K2CError(f"{what} file not found: {path}")
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            return {key: archive[key] for key in archive.files}
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+        raise K2CError(f"{what} file {path} is not a readable .npz: {exc}") from None
+
+
 def load_dataset(path: Path | str, input_shape: tuple[int, ...], n_classes: int) -> Dataset:
     """Load and validate a test set for a model with `input_shape` and `n_classes` outputs."""
     path = Path(path)
-    if not path.is_file():
-        raise K2CError(f"data file not found: {path}")
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            arrays = {key: archive[key] for key in archive.files}
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
-        raise K2CError(f"data file {path} is not a readable .npz: {exc}") from None
+    arrays = read_npz(path, "data")
     x = arrays.get("x", arrays.get("x_test"))
     y = arrays.get("y", arrays.get("y_test"))
     if x is None or y is None:

@@ -275,18 +275,12 @@ class ResolvedFormats:
 def load_calibration(path: str | Path, input_shape: tuple[int, ...]) -> tuple[Any, Any]:
     """Calibration inputs `x` (and labels `y` if present) from an .npz; `x_train`/`x_test`
     work too. Labels are optional here: only the report's accuracies use them."""
-    import zipfile
-
     import numpy as np
 
+    from .data import read_npz
+
     path = Path(path)
-    if not path.is_file():
-        raise K2CError(f"calibration file not found: {path}")
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            arrays = {key: archive[key] for key in archive.files}
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
-        raise K2CError(f"calibration file {path} is not a readable .npz: {exc}") from None
+    arrays = read_npz(path, "calibration")
     key = next((k for k in ("x", "x_calib", "x_train", "x_test") if k in arrays), None)
     if key is None:
         raise K2CError(f"calibration file {path} needs an array 'x'; it has {sorted(arrays)}")

@@ -31,6 +31,7 @@ from typing import Any
 from .errors import K2CError
 from .hwmodel import HwFigures, figures
 from .plan import LayerPlan
+from .synth import stat_cells
 
 DSP_TARGETS = {
     "ice40": ("synth_ice40 -dsp", "SB_MAC16"),
@@ -123,17 +124,7 @@ def _stat_block(text: str) -> tuple[dict[str, int], dict[str, int]]:
     """(summary figures, cell counts) of the last module in a yosys `stat` report."""
     tail = text.rsplit("===", 1)[-1]
     summary = {m.group(1).strip(): int(m.group(2)) for m in re.finditer(r"^\s+Number of ([a-z ]+):\s+(\d+)\s*$", tail, re.M)}
-    cells: dict[str, int] = {}
-    body = tail.split("Number of cells:", 1)
-    if len(body) == 2:
-        for line in body[1].splitlines()[1:]:
-            m = re.match(r"\s+(\S+)\s+(\d+)\s*$", line)
-            if not m:
-                if line.strip():
-                    break
-                continue
-            cells[m.group(1)] = int(m.group(2))
-    return summary, cells
+    return summary, stat_cells(tail) or {}
 
 
 def run_yosys(folder: Path, top: str, dsp: str = "ice40", log_dir: Path | None = None) -> YosysFigures:

@@ -35,11 +35,11 @@ class SynthResult:
     log: Path
 
 
-def _cells(stat_text: str) -> dict[str, int]:
-    """Cell counts of the last module block of a `stat` report."""
+def stat_cells(stat_text: str) -> dict[str, int] | None:
+    """Cell counts of the last module block of a yosys `stat` report (None: no statistics)."""
     block = stat_text.rsplit("Number of cells:", 1)
     if len(block) != 2:
-        raise K2CError("yosys printed no cell statistics")
+        return None
     counts: dict[str, int] = {}
     for line in block[1].splitlines()[1:]:
         match = re.match(r"\s+(\S+)\s+(\d+)\s*$", line)
@@ -48,6 +48,13 @@ def _cells(stat_text: str) -> dict[str, int]:
                 break
             continue
         counts[match.group(1)] = int(match.group(2))
+    return counts
+
+
+def _cells(stat_text: str) -> dict[str, int]:
+    counts = stat_cells(stat_text)
+    if counts is None:
+        raise K2CError("yosys printed no cell statistics")
     return counts
 
 
