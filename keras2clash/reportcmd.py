@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -31,7 +29,7 @@ from typing import Any
 from .errors import K2CError
 from .hwmodel import HwFigures, figures
 from .plan import LayerPlan
-from .synth import stat_cells
+from .synth import run_yosys_stats, stat_cells
 
 DSP_TARGETS = {
     "ice40": ("synth_ice40 -dsp", "SB_MAC16"),
@@ -129,28 +127,15 @@ def _stat_block(text: str) -> tuple[dict[str, int], dict[str, int]]:
 
 def run_yosys(folder: Path, top: str, dsp: str = "ice40", log_dir: Path | None = None) -> YosysFigures:
     """Yosys on the Verilog in `folder` (module docstring)."""
-    yosys = shutil.which("yosys")
-    if yosys is None:
-        raise K2CError("'yosys' not found on PATH; install the Debian package 'yosys' or run ./scripts/setup.sh")
     if dsp not in DSP_TARGETS:
         raise K2CError(f"bad --dsp {dsp!r}: one of {', '.join(DSP_TARGETS)}")
     command, dsp_cell = DSP_TARGETS[dsp]
     log_dir = log_dir or folder
     log_dir.mkdir(parents=True, exist_ok=True)
     coarse, final, log = log_dir / "yosys_coarse.txt", log_dir / f"yosys_{dsp}.txt", log_dir / f"yosys_{dsp}.log"
-    sources = sorted(p.name for p in folder.glob("*.v"))
-    script = "; ".join([
-        "read_verilog " + " ".join(sources), f"hierarchy -check -top {top}", "proc", "flatten", "opt",
-        f"tee -q -o {coarse} stat", f"{command} -top {top}", f"tee -q -o {final} stat",
-    ])
-    t0 = time.monotonic()
-    proc = subprocess.run([yosys, "-q", "-l", str(log), "-p", script], cwd=folder, capture_output=True, text=True)
-    seconds = time.monotonic() - t0
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-20:])
-        raise K2CError(f"yosys failed (exit {proc.returncode}):\n{tail}", exit_code=1)
-    summary, coarse_cells = _stat_block(coarse.read_text())
-    _, cells = _stat_block(final.read_text())
+    seconds, coarse_text, final_text = run_yosys_stats(folder, top, f"{command} -top {top}", coarse, final, log)
+    summary, coarse_cells = _stat_block(coarse_text)
+    _, cells = _stat_block(final_text)
     dsps = None if dsp_cell is None else sum(n for name, n in cells.items() if name.startswith(dsp_cell))
     return YosysFigures(
         target=command, seconds=seconds, mul_cells=coarse_cells.get("$mul", 0),

@@ -58,38 +58,51 @@ def _cells(stat_text: str) -> dict[str, int]:
     return counts
 
 
-def synth(project_dir: str | Path, status=None) -> SynthResult:
-    """Run Yosys on DIR's Verilog (generating it first if missing or stale)."""
+def require_yosys() -> str:
+    """The yosys executable, or one clear error naming the Debian package."""
     import shutil
 
     yosys = shutil.which("yosys")
     if yosys is None:
         raise K2CError(f"'yosys' not found on PATH; install the Debian package '{YOSYS_PACKAGE}' "
                        f"(apt-get install {YOSYS_PACKAGE}) or run ./scripts/setup.sh")
-    project = load_project(project_dir)
-    folder = ensure_hdl(project, "verilog", status)
-    check_weight_files(project, folder, "verilog")
+    return yosys
+
+
+def run_yosys_stats(folder: Path, top: str, synth_command: str, coarse: Path, final: Path,
+                    log: Path) -> tuple[float, str, str]:
+    """Yosys on the Verilog in `folder`: read, elaborate, `stat` before synthesis (`$mul`
+    cells = multipliers) into `coarse`, `synth_command`, `stat` after it into `final`.
+    Returns (seconds, coarse stat text, final stat text); shared by `synth` and `report`."""
+    yosys = require_yosys()
     sources = sorted(p.name for p in folder.glob("*.v"))
-    build = project.root / ".build" / "synth"
-    build.mkdir(parents=True, exist_ok=True)
-    early, final, log = build / "coarse.txt", build / "synth.txt", build / "yosys.log"
     script = "; ".join([
-        "read_verilog " + " ".join(sources),
-        f"hierarchy -check -top {project.top}",
-        "proc", "flatten", "opt",
-        f"tee -q -o {early} stat",
-        f"synth -top {project.top}",
-        f"tee -q -o {final} stat",
+        "read_verilog " + " ".join(sources), f"hierarchy -check -top {top}", "proc", "flatten", "opt",
+        f"tee -q -o {coarse} stat", synth_command, f"tee -q -o {final} stat",
     ])
-    if status is not None:
-        status(f"yosys synth ({project.name})")
     t0 = time.monotonic()
     proc = subprocess.run([yosys, "-q", "-l", str(log), "-p", script], cwd=folder, capture_output=True, text=True)
     seconds = time.monotonic() - t0
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-20:])
         raise K2CError(f"yosys failed (exit {proc.returncode}):\n{tail}", exit_code=1)
-    coarse, cells = _cells(early.read_text()), _cells(final.read_text())
+    return seconds, coarse.read_text(), final.read_text()
+
+
+def synth(project_dir: str | Path, status=None) -> SynthResult:
+    """Run Yosys on DIR's Verilog (generating it first if missing or stale)."""
+    require_yosys()
+    project = load_project(project_dir)
+    folder = ensure_hdl(project, "verilog", status)
+    check_weight_files(project, folder, "verilog")
+    build = project.root / ".build" / "synth"
+    build.mkdir(parents=True, exist_ok=True)
+    log = build / "yosys.log"
+    if status is not None:
+        status(f"yosys synth ({project.name})")
+    seconds, coarse_text, final_text = run_yosys_stats(
+        folder, project.top, f"synth -top {project.top}", build / "coarse.txt", build / "synth.txt", log)
+    coarse, cells = _cells(coarse_text), _cells(final_text)
     return SynthResult(
         top=project.top,
         cells=sum(cells.values()),
