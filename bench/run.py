@@ -44,9 +44,10 @@ def _timed(fn, *args, **kwargs):
 
 
 def _clash_sim(project, data: Path, n: int):
-    from keras2clash import golden, toolchain
+    from keras2clash.quant import golden
+    from keras2clash.verify import toolchain
     from keras2clash.data import load_dataset
-    from keras2clash.simulate import run_simulator
+    from keras2clash.verify.simulate import run_simulator
 
     ds = load_dataset(data, project.input_shape, project.n_out).head(n)
     x_raw = golden.quantize_inputs(project.plans, ds.x)
@@ -66,11 +67,13 @@ def main() -> None:
     args = parser.parse_args()
 
     import keras2clash as k2c
-    from keras2clash import hwmodel, options, toolchain
-    from keras2clash.allocate import balanced
-    from keras2clash.frontend import load_keras_model, to_ir
-    from keras2clash.plan import make_plan
-    from keras2clash.project import load_project
+    from keras2clash.hw import hwmodel
+    from keras2clash.hw import options
+    from keras2clash.verify import toolchain
+    from keras2clash.hw.allocate import balanced
+    from keras2clash.frontend.convert import load_keras_model, to_ir
+    from keras2clash.hw.plan import make_plan
+    from keras2clash.backend.project import load_project
 
     fmt = "1,7,8"
     data = THESIS / "test.npz"

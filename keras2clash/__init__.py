@@ -17,8 +17,8 @@ _os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 
 __version__ = "0.1.0"
 
-from .api import emit, hdl, run, simulate  # noqa: E402
-from .errors import K2CError  # noqa: E402
-from .formats import FixedFormat, parse_format  # noqa: E402
+from keras2clash.api import emit, hdl, run, simulate  # noqa: E402
+from keras2clash.errors import K2CError  # noqa: E402
+from keras2clash.quant.formats import FixedFormat, parse_format  # noqa: E402
 
 __all__ = ["FixedFormat", "K2CError", "emit", "hdl", "parse_format", "run", "simulate", "__version__"]

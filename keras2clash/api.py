@@ -15,16 +15,18 @@ import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from . import golden, toolchain
-from .data import load_dataset
-from .errors import K2CError
-from .formats import FixedFormat, parse_format
-from .fsutil import atomic_directory, check_writable_target
-from .plan import compute_layers, make_plan, parse_int_list
-from .project import SOURCE_MODEL, load_project, write_project_data
-from .report import Comparison, accuracy, render
-from .simulate import SimResult, run_simulator
-from .summary import design_summary, render_summary
+from keras2clash.quant import golden
+
+from keras2clash.verify import toolchain
+from keras2clash.data import load_dataset
+from keras2clash.errors import K2CError
+from keras2clash.quant.formats import FixedFormat, parse_format
+from keras2clash.fsutil import atomic_directory, check_writable_target
+from keras2clash.hw.plan import compute_layers, make_plan, parse_int_list
+from keras2clash.backend.project import SOURCE_MODEL, load_project, write_project_data
+from keras2clash.report.comparison import Comparison, accuracy, render
+from keras2clash.verify.simulate import SimResult, run_simulator
+from keras2clash.hw.summary import design_summary, render_summary
 
 console = Console(stderr=True)
 
@@ -79,10 +81,10 @@ def emit(
     `dsp_budget` chooses `parallelism` and `cycles` instead: the balanced allocation with the
     smallest initiation interval within that many multipliers (keras2clash.allocate).
     """
-    from .autoformat import overflow_to_json, parameter_overflow, warn_overflow
-    from .emitter import write_project  # jinja2 templates
-    from .layerformats import is_auto, resolve_formats
-    from .frontend import load_keras_model, to_ir
+    from keras2clash.quant.autoformat import overflow_to_json, parameter_overflow, warn_overflow
+    from keras2clash.backend.emitter import write_project  # jinja2 templates
+    from keras2clash.quant.layerformats import is_auto, resolve_formats
+    from keras2clash.frontend.convert import load_keras_model, to_ir
 
     out = Path(out)
     fixed = fmt if is_auto(fmt) else _as_format(fmt)
@@ -95,7 +97,7 @@ def emit(
     formats = resolve_formats(ir, fixed, layer_formats=layer_formats, input_format=input_format,
                               bits=bits, calibration=calibration)
     if formats.auto is not None:
-        from .autoformat import render as render_auto
+        from keras2clash.quant.autoformat import render as render_auto
 
         render_auto(formats.auto, console)
     if dsp_budget is not None:
@@ -120,7 +122,7 @@ def emit(
 
 def _balanced_knobs(ir, formats, budget: int, pes, cyc) -> tuple[list[int], list[int]]:
     """--dsp-budget: the balanced (pe, cycles) of every compute layer (keras2clash.allocate)."""
-    from .allocate import balanced
+    from keras2clash.hw.allocate import balanced
 
     if pes is not None or cyc is not None:
         raise K2CError("give either --dsp-budget or --parallelism/--cycles, not both")
@@ -149,7 +151,7 @@ def hdl(project_dir: str | Path, languages: Sequence[str] = ("verilog",), lint: 
             results[language] = toolchain.generate_hdl(project.root, language)
         console.print(f"[green]✓[/green] {language}: {results[language]}")
     if lint and "verilog" in results:
-        from .lint import verilator_lint
+        from keras2clash.verify.lint import verilator_lint
 
         verilator_lint(project.root, project.top)
         console.print("[green]✓[/green] verilator --lint-only: clean")
@@ -187,7 +189,7 @@ def simulate(
 
     keras_float = keras_rounded = None
     if keras and project.source_model.exists():
-        from .keras_ref import keras_outputs, rounded_classes
+        from keras2clash.frontend.keras_ref import keras_outputs, rounded_classes
 
         with console.status("Keras float inference"):
             outputs = keras_outputs(project.source_model, dataset.x)
@@ -266,7 +268,7 @@ def testbench(
 ) -> Path:
     """Write Verilog and VHDL testbenches with the quantized inputs and the golden model's
     expected outputs into DIR/tb/ (see keras2clash.testbench); return that folder."""
-    from .testbench import write_testbench
+    from keras2clash.verify.testbench import write_testbench
 
     tb = write_testbench(project_dir, data, limit, gap_max=gap_max, seed=seed)
     console.print(f"[green]✓[/green] testbench for {tb.spec.samples} samples: {tb.directory}")
@@ -287,7 +289,7 @@ def rtlsim(
 ):
     """Simulate the generated HDL in Icarus, Verilator or GHDL against the golden model;
     returns a keras2clash.rtlsim.RtlResult (`.ok` is True when every sample is bit-exact)."""
-    from . import rtlsim as rtl
+    from keras2clash.verify import rtlsim as rtl
 
     columns = (TextColumn(f"{simulator}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as bar:
@@ -304,7 +306,7 @@ def rtlsim(
 
 def synth(project_dir: str | Path, show: bool = True):
     """Yosys `synth` on the generated Verilog; returns a keras2clash.synth.SynthResult."""
-    from . import synth as yosys
+    from keras2clash.verify import synth as yosys
 
     with console.status("yosys synth"):
         result = yosys.synth(project_dir)

@@ -13,9 +13,9 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from . import api
-from .errors import K2CError
-from .report import to_markdown
+from keras2clash import api
+from keras2clash.errors import K2CError
+from keras2clash.report.comparison import to_markdown
 
 app = typer.Typer(
     add_completion=False,
@@ -39,7 +39,7 @@ BUDGET_HELP = ("Multiplier budget: choose --parallelism and --cycles of every de
 
 def _user_formats(layer_formats: Optional[Path], layer_format: Optional[list[str]], input_format: Optional[str]):
     """--layer-formats FILE, --layer-format ..., --input-format -> one FormatConfig (checked now)."""
-    from .layerformats import resolve_user_formats
+    from keras2clash.quant.layerformats import resolve_user_formats
 
     return resolve_user_formats(layer_formats, layer_format, input_format)
 
@@ -154,8 +154,8 @@ def sweep(
     weights: Optional[Path] = typer.Option(None, "--weights", help="Pickled weight list for a JSON config."),
 ) -> None:
     """Accuracy against bit width: Keras rounded, weights rounded, golden model (hardware), Clash simulation."""
-    from .sweep import DEFAULT_FORMATS
-    from .sweep import sweep as run_sweep
+    from keras2clash.report.sweep import DEFAULT_FORMATS
+    from keras2clash.report.sweep import sweep as run_sweep
 
     result = run_sweep(model, data, formats or [DEFAULT_FORMATS], bits=bits, auto=auto, calibration=calibration,
                        confirm=confirm or (), confirm_bits=confirm_bits, out_dir=out_dir, force=force, limit=n,
@@ -176,9 +176,9 @@ def profile(
     weights: Optional[Path] = typer.Option(None, "--weights", help="Pickled weight list for a JSON config."),
 ) -> None:
     """Value ranges and histograms of weights, biases and activations; the integer bits each needs."""
-    from . import profile as prof
-    from .frontend import load_keras_model, to_ir
-    from .layerformats import load_calibration
+    from keras2clash.quant import profile as prof
+    from keras2clash.frontend.convert import load_keras_model, to_ir
+    from keras2clash.quant.layerformats import load_calibration
 
     keras_model = load_keras_model(model, weights=weights)
     ir = to_ir(keras_model)
@@ -276,8 +276,8 @@ def options(
     weights: Optional[Path] = typer.Option(None, "--weights", help="Pickled weight list for a JSON config."),
 ) -> None:
     """Every useful parallelism configuration with its exact latency, II, multipliers, memory, efficiency."""
-    from . import options as opts
-    from .reportcmd import load_source
+    from keras2clash.hw import options as opts
+    from keras2clash.report.hwreport import load_source
 
     source = load_source(model, format, weights)
     result = opts.explore(source.plans, source.name, cycles_too=cycles_too, budget=dsp_budget)
@@ -303,7 +303,7 @@ def report(
     weights: Optional[Path] = typer.Option(None, "--weights", help="Pickled weight list for a JSON config."),
 ) -> None:
     """Chosen configurations side by side: model latency/II/images/s, Yosys multipliers/DSPs/LUTs/FFs/memory, efficiency."""
-    from . import reportcmd
+    from keras2clash.report import hwreport as reportcmd
 
     source = reportcmd.load_source(source_path, format, weights)
     n = sum(1 for p in source.plans if p.is_compute)

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .errors import K2CError
+from keras2clash.errors import K2CError
 
 
 def check_writable_target(out: Path, force: bool) -> None:

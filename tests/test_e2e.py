@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import keras2clash as k2c
-from keras2clash import toolchain
-from keras2clash.project import load_project
+from keras2clash.verify import toolchain
+from keras2clash.backend.project import load_project
 
 from helpers import needs_toolchain, random_dense_model
 

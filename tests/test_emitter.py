@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 import keras2clash as k2c
-from keras2clash.emitter import cabal_package_name, haskell_names
+from keras2clash.backend.emitter import cabal_package_name, haskell_names
 from keras2clash.errors import K2CError
-from keras2clash.memfiles import rom_words
-from keras2clash.plan import make_plan
-from keras2clash.formats import parse_format
-from keras2clash.golden import QuantizedLayer
+from keras2clash.backend.memfiles import rom_words
+from keras2clash.hw.plan import make_plan
+from keras2clash.quant.formats import parse_format
+from keras2clash.quant.golden import QuantizedLayer
 
 from helpers import random_dense_model
 
@@ -90,7 +90,7 @@ def test_refuses_non_empty_directory_and_force_replaces(tmp_path: Path, model) -
 
 
 def test_failure_leaves_nothing_half_written(tmp_path: Path, model, monkeypatch) -> None:
-    import keras2clash.emitter as emitter
+    import keras2clash.backend.emitter as emitter
 
     def boom(*args, **kwargs):
         raise RuntimeError("disk full")

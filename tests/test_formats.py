@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from keras2clash.errors import K2CError
-from keras2clash.formats import FixedFormat, count_saturated, parse_format, quantize
+from keras2clash.quant.formats import FixedFormat, count_saturated, parse_format, quantize
 
 
 def test_thesis_format_is_sfixed_8_8() -> None:

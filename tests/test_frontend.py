@@ -19,7 +19,7 @@ from hypothesis import strategies as st  # noqa: E402
 from keras import layers  # noqa: E402
 
 from keras2clash.errors import K2CError  # noqa: E402
-from keras2clash.frontend import (  # noqa: E402
+from keras2clash.frontend.convert import (  # noqa: E402
     ConversionState,
     load_keras_model,
     parse,
@@ -1170,7 +1170,7 @@ def test_padding_other_than_valid_or_same() -> None:
 @pytest.mark.parametrize("shape", [(64,), (8, 8), (2, 8, 8, 1)])
 def test_image_layers_need_rank_3_input(layer: Callable[[], layers.Layer], shape: tuple[int, ...]) -> None:
     """Keras' own input specs keep such models from being built; the converter checks anyway."""
-    from keras2clash.frontend import _converter_for
+    from keras2clash.frontend.convert import _converter_for
 
     built = layer()
     built.build((None, 8, 8, 1))

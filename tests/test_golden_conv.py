@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from keras2clash import golden
-from keras2clash.formats import FixedFormat
-from keras2clash.golden import QuantizedLayer
-from keras2clash.memfiles import rom_table
-from keras2clash.plan import LayerFormats, make_plan
+from keras2clash.quant import golden
+from keras2clash.quant.formats import FixedFormat
+from keras2clash.quant.golden import QuantizedLayer
+from keras2clash.backend.memfiles import rom_table
+from keras2clash.hw.plan import LayerFormats, make_plan
 
 
 def _same_pads(size: int, k: int, s: int) -> tuple[int, int, int]:

@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from keras2clash import hwmodel
-from keras2clash.formats import parse_format
-from keras2clash.plan import make_plan
+from keras2clash.hw import hwmodel
+from keras2clash.quant.formats import parse_format
+from keras2clash.hw.plan import make_plan
 
 from helpers import needs_toolchain
 
@@ -32,7 +32,7 @@ MEASURED = {  # thesis CNN at 1,7,8, cycles 1,1,1, in the Clash simulation (issu
 
 @pytest.fixture(scope="module")
 def thesis_ir():
-    from keras2clash.frontend import load_keras_model, to_ir
+    from keras2clash.frontend.convert import load_keras_model, to_ir
 
     return to_ir(load_keras_model(EXAMPLES / "thesis_cnn" / "thesis_cnn.keras"))
 
@@ -72,7 +72,7 @@ def test_long_transient_is_jumped_exactly(thesis_ir) -> None:
 
 
 def test_vectorised_model_equals_the_scalar_one(thesis_ir) -> None:
-    from keras2clash import options
+    from keras2clash.hw import options
 
     base = _plans(thesis_ir)
     configs = options.all_configs(base)[::7]
@@ -83,7 +83,7 @@ def test_vectorised_model_equals_the_scalar_one(thesis_ir) -> None:
 
 
 def test_options_for_the_thesis_cnn_well_under_a_second(thesis_ir) -> None:
-    from keras2clash import options
+    from keras2clash.hw import options
 
     result = options.explore(_plans(thesis_ir), "thesis_cnn")
     assert len(result.options) == 7 * 7 * 6  # distinct G per layer: 16 and 16 filters, 10 neurons
@@ -95,13 +95,13 @@ def test_options_for_the_thesis_cnn_well_under_a_second(thesis_ir) -> None:
 
 
 def test_pareto_flags() -> None:
-    from keras2clash.options import pareto_flags
+    from keras2clash.hw.options import pareto_flags
 
     assert pareto_flags([(1, 10), (2, 5), (2, 6), (3, 5), (4, 1), (4, 1)]) == [True, True, False, False, True, True]
 
 
 def test_useful_knob_values() -> None:
-    from keras2clash.options import useful_cycles, useful_pes
+    from keras2clash.hw.options import useful_cycles, useful_pes
 
     assert useful_pes(16) == [1, 2, 3, 4, 6, 8, 16]
     assert useful_pes(10) == [1, 2, 3, 4, 5, 10]
@@ -109,7 +109,7 @@ def test_useful_knob_values() -> None:
 
 
 def test_dsp_budget_acceptance(thesis_ir, capsys) -> None:
-    from keras2clash.allocate import balanced
+    from keras2clash.hw.allocate import balanced
 
     base = hwmodel.figures(_plans(thesis_ir))
     alloc = balanced(_plans(thesis_ir), 217)
@@ -124,7 +124,7 @@ def test_dsp_budget_acceptance(thesis_ir, capsys) -> None:
 
 
 def test_budget_too_small(thesis_ir) -> None:
-    from keras2clash.allocate import balanced
+    from keras2clash.hw.allocate import balanced
     from keras2clash.errors import K2CError
 
     with pytest.raises(K2CError, match="at least 3"):
@@ -133,7 +133,7 @@ def test_budget_too_small(thesis_ir) -> None:
 
 def test_report_config_parsing() -> None:
     from keras2clash.errors import K2CError
-    from keras2clash.reportcmd import parse_config
+    from keras2clash.report.hwreport import parse_config
 
     assert parse_config("8:1,8:9, 5", 3) == ([8, 8, 5], [1, 9, 1])
     with pytest.raises(K2CError, match="3 dense/conv2d"):
@@ -159,10 +159,11 @@ SIM_CONFIGS = [
 
 def _simulate(example: str, out: Path, n: int, pes=None, cycles=None, dsp_budget=None):
     import keras2clash as k2c
-    from keras2clash import golden, toolchain
+    from keras2clash.quant import golden
+    from keras2clash.verify import toolchain
     from keras2clash.data import load_dataset
-    from keras2clash.project import load_project
-    from keras2clash.simulate import run_simulator
+    from keras2clash.backend.project import load_project
+    from keras2clash.verify.simulate import run_simulator
 
     model = EXAMPLES / example / f"{example}.keras"
     root = k2c.emit(model, "1,7,8", out, pes, cycles=cycles, dsp_budget=dsp_budget)

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from keras2clash.errors import K2CError
-from keras2clash.formats import FixedFormat, parse_format
-from keras2clash.plan import accumulator_format, make_plan, parse_parallelism
+from keras2clash.quant.formats import FixedFormat, parse_format
+from keras2clash.hw.plan import accumulator_format, make_plan, parse_parallelism
 
 
 def _dense(name: str, n_in: int, n_out: int, act: str = "relu") -> dict:

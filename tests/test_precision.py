@@ -13,19 +13,21 @@ import numpy as np
 import pytest
 
 import keras2clash as k2c
-from keras2clash import autoformat, golden, profile
+from keras2clash.quant import autoformat
+from keras2clash.quant import golden
+from keras2clash.quant import profile
 from keras2clash.errors import K2CError
-from keras2clash.formats import parse_format as F
-from keras2clash.layerformats import (
+from keras2clash.quant.formats import parse_format as F
+from keras2clash.quant.layerformats import (
     FormatConfig,
     load_config,
     parse_layer_format,
     resolve_formats,
     resolve_user_formats,
 )
-from keras2clash.plan import LayerFormats, make_plan
-from keras2clash.project import load_project
-from keras2clash.sweep import format_range, parse_format_specs, sweep
+from keras2clash.hw.plan import LayerFormats, make_plan
+from keras2clash.backend.project import load_project
+from keras2clash.report.sweep import format_range, parse_format_specs, sweep
 
 from helpers import needs_toolchain, random_dense_model
 from test_cli import run_cli
@@ -144,7 +146,7 @@ def test_yaml_config(tmp_path: Path) -> None:
 
 def test_unknown_layer_is_refused() -> None:
     model = random_dense_model([(3, "relu"), (2, "linear")], n_in=4, seed=1)
-    from keras2clash.frontend import to_ir
+    from keras2clash.frontend.convert import to_ir
 
     formats = resolve_formats(to_ir(model), "1,7,8", layer_formats={"nope": "1,2,3"})
     with pytest.raises(K2CError, match="unknown layer"):
@@ -158,7 +160,7 @@ def test_unknown_layer_is_refused() -> None:
 def digits():
     """(keras model, IR, test x, test y, calibration x, calibration y): calibration is the
     training split, rebuilt exactly as examples/digits_dense/train.py makes it."""
-    from keras2clash.frontend import load_keras_model, to_ir
+    from keras2clash.frontend.convert import load_keras_model, to_ir
 
     sys.path.insert(0, str(DIGITS))
     try:
@@ -260,7 +262,7 @@ def _rescaled_digits(model):
 
 
 def test_auto_beats_every_uniform_format_when_ranges_differ(digits) -> None:
-    from keras2clash.frontend import to_ir
+    from keras2clash.frontend.convert import to_ir
 
     model, _, x, y, x_cal, y_cal = digits
     ir = to_ir(_rescaled_digits(model))

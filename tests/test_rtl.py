@@ -15,10 +15,12 @@ import numpy as np
 import pytest
 
 import keras2clash as k2c
-from keras2clash import rtlsim, testbench, toolchain
+from keras2clash.verify import rtlsim
+from keras2clash.verify import testbench
+from keras2clash.verify import toolchain
 from keras2clash.errors import K2CError
-from keras2clash.project import load_project
-from keras2clash.simulate import run_simulator
+from keras2clash.backend.project import load_project
+from keras2clash.verify.simulate import run_simulator
 
 from helpers import needs_toolchain
 
@@ -58,7 +60,7 @@ def _tiled(data: Path, out: Path, at_least: int) -> Path:
 
 def _clash_cycles(project: Path, data: Path, limit: int | None, gap_max: int, seed: int):
     """The Clash simulation's (accept, output) cycles and raw outputs for the same stream."""
-    from keras2clash import golden
+    from keras2clash.quant import golden
     from keras2clash.data import load_dataset
 
     p = load_project(project)

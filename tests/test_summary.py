@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import keras2clash as k2c
-from keras2clash.formats import parse_format
-from keras2clash.frontend import parse
-from keras2clash.plan import make_plan
-from keras2clash.summary import design_summary
+from keras2clash.quant.formats import parse_format
+from keras2clash.frontend.convert import parse
+from keras2clash.hw.plan import make_plan
+from keras2clash.hw.summary import design_summary
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import K2CError
+from keras2clash.errors import K2CError
 
 MAX_BITS = 64
 """Widest format accepted: raw values must fit numpy's int64 in the golden model."""

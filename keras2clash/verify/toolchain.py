@@ -13,8 +13,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from .errors import K2CError
-from .fsutil import atomic_directory
+from keras2clash.errors import K2CError
+from keras2clash.fsutil import atomic_directory
 
 LANGUAGES = {"verilog": "--verilog", "vhdl": "--vhdl", "systemverilog": "--systemverilog"}
 """HDL name -> clash flag. Output lands in DIR/hdl/<language>/."""

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import K2CError
+from keras2clash.errors import K2CError
 
 
 @dataclass(frozen=True)

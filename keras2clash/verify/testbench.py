@@ -33,11 +33,11 @@ from pathlib import Path
 
 import numpy as np
 
-from . import golden
-from .data import load_dataset
-from .errors import K2CError
-from .fsutil import atomic_directory
-from .project import Project, load_project
+from keras2clash.quant import golden
+from keras2clash.data import load_dataset
+from keras2clash.errors import K2CError
+from keras2clash.fsutil import atomic_directory
+from keras2clash.backend.project import Project, load_project
 
 TB_DIR = "tb"
 TB_MODULE = "k2c_tb"

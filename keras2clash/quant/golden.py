@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .formats import FixedFormat, quantize, saturate
-from .plan import LayerPlan, accumulator_format
+from keras2clash.quant.formats import FixedFormat, quantize, saturate
+from keras2clash.hw.plan import LayerPlan, accumulator_format
 
 INT64_SAFE_BITS = 62
 """Accumulators up to this width are computed in int64 (leaves headroom for rounding)."""

@@ -26,10 +26,10 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .errors import K2CError
-from .hwmodel import HwFigures, figures
-from .plan import LayerPlan
-from .synth import run_yosys_stats, stat_cells
+from keras2clash.errors import K2CError
+from keras2clash.hw.hwmodel import HwFigures, figures
+from keras2clash.hw.plan import LayerPlan
+from keras2clash.verify.synth import run_yosys_stats, stat_cells
 
 DSP_TARGETS = {
     "ice40": ("synth_ice40 -dsp", "SB_MAC16"),
@@ -160,7 +160,7 @@ class Source:
 
 def load_source(path: Path, fmt: str = "1,7,8", weights: Path | None = None) -> Source:
     """An emitted project directory, or a model file at a uniform format."""
-    from .project import MANIFEST, load_project
+    from keras2clash.backend.project import MANIFEST, load_project
 
     path = Path(path)
     if (path / MANIFEST).is_file():
@@ -168,10 +168,10 @@ def load_source(path: Path, fmt: str = "1,7,8", weights: Path | None = None) -> 
         manifest = json.loads((project.root / MANIFEST).read_text())
         extra = {k: manifest[k] for k in ("precision",) if k in manifest}
         return Source(project.name, project.top, project.plans, project.params, project, extra)
-    from . import golden
-    from .api import _as_format, hdl_name
-    from .frontend import load_keras_model, to_ir
-    from .plan import make_plan
+    from keras2clash.quant import golden
+    from keras2clash.api import _as_format, hdl_name
+    from keras2clash.frontend.convert import load_keras_model, to_ir
+    from keras2clash.hw.plan import make_plan
 
     keras_model = load_keras_model(path, weights=weights)
     ir = to_ir(keras_model)
@@ -182,14 +182,14 @@ def load_source(path: Path, fmt: str = "1,7,8", weights: Path | None = None) -> 
 
 def config_project(source: Source, plans: Sequence[LayerPlan], out: Path) -> Path:
     """An emitted project for `plans` (the source's own directory when the knobs match)."""
-    from .emitter import write_project
-    from .fsutil import atomic_directory
-    from .project import write_project_data
+    from keras2clash.backend.emitter import write_project
+    from keras2clash.fsutil import atomic_directory
+    from keras2clash.backend.project import write_project_data
 
     if source.project is not None and _knobs(source.project.plans) == _knobs(plans):
         return source.project.root
     if out.exists() and (out / "manifest.json").is_file():
-        from .project import load_project
+        from keras2clash.backend.project import load_project
 
         if _knobs(load_project(out).plans) == _knobs(plans):
             return out  # reuse: the same configuration emitted by an earlier report
@@ -206,13 +206,13 @@ def _knobs(plans: Sequence[LayerPlan]) -> list[tuple[int, int]]:
 def build_report(source: Source, configs: Sequence[tuple[list[int], list[int]]], *, clock_mhz: float = 100.0,
                  yosys: bool = True, dsp: str = "ice40", out_dir: Path | None = None, budget: int | None = None,
                  status: Callable[[str], object] | None = None) -> Report:
-    from .options import config_label
+    from keras2clash.hw.options import config_label
 
     t0 = time.perf_counter()
     notes = []
     todo = [(list(p), list(c), False) for p, c in configs]
     if budget is not None:
-        from .allocate import balanced
+        from keras2clash.hw.allocate import balanced
 
         alloc = balanced(source.plans, budget)
         notes.append(alloc.summary())
@@ -232,8 +232,8 @@ def build_report(source: Source, configs: Sequence[tuple[list[int], list[int]]],
             line_buffer_bits=fig.line_buffer_bits, register_bits=fig.register_bits, balanced=is_balanced,
         )
         if yosys:
-            from .project import load_project
-            from .rtlsim import ensure_hdl
+            from keras2clash.backend.project import load_project
+            from keras2clash.verify.rtlsim import ensure_hdl
 
             base = Path(out_dir) if out_dir is not None else source.project.root / ".build" / "report"
             root = config_project(source, plans, base / "configs" / label.replace(",", "_").replace(":", "x"))
@@ -335,7 +335,7 @@ def plot(report: Report, plans: Sequence[LayerPlan], path: Path, cycles_too: boo
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from .options import explore
+    from keras2clash.hw.options import explore
 
     cycles_too = cycles_too or any(b > 1 for r in report.rows for b in r.cycles)
     space = explore(plans, report.model, cycles_too=cycles_too)

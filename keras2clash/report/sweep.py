@@ -35,10 +35,10 @@ from typing import Any
 
 import numpy as np
 
-from .autoformat import AutoFormats, choose_formats, saturation
-from .errors import K2CError
-from .formats import FixedFormat, count_saturated, make_format, parse_format
-from .plan import LayerFormats, LayerPlan, make_plan
+from keras2clash.quant.autoformat import AutoFormats, choose_formats, saturation
+from keras2clash.errors import K2CError
+from keras2clash.quant.formats import FixedFormat, count_saturated, make_format, parse_format
+from keras2clash.hw.plan import LayerFormats, LayerPlan, make_plan
 
 DEFAULT_FORMATS = "1,2,3:1,16,17"
 """The thesis' sweep (Table 3): 6 to 34 bits."""
@@ -299,9 +299,9 @@ def evaluate(
     traces: Sequence[Any],
 ) -> SweepRow:
     """One sweep row from precomputed Keras outputs and float traces (no Keras calls)."""
-    from . import golden
-    from .keras_ref import rounded_classes
-    from .profile import float_forward
+    from keras2clash.quant import golden
+    from keras2clash.frontend.keras_ref import rounded_classes
+    from keras2clash.quant.profile import float_forward
 
     plans = choice.plans(ir)
     params = golden.quantize_params(plans, ir)
@@ -361,11 +361,11 @@ def sweep(
     """
     from rich.console import Console
 
-    from . import api
-    from .data import load_dataset
-    from .frontend import load_keras_model, to_ir
-    from .fsutil import atomic_directory, check_writable_target
-    from .profile import float_forward
+    from keras2clash import api
+    from keras2clash.data import load_dataset
+    from keras2clash.frontend.convert import load_keras_model, to_ir
+    from keras2clash.fsutil import atomic_directory, check_writable_target
+    from keras2clash.quant.profile import float_forward
 
     err = Console(stderr=True)
     started = time.perf_counter()
@@ -459,7 +459,7 @@ def _confirm(
     err: Any,
 ) -> None:
     """Emit each chosen format and run its Clash simulation (keras=False): bit-exact?"""
-    from . import api
+    from keras2clash import api
 
     for i in indices:
         choice, row = choices[i], rows[i]

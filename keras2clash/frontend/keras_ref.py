@@ -11,12 +11,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .formats import FixedFormat, quantize
+from keras2clash.quant.formats import FixedFormat, quantize
 
 
 def keras_outputs(model_path: Path, x: np.ndarray) -> np.ndarray:
     """Float outputs of the source model (batch inference, no training-mode layers)."""
-    from .frontend import load_keras_model  # TensorFlow is imported only when needed
+    from keras2clash.frontend.convert import load_keras_model  # TensorFlow is imported only when needed
 
     model = load_keras_model(model_path)
     return np.asarray(model.predict(x.astype(np.float32), verbose=0, batch_size=256), dtype=np.float64)

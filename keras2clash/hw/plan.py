@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from .errors import K2CError
-from .formats import FixedFormat
+from keras2clash.errors import K2CError
+from keras2clash.quant.formats import FixedFormat
 
 HARDWARE_ACTIVATION = {"linear": "linear", "relu": "relu", "sigmoid": "sigmoid", "softmax": "linear"}
 """Keras activation -> what the hardware computes (softmax: argmax-preserving identity)."""

@@ -18,14 +18,21 @@ from typing import Any
 
 import jinja2
 
-from . import __version__
-from .formats import FixedFormat
-from .golden import QuantizedLayer
-from .memfiles import memfile_text
-from .plan import LayerPlan
+from keras2clash import __version__
+from keras2clash.quant.formats import FixedFormat
+from keras2clash.quant.golden import QuantizedLayer
+from keras2clash.backend.memfiles import memfile_text
+from keras2clash.hw.plan import LayerPlan
 
-CLASH_LIB = Path(__file__).resolve().parent.parent / "clash_lib"
-"""The predefined blocks, beside the package in the repository (editable install)."""
+def _clash_lib() -> Path:
+    """The predefined blocks: package data in an installed wheel (keras2clash/clash_lib), the
+    repository's top-level clash_lib/ in a checkout (editable install)."""
+    package = Path(__file__).resolve().parent.parent
+    installed = package / "clash_lib"
+    return installed if (installed / "K2C").is_dir() else package.parent / "clash_lib"
+
+
+CLASH_LIB = _clash_lib()
 
 SIMULATION_ONLY = {"K2C.Sim"}
 """Blocks that drive simulations and are not part of the synthesizable library."""
@@ -40,7 +47,7 @@ HASKELL_RESERVED = {
 }
 
 _env = jinja2.Environment(
-    loader=jinja2.PackageLoader("keras2clash", "templates"),
+    loader=jinja2.PackageLoader("keras2clash.backend", "templates"),
     trim_blocks=True,
     lstrip_blocks=True,
     keep_trailing_newline=True,

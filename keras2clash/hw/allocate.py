@@ -26,9 +26,9 @@ import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .errors import K2CError
-from .hwmodel import HwFigures, figures_many
-from .plan import LayerPlan
+from keras2clash.errors import K2CError
+from keras2clash.hw.hwmodel import HwFigures, figures_many
+from keras2clash.hw.plan import LayerPlan
 
 
 def _ceil(a: int, b: int) -> int:

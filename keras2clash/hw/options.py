@@ -27,9 +27,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import K2CError
-from .hwmodel import HwFigures, figures_many
-from .plan import LayerPlan
+from keras2clash.errors import K2CError
+from keras2clash.hw.hwmodel import HwFigures, figures_many
+from keras2clash.hw.plan import LayerPlan
 
 SORT_KEYS = ("latency", "interval", "multipliers")
 
@@ -167,7 +167,7 @@ def explore(plans: Sequence[LayerPlan], model: str = "", cycles_too: bool = Fals
     mark_pareto(opts)
     notes = []
     if budget is not None:
-        from .allocate import balanced
+        from keras2clash.hw.allocate import balanced
 
         alloc = balanced(plans, budget)
         key = (alloc.figures.parallelism, alloc.figures.cycles)

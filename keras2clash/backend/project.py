@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from . import __version__
-from .errors import K2CError
-from .golden import QuantizedLayer
-from .plan import LayerPlan
+from keras2clash import __version__
+from keras2clash.errors import K2CError
+from keras2clash.quant.golden import QuantizedLayer
+from keras2clash.hw.plan import LayerPlan
 
 MANIFEST = "manifest.json"
 PARAMS = "golden.npz"

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import K2CError
-from .toolchain import _run, hdl_files, require_tool
+from keras2clash.errors import K2CError
+from keras2clash.verify.toolchain import _run, hdl_files, require_tool
 
 LINT_WAIVERS = ["-Wno-WIDTH"]
 

@@ -33,10 +33,10 @@ from typing import Any
 
 import numpy as np
 
-from .errors import K2CError
-from .formats import FixedFormat, count_saturated, make_format
-from .plan import LayerFormats, make_plan
-from .profile import LayerTrace, float_forward
+from keras2clash.errors import K2CError
+from keras2clash.quant.formats import FixedFormat, count_saturated, make_format
+from keras2clash.hw.plan import LayerFormats, make_plan
+from keras2clash.quant.profile import LayerTrace, float_forward
 
 SIGMOID_FLAT = 5.0
 """PLAN's sigmoid is constant (0 or 1) beyond |x| >= 5: saturating there changes nothing."""
@@ -183,7 +183,7 @@ def golden_accuracy(
     input_fmt: FixedFormat | None = None,
 ) -> float:
     """Hardware (golden-model) accuracy of a format choice on labelled data."""
-    from . import golden
+    from keras2clash.quant import golden
 
     plans = make_plan(ir, default, layer_formats=layers, input_fmt=input_fmt)
     params = golden.quantize_params(plans, ir)

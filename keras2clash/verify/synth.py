@@ -17,9 +17,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import K2CError
-from .project import load_project
-from .rtlsim import check_weight_files, ensure_hdl
+from keras2clash.errors import K2CError
+from keras2clash.backend.project import load_project
+from keras2clash.verify.rtlsim import check_weight_files, ensure_hdl
 
 YOSYS_PACKAGE = "yosys"
 

@@ -70,7 +70,7 @@ from typing import Any
 
 import numpy as np
 
-from .plan import POOL_TYPES, LayerPlan
+from keras2clash.hw.plan import POOL_TYPES, LayerPlan
 
 NEG = -(1 << 40)
 """'Never' (a cycle before everything)."""

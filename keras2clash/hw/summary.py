@@ -15,8 +15,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from .hwmodel import layer_resources, timing
-from .plan import POOL_TYPES, LayerPlan
+from keras2clash.hw.hwmodel import layer_resources, timing
+from keras2clash.hw.plan import POOL_TYPES, LayerPlan
 
 
 def frame_bits(plan: LayerPlan) -> int:

@@ -27,10 +27,10 @@ from pathlib import Path
 
 import numpy as np
 
-from . import toolchain
-from .errors import K2CError
-from .project import Project, load_project
-from .testbench import TB_DIR, TB_MODULE, Testbench, estimate_cycles, unpack_result, write_testbench
+from keras2clash.verify import toolchain
+from keras2clash.errors import K2CError
+from keras2clash.backend.project import Project, load_project
+from keras2clash.verify.testbench import TB_DIR, TB_MODULE, Testbench, estimate_cycles, unpack_result, write_testbench
 
 
 @dataclass(frozen=True)
@@ -315,7 +315,7 @@ def run_testbench(
 
 
 def _count_samples(project: Project, data: str | Path, limit: int | None) -> int:
-    from .data import load_dataset
+    from keras2clash.data import load_dataset
 
     dataset = load_dataset(data, project.input_shape, project.n_out).head(limit)
     return len(dataset)

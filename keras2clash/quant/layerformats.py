@@ -36,9 +36,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .errors import K2CError
-from .formats import FixedFormat, make_format, parse_format
-from .plan import LayerFormats
+from keras2clash.errors import K2CError
+from keras2clash.quant.formats import FixedFormat, make_format, parse_format
+from keras2clash.hw.plan import LayerFormats
 
 FIELD_ALIASES = {
     "w": "weight", "weight": "weight", "weights": "weight", "kernel": "weight",
@@ -277,7 +277,7 @@ def load_calibration(path: str | Path, input_shape: tuple[int, ...]) -> tuple[An
     work too. Labels are optional here: only the report's accuracies use them."""
     import numpy as np
 
-    from .data import read_npz
+    from keras2clash.data import read_npz
 
     path = Path(path)
     arrays = read_npz(path, "calibration")
@@ -323,7 +323,7 @@ def resolve_formats(
     if calibration is None:
         raise K2CError("--format auto needs calibration data (--calibration CALIB.npz): "
                        "the layer outputs' ranges come from it")
-    from .autoformat import auto_formats
+    from keras2clash.quant.autoformat import auto_formats
 
     x, y = load_calibration(calibration, tuple(ir[0]["input_shape"]))
     report = auto_formats(ir, x, int(bits), y, input_format=config.input)
