@@ -20,19 +20,15 @@ from keras2clash.quant import golden
 from keras2clash.verify import toolchain
 from keras2clash.data import load_dataset
 from keras2clash.errors import K2CError
-from keras2clash.quant.formats import FixedFormat, parse_format
+from keras2clash.quant.formats import FixedFormat
 from keras2clash.fsutil import atomic_directory, check_writable_target
-from keras2clash.hw.plan import compute_layers, make_plan, parse_int_list
+from keras2clash.network import load_network
 from keras2clash.backend.project import SOURCE_MODEL, load_project, write_project_data
 from keras2clash.report.comparison import Comparison, accuracy, render
 from keras2clash.verify.simulate import SimResult, run_simulator
 from keras2clash.hw.summary import design_summary, render_summary
 
 console = Console(stderr=True)
-
-
-def _as_format(fmt: str | FixedFormat) -> FixedFormat:
-    return fmt if isinstance(fmt, FixedFormat) else parse_format(str(fmt))
 
 
 HDL_KEYWORDS = {
@@ -81,65 +77,26 @@ def emit(
     `dsp_budget` chooses `parallelism` and `cycles` instead: the balanced allocation with the
     smallest initiation interval within that many multipliers (keras2clash.allocate).
     """
-    from keras2clash.quant.autoformat import overflow_to_json, parameter_overflow, warn_overflow
     from keras2clash.backend.emitter import write_project  # jinja2 templates
-    from keras2clash.quant.layerformats import is_auto, resolve_formats
-    from keras2clash.frontend.convert import load_keras_model, to_ir
+    from keras2clash.quant.autoformat import overflow_to_json, warn_overflow
 
     out = Path(out)
-    fixed = fmt if is_auto(fmt) else _as_format(fmt)
     check_writable_target(out, force)  # before the slow model load
-    keras_model = load_keras_model(model, weights=weights) if not _is_keras_model(model) else model
-    ir = to_ir(keras_model)
-    n_compute = len(compute_layers(ir))
-    pes = _int_list(parallelism, n_compute, "parallelism")
-    cyc = _int_list(cycles, n_compute, "cycles")
-    formats = resolve_formats(ir, fixed, layer_formats=layer_formats, input_format=input_format,
-                              bits=bits, calibration=calibration)
-    if formats.auto is not None:
-        from keras2clash.quant.autoformat import render as render_auto
-
-        render_auto(formats.auto, console)
-    if dsp_budget is not None:
-        pes, cyc = _balanced_knobs(ir, formats, dsp_budget, pes, cyc)
-    plans = make_plan(ir, formats.default, pes, cycles=cyc, layer_formats=formats.layers or None,
-                      input_fmt=formats.input)
-    params = golden.quantize_params(plans, ir)
-    overflow = parameter_overflow(plans, ir)
-    warn_overflow(overflow, console)
-    precision = {"formats": formats.to_json(), "parameter_saturation": overflow_to_json(overflow)}
-    net_name = hdl_name(name or keras_model.name)
-    summary = design_summary(plans)
+    network = load_network(model, fmt, weights=weights, parallelism=parallelism, cycles=cycles,
+                           layer_formats=layer_formats, input_format=input_format, bits=bits,
+                           calibration=calibration, dsp_budget=dsp_budget, console=console)
+    warn_overflow(network.overflow, console)
+    precision = {"formats": network.formats.to_json(), "parameter_saturation": overflow_to_json(network.overflow)}
+    net_name = hdl_name(name or network.name)
+    summary = design_summary(network.plans)
     with atomic_directory(out, force=force) as tmp:
-        write_project(tmp, net_name, plans, params)
-        write_project_data(tmp, net_name, net_name, plans, params,
+        write_project(tmp, net_name, network.plans, network.params)
+        write_project_data(tmp, net_name, net_name, network.plans, network.params,
                            extra={"precision": precision, "design": summary})
-        keras_model.save(tmp / SOURCE_MODEL)
+        network.keras_model.save(tmp / SOURCE_MODEL)
     if show:
         render_summary(summary, console)
     return out
-
-
-def _balanced_knobs(ir, formats, budget: int, pes, cyc) -> tuple[list[int], list[int]]:
-    """--dsp-budget: the balanced (pe, cycles) of every compute layer (keras2clash.allocate)."""
-    from keras2clash.hw.allocate import balanced
-
-    if pes is not None or cyc is not None:
-        raise K2CError("give either --dsp-budget or --parallelism/--cycles, not both")
-    plans = make_plan(ir, formats.default, layer_formats=formats.layers or None, input_fmt=formats.input)
-    alloc = balanced(plans, budget)
-    console.print(alloc.summary())
-    return alloc.parallelism, alloc.cycles
-
-
-def _int_list(value: str | Sequence[int] | None, n: int, what: str) -> list[int] | None:
-    if value is None or isinstance(value, str):
-        return parse_int_list(value, n, what)
-    return list(value)
-
-
-def _is_keras_model(obj: Any) -> bool:
-    return type(obj).__module__.startswith("keras") and hasattr(obj, "layers")
 
 
 def hdl(project_dir: str | Path, languages: Sequence[str] = ("verilog",), lint: bool = True) -> dict[str, Path]:

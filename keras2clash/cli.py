@@ -177,13 +177,12 @@ def profile(
 ) -> None:
     """Value ranges and histograms of weights, biases and activations; the integer bits each needs."""
     from keras2clash.quant import profile as prof
-    from keras2clash.frontend.convert import load_keras_model, to_ir
+    from keras2clash.network import load_model
     from keras2clash.quant.layerformats import load_calibration
 
-    keras_model = load_keras_model(model, weights=weights)
-    ir = to_ir(keras_model)
-    x, _ = load_calibration(data, tuple(ir[0]["input_shape"]))
-    result = prof.profile(ir, x[:n] if n else x, keras_model.name)
+    keras_model, graph = load_model(model, weights)
+    x, _ = load_calibration(data, tuple(graph.input_shape))
+    result = prof.profile(graph, x[:n] if n else x, keras_model.name)
     prof.render(result)
     if out_dir is not None:
         paths = prof.write_outputs(result, out_dir)

@@ -210,6 +210,8 @@ def test_reference_ir_structure(reference: keras.Model, reference_ir: list[dict[
     assert flat == {
         "type": "flatten",
         "name": "flat",
+        "inputs": ["input"],
+        "input_shapes": [(3, 4)],
         "input_shape": (3, 4),
         "output_shape": (12,),
         "activation": "linear",
@@ -588,7 +590,7 @@ def test_conv2d_ir_and_forward_pass(case: tuple[Any, ...]) -> None:
     ir = to_ir(model)
     assert [l["type"] for l in ir] == ["conv2d", "flatten", "dense"]
     c, f, d = ir
-    assert set(c) == {"type", "name", "input_shape", "output_shape", "activation", "use_bias", "fused",
+    assert set(c) == {"type", "name", "inputs", "input_shape", "input_shapes", "output_shape", "activation", "use_bias", "fused",
                       "kernel_size", "strides", "padding", "pads", "weights"}
     assert c["name"] == "conv" and c["fused"] == []
     assert (c["input_shape"], c["output_shape"]) == (shape, (*out_hw, filters))
@@ -639,6 +641,8 @@ def test_pool2d_ir_and_forward_pass(case: tuple[Any, ...]) -> None:
     assert p == {
         "type": ir_type,
         "name": "pool",
+        "inputs": ["input"],
+        "input_shapes": [shape],
         "input_shape": shape,
         "output_shape": (*out_hw, shape[2]),
         "activation": "linear",
@@ -947,7 +951,6 @@ def test_softmax_over_a_non_last_axis() -> None:
 @pytest.mark.parametrize(
     ("build", "cls", "name"),
     [
-        (lambda: seq((8, 8, 1), layers.ZeroPadding2D(name="zp"), layers.Flatten(), layers.Dense(2)), "ZeroPadding2D", "zp"),
         (lambda: seq((4,), layers.LayerNormalization(name="ln"), layers.Dense(2)), "LayerNormalization", "ln"),
         (lambda: seq((8, 8, 1), layers.UpSampling2D(name="up"), layers.Flatten(), layers.Dense(2)), "UpSampling2D", "up"),
         (lambda: seq((5, 3), layers.LSTM(4, name="lstm"), layers.Dense(2)), "LSTM", "lstm"),
@@ -999,14 +1002,42 @@ def test_unbuilt_model() -> None:
     rejects(lambda: keras.Sequential([layers.Dense(2)], name="unbuilt"), "'unbuilt'", "not built")
 
 
-def test_merge_is_rejected() -> None:
-    def build() -> keras.Model:
-        inp = keras.Input((4,))
-        a = layers.Dense(3, name="a")(inp)
-        b = layers.Dense(3, name="b")(a)
-        return keras.Model(inp, layers.Add(name="merge")([a, b]))
+def test_merge_is_a_graph_node() -> None:
+    """A merge reads two named tensors; the fork (a) feeds both the merge and b."""
+    inp = keras.Input((4,))
+    a = layers.Dense(3, name="a")(inp)
+    b = layers.Dense(3, name="b")(a)
+    model = keras.Model(inp, layers.Dense(2, name="o")(layers.Add(name="merge")([a, b])))
+    ir = to_ir(model)
+    assert [(l["name"], l["type"], l["inputs"]) for l in ir] == [
+        ("a", "dense", ["input"]), ("b", "dense", ["a"]), ("merge", "add", ["a", "b"]), ("o", "dense", ["merge"])]
+    assert ir[2]["input_shapes"] == [(3,), (3,)] and ir[2]["output_shape"] == (3,)
 
-    rejects(build, "'merge'", "takes 2 inputs", "single chain")
+
+def test_zero_padding_folds_into_the_convolution() -> None:
+    model = randomize(seq((6, 6, 1), layers.ZeroPadding2D(((1, 2), (0, 1)), name="zp"), layers.Conv2D(2, 3, name="c"),
+                          layers.Flatten(name="f"), layers.Dense(2, name="d")), seed=3)
+    ir = to_ir(model)
+    assert [l["type"] for l in ir] == ["conv2d", "flatten", "dense"]
+    assert ir[0]["pads"] == (1, 2, 0, 1) and ir[0]["input_shape"] == (6, 6, 1) and ir[0]["fused"] == ["zp"]
+    assert_matches_keras(model, ir)
+    rejects(lambda: seq((8, 8, 1), layers.ZeroPadding2D(name="zp"), layers.Flatten(name="fl"), layers.Dense(2)),
+            "ZeroPadding2D layer 'zp'", "Flatten layer 'fl'", "folded into")
+
+
+def test_graph_that_is_not_series_parallel_is_rejected() -> None:
+    """t1 feeds the first merge and, past it, the second: no fork/join nesting builds that."""
+    from keras2clash.frontend import to_graph
+    from keras2clash.ir.structure import structure
+
+    inp = keras.Input((4,))
+    t1 = layers.Dense(4, name="t1")(inp)
+    t2 = layers.Dense(4, name="t2")(inp)
+    m1 = layers.Add(name="m1")([t1, t2])
+    m2 = layers.Add(name="m2")([m1, t1])
+    graph = to_graph(keras.Model(inp, layers.Dense(2, name="o")(layers.Add(name="m3")([m2, t2]))))
+    with pytest.raises(K2CError, match="not joined by one merge|cross another fork"):
+        structure(graph.layers, graph.input_name, graph.output)
 
 
 def test_multiple_inputs_and_outputs_are_rejected() -> None:
@@ -1175,7 +1206,7 @@ def test_image_layers_need_rank_3_input(layer: Callable[[], layers.Layer], shape
     built = layer()
     built.build((None, 8, 8, 1))
     with pytest.raises(K2CError) as info:
-        _converter_for(built)(built, ConversionState(ir=[], shape=shape))
+        _converter_for(built)(built, ConversionState(shapes=[shape], inputs=["x"]))
     message = str(info.value)
     assert f"layer 'img_layer' gets an input of shape {shape} (rank {len(shape)})" in message
     assert "(height, width, channels)" in message

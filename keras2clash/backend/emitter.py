@@ -23,6 +23,7 @@ from keras2clash.quant.formats import FixedFormat
 from keras2clash.quant.golden import QuantizedLayer
 from keras2clash.backend.memfiles import memfile_text
 from keras2clash.hw.plan import LayerPlan
+from keras2clash.ir.structure import Chain, Parallel, structure
 
 def _clash_lib() -> Path:
     """The predefined blocks: package data in an installed wheel (keras2clash/clash_lib), the
@@ -148,6 +149,8 @@ IMPORTS = {
     "maxpool2d": "import qualified K2C.Pool as Pool",
     "avgpool2d": "import qualified K2C.Pool as Pool",
     "flatten": "import qualified K2C.Collect as Collect",
+    "merge": "import qualified K2C.Merge as Merge",
+    "branches": "import K2C.Branch (branches)\nimport K2C.Fifo (fifo)",
 }
 
 
@@ -165,7 +168,7 @@ def _layer_entry(plan: LayerPlan, fn: str) -> dict[str, Any]:
     """Everything one layer's Haskell function needs."""
     in_elem, out_elem = format_type_name(plan.in_fmt), format_type_name(plan.out_fmt)
     entry: dict[str, Any] = {
-        "name": plan.name, "fn": fn, "type": plan.type, "compute": plan.is_compute,
+        "name": plan.name, "fn": fn, "type": plan.type, "compute": plan.is_compute, "merge": False,
         "in_type": _beat_type(plan.input_shape, in_elem),
         "out_type": _beat_type(plan.output_shape, out_elem),
         "out_elem": out_elem, "notes": [], "uses": [plan.type],
@@ -212,6 +215,8 @@ def _layer_entry(plan: LayerPlan, fn: str) -> dict[str, Any]:
         entry["doc"] = f"flatten {_shape_text(plan.input_shape)} to {plan.n_out} (row-major, channels last)"
         entry["notes"].append(f"Collects {beats} beat(s) of {plan.input_shape[-1]} into one vector.")
         entry["body"] = [f"Collect.collect (SNat @{beats})"]
+    elif plan.is_merge:
+        entry.update(_merge_entry(plan))
     else:
         raise ValueError(f"no emitter for layer type {plan.type!r}")
     if any(plan.pads):
@@ -219,11 +224,97 @@ def _layer_entry(plan: LayerPlan, fn: str) -> dict[str, Any]:
     return entry
 
 
+MERGE_EXACT_FN = {"add": "Merge.add", "subtract": "Merge.sub", "multiply": "Merge.mul",
+                  "maximum": "Merge.maxExact", "minimum": "Merge.minExact", "average": "Merge.add"}
+"""The exact (widening) binary operation each merge folds its operands with."""
+
+
+def _nested(items: Sequence[str]) -> str:
+    """`a`, `(a, b)`, `(a, (b, c))`: how `branches` nests its branches' outputs."""
+    return items[0] if len(items) == 1 else f"({items[0]}, {_nested(items[1:])})"
+
+
+def _merge_entry(plan: LayerPlan) -> dict[str, Any]:
+    """A merge layer: a combinational stage on the joined tuple of its inputs' beats."""
+    n = len(plan.inputs)
+    in_types = [_beat_type(shape, format_type_name(fmt))
+                for shape, fmt in zip(plan.input_shapes, plan.input_formats)]
+    xs = [f"x{i}" for i in range(n)]
+    sources = ", ".join(plan.inputs)
+    shape = _shape_text(plan.output_shape)
+    if plan.type == "concatenate":
+        body = " ++ ".join(f"map activation {x}" for x in xs)
+        doc = f"Concatenate of {sources} along the last axis -> {shape}"
+    else:
+        elems = [f"v{i}" for i in range(n)]
+        fn = MERGE_EXACT_FN[plan.type]
+        exact = elems[-1]
+        for e in reversed(elems[:-1]):
+            exact = f"{fn} {e} ({exact})" if " " in exact else f"{fn} {e} {exact}"
+        if plan.type == "average":
+            exact = f"Merge.average (SNat @{n}) ({exact})"
+        lam = f"\\{elems[0]} {elems[1]} -> activation ({exact})" if n == 2 else \
+            f"\\{elems[0]} {_nested(elems[1:])} -> activation ({exact})"
+        zipped = f"{xs[0]} {xs[1]}" if n == 2 else f"{xs[0]} ({_zip_nested(xs[1:])})"
+        body = f"zipWith ({lam}) {zipped}"
+        doc = f"{plan.type.capitalize()} of {sources} ({shape}), element-wise"
+    return {
+        "in_type": _nested(in_types) if n > 1 else in_types[0],
+        "doc": f"{doc}, {_activation_doc(plan)}; the exact result requantized to {plan.out_fmt}",
+        "body": [f"mapS (\\{_nested(xs)} -> {body})"],
+        "merge": True, "hw_activation": HW_ACTIVATION_FN[plan.hw_activation],
+        "uses": ["merge"],
+        "notes": [f"Operand formats {', '.join(str(f) for f in plan.input_formats)}: aligned exactly "
+                  "(docs: arithmetic contract, merges)."],
+    }
+
+
+def _zip_nested(xs: Sequence[str]) -> str:
+    return xs[0] if len(xs) == 1 else f"zip {xs[0]} ({_zip_nested(xs[1:])})" if len(xs) > 2 else f"zip {xs[0]} {xs[1]}"
+
+
 def _padding_doc(plan: LayerPlan) -> str:
     if not any(plan.pads):
         return "valid"
     top, bottom, left, right = plan.pads
     return f"same (top {top}, bottom {bottom}, left {left}, right {right})"
+
+
+def _stage(plan: LayerPlan, entry: dict[str, Any]) -> str:
+    return f"{entry['fn']} p_{entry['fn']} b_{entry['fn']}" if plan.is_compute else entry["fn"]
+
+
+def _render_chain(chain: Chain, by_name: dict[str, tuple[LayerPlan, dict[str, Any]]],
+                  fifo_args: list[dict[str, Any]], indent: str) -> str:
+    """The Haskell composition of a chain: layers joined by `|>`, each parallel block a
+    `branches` of its branch chains (each ending in its FIFO), then the merge layer."""
+    stages: list[str] = []
+    items = list(chain.items)
+    for k, item in enumerate(items):
+        if isinstance(item, Parallel):
+            merge_plan, merge_entry = by_name[items[k + 1]]  # type: ignore[index]
+            stages.append(_render_parallel(item, merge_plan, merge_entry, by_name, fifo_args, indent))
+        else:
+            stages.append(_stage(*by_name[item]))
+    return f"\n{indent}|> ".join(stages) if stages else "id"
+
+
+def _render_parallel(block: Parallel, merge: LayerPlan, entry: dict[str, Any],
+                     by_name: dict[str, tuple[LayerPlan, dict[str, Any]]],
+                     fifo_args: list[dict[str, Any]], indent: str) -> str:
+    inner = indent + "    "
+    branches = []
+    for i, branch in enumerate(block.branches):
+        var = f"d_{entry['fn']}_{i}"
+        depth = merge.fifo_depths[i] if merge.fifo_depths else 2
+        head = _render_chain(branch, by_name, fifo_args, inner + "  ") if branch.items else ""
+        fifo_args.append({"var": var, "value": depth,
+                          "doc": f"FIFO depth of branch {i} into {merge.name} (from the hardware model)"})
+        branches.append(f"({head}\n{inner}  |> fifo {var})" if head else f"(fifo {var})")
+    text = branches[-1]
+    for k, branch in enumerate(reversed(branches[:-1])):
+        text = f"branches\n{inner}{branch}\n{inner}" + (text if k == 0 else f"({text})")
+    return text
 
 
 def build_context(name: str, plans: Sequence[LayerPlan]) -> dict[str, Any]:
@@ -238,17 +329,21 @@ def build_context(name: str, plans: Sequence[LayerPlan]) -> dict[str, Any]:
     ]
     layers = [_layer_entry(plan, fn) for plan, fn in zip(plans, fns)]
     compute = [entry for entry in layers if entry["compute"]]
-    network_args, stages = [], []
-    for entry in layers:
-        if entry["compute"]:
-            p_var, b_var = f"p_{entry['fn']}", f"b_{entry['fn']}"
-            network_args.append({"var": p_var, "value": entry["pe"], "doc": f"processing elements of {entry['name']}"})
-            network_args.append({"var": b_var, "value": entry["cycles"], "doc": f"cycles per window of {entry['name']}"})
-            stages.append(f"{entry['fn']} {p_var} {b_var}")
-        else:
-            stages.append(entry["fn"])
+    network_args = []
+    for entry in compute:
+        p_var, b_var = f"p_{entry['fn']}", f"b_{entry['fn']}"
+        network_args.append({"var": p_var, "value": entry["pe"], "doc": f"processing elements of {entry['name']}"})
+        network_args.append({"var": b_var, "value": entry["cycles"], "doc": f"cycles per window of {entry['name']}"})
+    by_name = {plan.name: (plan, entry) for plan, entry in zip(plans, layers)}
+    source = plans[0].inputs[0] if plans[0].inputs else "input"
+    shape = structure(plans, source, plans[-1].name)
+    fifo_args: list[dict[str, Any]] = []
+    composition = _render_chain(shape, by_name, fifo_args, "  ")
+    network_args.extend(fifo_args)
+    if fifo_args:
+        layers[0]["uses"].append("branches")
     used = sorted({IMPORTS[u] for entry in layers for u in entry["uses"]})
-    activations = sorted({entry["hw_activation"] for entry in compute})
+    activations = sorted({entry["hw_activation"] for entry in layers if "hw_activation" in entry})
     imports = [f"import K2C.Activation ({', '.join(activations + ['requantize'])})"] + used
     first, last = plans[0], plans[-1]
     beats = math.prod(first.input_shape[:-1])
@@ -263,7 +358,7 @@ def build_context(name: str, plans: Sequence[LayerPlan]) -> dict[str, Any]:
         "compute_layers": compute,
         "imports": imports,
         "network_args": network_args,
-        "composition": "\n  |> ".join(stages),
+        "composition": composition,
         "input_type": _beat_type(first.input_shape, format_type_name(first.in_fmt)),
         "input_doc": input_doc,
         "beats_per_image": beats,

@@ -63,6 +63,7 @@ Where it is not (or not claimed to be) exact:
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -70,7 +71,10 @@ from typing import Any
 
 import numpy as np
 
+from dataclasses import replace
+
 from keras2clash.hw.plan import POOL_TYPES, LayerPlan
+from keras2clash.ir.structure import Chain, Parallel, structure
 
 NEG = -(1 << 40)
 """'Never' (a cycle before everything)."""
@@ -86,6 +90,9 @@ class _Sink:
     def __init__(self) -> None:
         self.times: list[Any] = []
 
+    def ready_at(self, v):
+        return v
+
     def accept(self, v):
         self.times.append(v)
         return v
@@ -100,6 +107,9 @@ class _Engine:
     def __init__(self, steps, b, g1, down, mx) -> None:
         self.S, self.b, self.g1, self.down, self.mx = steps, b, g1, down, mx
         self.R = self.d = self.E = self.M = NEG
+
+    def ready_at(self, v):
+        return self.mx(v, self.R)
 
     def accept(self, v):
         mx = self.mx
@@ -131,6 +141,9 @@ class _Window:
         self.down, self.mx = down, mx
         self.ready = NEG
         self.M = NEG
+
+    def ready_at(self, v):
+        return self.mx(v, self.ready)
 
     def accept(self, v):
         q = self.mx(v, self.ready)
@@ -166,6 +179,12 @@ class _Pad:
         self.M = self.down.accept(self.M + 1)
         self.pos = (self.pos + 1) % self.n
 
+    def ready_at(self, v):
+        """Border pixels first (they need no input), then the downstream's answer."""
+        while not self.inside[self.pos]:
+            self._border()
+        return self.down.ready_at(self.mx(v, self.M + 1))
+
     def accept(self, v):
         while not self.inside[self.pos]:
             self._border()
@@ -193,6 +212,9 @@ class _Collect:
         self.count = 0
         self.ready = NEG
 
+    def ready_at(self, v):
+        return self.mx(v, self.ready) if self.count == 0 else v
+
     def accept(self, v):
         q = self.mx(v, self.ready) if self.count == 0 else v
         self.count += 1
@@ -208,6 +230,93 @@ class _Collect:
         (self.ready,) = values
 
 
+class _Join:
+    """K2C.Branch's join after one FIFO per branch (K2C.Fifo), as one n-input join.
+
+    The FIFOs are modelled unbounded: a branch's beat enters its FIFO in the cycle it is
+    offered (`q`). Beat k of every FIFO is valid from `max(q_k, F_(k-1)) + 1`, `F` being
+    the cycle the join fired (all FIFOs' beats move together, when all are valid and
+    downstream is ready). `fifo_depths` then gives each FIFO the depth that never refuses
+    a beat in this run, so the real, bounded FIFOs behave exactly like these.
+    """
+
+    def __init__(self, n, down, mx) -> None:
+        self.n, self.down, self.mx = n, down, mx
+        self.queues: list[list[Any]] = [[] for _ in range(n)]
+        self.F = NEG
+        self.history: list[list[tuple[Any, Any]]] = [[] for _ in range(n)]  # (entered, fired)
+        self.pending_max = [0] * n  # beats waiting in a FIFO after a whole fork event
+
+    def port(self, i: int) -> _JoinPort:
+        return _JoinPort(self, i)
+
+    def push(self, i, q) -> None:
+        self.queues[i].append(q)
+        while all(self.queues):
+            heads = [queue.pop(0) for queue in self.queues]
+            valid = heads[0]
+            for h in heads[1:]:
+                valid = self.mx(valid, h)
+            self.F = self.down.accept(self.mx(valid, self.F) + 1)
+            for k, h in enumerate(heads):
+                self.history[k].append((h, self.F))
+
+    def after_fork_event(self) -> None:
+        for k, queue in enumerate(self.queues):
+            self.pending_max[k] = max(self.pending_max[k], len(queue))
+
+    def state(self):
+        return [self.F, *(q for queue in self.queues for q in queue)]
+
+    def shape(self):
+        return tuple(len(queue) for queue in self.queues)
+
+    def set_state(self, values, shape):
+        self.F = values[0]
+        rest = list(values[1:])
+        self.queues = []
+        for n in shape:
+            self.queues.append(rest[:n])
+            rest = rest[n:]
+
+
+class _JoinPort:
+    """A branch's FIFO, as its branch's last block sees it: always ready (unbounded)."""
+
+    def __init__(self, join: _Join, i: int) -> None:
+        self.join, self.i = join, i
+
+    def ready_at(self, v):
+        return v
+
+    def accept(self, v):
+        self.join.push(self.i, v)
+        return v
+
+
+class _Fork:
+    """K2C.Branch's fork: the beat moves into every branch in the first cycle in which every
+    branch head is ready (each stays ready until it accepts)."""
+
+    def __init__(self, heads, join: _Join, mx) -> None:
+        self.heads, self.join, self.mx = heads, join, mx
+
+    def ready_at(self, v):
+        q = v
+        for head in self.heads:
+            q = self.mx(q, head.ready_at(q))
+        for head in self.heads:  # a later head's wait may end after an earlier head's
+            q = self.mx(q, head.ready_at(q))
+        return q
+
+    def accept(self, v):
+        q = self.ready_at(v)
+        for head in self.heads:
+            head.accept(q)
+        self.join.after_fork_event()
+        return q
+
+
 def _geometry(plan: LayerPlan) -> tuple[int, int, int, int, int, int]:
     h, w = plan.padded_input_shape[:2]
     (kh, kw), (sh, sw) = plan.kernel_size, plan.strides
@@ -218,30 +327,65 @@ def _knobs(plan: LayerPlan) -> tuple[int, int, bool]:
     return plan.groups * plan.cycles, plan.cycles, plan.groups == 1
 
 
-def _build(plans: Sequence[LayerPlan], knobs: Sequence[tuple[Any, Any, Any]], mx):
-    """The chain of blocks of the emitted network (emitter.py) from the sink backwards.
-    `knobs`: (S = G*b, b, G == 1) per compute layer, ints or arrays."""
+def _layer_blocks(plan: LayerPlan, knobs, down, mx, blocks: list) -> Any:
+    """The blocks of one layer (emitter.py), built from its consumer backwards; its head."""
+    if plan.is_compute:
+        steps, b, g1 = knobs[plan.name]
+        down = _Engine(steps, b, g1, down, mx)
+        blocks.append(down)
+    if plan.type == "conv2d" or plan.type in POOL_TYPES:
+        down = _Window(*_geometry(plan), down, mx)
+        blocks.append(down)
+        if any(plan.pads):
+            down = _Pad(*plan.input_shape[:2], plan.pads, down, mx)
+            blocks.append(down)
+    elif plan.type == "flatten":
+        down = _Collect(math.prod(plan.input_shape[:-1]), down, mx)
+        blocks.append(down)
+    elif not (plan.is_compute or plan.is_merge):
+        raise ValueError(f"no timing model for layer type {plan.type!r}")
+    return down
+
+
+def _chain_blocks(chain: Chain, by_name, knobs, down, mx, blocks: list, joins: list) -> Any:
+    items = list(chain.items)
+    for k in range(len(items) - 1, -1, -1):
+        item = items[k]
+        if isinstance(item, Parallel):
+            merge = by_name[items[k + 1]]
+            join = _Join(len(item.branches), down, mx)
+            joins.append((merge.name, join))
+            blocks.append(join)
+            heads = [_chain_blocks(branch, by_name, knobs, join.port(i), mx, blocks, joins)
+                     for i, branch in enumerate(item.branches)]
+            down = _Fork(heads, join, mx)
+        else:
+            down = _layer_blocks(by_name[item], knobs, down, mx, blocks)
+    return down
+
+
+def _build(plans: Sequence[LayerPlan], knobs: Sequence[tuple[Any, Any, Any]], mx, joins: list | None = None):
+    """The blocks of the emitted network (emitter.py), from the sink backwards.
+    `knobs`: (S = G*b, b, G == 1) per compute layer in plan order, ints or arrays."""
     sink = _Sink()
     blocks: list[Any] = []
-    down: Any = sink
-    compute = iter(reversed(list(knobs)))
-    for plan in reversed(list(plans)):
-        if plan.is_compute:
-            steps, b, g1 = next(compute)
-            down = _Engine(steps, b, g1, down, mx)
-            blocks.append(down)
-        if plan.type == "conv2d" or plan.type in POOL_TYPES:
-            down = _Window(*_geometry(plan), down, mx)
-            blocks.append(down)
-            if any(plan.pads):
-                down = _Pad(*plan.input_shape[:2], plan.pads, down, mx)
-                blocks.append(down)
-        elif plan.type == "flatten":
-            down = _Collect(math.prod(plan.input_shape[:-1]), down, mx)
-            blocks.append(down)
-        elif not plan.is_compute:
-            raise ValueError(f"no timing model for layer type {plan.type!r}")
-    return down, blocks, sink
+    by_knob = dict(zip([p.name for p in plans if p.is_compute], knobs))
+    source = plans[0].inputs[0] if plans[0].inputs else "input"
+    chain = structure(_with_inputs(plans), source, plans[-1].name)
+    first = _chain_blocks(chain, {p.name: p for p in plans}, by_knob, sink, mx, blocks,
+                          joins if joins is not None else [])
+    return first, blocks, sink
+
+
+def _with_inputs(plans: Sequence[LayerPlan]) -> list[LayerPlan]:
+    """Plans read back from an old manifest have no `inputs`: they form a chain."""
+    if all(p.inputs for p in plans):
+        return list(plans)
+    out, previous = [], "input"
+    for p in plans:
+        out.append(p if p.inputs else replace(p, inputs=(previous,)))
+        previous = p.name
+    return out
 
 
 def beats_per_image(plans: Sequence[LayerPlan]) -> int:
@@ -291,7 +435,7 @@ def _simulate_batch(plans: Sequence[LayerPlan], knobs, n_configs: int, images: i
     k = beats_per_image(plans)
     last = np.full(n_configs, -1, dtype=np.int64)
     accepts: list[np.ndarray] = []
-    snaps: list[np.ndarray] = []
+    snaps: list[tuple[tuple, np.ndarray]] = []
     refs: list[np.ndarray] = []
     found_lag = np.zeros(n_configs, dtype=np.int64)  # 0: not yet periodic
     found_at = np.zeros(n_configs, dtype=np.int64)
@@ -300,10 +444,13 @@ def _simulate_batch(plans: Sequence[LayerPlan], knobs, n_configs: int, images: i
         if images is not None and n >= images:
             break
         ref = last + 1
-        snap = np.stack([np.broadcast_to(np.maximum(np.asarray(s) - ref, _CLAMP), (n_configs,))
-                         for b in blocks for s in b.state()])
+        snap = (_signature(blocks),
+                np.stack([np.broadcast_to(np.maximum(np.asarray(s) - ref, _CLAMP), (n_configs,))
+                          for b in blocks for s in b.state()]))
         for lag in range(1, min(max_period, len(snaps)) + 1):
-            same = np.all(snap == snaps[-lag], axis=0) & (found_lag == 0)
+            if snaps[-lag][0] != snap[0]:
+                continue
+            same = np.all(snap[1] == snaps[-lag][1], axis=0) & (found_lag == 0)
             found_lag[same] = lag
             found_at[same] = n - lag
         snaps.append(snap)
@@ -320,16 +467,26 @@ def _simulate_batch(plans: Sequence[LayerPlan], knobs, n_configs: int, images: i
     return accepts, outputs, refs, found_lag, found_at
 
 
-def _snapshot(blocks, ref: int) -> tuple[int, ...]:
-    return tuple(max(int(v) - ref, _CLAMP) for b in blocks for v in b.state())
+def _signature(blocks) -> tuple:
+    """How many values each block's state holds (a join's FIFOs hold a varying number)."""
+    return tuple(b.shape() if isinstance(b, _Join) else len(b.state()) for b in blocks)
 
 
-def _restore(blocks, rel: Sequence[int], ref: int) -> None:
+def _snapshot(blocks, ref: int) -> tuple[tuple, tuple[int, ...]]:
+    return _signature(blocks), tuple(max(int(v) - ref, _CLAMP) for b in blocks for v in b.state())
+
+
+def _restore(blocks, snap: tuple[tuple, Sequence[int]], ref: int) -> None:
+    signature, rel = snap
     values = [NEG if r <= _CLAMP else ref + r for r in rel]
     i = 0
-    for b in blocks:
-        n = len(b.state())
-        b.set_state(values[i:i + n])
+    for b, shape in zip(blocks, signature):
+        if isinstance(b, _Join):
+            n = 1 + sum(shape)
+            b.set_state(values[i:i + n], shape)
+        else:
+            n = shape
+            b.set_state(values[i:i + n])
         i += n
 
 
@@ -359,19 +516,21 @@ def steady_state(plans: Sequence[LayerPlan], knobs=None, max_period: int = 4,
     probe_first, probe_blocks, _ = _build(plans, knobs, max)
     beats = beats_per_image(plans)
     ref, images = 0, 0
-    rels: list[tuple[int, ...]] = []
+    rels: list[tuple[tuple, tuple[int, ...]]] = []
     refs: list[int] = []
     while images < max_images:
         rel = _snapshot(blocks, ref)
         for lag in range(1, min(max_period, len(rels)) + 1):
             if rels[-lag] == rel:
                 return (ref - refs[-lag]) / lag, lag
-        if len(rels) >= 2 and ref - refs[-1] == refs[-1] - refs[-2] and all(
-                a - b == b - c for a, b, c in zip(rel, rels[-1], rels[-2])):
-            period, delta = ref - refs[-1], [a - b for a, b in zip(rel, rels[-1])]
+        if len(rels) >= 2 and ref - refs[-1] == refs[-1] - refs[-2] and rel[0] == rels[-1][0] == rels[-2][0] \
+                and all(a - b == b - c for a, b, c in zip(rel[1], rels[-1][1], rels[-2][1])):
+            period, delta = ref - refs[-1], [a - b for a, b in zip(rel[1], rels[-1][1])]
+            signature, values = rel
 
-            def virtual(j: int) -> tuple[tuple[int, ...], int]:
-                return tuple(r if r <= _CLAMP else r + j * d for r, d in zip(rel, delta)), ref + j * period
+            def virtual(j: int) -> tuple[tuple[tuple, tuple[int, ...]], int]:
+                return (signature, tuple(r if r <= _CLAMP else r + j * d for r, d in zip(values, delta))), \
+                    ref + j * period
 
             def affine(j: int) -> bool:
                 state, start = virtual(j)
@@ -414,6 +573,53 @@ def timing(plans: Sequence[LayerPlan], images: int = 0) -> Timing:
     acc = np.array(accepts, dtype=np.int64)
     out = np.array(sink.times[:len(accepts)], dtype=np.int64)
     return Timing(acc, out, ii, period)
+
+
+def fifo_depths(plans: Sequence[LayerPlan], max_images: int = 1000) -> dict[str, tuple[int, ...]]:
+    """The depth of every branch FIFO, per merge layer (branch order), for this configuration.
+
+    Images run back to back through the model with unbounded FIFOs until the pipeline's
+    state repeats (one more period is run after that). Each FIFO then gets the larger of
+    - throughput: 1 + the most beats it ever holds at the start of a cycle in which a beat
+      arrives (its ready is `count < depth`), so it never refuses a beat in this run and
+      the bounded design has exactly the modelled cycles;
+    - no deadlock under any stalls: 1 + the most beats it holds after a fork event (the fork
+      hands a beat to every branch at once; a branch can be made to wait for input that
+      another branch's full FIFO blocks only if this bound is not met).
+    """
+    if not any(p.is_merge for p in plans):
+        return {}
+    joins: list[tuple[str, _Join]] = []
+    first, blocks, _ = _build(plans, [_knobs(p) for p in plans if p.is_compute], max, joins)
+    beats = beats_per_image(plans)
+    ref, seen, extra = 0, [], None
+    for _ in range(max_images):
+        snap = _snapshot(blocks, ref)
+        if extra is None and snap in seen:
+            extra = len(seen) - seen.index(snap)
+        elif extra is not None:
+            extra -= 1
+            if extra == 0:
+                break
+        seen.append(snap)
+        ref = _one_image(first, beats, ref)
+    else:
+        raise RuntimeError(f"hwmodel: FIFO depths: no periodic steady state within {max_images} images")
+    depths: dict[str, tuple[int, ...]] = {}
+    for name, join in joins:
+        per_port = []
+        for k, history in enumerate(join.history):
+            fired = [f for _, f in history]
+            held = max((i - bisect.bisect_left(fired, q, 0, i) for i, (q, _) in enumerate(history)), default=0)
+            per_port.append(1 + max(held, join.pending_max[k]))
+        depths[name] = tuple(per_port)
+    return depths
+
+
+def with_fifo_depths(plans: Sequence[LayerPlan]) -> list[LayerPlan]:
+    """The plans with every merge's `fifo_depths` set by `fifo_depths`."""
+    depths = fifo_depths(plans)
+    return [replace(p, fifo_depths=depths[p.name]) if p.name in depths else p for p in plans]
 
 
 def timings(configs: Sequence[Sequence[LayerPlan]]) -> list[tuple[int, float]]:
@@ -512,10 +718,11 @@ class LayerResources:
     rom_bits: int
     line_buffer_bits: int  # K2C.Window's block RAM
     register_bits: int  # data registers (window, engine input/accumulators/results, collect)
+    fifo_bits: int = 0  # a merge's branch FIFOs (K2C.Fifo, LUT RAM)
 
     @property
     def memory_bits(self) -> int:
-        return self.rom_bits + self.line_buffer_bits + self.register_bits
+        return self.rom_bits + self.line_buffer_bits + self.register_bits + self.fifo_bits
 
 
 def layer_resources(plan: LayerPlan) -> LayerResources:
@@ -534,12 +741,16 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
         regs += 2 * plan.filters * out_bits  # result register R and output register O
     if plan.type == "flatten":
         regs += plan.n_in * in_bits
+    fifo = 0
+    if plan.is_merge:  # the branch FIFOs (LUT RAM) in front of the join
+        for depth, shape, fmt in zip(plan.fifo_depths, plan.input_shapes, plan.input_formats):
+            fifo += depth * shape[-1] * fmt.bits
     return LayerResources(
         name=plan.name, type=plan.type, pe=plan.pe if plan.is_compute else 0,
         cycles=plan.cycles if plan.is_compute else 0, groups=plan.groups if plan.is_compute else 0,
         steps=plan.groups * plan.cycles if plan.is_compute else 0,
         multipliers=plan.multipliers, macs=plan.macs, rom_bits=plan.rom_bits,
-        line_buffer_bits=line, register_bits=regs,
+        line_buffer_bits=line, register_bits=regs, fifo_bits=fifo,
     )
 
 

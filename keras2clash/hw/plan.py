@@ -12,18 +12,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from keras2clash.errors import K2CError
+from keras2clash.ir import layers as ir
+from keras2clash.ir.graph import Graph, as_graph
+from keras2clash.ir.layers import COMPUTE_TYPES, HARDWARE_TYPES, MERGE_OPS, POOL_TYPES, Layer
 from keras2clash.quant.formats import FixedFormat
 
 HARDWARE_ACTIVATION = {"linear": "linear", "relu": "relu", "sigmoid": "sigmoid", "softmax": "linear"}
 """Keras activation -> what the hardware computes (softmax: argmax-preserving identity)."""
 
-COMPUTE_TYPES = ("dense", "conv2d")
-POOL_TYPES = ("maxpool2d", "avgpool2d")
-LAYER_TYPES = (*COMPUTE_TYPES, *POOL_TYPES, "flatten")
+LAYER_TYPES = HARDWARE_TYPES
 _FORMAT_FIELDS = ("in_fmt", "out_fmt", "w_fmt", "b_fmt", "acc_fmt")
 
 
@@ -57,6 +58,11 @@ class LayerPlan:
     strides: tuple[int, int] = (1, 1)
     pads: tuple[int, int, int, int] = (0, 0, 0, 0)  # top, bottom, left, right
     exact_accumulator: bool = True
+    inputs: tuple[str, ...] = ()  # producers (layer names, or the network input's name)
+    in_fmts: tuple[FixedFormat, ...] = ()  # a merge's input formats, one per input
+    input_shapes: tuple[tuple[int, ...], ...] = ()  # a merge's input shapes
+    fifo_depths: tuple[int, ...] = ()  # a merge's branch FIFOs (hw.fifos, from the hardware model)
+    layer: Layer | None = field(default=None, compare=False, repr=False)  # the IR record (weights)
 
     @property
     def is_compute(self) -> bool:
@@ -121,6 +127,8 @@ class LayerPlan:
 
     @property
     def multipliers(self) -> int:
+        if self.type == "multiply":  # an element-wise product of n inputs: n - 1 per value
+            return (len(self.inputs) - 1) * self.output_shape[-1]
         return self.pe * self.chunk if self.is_compute else 0
 
     @property
@@ -135,13 +143,29 @@ class LayerPlan:
         assert self.w_fmt is not None and self.b_fmt is not None
         return self.rom_depth * self.pe * (self.chunk * self.w_fmt.bits + self.b_fmt.bits)
 
+    @property
+    def is_merge(self) -> bool:
+        return self.type in MERGE_OPS
+
+    @property
+    def input_formats(self) -> tuple[FixedFormat, ...]:
+        """The format of each input (one for every layer but a merge)."""
+        return self.in_fmts or (self.in_fmt,)
+
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        for key in _FORMAT_FIELDS:
-            fmt = getattr(self, key)
-            data[key] = None if fmt is None else [fmt.sign, fmt.int, fmt.frac]
-        for key in ("input_shape", "output_shape", "kernel_size", "strides", "pads"):
-            data[key] = list(getattr(self, key))
+        """Everything but the IR record (the weights travel in golden.npz)."""
+        data: dict[str, Any] = {}
+        for f in fields(self):
+            if f.name == "layer":
+                continue
+            value = getattr(self, f.name)
+            if f.name in _FORMAT_FIELDS:
+                value = None if value is None else [value.sign, value.int, value.frac]
+            elif f.name == "in_fmts":
+                value = [[v.sign, v.int, v.frac] for v in value]
+            elif isinstance(value, tuple):
+                value = [list(v) if isinstance(v, tuple) else v for v in value]
+            data[f.name] = value
         return data
 
     @staticmethod
@@ -150,9 +174,12 @@ class LayerPlan:
         for key in _FORMAT_FIELDS:
             value = fields.get(key)
             fields[key] = None if value is None else FixedFormat(*value)
-        for key in ("input_shape", "output_shape", "kernel_size", "strides", "pads"):
+        for key in ("input_shape", "output_shape", "kernel_size", "strides", "pads", "inputs"):
             if key in fields:
                 fields[key] = tuple(fields[key])
+        fields["in_fmts"] = tuple(FixedFormat(*v) for v in fields.get("in_fmts", ()))
+        fields["input_shapes"] = tuple(tuple(s) for s in fields.get("input_shapes", ()))
+        fields["fifo_depths"] = tuple(fields.get("fifo_depths", ()))
         return LayerPlan(**fields)
 
 
@@ -206,40 +233,39 @@ def parse_parallelism(text: str | None, n_layers: int) -> list[int] | None:
     return parse_int_list(text, n_layers, "parallelism")
 
 
-def compute_layers(ir: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    return [layer for layer in ir if layer["type"] in COMPUTE_TYPES]
+def compute_layers(graph: Graph | Sequence[Mapping[str, Any]]) -> list[Layer]:
+    """The dense/conv2d records, in graph order: the layers with knobs."""
+    return [layer for layer in as_graph(graph) if layer.type in COMPUTE_TYPES]
 
 
-def _geometry(layer: Mapping[str, Any]) -> dict[str, Any]:
-    if layer["type"] == "conv2d":
-        size = layer["kernel_size"]
-    elif layer["type"] in POOL_TYPES:
-        size = layer["pool_size"]
+def _geometry(layer: Layer) -> dict[str, Any]:
+    if isinstance(layer, ir.Conv2D):
+        size = layer.kernel_size
+    elif isinstance(layer, ir.Pool2D):
+        size = layer.pool_size
     else:
         return {}
-    return {
-        "kernel_size": tuple(size),
-        "strides": tuple(layer["strides"]),
-        "pads": tuple(layer.get("pads", (0, 0, 0, 0))),
-    }
+    return {"kernel_size": tuple(size), "strides": tuple(layer.strides), "pads": tuple(layer.pads)}
 
 
 def make_plan(
-    ir: Sequence[Mapping[str, Any]],
+    graph: Graph | Sequence[Mapping[str, Any]],
     fmt: FixedFormat,
     parallelism: Sequence[int] | None = None,
     layer_formats: Mapping[str, FixedFormat | LayerFormats] | None = None,
     cycles: Sequence[int] | None = None,
     input_fmt: FixedFormat | None = None,
 ) -> list[LayerPlan]:
-    """Give every IR layer its formats and knobs.
+    """Give every layer of the graph (or dictionary IR) its formats and knobs, in graph order.
 
     `fmt` is the default for inputs, weights, biases and outputs; `layer_formats` overrides a
-    compute layer's formats by name (a bare FixedFormat sets weight, bias and output).
-    `parallelism` and `cycles` give one value per compute layer (dense, conv2d), in order:
-    pe from 1 to the layer's filters/neurons, cycles from 1 to its window size K.
+    compute or merge layer's formats by name (a bare FixedFormat sets weight, bias and
+    output). `parallelism` and `cycles` give one value per compute layer (dense, conv2d), in
+    order: pe from 1 to the layer's filters/neurons, cycles from 1 to its window size K.
+    A layer's input format is its producer's output format; a merge has one per input.
     """
-    computes = compute_layers(ir)
+    graph = as_graph(graph)
+    computes = compute_layers(graph)
     pes = list(parallelism) if parallelism is not None else [1] * len(computes)
     cyc = list(cycles) if cycles is not None else [1] * len(computes)
     for values, what in ((pes, "parallelism"), (cyc, "cycles")):
@@ -249,46 +275,56 @@ def make_plan(
             )
     overrides = {name: (o if isinstance(o, LayerFormats) else LayerFormats(o, o, o))
                  for name, o in (layer_formats or {}).items()}
-    names = {layer["name"] for layer in ir}
-    unknown = set(overrides) - names
+    unknown = set(overrides) - {layer.name for layer in graph}
     if unknown:
         raise K2CError(f"format given for unknown layer(s): {', '.join(sorted(unknown))}")
 
     plans: list[LayerPlan] = []
-    current = input_fmt or fmt
+    out_fmts: dict[str, FixedFormat] = {graph.input_name: input_fmt or fmt}
     knobs = iter(zip(pes, cyc))
-    for layer in ir:
-        kind = layer["type"]
+    for layer in graph:
+        kind = layer.type
         if kind not in LAYER_TYPES:
-            raise K2CError(f"layer '{layer['name']}': type {kind!r} has no hardware block")
+            raise K2CError(f"layer '{layer.name}': type {kind!r} has no hardware block")
+        in_fmts = tuple(out_fmts[t] for t in layer.inputs)
         common = dict(
-            name=layer["name"], type=kind,
-            input_shape=tuple(layer["input_shape"]), output_shape=tuple(layer["output_shape"]),
-            activation=layer.get("activation", "linear"), in_fmt=current, **_geometry(layer),
+            name=layer.name, type=kind, input_shape=tuple(layer.input_shape),
+            output_shape=tuple(layer.output_shape), activation=layer.activation, in_fmt=in_fmts[0],
+            inputs=tuple(layer.inputs), layer=layer, **_geometry(layer),
         )
-        if kind not in COMPUTE_TYPES:
-            if layer["name"] in overrides:
-                raise K2CError(f"layer '{layer['name']}' ({kind}) has no formats of its own; it keeps its input's")
-            plans.append(LayerPlan(out_fmt=current, **common))
-            continue
-        pe, cycles_per_window = next(knobs)
-        override = overrides.get(layer["name"], LayerFormats())
-        w_fmt = override.weight or fmt
-        b_fmt = override.bias or w_fmt
-        out_fmt = override.output or fmt
-        plan = LayerPlan(out_fmt=out_fmt, w_fmt=w_fmt, b_fmt=b_fmt, pe=pe, cycles=cycles_per_window, **common)
-        if not 1 <= pe <= plan.filters:
-            raise K2CError(
-                f"parallelism {pe} out of range for layer '{plan.name}': it must be between 1 "
-                f"and {plan.filters} (its {'filter' if kind == 'conv2d' else 'neuron'} count)"
-            )
-        if not 1 <= cycles_per_window <= plan.window:
-            raise K2CError(
-                f"cycles {cycles_per_window} out of range for layer '{plan.name}': it must be "
-                f"between 1 and {plan.window} (its window size)"
-            )
-        exact = accumulator_format(current, w_fmt, plan.window, b_fmt)
-        acc = exact if override.accumulator_bits is None else _narrow_accumulator(exact, override.accumulator_bits, plan.name)
-        plans.append(replace(plan, acc_fmt=acc, exact_accumulator=acc == exact))
-        current = out_fmt
+        override = overrides.get(layer.name, LayerFormats())
+        if kind in MERGE_OPS:
+            if override.weight is not None or override.bias is not None or override.accumulator_bits is not None:
+                raise K2CError(f"layer '{layer.name}' ({kind}) has no weights or accumulator; give it an output format only")
+            plan = LayerPlan(out_fmt=override.output or fmt, in_fmts=in_fmts,
+                             input_shapes=tuple(tuple(s) for s in layer.input_shapes), **common)
+        elif kind not in COMPUTE_TYPES:
+            if layer.name in overrides:
+                raise K2CError(f"layer '{layer.name}' ({kind}) has no formats of its own; it keeps its input's")
+            plan = LayerPlan(out_fmt=in_fmts[0], **common)
+        else:
+            plan = _compute_plan(common, override, fmt, *next(knobs))
+        plans.append(plan)
+        out_fmts[layer.name] = plan.out_fmt
     return plans
+
+
+def _compute_plan(common: dict[str, Any], override: LayerFormats, fmt: FixedFormat, pe: int,
+                  cycles_per_window: int) -> LayerPlan:
+    w_fmt = override.weight or fmt
+    b_fmt = override.bias or w_fmt
+    out_fmt = override.output or fmt
+    plan = LayerPlan(out_fmt=out_fmt, w_fmt=w_fmt, b_fmt=b_fmt, pe=pe, cycles=cycles_per_window, **common)
+    if not 1 <= pe <= plan.filters:
+        raise K2CError(
+            f"parallelism {pe} out of range for layer '{plan.name}': it must be between 1 "
+            f"and {plan.filters} (its {'filter' if plan.type == 'conv2d' else 'neuron'} count)"
+        )
+    if not 1 <= cycles_per_window <= plan.window:
+        raise K2CError(
+            f"cycles {cycles_per_window} out of range for layer '{plan.name}': it must be "
+            f"between 1 and {plan.window} (its window size)"
+        )
+    exact = accumulator_format(plan.in_fmt, w_fmt, plan.window, b_fmt)
+    acc = exact if override.accumulator_bits is None else _narrow_accumulator(exact, override.accumulator_bits, plan.name)
+    return replace(plan, acc_fmt=acc, exact_accumulator=acc == exact)

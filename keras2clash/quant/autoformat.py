@@ -36,6 +36,8 @@ import numpy as np
 from keras2clash.errors import K2CError
 from keras2clash.quant.formats import FixedFormat, count_saturated, make_format
 from keras2clash.hw.plan import LayerFormats, make_plan
+from keras2clash.ir.graph import as_graph
+from keras2clash.ir.layers import MERGE_OPS
 from keras2clash.quant.profile import LayerTrace, float_forward
 
 SIGMOID_FLAT = 5.0
@@ -104,18 +106,24 @@ def saturation(
     weights, biases and outputs (output values as in `output_values`)."""
     over, worst = _count(x, input_fmt)
     rows = [Saturation("input", inputs=over, worst=worst)]
-    for layer, trace in zip(ir, traces):
+    for layer, trace in zip(as_graph(ir), traces):
+        if trace.type in MERGE_OPS:
+            o_fmt = formats.get(layer.name, LayerFormats()).output or default
+            assert o_fmt is not None
+            o, ow = _count(trace.out, o_fmt)
+            rows.append(Saturation(layer.name, outputs=o, worst=ow))
+            continue
         if trace.pre is None:
             continue
-        lf = formats.get(layer["name"], LayerFormats())
+        lf = formats.get(layer.name, LayerFormats())
         w_fmt = lf.weight or default
         b_fmt = lf.bias or w_fmt
         o_fmt = lf.output or default
         assert w_fmt is not None and b_fmt is not None and o_fmt is not None
-        w, ww = _count(layer["weights"]["kernel"], w_fmt)
-        b, bw = _count(layer["weights"]["bias"], b_fmt)
+        w, ww = _count(layer.kernel, w_fmt)
+        b, bw = _count(layer.bias, b_fmt)
         o, ow = _count(output_values(trace), o_fmt)
-        rows.append(Saturation(layer["name"], weights=w, bias=b, outputs=o, worst=max(ww, bw, ow)))
+        rows.append(Saturation(layer.name, weights=w, bias=b, outputs=o, worst=max(ww, bw, ow)))
     return rows
 
 
@@ -164,13 +172,16 @@ def choose_formats(
     traces = list(traces) if traces is not None else float_forward(ir, x)
     input_fmt = input_format or split(bits, fit_int_bits(x, bits)[0])
     layers: dict[str, LayerFormats] = {}
-    for layer, trace in zip(ir, traces):
+    for layer, trace in zip(as_graph(ir), traces):
+        if trace.type in MERGE_OPS:
+            layers[layer.name] = LayerFormats(output=split(bits, fit_int_bits(trace.out, bits)[0]))
+            continue
         if trace.pre is None:
             continue
-        w = split(bits, fit_int_bits(layer["weights"]["kernel"], bits)[0])
-        b = split(bits, fit_int_bits(layer["weights"]["bias"], bits)[0])
+        w = split(bits, fit_int_bits(layer.kernel, bits)[0])
+        b = split(bits, fit_int_bits(layer.bias, bits)[0])
         o = split(bits, fit_int_bits(output_values(trace), bits)[0])
-        layers[layer["name"]] = LayerFormats(weight=w, bias=b, output=o)
+        layers[layer.name] = LayerFormats(weight=w, bias=b, output=o)
     return AutoFormats(bits, input_fmt, layers, saturation(ir, traces, x, input_fmt, layers))
 
 
@@ -317,13 +328,13 @@ class ParamOverflow:
 
 def parameter_overflow(plans: Sequence[Any], ir: Sequence[Mapping[str, Any]]) -> list[ParamOverflow]:
     """Per compute layer: how many weights and biases saturate, and the worst error."""
-    by_name = {layer["name"]: layer for layer in ir}
+    by_name = as_graph(ir).by_name()
     rows = []
     for plan in plans:
         if not plan.is_compute:
             continue
-        kernel = np.asarray(by_name[plan.name]["weights"]["kernel"])
-        bias = np.asarray(by_name[plan.name]["weights"]["bias"])
+        kernel = np.asarray(by_name[plan.name].kernel)
+        bias = np.asarray(by_name[plan.name].bias)
         w, ww = count_saturated(kernel, plan.w_fmt)
         b, bw = count_saturated(bias, plan.b_fmt)
         rows.append(ParamOverflow(plan.name, str(plan.w_fmt), str(plan.b_fmt), w, int(kernel.size), ww,

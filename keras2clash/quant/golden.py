@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from keras2clash.quant.formats import FixedFormat, quantize, saturate
 from keras2clash.hw.plan import LayerPlan, accumulator_format
+from keras2clash.ir.graph import as_graph
 
 INT64_SAFE_BITS = 62
 """Accumulators up to this width are computed in int64 (leaves headroom for rounding)."""
@@ -36,19 +38,22 @@ class QuantizedLayer:
 QuantizedDense = QuantizedLayer  # the round-1 name
 
 
-def quantize_params(plans: Sequence[LayerPlan], ir: Sequence[Mapping]) -> dict[str, QuantizedLayer]:
-    """Round every compute layer's kernel and bias to its formats (contract: quantize)."""
-    by_name = {layer["name"]: layer for layer in ir}
+def quantize_params(plans: Sequence[LayerPlan], ir: Any = None) -> dict[str, QuantizedLayer]:
+    """Round every compute layer's kernel and bias to its formats (contract: quantize).
+
+    The weights come from each plan's IR record; `ir` (a Graph or dictionary IR) supplies
+    them for plans read back without records."""
+    records = as_graph(ir).by_name() if ir is not None else {}
     params: dict[str, QuantizedLayer] = {}
     for plan in plans:
         if not plan.is_compute:
             continue
         assert plan.w_fmt is not None and plan.b_fmt is not None
-        weights = by_name[plan.name]["weights"]
-        kernel = np.asarray(weights["kernel"]).reshape(plan.window, plan.filters)
+        record = plan.layer if plan.layer is not None else records[plan.name]
+        kernel = np.asarray(record.kernel).reshape(plan.window, plan.filters)
         params[plan.name] = QuantizedLayer(
             kernel=quantize(kernel, plan.w_fmt),
-            bias=quantize(weights["bias"], plan.b_fmt),
+            bias=quantize(record.bias, plan.b_fmt),
         )
     return params
 
@@ -170,27 +175,92 @@ def avgpool2d(x: np.ndarray, plan: LayerPlan) -> np.ndarray:
     return (2 * win.sum(axis=(3, 4)) + count) // (2 * count)
 
 
+def _requantize(raw: np.ndarray, frac: int, out: FixedFormat) -> np.ndarray:
+    """Contract step 4 from any fraction width: round half up to `out.frac`, saturate."""
+    return saturate(_round_shift(raw, frac - out.frac), out)
+
+
+def merge(xs: Sequence[np.ndarray], plan: LayerPlan) -> np.ndarray:
+    """A merge layer on raw inputs (docs/contract.md, merges): the operands are aligned
+    exactly to the widest fraction, combined exactly, then requantized to the output format
+    once (round half up, saturate) and activated. Concatenate requantizes each operand."""
+    fmts = plan.input_formats
+    out = plan.out_fmt
+    wide = sum(f.bits for f in fmts) + len(fmts) + out.bits > INT64_SAFE_BITS
+    vals = [np.asarray(x).astype(object if wide else np.int64) for x in xs]
+    if plan.type == "concatenate":
+        parts = [_requantize(v, f.frac, out) for v, f in zip(vals, fmts)]
+        r = np.concatenate(parts, axis=-1)
+    elif plan.type == "multiply":
+        acc, frac = vals[0], fmts[0].frac
+        for v, f in zip(vals[1:], fmts[1:]):
+            acc, frac = acc * v, frac + f.frac
+        r = _requantize(acc, frac, out)
+    else:
+        frac = max(f.frac for f in fmts)
+        aligned = [v << (frac - f.frac) for v, f in zip(vals, fmts)]
+        if plan.type == "add":
+            r = _requantize(sum(aligned[1:], aligned[0]), frac, out)
+        elif plan.type == "subtract":
+            r = _requantize(aligned[0] - aligned[1], frac, out)
+        elif plan.type == "maximum":
+            r = _requantize(np.maximum.reduce(aligned), frac, out)
+        elif plan.type == "minimum":
+            r = _requantize(np.minimum.reduce(aligned), frac, out)
+        elif plan.type == "average":
+            n = len(aligned)
+            total = sum(aligned[1:], aligned[0])
+            scale = 1 << out.frac
+            r = saturate((2 * total * scale + n * (1 << frac)) // (2 * n * (1 << frac)), out)
+        else:
+            raise ValueError(f"no golden model for merge {plan.type!r}")
+    return np.asarray(activate(r, plan.hw_activation, out), dtype=np.int64)
+
+
+def layer(plan: LayerPlan, params: Mapping[str, QuantizedLayer], xs: Sequence[np.ndarray]) -> np.ndarray:
+    """One layer on its inputs' raw values (batch first, shapes without the batch axis)."""
+    h = xs[0]
+    if plan.type == "dense":
+        return dense(h, plan, params[plan.name])
+    if plan.type == "conv2d":
+        return conv2d(h, plan, params[plan.name])
+    if plan.type == "maxpool2d":
+        return maxpool2d(h, plan)
+    if plan.type == "avgpool2d":
+        return avgpool2d(h, plan)
+    if plan.type == "flatten":
+        return h.reshape(len(h), -1)  # row-major, like Keras channels-last Flatten
+    if plan.is_merge:
+        return merge(xs, plan)
+    raise ValueError(f"no golden model for layer type {plan.type!r}")
+
+
+def run_all(
+    plans: Sequence[LayerPlan],
+    params: Mapping[str, QuantizedLayer],
+    x_raw: np.ndarray,
+) -> dict[str, np.ndarray]:
+    """Every layer's raw output on raw inputs (N, *input_shape), keyed by layer name; the
+    network input is under its own name (the first plan's first input)."""
+    first = plans[0]
+    source = first.inputs[0] if first.inputs else "input"
+    values = {source: np.asarray(x_raw, dtype=np.int64).reshape(len(x_raw), *first.input_shape)}
+    previous = source
+    for plan in plans:
+        inputs = plan.inputs or (previous,)
+        values[plan.name] = layer(plan, params, [values[t] for t in inputs])
+        previous = plan.name
+    return values
+
+
 def run(
     plans: Sequence[LayerPlan],
     params: Mapping[str, QuantizedLayer],
     x_raw: np.ndarray,
 ) -> np.ndarray:
     """The whole network on raw inputs (N, *input_shape) -> raw outputs (N, n_out)."""
-    h = np.asarray(x_raw, dtype=np.int64).reshape(len(x_raw), *plans[0].input_shape)
-    for plan in plans:
-        if plan.type == "dense":
-            h = dense(h, plan, params[plan.name])
-        elif plan.type == "conv2d":
-            h = conv2d(h, plan, params[plan.name])
-        elif plan.type == "maxpool2d":
-            h = maxpool2d(h, plan)
-        elif plan.type == "avgpool2d":
-            h = avgpool2d(h, plan)
-        elif plan.type == "flatten":
-            h = h.reshape(len(h), -1)  # row-major, like Keras channels-last Flatten
-        else:
-            raise ValueError(f"no golden model for layer type {plan.type!r}")
-    return h.reshape(len(h), -1)
+    out = run_all(plans, params, x_raw)[plans[-1].name]
+    return out.reshape(len(out), -1)
 
 
 def quantize_inputs(plans: Sequence[LayerPlan], x: np.ndarray) -> np.ndarray:

@@ -325,7 +325,9 @@ def resolve_formats(
                        "the layer outputs' ranges come from it")
     from keras2clash.quant.autoformat import auto_formats
 
-    x, y = load_calibration(calibration, tuple(ir[0]["input_shape"]))
+    from keras2clash.ir.graph import as_graph
+
+    x, y = load_calibration(calibration, tuple(as_graph(ir).input_shape))
     report = auto_formats(ir, x, int(bits), y, input_format=config.input)
     chosen = report.chosen or report.auto
     layers = {name: merge_layer_formats(lf, config.layers.get(name, LayerFormats()))

@@ -23,6 +23,9 @@ from typing import Any
 
 import numpy as np
 
+from keras2clash.ir.graph import as_graph
+from keras2clash.ir.layers import MERGE_OPS
+
 PERCENTILES = (0.1, 1.0, 50.0, 99.0, 99.9)
 KINDS = ("weights", "bias", "pre-activation", "output")
 
@@ -59,54 +62,69 @@ def float_activation(z: np.ndarray, activation: str) -> np.ndarray:
     raise ValueError(f"no float activation {activation!r}")
 
 
-def _windows(x: np.ndarray, layer: Mapping[str, Any], size: Sequence[int], fill: float) -> np.ndarray:
+def _windows(x: np.ndarray, layer: Any, size: Sequence[int], fill: float) -> np.ndarray:
     """(N, H, W, C) -> (N, H2, W2, kh, kw, C): padded, strided windows (as golden.windows_of)."""
-    top, bottom, left, right = layer.get("pads", (0, 0, 0, 0))
+    top, bottom, left, right = layer.pads
     x = np.pad(x, ((0, 0), (top, bottom), (left, right), (0, 0)), constant_values=fill)
     kh, kw = size
-    sh, sw = layer["strides"]
-    h2, w2 = layer["output_shape"][0], layer["output_shape"][1]
+    sh, sw = layer.strides
+    h2, w2 = layer.output_shape[0], layer.output_shape[1]
     view = np.lib.stride_tricks.sliding_window_view(x, (kh, kw), axis=(1, 2))
     view = view[:, : (h2 - 1) * sh + 1 : sh, : (w2 - 1) * sw + 1 : sw]
     return np.moveaxis(view, 3, -1)
 
 
+def float_merge(op: str, xs: Sequence[np.ndarray]) -> np.ndarray:
+    """A Keras merge layer in float (before its activation)."""
+    if op == "concatenate":
+        return np.concatenate(xs, axis=-1)
+    if op == "subtract":
+        return xs[0] - xs[1]
+    reduce = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum, "minimum": np.minimum,
+              "average": np.add}[op]
+    out = reduce.reduce(np.stack(xs), axis=0)
+    return out / len(xs) if op == "average" else out
+
+
 def float_forward(
-    ir: Sequence[Mapping[str, Any]],
+    ir: Any,
     x: np.ndarray,
     params: Mapping[str, tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> list[LayerTrace]:
-    """The IR in float64 on inputs `x` (N, *input_shape); `params` may replace a compute
-    layer's (kernel, bias), e.g. by their quantized values ("weights rounded")."""
-    h = np.asarray(x, dtype=np.float64).reshape(len(x), *ir[0]["input_shape"])
+    """The IR (a Graph or dictionary IR) in float64 on inputs `x` (N, *input_shape), one
+    trace per layer in graph order; `params` may replace a compute layer's (kernel, bias),
+    e.g. by their quantized values ("weights rounded")."""
+    graph = as_graph(ir)
+    values = {graph.input_name: np.asarray(x, dtype=np.float64).reshape(len(x), *graph.input_shape)}
     traces: list[LayerTrace] = []
-    for layer in ir:
-        kind = layer["type"]
+    for layer in graph:
+        kind = layer.type
+        h = values[layer.inputs[0]]
         pre = None
         if kind in ("dense", "conv2d"):
-            if params is not None and layer["name"] in params:
-                kernel, bias = params[layer["name"]]
-            else:
-                kernel, bias = layer["weights"]["kernel"], layer["weights"]["bias"]
+            kernel, bias = params[layer.name] if params is not None and layer.name in params else (layer.kernel, layer.bias)
             kernel = np.asarray(kernel, dtype=np.float64)
             bias = np.asarray(bias, dtype=np.float64)
             if kind == "dense":
                 pre = h.reshape(len(h), -1) @ kernel.reshape(-1, kernel.shape[-1]) + bias
             else:
-                win = _windows(h, layer, layer["kernel_size"], 0.0)
+                win = _windows(h, layer, layer.kernel_size, 0.0)
                 n, h2, w2 = win.shape[:3]
                 flat = win.reshape(n * h2 * w2, -1) @ kernel.reshape(-1, kernel.shape[-1])
                 pre = (flat + bias).reshape(n, h2, w2, kernel.shape[-1])
-            h = float_activation(pre, layer.get("activation", "linear"))
+            h = float_activation(pre, layer.activation)
         elif kind == "maxpool2d":
-            h = _windows(h, layer, layer["pool_size"], -np.inf).max(axis=(3, 4))
+            h = _windows(h, layer, layer.pool_size, -np.inf).max(axis=(3, 4))
         elif kind == "avgpool2d":
-            h = _windows(h, layer, layer["pool_size"], 0.0).mean(axis=(3, 4))
+            h = _windows(h, layer, layer.pool_size, 0.0).mean(axis=(3, 4))
         elif kind == "flatten":
             h = h.reshape(len(h), -1)
+        elif kind in MERGE_OPS:
+            h = float_activation(float_merge(kind, [values[t] for t in layer.inputs]), layer.activation)
         else:
             raise ValueError(f"no float model for layer type {kind!r}")
-        traces.append(LayerTrace(layer["name"], kind, layer.get("activation", "linear"), pre, h))
+        values[layer.name] = h
+        traces.append(LayerTrace(layer.name, kind, layer.activation, pre, h))
     return traces
 
 
@@ -174,13 +192,14 @@ def profile(ir: Sequence[Mapping[str, Any]], x: np.ndarray, model: str = "model"
         stats.append(Stats.of(layer, kind, v))
 
     add("input", "input", x)
+    ir = as_graph(ir)
     for layer, trace in zip(ir, float_forward(ir, x)):
         if trace.pre is None:
             continue
-        add(layer["name"], "weights", layer["weights"]["kernel"])
-        add(layer["name"], "bias", layer["weights"]["bias"])
-        add(layer["name"], "pre-activation", trace.pre)
-        add(layer["name"], "output", trace.out)
+        add(layer.name, "weights", layer.kernel)
+        add(layer.name, "bias", layer.bias)
+        add(layer.name, "pre-activation", trace.pre)
+        add(layer.name, "output", trace.out)
     return Profile(model, len(x), stats, values)
 
 

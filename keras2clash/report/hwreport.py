@@ -168,16 +168,12 @@ def load_source(path: Path, fmt: str = "1,7,8", weights: Path | None = None) -> 
         manifest = json.loads((project.root / MANIFEST).read_text())
         extra = {k: manifest[k] for k in ("precision",) if k in manifest}
         return Source(project.name, project.top, project.plans, project.params, project, extra)
-    from keras2clash.quant import golden
-    from keras2clash.api import _as_format, hdl_name
-    from keras2clash.frontend.convert import load_keras_model, to_ir
-    from keras2clash.hw.plan import make_plan
+    from keras2clash.api import hdl_name
+    from keras2clash.network import load_network
 
-    keras_model = load_keras_model(path, weights=weights)
-    ir = to_ir(keras_model)
-    plans = make_plan(ir, _as_format(fmt))
-    name = hdl_name(keras_model.name)
-    return Source(name, name, plans, golden.quantize_params(plans, ir))
+    network = load_network(path, fmt, weights=weights)
+    name = hdl_name(network.name)
+    return Source(name, name, network.plans, network.params)
 
 
 def config_project(source: Source, plans: Sequence[LayerPlan], out: Path) -> Path:

@@ -300,23 +300,24 @@ def evaluate(
 ) -> SweepRow:
     """One sweep row from precomputed Keras outputs and float traces (no Keras calls)."""
     from keras2clash.quant import golden
+    from keras2clash.network import plan_network
     from keras2clash.frontend.keras_ref import rounded_classes
     from keras2clash.quant.profile import float_forward
 
-    plans = choice.plans(ir)
-    params = golden.quantize_params(plans, ir)
+    network = plan_network(ir, choice.default, layer_formats=dict(choice.layers) or None,
+                           input_format=choice.input_fmt, fifos=False)
+    plans, params = network.plans, network.params
     gold = golden.predict_classes(golden.run(plans, params, golden.quantize_inputs(plans, x)))
-    real = {p.name: (p.w_fmt.to_real(params[p.name].kernel).reshape(np.shape(_kernel(ir, p.name))),
+    real = {p.name: (p.w_fmt.to_real(params[p.name].kernel).reshape(np.shape(ir[p.name].kernel)),
                      p.b_fmt.to_real(params[p.name].bias))
             for p in plans if p.is_compute and p.w_fmt is not None and p.b_fmt is not None}
     w_rounded = np.argmax(float_forward(ir, x, real)[-1].out.reshape(len(x), -1), axis=1)
     sat_params = 0
-    by_name = {layer["name"]: layer for layer in ir}
     for p in plans:
         if p.is_compute:
             assert p.w_fmt is not None and p.b_fmt is not None
-            sat_params += count_saturated(by_name[p.name]["weights"]["kernel"], p.w_fmt)[0]
-            sat_params += count_saturated(by_name[p.name]["weights"]["bias"], p.b_fmt)[0]
+            sat_params += count_saturated(ir[p.name].kernel, p.w_fmt)[0]
+            sat_params += count_saturated(ir[p.name].bias, p.b_fmt)[0]
     layer_fmts = {p.name: LayerFormats(p.w_fmt, p.b_fmt, p.out_fmt) for p in plans if p.is_compute}
     sat = saturation(ir, traces, x, plans[0].in_fmt, layer_fmts)
     return SweepRow(
@@ -328,10 +329,6 @@ def evaluate(
         saturated_values=sum(s.inputs + s.outputs for s in sat),
         formats=_describe(choice),
     )
-
-
-def _kernel(ir: Sequence[Mapping[str, Any]], name: str) -> np.ndarray:
-    return next(layer for layer in ir if layer["name"] == name)["weights"]["kernel"]
 
 
 def sweep(
@@ -361,9 +358,8 @@ def sweep(
     """
     from rich.console import Console
 
-    from keras2clash import api
     from keras2clash.data import load_dataset
-    from keras2clash.frontend.convert import load_keras_model, to_ir
+    from keras2clash.network import load_model
     from keras2clash.fsutil import atomic_directory, check_writable_target
     from keras2clash.quant.profile import float_forward
 
@@ -379,10 +375,9 @@ def sweep(
         check_writable_target(Path(out_dir), force)
 
     with err.status("loading the model"):
-        keras_model = load_keras_model(model, weights=weights) if not api._is_keras_model(model) else model
-        ir = to_ir(keras_model)
-    input_shape = tuple(ir[0]["input_shape"])
-    n_out = int(np.prod(ir[-1]["output_shape"]))
+        keras_model, ir = load_model(model, weights)
+    input_shape = tuple(ir.input_shape)
+    n_out = int(np.prod(ir.output_shape))
     dataset = load_dataset(data, input_shape, n_out).head(limit)
     x, y = dataset.x, dataset.y
     with err.status("Keras float inference"):

@@ -1,0 +1,158 @@
+"""A Keras model's layer graph: which layer reads which tensor, nested models inlined.
+
+Keras 3 has no public graph API, so this reads `_keras_history` / `_inbound_nodes`
+(stable since Keras 3.0), walking back from the model's output. Each layer call becomes
+one `KerasNode`; its output tensor is named after the layer, the model input after its
+InputLayer. A layer called twice in the model (a shared layer) and layers called with
+training=True (not inference-time layers) are rejected here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from keras2clash.errors import K2CError
+
+if TYPE_CHECKING:
+    import keras
+
+
+@dataclass
+class KerasNode:
+    """One call of a Keras layer: the layer and the names of the tensors it reads."""
+
+    layer: Any
+    inputs: list[str]
+
+
+def check_model_kind(model: keras.Model) -> None:
+    """Sequential and functional models expose their graph; subclassed ones only a `call`."""
+    import keras
+    from keras.src.models.functional import Functional
+
+    if not isinstance(model, (keras.Sequential, Functional)):
+        raise K2CError(
+            f"model '{model.name}' is a subclassed {type(model).__name__}; only Sequential "
+            "and functional models can be converted"
+        )
+
+
+def single_io(model: keras.Model) -> None:
+    if len(model.inputs) != 1:
+        names = ", ".join(t.name for t in model.inputs)
+        raise K2CError(
+            f"model '{model.name}' has {len(model.inputs)} inputs ({names}); exactly one "
+            "is supported"
+        )
+    if len(model.outputs) != 1:
+        raise K2CError(
+            f"model '{model.name}' has {len(model.outputs)} outputs; exactly one is supported"
+        )
+
+
+def input_shape(model: keras.Model) -> tuple[int, ...]:
+    """The model's input shape without the batch axis; it must be fully known and float."""
+    try:
+        inputs = model.inputs
+    except (AttributeError, ValueError):
+        inputs = None
+    if not inputs:
+        raise K2CError(
+            f"model '{model.name}' is not built (no input shape); start it with "
+            "keras.Input(shape=...) or call model.build(...)"
+        )
+    single_io(model)
+    tensor = inputs[0]
+    dtype = str(tensor.dtype)
+    if not dtype.startswith(("float", "bfloat")):
+        raise K2CError(
+            f"model '{model.name}' input '{tensor.name}' has dtype {dtype}; only float "
+            "inputs are supported"
+        )
+    shape = tuple(tensor.shape[1:])
+    if not shape or any(d is None for d in shape):
+        raise K2CError(
+            f"model '{model.name}' input '{tensor.name}' has shape {tuple(tensor.shape)}: "
+            "every non-batch dimension must be known"
+        )
+    return tuple(int(d) for d in shape)
+
+
+def input_name(model: keras.Model) -> str:
+    operation = model.inputs[0]._keras_history[0]
+    return str(operation.name)
+
+
+def layer_nodes(model: keras.Model) -> list[KerasNode]:
+    """The model's layer calls in topological order, nested models inlined, InputLayers
+    dropped; the first node reads `input_name(model)`."""
+    check_model_kind(model)
+    single_io(model)
+    nodes: list[KerasNode] = []
+    _walk(model, input_name(model), nodes, {})
+    return nodes
+
+
+def _walk(model: keras.Model, source: str, nodes: list[KerasNode], seen: dict[int, int]) -> str:
+    """Append `model`'s calls reading tensor `source`; return the name of its output tensor."""
+    import keras
+
+    if isinstance(model, keras.Sequential):
+        current = source
+        for layer in model.layers:
+            if isinstance(layer, keras.layers.InputLayer):
+                continue
+            current = _add(layer, [current], nodes, seen)
+        return current
+    check_model_kind(model)
+    single_io(model)
+    names: dict[int, str] = {id(model.inputs[0]._keras_history[0]): source}
+    order: list[tuple[Any, Any]] = []  # (operation, node) in topological order
+    visiting: set[tuple[int, int]] = set()
+
+    def visit(tensor: Any) -> None:
+        operation, node_index, _ = tensor._keras_history
+        key = (id(operation), node_index)
+        if id(operation) in names or key in visiting:
+            return
+        visiting.add(key)
+        node = operation._inbound_nodes[node_index]
+        for parent in node.input_tensors:
+            visit(parent)
+        order.append((operation, node))
+
+    visit(model.outputs[0])
+    output = source
+    for operation, node in order:
+        if isinstance(operation, keras.layers.InputLayer):
+            raise K2CError(f"model '{model.name}' reads a second input '{operation.name}'")
+        if node.arguments.kwargs.get("training") is True:
+            raise K2CError(
+                f"layer '{operation.name}' ({type(operation).__name__}) is called with "
+                "training=True, so it is not an inference-time layer"
+            )
+        inputs = [names[id(t._keras_history[0])] for t in node.input_tensors]
+        if isinstance(operation, keras.Model):
+            if len(inputs) != 1:
+                raise K2CError(f"nested model '{operation.name}' takes {len(inputs)} inputs; one is supported")
+            output = _walk(operation, inputs[0], nodes, seen)
+        else:
+            output = _add(operation, inputs, nodes, seen)
+        names[id(operation)] = output
+    return output
+
+
+def _add(layer: Any, inputs: list[str], nodes: list[KerasNode], seen: dict[int, int]) -> str:
+    import keras
+
+    if isinstance(layer, keras.Model):
+        return _walk(layer, inputs[0], nodes, seen)
+    if id(layer) in seen:
+        raise K2CError(
+            f"layer '{layer.name}' ({type(layer).__name__}) is used more than once (a shared "
+            "layer); each layer call needs its own hardware, so give each call its own layer"
+        )
+    seen[id(layer)] = len(nodes)
+    nodes.append(KerasNode(layer, inputs))
+    return str(layer.name)

@@ -1,0 +1,118 @@
+"""The network as a graph: typed layer records joined by named tensors.
+
+A `Graph` has one input (a named tensor with a shape), its layers in a topological order
+(every layer after its producers), and one output (the name of the layer that produces
+it). A chain is the simple case; a fork is a tensor several layers read, a merge a layer
+that reads several tensors.
+
+`to_dict()` is the design card's dictionary IR (a list of layer dicts with `type`,
+`name`, `inputs`, shapes, activation and weights); `Graph.from_dict` reads it back, so
+users can build or edit networks as plain data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from keras2clash.errors import K2CError
+from keras2clash.ir.layers import Layer, Shape, record_from_dict
+
+
+@dataclass(frozen=True)
+class Graph:
+    """A single-input, single-output network of layer records."""
+
+    name: str
+    input_name: str
+    input_shape: Shape
+    layers: tuple[Layer, ...]
+    output: str
+
+    def __iter__(self) -> Iterator[Layer]:
+        return iter(self.layers)
+
+    def __len__(self) -> int:
+        return len(self.layers)
+
+    def __getitem__(self, name: str) -> Layer:
+        for layer in self.layers:
+            if layer.name == name:
+                return layer
+        raise KeyError(name)
+
+    def by_name(self) -> dict[str, Layer]:
+        return {layer.name: layer for layer in self.layers}
+
+    def consumers(self, tensor: str) -> list[Layer]:
+        """The layers that read `tensor` (a layer name or the input), once per layer."""
+        return [layer for layer in self.layers if tensor in layer.inputs]
+
+    def shape_of(self, tensor: str) -> Shape:
+        return self.input_shape if tensor == self.input_name else self[tensor].output_shape
+
+    @property
+    def output_shape(self) -> Shape:
+        return self.shape_of(self.output)
+
+    @property
+    def is_chain(self) -> bool:
+        """Every layer reads the previous one (or the input) and no tensor is read twice."""
+        previous = self.input_name
+        for layer in self.layers:
+            if layer.inputs != (previous,):
+                return False
+            previous = layer.name
+        return previous == self.output
+
+    def with_layers(self, layers: Sequence[Layer], output: str | None = None) -> Graph:
+        return replace(self, layers=tuple(layers), output=output or self.output)
+
+    def without(self, layer: Layer) -> Graph:
+        """Remove a one-input layer, its consumers reading its input instead."""
+        (source,) = layer.inputs
+        rewired = [replace(other, inputs=tuple(source if t == layer.name else t for t in other.inputs))
+                   for other in self.layers if other is not layer]
+        return self.with_layers(rewired, source if self.output == layer.name else self.output)
+
+    def replaced(self, old: Layer, new: Layer) -> Graph:
+        return self.with_layers([new if layer is old else layer for layer in self.layers])
+
+    def to_dict(self) -> list[dict[str, Any]]:
+        """The dictionary IR: one dict per layer, in topological order, weights included."""
+        rows = []
+        for layer in self.layers:
+            row: dict[str, Any] = {
+                "type": layer.type, "name": layer.name, "inputs": list(layer.inputs),
+                "input_shape": layer.input_shape, "input_shapes": list(layer.input_shapes),
+                "output_shape": layer.output_shape, "activation": layer.activation,
+                "fused": list(layer.fused),
+            }
+            row["use_bias"] = False
+            row.update({k: v for k, v in layer.attributes().items() if k != "activation"})
+            row["weights"] = layer.weights()
+            rows.append(row)
+        return rows
+
+    @staticmethod
+    def from_dict(rows: Sequence[dict[str, Any]], name: str = "net", input_name: str = "input") -> Graph:
+        """Read the dictionary IR. Rows without `inputs` form a chain (the round-1 form)."""
+        if not rows:
+            raise K2CError("the IR has no layers")
+        layers: list[Layer] = []
+        previous = input_name
+        for row in rows:
+            row = dict(row)
+            if not row.get("inputs"):
+                row["inputs"] = [previous]
+            layers.append(record_from_dict(row))
+            previous = layers[-1].name
+        first = layers[0]
+        return Graph(name=name, input_name=input_name, input_shape=tuple(first.input_shape),
+                     layers=tuple(layers), output=previous)
+
+
+def as_graph(ir: Graph | Sequence[dict[str, Any]]) -> Graph:
+    """A Graph as it is; a dictionary IR (list of dicts) read into one."""
+    return ir if isinstance(ir, Graph) else Graph.from_dict(ir)

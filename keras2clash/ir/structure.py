@@ -1,0 +1,122 @@
+"""The network's shape as the hardware builds it: chains and parallel branches.
+
+The hardware composes stream blocks left to right (`|>`); a merge is built as a fork of
+one tensor into parallel branches, each ending in a FIFO, joined by the merge layer
+(`K2C.Branch.branches`). So a graph is emitted as a `Chain` of items, each a layer name
+or a `Parallel` of branch chains that all start at the same tensor (the fork) and are
+followed, in the enclosing chain, by the merge layer that joins them.
+
+The fork of a merge is the nearest tensor that every path from the network input to the
+merge passes through (its immediate dominator). Residual blocks, Inception blocks and
+nestings of them decompose this way (series-parallel graphs). A graph in which some
+branch also feeds a layer outside its fork/merge pair cannot: `structure` names the layer
+whose output would be needed in two places.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, Union
+
+from keras2clash.errors import K2CError
+
+
+class Node(Protocol):
+    name: str
+    inputs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Parallel:
+    """Branches forked from one tensor; the merge layer after it joins their outputs in order
+    (branch i computes the merge's input i)."""
+
+    branches: tuple[Chain, ...]
+
+
+@dataclass(frozen=True)
+class Chain:
+    """Items composed left to right: layer names and Parallel blocks (empty: the identity)."""
+
+    items: tuple[Union[str, Parallel], ...]
+
+    def layer_names(self) -> list[str]:
+        names: list[str] = []
+        for item in self.items:
+            if isinstance(item, Parallel):
+                for branch in item.branches:
+                    names.extend(branch.layer_names())
+            else:
+                names.append(item)
+        return names
+
+
+def _dominators(nodes: Sequence[Node], source: str) -> dict[str, list[str]]:
+    """Each tensor's dominators, as a list from the source down to the tensor itself."""
+    dom: dict[str, list[str]] = {source: [source]}
+    for node in nodes:
+        paths = [dom[t] for t in node.inputs]
+        common = [t for t in paths[0] if all(t in p for p in paths[1:])]
+        dom[node.name] = [*common, node.name]
+    return dom
+
+
+def structure(nodes: Sequence[Node], source: str, sink: str) -> Chain:
+    """The chain of the whole network, from the input tensor `source` to `sink`.
+
+    `nodes` are in topological order. Raises K2CError when the graph is not series-parallel.
+    """
+    by_name = {node.name: node for node in nodes}
+    dom = _dominators(nodes, source)
+
+    def chain(tensor: str, start: str) -> list[Union[str, Parallel]]:
+        if tensor == start:
+            return []
+        node = by_name[tensor]
+        if len(node.inputs) == 1:
+            return [*chain(node.inputs[0], start), node.name]
+        paths = [dom[t] for t in node.inputs]
+        fork = [t for t in paths[0] if all(t in p for p in paths[1:])][-1]
+        if start not in dom[fork]:
+            raise _not_series_parallel(node.name, start)
+        branches = tuple(Chain(tuple(chain(t, fork))) for t in node.inputs)
+        return [*chain(fork, start), Parallel(branches), node.name]
+
+    result = Chain(tuple(chain(sink, source)))
+    names = result.layer_names()
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise K2CError(
+                f"layer '{name}' feeds branches that are not joined by one merge layer: "
+                "keras2clash builds branches that fork from one tensor and join at one merge "
+                "(residual and Inception blocks, nested or in sequence), not a tensor used "
+                "across such blocks"
+            )
+        seen.add(name)
+    missing = [node.name for node in nodes if node.name not in seen]
+    if missing:
+        raise K2CError(f"layer '{missing[0]}' does not lead to the model's output")
+    return result
+
+
+def _not_series_parallel(merge: str, start: str) -> K2CError:
+    return K2CError(
+        f"merge layer '{merge}' joins branches that fork before '{start}': the branches "
+        "cross another fork/merge block, which keras2clash cannot build as nested branches"
+    )
+
+
+def fifo_slots(chain: Chain, prefix: str = "") -> list[tuple[str, int]]:
+    """Every branch FIFO, in emission order: (merge layer, input index)."""
+    slots: list[tuple[str, int]] = []
+    items = list(chain.items)
+    for k, item in enumerate(items):
+        if isinstance(item, Parallel):
+            merge = items[k + 1]
+            assert isinstance(merge, str)
+            for i, branch in enumerate(item.branches):
+                slots.extend(fifo_slots(branch))
+                slots.append((merge, i))
+    return slots

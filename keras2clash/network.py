@@ -1,0 +1,126 @@
+"""The one loading path: a Keras model in, a planned network out.
+
+Every command (emit, run, sweep, report, options, profile) starts here, so the chain
+model file -> Keras model -> graph IR -> formats -> plan -> quantized parameters is written
+once. `load_model` stops after the graph IR (for tools that plan many variants, such as
+the precision sweep); `plan_network` takes a graph from there to the hardware plan;
+`load_network` is both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from keras2clash.errors import K2CError
+from keras2clash.ir.graph import Graph
+from keras2clash.hw.plan import LayerPlan, compute_layers, make_plan, parse_int_list
+from keras2clash.quant.formats import FixedFormat, parse_format
+from keras2clash.quant.golden import QuantizedLayer
+
+
+def is_keras_model(obj: Any) -> bool:
+    return type(obj).__module__.startswith("keras") and hasattr(obj, "layers")
+
+
+def as_format(fmt: str | FixedFormat) -> FixedFormat:
+    return fmt if isinstance(fmt, FixedFormat) else parse_format(str(fmt))
+
+
+def load_model(model: Any, weights: str | Path | None = None) -> tuple[Any, Graph]:
+    """A model file or `keras.Model` -> (the Keras model, its graph IR after the passes)."""
+    from keras2clash.frontend import load_keras_model, to_graph
+
+    keras_model = model if is_keras_model(model) else load_keras_model(model, weights=weights)
+    return keras_model, to_graph(keras_model)
+
+
+@dataclass(frozen=True)
+class Network:
+    """A planned network: everything `emit` writes and the golden model needs."""
+
+    graph: Graph
+    plans: list[LayerPlan]
+    params: dict[str, QuantizedLayer]
+    formats: Any = None  # quant.layerformats.ResolvedFormats
+    overflow: list[Any] = field(default_factory=list)  # quant.autoformat.ParamOverflow rows
+    keras_model: Any = None
+
+    @property
+    def name(self) -> str:
+        return self.graph.name
+
+
+def int_list(value: str | Sequence[int] | None, n: int, what: str) -> list[int] | None:
+    if value is None or isinstance(value, str):
+        return parse_int_list(value, n, what)
+    return list(value)
+
+
+def plan_network(
+    graph: Graph,
+    fmt: str | FixedFormat = "1,7,8",
+    *,
+    parallelism: str | Sequence[int] | None = None,
+    cycles: str | Sequence[int] | None = None,
+    layer_formats: Any = None,
+    input_format: str | FixedFormat | None = None,
+    bits: int | None = None,
+    calibration: str | Path | None = None,
+    dsp_budget: int | None = None,
+    fifos: bool = True,
+    console: Console | None = None,
+    keras_model: Any = None,
+) -> Network:
+    """Formats (uniform, per layer, or automatic), knobs (given, or balanced for a
+    multiplier budget), the plan, the branch FIFO depths (hardware model) and the quantized
+    parameters of a graph. `fifos=False` skips the FIFO depths (precision tools that never
+    emit)."""
+    from keras2clash.quant.autoformat import parameter_overflow
+    from keras2clash.quant.golden import quantize_params
+    from keras2clash.quant.layerformats import is_auto, resolve_formats
+
+    fixed = fmt if is_auto(fmt) else as_format(fmt)
+    n_compute = len(compute_layers(graph))
+    pes = int_list(parallelism, n_compute, "parallelism")
+    cyc = int_list(cycles, n_compute, "cycles")
+    formats = resolve_formats(graph, fixed, layer_formats=layer_formats, input_format=input_format,
+                              bits=bits, calibration=calibration)
+    if formats.auto is not None and console is not None:
+        from keras2clash.quant.autoformat import render as render_auto
+
+        render_auto(formats.auto, console)
+    if dsp_budget is not None:
+        pes, cyc = _balanced_knobs(graph, formats, dsp_budget, pes, cyc, console)
+    plans = make_plan(graph, formats.default, pes, cycles=cyc, layer_formats=formats.layers or None,
+                      input_fmt=formats.input)
+    if fifos:
+        from keras2clash.hw.hwmodel import with_fifo_depths
+
+        plans = with_fifo_depths(plans)
+    return Network(graph=graph, plans=plans, params=quantize_params(plans), formats=formats,
+                   overflow=parameter_overflow(plans, graph), keras_model=keras_model)
+
+
+def _balanced_knobs(graph: Graph, formats: Any, budget: int, pes, cyc, console) -> tuple[list[int], list[int]]:
+    """--dsp-budget: the balanced (pe, cycles) of every compute layer (hw.allocate)."""
+    from keras2clash.hw.allocate import balanced
+
+    if pes is not None or cyc is not None:
+        raise K2CError("give either --dsp-budget or --parallelism/--cycles, not both")
+    plans = make_plan(graph, formats.default, layer_formats=formats.layers or None, input_fmt=formats.input)
+    alloc = balanced(plans, budget)
+    if console is not None:
+        console.print(alloc.summary())
+    return alloc.parallelism, alloc.cycles
+
+
+def load_network(model: Any, fmt: str | FixedFormat = "1,7,8", *, weights: str | Path | None = None,
+                 **options: Any) -> Network:
+    """`plan_network(load_model(model))`: see both."""
+    keras_model, graph = load_model(model, weights)
+    return plan_network(graph, fmt, keras_model=keras_model, **options)
