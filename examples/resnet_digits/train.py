@@ -1,0 +1,129 @@
+"""Train a small ResNet-style CNN (two residual blocks) on sklearn's 8x8 digits.
+
+8x8x1 -> stem Conv2D 8 3x3 'same' relu
+-> block 1: Conv2D 8 3x3 'same' relu -> Conv2D 8 3x3 'same' linear; Add with the block
+   input (identity shortcut); ReLU
+-> block 2: Conv2D 12 3x3 'same' relu -> Conv2D 12 3x3 'same' linear; Add with a 1x1
+   Conv2D 12 linear of the block input (projection shortcut, 8 -> 12 channels); ReLU
+-> MaxPooling2D 2x2 -> Flatten -> Dropout 0.3 -> Dense 10 softmax.
+
+A functional-API model whose graph branches and joins again (two Add layers), for the
+frontend, golden model and hardware tests. The inputs are the 8x8 images of sklearn's
+bundled `load_digits()` (0..16) scaled to [0, 1] by /16 (no resize); stratified 80/20 split
+(`random_state=2021`, the same split as the other digits examples).
+
+Run: `python examples/resnet_digits/train.py [--epochs N] [--out DIR]`. Writes
+`resnet_digits.keras` and `test.npz` (x float32 (n, 8, 8, 1), y int64) to DIR (default:
+beside this script) and prints the float test accuracy, and the accuracy of the same network
+with every weight, bias and layer output rounded (half up) to a multiple of 2^-8 and
+saturated to [-128, 128) (the 1,7,8 fixed-point format). A re-run on CPU gives identical
+files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+from sklearn.datasets import load_digits  # noqa: E402
+from sklearn.model_selection import train_test_split  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # examples/: the shared digits14 module
+from digits14 import SEED, save_reproducibly  # noqa: E402
+
+FRAC_BITS = 8
+"""Fractional bits of the fixed-point check (format 1,7,8: step 2^-8, range [-128, 128))."""
+
+
+def digits_8x8() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """sklearn digits as (n, 8, 8, 1) images, /16 to [0, 1], stratified 80/20 split."""
+    data = load_digits()
+    x = (data.images / 16.0).astype(np.float32)[..., None]
+    return train_test_split(x, data.target, test_size=0.2, stratify=data.target, random_state=SEED)
+
+
+def fixed(x, frac: int = FRAC_BITS):
+    """Round half up to a multiple of 2^-frac, saturate to [-128, 128 - 2^-frac]."""
+    step = 2.0**-frac
+    return keras.ops.clip(keras.ops.floor(x / step + 0.5) * step, -128.0, 128.0 - step)
+
+
+def build_model(quantized: bool = False) -> keras.Model:
+    """The network; `quantized=True` rounds every layer output with `fixed` (Lambda layers)
+    and ends in linear logits instead of softmax (the hardware drops the final softmax)."""
+    layers = keras.layers
+
+    def out(tensor):
+        return layers.Lambda(fixed)(tensor) if quantized else tensor
+
+    def conv(filters: int, kernel: int, name: str, activation: str | None = None) -> keras.layers.Layer:
+        return layers.Conv2D(filters, kernel, padding="same", activation=activation, name=name)
+
+    image = keras.Input(shape=(8, 8, 1), name="image")
+    x = out(conv(8, 3, "stem", "relu")(image))
+
+    # block 1: identity shortcut
+    y = out(conv(8, 3, "block1_conv1", "relu")(x))
+    y = out(conv(8, 3, "block1_conv2")(y))
+    x = out(layers.Add(name="block1_add")([y, x]))
+    x = out(layers.ReLU(name="block1_relu")(x))
+
+    # block 2: 1x1 projection shortcut, 8 -> 12 channels
+    y = out(conv(12, 3, "block2_conv1", "relu")(x))
+    y = out(conv(12, 3, "block2_conv2")(y))
+    shortcut = out(conv(12, 1, "block2_shortcut")(x))
+    x = out(layers.Add(name="block2_add")([y, shortcut]))
+    x = out(layers.ReLU(name="block2_relu")(x))
+
+    x = out(layers.MaxPooling2D(2, name="pool")(x))
+    x = layers.Flatten(name="flatten")(x)
+    x = layers.Dropout(0.3, name="dropout")(x)
+    logits = out(layers.Dense(10, activation=None if quantized else "softmax", name="dense")(x))
+    return keras.Model(image, logits, name="resnet_digits")
+
+
+def fixed_point_accuracy(model: keras.Model, x: np.ndarray, y: np.ndarray) -> float:
+    """Accuracy with weights, biases and every layer output in the 1,7,8 format."""
+    quantized = build_model(quantized=True)
+    for layer in model.layers:
+        weights = layer.get_weights()
+        if weights:
+            rounded = [keras.ops.convert_to_numpy(fixed(w)) for w in weights]
+            quantized.get_layer(layer.name).set_weights(rounded)
+    predicted = np.argmax(quantized.predict(keras.ops.convert_to_numpy(fixed(x)), verbose=0), axis=1)
+    return float(np.mean(predicted == y))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=int, default=60)
+    parser.add_argument("--out", type=Path, default=HERE, help="output directory (default: here)")
+    args = parser.parse_args()
+
+    keras.utils.set_random_seed(SEED)
+    x_train, x_test, y_train, y_test = digits_8x8()
+    model = build_model()
+    model.compile(
+        optimizer=keras.optimizers.Adam(0.003),
+        loss="sparse_categorical_crossentropy",
+        metrics=["accuracy"],
+    )
+    model.fit(x_train, y_train, epochs=args.epochs, batch_size=32, verbose=0)
+    predicted = np.argmax(model.predict(x_test, verbose=0), axis=1)
+    accuracy = float(np.mean(predicted == y_test))
+    args.out.mkdir(parents=True, exist_ok=True)
+    save_reproducibly(model, args.out / "resnet_digits.keras")
+    np.savez(args.out / "test.npz", x=x_test.astype(np.float32), y=y_test.astype(np.int64))
+    print(f"resnet_digits: float test accuracy {accuracy:.4f} on {len(x_test)} samples")
+    print(f"resnet_digits: fixed-point 1,7,8 accuracy {fixed_point_accuracy(model, x_test, y_test):.4f}")
+
+
+if __name__ == "__main__":
+    main()
