@@ -1,0 +1,77 @@
+{-# LANGUAGE DataKinds, NoImplicitPrelude #-}
+{-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver #-}
+{-|
+Fork and join in one combinator: the same beat goes into two branches, and
+their results come out paired. A residual block reads
+
+> conv2d_0 p b |> branches (conv2d_1 p b |> conv2d_2 p b |> fifo d3) (fifo d20) |> add_0
+
+where @add_0@ is a 'K2C.Stream.mapS' of the element-wise merge ("K2C.Merge").
+
+= Hardware
+
+No registers and no storage: a few AND gates. The buffering lives in the
+branches (a 'K2C.Fifo.fifo' at the end of each).
+
+= Protocol and exact timing (all combinational)
+
+* Fork: branch 1's head sees the input beat as valid when the input is valid
+  and branch 2's head is ready, and vice versa; ready upstream is
+  @ready1 && ready2@. So the beat moves into both branches in the same cycle,
+  the first cycle in which both heads are ready, and never into one alone.
+* Join: the output is valid when both tails are valid, and is the pair of
+  their beats. Branch 1's tail sees downstream's ready AND branch 2's tail's
+  valid, and vice versa. So both tails' beats move in the same cycle: when
+  both are valid and downstream is ready.
+
+No latency is added. Nesting composes: @branches s1 (branches s2 s3)@ is a
+3-way fork and join with exactly the timing of a 3-input one (every head
+takes the beat in the first cycle all heads are ready; every tail moves in a
+cycle where all tails are valid and downstream is ready).
+
+= Precondition: every branch ends in a @fifo@ (or another @branches@)
+
+Each branch's tail must be a 'K2C.Fifo.fifo' or a 'branches' whose own
+branches obey this rule. Their output valid is registered state (or an AND
+of registered valids), so the join's readies (downstream ready AND the other
+tail's valid) do not depend on anything the same cycle's forward path
+computes: the design stays free of combinational loops. Each head's ready
+must, as for every block ("K2C.Stream"), not depend on its own input's
+valid; then the fork's valids (input valid AND the other head's ready) are
+loop free too. Without the fifo, e.g. @branches (mapS f) (mapS g)@, branch
+1's ready would be downstream ready AND branch 2's valid, which is the
+input's valid AND branch 1's ready: a loop.
+
+Given the precondition and that every block's ready is independent of its
+own input's valid, the combinator's ready (@ready1 && ready2@) is
+independent of its input's valid, as the stream rule requires.
+-}
+module K2C.Branch
+  ( branches
+  ) where
+
+import Clash.Prelude
+import Data.Maybe (isJust)
+
+import K2C.Stream (Stream)
+
+-- | Run two streams on the same beats and pair their results (see the module
+-- header for the timing and the precondition on the branches' tails).
+branches :: Stream dom a b -> Stream dom a c -> Stream dom a (b, c)
+branches first second (input, readyOut) = (output, readyIn)
+  where
+    (out1, ready1) = first  (offer ready2, take1)
+    (out2, ready2) = second (offer ready1, take2)
+
+    -- Fork: a branch sees the beat only when the other head can take it too.
+    offer otherReady = mux otherReady input (pure Nothing)
+    readyIn = ready1 .&&. ready2
+
+    -- Join: a tail moves only together with the other.
+    valid1 = isJust <$> out1
+    valid2 = isJust <$> out2
+    take1  = readyOut .&&. valid2
+    take2  = readyOut .&&. valid1
+    output = mux (valid1 .&&. valid2) (pair <$> out1 <*> out2) (pure Nothing)
+
+    pair x y = (,) <$> x <*> y

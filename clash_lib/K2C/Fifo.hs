@@ -1,0 +1,74 @@
+{-# LANGUAGE DataKinds, KindSignatures, NoImplicitPrelude, ScopedTypeVariables,
+             TypeApplications, TypeOperators, FlexibleContexts, TypeFamilies, NoStarIsType #-}
+{-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver #-}
+{-|
+A first-in first-out buffer of @depth@ beats, @depth >= 1@ (any value, not
+only powers of two). It decouples the two sides of a stream: in a residual
+block ("K2C.Branch") the short branch is a 'fifo' that holds the beats the
+long branch has not finished yet, and every branch ends in one so that the
+join sees registered valids.
+
+= Hardware
+
+* storage: @depth * BitSize a@ bits in an 'asyncRam' (LUT RAM: written at
+  the clock edge, read combinationally), no reset;
+* registers (reset to 0): the count, @Index (depth + 1)@, and the read and
+  write pointers, @Index depth@ each, which wrap from @depth - 1@ to 0.
+
+= Protocol and exact timing
+
+With @count(t)@ the count at the start of cycle @t@ (0 after reset):
+
+* input ready in cycle @t@ = @count(t) < depth@. Registered state only: it
+  depends neither on the input's valid nor on downstream's ready.
+* output valid in cycle @t@ = @count(t) > 0@; the output is the oldest beat
+  held (the RAM read combinationally at the read pointer). Also registered
+  state only.
+* a beat accepted (valid and ready) in cycle @t@ is counted from cycle
+  @t + 1@; a beat that moves out (output valid and downstream ready) in cycle
+  @t@ is gone from cycle @t + 1@; both in one cycle leave the count unchanged.
+
+Consequences: beat @k@, accepted in cycle @q_k@, is at the output from cycle
+@max(q_k + 1, m_(k-1) + 1)@, @m_(k-1)@ being the cycle beat @k - 1@ moved
+out. There is no path from input to output in the same cycle (latency at
+least one cycle), none from downstream's ready to the input's ready, and
+with @depth >= 2@ the buffer sustains one beat per cycle in and out. With
+@depth = 1@ it is a single register: one beat every two cycles.
+-}
+module K2C.Fifo
+  ( fifo
+  ) where
+
+import Clash.Prelude
+import Data.Maybe (isJust)
+
+import K2C.Stream (Stream)
+import K2C.Window (nextIndex)
+
+-- | A FIFO of @depth@ beats (see the module header).
+fifo
+  :: forall dom depth a
+   . (HiddenClockResetEnable dom, KnownNat depth, 1 <= depth, NFDataX a)
+  => SNat depth -> Stream dom a a
+fifo SNat (input, readyOut) = (output, readyIn)
+  where
+    count    = register (0 :: Index (depth + 1)) (nextCount <$> count <*> accepted <*> removed)
+    readPtr  = register (0 :: Index depth) (mux removed (nextIndex <$> readPtr) readPtr)
+    writePtr = register (0 :: Index depth) (mux accepted (nextIndex <$> writePtr) writePtr)
+
+    readyIn  = (< maxBound) <$> count          -- count < depth
+    validOut = (/= 0) <$> count
+    accepted = readyIn .&&. (isJust <$> input)
+    removed  = validOut .&&. readyOut
+
+    write  = mux accepted (Just <$> bundle (writePtr, fromJustX <$> input)) (pure Nothing)
+    oldest = asyncRam (SNat @depth) readPtr write
+    output = mux validOut (Just <$> oldest) (pure Nothing)
+
+-- | The count of the next cycle. Cannot leave @0 .. depth@: a beat is
+-- accepted only when @count < depth@ and removed only when @count > 0@.
+nextCount :: KnownNat n => Index n -> Bool -> Bool -> Index n
+nextCount count accepted removed
+  | accepted && not removed = count + 1
+  | removed && not accepted = count - 1
+  | otherwise               = count
