@@ -224,8 +224,8 @@ def _layer_entry(plan: LayerPlan, fn: str) -> dict[str, Any]:
     return entry
 
 
-MERGE_EXACT_FN = {"add": "Merge.add", "subtract": "Merge.sub", "multiply": "Merge.mul",
-                  "maximum": "Merge.maxExact", "minimum": "Merge.minExact", "average": "Merge.add"}
+MERGE_EXACT_FN = {"add": "Merge.addExact", "subtract": "Merge.subExact", "multiply": "Merge.mulExact",
+                  "maximum": "Merge.maxExact", "minimum": "Merge.minExact", "average": "Merge.addExact"}
 """The exact (widening) binary operation each merge folds its operands with."""
 
 
@@ -259,10 +259,11 @@ def _merge_entry(plan: LayerPlan) -> dict[str, Any]:
         body = f"zipWith ({lam}) {zipped}"
         doc = f"{plan.type.capitalize()} of {sources} ({shape}), element-wise"
     return {
-        "in_type": _nested(in_types) if n > 1 else in_types[0],
+        "in_type": f"{in_types[0]}, {_nested(in_types[1:])}",  # the template adds the parentheses
         "doc": f"{doc}, {_activation_doc(plan)}; the exact result requantized to {plan.out_fmt}",
         "body": [f"mapS (\\{_nested(xs)} -> {body})"],
         "merge": True, "hw_activation": HW_ACTIVATION_FN[plan.hw_activation],
+        "rounds_itself": plan.type == "average",  # Merge.average rounds and saturates
         "uses": ["merge"],
         "notes": [f"Operand formats {', '.join(str(f) for f in plan.input_formats)}: aligned exactly "
                   "(docs: arithmetic contract, merges)."],

@@ -231,49 +231,68 @@ class _Collect:
 
 
 class _Join:
-    """K2C.Branch's join after one FIFO per branch (K2C.Fifo), as one n-input join.
+    """K2C.Branch's join after one K2C.Fifo per branch, as one n-input join.
 
-    The FIFOs are modelled unbounded: a branch's beat enters its FIFO in the cycle it is
-    offered (`q`). Beat k of every FIFO is valid from `max(q_k, F_(k-1)) + 1`, `F` being
-    the cycle the join fired (all FIFOs' beats move together, when all are valid and
-    downstream is ready). `fifo_depths` then gives each FIFO the depth that never refuses
-    a beat in this run, so the real, bounded FIFOs behave exactly like these.
+    Branch i's FIFO has depth `D_i` (None: unbounded, to measure what the design needs).
+    A beat is offered to it in cycle `v`; it enters in `q = max(v, F(k - D_i) + 1)` for its
+    k-th beat (a FIFO's ready is `count < depth`, and the beat D_i earlier leaves in the
+    cycle the join fires it, F). Beat k of every FIFO is valid from `max(q_k, F_(k-1)) + 1`;
+    all FIFOs' beats move together (the join fires) when all are valid and downstream is
+    ready. For `F(k - D_i)` to be known when the k-th beat arrives, D_i must be at least
+    the beats that FIFO can hold in the event order (`need`): `fifo_depths` guarantees it,
+    and that bound is also what keeps the design free of deadlock under any stalls.
     """
 
-    def __init__(self, n, down, mx) -> None:
+    def __init__(self, n, down, mx, depths=None) -> None:
         self.n, self.down, self.mx = n, down, mx
+        self.depths = list(depths) if depths is not None else [None] * n
+        self.keep = max([d for d in self.depths if d is not None], default=1)
         self.queues: list[list[Any]] = [[] for _ in range(n)]
-        self.F = NEG
-        self.history: list[list[tuple[Any, Any]]] = [[] for _ in range(n)]  # (entered, fired)
-        self.pending_max = [0] * n  # beats waiting in a FIFO after a whole fork event
+        self.fired: list[Any] = [NEG] * self.keep  # the last `keep` fire cycles, newest last
+        self.need = [0] * n  # most beats a FIFO holds in the event order (this one included)
 
     def port(self, i: int) -> _JoinPort:
         return _JoinPort(self, i)
 
+    def ready_at(self, i, v):
+        """Check that FIFO i can take a beat in the event order. A fork asks its branch heads
+        before any branch has taken the beat, so a FIFO that heads a branch must have room
+        then: that is what `need` measures (the beats it holds with the next one)."""
+        depth = self.depths[i]
+        self.need[i] = max(self.need[i], len(self.queues[i]) + 1)
+        if depth is None or len(self.queues[i]) < depth:
+            return v
+        raise RuntimeError(f"hwmodel: branch FIFO {i} of depth {depth} is asked for more beats than "
+                           "the event order allows (depth below the structural bound)")
+
+    def free_from(self, i):
+        """The first cycle the FIFO has room for its next beat: after the beat D earlier fired."""
+        depth = self.depths[i]
+        if depth is None:
+            return NEG
+        back = depth - len(self.queues[i])  # how many fires ago that beat left
+        return self.fired[-back] + 1 if back <= len(self.fired) else NEG
+
     def push(self, i, q) -> None:
         self.queues[i].append(q)
+        self.need[i] = max(self.need[i], len(self.queues[i]))
         while all(self.queues):
             heads = [queue.pop(0) for queue in self.queues]
-            valid = heads[0]
-            for h in heads[1:]:
+            valid = self.fired[-1]
+            for h in heads:
                 valid = self.mx(valid, h)
-            self.F = self.down.accept(self.mx(valid, self.F) + 1)
-            for k, h in enumerate(heads):
-                self.history[k].append((h, self.F))
-
-    def after_fork_event(self) -> None:
-        for k, queue in enumerate(self.queues):
-            self.pending_max[k] = max(self.pending_max[k], len(queue))
+            self.fired.append(self.down.accept(valid + 1))
+            del self.fired[0]
 
     def state(self):
-        return [self.F, *(q for queue in self.queues for q in queue)]
+        return [*self.fired, *(q for queue in self.queues for q in queue)]
 
     def shape(self):
         return tuple(len(queue) for queue in self.queues)
 
     def set_state(self, values, shape):
-        self.F = values[0]
-        rest = list(values[1:])
+        self.fired = list(values[:self.keep])
+        rest = list(values[self.keep:])
         self.queues = []
         for n in shape:
             self.queues.append(rest[:n])
@@ -281,17 +300,19 @@ class _Join:
 
 
 class _JoinPort:
-    """A branch's FIFO, as its branch's last block sees it: always ready (unbounded)."""
+    """A branch's FIFO, as its branch's last block sees it."""
 
     def __init__(self, join: _Join, i: int) -> None:
         self.join, self.i = join, i
 
     def ready_at(self, v):
-        return v
+        self.join.ready_at(self.i, v)
+        return self.join.mx(v, self.join.free_from(self.i))
 
     def accept(self, v):
-        self.join.push(self.i, v)
-        return v
+        q = self.ready_at(v)
+        self.join.push(self.i, q)
+        return q
 
 
 class _Fork:
@@ -313,7 +334,6 @@ class _Fork:
         q = self.ready_at(v)
         for head in self.heads:
             head.accept(q)
-        self.join.after_fork_event()
         return q
 
 
@@ -347,16 +367,16 @@ def _layer_blocks(plan: LayerPlan, knobs, down, mx, blocks: list) -> Any:
     return down
 
 
-def _chain_blocks(chain: Chain, by_name, knobs, down, mx, blocks: list, joins: list) -> Any:
+def _chain_blocks(chain: Chain, by_name, knobs, down, mx, blocks: list, joins: list, depths=None) -> Any:
     items = list(chain.items)
     for k in range(len(items) - 1, -1, -1):
         item = items[k]
         if isinstance(item, Parallel):
             merge = by_name[items[k + 1]]
-            join = _Join(len(item.branches), down, mx)
+            join = _Join(len(item.branches), down, mx, depths.get(merge.name) if depths is not None else None)
             joins.append((merge.name, join))
             blocks.append(join)
-            heads = [_chain_blocks(branch, by_name, knobs, join.port(i), mx, blocks, joins)
+            heads = [_chain_blocks(branch, by_name, knobs, join.port(i), mx, blocks, joins, depths)
                      for i, branch in enumerate(item.branches)]
             down = _Fork(heads, join, mx)
         else:
@@ -364,16 +384,20 @@ def _chain_blocks(chain: Chain, by_name, knobs, down, mx, blocks: list, joins: l
     return down
 
 
-def _build(plans: Sequence[LayerPlan], knobs: Sequence[tuple[Any, Any, Any]], mx, joins: list | None = None):
+def _build(plans: Sequence[LayerPlan], knobs: Sequence[tuple[Any, Any, Any]], mx, joins: list | None = None,
+           depths: dict[str, Sequence[int | None]] | None = None):
     """The blocks of the emitted network (emitter.py), from the sink backwards.
-    `knobs`: (S = G*b, b, G == 1) per compute layer in plan order, ints or arrays."""
+    `knobs`: (S = G*b, b, G == 1) per compute layer in plan order, ints or arrays; `depths`
+    the branch FIFO depths per merge (default: the plans' `fifo_depths`)."""
+    if depths is None:
+        depths = {p.name: p.fifo_depths for p in plans if p.is_merge and p.fifo_depths}
     sink = _Sink()
     blocks: list[Any] = []
     by_knob = dict(zip([p.name for p in plans if p.is_compute], knobs))
     source = plans[0].inputs[0] if plans[0].inputs else "input"
     chain = structure(_with_inputs(plans), source, plans[-1].name)
     first = _chain_blocks(chain, {p.name: p for p in plans}, by_knob, sink, mx, blocks,
-                          joins if joins is not None else [])
+                          joins if joins is not None else [], depths)
     return first, blocks, sink
 
 
@@ -498,8 +522,12 @@ def _one_image(first, beats: int, ref: int) -> int:
     return last + 1
 
 
+AFFINE_LIMIT = 1 << 24
+"""Images an affine extrapolation may jump at most; past it the run goes on image by image."""
+
+
 def steady_state(plans: Sequence[LayerPlan], knobs=None, max_period: int = 4,
-                 max_images: int = 1 << 40) -> tuple[float, int]:
+                 max_images: int = 100_000, depths=None) -> tuple[float, int]:
     """The exact steady-state II (and its period in images) of one configuration.
 
     Images are fed back to back until the blocks' state, relative to the image's first offer
@@ -512,18 +540,21 @@ def steady_state(plans: Sequence[LayerPlan], knobs=None, max_period: int = 4,
     from there exactly.
     """
     knobs = knobs if knobs is not None else [_knobs(p) for p in plans if p.is_compute]
-    first, blocks, _ = _build(plans, knobs, max)
-    probe_first, probe_blocks, _ = _build(plans, knobs, max)
+    first, blocks, _ = _build(plans, knobs, max, depths=depths)
+    probe_first, probe_blocks, _ = _build(plans, knobs, max, depths=depths)
     beats = beats_per_image(plans)
     ref, images = 0, 0
     rels: list[tuple[tuple, tuple[int, ...]]] = []
     refs: list[int] = []
+    # Affine jumps assume each comparison flips at most once along the extrapolation; a
+    # join's window of fire cycles breaks that, so graphs with merges run image by image.
+    jumps = not any(p.is_merge for p in plans)
     while images < max_images:
         rel = _snapshot(blocks, ref)
         for lag in range(1, min(max_period, len(rels)) + 1):
             if rels[-lag] == rel:
                 return (ref - refs[-lag]) / lag, lag
-        if len(rels) >= 2 and ref - refs[-1] == refs[-1] - refs[-2] and rel[0] == rels[-1][0] == rels[-2][0] \
+        if jumps and len(rels) >= 2 and ref - refs[-1] == refs[-1] - refs[-2] and rel[0] == rels[-1][0] == rels[-2][0] \
                 and all(a - b == b - c for a, b, c in zip(rel[1], rels[-1][1], rels[-2][1])):
             period, delta = ref - refs[-1], [a - b for a, b in zip(rel[1], rels[-1][1])]
             signature, values = rel
@@ -539,10 +570,15 @@ def steady_state(plans: Sequence[LayerPlan], knobs=None, max_period: int = 4,
                 return (nxt, _snapshot(probe_blocks, nxt)) == virtual(j + 1)[::-1]
 
             hi = 1
-            while affine(hi):
+            while hi <= AFFINE_LIMIT and affine(hi):
                 hi *= 2
-                if hi > max_images:
-                    raise RuntimeError("hwmodel: the pipeline state drifts without bound")
+            if hi > AFFINE_LIMIT:  # no break found: keep feeding images one by one
+                jumps = False  # (a safety net: not seen on chains)
+                rels.append(rel)
+                refs.append(ref)
+                ref = _one_image(first, beats, ref)
+                images += 1
+                continue
             lo = hi // 2  # affine(lo) holds (or lo == 0: the step just measured)
             while hi - lo > 1:
                 mid = (lo + hi) // 2
@@ -575,45 +611,50 @@ def timing(plans: Sequence[LayerPlan], images: int = 0) -> Timing:
     return Timing(acc, out, ii, period)
 
 
-def fifo_depths(plans: Sequence[LayerPlan], max_images: int = 1000) -> dict[str, tuple[int, ...]]:
+def fifo_depths(plans: Sequence[LayerPlan]) -> dict[str, tuple[int, ...]]:
     """The depth of every branch FIFO, per merge layer (branch order), for this configuration.
 
-    Images run back to back through the model with unbounded FIFOs until the pipeline's
-    state repeats (one more period is run after that). Each FIFO then gets the larger of
-    - throughput: 1 + the most beats it ever holds at the start of a cycle in which a beat
-      arrives (its ready is `count < depth`), so it never refuses a beat in this run and
-      the bounded design has exactly the modelled cycles;
-    - no deadlock under any stalls: 1 + the most beats it holds after a fork event (the fork
-      hands a beat to every branch at once; a branch can be made to wait for input that
-      another branch's full FIFO blocks only if this bound is not met).
+    1. No deadlock: a FIFO must hold every beat its branch can produce before the other
+       branches produce the beat the join needs, i.e. the most beats it holds in the event
+       order (which depends on the geometry only: two images with unbounded FIFOs measure
+       it). With that depth no stall pattern can deadlock the fork and join, and the
+       bounded FIFOs' cycles are computable in the event order.
+    2. No lost throughput: the smallest common slack `s` added to every FIFO such that the
+       steady-state II equals the II with FIFOs a whole image deeper (found by doubling,
+       then bisection, on the exact model).
     """
-    if not any(p.is_merge for p in plans):
+    merges = [p for p in plans if p.is_merge]
+    if not merges:
         return {}
+    knobs = [_knobs(p) for p in plans if p.is_compute]
     joins: list[tuple[str, _Join]] = []
-    first, blocks, _ = _build(plans, [_knobs(p) for p in plans if p.is_compute], max, joins)
+    first, _, _ = _build(plans, knobs, max, joins, depths={})
     beats = beats_per_image(plans)
-    ref, seen, extra = 0, [], None
-    for _ in range(max_images):
-        snap = _snapshot(blocks, ref)
-        if extra is None and snap in seen:
-            extra = len(seen) - seen.index(snap)
-        elif extra is not None:
-            extra -= 1
-            if extra == 0:
-                break
-        seen.append(snap)
+    ref = 0
+    for _ in range(2):
         ref = _one_image(first, beats, ref)
-    else:
-        raise RuntimeError(f"hwmodel: FIFO depths: no periodic steady state within {max_images} images")
-    depths: dict[str, tuple[int, ...]] = {}
-    for name, join in joins:
-        per_port = []
-        for k, history in enumerate(join.history):
-            fired = [f for _, f in history]
-            held = max((i - bisect.bisect_left(fired, q, 0, i) for i, (q, _) in enumerate(history)), default=0)
-            per_port.append(1 + max(held, join.pending_max[k]))
-        depths[name] = tuple(per_port)
-    return depths
+    need = {name: [max(n, 1) for n in join.need] for name, join in joins}
+
+    def with_slack(s: int) -> dict[str, tuple[int, ...]]:
+        return {name: tuple(n + s for n in counts) for name, counts in need.items()}
+
+    def ii(s: int) -> float:
+        return steady_state(plans, knobs, depths=with_slack(s))[0]
+
+    deep = max(beats, 2) + 1
+    best = ii(deep)
+    if ii(0) <= best:
+        return with_slack(0)
+    lo, hi = 0, 1
+    while ii(hi) > best:
+        lo, hi = hi, 2 * hi
+        if hi > deep:
+            hi = deep
+            break
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if ii(mid) > best else (lo, mid)
+    return with_slack(hi)
 
 
 def with_fifo_depths(plans: Sequence[LayerPlan]) -> list[LayerPlan]:

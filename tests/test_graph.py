@@ -1,0 +1,223 @@
+"""Networks as graphs (issue 10): merges in the golden model, the branch structure, the
+FIFO depths of the hardware model, and random graph-shaped networks bit-exact through the
+Clash simulation with the hardware model's cycles.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from keras2clash.errors import K2CError
+from keras2clash.hw import hwmodel
+from keras2clash.hw.plan import LayerPlan
+from keras2clash.ir.structure import Chain, Parallel, structure
+from keras2clash.quant import golden
+from keras2clash.quant.formats import FixedFormat
+
+from helpers import needs_toolchain
+
+MERGES = ("add", "subtract", "multiply", "average", "maximum", "minimum", "concatenate")
+
+
+# --- the golden model of merges against exact rationals ---------------------------------
+
+
+def _round_sat(value: Fraction, fmt: FixedFormat) -> int:
+    """The contract: floor(v * 2^frac + 1/2), then saturate."""
+    scaled = value * (1 << fmt.frac) + Fraction(1, 2)
+    raw = scaled.numerator // scaled.denominator
+    return max(fmt.raw_min, min(fmt.raw_max, raw))
+
+
+def _exact(op: str, values: list[Fraction]) -> Fraction:
+    if op == "add":
+        return sum(values, Fraction(0))
+    if op == "subtract":
+        return values[0] - values[1]
+    if op == "multiply":
+        out = Fraction(1)
+        for v in values:
+            out *= v
+        return out
+    if op == "average":
+        return sum(values, Fraction(0)) / len(values)
+    return max(values) if op == "maximum" else min(values)
+
+
+fmts = st.builds(lambda i, f: FixedFormat(1, i, f), st.integers(0, 8), st.integers(0, 10))
+
+
+@settings(max_examples=300, deadline=None)
+@given(op=st.sampled_from(MERGES), n=st.integers(2, 4), data=st.data(), out=fmts,
+       activation=st.sampled_from(["linear", "relu"]))
+def test_merge_golden_equals_exact_rationals(op, n, data, out, activation) -> None:
+    n = 2 if op == "subtract" else n
+    in_fmts = [data.draw(fmts) for _ in range(n)]
+    width = 3
+    raws = [np.array(data.draw(st.lists(st.integers(f.raw_min, f.raw_max), min_size=width, max_size=width)))
+            for f in in_fmts]
+    out_width = width * n if op == "concatenate" else width
+    plan = LayerPlan(name="m", type=op, input_shape=(width,), output_shape=(out_width,), activation=activation,
+                     in_fmt=in_fmts[0], out_fmt=out, inputs=tuple(f"t{i}" for i in range(n)),
+                     in_fmts=tuple(in_fmts), input_shapes=((width,),) * n)
+    got = golden.merge([r[None, :] for r in raws], plan)[0]
+    values = [[Fraction(int(v), 1 << f.frac) for v in r] for r, f in zip(raws, in_fmts)]
+    if op == "concatenate":
+        want = [_round_sat(v, out) for vs in values for v in vs]
+    else:
+        want = [_round_sat(_exact(op, [vs[k] for vs in values]), out) for k in range(width)]
+    if activation == "relu":
+        want = [max(w, 0) for w in want]
+    assert list(got) == want
+
+
+# --- structure ----------------------------------------------------------------------------
+
+
+class _N:
+    def __init__(self, name: str, *inputs: str) -> None:
+        self.name, self.inputs = name, tuple(inputs)
+
+
+def test_residual_and_inception_structure() -> None:
+    nodes = [_N("stem", "in"), _N("c1", "stem"), _N("c2", "c1"), _N("add", "c2", "stem"), _N("a", "add"),
+             _N("b", "a"), _N("d", "a"), _N("cat", "b", "d", "a"), _N("o", "cat")]
+    chain = structure(nodes, "in", "o")
+    assert chain == Chain(("stem", Parallel((Chain(("c1", "c2")), Chain(()))), "add", "a",
+                           Parallel((Chain(("b",)), Chain(("d",)), Chain(()))), "cat", "o"))
+
+
+def test_non_series_parallel_graph_names_the_layer() -> None:
+    nodes = [_N("t1", "in"), _N("t2", "in"), _N("m1", "t1", "t2"), _N("m2", "m1", "t1"), _N("m3", "m2", "t2"),
+             _N("o", "m3")]
+    with pytest.raises(K2CError, match="layer '(t1|t2)'|merge layer"):
+        structure(nodes, "in", "o")
+
+
+# --- random graph-shaped Keras models ---------------------------------------------------
+
+
+def _conv(keras, layers, x, filters, kernel, name, rng, activation=None, strides=1):
+    return layers.Conv2D(filters, kernel, padding="same", strides=strides, activation=activation, name=name)(x)
+
+
+def build_graph_model(seed: int, kind: str, op: str, image: bool):
+    """A small functional model with one or two fork/merge blocks of the given merge `op`.
+
+    `kind`: "residual" (a two-layer branch against the identity or a projection),
+    "inception" (two or three computed branches), "nested" (a residual block inside a
+    branch of another merge)."""
+    import keras
+    from keras import layers
+
+    keras.utils.set_random_seed(seed)
+    rng = np.random.default_rng(seed)
+    if image:
+        inp = keras.Input((5, 5, 2))
+        stem = layers.Conv2D(3, 3, padding="same", activation="relu", name="stem")(inp)
+
+        def unit(x, name, f=3, k=3):
+            return layers.Conv2D(f, k, padding="same", name=name)(x)
+    else:
+        inp = keras.Input((6,))
+        stem = layers.Dense(5, activation="relu", name="stem")(inp)
+
+        def unit(x, name, f=5, k=None):
+            return layers.Dense(f, name=name)(x)
+
+    merge = {"add": layers.Add, "subtract": layers.Subtract, "multiply": layers.Multiply,
+             "average": layers.Average, "maximum": layers.Maximum, "minimum": layers.Minimum,
+             "concatenate": layers.Concatenate}[op]
+    if kind == "residual":
+        branch = unit(layers.ReLU(name="b_relu")(unit(stem, "b1")), "b2")
+        short = stem if rng.random() < 0.5 else unit(stem, "proj", k=1)
+        x = merge(name="merge")([branch, short])
+    elif kind == "inception":
+        n = 2 if op == "subtract" else 3
+        branches = [unit(stem, f"br{i}", k=1 + 2 * (i % 2)) for i in range(n)]
+        x = merge(name="merge")(branches)
+    else:  # nested
+        inner = layers.Add(name="inner_add")([unit(stem, "in1"), stem])
+        outer = unit(layers.ReLU(name="in_relu")(inner), "in2")
+        x = merge(name="merge")([outer, unit(stem, "side", k=1)])
+    x = layers.ReLU(name="after")(x)
+    if image:
+        x = layers.Flatten(name="flat")(layers.MaxPooling2D(2, name="pool")(x))
+    out = layers.Dense(3, name="out")(x)
+    model = keras.Model(inp, out, name=f"g_{kind}_{op}")
+    for layer in model.layers:  # small weights keep values inside the format
+        weights = layer.get_weights()
+        if weights:
+            layer.set_weights([rng.uniform(-0.6, 0.6, size=w.shape).astype(np.float32) for w in weights])
+    return model
+
+
+def test_golden_follows_keras_on_random_graphs() -> None:
+    """At a wide format the golden model's outputs are Keras' to within rounding."""
+    from keras2clash.network import load_network
+
+    rng = np.random.default_rng(0)
+    for seed, (kind, op, image) in enumerate([(k, o, i) for k in ("residual", "inception", "nested")
+                                             for o in MERGES for i in (False, True)]):
+        model = build_graph_model(seed, kind, op, image)
+        network = load_network(model, "1,9,14", fifos=False)
+        x = rng.uniform(0, 1, size=(8, *model.inputs[0].shape[1:])).astype(np.float32)
+        raw = golden.run(network.plans, network.params, golden.quantize_inputs(network.plans, x))
+        want = np.asarray(model(x, training=False), dtype=np.float64)
+        np.testing.assert_allclose(raw / (1 << 14), want, atol=0.02, err_msg=f"{kind} {op} image={image}")
+
+
+def test_fifo_depths_cover_the_structural_lag() -> None:
+    """A 3x3 'same' convolution needs a row and a pixel of input before its first output, so
+    the identity shortcut's FIFO must hold at least that many beats."""
+    from keras2clash.network import load_network
+
+    model = build_graph_model(1, "residual", "add", True)
+    network = load_network(model, "1,7,8")
+    merge = next(p for p in network.plans if p.is_merge)
+    assert len(merge.fifo_depths) == 2 and min(merge.fifo_depths) >= 1
+    assert max(merge.fifo_depths) >= 5 + 1 + 1  # W + 1 beats of lookahead (two convolutions: more)
+
+
+# --- bit-exact in the Clash simulation, cycles as the hardware model says -----------------
+
+
+@needs_toolchain
+@settings(max_examples=int(__import__("os").environ.get("K2C_GRAPH_EXAMPLES", "5")), deadline=None,
+          suppress_health_check=list(HealthCheck), phases=[Phase.explicit, Phase.generate])  # no shrinking:
+# each example compiles a Clash project (~30 s); the failing example is printed as drawn
+@given(seed=st.integers(0, 10_000), kind=st.sampled_from(["residual", "inception", "nested"]),
+       op=st.sampled_from(MERGES), image=st.booleans(), fmt=st.sampled_from(["1,7,8", "1,4,6", "1,5,10"]),
+       knobs=st.integers(0, 10_000))
+def test_random_graphs_bit_exact_in_clash(tmp_path_factory, seed, kind, op, image, fmt, knobs) -> None:
+    from keras2clash import api
+    from keras2clash.backend.project import load_project
+    from keras2clash.network import load_network
+    from keras2clash.verify import toolchain
+    from keras2clash.verify.simulate import run_simulator
+
+    model = build_graph_model(seed, kind, op, image)
+    rng = np.random.default_rng(knobs)
+    planned = load_network(model, fmt, fifos=False)
+    compute = [p for p in planned.plans if p.is_compute]
+    pes = [int(rng.integers(1, p.filters + 1)) for p in compute]
+    cyc = [int(rng.integers(1, min(p.window, 4) + 1)) for p in compute]
+    out = tmp_path_factory.mktemp("graph") / "net"
+    api.emit(model, fmt, out, pes, cycles=cyc, show=False)
+    project = load_project(out)
+    x = rng.uniform(-0.5, 1.5, size=(6, *model.inputs[0].shape[1:]))
+    x_raw = golden.quantize_inputs(project.plans, x)
+    want = golden.run(project.plans, project.params, x_raw)
+    exe = toolchain.build_simulator(project.root)
+    sim = run_simulator(exe, project.root, x_raw, project.n_out)
+    assert np.array_equal(sim.outputs, want)
+    t = hwmodel.timing(project.plans, len(x))
+    assert np.array_equal(sim.accept_cycle, t.accept_cycle) and np.array_equal(sim.output_cycle, t.output_cycle)
+    stressed = run_simulator(exe, project.root, x_raw, project.n_out, ["--gap-max", "4", "--seed", str(seed)])
+    assert np.array_equal(stressed.outputs, want)
