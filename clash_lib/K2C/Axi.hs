@@ -62,7 +62,6 @@ module K2C.Axi
   , packResult
   , unpackResult
     -- * Beats to a whole tensor (for cores that read whole tensors)
-  , gatherBeats
   ) where
 
 import Clash.Prelude
@@ -144,23 +143,3 @@ axiStream SNat core sData sValid sLast mReady =
     nextBeat i | i == maxBound = 0
                | otherwise     = i + 1
 
--- | Collect @k@ beats into one vector (beat 0 first) for a core that reads a
--- whole tensor at once. Ready while not full (a registered condition, never a
--- function of the input's valid); the full vector is shown until it moves,
--- and the next image's first beat is taken the cycle after.
-gatherBeats
-  :: forall dom k a
-   . (HiddenClockResetEnable dom, KnownNat k, 1 <= k, NFDataX a)
-  => SNat k
-  -> Stream dom a (Vec k a)
-gatherBeats SNat (input, readyOut) = (output, readyIn)
-  where
-    count     = register (0 :: Index (k + 1)) nextCount
-    full      = (== maxBound) <$> count
-    readyIn   = not <$> full
-    accepted  = readyIn .&&. (isJust <$> input)
-    delivered = full .&&. readyOut
-    nextCount = mux accepted (succ <$> count) (mux delivered (pure 0) count)
-    buffer    = regEn (deepErrorX "gatherBeats: no beat yet") accepted
-                      ((<<+) <$> buffer <*> (fromJustX <$> input))
-    output    = mux full (Just <$> buffer) (pure Nothing)

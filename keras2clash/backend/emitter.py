@@ -59,14 +59,6 @@ _env.filters["prefix"] = lambda text, prefix: f"{prefix}{text}"
 
 
 
-def unflatten_expr(rank: int) -> str:
-    """Haskell turning a flat row-major Vec into the nested Vec of a rank-`rank` shape."""
-    expr = "id"
-    for _ in range(rank - 1):
-        expr = "unconcatI" if expr == "id" else f"map ({expr}) . unconcatI"
-    return expr
-
-
 @functools.cache
 def clash_prelude_names() -> frozenset[str]:
     """Value names Clash.Prelude exports (shipped list, plus the SNat shorthands d0..d1024)."""
@@ -360,6 +352,7 @@ def build_context(name: str, plans: Sequence[LayerPlan]) -> dict[str, Any]:
         "imports": imports,
         "network_args": network_args,
         "composition": composition,
+        "has_branches": bool(fifo_args),
         "input_type": _beat_type(first.input_shape, format_type_name(first.in_fmt)),
         "input_doc": input_doc,
         "beats_per_image": beats,
@@ -371,12 +364,7 @@ def build_context(name: str, plans: Sequence[LayerPlan]) -> dict[str, Any]:
         "in_fmt": first.in_fmt,
         "out_fmt": last.out_fmt,
         "pe_literals": " ".join(f"(SNat @{arg['value']})" for arg in network_args),
-        "rom_words_sum": " + ".join(f"romWords W.{entry['fn']}" for entry in compute),
-        "network_takes_beats": True,  # the network reads beats; no gathering in Top
-        # round-1 names, still read by some templates
-        "dense_layers": compute,
         "input_shape_text": _shape_text(first.input_shape),
-        "input_rank": len(first.input_shape),
     }
 
 

@@ -35,9 +35,6 @@ class QuantizedLayer:
     bias: np.ndarray
 
 
-QuantizedDense = QuantizedLayer  # the round-1 name
-
-
 def quantize_params(plans: Sequence[LayerPlan], ir: Any = None) -> dict[str, QuantizedLayer]:
     """Round every compute layer's kernel and bias to its formats (contract: quantize).
 
