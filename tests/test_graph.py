@@ -231,7 +231,7 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 @needs_toolchain
 @pytest.mark.parametrize(("example", "parallelism"), [
     ("resnet_digits", [4, 4, 4, 6, 6, 6, 5]),
-    ("inception_digits", [4, 3, 5, 2, 5]),
+    ("inception_digits", [4, 3, 3, 5, 2, 5]),
 ])
 def test_graph_example_whole_test_set(tmp_path: Path, example: str, parallelism: list[int]) -> None:
     """Golden == Clash simulation on every test image, back to back and with random input
