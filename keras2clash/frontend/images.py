@@ -1,0 +1,150 @@
+"""Converters of the image layers: Conv2D, MaxPooling2D, AveragePooling2D, ZeroPadding2D."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from keras2clash.errors import K2CError
+from keras2clash.frontend.registry import (
+    ConversionState, _activation, _check_keras_shape, _kernel_and_bias, _single_input,
+    register_converter,
+)
+from keras2clash.ir import layers as ir
+
+Shape = tuple[int, ...]
+
+
+def same_pads(size: int, kernel: int, stride: int) -> tuple[int, int]:
+    """TF/Keras 'same' padding of one spatial axis: (before, after); the odd pixel goes after."""
+    out = -(-size // stride)
+    total = max((out - 1) * stride + kernel - size, 0)
+    return total // 2, total - total // 2
+
+
+def _window_geometry(
+    layer: Any, shape: Shape, window: tuple[int, int], strides: tuple[int, int], padding: str, what: str,
+) -> tuple[tuple[int, int], tuple[int, int, int, int]]:
+    """Output (H2, W2) and pads (top, bottom, left, right) of a sliding 2-D window."""
+    kind = type(layer).__name__
+    height, width, _ = shape
+    if padding == "same":
+        top, bottom = same_pads(height, window[0], strides[0])
+        left, right = same_pads(width, window[1], strides[1])
+        out = (-(-height // strides[0]), -(-width // strides[1]))
+    else:
+        top = bottom = left = right = 0
+        if window[0] > height or window[1] > width:
+            raise K2CError(
+                f"{kind} layer '{layer.name}' has {what} {window}, larger than its "
+                f"{height}x{width} input with padding='valid'"
+            )
+        out = ((height - window[0]) // strides[0] + 1, (width - window[1]) // strides[1] + 1)
+    return out, (top, bottom, left, right)
+
+
+def _check_image_layer(layer: Any, state: ConversionState) -> None:
+    """Rules shared by Conv2D, pooling and padding: channels_last on (H, W, C)."""
+    _single_input(layer, state)
+    kind = type(layer).__name__
+    if getattr(layer, "data_format", "channels_last") != "channels_last":
+        raise K2CError(
+            f"{kind} layer '{layer.name}' uses data_format='{layer.data_format}'; only "
+            "channels_last (height, width, channels) is supported"
+        )
+    if len(state.shape) != 3:
+        raise K2CError(
+            f"{kind} layer '{layer.name}' gets an input of shape {state.shape} (rank "
+            f"{len(state.shape)}); it needs an image (height, width, channels)"
+        )
+    if getattr(layer, "quantization_mode", None) is not None:
+        raise K2CError(
+            f"{kind} layer '{layer.name}' is Keras-quantized ({layer.quantization_mode}); "
+            "give keras2clash the float model"
+        )
+
+
+def _padding(layer: Any) -> str:
+    padding = str(layer.padding).lower()
+    if padding not in ("valid", "same"):
+        raise K2CError(
+            f"{type(layer).__name__} layer '{layer.name}' uses padding='{layer.padding}'; "
+            "only 'valid' and 'same' are supported"
+        )
+    return padding
+
+
+def _pair(layer: Any, what: str, value: Any) -> tuple[int, int]:
+    pair = tuple(int(v) for v in value)
+    if len(pair) != 2 or min(pair) < 1:
+        raise K2CError(
+            f"{type(layer).__name__} layer '{layer.name}' has {what}={value}; two positive "
+            "integers are needed"
+        )
+    return pair  # type: ignore[return-value]
+
+
+@register_converter("Conv2D")
+def _convert_conv2d(layer: Any, state: ConversionState) -> ir.Layer:
+    """A channels_last Conv2D, 'valid' or 'same' (explicit pads), any strides and kernel."""
+    _check_image_layer(layer, state)
+    dilation = tuple(int(d) for d in layer.dilation_rate)
+    if dilation != (1, 1):
+        raise K2CError(
+            f"Conv2D layer '{layer.name}' has dilation_rate={dilation}; only (1, 1) is "
+            "supported"
+        )
+    if int(layer.groups) != 1:
+        raise K2CError(
+            f"Conv2D layer '{layer.name}' has groups={layer.groups} (a grouped "
+            "convolution); only groups=1 is supported"
+        )
+    padding = _padding(layer)
+    kernel_size = _pair(layer, "kernel_size", layer.kernel_size)
+    strides = _pair(layer, "strides", layer.strides)
+    activation = _activation(layer)
+    channels, filters = state.shape[2], int(layer.filters)
+    kernel, bias = _kernel_and_bias(layer, (*kernel_size, channels, filters))
+    (out_h, out_w), pads = _window_geometry(layer, state.shape, kernel_size, strides, padding, "kernel_size")
+    out = (out_h, out_w, filters)
+    _check_keras_shape(layer, state, out)
+    return ir.Conv2D(**state.common(layer, out), kernel=kernel, bias=bias, use_bias=bool(layer.use_bias),
+                     activation=activation, kernel_size=kernel_size, strides=strides, padding=padding,
+                     pads=pads)
+
+
+@register_converter("MaxPooling2D", "AveragePooling2D")
+def _convert_pool2d(layer: Any, state: ConversionState) -> ir.Layer:
+    """Max/average pooling over (ph, pw) windows per channel; strides default to the pool.
+
+    'same' max pooling pads with -infinity (never chosen); 'same' average pooling is only
+    accepted when it needs no padding, since Keras divides a border window by the count of
+    its non-padding values, which the hardware's fixed divisor N = ph*pw does not do.
+    """
+    _check_image_layer(layer, state)
+    kind = type(layer).__name__
+    padding = _padding(layer)
+    pool_size = _pair(layer, "pool_size", layer.pool_size)
+    strides = _pair(layer, "strides", layer.strides)
+    (out_h, out_w), pads = _window_geometry(layer, state.shape, pool_size, strides, padding, "pool_size")
+    if kind == "AveragePooling2D" and any(pads):
+        raise K2CError(
+            f"AveragePooling2D layer '{layer.name}' uses padding='same' with pads "
+            f"(top, bottom, left, right) = {pads} on its {state.shape[0]}x{state.shape[1]} "
+            "input: Keras divides each border window by its count of non-padding values, "
+            "not by the pool size; use padding='valid' or an input size the pool divides"
+        )
+    out = (out_h, out_w, state.shape[2])
+    _check_keras_shape(layer, state, out)
+    cls = ir.MaxPool2D if kind == "MaxPooling2D" else ir.AvgPool2D
+    return cls(**state.common(layer, out), pool_size=pool_size, strides=strides, padding=padding, pads=pads)
+
+
+@register_converter("ZeroPadding2D")
+def _convert_zero_padding2d(layer: Any, state: ConversionState) -> ir.Layer:
+    """Zeros around the image; the pass `fold_padding` moves them into the next layer."""
+    _check_image_layer(layer, state)
+    (top, bottom), (left, right) = (tuple(int(v) for v in pair) for pair in layer.padding)
+    h, w, c = state.shape
+    out = (h + top + bottom, w + left + right, c)
+    _check_keras_shape(layer, state, out)
+    return ir.ZeroPad2D(**state.common(layer, out), pads=(top, bottom, left, right))

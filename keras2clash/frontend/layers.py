@@ -1,0 +1,173 @@
+"""Converters of the vector and graph layers: identities, Dense, Flatten, BatchNormalization,
+activations, and the merges (Add, ..., Concatenate)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from keras2clash.errors import K2CError
+from keras2clash.frontend.registry import (
+    ConversionState, _activation, _check_keras_shape, _kernel_and_bias, _single_input, _to_numpy,
+    register_converter,
+)
+from keras2clash.ir import layers as ir
+
+
+@register_converter(
+    "Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D", "GaussianNoise",
+    "GaussianDropout", "AlphaDropout", "ActivityRegularization", "Identity",
+)
+def _convert_inference_identity(layer: Any, state: ConversionState) -> ir.Layer:
+    """Layers whose `call` returns its input unchanged unless training=True (Keras 3 source
+    checked: each returns `inputs` when not training; the regularizer only adds a loss).
+    The pass `remove_identities` drops them; a call with training=True is rejected."""
+    _single_input(layer, state)
+    return ir.Identity(**state.common(layer, state.shape), source_class=type(layer).__name__)
+
+
+@register_converter("Dense")
+def _convert_dense(layer: Any, state: ConversionState) -> ir.Layer:
+    _single_input(layer, state)
+    if len(state.shape) != 1:
+        raise K2CError(
+            f"Dense layer '{layer.name}' gets an input of shape {state.shape} (rank "
+            f"{len(state.shape)}); add a Flatten before it"
+        )
+    if getattr(layer, "quantization_mode", None) is not None:
+        raise K2CError(
+            f"Dense layer '{layer.name}' is Keras-quantized ({layer.quantization_mode}); "
+            "give keras2clash the float model"
+        )
+    activation = _activation(layer)
+    n_in, n_out = state.shape[0], int(layer.units)
+    kernel, bias = _kernel_and_bias(layer, (n_in, n_out))
+    return ir.Dense(**state.common(layer, (n_out,)), kernel=kernel, bias=bias,
+                    use_bias=bool(layer.use_bias), activation=activation)
+
+
+@register_converter("Flatten")
+def _convert_flatten(layer: Any, state: ConversionState) -> ir.Layer:
+    """Rank>1 -> 1-D row-major reshape. On a 1-D input it is the identity (removed by the
+    passes, which also merges consecutive Flattens)."""
+    _single_input(layer, state)
+    if len(state.shape) == 1:
+        return ir.Identity(**state.common(layer, state.shape), source_class="Flatten")
+    if getattr(layer, "data_format", "channels_last") == "channels_first":
+        raise K2CError(
+            f"Flatten layer '{layer.name}' uses data_format='channels_first', which "
+            "transposes its input before flattening; only channels_last is supported"
+        )
+    return ir.Flatten(**state.common(layer, (math.prod(state.shape),)))
+
+
+# --- normalisation and activations (folded and fused by the passes) --------------------
+
+
+@register_converter("BatchNormalization")
+def _convert_batch_normalization(layer: Any, state: ConversionState) -> ir.Layer:
+    """Inference-time batch normalisation as a per-channel scale and shift.
+
+    Keras computes `(x - mean) / sqrt(var + eps) * gamma + beta` per channel of the last
+    axis; with `g = gamma / sqrt(var + eps)` that is `g * x + (beta - mean * g)` (gamma = 1
+    when scale=False, beta = 0 when center=False). The pass `fold_batchnorm` folds it into
+    the linear Dense/Conv2D before it.
+    """
+    _single_input(layer, state)
+    rank = len(state.shape) + 1  # with the batch axis
+    if int(layer.axis) % rank != rank - 1:
+        raise K2CError(
+            f"BatchNormalization layer '{layer.name}' normalises axis {layer.axis} of an "
+            f"input of shape {state.shape}; only the last (channels) axis can be folded"
+        )
+    mean = _to_numpy(layer.moving_mean)
+    variance = _to_numpy(layer.moving_variance)
+    gamma = _to_numpy(layer.gamma) if layer.scale else np.ones_like(mean)
+    beta = _to_numpy(layer.beta) if layer.center else np.zeros_like(mean)
+    with np.errstate(all="ignore"):
+        g = gamma / np.sqrt(variance + float(layer.epsilon))
+    return ir.BatchNorm(**state.common(layer, state.shape), scale=g, shift=beta, mean=mean)
+
+
+@register_converter("Activation")
+def _convert_activation(layer: Any, state: ConversionState) -> ir.Layer:
+    _single_input(layer, state)
+    name = _activation(layer)
+    return ir.Activation(**state.common(layer, state.shape), activation=name, source_class="Activation")
+
+
+@register_converter("ReLU")
+def _convert_relu(layer: Any, state: ConversionState) -> ir.Layer:
+    """Only the plain ReLU: a cap, leak or threshold would need other hardware."""
+    _single_input(layer, state)
+    defaults = {"max_value": None, "negative_slope": 0.0, "threshold": 0.0}
+    for argument, default in defaults.items():
+        value = getattr(layer, argument)
+        if value is not None:
+            value = float(value)
+        if value != default:
+            raise K2CError(
+                f"ReLU layer '{layer.name}' sets {argument}={value}; only the plain ReLU "
+                f"({argument}={default}) is supported"
+            )
+    return ir.Activation(**state.common(layer, state.shape), activation="relu", source_class="ReLU")
+
+
+@register_converter("Softmax")
+def _convert_softmax(layer: Any, state: ConversionState) -> ir.Layer:
+    _single_input(layer, state)
+    axis = layer.axis
+    axes = tuple(axis) if isinstance(axis, (list, tuple)) else (axis,)
+    rank = len(state.shape) + 1  # with the batch axis
+    if len(axes) != 1 or axes[0] not in (-1, rank - 1):
+        raise K2CError(
+            f"Softmax layer '{layer.name}' normalises over axis {axis}; only the last "
+            "axis (-1) is supported"
+        )
+    return ir.Activation(**state.common(layer, state.shape), activation="softmax", source_class="Softmax")
+
+
+# --- merges -------------------------------------------------------------------------------
+
+_MERGE_OPS = {"Add": "add", "Subtract": "subtract", "Multiply": "multiply", "Average": "average",
+              "Maximum": "maximum", "Minimum": "minimum"}
+
+
+@register_converter(*_MERGE_OPS)
+def _convert_elementwise_merge(layer: Any, state: ConversionState) -> ir.Layer:
+    """Add, Subtract, Multiply, Average, Maximum, Minimum of inputs of one shape."""
+    kind = type(layer).__name__
+    if len(state.inputs) < 2 or (kind == "Subtract" and len(state.inputs) != 2):
+        raise K2CError(f"{kind} layer '{layer.name}' reads {len(state.inputs)} tensor(s); "
+                       + ("it takes exactly two" if kind == "Subtract" else "it takes two or more"))
+    if any(shape != state.shape for shape in state.shapes):
+        raise K2CError(
+            f"{kind} layer '{layer.name}' merges tensors of shapes "
+            f"{', '.join(map(str, state.shapes))}; only equal shapes are supported (no broadcasting)"
+        )
+    _check_keras_shape(layer, state, state.shape)
+    return ir.Merge(**state.common(layer, state.shape), op=_MERGE_OPS[kind])
+
+
+@register_converter("Concatenate")
+def _convert_concatenate(layer: Any, state: ConversionState) -> ir.Layer:
+    """Concatenation along the last axis (the channels of images, the values of vectors):
+    the axis a beat carries, so it is a per-beat join."""
+    rank = len(state.shape)
+    if len(state.inputs) < 2:
+        raise K2CError(f"Concatenate layer '{layer.name}' reads {len(state.inputs)} tensor; it takes two or more")
+    if int(layer.axis) not in (-1, rank):
+        raise K2CError(
+            f"Concatenate layer '{layer.name}' joins axis {layer.axis} of rank-{rank} inputs; "
+            "only the last axis (channels, or the values of a vector) is supported"
+        )
+    if any(len(s) != rank or s[:-1] != state.shape[:-1] for s in state.shapes):
+        raise K2CError(
+            f"Concatenate layer '{layer.name}' joins tensors of shapes "
+            f"{', '.join(map(str, state.shapes))}: all axes but the last must agree"
+        )
+    out = (*state.shape[:-1], sum(s[-1] for s in state.shapes))
+    _check_keras_shape(layer, state, out)
+    return ir.Merge(**state.common(layer, out), op="concatenate")

@@ -1,0 +1,179 @@
+"""The converter registry, in the style of hls4ml: one function per Keras layer class turns
+a layer call into one typed IR record (`ir.layers`), checking what only the layer itself
+can tell (its options, weights and output shape). The converters live in
+`frontend.layers` and `frontend.images`; `frontend.convert` assembles the graph.
+Supporting a new Keras class means writing one converter and registering it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from keras2clash.errors import K2CError
+from keras2clash.ir import layers as ir
+
+#: Activations the hardware implements (docs/contract.md); softmax only on the output.
+SUPPORTED_ACTIVATIONS: tuple[str, ...] = ("linear", "relu", "sigmoid", "softmax")
+
+Shape = tuple[int, ...]
+
+
+@dataclass
+class ConversionState:
+    """What a converter sees of the graph: the names and shapes of the tensors it reads."""
+
+    shapes: list[Shape]
+    inputs: list[str]
+
+    @property
+    def shape(self) -> Shape:
+        return self.shapes[0]
+
+    def common(self, layer: Any, output_shape: Shape) -> dict[str, Any]:
+        """The fields every record has."""
+        return {"name": str(layer.name), "inputs": tuple(self.inputs),
+                "input_shapes": tuple(tuple(s) for s in self.shapes), "output_shape": tuple(output_shape)}
+
+
+Converter = Callable[[Any, ConversionState], ir.Layer]
+_CONVERTERS: dict[str, Converter] = {}
+
+
+def register_converter(*class_names: str) -> Callable[[Converter], Converter]:
+    """Register a converter for Keras layer classes, keyed by exact class name.
+
+    Exact names (not isinstance) so that a user subclass of Dense with its own `call`
+    is rejected instead of silently compiled as a plain Dense; the class must also come
+    from the `keras` package itself (see `_converter_for`).
+    """
+
+    def decorate(function: Converter) -> Converter:
+        for name in class_names:
+            _CONVERTERS[name] = function
+        return function
+
+    return decorate
+
+
+def supported_layers() -> list[str]:
+    """Keras layer class names the frontend converts (sorted, for messages and docs)."""
+    return sorted(_CONVERTERS)
+
+
+#: Why some unsupported layer classes are not supported, and what to use instead.
+_UNSUPPORTED_HINTS: dict[str, str] = {
+    "Conv1D": "only 2-D convolutions (Conv2D) are supported",
+    "Conv3D": "only 2-D convolutions (Conv2D) are supported",
+    "DepthwiseConv2D": "depthwise convolutions are not supported, only a plain Conv2D",
+    "DepthwiseConv1D": "depthwise convolutions are not supported, only a plain Conv2D",
+    "SeparableConv2D": "separable convolutions are not supported; use Conv2D",
+    "SeparableConv1D": "separable convolutions are not supported; use Conv2D",
+    "Conv2DTranspose": "transposed convolutions are not supported",
+    "Conv1DTranspose": "transposed convolutions are not supported",
+    "Conv3DTranspose": "transposed convolutions are not supported",
+    "MaxPooling1D": "only 2-D pooling (MaxPooling2D, AveragePooling2D) is supported",
+    "MaxPooling3D": "only 2-D pooling (MaxPooling2D, AveragePooling2D) is supported",
+    "AveragePooling1D": "only 2-D pooling (MaxPooling2D, AveragePooling2D) is supported",
+    "AveragePooling3D": "only 2-D pooling (MaxPooling2D, AveragePooling2D) is supported",
+    "GlobalMaxPooling2D": (
+        "global pooling is not supported; use MaxPooling2D(pool_size=(H, W)) + Flatten"
+    ),
+    "GlobalAveragePooling2D": (
+        "global pooling is not supported; use AveragePooling2D(pool_size=(H, W)) + Flatten"
+    ),
+    "Lambda": "a Lambda layer runs arbitrary Python, which has no hardware equivalent",
+    "Dot": "the Dot merge layer is not supported (element-wise merges and Concatenate are)",
+}
+for _dims in ("1D", "3D"):
+    for _kind in ("Max", "Average"):
+        _UNSUPPORTED_HINTS[f"Global{_kind}Pooling{_dims}"] = "global pooling is not supported"
+
+
+def _converter_for(layer: Any) -> Converter:
+    """The converter of a Keras layer class; Keras operations that are not layers (a
+    functional `x * y` makes a `keras.ops` Multiply) have none."""
+    import keras
+
+    cls = type(layer)
+    converter = _CONVERTERS.get(cls.__name__)
+    if not isinstance(layer, keras.layers.Layer):
+        converter = None
+    if converter is None or not cls.__module__.startswith("keras."):
+        hint = _UNSUPPORTED_HINTS.get(cls.__name__) if converter is None else None
+        raise K2CError(
+            f"unsupported layer {cls.__name__} '{getattr(layer, 'name', '?')}'"
+            + (f" ({hint})" if hint else "")
+            + f"; supported layers: {', '.join(supported_layers())}"
+        )
+    return converter
+
+
+def _activation_name(function: Any) -> str:
+    """The Keras name of an activation function (`None` means linear)."""
+    import keras
+
+    if function is None:
+        return "linear"
+    for name in SUPPORTED_ACTIVATIONS:
+        if function is keras.activations.get(name):
+            return name
+    return getattr(function, "__name__", repr(function))
+
+
+def check_activation(layer_name: str, kind: str, name: str) -> None:
+    if name not in SUPPORTED_ACTIVATIONS:
+        raise K2CError(
+            f"layer '{layer_name}' ({kind}) uses activation '{name}', which "
+            f"is not supported; supported activations: {', '.join(SUPPORTED_ACTIVATIONS)}"
+        )
+
+
+def _activation(layer: Any) -> str:
+    name = _activation_name(layer.activation)
+    check_activation(layer.name, type(layer).__name__, name)
+    return name
+
+
+def _single_input(layer: Any, state: ConversionState) -> None:
+    if len(state.inputs) != 1:
+        raise K2CError(
+            f"layer '{layer.name}' ({type(layer).__name__}) reads {len(state.inputs)} tensors; it takes one"
+        )
+
+
+def _to_numpy(variable: Any) -> np.ndarray:
+    import keras
+
+    return np.asarray(keras.ops.convert_to_numpy(variable), dtype=np.float64)
+
+
+def _kernel_and_bias(layer: Any, kernel_shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """A Dense/Conv2D layer's kernel and bias as float64 (zeros when use_bias=False)."""
+    kind = type(layer).__name__
+    kernel = _to_numpy(layer.kernel)
+    if kernel.shape != kernel_shape:
+        raise K2CError(
+            f"{kind} layer '{layer.name}' has kernel shape {kernel.shape}, expected {kernel_shape}"
+        )
+    n_out = kernel_shape[-1]
+    bias = _to_numpy(layer.bias) if layer.use_bias else np.zeros(n_out, dtype=np.float64)
+    if not (np.all(np.isfinite(kernel)) and np.all(np.isfinite(bias))):
+        raise K2CError(f"{kind} layer '{layer.name}' has NaN or infinite weights")
+    return kernel, bias
+
+
+def _check_keras_shape(layer: Any, state: ConversionState, out: Shape) -> None:
+    """Guard: our geometry must agree with Keras' own output shape."""
+    try:
+        shapes = [(None, *s) for s in state.shapes]
+        expected = tuple(layer.compute_output_shape(shapes[0] if len(shapes) == 1 else shapes)[1:])
+    except Exception:  # pragma: no cover - Keras cannot tell; keep our (tested) geometry
+        return
+    if expected != tuple(out):  # pragma: no cover - would be a frontend bug
+        raise K2CError(
+            f"{type(layer).__name__} layer '{layer.name}': computed output shape {out} but "
+            f"Keras says {expected}"
+        )

@@ -1,0 +1,389 @@
+"""The blocks of the emitted network as event recurrences (the exact hardware model).
+
+# How: an event-level model of the pipeline
+
+The emitted core is a chain of stream blocks (emitter.py): per conv2d `[Pad] -> Window ->
+Engine`, per pool `[Pad] -> Window`, per flatten `Collect`, per dense `Engine`, then
+combinational stages (argmax, AXI adapter: no registers). Each block is modelled per beat,
+not per clock: it is told the cycle `V` from which a beat is offered to it and answers the
+cycle `M` in which the beat moves (`M >= V`, the first cycle from `V` on in which the block
+is ready; every block here, once ready, stays ready until it accepts). To know when it is
+ready, a block asks its own consumer when its earlier outputs moved; it pushes each output
+to the consumer as soon as the output's valid cycle is known. All rules below are the
+blocks' haddocks (clash_lib/K2C/*.hs) rewritten as recurrences, exact for any downstream
+stalls, not only for an always-ready sink:
+
+- Engine (`K2C.Engine`, `S = G*b` steps per window, group ends every `b` steps): window
+  `i` is accepted in `a_i = max(V_i, R_i)`; its last step is
+  `d_i = max(a_i + S, E_(i-1) + S - b)` (the first group end stalls until result `i-1`
+  leaves the register R for O); its result enters O in `E_i = max(d_i, M_(i-1))` and is
+  valid from `E_i + 1`; the next window can be accepted from `R_(i+1) = d_i`, or `d_i + 1`
+  when R is still full in cycle `d_i` (only possible with `G = 1`).
+- Window (`K2C.Window`): window `k`, completed by the pixel accepted in `p_k`, is valid
+  from `max(p_k, M_(k-1)) + 1`; the pixel after a completing pixel waits for that cycle
+  (input ready is `not pending`).
+- Pad (`K2C.Pad`): a wire inside the image; border pixels are offered the cycle after the
+  previous output beat moved, without waiting for input.
+- Collect (`K2C.Collect`): the vector is valid the cycle after its n-th beat; the next
+  image's first beat waits until the cycle after the vector moves.
+- Source (`K2C.Sim`): beats back to back, beat 0 offered in cycle 0 (the first cycle after
+  reset), each next beat from the cycle after the previous one moved. Sink: always ready.
+
+The event order is the same for every configuration of a network (it depends on the
+geometry only), so the model runs on numpy arrays with one element per configuration:
+`options` evaluates every configuration of the thesis CNN in one pass.
+
+The steady state: before each image's first beat is offered, the model takes a snapshot
+of every block's state relative to that cycle. When it equals the previous image's, the
+run is periodic from then on (the model is deterministic and time-invariant), and the
+distance between the two snapshots is the exact II.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from keras2clash.hw.plan import POOL_TYPES, LayerPlan
+from keras2clash.ir.structure import Chain, Parallel, structure
+
+NEG = -(1 << 40)
+"""'Never' (a cycle before everything)."""
+_CLAMP = -(1 << 39)
+
+
+# --- the blocks as event recurrences ----------------------------------------------------
+
+
+class _Sink:
+    """The AXI master port with m_axis_tready always high: a result moves when valid."""
+
+    def __init__(self) -> None:
+        self.times: list[Any] = []
+
+    def ready_at(self, v):
+        return v
+
+    def accept(self, v):
+        self.times.append(v)
+        return v
+
+    def state(self):
+        return []
+
+
+class _Engine:
+    """K2C.Engine (dense, and conv2d after its window generator)."""
+
+    def __init__(self, steps, b, g1, down, mx) -> None:
+        self.S, self.b, self.g1, self.down, self.mx = steps, b, g1, down, mx
+        self.R = self.d = self.E = self.M = NEG
+
+    def ready_at(self, v):
+        return self.mx(v, self.R)
+
+    def accept(self, v):
+        mx = self.mx
+        a = mx(v, self.R)
+        d = mx(a + self.S, self.E + (self.S - self.b))
+        e = mx(d, self.M)
+        rfull = self.g1 & (self.E == d) & (self.E > self.d)
+        self.R = d + rfull
+        self.d, self.E = d, e
+        self.M = self.down.accept(e + 1)
+        return a
+
+    def state(self):
+        return [self.R, self.d, self.E, self.M]
+
+    def set_state(self, values):
+        self.R, self.d, self.E, self.M = values
+
+
+class _Window:
+    """K2C.Window (conv2d and pooling): line buffers, one window register, one output register."""
+
+    def __init__(self, h, w, kh, kw, sh, sw, down, mx) -> None:
+        rows = [r >= kh - 1 and (r - kh + 1) % sh == 0 for r in range(h)]
+        cols = [x >= kw - 1 and (x - kw + 1) % sw == 0 for x in range(w)]
+        self.completes = [rows[r] and cols[x] for r in range(h) for x in range(w)]
+        self.n = h * w
+        self.pos = 0
+        self.down, self.mx = down, mx
+        self.ready = NEG
+        self.M = NEG
+
+    def ready_at(self, v):
+        return self.mx(v, self.ready)
+
+    def accept(self, v):
+        q = self.mx(v, self.ready)
+        if self.completes[self.pos]:
+            valid = self.mx(q, self.M) + 1
+            self.M = self.down.accept(valid)
+            self.ready = valid
+        self.pos = (self.pos + 1) % self.n
+        return q
+
+    def state(self):
+        return [self.ready, self.M]
+
+    def set_state(self, values):
+        self.ready, self.M = values
+
+
+class _Pad:
+    """K2C.Pad: a wire inside the image, border pixels emitted without waiting for input."""
+
+    def __init__(self, h, w, pads, down, mx) -> None:
+        top, bottom, left, right = pads
+        self.hp, self.wp = top + h + bottom, left + w + right
+        self.inside = [top <= r < top + h and left <= x < left + w
+                       for r in range(self.hp) for x in range(self.wp)]
+        self.last_inside = (top + h - 1) * self.wp + left + w - 1
+        self.n = self.hp * self.wp
+        self.pos = 0
+        self.down, self.mx = down, mx
+        self.M = -1  # the first output beat is offered in cycle 0
+
+    def _border(self) -> None:
+        self.M = self.down.accept(self.M + 1)
+        self.pos = (self.pos + 1) % self.n
+
+    def ready_at(self, v):
+        """Border pixels first (they need no input), then the downstream's answer."""
+        while not self.inside[self.pos]:
+            self._border()
+        return self.down.ready_at(self.mx(v, self.M + 1))
+
+    def accept(self, v):
+        while not self.inside[self.pos]:
+            self._border()
+        self.M = self.down.accept(self.mx(v, self.M + 1))
+        moved = self.M
+        last = self.pos == self.last_inside
+        self.pos = (self.pos + 1) % self.n
+        if last:  # the trailing border of this image: no input needed
+            while self.pos != 0:
+                self._border()
+        return moved
+
+    def state(self):
+        return [self.M]
+
+    def set_state(self, values):
+        (self.M,) = values
+
+
+class _Collect:
+    """K2C.Collect (flatten after convolutions): n beats -> one vector."""
+
+    def __init__(self, n, down, mx) -> None:
+        self.n, self.down, self.mx = n, down, mx
+        self.count = 0
+        self.ready = NEG
+
+    def ready_at(self, v):
+        return self.mx(v, self.ready) if self.count == 0 else v
+
+    def accept(self, v):
+        q = self.mx(v, self.ready) if self.count == 0 else v
+        self.count += 1
+        if self.count == self.n:
+            self.ready = self.down.accept(q + 1) + 1
+            self.count = 0
+        return q
+
+    def state(self):
+        return [self.ready]
+
+    def set_state(self, values):
+        (self.ready,) = values
+
+
+class _Join:
+    """K2C.Branch's join after one K2C.Fifo per branch, as one n-input join.
+
+    Branch i's FIFO has depth `D_i` (None: unbounded, to measure what the design needs).
+    A beat is offered to it in cycle `v`; it enters in `q = max(v, F(k - D_i) + 1)` for its
+    k-th beat (a FIFO's ready is `count < depth`, and the beat D_i earlier leaves in the
+    cycle the join fires it, F). Beat k of every FIFO is valid from `max(q_k, F_(k-1)) + 1`;
+    all FIFOs' beats move together (the join fires) when all are valid and downstream is
+    ready. For `F(k - D_i)` to be known when the k-th beat arrives, D_i must be at least
+    the beats that FIFO can hold in the event order (`need`): `fifo_depths` guarantees it,
+    and that bound is also what keeps the design free of deadlock under any stalls.
+    """
+
+    def __init__(self, n, down, mx, depths=None) -> None:
+        self.n, self.down, self.mx = n, down, mx
+        self.depths = list(depths) if depths is not None else [None] * n
+        self.keep = max([d for d in self.depths if d is not None], default=1)
+        self.queues: list[list[Any]] = [[] for _ in range(n)]
+        self.fired: list[Any] = [NEG] * self.keep  # the last `keep` fire cycles, newest last
+        self.need = [0] * n  # most beats a FIFO holds in the event order (this one included)
+
+    def port(self, i: int) -> _JoinPort:
+        return _JoinPort(self, i)
+
+    def ready_at(self, i, v):
+        """Check that FIFO i can take a beat in the event order. A fork asks its branch heads
+        before any branch has taken the beat, so a FIFO that heads a branch must have room
+        then: that is what `need` measures (the beats it holds with the next one)."""
+        depth = self.depths[i]
+        self.need[i] = max(self.need[i], len(self.queues[i]) + 1)
+        if depth is None or len(self.queues[i]) < depth:
+            return v
+        raise RuntimeError(f"hwmodel: branch FIFO {i} of depth {depth} is asked for more beats than "
+                           "the event order allows (depth below the structural bound)")
+
+    def free_from(self, i):
+        """The first cycle the FIFO has room for its next beat: after the beat D earlier fired."""
+        depth = self.depths[i]
+        if depth is None:
+            return NEG
+        back = depth - len(self.queues[i])  # how many fires ago that beat left
+        return self.fired[-back] + 1 if back <= len(self.fired) else NEG
+
+    def push(self, i, q) -> None:
+        self.queues[i].append(q)
+        self.need[i] = max(self.need[i], len(self.queues[i]))
+        while all(self.queues):
+            heads = [queue.pop(0) for queue in self.queues]
+            valid = self.fired[-1]
+            for h in heads:
+                valid = self.mx(valid, h)
+            self.fired.append(self.down.accept(valid + 1))
+            del self.fired[0]
+
+    def state(self):
+        return [*self.fired, *(q for queue in self.queues for q in queue)]
+
+    def shape(self):
+        return tuple(len(queue) for queue in self.queues)
+
+    def set_state(self, values, shape):
+        self.fired = list(values[:self.keep])
+        rest = list(values[self.keep:])
+        self.queues = []
+        for n in shape:
+            self.queues.append(rest[:n])
+            rest = rest[n:]
+
+
+class _JoinPort:
+    """A branch's FIFO, as its branch's last block sees it."""
+
+    def __init__(self, join: _Join, i: int) -> None:
+        self.join, self.i = join, i
+
+    def ready_at(self, v):
+        self.join.ready_at(self.i, v)
+        return self.join.mx(v, self.join.free_from(self.i))
+
+    def accept(self, v):
+        q = self.ready_at(v)
+        self.join.push(self.i, q)
+        return q
+
+
+class _Fork:
+    """K2C.Branch's fork: the beat moves into every branch in the first cycle in which every
+    branch head is ready (each stays ready until it accepts)."""
+
+    def __init__(self, heads, join: _Join, mx) -> None:
+        self.heads, self.join, self.mx = heads, join, mx
+
+    def ready_at(self, v):
+        q = v
+        for head in self.heads:
+            q = self.mx(q, head.ready_at(q))
+        for head in self.heads:  # a later head's wait may end after an earlier head's
+            q = self.mx(q, head.ready_at(q))
+        return q
+
+    def accept(self, v):
+        q = self.ready_at(v)
+        for head in self.heads:
+            head.accept(q)
+        return q
+
+
+def _geometry(plan: LayerPlan) -> tuple[int, int, int, int, int, int]:
+    h, w = plan.padded_input_shape[:2]
+    (kh, kw), (sh, sw) = plan.kernel_size, plan.strides
+    return h, w, kh, kw, sh, sw
+
+
+def _knobs(plan: LayerPlan) -> tuple[int, int, bool]:
+    return plan.groups * plan.cycles, plan.cycles, plan.groups == 1
+
+
+def _layer_blocks(plan: LayerPlan, knobs, down, mx, blocks: list) -> Any:
+    """The blocks of one layer (emitter.py), built from its consumer backwards; its head."""
+    if plan.is_compute:
+        steps, b, g1 = knobs[plan.name]
+        down = _Engine(steps, b, g1, down, mx)
+        blocks.append(down)
+    if plan.type == "conv2d" or plan.type in POOL_TYPES:
+        down = _Window(*_geometry(plan), down, mx)
+        blocks.append(down)
+        if any(plan.pads):
+            down = _Pad(*plan.input_shape[:2], plan.pads, down, mx)
+            blocks.append(down)
+    elif plan.type == "flatten":
+        down = _Collect(math.prod(plan.input_shape[:-1]), down, mx)
+        blocks.append(down)
+    elif not (plan.is_compute or plan.is_merge):
+        raise ValueError(f"no timing model for layer type {plan.type!r}")
+    return down
+
+
+def _chain_blocks(chain: Chain, by_name, knobs, down, mx, blocks: list, joins: list, depths=None) -> Any:
+    items = list(chain.items)
+    for k in range(len(items) - 1, -1, -1):
+        item = items[k]
+        if isinstance(item, Parallel):
+            merge = by_name[items[k + 1]]
+            join = _Join(len(item.branches), down, mx, depths.get(merge.name) if depths is not None else None)
+            joins.append((merge.name, join))
+            blocks.append(join)
+            heads = [_chain_blocks(branch, by_name, knobs, join.port(i), mx, blocks, joins, depths)
+                     for i, branch in enumerate(item.branches)]
+            down = _Fork(heads, join, mx)
+        else:
+            down = _layer_blocks(by_name[item], knobs, down, mx, blocks)
+    return down
+
+
+def _build(plans: Sequence[LayerPlan], knobs: Sequence[tuple[Any, Any, Any]], mx, joins: list | None = None,
+           depths: dict[str, Sequence[int | None]] | None = None):
+    """The blocks of the emitted network (emitter.py), from the sink backwards.
+    `knobs`: (S = G*b, b, G == 1) per compute layer in plan order, ints or arrays; `depths`
+    the branch FIFO depths per merge (default: the plans' `fifo_depths`)."""
+    if depths is None:
+        depths = {p.name: p.fifo_depths for p in plans if p.is_merge and p.fifo_depths}
+    sink = _Sink()
+    blocks: list[Any] = []
+    by_knob = dict(zip([p.name for p in plans if p.is_compute], knobs))
+    source = plans[0].inputs[0] if plans[0].inputs else "input"
+    chain = structure(_with_inputs(plans), source, plans[-1].name)
+    first = _chain_blocks(chain, {p.name: p for p in plans}, by_knob, sink, mx, blocks,
+                          joins if joins is not None else [], depths)
+    return first, blocks, sink
+
+
+def _with_inputs(plans: Sequence[LayerPlan]) -> list[LayerPlan]:
+    """Plans read back from an old manifest have no `inputs`: they form a chain."""
+    if all(p.inputs for p in plans):
+        return list(plans)
+    out, previous = [], "input"
+    for p in plans:
+        out.append(p if p.inputs else replace(p, inputs=(previous,)))
+        previous = p.name
+    return out
+
+
+def beats_per_image(plans: Sequence[LayerPlan]) -> int:
+    return math.prod(plans[0].input_shape[:-1])

@@ -1,0 +1,97 @@
+"""Resources of a planned layer and of a whole configuration: multipliers, MACs, and the
+on-chip memory bits the blocks' haddocks give (ROM, line buffers, data registers, FIFOs)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from keras2clash.hw.blocks import _geometry
+from keras2clash.hw.plan import POOL_TYPES, LayerPlan
+
+@dataclass(frozen=True)
+class LayerResources:
+    name: str
+    type: str
+    pe: int
+    cycles: int
+    groups: int
+    steps: int  # G*b: cycles of the engine per window (0 for non-compute layers)
+    multipliers: int
+    macs: int  # per image
+    rom_bits: int
+    line_buffer_bits: int  # K2C.Window's block RAM
+    register_bits: int  # data registers (window, engine input/accumulators/results, collect)
+    fifo_bits: int = 0  # a merge's branch FIFOs (K2C.Fifo, LUT RAM)
+
+    @property
+    def memory_bits(self) -> int:
+        return self.rom_bits + self.line_buffer_bits + self.register_bits + self.fifo_bits
+
+
+def layer_resources(plan: LayerPlan) -> LayerResources:
+    in_bits = plan.in_fmt.bits
+    out_bits = plan.out_fmt.bits
+    line = regs = 0
+    if plan.type == "conv2d" or plan.type in POOL_TYPES:
+        _, w, kh, kw, _, _ = _geometry(plan)
+        c = plan.input_shape[-1]
+        line = w * (kh - 1) * c * in_bits
+        regs += 2 * kh * kw * c * in_bits + (((kh - 1) * c * in_bits) if w == 1 else 0)
+    if plan.is_compute:
+        assert plan.acc_fmt is not None
+        regs += plan.cycles * plan.chunk * in_bits  # the engine's window (rotating chunks)
+        regs += plan.pe * plan.acc_fmt.bits if plan.cycles > 1 else 0  # accumulators
+        regs += 2 * plan.filters * out_bits  # result register R and output register O
+    if plan.type == "flatten":
+        regs += plan.n_in * in_bits
+    fifo = 0
+    if plan.is_merge:  # the branch FIFOs (LUT RAM) in front of the join
+        for depth, shape, fmt in zip(plan.fifo_depths, plan.input_shapes, plan.input_formats):
+            fifo += depth * shape[-1] * fmt.bits
+    return LayerResources(
+        name=plan.name, type=plan.type, pe=plan.pe if plan.is_compute else 0,
+        cycles=plan.cycles if plan.is_compute else 0, groups=plan.groups if plan.is_compute else 0,
+        steps=plan.groups * plan.cycles if plan.is_compute else 0,
+        multipliers=plan.multipliers, macs=plan.macs, rom_bits=plan.rom_bits,
+        line_buffer_bits=line, register_bits=regs, fifo_bits=fifo,
+    )
+
+
+@dataclass(frozen=True)
+class HwFigures:
+    """Everything the model says about one configuration."""
+
+    parallelism: list[int]
+    cycles: list[int]
+    latency: int
+    ii: float
+    multipliers: int
+    macs: int
+    memory_bits: int
+    rom_bits: int
+    line_buffer_bits: int
+    register_bits: int
+    layers: list[LayerResources] = field(default_factory=list)
+
+    @property
+    def efficiency(self) -> float:
+        """Multiplier efficiency: useful MACs per multiplier-cycle, MACs / (multipliers x II)."""
+        return multiplier_efficiency(self.macs, self.multipliers, self.ii)
+
+    def images_per_second(self, clock_mhz: float) -> float:
+        return clock_mhz * 1e6 / self.ii
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["efficiency"] = self.efficiency
+        return data
+
+
+def multiplier_efficiency(macs: int, multipliers: int, ii: float) -> float:
+    return macs / (multipliers * ii) if multipliers and ii else 0.0
+
+
+def layer_interval(plan: LayerPlan) -> int:
+    """A compute layer's own busy cycles per image: windows x G*b (a lower bound of the II)."""
+    return plan.windows_per_image * plan.groups * plan.cycles
