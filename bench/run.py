@@ -71,9 +71,8 @@ def main() -> None:
     from keras2clash.hw import options
     from keras2clash.verify import toolchain
     from keras2clash.hw.allocate import balanced
-    from keras2clash.frontend.convert import load_keras_model, to_ir
-    from keras2clash.hw.plan import make_plan
     from keras2clash.backend.project import load_project
+    from keras2clash.network import load_network
 
     fmt = "1,7,8"
     data = THESIS / "test.npz"
@@ -86,8 +85,7 @@ def main() -> None:
     }
     try:
         # -- the model's speed
-        ir = to_ir(load_keras_model(model_path))
-        base = make_plan(ir, k2c.parse_format(fmt))
+        base = load_network(model_path, fmt).plans
         opts = options.explore(base, "thesis_cnn")
         opts_c = options.explore(base, "thesis_cnn", cycles_too=True)
         alloc, alloc_s = _timed(balanced, base, BUDGET)
@@ -126,7 +124,7 @@ def main() -> None:
         rows = []
         todo = [(list(c), [1, 1, 1], False) for c in CONFIGS] + [(alloc.parallelism, alloc.cycles, True)]
         for pes, cyc, is_budget in todo:
-            plans = make_plan(ir, k2c.parse_format(fmt), pes, cycles=cyc)
+            plans = load_network(model_path, fmt, parallelism=pes, cycles=cyc).plans
             fig = hwmodel.figures(plans)
             model_t = hwmodel.timing(plans, args.config_images)
             root = k2c.emit(model_path, fmt, work / f"cfg_{'_'.join(map(str, pes))}_{'_'.join(map(str, cyc))}",
