@@ -37,6 +37,11 @@ HDL_KEYWORDS = {
 }
 
 
+MAX_NAME_LENGTH = 64
+"""Longest top entity name: it names files (`<name>.cabal`, Clash's `<name>.v`), and file
+names are limited (255 bytes on most file systems)."""
+
+
 def hdl_name(text: str) -> str:
     """A Keras model name as the top entity's name, legal in Verilog, VHDL and Haskell:
     lower snake case, starting with a letter, no double or trailing underscore (VHDL)."""
@@ -45,6 +50,9 @@ def hdl_name(text: str) -> str:
         ident = ("net_" + ident).rstrip("_")
     if ident in HDL_KEYWORDS:
         ident += "_net"
+    if len(ident) > MAX_NAME_LENGTH:
+        raise K2CError(f"name {text[:40]!r}... is {len(ident)} characters as an HDL name; at most "
+                       f"{MAX_NAME_LENGTH} (it names files): give a shorter --name")
     return ident
 
 
@@ -81,6 +89,8 @@ def emit(
     from keras2clash.quant.autoformat import overflow_to_json, warn_overflow
 
     out = Path(out)
+    if name is not None:
+        hdl_name(name)  # a bad --name fails before any work
     check_writable_target(out, force)  # before the slow model load
     network = load_network(model, fmt, weights=weights, parallelism=parallelism, cycles=cycles,
                            layer_formats=layer_formats, input_format=input_format, bits=bits,
