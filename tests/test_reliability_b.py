@@ -221,6 +221,37 @@ def test_golden_dense_exact_at_any_width(data, n_in, n_out, in_fmt, w_fmt, b_fmt
         assert row.tolist() == want
 
 
+@settings(max_examples=150, deadline=None)
+@given(data=st.data(), n_in=st.integers(1, 6), in_fmt=wide_formats, w_fmt=wide_formats, out_fmt=wide_formats)
+def test_golden_narrow_accumulator_exact_at_any_width(data, n_in, in_fmt, w_fmt, out_fmt) -> None:
+    """Item 2: a narrow (user-chosen) accumulator saturating after each chunk, in chunk
+    order, stays exact with wide formats: acc_0 = sat(S_0 + bias), acc_t = sat(acc_{t-1} + S_t)."""
+    from keras2clash.hw.plan import accumulator_format
+
+    exact = accumulator_format(in_fmt, w_fmt, n_in, w_fmt)
+    bits = data.draw(st.integers(exact.frac + 1, exact.bits))
+    cycles = data.draw(st.integers(1, n_in))
+    plan = make_plan([_dense_layer(n_in, 2, "linear")], out_fmt, input_fmt=in_fmt, cycles=[cycles],
+                     layer_formats={"d": LayerFormats(weight=w_fmt, output=out_fmt, accumulator_bits=bits)})[0]
+    acc_fmt = plan.acc_fmt
+    kernel = np.array(data.draw(st.lists(_raws(w_fmt), min_size=2 * n_in, max_size=2 * n_in)),
+                      dtype=np.int64).reshape(n_in, 2)
+    bias = np.array(data.draw(st.lists(_raws(w_fmt), min_size=2, max_size=2)), dtype=np.int64)
+    x = np.array(data.draw(st.lists(_raws(in_fmt), min_size=n_in, max_size=n_in)), dtype=np.int64)
+    got = golden.dense(x[None, :], plan, golden.QuantizedLayer(kernel, bias))[0].tolist()
+    sat = lambda v, f: max(f.raw_min, min(f.raw_max, v))  # noqa: E731
+    shift = acc_fmt.frac - (in_fmt.frac + w_fmt.frac)
+    want = []
+    for n in range(2):
+        acc = None
+        for t in range(plan.cycles):
+            part = sum(int(x[j]) * int(kernel[j, n]) for j in range(t * plan.chunk, min((t + 1) * plan.chunk, n_in)))
+            part <<= shift
+            acc = sat(part + (int(bias[n]) << (acc_fmt.frac - w_fmt.frac)), acc_fmt) if acc is None else sat(acc + part, acc_fmt)
+        want.append(_round_sat(Fraction(acc, 2**acc_fmt.frac), out_fmt))
+    assert got == want
+
+
 def test_sigmoid_at_64_bits_does_not_overflow() -> None:
     """Item 2: |most negative| overflowed int64 in the PLAN sigmoid at 64 bits."""
     for fmt in (FixedFormat(1, 63, 0), FixedFormat(1, 0, 63), FixedFormat(1, 20, 43), FixedFormat(1, 60, 1)):
