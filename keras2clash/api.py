@@ -21,7 +21,7 @@ from keras2clash.verify import toolchain
 from keras2clash.data import load_dataset
 from keras2clash.errors import K2CError
 from keras2clash.quant.formats import FixedFormat
-from keras2clash.fsutil import atomic_directory, check_writable_target
+from keras2clash.fsutil import atomic_directory, check_writable_target, work_dir
 from keras2clash.network import load_network
 from keras2clash.backend.project import SOURCE_MODEL, load_project, write_project_data
 from keras2clash.report.comparison import Comparison, accuracy, render
@@ -144,6 +144,7 @@ def simulate(
     if gap_max < 0:
         raise K2CError(f"gap_max must be >= 0, got {gap_max}")
     project = load_project(project_dir)
+    work_dir(project.root / toolchain.BUILD_DIR)  # the simulator is built there: writable?
     dataset = load_dataset(data, project.input_shape, project.n_out).head(limit)
     x_raw = golden.quantize_inputs(project.plans, dataset.x)
     gold = golden.run(project.plans, project.params, x_raw)

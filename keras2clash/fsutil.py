@@ -262,6 +262,20 @@ def atomic_directory(out: Path, force: bool = False) -> Iterator[Path]:
         raise
 
 
+def work_dir(path: Path | str) -> Path:
+    """A working folder keras2clash owns (a project's `.build/...`): created if missing;
+    one K2CError naming it if it cannot be (e.g. a read-only or immutable project)."""
+    path = _absolute(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = tempfile.mkdtemp(prefix=".k2c-probe-", dir=path)
+        os.rmdir(probe)
+    except OSError as exc:
+        raise K2CError(f"cannot write the working folder {path} ({_reason(exc)}); "
+                       "is the project folder read-only?") from None
+    return path
+
+
 def write_output_file(path: Path | str, text: str, force: bool = False) -> None:
     """Write a report file whole (a temporary file beside it, then a rename that replaces an
     existing file only with `force`); problems are one K2CError naming the file."""

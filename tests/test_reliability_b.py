@@ -514,6 +514,23 @@ def test_profile_and_report_refuse_a_non_empty_out_dir(tmp_path: Path, tiny_mode
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
+def test_simulate_in_a_read_only_project_fails_cleanly(tmp_path: Path, tiny_model: Path, tiny_data: Path,
+                                                        capsys) -> None:
+    """Item 3: simulate builds in DIR/.build; in an immutable project folder that was a
+    traceback (PermissionError). Now one line, exit 2, before any work."""
+    import keras2clash as k2c
+
+    project = k2c.emit(tiny_model, "1,7,8", tmp_path / "net", show=False)
+    if not _chattr(project, "+i"):
+        pytest.skip("chattr +i is not available on this file system")
+    try:
+        code, text = run_cli(["simulate", project, "--data", tiny_data], capsys)
+    finally:
+        _chattr(project, "-i")
+    assert code == 2, text
+    assert len(error_lines(text)) == 1 and str(project / ".build") in text
+
+
 # --- item 5: tampered projects ------------------------------------------------------------
 
 
