@@ -226,15 +226,23 @@ def _publish(tmp: Path, out: Path, force: bool) -> None:
         raise K2CError(f"output directory {out} appeared (or was filled) while keras2clash was writing it; "
                        "nothing was replaced: use --force to replace it")
     old = Path(tempfile.mkdtemp(prefix=f".{out.name[:_TMP_NAME_CHARS]}.old-", dir=out.parent))
+    aside = old / "replaced"
     try:
-        os.rename(out, old / "replaced")
-        try:
-            rename_noreplace(tmp, out)
-        except BaseException:
-            os.rename(old / "replaced", out)  # put it back
-            raise
-    finally:
+        os.rename(out, aside)
+    except BaseException:
         shutil.rmtree(old, ignore_errors=True)
+        raise
+    try:
+        rename_noreplace(tmp, out)
+    except BaseException:
+        try:
+            os.rename(aside, out)  # put it back
+        except OSError as exc:
+            raise K2CError(f"replacing {out} failed and it could not be put back ({_reason(exc)}); "
+                           f"the previous contents are kept at {aside}") from None
+        shutil.rmtree(old, ignore_errors=True)
+        raise
+    shutil.rmtree(old, ignore_errors=True)  # the replaced contents, only once the new ones are in place
 
 
 @contextmanager

@@ -440,6 +440,48 @@ def test_folder_appearing_meanwhile_is_not_replaced(tmp_path: Path, tiny_model: 
     assert listing(tmp_path) == ["net", "net/precious.txt"]
 
 
+def test_forced_replacement_keeps_the_original_when_the_rename_fails(tmp_path: Path, monkeypatch) -> None:
+    """Item 3, --force: the old folder is moved aside, and put back if the new one cannot be
+    renamed into place; nothing is left behind either way."""
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "old.txt").write_text("old")
+    real = fsutil.rename_noreplace
+
+    def failing(src, dst):
+        if Path(dst) == out:
+            raise OSError(errno.EXDEV, os.strerror(errno.EXDEV), str(dst))
+        return real(src, dst)
+
+    monkeypatch.setattr(fsutil, "rename_noreplace", failing)
+    with pytest.raises(K2CError, match="cannot move the finished output"):
+        with fsutil.atomic_directory(out, force=True) as tmp:
+            (tmp / "new.txt").write_text("new")
+    assert listing(tmp_path) == ["o", "o/old.txt"]
+    monkeypatch.setattr(fsutil, "rename_noreplace", real)
+    with fsutil.atomic_directory(out, force=True) as tmp:
+        (tmp / "new.txt").write_text("new")
+    assert listing(tmp_path) == ["o", "o/new.txt"]
+
+
+def test_no_replace_without_renameat2(tmp_path: Path, monkeypatch) -> None:
+    """Item 3: where renameat2 is missing, the name is claimed with mkdir/link first, so a
+    folder or file that appeared meanwhile is still never replaced."""
+    monkeypatch.setattr(fsutil, "_renameat2", lambda: None)
+    out = tmp_path / "net"
+    with pytest.raises(K2CError, match="appeared"):
+        with fsutil.atomic_directory(out):
+            out.mkdir()
+            (out / "p").write_text("keep")
+    assert listing(tmp_path) == ["net", "net/p"]
+    report = tmp_path / "r.json"
+    fsutil.write_output_file(report, "1")
+    with pytest.raises(K2CError, match="exists; use --force"):
+        fsutil.write_output_file(report, "2")
+    fsutil.write_output_file(report, "3", force=True)
+    assert report.read_text() == "3" and listing(tmp_path) == ["net", "net/p", "r.json"]
+
+
 @pytest.mark.parametrize("mask", [0o022, 0o027])
 def test_emitted_folders_respect_the_umask(tmp_path: Path, tiny_model: Path, mask: int) -> None:
     """Item 3: emitted folders were mode 0700 whatever the umask (they come from mkdtemp)."""
