@@ -21,7 +21,7 @@ from keras2clash.verify import toolchain
 from keras2clash.data import load_dataset
 from keras2clash.errors import K2CError
 from keras2clash.quant.formats import FixedFormat
-from keras2clash.fsutil import atomic_directory, check_writable_target
+from keras2clash.fsutil import atomic_directory, check_writable_target, work_dir
 from keras2clash.network import load_network
 from keras2clash.backend.project import SOURCE_MODEL, load_project, write_project_data
 from keras2clash.report.comparison import Comparison, accuracy, render
@@ -37,6 +37,11 @@ HDL_KEYWORDS = {
 }
 
 
+MAX_NAME_LENGTH = 64
+"""Longest top entity name: it names files (`<name>.cabal`, Clash's `<name>.v`), and file
+names are limited (255 bytes on most file systems)."""
+
+
 def hdl_name(text: str) -> str:
     """A Keras model name as the top entity's name, legal in Verilog, VHDL and Haskell:
     lower snake case, starting with a letter, no double or trailing underscore (VHDL)."""
@@ -45,6 +50,9 @@ def hdl_name(text: str) -> str:
         ident = ("net_" + ident).rstrip("_")
     if ident in HDL_KEYWORDS:
         ident += "_net"
+    if len(ident) > MAX_NAME_LENGTH:
+        raise K2CError(f"name {text[:40]!r}... is {len(ident)} characters as an HDL name; at most "
+                       f"{MAX_NAME_LENGTH} (it names files): give a shorter --name")
     return ident
 
 
@@ -81,6 +89,8 @@ def emit(
     from keras2clash.quant.autoformat import overflow_to_json, warn_overflow
 
     out = Path(out)
+    if name is not None:
+        hdl_name(name)  # a bad --name fails before any work
     check_writable_target(out, force)  # before the slow model load
     network = load_network(model, fmt, weights=weights, parallelism=parallelism, cycles=cycles,
                            layer_formats=layer_formats, input_format=input_format, bits=bits,
@@ -134,6 +144,7 @@ def simulate(
     if gap_max < 0:
         raise K2CError(f"gap_max must be >= 0, got {gap_max}")
     project = load_project(project_dir)
+    work_dir(project.root / toolchain.BUILD_DIR)  # the simulator is built there: writable?
     dataset = load_dataset(data, project.input_shape, project.n_out).head(limit)
     x_raw = golden.quantize_inputs(project.plans, dataset.x)
     gold = golden.run(project.plans, project.params, x_raw)

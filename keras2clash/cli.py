@@ -94,10 +94,12 @@ def simulate(
     markdown: Optional[Path] = typer.Option(None, "--markdown", help="Also write the comparison as markdown."),
     gap_max: int = typer.Option(0, "--gap-max", min=0, help="Random idle cycles (0..K) between inputs and random output stalls."),
     seed: int = typer.Option(1, "--seed", help="Seed for --gap-max."),
+    force: bool = typer.Option(False, "--force", help="Replace existing --json/--markdown files."),
 ) -> None:
     """Simulate PROJECT in Clash (GHC-compiled) and compare with the golden model and Keras."""
+    _check_reports(force, json_out, markdown)
     comp = api.simulate(project, data, n, gap_max=gap_max, seed=seed)
-    _write_reports(comp, json_out, markdown)
+    _write_reports(comp, json_out, markdown, force)
     if not comp.all_exact:
         raise K2CError(f"simulation differs from the golden model on {comp.samples - (comp.bit_exact or 0)} sample(s)", exit_code=1)
 
@@ -127,10 +129,11 @@ def run(
 ) -> None:
     """emit -> hdl -> simulate in one go (default: all three HDLs)."""
     langs = _languages(verilog, vhdl, systemverilog, ("verilog", "vhdl", "systemverilog"))
+    _check_reports(force, json_out, markdown)
     comp = api.run(model, data, format, out, parallelism, cycles=cycles, languages=langs, limit=n, weights=weights, force=force,
                    layer_formats=_user_formats(layer_formats, layer_format, input_format), bits=bits,
                    calibration=calibration, dsp_budget=dsp_budget)
-    _write_reports(comp, json_out, markdown)
+    _write_reports(comp, json_out, markdown, force)
     if not comp.all_exact:
         raise K2CError(f"simulation differs from the golden model on {comp.samples - (comp.bit_exact or 0)} sample(s)", exit_code=1)
 
@@ -174,26 +177,41 @@ def profile(
     out_dir: Optional[Path] = typer.Option(None, "--out-dir", "-o", help="Write profile.md/.csv/.json/.png here."),
     n: Optional[int] = typer.Option(None, "-n", min=1, help="Use only the first N samples."),
     weights: Optional[Path] = typer.Option(None, "--weights", help="Pickled weight list for a JSON config."),
+    force: bool = typer.Option(False, "--force", help="Replace a non-empty --out-dir."),
 ) -> None:
     """Value ranges and histograms of weights, biases and activations; the integer bits each needs."""
+    from keras2clash.fsutil import atomic_directory, check_writable_target
     from keras2clash.quant import profile as prof
     from keras2clash.network import load_model
     from keras2clash.quant.layerformats import load_calibration
 
+    if out_dir is not None:
+        check_writable_target(out_dir, force)
     keras_model, graph = load_model(model, weights)
     x, _ = load_calibration(data, tuple(graph.input_shape))
     result = prof.profile(graph, x[:n] if n else x, keras_model.name)
     prof.render(result)
     if out_dir is not None:
-        paths = prof.write_outputs(result, out_dir)
-        err.print(f"[green]✓[/green] wrote {', '.join(str(p) for p in paths.values())}")
+        with atomic_directory(out_dir, force=force) as tmp:
+            paths = prof.write_outputs(result, tmp)
+        err.print(f"[green]✓[/green] wrote {', '.join(str(out_dir / p.name) for p in paths.values())}")
 
 
-def _write_reports(comp, json_out: Optional[Path], markdown: Optional[Path]) -> None:
+def _check_reports(force: bool, *paths: Optional[Path]) -> None:
+    """Report files are checked before any work (fsutil: the output policy)."""
+    from keras2clash.fsutil import check_output_file
+
+    for path in paths:
+        check_output_file(path, force)
+
+
+def _write_reports(comp, json_out: Optional[Path], markdown: Optional[Path], force: bool = False) -> None:
+    from keras2clash.fsutil import write_output_file
+
     if json_out is not None:
-        json_out.write_text(comp.to_json() + "\n")
+        write_output_file(json_out, comp.to_json() + "\n", force)
     if markdown is not None:
-        markdown.write_text(to_markdown(comp))
+        write_output_file(markdown, to_markdown(comp), force)
 
 
 def main() -> None:
@@ -273,20 +291,23 @@ def options(
     json_out: Optional[Path] = typer.Option(None, "--json", help="Write every configuration as JSON."),
     csv_out: Optional[Path] = typer.Option(None, "--csv", help="Write every configuration as CSV."),
     weights: Optional[Path] = typer.Option(None, "--weights", help="Pickled weight list for a JSON config."),
+    force: bool = typer.Option(False, "--force", help="Replace existing --json/--csv files."),
 ) -> None:
     """Every useful parallelism configuration with its exact latency, II, multipliers, memory, efficiency."""
+    from keras2clash.fsutil import write_output_file
     from keras2clash.hw import options as opts
     from keras2clash.report.hwreport import load_source
 
+    _check_reports(force, json_out, csv_out)
     source = load_source(model, format, weights)
     result = opts.explore(source.plans, source.name, cycles_too=cycles_too, budget=dsp_budget)
     if sort not in opts.SORT_KEYS:
         raise K2CError(f"bad --sort {sort!r}: one of {', '.join(opts.SORT_KEYS)}")
     opts.render(result, Console(), sort=sort, max_rows=max_rows, pareto_only=pareto)
     if json_out is not None:
-        json_out.write_text(result.to_json() + "\n")
+        write_output_file(json_out, result.to_json() + "\n", force)
     if csv_out is not None:
-        csv_out.write_text(result.to_csv())
+        write_output_file(csv_out, result.to_csv(), force)
 
 
 @app.command()
@@ -300,22 +321,25 @@ def report(
     dsp_budget: Optional[int] = typer.Option(None, "--dsp-budget", min=1, help=BUDGET_HELP + " Adds that configuration."),
     format: str = typer.Option("1,7,8", "--format", "-f", help=FORMAT_HELP + " (model files only)"),
     weights: Optional[Path] = typer.Option(None, "--weights", help="Pickled weight list for a JSON config."),
+    force: bool = typer.Option(False, "--force", help="Replace a non-empty --out-dir."),
 ) -> None:
     """Chosen configurations side by side: model latency/II/images/s, Yosys multipliers/DSPs/LUTs/FFs/memory, efficiency."""
+    from keras2clash.fsutil import check_writable_target
     from keras2clash.report import hwreport as reportcmd
 
+    if out_dir is not None:
+        check_writable_target(out_dir, force)
     source = reportcmd.load_source(source_path, format, weights)
     n = sum(1 for p in source.plans if p.is_compute)
     configs = [reportcmd.parse_config(c, n) for c in (config or [])]
     if not configs and dsp_budget is None:
         configs = [([p.pe for p in source.plans if p.is_compute], [p.cycles for p in source.plans if p.is_compute])]
     with err.status("report") as status:
-        result = reportcmd.build_report(source, configs, clock_mhz=clock_mhz, yosys=yosys, dsp=dsp, out_dir=out_dir,
-                                        budget=dsp_budget, status=status.update)
+        result = reportcmd.report_to(source, configs, out_dir, force=force, clock_mhz=clock_mhz, yosys=yosys,
+                                     dsp=dsp, budget=dsp_budget, status=status.update)
     reportcmd.render(result, Console())
     if out_dir is not None:
-        paths = reportcmd.write_outputs(result, source.plans, out_dir)
-        err.print(f"[green]✓[/green] wrote {', '.join(str(p) for p in paths.values())}")
+        err.print(f"[green]✓[/green] wrote {', '.join(str(out_dir / n) for n in reportcmd.OUTPUT_FILES)}")
 
 
 if __name__ == "__main__":

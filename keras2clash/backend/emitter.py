@@ -19,7 +19,8 @@ from typing import Any
 import jinja2
 
 from keras2clash import __version__
-from keras2clash.quant.formats import FixedFormat
+from keras2clash.errors import K2CError
+from keras2clash.quant.formats import MIN_HARDWARE_BITS, FixedFormat
 from keras2clash.quant.golden import QuantizedLayer
 from keras2clash.backend.memfiles import memfile_text
 from keras2clash.hw.plan import LayerPlan
@@ -379,10 +380,26 @@ TEMPLATES = {
 }
 
 
+def check_buildable(plans: Sequence[LayerPlan]) -> None:
+    """Refuse, with one error naming the layer and the format, what Clash cannot build:
+    formats narrower than MIN_HARDWARE_BITS (a 1-bit `SFixed 1 0`)."""
+    for plan in plans:
+        fields = [("input", f) for f in (plan.in_fmts or (plan.in_fmt,))]
+        fields += [("weight", plan.w_fmt), ("bias", plan.b_fmt), ("output", plan.out_fmt), ("accumulator", plan.acc_fmt)]
+        for what, fmt in fields:
+            if fmt is not None and fmt.bits < MIN_HARDWARE_BITS:
+                raise K2CError(
+                    f"layer '{plan.name}': {what} format {fmt} is {fmt.bits} bit wide; the hardware needs at "
+                    f"least {MIN_HARDWARE_BITS} bits (Clash 1.6.4 emits an invalid zero-width bit slice for a "
+                    "1-bit fixed-point value); use e.g. 1,0,1 or 1,1,0"
+                )
+
+
 def write_project(
     root: Path, name: str, plans: Sequence[LayerPlan], params: dict[str, QuantizedLayer]
 ) -> None:
     """Render the Haskell modules, copy the blocks, write the weight memory files."""
+    check_buildable(plans)
     context = build_context(name, plans)
     modules = sorted(f"K2C.{source.stem}" for source in (CLASH_LIB / "K2C").glob("*.hs"))
     context["sim_blocks"] = [m for m in modules if m in SIMULATION_ONLY]

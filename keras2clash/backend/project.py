@@ -6,6 +6,7 @@ works from the directory alone, as a user who only has the directory would.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from dataclasses import dataclass
@@ -22,6 +23,12 @@ from keras2clash.hw.plan import LayerPlan
 MANIFEST = "manifest.json"
 PARAMS = "golden.npz"
 SOURCE_MODEL = "source_model.keras"
+WEIGHTS_DIR = "weights"
+INTEGRITY = "integrity"
+"""Manifest key: sha256 of the rest of the manifest and of every file `golden.npz` and
+`weights/*.mem` as emitted. Every command that reads a project checks them first
+(`verify_integrity`), so an edited manifest or a changed, malformed or deleted weight file
+is refused with the file's name instead of being built, simulated or shipped."""
 
 
 @dataclass(frozen=True)
@@ -81,12 +88,51 @@ def write_project_data(
         "layers": [plan.to_json() for plan in plans],
         **(extra or {}),
     }
-    (root / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     arrays = {}
     for layer, p in params.items():
         arrays[f"{layer}/kernel"] = p.kernel
         arrays[f"{layer}/bias"] = p.bias
     np.savez(root / PARAMS, **arrays)
+    files = [root / PARAMS, *sorted((root / WEIGHTS_DIR).glob("*.mem"))]
+    manifest[INTEGRITY] = {
+        "manifest_sha256": _manifest_hash(manifest),
+        "files": {path.relative_to(root).as_posix(): _file_hash(path) for path in files},
+    }
+    (root / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+
+
+def _file_hash(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _manifest_hash(manifest: dict[str, Any]) -> str:
+    """sha256 of the manifest's content without its integrity record (formatting-independent)."""
+    content = {key: value for key, value in manifest.items() if key != INTEGRITY}
+    return hashlib.sha256(json.dumps(content, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def verify_integrity(root: Path, manifest: dict[str, Any]) -> None:
+    """The manifest and the files it lists must be exactly as `emit` wrote them."""
+    again = "emit the project again (keras2clash emit ... --force)"
+    record = manifest.get(INTEGRITY)
+    if not isinstance(record, dict) or not isinstance(record.get("files"), dict):
+        raise K2CError(f"{root / MANIFEST} has no integrity record (emitted by an older keras2clash, or "
+                       f"edited), so its weight files cannot be checked; {again}")
+    if record.get("manifest_sha256") != _manifest_hash(manifest):
+        raise K2CError(f"{root / MANIFEST} was changed after emit (it no longer matches the hash recorded "
+                       f"in it); the project would be simulated and reported with wrong figures; {again}")
+    listed = set(record["files"])
+    for path in sorted((root / WEIGHTS_DIR).glob("*.mem")):
+        if path.relative_to(root).as_posix() not in listed:
+            raise K2CError(f"weight file {path} was not written by emit; {again}")
+    for name, digest in sorted(record["files"].items()):
+        path = root / name
+        kind = "weight file" if name.startswith(WEIGHTS_DIR + "/") else "file"
+        if not path.is_file():
+            raise K2CError(f"{kind} {path} is missing (deleted after emit); {again}")
+        if _file_hash(path) != digest:
+            raise K2CError(f"{kind} {path} was changed after emit (its sha256 differs from the one in "
+                           f"{MANIFEST}); {again}")
 
 
 def load_project(root: Path | str) -> Project:
@@ -97,6 +143,12 @@ def load_project(root: Path | str) -> Project:
         raise K2CError(f"{root} is not an emitted keras2clash project (no {MANIFEST}); run 'keras2clash emit' first")
     try:
         manifest = json.loads(manifest_path.read_text())
+    except (OSError, ValueError) as exc:
+        raise K2CError(f"project {root} is damaged ({type(exc).__name__}: {exc}); emit it again") from None
+    if not isinstance(manifest, dict):
+        raise K2CError(f"project {root} is damaged ({MANIFEST} is not a JSON object); emit it again")
+    verify_integrity(root, manifest)
+    try:
         plans = [LayerPlan.from_json(layer) for layer in manifest["layers"]]
         with np.load(root / PARAMS) as archive:
             params = {

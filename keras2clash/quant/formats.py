@@ -15,7 +15,13 @@ import numpy as np
 from keras2clash.errors import K2CError
 
 MAX_BITS = 64
-"""Widest format accepted: raw values must fit numpy's int64 in the golden model."""
+"""Widest format accepted: raw values fit numpy's int64 (wider intermediate values in the
+golden model use Python integers), and quantizing is exact up to this width."""
+
+MIN_HARDWARE_BITS = 2
+"""Narrowest format `emit` builds: Clash 1.6.4 turns the saturation of a 1-bit `SFixed 1 0`
+into a zero-width bit slice (`x[0+:(1-1)]`) that Verilator rejects. The golden model and
+the precision sweep still take 1-bit formats."""
 
 
 @dataclass(frozen=True, order=True)
@@ -93,15 +99,45 @@ def saturate(raw: np.ndarray, fmt: FixedFormat) -> np.ndarray:
     return np.clip(raw, fmt.raw_min, fmt.raw_max)
 
 
+def _round_and_clamp(x: np.ndarray, fmt: FixedFormat) -> tuple[np.ndarray, np.ndarray]:
+    """Exact `floor(x * 2^frac + 1/2)` saturated to `fmt`, as int64, and where it saturated.
+
+    Exact for every finite float64 and every width up to 64 bits, with no float rounding
+    anywhere: `x * 2^frac` is exact in float64 (a power-of-two scale; it can only overflow
+    to infinity, which saturates anyway); `floor` is exact, and so is the fraction
+    `y - floor(y)` (zero once `|y| >= 2^52`, where every float is an integer); the range
+    limits `±2^(W-1)` are powers of two, so comparing against them is exact, and a floor
+    inside the range is an integer below 2^63 in magnitude, which int64 holds exactly.
+    (Adding 1/2 in float64 first, as a naive version does, rounds: 0.5 - 2^-54 + 0.5 is
+    1.0; and the largest raw value of a format wider than 53 bits is not a float64.)
+    """
+    x = np.asarray(x, dtype=np.float64)
+    shape = x.shape
+    x = x.reshape(-1)
+    if np.isnan(x).any():
+        raise K2CError(f"cannot quantize NaN to the fixed-point format {fmt}")
+    with np.errstate(over="ignore", invalid="ignore"):
+        y = np.ldexp(x, fmt.frac)
+        low = np.floor(y)
+        up = (y - low) >= 0.5  # inf - inf is NaN: False, and the limits below catch it
+    limit = 2.0 ** (fmt.bits - 1)
+    high = (low + up) >= limit  # low + 1 is exact wherever up is True (|low| < 2^52)
+    under = low < -limit
+    inside = ~(high | under)
+    q = np.where(inside, low, 0.0).astype(np.int64) + (up & inside)
+    q[high] = fmt.raw_max
+    q[under] = fmt.raw_min
+    return q.reshape(shape), ~inside.reshape(shape)
+
+
 def quantize(x: np.ndarray, fmt: FixedFormat) -> np.ndarray:
     """Real values to raw integers: round to nearest, ties toward +inf, then saturate.
 
-    Done in float64; float32 inputs times a power of two are exact there, so the only
-    rounding is the one the contract states.
+    Exact for every float64 (and so every float32) and every format the tool accepts
+    (1..64 bits): the result equals `floor(Fraction(x) * 2^frac + 1/2)` clamped to the
+    format's range (tests/test_reliability_b.py checks it with hypothesis). NaN is refused.
     """
-    scaled = np.floor(np.asarray(x, dtype=np.float64) * (2.0**fmt.frac) + 0.5)
-    lo, hi = float(fmt.raw_min), float(fmt.raw_max)
-    return np.clip(scaled, lo, hi).astype(np.int64)
+    return _round_and_clamp(x, fmt)[0]
 
 
 def count_saturated(x: np.ndarray, fmt: FixedFormat) -> tuple[int, float]:
@@ -109,8 +145,7 @@ def count_saturated(x: np.ndarray, fmt: FixedFormat) -> tuple[int, float]:
     x = np.asarray(x, dtype=np.float64)
     if x.size == 0:
         return 0, 0.0
-    q = quantize(x, fmt)
-    scaled = np.floor(x * (2.0**fmt.frac) + 0.5)
-    over = int(np.count_nonzero(scaled != q))
+    q, saturated = _round_and_clamp(x, fmt)
+    over = int(np.count_nonzero(saturated))
     worst = float(np.max(np.abs(fmt.to_real(q) - x)))
     return over, worst

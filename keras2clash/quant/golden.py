@@ -55,11 +55,22 @@ def quantize_params(plans: Sequence[LayerPlan], ir: Any = None) -> dict[str, Qua
     return params
 
 
+def _exact(values: np.ndarray, extra_bits: int) -> np.ndarray:
+    """`values` in a dtype that holds them grown by `extra_bits` bits: int64 while that
+    fits INT64_SAFE_BITS, Python integers (object) beyond, so nothing can wrap."""
+    values = np.asarray(values)
+    if values.dtype == object or values.size == 0:
+        return values
+    top = max(int(values.max()), -int(values.min()), 1)
+    return values.astype(object) if top.bit_length() + 1 + extra_bits > INT64_SAFE_BITS else values
+
+
 def _round_shift(acc: np.ndarray, shift: int) -> np.ndarray:
     """Contract step 4: divide by 2^shift rounding half up (shift > 0), or scale up exactly."""
     if shift > 0:
+        acc = _exact(acc, 1) if shift < INT64_SAFE_BITS else np.asarray(acc).astype(object)
         return (acc + (1 << (shift - 1))) >> shift
-    return acc << (-shift)
+    return _exact(acc, -shift) << (-shift)
 
 
 def _plan_constant(numerator: int, denominator: int, frac: int) -> int:
@@ -71,7 +82,9 @@ def sigmoid_plan(r: np.ndarray, fmt: FixedFormat) -> np.ndarray:
     """Contract step 5, sigmoid: PLAN (Amin, Curtis, Hayes-Gill 1997) on raw integers."""
     f = fmt.frac
     one = 1 << f
-    a = np.abs(r.astype(object) if r.dtype == object else r.astype(np.int64))
+    # |r| and the breakpoint 5.0 need up to W + 3 bits: Python integers for wide formats
+    wide = r.dtype == object or fmt.bits + 4 > INT64_SAFE_BITS
+    a = np.abs(r.astype(object) if wide else r.astype(np.int64))
     y = np.where(
         a >= 5 * one,
         one,
@@ -167,9 +180,10 @@ def maxpool2d(x: np.ndarray, plan: LayerPlan) -> np.ndarray:
 
 def avgpool2d(x: np.ndarray, plan: LayerPlan) -> np.ndarray:
     """Per channel floor((2*sum + N) / (2*N)): the average rounded half up, exactly."""
-    win = windows_of(pad_images(x, plan.pads, 0), plan).astype(np.int64)
     count = plan.kernel_size[0] * plan.kernel_size[1]
-    return (2 * win.sum(axis=(3, 4)) + count) // (2 * count)
+    wide = plan.in_fmt.bits + count.bit_length() + 2 > INT64_SAFE_BITS  # 2*sum + count, exactly
+    win = windows_of(pad_images(x, plan.pads, 0), plan).astype(object if wide else np.int64)
+    return np.asarray((2 * win.sum(axis=(3, 4)) + count) // (2 * count), dtype=np.int64)  # in range
 
 
 def _requantize(raw: np.ndarray, frac: int, out: FixedFormat) -> np.ndarray:

@@ -176,19 +176,36 @@ def load_source(path: Path, fmt: str = "1,7,8", weights: Path | None = None) -> 
     return Source(name, name, network.plans, network.params)
 
 
-def config_project(source: Source, plans: Sequence[LayerPlan], out: Path) -> Path:
-    """An emitted project for `plans` (the source's own directory when the knobs match)."""
+def _same_project(root: Path, plans: Sequence[LayerPlan]) -> bool:
+    """`root` holds an intact emitted project with the knobs of `plans`."""
+    from keras2clash.backend.project import load_project
+
+    if not (root / "manifest.json").is_file():
+        return False
+    try:
+        return _knobs(load_project(root).plans) == _knobs(plans)
+    except K2CError:
+        return False  # damaged or edited: emit it again
+
+
+def config_project(source: Source, plans: Sequence[LayerPlan], out: Path, reuse: Path | None = None) -> Path:
+    """An emitted project for `plans` (the source's own directory when the knobs match).
+
+    `reuse`: where an earlier report put this configuration's project; copied (with its
+    HDL) instead of emitted and compiled again when it is intact and its knobs match."""
+    import shutil
+
     from keras2clash.backend.emitter import write_project
     from keras2clash.fsutil import atomic_directory
     from keras2clash.backend.project import write_project_data
 
     if source.project is not None and _knobs(source.project.plans) == _knobs(plans):
         return source.project.root
-    if out.exists() and (out / "manifest.json").is_file():
-        from keras2clash.backend.project import load_project
-
-        if _knobs(load_project(out).plans) == _knobs(plans):
-            return out  # reuse: the same configuration emitted by an earlier report
+    if out.exists() and _same_project(out, plans):
+        return out  # reuse: the same configuration emitted by an earlier report
+    if reuse is not None and not out.exists() and _same_project(reuse, plans):
+        shutil.copytree(reuse, out, symlinks=True)
+        return out
     with atomic_directory(out, force=True) as tmp:
         write_project(tmp, source.top, plans, source.params)
         write_project_data(tmp, source.name, source.top, list(plans), source.params, extra=source.extra)
@@ -201,7 +218,7 @@ def _knobs(plans: Sequence[LayerPlan]) -> list[tuple[int, int]]:
 
 def build_report(source: Source, configs: Sequence[tuple[list[int], list[int]]], *, clock_mhz: float = 100.0,
                  yosys: bool = True, dsp: str = "ice40", out_dir: Path | None = None, budget: int | None = None,
-                 status: Callable[[str], object] | None = None) -> Report:
+                 status: Callable[[str], object] | None = None, reuse_dir: Path | None = None) -> Report:
     from keras2clash.hw.options import config_label
 
     t0 = time.perf_counter()
@@ -232,7 +249,9 @@ def build_report(source: Source, configs: Sequence[tuple[list[int], list[int]]],
             from keras2clash.verify.rtlsim import ensure_hdl
 
             base = Path(out_dir) if out_dir is not None else source.project.root / ".build" / "report"
-            root = config_project(source, plans, base / "configs" / label.replace(",", "_").replace(":", "x"))
+            folder_name = label.replace(",", "_").replace(":", "x")
+            reuse = Path(reuse_dir) / "configs" / folder_name if reuse_dir is not None else None
+            root = config_project(source, plans, base / "configs" / folder_name, reuse)
             project = load_project(root)
             if status is not None:
                 status(f"clash --verilog ({label})")
@@ -363,6 +382,33 @@ def plot(report: Report, plans: Sequence[LayerPlan], path: Path, cycles_too: boo
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+OUTPUT_FILES = ("report.md", "report.json", "report.png")
+
+
+def report_to(source: Source, configs: Sequence[tuple[list[int], list[int]]], out_dir: Path | None, *,
+              force: bool = False, **options: Any) -> Report:
+    """`build_report`, and with `out_dir` its files and the configurations' projects written
+    as one whole folder (keras2clash.fsutil: refused if non-empty unless `force`; projects of
+    an earlier report there are reused when their knobs match)."""
+    if out_dir is None:
+        return build_report(source, configs, **options)
+    import os
+
+    from keras2clash.fsutil import atomic_directory
+
+    final = Path(os.path.abspath(out_dir))
+    real = Path(os.path.realpath(final))
+    if source.project is not None and (real == source.project.root or real in source.project.root.parents):
+        raise K2CError(f"--out-dir {out_dir} holds the project {source.project.root}; give another folder")
+    with atomic_directory(final, force=force) as tmp:
+        report = build_report(source, configs, out_dir=tmp, reuse_dir=final if final.is_dir() else None, **options)
+        for row in report.rows:
+            if row.project is not None and Path(row.project).is_relative_to(tmp):
+                row.project = str(final / Path(row.project).relative_to(tmp))
+        write_outputs(report, source.plans, tmp)
+    return report
 
 
 def write_outputs(report: Report, plans: Sequence[LayerPlan], out_dir: Path) -> dict[str, Path]:

@@ -145,8 +145,10 @@ def check_weight_files(project: Project, folder: Path, language: str) -> list[st
 
 def _build(sim: Simulator, tools: dict[str, str], folder: Path, tb_dir: Path, build: Path) -> list[str]:
     """Compile the testbench and the design; return the command that runs it (from `folder`)."""
+    from keras2clash.fsutil import work_dir
+
     shutil.rmtree(build, ignore_errors=True)
-    build.mkdir(parents=True)
+    work_dir(build)
     sources = sorted(str(p) for p in folder.glob(f"*{HDL_SUFFIX[sim.language]}"))
     if sim.name == "icarus":
         exe = build / "tb.vvp"

@@ -95,8 +95,9 @@ def synth(project_dir: str | Path, status=None) -> SynthResult:
     project = load_project(project_dir)
     folder = ensure_hdl(project, "verilog", status)
     check_weight_files(project, folder, "verilog")
-    build = project.root / ".build" / "synth"
-    build.mkdir(parents=True, exist_ok=True)
+    from keras2clash.fsutil import work_dir
+
+    build = work_dir(project.root / ".build" / "synth")
     log = build / "yosys.log"
     if status is not None:
         status(f"yosys synth ({project.name})")
