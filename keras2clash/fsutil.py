@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from keras2clash.errors import K2CError
+from keras2clash.procs import deferred_interrupt
 
 
 def check_writable_target(out: Path, force: bool) -> None:
@@ -38,12 +39,13 @@ def atomic_directory(out: Path, force: bool = False) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     old: Path | None = None
-    if out.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-        os.replace(out, old / "replaced")
-    os.replace(tmp, out)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+    with deferred_interrupt():  # a Ctrl-C here would leave neither the old nor the new
+        if out.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+            os.replace(out, old / "replaced")
+        os.replace(tmp, out)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
 
 
 def atomic_write_text(path: Path, text: str) -> None:
