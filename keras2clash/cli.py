@@ -337,6 +337,7 @@ def report(
     """Chosen configurations side by side: model latency/II/images/s, Yosys multipliers/DSPs/LUTs/FFs/memory, efficiency."""
     from keras2clash.report import hwreport as reportcmd
 
+    reportcmd.check_dsp(dsp)
     source = reportcmd.load_source(source_path, format, weights)
     n = sum(1 for p in source.plans if p.is_compute)
     configs = [reportcmd.parse_config(c, n) for c in (config or [])]
