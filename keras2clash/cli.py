@@ -210,13 +210,14 @@ def _usage_error(exc: Exception) -> str:
 
 
 def _interrupted() -> int:
-    _error("interrupted; stopped the tools it started, left no partial output")
-    return procs.INTERRUPT_EXIT_CODE
+    code, what = procs.exit_code_for_interrupt()
+    _error(f"{what}; stopped, with every tool it had started")
+    return code
 
 
 def main() -> None:
     """Console entry point: user errors are one line and a non-zero exit, no traceback;
-    Ctrl-C (or SIGTERM) stops every tool it started and exits 130 (procs.py)."""
+    Ctrl-C stops every tool it started and exits 130 (SIGTERM: 143; procs.py)."""
     with procs.interrupt_handling():
         code = _main()
     sys.exit(code)
@@ -244,7 +245,7 @@ def _main() -> int:
             _error(_usage_error(exc))
             return exc.exit_code
         raise
-    if result == procs.INTERRUPT_EXIT_CODE:  # typer turned a KeyboardInterrupt into Exit(130)
+    if result == procs.INTERRUPT_EXIT_CODE:  # typer turns a KeyboardInterrupt into Exit(130)
         return _interrupted()
     return result if isinstance(result, int) else 0
 

@@ -10,7 +10,8 @@ children could outlive it.
 `interrupt_handling()` is what the command line wraps its commands in: the first SIGINT
 (or SIGTERM) raises `KeyboardInterrupt`, even when the shell started keras2clash with
 SIGINT ignored (a background job of a script); later ones are ignored, so the clean-up
-(stopping children, removing temporary folders) is not cut short. `deferred_interrupt()`
+(stopping children, removing temporary folders) is not cut short. The command then exits
+with 130 (SIGTERM: 143). `deferred_interrupt()`
 holds a signal back over a few statements that must not be split (renaming a finished
 output into place).
 """
@@ -85,10 +86,22 @@ def run(cmd: Sequence[str], cwd: str | Path, input: str | None = None) -> subpro
 # --- signals ------------------------------------------------------------------------------
 
 
+_received: list[int] = []
+
+
 def _on_signal(signum: int, frame: Any) -> None:
     for sig in _SIGNALS:  # one is enough: the clean-up that follows must not be cut short
         signal.signal(sig, signal.SIG_IGN)
+    _received.append(signum)
     raise KeyboardInterrupt
+
+
+def exit_code_for_interrupt() -> tuple[int, str]:
+    """(exit code, word) for the KeyboardInterrupt being handled: 130 "interrupted" for
+    Ctrl-C, 143 "terminated" for SIGTERM (the shell's 128 + signal number)."""
+    if _received and _received[-1] == signal.SIGTERM:
+        return 128 + signal.SIGTERM, "terminated"
+    return INTERRUPT_EXIT_CODE, "interrupted"
 
 
 @contextmanager
@@ -99,6 +112,7 @@ def interrupt_handling() -> Iterator[None]:
         yield
         return
     previous = {sig: signal.getsignal(sig) for sig in _SIGNALS}
+    _received.clear()
     for sig in _SIGNALS:
         signal.signal(sig, _on_signal)
     try:
