@@ -18,7 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from keras2clash.quant import golden
 
 from keras2clash.verify import toolchain
-from keras2clash.data import load_dataset
+from keras2clash.data import load_dataset, read_npz
 from keras2clash.errors import K2CError
 from keras2clash.quant.formats import FixedFormat
 from keras2clash.fsutil import atomic_directory, check_writable_target, work_dir
@@ -85,9 +85,6 @@ def emit(
     `dsp_budget` chooses `parallelism` and `cycles` instead: the balanced allocation with the
     smallest initiation interval within that many multipliers (keras2clash.allocate).
     """
-    from keras2clash.backend.emitter import write_project  # jinja2 templates
-    from keras2clash.quant.autoformat import overflow_to_json, warn_overflow
-
     out = Path(out)
     if name is not None:
         hdl_name(name)  # a bad --name fails before any work
@@ -95,34 +92,63 @@ def emit(
     network = load_network(model, fmt, weights=weights, parallelism=parallelism, cycles=cycles,
                            layer_formats=layer_formats, input_format=input_format, bits=bits,
                            calibration=calibration, dsp_budget=dsp_budget, console=console)
+    with atomic_directory(out, force=force) as tmp:
+        _write_project(network, tmp, name, show)
+    return out
+
+
+def _write_project(network: Any, root: Path, name: str | None, show: bool) -> None:
+    """Write a planned network's project into the (fresh, temporary) folder `root`."""
+    from keras2clash.backend.emitter import write_project  # jinja2 templates
+    from keras2clash.quant.autoformat import overflow_to_json, warn_overflow
+
     warn_overflow(network.overflow, console)
     precision = {"formats": network.formats.to_json(), "parameter_saturation": overflow_to_json(network.overflow)}
     net_name = hdl_name(name or network.name)
     summary = design_summary(network.plans)
-    with atomic_directory(out, force=force) as tmp:
-        write_project(tmp, net_name, network.plans, network.params)
-        write_project_data(tmp, net_name, net_name, network.plans, network.params,
-                           extra={"precision": precision, "design": summary})
-        network.keras_model.save(tmp / SOURCE_MODEL)
+    write_project(root, net_name, network.plans, network.params)
+    write_project_data(root, net_name, net_name, network.plans, network.params,
+                       extra={"precision": precision, "design": summary})
+    network.keras_model.save(root / SOURCE_MODEL)
     if show:
         render_summary(summary, console)
-    return out
 
 
-def hdl(project_dir: str | Path, languages: Sequence[str] = ("verilog",), lint: bool = True) -> dict[str, Path]:
-    """Generate HDL with Clash for each language; lint Verilog with Verilator if present."""
+def hdl(project_dir: str | Path, languages: Sequence[str] = ("verilog",), lint: bool = True,
+        *, shown_as: str | Path | None = None) -> dict[str, Path]:
+    """Generate HDL with Clash for each language; lint Verilog with Verilator if present.
+    (`shown_as`: the folder named in the messages, when `project_dir` is a temporary one.)"""
+    _check_languages(languages)
+    _require_tools(languages, lint)
     project = load_project(project_dir)
     results: dict[str, Path] = {}
     for language in languages:
         with console.status(f"clash --{language} ({project.name})"):
             results[language] = toolchain.generate_hdl(project.root, language)
-        console.print(f"[green]✓[/green] {language}: {results[language]}")
+        shown = results[language] if shown_as is None else Path(shown_as) / "hdl" / language
+        console.print(f"[green]✓[/green] {language}: {shown}")
     if lint and "verilog" in results:
         from keras2clash.verify.lint import verilator_lint
 
         verilator_lint(project.root, project.top)
         console.print("[green]✓[/green] verilator --lint-only: clean")
     return results
+
+
+def _check_languages(languages: Sequence[str]) -> None:
+    unknown = [lang for lang in languages if lang not in toolchain.LANGUAGES]
+    if unknown:
+        raise K2CError(f"unknown HDL {unknown[0]!r}; choose from {', '.join(toolchain.LANGUAGES)}")
+
+
+def _require_tools(languages: Sequence[str], lint: bool, simulate: bool = False) -> None:
+    """Every tool the steps will need, checked before the first one runs."""
+    if languages:
+        toolchain.require_tool("clash")
+    if lint and "verilog" in languages:
+        toolchain.require_tool("verilator")
+    if simulate:
+        toolchain.require_tool("ghc")
 
 
 def simulate(
@@ -143,9 +169,11 @@ def simulate(
     """
     if gap_max < 0:
         raise K2CError(f"gap_max must be >= 0, got {gap_max}")
+    _check_limit(limit)
     project = load_project(project_dir)
     work_dir(project.root / toolchain.BUILD_DIR)  # the simulator is built there: writable?
     dataset = load_dataset(data, project.input_shape, project.n_out).head(limit)
+    toolchain.require_tool("ghc")
     x_raw = golden.quantize_inputs(project.plans, dataset.x)
     gold = golden.run(project.plans, project.params, x_raw)
     gold_classes = golden.predict_classes(gold)
@@ -213,19 +241,36 @@ def run(
     dsp_budget: int | None = None,
 ) -> Comparison:
     """emit -> hdl -> simulate, as the demo does (`fmt="auto"` calibrates on `data` unless
-    `calibration` is given)."""
-    if not Path(data).is_file():
-        raise K2CError(f"data file not found: {data}")
+    `calibration` is given).
+
+    Every input is checked before the first step: the output folder, the data file (also
+    against the model), the HDL names and the tools. The project is built in a temporary
+    folder that becomes `out` when all steps are done: an error or Ctrl-C leaves nothing."""
+    out = Path(out)
+    check_writable_target(out, force)
+    read_npz(data, "data")  # exists and is an .npz: before the slow model load
+    _check_languages(languages)
+    _check_limit(limit)
+    _require_tools(languages, lint=True, simulate=True)
     if isinstance(fmt, str) and fmt.strip().lower() == "auto" and calibration is None:
         calibration = data
         console.print(f"[yellow]--format auto: calibrating on the test set {data} "
                       "(give --calibration for a separate calibration set)[/yellow]")
-    project = emit(model, fmt, out, parallelism, cycles=cycles, weights=weights, force=force,
-                   layer_formats=layer_formats, input_format=input_format, bits=bits, calibration=calibration,
-                   dsp_budget=dsp_budget)
-    console.print(f"[green]✓[/green] emitted Clash project: {project}")
-    hdl(project, languages)
-    return simulate(project, data, limit)
+    network = load_network(model, fmt, weights=weights, parallelism=parallelism, cycles=cycles,
+                           layer_formats=layer_formats, input_format=input_format, bits=bits,
+                           calibration=calibration, dsp_budget=dsp_budget, console=console)
+    load_dataset(data, network.plans[0].input_shape, network.plans[-1].n_out)  # fits the model
+    with atomic_directory(out, force=force) as tmp:
+        _write_project(network, tmp, None, show=True)
+        console.print(f"[green]✓[/green] emitted Clash project: {out}")
+        hdl(tmp, languages, shown_as=out)
+        comparison = simulate(tmp, data, limit)
+    return comparison
+
+
+def _check_limit(limit: int | None) -> None:
+    if limit is not None and limit < 1:
+        raise K2CError(f"the number of samples must be at least 1, got {limit}")
 
 
 # --- HDL testbenches, RTL simulation, synthesis smoke (issue 4: testbench.py, rtlsim.py, synth.py)

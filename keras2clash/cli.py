@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from keras2clash import api
+from keras2clash import api, procs
 from keras2clash.errors import K2CError
 from keras2clash.report.comparison import to_markdown
 
@@ -214,24 +214,58 @@ def _write_reports(comp, json_out: Optional[Path], markdown: Optional[Path], for
         write_output_file(markdown, to_markdown(comp), force)
 
 
+def _error(message: str) -> None:
+    err.print(f"[bold red]error:[/bold red] {escape(message)}", highlight=False, soft_wrap=True)
+
+
+def _usage_error(exc: Exception) -> str:
+    """A usage error (click's UsageError & co.) as one line: the problem and where to look."""
+    text = " ".join(line.strip() for line in exc.format_message().splitlines() if line.strip()).rstrip(".")
+    ctx = getattr(exc, "ctx", None)
+    if ctx is not None and getattr(ctx, "command_path", None):
+        text += f"; see '{ctx.command_path} --help'"
+    return text
+
+
+def _interrupted() -> int:
+    code, what = procs.exit_code_for_interrupt()
+    _error(f"{what}; stopped, with every tool it had started")
+    return code
+
+
 def main() -> None:
-    """Console entry point: user errors are one line and a non-zero exit, no traceback."""
+    """Console entry point: user errors are one line and a non-zero exit, no traceback;
+    Ctrl-C stops every tool it started and exits 130 (SIGTERM: 143; procs.py)."""
+    with procs.interrupt_handling():
+        code = _main()
+    sys.exit(code)
+
+
+def _main() -> int:
     try:
-        app(standalone_mode=False)
+        result = app(standalone_mode=False)
+    except KeyboardInterrupt:
+        return _interrupted()
     except K2CError as exc:
-        err.print(f"[bold red]error:[/bold red] {escape(str(exc))}", highlight=False, soft_wrap=True)
-        sys.exit(exc.exit_code)
+        _error(str(exc))
+        return exc.exit_code
     except typer.Abort:
-        err.print("aborted")
-        sys.exit(130)
+        return _interrupted()
     except typer.Exit as exc:
-        sys.exit(exc.exit_code)
+        return exc.exit_code
     except Exception as exc:
-        # Usage errors from the click that typer vendors: they know how to show themselves.
-        if hasattr(exc, "show") and isinstance(getattr(exc, "exit_code", None), int):
+        # Usage errors from the click that typer vendors; the help screen that a bare
+        # command shows stays a help screen.
+        if type(exc).__name__ == "NoArgsIsHelpError":
             exc.show()
-            sys.exit(exc.exit_code)
+            return exc.exit_code
+        if hasattr(exc, "format_message") and isinstance(getattr(exc, "exit_code", None), int):
+            _error(_usage_error(exc))
+            return exc.exit_code
         raise
+    if result == procs.INTERRUPT_EXIT_CODE:  # typer turns a KeyboardInterrupt into Exit(130)
+        return _interrupted()
+    return result if isinstance(result, int) else 0
 
 
 # --- issue 4: testbenches, RTL simulation, synthesis smoke ----------------------------------
@@ -327,6 +361,7 @@ def report(
     from keras2clash.fsutil import check_writable_target
     from keras2clash.report import hwreport as reportcmd
 
+    reportcmd.check_dsp(dsp)
     if out_dir is not None:
         check_writable_target(out_dir, force)
     source = reportcmd.load_source(source_path, format, weights)

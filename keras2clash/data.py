@@ -64,9 +64,17 @@ def load_dataset(path: Path | str, input_shape: tuple[int, ...], n_classes: int)
             f"data file {path}: labels have shape {tuple(y.shape)}, expected ({len(x)},) "
             f"or ({len(x)}, {n_classes})"
         )
-    y = y.astype(np.int64)
+    if not (np.issubdtype(y.dtype, np.integer) or np.issubdtype(y.dtype, np.floating) or y.dtype == np.bool_):
+        raise K2CError(f"data file {path}: labels are {y.dtype}, not class numbers")
+    if np.issubdtype(y.dtype, np.floating):  # 2.0 is class 2; 2.5 or -0.5 is no class (never truncated)
+        whole = np.isfinite(y) & (y == np.floor(y))
+        if not np.all(whole):
+            bad = int(np.argmin(whole))
+            raise K2CError(f"data file {path}: labels must be whole class numbers 0..{n_classes - 1}; "
+                           f"label {bad} is {float(y[bad])}")
     if len(y) and (y.min() < 0 or y.max() >= n_classes):
         raise K2CError(f"data file {path}: labels must be classes 0..{n_classes - 1}")
+    y = y.astype(np.int64)
     if len(x) == 0:
         raise K2CError(f"data file {path} holds no samples")
     return Dataset(x.astype(np.float64), y)

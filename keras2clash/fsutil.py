@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from keras2clash.errors import K2CError
+from keras2clash.procs import deferred_interrupt
 
 _TMP_NAME_CHARS = 40
 """The temporary folder is `.<first 40 characters of the name>.tmp-XXXXXXXX`."""
@@ -261,7 +262,8 @@ def atomic_directory(out: Path, force: bool = False) -> Iterator[Path]:
     try:
         yield tmp
         try:
-            _publish(tmp, out, force)
+            with deferred_interrupt():  # a Ctrl-C in the rename would leave neither the old nor the new
+                _publish(tmp, out, force)
         except OSError as exc:
             raise K2CError(f"cannot move the finished output into place at {out} ({_reason(exc)})") from None
     except BaseException:

@@ -369,6 +369,10 @@ def build_context(name: str, plans: Sequence[LayerPlan]) -> dict[str, Any]:
     }
 
 
+CABAL_CONFIG = ".cabal/config"
+"""A repository-free cabal config: `CABAL_DIR=$PWD/.cabal cabal run ...` builds offline, even
+after a cabal run that would otherwise have written its default (Hackage) config there."""
+
 TEMPLATES = {
     "Network.hs": "Network.hs.j2",
     "Weights.hs": "Weights.hs.j2",
@@ -377,6 +381,7 @@ TEMPLATES = {
     "cabal.project": "cabal.project.j2",
     "README.md": "README.md.j2",
     "bin/Clash.hs": "Clash.hs.j2",
+    CABAL_CONFIG: "cabal_config.j2",
 }
 
 
@@ -405,6 +410,7 @@ def write_project(
     context["sim_blocks"] = [m for m in modules if m in SIMULATION_ONLY]
     context["blocks"] = [m for m in modules if m not in SIMULATION_ONLY]
     (root / "bin").mkdir()
+    (root / ".cabal").mkdir()
     for target, template in TEMPLATES.items():
         (root / target).write_text(_env.get_template(template).render(**context))
     (root / f"{context['package']}.cabal").write_text(

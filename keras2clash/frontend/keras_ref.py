@@ -19,9 +19,18 @@ def keras_outputs(model_path: Path, x: np.ndarray) -> np.ndarray:
     from keras2clash.frontend.convert import load_keras_model  # TensorFlow is imported only when needed
 
     model = load_keras_model(model_path)
-    return np.asarray(model.predict(x.astype(np.float32), verbose=0, batch_size=256), dtype=np.float64)
+    return np.asarray(model.predict(as_float32(x), verbose=0, batch_size=256), dtype=np.float64)
+
+
+def as_float32(x: np.ndarray) -> np.ndarray:
+    """Inputs as Keras computes them: float32, where values beyond its range are +-inf."""
+    with np.errstate(over="ignore"):
+        return np.asarray(x).astype(np.float32)
 
 
 def rounded_classes(outputs: np.ndarray, fmt: FixedFormat) -> np.ndarray:
-    """Argmax of float outputs after rounding them to `fmt` (ties: lowest index)."""
-    return np.argmax(quantize(outputs, fmt), axis=1)
+    """Argmax of float outputs after rounding them to `fmt` (ties: lowest index). Scores
+    that overflowed in Keras (+-inf) saturate; NaN scores count as the format's minimum."""
+    outputs = np.where(np.isnan(outputs), -np.inf, outputs)
+    with np.errstate(over="ignore"):
+        return np.argmax(quantize(outputs, fmt), axis=1)

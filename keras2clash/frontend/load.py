@@ -50,16 +50,18 @@ def load_keras_model(
 
     Unpickling runs code from the file: only load weight pickles you trust.
     """
-    import keras
+    if not isinstance(source, (str, os.PathLike)):
+        import keras
 
-    if isinstance(source, keras.Model):
+        if not isinstance(source, keras.Model):
+            raise K2CError(
+                f"expected a keras.Model or a model file path, got {type(source).__name__}"
+            )
         if weights is not None:
             raise K2CError("weights= is only used with a JSON config, not with a keras.Model")
         return source
-    if not isinstance(source, (str, os.PathLike)):
-        raise K2CError(
-            f"expected a keras.Model or a model file path, got {type(source).__name__}"
-        )
+    # A path: every check that can be made without Keras comes first (importing Keras,
+    # that is TensorFlow, takes seconds); each loader imports it when it needs it.
     path = Path(source)
     if not path.exists():
         raise K2CError(f"model file not found: {path}")
@@ -91,8 +93,6 @@ def _first_line(exc: BaseException) -> str:
 
 def _load_keras_archive(path: Path) -> keras.Model:
     """Load a Keras 3 `.keras` zip; check it is a zip first for a precise message."""
-    import keras
-
     if not zipfile.is_zipfile(path):
         raise K2CError(f"corrupt .keras file {path}: not a zip archive (truncated or not Keras 3)")
     try:
@@ -102,6 +102,14 @@ def _load_keras_archive(path: Path) -> keras.Model:
         raise K2CError(f"corrupt .keras file {path}: {_first_line(exc)}") from None
     if "config.json" not in names:
         raise K2CError(f"corrupt .keras file {path}: the archive holds no config.json")
+    try:
+        with zipfile.ZipFile(path) as archive:
+            config = json.loads(archive.read("config.json"))
+    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+        raise K2CError(f"corrupt .keras file {path}: config.json: {_first_line(exc)}") from None
+    reject_code_layers(config)
+    import keras
+
     try:
         return keras.saving.load_model(path, compile=False)
     except Exception as exc:  # any failure here is a property of the user's file
@@ -116,6 +124,7 @@ def _load_h5(path: Path) -> keras.Model:
     try:
         with h5py.File(path, "r") as handle:
             has_config = "model_config" in handle.attrs
+            config_text = handle.attrs["model_config"] if has_config else None
     except OSError as exc:
         raise K2CError(
             f"corrupt HDF5 file {path}: cannot be read ({_first_line(exc)})"
@@ -125,6 +134,13 @@ def _load_h5(path: Path) -> keras.Model:
             f"HDF5 file {path} holds no model architecture (a weights-only file?); "
             "save the whole model with model.save('model.keras')"
         )
+    try:
+        if isinstance(config_text, bytes):
+            config_text = config_text.decode("utf-8")
+        config = json.loads(config_text)
+    except (UnicodeDecodeError, TypeError, ValueError):
+        config = None  # Keras says what is wrong with it below
+    reject_code_layers(config)
     try:
         return keras.saving.load_model(path, compile=False)
     except Exception as exc:  # truncated datasets, unknown layers, ...
@@ -160,6 +176,7 @@ def _load_json(path: Path, weights: str | os.PathLike[str] | None) -> keras.Mode
             f"bad JSON config {path}: not a Keras model config (expected the output of "
             "model.to_json())"
         )
+    reject_code_layers(config)
     model = _model_from_config(config, text, path)
     weights_path = _find_weights(path) if weights is None else Path(weights)
     if not weights_path.is_file():
@@ -191,6 +208,38 @@ def _model_from_config(config: dict[str, Any], text: str, path: Path) -> keras.M
             "give the model a keras.Input(shape=...)"
         )
     return model
+
+
+#: Layer classes that carry Python code: Keras' safe mode refuses to load them, and they
+#: have no hardware equivalent anyway, so they are named as unsupported layers up front.
+CODE_LAYERS: tuple[str, ...] = ("Lambda",)
+
+
+def reject_code_layers(config: Any) -> None:
+    """Raise the unsupported-layer error for a Lambda (any CODE_LAYERS class) anywhere in a
+    model config, nested models included, before Keras' safe-mode loading refuses it with a
+    message about deserialization."""
+    for class_name, name in _config_layers(config):
+        if class_name in CODE_LAYERS:
+            from keras2clash.frontend.registry import unsupported_layer
+
+            raise unsupported_layer(class_name, name)
+
+
+def _config_layers(node: Any) -> list[tuple[str, str]]:
+    """(class name, layer name) of every object in a config that looks like a layer."""
+    found: list[tuple[str, str]] = []
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            cfg = item.get("config")
+            if isinstance(item.get("class_name"), str) and isinstance(cfg, dict):
+                found.append((item["class_name"], str(cfg.get("name", item.get("name", "?")))))
+            stack.extend(reversed(list(item.values())))
+        elif isinstance(item, list):
+            stack.extend(reversed(item))
+    return found
 
 
 def _find_weights(config_path: Path) -> Path:

@@ -102,13 +102,18 @@ def _converter_for(layer: Any) -> Converter:
     if not isinstance(layer, keras.layers.Layer):
         converter = None
     if converter is None or not cls.__module__.startswith("keras."):
-        hint = _UNSUPPORTED_HINTS.get(cls.__name__) if converter is None else None
-        raise K2CError(
-            f"unsupported layer {cls.__name__} '{getattr(layer, 'name', '?')}'"
-            + (f" ({hint})" if hint else "")
-            + f"; supported layers: {', '.join(supported_layers())}"
-        )
+        raise unsupported_layer(cls.__name__, getattr(layer, "name", "?"), hint=converter is None)
     return converter
+
+
+def unsupported_layer(class_name: str, name: str, hint: bool = True) -> K2CError:
+    """The error for a layer keras2clash cannot compile: its class, name, why, and what is supported."""
+    why = _UNSUPPORTED_HINTS.get(class_name) if hint else None
+    return K2CError(
+        f"unsupported layer {class_name} '{name}'"
+        + (f" ({why})" if why else "")
+        + f"; supported layers: {', '.join(supported_layers())}"
+    )
 
 
 def _activation_name(function: Any) -> str:

@@ -38,7 +38,7 @@ from keras2clash.quant.formats import FixedFormat, count_saturated, make_format
 from keras2clash.hw.plan import LayerFormats, make_plan
 from keras2clash.ir.graph import as_graph
 from keras2clash.ir.layers import MERGE_OPS
-from keras2clash.quant.profile import LayerTrace, float_forward
+from keras2clash.quant.profile import LayerTrace, float_forward, require_finite
 
 SIGMOID_FLAT = 5.0
 """PLAN's sigmoid is constant (0 or 1) beyond |x| >= 5: saturating there changes nothing."""
@@ -56,10 +56,10 @@ def fit_int_bits(values: np.ndarray, bits: int) -> tuple[int, int]:
     if bits < 1:
         raise K2CError(f"bad --bits {bits}: at least 1")
     for int_bits in range(bits):
-        over, _ = count_saturated(values, split(bits, int_bits))
+        over, _ = _count(values, split(bits, int_bits))
         if over == 0:
             return int_bits, 0
-    return bits - 1, count_saturated(values, split(bits, bits - 1))[0]
+    return bits - 1, _count(values, split(bits, bits - 1))[0]
 
 
 def output_values(trace: LayerTrace) -> np.ndarray:
@@ -90,7 +90,8 @@ class Saturation:
 
 
 def _count(values: np.ndarray, fmt: FixedFormat) -> tuple[int, float]:
-    over, worst = count_saturated(values, fmt)
+    with np.errstate(over="ignore", invalid="ignore"):  # too large for x * 2^frac: they saturate
+        over, worst = count_saturated(values, fmt)
     return over, (worst if over else 0.0)
 
 
@@ -170,6 +171,7 @@ def choose_formats(
     if not 1 <= bits <= 64:
         raise K2CError(f"bad --bits {bits}: between 1 and 64")
     traces = list(traces) if traces is not None else float_forward(ir, x)
+    require_finite(traces, x)
     input_fmt = input_format or split(bits, fit_int_bits(x, bits)[0])
     layers: dict[str, LayerFormats] = {}
     for layer, trace in zip(as_graph(ir), traces):

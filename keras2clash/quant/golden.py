@@ -275,8 +275,12 @@ def run(
 
 
 def quantize_inputs(plans: Sequence[LayerPlan], x: np.ndarray) -> np.ndarray:
-    """Real inputs to the raw integers the hardware's first layer reads (input shape kept)."""
-    return quantize(np.asarray(x), plans[0].in_fmt)
+    """Real inputs to the raw integers the hardware's first layer reads (input shape kept).
+
+    Inputs too large for `x * 2^frac` in float64 become +-inf there and saturate like any
+    other out-of-range input: no overflow warning is due."""
+    with np.errstate(over="ignore"):
+        return quantize(np.asarray(x), plans[0].in_fmt)
 
 
 def predict_classes(raw_out: np.ndarray) -> np.ndarray:

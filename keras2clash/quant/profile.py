@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from keras2clash.errors import K2CError
 from keras2clash.ir.graph import as_graph
 from keras2clash.ir.layers import MERGE_OPS
 
@@ -95,7 +96,27 @@ def float_forward(
     trace per layer in graph order; `params` may replace a compute layer's (kernel, bias),
     e.g. by their quantized values ("weights rounded")."""
     graph = as_graph(ir)
-    values = {graph.input_name: np.asarray(x, dtype=np.float64).reshape(len(x), *graph.input_shape)}
+    with np.errstate(over="ignore", invalid="ignore"):  # float semantics: inf and NaN propagate
+        return _float_forward(graph, np.asarray(x, dtype=np.float64).reshape(len(x), *graph.input_shape), params)
+
+
+def require_finite(traces: Sequence[LayerTrace], x: np.ndarray, what: str = "calibration data") -> None:
+    """One clear error when the float model overflows float64 on `x` (ranges and formats
+    cannot be fitted to inf or NaN)."""
+    for trace in traces:
+        for values in (trace.pre, trace.out):
+            if values is not None and not np.all(np.isfinite(values)):
+                with np.errstate(over="ignore"):
+                    largest = float(np.max(np.abs(x))) if np.size(x) else 0.0
+                raise K2CError(
+                    f"{what}: layer '{trace.name}' overflows float64 (inf or NaN) on these inputs "
+                    f"(largest |input| {largest:.3g}); value ranges and formats cannot be fitted to them"
+                )
+
+
+def _float_forward(graph: Any, x: np.ndarray, params: Mapping[str, tuple[np.ndarray, np.ndarray]] | None,
+                   ) -> list[LayerTrace]:
+    values = {graph.input_name: x}
     traces: list[LayerTrace] = []
     for layer in graph:
         kind = layer.type
@@ -158,6 +179,11 @@ class Stats:
     @staticmethod
     def of(layer: str, kind: str, values: np.ndarray) -> Stats:
         v = np.asarray(values, dtype=np.float64).ravel()
+        with np.errstate(over="ignore", invalid="ignore"):  # huge inputs: a mean of inf or NaN is the truth
+            return Stats._of(layer, kind, v)
+
+    @staticmethod
+    def _of(layer: str, kind: str, v: np.ndarray) -> Stats:
         pct = np.percentile(v, PERCENTILES) if v.size else [0.0] * len(PERCENTILES)
         return Stats(
             layer=layer, kind=kind, count=int(v.size),
@@ -193,7 +219,9 @@ def profile(ir: Sequence[Mapping[str, Any]], x: np.ndarray, model: str = "model"
 
     add("input", "input", x)
     ir = as_graph(ir)
-    for layer, trace in zip(ir, float_forward(ir, x)):
+    traces = float_forward(ir, x)
+    require_finite(traces, x)
+    for layer, trace in zip(ir, traces):
         if trace.pre is None:
             continue
         add(layer.name, "weights", layer.kernel)

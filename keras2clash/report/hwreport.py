@@ -38,6 +38,13 @@ DSP_TARGETS = {
 }
 
 
+def check_dsp(dsp: str) -> str:
+    """The --dsp target, checked before any work (Clash runs before Yosys needs it)."""
+    if dsp not in DSP_TARGETS:
+        raise K2CError(f"bad --dsp {dsp!r}: one of {', '.join(DSP_TARGETS)}")
+    return dsp
+
+
 def parse_config(text: str, n_layers: int) -> tuple[list[int], list[int]]:
     """`8:1,8:1,5:1` (or `8,8,5`: cycles 1) -> (pes, cycles)."""
     parts = [p.strip() for p in text.split(",") if p.strip()]
@@ -127,8 +134,7 @@ def _stat_block(text: str) -> tuple[dict[str, int], dict[str, int]]:
 
 def run_yosys(folder: Path, top: str, dsp: str = "ice40", log_dir: Path | None = None) -> YosysFigures:
     """Yosys on the Verilog in `folder` (module docstring)."""
-    if dsp not in DSP_TARGETS:
-        raise K2CError(f"bad --dsp {dsp!r}: one of {', '.join(DSP_TARGETS)}")
+    check_dsp(dsp)
     command, dsp_cell = DSP_TARGETS[dsp]
     log_dir = log_dir or folder
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -221,6 +227,7 @@ def build_report(source: Source, configs: Sequence[tuple[list[int], list[int]]],
                  status: Callable[[str], object] | None = None, reuse_dir: Path | None = None) -> Report:
     from keras2clash.hw.options import config_label
 
+    check_dsp(dsp)
     t0 = time.perf_counter()
     notes = []
     todo = [(list(p), list(c), False) for p, c in configs]

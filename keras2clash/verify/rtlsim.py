@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from keras2clash import procs
 from keras2clash.verify import toolchain
 from keras2clash.errors import K2CError
 from keras2clash.backend.project import Project, load_project
@@ -324,17 +325,17 @@ def _count_samples(project: Project, data: str | Path, limit: int | None) -> int
 
 
 def _run_streaming(cmd: list[str], cwd: Path, total: int, progress) -> list[str]:
-    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    assert proc.stdout is not None
     lines: list[str] = []
     outs = 0
-    for line in proc.stdout:
-        lines.append(line.rstrip("\n"))
-        if line.startswith("OUT "):
-            outs += 1
-            if progress is not None:
-                progress(outs, total)
-    code = proc.wait()
+    with procs.child(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line.rstrip("\n"))
+            if line.startswith("OUT "):
+                outs += 1
+                if progress is not None:
+                    progress(outs, total)
+        code = proc.wait()
     if code != 0 and not any(line.startswith("DONE") for line in lines):
         tail = "\n".join(lines[-20:])
         raise K2CError(f"{Path(cmd[0]).name} exited with {code}:\n{tail}", exit_code=1)

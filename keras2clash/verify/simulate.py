@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from keras2clash import procs
 from keras2clash.errors import K2CError
 
 
@@ -62,33 +63,38 @@ def run_simulator(
     `progress(k)` is called as outputs arrive, so long runs can show a progress bar.
     """
     cmd = [str(exe), *(extra_args or [])]
-    proc = subprocess.Popen(
-        cmd, cwd=project, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
-    )
-    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-    stdin = proc.stdin
-
-    def feed() -> None:  # a thread, so a simulator that answers early cannot deadlock us
-        try:
-            stdin.write(_format_input(x_raw))
-            stdin.close()
-        except BrokenPipeError:
-            pass
-
-    writer = threading.Thread(target=feed, daemon=True)
-    writer.start()
     rows: list[list[int]] = []
-    for line in proc.stdout:
-        if not line.strip():
-            continue
-        rows.append([int(v) for v in line.split()])
-        if progress is not None:
-            progress(len(rows))
-    err = proc.stderr.read()
-    writer.join()
-    if proc.wait() != 0:
-        raise K2CError(f"simulation failed (exit {proc.returncode}): {err.strip()[-2000:]}")
+    with procs.child(cmd, cwd=project, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                     stderr=subprocess.PIPE, text=True) as proc:
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        stdin, stderr = proc.stdin, proc.stderr
+        errors: list[str] = []
+
+        def feed() -> None:  # a thread, so a simulator that answers early cannot deadlock us
+            try:
+                stdin.write(_format_input(x_raw))
+                stdin.close()
+            except (BrokenPipeError, ValueError, OSError):
+                pass  # the simulator stopped (an error below, or Ctrl-C)
+
+        def drain() -> None:  # stderr too, so a chatty simulator cannot block on it
+            errors.append(stderr.read())
+
+        threads = [threading.Thread(target=feed, daemon=True), threading.Thread(target=drain, daemon=True)]
+        for thread in threads:
+            thread.start()
+        for line in proc.stdout:
+            if not line.strip():
+                continue
+            rows.append([int(v) for v in line.split()])
+            if progress is not None:
+                progress(len(rows))
+        for thread in threads:
+            thread.join()
+        code = proc.wait()
+    err = "".join(errors)
+    if code != 0:
+        raise K2CError(f"simulation failed (exit {code}): {err.strip()[-2000:]}")
     if len(rows) != len(x_raw):
         raise K2CError(f"simulation returned {len(rows)} outputs for {len(x_raw)} samples")
     table = np.array(rows, dtype=np.int64)

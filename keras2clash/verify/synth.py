@@ -12,11 +12,11 @@ Yosys runs from the HDL folder so the ROM initialisation files resolve. Reported
 from __future__ import annotations
 
 import re
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from keras2clash import procs
 from keras2clash.errors import K2CError
 from keras2clash.backend.project import load_project
 from keras2clash.verify.rtlsim import check_weight_files, ensure_hdl
@@ -81,7 +81,7 @@ def run_yosys_stats(folder: Path, top: str, synth_command: str, coarse: Path, fi
         f"tee -q -o {coarse} stat", synth_command, f"tee -q -o {final} stat",
     ])
     t0 = time.monotonic()
-    proc = subprocess.run([yosys, "-q", "-l", str(log), "-p", script], cwd=folder, capture_output=True, text=True)
+    proc = procs.run([yosys, "-q", "-l", str(log), "-p", script], folder)
     seconds = time.monotonic() - t0
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-20:])

@@ -13,6 +13,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from keras2clash import procs
 from keras2clash.errors import K2CError
 from keras2clash.fsutil import atomic_directory
 
@@ -40,8 +41,9 @@ def _search_path_flags() -> list[str]:
 
 
 def _run(cmd: list[str], cwd: Path, what: str, log: Path | None = None) -> subprocess.CompletedProcess:
-    """Run a tool; on failure raise with the tail of its output (not a Python traceback)."""
-    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    """Run a tool (in its own process group, stopped on Ctrl-C: procs.run); on failure
+    raise with the tail of its output (not a Python traceback)."""
+    proc = procs.run(cmd, cwd)
     if log is not None:
         log.write_text(f"$ {' '.join(cmd)}\n{proc.stdout}\n{proc.stderr}")
     if proc.returncode != 0:
@@ -60,13 +62,22 @@ def generate_hdl(project: Path, language: str) -> Path:
     clash = require_tool("clash")
     project = Path(project).resolve()
     target = project / "hdl" / language
-    with tempfile.TemporaryDirectory(prefix="k2c-clash-") as objdir:
-        with atomic_directory(target, force=True) as tmp:
-            cmd = [
-                clash, *_search_path_flags(), TOP_MODULE + ".hs", LANGUAGES[language],
-                "-fclash-no-cache", "-fclash-hdldir", str(tmp), "-outputdir", objdir,
-            ]
-            _run(cmd, project, f"clash {LANGUAGES[language]}", log=Path(objdir) / "clash.log")
+    fresh = not target.parent.exists()
+    try:
+        with tempfile.TemporaryDirectory(prefix="k2c-clash-") as objdir:
+            with atomic_directory(target, force=True) as tmp:
+                cmd = [
+                    clash, *_search_path_flags(), TOP_MODULE + ".hs", LANGUAGES[language],
+                    "-fclash-no-cache", "-fclash-hdldir", str(tmp), "-outputdir", objdir,
+                ]
+                _run(cmd, project, f"clash {LANGUAGES[language]}", log=Path(objdir) / "clash.log")
+    except BaseException:
+        if fresh:  # no empty hdl/ left behind by a failed or interrupted first run
+            try:
+                target.parent.rmdir()
+            except OSError:
+                pass
+        raise
     return target
 
 
