@@ -32,3 +32,22 @@ def random_dense_model(layers: list[tuple[int, str]], n_in: int, seed: int, scal
     ])
     model.set_weights([rng.normal(0, scale, w.shape).astype("float32") for w in model.get_weights()])
     return model
+
+
+def run_cli(args: list[str], capsys) -> tuple[int, str]:
+    """The console entry point in-process: (exit code, stderr + stdout)."""
+    import sys
+
+    from keras2clash import cli
+
+    old = sys.argv
+    sys.argv = ["keras2clash", *args]
+    try:
+        cli.main()
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    finally:
+        sys.argv = old
+    captured = capsys.readouterr()
+    return code, captured.err + captured.out

@@ -3,33 +3,16 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from keras2clash import cli
 
-from helpers import random_dense_model
+from helpers import run_cli, random_dense_model
 
 ROOT = Path(__file__).resolve().parent.parent
 DIGITS = ROOT / "examples" / "digits_dense"
-
-
-def run_cli(args: list[str], capsys) -> tuple[int, str]:
-    """Run the console entry point in-process; return (exit code, stderr)."""
-    old = sys.argv
-    sys.argv = ["keras2clash", *args]
-    try:
-        cli.main()
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    finally:
-        sys.argv = old
-    captured = capsys.readouterr()
-    return code, captured.err + captured.out
 
 
 @pytest.fixture(scope="module")

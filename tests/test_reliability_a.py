@@ -6,7 +6,6 @@ interrupt (with a message); nothing half-written; no child process left running.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -22,30 +21,15 @@ import numpy as np
 import pytest
 
 import keras2clash
-from keras2clash import api, cli
+from keras2clash import api
 from keras2clash.errors import K2CError
 
-from helpers import needs_toolchain, random_dense_model
+from helpers import run_cli, needs_toolchain, random_dense_model
 
 ROOT = Path(__file__).resolve().parent.parent
 IRIS = ROOT / "examples" / "iris"
 PACKAGE_ROOT = Path(keras2clash.__file__).resolve().parent.parent
 """The keras2clash the tests import: subprocesses run the same code."""
-
-
-def run_cli(args: list[str], capsys) -> tuple[int, str]:
-    """The console entry point in-process: (exit code, stderr + stdout)."""
-    old = sys.argv
-    sys.argv = ["keras2clash", *args]
-    try:
-        cli.main()
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    finally:
-        sys.argv = old
-    captured = capsys.readouterr()
-    return code, captured.err + captured.out
 
 
 def cli_command(*args: str) -> list[str]:
