@@ -48,6 +48,8 @@ def load_dataset(path: Path | str, input_shape: tuple[int, ...], n_classes: int)
     y = arrays.get("y", arrays.get("y_test"))
     if x is None or y is None:
         raise K2CError(f"data file {path} needs arrays 'x' and 'y'; it has {sorted(arrays)}")
+    if x.ndim == 3 and (1, *x.shape[1:]) == tuple(input_shape):  # a 1-D sequence (frontend.registry.image_shape)
+        x = x.reshape(len(x), *input_shape)
     if x.ndim < 2 or tuple(x.shape[1:]) != tuple(input_shape):
         raise K2CError(
             f"data file {path}: inputs have shape {tuple(x.shape)}, the model expects "

@@ -63,6 +63,7 @@ def run_ir(ir: list[dict[str, Any]], x: np.ndarray) -> np.ndarray:
     conv2d: zero padding by `pads`, window dot products in Keras kernel order; maxpool2d:
     padding is -inf; avgpool2d: mean over the pool_size window (pads must be zero)."""
     y = np.asarray(x, dtype=np.float64)
+    y = y.reshape(len(y), *ir[0]["input_shape"])  # a (steps, channels) input is one row high
     for layer in ir:
         assert y.shape[1:] == layer["input_shape"], layer["name"]
         if layer["type"] == "flatten":
@@ -211,8 +212,8 @@ def test_reference_ir_structure(reference: keras.Model, reference_ir: list[dict[
         "type": "flatten",
         "name": "flat",
         "inputs": ["input"],
-        "input_shapes": [(3, 4)],
-        "input_shape": (3, 4),
+        "input_shapes": [(1, 3, 4)],  # a (steps, channels) tensor is one row high in the IR
+        "input_shape": (1, 3, 4),
         "output_shape": (12,),
         "activation": "linear",
         "use_bias": False,

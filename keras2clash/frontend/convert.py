@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 from keras2clash.frontend import images, layers  # noqa: E402,F401
 from keras2clash.frontend.images import same_pads  # noqa: E402,F401  (API)
 from keras2clash.frontend.registry import (  # noqa: E402,F401  (API)
-    SUPPORTED_ACTIVATIONS, ConversionState, _converter_for, register_converter, supported_layers,
+    SUPPORTED_ACTIVATIONS, ConversionState, _converter_for, image_shape, keras_output_shape,
+    register_converter, supported_layers,
 )
 
 Shape = tuple[int, ...]
@@ -53,18 +54,22 @@ def raw_graph(model: keras.Model) -> Graph:
     if not isinstance(model, keras.Model):
         raise K2CError(f"expected a keras.Model, got {type(model).__name__}")
     walk.check_model_kind(model)
-    shape = walk.input_shape(model)
+    keras_shape = walk.input_shape(model)
+    shape = image_shape(keras_shape)
     nodes = walk.layer_nodes(model)
     keras_input = walk.input_name(model)
     source = _input_tensor_name(nodes)
     shapes: dict[str, Shape] = {source: shape}
+    keras_shapes: dict[str, Shape] = {source: keras_shape}
     records: list[ir.Layer] = []
     for node in nodes:
         inputs = [source if name == keras_input else name for name in node.inputs]
-        state = ConversionState(shapes=[shapes[name] for name in inputs], inputs=inputs)
+        state = ConversionState(shapes=[shapes[name] for name in inputs], inputs=inputs,
+                                keras_shapes=[keras_shapes[name] for name in inputs])
         record = _converter_for(node.layer)(node.layer, state)
         records.append(record)
         shapes[record.name] = record.output_shape
+        keras_shapes[record.name] = keras_output_shape(node.layer, state) or record.output_shape
     output = records[-1].name if records else source
     return Graph(name=str(model.name), input_name=source, input_shape=shape, layers=tuple(records), output=output)
 

@@ -19,7 +19,17 @@ def keras_outputs(model_path: Path, x: np.ndarray) -> np.ndarray:
     from keras2clash.frontend.convert import load_keras_model  # TensorFlow is imported only when needed
 
     model = load_keras_model(model_path)
-    return np.asarray(model.predict(as_float32(x), verbose=0, batch_size=256), dtype=np.float64)
+    return predict_float(model, x)
+
+
+def predict_float(model, x: np.ndarray) -> np.ndarray:
+    """`model.predict` on inputs in the IR's shape (a 1-D sequence is one row high there,
+    `frontend.registry.image_shape`), reshaped to the model's own input shape; the outputs
+    flattened per sample when they are not vectors."""
+    shape = tuple(int(d) for d in model.inputs[0].shape[1:])
+    x = np.asarray(x).reshape(len(x), *shape)
+    out = np.asarray(model.predict(as_float32(x), verbose=0, batch_size=256), dtype=np.float64)
+    return out.reshape(len(out), -1)
 
 
 def as_float32(x: np.ndarray) -> np.ndarray:

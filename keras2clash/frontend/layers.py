@@ -33,8 +33,8 @@ def _convert_dense(layer: Any, state: ConversionState) -> ir.Layer:
     _single_input(layer, state)
     if len(state.shape) != 1:
         raise K2CError(
-            f"Dense layer '{layer.name}' gets an input of shape {state.shape} (rank "
-            f"{len(state.shape)}); add a Flatten before it"
+            f"Dense layer '{layer.name}' gets an input of shape {state.keras_shape} (rank "
+            f"{len(state.keras_shape)}); add a Flatten before it"
         )
     if getattr(layer, "quantization_mode", None) is not None:
         raise K2CError(

@@ -21,12 +21,27 @@ SUPPORTED_ACTIVATIONS: tuple[str, ...] = ("linear", "relu", "sigmoid", "softmax"
 Shape = tuple[int, ...]
 
 
+def image_shape(shape: Shape) -> Shape:
+    """A Keras tensor shape (no batch axis) as the IR holds it: a 1-D sequence `(steps,
+    channels)` is an image one row high, `(1, steps, channels)`, so every 1-D layer runs on
+    the 2-D streaming blocks (a beat is one step's channels, steps arrive in order, and the
+    row-major flattening is the same). Other shapes are unchanged."""
+    shape = tuple(int(d) for d in shape)
+    return (1, *shape) if len(shape) == 2 else shape
+
+
 @dataclass
 class ConversionState:
-    """What a converter sees of the graph: the names and shapes of the tensors it reads."""
+    """What a converter sees of the graph: the names and IR shapes of the tensors it reads
+    (`image_shape`: 1-D tensors are one row high), and their shapes as Keras has them."""
 
     shapes: list[Shape]
     inputs: list[str]
+    keras_shapes: list[Shape] | None = None
+
+    @property
+    def keras_shape(self) -> Shape:
+        return (self.keras_shapes or self.shapes)[0]
 
     @property
     def shape(self) -> Shape:
@@ -171,14 +186,22 @@ def _kernel_and_bias(layer: Any, kernel_shape: tuple[int, ...]) -> tuple[np.ndar
 
 
 def _check_keras_shape(layer: Any, state: ConversionState, out: Shape) -> None:
-    """Guard: our geometry must agree with Keras' own output shape."""
-    try:
-        shapes = [(None, *s) for s in state.shapes]
-        expected = tuple(layer.compute_output_shape(shapes[0] if len(shapes) == 1 else shapes)[1:])
-    except Exception:  # pragma: no cover - Keras cannot tell; keep our (tested) geometry
+    """Guard: our geometry must agree with Keras' own output shape (in IR form, `image_shape`)."""
+    expected = keras_output_shape(layer, state)
+    if expected is None:  # pragma: no cover - Keras cannot tell; keep our (tested) geometry
         return
-    if expected != tuple(out):  # pragma: no cover - would be a frontend bug
+    if image_shape(expected) != tuple(out):  # pragma: no cover - would be a frontend bug
         raise K2CError(
             f"{type(layer).__name__} layer '{layer.name}': computed output shape {out} but "
             f"Keras says {expected}"
         )
+
+
+def keras_output_shape(layer: Any, state: ConversionState) -> Shape | None:
+    """The layer's output shape as Keras computes it from its Keras input shapes (None when
+    Keras cannot tell)."""
+    try:
+        shapes = [(None, *s) for s in (state.keras_shapes or state.shapes)]
+        return tuple(int(d) for d in layer.compute_output_shape(shapes[0] if len(shapes) == 1 else shapes)[1:])
+    except Exception:  # pragma: no cover - depends on the layer class
+        return None

@@ -361,7 +361,7 @@ def sweep(
     from keras2clash.data import load_dataset
     from keras2clash.network import load_model
     from keras2clash.fsutil import atomic_directory, check_writable_target
-    from keras2clash.frontend.keras_ref import as_float32
+    from keras2clash.frontend.keras_ref import predict_float
     from keras2clash.quant.profile import float_forward
 
     err = Console(stderr=True)
@@ -382,8 +382,7 @@ def sweep(
     dataset = load_dataset(data, input_shape, n_out).head(limit)
     x, y = dataset.x, dataset.y
     with err.status("Keras float inference"):
-        keras_out = np.asarray(keras_model.predict(as_float32(x), verbose=0, batch_size=256),
-                               dtype=np.float64).reshape(len(x), -1)
+        keras_out = predict_float(keras_model, x)
     traces = float_forward(ir, x)
 
     choices: list[FormatChoice] = [uniform_choice(f) for f in specs if isinstance(f, FixedFormat)]
