@@ -70,7 +70,7 @@ def fold_padding(graph: Graph) -> Graph:
             continue
         pads = tuple(a + b for a, b in zip(layer.pads, target.pads))
         folded = replace(target, pads=pads, input_shapes=layer.input_shapes,
-                         fused=(*target.fused, layer.name),
+                         fused=(*target.fused, *layer.fused, layer.name),
                          **({"padding": "same"} if isinstance(target, ir.Conv2D) else {}))
         return fold_padding(graph.replaced(target, folded).without(layer))
     return graph
