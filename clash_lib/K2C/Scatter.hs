@@ -33,7 +33,7 @@ module K2C.Scatter
   ( scatter
   ) where
 
-import Clash.Prelude
+import Clash.Prelude hiding (scatter)
 import Data.Maybe (isJust)
 
 import K2C.Stream (Stream)
