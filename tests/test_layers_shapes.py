@@ -50,6 +50,12 @@ def _with_head(input_shape: tuple[int, ...], *stack: layers.Layer) -> keras.Mode
                                         layers.Dense(3, name="head")]), 0)
 
 
+def _reader(rank: int) -> list[layers.Layer]:
+    """A layer that reads a rank-`rank` tensor without folding a Reshape into itself (as the
+    Flatten of `_with_head` would, `ir.shape_passes.fold_reshapes`): an upsampling by 1."""
+    return [layers.UpSampling2D(1, name="keep")] if rank == 3 else [layers.UpSampling1D(1, name="keep")] if rank == 2 else []
+
+
 def assert_golden_equals_keras(model: keras.Model, names: list[str], seed: int = 0) -> None:
     """Each named layer's golden raw output == the Keras layer applied to the golden model's
     input of that layer (dequantized), quantized again: shape layers move values, so
@@ -65,9 +71,10 @@ def assert_golden_equals_keras(model: keras.Model, names: list[str], seed: int =
     for name in names:
         chain = [*plans[name].layer.fused, name]  # paddings folded into this one come first
         source = values[plans[name].inputs[0]]
-        out = (source / scale).reshape(len(source), *model.get_layer(chain[0]).input.shape[1:]).astype(np.float32)
-        for step in chain:
-            out = model.get_layer(step)(out)
+        out = (source / scale).astype(np.float32)
+        for step in chain:  # (removed identities between them: only the shape changes)
+            layer = model.get_layer(step)
+            out = layer(np.reshape(out, (len(source), *layer.input.shape[1:])))
         want = golden.quantize_inputs(planned.plans, np.asarray(out, dtype=np.float64))
         got = values[name]
         assert got.shape[1:] == image_shape(want.shape[1:])
@@ -160,12 +167,29 @@ def test_reshape_any_order_keeping_target(source, data) -> None:
     spelled = list(target)
     if data.draw(st.booleans()):
         spelled[data.draw(st.integers(0, len(target) - 1))] = -1  # Keras resolves -1
-    model = _with_head(source, layers.Reshape(tuple(spelled), name="rs"))
+    model = _with_head(source, layers.Reshape(tuple(spelled), name="rs"), *_reader(len(target)))
     graph = to_graph(model)
     if image_shape(target) == image_shape(source):
         assert "rs" not in [layer.name for layer in graph]
     else:
         assert_golden_equals_keras(model, ["rs"])
+        assert graph["rs"].type == ("flatten" if len(target) == 1 else "reshape")
+
+
+def test_reshapes_fold_into_the_next_reshape_or_flatten() -> None:
+    """Reshape -> Reshape is one Reshape (none when it undoes the first); Reshape -> Flatten
+    is one Flatten."""
+    model = _with_head((4, 6), layers.Reshape((2, 2, 6), name="r1"), layers.Reshape((8, 3), name="r2"),
+                       layers.UpSampling1D(1, name="keep"))
+    graph = to_graph(model)
+    assert [(layer.name, layer.type, layer.input_shape) for layer in graph][:2] == [
+        ("r2", "reshape", (1, 4, 6)), ("keep", "upsample2d", (1, 8, 3))]
+    assert graph["r2"].fused == ("r1",)
+    assert_golden_equals_keras(model, ["r2"])
+    undone = _with_head((4, 6), layers.Reshape((8, 3), name="r1"), layers.Reshape((4, 6), name="r2"))
+    assert _types(undone) == ["flatten", "dense"]
+    flat = to_graph(_with_head((4, 6), layers.Reshape((8, 3), name="r1")))
+    assert flat["flat"].input_shape == (1, 4, 6) and flat["flat"].fused == ("r1",)
 
 
 @pytest.mark.parametrize(("source", "dims", "kind"), [
@@ -175,7 +199,7 @@ def test_reshape_any_order_keeping_target(source, data) -> None:
     ((2, 3), (1, 2), None),             # the identity permutation
 ])
 def test_permute_of_size_one_axes(source, dims, kind) -> None:
-    model = _with_head(source, layers.Permute(dims, name="perm"))
+    model = _with_head(source, layers.Permute(dims, name="perm"), *_reader(len(source)))
     names = {layer.name: layer.type for layer in to_graph(model)}
     assert names.get("perm") == kind
     if kind:
@@ -327,8 +351,9 @@ def shape_models(draw) -> Callable[[], keras.Model]:
     shape = _image_ops(draw, shape, stack)
     total = math.prod(shape)
     width = draw(st.sampled_from([d for d in range(1, total + 1) if total % d == 0 and d <= 12]))
-    if width != shape[-1]:
+    if width != shape[-1]:  # a beat-width conversion, kept by a 1-D zero padding after it
         stack.append(partial(layers.Reshape, (total // width, width), name="rebeat"))
+        stack.append(partial(layers.ZeroPadding1D, (draw(sides), 1), name="zp_rebeat"))
     stack += [partial(layers.Flatten, name="flat"), partial(layers.Dense, 3, name="head")]
     seed = draw(st.integers(0, 99))
     return lambda: _randomize(keras.Sequential([keras.Input(input_shape), *(make() for make in stack)]), seed)
@@ -355,8 +380,8 @@ def _branch_model() -> keras.Model:
     a = layers.Conv2D(3, 1, name="a")(layers.Cropping2D(1, name="crop")(zp))
     b = layers.Conv2D(3, 3, name="b")(zp)
     up = layers.UpSampling2D((2, 1), name="up")(layers.Add(name="add")([a, b]))
-    rl = layers.Reshape((-1, 3), name="relabel")(up)
-    rb = layers.Reshape((12, 6), name="rebeat")(rl)
+    rl = layers.Cropping1D((1, 2), name="crop1")(layers.Reshape((-1, 3), name="relabel")(up))  # (21, 3)
+    rb = layers.ZeroPadding1D((0, 1), name="zp1")(layers.Reshape((9, 7), name="rebeat")(rl))  # 7 in, 3 out
     return _randomize(keras.Model(inp, layers.Dense(4, name="head")(layers.Flatten(name="flat")(rb))), 5)
 
 

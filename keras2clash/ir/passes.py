@@ -8,6 +8,8 @@ has, and these turn it into what the hardware builds.
 2. `fold_padding`: a ZeroPadding2D in front of a Conv2D, valid AveragePooling2D or
    another ZeroPadding2D becomes that layer's explicit pads (all compute with zeros there);
    elsewhere it stays a padding layer (K2C.Pad).
+   `fold_reshapes` (`ir.shape_passes`): a Reshape read only by a Flatten or another Reshape
+   is dropped into it.
 3. `fold_batchnorm`: BatchNormalization after a linear Dense/Conv2D folds into its
    weights and bias.
 4. `fuse_activations`: an activation layer after a Dense, Conv2D or merge with a linear
@@ -29,6 +31,7 @@ import numpy as np
 from keras2clash.errors import K2CError
 from keras2clash.ir import layers as ir
 from keras2clash.ir.graph import Graph
+from keras2clash.ir.shape_passes import fold_reshapes
 
 Pass = Callable[[Graph], Graph]
 
@@ -190,7 +193,8 @@ def check_network(graph: Graph) -> Graph:
     return graph
 
 
-PASSES: tuple[Pass, ...] = (remove_identities, fold_padding, fold_batchnorm, fuse_activations, check_network)
+PASSES: tuple[Pass, ...] = (remove_identities, fold_padding, fold_reshapes, fold_batchnorm, fuse_activations,
+                            check_network)
 """The passes, in the order they run."""
 
 
