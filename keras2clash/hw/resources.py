@@ -106,9 +106,9 @@ def shape_storage(plan: LayerPlan) -> tuple[int, int]:
     Crop store nothing; Upsample one input row (block RAM) and its output register; a
     beat-width reshape the Collect shift register and the Scatter register."""
     bits = plan.in_fmt.bits
-    if plan.type == "upsample2d":
-        c = plan.input_shape[-1]
-        return plan.input_shape[1] * c * bits, c * bits
+    if plan.type == "upsample2d":  # the line buffer is read only for repeated rows of w > 1 pixels
+        c, w = plan.input_shape[-1], plan.input_shape[1]
+        return (w * c * bits if plan.size[0] > 1 and w > 1 else 0), c * bits
     if plan.type == "reshape":
         g_in, g_out = rebeat_groups(plan)
         group = g_in * plan.input_shape[-1]
