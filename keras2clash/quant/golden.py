@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 
 from keras2clash.quant.formats import FixedFormat, quantize, saturate
-from keras2clash.quant.shapes import SHAPE_TYPES, move_layer
+from keras2clash.ir.layers import SHAPE_TYPES
+from keras2clash.quant.shapes import move_layer
 from keras2clash.hw.plan import LayerPlan, accumulator_format
 from keras2clash.ir.graph import as_graph
 

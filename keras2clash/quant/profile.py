@@ -25,8 +25,8 @@ import numpy as np
 
 from keras2clash.errors import K2CError
 from keras2clash.ir.graph import as_graph
-from keras2clash.ir.layers import MERGE_OPS
-from keras2clash.quant.shapes import SHAPE_TYPES, move_layer
+from keras2clash.ir.layers import MERGE_OPS, SHAPE_TYPES
+from keras2clash.quant.shapes import move_layer
 
 PERCENTILES = (0.1, 1.0, 50.0, 99.0, 99.9)
 KINDS = ("weights", "bias", "pre-activation", "output")

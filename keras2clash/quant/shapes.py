@@ -9,12 +9,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from keras2clash.ir.layers import SHAPE_TYPES  # noqa: F401  (the kinds `move` handles)
-
 
 def move(kind: str, x: np.ndarray, output_shape: Sequence[int], pads: Sequence[int] = (0, 0, 0, 0),
          crops: Sequence[int] = (0, 0, 0, 0), size: Sequence[int] = (1, 1)) -> np.ndarray:
-    """One shape layer on `x` (N, *input_shape) -> (N, *output_shape); the values are moved
+    """One shape layer (`ir.layers.SHAPE_TYPES`) on `x` (N, *input_shape) -> (N, *output_shape); the values are moved
     (zero padding adds zeros, the format's zero in raw integers too), never changed."""
     if kind == "zeropad2d":
         top, bottom, left, right = pads
