@@ -23,7 +23,9 @@ from keras2clash.errors import K2CError
 from keras2clash.quant.formats import MIN_HARDWARE_BITS, FixedFormat
 from keras2clash.quant.golden import QuantizedLayer
 from keras2clash.backend.memfiles import memfile_text
+from keras2clash.backend.shape_entries import shape_entry
 from keras2clash.hw.plan import LayerPlan
+from keras2clash.ir.layers import SHAPE_TYPES
 from keras2clash.ir.structure import Chain, Parallel, structure
 
 def _clash_lib() -> Path:
@@ -144,6 +146,9 @@ IMPORTS = {
     "flatten": "import qualified K2C.Collect as Collect",
     "merge": "import qualified K2C.Merge as Merge",
     "branches": "import K2C.Branch (branches)\nimport K2C.Fifo (fifo)",
+    "crop2d": "import qualified K2C.Crop as Crop",
+    "upsample2d": "import qualified K2C.Upsample as Upsample",
+    "scatter": "import qualified K2C.Scatter as Scatter",
 }
 
 
@@ -210,6 +215,9 @@ def _layer_entry(plan: LayerPlan, fn: str) -> dict[str, Any]:
         entry["body"] = [f"Collect.collect (SNat @{beats})"]
     elif plan.is_merge:
         entry.update(_merge_entry(plan))
+    elif plan.type in SHAPE_TYPES:
+        shape = shape_entry(plan)
+        entry.update(shape, notes=entry["notes"] + shape.get("notes", []))
     else:
         raise ValueError(f"no emitter for layer type {plan.type!r}")
     if any(plan.pads):

@@ -141,7 +141,8 @@ def _convert_pool2d(layer: Any, state: ConversionState) -> ir.Layer:
 
 @register_converter("ZeroPadding2D")
 def _convert_zero_padding2d(layer: Any, state: ConversionState) -> ir.Layer:
-    """Zeros around the image; the pass `fold_padding` moves them into the next layer."""
+    """Zeros around the image; the pass `fold_padding` moves them into the next layer where
+    that computes the same, otherwise a K2C.Pad block."""
     _check_image_layer(layer, state)
     (top, bottom), (left, right) = (tuple(int(v) for v in pair) for pair in layer.padding)
     h, w, c = state.shape

@@ -102,6 +102,8 @@ _UNSUPPORTED_HINTS: dict[str, str] = {
     "Lambda": "a Lambda layer runs arbitrary Python, which has no hardware equivalent",
     "Dot": "the Dot merge layer is not supported (element-wise merges and Concatenate are)",
 }
+for _kind in ("ZeroPadding3D", "Cropping3D", "UpSampling3D"):
+    _UNSUPPORTED_HINTS[_kind] = "only the 1-D and 2-D versions of this layer are supported"
 for _dims in ("1D", "3D"):
     for _kind in ("Max", "Average"):
         _UNSUPPORTED_HINTS[f"Global{_kind}Pooling{_dims}"] = "global pooling is not supported"

@@ -24,6 +24,7 @@ stalls, not only for an always-ready sink:
   (input ready is `not pending`).
 - Pad (`K2C.Pad`): a wire inside the image; border pixels are offered the cycle after the
   previous output beat moved, without waiting for input.
+- Crop, Upsample, Scatter and the reshapes: `hw.shape_blocks`.
 - Collect (`K2C.Collect`): the vector is valid the cycle after its n-th beat; the next
   image's first beat waits until the cycle after the vector moves.
 - Source (`K2C.Sim`): beats back to back, beat 0 offered in cycle 0 (the first cycle after
@@ -47,6 +48,8 @@ from dataclasses import replace
 from typing import Any
 
 from keras2clash.hw.plan import POOL_TYPES, LayerPlan
+from keras2clash.hw.shape_blocks import shape_blocks
+from keras2clash.ir.layers import SHAPE_TYPES
 from keras2clash.ir.structure import Chain, Parallel, structure
 
 NEG = -(1 << 40)
@@ -335,6 +338,8 @@ def _layer_blocks(plan: LayerPlan, knobs, down, mx, blocks: list) -> Any:
     elif plan.type == "flatten":
         down = _Collect(math.prod(plan.input_shape[:-1]), down, mx)
         blocks.append(down)
+    elif plan.type in SHAPE_TYPES:
+        down = shape_blocks(plan, down, mx, blocks)
     elif not (plan.is_compute or plan.is_merge):
         raise ValueError(f"no timing model for layer type {plan.type!r}")
     return down

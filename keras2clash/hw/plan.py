@@ -57,6 +57,8 @@ class LayerPlan:
     kernel_size: tuple[int, int] = (1, 1)  # conv kernel or pool size
     strides: tuple[int, int] = (1, 1)
     pads: tuple[int, int, int, int] = (0, 0, 0, 0)  # top, bottom, left, right
+    crops: tuple[int, int, int, int] = (0, 0, 0, 0)  # crop2d: top, bottom, left, right
+    size: tuple[int, int] = (1, 1)  # upsample2d: repeats down, across
     exact_accumulator: bool = True
     inputs: tuple[str, ...] = ()  # producers (layer names, or the network input's name)
     in_fmts: tuple[FixedFormat, ...] = ()  # a merge's input formats, one per input
@@ -174,7 +176,7 @@ class LayerPlan:
         for key in _FORMAT_FIELDS:
             value = fields.get(key)
             fields[key] = None if value is None else FixedFormat(*value)
-        for key in ("input_shape", "output_shape", "kernel_size", "strides", "pads", "inputs"):
+        for key in ("input_shape", "output_shape", "kernel_size", "strides", "pads", "crops", "size", "inputs"):
             if key in fields:
                 fields[key] = tuple(fields[key])
         fields["in_fmts"] = tuple(FixedFormat(*v) for v in fields.get("in_fmts", ()))
@@ -243,8 +245,8 @@ def _geometry(layer: Layer) -> dict[str, Any]:
         size = layer.kernel_size
     elif isinstance(layer, ir.Pool2D):
         size = layer.pool_size
-    else:
-        return {}
+    else:  # the shape layers: their pads, crops or repeats
+        return {key: tuple(getattr(layer, key)) for key in ("pads", "crops", "size") if hasattr(layer, key)}
     return {"kernel_size": tuple(size), "strides": tuple(layer.strides), "pads": tuple(layer.pads)}
 
 

@@ -8,6 +8,8 @@ from typing import Any
 
 from keras2clash.hw.blocks import _geometry
 from keras2clash.hw.plan import POOL_TYPES, LayerPlan
+from keras2clash.hw.shape_blocks import rebeat_groups
+from keras2clash.ir.layers import SHAPE_TYPES
 
 @dataclass(frozen=True)
 class LayerResources:
@@ -45,6 +47,8 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
         regs += 2 * plan.filters * out_bits  # result register R and output register O
     if plan.type == "flatten":
         regs += plan.n_in * in_bits
+    if plan.type in SHAPE_TYPES:
+        line, regs = shape_storage(plan)
     fifo = 0
     if plan.is_merge:  # the branch FIFOs (LUT RAM) in front of the join
         for depth, shape, fmt in zip(plan.fifo_depths, plan.input_shapes, plan.input_formats):
@@ -95,3 +99,18 @@ def multiplier_efficiency(macs: int, multipliers: int, ii: float) -> float:
 def layer_interval(plan: LayerPlan) -> int:
     """A compute layer's own busy cycles per image: windows x G*b (a lower bound of the II)."""
     return plan.windows_per_image * plan.groups * plan.cycles
+
+
+def shape_storage(plan: LayerPlan) -> tuple[int, int]:
+    """(line-buffer bits, register bits) of a shape layer (the blocks' haddocks): Pad and
+    Crop store nothing; Upsample one input row (block RAM) and its output register; a
+    beat-width reshape the Collect shift register and the Scatter register."""
+    bits = plan.in_fmt.bits
+    if plan.type == "upsample2d":  # the line buffer is read only for repeated rows of w > 1 pixels
+        c, w = plan.input_shape[-1], plan.input_shape[1]
+        return (w * c * bits if plan.size[0] > 1 and w > 1 else 0), c * bits
+    if plan.type == "reshape":
+        g_in, g_out = rebeat_groups(plan)
+        group = g_in * plan.input_shape[-1]
+        return 0, (group * bits if g_in > 1 else 0) + (group * bits if g_out > 1 else 0)
+    return 0, 0

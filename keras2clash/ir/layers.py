@@ -9,7 +9,7 @@ Records are immutable: a pass returns new records (`dataclasses.replace`), so a 
 before and after a pass can be compared and nothing changes behind a stage's back.
 
 Some kinds exist only between the frontend and the passes (`Identity`, `Activation`,
-`BatchNorm`, `ZeroPad2D`): the converters record what Keras has, the passes
+`BatchNorm`): the converters record what Keras has, the passes
 (`ir.passes`) remove, fold and fuse them into the kinds the hardware builds.
 """
 
@@ -173,9 +173,14 @@ class BatchNorm(Layer):
     keras_class: ClassVar[str] = "BatchNormalization"
 
 
+# --- shape layers: they move values, no arithmetic (the hardware builds them too) --------
+
+
 @dataclass(frozen=True)
 class ZeroPad2D(Layer):
-    """Keras ZeroPadding2D: `pads` (top, bottom, left, right) zeros around the image."""
+    """Keras ZeroPadding2D (and ZeroPadding1D, one row high): `pads` (top, bottom, left,
+    right) zeros around the image. The pass `fold_padding` folds it into a Conv2D or valid
+    AveragePooling2D (or a next ZeroPad2D) that alone reads it; elsewhere it is a K2C.Pad."""
 
     pads: tuple[int, int, int, int] = (0, 0, 0, 0)
 
@@ -183,14 +188,51 @@ class ZeroPad2D(Layer):
     keras_class: ClassVar[str] = "ZeroPadding2D"
 
 
+@dataclass(frozen=True)
+class Crop2D(Layer):
+    """Keras Cropping2D (and Cropping1D, one row high): `crops` (top, bottom, left, right)
+    rows and columns dropped from the image's border (K2C.Crop)."""
+
+    crops: tuple[int, int, int, int] = (0, 0, 0, 0)
+
+    type: ClassVar[str] = "crop2d"
+    keras_class: ClassVar[str] = "Cropping2D"
+
+
+@dataclass(frozen=True)
+class Upsample2D(Layer):
+    """Keras UpSampling2D / UpSampling1D with nearest interpolation: each pixel repeated
+    `size` = (sh, sw) times down and across (K2C.Upsample, one row of line buffer)."""
+
+    size: tuple[int, int] = (1, 1)
+
+    type: ClassVar[str] = "upsample2d"
+    keras_class: ClassVar[str] = "UpSampling2D"
+
+
+@dataclass(frozen=True)
+class Reshape(Layer):
+    """Keras Reshape (or a Permute that only moves size-1 axes): the same values in the same
+    row-major order, regrouped into beats of the output's last axis. Equal last axes: a
+    relabelling (a wire); otherwise a beat-width converter (K2C.Collect then K2C.Scatter
+    over groups of lcm(C_in, C_out) values). `source_class` says which Keras class."""
+
+    source_class: str = "Reshape"
+
+    type: ClassVar[str] = "reshape"
+    keras_class: ClassVar[str] = "Reshape"
+
+
 COMPUTE_TYPES = ("dense", "conv2d")
 POOL_TYPES = ("maxpool2d", "avgpool2d")
-HARDWARE_TYPES = (*COMPUTE_TYPES, *POOL_TYPES, "flatten", *MERGE_OPS)
+SHAPE_TYPES = ("zeropad2d", "crop2d", "upsample2d", "reshape")
+"""Kinds that only move values (docs/contract.md: no arithmetic; they keep their input's format)."""
+HARDWARE_TYPES = (*COMPUTE_TYPES, *POOL_TYPES, "flatten", *MERGE_OPS, *SHAPE_TYPES)
 """Every `type` the hardware stages (plan, golden model, emitter, hardware model) build."""
 
 RECORDS: dict[str, type[Layer]] = {
     cls.type: cls for cls in (Dense, Conv2D, MaxPool2D, AvgPool2D, Flatten, Identity, Activation,
-                              BatchNorm, ZeroPad2D)
+                              BatchNorm, ZeroPad2D, Crop2D, Upsample2D, Reshape)
 }
 
 

@@ -5,8 +5,11 @@ has, and these turn it into what the hardware builds.
 
 1. `remove_identities`: Dropout and friends, and Flatten of a vector, are the identity at
    inference.
-2. `fold_padding`: a ZeroPadding2D in front of a Conv2D or valid AveragePooling2D becomes
-   that layer's explicit pads (both compute with zeros there).
+2. `fold_padding`: a ZeroPadding2D in front of a Conv2D, valid AveragePooling2D or
+   another ZeroPadding2D becomes that layer's explicit pads (all compute with zeros there);
+   elsewhere it stays a padding layer (K2C.Pad).
+   `fold_reshapes` (`ir.shape_passes`): a Reshape read only by a Flatten or another Reshape
+   is dropped into it.
 3. `fold_batchnorm`: BatchNormalization after a linear Dense/Conv2D folds into its
    weights and bias.
 4. `fuse_activations`: an activation layer after a Dense, Conv2D or merge with a linear
@@ -28,6 +31,7 @@ import numpy as np
 from keras2clash.errors import K2CError
 from keras2clash.ir import layers as ir
 from keras2clash.ir.graph import Graph
+from keras2clash.ir.shape_passes import fold_reshapes
 
 Pass = Callable[[Graph], Graph]
 
@@ -53,24 +57,24 @@ def remove_identities(graph: Graph) -> Graph:
 
 
 def fold_padding(graph: Graph) -> Graph:
-    """ZeroPadding2D -> the pads of the Conv2D or AveragePooling2D that alone reads it."""
+    """ZeroPadding2D -> the pads of the Conv2D, valid AveragePooling2D or next ZeroPadding2D
+    that alone reads it (each computes with zeros there). Anywhere else (several readers, a
+    MaxPooling2D whose own padding is -infinity, a Cropping2D, ...) it stays a padding
+    layer of its own (K2C.Pad); one with no padding at all is removed."""
     for layer in graph.layers:
         if not isinstance(layer, ir.ZeroPad2D):
             continue
+        if not any(layer.pads):
+            return fold_padding(graph.without(layer))
         readers = graph.consumers(layer.name)
         target = readers[0] if len(readers) == 1 else None
-        if not isinstance(target, (ir.Conv2D, ir.AvgPool2D)) or (
+        if not isinstance(target, (ir.Conv2D, ir.AvgPool2D, ir.ZeroPad2D)) or (
                 isinstance(target, ir.AvgPool2D) and any(target.pads)):
-            what = "several layers" if len(readers) > 1 else (
-                _describe(graph, readers[0].name) if readers else "the model output")
-            raise K2CError(
-                f"ZeroPadding2D layer '{layer.name}' feeds {what}; it is supported folded into "
-                "the one Conv2D or valid AveragePooling2D that reads it"
-            )
+            continue
         pads = tuple(a + b for a, b in zip(layer.pads, target.pads))
         folded = replace(target, pads=pads, input_shapes=layer.input_shapes,
-                         fused=(*target.fused, layer.name),
-                         padding="same" if isinstance(target, ir.Conv2D) else target.padding)
+                         fused=(*target.fused, *layer.fused, layer.name),
+                         **({"padding": "same"} if isinstance(target, ir.Conv2D) else {}))
         return fold_padding(graph.replaced(target, folded).without(layer))
     return graph
 
@@ -189,7 +193,8 @@ def check_network(graph: Graph) -> Graph:
     return graph
 
 
-PASSES: tuple[Pass, ...] = (remove_identities, fold_padding, fold_batchnorm, fuse_activations, check_network)
+PASSES: tuple[Pass, ...] = (remove_identities, fold_padding, fold_reshapes, fold_batchnorm, fuse_activations,
+                            check_network)
 """The passes, in the order they run."""
 
 

@@ -25,7 +25,8 @@ import numpy as np
 
 from keras2clash.errors import K2CError
 from keras2clash.ir.graph import as_graph
-from keras2clash.ir.layers import MERGE_OPS
+from keras2clash.ir.layers import MERGE_OPS, SHAPE_TYPES
+from keras2clash.quant.shapes import move_layer
 
 PERCENTILES = (0.1, 1.0, 50.0, 99.0, 99.9)
 KINDS = ("weights", "bias", "pre-activation", "output")
@@ -142,6 +143,8 @@ def _float_forward(graph: Any, x: np.ndarray, params: Mapping[str, tuple[np.ndar
             h = h.reshape(len(h), -1)
         elif kind in MERGE_OPS:
             h = float_activation(float_merge(kind, [values[t] for t in layer.inputs]), layer.activation)
+        elif kind in SHAPE_TYPES:
+            h = move_layer(layer, h)
         else:
             raise ValueError(f"no float model for layer type {kind!r}")
         values[layer.name] = h
