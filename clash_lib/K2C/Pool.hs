@@ -22,19 +22,18 @@ combinational per-channel reduction of each window ('K2C.Stream.mapS').
 'Same' padding is not built in: put "K2C.Pad" in front ('minBound' for max,
 zeros for average). 'avgPoolSame' then divides each window by its count of
 non-padding values, as Keras does: it keeps the output position (row and
-column counters, advanced when a result moves) and, per channel, selects among
-constant divisions, one per class of output row times class of output column
-(a class is "inside", or one of the @top@ / @bottom@ (@left@ / @right@) rows
-(columns) nearest the border that overlap padding: at most
-@(top + bottom + 1) * (left + right + 1)@ dividers, equal ones shared by
-synthesis). The classes and counts are computed at elaboration from the sizes.
+column counters, advanced when a result moves), computes the window's counts
+of real rows @a@ and columns @b@ from them, and divides in two steps by
+constants chosen at run time: @t = floor (2 S / a)@ among @ph@ constant
+dividers, then @floor ((t + b) / (2 b))@ among @pw@ (per channel), which equals
+@floor ((2 S + a b) / (2 a b))@ exactly.
 
 = Timing, storage, protocol
 
 Exactly those of 'K2C.Window.window' with @(kh, kw) = (ph, pw)@: the reduction
 adds no register and no latency (the window output register feeds it), and
 the ready is the window's registered ready. 'avgPoolSame' adds only the two
-position counters (@Index hp@, @Index wp@), which change no timing: its
+position counters (@Index h2@, @Index w2@), which change no timing: its
 division stage is combinational and ready exactly when downstream is.
 
 (@-fconstraint-solver-iterations=8@ above: GHC's default of 4 runs out while
@@ -45,7 +44,6 @@ module K2C.Pool
   , avgPool
   , avgPoolSame
   , roundedQuotient
-  , roundedQuotientBy
   , windowMax
   , windowAverage
   , reduceWindow
@@ -55,7 +53,7 @@ import Clash.Prelude hiding (window)
 import Data.Maybe (isJust)
 
 import K2C.Stream (Stream, mapS, (|>))
-import K2C.Window (window)
+import K2C.Window (nextPosition, window)
 
 -- | The constraints every pooling layer needs.
 type PoolSize dom h w ph pw sh sw c i f =
@@ -81,84 +79,61 @@ avgPool
 avgPool h w ph pw sh sw = window h w ph pw sh sw |> mapS windowAverage
 
 -- | Average pooling with Keras 'same' padding on the /padded/ @hp x wp@ image
--- (put @"K2C.Pad".pad ... 0@ in front): each window is divided by its count of
--- non-padding values (module header).
+-- (put @"K2C.Pad".pad ... 0@ in front), @h2 x w2@ windows: each window is
+-- divided by its count of non-padding values (module header).
 avgPoolSame
-  :: forall dom hp wp ph pw sh sw top bottom left right c i f
+  :: forall dom hp wp ph pw sh sw top bottom left right h2 w2 c i f
    . ( PoolSize dom hp wp ph pw sh sw c i f
-     , KnownNat top, KnownNat bottom, KnownNat left, KnownNat right )
-  => SNat hp -> SNat wp -> SNat ph -> SNat pw -> SNat sh -> SNat sw
-  -> SNat top -> SNat bottom -> SNat left -> SNat right
-  -> Stream dom (Vec c (SFixed i f)) (Vec c (SFixed i f))
-avgPoolSame hp wp ph pw sh sw top bottom left right =
-  window hp wp ph pw sh sw |> averageByPosition hp wp top bottom left right rows cols
-  where
-    rows = Axis (snatToNum hp) (snatToNum ph) (snatToNum sh) (snatToNum top) (snatToNum bottom)
-    cols = Axis (snatToNum wp) (snatToNum pw) (snatToNum sw) (snatToNum left) (snatToNum right)
-
--- | One padded axis: its length, window, stride and padding before and after.
-data Axis = Axis { padded :: Int, kernel :: Int, stride :: Int, before :: Int, after :: Int }
-
--- | Windows along the axis.
-outputs :: Axis -> Int
-outputs a = (padded a - kernel a) `div` stride a + 1
-
--- | Non-padding values of window @k@ along the axis.
-axisCount :: Axis -> Int -> Int
-axisCount a k = min (start + kernel a) (padded a - after a) - max start (before a)
-  where start = k * stride a
-
--- | Window @k@'s class: 0 if it overlaps no padding, @1 + k@ if it overlaps
--- the leading padding (@k < before@), @before + outputs - k@ if the trailing
--- (at most @after@ windows from the end).
-axisClass :: Axis -> Int -> Int
-axisClass a k
-  | k >= outputs a                          = 0 -- past the last window: unused
-  | k * stride a < before a                 = 1 + k
-  | k * stride a + kernel a > padded a - after a = before a + outputs a - k
-  | otherwise                               = 0
-
--- | The count of the windows of a class (the pool size for class 0).
-classCount :: Axis -> Int -> Int
-classCount a c
-  | c == 0        = kernel a
-  | c <= before a = countOf (c - 1)
-  | otherwise     = countOf (outputs a - (c - before a))
-  where countOf k = if k >= 0 && k < outputs a then max 1 (axisCount a k) else kernel a
-
--- | The division stage of 'avgPoolSame': per channel window sum, then the
--- rounded quotient by the count of the output position's row and column class.
-averageByPosition
-  :: forall dom hp wp ph pw top bottom left right c i f
-   . ( HiddenClockResetEnable dom, KnownNat hp, KnownNat wp, KnownNat ph, KnownNat pw
      , KnownNat top, KnownNat bottom, KnownNat left, KnownNat right
-     , KnownNat c, KnownNat i, KnownNat f, 1 <= ph, 1 <= pw )
-  => SNat hp -> SNat wp -> SNat top -> SNat bottom -> SNat left -> SNat right -> Axis -> Axis
-  -> Stream dom (Vec ph (Vec pw (Vec c (SFixed i f)))) (Vec c (SFixed i f))
-averageByPosition SNat SNat SNat SNat SNat SNat rows cols (input, readyOut) = (output, readyOut)
+     , KnownNat h2, KnownNat w2, 1 <= h2, 1 <= w2 )
+  => SNat hp -> SNat wp -> SNat ph -> SNat pw -> SNat sh -> SNat sw
+  -> SNat top -> SNat bottom -> SNat left -> SNat right -> SNat h2 -> SNat w2
+  -> Stream dom (Vec c (SFixed i f)) (Vec c (SFixed i f))
+avgPoolSame hp wp ph pw sh sw top bottom left right SNat SNat =
+  window hp wp ph pw sh sw |> averageByPosition rows cols
   where
-    position :: Signal dom (Index hp, Index wp)
-    position = register (0, 0) (mux moved (advance <$> position) position)
+    rows = axisCount hp ph sh top bottom :: Index h2 -> Index ph
+    cols = axisCount wp pw sw left right :: Index w2 -> Index pw
+
+-- | The count of non-padding values, minus one, of window @k@ along one axis
+-- of padded length @n@ (window @kn@, stride @s@, padding @before@ and
+-- @after@): @min (k*s + kn) (n - after) - max (k*s) before - 1@, on a counter
+-- and constants (no division).
+axisCount
+  :: forall n kn s before after m
+   . (KnownNat n, KnownNat kn, KnownNat s, KnownNat before, KnownNat after, KnownNat m, 1 <= kn)
+  => SNat n -> SNat kn -> SNat s -> SNat before -> SNat after -> Index m -> Index kn
+axisCount n kn s before after k = fromIntegral (min (start + snatToNum kn) end - max start first - 1)
+  where
+    start, first, end :: Unsigned 32
+    start = fromIntegral k * snatToNum s
+    first = snatToNum before
+    end   = snatToNum n - snatToNum after
+
+-- | The division stage of 'avgPoolSame': per channel window sum @S@, then
+-- @floor ((2 S + a b) / (2 a b))@ for the position's @a@ rows and @b@ columns
+-- of non-padding values, as two constant divisions chosen at run time:
+-- @t = floor (2 S / a)@, then @floor ((t + b) / (2 b))@ (equal, since
+-- @floor (floor y / c) = floor (y / c)@ for an integer @c > 0@).
+averageByPosition
+  :: forall dom h2 w2 ph pw c i f
+   . ( HiddenClockResetEnable dom, KnownNat h2, KnownNat w2, KnownNat ph, KnownNat pw
+     , KnownNat c, KnownNat i, KnownNat f, 1 <= ph, 1 <= pw, 1 <= h2, 1 <= w2 )
+  => (Index h2 -> Index ph) -> (Index w2 -> Index pw)
+  -> Stream dom (Vec ph (Vec pw (Vec c (SFixed i f)))) (Vec c (SFixed i f))
+averageByPosition rows cols (input, readyOut) = (output, readyOut)
+  where
+    position :: Signal dom (Index h2, Index w2)
+    position = register (0, 0) (mux moved (nextPosition <$> position) position)
     moved    = (isJust <$> input) .&&. readyOut
-    lastRow  = toEnum (outputs rows - 1) :: Index hp
-    lastCol  = toEnum (outputs cols - 1) :: Index wp
-    advance (r, x)
-      | x /= lastCol = (r, x + 1)
-      | r /= lastRow = (r + 1, 0)
-      | otherwise    = (0, 0)
     output   = (\p -> fmap (averageAt p)) <$> position <*> input
-
-    rowClass :: Vec hp (Index (top + bottom + 1))
-    rowClass = map (toEnum . axisClass rows . fromEnum) indicesI
-    colClass :: Vec wp (Index (left + right + 1))
-    colClass = map (toEnum . axisClass cols . fromEnum) indicesI
-    rowCount = map (classCount rows . fromEnum) (indicesI @(top + bottom + 1))
-    colCount = map (classCount cols . fromEnum) (indicesI @(left + right + 1))
-
-    averageAt (r, x) = map (fromWide . divide (rowClass !! r) (colClass !! x))
+    averageAt (r, x) = map (fromWide . divide (rows r) (cols x))
                      . reduceWindow @ph @pw (+) . map (map (map toWide))
-    divide a b s = (quotients !! a) !! b
-      where quotients = map (\n -> map (\m -> roundedQuotientBy (n * m) s) colCount) rowCount
+    divide a b total = perColumn !! b
+      where
+        t         = perRow !! a
+        perRow    = smap (\l _ -> (2 * total) `div` (snatToNum l + 1)) (repeat @ph ())
+        perColumn = smap (\l _ -> (t + snatToNum l + 1) `div` (2 * (snatToNum l + 1))) (repeat @pw ())
     toWide :: SFixed i f -> WideSum i f ph pw
     toWide = resize . unSF
     fromWide :: WideSum i f ph pw -> SFixed i f
@@ -198,13 +173,10 @@ reduceWindow op = reduceAxis . map reduceAxis
 
 -- | @floor ((2 * s + n) / (2 * n))@; a shift when @2 * n@ is a power of two.
 roundedQuotient :: forall n m . KnownNat m => SNat n -> Signed m -> Signed m
-roundedQuotient n = roundedQuotientBy (snatToNum n)
-
--- | 'roundedQuotient' by a count known at elaboration (a constant division).
-roundedQuotientBy :: forall m . KnownNat m => Int -> Signed m -> Signed m
-roundedQuotientBy count s
+roundedQuotient n s
   | popCount divisor == 1 = shiftR numerator (countTrailingZeros divisor)
   | otherwise             = numerator `div` fromIntegral divisor
   where
+    count     = snatToNum n :: Int
     divisor   = 2 * count
     numerator = 2 * s + fromIntegral count

@@ -206,7 +206,8 @@ def _layer_entry(plan: LayerPlan, fn: str) -> dict[str, Any]:
         block = "Pool.maxPool" if plan.type == "maxpool2d" else "Pool.avgPool"
         window = f"{{- image -}} {_snats(h, w)} {{- pool -}} {_snats(ph, pw)} {{- stride -}} {_snats(sh, sw)}"
         if plan.exclude_pads:
-            block, window = "Pool.avgPoolSame", window + f" {{- pads -}} {_snats(*plan.pads)}"
+            block = "Pool.avgPoolSame"
+            window += f" {{- pads -}} {_snats(*plan.pads)} {{- windows -}} {_snats(*plan.output_shape[:2])}"
             entry["notes"].append("Each window is divided by its count of non-padding values (Keras 'same').")
         entry["body"] = _pad_stage(plan, "minBound" if plan.type == "maxpool2d" else "0") + [f"{block} {window}"]
     elif plan.type in ("globalmaxpool", "globalavgpool"):
