@@ -10,8 +10,8 @@ has, and these turn it into what the hardware builds.
 3. `fold_batchnorm`: BatchNormalization after a linear Dense/Conv2D folds into its
    weights and bias; anywhere else it stays (a per-channel multiply-add in hardware).
 4. `fuse_activations`: an activation layer after a Dense, Conv2D, BatchNormalization or
-   merge with a linear
-   activation becomes that layer's activation; a linear one disappears anywhere.
+   merge with a linear activation becomes that layer's activation; a linear one
+   disappears anywhere.
 5. `check_network`: every remaining record is one the hardware builds, shapes agree along
    every edge, softmax only at the output, names unique, at least one Dense layer.
 
@@ -76,10 +76,10 @@ def fold_padding(graph: Graph) -> Graph:
     return graph
 
 
-def _fold_target(graph: Graph, layer: ir.Layer, what: str, rule: str) -> ir.Layer:
-    """The Dense/Conv2D (or merge, for activations) that `layer` folds into."""
+def _fold_target(graph: Graph, layer: ir.Activation, rule: str) -> ir.Layer:
+    """The Dense/Conv2D/BatchNormalization/merge layer that an activation fuses into."""
     (source,) = layer.inputs
-    kind = layer.keras_class if not isinstance(layer, ir.Activation) else layer.source_class
+    kind = layer.source_class
     allowed = (ir.Dense, ir.Conv2D, ir.Merge, ir.BatchNorm)
     target = None if source == graph.input_name else graph[source]
     if not isinstance(target, allowed):
@@ -154,7 +154,7 @@ def fuse_activations(graph: Graph) -> Graph:
                 replace(other, fused=(*other.fused, layer.name)) if other.name == source else other
                 for other in graph.layers])
             return fuse_activations(fused.without(fused[layer.name]))
-        target = _fold_target(graph, layer, "activation", rule)
+        target = _fold_target(graph, layer, rule)
         if target.activation != "linear":
             raise K2CError(
                 f"{layer.source_class} layer '{layer.name}'{rule} follows {_describe(graph, target.name)}, "

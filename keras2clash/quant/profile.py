@@ -161,7 +161,8 @@ def _float_forward(graph: Any, x: np.ndarray, params: Mapping[str, tuple[np.ndar
             h = (flat.max(axis=1) if kind == "globalmaxpool" else flat.mean(axis=1)).reshape(
                 len(h), *layer.output_shape)
         elif kind == "batchnorm":
-            pre = h * np.asarray(layer.scale, dtype=np.float64) + np.asarray(layer.offset, dtype=np.float64)
+            scale, offset = params[layer.name] if params is not None and layer.name in params else layer_params(layer)
+            pre = h * np.asarray(scale, dtype=np.float64) + np.asarray(offset, dtype=np.float64)
             h = float_activation(pre, layer.activation)
         elif kind == "flatten":
             h = h.reshape(len(h), -1)
