@@ -377,3 +377,25 @@ def test_random_1d_models_bit_exact_in_clash(tmp_path_factory, steps, c, fmt, se
     rng = np.random.default_rng(seed)
     model = _randomize(_model_1d(steps, c), seed)
     _bit_exact_in_clash(tmp_path_factory, model, fmt, rng, seed)
+
+
+@needs_toolchain
+def test_verilog_bit_exact_in_verilator(tmp_path) -> None:
+    """The Verilog Clash generates equals the golden model too: the position-dependent
+    divisors of 'same' average pooling must become constant dividers in HDL (an earlier
+    design computed them from elaboration-time Ints and was right in Haskell, wrong in
+    Verilog), and the global average and BatchNorm constants translate exactly."""
+    from keras2clash import api
+    from keras2clash.verify import rtlsim
+
+    inp = keras.Input((5, 4, 2))
+    x = layers.AveragePooling2D(3, strides=(1, 2), padding="same", name="avg_same")(inp)
+    x = layers.BatchNormalization(name="bn")(x)
+    x = layers.GlobalAveragePooling2D(name="gap")(x)
+    model = _randomize(keras.Model(inp, layers.Dense(3, name="out")(x)), 5)
+    out = tmp_path / "net"
+    api.emit(model, "1,5,10", out, [2], show=False)
+    x = np.random.default_rng(5).uniform(-2, 2, size=(6, 5, 4, 2))
+    np.savez(tmp_path / "data.npz", x_test=x, y_test=np.zeros(6, dtype=int))
+    result = rtlsim.rtlsim(out, tmp_path / "data.npz", "verilator", gap_max=3, seed=2)
+    assert result.ok and len(result.samples) == 6
