@@ -1125,11 +1125,8 @@ def image(*stack: layers.Layer, shape: tuple[int, ...] = (8, 8, 2)) -> keras.Mod
         (lambda: image(layers.Conv2D(2, 3, data_format="channels_first", name="cf"), shape=(2, 8, 8)), ["Conv2D layer 'cf'", "data_format='channels_first'", "channels_last"]),
         (lambda: image(layers.MaxPooling2D(2, data_format="channels_first", name="pcf"), shape=(2, 8, 8)), ["MaxPooling2D layer 'pcf'", "channels_first"]),
         (lambda: image(layers.AveragePooling2D(2, data_format="channels_first", name="acf"), shape=(2, 8, 8)), ["AveragePooling2D layer 'acf'", "channels_first"]),
-        (lambda: image(layers.AveragePooling2D(2, padding="same", name="aps"), shape=(7, 7, 1)), ["AveragePooling2D layer 'aps'", "padding='same'", "(0, 1, 0, 1)", "non-padding values"]),
-        (lambda: image(layers.AveragePooling2D(3, strides=2, padding="same", name="aps"), shape=(6, 6, 1)), ["'aps'", "(0, 1, 0, 1)", "6x6"]),
-        (lambda: image(layers.AveragePooling2D((1, 2), padding="same", name="aps"), shape=(4, 5, 1)), ["'aps'", "(0, 0, 0, 1)"]),
         (lambda: seq((8, 8, 1), layers.Conv2D(2, 3, name="c"), layers.Dense(2, name="dd")), ["Dense layer 'dd'", "(6, 6, 2)", "add a Flatten before it"]),
-        (lambda: image(layers.Conv2D(2, 3, name="c"), layers.MaxPooling2D(2, name="p"), layers.ReLU(name="late")), ["ReLU layer 'late'", "follows MaxPooling2D layer 'p'", "not a Dense or Conv2D"]),
+        (lambda: image(layers.Conv2D(2, 3, name="c"), layers.MaxPooling2D(2, name="p"), layers.ReLU(name="late")), ["ReLU layer 'late'", "follows MaxPooling2D layer 'p'", "not a Dense, Conv2D"]),
         (lambda: image(layers.AveragePooling2D(2, name="p"), layers.Activation("sigmoid", name="late")), ["'late'", "follows AveragePooling2D layer 'p'"]),
         (lambda: image(layers.Conv2D(2, 3, activation="relu", name="c"), layers.Activation("sigmoid", name="again")), ["'again'", "Conv2D layer 'c'", "already applies 'relu'"]),
         (lambda: image(layers.Conv2D(2, 3, name="c"), layers.Softmax(name="midsm")), ["'c'", "softmax", "only supported at the output"]),
@@ -1142,16 +1139,9 @@ def test_conv_and_pool_rejections(build: Callable[[], keras.Model], fragments: l
 @pytest.mark.parametrize(
     ("build", "fragments"),
     [
-        (lambda: seq((4,), bn("first"), layers.Dense(2)), ["BatchNormalization layer 'first'", "follows the model input", "folded into"]),
-        (lambda: image(bn("first")), ["BatchNormalization layer 'first'", "the model input"]),
-        (lambda: image(layers.Conv2D(2, 3, activation="relu", name="c"), bn("late")), ["BatchNormalization layer 'late'", "Conv2D layer 'c'", "applies 'relu' first"]),
-        (lambda: image(layers.Conv2D(2, 3, name="c"), layers.ReLU(name="r"), bn("late")), ["'late'", "Conv2D layer 'c'", "applies 'relu' first"]),
-        (lambda: seq((4,), layers.Dense(3, activation="sigmoid", name="d"), bn("late"), layers.Dense(2)), ["'late'", "Dense layer 'd'", "applies 'sigmoid' first"]),
-        (lambda: image(layers.Conv2D(2, 3, name="c"), layers.MaxPooling2D(2, name="p"), bn("afterpool")), ["'afterpool'", "follows MaxPooling2D layer 'p'", "not a Dense or Conv2D"]),
-        (lambda: seq((8, 8, 1), layers.Conv2D(2, 3, name="c"), layers.Flatten(name="f"), bn("afterflat"), layers.Dense(2)), ["'afterflat'", "follows Flatten layer 'f'"]),
         (lambda: image(layers.Conv2D(2, 3, name="c"), bn("bn_axis", axis=1)), ["BatchNormalization layer 'bn_axis'", "axis 1", "(6, 6, 2)", "only the last (channels) axis"]),
         (lambda: image(layers.Conv2D(2, 3, name="c"), bn("bn_axis", axis=-2)), ["'bn_axis'", "axis -2"]),
-        (lambda: seq((3, 4), bn("bn_rank2"), layers.Flatten(), layers.Dense(2)), ["'bn_rank2'", "the model input"]),
+        (lambda: seq((3, 4), bn("bn_1d", axis=1), layers.Flatten(), layers.Dense(2)), ["'bn_1d'", "axis 1", "(3, 4)"]),
     ],
 )
 def test_batch_normalization_rejections(build: Callable[[], keras.Model], fragments: list[str]) -> None:
@@ -1177,9 +1167,7 @@ def test_batch_normalization_with_negative_variance() -> None:
         (lambda: image(layers.Conv2DTranspose(2, 3, name="tr")), "Conv2DTranspose", "tr", "transposed"),
         (lambda: seq((8, 2), layers.MaxPooling1D(name="mp1"), layers.Flatten(), layers.Dense(2)), "MaxPooling1D", "mp1", "only 2-D pooling"),
         (lambda: seq((4, 4, 4, 1), layers.AveragePooling3D(2, name="ap3"), layers.Flatten(), layers.Dense(2)), "AveragePooling3D", "ap3", "only 2-D pooling"),
-        (lambda: seq((8, 8, 2), layers.GlobalAveragePooling2D(name="gap"), layers.Dense(2)), "GlobalAveragePooling2D", "gap", "AveragePooling2D(pool_size=(H, W)) + Flatten"),
-        (lambda: seq((8, 8, 2), layers.GlobalMaxPooling2D(name="gmp"), layers.Dense(2)), "GlobalMaxPooling2D", "gmp", "MaxPooling2D(pool_size=(H, W)) + Flatten"),
-        (lambda: seq((8, 2), layers.GlobalMaxPooling1D(name="gmp1"), layers.Dense(2)), "GlobalMaxPooling1D", "gmp1", "global pooling"),
+        (lambda: seq((4, 4, 4, 1), layers.GlobalMaxPooling3D(name="gmp3"), layers.Dense(2)), "GlobalMaxPooling3D", "gmp3", "3-D global pooling"),
     ],
 )
 def test_unsupported_convolution_and_pooling_classes(build: Callable[[], keras.Model], cls: str, name: str, reason: str) -> None:

@@ -145,6 +145,9 @@ IMPORTS = {
     "avgpool2d": "import qualified K2C.Pool as Pool",
     "flatten": "import qualified K2C.Collect as Collect",
     "merge": "import qualified K2C.Merge as Merge",
+    "globalmaxpool": "import qualified K2C.Global as Global",
+    "globalavgpool": "import qualified K2C.Global as Global",
+    "batchnorm": "import qualified K2C.BatchNorm as BatchNorm",
     "branches": "import K2C.Branch (branches)\nimport K2C.Fifo (fifo)",
     "crop2d": "import qualified K2C.Crop as Crop",
     "upsample2d": "import qualified K2C.Upsample as Upsample",
@@ -169,7 +172,7 @@ def _layer_entry(plan: LayerPlan, fn: str) -> dict[str, Any]:
         "name": plan.name, "fn": fn, "type": plan.type, "compute": plan.is_compute, "merge": False,
         "in_type": _beat_type(plan.input_shape, in_elem),
         "out_type": _beat_type(plan.output_shape, out_elem),
-        "out_elem": out_elem, "notes": [], "uses": [plan.type],
+        "out_elem": out_elem, "notes": [], "uses": [plan.type], "requantizes": False,
     }
     shapes = f"{_shape_text(plan.input_shape)} -> {_shape_text(plan.output_shape)}"
     if plan.is_compute:
@@ -206,8 +209,26 @@ def _layer_entry(plan: LayerPlan, fn: str) -> dict[str, Any]:
         kind = "max" if plan.type == "maxpool2d" else "average"
         entry["doc"] = f"{shapes}, {ph}x{pw} {kind} pooling, stride {sh}x{sw}, padding {_padding_doc(plan)}"
         block = "Pool.maxPool" if plan.type == "maxpool2d" else "Pool.avgPool"
-        entry["body"] = _pad_stage(plan, "minBound") + [
-            f"{block} {{- image -}} {_snats(h, w)} {{- pool -}} {_snats(ph, pw)} {{- stride -}} {_snats(sh, sw)}"]
+        window = f"{{- image -}} {_snats(h, w)} {{- pool -}} {_snats(ph, pw)} {{- stride -}} {_snats(sh, sw)}"
+        if plan.exclude_pads:
+            block = "Pool.avgPoolSame"
+            window += f" {{- pads -}} {_snats(*plan.pads)} {{- windows -}} {_snats(*plan.output_shape[:2])}"
+            entry["notes"].append("Each window is divided by its count of non-padding values (Keras 'same').")
+        entry["body"] = _pad_stage(plan, "minBound" if plan.type == "maxpool2d" else "0") + [f"{block} {window}"]
+    elif plan.type in ("globalmaxpool", "globalavgpool"):
+        beats = math.prod(plan.input_shape[:-1])
+        kind = "maximum" if plan.type == "globalmaxpool" else "rounded mean"
+        entry["doc"] = f"{shapes}, global {kind} per channel over {beats} beat(s)"
+        block = "Global.globalMax" if plan.type == "globalmaxpool" else "Global.globalAverage"
+        entry["body"] = [f"{block} (SNat @{beats})"]
+    elif plan.type == "batchnorm":
+        assert plan.w_fmt is not None and plan.b_fmt is not None
+        entry["doc"] = (f"{shapes}, BatchNormalization per channel: x * scale ({plan.w_fmt}) + offset "
+                        f"({plan.b_fmt}) exactly, requantized to {plan.out_fmt}, {_activation_doc(plan)}")
+        entry["notes"].append(f"{plan.output_shape[-1]} multiplier(s), combinational (no register).")
+        entry["body"] = [f"BatchNorm.batchNorm W.{fn}_scale W.{fn}_offset activation"]
+        entry.update(requantizes=True, hw_activation=HW_ACTIVATION_FN[plan.hw_activation],
+                     constants=_batchnorm_constants(plan, fn))
     elif plan.type == "flatten":
         beats = math.prod(plan.input_shape[:-1])
         entry["doc"] = f"flatten {_shape_text(plan.input_shape)} to {plan.n_out} (row-major, channels last)"
@@ -223,6 +244,19 @@ def _layer_entry(plan: LayerPlan, fn: str) -> dict[str, Any]:
     if any(plan.pads):
         entry["uses"].append("pad")
     return entry
+
+
+def _batchnorm_constants(plan: LayerPlan, fn: str) -> dict[str, Any]:
+    """The Weights.hs names and types of a BatchNormalization's constants."""
+    assert plan.w_fmt is not None and plan.b_fmt is not None
+    return {"fn": fn, "name": plan.name, "channels": plan.output_shape[-1],
+            "scale_type": plan.w_fmt.clash_type, "scale_frac": plan.w_fmt.frac, "scale_fmt": str(plan.w_fmt),
+            "offset_type": plan.b_fmt.clash_type, "offset_frac": plan.b_fmt.frac, "offset_fmt": str(plan.b_fmt)}
+
+
+def _vec_literal(raw: Sequence[int]) -> str:
+    """Raw integers as a Vec literal (negative ones in parentheses)."""
+    return " :> ".join(f"({v})" if v < 0 else str(v) for v in (int(r) for r in raw)) + " :> Nil"
 
 
 MERGE_EXACT_FN = {"add": "Merge.addExact", "subtract": "Merge.subExact", "multiply": "Merge.mulExact",
@@ -319,8 +353,10 @@ def _render_parallel(block: Parallel, merge: LayerPlan, entry: dict[str, Any],
     return text
 
 
-def build_context(name: str, plans: Sequence[LayerPlan]) -> dict[str, Any]:
-    """Everything the templates need, computed here so the templates stay declarative."""
+def build_context(name: str, plans: Sequence[LayerPlan],
+                  params: dict[str, QuantizedLayer] | None = None) -> dict[str, Any]:
+    """Everything the templates need, computed here so the templates stay declarative.
+    `params` supplies the constants generated into Weights.hs (BatchNormalization)."""
     fns = haskell_names([p.name for p in plans])
     formats = sorted({p.in_fmt for p in plans} | {p.out_fmt for p in plans}
                      | {p.w_fmt for p in plans if p.w_fmt is not None}
@@ -331,6 +367,13 @@ def build_context(name: str, plans: Sequence[LayerPlan]) -> dict[str, Any]:
     ]
     layers = [_layer_entry(plan, fn) for plan, fn in zip(plans, fns)]
     compute = [entry for entry in layers if entry["compute"]]
+    constants = []
+    for plan, entry in zip(plans, layers):
+        if "constants" in entry:
+            if params is None:
+                raise ValueError(f"layer {plan.name!r}: its constants need the quantized parameters")
+            constants.append({**entry["constants"], "scale": _vec_literal(params[plan.name].kernel),
+                              "offset": _vec_literal(params[plan.name].bias)})
     network_args = []
     for entry in compute:
         p_var, b_var = f"p_{entry['fn']}", f"b_{entry['fn']}"
@@ -358,6 +401,9 @@ def build_context(name: str, plans: Sequence[LayerPlan]) -> dict[str, Any]:
         "format_types": format_types,
         "layers": layers,
         "compute_layers": compute,
+        "constant_layers": constants,
+        "weights_exports": [e["fn"] for e in compute] + [f"{c['fn']}_{k}" for c in constants
+                                                         for k in ("scale", "offset")],
         "imports": imports,
         "network_args": network_args,
         "composition": composition,
@@ -413,7 +459,7 @@ def write_project(
 ) -> None:
     """Render the Haskell modules, copy the blocks, write the weight memory files."""
     check_buildable(plans)
-    context = build_context(name, plans)
+    context = build_context(name, plans, params)
     modules = sorted(f"K2C.{source.stem}" for source in (CLASH_LIB / "K2C").glob("*.hs"))
     context["sim_blocks"] = [m for m in modules if m in SIMULATION_ONLY]
     context["blocks"] = [m for m in modules if m not in SIMULATION_ONLY]

@@ -116,23 +116,17 @@ def _convert_conv2d(layer: Any, state: ConversionState) -> ir.Layer:
 def _convert_pool2d(layer: Any, state: ConversionState) -> ir.Layer:
     """Max/average pooling over (ph, pw) windows per channel; strides default to the pool.
 
-    'same' max pooling pads with -infinity (never chosen); 'same' average pooling is only
-    accepted when it needs no padding, since Keras divides a border window by the count of
-    its non-padding values, which the hardware's fixed divisor N = ph*pw does not do.
+    'same' max pooling pads with -infinity (never chosen); 'same' average pooling pads with
+    zeros and divides each window by its count of non-padding values, as Keras does (the
+    record keeps padding='same' with its pads; a ZeroPadding2D folded in front instead
+    makes padding='valid', whose zeros count).
     """
     _check_image_layer(layer, state)
-    kind = type(layer).__name__
     padding = _padding(layer)
     pool_size = _pair(layer, "pool_size", layer.pool_size)
     strides = _pair(layer, "strides", layer.strides)
     (out_h, out_w), pads = _window_geometry(layer, state.shape, pool_size, strides, padding, "pool_size")
-    if kind == "AveragePooling2D" and any(pads):
-        raise K2CError(
-            f"AveragePooling2D layer '{layer.name}' uses padding='same' with pads "
-            f"(top, bottom, left, right) = {pads} on its {state.shape[0]}x{state.shape[1]} "
-            "input: Keras divides each border window by its count of non-padding values, "
-            "not by the pool size; use padding='valid' or an input size the pool divides"
-        )
+    kind = type(layer).__name__
     out = (out_h, out_w, state.shape[2])
     _check_keras_shape(layer, state, out)
     cls = ir.MaxPool2D if kind == "MaxPooling2D" else ir.AvgPool2D

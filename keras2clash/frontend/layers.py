@@ -73,14 +73,16 @@ def _convert_batch_normalization(layer: Any, state: ConversionState) -> ir.Layer
     Keras computes `(x - mean) / sqrt(var + eps) * gamma + beta` per channel of the last
     axis; with `g = gamma / sqrt(var + eps)` that is `g * x + (beta - mean * g)` (gamma = 1
     when scale=False, beta = 0 when center=False). The pass `fold_batchnorm` folds it into
-    the linear Dense/Conv2D before it.
+    the linear Dense/Conv2D before it; elsewhere it is a per-channel multiply-add. The axis
+    is checked against the Keras shape (a 1-D tensor is one row high only in the IR).
     """
     _single_input(layer, state)
-    rank = len(state.shape) + 1  # with the batch axis
-    if int(layer.axis) % rank != rank - 1:
+    rank = len(state.keras_shape) + 1  # with the batch axis
+    axes = layer.axis if isinstance(layer.axis, (list, tuple)) else [layer.axis]
+    if len(axes) != 1 or int(axes[0]) % rank != rank - 1:
         raise K2CError(
             f"BatchNormalization layer '{layer.name}' normalises axis {layer.axis} of an "
-            f"input of shape {state.shape}; only the last (channels) axis can be folded"
+            f"input of shape {state.keras_shape}; only the last (channels) axis is supported"
         )
     mean = _to_numpy(layer.moving_mean)
     variance = _to_numpy(layer.moving_variance)

@@ -93,20 +93,13 @@ _UNSUPPORTED_HINTS: dict[str, str] = {
     "MaxPooling3D": "only 2-D pooling (MaxPooling2D, AveragePooling2D) is supported",
     "AveragePooling1D": "only 2-D pooling (MaxPooling2D, AveragePooling2D) is supported",
     "AveragePooling3D": "only 2-D pooling (MaxPooling2D, AveragePooling2D) is supported",
-    "GlobalMaxPooling2D": (
-        "global pooling is not supported; use MaxPooling2D(pool_size=(H, W)) + Flatten"
-    ),
-    "GlobalAveragePooling2D": (
-        "global pooling is not supported; use AveragePooling2D(pool_size=(H, W)) + Flatten"
-    ),
     "Lambda": "a Lambda layer runs arbitrary Python, which has no hardware equivalent",
     "Dot": "the Dot merge layer is not supported (element-wise merges and Concatenate are)",
 }
 for _kind in ("ZeroPadding3D", "Cropping3D", "UpSampling3D"):
     _UNSUPPORTED_HINTS[_kind] = "only the 1-D and 2-D versions of this layer are supported"
-for _dims in ("1D", "3D"):
-    for _kind in ("Max", "Average"):
-        _UNSUPPORTED_HINTS[f"Global{_kind}Pooling{_dims}"] = "global pooling is not supported"
+for _kind in ("Max", "Average"):
+    _UNSUPPORTED_HINTS[f"Global{_kind}Pooling3D"] = "3-D global pooling is not supported (1-D and 2-D are)"
 
 
 def _converter_for(layer: Any) -> Converter:

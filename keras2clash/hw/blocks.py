@@ -27,6 +27,8 @@ stalls, not only for an always-ready sink:
 - Crop, Upsample, Scatter and the reshapes: `hw.shape_blocks`.
 - Collect (`K2C.Collect`): the vector is valid the cycle after its n-th beat; the next
   image's first beat waits until the cycle after the vector moves.
+- Global (`K2C.Global`): like a Window with one window per image, completed by its last
+  beat. A BatchNormalization (`K2C.BatchNorm`) is a combinational `mapS` stage: no block.
 - Source (`K2C.Sim`): beats back to back, beat 0 offered in cycle 0 (the first cycle after
   reset), each next beat from the cycle after the previous one moved. Sink: always ready.
 
@@ -49,7 +51,7 @@ from typing import Any
 
 from keras2clash.hw.plan import POOL_TYPES, LayerPlan
 from keras2clash.hw.shape_blocks import shape_blocks
-from keras2clash.ir.layers import SHAPE_TYPES
+from keras2clash.ir.layers import GLOBAL_POOL_TYPES, SHAPE_TYPES
 from keras2clash.ir.structure import Chain, Parallel, structure
 
 NEG = -(1 << 40)
@@ -206,6 +208,39 @@ class _Collect:
         (self.ready,) = values
 
 
+class _Global:
+    """K2C.Global (global max/average pooling): a running per-channel register over the n
+    beats of an image, and an output register. The n-th beat, accepted in `q`, gives the
+    result valid from `max(q, M_prev) + 1` (it waits in the running register while the
+    previous result has not left); input ready is low from then until that cycle. This is
+    `_Window`'s rule with one window per image completed by its last beat."""
+
+    def __init__(self, n, down, mx) -> None:
+        self.n, self.down, self.mx = n, down, mx
+        self.count = 0
+        self.ready = NEG
+        self.M = NEG
+
+    def ready_at(self, v):
+        return self.mx(v, self.ready)
+
+    def accept(self, v):
+        q = self.mx(v, self.ready)
+        self.count += 1
+        if self.count == self.n:
+            valid = self.mx(q, self.M) + 1
+            self.M = self.down.accept(valid)
+            self.ready = valid
+            self.count = 0
+        return q
+
+    def state(self):
+        return [self.ready, self.M]
+
+    def set_state(self, values):
+        self.ready, self.M = values
+
+
 class _Join:
     """K2C.Branch's join after one K2C.Fifo per branch, as one n-input join.
 
@@ -340,7 +375,10 @@ def _layer_blocks(plan: LayerPlan, knobs, down, mx, blocks: list) -> Any:
         blocks.append(down)
     elif plan.type in SHAPE_TYPES:
         down = shape_blocks(plan, down, mx, blocks)
-    elif not (plan.is_compute or plan.is_merge):
+    elif plan.type in GLOBAL_POOL_TYPES:
+        down = _Global(math.prod(plan.input_shape[:-1]), down, mx)
+        blocks.append(down)
+    elif not (plan.is_compute or plan.is_merge or plan.type == "batchnorm"):  # the last two: mapS
         raise ValueError(f"no timing model for layer type {plan.type!r}")
     return down
 

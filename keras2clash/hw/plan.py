@@ -59,6 +59,7 @@ class LayerPlan:
     pads: tuple[int, int, int, int] = (0, 0, 0, 0)  # top, bottom, left, right
     crops: tuple[int, int, int, int] = (0, 0, 0, 0)  # crop2d: top, bottom, left, right
     size: tuple[int, int] = (1, 1)  # upsample2d: repeats down, across
+    exclude_pads: bool = False  # average pooling 'same': divide by each window's non-padding count
     exact_accumulator: bool = True
     inputs: tuple[str, ...] = ()  # producers (layer names, or the network input's name)
     in_fmts: tuple[FixedFormat, ...] = ()  # a merge's input formats, one per input
@@ -69,6 +70,12 @@ class LayerPlan:
     @property
     def is_compute(self) -> bool:
         return self.type in COMPUTE_TYPES
+
+    @property
+    def has_params(self) -> bool:
+        """Layers with quantized constants: the compute layers' ROMs, a BatchNormalization's
+        per-channel scale (weight format) and offset (bias format)."""
+        return self.is_compute or self.type == "batchnorm"
 
     @property
     def n_in(self) -> int:
@@ -131,6 +138,8 @@ class LayerPlan:
     def multipliers(self) -> int:
         if self.type == "multiply":  # an element-wise product of n inputs: n - 1 per value
             return (len(self.inputs) - 1) * self.output_shape[-1]
+        if self.type == "batchnorm":  # one per channel of a beat, all in the same cycle
+            return self.output_shape[-1]
         return self.pe * self.chunk if self.is_compute else 0
 
     @property
@@ -140,6 +149,9 @@ class LayerPlan:
 
     @property
     def rom_bits(self) -> int:
+        if self.type == "batchnorm":  # the per-channel constants (scale, offset)
+            assert self.w_fmt is not None and self.b_fmt is not None
+            return self.output_shape[-1] * (self.w_fmt.bits + self.b_fmt.bits)
         if not self.is_compute:
             return 0
         assert self.w_fmt is not None and self.b_fmt is not None
@@ -247,7 +259,9 @@ def _geometry(layer: Layer) -> dict[str, Any]:
         size = layer.pool_size
     else:  # the shape layers: their pads, crops or repeats
         return {key: tuple(getattr(layer, key)) for key in ("pads", "crops", "size") if hasattr(layer, key)}
-    return {"kernel_size": tuple(size), "strides": tuple(layer.strides), "pads": tuple(layer.pads)}
+    exclude = isinstance(layer, ir.AvgPool2D) and layer.padding == "same" and any(layer.pads)
+    return {"kernel_size": tuple(size), "strides": tuple(layer.strides), "pads": tuple(layer.pads),
+            "exclude_pads": exclude}
 
 
 def make_plan(
@@ -300,6 +314,8 @@ def make_plan(
                 raise K2CError(f"layer '{layer.name}' ({kind}) has no weights or accumulator; give it an output format only")
             plan = LayerPlan(out_fmt=override.output or fmt, in_fmts=in_fmts,
                              input_shapes=tuple(tuple(s) for s in layer.input_shapes), **common)
+        elif kind == "batchnorm":
+            plan = _batchnorm_plan(common, override, fmt)
         elif kind not in COMPUTE_TYPES:
             if layer.name in overrides:
                 raise K2CError(f"layer '{layer.name}' ({kind}) has no formats of its own; it keeps its input's")
@@ -309,6 +325,18 @@ def make_plan(
         plans.append(plan)
         out_fmts[layer.name] = plan.out_fmt
     return plans
+
+
+def _batchnorm_plan(common: dict[str, Any], override: LayerFormats, fmt: FixedFormat) -> LayerPlan:
+    """A BatchNormalization the passes could not fold: scale in the weight format, offset in
+    the bias format, the exact accumulator of one product plus the offset (n_in = 1)."""
+    if override.accumulator_bits is not None:
+        raise K2CError(f"layer '{common['name']}' (batchnorm) always has an exact accumulator; "
+                       "give it weight, bias and output formats only")
+    w_fmt = override.weight or fmt
+    b_fmt = override.bias or w_fmt
+    acc = accumulator_format(common["in_fmt"], w_fmt, 1, b_fmt)
+    return LayerPlan(out_fmt=override.output or fmt, w_fmt=w_fmt, b_fmt=b_fmt, acc_fmt=acc, **common)
 
 
 def _compute_plan(common: dict[str, Any], override: LayerFormats, fmt: FixedFormat, pe: int,

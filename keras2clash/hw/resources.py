@@ -3,13 +3,22 @@ on-chip memory bits the blocks' haddocks give (ROM, line buffers, data registers
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from keras2clash.hw.blocks import _geometry
 from keras2clash.hw.plan import POOL_TYPES, LayerPlan
 from keras2clash.hw.shape_blocks import rebeat_groups
-from keras2clash.ir.layers import SHAPE_TYPES
+from keras2clash.ir.layers import GLOBAL_POOL_TYPES, SHAPE_TYPES
+
+
+def global_running_bits(plan: LayerPlan) -> int:
+    """K2C.Global's running value per channel: the input width for a maximum; for a sum
+    the width that holds `2*sum + n` of n = H*W values (`W + clog2(n) + 2`)."""
+    n = math.prod(plan.input_shape[:-1])
+    return plan.in_fmt.bits + (0 if plan.type == "globalmaxpool" else (n - 1).bit_length() + 2)
+
 
 @dataclass(frozen=True)
 class LayerResources:
@@ -49,6 +58,8 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
         regs += plan.n_in * in_bits
     if plan.type in SHAPE_TYPES:
         line, regs = shape_storage(plan)
+    if plan.type in GLOBAL_POOL_TYPES:  # running register (exact sum or max) + output register
+        regs += plan.input_shape[-1] * (global_running_bits(plan) + out_bits)
     fifo = 0
     if plan.is_merge:  # the branch FIFOs (LUT RAM) in front of the join
         for depth, shape, fmt in zip(plan.fifo_depths, plan.input_shapes, plan.input_formats):

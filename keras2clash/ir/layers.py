@@ -116,6 +116,27 @@ class AvgPool2D(Pool2D):
 
 
 @dataclass(frozen=True)
+class GlobalPool(Layer):
+    """Keras GlobalMax/AveragePooling1D/2D: one value per channel over a whole image (a 1-D
+    sequence is an image one row high). The output is `(C,)`, or `(1, 1, C)` with keepdims:
+    either way the hardware's single beat per image."""
+
+    keepdims: bool = False
+
+
+@dataclass(frozen=True)
+class GlobalMaxPool(GlobalPool):
+    type: ClassVar[str] = "globalmaxpool"
+    keras_class: ClassVar[str] = "GlobalMaxPooling2D"
+
+
+@dataclass(frozen=True)
+class GlobalAvgPool(GlobalPool):
+    type: ClassVar[str] = "globalavgpool"
+    keras_class: ClassVar[str] = "GlobalAveragePooling2D"
+
+
+@dataclass(frozen=True)
 class Flatten(Layer):
     """Row-major reshape of an image's beats into one vector (Keras Flatten, channels last)."""
 
@@ -163,14 +184,26 @@ class Activation(Layer):
 @dataclass(frozen=True)
 class BatchNorm(Layer):
     """Inference-time batch normalisation of the last axis: `scale * x + shift` per channel
-    (scale = gamma / sqrt(var + eps), shift = beta - mean * scale)."""
+    (scale = gamma / sqrt(var + eps); the record keeps `shift` = beta and `mean` apart, so
+    the per-channel offset is `shift - mean * scale`, `offset`).
 
+    The pass `fold_batchnorm` folds it into a linear Dense/Conv2D that alone feeds it;
+    anywhere else it stays, and the hardware builds it as a per-channel multiply-add (type
+    "batchnorm" is then a hardware kind; an activation after it may be fused)."""
+
+    activation: str = "linear"  # type: ignore[assignment]
     scale: np.ndarray = field(default_factory=lambda: np.zeros(0), compare=False)
     shift: np.ndarray = field(default_factory=lambda: np.zeros(0), compare=False)
     mean: np.ndarray = field(default_factory=lambda: np.zeros(0), compare=False)
 
     type: ClassVar[str] = "batchnorm"
     keras_class: ClassVar[str] = "BatchNormalization"
+
+    @property
+    def offset(self) -> np.ndarray:
+        """The per-channel constant added after the scale: `shift - mean * scale`."""
+        with np.errstate(all="ignore"):
+            return self.shift - self.mean * self.scale
 
 
 # --- shape layers: they move values, no arithmetic (the hardware builds them too) --------
@@ -227,12 +260,14 @@ COMPUTE_TYPES = ("dense", "conv2d")
 POOL_TYPES = ("maxpool2d", "avgpool2d")
 SHAPE_TYPES = ("zeropad2d", "crop2d", "upsample2d", "reshape")
 """Kinds that only move values (docs/contract.md: no arithmetic; they keep their input's format)."""
-HARDWARE_TYPES = (*COMPUTE_TYPES, *POOL_TYPES, "flatten", *MERGE_OPS, *SHAPE_TYPES)
+GLOBAL_POOL_TYPES = ("globalmaxpool", "globalavgpool")
+HARDWARE_TYPES = (*COMPUTE_TYPES, *POOL_TYPES, "flatten", *MERGE_OPS, *SHAPE_TYPES, *GLOBAL_POOL_TYPES,
+                  "batchnorm")
 """Every `type` the hardware stages (plan, golden model, emitter, hardware model) build."""
 
 RECORDS: dict[str, type[Layer]] = {
     cls.type: cls for cls in (Dense, Conv2D, MaxPool2D, AvgPool2D, Flatten, Identity, Activation,
-                              BatchNorm, ZeroPad2D, Crop2D, Upsample2D, Reshape)
+                              BatchNorm, ZeroPad2D, Crop2D, Upsample2D, Reshape, GlobalMaxPool, GlobalAvgPool)
 }
 
 

@@ -11,9 +11,10 @@ has, and these turn it into what the hardware builds.
    `fold_reshapes` (`ir.shape_passes`): a Reshape read only by a Flatten or another Reshape
    is dropped into it.
 3. `fold_batchnorm`: BatchNormalization after a linear Dense/Conv2D folds into its
-   weights and bias.
-4. `fuse_activations`: an activation layer after a Dense, Conv2D or merge with a linear
-   activation becomes that layer's activation; a linear one disappears anywhere.
+   weights and bias; anywhere else it stays (a per-channel multiply-add in hardware).
+4. `fuse_activations`: an activation layer after a Dense, Conv2D, BatchNormalization or
+   merge with a linear activation becomes that layer's activation; a linear one
+   disappears anywhere.
 5. `check_network`: every remaining record is one the hardware builds, shapes agree along
    every edge, softmax only at the output, names unique, at least one Dense layer.
 
@@ -74,23 +75,22 @@ def fold_padding(graph: Graph) -> Graph:
         pads = tuple(a + b for a, b in zip(layer.pads, target.pads))
         folded = replace(target, pads=pads, input_shapes=layer.input_shapes,
                          fused=(*target.fused, *layer.fused, layer.name),
-                         **({"padding": "same"} if isinstance(target, ir.Conv2D) else {}))
+                         **({"padding": "same"} if isinstance(target, ir.Conv2D) else
+                            {"padding": "valid"} if isinstance(target, ir.AvgPool2D) else {}))
         return fold_padding(graph.replaced(target, folded).without(layer))
     return graph
 
 
-def _fold_target(graph: Graph, layer: ir.Layer, what: str, rule: str) -> ir.Layer:
-    """The Dense/Conv2D (or merge, for activations) that `layer` folds into."""
+def _fold_target(graph: Graph, layer: ir.Activation, rule: str) -> ir.Layer:
+    """The Dense/Conv2D/BatchNormalization/merge layer that an activation fuses into."""
     (source,) = layer.inputs
-    kind = layer.keras_class if not isinstance(layer, ir.Activation) else layer.source_class
-    allowed = (ir.Dense, ir.Conv2D) if what == "BatchNormalization" else (ir.Dense, ir.Conv2D, ir.Merge)
+    kind = layer.source_class
+    allowed = (ir.Dense, ir.Conv2D, ir.Merge, ir.BatchNorm)
     target = None if source == graph.input_name else graph[source]
     if not isinstance(target, allowed):
         raise K2CError(f"{kind} layer '{layer.name}'{rule} follows {_describe(graph, source)}, not a "
-                       + ("Dense or Conv2D layer; BatchNormalization is only supported folded into "
-                          "the Dense/Conv2D layer right before it" if what == "BatchNormalization" else
-                          "Dense or Conv2D layer (nor a merge layer); activations are only supported "
-                          "fused into the Dense/Conv2D/merge layer before them"))
+                       "Dense, Conv2D, BatchNormalization or merge layer; activations are only "
+                       "supported fused into the Dense/Conv2D/BatchNormalization/merge layer before them")
     if len(graph.consumers(source)) > 1:
         raise K2CError(f"{kind} layer '{layer.name}'{rule} follows {_describe(graph, source)}, whose "
                        "output is also read by other layers; it can only be folded into a layer "
@@ -99,27 +99,18 @@ def _fold_target(graph: Graph, layer: ir.Layer, what: str, rule: str) -> ir.Laye
 
 
 def fold_batchnorm(graph: Graph) -> Graph:
-    """`w' = w * g`, `b' = (b - mean) * g + beta` on the previous layer's output channels."""
+    """`w' = w * g`, `b' = (b - mean) * g + beta` on the previous layer's output channels,
+    when that layer is a linear Dense/Conv2D that only the BatchNormalization reads.
+    Anywhere else (at the input, after an activation, a pool or a merge, after a layer with
+    other readers) the BatchNormalization stays: the hardware builds it as a per-channel
+    multiply-add (`batchnorm`)."""
     for layer in graph.layers:
         if not isinstance(layer, ir.BatchNorm):
             continue
-        (source,) = layer.inputs
-        before = None if source == graph.input_name else graph[source]
-        if isinstance(before, ir.Activation) and before.inputs[0] != graph.input_name and isinstance(
-                graph[before.inputs[0]], (ir.Dense, ir.Conv2D)) and before.activation != "linear":
-            raise K2CError(
-                f"BatchNormalization layer '{layer.name}' follows {_describe(graph, before.inputs[0])}, "
-                f"which applies '{before.activation}' first; it can only be folded into a "
-                "layer with a linear activation (put the activation after the BatchNormalization)"
-            )
-        target = _fold_target(graph, layer, "BatchNormalization", "")
-        assert isinstance(target, (ir.Dense, ir.Conv2D))
-        if target.activation != "linear":
-            raise K2CError(
-                f"BatchNormalization layer '{layer.name}' follows {_describe(graph, target.name)}, "
-                f"which applies '{target.activation}' first; it can only be folded into a "
-                "layer with a linear activation (put the activation after the BatchNormalization)"
-            )
+        _check_finite_batchnorm(layer)
+        target = _batchnorm_target(graph, layer)
+        if target is None:
+            continue
         with np.errstate(all="ignore"):
             kernel = target.kernel * layer.scale
             bias = (target.bias - layer.mean) * layer.scale + layer.shift
@@ -131,6 +122,24 @@ def fold_batchnorm(graph: Graph) -> Graph:
         folded = replace(target, kernel=kernel, bias=bias, use_bias=True, fused=(*target.fused, layer.name))
         return fold_batchnorm(_absorb(graph.replaced(target, folded), layer))
     return graph
+
+
+def _batchnorm_target(graph: Graph, layer: ir.BatchNorm) -> ir.Dense | ir.Conv2D | None:
+    """The linear Dense/Conv2D a BatchNormalization folds into, or None: it stays."""
+    (source,) = layer.inputs
+    target = None if source == graph.input_name else graph[source]
+    if not isinstance(target, (ir.Dense, ir.Conv2D)) or target.activation != "linear":
+        return None
+    return target if len(graph.consumers(source)) == 1 else None
+
+
+def _check_finite_batchnorm(layer: ir.BatchNorm) -> None:
+    """Statistics with a negative variance or non-finite values have no hardware value."""
+    if not (np.all(np.isfinite(layer.scale)) and np.all(np.isfinite(layer.offset))):
+        raise K2CError(
+            f"BatchNormalization layer '{layer.name}' has NaN or infinite scale or offset "
+            "(negative moving variance or non-finite statistics)"
+        )
 
 
 def _absorb(graph: Graph, layer: ir.Layer) -> Graph:
@@ -150,7 +159,7 @@ def fuse_activations(graph: Graph) -> Graph:
                 replace(other, fused=(*other.fused, layer.name)) if other.name == source else other
                 for other in graph.layers])
             return fuse_activations(fused.without(fused[layer.name]))
-        target = _fold_target(graph, layer, "activation", rule)
+        target = _fold_target(graph, layer, rule)
         if target.activation != "linear":
             raise K2CError(
                 f"{layer.source_class} layer '{layer.name}'{rule} follows {_describe(graph, target.name)}, "

@@ -45,10 +45,14 @@ def quantize_params(plans: Sequence[LayerPlan], ir: Any = None) -> dict[str, Qua
     records = as_graph(ir).by_name() if ir is not None else {}
     params: dict[str, QuantizedLayer] = {}
     for plan in plans:
-        if not plan.is_compute:
+        if not plan.has_params:
             continue
         assert plan.w_fmt is not None and plan.b_fmt is not None
         record = plan.layer if plan.layer is not None else records[plan.name]
+        if plan.type == "batchnorm":  # per channel: scale (weight format), offset (bias format)
+            params[plan.name] = QuantizedLayer(kernel=quantize(record.scale, plan.w_fmt),
+                                               bias=quantize(record.offset, plan.b_fmt))
+            continue
         kernel = np.asarray(record.kernel).reshape(plan.window, plan.filters)
         params[plan.name] = QuantizedLayer(
             kernel=quantize(kernel, plan.w_fmt),
@@ -181,11 +185,45 @@ def maxpool2d(x: np.ndarray, plan: LayerPlan) -> np.ndarray:
 
 
 def avgpool2d(x: np.ndarray, plan: LayerPlan) -> np.ndarray:
-    """Per channel floor((2*sum + N) / (2*N)): the average rounded half up, exactly."""
-    count = plan.kernel_size[0] * plan.kernel_size[1]
-    wide = plan.in_fmt.bits + count.bit_length() + 2 > INT64_SAFE_BITS  # 2*sum + count, exactly
+    """Per channel floor((2*sum + N) / (2*N)): the average rounded half up, exactly.
+
+    N is the pool size, or with 'same' padding (`exclude_pads`) each window's count of
+    non-padding values (Keras' rule), counted here by pooling an image of ones."""
+    size = plan.kernel_size[0] * plan.kernel_size[1]
+    wide = plan.in_fmt.bits + size.bit_length() + 2 > INT64_SAFE_BITS  # 2*sum + count, exactly
     win = windows_of(pad_images(x, plan.pads, 0), plan).astype(object if wide else np.int64)
+    count: Any = size
+    if plan.exclude_pads:
+        ones = np.ones((1, *plan.input_shape[:2], 1), dtype=np.int64)
+        count = windows_of(pad_images(ones, plan.pads, 0), plan).sum(axis=(3, 4))[0]  # (H2, W2, 1)
     return np.asarray((2 * win.sum(axis=(3, 4)) + count) // (2 * count), dtype=np.int64)  # in range
+
+
+def global_pool(x: np.ndarray, plan: LayerPlan) -> np.ndarray:
+    """Per channel maximum (exact) or floor((2*sum + n) / (2*n)) over all n = H*W positions
+    of an image (docs/contract.md, global pooling); output (C,) or (1, 1, C)."""
+    flat = np.asarray(x).reshape(len(x), -1, plan.input_shape[-1])
+    if plan.type == "globalmaxpool":
+        out = flat.max(axis=1)
+    else:
+        n = flat.shape[1]
+        wide = plan.in_fmt.bits + n.bit_length() + 2 > INT64_SAFE_BITS
+        out = (2 * flat.astype(object if wide else np.int64).sum(axis=1) + n) // (2 * n)
+    return np.asarray(out, dtype=np.int64).reshape(len(x), *plan.output_shape)
+
+
+def batchnorm(x: np.ndarray, plan: LayerPlan, params: QuantizedLayer) -> np.ndarray:
+    """A BatchNormalization not folded: per channel `x * scale + offset` exactly (product
+    with fa + fw fraction bits, offset aligned, both to cf = max(fa + fw, fb)), then one
+    requantization (round half up, saturate) to the output format and the activation."""
+    assert plan.w_fmt is not None and plan.b_fmt is not None and plan.acc_fmt is not None
+    dtype = object if plan.acc_fmt.bits > INT64_SAFE_BITS else np.int64
+    fa, fw, fb = plan.in_fmt.frac, plan.w_fmt.frac, plan.b_fmt.frac
+    cf = max(fa + fw, fb)
+    acc = ((np.asarray(x).astype(dtype) * params.kernel.astype(dtype)) << (cf - fa - fw)) \
+        + (params.bias.astype(dtype) << (cf - fb))
+    r = _requantize(acc, cf, plan.out_fmt)
+    return np.asarray(activate(r, plan.hw_activation, plan.out_fmt), dtype=np.int64)
 
 
 def _requantize(raw: np.ndarray, frac: int, out: FixedFormat) -> np.ndarray:
@@ -243,6 +281,10 @@ def layer(plan: LayerPlan, params: Mapping[str, QuantizedLayer], xs: Sequence[np
         return avgpool2d(h, plan)
     if plan.type == "flatten":
         return h.reshape(len(h), -1)  # row-major, like Keras channels-last Flatten
+    if plan.type in ("globalmaxpool", "globalavgpool"):
+        return global_pool(h, plan)
+    if plan.type == "batchnorm":
+        return batchnorm(h, plan, params[plan.name])
     if plan.is_merge:
         return merge(xs, plan)
     if plan.type in SHAPE_TYPES:

@@ -76,6 +76,24 @@ def _windows(x: np.ndarray, layer: Any, size: Sequence[int], fill: float) -> np.
     return np.moveaxis(view, 3, -1)
 
 
+def _float_avgpool(x: np.ndarray, layer: Any) -> np.ndarray:
+    """Average pooling; with 'same' padding each window divides by its count of non-padding
+    values (Keras), with folded ZeroPadding2D ('valid') by the pool size."""
+    total = _windows(x, layer, layer.pool_size, 0.0).sum(axis=(3, 4))
+    if layer.padding == "same" and any(layer.pads):
+        ones = np.ones((1, *x.shape[1:3], 1))
+        return total / _windows(ones, layer, layer.pool_size, 0.0).sum(axis=(3, 4))
+    return total / (layer.pool_size[0] * layer.pool_size[1])
+
+
+def layer_params(layer: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The constants a layer stores: a Dense/Conv2D's kernel and bias, a BatchNormalization's
+    per-channel scale (stored in the weight format) and offset (in the bias format)."""
+    if layer.type == "batchnorm":
+        return np.asarray(layer.scale, dtype=np.float64), np.asarray(layer.offset, dtype=np.float64)
+    return np.asarray(layer.kernel), np.asarray(layer.bias)
+
+
 def float_merge(op: str, xs: Sequence[np.ndarray]) -> np.ndarray:
     """A Keras merge layer in float (before its activation)."""
     if op == "concatenate":
@@ -138,7 +156,15 @@ def _float_forward(graph: Any, x: np.ndarray, params: Mapping[str, tuple[np.ndar
         elif kind == "maxpool2d":
             h = _windows(h, layer, layer.pool_size, -np.inf).max(axis=(3, 4))
         elif kind == "avgpool2d":
-            h = _windows(h, layer, layer.pool_size, 0.0).mean(axis=(3, 4))
+            h = _float_avgpool(h, layer)
+        elif kind in ("globalmaxpool", "globalavgpool"):
+            flat = h.reshape(len(h), -1, h.shape[-1])
+            h = (flat.max(axis=1) if kind == "globalmaxpool" else flat.mean(axis=1)).reshape(
+                len(h), *layer.output_shape)
+        elif kind == "batchnorm":
+            scale, offset = params[layer.name] if params is not None and layer.name in params else layer_params(layer)
+            pre = h * np.asarray(scale, dtype=np.float64) + np.asarray(offset, dtype=np.float64)
+            h = float_activation(pre, layer.activation)
         elif kind == "flatten":
             h = h.reshape(len(h), -1)
         elif kind in MERGE_OPS:
@@ -227,8 +253,9 @@ def profile(ir: Sequence[Mapping[str, Any]], x: np.ndarray, model: str = "model"
     for layer, trace in zip(ir, traces):
         if trace.pre is None:
             continue
-        add(layer.name, "weights", layer.kernel)
-        add(layer.name, "bias", layer.bias)
+        weights, bias = layer_params(layer)
+        add(layer.name, "weights", weights)
+        add(layer.name, "bias", bias)
         add(layer.name, "pre-activation", trace.pre)
         add(layer.name, "output", trace.out)
     return Profile(model, len(x), stats, values)
