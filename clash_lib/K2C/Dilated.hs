@@ -51,11 +51,13 @@ type Extent k d = (k - 1) * d + 1
 
 -- | The taps of one dilated axis: element @i@ is input element @i * d@.
 -- (Padded with @d - 1@ unused elements to @k * d@, cut into @k@ groups of
--- @d@, the head of each group kept: wires only.)
+-- @d@, the first of each group kept: wires only. @fold const@ rather than
+-- 'head': Clash 1.6.4's Verilog template of 'head' fails to parse when the
+-- elements are vectors, as a window's pixels are.)
 dilate
   :: forall k d a . (KnownNat k, KnownNat d, 1 <= k, 1 <= d)
   => SNat d -> Vec (Extent k d) a -> Vec k a
-dilate d v = map (\group -> leToPlus @1 @d (head group)) (unconcat d (v ++ unused))
+dilate d v = map (\group -> leToPlus @1 @d (fold const group)) (unconcat d (v ++ unused))
   where
     unused = repeat @(d - 1) (errorX "dilate: past the window")
 
