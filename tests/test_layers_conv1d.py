@@ -213,6 +213,25 @@ def test_pool1d_record_and_golden_match_keras(kind, steps, channels, pool, strid
     _golden_vs_keras(model, "pool", x)
 
 
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(left=st.integers(0, 3), right=st.integers(0, 3), padding=st.sampled_from(["valid", "same", "causal"]),
+       seed=st.integers(0, 10_000))
+def test_zero_padding1d_folds_into_conv1d(left, right, padding, seed) -> None:
+    """ZeroPadding1D((l, r)) before a Conv1D adds (0, 0, l, r) to its pads (pass
+    fold_padding); the golden model equals Keras."""
+    import keras
+
+    from keras2clash.frontend import to_graph
+
+    L = keras.layers
+    model = _randomize(_sequence(6, 2, L.ZeroPadding1D((left, right), name="zp"),
+                                 L.Conv1D(3, 3, padding=padding, name="conv")), seed)
+    record = to_graph(model)["conv"]
+    base = _expected_pads(6 + left + right, 3, 1, 1, padding)
+    assert record.pads == (0, 0, base[2] + left, base[3] + right) and record.fused == ("zp",)
+    _golden_vs_keras(model, "conv", np.random.default_rng(seed).uniform(-1, 1, (3, 6, 2)))
+
+
 # --- refusals ---------------------------------------------------------------------------------
 
 
@@ -221,6 +240,8 @@ def test_pool1d_record_and_golden_match_keras(kind, steps, channels, pool, strid
     (lambda L: _sequence(8, 4, L.Conv1D(4, 3, activation="tanh", name="th")), ["'th'", "activation 'tanh'"]),
     (lambda L: _sequence(4, 8, L.Conv1D(2, 3, data_format="channels_first", name="cf")), ["Conv1D layer 'cf'", "channels_first"]),
     (lambda L: _sequence(8, 2, L.MaxPooling1D(2, data_format="channels_first", name="pcf")), ["MaxPooling1D layer 'pcf'", "channels_first"]),
+    (lambda L: _sequence(6, 2, L.ZeroPadding1D(1, name="zp"), L.MaxPooling1D(2, name="mp")),
+     ["ZeroPadding1D layer 'zp' feeds MaxPooling1D layer 'mp'", "folded into"]),
 ])
 def test_conv1d_refusals(build, fragments) -> None:
     import keras
@@ -237,8 +258,8 @@ def test_conv1d_refusals(build, fragments) -> None:
 
 
 def _model_1d(rng):
-    """Conv1D -> MaxPooling1D -> Dense per step -> Conv1D (dilated, causal) ->
-    AveragePooling1D -> Flatten -> Dense."""
+    """ZeroPadding1D -> Conv1D -> MaxPooling1D -> Dense per step -> Conv1D (dilated, causal)
+    -> AveragePooling1D -> Flatten -> Dense."""
     import keras
 
     L = keras.layers
@@ -246,6 +267,7 @@ def _model_1d(rng):
     pool = int(rng.integers(1, 3))
     return keras.Sequential([
         keras.Input((steps, int(rng.integers(1, 3)))),
+        L.ZeroPadding1D((int(rng.integers(0, 3)), int(rng.integers(0, 3))), name="pad_a"),
         L.Conv1D(int(rng.integers(1, 4)), int(rng.integers(1, 4)), strides=int(rng.integers(1, 3)),
                  padding=str(rng.choice(["valid", "same"])), activation="relu", name="conv_a"),
         L.MaxPooling1D(pool, padding="same", name="pool_a"),

@@ -1,5 +1,5 @@
-"""Converters of the 1-D layers (Conv1D, MaxPooling1D, AveragePooling1D) and of a Dense
-applied to a tensor of rank > 1.
+"""Converters of the 1-D layers (Conv1D, MaxPooling1D, AveragePooling1D, ZeroPadding1D) and
+of a Dense applied to a tensor of rank > 1.
 
 A Keras 1-D tensor `(steps, channels)` is an image one row high in the IR
 (`registry.image_shape`), so each of these layers becomes the matching 2-D record with
@@ -15,7 +15,9 @@ from typing import Any
 
 from keras2clash.errors import K2CError
 from keras2clash.frontend.images import _check_image_layer, conv_record, pool_record
-from keras2clash.frontend.registry import ConversionState, _kernel_and_bias, register_converter
+from keras2clash.frontend.registry import (
+    ConversionState, _check_keras_shape, _kernel_and_bias, register_converter,
+)
 from keras2clash.ir import layers as ir
 
 
@@ -77,6 +79,18 @@ def _convert_pool1d(layer: Any, state: ConversionState) -> ir.Layer:
     pool = _one(layer, "pool_size", layer.pool_size)
     stride = _one(layer, "strides", layer.strides if layer.strides is not None else pool)
     return pool_record(layer, state, (1, pool), (1, stride))
+
+
+@register_converter("ZeroPadding1D")
+def _convert_zero_padding1d(layer: Any, state: ConversionState) -> ir.Layer:
+    """Zeros before and after the steps: the ZeroPadding2D record with pads (0, 0, l, r),
+    folded by the pass `fold_padding` into the Conv1D (or valid AveragePooling1D) after it."""
+    _check_sequence_layer(layer, state)
+    left, right = (int(v) for v in layer.padding)
+    height, width, channels = state.shape
+    out = (height, width + left + right, channels)
+    _check_keras_shape(layer, state, out)
+    return ir.ZeroPad2D(**state.common(layer, out), pads=(0, 0, left, right), source_class="ZeroPadding1D")
 
 
 def dense_on_tensor(layer: Any, state: ConversionState) -> ir.Layer:

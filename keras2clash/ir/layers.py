@@ -183,9 +183,11 @@ class BatchNorm(Layer):
 
 @dataclass(frozen=True)
 class ZeroPad2D(Layer):
-    """Keras ZeroPadding2D: `pads` (top, bottom, left, right) zeros around the image."""
+    """Keras ZeroPadding2D (or ZeroPadding1D, `source_class`, one row high): `pads` (top,
+    bottom, left, right) zeros around the image."""
 
     pads: tuple[int, int, int, int] = (0, 0, 0, 0)
+    source_class: str = ""
 
     type: ClassVar[str] = "zeropad2d"
     keras_class: ClassVar[str] = "ZeroPadding2D"

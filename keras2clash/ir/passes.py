@@ -62,8 +62,8 @@ def fold_padding(graph: Graph) -> Graph:
             what = "several layers" if len(readers) > 1 else (
                 _describe(graph, readers[0].name) if readers else "the model output")
             raise K2CError(
-                f"ZeroPadding2D layer '{layer.name}' feeds {what}; it is supported folded into "
-                "the one Conv2D or valid AveragePooling2D that reads it"
+                f"{_describe(graph, layer.name)} feeds {what}; it is supported folded into "
+                "the one Conv2D (Conv1D) or valid AveragePooling2D (AveragePooling1D) that reads it"
             )
         pads = tuple(a + b for a, b in zip(layer.pads, target.pads))
         folded = replace(target, pads=pads, input_shapes=layer.input_shapes,
