@@ -328,6 +328,11 @@ def test_random_models_bit_exact_in_clash(tmp_path_factory, kind, seed) -> None:
     out = tmp_path_factory.mktemp("conv1d") / "net"
     api.emit(model, "1,7,8", out, pes, cycles=cyc, show=False)
     project = load_project(out)
+    network_hs = (out / "Network.hs").read_text()
+    assert ("Conv1D (one row high)" in network_hs) == (kind == "1d")
+    assert "Dense applied per position" in network_hs
+    dilated = any(p.dilation != (1, 1) for p in project.plans if p.type == "conv2d")
+    assert ("Dilated.conv2dDilated" in network_hs) == dilated
     x = rng.uniform(-1, 1.5, size=(5, *model.inputs[0].shape[1:]))
     x_raw = golden.quantize_inputs(project.plans, x.reshape(len(x), *project.input_shape))
     want = golden.run(project.plans, project.params, x_raw)
