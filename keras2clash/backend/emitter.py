@@ -140,6 +140,7 @@ HW_ACTIVATION_FN = {"linear": "linear", "relu": "relu", "sigmoid": "sigmoidPlan"
 IMPORTS = {
     "dense": "import qualified K2C.Dense as Dense",
     "conv2d": "import qualified K2C.Conv as Conv",
+    "conv2d_dilated": "import qualified K2C.Dilated as Dilated",
     "pad": "import qualified K2C.Pad as Pad",
     "maxpool2d": "import qualified K2C.Pool as Pool",
     "avgpool2d": "import qualified K2C.Pool as Pool",
@@ -196,18 +197,14 @@ def _layer_entry(plan: LayerPlan, fn: str) -> dict[str, Any]:
         entry["doc"] = f"{plan.n_in} -> {plan.n_out}, {_activation_doc(plan)}"
         entry["body"] = [f"Dense.dense pe cycles W.{fn} activation"]
     elif plan.type == "conv2d":
-        (kh, kw), (sh, sw) = plan.kernel_size, plan.strides
-        h, w = plan.padded_input_shape[:2]
-        entry["doc"] = (f"{shapes}, {kh}x{kw} kernel, stride {sh}x{sw}, padding {_padding_doc(plan)}, "
-                        f"{_activation_doc(plan)}")
-        entry["body"] = _pad_stage(plan, "0") + [
-            f"Conv.conv2d {{- image -}} {_snats(h, w)} {{- kernel -}} {_snats(kh, kw)} "
-            f"{{- stride -}} {_snats(sh, sw)} pe cycles W.{fn} activation"]
+        conv = _conv_entry(plan, fn, shapes)
+        entry.update(doc=conv["doc"], body=conv["body"], uses=conv["uses"])
+        entry["notes"] += conv["notes"]
     elif plan.type in ("maxpool2d", "avgpool2d"):
         (ph, pw), (sh, sw) = plan.kernel_size, plan.strides
         h, w = plan.padded_input_shape[:2]
         kind = "max" if plan.type == "maxpool2d" else "average"
-        entry["doc"] = f"{shapes}, {ph}x{pw} {kind} pooling, stride {sh}x{sw}, padding {_padding_doc(plan)}"
+        entry["doc"] = f"{_source_doc(plan)}{shapes}, {ph}x{pw} {kind} pooling, stride {sh}x{sw}, padding {_padding_doc(plan)}"
         block = "Pool.maxPool" if plan.type == "maxpool2d" else "Pool.avgPool"
         window = f"{{- image -}} {_snats(h, w)} {{- pool -}} {_snats(ph, pw)} {{- stride -}} {_snats(sh, sw)}"
         if plan.exclude_pads:
@@ -257,6 +254,29 @@ def _batchnorm_constants(plan: LayerPlan, fn: str) -> dict[str, Any]:
 def _vec_literal(raw: Sequence[int]) -> str:
     """Raw integers as a Vec literal (negative ones in parentheses)."""
     return " :> ".join(f"({v})" if v < 0 else str(v) for v in (int(r) for r in raw)) + " :> Nil"
+def _source_doc(plan: LayerPlan) -> str:
+    """The Keras class, when the hardware builds it as another kind (a 1-D layer one row high)."""
+    if plan.source_class == "Dense":
+        return "Dense applied per position (a 1x1 convolution), "
+    return f"{plan.source_class} (one row high), " if plan.source_class.endswith("1D") else ""
+
+
+def _conv_entry(plan: LayerPlan, fn: str, shapes: str) -> dict[str, Any]:
+    """A convolution: `Conv.conv2d`, or `Dilated.conv2dDilated` (a window of the dilated
+    extent, then the taps) when dilated."""
+    (kh, kw), (sh, sw), (dh, dw) = plan.kernel_size, plan.strides, plan.dilation
+    h, w = plan.padded_input_shape[:2]
+    dilated = (dh, dw) != (1, 1)
+    doc = (f"{_source_doc(plan)}{shapes}, {kh}x{kw} kernel, stride {sh}x{sw}"
+           + (f", dilation {dh}x{dw}" if dilated else "")
+           + f", padding {_padding_doc(plan)}, {_activation_doc(plan)}")
+    block = (f"Dilated.conv2dDilated {{- image -}} {_snats(h, w)} {{- kernel -}} {_snats(kh, kw)} "
+             f"{{- dilation -}} {_snats(dh, dw)}" if dilated else
+             f"Conv.conv2d {{- image -}} {_snats(h, w)} {{- kernel -}} {_snats(kh, kw)}")
+    body = _pad_stage(plan, "0") + [f"{block} {{- stride -}} {_snats(sh, sw)} pe cycles W.{fn} activation"]
+    notes = [f"The window generator spans the dilated extent {plan.extent[0]}x{plan.extent[1]}; "
+             "the taps are selected by wires."] if dilated else []
+    return {"doc": doc, "body": body, "notes": notes, "uses": ["conv2d_dilated" if dilated else "conv2d"]}
 
 
 MERGE_EXACT_FN = {"add": "Merge.addExact", "subtract": "Merge.subExact", "multiply": "Merge.mulExact",
@@ -313,6 +333,8 @@ def _padding_doc(plan: LayerPlan) -> str:
     if not any(plan.pads):
         return "valid"
     top, bottom, left, right = plan.pads
+    if plan.source_class == "Conv1D" and (top, bottom, right) == (0, 0, 0):
+        return f"causal (left {left})"
     return f"same (top {top}, bottom {bottom}, left {left}, right {right})"
 
 

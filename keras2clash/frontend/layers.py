@@ -13,6 +13,7 @@ from keras2clash.frontend.registry import (
     ConversionState, _activation, _check_keras_shape, _kernel_and_bias, _single_input, _to_numpy,
     register_converter,
 )
+from keras2clash.frontend.sequences import dense_on_tensor
 from keras2clash.ir import layers as ir
 
 
@@ -31,16 +32,13 @@ def _convert_inference_identity(layer: Any, state: ConversionState) -> ir.Layer:
 @register_converter("Dense")
 def _convert_dense(layer: Any, state: ConversionState) -> ir.Layer:
     _single_input(layer, state)
-    if len(state.shape) != 1:
-        raise K2CError(
-            f"Dense layer '{layer.name}' gets an input of shape {state.keras_shape} (rank "
-            f"{len(state.keras_shape)}); add a Flatten before it"
-        )
     if getattr(layer, "quantization_mode", None) is not None:
         raise K2CError(
             f"Dense layer '{layer.name}' is Keras-quantized ({layer.quantization_mode}); "
             "give keras2clash the float model"
         )
+    if len(state.shape) != 1:
+        return dense_on_tensor(layer, state)  # per position: a 1x1 Conv2D
     activation = _activation(layer)
     n_in, n_out = state.shape[0], int(layer.units)
     kernel, bias = _kernel_and_bias(layer, (n_in, n_out))
@@ -122,7 +120,7 @@ def _convert_softmax(layer: Any, state: ConversionState) -> ir.Layer:
     _single_input(layer, state)
     axis = layer.axis
     axes = tuple(axis) if isinstance(axis, (list, tuple)) else (axis,)
-    rank = len(state.shape) + 1  # with the batch axis
+    rank = len(state.keras_shape) + 1  # with the batch axis, as Keras counts
     if len(axes) != 1 or axes[0] not in (-1, rank - 1):
         raise K2CError(
             f"Softmax layer '{layer.name}' normalises over axis {axis}; only the last "
@@ -157,7 +155,7 @@ def _convert_elementwise_merge(layer: Any, state: ConversionState) -> ir.Layer:
 def _convert_concatenate(layer: Any, state: ConversionState) -> ir.Layer:
     """Concatenation along the last axis (the channels of images, the values of vectors):
     the axis a beat carries, so it is a per-beat join."""
-    rank = len(state.shape)
+    rank = len(state.keras_shape)  # as Keras counts the axis
     if len(state.inputs) < 2:
         raise K2CError(f"Concatenate layer '{layer.name}' reads {len(state.inputs)} tensor; it takes two or more")
     if int(layer.axis) not in (-1, rank):
@@ -165,7 +163,7 @@ def _convert_concatenate(layer: Any, state: ConversionState) -> ir.Layer:
             f"Concatenate layer '{layer.name}' joins axis {layer.axis} of rank-{rank} inputs; "
             "only the last axis (channels, or the values of a vector) is supported"
         )
-    if any(len(s) != rank or s[:-1] != state.shape[:-1] for s in state.shapes):
+    if any(len(s) != len(state.shape) or s[:-1] != state.shape[:-1] for s in state.shapes):
         raise K2CError(
             f"Concatenate layer '{layer.name}' joins tensors of shapes "
             f"{', '.join(map(str, state.shapes))}: all axes but the last must agree"

@@ -1,7 +1,7 @@
 """The converter registry, in the style of hls4ml: one function per Keras layer class turns
 a layer call into one typed IR record (`ir.layers`), checking what only the layer itself
 can tell (its options, weights and output shape). The converters live in
-`frontend.layers` and `frontend.images`; `frontend.convert` assembles the graph.
+`frontend.layers`, `frontend.images` and `frontend.sequences`; `frontend.convert` assembles the graph.
 Supporting a new Keras class means writing one converter and registering it.
 """
 
@@ -80,8 +80,7 @@ def supported_layers() -> list[str]:
 
 #: Why some unsupported layer classes are not supported, and what to use instead.
 _UNSUPPORTED_HINTS: dict[str, str] = {
-    "Conv1D": "only 2-D convolutions (Conv2D) are supported",
-    "Conv3D": "only 2-D convolutions (Conv2D) are supported",
+    "Conv3D": "only 1-D and 2-D convolutions (Conv1D, Conv2D) are supported",
     "DepthwiseConv2D": "depthwise convolutions are not supported, only a plain Conv2D",
     "DepthwiseConv1D": "depthwise convolutions are not supported, only a plain Conv2D",
     "SeparableConv2D": "separable convolutions are not supported; use Conv2D",
@@ -89,10 +88,8 @@ _UNSUPPORTED_HINTS: dict[str, str] = {
     "Conv2DTranspose": "transposed convolutions are not supported",
     "Conv1DTranspose": "transposed convolutions are not supported",
     "Conv3DTranspose": "transposed convolutions are not supported",
-    "MaxPooling1D": "only 2-D pooling (MaxPooling2D, AveragePooling2D) is supported",
-    "MaxPooling3D": "only 2-D pooling (MaxPooling2D, AveragePooling2D) is supported",
-    "AveragePooling1D": "only 2-D pooling (MaxPooling2D, AveragePooling2D) is supported",
-    "AveragePooling3D": "only 2-D pooling (MaxPooling2D, AveragePooling2D) is supported",
+    "MaxPooling3D": "only 1-D and 2-D pooling is supported",
+    "AveragePooling3D": "only 1-D and 2-D pooling is supported",
     "Lambda": "a Lambda layer runs arbitrary Python, which has no hardware equivalent",
     "Dot": "the Dot merge layer is not supported (element-wise merges and Concatenate are)",
 }

@@ -62,7 +62,7 @@ def _convert_zero_padding1d(layer: Any, state: ConversionState) -> ir.Layer:
     _, w, c = state.shape
     out = (1, w + pads[2] + pads[3], c)
     _check_keras_shape(layer, state, out)
-    return ir.ZeroPad2D(**state.common(layer, out), pads=pads)
+    return ir.ZeroPad2D(**state.common(layer, out), pads=pads, source_class="ZeroPadding1D")
 
 
 @register_converter("Cropping1D", "Cropping2D")

@@ -349,8 +349,10 @@ class _Fork:
 
 
 def _geometry(plan: LayerPlan) -> tuple[int, int, int, int, int, int]:
+    """The window generator's image, window and strides; a dilated convolution's window is
+    its dilated extent (the tap selection after it is wires)."""
     h, w = plan.padded_input_shape[:2]
-    (kh, kw), (sh, sw) = plan.kernel_size, plan.strides
+    (kh, kw), (sh, sw) = plan.extent, plan.strides
     return h, w, kh, kw, sh, sw
 
 

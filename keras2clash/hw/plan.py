@@ -60,6 +60,8 @@ class LayerPlan:
     crops: tuple[int, int, int, int] = (0, 0, 0, 0)  # crop2d: top, bottom, left, right
     size: tuple[int, int] = (1, 1)  # upsample2d: repeats down, across
     exclude_pads: bool = False  # average pooling 'same': divide by each window's non-padding count
+    dilation: tuple[int, int] = (1, 1)  # conv: tap (i, j) reads window pixel (i*dh, j*dw)
+    source_class: str = ""  # the Keras class when it differs from the type's (Conv1D, Dense on a tensor, ...)
     exact_accumulator: bool = True
     inputs: tuple[str, ...] = ()  # producers (layer names, or the network input's name)
     in_fmts: tuple[FixedFormat, ...] = ()  # a merge's input formats, one per input
@@ -96,6 +98,13 @@ class LayerPlan:
         if self.type == "conv2d":
             return self.kernel_size[0] * self.kernel_size[1] * self.input_shape[-1]
         return self.n_in
+
+    @property
+    def extent(self) -> tuple[int, int]:
+        """Rows and columns of input one window spans (the window generator's size): the
+        kernel or pool, dilated: `(k - 1) * d + 1` per axis."""
+        (kh, kw), (dh, dw) = self.kernel_size, self.dilation
+        return (kh - 1) * dh + 1, (kw - 1) * dw + 1
 
     @property
     def hw_activation(self) -> str:
@@ -188,7 +197,8 @@ class LayerPlan:
         for key in _FORMAT_FIELDS:
             value = fields.get(key)
             fields[key] = None if value is None else FixedFormat(*value)
-        for key in ("input_shape", "output_shape", "kernel_size", "strides", "pads", "crops", "size", "inputs"):
+        for key in ("input_shape", "output_shape", "kernel_size", "strides", "pads", "crops", "size", "dilation",
+                    "inputs"):
             if key in fields:
                 fields[key] = tuple(fields[key])
         fields["in_fmts"] = tuple(FixedFormat(*v) for v in fields.get("in_fmts", ()))
@@ -254,14 +264,15 @@ def compute_layers(graph: Graph | Sequence[Mapping[str, Any]]) -> list[Layer]:
 
 def _geometry(layer: Layer) -> dict[str, Any]:
     if isinstance(layer, ir.Conv2D):
-        size = layer.kernel_size
+        size, extra = layer.kernel_size, {"dilation": tuple(layer.dilation)}
     elif isinstance(layer, ir.Pool2D):
-        size = layer.pool_size
+        size, extra = layer.pool_size, {}
+        extra["exclude_pads"] = isinstance(layer, ir.AvgPool2D) and layer.padding == "same" and any(layer.pads)
     else:  # the shape layers: their pads, crops or repeats
         return {key: tuple(getattr(layer, key)) for key in ("pads", "crops", "size") if hasattr(layer, key)}
-    exclude = isinstance(layer, ir.AvgPool2D) and layer.padding == "same" and any(layer.pads)
-    return {"kernel_size": tuple(size), "strides": tuple(layer.strides), "pads": tuple(layer.pads),
-            "exclude_pads": exclude}
+    if getattr(layer, "source_class", "") not in ("", layer.keras_class):
+        extra["source_class"] = layer.source_class
+    return {"kernel_size": tuple(size), "strides": tuple(layer.strides), "pads": tuple(layer.pads), **extra}
 
 
 def make_plan(

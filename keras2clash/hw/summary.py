@@ -35,7 +35,7 @@ def design_summary(plans: Sequence[LayerPlan]) -> dict[str, Any]:
             "name": plan.name, "type": plan.type, "pe": res.pe, "cycles": res.cycles,
             "multipliers": res.multipliers, "rom_bits": res.rom_bits,
             "line_buffer_bits": res.line_buffer_bits, "frame_bits": frame_bits(plan),
-            "register_bits": res.register_bits,
+            "register_bits": res.register_bits, "source_class": plan.source_class,
         })
     t = timing(list(plans))
     return {"layers": layers, "latency": t.first_latency, "interval": t.ii,
@@ -53,7 +53,8 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
     for layer in summary["layers"]:
         compute = layer["type"] in ("dense", "conv2d")
         table.add_row(
-            layer["name"], layer["type"], str(layer["pe"]) if compute else "-",
+            layer["name"], layer["type"] + (f" ({layer['source_class']})" if layer.get("source_class") else ""),
+            str(layer["pe"]) if compute else "-",
             str(layer["cycles"]) if compute else "-", f"{layer['multipliers']:,}", f"{layer['rom_bits']:,}",
             f"{layer['line_buffer_bits']:,}", f"{layer['frame_bits']:,}" if layer["frame_bits"] else "-",
             f"{layer['register_bits']:,}",

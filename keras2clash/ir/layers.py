@@ -78,7 +78,10 @@ class Dense(Layer):
 @dataclass(frozen=True)
 class Conv2D(Layer):
     """`kernel` (kh, kw, C, F), `bias` (F,); `pads` (top, bottom, left, right) are explicit
-    zero padding ('same' follows the TF rule, see `frontend.convert.same_pads`)."""
+    zero padding ('same' follows the TF rule, see `frontend.convert.same_pads`, on the
+    dilated extent). `dilation` (dh, dw): tap (i, j) reads input pixel (i*dh, j*dw) of the
+    window. `source_class` is the Keras class it came from (Conv2D, Conv1D, or a Dense
+    applied per position of a tensor), for reports and the generated Haskell."""
 
     kernel: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 0, 0)), compare=False)
     bias: np.ndarray = field(default_factory=lambda: np.zeros(0), compare=False)
@@ -88,6 +91,8 @@ class Conv2D(Layer):
     strides: tuple[int, int] = (1, 1)
     padding: str = "valid"
     pads: tuple[int, int, int, int] = (0, 0, 0, 0)
+    dilation: tuple[int, int] = (1, 1)
+    source_class: str = "Conv2D"
 
     type: ClassVar[str] = "conv2d"
     keras_class: ClassVar[str] = "Conv2D"
@@ -95,12 +100,15 @@ class Conv2D(Layer):
 
 @dataclass(frozen=True)
 class Pool2D(Layer):
-    """Max or average pooling per channel; 'same' max pooling pads with -infinity."""
+    """Max or average pooling per channel; 'same' max pooling pads with -infinity.
+    `source_class` is the Keras class (a 1-D pooling is this record one row high); empty
+    means the record's own `keras_class`."""
 
     pool_size: tuple[int, int] = (2, 2)
     strides: tuple[int, int] = (2, 2)
     padding: str = "valid"
     pads: tuple[int, int, int, int] = (0, 0, 0, 0)
+    source_class: str = ""
 
 
 @dataclass(frozen=True)
@@ -211,11 +219,13 @@ class BatchNorm(Layer):
 
 @dataclass(frozen=True)
 class ZeroPad2D(Layer):
-    """Keras ZeroPadding2D (and ZeroPadding1D, one row high): `pads` (top, bottom, left,
-    right) zeros around the image. The pass `fold_padding` folds it into a Conv2D or valid
-    AveragePooling2D (or a next ZeroPad2D) that alone reads it; elsewhere it is a K2C.Pad."""
+    """Keras ZeroPadding2D (or ZeroPadding1D, `source_class`, one row high): `pads` (top,
+    bottom, left, right) zeros around the image. The pass `fold_padding` folds it into a
+    Conv2D or valid AveragePooling2D (or a next ZeroPad2D) that alone reads it; elsewhere it
+    is a K2C.Pad."""
 
     pads: tuple[int, int, int, int] = (0, 0, 0, 0)
+    source_class: str = ""
 
     type: ClassVar[str] = "zeropad2d"
     keras_class: ClassVar[str] = "ZeroPadding2D"

@@ -43,10 +43,8 @@ def _describe(graph: Graph, tensor: str) -> str:
     layer = graph[tensor]
     if isinstance(layer, ir.Merge):
         kind = layer.op.capitalize()
-    elif isinstance(layer, (ir.Activation, ir.Identity)):
-        kind = layer.source_class
     else:
-        kind = layer.keras_class
+        kind = getattr(layer, "source_class", "") or layer.keras_class
     return f"{kind} layer '{layer.name}'"
 
 
@@ -194,11 +192,11 @@ def check_network(graph: Graph) -> Graph:
                 "is only supported at the output, where it is replaced by an "
                 "argmax-preserving identity"
             )
-    if not any(isinstance(layer, ir.Dense) for layer in graph.layers):
-        raise K2CError(f"model '{graph.name}' has no Dense layer; at least one is needed")
     if len(graph.output_shape) != 1:
         raise K2CError(f"model '{graph.name}' outputs shape {graph.output_shape}; a vector is needed "
                        "(end with Flatten and Dense)")
+    if not any(isinstance(layer, ir.Dense) for layer in graph.layers):
+        raise K2CError(f"model '{graph.name}' has no Dense layer; at least one is needed")
     return graph
 
 

@@ -160,12 +160,14 @@ def pad_images(x: np.ndarray, pads: tuple[int, int, int, int], value: int) -> np
 
 
 def windows_of(x: np.ndarray, plan: LayerPlan) -> np.ndarray:
-    """All windows of (N, H, W, C) images -> (N, H2, W2, kh, kw, C), strided, padding applied."""
-    kh, kw = plan.kernel_size
+    """All windows of (N, H, W, C) padded images -> (N, H2, W2, kh, kw, C), strided: window
+    (i, j) spans the dilated extent from input pixel (i*sh, j*sw), tap (r, s) reads pixel
+    (i*sh + r*dh, j*sw + s*dw)."""
+    (eh, ew), (dh, dw) = plan.extent, plan.dilation
     sh, sw = plan.strides
     h2, w2 = plan.output_shape[0], plan.output_shape[1]
-    view = np.lib.stride_tricks.sliding_window_view(x, (kh, kw), axis=(1, 2))  # N,H',W',C,kh,kw
-    view = view[:, : (h2 - 1) * sh + 1 : sh, : (w2 - 1) * sw + 1 : sw]
+    view = np.lib.stride_tricks.sliding_window_view(x, (eh, ew), axis=(1, 2))  # N,H',W',C,eh,ew
+    view = view[:, : (h2 - 1) * sh + 1 : sh, : (w2 - 1) * sw + 1 : sw, :, ::dh, ::dw]
     return np.moveaxis(view, 3, -1)  # N, H2, W2, kh, kw, C
 
 

@@ -65,14 +65,15 @@ def float_activation(z: np.ndarray, activation: str) -> np.ndarray:
 
 
 def _windows(x: np.ndarray, layer: Any, size: Sequence[int], fill: float) -> np.ndarray:
-    """(N, H, W, C) -> (N, H2, W2, kh, kw, C): padded, strided windows (as golden.windows_of)."""
+    """(N, H, W, C) -> (N, H2, W2, kh, kw, C): padded, strided, dilated windows (as
+    golden.windows_of)."""
     top, bottom, left, right = layer.pads
     x = np.pad(x, ((0, 0), (top, bottom), (left, right), (0, 0)), constant_values=fill)
-    kh, kw = size
+    (kh, kw), (dh, dw) = size, getattr(layer, "dilation", (1, 1))
     sh, sw = layer.strides
     h2, w2 = layer.output_shape[0], layer.output_shape[1]
-    view = np.lib.stride_tricks.sliding_window_view(x, (kh, kw), axis=(1, 2))
-    view = view[:, : (h2 - 1) * sh + 1 : sh, : (w2 - 1) * sw + 1 : sw]
+    view = np.lib.stride_tricks.sliding_window_view(x, ((kh - 1) * dh + 1, (kw - 1) * dw + 1), axis=(1, 2))
+    view = view[:, : (h2 - 1) * sh + 1 : sh, : (w2 - 1) * sw + 1 : sw, :, ::dh, ::dw]
     return np.moveaxis(view, 3, -1)
 
 
