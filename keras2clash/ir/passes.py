@@ -5,11 +5,11 @@ has, and these turn it into what the hardware builds.
 
 1. `remove_identities`: Dropout and friends, and Flatten of a vector, are the identity at
    inference.
-2. `fold_padding`: a ZeroPadding2D in front of a Conv2D or valid AveragePooling2D becomes
+2. `fold_padding`: a ZeroPadding2D in front of a (depthwise) convolution or valid AveragePooling2D becomes
    that layer's explicit pads (both compute with zeros there).
-3. `fold_batchnorm`: BatchNormalization after a linear Dense/Conv2D folds into its
-   weights and bias.
-4. `fuse_activations`: an activation layer after a Dense, Conv2D or merge with a linear
+3. `fold_batchnorm`: BatchNormalization after a linear Dense/Conv2D/DepthwiseConv2D folds
+   into its weights and bias (per output channel: the kernels' last axis).
+4. `fuse_activations`: an activation layer after a Dense, (depthwise) Conv2D or merge with a linear
    activation becomes that layer's activation; a linear one disappears anywhere.
 5. `check_network`: every remaining record is one the hardware builds, shapes agree along
    every edge, softmax only at the output, names unique, at least one Dense layer.
@@ -59,34 +59,35 @@ def fold_padding(graph: Graph) -> Graph:
             continue
         readers = graph.consumers(layer.name)
         target = readers[0] if len(readers) == 1 else None
-        if not isinstance(target, (ir.Conv2D, ir.AvgPool2D)) or (
+        if not isinstance(target, (ir.Conv2D, ir.DepthwiseConv2D, ir.AvgPool2D)) or (
                 isinstance(target, ir.AvgPool2D) and any(target.pads)):
             what = "several layers" if len(readers) > 1 else (
                 _describe(graph, readers[0].name) if readers else "the model output")
             raise K2CError(
                 f"ZeroPadding2D layer '{layer.name}' feeds {what}; it is supported folded into "
-                "the one Conv2D or valid AveragePooling2D that reads it"
+                "the one Conv2D, DepthwiseConv2D or valid AveragePooling2D that reads it"
             )
         pads = tuple(a + b for a, b in zip(layer.pads, target.pads))
         folded = replace(target, pads=pads, input_shapes=layer.input_shapes,
                          fused=(*target.fused, layer.name),
-                         padding="same" if isinstance(target, ir.Conv2D) else target.padding)
+                         padding=target.padding if isinstance(target, ir.AvgPool2D) else "same")
         return fold_padding(graph.replaced(target, folded).without(layer))
     return graph
 
 
 def _fold_target(graph: Graph, layer: ir.Layer, what: str, rule: str) -> ir.Layer:
-    """The Dense/Conv2D (or merge, for activations) that `layer` folds into."""
+    """The Dense/Conv2D/DepthwiseConv2D (or merge, for activations) that `layer` folds into."""
     (source,) = layer.inputs
     kind = layer.keras_class if not isinstance(layer, ir.Activation) else layer.source_class
-    allowed = (ir.Dense, ir.Conv2D) if what == "BatchNormalization" else (ir.Dense, ir.Conv2D, ir.Merge)
+    allowed = (ir.Dense, ir.Conv2D, ir.DepthwiseConv2D) + (() if what == "BatchNormalization" else (ir.Merge,))
     target = None if source == graph.input_name else graph[source]
     if not isinstance(target, allowed):
         raise K2CError(f"{kind} layer '{layer.name}'{rule} follows {_describe(graph, source)}, not a "
-                       + ("Dense or Conv2D layer; BatchNormalization is only supported folded into "
-                          "the Dense/Conv2D layer right before it" if what == "BatchNormalization" else
-                          "Dense or Conv2D layer (nor a merge layer); activations are only supported "
-                          "fused into the Dense/Conv2D/merge layer before them"))
+                       + ("Dense, Conv2D or DepthwiseConv2D layer; BatchNormalization is only supported "
+                          "folded into the Dense/Conv2D/DepthwiseConv2D layer right before it"
+                          if what == "BatchNormalization" else
+                          "Dense, Conv2D or DepthwiseConv2D layer (nor a merge layer); activations are only "
+                          "supported fused into the Dense/Conv2D/DepthwiseConv2D/merge layer before them"))
     if len(graph.consumers(source)) > 1:
         raise K2CError(f"{kind} layer '{layer.name}'{rule} follows {_describe(graph, source)}, whose "
                        "output is also read by other layers; it can only be folded into a layer "
@@ -102,14 +103,14 @@ def fold_batchnorm(graph: Graph) -> Graph:
         (source,) = layer.inputs
         before = None if source == graph.input_name else graph[source]
         if isinstance(before, ir.Activation) and before.inputs[0] != graph.input_name and isinstance(
-                graph[before.inputs[0]], (ir.Dense, ir.Conv2D)) and before.activation != "linear":
+                graph[before.inputs[0]], (ir.Dense, ir.Conv2D, ir.DepthwiseConv2D)) and before.activation != "linear":
             raise K2CError(
                 f"BatchNormalization layer '{layer.name}' follows {_describe(graph, before.inputs[0])}, "
                 f"which applies '{before.activation}' first; it can only be folded into a "
                 "layer with a linear activation (put the activation after the BatchNormalization)"
             )
         target = _fold_target(graph, layer, "BatchNormalization", "")
-        assert isinstance(target, (ir.Dense, ir.Conv2D))
+        assert isinstance(target, (ir.Dense, ir.Conv2D, ir.DepthwiseConv2D))
         if target.activation != "linear":
             raise K2CError(
                 f"BatchNormalization layer '{layer.name}' follows {_describe(graph, target.name)}, "
