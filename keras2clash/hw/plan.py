@@ -18,7 +18,7 @@ from typing import Any
 from keras2clash.errors import K2CError
 from keras2clash.ir import layers as ir
 from keras2clash.ir.graph import Graph, as_graph
-from keras2clash.ir.layers import COMPUTE_TYPES, HARDWARE_TYPES, MERGE_OPS, POOL_TYPES, Layer
+from keras2clash.ir.layers import COMPUTE_TYPES, HARDWARE_TYPES, MERGE_OPS, POOL_TYPES, WINDOW_TYPES, Layer
 from keras2clash.quant.formats import FixedFormat
 
 HARDWARE_ACTIVATION = {"linear": "linear", "relu": "relu", "sigmoid": "sigmoid", "softmax": "linear"}
@@ -69,6 +69,11 @@ class LayerPlan:
         return self.type in COMPUTE_TYPES
 
     @property
+    def is_windowed(self) -> bool:
+        """Built on the window generator (K2C.Window): convolutions and pooling."""
+        return self.type in WINDOW_TYPES
+
+    @property
     def n_in(self) -> int:
         return math.prod(self.input_shape)
 
@@ -83,9 +88,12 @@ class LayerPlan:
 
     @property
     def window(self) -> int:
-        """K: inputs of one dot product (dense: n_in; conv2d: kh*kw*C)."""
+        """K: inputs of one dot product (dense: n_in; conv2d: kh*kw*C; depthwise2d: kh*kw,
+        its own channel's window only)."""
         if self.type == "conv2d":
             return self.kernel_size[0] * self.kernel_size[1] * self.input_shape[-1]
+        if self.type == "depthwise2d":
+            return self.kernel_size[0] * self.kernel_size[1]
         return self.n_in
 
     @property
@@ -114,7 +122,7 @@ class LayerPlan:
 
     @property
     def padded_input_shape(self) -> tuple[int, ...]:
-        if self.type not in ("conv2d", *POOL_TYPES):
+        if not self.is_windowed:
             return self.input_shape
         h, w, c = self.input_shape
         top, bottom, left, right = self.pads
@@ -239,7 +247,7 @@ def compute_layers(graph: Graph | Sequence[Mapping[str, Any]]) -> list[Layer]:
 
 
 def _geometry(layer: Layer) -> dict[str, Any]:
-    if isinstance(layer, ir.Conv2D):
+    if isinstance(layer, (ir.Conv2D, ir.DepthwiseConv2D)):
         size = layer.kernel_size
     elif isinstance(layer, ir.Pool2D):
         size = layer.pool_size
@@ -318,7 +326,7 @@ def _compute_plan(common: dict[str, Any], override: LayerFormats, fmt: FixedForm
     if not 1 <= pe <= plan.filters:
         raise K2CError(
             f"parallelism {pe} out of range for layer '{plan.name}': it must be between 1 "
-            f"and {plan.filters} (its {'filter' if plan.type == 'conv2d' else 'neuron'} count)"
+            f"and {plan.filters} (its {'neuron' if plan.type == 'dense' else 'filter'} count)"
         )
     if not 1 <= cycles_per_window <= plan.window:
         raise K2CError(
