@@ -138,6 +138,7 @@ HW_ACTIVATION_FN = {"linear": "linear", "relu": "relu", "sigmoid": "sigmoidPlan"
 IMPORTS = {
     "dense": "import qualified K2C.Dense as Dense",
     "conv2d": "import qualified K2C.Conv as Conv",
+    "depthwise2d": "import qualified K2C.Depthwise as Depthwise",
     "pad": "import qualified K2C.Pad as Pad",
     "maxpool2d": "import qualified K2C.Pool as Pool",
     "avgpool2d": "import qualified K2C.Pool as Pool",
@@ -195,6 +196,8 @@ def _layer_entry(plan: LayerPlan, fn: str) -> dict[str, Any]:
         entry["body"] = _pad_stage(plan, "0") + [
             f"Conv.conv2d {{- image -}} {_snats(h, w)} {{- kernel -}} {_snats(kh, kw)} "
             f"{{- stride -}} {_snats(sh, sw)} pe cycles W.{fn} activation"]
+    elif plan.type == "depthwise2d":
+        entry.update(_depthwise_entry(plan, fn, shapes))
     elif plan.type in ("maxpool2d", "avgpool2d"):
         (ph, pw), (sh, sw) = plan.kernel_size, plan.strides
         h, w = plan.padded_input_shape[:2]
@@ -215,6 +218,20 @@ def _layer_entry(plan: LayerPlan, fn: str) -> dict[str, Any]:
     if any(plan.pads):
         entry["uses"].append("pad")
     return entry
+
+
+def _depthwise_entry(plan: LayerPlan, fn: str, shapes: str) -> dict[str, Any]:
+    """A depthwise convolution: [Pad] |> K2C.Depthwise (window, per-channel regrouping, engine)."""
+    (kh, kw), (sh, sw) = plan.kernel_size, plan.strides
+    h, w = plan.padded_input_shape[:2]
+    m = plan.filters // plan.input_shape[-1]
+    return {
+        "doc": (f"{shapes}, depthwise {kh}x{kw} kernel, depth multiplier {m}, stride {sh}x{sw}, "
+                f"padding {_padding_doc(plan)}, {_activation_doc(plan)}"),
+        "body": _pad_stage(plan, "0") + [
+            f"Depthwise.depthwise2d {{- image -}} {_snats(h, w)} {{- kernel -}} {_snats(kh, kw)} "
+            f"{{- stride -}} {_snats(sh, sw)} {{- depth multiplier -}} {_snats(m)} pe cycles W.{fn} activation"],
+    }
 
 
 MERGE_EXACT_FN = {"add": "Merge.addExact", "subtract": "Merge.subExact", "multiply": "Merge.mulExact",
