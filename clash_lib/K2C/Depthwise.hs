@@ -31,7 +31,7 @@ own filter: the accumulator is exact for @n_in = K@.
   @t@ for PE @q@;
 * registers: "K2C.Window"'s (line buffers @w * (kh - 1) * c@ values, two
   window registers of @kh * kw * c@ values), the engine's held window, here
-  @c * b * ch@ values (each channel's chunks rotate together), @p@
+  @b * c * ch@ values (all channels' chunks rotate together), @p@
   accumulators (none when @b = 1@), two output vectors of @c * m@ values;
 * per PE one multiplexer of @c@ chunks driven by the group counter (a
   constant table gives each group's channels; for @G = 1@ it is wires).
@@ -92,14 +92,17 @@ depthwiseEngine
   -> (SFixed ci cf -> o)
   -> Stream dom (Vec c (Vec k (SFixed ai af))) (Vec f o)
 depthwiseEngine m SNat SNat =
-  engineWith @dom @(Vec c (Vec k (SFixed ai af))) @(Vec c (Vec b (Vec ch (SFixed ai af)))) @f @p @b @ch @g
-             (map chunks) (map (`rotateLeftS` d1)) operands
+  engineWith @dom @(Vec c (Vec k (SFixed ai af))) @(Vec b (Vec c (Vec ch (SFixed ai af)))) @f @p @b @ch @g
+             (transpose . map chunks) (`rotateLeftS` d1) operands
   where
-    -- Each channel's current chunk is the head of its rotating chunks.
-    operands :: Index g -> Vec c (Vec b (Vec ch (SFixed ai af))) -> Vec p (Vec ch (SFixed ai af))
-    operands grp held = map (heads !!) (channelTable @g @p @c m !! grp)
+    -- The held window is chunk-major and rotates as a whole, so its head is every
+    -- channel's current chunk (no 'map head': Clash 1.6.4's Verilog backend cannot
+    -- render the head primitive as a mapped function).
+    operands :: Index g -> Vec b (Vec c (Vec ch (SFixed ai af))) -> Vec p (Vec ch (SFixed ai af))
+    operands grp held = map (current !!) (channelTable @g @p @c m !! grp)
       where
-        heads = map (leToPlus @1 @b head) held
+        current :: Vec c (Vec ch (SFixed ai af))
+        current = leToPlus @1 @b head held
 
 -- | A valid depthwise convolution of an @h x w x c@ image, kernel @kh x kw@,
 -- strides @(sh, sw)@, depth multiplier @m@, computed by @p@ PEs in @b@
