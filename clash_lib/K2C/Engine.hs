@@ -78,6 +78,14 @@ Consequences, with the window accepted in cycle @t@:
 
 Ready never depends on the input's valid nor, combinationally, on
 downstream's ready. Output is the register @O@.
+
+= Variants
+
+'engineWith' is this engine for any way of holding the window and of
+handing chunks to the PEs; 'engine' shares one window among all PEs, the
+depthwise engine ("K2C.Depthwise") gives each PE its own channel's window.
+Control, ROM walk, accumulators, result registers and hence every timing rule
+above are the same code in both.
 -}
 module K2C.Engine
   ( CeilDiv
