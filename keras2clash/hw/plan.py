@@ -2,7 +2,7 @@
 
 The IR says what the network computes; the plan says how the hardware computes it: the
 fixed-point format of each layer's input, weights, bias, accumulator and output, and, for
-each compute layer (dense, conv2d), its two knobs: `pe` processing elements (filters or
+each compute layer (dense, conv2d, depthwise2d), its two knobs: `pe` processing elements (filters or
 neurons in parallel) and `cycles` per window (each PE then has ceil(K / cycles)
 multipliers). Formats are per layer in the data model even when the user gives one format
 for all, so per-layer precision needs no new plumbing.
@@ -227,12 +227,12 @@ def parse_int_list(text: str | None, n_layers: int, what: str) -> list[int] | No
         values = [int(part) for part in text.split(",")]
     except ValueError:
         raise K2CError(
-            f"bad {what} {text!r}: expected comma-separated integers, one per dense/conv2d layer"
+            f"bad {what} {text!r}: expected comma-separated integers, one per dense/conv2d/depthwise2d layer"
         ) from None
     if len(values) != n_layers:
         raise K2CError(
             f"bad {what} {text!r}: {len(values)} value(s) given, the model has "
-            f"{n_layers} dense/conv2d layer(s)"
+            f"{n_layers} dense/conv2d/depthwise2d layer(s)"
         )
     return values
 
@@ -242,7 +242,7 @@ def parse_parallelism(text: str | None, n_layers: int) -> list[int] | None:
 
 
 def compute_layers(graph: Graph | Sequence[Mapping[str, Any]]) -> list[Layer]:
-    """The dense/conv2d records, in graph order: the layers with knobs."""
+    """The dense/conv2d/depthwise2d records, in graph order: the layers with knobs."""
     return [layer for layer in as_graph(graph) if layer.type in COMPUTE_TYPES]
 
 
@@ -268,7 +268,7 @@ def make_plan(
 
     `fmt` is the default for inputs, weights, biases and outputs; `layer_formats` overrides a
     compute or merge layer's formats by name (a bare FixedFormat sets weight, bias and
-    output). `parallelism` and `cycles` give one value per compute layer (dense, conv2d), in
+    output). `parallelism` and `cycles` give one value per compute layer (dense, conv2d, depthwise2d), in
     order: pe from 1 to the layer's filters/neurons, cycles from 1 to its window size K.
     A layer's input format is its producer's output format; a merge has one per input.
     """
@@ -279,7 +279,7 @@ def make_plan(
     for values, what in ((pes, "parallelism"), (cyc, "cycles")):
         if len(values) != len(computes):
             raise K2CError(
-                f"{what} has {len(values)} value(s), the model has {len(computes)} dense/conv2d layer(s)"
+                f"{what} has {len(values)} value(s), the model has {len(computes)} dense/conv2d/depthwise2d layer(s)"
             )
     overrides = {name: (o if isinstance(o, LayerFormats) else LayerFormats(o, o, o))
                  for name, o in (layer_formats or {}).items()}
