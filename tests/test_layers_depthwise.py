@@ -244,6 +244,21 @@ def test_batchnorm_activation_and_padding_fold_into_depthwise() -> None:
     assert np.max(np.abs(got - predict_float(model, x))) < 0.01
 
 
+def test_zero_padding_folds_into_a_separable_convolutions_depthwise_part() -> None:
+    """MobileNet's stride-2 block: ZeroPadding2D then a valid SeparableConv2D."""
+    model = keras.Sequential([keras.Input((8, 8, 3)), layers.ZeroPadding2D(1, name="pad"),
+                              layers.SeparableConv2D(5, 3, strides=2, name="sep"), layers.Flatten(), layers.Dense(2)])
+    _set_random_weights(model, 4)
+    graph = to_graph(model)
+    dw = graph["sep_depthwise"]
+    assert dw.pads == (1, 1, 1, 1) and dw.fused == ("pad",) and dw.input_shapes == ((8, 8, 3),)
+    assert graph["sep"].output_shape == (4, 4, 5)
+    x = np.random.default_rng(4).uniform(-1, 1, (3, 8, 8, 3))
+    plans = make_plan(graph, WIDE)
+    got = golden.run(plans, golden.quantize_params(plans), golden.quantize_inputs(plans, x)) / 2**WIDE.frac
+    assert np.max(np.abs(got - predict_float(model, x))) < 0.01
+
+
 @pytest.mark.parametrize(("layer", "fragments"), [
     (lambda: layers.DepthwiseConv2D(3, dilation_rate=2, name="dil"), ["DepthwiseConv2D layer 'dil'", "dilation_rate", "no dilation"]),
     (lambda: layers.SeparableConv2D(2, 3, dilation_rate=(1, 2), name="dil"), ["SeparableConv2D layer 'dil'", "dilation_rate"]),
