@@ -22,6 +22,7 @@ from keras2clash.hw import hwmodel
 from keras2clash.hw.plan import LayerFormats, LayerPlan, make_plan
 from keras2clash.hw.resources import layer_resources
 from keras2clash.ir import layers as ir
+from keras2clash.ir.graph import Graph
 from keras2clash.quant import golden
 from keras2clash.quant.formats import FixedFormat, saturate
 
@@ -115,12 +116,9 @@ def _plan(h, w, c, m, k, s, pads, fmt, acc_bits, pe, cycles, act):
     record = ir.DepthwiseConv2D(name="dw", inputs=("input",), input_shapes=((h, w, c),), output_shape=(h2, w2, c * m),
                                 kernel=np.zeros((kh, kw, c * m)), bias=np.zeros(c * m), activation=act,
                                 kernel_size=k, strides=s, pads=pads, depth_multiplier=m)
-    dense = ir.Dense(name="d", inputs=("dw",), input_shapes=((h2 * w2 * c * m,),), output_shape=(1,))
     flat = ir.Flatten(name="f", inputs=("dw",), input_shapes=((h2, w2, c * m),), output_shape=(h2 * w2 * c * m,))
-    from keras2clash.ir.graph import Graph
-
-    graph = Graph(name="g", input_name="input", input_shape=(h, w, c),
-                  layers=(record, flat, ir.Dense(**{**dense.__dict__, "inputs": ("f",)})), output="d")
+    dense = ir.Dense(name="d", inputs=("f",), input_shapes=((h2 * w2 * c * m,),), output_shape=(1,))
+    graph = Graph(name="g", input_name="input", input_shape=(h, w, c), layers=(record, flat, dense), output="d")
     formats = {"dw": LayerFormats(output=fmt, accumulator_bits=acc_bits)}
     return make_plan(graph, fmt, [pe, 1], formats, [cycles, 1])[0]
 
