@@ -141,6 +141,7 @@ IMPORTS = {
     "dense": "import qualified K2C.Dense as Dense",
     "conv2d": "import qualified K2C.Conv as Conv",
     "conv2d_dilated": "import qualified K2C.Dilated as Dilated",
+    "depthwise2d": "import qualified K2C.Depthwise as Depthwise",
     "pad": "import qualified K2C.Pad as Pad",
     "maxpool2d": "import qualified K2C.Pool as Pool",
     "avgpool2d": "import qualified K2C.Pool as Pool",
@@ -200,6 +201,8 @@ def _layer_entry(plan: LayerPlan, fn: str) -> dict[str, Any]:
         conv = _conv_entry(plan, fn, shapes)
         entry.update(doc=conv["doc"], body=conv["body"], uses=conv["uses"])
         entry["notes"] += conv["notes"]
+    elif plan.type == "depthwise2d":
+        entry.update(_depthwise_entry(plan, fn, shapes))
     elif plan.type in ("maxpool2d", "avgpool2d"):
         (ph, pw), (sh, sw) = plan.kernel_size, plan.strides
         h, w = plan.padded_input_shape[:2]
@@ -254,6 +257,8 @@ def _batchnorm_constants(plan: LayerPlan, fn: str) -> dict[str, Any]:
 def _vec_literal(raw: Sequence[int]) -> str:
     """Raw integers as a Vec literal (negative ones in parentheses)."""
     return " :> ".join(f"({v})" if v < 0 else str(v) for v in (int(r) for r in raw)) + " :> Nil"
+
+
 def _source_doc(plan: LayerPlan) -> str:
     """The Keras class, when the hardware builds it as another kind (a 1-D layer one row high)."""
     if plan.source_class == "Dense":
@@ -277,6 +282,20 @@ def _conv_entry(plan: LayerPlan, fn: str, shapes: str) -> dict[str, Any]:
     notes = [f"The window generator spans the dilated extent {plan.extent[0]}x{plan.extent[1]}; "
              "the taps are selected by wires."] if dilated else []
     return {"doc": doc, "body": body, "notes": notes, "uses": ["conv2d_dilated" if dilated else "conv2d"]}
+
+
+def _depthwise_entry(plan: LayerPlan, fn: str, shapes: str) -> dict[str, Any]:
+    """A depthwise convolution: [Pad] |> K2C.Depthwise (window, per-channel regrouping, engine)."""
+    (kh, kw), (sh, sw) = plan.kernel_size, plan.strides
+    h, w = plan.padded_input_shape[:2]
+    m = plan.filters // plan.input_shape[-1]
+    return {
+        "doc": (f"{shapes}, depthwise {kh}x{kw} kernel, depth multiplier {m}, stride {sh}x{sw}, "
+                f"padding {_padding_doc(plan)}, {_activation_doc(plan)}"),
+        "body": _pad_stage(plan, "0") + [
+            f"Depthwise.depthwise2d {{- image -}} {_snats(h, w)} {{- kernel -}} {_snats(kh, kw)} "
+            f"{{- stride -}} {_snats(sh, sw)} {{- depth multiplier -}} {_snats(m)} pe cycles W.{fn} activation"],
+    }
 
 
 MERGE_EXACT_FN = {"add": "Merge.addExact", "subtract": "Merge.subExact", "multiply": "Merge.mulExact",

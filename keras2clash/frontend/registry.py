@@ -53,7 +53,9 @@ class ConversionState:
                 "input_shapes": tuple(tuple(s) for s in self.shapes), "output_shape": tuple(output_shape)}
 
 
-Converter = Callable[[Any, ConversionState], ir.Layer]
+Converter = Callable[[Any, ConversionState], 'ir.Layer | tuple[ir.Layer, ...]']
+"""A converter returns a record, or several in order (a separable convolution), the last
+named after the Keras layer."""
 _CONVERTERS: dict[str, Converter] = {}
 
 
@@ -81,10 +83,6 @@ def supported_layers() -> list[str]:
 #: Why some unsupported layer classes are not supported, and what to use instead.
 _UNSUPPORTED_HINTS: dict[str, str] = {
     "Conv3D": "only 1-D and 2-D convolutions (Conv1D, Conv2D) are supported",
-    "DepthwiseConv2D": "depthwise convolutions are not supported, only a plain Conv2D",
-    "DepthwiseConv1D": "depthwise convolutions are not supported, only a plain Conv2D",
-    "SeparableConv2D": "separable convolutions are not supported; use Conv2D",
-    "SeparableConv1D": "separable convolutions are not supported; use Conv2D",
     "Conv2DTranspose": "transposed convolutions are not supported",
     "Conv1DTranspose": "transposed convolutions are not supported",
     "Conv3DTranspose": "transposed convolutions are not supported",

@@ -2,11 +2,12 @@
 
 # How: an event-level model of the pipeline
 
-The emitted core is a chain of stream blocks (emitter.py): per conv2d `[Pad] -> Window ->
-Engine`, per pool `[Pad] -> Window`, per flatten `Collect`, per dense `Engine`, then
-combinational stages (argmax, AXI adapter: no registers). Each block is modelled per beat,
-not per clock: it is told the cycle `V` from which a beat is offered to it and answers the
-cycle `M` in which the beat moves (`M >= V`, the first cycle from `V` on in which the block
+The emitted core is a chain of stream blocks (emitter.py): per conv2d and depthwise2d
+`[Pad] -> Window -> Engine` (the depthwise engine has the engine's control), per pool
+`[Pad] -> Window`, per flatten `Collect`, per dense `Engine`, then combinational stages
+(argmax, AXI adapter: no registers). Each block is modelled per beat, not per clock: it
+is told the cycle `V` from which a beat is offered to it and answers the cycle `M` in
+which the beat moves (`M >= V`, the first cycle from `V` on in which the block
 is ready; every block here, once ready, stays ready until it accepts). To know when it is
 ready, a block asks its own consumer when its earlier outputs moved; it pushes each output
 to the consumer as soon as the output's valid cycle is known. All rules below are the
@@ -366,7 +367,7 @@ def _layer_blocks(plan: LayerPlan, knobs, down, mx, blocks: list) -> Any:
         steps, b, g1 = knobs[plan.name]
         down = _Engine(steps, b, g1, down, mx)
         blocks.append(down)
-    if plan.type == "conv2d" or plan.type in POOL_TYPES:
+    if plan.is_windowed:
         down = _Window(*_geometry(plan), down, mx)
         blocks.append(down)
         if any(plan.pads):

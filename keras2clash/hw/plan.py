@@ -2,7 +2,7 @@
 
 The IR says what the network computes; the plan says how the hardware computes it: the
 fixed-point format of each layer's input, weights, bias, accumulator and output, and, for
-each compute layer (dense, conv2d), its two knobs: `pe` processing elements (filters or
+each compute layer (dense, conv2d, depthwise2d), its two knobs: `pe` processing elements (filters or
 neurons in parallel) and `cycles` per window (each PE then has ceil(K / cycles)
 multipliers). Formats are per layer in the data model even when the user gives one format
 for all, so per-layer precision needs no new plumbing.
@@ -18,7 +18,7 @@ from typing import Any
 from keras2clash.errors import K2CError
 from keras2clash.ir import layers as ir
 from keras2clash.ir.graph import Graph, as_graph
-from keras2clash.ir.layers import COMPUTE_TYPES, HARDWARE_TYPES, MERGE_OPS, POOL_TYPES, Layer
+from keras2clash.ir.layers import COMPUTE_TYPES, HARDWARE_TYPES, MERGE_OPS, POOL_TYPES, WINDOW_TYPES, Layer
 from keras2clash.quant.formats import FixedFormat
 
 HARDWARE_ACTIVATION = {"linear": "linear", "relu": "relu", "sigmoid": "sigmoid", "softmax": "linear"}
@@ -78,6 +78,9 @@ class LayerPlan:
         """Layers with quantized constants: the compute layers' ROMs, a BatchNormalization's
         per-channel scale (weight format) and offset (bias format)."""
         return self.is_compute or self.type == "batchnorm"
+    def is_windowed(self) -> bool:
+        """Built on the window generator (K2C.Window): convolutions and pooling."""
+        return self.type in WINDOW_TYPES
 
     @property
     def n_in(self) -> int:
@@ -94,9 +97,12 @@ class LayerPlan:
 
     @property
     def window(self) -> int:
-        """K: inputs of one dot product (dense: n_in; conv2d: kh*kw*C)."""
+        """K: inputs of one dot product (dense: n_in; conv2d: kh*kw*C; depthwise2d: kh*kw,
+        its own channel's window only)."""
         if self.type == "conv2d":
             return self.kernel_size[0] * self.kernel_size[1] * self.input_shape[-1]
+        if self.type == "depthwise2d":
+            return self.kernel_size[0] * self.kernel_size[1]
         return self.n_in
 
     @property
@@ -132,7 +138,7 @@ class LayerPlan:
 
     @property
     def padded_input_shape(self) -> tuple[int, ...]:
-        if self.type not in ("conv2d", *POOL_TYPES):
+        if not self.is_windowed:
             return self.input_shape
         h, w, c = self.input_shape
         top, bottom, left, right = self.pads
@@ -243,12 +249,12 @@ def parse_int_list(text: str | None, n_layers: int, what: str) -> list[int] | No
         values = [int(part) for part in text.split(",")]
     except ValueError:
         raise K2CError(
-            f"bad {what} {text!r}: expected comma-separated integers, one per dense/conv2d layer"
+            f"bad {what} {text!r}: expected comma-separated integers, one per dense/conv2d/depthwise2d layer"
         ) from None
     if len(values) != n_layers:
         raise K2CError(
             f"bad {what} {text!r}: {len(values)} value(s) given, the model has "
-            f"{n_layers} dense/conv2d layer(s)"
+            f"{n_layers} dense/conv2d/depthwise2d layer(s)"
         )
     return values
 
@@ -258,13 +264,15 @@ def parse_parallelism(text: str | None, n_layers: int) -> list[int] | None:
 
 
 def compute_layers(graph: Graph | Sequence[Mapping[str, Any]]) -> list[Layer]:
-    """The dense/conv2d records, in graph order: the layers with knobs."""
+    """The dense/conv2d/depthwise2d records, in graph order: the layers with knobs."""
     return [layer for layer in as_graph(graph) if layer.type in COMPUTE_TYPES]
 
 
 def _geometry(layer: Layer) -> dict[str, Any]:
     if isinstance(layer, ir.Conv2D):
         size, extra = layer.kernel_size, {"dilation": tuple(layer.dilation)}
+    elif isinstance(layer, ir.DepthwiseConv2D):
+        size, extra = layer.kernel_size, {}
     elif isinstance(layer, ir.Pool2D):
         size, extra = layer.pool_size, {}
         extra["exclude_pads"] = isinstance(layer, ir.AvgPool2D) and layer.padding == "same" and any(layer.pads)
@@ -287,7 +295,7 @@ def make_plan(
 
     `fmt` is the default for inputs, weights, biases and outputs; `layer_formats` overrides a
     compute or merge layer's formats by name (a bare FixedFormat sets weight, bias and
-    output). `parallelism` and `cycles` give one value per compute layer (dense, conv2d), in
+    output). `parallelism` and `cycles` give one value per compute layer (dense, conv2d, depthwise2d), in
     order: pe from 1 to the layer's filters/neurons, cycles from 1 to its window size K.
     A layer's input format is its producer's output format; a merge has one per input.
     """
@@ -298,7 +306,7 @@ def make_plan(
     for values, what in ((pes, "parallelism"), (cyc, "cycles")):
         if len(values) != len(computes):
             raise K2CError(
-                f"{what} has {len(values)} value(s), the model has {len(computes)} dense/conv2d layer(s)"
+                f"{what} has {len(values)} value(s), the model has {len(computes)} dense/conv2d/depthwise2d layer(s)"
             )
     overrides = {name: (o if isinstance(o, LayerFormats) else LayerFormats(o, o, o))
                  for name, o in (layer_formats or {}).items()}
@@ -359,7 +367,7 @@ def _compute_plan(common: dict[str, Any], override: LayerFormats, fmt: FixedForm
     if not 1 <= pe <= plan.filters:
         raise K2CError(
             f"parallelism {pe} out of range for layer '{plan.name}': it must be between 1 "
-            f"and {plan.filters} (its {'filter' if plan.type == 'conv2d' else 'neuron'} count)"
+            f"and {plan.filters} (its {'neuron' if plan.type == 'dense' else 'filter'} count)"
         )
     if not 1 <= cycles_per_window <= plan.window:
         raise K2CError(

@@ -44,14 +44,16 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
     in_bits = plan.in_fmt.bits
     out_bits = plan.out_fmt.bits
     line = regs = 0
-    if plan.type == "conv2d" or plan.type in POOL_TYPES:
+    if plan.is_windowed:
         _, w, kh, kw, _, _ = _geometry(plan)
         c = plan.input_shape[-1]
         line = w * (kh - 1) * c * in_bits
         regs += 2 * kh * kw * c * in_bits + (((kh - 1) * c * in_bits) if w == 1 else 0)
     if plan.is_compute:
         assert plan.acc_fmt is not None
-        regs += plan.cycles * plan.chunk * in_bits  # the engine's window (rotating chunks)
+        # the engine's window (rotating chunks); a depthwise engine holds every channel's
+        lanes = plan.input_shape[-1] if plan.type == "depthwise2d" else 1
+        regs += lanes * plan.cycles * plan.chunk * in_bits
         regs += plan.pe * plan.acc_fmt.bits if plan.cycles > 1 else 0  # accumulators
         regs += 2 * plan.filters * out_bits  # result register R and output register O
     if plan.type == "flatten":

@@ -16,12 +16,12 @@ from rich.console import Console
 from rich.table import Table
 
 from keras2clash.hw.hwmodel import layer_resources, timing
-from keras2clash.hw.plan import POOL_TYPES, LayerPlan
+from keras2clash.hw.plan import COMPUTE_TYPES, LayerPlan
 
 
 def frame_bits(plan: LayerPlan) -> int:
     """Bits of one whole input frame of a windowed layer (what line buffers avoid storing)."""
-    if plan.type == "conv2d" or plan.type in POOL_TYPES:
+    if plan.is_windowed:
         return math.prod(plan.padded_input_shape) * plan.in_fmt.bits
     return 0
 
@@ -51,7 +51,7 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
     for column in ("layer", "type", "p", "b", "mults", "ROM", "line buf", "frame", "regs"):
         table.add_column(column, justify="left" if column in ("layer", "type") else "right")
     for layer in summary["layers"]:
-        compute = layer["type"] in ("dense", "conv2d")
+        compute = layer["type"] in COMPUTE_TYPES
         table.add_row(
             layer["name"], layer["type"] + (f" ({layer['source_class']})" if layer.get("source_class") else ""),
             str(layer["pe"]) if compute else "-",

@@ -99,6 +99,28 @@ class Conv2D(Layer):
 
 
 @dataclass(frozen=True)
+class DepthwiseConv2D(Layer):
+    """A depthwise convolution (Keras DepthwiseConv2D, and the first half of a separable
+    one): output channel `f = c*m + j` (m = `depth_multiplier`) is the kh x kw window of
+    input channel `c = f // m` times its own filter. `kernel` is (kh, kw, C*m), Keras'
+    (kh, kw, C, m) reshaped, so that a per-output-channel scale (a folded BatchNorm)
+    broadcasts over its last axis as for Conv2D; `bias` (C*m,)."""
+
+    kernel: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 0)), compare=False)
+    bias: np.ndarray = field(default_factory=lambda: np.zeros(0), compare=False)
+    use_bias: bool = True
+    activation: str = "linear"  # type: ignore[assignment]
+    kernel_size: tuple[int, int] = (1, 1)
+    strides: tuple[int, int] = (1, 1)
+    padding: str = "valid"
+    pads: tuple[int, int, int, int] = (0, 0, 0, 0)
+    depth_multiplier: int = 1
+
+    type: ClassVar[str] = "depthwise2d"
+    keras_class: ClassVar[str] = "DepthwiseConv2D"
+
+
+@dataclass(frozen=True)
 class Pool2D(Layer):
     """Max or average pooling per channel; 'same' max pooling pads with -infinity.
     `source_class` is the Keras class (a 1-D pooling is this record one row high); empty
@@ -266,8 +288,10 @@ class Reshape(Layer):
     keras_class: ClassVar[str] = "Reshape"
 
 
-COMPUTE_TYPES = ("dense", "conv2d")
+COMPUTE_TYPES = ("dense", "conv2d", "depthwise2d")
 POOL_TYPES = ("maxpool2d", "avgpool2d")
+WINDOW_TYPES = ("conv2d", "depthwise2d", *POOL_TYPES)
+"""Kinds built on the window generator (K2C.Window, with K2C.Pad in front when padded)."""
 SHAPE_TYPES = ("zeropad2d", "crop2d", "upsample2d", "reshape")
 """Kinds that only move values (docs/contract.md: no arithmetic; they keep their input's format)."""
 GLOBAL_POOL_TYPES = ("globalmaxpool", "globalavgpool")
@@ -276,7 +300,7 @@ HARDWARE_TYPES = (*COMPUTE_TYPES, *POOL_TYPES, "flatten", *MERGE_OPS, *SHAPE_TYP
 """Every `type` the hardware stages (plan, golden model, emitter, hardware model) build."""
 
 RECORDS: dict[str, type[Layer]] = {
-    cls.type: cls for cls in (Dense, Conv2D, MaxPool2D, AvgPool2D, Flatten, Identity, Activation,
+    cls.type: cls for cls in (Dense, Conv2D, DepthwiseConv2D, MaxPool2D, AvgPool2D, Flatten, Identity, Activation,
                               BatchNorm, ZeroPad2D, Crop2D, Upsample2D, Reshape, GlobalMaxPool, GlobalAvgPool)
 }
 

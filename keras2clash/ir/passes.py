@@ -5,16 +5,17 @@ has, and these turn it into what the hardware builds.
 
 1. `remove_identities`: Dropout and friends, and Flatten of a vector, are the identity at
    inference.
-2. `fold_padding`: a ZeroPadding2D in front of a Conv2D, valid AveragePooling2D or
-   another ZeroPadding2D becomes that layer's explicit pads (all compute with zeros there);
-   elsewhere it stays a padding layer (K2C.Pad).
+2. `fold_padding`: a ZeroPadding2D in front of a (depthwise) convolution, valid
+   AveragePooling2D or another ZeroPadding2D becomes that layer's explicit pads (all compute
+   with zeros there); elsewhere it stays a padding layer (K2C.Pad).
    `fold_reshapes` (`ir.shape_passes`): a Reshape read only by a Flatten or another Reshape
    is dropped into it.
-3. `fold_batchnorm`: BatchNormalization after a linear Dense/Conv2D folds into its
-   weights and bias; anywhere else it stays (a per-channel multiply-add in hardware).
-4. `fuse_activations`: an activation layer after a Dense, Conv2D, BatchNormalization or
-   merge with a linear activation becomes that layer's activation; a linear one
-   disappears anywhere.
+3. `fold_batchnorm`: BatchNormalization after a linear Dense/Conv2D/DepthwiseConv2D folds
+   into its weights and bias (per output channel: the kernels' last axis); anywhere else it
+   stays (a per-channel multiply-add in hardware).
+4. `fuse_activations`: an activation layer after a Dense, (depthwise) Conv2D,
+   BatchNormalization or merge with a linear activation becomes that layer's activation; a
+   linear one disappears anywhere.
 5. `check_network`: every remaining record is one the hardware builds, shapes agree along
    every edge, softmax only at the output, names unique, at least one Dense layer.
 
@@ -67,28 +68,28 @@ def fold_padding(graph: Graph) -> Graph:
             return fold_padding(graph.without(layer))
         readers = graph.consumers(layer.name)
         target = readers[0] if len(readers) == 1 else None
-        if not isinstance(target, (ir.Conv2D, ir.AvgPool2D, ir.ZeroPad2D)) or (
+        if not isinstance(target, (ir.Conv2D, ir.DepthwiseConv2D, ir.AvgPool2D, ir.ZeroPad2D)) or (
                 isinstance(target, ir.AvgPool2D) and any(target.pads)):
             continue
         pads = tuple(a + b for a, b in zip(layer.pads, target.pads))
         folded = replace(target, pads=pads, input_shapes=layer.input_shapes,
                          fused=(*target.fused, *layer.fused, layer.name),
-                         **({"padding": "same"} if isinstance(target, ir.Conv2D) else
+                         **({"padding": "same"} if isinstance(target, (ir.Conv2D, ir.DepthwiseConv2D)) else
                             {"padding": "valid"} if isinstance(target, ir.AvgPool2D) else {}))
         return fold_padding(graph.replaced(target, folded).without(layer))
     return graph
 
 
 def _fold_target(graph: Graph, layer: ir.Activation, rule: str) -> ir.Layer:
-    """The Dense/Conv2D/BatchNormalization/merge layer that an activation fuses into."""
+    """The Dense/(depthwise) Conv2D/BatchNormalization/merge layer that an activation fuses into."""
     (source,) = layer.inputs
     kind = layer.source_class
-    allowed = (ir.Dense, ir.Conv2D, ir.Merge, ir.BatchNorm)
+    allowed = (ir.Dense, ir.Conv2D, ir.DepthwiseConv2D, ir.Merge, ir.BatchNorm)
     target = None if source == graph.input_name else graph[source]
     if not isinstance(target, allowed):
         raise K2CError(f"{kind} layer '{layer.name}'{rule} follows {_describe(graph, source)}, not a "
-                       "Dense, Conv2D, BatchNormalization or merge layer; activations are only "
-                       "supported fused into the Dense/Conv2D/BatchNormalization/merge layer before them")
+                       "Dense, Conv2D, DepthwiseConv2D, BatchNormalization or merge layer; activations are only "
+                       "supported fused into the Dense/Conv2D/DepthwiseConv2D/BatchNormalization/merge layer before them")
     if len(graph.consumers(source)) > 1:
         raise K2CError(f"{kind} layer '{layer.name}'{rule} follows {_describe(graph, source)}, whose "
                        "output is also read by other layers; it can only be folded into a layer "
@@ -122,11 +123,12 @@ def fold_batchnorm(graph: Graph) -> Graph:
     return graph
 
 
-def _batchnorm_target(graph: Graph, layer: ir.BatchNorm) -> ir.Dense | ir.Conv2D | None:
-    """The linear Dense/Conv2D a BatchNormalization folds into, or None: it stays."""
+def _batchnorm_target(graph: Graph, layer: ir.BatchNorm) -> ir.Dense | ir.Conv2D | ir.DepthwiseConv2D | None:
+    """The linear Dense/Conv2D/DepthwiseConv2D a BatchNormalization folds into (per output
+    channel: the kernels' last axis), or None: it stays."""
     (source,) = layer.inputs
     target = None if source == graph.input_name else graph[source]
-    if not isinstance(target, (ir.Dense, ir.Conv2D)) or target.activation != "linear":
+    if not isinstance(target, (ir.Dense, ir.Conv2D, ir.DepthwiseConv2D)) or target.activation != "linear":
         return None
     return target if len(graph.consumers(source)) == 1 else None
 

@@ -30,7 +30,8 @@ class QuantizedLayer:
     """A compute layer's parameters as the ROM stores them (raw integers).
 
     `kernel` is (K, filters) with K in window order (conv: (i*kw + j)*C + c, i.e. the Keras
-    kernel (kh, kw, C, F) reshaped row-major); `bias` is (filters,) in the bias format.
+    kernel (kh, kw, C, F) reshaped row-major; depthwise: i*kw + j of the filter's own
+    channel, the record's (kh, kw, C*m) reshaped); `bias` is (filters,) in the bias format.
     """
 
     kernel: np.ndarray
@@ -115,8 +116,19 @@ def activate(r: np.ndarray, activation: str, fmt: FixedFormat) -> np.ndarray:
     raise ValueError(f"no hardware activation {activation!r}")
 
 
-def _accumulate(windows: np.ndarray, plan: LayerPlan, params: QuantizedLayer) -> np.ndarray:
-    """Contract step 3 on (M, K) windows -> (M, filters) accumulator raw values (frac cf).
+def _matmul(xs: np.ndarray, kernel: np.ndarray) -> np.ndarray:
+    """Every filter over the same window: (M, K) x (K, F) -> (M, F)."""
+    return xs @ kernel
+
+
+def _per_filter(xs: np.ndarray, kernel: np.ndarray) -> np.ndarray:
+    """Each filter over its own window (depthwise): (M, K, F) x (K, F) -> (M, F)."""
+    return (xs * kernel).sum(axis=1)
+
+
+def _accumulate(windows: np.ndarray, plan: LayerPlan, params: QuantizedLayer, dot=_matmul) -> np.ndarray:
+    """Contract step 3 on (M, K) windows -> (M, filters) accumulator raw values (frac cf);
+    `dot` multiplies window chunks (axis 1) with kernel chunks (axis 0).
 
     Exact accumulator: one exact sum. A narrower (user-chosen) accumulator saturates after
     each of the `cycles` chunks, in chunk order, exactly as the hardware register does:
@@ -131,18 +143,18 @@ def _accumulate(windows: np.ndarray, plan: LayerPlan, params: QuantizedLayer) ->
     product_shift = plan.acc_fmt.frac - (plan.in_fmt.frac + plan.w_fmt.frac)
     bias = params.bias.astype(dtype) << (plan.acc_fmt.frac - plan.b_fmt.frac)
     if plan.exact_accumulator:
-        return ((xs @ kernel) << product_shift) + bias
+        return (dot(xs, kernel) << product_shift) + bias
     acc = None
     ch = plan.chunk
     for t in range(plan.cycles):
-        part = (xs[:, t * ch:(t + 1) * ch] @ kernel[t * ch:(t + 1) * ch]) << product_shift
+        part = dot(xs[:, t * ch:(t + 1) * ch], kernel[t * ch:(t + 1) * ch]) << product_shift
         acc = saturate(part + bias, plan.acc_fmt) if acc is None else saturate(acc + part, plan.acc_fmt)
     return acc
 
 
-def _neurons(windows: np.ndarray, plan: LayerPlan, params: QuantizedLayer) -> np.ndarray:
-    """(M, K) windows -> (M, filters) activated raw outputs."""
-    acc = _accumulate(windows, plan, params)
+def _neurons(windows: np.ndarray, plan: LayerPlan, params: QuantizedLayer, dot=_matmul) -> np.ndarray:
+    """(M, K) windows -> (M, filters) activated raw outputs ((M, K, filters) for `_per_filter`)."""
+    acc = _accumulate(windows, plan, params, dot)
     assert plan.acc_fmt is not None
     r = saturate(_round_shift(acc, plan.acc_fmt.frac - plan.out_fmt.frac), plan.out_fmt)
     return np.asarray(activate(r, plan.hw_activation, plan.out_fmt), dtype=np.int64)
@@ -177,6 +189,17 @@ def conv2d(x: np.ndarray, plan: LayerPlan, params: QuantizedLayer) -> np.ndarray
     win = windows_of(padded, plan)
     n, h2, w2 = win.shape[:3]
     out = _neurons(win.reshape(n * h2 * w2, plan.window), plan, params)
+    return out.reshape(n, h2, w2, plan.filters)
+
+
+def depthwise2d(x: np.ndarray, plan: LayerPlan, params: QuantizedLayer) -> np.ndarray:
+    """(N, H, W, C) raw -> (N, H2, W2, C*m) raw: zero padding, then the dense contract per
+    window and output channel f over the K = kh*kw values of input channel f // m."""
+    win = windows_of(pad_images(x, plan.pads, 0), plan)  # N, H2, W2, kh, kw, C
+    n, h2, w2 = win.shape[:3]
+    m = plan.filters // plan.input_shape[-1]
+    own = np.repeat(win, m, axis=-1)  # channel c*m + j reads channel c
+    out = _neurons(own.reshape(n * h2 * w2, plan.window, plan.filters), plan, params, _per_filter)
     return out.reshape(n, h2, w2, plan.filters)
 
 
@@ -277,6 +300,8 @@ def layer(plan: LayerPlan, params: Mapping[str, QuantizedLayer], xs: Sequence[np
         return dense(h, plan, params[plan.name])
     if plan.type == "conv2d":
         return conv2d(h, plan, params[plan.name])
+    if plan.type == "depthwise2d":
+        return depthwise2d(h, plan, params[plan.name])
     if plan.type == "maxpool2d":
         return maxpool2d(h, plan)
     if plan.type == "avgpool2d":

@@ -142,12 +142,15 @@ def _float_forward(graph: Any, x: np.ndarray, params: Mapping[str, tuple[np.ndar
         kind = layer.type
         h = values[layer.inputs[0]]
         pre = None
-        if kind in ("dense", "conv2d"):
+        if kind in ("dense", "conv2d", "depthwise2d"):
             kernel, bias = params[layer.name] if params is not None and layer.name in params else (layer.kernel, layer.bias)
             kernel = np.asarray(kernel, dtype=np.float64)
             bias = np.asarray(bias, dtype=np.float64)
             if kind == "dense":
                 pre = h.reshape(len(h), -1) @ kernel.reshape(-1, kernel.shape[-1]) + bias
+            elif kind == "depthwise2d":  # output channel c*m + j: channel c's window, its own filter
+                win = np.repeat(_windows(h, layer, layer.kernel_size, 0.0), layer.depth_multiplier, axis=-1)
+                pre = np.einsum("nhwijf,ijf->nhwf", win, kernel.reshape(win.shape[3:])) + bias
             else:
                 win = _windows(h, layer, layer.kernel_size, 0.0)
                 n, h2, w2 = win.shape[:3]
