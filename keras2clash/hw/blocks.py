@@ -50,7 +50,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from keras2clash.hw.plan import POOL_TYPES, LayerPlan
+from keras2clash.hw.plan import LayerPlan
 from keras2clash.hw.shape_blocks import shape_blocks
 from keras2clash.ir.layers import GLOBAL_POOL_TYPES, SHAPE_TYPES
 from keras2clash.ir.structure import Chain, Parallel, structure

@@ -78,6 +78,8 @@ class LayerPlan:
         """Layers with quantized constants: the compute layers' ROMs, a BatchNormalization's
         per-channel scale (weight format) and offset (bias format)."""
         return self.is_compute or self.type == "batchnorm"
+
+    @property
     def is_windowed(self) -> bool:
         """Built on the window generator (K2C.Window): convolutions and pooling."""
         return self.type in WINDOW_TYPES

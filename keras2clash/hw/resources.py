@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from keras2clash.hw.blocks import _geometry
-from keras2clash.hw.plan import POOL_TYPES, LayerPlan
+from keras2clash.hw.plan import LayerPlan
 from keras2clash.hw.shape_blocks import rebeat_groups
 from keras2clash.ir.layers import GLOBAL_POOL_TYPES, SHAPE_TYPES
 
