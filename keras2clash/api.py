@@ -175,8 +175,7 @@ def simulate(
     dataset = load_dataset(data, project.input_shape, project.n_out).head(limit)
     toolchain.require_tool("ghc")
     x_raw = golden.quantize_inputs(project.plans, dataset.x)
-    gold = golden.run(project.plans, project.params, x_raw)
-    gold_classes = golden.predict_classes(gold)
+    gold, gold_classes = golden.predict(project.plans, project.params, x_raw)
 
     with console.status("ghc -O2: building the Clash simulation"):
         exe = toolchain.build_simulator(project.root)

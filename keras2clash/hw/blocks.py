@@ -335,7 +335,7 @@ def _layer_blocks(plan: LayerPlan, knobs, down, mx, blocks: list) -> Any:
     elif plan.type == "flatten":
         down = _Collect(math.prod(plan.input_shape[:-1]), down, mx)
         blocks.append(down)
-    elif not (plan.is_compute or plan.is_merge):
+    elif not (plan.is_compute or plan.is_merge or plan.type == "activation"):  # activation: combinational
         raise ValueError(f"no timing model for layer type {plan.type!r}")
     return down
 

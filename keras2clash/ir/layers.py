@@ -152,7 +152,9 @@ class Identity(Layer):
 
 @dataclass(frozen=True)
 class Activation(Layer):
-    """A separate activation layer (Activation, ReLU, Softmax)."""
+    """A separate activation layer (Activation, ReLU, LeakyReLU, PReLU, ELU, Softmax): fused
+    into the layer before it by the passes where possible, otherwise a standalone hardware
+    stage (`activation` is the canonical text of `quant.activations`)."""
 
     activation: str = "linear"  # type: ignore[assignment]
     source_class: str = "Activation"
@@ -185,7 +187,7 @@ class ZeroPad2D(Layer):
 
 COMPUTE_TYPES = ("dense", "conv2d")
 POOL_TYPES = ("maxpool2d", "avgpool2d")
-HARDWARE_TYPES = (*COMPUTE_TYPES, *POOL_TYPES, "flatten", *MERGE_OPS)
+HARDWARE_TYPES = (*COMPUTE_TYPES, *POOL_TYPES, "flatten", *MERGE_OPS, "activation")
 """Every `type` the hardware stages (plan, golden model, emitter, hardware model) build."""
 
 RECORDS: dict[str, type[Layer]] = {

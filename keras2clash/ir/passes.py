@@ -10,9 +10,10 @@ has, and these turn it into what the hardware builds.
 3. `fold_batchnorm`: BatchNormalization after a linear Dense/Conv2D folds into its
    weights and bias.
 4. `fuse_activations`: an activation layer after a Dense, Conv2D or merge with a linear
-   activation becomes that layer's activation; a linear one disappears anywhere.
+   activation (and no other reader) becomes that layer's activation; elsewhere it stays a
+   standalone hardware stage; a linear one disappears anywhere.
 5. `check_network`: every remaining record is one the hardware builds, shapes agree along
-   every edge, softmax only at the output, names unique, at least one Dense layer.
+   every edge, names unique, at least one Dense layer.
 
 A fold or fusion needs the layer it folds into to have no other reader: otherwise the
 unfolded value would be needed too, and the error says so.
@@ -28,6 +29,7 @@ import numpy as np
 from keras2clash.errors import K2CError
 from keras2clash.ir import layers as ir
 from keras2clash.ir.graph import Graph
+from keras2clash.quant import activations
 
 Pass = Callable[[Graph], Graph]
 
@@ -135,28 +137,38 @@ def _absorb(graph: Graph, layer: ir.Layer) -> Graph:
     return graph.without(graph[layer.name])
 
 
+def _fusable(graph: Graph, layer: ir.Activation) -> bool:
+    """An activation fuses into the Dense/Conv2D/merge before it when that layer is linear
+    and has no other reader. A PReLU with several slopes stays standalone: the engines apply
+    one function to every neuron, the standalone stage one slope per channel."""
+    (source,) = layer.inputs
+    target = None if source == graph.input_name else graph[source]
+    if not isinstance(target, (ir.Dense, ir.Conv2D, ir.Merge)) or target.activation != "linear":
+        return False
+    if len(graph.consumers(source)) > 1:
+        return False
+    return len(set(activations.parse(layer.activation).slopes)) == 1
+
+
 def fuse_activations(graph: Graph) -> Graph:
+    """Linear activations disappear; others fuse into the layer before them (`_fusable`) or
+    stay as standalone hardware stages (type "activation", a combinational stage per beat)."""
     for layer in graph.layers:
-        if not isinstance(layer, ir.Activation):
+        if not isinstance(layer, ir.Activation) or layer.fused == ("standalone",):
             continue
-        rule = f" ({layer.activation})"
         if layer.activation == "linear":
             (source,) = layer.inputs
             fused = graph.with_layers([
                 replace(other, fused=(*other.fused, layer.name)) if other.name == source else other
                 for other in graph.layers])
             return fuse_activations(fused.without(fused[layer.name]))
-        target = _fold_target(graph, layer, "activation", rule)
-        if target.activation != "linear":
-            raise K2CError(
-                f"{layer.source_class} layer '{layer.name}'{rule} follows {_describe(graph, target.name)}, "
-                f"which already applies '{target.activation}'; only one activation per layer is supported"
-            )
-        if isinstance(target, ir.Merge) and target.op == "concatenate" and layer.activation == "softmax":
-            raise K2CError(f"Softmax layer '{layer.name}' after a Concatenate is not supported")
+        if not _fusable(graph, layer):
+            return fuse_activations(graph.replaced(layer, replace(layer, fused=("standalone",))))
+        target = graph[layer.inputs[0]]
         fused = replace(target, activation=layer.activation, fused=(*target.fused, layer.name))
         return fuse_activations(_absorb(graph.replaced(target, fused), layer))
-    return graph
+    return graph.with_layers([replace(layer, fused=()) if isinstance(layer, ir.Activation) else layer
+                              for layer in graph.layers])
 
 
 def check_network(graph: Graph) -> Graph:
@@ -175,12 +187,6 @@ def check_network(graph: Graph) -> Graph:
             if graph.shape_of(tensor) != shape:
                 raise K2CError(f"layer '{layer.name}' expects {shape} from '{tensor}', which gives "
                                f"{graph.shape_of(tensor)}")
-        if layer.activation == "softmax" and layer.name != graph.output:
-            raise K2CError(
-                f"layer '{layer.name}' applies softmax but is not the last layer: softmax "
-                "is only supported at the output, where it is replaced by an "
-                "argmax-preserving identity"
-            )
     if not any(isinstance(layer, ir.Dense) for layer in graph.layers):
         raise K2CError(f"model '{graph.name}' has no Dense layer; at least one is needed")
     if len(graph.output_shape) != 1:
