@@ -14,7 +14,7 @@ leaky_relu; PReLU, one slope per channel) and hard_sigmoid / hard_silu.
   is @x@ (clamped at 0 first when a cap is given, as Keras clips to
   @[0, max_value]@), rounded to the output ('requantize'), then capped at
   @cap@ (max_value rounded to the output: rounding is monotone, so capping
-  after it is exact); otherwise @k * (x - t)@: the slope @k@ in 16 fraction
+  after it is exact; Keras caps this side only); otherwise @k * (x - t)@: the slope @k@ in 16 fraction
   bits times @x - t@ (@t@ rounded to fi), exact, rounded half up once and
   saturated. A power-of-two slope is a shift.
 * 'hardSigmoid': @v = clip(r + 3*2^fi, 0, 6*2^fi)@, the raw output
@@ -43,14 +43,14 @@ reluFamily
    . (KnownNat kb, KnownNat ii, KnownNat fi, KnownNat oi, KnownNat fo)
   => Signed (ii + fi + 2) -> Signed (ii + fi + 2) -> Bool -> Maybe (SFixed oi fo) -> SFixed kb 16
   -> SFixed ii fi -> SFixed oi fo
-reluFamily tCmp tRaw floor0 cap k x = maybe y (min y) cap
+reluFamily tCmp tRaw floor0 cap k x
+  | r > tCmp  = maybe (requantize above) (min (requantize above)) cap
+  | otherwise = requantize product'
   where
     r = resize (unSF x) :: Signed (ii + fi + 2)
     below = sf (SNat @fi) (r - tRaw) :: SFixed (ii + 2) fi
     product' = k `mul` below :: SFixed (kb + (ii + 2)) (16 + fi)
     above = if floor0 then max 0 x else x
-    y | r > tCmp  = requantize above
-      | otherwise = requantize product'
 
 -- | @relu6(x + 3) / 6@, the exact value rounded half up once; @w@ (a type
 -- application) is the work width, enough for @2 v 2^fo + 6 2^fi@ and the input.

@@ -247,17 +247,16 @@ def _shift_round(v: np.ndarray, shift: int) -> np.ndarray:
 
 
 def relu_family(r: np.ndarray, act: Act, fi: FixedFormat, fo: FixedFormat) -> np.ndarray:
-    """`r > t ? cap(r) : -k * (t - r)`, rounded half up to fo once, saturated (contract)."""
+    """`r > t ? min(round(r'), cap) : round(k * (r - t))`, saturated (contract)."""
     c = relu_constants(act, fi, fo)
     r = np.asarray(r).astype(object)
     k = np.asarray(c.slopes, dtype=object)
     pos = r if act.max_value is None else np.maximum(r, 0)
-    pos = _shift_round(pos, fi.frac - fo.frac)
-    neg = _shift_round(-k * (c.t_raw - r), fi.frac + SLOPE_FRAC - fo.frac)
-    y = saturate(np.where(r > c.t_cmp, pos, neg), fo)
-    if c.cap is not None:
-        y = np.minimum(y, c.cap)
-    return y
+    pos = saturate(_shift_round(pos, fi.frac - fo.frac), fo)
+    if c.cap is not None:  # Keras caps the positive part only
+        pos = np.minimum(pos, c.cap)
+    neg = saturate(_shift_round(-k * (c.t_raw - r), fi.frac + SLOPE_FRAC - fo.frac), fo)
+    return np.where(r > c.t_cmp, pos, neg)
 
 
 def hard_function(r: np.ndarray, act: Act, fi: FixedFormat, fo: FixedFormat) -> np.ndarray:
