@@ -287,12 +287,13 @@ def _mixed_model(seed: int, slope: float, alpha: float, cap: float, threshold: f
 def test_mixed_activations_bit_exact_in_clash(tmp_path_factory, seed, slope, alpha, cap, threshold, head, fmt) -> None:
     from keras2clash import api
     from keras2clash.backend.project import load_project
+    from keras2clash.hw.plan import LayerFormats
     from keras2clash.verify import toolchain
     from keras2clash.verify.simulate import run_simulator
 
     model = _mixed_model(seed, slope, alpha, cap, threshold, head)
     out = tmp_path_factory.mktemp("act") / "net"
-    api.emit(model, fmt, out, show=False, layer_formats={"hsilu": FixedFormat(1, 3, 6)})
+    api.emit(model, fmt, out, show=False, layer_formats={"hsilu": LayerFormats(output=FixedFormat(1, 3, 6))})
     project = load_project(out)
     assert {p.name: str(p.out_fmt) for p in project.plans}["hsilu"] == "1,3,6"
     rng = np.random.default_rng(seed)
