@@ -323,3 +323,14 @@ def test_saturated_sigmoid_class_in_clash(tmp_path: Path) -> None:
     want, classes = golden.predict(project.plans, project.params, x_raw)
     sim = run_simulator(toolchain.build_simulator(project.root), project.root, x_raw, project.n_out)
     assert np.array_equal(sim.outputs, want) and sim.classes.tolist() == classes.tolist() == [3, 4, 3]
+
+
+def test_wide_formats_are_refused_naming_the_layer() -> None:
+    import keras
+
+    from keras2clash.network import load_network
+
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2, activation="tanh", name="wide")])
+    with pytest.raises(K2CError, match=r"layer 'wide' \(Dense\): activation 'tanh'.*at most 22"):
+        load_network(model, "1,11,12")
+    assert load_network(model, "1,11,12", layer_formats={"wide": FixedFormat(1, 7, 8)}).plans  # a narrower output: fine

@@ -57,7 +57,7 @@ def activation_code(plan: LayerPlan, fn: str, type_name: dict[FixedFormat, str])
         return None
     fi, fo = plan.act_in_fmt, plan.out_fmt
     a, b = type_name[fi], type_name[fo]
-    name = f"{fn}_{act.kind}"
+    name = f"{fn}_{act.text.split('(')[0]}"  # the Keras function: dense_1_sigmoid, prelu_1_prelu
     doc = plan.activation_doc
     scalar = f"{a} -> {b}"
     n = plan.output_shape[-1]

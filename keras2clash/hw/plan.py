@@ -318,9 +318,18 @@ def make_plan(
             plan = LayerPlan(out_fmt=in_fmts[0], **common)
         else:
             plan = _compute_plan(common, override, fmt, *next(knobs))
+        _check_activation(plan, layer)
         plans.append(plan)
         out_fmts[layer.name] = plan.out_fmt
     return plans
+
+
+def _check_activation(plan: LayerPlan, layer: Layer) -> None:
+    """One clear error, naming the layer, for an activation its formats cannot take."""
+    from keras2clash.quant.activations import check
+
+    kind = getattr(layer, "source_class", None) or layer.keras_class
+    check(plan.activation, plan.act_in_fmt, f"layer '{plan.name}' ({kind}): ")
 
 
 def _compute_plan(common: dict[str, Any], override: LayerFormats, fmt: FixedFormat, pe: int,

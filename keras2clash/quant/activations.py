@@ -302,13 +302,24 @@ def _tail(r: np.ndarray, slope: int, fi: FixedFormat, fo: FixedFormat) -> np.nda
     return saturate(_shift_round(np.asarray(r).astype(object) * slope, fi.frac + SLOPE_FRAC - fo.frac), fo)
 
 
-def _check_table_input(act: Act, fi: FixedFormat) -> None:
+def _check_table_input(act: Act, fi: FixedFormat, where: str = "") -> None:
     if fi.bits > TABLE_MAX_INPUT_BITS:
         raise K2CError(
-            f"activation '{act.text}' is computed by a table whose error is checked over every input "
+            f"{where}activation '{act.text}' is computed by a table whose error is checked over every input "
             f"value; its input format {fi} has {fi.bits} bits, at most {TABLE_MAX_INPUT_BITS} are supported "
             "(give the layer a narrower output format, e.g. --layer-format NAME:o=1,7,8)"
         )
+
+
+def check(text: str, fi: FixedFormat, where: str = "") -> None:
+    """Refuse, before any table is built, an activation the hardware cannot build on input
+    format `fi` (`where` names the layer in the message)."""
+    act = parse(text)
+    if act.family == "table":
+        _check_table_input(act, fi, where)
+    if act.kind == "softmax" and fi.bits > TABLE_MAX_INPUT_BITS - 1:
+        raise K2CError(f"{where}softmax on input format {fi} ({fi.bits} bits): at most "
+                       f"{TABLE_MAX_INPUT_BITS - 1} bits are supported (give the layer before it a narrower output format)")
 
 
 @functools.lru_cache(maxsize=256)
