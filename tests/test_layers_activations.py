@@ -251,7 +251,8 @@ def test_softmax_argmax_mode_leaves_the_output_softmax_out() -> None:
 
 
 def _mixed_model(seed: int, slope: float, alpha: float, cap: float, threshold: float, head: str):
-    """Most activations, fused and standalone, in one conv + dense network."""
+    """Most activations, fused (into Conv2D, Dense, Add, Concatenate) and standalone, in one
+    conv + dense network."""
     import keras
     from keras import layers as L
 
@@ -267,6 +268,10 @@ def _mixed_model(seed: int, slope: float, alpha: float, cap: float, threshold: f
     x = L.ELU(alpha=alpha, name="elu_flat")(x)
     x = L.Dense(6, activation="hard_sigmoid", name="d1")(x)
     x = L.ReLU(max_value=cap, threshold=threshold, negative_slope=slope, name="relu_odd")(x)
+    x = L.Add(name="add")([L.Dense(4, name="br_a")(x), L.Dense(4, name="br_b")(x)])
+    x = L.Activation("tanh", name="add_tanh")(x)  # fused into the merge
+    x = L.Concatenate(name="cat")([L.Dense(3, name="br_c")(x), L.Dense(3, name="br_d")(x)])
+    x = L.Softmax(name="cat_softmax")(x)  # fused into the merge: a vector stage after it
     x = L.Dense(6, activation="softmax", name="d2")(x)
     x = L.Activation("gelu", name="gelu_sa")(x)
     x = L.LeakyReLU(slope, name="leaky")(x)
@@ -296,6 +301,7 @@ def test_mixed_activations_bit_exact_in_clash(tmp_path_factory, seed, slope, alp
     api.emit(model, fmt, out, show=False, layer_formats={"hsilu": LayerFormats(output=FixedFormat(1, 3, 6))})
     project = load_project(out)
     assert {p.name: str(p.out_fmt) for p in project.plans}["hsilu"] == "1,3,6"
+    assert {p.name: p.activation for p in project.plans if p.is_merge} == {"add": "tanh", "cat": "softmax"}
     rng = np.random.default_rng(seed)
     x_raw = golden.quantize_inputs(project.plans, rng.uniform(-3, 3, size=(8, 4, 4, 2)))
     want, classes = golden.predict(project.plans, project.params, x_raw)

@@ -153,22 +153,24 @@ def _fusable(graph: Graph, layer: ir.Activation) -> bool:
 def fuse_activations(graph: Graph) -> Graph:
     """Linear activations disappear; others fuse into the layer before them (`_fusable`) or
     stay as standalone hardware stages (type "activation", a combinational stage per beat)."""
-    for layer in graph.layers:
-        if not isinstance(layer, ir.Activation) or layer.fused == ("standalone",):
-            continue
+    standalone: set[str] = set()
+    while True:
+        layer = next((other for other in graph.layers
+                      if isinstance(other, ir.Activation) and other.name not in standalone), None)
+        if layer is None:
+            return graph
+        (source,) = layer.inputs
         if layer.activation == "linear":
-            (source,) = layer.inputs
-            fused = graph.with_layers([
+            graph = graph.with_layers([
                 replace(other, fused=(*other.fused, layer.name)) if other.name == source else other
                 for other in graph.layers])
-            return fuse_activations(fused.without(fused[layer.name]))
-        if not _fusable(graph, layer):
-            return fuse_activations(graph.replaced(layer, replace(layer, fused=("standalone",))))
-        target = graph[layer.inputs[0]]
-        fused = replace(target, activation=layer.activation, fused=(*target.fused, layer.name))
-        return fuse_activations(_absorb(graph.replaced(target, fused), layer))
-    return graph.with_layers([replace(layer, fused=()) if isinstance(layer, ir.Activation) else layer
-                              for layer in graph.layers])
+            graph = graph.without(graph[layer.name])
+        elif not _fusable(graph, layer):
+            standalone.add(layer.name)
+        else:
+            target = graph[source]
+            fused = replace(target, activation=layer.activation, fused=(*target.fused, layer.name))
+            graph = _absorb(graph.replaced(target, fused), layer)
 
 
 def check_network(graph: Graph) -> Graph:
