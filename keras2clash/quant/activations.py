@@ -40,8 +40,8 @@ RAM or ~512 LUT6 per copy). At 1,7,8 it holds tanh at shift 0 (correctly rounded
 sigmoid at shift 1 (under one output LSB); a bigger table buys nothing at that format."""
 
 TABLE_MAX_INPUT_BITS = 22
-"""Widest input a table activation takes: the compiler enumerates every input value (4M at
-22 bits) to place the table and compute its maximum error."""
+"""Inputs up to this width are all enumerated (4M at 22 bits) to place a table and compute
+its exact maximum error; wider inputs are evaluated on 2^22 cells (a bound)."""
 
 SLOPE_FRAC = 16
 """Fraction bits of a quantized slope (leaky_relu, PReLU, ELU/SELU tails): slopes that are
@@ -296,54 +296,64 @@ class Table:
 
 
 _TAIL_SLOPE = {"elu": 1.0, "selu": _SELU_SCALE, "softplus": 1.0, "silu": 1.0, "gelu": 1.0}
+_TAIL_SLOPE_OF = {slope_raw(k) / (1 << SLOPE_FRAC): k for k in _TAIL_SLOPE.values()}
+"""The exact slope behind each quantized one (for the wide-input error bound)."""
 
 
 def _tail(r: np.ndarray, slope: int, fi: FixedFormat, fo: FixedFormat) -> np.ndarray:
     return saturate(_shift_round(np.asarray(r).astype(object) * slope, fi.frac + SLOPE_FRAC - fo.frac), fo)
 
 
-def _check_table_input(act: Act, fi: FixedFormat, where: str = "") -> None:
-    if fi.bits > TABLE_MAX_INPUT_BITS:
-        raise K2CError(
-            f"{where}activation '{act.text}' is computed by a table whose error is checked over every input "
-            f"value; its input format {fi} has {fi.bits} bits, at most {TABLE_MAX_INPUT_BITS} are supported "
-            "(give the layer a narrower output format, e.g. --layer-format NAME:o=1,7,8)"
-        )
-
-
 def check(text: str, fi: FixedFormat, where: str = "") -> None:
-    """Refuse, before any table is built, an activation the hardware cannot build on input
-    format `fi` (`where` names the layer in the message)."""
-    act = parse(text)
-    if act.family == "table":
-        _check_table_input(act, fi, where)
-    if act.kind == "softmax" and fi.bits > TABLE_MAX_INPUT_BITS - 1:
-        raise K2CError(f"{where}softmax on input format {fi} ({fi.bits} bits): at most "
-                       f"{TABLE_MAX_INPUT_BITS - 1} bits are supported (give the layer before it a narrower output format)")
+    """Refuse, before any table is built, what the hardware cannot build (`where` names the
+    layer in the message): today every activation text `parse` accepts builds at any width."""
+    try:
+        parse(text)
+    except (ValueError, SyntaxError, KeyError):
+        raise K2CError(f"{where}unknown activation '{text}'") from None
+
+
+def _cells(fi: FixedFormat) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """The inputs the compiler evaluates: every raw value when the input has at most
+    TABLE_MAX_INPUT_BITS bits, otherwise 2^22 aligned cells of 2^drop raw values. Returns the
+    cell indices (int64) and the real values of each cell's two ends (equal without cells)."""
+    drop = max(0, fi.bits - TABLE_MAX_INPUT_BITS)
+    cells = np.arange(fi.raw_min >> drop, (fi.raw_max >> drop) + 1, dtype=np.int64)
+    lo = cells * 2.0 ** (drop - fi.frac)
+    return cells, lo, lo + ((1 << drop) - 1) * 2.0 ** -fi.frac, drop
 
 
 @functools.lru_cache(maxsize=256)
 def table(text: str, fi: FixedFormat, fo: FixedFormat) -> Table:
-    """Place the table of a smooth activation (contract: table activations)."""
+    """Place the table of a smooth activation (contract: table activations). Inputs of at
+    most 22 bits are all enumerated (the error is exact); wider inputs are evaluated at both
+    ends of 2^22 cells nested in the table's buckets, which bounds the error of functions
+    monotone within a cell (all of them but gelu/silu in the cell of their minimum)."""
     act = parse(text)
-    _check_table_input(act, fi)
-    raw = np.arange(fi.raw_min, fi.raw_max + 1, dtype=np.int64)
-    exact_f = keras_float(act, raw * 2.0 ** -fi.frac)
-    with np.errstate(over="ignore"):
-        q = quantize(exact_f, fo).astype(np.int64)
+    cells, x_lo, x_hi, drop = _cells(fi)
+    f_lo, f_hi = keras_float(act, x_lo), keras_float(act, x_hi)
     slope = slope_raw(_TAIL_SLOPE[act.kind]) if act.kind in _TAIL_SLOPE else None
-    right = np.full_like(q, q[-1]) if slope is None else _tail(raw, slope, fi, fo).astype(np.int64)
-    differs_left = np.nonzero(q != q[0])[0]
-    differs_right = np.nonzero(q != right)[0]
-    first = int(differs_left[0]) if differs_left.size else len(q) - 1
+    k = None if slope is None else slope / (1 << SLOPE_FRAC)
+    with np.errstate(over="ignore"):
+        q_lo, q_hi = quantize(f_lo, fo).astype(np.int64), quantize(f_hi, fo).astype(np.int64)
+        if slope is None:
+            right_lo = right_hi = np.full_like(q_lo, q_hi[-1])
+        elif drop == 0:
+            right_lo = right_hi = _tail(cells, slope, fi, fo).astype(np.int64)
+        else:  # only places the table: the error below is computed independently
+            right_lo, right_hi = quantize(k * x_lo, fo), quantize(k * x_hi, fo)
+    differs_left = np.nonzero((q_lo != q_lo[0]) | (q_hi != q_lo[0]))[0]
+    differs_right = np.nonzero((q_lo != right_lo) | (q_hi != right_hi))[0]
+    n = len(cells)
+    first = int(differs_left[0]) if differs_left.size else n - 1
     last = int(differs_right[-1]) if differs_right.size else first
-    if act.kind in ("elu", "selu"):  # Keras: x > 0 -> the linear side, by definition
-        last = min(last, int(-fi.raw_min))
     first = min(first, last)
-    lo_raw, hi_raw = int(raw[first]), int(raw[last])
-    for shift in range(fi.bits + 1):
+    lo_raw, hi_raw = int(cells[first]) << drop, ((int(cells[last]) + 1) << drop) - 1
+    if act.kind in ("elu", "selu"):  # Keras: x > 0 -> the linear side, by definition
+        hi_raw = min(hi_raw, 0)
+    for shift in range(drop, fi.bits + 1):
         low = (lo_raw >> shift) - (1 if first > 0 else 0)
-        high = (hi_raw >> shift) + (1 if slope is None and last < len(q) - 1 else 0)
+        high = (hi_raw >> shift) + (1 if slope is None and last < n - 1 else 0)
         if high - low + 1 <= TABLE_MAX_ENTRIES:
             break
     ks = np.arange(low, high + 1, dtype=np.int64)
@@ -351,16 +361,42 @@ def table(text: str, fi: FixedFormat, fo: FixedFormat) -> Table:
     with np.errstate(over="ignore"):
         values = quantize(keras_float(act, centres * 2.0 ** -fi.frac), fo).astype(np.int64)
     if first > 0:
-        values[0] = q[0]
-    if slope is None and last < len(q) - 1:
-        values[-1] = q[-1]
+        values[0] = q_lo[0]
+    if slope is None and last < n - 1:
+        values[-1] = q_hi[-1]
     draft = Table(shift, low, tuple(int(v) for v in values), hi_raw if slope is not None else None,
-                  slope, 0.0, 0.0, False, len(q))
-    hw = np.asarray(table_lookup(raw, draft, fi, fo), dtype=np.float64)
-    err = np.abs(hw * 2.0 ** -fo.frac - np.clip(exact_f, fo.raw_min * fo.lsb, fo.raw_max * fo.lsb))
-    worst = float(err.max())
-    return Table(shift, low, draft.values, draft.tail_from, slope, worst, worst * (1 << fo.frac),
-                 bool(np.array_equal(hw, q)), len(q))
+                  slope, 0.0, 0.0, False, n)
+    clip = (fo.raw_min * fo.lsb, fo.raw_max * fo.lsb)
+    if drop == 0:
+        hw = np.asarray(table_lookup(cells, draft, fi, fo))
+        with np.errstate(over="ignore"):
+            exact = bool(np.array_equal(hw, quantize(f_lo, fo)))
+        worst = float(np.max(np.abs(hw * fo.lsb - np.clip(f_lo, *clip))))
+    else:
+        exact = False
+        worst = _wide_error(draft, cells, drop, (x_lo, x_hi), (f_lo, f_hi), k, fo)
+    return Table(shift, low, draft.values, draft.tail_from, slope, worst, worst * (1 << fo.frac), exact, n)
+
+
+def _wide_error(t: Table, cells: np.ndarray, drop: int, xs: tuple[np.ndarray, np.ndarray],
+                fs: tuple[np.ndarray, np.ndarray], k: float | None, fo: FixedFormat) -> float:
+    """A bound of the error on 2^drop-wide cells: the table's value is constant on a cell
+    (its buckets are at least as wide), the function is taken at both ends; on the linear
+    side, `round(k_q x)` is within 0.5 LSB + |k_q - k'| |x| + |k' x - f(x)| of f."""
+    clip = (fo.raw_min * fo.lsb, fo.raw_max * fo.lsb)
+    idx = np.clip((cells >> (t.shift - drop)) - t.low, 0, len(t.values) - 1)
+    hw = np.asarray(t.values, dtype=np.float64)[idx] * fo.lsb
+    worst = 0.0
+    for x, f in zip(xs, fs):
+        err = np.abs(hw - np.clip(f, *clip))
+        if t.tail_from is not None and t.tail_slope is not None and k is not None:
+            kq = t.tail_slope / (1 << SLOPE_FRAC)
+            true_k = _TAIL_SLOPE_OF.get(kq, kq)
+            line = fo.lsb / 2 + abs(kq - true_k) * np.abs(x) + np.abs(true_k * x - f)
+            split = t.tail_from >> drop  # the cell holding tail_from: both sides
+            err = np.where(cells > split, line, np.where(cells == split, np.maximum(err, line), err))
+        worst = max(worst, float(err.max()))
+    return worst
 
 
 def table_lookup(r: np.ndarray, t: Table, fi: FixedFormat, fo: FixedFormat) -> np.ndarray:
@@ -393,25 +429,28 @@ class SoftmaxTable:
     error_bound: float
 
 
+SOFTMAX_MAX_FRAC = 58
+"""The exponentials' fraction bits are at most this (their words stay within 60 bits)."""
+
+
 @functools.lru_cache(maxsize=256)
 def softmax_table(fi: FixedFormat, fo: FixedFormat, n: int) -> SoftmaxTable:
-    frac = fo.frac + SOFTMAX_GUARD_BITS
+    frac = min(fo.frac + SOFTMAX_GUARD_BITS, SOFTMAX_MAX_FRAC)
     eta = 2.0 ** -(frac + 1)
     d_top = min((1 << fi.bits) - 1, math.ceil((frac + 1) * math.log(2) * (1 << fi.frac)))
-    if d_top >= 1 << TABLE_MAX_INPUT_BITS:
-        raise K2CError(
-            f"softmax on format {fi}: its exponential table would cover {d_top} input values; at most "
-            f"2^{TABLE_MAX_INPUT_BITS} are supported (give the layer before it a narrower output format)")
-    for shift in range(fi.bits + 2):
-        if (d_top >> shift) + 2 <= TABLE_MAX_ENTRIES:
-            break
+    shift = 0
+    while (d_top >> shift) + 2 > TABLE_MAX_ENTRIES:
+        shift += 1
     size = (d_top >> shift) + 2
-    centres = np.arange(size - 1) * float(1 << shift) + ((1 << shift) - 1) / 2.0
+    starts = np.arange(size - 1) * float(1 << shift)
+    centres = starts + ((1 << shift) - 1) / 2.0
     values = np.append(quantize(np.exp(-centres * 2.0 ** -fi.frac), FixedFormat(1, 1, frac)), 0)
-    d = np.arange(0, d_top + 1, dtype=np.int64)
-    true = np.exp(-d * 2.0 ** -fi.frac)
-    hw = values[np.minimum(d >> shift, size - 1)] * 2.0 ** -frac
-    rho = float(np.max(np.maximum(np.abs(hw - true) - eta, 0.0) / true))
+    # exp is monotone: within a bucket the error is largest at an end; t >= t(end of bucket)
+    t_start = np.exp(-starts * 2.0 ** -fi.frac)
+    t_end = np.exp(-(starts + (1 << shift) - 1) * 2.0 ** -fi.frac)
+    e = values[:-1] * 2.0 ** -frac
+    gap = np.maximum(np.abs(e - t_start), np.abs(e - t_end))
+    rho = float(np.max(np.maximum(gap - eta, 0.0) / t_end))
     bound = (2 * rho + (n + 1) * eta) / (1 - rho - n * eta) + 2.0 ** -(fo.frac + 1)
     return SoftmaxTable(shift, frac, tuple(int(v) for v in values), rho, eta, n, bound)
 
