@@ -63,6 +63,8 @@ def activation_code(plan: LayerPlan, fn: str, type_name: dict[FixedFormat, str])
     n = plan.output_shape[-1]
     if act.kind == "linear":
         return ActivationCode(name, False, scalar, "requantize", doc)
+    if act.text == "relu" and fi == fo:
+        return ActivationCode(name, False, scalar, "relu", doc)  # K2C.Activation.relu: max 0
     if act.kind == "relu":
         c = acts.relu_constants(act, fi, fo)
         t_cmp = _fits(c.t_cmp, fi.bits + 2, "threshold", plan)

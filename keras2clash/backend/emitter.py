@@ -385,7 +385,7 @@ def build_context(name: str, plans: Sequence[LayerPlan]) -> dict[str, Any]:
     if fifo_args:
         layers[0]["uses"].append("branches")
     used = sorted({IMPORTS[u] for entry in layers for u in entry["uses"]})
-    imports = ["import K2C.Activation (linear, requantize)"] + used
+    imports = ["import K2C.Activation (linear, relu, requantize)"] + used
     last_code = codes[plans[-1].name]
     output_activation = ("id" if not split or last_code is None else
                          last_code.name if last_code.vector else f"map {last_code.name}")

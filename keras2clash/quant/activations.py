@@ -492,6 +492,8 @@ def describe(text: str, fi: FixedFormat, fo: FixedFormat, n: int = 1) -> str:
     lsb = 2.0 ** -fo.frac
     if act.kind == "linear":
         return "linear" if fi == fo else f"linear, requantized {fi} -> {fo}"
+    if act.text == "relu":
+        return "relu: max(x, 0), exact" + ("" if fi == fo else f", requantized {fi} -> {fo}")
     if act.kind == "relu":
         exact = all(slope_raw(k) == k * (1 << SLOPE_FRAC) for k in act.slopes) and float(
             math.floor(act.threshold * (1 << fi.frac))) == act.threshold * (1 << fi.frac)
