@@ -22,8 +22,6 @@ from keras2clash.errors import K2CError
 if TYPE_CHECKING:  # keras is imported lazily: it takes seconds, and `--help` should not
     import keras
 
-from keras2clash.frontend.registry import SUPPORTED_ACTIVATIONS  # noqa: E402,F401  (kept for importers)
-
 #: Names tried, in order, for the pickled weights of a JSON config `<dir>/<stem>.json`.
 _WEIGHT_SUFFIXES: tuple[str, ...] = (".pkl", ".pickle")
 _WEIGHT_FILENAMES: tuple[str, ...] = ("weights.pkl", "weights.pickle")
