@@ -1,5 +1,5 @@
-"""Converters of the vector and graph layers: identities, Dense, Flatten, BatchNormalization,
-activations, and the merges (Add, ..., Concatenate)."""
+"""Converters of the vector and graph layers: identities, Dense, Flatten, BatchNormalization
+and the merges (Add, ..., Concatenate); the activation layers are in `frontend.activations`."""
 
 from __future__ import annotations
 
@@ -89,44 +89,6 @@ def _convert_batch_normalization(layer: Any, state: ConversionState) -> ir.Layer
     with np.errstate(all="ignore"):
         g = gamma / np.sqrt(variance + float(layer.epsilon))
     return ir.BatchNorm(**state.common(layer, state.shape), scale=g, shift=beta, mean=mean)
-
-
-@register_converter("Activation")
-def _convert_activation(layer: Any, state: ConversionState) -> ir.Layer:
-    _single_input(layer, state)
-    name = _activation(layer)
-    return ir.Activation(**state.common(layer, state.shape), activation=name, source_class="Activation")
-
-
-@register_converter("ReLU")
-def _convert_relu(layer: Any, state: ConversionState) -> ir.Layer:
-    """Only the plain ReLU: a cap, leak or threshold would need other hardware."""
-    _single_input(layer, state)
-    defaults = {"max_value": None, "negative_slope": 0.0, "threshold": 0.0}
-    for argument, default in defaults.items():
-        value = getattr(layer, argument)
-        if value is not None:
-            value = float(value)
-        if value != default:
-            raise K2CError(
-                f"ReLU layer '{layer.name}' sets {argument}={value}; only the plain ReLU "
-                f"({argument}={default}) is supported"
-            )
-    return ir.Activation(**state.common(layer, state.shape), activation="relu", source_class="ReLU")
-
-
-@register_converter("Softmax")
-def _convert_softmax(layer: Any, state: ConversionState) -> ir.Layer:
-    _single_input(layer, state)
-    axis = layer.axis
-    axes = tuple(axis) if isinstance(axis, (list, tuple)) else (axis,)
-    rank = len(state.keras_shape) + 1  # with the batch axis, as Keras counts
-    if len(axes) != 1 or axes[0] not in (-1, rank - 1):
-        raise K2CError(
-            f"Softmax layer '{layer.name}' normalises over axis {axis}; only the last "
-            "axis (-1) is supported"
-        )
-    return ir.Activation(**state.common(layer, state.shape), activation="softmax", source_class="Softmax")
 
 
 # --- merges -------------------------------------------------------------------------------

@@ -14,9 +14,10 @@ import numpy as np
 
 from keras2clash.errors import K2CError
 from keras2clash.ir import layers as ir
+from keras2clash.quant import activations
 
-#: Activations the hardware implements (docs/contract.md); softmax only on the output.
-SUPPORTED_ACTIVATIONS: tuple[str, ...] = ("linear", "relu", "sigmoid", "softmax")
+#: Activation names the hardware implements (docs/contract.md, quant.activations).
+SUPPORTED_ACTIVATIONS: tuple[str, ...] = tuple(n for n in activations.NAMES if n != "prelu")
 
 Shape = tuple[int, ...]
 
@@ -129,12 +130,12 @@ def _activation_name(function: Any) -> str:
         return "linear"
     for name in SUPPORTED_ACTIVATIONS:
         if function is keras.activations.get(name):
-            return name
+            return activations.canonical(name)
     return getattr(function, "__name__", repr(function))
 
 
 def check_activation(layer_name: str, kind: str, name: str) -> None:
-    if name not in SUPPORTED_ACTIVATIONS:
+    if not activations.is_activation(name):
         raise K2CError(
             f"layer '{layer_name}' ({kind}) uses activation '{name}', which "
             f"is not supported; supported activations: {', '.join(SUPPORTED_ACTIVATIONS)}"

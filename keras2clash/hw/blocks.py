@@ -381,7 +381,7 @@ def _layer_blocks(plan: LayerPlan, knobs, down, mx, blocks: list) -> Any:
     elif plan.type in GLOBAL_POOL_TYPES:
         down = _Global(math.prod(plan.input_shape[:-1]), down, mx)
         blocks.append(down)
-    elif not (plan.is_compute or plan.is_merge or plan.type == "batchnorm"):  # the last two: mapS
+    elif not (plan.is_compute or plan.is_merge or plan.type in ("batchnorm", "activation")):  # these: mapS
         raise ValueError(f"no timing model for layer type {plan.type!r}")
     return down
 

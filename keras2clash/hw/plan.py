@@ -21,9 +21,6 @@ from keras2clash.ir.graph import Graph, as_graph
 from keras2clash.ir.layers import COMPUTE_TYPES, HARDWARE_TYPES, MERGE_OPS, POOL_TYPES, WINDOW_TYPES, Layer
 from keras2clash.quant.formats import FixedFormat
 
-HARDWARE_ACTIVATION = {"linear": "linear", "relu": "relu", "sigmoid": "sigmoid", "softmax": "linear"}
-"""Keras activation -> what the hardware computes (softmax: argmax-preserving identity)."""
-
 LAYER_TYPES = HARDWARE_TYPES
 _FORMAT_FIELDS = ("in_fmt", "out_fmt", "w_fmt", "b_fmt", "acc_fmt")
 
@@ -116,7 +113,21 @@ class LayerPlan:
 
     @property
     def hw_activation(self) -> str:
-        return HARDWARE_ACTIVATION[self.activation]
+        """The activation the hardware applies (canonical text, `quant.activations`)."""
+        return self.activation
+
+    @property
+    def act_in_fmt(self) -> FixedFormat:
+        """The format the activation reads: a standalone one its input's, a fused one the
+        layer's output format (it follows the requantization)."""
+        return self.in_fmt if self.type == "activation" else self.out_fmt
+
+    @property
+    def activation_doc(self) -> str:
+        """What the hardware computes for the activation, with its error (quant.activations)."""
+        from keras2clash.quant.activations import describe
+
+        return describe(self.activation, self.act_in_fmt, self.out_fmt, self.output_shape[-1])
 
     @property
     def groups(self) -> int:
@@ -330,11 +341,14 @@ def make_plan(
             inputs=tuple(layer.inputs), layer=layer, **_geometry(layer),
         )
         override = overrides.get(layer.name, LayerFormats())
-        if kind in MERGE_OPS:
+        if kind in MERGE_OPS or kind == "activation":
             if override.weight is not None or override.bias is not None or override.accumulator_bits is not None:
                 raise K2CError(f"layer '{layer.name}' ({kind}) has no weights or accumulator; give it an output format only")
-            plan = LayerPlan(out_fmt=override.output or fmt, in_fmts=in_fmts,
-                             input_shapes=tuple(tuple(s) for s in layer.input_shapes), **common)
+            if kind == "activation":  # standalone: keeps its input's format unless given one
+                plan = LayerPlan(out_fmt=override.output or in_fmts[0], **common)
+            else:
+                plan = LayerPlan(out_fmt=override.output or fmt, in_fmts=in_fmts,
+                                 input_shapes=tuple(tuple(s) for s in layer.input_shapes), **common)
         elif kind == "batchnorm":
             plan = _batchnorm_plan(common, override, fmt)
         elif kind not in COMPUTE_TYPES:
@@ -343,6 +357,7 @@ def make_plan(
             plan = LayerPlan(out_fmt=in_fmts[0], **common)
         else:
             plan = _compute_plan(common, override, fmt, *next(knobs))
+        _check_activation(plan, layer)
         plans.append(plan)
         out_fmts[layer.name] = plan.out_fmt
     return plans
@@ -358,6 +373,14 @@ def _batchnorm_plan(common: dict[str, Any], override: LayerFormats, fmt: FixedFo
     b_fmt = override.bias or w_fmt
     acc = accumulator_format(common["in_fmt"], w_fmt, 1, b_fmt)
     return LayerPlan(out_fmt=override.output or fmt, w_fmt=w_fmt, b_fmt=b_fmt, acc_fmt=acc, **common)
+
+
+def _check_activation(plan: LayerPlan, layer: Layer) -> None:
+    """One clear error, naming the layer, for an activation its formats cannot take."""
+    from keras2clash.quant.activations import check
+
+    kind = getattr(layer, "source_class", None) or layer.keras_class
+    check(plan.activation, plan.act_in_fmt, f"layer '{plan.name}' ({kind}): ")
 
 
 def _compute_plan(common: dict[str, Any], override: LayerFormats, fmt: FixedFormat, pe: int,

@@ -34,10 +34,11 @@ class LayerResources:
     line_buffer_bits: int  # K2C.Window's block RAM
     register_bits: int  # data registers (window, engine input/accumulators/results, collect)
     fifo_bits: int = 0  # a merge's branch FIFOs (K2C.Fifo, LUT RAM)
+    table_bits: int = 0  # activation tables (K2C.Lut, K2C.Softmax): one copy per beat element
 
     @property
     def memory_bits(self) -> int:
-        return self.rom_bits + self.line_buffer_bits + self.register_bits + self.fifo_bits
+        return self.rom_bits + self.line_buffer_bits + self.register_bits + self.fifo_bits + self.table_bits
 
 
 def layer_resources(plan: LayerPlan) -> LayerResources:
@@ -71,8 +72,23 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
         cycles=plan.cycles if plan.is_compute else 0, groups=plan.groups if plan.is_compute else 0,
         steps=plan.groups * plan.cycles if plan.is_compute else 0,
         multipliers=plan.multipliers, macs=plan.macs, rom_bits=plan.rom_bits,
-        line_buffer_bits=line, register_bits=regs, fifo_bits=fifo,
+        line_buffer_bits=line, register_bits=regs, fifo_bits=fifo, table_bits=activation_table_bits(plan),
     )
+
+
+def activation_table_bits(plan: LayerPlan) -> int:
+    """Bits of the activation's tables: entries x width x the beat's elements (each element
+    reads its own asynchronous ROM)."""
+    from keras2clash.quant import activations
+
+    act = activations.parse(plan.activation)
+    beat = plan.output_shape[-1]
+    if act.kind == "softmax":
+        table = activations.softmax_table(plan.act_in_fmt, plan.out_fmt, beat)
+        return len(table.values) * (table.frac + 2) * beat
+    if act.family == "table":
+        return len(activations.table(plan.activation, plan.act_in_fmt, plan.out_fmt).values) * plan.out_fmt.bits * beat
+    return 0
 
 
 @dataclass(frozen=True)

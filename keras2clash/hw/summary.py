@@ -36,6 +36,8 @@ def design_summary(plans: Sequence[LayerPlan]) -> dict[str, Any]:
             "multipliers": res.multipliers, "rom_bits": res.rom_bits,
             "line_buffer_bits": res.line_buffer_bits, "frame_bits": frame_bits(plan),
             "register_bits": res.register_bits, "source_class": plan.source_class,
+            "activation": plan.activation, "activation_table_bits": res.table_bits,
+            "activation_doc": plan.activation_doc if plan.activation != "linear" else "",
         })
     t = timing(list(plans))
     return {"layers": layers, "latency": t.first_latency, "interval": t.ii,
@@ -60,6 +62,11 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
             f"{layer['register_bits']:,}",
         )
     console.print(table)
+    for layer in summary["layers"]:
+        if layer.get("activation_doc"):
+            tables = layer.get("activation_table_bits", 0)
+            console.print(f"{layer['name']}: {layer['activation_doc']}"
+                          + (f"; tables {tables:,} bits" if tables else ""))
     console.print(
         f"latency {summary['latency']} cycles (first input beat -> output), initiation interval "
         f"{summary['interval']:g} cycles, {summary['multipliers']:,} multipliers, "

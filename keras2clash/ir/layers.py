@@ -203,7 +203,9 @@ class Identity(Layer):
 
 @dataclass(frozen=True)
 class Activation(Layer):
-    """A separate activation layer (Activation, ReLU, Softmax)."""
+    """A separate activation layer (Activation, ReLU, LeakyReLU, PReLU, ELU, Softmax): fused
+    into the layer before it by the passes where possible, otherwise a standalone hardware
+    stage (`activation` is the canonical text of `quant.activations`)."""
 
     activation: str = "linear"  # type: ignore[assignment]
     source_class: str = "Activation"
@@ -296,7 +298,7 @@ SHAPE_TYPES = ("zeropad2d", "crop2d", "upsample2d", "reshape")
 """Kinds that only move values (docs/contract.md: no arithmetic; they keep their input's format)."""
 GLOBAL_POOL_TYPES = ("globalmaxpool", "globalavgpool")
 HARDWARE_TYPES = (*COMPUTE_TYPES, *POOL_TYPES, "flatten", *MERGE_OPS, *SHAPE_TYPES, *GLOBAL_POOL_TYPES,
-                  "batchnorm")
+                  "batchnorm", "activation")
 """Every `type` the hardware stages (plan, golden model, emitter, hardware model) build."""
 
 RECORDS: dict[str, type[Layer]] = {

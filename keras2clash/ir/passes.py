@@ -14,10 +14,11 @@ has, and these turn it into what the hardware builds.
    into its weights and bias (per output channel: the kernels' last axis); anywhere else it
    stays (a per-channel multiply-add in hardware).
 4. `fuse_activations`: an activation layer after a Dense, (depthwise) Conv2D,
-   BatchNormalization or merge with a linear activation becomes that layer's activation; a
-   linear one disappears anywhere.
+   BatchNormalization or merge with a linear activation (and no other reader) becomes that
+   layer's activation; elsewhere it stays a standalone hardware stage; a linear one
+   disappears anywhere.
 5. `check_network`: every remaining record is one the hardware builds, shapes agree along
-   every edge, softmax only at the output, names unique, at least one Dense layer.
+   every edge, names unique, at least one Dense layer.
 
 A fold or fusion needs the layer it folds into to have no other reader: otherwise the
 unfolded value would be needed too, and the error says so.
@@ -34,6 +35,7 @@ from keras2clash.errors import K2CError
 from keras2clash.ir import layers as ir
 from keras2clash.ir.graph import Graph
 from keras2clash.ir.shape_passes import fold_reshapes
+from keras2clash.quant import activations
 
 Pass = Callable[[Graph], Graph]
 
@@ -78,23 +80,6 @@ def fold_padding(graph: Graph) -> Graph:
                             {"padding": "valid"} if isinstance(target, ir.AvgPool2D) else {}))
         return fold_padding(graph.replaced(target, folded).without(layer))
     return graph
-
-
-def _fold_target(graph: Graph, layer: ir.Activation, rule: str) -> ir.Layer:
-    """The Dense/(depthwise) Conv2D/BatchNormalization/merge layer that an activation fuses into."""
-    (source,) = layer.inputs
-    kind = layer.source_class
-    allowed = (ir.Dense, ir.Conv2D, ir.DepthwiseConv2D, ir.Merge, ir.BatchNorm)
-    target = None if source == graph.input_name else graph[source]
-    if not isinstance(target, allowed):
-        raise K2CError(f"{kind} layer '{layer.name}'{rule} follows {_describe(graph, source)}, not a "
-                       "Dense, Conv2D, DepthwiseConv2D, BatchNormalization or merge layer; activations are only "
-                       "supported fused into the Dense/Conv2D/DepthwiseConv2D/BatchNormalization/merge layer before them")
-    if len(graph.consumers(source)) > 1:
-        raise K2CError(f"{kind} layer '{layer.name}'{rule} follows {_describe(graph, source)}, whose "
-                       "output is also read by other layers; it can only be folded into a layer "
-                       "that it alone reads")
-    return target
 
 
 def fold_batchnorm(graph: Graph) -> Graph:
@@ -148,28 +133,42 @@ def _absorb(graph: Graph, layer: ir.Layer) -> Graph:
     return graph.without(graph[layer.name])
 
 
+def _fusable(graph: Graph, layer: ir.Activation) -> bool:
+    """An activation fuses into the Dense/(depthwise) Conv2D/BatchNormalization/merge before it
+    when that layer is linear
+    and has no other reader. A PReLU with several slopes stays standalone: the engines apply
+    one function to every neuron, the standalone stage one slope per channel."""
+    (source,) = layer.inputs
+    target = None if source == graph.input_name else graph[source]
+    if not isinstance(target, (ir.Dense, ir.Conv2D, ir.DepthwiseConv2D, ir.Merge, ir.BatchNorm)) or (
+            target.activation != "linear"):
+        return False
+    if len(graph.consumers(source)) > 1:
+        return False
+    return len(set(activations.parse(layer.activation).slopes)) == 1
+
+
 def fuse_activations(graph: Graph) -> Graph:
-    for layer in graph.layers:
-        if not isinstance(layer, ir.Activation):
-            continue
-        rule = f" ({layer.activation})"
+    """Linear activations disappear; others fuse into the layer before them (`_fusable`) or
+    stay as standalone hardware stages (type "activation", a combinational stage per beat)."""
+    standalone: set[str] = set()
+    while True:
+        layer = next((other for other in graph.layers
+                      if isinstance(other, ir.Activation) and other.name not in standalone), None)
+        if layer is None:
+            return graph
+        (source,) = layer.inputs
         if layer.activation == "linear":
-            (source,) = layer.inputs
-            fused = graph.with_layers([
+            graph = graph.with_layers([
                 replace(other, fused=(*other.fused, layer.name)) if other.name == source else other
                 for other in graph.layers])
-            return fuse_activations(fused.without(fused[layer.name]))
-        target = _fold_target(graph, layer, rule)
-        if target.activation != "linear":
-            raise K2CError(
-                f"{layer.source_class} layer '{layer.name}'{rule} follows {_describe(graph, target.name)}, "
-                f"which already applies '{target.activation}'; only one activation per layer is supported"
-            )
-        if isinstance(target, ir.Merge) and target.op == "concatenate" and layer.activation == "softmax":
-            raise K2CError(f"Softmax layer '{layer.name}' after a Concatenate is not supported")
-        fused = replace(target, activation=layer.activation, fused=(*target.fused, layer.name))
-        return fuse_activations(_absorb(graph.replaced(target, fused), layer))
-    return graph
+            graph = graph.without(graph[layer.name])
+        elif not _fusable(graph, layer):
+            standalone.add(layer.name)
+        else:
+            target = graph[source]
+            fused = replace(target, activation=layer.activation, fused=(*target.fused, layer.name))
+            graph = _absorb(graph.replaced(target, fused), layer)
 
 
 def check_network(graph: Graph) -> Graph:
@@ -188,17 +187,11 @@ def check_network(graph: Graph) -> Graph:
             if graph.shape_of(tensor) != shape:
                 raise K2CError(f"layer '{layer.name}' expects {shape} from '{tensor}', which gives "
                                f"{graph.shape_of(tensor)}")
-        if layer.activation == "softmax" and layer.name != graph.output:
-            raise K2CError(
-                f"layer '{layer.name}' applies softmax but is not the last layer: softmax "
-                "is only supported at the output, where it is replaced by an "
-                "argmax-preserving identity"
-            )
+    if not any(isinstance(layer, ir.Dense) for layer in graph.layers):
+        raise K2CError(f"model '{graph.name}' has no Dense layer; at least one is needed")
     if len(graph.output_shape) != 1:
         raise K2CError(f"model '{graph.name}' outputs shape {graph.output_shape}; a vector is needed "
                        "(end with Flatten and Dense)")
-    if not any(isinstance(layer, ir.Dense) for layer in graph.layers):
-        raise K2CError(f"model '{graph.name}' has no Dense layer; at least one is needed")
     return graph
 
 

@@ -68,7 +68,7 @@ def output_values(trace: LayerTrace) -> np.ndarray:
     z = trace.pre.ravel()
     if trace.activation == "relu":
         return np.maximum(z, 0.0)
-    if trace.activation == "sigmoid":
+    if trace.activation in ("sigmoid", "tanh", "softmax", "hard_sigmoid"):
         return np.concatenate([np.clip(z, -SIGMOID_FLAT, SIGMOID_FLAT), trace.out.ravel()])
     return z
 
@@ -202,7 +202,7 @@ def golden_accuracy(
 
     plans = make_plan(ir, default, layer_formats=layers, input_fmt=input_fmt)
     params = golden.quantize_params(plans, ir)
-    pred = golden.predict_classes(golden.run(plans, params, golden.quantize_inputs(plans, x)))
+    pred = golden.predict(plans, params, golden.quantize_inputs(plans, x))[1]
     return float(np.mean(pred == np.asarray(y)))
 
 

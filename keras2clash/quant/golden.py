@@ -10,11 +10,12 @@ slower, still exact.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
+from keras2clash.quant import activations
 from keras2clash.quant.formats import FixedFormat, quantize, saturate
 from keras2clash.ir.layers import SHAPE_TYPES
 from keras2clash.quant.shapes import move_layer
@@ -106,14 +107,9 @@ def sigmoid_plan(r: np.ndarray, fmt: FixedFormat) -> np.ndarray:
 
 
 def activate(r: np.ndarray, activation: str, fmt: FixedFormat) -> np.ndarray:
-    """Apply a hardware activation to requantized raw values (all results stay in `fmt`)."""
-    if activation == "linear":
-        return r
-    if activation == "relu":
-        return np.maximum(r, 0)
-    if activation == "sigmoid":
-        return sigmoid_plan(r, fmt)
-    raise ValueError(f"no hardware activation {activation!r}")
+    """Apply a fused hardware activation to requantized raw values (results stay in `fmt`;
+    softmax works over the last axis). quant.activations holds the arithmetic."""
+    return activations.apply(r, activation, fmt, fmt)
 
 
 def _matmul(xs: np.ndarray, kernel: np.ndarray) -> np.ndarray:
@@ -316,6 +312,8 @@ def layer(plan: LayerPlan, params: Mapping[str, QuantizedLayer], xs: Sequence[np
         return merge(xs, plan)
     if plan.type in SHAPE_TYPES:
         return move_layer(plan, h)  # values moved, not changed (quant/shapes.py)
+    if plan.type == "activation":
+        return activations.apply(h, plan.activation, plan.in_fmt, plan.out_fmt)
     raise ValueError(f"no golden model for layer type {plan.type!r}")
 
 
@@ -359,3 +357,35 @@ def quantize_inputs(plans: Sequence[LayerPlan], x: np.ndarray) -> np.ndarray:
 def predict_classes(raw_out: np.ndarray) -> np.ndarray:
     """Argmax per sample, lowest index on ties (the hardware's argmax block does the same)."""
     return np.argmax(np.asarray(raw_out, dtype=np.int64), axis=1)
+
+
+def splits_output(plan: LayerPlan) -> bool:
+    """Whether the output layer's activation is applied after the class is taken: a monotone
+    one (sigmoid, softmax, tanh, relu, ...) keeps the order of the values before it, and
+    taking the argmax there avoids the ties its saturation would create."""
+    act = activations.parse(plan.activation)
+    return act.monotone and not act.is_linear
+
+
+def output_logits(plans: Sequence[LayerPlan], params: Mapping[str, QuantizedLayer],
+                  values: Mapping[str, np.ndarray]) -> np.ndarray:
+    """The output layer's values before its monotone activation (`splits_output`), from
+    `run_all`'s tensors; the outputs themselves when it has none."""
+    last = plans[-1]
+    if not splits_output(last):
+        out = values[last.name]
+    elif last.type == "activation":
+        out = values[last.inputs[0] if last.inputs else plans[-2].name]
+    else:
+        out = layer(replace(last, activation="linear"), params,
+                    [values[t] for t in (last.inputs or (plans[-2].name if len(plans) > 1 else "input",))])
+    return np.asarray(out).reshape(len(out), -1)
+
+
+def predict(plans: Sequence[LayerPlan], params: Mapping[str, QuantizedLayer],
+            x_raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The outputs (N, n_out) and the predicted classes: the argmax of the output layer's
+    values before a monotone activation (docs/contract.md, predicted class), as the Top does."""
+    values = run_all(plans, params, x_raw)
+    out = values[plans[-1].name]
+    return out.reshape(len(out), -1), predict_classes(output_logits(plans, params, values))

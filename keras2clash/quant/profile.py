@@ -43,25 +43,11 @@ class LayerTrace:
     out: np.ndarray
 
 
-def _sigmoid(z: np.ndarray) -> np.ndarray:
-    return 0.5 * (1.0 + np.tanh(0.5 * z))  # overflow-free
-
-
-def _softmax(z: np.ndarray) -> np.ndarray:
-    e = np.exp(z - z.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
-
 def float_activation(z: np.ndarray, activation: str) -> np.ndarray:
-    if activation == "linear":
-        return z
-    if activation == "relu":
-        return np.maximum(z, 0.0)
-    if activation == "sigmoid":
-        return _sigmoid(z)
-    if activation == "softmax":
-        return _softmax(z)
-    raise ValueError(f"no float activation {activation!r}")
+    """An activation (canonical text) as Keras computes it, in float64."""
+    from keras2clash.quant.activations import keras_float, parse
+
+    return keras_float(parse(activation), z)
 
 
 def _windows(x: np.ndarray, layer: Any, size: Sequence[int], fill: float) -> np.ndarray:
@@ -175,6 +161,8 @@ def _float_forward(graph: Any, x: np.ndarray, params: Mapping[str, tuple[np.ndar
             h = float_activation(float_merge(kind, [values[t] for t in layer.inputs]), layer.activation)
         elif kind in SHAPE_TYPES:
             h = move_layer(layer, h)
+        elif kind == "activation":
+            h = float_activation(h, layer.activation)
         else:
             raise ValueError(f"no float model for layer type {kind!r}")
         values[layer.name] = h

@@ -307,7 +307,7 @@ def evaluate(
     network = plan_network(ir, choice.default, layer_formats=dict(choice.layers) or None,
                            input_format=choice.input_fmt, fifos=False)
     plans, params = network.plans, network.params
-    gold = golden.predict_classes(golden.run(plans, params, golden.quantize_inputs(plans, x)))
+    gold = golden.predict(plans, params, golden.quantize_inputs(plans, x))[1]
     real = {p.name: (p.w_fmt.to_real(params[p.name].kernel).reshape(np.shape(layer_params(ir[p.name])[0])),
                      p.b_fmt.to_real(params[p.name].bias))
             for p in plans if p.has_params and p.w_fmt is not None and p.b_fmt is not None}
