@@ -187,11 +187,11 @@ def check_network(graph: Graph) -> Graph:
             if graph.shape_of(tensor) != shape:
                 raise K2CError(f"layer '{layer.name}' expects {shape} from '{tensor}', which gives "
                                f"{graph.shape_of(tensor)}")
-    if not any(isinstance(layer, ir.Dense) for layer in graph.layers):
-        raise K2CError(f"model '{graph.name}' has no Dense layer; at least one is needed")
     if len(graph.output_shape) != 1:
         raise K2CError(f"model '{graph.name}' outputs shape {graph.output_shape}; a vector is needed "
                        "(end with Flatten and Dense)")
+    if not any(isinstance(layer, ir.Dense) for layer in graph.layers):
+        raise K2CError(f"model '{graph.name}' has no Dense layer; at least one is needed")
     return graph
 
 
