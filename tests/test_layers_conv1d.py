@@ -202,11 +202,6 @@ def test_pool1d_record_and_golden_match_keras(kind, steps, channels, pool, strid
     model = _randomize(_sequence(steps, channels, layer), seed)
     s = strides or pool
     out = -(-steps // s)
-    needs_pads = padding == "same" and (out - 1) * s + pool > steps
-    if kind == "AveragePooling1D" and needs_pads:
-        with pytest.raises(K2CError, match="AveragePooling1D layer 'pool'.*non-padding values"):
-            to_graph(model)
-        return
     record = to_graph(model)["pool"]
     assert (record.pool_size, record.strides, record.source_class) == ((1, pool), (1, s), kind)
     x = np.random.default_rng(seed).uniform(-1, 1, (4, steps, channels))
@@ -237,11 +232,8 @@ def test_zero_padding1d_folds_into_conv1d(left, right, padding, seed) -> None:
 
 @pytest.mark.parametrize(("build", "fragments"), [
     (lambda L: _sequence(8, 4, L.Conv1D(4, 3, groups=2, name="grp")), ["Conv1D layer 'grp'", "groups=2", "grouped"]),
-    (lambda L: _sequence(8, 4, L.Conv1D(4, 3, activation="tanh", name="th")), ["'th'", "activation 'tanh'"]),
     (lambda L: _sequence(4, 8, L.Conv1D(2, 3, data_format="channels_first", name="cf")), ["Conv1D layer 'cf'", "channels_first"]),
     (lambda L: _sequence(8, 2, L.MaxPooling1D(2, data_format="channels_first", name="pcf")), ["MaxPooling1D layer 'pcf'", "channels_first"]),
-    (lambda L: _sequence(6, 2, L.ZeroPadding1D(1, name="zp"), L.MaxPooling1D(2, name="mp")),
-     ["ZeroPadding1D layer 'zp' feeds MaxPooling1D layer 'mp'", "folded into"]),
 ])
 def test_conv1d_refusals(build, fragments) -> None:
     import keras
