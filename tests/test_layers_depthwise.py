@@ -50,7 +50,7 @@ def _layer(kind: str, options: dict, name: str = "dw") -> layers.Layer:
 
 options = st.fixed_dictionaries({
     "kernel_size": st.tuples(st.integers(1, 3), st.integers(1, 4)),
-    "strides": st.tuples(st.integers(1, 3), st.integers(1, 3)),
+    "strides": st.integers(1, 3).map(lambda s: (s, s)),  # TF's depthwise kernel takes equal strides only
     "padding": st.sampled_from(["valid", "same"]),
     "depth_multiplier": st.integers(1, 3),
     "use_bias": st.booleans(),
@@ -265,8 +265,6 @@ def test_zero_padding_folds_into_a_separable_convolutions_depthwise_part() -> No
 @pytest.mark.parametrize(("layer", "fragments"), [
     (lambda: layers.DepthwiseConv2D(3, dilation_rate=2, name="dil"), ["DepthwiseConv2D layer 'dil'", "dilation_rate", "no dilation"]),
     (lambda: layers.SeparableConv2D(2, 3, dilation_rate=(1, 2), name="dil"), ["SeparableConv2D layer 'dil'", "dilation_rate"]),
-    (lambda: layers.DepthwiseConv2D(3, activation="tanh", name="th"), ["'th'", "activation 'tanh'"]),
-    (lambda: layers.SeparableConv2D(2, 3, activation="softmax", name="sm"), ["'sm'", "softmax", "only supported at the output"]),
 ])
 def test_refusals_name_layer_and_reason(layer, fragments) -> None:
     model = keras.Sequential([keras.Input((8, 8, 2)), layer(), layers.Flatten(), layers.Dense(2)])
