@@ -72,6 +72,7 @@ def emit(
     bits: int | None = None,
     calibration: str | Path | None = None,
     dsp_budget: int | None = None,
+    softmax: str = "exact",
 ) -> Path:
     """Parse a Keras model (file or object) and write a Clash project to `out`.
 
@@ -84,6 +85,7 @@ def emit(
     formats (`autoformat`). Weights/biases that saturate are reported and in manifest.json.
     `dsp_budget` chooses `parallelism` and `cycles` instead: the balanced allocation with the
     smallest initiation interval within that many multipliers (keras2clash.allocate).
+    `softmax="argmax"` leaves an output softmax out (the outputs are the logits).
     """
     out = Path(out)
     if name is not None:
@@ -91,7 +93,7 @@ def emit(
     check_writable_target(out, force)  # before the slow model load
     network = load_network(model, fmt, weights=weights, parallelism=parallelism, cycles=cycles,
                            layer_formats=layer_formats, input_format=input_format, bits=bits,
-                           calibration=calibration, dsp_budget=dsp_budget, console=console)
+                           calibration=calibration, dsp_budget=dsp_budget, console=console, softmax=softmax)
     with atomic_directory(out, force=force) as tmp:
         _write_project(network, tmp, name, show)
     return out
@@ -175,8 +177,7 @@ def simulate(
     dataset = load_dataset(data, project.input_shape, project.n_out).head(limit)
     toolchain.require_tool("ghc")
     x_raw = golden.quantize_inputs(project.plans, dataset.x)
-    gold = golden.run(project.plans, project.params, x_raw)
-    gold_classes = golden.predict_classes(gold)
+    gold, gold_classes = golden.predict(project.plans, project.params, x_raw)
 
     with console.status("ghc -O2: building the Clash simulation"):
         exe = toolchain.build_simulator(project.root)
@@ -239,6 +240,7 @@ def run(
     bits: int | None = None,
     calibration: str | Path | None = None,
     dsp_budget: int | None = None,
+    softmax: str = "exact",
 ) -> Comparison:
     """emit -> hdl -> simulate, as the demo does (`fmt="auto"` calibrates on `data` unless
     `calibration` is given).
@@ -258,7 +260,7 @@ def run(
                       "(give --calibration for a separate calibration set)[/yellow]")
     network = load_network(model, fmt, weights=weights, parallelism=parallelism, cycles=cycles,
                            layer_formats=layer_formats, input_format=input_format, bits=bits,
-                           calibration=calibration, dsp_budget=dsp_budget, console=console)
+                           calibration=calibration, dsp_budget=dsp_budget, console=console, softmax=softmax)
     load_dataset(data, network.plans[0].input_shape, network.plans[-1].n_out)  # fits the model
     with atomic_directory(out, force=force) as tmp:
         _write_project(network, tmp, None, show=True)

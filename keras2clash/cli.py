@@ -33,6 +33,8 @@ LFS_HELP = "Per-layer formats from a JSON (or YAML) file: {\"default\", \"input\
 IN_HELP = "Format of the network's input (default: --format)."
 BITS_HELP = "Total width of every value for --format auto."
 CAL_HELP = "Calibration set .npz (array x) for --format auto: the layer outputs' ranges."
+SOFTMAX_HELP = ("exact: compute a softmax at the output (exp table, exact division); argmax: leave it out, "
+                "the outputs are the logits (same predicted class, no softmax hardware).")
 BUDGET_HELP = ("Multiplier budget: choose --parallelism and --cycles of every dense/conv2d layer for the "
                "smallest initiation interval within it (balanced allocation, exact model).")
 
@@ -65,11 +67,12 @@ def emit(
     bits: Optional[int] = typer.Option(None, "--bits", min=1, max=64, help=BITS_HELP),
     calibration: Optional[Path] = typer.Option(None, "--calibration", help=CAL_HELP),
     dsp_budget: Optional[int] = typer.Option(None, "--dsp-budget", min=1, help=BUDGET_HELP),
+    softmax: str = typer.Option("exact", "--softmax", help=SOFTMAX_HELP),
 ) -> None:
     """Parse MODEL and write a Clash project (network, weights, memory files) to --out."""
     path = api.emit(model, format, out, parallelism, cycles=cycles, weights=weights, name=name, force=force,
                     layer_formats=_user_formats(layer_formats, layer_format, input_format), bits=bits,
-                    calibration=calibration, dsp_budget=dsp_budget)
+                    calibration=calibration, dsp_budget=dsp_budget, softmax=softmax)
     err.print(f"[green]✓[/green] emitted {path}")
 
 
@@ -126,13 +129,14 @@ def run(
     bits: Optional[int] = typer.Option(None, "--bits", min=1, max=64, help=BITS_HELP),
     calibration: Optional[Path] = typer.Option(None, "--calibration", help=CAL_HELP + " Default: --data."),
     dsp_budget: Optional[int] = typer.Option(None, "--dsp-budget", min=1, help=BUDGET_HELP),
+    softmax: str = typer.Option("exact", "--softmax", help=SOFTMAX_HELP),
 ) -> None:
     """emit -> hdl -> simulate in one go (default: all three HDLs)."""
     langs = _languages(verilog, vhdl, systemverilog, ("verilog", "vhdl", "systemverilog"))
     _check_reports(force, json_out, markdown)
     comp = api.run(model, data, format, out, parallelism, cycles=cycles, languages=langs, limit=n, weights=weights, force=force,
                    layer_formats=_user_formats(layer_formats, layer_format, input_format), bits=bits,
-                   calibration=calibration, dsp_budget=dsp_budget)
+                   calibration=calibration, dsp_budget=dsp_budget, softmax=softmax)
     _write_reports(comp, json_out, markdown, force)
     if not comp.all_exact:
         raise K2CError(f"simulation differs from the golden model on {comp.samples - (comp.bit_exact or 0)} sample(s)", exit_code=1)

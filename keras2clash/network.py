@@ -75,15 +75,18 @@ def plan_network(
     fifos: bool = True,
     console: Console | None = None,
     keras_model: Any = None,
+    softmax: str = "exact",
 ) -> Network:
     """Formats (uniform, per layer, or automatic), knobs (given, or balanced for a
     multiplier budget), the plan, the branch FIFO depths (hardware model) and the quantized
     parameters of a graph. `fifos=False` skips the FIFO depths (precision tools that never
-    emit)."""
+    emit). `softmax="argmax"` leaves a softmax at the output out (the scores are then the
+    requantized logits; the class is the same), `"exact"` (default) computes it."""
     from keras2clash.quant.autoformat import parameter_overflow
     from keras2clash.quant.golden import quantize_params
     from keras2clash.quant.layerformats import is_auto, resolve_formats
 
+    graph = softmax_mode(graph, softmax)
     fixed = fmt if is_auto(fmt) else as_format(fmt)
     n_compute = len(compute_layers(graph))
     pes = int_list(parallelism, n_compute, "parallelism")
@@ -104,6 +107,25 @@ def plan_network(
         plans = with_fifo_depths(plans)
     return Network(graph=graph, plans=plans, params=quantize_params(plans), formats=formats,
                    overflow=parameter_overflow(plans, graph), keras_model=keras_model)
+
+
+SOFTMAX_MODES = ("exact", "argmax")
+"""How a softmax at the output is built: computed (exact), or left out (argmax: the
+outputs are the logits, the predicted class is the same)."""
+
+
+def softmax_mode(graph: Graph, mode: str) -> Graph:
+    """The graph with its output softmax removed when `mode` is "argmax"."""
+    from dataclasses import replace
+
+    if mode not in SOFTMAX_MODES:
+        raise K2CError(f"bad softmax mode {mode!r}: use one of {', '.join(SOFTMAX_MODES)}")
+    last = graph[graph.output]
+    if mode == "exact" or last.activation != "softmax":
+        return graph
+    if last.type == "activation":
+        return graph.without(last)
+    return graph.replaced(last, replace(last, activation="linear"))
 
 
 def _balanced_knobs(graph: Graph, formats: Any, budget: int, pes, cyc, console) -> tuple[list[int], list[int]]:

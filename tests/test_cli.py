@@ -27,7 +27,7 @@ def conv_model(tmp_path_factory) -> Path:
     import keras
 
     path = tmp_path_factory.mktemp("m") / "conv.keras"
-    keras.Sequential([keras.Input((6, 1)), keras.layers.Conv1D(2, 3, name="conv_a"),
+    keras.Sequential([keras.Input((4, 4, 4, 1)), keras.layers.Conv3D(2, 3, name="conv_a"),
                       keras.layers.Flatten(), keras.layers.Dense(2)]).save(path)
     return path
 
@@ -69,7 +69,7 @@ def test_corrupt_model_file(tmp_path: Path, capsys) -> None:
 
 def test_unsupported_layer_names_it(tmp_path: Path, conv_model: Path, capsys) -> None:
     code, err = run_cli(["emit", str(conv_model), "--out", str(tmp_path / "o")], capsys)
-    assert code == 2 and "Conv1D" in err and "conv_a" in err
+    assert code == 2 and "Conv3D" in err and "conv_a" in err
     assert not (tmp_path / "o").exists()
 
 

@@ -78,18 +78,27 @@ Consequences, with the window accepted in cycle @t@:
 
 Ready never depends on the input's valid nor, combinationally, on
 downstream's ready. Output is the register @O@.
+
+= Variants
+
+'engineWith' is this engine for any way of holding the window and of
+handing chunks to the PEs; 'engine' shares one window among all PEs, the
+depthwise engine ("K2C.Depthwise") gives each PE its own channel's window.
+Control, ROM walk, accumulators, result registers and hence every timing rule
+above are the same code in both.
 -}
 module K2C.Engine
   ( CeilDiv
   , EngineShape
   , engine
+  , engineWith
   , chunks
   ) where
 
 import Clash.Prelude
 import Data.Maybe (isJust)
 
-import K2C.Filter (Accumulates, filterStep)
+import K2C.Filter (Accumulates, filterStepEach)
 import K2C.Memory (WeightRom, readWeights)
 import K2C.Stream (Stream)
 
@@ -119,7 +128,35 @@ engine
   -> WeightRom (g * b) p ch (SFixed wi wf) (SFixed bi bf)
   -> (SFixed ci cf -> o)
   -> Stream dom (Vec k (SFixed ai af)) (Vec f o)
-engine SNat SNat weights finish (input, readyOut) = (output, readyIn)
+engine SNat SNat =
+  engineWith @dom @(Vec k (SFixed ai af)) @(Vec b (Vec ch (SFixed ai af))) @f @p @b @ch @g
+             chunks (`rotateLeftS` d1) (\_ held -> repeat (current held))
+  where
+    current :: Vec b (Vec ch (SFixed ai af)) -> Vec ch (SFixed ai af)
+    current = leToPlus @1 @b head
+
+-- | The engine's control, ROM walk, PEs and result registers, for any way of
+-- holding the window: @load@ turns an accepted input into the held window,
+-- @next@ advances it after every step and must give back the loaded window
+-- after @b@ steps (so every group sees the same chunks), and @operands@
+-- gives each PE the chunk it multiplies in this step from the group counter
+-- and the held window. The schedule and timing are the module header's,
+-- whatever these three functions are ('engine': one window shared by all
+-- PEs; "K2C.Depthwise": each PE its own channel's window).
+engineWith
+  :: forall dom i held f p b ch g ai af wi wf bi bf ci cf o
+   . ( HiddenClockResetEnable dom
+     , KnownNat f, KnownNat p, KnownNat b, KnownNat ch, KnownNat g
+     , 1 <= b, f <= (g * p)
+     , Accumulates ai af wi wf bi bf ci cf
+     , NFDataX held, NFDataX o )
+  => (i -> held)
+  -> (held -> held)
+  -> (Index g -> held -> Vec p (Vec ch (SFixed ai af)))
+  -> WeightRom (g * b) p ch (SFixed wi wf) (SFixed bi bf)
+  -> (SFixed ci cf -> o)
+  -> Stream dom i (Vec f o)
+engineWith load next operands weights finish (input, readyOut) = (output, readyIn)
   where
     -- Control (reset). The counters wrap to 0 after the last word, so they are
     -- 0 whenever the engine is idle.
@@ -147,18 +184,15 @@ engine SNat SNat weights finish (input, readyOut) = (output, readyIn)
     weightsWord = readWeights weights (mux step (wrap <$> word) word)
 
     -- Datapath registers have no reset: the control says what they hold.
-    held :: Signal dom (Vec b (Vec ch (SFixed ai af)))
+    held :: Signal dom held
     held = delayEn (deepErrorX "engine: no window yet") (accepted .||. step)
-                   (mux accepted (chunks . fromJustX <$> input) (rotateLeftS <$> held <*> pure d1))
+                   (mux accepted (load . fromJustX <$> input) (next <$> held))
 
     sums :: Signal dom (Vec p (SFixed ci cf))
-    sums = filterStep onlyChunk <$> ((== 0) <$> chunk) <*> (current <$> held) <*> accs
-                                <*> weightsWord
+    sums = filterStepEach onlyChunk <$> ((== 0) <$> chunk) <*> (operands <$> group <*> held) <*> accs
+                                    <*> weightsWord
     onlyChunk = natToNum @b == (1 :: Integer)
     accs = delayEn (deepErrorX "engine: no accumulator yet") step sums
-
-    current :: Vec b (Vec ch (SFixed ai af)) -> Vec ch (SFixed ai af)
-    current = leToPlus @1 @b head
 
     -- R as G groups of p results; group g's results replace its slot. The
     -- padding results of the last group are registered but never read, so

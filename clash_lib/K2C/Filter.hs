@@ -50,6 +50,7 @@ module K2C.Filter
   , chunkSum
   , accumulate
   , filterStep
+  , filterStepEach
   ) where
 
 import Clash.Prelude
@@ -132,13 +133,26 @@ accumulate only first acc s
 -- as for 'accumulate'.
 filterStep
   :: forall p ch ai af wi wf bi bf ci cf
-   . (KnownNat ch, Accumulates ai af wi wf bi bf ci cf)
+   . (KnownNat p, KnownNat ch, Accumulates ai af wi wf bi bf ci cf)
   => Bool
   -> Bool
   -> Vec ch (SFixed ai af)
   -> Vec p (SFixed ci cf)
   -> Vec p (Neuron ch (SFixed wi wf) (SFixed bi bf))
   -> Vec p (SFixed ci cf)
-filterStep only first xs = zipWith step
+filterStep only first xs = filterStepEach only first (repeat xs)
+
+-- | All @p@ PEs in one cycle, each with its own window chunk (a depthwise
+-- layer's PE sees only its channel), its neuron chunk and its accumulator.
+filterStepEach
+  :: forall p ch ai af wi wf bi bf ci cf
+   . (KnownNat ch, Accumulates ai af wi wf bi bf ci cf)
+  => Bool
+  -> Bool
+  -> Vec p (Vec ch (SFixed ai af))
+  -> Vec p (SFixed ci cf)
+  -> Vec p (Neuron ch (SFixed wi wf) (SFixed bi bf))
+  -> Vec p (SFixed ci cf)
+filterStepEach only first = zipWith3 step
   where
-    step acc neuron = accumulate only first acc (chunkSum @ch @ai @af @wi @wf @bi @bf @cf xs neuron)
+    step xs acc neuron = accumulate only first acc (chunkSum @ch @ai @af @wi @wf @bi @bf @cf xs neuron)

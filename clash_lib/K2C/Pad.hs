@@ -78,12 +78,15 @@ isInside
 isInside h w top bottom left right (r, x) =
   inAxis h top bottom r && inAxis w left right x
 
--- | One axis of 'isInside': @before <= p < before + n@, or 'True' if the axis
--- has no padding.
+-- | One axis of 'isInside': @before <= p < before + n@. A side with no padding
+-- has no comparator (it would be constant: Verilator's lint rejects @p >= 0@).
 inAxis :: KnownNat m => SNat n -> SNat before -> SNat after -> Index m -> Bool
 inAxis n before after p
-  | snatToInteger before == 0 && snatToInteger after == 0 = True
-  | otherwise = p >= fromInteger first && p <= fromInteger lastInside
+  | first == 0 && trailing == 0 = True
+  | first == 0                  = p <= fromInteger lastInside
+  | trailing == 0               = p >= fromInteger first
+  | otherwise                   = p >= fromInteger first && p <= fromInteger lastInside
   where
     first      = snatToInteger before
+    trailing   = snatToInteger after
     lastInside = first + snatToInteger n - 1

@@ -11,20 +11,30 @@ combinational per-channel reduction of each window ('K2C.Stream.mapS').
 * Max: per channel maximum of the @N = ph * pw@ window values (exact; a
   balanced tree of comparators).
 * Average: per channel, on raw integers, @floor ((2 * sum + N) / (2 * N))@: round
-  to nearest, ties toward +infinity, exact. The sum is taken in
+  to nearest, ties toward +infinity, exact. @N = ph * pw@ ('avgPool'), or with
+  Keras 'same' padding ('avgPoolSame') the window's count of non-padding values,
+  @N = rows * cols@, which depends on the output position only. The sum is taken in
   @Signed (i + f + CLog 2 ph + CLog 2 pw + 2)@, wide enough for @2 * sum + N@ (no overflow,
   no saturation). When @2 * N@ is a power of two the division is an arithmetic
   shift right; otherwise a division by a constant is built. The result is an
   average of in-range values, so it is in range: no saturation needed.
 
-'Same' padding is not built in: put "K2C.Pad" in front ('minBound' for max).
-Keras' average over only the non-padding values is not supported.
+'Same' padding is not built in: put "K2C.Pad" in front ('minBound' for max,
+zeros for average). 'avgPoolSame' then divides each window by its count of
+non-padding values, as Keras does: it keeps the output position (row and
+column counters, advanced when a result moves), computes the window's counts
+of real rows @a@ and columns @b@ from them, and divides in two steps by
+constants chosen at run time: @t = floor (2 S / a)@ among @ph@ constant
+dividers, then @floor ((t + b) / (2 b))@ among @pw@ (per channel), which equals
+@floor ((2 S + a b) / (2 a b))@ exactly.
 
 = Timing, storage, protocol
 
 Exactly those of 'K2C.Window.window' with @(kh, kw) = (ph, pw)@: the reduction
 adds no register and no latency (the window output register feeds it), and
-the ready is the window's registered ready.
+the ready is the window's registered ready. 'avgPoolSame' adds only the two
+position counters (@Index h2@, @Index w2@), which change no timing: its
+division stage is combinational and ready exactly when downstream is.
 
 (@-fconstraint-solver-iterations=8@ above: GHC's default of 4 runs out while
 the typelits plugins solve the 'KnownNat' of the wide sum type.)
@@ -32,15 +42,18 @@ the typelits plugins solve the 'KnownNat' of the wide sum type.)
 module K2C.Pool
   ( maxPool
   , avgPool
+  , avgPoolSame
+  , roundedQuotient
   , windowMax
   , windowAverage
   , reduceWindow
   ) where
 
 import Clash.Prelude hiding (window)
+import Data.Maybe (isJust)
 
 import K2C.Stream (Stream, mapS, (|>))
-import K2C.Window (window)
+import K2C.Window (nextPosition, window)
 
 -- | The constraints every pooling layer needs.
 type PoolSize dom h w ph pw sh sw c i f =
@@ -64,6 +77,67 @@ avgPool
   => SNat h -> SNat w -> SNat ph -> SNat pw -> SNat sh -> SNat sw
   -> Stream dom (Vec c (SFixed i f)) (Vec c (SFixed i f))
 avgPool h w ph pw sh sw = window h w ph pw sh sw |> mapS windowAverage
+
+-- | Average pooling with Keras 'same' padding on the /padded/ @hp x wp@ image
+-- (put @"K2C.Pad".pad ... 0@ in front), @h2 x w2@ windows: each window is
+-- divided by its count of non-padding values (module header).
+avgPoolSame
+  :: forall dom hp wp ph pw sh sw top bottom left right h2 w2 c i f
+   . ( PoolSize dom hp wp ph pw sh sw c i f
+     , KnownNat top, KnownNat bottom, KnownNat left, KnownNat right
+     , KnownNat h2, KnownNat w2, 1 <= h2, 1 <= w2 )
+  => SNat hp -> SNat wp -> SNat ph -> SNat pw -> SNat sh -> SNat sw
+  -> SNat top -> SNat bottom -> SNat left -> SNat right -> SNat h2 -> SNat w2
+  -> Stream dom (Vec c (SFixed i f)) (Vec c (SFixed i f))
+avgPoolSame hp wp ph pw sh sw top bottom left right SNat SNat =
+  window hp wp ph pw sh sw |> averageByPosition rows cols
+  where
+    rows = axisCount hp ph sh top bottom :: Index h2 -> Index ph
+    cols = axisCount wp pw sw left right :: Index w2 -> Index pw
+
+-- | The count of non-padding values, minus one, of window @k@ along one axis
+-- of padded length @n@ (window @kn@, stride @s@, padding @before@ and
+-- @after@): @min (k*s + kn) (n - after) - max (k*s) before - 1@, on a counter
+-- and constants (no division).
+axisCount
+  :: forall n kn s before after m
+   . (KnownNat n, KnownNat kn, KnownNat s, KnownNat before, KnownNat after, KnownNat m, 1 <= kn)
+  => SNat n -> SNat kn -> SNat s -> SNat before -> SNat after -> Index m -> Index kn
+axisCount n kn s before after k = fromIntegral (min (start + snatToNum kn) end - max start first - 1)
+  where
+    start, first, end :: Unsigned 32
+    start = fromIntegral k * snatToNum s
+    first = snatToNum before
+    end   = snatToNum n - snatToNum after
+
+-- | The division stage of 'avgPoolSame': per channel window sum @S@, then
+-- @floor ((2 S + a b) / (2 a b))@ for the position's @a@ rows and @b@ columns
+-- of non-padding values, as two constant divisions chosen at run time:
+-- @t = floor (2 S / a)@, then @floor ((t + b) / (2 b))@ (equal, since
+-- @floor (floor y / c) = floor (y / c)@ for an integer @c > 0@).
+averageByPosition
+  :: forall dom h2 w2 ph pw c i f
+   . ( HiddenClockResetEnable dom, KnownNat h2, KnownNat w2, KnownNat ph, KnownNat pw
+     , KnownNat c, KnownNat i, KnownNat f, 1 <= ph, 1 <= pw, 1 <= h2, 1 <= w2 )
+  => (Index h2 -> Index ph) -> (Index w2 -> Index pw)
+  -> Stream dom (Vec ph (Vec pw (Vec c (SFixed i f)))) (Vec c (SFixed i f))
+averageByPosition rows cols (input, readyOut) = (output, readyOut)
+  where
+    position :: Signal dom (Index h2, Index w2)
+    position = register (0, 0) (mux moved (nextPosition <$> position) position)
+    moved    = (isJust <$> input) .&&. readyOut
+    output   = (\p -> fmap (averageAt p)) <$> position <*> input
+    averageAt (r, x) = map (fromWide . divide (rows r) (cols x))
+                     . reduceWindow @ph @pw (+) . map (map (map toWide))
+    divide a b total = perColumn !! b
+      where
+        t         = perRow !! a
+        perRow    = smap (\l _ -> (2 * total) `div` (snatToNum l + 1)) (repeat @ph ())
+        perColumn = smap (\l _ -> (t + snatToNum l + 1) `div` (2 * (snatToNum l + 1))) (repeat @pw ())
+    toWide :: SFixed i f -> WideSum i f ph pw
+    toWide = resize . unSF
+    fromWide :: WideSum i f ph pw -> SFixed i f
+    fromWide = sf (SNat @f) . resize @Signed @(i + f + CLog 2 ph + CLog 2 pw + 2) @(i + f)
 
 -- | Per channel maximum of a window.
 windowMax

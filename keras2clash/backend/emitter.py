@@ -12,6 +12,7 @@ import keyword
 import math
 import re
 import shutil
+from dataclasses import replace
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -23,8 +24,13 @@ from keras2clash.errors import K2CError
 from keras2clash.quant.formats import MIN_HARDWARE_BITS, FixedFormat
 from keras2clash.quant.golden import QuantizedLayer
 from keras2clash.backend.memfiles import memfile_text
+from keras2clash.backend.shape_entries import shape_entry
 from keras2clash.hw.plan import LayerPlan
+from keras2clash.ir.layers import SHAPE_TYPES
 from keras2clash.ir.structure import Chain, Parallel, structure
+from keras2clash.backend.activations import ActivationCode, activation_code
+from keras2clash.quant import activations as acts
+from keras2clash.quant.golden import splits_output
 
 def _clash_lib() -> Path:
     """The predefined blocks: package data in an installed wheel (keras2clash/clash_lib), the
@@ -46,6 +52,7 @@ HASKELL_RESERVED = {
     # names the generated modules define or import unqualified
     "network", "topEntity", "main", "pe", "activation", "linear", "relu",
     "requantize", "sigmoidPlan", "argmax", "mapS", "romWords", "simMain", "cycles",
+    "outputActivation",
 }
 
 _env = jinja2.Environment(
@@ -127,23 +134,30 @@ def _shape_text(shape: Sequence[int]) -> str:
 
 
 def _activation_doc(plan: LayerPlan) -> str:
-    if plan.activation == "softmax":
-        return "softmax in Keras; here linear (argmax-preserving: the scores are the logits)"
-    if plan.activation == "sigmoid":
-        return "sigmoid (PLAN piecewise-linear approximation)"
     return plan.activation
 
 
-HW_ACTIVATION_FN = {"linear": "linear", "relu": "relu", "sigmoid": "sigmoidPlan"}
 IMPORTS = {
     "dense": "import qualified K2C.Dense as Dense",
     "conv2d": "import qualified K2C.Conv as Conv",
+    "conv2d_dilated": "import qualified K2C.Dilated as Dilated",
+    "depthwise2d": "import qualified K2C.Depthwise as Depthwise",
     "pad": "import qualified K2C.Pad as Pad",
     "maxpool2d": "import qualified K2C.Pool as Pool",
     "avgpool2d": "import qualified K2C.Pool as Pool",
     "flatten": "import qualified K2C.Collect as Collect",
     "merge": "import qualified K2C.Merge as Merge",
+    "globalmaxpool": "import qualified K2C.Global as Global",
+    "globalavgpool": "import qualified K2C.Global as Global",
+    "batchnorm": "import qualified K2C.BatchNorm as BatchNorm",
     "branches": "import K2C.Branch (branches)\nimport K2C.Fifo (fifo)",
+    "crop2d": "import qualified K2C.Crop as Crop",
+    "upsample2d": "import qualified K2C.Upsample as Upsample",
+    "scatter": "import qualified K2C.Scatter as Scatter",
+    "relu": "import qualified K2C.Relu as Relu",
+    "table": "import qualified K2C.Lut as Lut",
+    "softmax": "import qualified K2C.Softmax as Softmax",
+    "activation": "import qualified K2C.Lut as Lut",
 }
 
 
@@ -157,22 +171,29 @@ def _pad_stage(plan: LayerPlan, value: str) -> list[str]:
             f"{_snats(top, bottom, left, right)} {value}"]
 
 
-def _layer_entry(plan: LayerPlan, fn: str) -> dict[str, Any]:
-    """Everything one layer's Haskell function needs."""
+def _layer_entry(plan: LayerPlan, fn: str, code: ActivationCode | None = None,
+                 at_output: bool = False) -> dict[str, Any]:
+    """Everything one layer's Haskell function needs. `code` is its activation; `at_output`
+    says the Top applies it (after taking the class from the values before it)."""
     in_elem, out_elem = format_type_name(plan.in_fmt), format_type_name(plan.out_fmt)
     entry: dict[str, Any] = {
         "name": plan.name, "fn": fn, "type": plan.type, "compute": plan.is_compute, "merge": False,
         "in_type": _beat_type(plan.input_shape, in_elem),
         "out_type": _beat_type(plan.output_shape, out_elem),
-        "out_elem": out_elem, "notes": [], "uses": [plan.type],
+        "out_elem": out_elem, "notes": [], "uses": [plan.type], "requantizes": False,
     }
+    elementwise = code is not None and not code.vector and not at_output
+    vector_stage = [f"mapS {code.name}"] if code is not None and code.vector and not at_output else []
+    if code is not None:
+        entry["notes"].append(f"Activation {code.doc}" + (" (applied in Top, after the class)" if at_output else ""))
+        entry["uses"].append(_activation_import(plan))
     shapes = f"{_shape_text(plan.input_shape)} -> {_shape_text(plan.output_shape)}"
     if plan.is_compute:
         assert plan.acc_fmt is not None and plan.w_fmt is not None and plan.b_fmt is not None
         entry.update(
             pe=plan.pe, cycles=plan.cycles, rom_depth=plan.rom_depth, chunk=plan.chunk,
             acc_clash=plan.acc_fmt.clash_type, w_clash=plan.w_fmt.clash_type, b_clash=plan.b_fmt.clash_type,
-            hw_activation=HW_ACTIVATION_FN[plan.hw_activation],
+            hw_activation=code.name if elementwise and code is not None else "linear",
             rom_doc=(
                 f"{plan.rom_depth} words ({plan.groups} group(s) x {plan.cycles} chunk(s)) x {plan.pe} "
                 f"PE(s) x ({plan.chunk} weights {plan.w_fmt} + bias {plan.b_fmt})"
@@ -186,35 +207,115 @@ def _layer_entry(plan: LayerPlan, fn: str) -> dict[str, Any]:
         entry["notes"].append(f"Accumulator {plan.acc_fmt.clash_type} ({exactness}; docs: arithmetic contract).")
     if plan.type == "dense":
         entry["doc"] = f"{plan.n_in} -> {plan.n_out}, {_activation_doc(plan)}"
-        entry["body"] = [f"Dense.dense pe cycles W.{fn} activation"]
+        entry["body"] = [f"Dense.dense pe cycles W.{fn} activation"] + vector_stage
     elif plan.type == "conv2d":
-        (kh, kw), (sh, sw) = plan.kernel_size, plan.strides
-        h, w = plan.padded_input_shape[:2]
-        entry["doc"] = (f"{shapes}, {kh}x{kw} kernel, stride {sh}x{sw}, padding {_padding_doc(plan)}, "
-                        f"{_activation_doc(plan)}")
-        entry["body"] = _pad_stage(plan, "0") + [
-            f"Conv.conv2d {{- image -}} {_snats(h, w)} {{- kernel -}} {_snats(kh, kw)} "
-            f"{{- stride -}} {_snats(sh, sw)} pe cycles W.{fn} activation"]
+        conv = _conv_entry(plan, fn, shapes)
+        entry.update(doc=conv["doc"], body=conv["body"] + vector_stage, uses=conv["uses"] + entry["uses"][1:])
+        entry["notes"] += conv["notes"]
+    elif plan.type == "depthwise2d":
+        depthwise = _depthwise_entry(plan, fn, shapes)
+        entry.update(doc=depthwise["doc"], body=depthwise["body"] + vector_stage)
     elif plan.type in ("maxpool2d", "avgpool2d"):
         (ph, pw), (sh, sw) = plan.kernel_size, plan.strides
         h, w = plan.padded_input_shape[:2]
         kind = "max" if plan.type == "maxpool2d" else "average"
-        entry["doc"] = f"{shapes}, {ph}x{pw} {kind} pooling, stride {sh}x{sw}, padding {_padding_doc(plan)}"
+        entry["doc"] = f"{_source_doc(plan)}{shapes}, {ph}x{pw} {kind} pooling, stride {sh}x{sw}, padding {_padding_doc(plan)}"
         block = "Pool.maxPool" if plan.type == "maxpool2d" else "Pool.avgPool"
-        entry["body"] = _pad_stage(plan, "minBound") + [
-            f"{block} {{- image -}} {_snats(h, w)} {{- pool -}} {_snats(ph, pw)} {{- stride -}} {_snats(sh, sw)}"]
+        window = f"{{- image -}} {_snats(h, w)} {{- pool -}} {_snats(ph, pw)} {{- stride -}} {_snats(sh, sw)}"
+        if plan.exclude_pads:
+            block = "Pool.avgPoolSame"
+            window += f" {{- pads -}} {_snats(*plan.pads)} {{- windows -}} {_snats(*plan.output_shape[:2])}"
+            entry["notes"].append("Each window is divided by its count of non-padding values (Keras 'same').")
+        entry["body"] = _pad_stage(plan, "minBound" if plan.type == "maxpool2d" else "0") + [f"{block} {window}"]
+    elif plan.type in ("globalmaxpool", "globalavgpool"):
+        beats = math.prod(plan.input_shape[:-1])
+        kind = "maximum" if plan.type == "globalmaxpool" else "rounded mean"
+        entry["doc"] = f"{shapes}, global {kind} per channel over {beats} beat(s)"
+        block = "Global.globalMax" if plan.type == "globalmaxpool" else "Global.globalAverage"
+        entry["body"] = [f"{block} (SNat @{beats})"]
+    elif plan.type == "batchnorm":
+        assert plan.w_fmt is not None and plan.b_fmt is not None
+        entry["doc"] = (f"{shapes}, BatchNormalization per channel: x * scale ({plan.w_fmt}) + offset "
+                        f"({plan.b_fmt}) exactly, requantized to {plan.out_fmt}, {_activation_doc(plan)}")
+        entry["notes"].append(f"{plan.output_shape[-1]} multiplier(s), combinational (no register).")
+        entry["body"] = [f"BatchNorm.batchNorm W.{fn}_scale W.{fn}_offset activation"] + vector_stage
+        entry.update(requantizes=True, hw_activation=code.name if elementwise and code is not None else "linear",
+                     constants=_batchnorm_constants(plan, fn))
     elif plan.type == "flatten":
         beats = math.prod(plan.input_shape[:-1])
         entry["doc"] = f"flatten {_shape_text(plan.input_shape)} to {plan.n_out} (row-major, channels last)"
         entry["notes"].append(f"Collects {beats} beat(s) of {plan.input_shape[-1]} into one vector.")
         entry["body"] = [f"Collect.collect (SNat @{beats})"]
     elif plan.is_merge:
-        entry.update(_merge_entry(plan))
+        notes = entry["notes"]
+        entry.update(_merge_entry(plan, code.name if elementwise and code is not None else "linear"))
+        entry["notes"] = notes + entry["notes"]
+        entry["body"] = entry["body"] + vector_stage
+    elif plan.type in SHAPE_TYPES:
+        shape = shape_entry(plan)
+        entry.update(shape, notes=entry["notes"] + shape.get("notes", []))
+    elif plan.type == "activation":
+        assert code is not None
+        entry["doc"] = f"{plan.activation} ({_shape_text(plan.output_shape)}), {plan.in_fmt} -> {plan.out_fmt}, per beat"
+        entry["body"] = [f"mapS {code.name}" if code.vector else f"mapS (map {code.name})"]
+        entry["uses"] = [_activation_import(plan)]
     else:
         raise ValueError(f"no emitter for layer type {plan.type!r}")
     if any(plan.pads):
         entry["uses"].append("pad")
     return entry
+
+
+def _batchnorm_constants(plan: LayerPlan, fn: str) -> dict[str, Any]:
+    """The Weights.hs names and types of a BatchNormalization's constants."""
+    assert plan.w_fmt is not None and plan.b_fmt is not None
+    return {"fn": fn, "name": plan.name, "channels": plan.output_shape[-1],
+            "scale_type": plan.w_fmt.clash_type, "scale_frac": plan.w_fmt.frac, "scale_fmt": str(plan.w_fmt),
+            "offset_type": plan.b_fmt.clash_type, "offset_frac": plan.b_fmt.frac, "offset_fmt": str(plan.b_fmt)}
+
+
+def _vec_literal(raw: Sequence[int]) -> str:
+    """Raw integers as a Vec literal (negative ones in parentheses)."""
+    return " :> ".join(f"({v})" if v < 0 else str(v) for v in (int(r) for r in raw)) + " :> Nil"
+
+
+def _source_doc(plan: LayerPlan) -> str:
+    """The Keras class, when the hardware builds it as another kind (a 1-D layer one row high)."""
+    if plan.source_class == "Dense":
+        return "Dense applied per position (a 1x1 convolution), "
+    return f"{plan.source_class} (one row high), " if plan.source_class.endswith("1D") else ""
+
+
+def _conv_entry(plan: LayerPlan, fn: str, shapes: str) -> dict[str, Any]:
+    """A convolution: `Conv.conv2d`, or `Dilated.conv2dDilated` (a window of the dilated
+    extent, then the taps) when dilated."""
+    (kh, kw), (sh, sw), (dh, dw) = plan.kernel_size, plan.strides, plan.dilation
+    h, w = plan.padded_input_shape[:2]
+    dilated = (dh, dw) != (1, 1)
+    doc = (f"{_source_doc(plan)}{shapes}, {kh}x{kw} kernel, stride {sh}x{sw}"
+           + (f", dilation {dh}x{dw}" if dilated else "")
+           + f", padding {_padding_doc(plan)}, {_activation_doc(plan)}")
+    block = (f"Dilated.conv2dDilated {{- image -}} {_snats(h, w)} {{- kernel -}} {_snats(kh, kw)} "
+             f"{{- dilation -}} {_snats(dh, dw)}" if dilated else
+             f"Conv.conv2d {{- image -}} {_snats(h, w)} {{- kernel -}} {_snats(kh, kw)}")
+    body = _pad_stage(plan, "0") + [f"{block} {{- stride -}} {_snats(sh, sw)} pe cycles W.{fn} activation"]
+    notes = [f"The window generator spans the dilated extent {plan.extent[0]}x{plan.extent[1]}; "
+             "the taps are selected by wires."] if dilated else []
+    return {"doc": doc, "body": body, "notes": notes, "uses": ["conv2d_dilated" if dilated else "conv2d"]}
+
+
+def _depthwise_entry(plan: LayerPlan, fn: str, shapes: str) -> dict[str, Any]:
+    """A depthwise convolution: [Pad] |> K2C.Depthwise (window, per-channel regrouping, engine)."""
+    (kh, kw), (sh, sw) = plan.kernel_size, plan.strides
+    h, w = plan.padded_input_shape[:2]
+    m = plan.filters // plan.input_shape[-1]
+    return {
+        "doc": (f"{shapes}, depthwise {kh}x{kw} kernel, depth multiplier {m}, stride {sh}x{sw}, "
+                f"padding {_padding_doc(plan)}, {_activation_doc(plan)}"),
+        "body": _pad_stage(plan, "0") + [
+            f"Depthwise.depthwise2d {{- image -}} {_snats(h, w)} {{- kernel -}} {_snats(kh, kw)} "
+            f"{{- stride -}} {_snats(sh, sw)} {{- depth multiplier -}} {_snats(m)} pe cycles W.{fn} activation"],
+    }
 
 
 MERGE_EXACT_FN = {"add": "Merge.addExact", "subtract": "Merge.subExact", "multiply": "Merge.mulExact",
@@ -227,7 +328,14 @@ def _nested(items: Sequence[str]) -> str:
     return items[0] if len(items) == 1 else f"({items[0]}, {_nested(items[1:])})"
 
 
-def _merge_entry(plan: LayerPlan) -> dict[str, Any]:
+def _activation_import(plan: LayerPlan) -> str:
+    from keras2clash.quant.activations import parse
+
+    act = parse(plan.activation)
+    return {"relu": "relu", "hard": "relu", "softmax": "softmax"}.get(act.family, "table")
+
+
+def _merge_entry(plan: LayerPlan, activation: str) -> dict[str, Any]:
     """A merge layer: a combinational stage on the joined tuple of its inputs' beats."""
     n = len(plan.inputs)
     in_types = [_beat_type(shape, format_type_name(fmt))
@@ -255,7 +363,7 @@ def _merge_entry(plan: LayerPlan) -> dict[str, Any]:
         "in_type": f"{in_types[0]}, {_nested(in_types[1:])}",  # the template adds the parentheses
         "doc": f"{doc}, {_activation_doc(plan)}; the exact result requantized to {plan.out_fmt}",
         "body": [f"mapS (\\{_nested(xs)} -> {body})"],
-        "merge": True, "hw_activation": HW_ACTIVATION_FN[plan.hw_activation],
+        "merge": True, "hw_activation": activation,
         "rounds_itself": plan.type == "average",  # Merge.average rounds and saturates
         "uses": ["merge"],
         "notes": [f"Operand formats {', '.join(str(f) for f in plan.input_formats)}: aligned exactly "
@@ -271,6 +379,8 @@ def _padding_doc(plan: LayerPlan) -> str:
     if not any(plan.pads):
         return "valid"
     top, bottom, left, right = plan.pads
+    if plan.source_class == "Conv1D" and (top, bottom, right) == (0, 0, 0):
+        return f"causal (left {left})"
     return f"same (top {top}, bottom {bottom}, left {left}, right {right})"
 
 
@@ -311,8 +421,27 @@ def _render_parallel(block: Parallel, merge: LayerPlan, entry: dict[str, Any],
     return text
 
 
-def build_context(name: str, plans: Sequence[LayerPlan]) -> dict[str, Any]:
-    """Everything the templates need, computed here so the templates stay declarative."""
+def _activation_codes(plans: Sequence[LayerPlan], fns: Sequence[str],
+                      type_names: dict[FixedFormat, str]) -> dict[str, ActivationCode | None]:
+    """Every layer's activation code; a name that clashes with a layer's gets `_act`."""
+    taken = set(fns)
+    codes: dict[str, ActivationCode | None] = {}
+    for plan, fn in zip(plans, fns):
+        code = activation_code(plan, fn, type_names)
+        if code is not None and code.name in taken:
+            code = replace(code, name=code.name + "_act",
+                           body=code.body.replace(f"W.{code.name}", f"W.{code.name}_act"),
+                           table_name=code.table_name and code.table_name + "_act")
+        if code is not None:
+            taken.add(code.name)
+        codes[plan.name] = code
+    return codes
+
+
+def build_context(name: str, plans: Sequence[LayerPlan],
+                  params: dict[str, QuantizedLayer] | None = None) -> dict[str, Any]:
+    """Everything the templates need, computed here so the templates stay declarative.
+    `params` supplies the constants generated into Weights.hs (BatchNormalization)."""
     fns = haskell_names([p.name for p in plans])
     formats = sorted({p.in_fmt for p in plans} | {p.out_fmt for p in plans}
                      | {p.w_fmt for p in plans if p.w_fmt is not None}
@@ -321,8 +450,19 @@ def build_context(name: str, plans: Sequence[LayerPlan]) -> dict[str, Any]:
         {"name": format_type_name(f), "clash": f.clash_type, "label": str(f), "bits": f.bits}
         for f in formats
     ]
-    layers = [_layer_entry(plan, fn) for plan, fn in zip(plans, fns)]
+    type_names = {f: format_type_name(f) for f in formats}
+    split = splits_output(plans[-1])
+    codes = _activation_codes(plans, fns, type_names)
+    layers = [_layer_entry(plan, fn, codes[plan.name], split and k == len(plans) - 1)
+              for k, (plan, fn) in enumerate(zip(plans, fns))]
     compute = [entry for entry in layers if entry["compute"]]
+    constants = []
+    for plan, entry in zip(plans, layers):
+        if "constants" in entry:
+            if params is None:
+                raise ValueError(f"layer {plan.name!r}: its constants need the quantized parameters")
+            constants.append({**entry["constants"], "scale": _vec_literal(params[plan.name].kernel),
+                              "offset": _vec_literal(params[plan.name].bias)})
     network_args = []
     for entry in compute:
         p_var, b_var = f"p_{entry['fn']}", f"b_{entry['fn']}"
@@ -330,15 +470,19 @@ def build_context(name: str, plans: Sequence[LayerPlan]) -> dict[str, Any]:
         network_args.append({"var": b_var, "value": entry["cycles"], "doc": f"cycles per window of {entry['name']}"})
     by_name = {plan.name: (plan, entry) for plan, entry in zip(plans, layers)}
     source = plans[0].inputs[0] if plans[0].inputs else "input"
-    shape = structure(plans, source, plans[-1].name)
+    built = plans[:-1] if split and plans[-1].type == "activation" and len(plans) > 1 else plans
+    shape = structure(built, source, built[-1].name)
     fifo_args: list[dict[str, Any]] = []
     composition = _render_chain(shape, by_name, fifo_args, "  ")
     network_args.extend(fifo_args)
     if fifo_args:
         layers[0]["uses"].append("branches")
     used = sorted({IMPORTS[u] for entry in layers for u in entry["uses"]})
-    activations = sorted({entry["hw_activation"] for entry in layers if "hw_activation" in entry})
-    imports = [f"import K2C.Activation ({', '.join(activations + ['requantize'])})"] + used
+    imports = ["import K2C.Activation (linear, relu, requantize)"] + used
+    last_code = codes[plans[-1].name]
+    output_activation = ("id" if not split or last_code is None else
+                         last_code.name if last_code.vector else f"map {last_code.name}")
+    logits_fmt = plans[-1].act_in_fmt if split else plans[-1].out_fmt
     first, last = plans[0], plans[-1]
     beats = math.prod(first.input_shape[:-1])
     input_doc = (f"one pixel's {first.input_shape[-1]} channel(s); an image is {beats} beats in raster order"
@@ -350,6 +494,10 @@ def build_context(name: str, plans: Sequence[LayerPlan]) -> dict[str, Any]:
         "format_types": format_types,
         "layers": layers,
         "compute_layers": compute,
+        "constant_layers": constants,
+        "weights_exports": [e["fn"] for e in compute] + [f"{c['fn']}_{k}" for c in constants
+                                                         for k in ("scale", "offset")]
+                           + [c.table_name for c in codes.values() if c is not None and c.table_name],
         "imports": imports,
         "network_args": network_args,
         "composition": composition,
@@ -361,7 +509,15 @@ def build_context(name: str, plans: Sequence[LayerPlan]) -> dict[str, Any]:
         "n_in": first.n_in,
         "n_out": last.n_out,
         "output_type": _vec_type(last.output_shape, format_type_name(last.out_fmt)),
-        "output_note": ", requantized logits (softmax replaced by identity)" if last.activation == "softmax" else "",
+        "output_note": f", after {last.activation}" if not acts.parse(last.activation).is_linear else "",
+        "logits_type": _vec_type(last.output_shape, format_type_name(logits_fmt)),
+        "output_activation": output_activation,
+        "output_activation_doc": (f"{last.activation}, applied after the class is taken from the values before it"
+                                  if split else "none: the output is the logits"),
+        "activations": [c for c in codes.values() if c is not None],
+        "tables": [c for c in codes.values() if c is not None and c.table_name],
+        "uses_maps": bool(fifo_args) or any(c is not None and (c.vector or p.type == "activation")
+                                            for p, c in ((p, codes[p.name]) for p in plans)),
         "in_fmt": first.in_fmt,
         "out_fmt": last.out_fmt,
         "pe_literals": " ".join(f"(SNat @{arg['value']})" for arg in network_args),
@@ -405,7 +561,7 @@ def write_project(
 ) -> None:
     """Render the Haskell modules, copy the blocks, write the weight memory files."""
     check_buildable(plans)
-    context = build_context(name, plans)
+    context = build_context(name, plans, params)
     modules = sorted(f"K2C.{source.stem}" for source in (CLASH_LIB / "K2C").glob("*.hs"))
     context["sim_blocks"] = [m for m in modules if m in SIMULATION_ONLY]
     context["blocks"] = [m for m in modules if m not in SIMULATION_ONLY]
@@ -425,3 +581,5 @@ def write_project(
     for plan, entry in zip(plans, context["layers"]):
         if plan.is_compute:
             (weights / f"{entry['fn']}.mem").write_text(memfile_text(plan, params[plan.name]))
+    for code in context["tables"]:
+        (weights / f"{code.table_name}.mem").write_text("\n".join(code.table_words) + "\n")

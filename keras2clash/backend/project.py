@@ -154,7 +154,7 @@ def load_project(root: Path | str) -> Project:
             params = {
                 plan.name: QuantizedLayer(archive[f"{plan.name}/kernel"], archive[f"{plan.name}/bias"])
                 for plan in plans
-                if plan.is_compute
+                if plan.has_params
             }
     except (OSError, KeyError, TypeError, ValueError) as exc:
         raise K2CError(f"project {root} is damaged ({type(exc).__name__}: {exc}); emit it again") from None

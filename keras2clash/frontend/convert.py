@@ -1,5 +1,6 @@
 """A Keras model to the graph IR: each layer call through its converter (`frontend.registry`;
-the converters are in `frontend.layers` and `frontend.images`), then the passes.
+the converters are in `frontend.layers`, `frontend.images` and `frontend.depthwise`; one
+Keras layer may become several records, the last one named after it), then the passes.
 
 A converter does not look at its neighbours: removing Dropout, folding BatchNormalization
 and padding, fusing activations and the whole-network checks are passes (`ir.passes`),
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     import keras
 
 # The converters register themselves on import.
-from keras2clash.frontend import images, layers  # noqa: E402,F401
+from keras2clash.frontend import activations, depthwise, globalpool, images, layers, sequences, shapes  # noqa: E402,F401
 from keras2clash.frontend.images import same_pads  # noqa: E402,F401  (API)
 from keras2clash.frontend.registry import (  # noqa: E402,F401  (API)
     SUPPORTED_ACTIVATIONS, ConversionState, _converter_for, image_shape, keras_output_shape,
@@ -66,9 +67,10 @@ def raw_graph(model: keras.Model) -> Graph:
         inputs = [source if name == keras_input else name for name in node.inputs]
         state = ConversionState(shapes=[shapes[name] for name in inputs], inputs=inputs,
                                 keras_shapes=[keras_shapes[name] for name in inputs])
-        record = _converter_for(node.layer)(node.layer, state)
-        records.append(record)
-        shapes[record.name] = record.output_shape
+        produced = _converter_for(node.layer)(node.layer, state)
+        for record in produced if isinstance(produced, tuple) else (produced,):  # the last is the layer's output
+            records.append(record)
+            shapes[record.name] = keras_shapes[record.name] = record.output_shape
         keras_shapes[record.name] = keras_output_shape(node.layer, state) or record.output_shape
     output = records[-1].name if records else source
     return Graph(name=str(model.name), input_name=source, input_shape=shape, layers=tuple(records), output=output)

@@ -1,4 +1,5 @@
-"""Converters of the image layers: Conv2D, MaxPooling2D, AveragePooling2D, ZeroPadding2D."""
+"""Converters of the image layers: Conv2D, MaxPooling2D, AveragePooling2D, ZeroPadding2D; and
+the record builders the 1-D layers share (`frontend.sequences`)."""
 
 from __future__ import annotations
 
@@ -85,63 +86,79 @@ def _pair(layer: Any, what: str, value: Any) -> tuple[int, int]:
 
 @register_converter("Conv2D")
 def _convert_conv2d(layer: Any, state: ConversionState) -> ir.Layer:
-    """A channels_last Conv2D, 'valid' or 'same' (explicit pads), any strides and kernel."""
+    """A channels_last Conv2D, 'valid' or 'same' (explicit pads), any strides, kernel and
+    dilation."""
     _check_image_layer(layer, state)
-    dilation = tuple(int(d) for d in layer.dilation_rate)
-    if dilation != (1, 1):
-        raise K2CError(
-            f"Conv2D layer '{layer.name}' has dilation_rate={dilation}; only (1, 1) is "
-            "supported"
-        )
     if int(layer.groups) != 1:
         raise K2CError(
             f"Conv2D layer '{layer.name}' has groups={layer.groups} (a grouped "
             "convolution); only groups=1 is supported"
         )
-    padding = _padding(layer)
     kernel_size = _pair(layer, "kernel_size", layer.kernel_size)
-    strides = _pair(layer, "strides", layer.strides)
-    activation = _activation(layer)
     channels, filters = state.shape[2], int(layer.filters)
     kernel, bias = _kernel_and_bias(layer, (*kernel_size, channels, filters))
-    (out_h, out_w), pads = _window_geometry(layer, state.shape, kernel_size, strides, padding, "kernel_size")
-    out = (out_h, out_w, filters)
+    return conv_record(layer, state, kernel, bias, strides=_pair(layer, "strides", layer.strides),
+                       dilation=_pair(layer, "dilation_rate", layer.dilation_rate), padding=_padding(layer))
+
+
+def dilated_extent(kernel_size: tuple[int, int], dilation: tuple[int, int]) -> tuple[int, int]:
+    """The input rows and columns one dilated window spans: `(k - 1) * d + 1` per axis."""
+    return ((kernel_size[0] - 1) * dilation[0] + 1, (kernel_size[1] - 1) * dilation[1] + 1)
+
+
+def conv_record(layer: Any, state: ConversionState, kernel: Any, bias: Any, strides: tuple[int, int],
+                dilation: tuple[int, int], padding: str) -> ir.Conv2D:
+    """The Conv2D record of a convolution given as a 2-D one (`kernel` (kh, kw, C, F)):
+    Conv2D itself, Conv1D one row high, a Dense applied per position. The geometry uses the
+    dilated extent (TF's 'same' rule too); 'causal' (Conv1D) pads `extent - 1` on the left."""
+    kernel_size = (int(kernel.shape[0]), int(kernel.shape[1]))
+    extent = dilated_extent(kernel_size, dilation)
+    what = "kernel_size" if dilation == (1, 1) else f"dilated kernel extent (dilation_rate {dilation})"
+    if padding == "causal":
+        height, width, channels = state.shape
+        shape = (height, width + extent[1] - 1, channels)
+        (out_h, out_w), _ = _window_geometry(layer, shape, extent, strides, "valid", what)
+        pads = (0, 0, extent[1] - 1, 0)
+    else:
+        (out_h, out_w), pads = _window_geometry(layer, state.shape, extent, strides, padding, what)
+    out = (out_h, out_w, int(kernel.shape[3]))
     _check_keras_shape(layer, state, out)
     return ir.Conv2D(**state.common(layer, out), kernel=kernel, bias=bias, use_bias=bool(layer.use_bias),
-                     activation=activation, kernel_size=kernel_size, strides=strides, padding=padding,
-                     pads=pads)
+                     activation=_activation(layer), kernel_size=kernel_size, strides=strides,
+                     padding=padding, pads=pads, dilation=dilation, source_class=type(layer).__name__)
 
 
 @register_converter("MaxPooling2D", "AveragePooling2D")
 def _convert_pool2d(layer: Any, state: ConversionState) -> ir.Layer:
-    """Max/average pooling over (ph, pw) windows per channel; strides default to the pool.
-
-    'same' max pooling pads with -infinity (never chosen); 'same' average pooling is only
-    accepted when it needs no padding, since Keras divides a border window by the count of
-    its non-padding values, which the hardware's fixed divisor N = ph*pw does not do.
-    """
+    """Max/average pooling over (ph, pw) windows per channel; strides default to the pool."""
     _check_image_layer(layer, state)
+    return pool_record(layer, state, _pair(layer, "pool_size", layer.pool_size),
+                       _pair(layer, "strides", layer.strides))
+
+
+def pool_record(layer: Any, state: ConversionState, pool_size: tuple[int, int],
+                strides: tuple[int, int]) -> ir.Pool2D:
+    """The pooling record of a 2-D (or 1-D, one row high) max or average pooling.
+
+    'same' max pooling pads with -infinity (never chosen); 'same' average pooling pads with
+    zeros and divides each window by its count of non-padding values, as Keras does (the
+    record keeps padding='same' with its pads; a ZeroPadding2D folded in front instead
+    makes padding='valid', whose zeros count).
+    """
     kind = type(layer).__name__
     padding = _padding(layer)
-    pool_size = _pair(layer, "pool_size", layer.pool_size)
-    strides = _pair(layer, "strides", layer.strides)
     (out_h, out_w), pads = _window_geometry(layer, state.shape, pool_size, strides, padding, "pool_size")
-    if kind == "AveragePooling2D" and any(pads):
-        raise K2CError(
-            f"AveragePooling2D layer '{layer.name}' uses padding='same' with pads "
-            f"(top, bottom, left, right) = {pads} on its {state.shape[0]}x{state.shape[1]} "
-            "input: Keras divides each border window by its count of non-padding values, "
-            "not by the pool size; use padding='valid' or an input size the pool divides"
-        )
     out = (out_h, out_w, state.shape[2])
     _check_keras_shape(layer, state, out)
-    cls = ir.MaxPool2D if kind == "MaxPooling2D" else ir.AvgPool2D
-    return cls(**state.common(layer, out), pool_size=pool_size, strides=strides, padding=padding, pads=pads)
+    cls = ir.MaxPool2D if kind.startswith("MaxPooling") else ir.AvgPool2D
+    return cls(**state.common(layer, out), pool_size=pool_size, strides=strides, padding=padding, pads=pads,
+               source_class=kind)
 
 
 @register_converter("ZeroPadding2D")
 def _convert_zero_padding2d(layer: Any, state: ConversionState) -> ir.Layer:
-    """Zeros around the image; the pass `fold_padding` moves them into the next layer."""
+    """Zeros around the image; the pass `fold_padding` moves them into the next layer where
+    that computes the same, otherwise a K2C.Pad block."""
     _check_image_layer(layer, state)
     (top, bottom), (left, right) = (tuple(int(v) for v in pair) for pair in layer.padding)
     h, w, c = state.shape

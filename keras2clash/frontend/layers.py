@@ -1,5 +1,5 @@
-"""Converters of the vector and graph layers: identities, Dense, Flatten, BatchNormalization,
-activations, and the merges (Add, ..., Concatenate)."""
+"""Converters of the vector and graph layers: identities, Dense, Flatten, BatchNormalization
+and the merges (Add, ..., Concatenate); the activation layers are in `frontend.activations`."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from keras2clash.frontend.registry import (
     ConversionState, _activation, _check_keras_shape, _kernel_and_bias, _single_input, _to_numpy,
     register_converter,
 )
+from keras2clash.frontend.sequences import dense_on_tensor
 from keras2clash.ir import layers as ir
 
 
@@ -31,16 +32,13 @@ def _convert_inference_identity(layer: Any, state: ConversionState) -> ir.Layer:
 @register_converter("Dense")
 def _convert_dense(layer: Any, state: ConversionState) -> ir.Layer:
     _single_input(layer, state)
-    if len(state.shape) != 1:
-        raise K2CError(
-            f"Dense layer '{layer.name}' gets an input of shape {state.keras_shape} (rank "
-            f"{len(state.keras_shape)}); add a Flatten before it"
-        )
     if getattr(layer, "quantization_mode", None) is not None:
         raise K2CError(
             f"Dense layer '{layer.name}' is Keras-quantized ({layer.quantization_mode}); "
             "give keras2clash the float model"
         )
+    if len(state.shape) != 1:
+        return dense_on_tensor(layer, state)  # per position: a 1x1 Conv2D
     activation = _activation(layer)
     n_in, n_out = state.shape[0], int(layer.units)
     kernel, bias = _kernel_and_bias(layer, (n_in, n_out))
@@ -73,14 +71,16 @@ def _convert_batch_normalization(layer: Any, state: ConversionState) -> ir.Layer
     Keras computes `(x - mean) / sqrt(var + eps) * gamma + beta` per channel of the last
     axis; with `g = gamma / sqrt(var + eps)` that is `g * x + (beta - mean * g)` (gamma = 1
     when scale=False, beta = 0 when center=False). The pass `fold_batchnorm` folds it into
-    the linear Dense/Conv2D before it.
+    the linear Dense/Conv2D before it; elsewhere it is a per-channel multiply-add. The axis
+    is checked against the Keras shape (a 1-D tensor is one row high only in the IR).
     """
     _single_input(layer, state)
-    rank = len(state.shape) + 1  # with the batch axis
-    if int(layer.axis) % rank != rank - 1:
+    rank = len(state.keras_shape) + 1  # with the batch axis
+    axes = layer.axis if isinstance(layer.axis, (list, tuple)) else [layer.axis]
+    if len(axes) != 1 or int(axes[0]) % rank != rank - 1:
         raise K2CError(
             f"BatchNormalization layer '{layer.name}' normalises axis {layer.axis} of an "
-            f"input of shape {state.shape}; only the last (channels) axis can be folded"
+            f"input of shape {state.keras_shape}; only the last (channels) axis is supported"
         )
     mean = _to_numpy(layer.moving_mean)
     variance = _to_numpy(layer.moving_variance)
@@ -89,44 +89,6 @@ def _convert_batch_normalization(layer: Any, state: ConversionState) -> ir.Layer
     with np.errstate(all="ignore"):
         g = gamma / np.sqrt(variance + float(layer.epsilon))
     return ir.BatchNorm(**state.common(layer, state.shape), scale=g, shift=beta, mean=mean)
-
-
-@register_converter("Activation")
-def _convert_activation(layer: Any, state: ConversionState) -> ir.Layer:
-    _single_input(layer, state)
-    name = _activation(layer)
-    return ir.Activation(**state.common(layer, state.shape), activation=name, source_class="Activation")
-
-
-@register_converter("ReLU")
-def _convert_relu(layer: Any, state: ConversionState) -> ir.Layer:
-    """Only the plain ReLU: a cap, leak or threshold would need other hardware."""
-    _single_input(layer, state)
-    defaults = {"max_value": None, "negative_slope": 0.0, "threshold": 0.0}
-    for argument, default in defaults.items():
-        value = getattr(layer, argument)
-        if value is not None:
-            value = float(value)
-        if value != default:
-            raise K2CError(
-                f"ReLU layer '{layer.name}' sets {argument}={value}; only the plain ReLU "
-                f"({argument}={default}) is supported"
-            )
-    return ir.Activation(**state.common(layer, state.shape), activation="relu", source_class="ReLU")
-
-
-@register_converter("Softmax")
-def _convert_softmax(layer: Any, state: ConversionState) -> ir.Layer:
-    _single_input(layer, state)
-    axis = layer.axis
-    axes = tuple(axis) if isinstance(axis, (list, tuple)) else (axis,)
-    rank = len(state.shape) + 1  # with the batch axis
-    if len(axes) != 1 or axes[0] not in (-1, rank - 1):
-        raise K2CError(
-            f"Softmax layer '{layer.name}' normalises over axis {axis}; only the last "
-            "axis (-1) is supported"
-        )
-    return ir.Activation(**state.common(layer, state.shape), activation="softmax", source_class="Softmax")
 
 
 # --- merges -------------------------------------------------------------------------------
@@ -155,7 +117,7 @@ def _convert_elementwise_merge(layer: Any, state: ConversionState) -> ir.Layer:
 def _convert_concatenate(layer: Any, state: ConversionState) -> ir.Layer:
     """Concatenation along the last axis (the channels of images, the values of vectors):
     the axis a beat carries, so it is a per-beat join."""
-    rank = len(state.shape)
+    rank = len(state.keras_shape)  # as Keras counts the axis
     if len(state.inputs) < 2:
         raise K2CError(f"Concatenate layer '{layer.name}' reads {len(state.inputs)} tensor; it takes two or more")
     if int(layer.axis) not in (-1, rank):
@@ -163,7 +125,7 @@ def _convert_concatenate(layer: Any, state: ConversionState) -> ir.Layer:
             f"Concatenate layer '{layer.name}' joins axis {layer.axis} of rank-{rank} inputs; "
             "only the last axis (channels, or the values of a vector) is supported"
         )
-    if any(len(s) != rank or s[:-1] != state.shape[:-1] for s in state.shapes):
+    if any(len(s) != len(state.shape) or s[:-1] != state.shape[:-1] for s in state.shapes):
         raise K2CError(
             f"Concatenate layer '{layer.name}' joins tensors of shapes "
             f"{', '.join(map(str, state.shapes))}: all axes but the last must agree"

@@ -22,9 +22,6 @@ from keras2clash.errors import K2CError
 if TYPE_CHECKING:  # keras is imported lazily: it takes seconds, and `--help` should not
     import keras
 
-#: Activations the hardware implements (docs/contract.md); softmax only on the output.
-SUPPORTED_ACTIVATIONS: tuple[str, ...] = ("linear", "relu", "sigmoid", "softmax")
-
 #: Names tried, in order, for the pickled weights of a JSON config `<dir>/<stem>.json`.
 _WEIGHT_SUFFIXES: tuple[str, ...] = (".pkl", ".pickle")
 _WEIGHT_FILENAMES: tuple[str, ...] = ("weights.pkl", "weights.pickle")

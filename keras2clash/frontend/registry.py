@@ -1,7 +1,7 @@
 """The converter registry, in the style of hls4ml: one function per Keras layer class turns
 a layer call into one typed IR record (`ir.layers`), checking what only the layer itself
 can tell (its options, weights and output shape). The converters live in
-`frontend.layers` and `frontend.images`; `frontend.convert` assembles the graph.
+`frontend.layers`, `frontend.images` and `frontend.sequences`; `frontend.convert` assembles the graph.
 Supporting a new Keras class means writing one converter and registering it.
 """
 
@@ -14,9 +14,10 @@ import numpy as np
 
 from keras2clash.errors import K2CError
 from keras2clash.ir import layers as ir
+from keras2clash.quant import activations
 
-#: Activations the hardware implements (docs/contract.md); softmax only on the output.
-SUPPORTED_ACTIVATIONS: tuple[str, ...] = ("linear", "relu", "sigmoid", "softmax")
+#: Activation names the hardware implements (docs/contract.md, quant.activations).
+SUPPORTED_ACTIVATIONS: tuple[str, ...] = tuple(n for n in activations.NAMES if n != "prelu")
 
 Shape = tuple[int, ...]
 
@@ -53,7 +54,9 @@ class ConversionState:
                 "input_shapes": tuple(tuple(s) for s in self.shapes), "output_shape": tuple(output_shape)}
 
 
-Converter = Callable[[Any, ConversionState], ir.Layer]
+Converter = Callable[[Any, ConversionState], 'ir.Layer | tuple[ir.Layer, ...]']
+"""A converter returns a record, or several in order (a separable convolution), the last
+named after the Keras layer."""
 _CONVERTERS: dict[str, Converter] = {}
 
 
@@ -80,31 +83,19 @@ def supported_layers() -> list[str]:
 
 #: Why some unsupported layer classes are not supported, and what to use instead.
 _UNSUPPORTED_HINTS: dict[str, str] = {
-    "Conv1D": "only 2-D convolutions (Conv2D) are supported",
-    "Conv3D": "only 2-D convolutions (Conv2D) are supported",
-    "DepthwiseConv2D": "depthwise convolutions are not supported, only a plain Conv2D",
-    "DepthwiseConv1D": "depthwise convolutions are not supported, only a plain Conv2D",
-    "SeparableConv2D": "separable convolutions are not supported; use Conv2D",
-    "SeparableConv1D": "separable convolutions are not supported; use Conv2D",
+    "Conv3D": "only 1-D and 2-D convolutions (Conv1D, Conv2D) are supported",
     "Conv2DTranspose": "transposed convolutions are not supported",
     "Conv1DTranspose": "transposed convolutions are not supported",
     "Conv3DTranspose": "transposed convolutions are not supported",
-    "MaxPooling1D": "only 2-D pooling (MaxPooling2D, AveragePooling2D) is supported",
-    "MaxPooling3D": "only 2-D pooling (MaxPooling2D, AveragePooling2D) is supported",
-    "AveragePooling1D": "only 2-D pooling (MaxPooling2D, AveragePooling2D) is supported",
-    "AveragePooling3D": "only 2-D pooling (MaxPooling2D, AveragePooling2D) is supported",
-    "GlobalMaxPooling2D": (
-        "global pooling is not supported; use MaxPooling2D(pool_size=(H, W)) + Flatten"
-    ),
-    "GlobalAveragePooling2D": (
-        "global pooling is not supported; use AveragePooling2D(pool_size=(H, W)) + Flatten"
-    ),
+    "MaxPooling3D": "only 1-D and 2-D pooling is supported",
+    "AveragePooling3D": "only 1-D and 2-D pooling is supported",
     "Lambda": "a Lambda layer runs arbitrary Python, which has no hardware equivalent",
     "Dot": "the Dot merge layer is not supported (element-wise merges and Concatenate are)",
 }
-for _dims in ("1D", "3D"):
-    for _kind in ("Max", "Average"):
-        _UNSUPPORTED_HINTS[f"Global{_kind}Pooling{_dims}"] = "global pooling is not supported"
+for _kind in ("ZeroPadding3D", "Cropping3D", "UpSampling3D"):
+    _UNSUPPORTED_HINTS[_kind] = "only the 1-D and 2-D versions of this layer are supported"
+for _kind in ("Max", "Average"):
+    _UNSUPPORTED_HINTS[f"Global{_kind}Pooling3D"] = "3-D global pooling is not supported (1-D and 2-D are)"
 
 
 def _converter_for(layer: Any) -> Converter:
@@ -139,12 +130,12 @@ def _activation_name(function: Any) -> str:
         return "linear"
     for name in SUPPORTED_ACTIVATIONS:
         if function is keras.activations.get(name):
-            return name
+            return activations.canonical(name)
     return getattr(function, "__name__", repr(function))
 
 
 def check_activation(layer_name: str, kind: str, name: str) -> None:
-    if name not in SUPPORTED_ACTIVATIONS:
+    if not activations.is_activation(name):
         raise K2CError(
             f"layer '{layer_name}' ({kind}) uses activation '{name}', which "
             f"is not supported; supported activations: {', '.join(SUPPORTED_ACTIVATIONS)}"

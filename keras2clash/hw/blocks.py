@@ -2,11 +2,12 @@
 
 # How: an event-level model of the pipeline
 
-The emitted core is a chain of stream blocks (emitter.py): per conv2d `[Pad] -> Window ->
-Engine`, per pool `[Pad] -> Window`, per flatten `Collect`, per dense `Engine`, then
-combinational stages (argmax, AXI adapter: no registers). Each block is modelled per beat,
-not per clock: it is told the cycle `V` from which a beat is offered to it and answers the
-cycle `M` in which the beat moves (`M >= V`, the first cycle from `V` on in which the block
+The emitted core is a chain of stream blocks (emitter.py): per conv2d and depthwise2d
+`[Pad] -> Window -> Engine` (the depthwise engine has the engine's control), per pool
+`[Pad] -> Window`, per flatten `Collect`, per dense `Engine`, then combinational stages
+(argmax, AXI adapter: no registers). Each block is modelled per beat, not per clock: it
+is told the cycle `V` from which a beat is offered to it and answers the cycle `M` in
+which the beat moves (`M >= V`, the first cycle from `V` on in which the block
 is ready; every block here, once ready, stays ready until it accepts). To know when it is
 ready, a block asks its own consumer when its earlier outputs moved; it pushes each output
 to the consumer as soon as the output's valid cycle is known. All rules below are the
@@ -24,8 +25,11 @@ stalls, not only for an always-ready sink:
   (input ready is `not pending`).
 - Pad (`K2C.Pad`): a wire inside the image; border pixels are offered the cycle after the
   previous output beat moved, without waiting for input.
+- Crop, Upsample, Scatter and the reshapes: `hw.shape_blocks`.
 - Collect (`K2C.Collect`): the vector is valid the cycle after its n-th beat; the next
   image's first beat waits until the cycle after the vector moves.
+- Global (`K2C.Global`): like a Window with one window per image, completed by its last
+  beat. A BatchNormalization (`K2C.BatchNorm`) is a combinational `mapS` stage: no block.
 - Source (`K2C.Sim`): beats back to back, beat 0 offered in cycle 0 (the first cycle after
   reset), each next beat from the cycle after the previous one moved. Sink: always ready.
 
@@ -46,7 +50,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from keras2clash.hw.plan import POOL_TYPES, LayerPlan
+from keras2clash.hw.plan import LayerPlan
+from keras2clash.hw.shape_blocks import shape_blocks
+from keras2clash.ir.layers import GLOBAL_POOL_TYPES, SHAPE_TYPES
 from keras2clash.ir.structure import Chain, Parallel, structure
 
 NEG = -(1 << 40)
@@ -203,6 +209,39 @@ class _Collect:
         (self.ready,) = values
 
 
+class _Global:
+    """K2C.Global (global max/average pooling): a running per-channel register over the n
+    beats of an image, and an output register. The n-th beat, accepted in `q`, gives the
+    result valid from `max(q, M_prev) + 1` (it waits in the running register while the
+    previous result has not left); input ready is low from then until that cycle. This is
+    `_Window`'s rule with one window per image completed by its last beat."""
+
+    def __init__(self, n, down, mx) -> None:
+        self.n, self.down, self.mx = n, down, mx
+        self.count = 0
+        self.ready = NEG
+        self.M = NEG
+
+    def ready_at(self, v):
+        return self.mx(v, self.ready)
+
+    def accept(self, v):
+        q = self.mx(v, self.ready)
+        self.count += 1
+        if self.count == self.n:
+            valid = self.mx(q, self.M) + 1
+            self.M = self.down.accept(valid)
+            self.ready = valid
+            self.count = 0
+        return q
+
+    def state(self):
+        return [self.ready, self.M]
+
+    def set_state(self, values):
+        self.ready, self.M = values
+
+
 class _Join:
     """K2C.Branch's join after one K2C.Fifo per branch, as one n-input join.
 
@@ -311,8 +350,10 @@ class _Fork:
 
 
 def _geometry(plan: LayerPlan) -> tuple[int, int, int, int, int, int]:
+    """The window generator's image, window and strides; a dilated convolution's window is
+    its dilated extent (the tap selection after it is wires)."""
     h, w = plan.padded_input_shape[:2]
-    (kh, kw), (sh, sw) = plan.kernel_size, plan.strides
+    (kh, kw), (sh, sw) = plan.extent, plan.strides
     return h, w, kh, kw, sh, sw
 
 
@@ -326,7 +367,7 @@ def _layer_blocks(plan: LayerPlan, knobs, down, mx, blocks: list) -> Any:
         steps, b, g1 = knobs[plan.name]
         down = _Engine(steps, b, g1, down, mx)
         blocks.append(down)
-    if plan.type == "conv2d" or plan.type in POOL_TYPES:
+    if plan.is_windowed:
         down = _Window(*_geometry(plan), down, mx)
         blocks.append(down)
         if any(plan.pads):
@@ -335,7 +376,12 @@ def _layer_blocks(plan: LayerPlan, knobs, down, mx, blocks: list) -> Any:
     elif plan.type == "flatten":
         down = _Collect(math.prod(plan.input_shape[:-1]), down, mx)
         blocks.append(down)
-    elif not (plan.is_compute or plan.is_merge):
+    elif plan.type in SHAPE_TYPES:
+        down = shape_blocks(plan, down, mx, blocks)
+    elif plan.type in GLOBAL_POOL_TYPES:
+        down = _Global(math.prod(plan.input_shape[:-1]), down, mx)
+        blocks.append(down)
+    elif not (plan.is_compute or plan.is_merge or plan.type in ("batchnorm", "activation")):  # these: mapS
         raise ValueError(f"no timing model for layer type {plan.type!r}")
     return down
 

@@ -2,7 +2,7 @@
 
 The IR says what the network computes; the plan says how the hardware computes it: the
 fixed-point format of each layer's input, weights, bias, accumulator and output, and, for
-each compute layer (dense, conv2d), its two knobs: `pe` processing elements (filters or
+each compute layer (dense, conv2d, depthwise2d), its two knobs: `pe` processing elements (filters or
 neurons in parallel) and `cycles` per window (each PE then has ceil(K / cycles)
 multipliers). Formats are per layer in the data model even when the user gives one format
 for all, so per-layer precision needs no new plumbing.
@@ -18,11 +18,8 @@ from typing import Any
 from keras2clash.errors import K2CError
 from keras2clash.ir import layers as ir
 from keras2clash.ir.graph import Graph, as_graph
-from keras2clash.ir.layers import COMPUTE_TYPES, HARDWARE_TYPES, MERGE_OPS, POOL_TYPES, Layer
+from keras2clash.ir.layers import COMPUTE_TYPES, HARDWARE_TYPES, MERGE_OPS, POOL_TYPES, WINDOW_TYPES, Layer
 from keras2clash.quant.formats import FixedFormat
-
-HARDWARE_ACTIVATION = {"linear": "linear", "relu": "relu", "sigmoid": "sigmoid", "softmax": "linear"}
-"""Keras activation -> what the hardware computes (softmax: argmax-preserving identity)."""
 
 LAYER_TYPES = HARDWARE_TYPES
 _FORMAT_FIELDS = ("in_fmt", "out_fmt", "w_fmt", "b_fmt", "acc_fmt")
@@ -57,6 +54,11 @@ class LayerPlan:
     kernel_size: tuple[int, int] = (1, 1)  # conv kernel or pool size
     strides: tuple[int, int] = (1, 1)
     pads: tuple[int, int, int, int] = (0, 0, 0, 0)  # top, bottom, left, right
+    crops: tuple[int, int, int, int] = (0, 0, 0, 0)  # crop2d: top, bottom, left, right
+    size: tuple[int, int] = (1, 1)  # upsample2d: repeats down, across
+    exclude_pads: bool = False  # average pooling 'same': divide by each window's non-padding count
+    dilation: tuple[int, int] = (1, 1)  # conv: tap (i, j) reads window pixel (i*dh, j*dw)
+    source_class: str = ""  # the Keras class when it differs from the type's (Conv1D, Dense on a tensor, ...)
     exact_accumulator: bool = True
     inputs: tuple[str, ...] = ()  # producers (layer names, or the network input's name)
     in_fmts: tuple[FixedFormat, ...] = ()  # a merge's input formats, one per input
@@ -67,6 +69,17 @@ class LayerPlan:
     @property
     def is_compute(self) -> bool:
         return self.type in COMPUTE_TYPES
+
+    @property
+    def has_params(self) -> bool:
+        """Layers with quantized constants: the compute layers' ROMs, a BatchNormalization's
+        per-channel scale (weight format) and offset (bias format)."""
+        return self.is_compute or self.type == "batchnorm"
+
+    @property
+    def is_windowed(self) -> bool:
+        """Built on the window generator (K2C.Window): convolutions and pooling."""
+        return self.type in WINDOW_TYPES
 
     @property
     def n_in(self) -> int:
@@ -83,14 +96,38 @@ class LayerPlan:
 
     @property
     def window(self) -> int:
-        """K: inputs of one dot product (dense: n_in; conv2d: kh*kw*C)."""
+        """K: inputs of one dot product (dense: n_in; conv2d: kh*kw*C; depthwise2d: kh*kw,
+        its own channel's window only)."""
         if self.type == "conv2d":
             return self.kernel_size[0] * self.kernel_size[1] * self.input_shape[-1]
+        if self.type == "depthwise2d":
+            return self.kernel_size[0] * self.kernel_size[1]
         return self.n_in
 
     @property
+    def extent(self) -> tuple[int, int]:
+        """Rows and columns of input one window spans (the window generator's size): the
+        kernel or pool, dilated: `(k - 1) * d + 1` per axis."""
+        (kh, kw), (dh, dw) = self.kernel_size, self.dilation
+        return (kh - 1) * dh + 1, (kw - 1) * dw + 1
+
+    @property
     def hw_activation(self) -> str:
-        return HARDWARE_ACTIVATION[self.activation]
+        """The activation the hardware applies (canonical text, `quant.activations`)."""
+        return self.activation
+
+    @property
+    def act_in_fmt(self) -> FixedFormat:
+        """The format the activation reads: a standalone one its input's, a fused one the
+        layer's output format (it follows the requantization)."""
+        return self.in_fmt if self.type == "activation" else self.out_fmt
+
+    @property
+    def activation_doc(self) -> str:
+        """What the hardware computes for the activation, with its error (quant.activations)."""
+        from keras2clash.quant.activations import describe
+
+        return describe(self.activation, self.act_in_fmt, self.out_fmt, self.output_shape[-1])
 
     @property
     def groups(self) -> int:
@@ -114,7 +151,7 @@ class LayerPlan:
 
     @property
     def padded_input_shape(self) -> tuple[int, ...]:
-        if self.type not in ("conv2d", *POOL_TYPES):
+        if not self.is_windowed:
             return self.input_shape
         h, w, c = self.input_shape
         top, bottom, left, right = self.pads
@@ -129,6 +166,8 @@ class LayerPlan:
     def multipliers(self) -> int:
         if self.type == "multiply":  # an element-wise product of n inputs: n - 1 per value
             return (len(self.inputs) - 1) * self.output_shape[-1]
+        if self.type == "batchnorm":  # one per channel of a beat, all in the same cycle
+            return self.output_shape[-1]
         return self.pe * self.chunk if self.is_compute else 0
 
     @property
@@ -138,6 +177,9 @@ class LayerPlan:
 
     @property
     def rom_bits(self) -> int:
+        if self.type == "batchnorm":  # the per-channel constants (scale, offset)
+            assert self.w_fmt is not None and self.b_fmt is not None
+            return self.output_shape[-1] * (self.w_fmt.bits + self.b_fmt.bits)
         if not self.is_compute:
             return 0
         assert self.w_fmt is not None and self.b_fmt is not None
@@ -174,7 +216,8 @@ class LayerPlan:
         for key in _FORMAT_FIELDS:
             value = fields.get(key)
             fields[key] = None if value is None else FixedFormat(*value)
-        for key in ("input_shape", "output_shape", "kernel_size", "strides", "pads", "inputs"):
+        for key in ("input_shape", "output_shape", "kernel_size", "strides", "pads", "crops", "size", "dilation",
+                    "inputs"):
             if key in fields:
                 fields[key] = tuple(fields[key])
         fields["in_fmts"] = tuple(FixedFormat(*v) for v in fields.get("in_fmts", ()))
@@ -219,12 +262,12 @@ def parse_int_list(text: str | None, n_layers: int, what: str) -> list[int] | No
         values = [int(part) for part in text.split(",")]
     except ValueError:
         raise K2CError(
-            f"bad {what} {text!r}: expected comma-separated integers, one per dense/conv2d layer"
+            f"bad {what} {text!r}: expected comma-separated integers, one per dense/conv2d/depthwise2d layer"
         ) from None
     if len(values) != n_layers:
         raise K2CError(
             f"bad {what} {text!r}: {len(values)} value(s) given, the model has "
-            f"{n_layers} dense/conv2d layer(s)"
+            f"{n_layers} dense/conv2d/depthwise2d layer(s)"
         )
     return values
 
@@ -234,18 +277,23 @@ def parse_parallelism(text: str | None, n_layers: int) -> list[int] | None:
 
 
 def compute_layers(graph: Graph | Sequence[Mapping[str, Any]]) -> list[Layer]:
-    """The dense/conv2d records, in graph order: the layers with knobs."""
+    """The dense/conv2d/depthwise2d records, in graph order: the layers with knobs."""
     return [layer for layer in as_graph(graph) if layer.type in COMPUTE_TYPES]
 
 
 def _geometry(layer: Layer) -> dict[str, Any]:
     if isinstance(layer, ir.Conv2D):
-        size = layer.kernel_size
+        size, extra = layer.kernel_size, {"dilation": tuple(layer.dilation)}
+    elif isinstance(layer, ir.DepthwiseConv2D):
+        size, extra = layer.kernel_size, {}
     elif isinstance(layer, ir.Pool2D):
-        size = layer.pool_size
-    else:
-        return {}
-    return {"kernel_size": tuple(size), "strides": tuple(layer.strides), "pads": tuple(layer.pads)}
+        size, extra = layer.pool_size, {}
+        extra["exclude_pads"] = isinstance(layer, ir.AvgPool2D) and layer.padding == "same" and any(layer.pads)
+    else:  # the shape layers: their pads, crops or repeats
+        return {key: tuple(getattr(layer, key)) for key in ("pads", "crops", "size") if hasattr(layer, key)}
+    if getattr(layer, "source_class", "") not in ("", layer.keras_class):
+        extra["source_class"] = layer.source_class
+    return {"kernel_size": tuple(size), "strides": tuple(layer.strides), "pads": tuple(layer.pads), **extra}
 
 
 def make_plan(
@@ -260,7 +308,7 @@ def make_plan(
 
     `fmt` is the default for inputs, weights, biases and outputs; `layer_formats` overrides a
     compute or merge layer's formats by name (a bare FixedFormat sets weight, bias and
-    output). `parallelism` and `cycles` give one value per compute layer (dense, conv2d), in
+    output). `parallelism` and `cycles` give one value per compute layer (dense, conv2d, depthwise2d), in
     order: pe from 1 to the layer's filters/neurons, cycles from 1 to its window size K.
     A layer's input format is its producer's output format; a merge has one per input.
     """
@@ -271,7 +319,7 @@ def make_plan(
     for values, what in ((pes, "parallelism"), (cyc, "cycles")):
         if len(values) != len(computes):
             raise K2CError(
-                f"{what} has {len(values)} value(s), the model has {len(computes)} dense/conv2d layer(s)"
+                f"{what} has {len(values)} value(s), the model has {len(computes)} dense/conv2d/depthwise2d layer(s)"
             )
     overrides = {name: (o if isinstance(o, LayerFormats) else LayerFormats(o, o, o))
                  for name, o in (layer_formats or {}).items()}
@@ -293,20 +341,46 @@ def make_plan(
             inputs=tuple(layer.inputs), layer=layer, **_geometry(layer),
         )
         override = overrides.get(layer.name, LayerFormats())
-        if kind in MERGE_OPS:
+        if kind in MERGE_OPS or kind == "activation":
             if override.weight is not None or override.bias is not None or override.accumulator_bits is not None:
                 raise K2CError(f"layer '{layer.name}' ({kind}) has no weights or accumulator; give it an output format only")
-            plan = LayerPlan(out_fmt=override.output or fmt, in_fmts=in_fmts,
-                             input_shapes=tuple(tuple(s) for s in layer.input_shapes), **common)
+            if kind == "activation":  # standalone: keeps its input's format unless given one
+                plan = LayerPlan(out_fmt=override.output or in_fmts[0], **common)
+            else:
+                plan = LayerPlan(out_fmt=override.output or fmt, in_fmts=in_fmts,
+                                 input_shapes=tuple(tuple(s) for s in layer.input_shapes), **common)
+        elif kind == "batchnorm":
+            plan = _batchnorm_plan(common, override, fmt)
         elif kind not in COMPUTE_TYPES:
             if layer.name in overrides:
                 raise K2CError(f"layer '{layer.name}' ({kind}) has no formats of its own; it keeps its input's")
             plan = LayerPlan(out_fmt=in_fmts[0], **common)
         else:
             plan = _compute_plan(common, override, fmt, *next(knobs))
+        _check_activation(plan, layer)
         plans.append(plan)
         out_fmts[layer.name] = plan.out_fmt
     return plans
+
+
+def _batchnorm_plan(common: dict[str, Any], override: LayerFormats, fmt: FixedFormat) -> LayerPlan:
+    """A BatchNormalization the passes could not fold: scale in the weight format, offset in
+    the bias format, the exact accumulator of one product plus the offset (n_in = 1)."""
+    if override.accumulator_bits is not None:
+        raise K2CError(f"layer '{common['name']}' (batchnorm) always has an exact accumulator; "
+                       "give it weight, bias and output formats only")
+    w_fmt = override.weight or fmt
+    b_fmt = override.bias or w_fmt
+    acc = accumulator_format(common["in_fmt"], w_fmt, 1, b_fmt)
+    return LayerPlan(out_fmt=override.output or fmt, w_fmt=w_fmt, b_fmt=b_fmt, acc_fmt=acc, **common)
+
+
+def _check_activation(plan: LayerPlan, layer: Layer) -> None:
+    """One clear error, naming the layer, for an activation its formats cannot take."""
+    from keras2clash.quant.activations import check
+
+    kind = getattr(layer, "source_class", None) or layer.keras_class
+    check(plan.activation, plan.act_in_fmt, f"layer '{plan.name}' ({kind}): ")
 
 
 def _compute_plan(common: dict[str, Any], override: LayerFormats, fmt: FixedFormat, pe: int,
@@ -318,7 +392,7 @@ def _compute_plan(common: dict[str, Any], override: LayerFormats, fmt: FixedForm
     if not 1 <= pe <= plan.filters:
         raise K2CError(
             f"parallelism {pe} out of range for layer '{plan.name}': it must be between 1 "
-            f"and {plan.filters} (its {'filter' if plan.type == 'conv2d' else 'neuron'} count)"
+            f"and {plan.filters} (its {'neuron' if plan.type == 'dense' else 'filter'} count)"
         )
     if not 1 <= cycles_per_window <= plan.window:
         raise K2CError(

@@ -3,11 +3,22 @@ on-chip memory bits the blocks' haddocks give (ROM, line buffers, data registers
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from keras2clash.hw.blocks import _geometry
-from keras2clash.hw.plan import POOL_TYPES, LayerPlan
+from keras2clash.hw.plan import LayerPlan
+from keras2clash.hw.shape_blocks import rebeat_groups
+from keras2clash.ir.layers import GLOBAL_POOL_TYPES, SHAPE_TYPES
+
+
+def global_running_bits(plan: LayerPlan) -> int:
+    """K2C.Global's running value per channel: the input width for a maximum; for a sum
+    the width that holds `2*sum + n` of n = H*W values (`W + clog2(n) + 2`)."""
+    n = math.prod(plan.input_shape[:-1])
+    return plan.in_fmt.bits + (0 if plan.type == "globalmaxpool" else (n - 1).bit_length() + 2)
+
 
 @dataclass(frozen=True)
 class LayerResources:
@@ -23,28 +34,35 @@ class LayerResources:
     line_buffer_bits: int  # K2C.Window's block RAM
     register_bits: int  # data registers (window, engine input/accumulators/results, collect)
     fifo_bits: int = 0  # a merge's branch FIFOs (K2C.Fifo, LUT RAM)
+    table_bits: int = 0  # activation tables (K2C.Lut, K2C.Softmax): one copy per beat element
 
     @property
     def memory_bits(self) -> int:
-        return self.rom_bits + self.line_buffer_bits + self.register_bits + self.fifo_bits
+        return self.rom_bits + self.line_buffer_bits + self.register_bits + self.fifo_bits + self.table_bits
 
 
 def layer_resources(plan: LayerPlan) -> LayerResources:
     in_bits = plan.in_fmt.bits
     out_bits = plan.out_fmt.bits
     line = regs = 0
-    if plan.type == "conv2d" or plan.type in POOL_TYPES:
+    if plan.is_windowed:
         _, w, kh, kw, _, _ = _geometry(plan)
         c = plan.input_shape[-1]
         line = w * (kh - 1) * c * in_bits
         regs += 2 * kh * kw * c * in_bits + (((kh - 1) * c * in_bits) if w == 1 else 0)
     if plan.is_compute:
         assert plan.acc_fmt is not None
-        regs += plan.cycles * plan.chunk * in_bits  # the engine's window (rotating chunks)
+        # the engine's window (rotating chunks); a depthwise engine holds every channel's
+        lanes = plan.input_shape[-1] if plan.type == "depthwise2d" else 1
+        regs += lanes * plan.cycles * plan.chunk * in_bits
         regs += plan.pe * plan.acc_fmt.bits if plan.cycles > 1 else 0  # accumulators
         regs += 2 * plan.filters * out_bits  # result register R and output register O
     if plan.type == "flatten":
         regs += plan.n_in * in_bits
+    if plan.type in SHAPE_TYPES:
+        line, regs = shape_storage(plan)
+    if plan.type in GLOBAL_POOL_TYPES:  # running register (exact sum or max) + output register
+        regs += plan.input_shape[-1] * (global_running_bits(plan) + out_bits)
     fifo = 0
     if plan.is_merge:  # the branch FIFOs (LUT RAM) in front of the join
         for depth, shape, fmt in zip(plan.fifo_depths, plan.input_shapes, plan.input_formats):
@@ -54,8 +72,23 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
         cycles=plan.cycles if plan.is_compute else 0, groups=plan.groups if plan.is_compute else 0,
         steps=plan.groups * plan.cycles if plan.is_compute else 0,
         multipliers=plan.multipliers, macs=plan.macs, rom_bits=plan.rom_bits,
-        line_buffer_bits=line, register_bits=regs, fifo_bits=fifo,
+        line_buffer_bits=line, register_bits=regs, fifo_bits=fifo, table_bits=activation_table_bits(plan),
     )
+
+
+def activation_table_bits(plan: LayerPlan) -> int:
+    """Bits of the activation's tables: entries x width x the beat's elements (each element
+    reads its own asynchronous ROM)."""
+    from keras2clash.quant import activations
+
+    act = activations.parse(plan.activation)
+    beat = plan.output_shape[-1]
+    if act.kind == "softmax":
+        table = activations.softmax_table(plan.act_in_fmt, plan.out_fmt, beat)
+        return len(table.values) * (table.frac + 2) * beat
+    if act.family == "table":
+        return len(activations.table(plan.activation, plan.act_in_fmt, plan.out_fmt).values) * plan.out_fmt.bits * beat
+    return 0
 
 
 @dataclass(frozen=True)
@@ -95,3 +128,18 @@ def multiplier_efficiency(macs: int, multipliers: int, ii: float) -> float:
 def layer_interval(plan: LayerPlan) -> int:
     """A compute layer's own busy cycles per image: windows x G*b (a lower bound of the II)."""
     return plan.windows_per_image * plan.groups * plan.cycles
+
+
+def shape_storage(plan: LayerPlan) -> tuple[int, int]:
+    """(line-buffer bits, register bits) of a shape layer (the blocks' haddocks): Pad and
+    Crop store nothing; Upsample one input row (block RAM) and its output register; a
+    beat-width reshape the Collect shift register and the Scatter register."""
+    bits = plan.in_fmt.bits
+    if plan.type == "upsample2d":  # the line buffer is read only for repeated rows of w > 1 pixels
+        c, w = plan.input_shape[-1], plan.input_shape[1]
+        return (w * c * bits if plan.size[0] > 1 and w > 1 else 0), c * bits
+    if plan.type == "reshape":
+        g_in, g_out = rebeat_groups(plan)
+        group = g_in * plan.input_shape[-1]
+        return 0, (group * bits if g_in > 1 else 0) + (group * bits if g_out > 1 else 0)
+    return 0, 0

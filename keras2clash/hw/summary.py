@@ -16,12 +16,12 @@ from rich.console import Console
 from rich.table import Table
 
 from keras2clash.hw.hwmodel import layer_resources, timing
-from keras2clash.hw.plan import POOL_TYPES, LayerPlan
+from keras2clash.hw.plan import COMPUTE_TYPES, LayerPlan
 
 
 def frame_bits(plan: LayerPlan) -> int:
     """Bits of one whole input frame of a windowed layer (what line buffers avoid storing)."""
-    if plan.type == "conv2d" or plan.type in POOL_TYPES:
+    if plan.is_windowed:
         return math.prod(plan.padded_input_shape) * plan.in_fmt.bits
     return 0
 
@@ -35,7 +35,9 @@ def design_summary(plans: Sequence[LayerPlan]) -> dict[str, Any]:
             "name": plan.name, "type": plan.type, "pe": res.pe, "cycles": res.cycles,
             "multipliers": res.multipliers, "rom_bits": res.rom_bits,
             "line_buffer_bits": res.line_buffer_bits, "frame_bits": frame_bits(plan),
-            "register_bits": res.register_bits,
+            "register_bits": res.register_bits, "source_class": plan.source_class,
+            "activation": plan.activation, "activation_table_bits": res.table_bits,
+            "activation_doc": plan.activation_doc if plan.activation != "linear" else "",
         })
     t = timing(list(plans))
     return {"layers": layers, "latency": t.first_latency, "interval": t.ii,
@@ -51,14 +53,20 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
     for column in ("layer", "type", "p", "b", "mults", "ROM", "line buf", "frame", "regs"):
         table.add_column(column, justify="left" if column in ("layer", "type") else "right")
     for layer in summary["layers"]:
-        compute = layer["type"] in ("dense", "conv2d")
+        compute = layer["type"] in COMPUTE_TYPES
         table.add_row(
-            layer["name"], layer["type"], str(layer["pe"]) if compute else "-",
+            layer["name"], layer["type"] + (f" ({layer['source_class']})" if layer.get("source_class") else ""),
+            str(layer["pe"]) if compute else "-",
             str(layer["cycles"]) if compute else "-", f"{layer['multipliers']:,}", f"{layer['rom_bits']:,}",
             f"{layer['line_buffer_bits']:,}", f"{layer['frame_bits']:,}" if layer["frame_bits"] else "-",
             f"{layer['register_bits']:,}",
         )
     console.print(table)
+    for layer in summary["layers"]:
+        if layer.get("activation_doc"):
+            tables = layer.get("activation_table_bits", 0)
+            console.print(f"{layer['name']}: {layer['activation_doc']}"
+                          + (f"; tables {tables:,} bits" if tables else ""))
     console.print(
         f"latency {summary['latency']} cycles (first input beat -> output), initiation interval "
         f"{summary['interval']:g} cycles, {summary['multipliers']:,} multipliers, "

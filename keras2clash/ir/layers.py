@@ -9,7 +9,7 @@ Records are immutable: a pass returns new records (`dataclasses.replace`), so a 
 before and after a pass can be compared and nothing changes behind a stage's back.
 
 Some kinds exist only between the frontend and the passes (`Identity`, `Activation`,
-`BatchNorm`, `ZeroPad2D`): the converters record what Keras has, the passes
+`BatchNorm`): the converters record what Keras has, the passes
 (`ir.passes`) remove, fold and fuse them into the kinds the hardware builds.
 """
 
@@ -78,7 +78,10 @@ class Dense(Layer):
 @dataclass(frozen=True)
 class Conv2D(Layer):
     """`kernel` (kh, kw, C, F), `bias` (F,); `pads` (top, bottom, left, right) are explicit
-    zero padding ('same' follows the TF rule, see `frontend.convert.same_pads`)."""
+    zero padding ('same' follows the TF rule, see `frontend.convert.same_pads`, on the
+    dilated extent). `dilation` (dh, dw): tap (i, j) reads input pixel (i*dh, j*dw) of the
+    window. `source_class` is the Keras class it came from (Conv2D, Conv1D, or a Dense
+    applied per position of a tensor), for reports and the generated Haskell."""
 
     kernel: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 0, 0)), compare=False)
     bias: np.ndarray = field(default_factory=lambda: np.zeros(0), compare=False)
@@ -88,19 +91,46 @@ class Conv2D(Layer):
     strides: tuple[int, int] = (1, 1)
     padding: str = "valid"
     pads: tuple[int, int, int, int] = (0, 0, 0, 0)
+    dilation: tuple[int, int] = (1, 1)
+    source_class: str = "Conv2D"
 
     type: ClassVar[str] = "conv2d"
     keras_class: ClassVar[str] = "Conv2D"
 
 
 @dataclass(frozen=True)
+class DepthwiseConv2D(Layer):
+    """A depthwise convolution (Keras DepthwiseConv2D, and the first half of a separable
+    one): output channel `f = c*m + j` (m = `depth_multiplier`) is the kh x kw window of
+    input channel `c = f // m` times its own filter. `kernel` is (kh, kw, C*m), Keras'
+    (kh, kw, C, m) reshaped, so that a per-output-channel scale (a folded BatchNorm)
+    broadcasts over its last axis as for Conv2D; `bias` (C*m,)."""
+
+    kernel: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 0)), compare=False)
+    bias: np.ndarray = field(default_factory=lambda: np.zeros(0), compare=False)
+    use_bias: bool = True
+    activation: str = "linear"  # type: ignore[assignment]
+    kernel_size: tuple[int, int] = (1, 1)
+    strides: tuple[int, int] = (1, 1)
+    padding: str = "valid"
+    pads: tuple[int, int, int, int] = (0, 0, 0, 0)
+    depth_multiplier: int = 1
+
+    type: ClassVar[str] = "depthwise2d"
+    keras_class: ClassVar[str] = "DepthwiseConv2D"
+
+
+@dataclass(frozen=True)
 class Pool2D(Layer):
-    """Max or average pooling per channel; 'same' max pooling pads with -infinity."""
+    """Max or average pooling per channel; 'same' max pooling pads with -infinity.
+    `source_class` is the Keras class (a 1-D pooling is this record one row high); empty
+    means the record's own `keras_class`."""
 
     pool_size: tuple[int, int] = (2, 2)
     strides: tuple[int, int] = (2, 2)
     padding: str = "valid"
     pads: tuple[int, int, int, int] = (0, 0, 0, 0)
+    source_class: str = ""
 
 
 @dataclass(frozen=True)
@@ -113,6 +143,27 @@ class MaxPool2D(Pool2D):
 class AvgPool2D(Pool2D):
     type: ClassVar[str] = "avgpool2d"
     keras_class: ClassVar[str] = "AveragePooling2D"
+
+
+@dataclass(frozen=True)
+class GlobalPool(Layer):
+    """Keras GlobalMax/AveragePooling1D/2D: one value per channel over a whole image (a 1-D
+    sequence is an image one row high). The output is `(C,)`, or `(1, 1, C)` with keepdims:
+    either way the hardware's single beat per image."""
+
+    keepdims: bool = False
+
+
+@dataclass(frozen=True)
+class GlobalMaxPool(GlobalPool):
+    type: ClassVar[str] = "globalmaxpool"
+    keras_class: ClassVar[str] = "GlobalMaxPooling2D"
+
+
+@dataclass(frozen=True)
+class GlobalAvgPool(GlobalPool):
+    type: ClassVar[str] = "globalavgpool"
+    keras_class: ClassVar[str] = "GlobalAveragePooling2D"
 
 
 @dataclass(frozen=True)
@@ -152,7 +203,9 @@ class Identity(Layer):
 
 @dataclass(frozen=True)
 class Activation(Layer):
-    """A separate activation layer (Activation, ReLU, Softmax)."""
+    """A separate activation layer (Activation, ReLU, LeakyReLU, PReLU, ELU, Softmax): fused
+    into the layer before it by the passes where possible, otherwise a standalone hardware
+    stage (`activation` is the canonical text of `quant.activations`)."""
 
     activation: str = "linear"  # type: ignore[assignment]
     source_class: str = "Activation"
@@ -163,8 +216,14 @@ class Activation(Layer):
 @dataclass(frozen=True)
 class BatchNorm(Layer):
     """Inference-time batch normalisation of the last axis: `scale * x + shift` per channel
-    (scale = gamma / sqrt(var + eps), shift = beta - mean * scale)."""
+    (scale = gamma / sqrt(var + eps); the record keeps `shift` = beta and `mean` apart, so
+    the per-channel offset is `shift - mean * scale`, `offset`).
 
+    The pass `fold_batchnorm` folds it into a linear Dense/Conv2D that alone feeds it;
+    anywhere else it stays, and the hardware builds it as a per-channel multiply-add (type
+    "batchnorm" is then a hardware kind; an activation after it may be fused)."""
+
+    activation: str = "linear"  # type: ignore[assignment]
     scale: np.ndarray = field(default_factory=lambda: np.zeros(0), compare=False)
     shift: np.ndarray = field(default_factory=lambda: np.zeros(0), compare=False)
     mean: np.ndarray = field(default_factory=lambda: np.zeros(0), compare=False)
@@ -172,25 +231,79 @@ class BatchNorm(Layer):
     type: ClassVar[str] = "batchnorm"
     keras_class: ClassVar[str] = "BatchNormalization"
 
+    @property
+    def offset(self) -> np.ndarray:
+        """The per-channel constant added after the scale: `shift - mean * scale`."""
+        with np.errstate(all="ignore"):
+            return self.shift - self.mean * self.scale
+
+
+# --- shape layers: they move values, no arithmetic (the hardware builds them too) --------
+
 
 @dataclass(frozen=True)
 class ZeroPad2D(Layer):
-    """Keras ZeroPadding2D: `pads` (top, bottom, left, right) zeros around the image."""
+    """Keras ZeroPadding2D (or ZeroPadding1D, `source_class`, one row high): `pads` (top,
+    bottom, left, right) zeros around the image. The pass `fold_padding` folds it into a
+    Conv2D or valid AveragePooling2D (or a next ZeroPad2D) that alone reads it; elsewhere it
+    is a K2C.Pad."""
 
     pads: tuple[int, int, int, int] = (0, 0, 0, 0)
+    source_class: str = ""
 
     type: ClassVar[str] = "zeropad2d"
     keras_class: ClassVar[str] = "ZeroPadding2D"
 
 
-COMPUTE_TYPES = ("dense", "conv2d")
+@dataclass(frozen=True)
+class Crop2D(Layer):
+    """Keras Cropping2D (and Cropping1D, one row high): `crops` (top, bottom, left, right)
+    rows and columns dropped from the image's border (K2C.Crop)."""
+
+    crops: tuple[int, int, int, int] = (0, 0, 0, 0)
+
+    type: ClassVar[str] = "crop2d"
+    keras_class: ClassVar[str] = "Cropping2D"
+
+
+@dataclass(frozen=True)
+class Upsample2D(Layer):
+    """Keras UpSampling2D / UpSampling1D with nearest interpolation: each pixel repeated
+    `size` = (sh, sw) times down and across (K2C.Upsample, one row of line buffer)."""
+
+    size: tuple[int, int] = (1, 1)
+
+    type: ClassVar[str] = "upsample2d"
+    keras_class: ClassVar[str] = "UpSampling2D"
+
+
+@dataclass(frozen=True)
+class Reshape(Layer):
+    """Keras Reshape (or a Permute that only moves size-1 axes): the same values in the same
+    row-major order, regrouped into beats of the output's last axis. Equal last axes: a
+    relabelling (a wire); otherwise a beat-width converter (K2C.Collect then K2C.Scatter
+    over groups of lcm(C_in, C_out) values). `source_class` says which Keras class."""
+
+    source_class: str = "Reshape"
+
+    type: ClassVar[str] = "reshape"
+    keras_class: ClassVar[str] = "Reshape"
+
+
+COMPUTE_TYPES = ("dense", "conv2d", "depthwise2d")
 POOL_TYPES = ("maxpool2d", "avgpool2d")
-HARDWARE_TYPES = (*COMPUTE_TYPES, *POOL_TYPES, "flatten", *MERGE_OPS)
+WINDOW_TYPES = ("conv2d", "depthwise2d", *POOL_TYPES)
+"""Kinds built on the window generator (K2C.Window, with K2C.Pad in front when padded)."""
+SHAPE_TYPES = ("zeropad2d", "crop2d", "upsample2d", "reshape")
+"""Kinds that only move values (docs/contract.md: no arithmetic; they keep their input's format)."""
+GLOBAL_POOL_TYPES = ("globalmaxpool", "globalavgpool")
+HARDWARE_TYPES = (*COMPUTE_TYPES, *POOL_TYPES, "flatten", *MERGE_OPS, *SHAPE_TYPES, *GLOBAL_POOL_TYPES,
+                  "batchnorm", "activation")
 """Every `type` the hardware stages (plan, golden model, emitter, hardware model) build."""
 
 RECORDS: dict[str, type[Layer]] = {
-    cls.type: cls for cls in (Dense, Conv2D, MaxPool2D, AvgPool2D, Flatten, Identity, Activation,
-                              BatchNorm, ZeroPad2D)
+    cls.type: cls for cls in (Dense, Conv2D, DepthwiseConv2D, MaxPool2D, AvgPool2D, Flatten, Identity, Activation,
+                              BatchNorm, ZeroPad2D, Crop2D, Upsample2D, Reshape, GlobalMaxPool, GlobalAvgPool)
 }
 
 

@@ -5,14 +5,20 @@ has, and these turn it into what the hardware builds.
 
 1. `remove_identities`: Dropout and friends, and Flatten of a vector, are the identity at
    inference.
-2. `fold_padding`: a ZeroPadding2D in front of a Conv2D or valid AveragePooling2D becomes
-   that layer's explicit pads (both compute with zeros there).
-3. `fold_batchnorm`: BatchNormalization after a linear Dense/Conv2D folds into its
-   weights and bias.
-4. `fuse_activations`: an activation layer after a Dense, Conv2D or merge with a linear
-   activation becomes that layer's activation; a linear one disappears anywhere.
+2. `fold_padding`: a ZeroPadding2D in front of a (depthwise) convolution, valid
+   AveragePooling2D or another ZeroPadding2D becomes that layer's explicit pads (all compute
+   with zeros there); elsewhere it stays a padding layer (K2C.Pad).
+   `fold_reshapes` (`ir.shape_passes`): a Reshape read only by a Flatten or another Reshape
+   is dropped into it.
+3. `fold_batchnorm`: BatchNormalization after a linear Dense/Conv2D/DepthwiseConv2D folds
+   into its weights and bias (per output channel: the kernels' last axis); anywhere else it
+   stays (a per-channel multiply-add in hardware).
+4. `fuse_activations`: an activation layer after a Dense, (depthwise) Conv2D,
+   BatchNormalization or merge with a linear activation (and no other reader) becomes that
+   layer's activation; elsewhere it stays a standalone hardware stage; a linear one
+   disappears anywhere.
 5. `check_network`: every remaining record is one the hardware builds, shapes agree along
-   every edge, softmax only at the output, names unique, at least one Dense layer.
+   every edge, names unique, at least one Dense layer.
 
 A fold or fusion needs the layer it folds into to have no other reader: otherwise the
 unfolded value would be needed too, and the error says so.
@@ -28,6 +34,8 @@ import numpy as np
 from keras2clash.errors import K2CError
 from keras2clash.ir import layers as ir
 from keras2clash.ir.graph import Graph
+from keras2clash.ir.shape_passes import fold_reshapes
+from keras2clash.quant import activations
 
 Pass = Callable[[Graph], Graph]
 
@@ -38,10 +46,8 @@ def _describe(graph: Graph, tensor: str) -> str:
     layer = graph[tensor]
     if isinstance(layer, ir.Merge):
         kind = layer.op.capitalize()
-    elif isinstance(layer, (ir.Activation, ir.Identity)):
-        kind = layer.source_class
     else:
-        kind = layer.keras_class
+        kind = getattr(layer, "source_class", "") or layer.keras_class
     return f"{kind} layer '{layer.name}'"
 
 
@@ -53,69 +59,42 @@ def remove_identities(graph: Graph) -> Graph:
 
 
 def fold_padding(graph: Graph) -> Graph:
-    """ZeroPadding2D -> the pads of the Conv2D or AveragePooling2D that alone reads it."""
+    """ZeroPadding2D -> the pads of the Conv2D, valid AveragePooling2D or next ZeroPadding2D
+    that alone reads it (each computes with zeros there). Anywhere else (several readers, a
+    MaxPooling2D whose own padding is -infinity, a Cropping2D, ...) it stays a padding
+    layer of its own (K2C.Pad); one with no padding at all is removed."""
     for layer in graph.layers:
         if not isinstance(layer, ir.ZeroPad2D):
             continue
+        if not any(layer.pads):
+            return fold_padding(graph.without(layer))
         readers = graph.consumers(layer.name)
         target = readers[0] if len(readers) == 1 else None
-        if not isinstance(target, (ir.Conv2D, ir.AvgPool2D)) or (
+        if not isinstance(target, (ir.Conv2D, ir.DepthwiseConv2D, ir.AvgPool2D, ir.ZeroPad2D)) or (
                 isinstance(target, ir.AvgPool2D) and any(target.pads)):
-            what = "several layers" if len(readers) > 1 else (
-                _describe(graph, readers[0].name) if readers else "the model output")
-            raise K2CError(
-                f"ZeroPadding2D layer '{layer.name}' feeds {what}; it is supported folded into "
-                "the one Conv2D or valid AveragePooling2D that reads it"
-            )
+            continue
         pads = tuple(a + b for a, b in zip(layer.pads, target.pads))
         folded = replace(target, pads=pads, input_shapes=layer.input_shapes,
-                         fused=(*target.fused, layer.name),
-                         padding="same" if isinstance(target, ir.Conv2D) else target.padding)
+                         fused=(*target.fused, *layer.fused, layer.name),
+                         **({"padding": "same"} if isinstance(target, (ir.Conv2D, ir.DepthwiseConv2D)) else
+                            {"padding": "valid"} if isinstance(target, ir.AvgPool2D) else {}))
         return fold_padding(graph.replaced(target, folded).without(layer))
     return graph
 
 
-def _fold_target(graph: Graph, layer: ir.Layer, what: str, rule: str) -> ir.Layer:
-    """The Dense/Conv2D (or merge, for activations) that `layer` folds into."""
-    (source,) = layer.inputs
-    kind = layer.keras_class if not isinstance(layer, ir.Activation) else layer.source_class
-    allowed = (ir.Dense, ir.Conv2D) if what == "BatchNormalization" else (ir.Dense, ir.Conv2D, ir.Merge)
-    target = None if source == graph.input_name else graph[source]
-    if not isinstance(target, allowed):
-        raise K2CError(f"{kind} layer '{layer.name}'{rule} follows {_describe(graph, source)}, not a "
-                       + ("Dense or Conv2D layer; BatchNormalization is only supported folded into "
-                          "the Dense/Conv2D layer right before it" if what == "BatchNormalization" else
-                          "Dense or Conv2D layer (nor a merge layer); activations are only supported "
-                          "fused into the Dense/Conv2D/merge layer before them"))
-    if len(graph.consumers(source)) > 1:
-        raise K2CError(f"{kind} layer '{layer.name}'{rule} follows {_describe(graph, source)}, whose "
-                       "output is also read by other layers; it can only be folded into a layer "
-                       "that it alone reads")
-    return target
-
-
 def fold_batchnorm(graph: Graph) -> Graph:
-    """`w' = w * g`, `b' = (b - mean) * g + beta` on the previous layer's output channels."""
+    """`w' = w * g`, `b' = (b - mean) * g + beta` on the previous layer's output channels,
+    when that layer is a linear Dense/Conv2D that only the BatchNormalization reads.
+    Anywhere else (at the input, after an activation, a pool or a merge, after a layer with
+    other readers) the BatchNormalization stays: the hardware builds it as a per-channel
+    multiply-add (`batchnorm`)."""
     for layer in graph.layers:
         if not isinstance(layer, ir.BatchNorm):
             continue
-        (source,) = layer.inputs
-        before = None if source == graph.input_name else graph[source]
-        if isinstance(before, ir.Activation) and before.inputs[0] != graph.input_name and isinstance(
-                graph[before.inputs[0]], (ir.Dense, ir.Conv2D)) and before.activation != "linear":
-            raise K2CError(
-                f"BatchNormalization layer '{layer.name}' follows {_describe(graph, before.inputs[0])}, "
-                f"which applies '{before.activation}' first; it can only be folded into a "
-                "layer with a linear activation (put the activation after the BatchNormalization)"
-            )
-        target = _fold_target(graph, layer, "BatchNormalization", "")
-        assert isinstance(target, (ir.Dense, ir.Conv2D))
-        if target.activation != "linear":
-            raise K2CError(
-                f"BatchNormalization layer '{layer.name}' follows {_describe(graph, target.name)}, "
-                f"which applies '{target.activation}' first; it can only be folded into a "
-                "layer with a linear activation (put the activation after the BatchNormalization)"
-            )
+        _check_finite_batchnorm(layer)
+        target = _batchnorm_target(graph, layer)
+        if target is None:
+            continue
         with np.errstate(all="ignore"):
             kernel = target.kernel * layer.scale
             bias = (target.bias - layer.mean) * layer.scale + layer.shift
@@ -129,34 +108,67 @@ def fold_batchnorm(graph: Graph) -> Graph:
     return graph
 
 
+def _batchnorm_target(graph: Graph, layer: ir.BatchNorm) -> ir.Dense | ir.Conv2D | ir.DepthwiseConv2D | None:
+    """The linear Dense/Conv2D/DepthwiseConv2D a BatchNormalization folds into (per output
+    channel: the kernels' last axis), or None: it stays."""
+    (source,) = layer.inputs
+    target = None if source == graph.input_name else graph[source]
+    if not isinstance(target, (ir.Dense, ir.Conv2D, ir.DepthwiseConv2D)) or target.activation != "linear":
+        return None
+    return target if len(graph.consumers(source)) == 1 else None
+
+
+def _check_finite_batchnorm(layer: ir.BatchNorm) -> None:
+    """Statistics with a negative variance or non-finite values have no hardware value."""
+    if not (np.all(np.isfinite(layer.scale)) and np.all(np.isfinite(layer.offset))):
+        raise K2CError(
+            f"BatchNormalization layer '{layer.name}' has NaN or infinite scale or offset "
+            "(negative moving variance or non-finite statistics)"
+        )
+
+
 def _absorb(graph: Graph, layer: ir.Layer) -> Graph:
     """Remove `layer` whose work its producer now does; the producer's record keeps the
     fused name (already added by the caller)."""
     return graph.without(graph[layer.name])
 
 
+def _fusable(graph: Graph, layer: ir.Activation) -> bool:
+    """An activation fuses into the Dense/(depthwise) Conv2D/BatchNormalization/merge before it
+    when that layer is linear
+    and has no other reader. A PReLU with several slopes stays standalone: the engines apply
+    one function to every neuron, the standalone stage one slope per channel."""
+    (source,) = layer.inputs
+    target = None if source == graph.input_name else graph[source]
+    if not isinstance(target, (ir.Dense, ir.Conv2D, ir.DepthwiseConv2D, ir.Merge, ir.BatchNorm)) or (
+            target.activation != "linear"):
+        return False
+    if len(graph.consumers(source)) > 1:
+        return False
+    return len(set(activations.parse(layer.activation).slopes)) == 1
+
+
 def fuse_activations(graph: Graph) -> Graph:
-    for layer in graph.layers:
-        if not isinstance(layer, ir.Activation):
-            continue
-        rule = f" ({layer.activation})"
+    """Linear activations disappear; others fuse into the layer before them (`_fusable`) or
+    stay as standalone hardware stages (type "activation", a combinational stage per beat)."""
+    standalone: set[str] = set()
+    while True:
+        layer = next((other for other in graph.layers
+                      if isinstance(other, ir.Activation) and other.name not in standalone), None)
+        if layer is None:
+            return graph
+        (source,) = layer.inputs
         if layer.activation == "linear":
-            (source,) = layer.inputs
-            fused = graph.with_layers([
+            graph = graph.with_layers([
                 replace(other, fused=(*other.fused, layer.name)) if other.name == source else other
                 for other in graph.layers])
-            return fuse_activations(fused.without(fused[layer.name]))
-        target = _fold_target(graph, layer, "activation", rule)
-        if target.activation != "linear":
-            raise K2CError(
-                f"{layer.source_class} layer '{layer.name}'{rule} follows {_describe(graph, target.name)}, "
-                f"which already applies '{target.activation}'; only one activation per layer is supported"
-            )
-        if isinstance(target, ir.Merge) and target.op == "concatenate" and layer.activation == "softmax":
-            raise K2CError(f"Softmax layer '{layer.name}' after a Concatenate is not supported")
-        fused = replace(target, activation=layer.activation, fused=(*target.fused, layer.name))
-        return fuse_activations(_absorb(graph.replaced(target, fused), layer))
-    return graph
+            graph = graph.without(graph[layer.name])
+        elif not _fusable(graph, layer):
+            standalone.add(layer.name)
+        else:
+            target = graph[source]
+            fused = replace(target, activation=layer.activation, fused=(*target.fused, layer.name))
+            graph = _absorb(graph.replaced(target, fused), layer)
 
 
 def check_network(graph: Graph) -> Graph:
@@ -175,21 +187,16 @@ def check_network(graph: Graph) -> Graph:
             if graph.shape_of(tensor) != shape:
                 raise K2CError(f"layer '{layer.name}' expects {shape} from '{tensor}', which gives "
                                f"{graph.shape_of(tensor)}")
-        if layer.activation == "softmax" and layer.name != graph.output:
-            raise K2CError(
-                f"layer '{layer.name}' applies softmax but is not the last layer: softmax "
-                "is only supported at the output, where it is replaced by an "
-                "argmax-preserving identity"
-            )
-    if not any(isinstance(layer, ir.Dense) for layer in graph.layers):
-        raise K2CError(f"model '{graph.name}' has no Dense layer; at least one is needed")
     if len(graph.output_shape) != 1:
         raise K2CError(f"model '{graph.name}' outputs shape {graph.output_shape}; a vector is needed "
                        "(end with Flatten and Dense)")
+    if not any(isinstance(layer, ir.Dense) for layer in graph.layers):
+        raise K2CError(f"model '{graph.name}' has no Dense layer; at least one is needed")
     return graph
 
 
-PASSES: tuple[Pass, ...] = (remove_identities, fold_padding, fold_batchnorm, fuse_activations, check_network)
+PASSES: tuple[Pass, ...] = (remove_identities, fold_padding, fold_reshapes, fold_batchnorm, fuse_activations,
+                            check_network)
 """The passes, in the order they run."""
 
 

@@ -38,7 +38,7 @@ from keras2clash.quant.formats import FixedFormat, count_saturated, make_format
 from keras2clash.hw.plan import LayerFormats, make_plan
 from keras2clash.ir.graph import as_graph
 from keras2clash.ir.layers import MERGE_OPS
-from keras2clash.quant.profile import LayerTrace, float_forward, require_finite
+from keras2clash.quant.profile import LayerTrace, float_forward, layer_params, require_finite
 
 SIGMOID_FLAT = 5.0
 """PLAN's sigmoid is constant (0 or 1) beyond |x| >= 5: saturating there changes nothing."""
@@ -68,7 +68,7 @@ def output_values(trace: LayerTrace) -> np.ndarray:
     z = trace.pre.ravel()
     if trace.activation == "relu":
         return np.maximum(z, 0.0)
-    if trace.activation == "sigmoid":
+    if trace.activation in ("sigmoid", "tanh", "softmax", "hard_sigmoid"):
         return np.concatenate([np.clip(z, -SIGMOID_FLAT, SIGMOID_FLAT), trace.out.ravel()])
     return z
 
@@ -121,8 +121,9 @@ def saturation(
         b_fmt = lf.bias or w_fmt
         o_fmt = lf.output or default
         assert w_fmt is not None and b_fmt is not None and o_fmt is not None
-        w, ww = _count(layer.kernel, w_fmt)
-        b, bw = _count(layer.bias, b_fmt)
+        kernel, bias = layer_params(layer)
+        w, ww = _count(kernel, w_fmt)
+        b, bw = _count(bias, b_fmt)
         o, ow = _count(output_values(trace), o_fmt)
         rows.append(Saturation(layer.name, weights=w, bias=b, outputs=o, worst=max(ww, bw, ow)))
     return rows
@@ -180,8 +181,9 @@ def choose_formats(
             continue
         if trace.pre is None:
             continue
-        w = split(bits, fit_int_bits(layer.kernel, bits)[0])
-        b = split(bits, fit_int_bits(layer.bias, bits)[0])
+        kernel, bias = layer_params(layer)
+        w = split(bits, fit_int_bits(kernel, bits)[0])
+        b = split(bits, fit_int_bits(bias, bits)[0])
         o = split(bits, fit_int_bits(output_values(trace), bits)[0])
         layers[layer.name] = LayerFormats(weight=w, bias=b, output=o)
     return AutoFormats(bits, input_fmt, layers, saturation(ir, traces, x, input_fmt, layers))
@@ -200,7 +202,7 @@ def golden_accuracy(
 
     plans = make_plan(ir, default, layer_formats=layers, input_fmt=input_fmt)
     params = golden.quantize_params(plans, ir)
-    pred = golden.predict_classes(golden.run(plans, params, golden.quantize_inputs(plans, x)))
+    pred = golden.predict(plans, params, golden.quantize_inputs(plans, x))[1]
     return float(np.mean(pred == np.asarray(y)))
 
 
@@ -333,10 +335,9 @@ def parameter_overflow(plans: Sequence[Any], ir: Sequence[Mapping[str, Any]]) ->
     by_name = as_graph(ir).by_name()
     rows = []
     for plan in plans:
-        if not plan.is_compute:
+        if not plan.has_params:
             continue
-        kernel = np.asarray(by_name[plan.name].kernel)
-        bias = np.asarray(by_name[plan.name].bias)
+        kernel, bias = layer_params(by_name[plan.name])
         w, ww = count_saturated(kernel, plan.w_fmt)
         b, bw = count_saturated(bias, plan.b_fmt)
         rows.append(ParamOverflow(plan.name, str(plan.w_fmt), str(plan.b_fmt), w, int(kernel.size), ww,

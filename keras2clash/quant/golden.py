@@ -10,12 +10,15 @@ slower, still exact.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
+from keras2clash.quant import activations
 from keras2clash.quant.formats import FixedFormat, quantize, saturate
+from keras2clash.ir.layers import SHAPE_TYPES
+from keras2clash.quant.shapes import move_layer
 from keras2clash.hw.plan import LayerPlan, accumulator_format
 from keras2clash.ir.graph import as_graph
 
@@ -28,7 +31,8 @@ class QuantizedLayer:
     """A compute layer's parameters as the ROM stores them (raw integers).
 
     `kernel` is (K, filters) with K in window order (conv: (i*kw + j)*C + c, i.e. the Keras
-    kernel (kh, kw, C, F) reshaped row-major); `bias` is (filters,) in the bias format.
+    kernel (kh, kw, C, F) reshaped row-major; depthwise: i*kw + j of the filter's own
+    channel, the record's (kh, kw, C*m) reshaped); `bias` is (filters,) in the bias format.
     """
 
     kernel: np.ndarray
@@ -43,10 +47,14 @@ def quantize_params(plans: Sequence[LayerPlan], ir: Any = None) -> dict[str, Qua
     records = as_graph(ir).by_name() if ir is not None else {}
     params: dict[str, QuantizedLayer] = {}
     for plan in plans:
-        if not plan.is_compute:
+        if not plan.has_params:
             continue
         assert plan.w_fmt is not None and plan.b_fmt is not None
         record = plan.layer if plan.layer is not None else records[plan.name]
+        if plan.type == "batchnorm":  # per channel: scale (weight format), offset (bias format)
+            params[plan.name] = QuantizedLayer(kernel=quantize(record.scale, plan.w_fmt),
+                                               bias=quantize(record.offset, plan.b_fmt))
+            continue
         kernel = np.asarray(record.kernel).reshape(plan.window, plan.filters)
         params[plan.name] = QuantizedLayer(
             kernel=quantize(kernel, plan.w_fmt),
@@ -99,18 +107,24 @@ def sigmoid_plan(r: np.ndarray, fmt: FixedFormat) -> np.ndarray:
 
 
 def activate(r: np.ndarray, activation: str, fmt: FixedFormat) -> np.ndarray:
-    """Apply a hardware activation to requantized raw values (all results stay in `fmt`)."""
-    if activation == "linear":
-        return r
-    if activation == "relu":
-        return np.maximum(r, 0)
-    if activation == "sigmoid":
-        return sigmoid_plan(r, fmt)
-    raise ValueError(f"no hardware activation {activation!r}")
+    """Apply a fused hardware activation to requantized raw values (results stay in `fmt`;
+    softmax works over the last axis). quant.activations holds the arithmetic."""
+    return activations.apply(r, activation, fmt, fmt)
 
 
-def _accumulate(windows: np.ndarray, plan: LayerPlan, params: QuantizedLayer) -> np.ndarray:
-    """Contract step 3 on (M, K) windows -> (M, filters) accumulator raw values (frac cf).
+def _matmul(xs: np.ndarray, kernel: np.ndarray) -> np.ndarray:
+    """Every filter over the same window: (M, K) x (K, F) -> (M, F)."""
+    return xs @ kernel
+
+
+def _per_filter(xs: np.ndarray, kernel: np.ndarray) -> np.ndarray:
+    """Each filter over its own window (depthwise): (M, K, F) x (K, F) -> (M, F)."""
+    return (xs * kernel).sum(axis=1)
+
+
+def _accumulate(windows: np.ndarray, plan: LayerPlan, params: QuantizedLayer, dot=_matmul) -> np.ndarray:
+    """Contract step 3 on (M, K) windows -> (M, filters) accumulator raw values (frac cf);
+    `dot` multiplies window chunks (axis 1) with kernel chunks (axis 0).
 
     Exact accumulator: one exact sum. A narrower (user-chosen) accumulator saturates after
     each of the `cycles` chunks, in chunk order, exactly as the hardware register does:
@@ -125,18 +139,18 @@ def _accumulate(windows: np.ndarray, plan: LayerPlan, params: QuantizedLayer) ->
     product_shift = plan.acc_fmt.frac - (plan.in_fmt.frac + plan.w_fmt.frac)
     bias = params.bias.astype(dtype) << (plan.acc_fmt.frac - plan.b_fmt.frac)
     if plan.exact_accumulator:
-        return ((xs @ kernel) << product_shift) + bias
+        return (dot(xs, kernel) << product_shift) + bias
     acc = None
     ch = plan.chunk
     for t in range(plan.cycles):
-        part = (xs[:, t * ch:(t + 1) * ch] @ kernel[t * ch:(t + 1) * ch]) << product_shift
+        part = dot(xs[:, t * ch:(t + 1) * ch], kernel[t * ch:(t + 1) * ch]) << product_shift
         acc = saturate(part + bias, plan.acc_fmt) if acc is None else saturate(acc + part, plan.acc_fmt)
     return acc
 
 
-def _neurons(windows: np.ndarray, plan: LayerPlan, params: QuantizedLayer) -> np.ndarray:
-    """(M, K) windows -> (M, filters) activated raw outputs."""
-    acc = _accumulate(windows, plan, params)
+def _neurons(windows: np.ndarray, plan: LayerPlan, params: QuantizedLayer, dot=_matmul) -> np.ndarray:
+    """(M, K) windows -> (M, filters) activated raw outputs ((M, K, filters) for `_per_filter`)."""
+    acc = _accumulate(windows, plan, params, dot)
     assert plan.acc_fmt is not None
     r = saturate(_round_shift(acc, plan.acc_fmt.frac - plan.out_fmt.frac), plan.out_fmt)
     return np.asarray(activate(r, plan.hw_activation, plan.out_fmt), dtype=np.int64)
@@ -154,12 +168,14 @@ def pad_images(x: np.ndarray, pads: tuple[int, int, int, int], value: int) -> np
 
 
 def windows_of(x: np.ndarray, plan: LayerPlan) -> np.ndarray:
-    """All windows of (N, H, W, C) images -> (N, H2, W2, kh, kw, C), strided, padding applied."""
-    kh, kw = plan.kernel_size
+    """All windows of (N, H, W, C) padded images -> (N, H2, W2, kh, kw, C), strided: window
+    (i, j) spans the dilated extent from input pixel (i*sh, j*sw), tap (r, s) reads pixel
+    (i*sh + r*dh, j*sw + s*dw)."""
+    (eh, ew), (dh, dw) = plan.extent, plan.dilation
     sh, sw = plan.strides
     h2, w2 = plan.output_shape[0], plan.output_shape[1]
-    view = np.lib.stride_tricks.sliding_window_view(x, (kh, kw), axis=(1, 2))  # N,H',W',C,kh,kw
-    view = view[:, : (h2 - 1) * sh + 1 : sh, : (w2 - 1) * sw + 1 : sw]
+    view = np.lib.stride_tricks.sliding_window_view(x, (eh, ew), axis=(1, 2))  # N,H',W',C,eh,ew
+    view = view[:, : (h2 - 1) * sh + 1 : sh, : (w2 - 1) * sw + 1 : sw, :, ::dh, ::dw]
     return np.moveaxis(view, 3, -1)  # N, H2, W2, kh, kw, C
 
 
@@ -172,6 +188,17 @@ def conv2d(x: np.ndarray, plan: LayerPlan, params: QuantizedLayer) -> np.ndarray
     return out.reshape(n, h2, w2, plan.filters)
 
 
+def depthwise2d(x: np.ndarray, plan: LayerPlan, params: QuantizedLayer) -> np.ndarray:
+    """(N, H, W, C) raw -> (N, H2, W2, C*m) raw: zero padding, then the dense contract per
+    window and output channel f over the K = kh*kw values of input channel f // m."""
+    win = windows_of(pad_images(x, plan.pads, 0), plan)  # N, H2, W2, kh, kw, C
+    n, h2, w2 = win.shape[:3]
+    m = plan.filters // plan.input_shape[-1]
+    own = np.repeat(win, m, axis=-1)  # channel c*m + j reads channel c
+    out = _neurons(own.reshape(n * h2 * w2, plan.window, plan.filters), plan, params, _per_filter)
+    return out.reshape(n, h2, w2, plan.filters)
+
+
 def maxpool2d(x: np.ndarray, plan: LayerPlan) -> np.ndarray:
     """Per channel maximum; 'same' padding counts as the format's minimum (never chosen)."""
     win = windows_of(pad_images(x, plan.pads, plan.in_fmt.raw_min), plan)
@@ -179,11 +206,45 @@ def maxpool2d(x: np.ndarray, plan: LayerPlan) -> np.ndarray:
 
 
 def avgpool2d(x: np.ndarray, plan: LayerPlan) -> np.ndarray:
-    """Per channel floor((2*sum + N) / (2*N)): the average rounded half up, exactly."""
-    count = plan.kernel_size[0] * plan.kernel_size[1]
-    wide = plan.in_fmt.bits + count.bit_length() + 2 > INT64_SAFE_BITS  # 2*sum + count, exactly
+    """Per channel floor((2*sum + N) / (2*N)): the average rounded half up, exactly.
+
+    N is the pool size, or with 'same' padding (`exclude_pads`) each window's count of
+    non-padding values (Keras' rule), counted here by pooling an image of ones."""
+    size = plan.kernel_size[0] * plan.kernel_size[1]
+    wide = plan.in_fmt.bits + size.bit_length() + 2 > INT64_SAFE_BITS  # 2*sum + count, exactly
     win = windows_of(pad_images(x, plan.pads, 0), plan).astype(object if wide else np.int64)
+    count: Any = size
+    if plan.exclude_pads:
+        ones = np.ones((1, *plan.input_shape[:2], 1), dtype=np.int64)
+        count = windows_of(pad_images(ones, plan.pads, 0), plan).sum(axis=(3, 4))[0]  # (H2, W2, 1)
     return np.asarray((2 * win.sum(axis=(3, 4)) + count) // (2 * count), dtype=np.int64)  # in range
+
+
+def global_pool(x: np.ndarray, plan: LayerPlan) -> np.ndarray:
+    """Per channel maximum (exact) or floor((2*sum + n) / (2*n)) over all n = H*W positions
+    of an image (docs/contract.md, global pooling); output (C,) or (1, 1, C)."""
+    flat = np.asarray(x).reshape(len(x), -1, plan.input_shape[-1])
+    if plan.type == "globalmaxpool":
+        out = flat.max(axis=1)
+    else:
+        n = flat.shape[1]
+        wide = plan.in_fmt.bits + n.bit_length() + 2 > INT64_SAFE_BITS
+        out = (2 * flat.astype(object if wide else np.int64).sum(axis=1) + n) // (2 * n)
+    return np.asarray(out, dtype=np.int64).reshape(len(x), *plan.output_shape)
+
+
+def batchnorm(x: np.ndarray, plan: LayerPlan, params: QuantizedLayer) -> np.ndarray:
+    """A BatchNormalization not folded: per channel `x * scale + offset` exactly (product
+    with fa + fw fraction bits, offset aligned, both to cf = max(fa + fw, fb)), then one
+    requantization (round half up, saturate) to the output format and the activation."""
+    assert plan.w_fmt is not None and plan.b_fmt is not None and plan.acc_fmt is not None
+    dtype = object if plan.acc_fmt.bits > INT64_SAFE_BITS else np.int64
+    fa, fw, fb = plan.in_fmt.frac, plan.w_fmt.frac, plan.b_fmt.frac
+    cf = max(fa + fw, fb)
+    acc = ((np.asarray(x).astype(dtype) * params.kernel.astype(dtype)) << (cf - fa - fw)) \
+        + (params.bias.astype(dtype) << (cf - fb))
+    r = _requantize(acc, cf, plan.out_fmt)
+    return np.asarray(activate(r, plan.hw_activation, plan.out_fmt), dtype=np.int64)
 
 
 def _requantize(raw: np.ndarray, frac: int, out: FixedFormat) -> np.ndarray:
@@ -235,14 +296,24 @@ def layer(plan: LayerPlan, params: Mapping[str, QuantizedLayer], xs: Sequence[np
         return dense(h, plan, params[plan.name])
     if plan.type == "conv2d":
         return conv2d(h, plan, params[plan.name])
+    if plan.type == "depthwise2d":
+        return depthwise2d(h, plan, params[plan.name])
     if plan.type == "maxpool2d":
         return maxpool2d(h, plan)
     if plan.type == "avgpool2d":
         return avgpool2d(h, plan)
     if plan.type == "flatten":
         return h.reshape(len(h), -1)  # row-major, like Keras channels-last Flatten
+    if plan.type in ("globalmaxpool", "globalavgpool"):
+        return global_pool(h, plan)
+    if plan.type == "batchnorm":
+        return batchnorm(h, plan, params[plan.name])
     if plan.is_merge:
         return merge(xs, plan)
+    if plan.type in SHAPE_TYPES:
+        return move_layer(plan, h)  # values moved, not changed (quant/shapes.py)
+    if plan.type == "activation":
+        return activations.apply(h, plan.activation, plan.in_fmt, plan.out_fmt)
     raise ValueError(f"no golden model for layer type {plan.type!r}")
 
 
@@ -286,3 +357,35 @@ def quantize_inputs(plans: Sequence[LayerPlan], x: np.ndarray) -> np.ndarray:
 def predict_classes(raw_out: np.ndarray) -> np.ndarray:
     """Argmax per sample, lowest index on ties (the hardware's argmax block does the same)."""
     return np.argmax(np.asarray(raw_out, dtype=np.int64), axis=1)
+
+
+def splits_output(plan: LayerPlan) -> bool:
+    """Whether the output layer's activation is applied after the class is taken: a monotone
+    one (sigmoid, softmax, tanh, relu, ...) keeps the order of the values before it, and
+    taking the argmax there avoids the ties its saturation would create."""
+    act = activations.parse(plan.activation)
+    return act.monotone and not act.is_linear
+
+
+def output_logits(plans: Sequence[LayerPlan], params: Mapping[str, QuantizedLayer],
+                  values: Mapping[str, np.ndarray]) -> np.ndarray:
+    """The output layer's values before its monotone activation (`splits_output`), from
+    `run_all`'s tensors; the outputs themselves when it has none."""
+    last = plans[-1]
+    if not splits_output(last):
+        out = values[last.name]
+    elif last.type == "activation":
+        out = values[last.inputs[0] if last.inputs else plans[-2].name]
+    else:
+        out = layer(replace(last, activation="linear"), params,
+                    [values[t] for t in (last.inputs or (plans[-2].name if len(plans) > 1 else "input",))])
+    return np.asarray(out).reshape(len(out), -1)
+
+
+def predict(plans: Sequence[LayerPlan], params: Mapping[str, QuantizedLayer],
+            x_raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The outputs (N, n_out) and the predicted classes: the argmax of the output layer's
+    values before a monotone activation (docs/contract.md, predicted class), as the Top does."""
+    values = run_all(plans, params, x_raw)
+    out = values[plans[-1].name]
+    return out.reshape(len(out), -1), predict_classes(output_logits(plans, params, values))

@@ -25,7 +25,8 @@ import numpy as np
 
 from keras2clash.errors import K2CError
 from keras2clash.ir.graph import as_graph
-from keras2clash.ir.layers import MERGE_OPS
+from keras2clash.ir.layers import MERGE_OPS, SHAPE_TYPES
+from keras2clash.quant.shapes import move_layer
 
 PERCENTILES = (0.1, 1.0, 50.0, 99.0, 99.9)
 KINDS = ("weights", "bias", "pre-activation", "output")
@@ -42,37 +43,42 @@ class LayerTrace:
     out: np.ndarray
 
 
-def _sigmoid(z: np.ndarray) -> np.ndarray:
-    return 0.5 * (1.0 + np.tanh(0.5 * z))  # overflow-free
-
-
-def _softmax(z: np.ndarray) -> np.ndarray:
-    e = np.exp(z - z.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
-
 def float_activation(z: np.ndarray, activation: str) -> np.ndarray:
-    if activation == "linear":
-        return z
-    if activation == "relu":
-        return np.maximum(z, 0.0)
-    if activation == "sigmoid":
-        return _sigmoid(z)
-    if activation == "softmax":
-        return _softmax(z)
-    raise ValueError(f"no float activation {activation!r}")
+    """An activation (canonical text) as Keras computes it, in float64."""
+    from keras2clash.quant.activations import keras_float, parse
+
+    return keras_float(parse(activation), z)
 
 
 def _windows(x: np.ndarray, layer: Any, size: Sequence[int], fill: float) -> np.ndarray:
-    """(N, H, W, C) -> (N, H2, W2, kh, kw, C): padded, strided windows (as golden.windows_of)."""
+    """(N, H, W, C) -> (N, H2, W2, kh, kw, C): padded, strided, dilated windows (as
+    golden.windows_of)."""
     top, bottom, left, right = layer.pads
     x = np.pad(x, ((0, 0), (top, bottom), (left, right), (0, 0)), constant_values=fill)
-    kh, kw = size
+    (kh, kw), (dh, dw) = size, getattr(layer, "dilation", (1, 1))
     sh, sw = layer.strides
     h2, w2 = layer.output_shape[0], layer.output_shape[1]
-    view = np.lib.stride_tricks.sliding_window_view(x, (kh, kw), axis=(1, 2))
-    view = view[:, : (h2 - 1) * sh + 1 : sh, : (w2 - 1) * sw + 1 : sw]
+    view = np.lib.stride_tricks.sliding_window_view(x, ((kh - 1) * dh + 1, (kw - 1) * dw + 1), axis=(1, 2))
+    view = view[:, : (h2 - 1) * sh + 1 : sh, : (w2 - 1) * sw + 1 : sw, :, ::dh, ::dw]
     return np.moveaxis(view, 3, -1)
+
+
+def _float_avgpool(x: np.ndarray, layer: Any) -> np.ndarray:
+    """Average pooling; with 'same' padding each window divides by its count of non-padding
+    values (Keras), with folded ZeroPadding2D ('valid') by the pool size."""
+    total = _windows(x, layer, layer.pool_size, 0.0).sum(axis=(3, 4))
+    if layer.padding == "same" and any(layer.pads):
+        ones = np.ones((1, *x.shape[1:3], 1))
+        return total / _windows(ones, layer, layer.pool_size, 0.0).sum(axis=(3, 4))
+    return total / (layer.pool_size[0] * layer.pool_size[1])
+
+
+def layer_params(layer: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The constants a layer stores: a Dense/Conv2D's kernel and bias, a BatchNormalization's
+    per-channel scale (stored in the weight format) and offset (in the bias format)."""
+    if layer.type == "batchnorm":
+        return np.asarray(layer.scale, dtype=np.float64), np.asarray(layer.offset, dtype=np.float64)
+    return np.asarray(layer.kernel), np.asarray(layer.bias)
 
 
 def float_merge(op: str, xs: Sequence[np.ndarray]) -> np.ndarray:
@@ -122,12 +128,15 @@ def _float_forward(graph: Any, x: np.ndarray, params: Mapping[str, tuple[np.ndar
         kind = layer.type
         h = values[layer.inputs[0]]
         pre = None
-        if kind in ("dense", "conv2d"):
+        if kind in ("dense", "conv2d", "depthwise2d"):
             kernel, bias = params[layer.name] if params is not None and layer.name in params else (layer.kernel, layer.bias)
             kernel = np.asarray(kernel, dtype=np.float64)
             bias = np.asarray(bias, dtype=np.float64)
             if kind == "dense":
                 pre = h.reshape(len(h), -1) @ kernel.reshape(-1, kernel.shape[-1]) + bias
+            elif kind == "depthwise2d":  # output channel c*m + j: channel c's window, its own filter
+                win = np.repeat(_windows(h, layer, layer.kernel_size, 0.0), layer.depth_multiplier, axis=-1)
+                pre = np.einsum("nhwijf,ijf->nhwf", win, kernel.reshape(win.shape[3:])) + bias
             else:
                 win = _windows(h, layer, layer.kernel_size, 0.0)
                 n, h2, w2 = win.shape[:3]
@@ -137,11 +146,23 @@ def _float_forward(graph: Any, x: np.ndarray, params: Mapping[str, tuple[np.ndar
         elif kind == "maxpool2d":
             h = _windows(h, layer, layer.pool_size, -np.inf).max(axis=(3, 4))
         elif kind == "avgpool2d":
-            h = _windows(h, layer, layer.pool_size, 0.0).mean(axis=(3, 4))
+            h = _float_avgpool(h, layer)
+        elif kind in ("globalmaxpool", "globalavgpool"):
+            flat = h.reshape(len(h), -1, h.shape[-1])
+            h = (flat.max(axis=1) if kind == "globalmaxpool" else flat.mean(axis=1)).reshape(
+                len(h), *layer.output_shape)
+        elif kind == "batchnorm":
+            scale, offset = params[layer.name] if params is not None and layer.name in params else layer_params(layer)
+            pre = h * np.asarray(scale, dtype=np.float64) + np.asarray(offset, dtype=np.float64)
+            h = float_activation(pre, layer.activation)
         elif kind == "flatten":
             h = h.reshape(len(h), -1)
         elif kind in MERGE_OPS:
             h = float_activation(float_merge(kind, [values[t] for t in layer.inputs]), layer.activation)
+        elif kind in SHAPE_TYPES:
+            h = move_layer(layer, h)
+        elif kind == "activation":
+            h = float_activation(h, layer.activation)
         else:
             raise ValueError(f"no float model for layer type {kind!r}")
         values[layer.name] = h
@@ -224,8 +245,9 @@ def profile(ir: Sequence[Mapping[str, Any]], x: np.ndarray, model: str = "model"
     for layer, trace in zip(ir, traces):
         if trace.pre is None:
             continue
-        add(layer.name, "weights", layer.kernel)
-        add(layer.name, "bias", layer.bias)
+        weights, bias = layer_params(layer)
+        add(layer.name, "weights", weights)
+        add(layer.name, "bias", bias)
         add(layer.name, "pre-activation", trace.pre)
         add(layer.name, "output", trace.out)
     return Profile(model, len(x), stats, values)

@@ -302,23 +302,24 @@ def evaluate(
     from keras2clash.quant import golden
     from keras2clash.network import plan_network
     from keras2clash.frontend.keras_ref import rounded_classes
-    from keras2clash.quant.profile import float_forward
+    from keras2clash.quant.profile import float_forward, layer_params
 
     network = plan_network(ir, choice.default, layer_formats=dict(choice.layers) or None,
                            input_format=choice.input_fmt, fifos=False)
     plans, params = network.plans, network.params
-    gold = golden.predict_classes(golden.run(plans, params, golden.quantize_inputs(plans, x)))
-    real = {p.name: (p.w_fmt.to_real(params[p.name].kernel).reshape(np.shape(ir[p.name].kernel)),
+    gold = golden.predict(plans, params, golden.quantize_inputs(plans, x))[1]
+    real = {p.name: (p.w_fmt.to_real(params[p.name].kernel).reshape(np.shape(layer_params(ir[p.name])[0])),
                      p.b_fmt.to_real(params[p.name].bias))
-            for p in plans if p.is_compute and p.w_fmt is not None and p.b_fmt is not None}
+            for p in plans if p.has_params and p.w_fmt is not None and p.b_fmt is not None}
     w_rounded = np.argmax(float_forward(ir, x, real)[-1].out.reshape(len(x), -1), axis=1)
     sat_params = 0
     for p in plans:
-        if p.is_compute:
+        if p.has_params:
             assert p.w_fmt is not None and p.b_fmt is not None
-            sat_params += count_saturated(ir[p.name].kernel, p.w_fmt)[0]
-            sat_params += count_saturated(ir[p.name].bias, p.b_fmt)[0]
-    layer_fmts = {p.name: LayerFormats(p.w_fmt, p.b_fmt, p.out_fmt) for p in plans if p.is_compute}
+            kernel, bias = layer_params(ir[p.name])
+            sat_params += count_saturated(kernel, p.w_fmt)[0]
+            sat_params += count_saturated(bias, p.b_fmt)[0]
+    layer_fmts = {p.name: LayerFormats(p.w_fmt, p.b_fmt, p.out_fmt) for p in plans if p.has_params}
     sat = saturation(ir, traces, x, plans[0].in_fmt, layer_fmts)
     return SweepRow(
         label=choice.label, bits=choice.bits, uniform=choice.uniform,

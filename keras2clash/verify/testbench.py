@@ -200,8 +200,8 @@ def prepare(project: Project, data: str | Path, limit: int | None):
     """Load and check the test set against the project; the golden model's answers."""
     dataset = load_dataset(data, project.input_shape, project.n_out).head(limit)
     x_raw = golden.quantize_inputs(project.plans, dataset.x)
-    expected = np.asarray(golden.run(project.plans, project.params, x_raw), dtype=np.int64)
-    return dataset, np.asarray(x_raw, dtype=np.int64), expected, golden.predict_classes(expected)
+    expected, classes = golden.predict(project.plans, project.params, x_raw)
+    return dataset, np.asarray(x_raw, dtype=np.int64), np.asarray(expected, dtype=np.int64), classes
 
 
 def write_testbench(

@@ -1,0 +1,103 @@
+{-# LANGUAGE DataKinds, KindSignatures, NoImplicitPrelude, ScopedTypeVariables,
+             TypeApplications, TypeOperators, FlexibleContexts, TypeFamilies,
+             DeriveGeneric, DeriveAnyClass, NoStarIsType #-}
+{-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver #-}
+{-|
+Global pooling (Keras @GlobalMaxPooling1D/2D@, @GlobalAveragePooling1D/2D@):
+each channel reduced over all @n = H * W@ beats of an image (a 1-D sequence is
+an image one row high), one output beat per image.
+
+= Arithmetic (docs/contract.md, "Global pooling")
+
+* Max: per channel maximum of the @n@ values (exact).
+* Average: per channel, on raw integers, @floor ((2 * sum + n) / (2 * n))@:
+  round to nearest, ties toward +infinity, exact. The running sum is a
+  @Signed (i + f + CLog 2 n + 2)@, wide enough for @2 * sum + n@, so it never
+  wraps or saturates; the division is 'K2C.Pool.roundedQuotient' (a shift when
+  @2 * n@ is a power of two, a division by a constant otherwise). The mean of
+  in-range values is in range: the output format is the input format.
+
+= Why it looks like this
+
+No frame buffer: one running register per channel (the maximum so far, or
+the exact sum so far), overwritten by an image's first beat and combined with
+each later one, plus an output register, so the next image can stream in
+while a result waits for downstream.
+Storage: @c@ running values (@i + f@ bits for max, @i + f + CLog 2 n + 2@ for
+the sum), @c * (i + f)@ output bits, an @Index n@ counter and a flag.
+
+= Protocol and exact timing
+
+Input ready is @not pending@ (registered: independent of the input's valid
+and of downstream's ready). The output is the output register.
+
+* The image's @n@-th beat, accepted in cycle @t@, makes the result valid in
+  cycle @t + 1@ if the output register is empty or its result leaves in
+  cycle @t@. Otherwise the finished value waits in the running register
+  (@pending@, input ready low from @t + 1@) and becomes valid the cycle after
+  the held result leaves; input ready is high again from that cycle.
+* So with downstream always ready the block never stalls its input: one beat
+  per cycle, images back to back, each result valid the cycle after the
+  image's last beat (this is 'K2C.Window''s rule with one window per image).
+-}
+module K2C.Global
+  ( globalMax
+  , globalAverage
+  , globalReduce
+  ) where
+
+import Clash.Prelude
+import Data.Maybe (isJust, isNothing)
+
+import K2C.Pool (roundedQuotient)
+import K2C.Stream (Stream)
+import K2C.Window (nextIndex)
+
+-- | Per channel maximum over the @n@ beats of an image.
+globalMax
+  :: forall dom n c i f
+   . (HiddenClockResetEnable dom, KnownNat n, 1 <= n, KnownNat c, KnownNat i, KnownNat f)
+  => SNat n -> Stream dom (Vec c (SFixed i f)) (Vec c (SFixed i f))
+globalMax n = globalReduce n id max id
+
+-- | Per channel rounded mean over the @n@ beats of an image (module header).
+globalAverage
+  :: forall dom n c i f
+   . (HiddenClockResetEnable dom, KnownNat n, 1 <= n, KnownNat c, KnownNat i, KnownNat f)
+  => SNat n -> Stream dom (Vec c (SFixed i f)) (Vec c (SFixed i f))
+globalAverage n = globalReduce n toWide (+) fromWide
+  where
+    toWide :: SFixed i f -> Signed (i + f + CLog 2 n + 2)
+    toWide = resize . unSF
+    fromWide :: Signed (i + f + CLog 2 n + 2) -> SFixed i f
+    fromWide = sf (SNat @f) . resize . roundedQuotient n
+
+-- | The block: @start@ turns a value into the running type, @combine@ adds
+-- one more value to it (associative, exact), @finish@ gives the result.
+globalReduce
+  :: forall dom n c a r b
+   . (HiddenClockResetEnable dom, KnownNat n, 1 <= n, KnownNat c, NFDataX r, NFDataX b)
+  => SNat n -> (a -> r) -> (r -> r -> r) -> (r -> b) -> Stream dom (Vec c a) (Vec c b)
+globalReduce SNat start combine finish (input, readyOut) = (output, readyIn)
+  where
+    count     = register (0 :: Index n) (mux accepted (nextIndex <$> count) count)
+    pending   = register False ((completes .||. pending) .&&. (not <$> outFree))
+    readyIn   = not <$> pending
+    accepted  = readyIn .&&. (isJust <$> input)
+    completes = accepted .&&. ((== maxBound) <$> count)
+    outFree   = (isNothing <$> output) .||. readyOut
+    -- The running value with this cycle's beat folded in (an image's first
+    -- beat starts it afresh).
+    running   = step <$> count <*> held <*> (fromJustX <$> input)
+    step k acc x = if k == 0 then map start x else zipWith combine acc (map start x)
+    -- No reset: 'count' says whether 'held' belongs to the current image.
+    held :: Signal dom (Vec c r)
+    held      = delayEn (deepErrorX "global: no beat yet") accepted running
+    output    = register Nothing
+                  (nextOutput <$> output <*> readyOut <*> completes <*> pending <*> outFree
+                              <*> running <*> held)
+    nextOutput out ready done wait free new old
+      | done && free = Just (map finish new)
+      | wait && free = Just (map finish old)
+      | ready        = Nothing
+      | otherwise    = out

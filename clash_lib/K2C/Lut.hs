@@ -1,0 +1,82 @@
+{-# LANGUAGE DataKinds, TypeFamilies, MonoLocalBinds, KindSignatures, NoImplicitPrelude, ScopedTypeVariables,
+             TypeApplications, TypeOperators, FlexibleContexts, NoStarIsType #-}
+{-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver #-}
+{-|
+Table activations (docs/contract.md, "Activations: tables"): sigmoid, tanh, elu,
+selu, softplus, softsign, silu, gelu, exponential.
+
+= Arithmetic
+
+The input's raw value @r@ (format @SFixed ii fi@) is shifted right
+arithmetically by @s@ bits (a floor) and offset by the table's first bucket
+@low@; the index is clipped to the table, so inputs below (above) the range
+read the first (last) entry, which the compiler sets to the function's
+saturated value. Entry @k@ is the function at the centre of bucket
+@low + k@, rounded half up and saturated to the output format (computed once
+in Python; the golden model reads the same numbers). 'lutLinear' adds a linear
+right side: inputs @r > from@ give @round(k * x)@ ('scaleRound', the slope @k@
+in 16 fraction bits, one exact product, one rounding half up, saturated), as
+elu's @x@ or selu's @scale * x@. The maximum error over every input is
+computed by the compiler and written next to each use in Network.hs.
+
+= Storage
+
+The table is a memory file (@weights/<layer>_<function>.mem@, one entry per
+line in ASCII binary, MSB first), read by an asynchronous ROM ('asyncRomFile'):
+a @$readmemb@ array in the HDL. Each element of a beat has its own copy (a
+@Vec c@ beat is @c@ ROMs).
+
+= Timing
+
+Combinational: no register, no state; a stage built from it (a 'K2C.Stream.mapS')
+passes valid and ready through in the same cycle.
+-}
+module K2C.Lut
+  ( TableRom (..)
+  , lut
+  , lutLinear
+  , scaleRound
+  ) where
+
+import Clash.Prelude
+
+import K2C.Activation (requantize)
+
+-- | A typed path to a table of @n@ entries of type @a@.
+newtype TableRom (n :: Nat) a = TableRom FilePath
+
+-- | The table lookup: entry @clip((r >> s) - low, 0, n - 1)@. @low@ is given
+-- 14 bits wider than the input, so it and @n - 1@ (at most 2^13) always fit.
+lut
+  :: forall n s ii fi oi fo
+   . (KnownNat n, 1 <= n, KnownNat ii, KnownNat fi, KnownNat oi, KnownNat fo)
+  => SNat s -> Signed (ii + fi + 14) -> TableRom n (SFixed oi fo) -> SFixed ii fi -> SFixed oi fo
+lut s low (TableRom path) = \x -> unpack (rom (index x))
+  where
+    rom :: Index n -> BitVector (oi + fo)
+    rom = asyncRomFile (SNat @n) path
+    top = fromInteger (natToInteger @n - 1) :: Signed (ii + fi + 14)
+    index x
+      | k <= 0    = 0
+      | k >= top  = maxBound
+      | otherwise = fromIntegral k
+      where
+        k = resize (shiftR (unSF x) (snatToNum s)) - low
+
+-- | 'lut' below and at @from@, @round(k * x)@ above it (the function's linear side).
+lutLinear
+  :: forall n s kb ii fi oi fo
+   . (KnownNat n, 1 <= n, KnownNat kb, KnownNat ii, KnownNat fi, KnownNat oi, KnownNat fo)
+  => SNat s -> Signed (ii + fi + 14) -> TableRom n (SFixed oi fo) -> Signed (ii + fi) -> SFixed kb 16
+  -> SFixed ii fi -> SFixed oi fo
+lutLinear s low rom from k = \x -> if unSF x > from then scaleRound k x else table x
+  where
+    table = lut s low rom
+
+-- | @round(k * x)@: the exact product (@SFixed (kb + ii) (16 + fi)@), then
+-- 'requantize' (round half up, saturate).
+scaleRound
+  :: forall kb ii fi oi fo
+   . (KnownNat kb, KnownNat ii, KnownNat fi, KnownNat oi, KnownNat fo)
+  => SFixed kb 16 -> SFixed ii fi -> SFixed oi fo
+scaleRound k x = requantize (k `mul` x :: SFixed (kb + ii) (16 + fi))

@@ -1,0 +1,95 @@
+"""The Haskell of the activation functions (K2C.Relu, K2C.Lut, K2C.Softmax): one top-level
+definition per layer with a non-linear activation, named after the layer and the function,
+its table memory files, and its documentation (what it computes, its maximum error).
+
+The tables come from `quant.activations`, the numbers the golden model uses too."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from keras2clash.errors import K2CError
+from keras2clash.hw.plan import LayerPlan
+from keras2clash.quant import activations as acts
+from keras2clash.quant.formats import FixedFormat
+
+
+@dataclass(frozen=True)
+class ActivationCode:
+    """One layer's activation in Haskell: `name` (a function of one value, or of a whole beat
+    when `vector`), its signature and body lines, its table (if any)."""
+
+    name: str
+    vector: bool
+    signature: str
+    body: str
+    doc: str
+    table_name: str | None = None
+    table_type: str | None = None
+    table_words: tuple[str, ...] = ()
+
+
+def _lit(value: int) -> str:
+    return f"({value})" if value < 0 else str(value)
+
+
+def _slope(k: int) -> str:
+    width = max(k.bit_length() + 1, acts.SLOPE_FRAC + 1)
+    return f"(sf (SNat @{acts.SLOPE_FRAC}) ({k} :: Signed {width}))"
+
+
+def _words(values: tuple[int, ...], bits: int) -> tuple[str, ...]:
+    return tuple(format(v & ((1 << bits) - 1), f"0{bits}b") for v in values)
+
+
+def _fits(value: int, bits: int, what: str, plan: LayerPlan) -> int:
+    if not -(1 << (bits - 1)) <= value < (1 << (bits - 1)):
+        raise K2CError(f"layer '{plan.name}': activation '{plan.activation}' has a {what} outside "
+                       f"the range of its input format {plan.act_in_fmt}")
+    return value
+
+
+def activation_code(plan: LayerPlan, fn: str, type_name: dict[FixedFormat, str]) -> ActivationCode | None:
+    """The Haskell of `plan`'s activation (None for linear, which needs none)."""
+    act = acts.parse(plan.activation)
+    if act.is_linear and plan.type != "activation":
+        return None
+    fi, fo = plan.act_in_fmt, plan.out_fmt
+    a, b = type_name[fi], type_name[fo]
+    name = f"{fn}_{act.text.split('(')[0]}"  # the Keras function: dense_1_sigmoid, prelu_1_prelu
+    doc = plan.activation_doc
+    scalar = f"{a} -> {b}"
+    n = plan.output_shape[-1]
+    if act.kind == "linear":
+        return ActivationCode(name, False, scalar, "requantize", doc)
+    if act.text == "relu" and fi == fo:
+        return ActivationCode(name, False, scalar, "relu", doc)  # K2C.Activation.relu: max 0
+    if act.kind == "relu":
+        c = acts.relu_constants(act, fi, fo)
+        t_cmp = _fits(c.t_cmp, fi.bits + 2, "threshold", plan)
+        t_raw = _fits(c.t_raw, fi.bits + 2, "threshold", plan)
+        cap = "Nothing" if c.cap is None else f"(Just (sf (SNat @{fo.frac}) {_lit(c.cap)}))"
+        head = f"Relu.reluFamily {_lit(t_cmp)} {_lit(t_raw)} {act.max_value is not None} {cap}"
+        if len(set(c.slopes)) == 1:
+            return ActivationCode(name, False, scalar, f"{head} {_slope(c.slopes[0])}", doc)
+        slopes = " :> ".join(_slope(k) for k in c.slopes) + " :> Nil"
+        return ActivationCode(name, True, f"Vec {n} {a} -> Vec {n} {b}",
+                              f"zipWith ({head}) ({slopes})", doc)
+    if act.family == "hard":
+        width = fi.bits + fi.frac + fo.frac + 8
+        fn_name = "hardSigmoid" if act.kind == "hard_sigmoid" else "hardSilu"
+        return ActivationCode(name, False, scalar, f"Relu.{fn_name} @{width}", doc)
+    if act.kind == "softmax":
+        t = acts.softmax_table(fi, fo, n)
+        eb = t.frac + 2
+        width = eb + fo.frac + 4 + math.ceil(math.log2(n + 1))
+        return ActivationCode(name, True, f"Vec {n} {a} -> Vec {n} {b}",
+                              f"Softmax.softmax @{width} (SNat @{t.shift}) W.{name}", doc,
+                              name, f"TableRom {len(t.values)} (Signed {eb})", _words(t.values, eb))
+    t = acts.table(plan.activation, fi, fo)
+    low = f"(SNat @{t.shift}) {_lit(t.low)} W.{name}"
+    body = (f"Lut.lut {low}" if t.tail_slope is None else
+            f"Lut.lutLinear {low} {_lit(t.tail_from)} {_slope(t.tail_slope)}")
+    return ActivationCode(name, False, scalar, body, doc, name,
+                          f"TableRom {len(t.values)} ({fo.clash_type})", _words(t.values, fo.bits))

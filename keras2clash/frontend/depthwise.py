@@ -1,0 +1,121 @@
+"""Converters of the depthwise and separable convolutions: DepthwiseConv2D/1D and
+SeparableConv2D/1D.
+
+A depthwise convolution becomes one `ir.DepthwiseConv2D` record (its own hardware: each
+processing element sees only its channel's window, so no multiplier works on zeros). A
+separable convolution is Keras' depthwise part (no bias) followed by a pointwise 1x1
+convolution (bias and activation): two records, `<name>_depthwise` and `<name>` (a 1x1
+`ir.Conv2D`), so the pointwise part is an ordinary Conv2D and a BatchNormalization or
+activation after the Keras layer folds into it. The tensor between them is quantized like
+any layer output: the model's format, or the `<name>_depthwise` layer's own format.
+
+1-D layers follow the frontend's convention (`registry.image_shape`): a sequence `(steps,
+channels)` is an image one row high, so kernel `(k,)` is `(1, k)`, strides `(s,)` are
+`(1, s)` and 'same' pads only left and right.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from keras2clash.errors import K2CError
+from keras2clash.frontend.images import _check_image_layer, _padding, _pair, _window_geometry
+from keras2clash.frontend.registry import (
+    ConversionState, _activation, _check_keras_shape, _to_numpy, register_converter,
+)
+from keras2clash.ir import layers as ir
+
+Shape = tuple[int, ...]
+
+
+def _one_d(layer: Any) -> bool:
+    return type(layer).__name__.endswith("1D")
+
+
+def _as_pair(layer: Any, what: str, value: Any) -> tuple[int, int]:
+    """A 2-D layer's pair, or a 1-D layer's single value as (1, value)."""
+    if _one_d(layer):
+        values = tuple(int(v) for v in value)
+        if len(values) != 1 or values[0] < 1:
+            raise K2CError(f"{type(layer).__name__} layer '{layer.name}' has {what}={value}; one "
+                           "positive integer is needed")
+        return 1, values[0]
+    return _pair(layer, what, value)
+
+
+def _check_options(layer: Any, state: ConversionState) -> None:
+    """What both kinds refuse: another rank than the class expects, dilation."""
+    kind = type(layer).__name__
+    _check_image_layer(layer, state)
+    rank = 2 if _one_d(layer) else 3
+    if len(state.keras_shape) != rank:
+        raise K2CError(f"{kind} layer '{layer.name}' gets an input of shape {state.keras_shape}; it "
+                       f"needs rank {rank}")
+    dilation = tuple(int(d) for d in layer.dilation_rate)
+    if any(d != 1 for d in dilation):
+        raise K2CError(f"{kind} layer '{layer.name}' has dilation_rate={layer.dilation_rate}; only 1 "
+                       "(no dilation) is supported for depthwise and separable convolutions")
+    if int(layer.depth_multiplier) < 1:
+        raise K2CError(f"{kind} layer '{layer.name}' has depth_multiplier={layer.depth_multiplier}; "
+                       "a positive integer is needed")
+
+
+def _weights(layer: Any, variable: Any, shape: Shape, what: str) -> np.ndarray:
+    """A weight array as float64, checked against the shape the options imply."""
+    value = _to_numpy(variable)
+    if value.shape != shape:
+        raise K2CError(f"{type(layer).__name__} layer '{layer.name}' has {what} shape {value.shape}, "
+                       f"expected {shape}")
+    if not np.all(np.isfinite(value)):
+        raise K2CError(f"{type(layer).__name__} layer '{layer.name}' has NaN or infinite weights")
+    return value
+
+
+def _depthwise(layer: Any, state: ConversionState, name: str, variable: Any, with_bias: bool,
+               ) -> ir.DepthwiseConv2D:
+    """The depthwise part of either class, as a record named `name`."""
+    _check_options(layer, state)
+    padding = _padding(layer)
+    kernel_size = _as_pair(layer, "kernel_size", layer.kernel_size)
+    strides = _as_pair(layer, "strides", layer.strides)
+    channels, m = state.shape[2], int(layer.depth_multiplier)
+    keras_kernel = (*kernel_size[_one_d(layer):], channels, m)
+    kernel = _weights(layer, variable, keras_kernel, "depthwise kernel").reshape(*kernel_size, channels * m)
+    bias = (_weights(layer, layer.bias, (channels * m,), "bias") if with_bias and layer.use_bias
+            else np.zeros(channels * m))
+    (out_h, out_w), pads = _window_geometry(layer, state.shape, kernel_size, strides, padding, "kernel_size")
+    common = state.common(layer, (out_h, out_w, channels * m))
+    common["name"] = name
+    return ir.DepthwiseConv2D(**common, kernel=kernel, bias=bias, use_bias=with_bias and bool(layer.use_bias),
+                              activation=_activation(layer) if with_bias else "linear",
+                              kernel_size=kernel_size, strides=strides, padding=padding, pads=pads,
+                              depth_multiplier=m)
+
+
+@register_converter("DepthwiseConv2D", "DepthwiseConv1D")
+def _convert_depthwise(layer: Any, state: ConversionState) -> ir.Layer:
+    """One channels_last depthwise convolution, 'valid' or 'same', any kernel, strides and
+    depth multiplier; bias and activation as in Keras."""
+    record = _depthwise(layer, state, str(layer.name), layer.kernel, with_bias=True)
+    _check_keras_shape(layer, state, record.output_shape)
+    return record
+
+
+@register_converter("SeparableConv2D", "SeparableConv1D")
+def _convert_separable(layer: Any, state: ConversionState) -> tuple[ir.Layer, ...]:
+    """Depthwise (no bias, linear) then a pointwise 1x1 Conv2D with the bias and activation."""
+    depthwise = _depthwise(layer, state, f"{layer.name}_depthwise", layer.depthwise_kernel, with_bias=False)
+    h2, w2, mid = depthwise.output_shape
+    filters = int(layer.filters)
+    pointwise = _weights(layer, layer.pointwise_kernel, (1,) * (1 if _one_d(layer) else 2) + (mid, filters),
+                         "pointwise kernel").reshape(1, 1, mid, filters)
+    bias = _weights(layer, layer.bias, (filters,), "bias") if layer.use_bias else np.zeros(filters)
+    out = (h2, w2, filters)
+    _check_keras_shape(layer, state, out)
+    conv = ir.Conv2D(name=str(layer.name), inputs=(depthwise.name,), input_shapes=(depthwise.output_shape,),
+                     output_shape=out, kernel=pointwise, bias=bias, use_bias=bool(layer.use_bias),
+                     activation=_activation(layer), kernel_size=(1, 1), strides=(1, 1), padding="valid",
+                     pads=(0, 0, 0, 0))
+    return depthwise, conv
