@@ -84,7 +84,8 @@ def fold_padding(graph: Graph) -> Graph:
 
 def fold_batchnorm(graph: Graph) -> Graph:
     """`w' = w * g`, `b' = (b - mean) * g + beta` on the previous layer's output channels,
-    when that layer is a linear Dense/Conv2D that only the BatchNormalization reads.
+    when that layer is a linear Dense/Conv2D/DepthwiseConv2D that only the BatchNormalization
+    reads.
     Anywhere else (at the input, after an activation, a pool or a merge, after a layer with
     other readers) the BatchNormalization stays: the hardware builds it as a per-channel
     multiply-add (`batchnorm`)."""

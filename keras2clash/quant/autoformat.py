@@ -69,7 +69,8 @@ def output_values(trace: LayerTrace) -> np.ndarray:
     if trace.activation == "relu":
         return np.maximum(z, 0.0)
     if trace.activation in ("sigmoid", "tanh", "softmax", "hard_sigmoid"):
-        return np.concatenate([np.clip(z, -SIGMOID_FLAT, SIGMOID_FLAT), trace.out.ravel()])
+        out = trace.out.ravel()  # bounded; NaN only where infinite inputs met (softmax: inf - inf)
+        return np.concatenate([np.clip(z, -SIGMOID_FLAT, SIGMOID_FLAT), out[~np.isnan(out)]])
     return z
 
 
