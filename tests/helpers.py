@@ -51,3 +51,25 @@ def run_cli(args: list[str], capsys) -> tuple[int, str]:
         sys.argv = old
     captured = capsys.readouterr()
     return code, captured.err + captured.out
+
+
+def assert_clash_matches_golden(project, x_raw, seed: int):
+    """The Clash simulation of an emitted project equals the golden model bit for bit, back to
+    back and under random input gaps and output stalls, and its accept and output cycles equal
+    the hardware model's. Returns the golden outputs and the simulator executable."""
+    import numpy as np
+
+    from keras2clash.hw import hwmodel
+    from keras2clash.quant import golden
+    from keras2clash.verify import toolchain
+    from keras2clash.verify.simulate import run_simulator
+
+    want = golden.run(project.plans, project.params, x_raw)
+    exe = toolchain.build_simulator(project.root)
+    sim = run_simulator(exe, project.root, x_raw, project.n_out)
+    assert np.array_equal(sim.outputs, want)
+    t = hwmodel.timing(project.plans, len(x_raw))
+    assert np.array_equal(sim.accept_cycle, t.accept_cycle) and np.array_equal(sim.output_cycle, t.output_cycle)
+    stressed = run_simulator(exe, project.root, x_raw, project.n_out, ["--gap-max", "4", "--seed", str(seed)])
+    assert np.array_equal(stressed.outputs, want)
+    return want, exe

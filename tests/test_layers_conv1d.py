@@ -16,12 +16,11 @@ from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 
 from keras2clash.errors import K2CError
-from keras2clash.hw import hwmodel
 from keras2clash.hw.resources import layer_resources
 from keras2clash.quant import golden
 from keras2clash.quant.formats import FixedFormat
 
-from helpers import needs_toolchain
+from helpers import assert_clash_matches_golden, needs_toolchain
 
 WIDE = FixedFormat(1, 9, 14)
 """A format wide enough that the golden model is Keras' float output up to rounding."""
@@ -305,8 +304,6 @@ def test_random_models_bit_exact_in_clash(tmp_path_factory, kind, seed) -> None:
     from keras2clash import api
     from keras2clash.backend.project import load_project
     from keras2clash.network import load_network
-    from keras2clash.verify import toolchain
-    from keras2clash.verify.simulate import run_simulator
 
     rng = np.random.default_rng(seed)
     try:
@@ -327,14 +324,7 @@ def test_random_models_bit_exact_in_clash(tmp_path_factory, kind, seed) -> None:
     assert ("Dilated.conv2dDilated" in network_hs) == dilated
     x = rng.uniform(-1, 1.5, size=(5, *model.inputs[0].shape[1:]))
     x_raw = golden.quantize_inputs(project.plans, x.reshape(len(x), *project.input_shape))
-    want = golden.run(project.plans, project.params, x_raw)
-    exe = toolchain.build_simulator(project.root)
-    sim = run_simulator(exe, project.root, x_raw, project.n_out)
-    assert np.array_equal(sim.outputs, want)
-    t = hwmodel.timing(project.plans, len(x))
-    assert np.array_equal(sim.accept_cycle, t.accept_cycle) and np.array_equal(sim.output_cycle, t.output_cycle)
-    stressed = run_simulator(exe, project.root, x_raw, project.n_out, ["--gap-max", "4", "--seed", str(seed)])
-    assert np.array_equal(stressed.outputs, want)
+    want, exe = assert_clash_matches_golden(project, x_raw, seed)
     data = out.parent / "data.npz"  # the Keras-shaped data, (N, steps, C) for a sequence
     np.savez(data, x=x.astype("float32"), y=np.argmax(model.predict(x, verbose=0), axis=1))
     comparison = api.simulate(out, data, show=False)

@@ -18,7 +18,6 @@ from keras import layers
 from keras2clash.errors import K2CError
 from keras2clash.frontend.convert import to_graph
 from keras2clash.frontend.keras_ref import predict_float
-from keras2clash.hw import hwmodel
 from keras2clash.hw.plan import LayerFormats, LayerPlan, make_plan
 from keras2clash.hw.resources import layer_resources
 from keras2clash.ir import layers as ir
@@ -26,7 +25,7 @@ from keras2clash.ir.graph import Graph
 from keras2clash.quant import golden
 from keras2clash.quant.formats import FixedFormat, saturate
 
-from helpers import needs_toolchain
+from helpers import assert_clash_matches_golden, needs_toolchain
 
 WIDE = FixedFormat(1, 9, 14)
 
@@ -331,8 +330,6 @@ def test_random_models_bit_exact_in_clash(tmp_path_factory, kind, seed, knobs) -
     from keras2clash import api
     from keras2clash.backend.project import load_project
     from keras2clash.network import load_network
-    from keras2clash.verify import toolchain
-    from keras2clash.verify.simulate import run_simulator
 
     model = _model_2d(seed) if kind == "2d" else _model_1d(seed)
     rng = np.random.default_rng(knobs)
@@ -345,11 +342,4 @@ def test_random_models_bit_exact_in_clash(tmp_path_factory, kind, seed, knobs) -
     project = load_project(out)
     x = rng.uniform(-1, 1, size=(5, *model.inputs[0].shape[1:]))
     x_raw = golden.quantize_inputs(project.plans, x)
-    want = golden.run(project.plans, project.params, x_raw)
-    exe = toolchain.build_simulator(project.root)
-    sim = run_simulator(exe, project.root, x_raw, project.n_out)
-    assert np.array_equal(sim.outputs, want)
-    t = hwmodel.timing(project.plans, len(x))
-    assert np.array_equal(sim.accept_cycle, t.accept_cycle) and np.array_equal(sim.output_cycle, t.output_cycle)
-    stressed = run_simulator(exe, project.root, x_raw, project.n_out, ["--gap-max", "4", "--seed", str(seed)])
-    assert np.array_equal(stressed.outputs, want)
+    want, exe = assert_clash_matches_golden(project, x_raw, seed)

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from keras import layers
 
-from helpers import needs_toolchain
+from helpers import assert_clash_matches_golden, needs_toolchain
 from keras2clash.errors import K2CError
 from keras2clash.frontend.convert import to_graph
 from keras2clash.hw import hwmodel
@@ -332,8 +332,6 @@ def _bit_exact_in_clash(tmp_path_factory, model: keras.Model, fmt: str, rng: np.
     from keras2clash import api
     from keras2clash.backend.project import load_project
     from keras2clash.network import load_network
-    from keras2clash.verify import toolchain
-    from keras2clash.verify.simulate import run_simulator
 
     planned = load_network(model, fmt, fifos=False)
     compute = [p for p in planned.plans if p.is_compute]
@@ -344,14 +342,7 @@ def _bit_exact_in_clash(tmp_path_factory, model: keras.Model, fmt: str, rng: np.
     project = load_project(out)
     x = rng.uniform(-1.5, 1.5, size=(5, *model.inputs[0].shape[1:]))
     x_raw = golden.quantize_inputs(project.plans, x)
-    want = golden.run(project.plans, project.params, x_raw)
-    exe = toolchain.build_simulator(project.root)
-    sim = run_simulator(exe, project.root, x_raw, project.n_out)
-    assert np.array_equal(sim.outputs, want)
-    t = hwmodel.timing(project.plans, len(x))
-    assert np.array_equal(sim.accept_cycle, t.accept_cycle) and np.array_equal(sim.output_cycle, t.output_cycle)
-    stressed = run_simulator(exe, project.root, x_raw, project.n_out, ["--gap-max", "4", "--seed", str(seed)])
-    assert np.array_equal(stressed.outputs, want)
+    want, exe = assert_clash_matches_golden(project, x_raw, seed)
 
 
 CLASH = settings(max_examples=2, deadline=None, suppress_health_check=list(HealthCheck),

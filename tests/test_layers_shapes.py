@@ -32,7 +32,7 @@ from keras2clash.quant import golden
 from keras2clash.quant.formats import FixedFormat
 from keras2clash.quant.profile import float_forward
 
-from helpers import needs_toolchain
+from helpers import assert_clash_matches_golden, needs_toolchain
 
 WIDE = "1,9,14"
 WIDE_FMT = FixedFormat(1, 9, 14)
@@ -418,8 +418,6 @@ def test_shape_models_bit_exact_in_clash(tmp_path_factory, build, seed) -> None:
     hardware model's accept and output cycle of every image == the simulation's."""
     from keras2clash import api
     from keras2clash.backend.project import load_project
-    from keras2clash.verify import toolchain
-    from keras2clash.verify.simulate import run_simulator
 
     model = build()
     out = tmp_path_factory.mktemp("shapes") / "net"
@@ -428,14 +426,7 @@ def test_shape_models_bit_exact_in_clash(tmp_path_factory, build, seed) -> None:
     rng = np.random.default_rng(seed)
     x = rng.uniform(-1.5, 1.5, size=(5, *project.plans[0].input_shape))
     x_raw = golden.quantize_inputs(project.plans, x)
-    want = golden.run(project.plans, project.params, x_raw)
-    exe = toolchain.build_simulator(project.root)
-    sim = run_simulator(exe, project.root, x_raw, project.n_out)
-    assert np.array_equal(sim.outputs, want)
-    t = hwmodel.timing(project.plans, len(x))
-    assert np.array_equal(sim.accept_cycle, t.accept_cycle) and np.array_equal(sim.output_cycle, t.output_cycle)
-    stressed = run_simulator(exe, project.root, x_raw, project.n_out, ["--gap-max", "4", "--seed", str(seed)])
-    assert np.array_equal(stressed.outputs, want)
+    want, exe = assert_clash_matches_golden(project, x_raw, seed)
 
 
 @needs_toolchain
