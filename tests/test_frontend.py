@@ -1151,9 +1151,13 @@ def test_batch_normalization_with_negative_variance() -> None:
         (lambda: image(layers.Conv2DTranspose(2, 3, name="tr")), "Conv2DTranspose", "tr", "transposed"),
         (lambda: seq((4, 4, 4, 1), layers.AveragePooling3D(2, name="ap3"), layers.Flatten(), layers.Dense(2)), "AveragePooling3D", "ap3", "only 1-D and 2-D pooling"),
         (lambda: seq((4, 4, 4, 1), layers.GlobalMaxPooling3D(name="gmp3"), layers.Dense(2)), "GlobalMaxPooling3D", "gmp3", "3-D global pooling"),
+        (lambda: seq((5, 3), layers.LSTM(4, name="lstm_a"), layers.Dense(2)), "LSTM", "lstm_a", "feeds its state back"),
+        (lambda: seq((5, 3), layers.GRU(4, name="gru_a"), layers.Dense(2)), "GRU", "gru_a", "feeds its state back"),
+        (lambda: seq((5, 3), layers.LayerNormalization(name="ln"), layers.Flatten(), layers.Dense(2)), "LayerNormalization", "ln", "BatchNormalization is supported"),
+        (lambda: seq((5,), layers.Embedding(8, 3, name="emb"), layers.Flatten(), layers.Dense(2)), "Embedding", "emb", "table lookup"),
     ],
 )
-def test_unsupported_convolution_and_pooling_classes(build: Callable[[], keras.Model], cls: str, name: str, reason: str) -> None:
+def test_unsupported_layer_classes_name_the_reason(build: Callable[[], keras.Model], cls: str, name: str, reason: str) -> None:
     message = rejects(build, f"unsupported layer {cls} '{name}' (", reason, "supported layers:", "Conv2D")
     assert "\n" not in message
 

@@ -6,7 +6,6 @@ Clash simulation with the hardware model's cycles.
 from __future__ import annotations
 
 from fractions import Fraction
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,13 +13,12 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from keras2clash.errors import K2CError
-from keras2clash.hw import hwmodel
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.ir.structure import Chain, Parallel, structure
 from keras2clash.quant import golden
 from keras2clash.quant.formats import FixedFormat
 
-from helpers import needs_toolchain
+from helpers import assert_clash_matches_golden, needs_toolchain
 
 MERGES = ("add", "subtract", "multiply", "average", "maximum", "minimum", "concatenate")
 
@@ -199,8 +197,6 @@ def test_random_graphs_bit_exact_in_clash(tmp_path_factory, op, seed, kind, imag
     from keras2clash import api
     from keras2clash.backend.project import load_project
     from keras2clash.network import load_network
-    from keras2clash.verify import toolchain
-    from keras2clash.verify.simulate import run_simulator
 
     model = build_graph_model(seed, kind, op, image)
     rng = np.random.default_rng(knobs)
@@ -212,50 +208,4 @@ def test_random_graphs_bit_exact_in_clash(tmp_path_factory, op, seed, kind, imag
     api.emit(model, fmt, out, pes, cycles=cyc, show=False)
     project = load_project(out)
     x = rng.uniform(-0.5, 1.5, size=(6, *model.inputs[0].shape[1:]))
-    x_raw = golden.quantize_inputs(project.plans, x)
-    want = golden.run(project.plans, project.params, x_raw)
-    exe = toolchain.build_simulator(project.root)
-    sim = run_simulator(exe, project.root, x_raw, project.n_out)
-    assert np.array_equal(sim.outputs, want)
-    t = hwmodel.timing(project.plans, len(x))
-    assert np.array_equal(sim.accept_cycle, t.accept_cycle) and np.array_equal(sim.output_cycle, t.output_cycle)
-    stressed = run_simulator(exe, project.root, x_raw, project.n_out, ["--gap-max", "4", "--seed", str(seed)])
-    assert np.array_equal(stressed.outputs, want)
-
-
-# --- the two graph examples: whole test set, gaps and stalls, Verilator, cycles ------------
-
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-
-
-@needs_toolchain
-@pytest.mark.parametrize(("example", "parallelism"), [
-    ("resnet_digits", [4, 4, 4, 6, 6, 6, 5]),
-    ("inception_digits", [4, 3, 3, 5, 2, 5]),
-])
-def test_graph_example_whole_test_set(tmp_path: Path, example: str, parallelism: list[int]) -> None:
-    """Golden == Clash simulation on every test image, back to back and with random input
-    gaps and output stalls; the Verilog in Verilator equal too; the hardware model's accept
-    and output cycles equal the simulation's; accuracy within 0.5 pt of Keras float."""
-    from keras2clash import api
-    from keras2clash.backend.project import load_project
-    from keras2clash.data import load_dataset
-    from keras2clash.verify import toolchain
-    from keras2clash.verify.simulate import run_simulator
-
-    out = tmp_path / example
-    api.emit(EXAMPLES / example / f"{example}.keras", "1,7,8", out, parallelism, show=False)
-    data = EXAMPLES / example / "test.npz"
-    comparison = api.simulate(out, data, show=False)
-    assert comparison.samples == 360 and comparison.bit_exact == 360
-    assert comparison.keras_float_accuracy - comparison.sim_accuracy <= 0.005
-    project = load_project(out)
-    t = hwmodel.timing(project.plans, 360)
-    x_raw = golden.quantize_inputs(project.plans, load_dataset(data, project.input_shape, project.n_out).x)
-    exe = toolchain.build_simulator(project.root)
-    sim = run_simulator(exe, project.root, x_raw, project.n_out)
-    assert np.array_equal(sim.accept_cycle, t.accept_cycle) and np.array_equal(sim.output_cycle, t.output_cycle)
-    stressed = api.simulate(out, data, gap_max=5, seed=7, keras=False, show=False)
-    assert stressed.bit_exact == 360
-    rtl = api.rtlsim(out, data, "verilator", gap_max=3, seed=11, show=False)
-    assert rtl.ok and len(rtl.samples) == rtl.passed == 360
+    assert_clash_matches_golden(project, golden.quantize_inputs(project.plans, x), seed)

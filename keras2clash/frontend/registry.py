@@ -92,6 +92,16 @@ _UNSUPPORTED_HINTS: dict[str, str] = {
     "Lambda": "a Lambda layer runs arbitrary Python, which has no hardware equivalent",
     "Dot": "the Dot merge layer is not supported (element-wise merges and Concatenate are)",
 }
+for _kind in ("LSTM", "GRU", "SimpleRNN", "RNN", "Bidirectional", "ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D"):
+    _UNSUPPORTED_HINTS[_kind] = ("a recurrent layer feeds its state back from one time step to the next; the "
+                                 "streaming pipeline is feed-forward")
+for _kind in ("MultiHeadAttention", "Attention", "AdditiveAttention", "GroupedQueryAttention"):
+    _UNSUPPORTED_HINTS[_kind] = ("attention multiplies two activations and needs the whole sequence before "
+                                 "its first output; not built")
+for _kind in ("LayerNormalization", "GroupNormalization", "UnitNormalization", "RMSNormalization"):
+    _UNSUPPORTED_HINTS[_kind] = ("per-sample normalization needs the sample's statistics (a mean, a square "
+                                 "root, a division) before any output; BatchNormalization is supported")
+_UNSUPPORTED_HINTS["Embedding"] = "integer token inputs with a table lookup are not supported"
 for _kind in ("ZeroPadding3D", "Cropping3D", "UpSampling3D"):
     _UNSUPPORTED_HINTS[_kind] = "only the 1-D and 2-D versions of this layer are supported"
 for _kind in ("Max", "Average"):
