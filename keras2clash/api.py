@@ -73,6 +73,7 @@ def emit(
     calibration: str | Path | None = None,
     dsp_budget: int | None = None,
     softmax: str = "exact",
+    pipeline: str | int | Sequence[int] | None = None,
 ) -> Path:
     """Parse a Keras model (file or object) and write a Clash project to `out`.
 
@@ -86,6 +87,8 @@ def emit(
     `dsp_budget` chooses `parallelism` and `cycles` instead: the balanced allocation with the
     smallest initiation interval within that many multipliers (keras2clash.allocate).
     `softmax="argmax"` leaves an output softmax out (the outputs are the logits).
+    `pipeline`: adder-tree levels per register stage of the compute layers (0: a whole dot
+    product in one cycle), one value or one per layer (README: Timing).
     """
     out = Path(out)
     if name is not None:
@@ -93,7 +96,8 @@ def emit(
     check_writable_target(out, force)  # before the slow model load
     network = load_network(model, fmt, weights=weights, parallelism=parallelism, cycles=cycles,
                            layer_formats=layer_formats, input_format=input_format, bits=bits,
-                           calibration=calibration, dsp_budget=dsp_budget, console=console, softmax=softmax)
+                           calibration=calibration, dsp_budget=dsp_budget, console=console, softmax=softmax,
+                           pipeline=pipeline)
     with atomic_directory(out, force=force) as tmp:
         _write_project(network, tmp, name, show)
     return out
@@ -241,6 +245,7 @@ def run(
     calibration: str | Path | None = None,
     dsp_budget: int | None = None,
     softmax: str = "exact",
+    pipeline: str | int | Sequence[int] | None = None,
 ) -> Comparison:
     """emit -> hdl -> simulate, as the demo does (`fmt="auto"` calibrates on `data` unless
     `calibration` is given).
@@ -260,7 +265,8 @@ def run(
                       "(give --calibration for a separate calibration set)[/yellow]")
     network = load_network(model, fmt, weights=weights, parallelism=parallelism, cycles=cycles,
                            layer_formats=layer_formats, input_format=input_format, bits=bits,
-                           calibration=calibration, dsp_budget=dsp_budget, console=console, softmax=softmax)
+                           calibration=calibration, dsp_budget=dsp_budget, console=console, softmax=softmax,
+                           pipeline=pipeline)
     load_dataset(data, network.plans[0].input_shape, network.plans[-1].n_out)  # fits the model
     with atomic_directory(out, force=force) as tmp:
         _write_project(network, tmp, None, show=True)

@@ -15,6 +15,7 @@ from rich.markup import escape
 
 from keras2clash import api, procs
 from keras2clash.errors import K2CError
+from keras2clash.hw.plan import DEFAULT_PIPELINE
 from keras2clash.report.comparison import to_markdown
 
 app = typer.Typer(
@@ -26,6 +27,9 @@ err = Console(stderr=True)
 
 FORMAT_HELP = "Fixed-point format sign,int,frac (the thesis' notation): 1,7,8 = 16 bits = SFixed 8 8."
 PAR_HELP = "Processing elements per dense/conv2d layer, e.g. 1,2,5 (each 1..filters; default 1 each)."
+PIPE_HELP = ("Adder-tree levels per register stage in every dense/conv2d layer's dot product, one "
+             "number or one per layer, e.g. 2 or 2,0,1 (0: the whole dot product in one cycle; "
+             f"default {DEFAULT_PIPELINE}). Fewer levels: a faster clock, a few cycles more latency.")
 CYC_HELP = "Cycles per window per dense/conv2d layer, e.g. 1,9,1 (each 1..window size; default 1 each)."
 LF_HELP = ("Per-layer formats NAME:w=S,I,F:b=S,I,F:o=S,I,F:acc=BITS (or NAME:S,I,F), repeatable; "
            "w weights, b bias, o output, acc accumulator width.")
@@ -68,11 +72,12 @@ def emit(
     calibration: Optional[Path] = typer.Option(None, "--calibration", help=CAL_HELP),
     dsp_budget: Optional[int] = typer.Option(None, "--dsp-budget", min=1, help=BUDGET_HELP),
     softmax: str = typer.Option("exact", "--softmax", help=SOFTMAX_HELP),
+    pipeline: Optional[str] = typer.Option(None, "--pipeline", help=PIPE_HELP),
 ) -> None:
     """Parse MODEL and write a Clash project (network, weights, memory files) to --out."""
     path = api.emit(model, format, out, parallelism, cycles=cycles, weights=weights, name=name, force=force,
                     layer_formats=_user_formats(layer_formats, layer_format, input_format), bits=bits,
-                    calibration=calibration, dsp_budget=dsp_budget, softmax=softmax)
+                    calibration=calibration, dsp_budget=dsp_budget, softmax=softmax, pipeline=pipeline)
     err.print(f"[green]✓[/green] emitted {path}")
 
 
@@ -130,13 +135,14 @@ def run(
     calibration: Optional[Path] = typer.Option(None, "--calibration", help=CAL_HELP + " Default: --data."),
     dsp_budget: Optional[int] = typer.Option(None, "--dsp-budget", min=1, help=BUDGET_HELP),
     softmax: str = typer.Option("exact", "--softmax", help=SOFTMAX_HELP),
+    pipeline: Optional[str] = typer.Option(None, "--pipeline", help=PIPE_HELP),
 ) -> None:
     """emit -> hdl -> simulate in one go (default: all three HDLs)."""
     langs = _languages(verilog, vhdl, systemverilog, ("verilog", "vhdl", "systemverilog"))
     _check_reports(force, json_out, markdown)
     comp = api.run(model, data, format, out, parallelism, cycles=cycles, languages=langs, limit=n, weights=weights, force=force,
                    layer_formats=_user_formats(layer_formats, layer_format, input_format), bits=bits,
-                   calibration=calibration, dsp_budget=dsp_budget, softmax=softmax)
+                   calibration=calibration, dsp_budget=dsp_budget, softmax=softmax, pipeline=pipeline)
     _write_reports(comp, json_out, markdown, force)
     if not comp.all_exact:
         raise K2CError(f"simulation differs from the golden model on {comp.samples - (comp.bit_exact or 0)} sample(s)", exit_code=1)

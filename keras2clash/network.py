@@ -61,12 +61,24 @@ def int_list(value: str | Sequence[int] | None, n: int, what: str) -> list[int] 
     return list(value)
 
 
+def pipeline_levels(value: str | int | Sequence[int] | None, n: int) -> int | list[int] | None:
+    """`--pipeline`: one number for every compute layer ("2") or one per layer ("2,0,1")."""
+    if isinstance(value, str) and "," not in value:
+        try:
+            return int(value)
+        except ValueError:
+            raise K2CError(f"bad pipeline {value!r}: expected adder levels per register stage, "
+                           "one number (e.g. 2) or one per dense/conv2d/depthwise2d layer (e.g. 2,0,1)") from None
+    return value if isinstance(value, int) else int_list(value, n, "pipeline")
+
+
 def plan_network(
     graph: Graph,
     fmt: str | FixedFormat = "1,7,8",
     *,
     parallelism: str | Sequence[int] | None = None,
     cycles: str | Sequence[int] | None = None,
+    pipeline: str | int | Sequence[int] | None = None,
     layer_formats: Any = None,
     input_format: str | FixedFormat | None = None,
     bits: int | None = None,
@@ -91,6 +103,7 @@ def plan_network(
     n_compute = len(compute_layers(graph))
     pes = int_list(parallelism, n_compute, "parallelism")
     cyc = int_list(cycles, n_compute, "cycles")
+    levels = pipeline_levels(pipeline, n_compute)
     formats = resolve_formats(graph, fixed, layer_formats=layer_formats, input_format=input_format,
                               bits=bits, calibration=calibration)
     if formats.auto is not None and console is not None:
@@ -100,7 +113,7 @@ def plan_network(
     if dsp_budget is not None:
         pes, cyc = _balanced_knobs(graph, formats, dsp_budget, pes, cyc, console)
     plans = make_plan(graph, formats.default, pes, cycles=cyc, layer_formats=formats.layers or None,
-                      input_fmt=formats.input)
+                      input_fmt=formats.input, pipeline=levels)
     if fifos:
         from keras2clash.hw.hwmodel import with_fifo_depths
 

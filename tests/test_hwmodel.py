@@ -224,7 +224,7 @@ def test_report_on_iris_with_yosys(tmp_path: Path, capsys) -> None:
     for row in rows:
         y = row["yosys"]
         assert y["mul_cells"] == row["multipliers"] == y["dsp_blocks"]
-        assert y["memory_bits"] == row["rom_bits"] + row["line_buffer_bits"]
+        assert y["memory_bits"] == row["rom_bits"] + row["line_buffer_bits"] + row["fifo_bits"]
         assert y["flip_flops"] > 0 and y["luts"] > 0
     assert rows[1]["multipliers"] == 2  # one multiplier per layer, cycles = window
     assert (tmp_path / "rep" / "report.png").stat().st_size > 10_000

@@ -33,13 +33,14 @@ rules ("K2C.Window", "K2C.Engine"). With downstream always ready:
   the cycle after the pixel completing it is accepted when the generator's
   output register is free (see "K2C.Window" for when it is not);
 * the engine accepts it in cycle @a_i = max(v_i, a_(i-1) + G*b)@ and output
-  beat @i@ moves in cycle @a_i + G*b + 1@.
+  beat @i@ moves in cycle @a_i + G*b + D + 1@ (@D@: the engine's pipeline
+  depth, 0 when not pipelined).
 
 With pixels one per cycle, consecutive windows of an image complete at
 least @s = min(sw, sh * w - (w2 - 1) * sw)@ pixels apart (@sw@ within a row,
 @sh * w - (w2 - 1) * sw@ from a row's last window to the next row's first).
 So when @G*b <= s@ the engine takes every window the cycle it appears, and
-the first output of an image moves @(kh - 1) * w + kw + G*b + 1@ cycles after
+the first output of an image moves @(kh - 1) * w + kw + G*b + D + 1@ cycles after
 its first pixel is accepted (the first window appears @(kh - 1) * w + kw@
 cycles after it, "K2C.Window"). When @G*b > s@ the engine sets the pace at
 the closer windows: the generator holds up to two windows (its output
@@ -66,20 +67,21 @@ flattenWindow = concat . map concat
 
 -- | A valid 2-D convolution of an @h x w x c@ image with @f@ filters of
 -- @kh x kw x c@, strides @(sh, sw)@, computed by @p@ PEs in @b@ cycles per
--- group. @activate@: "requantize then activate" per output value.
+-- group, @l@ adder levels per pipeline stage. @activate@: "requantize then activate" per output value.
 conv2d
-  :: forall dom h w kh kw sh sw c f p b ch g ai af wi wf bi bf ci cf o
+  :: forall dom h w kh kw sh sw c f p b l ch g ai af wi wf bi bf ci cf o
    . ( HiddenClockResetEnable dom
      , KnownNat h, KnownNat w, KnownNat kh, KnownNat kw, KnownNat sh, KnownNat sw
      , KnownNat c, 1 <= kh, 1 <= kw, 1 <= sh, 1 <= sw, kh <= h, kw <= w
-     , EngineShape (kh * kw * c) f p b ch g
+     , EngineShape (kh * kw * c) f p b ch g, KnownNat l
      , Accumulates ai af wi wf bi bf ci cf
      , NFDataX o )
   => SNat h -> SNat w -> SNat kh -> SNat kw -> SNat sh -> SNat sw
   -> SNat p
   -> SNat b
+  -> SNat l
   -> WeightRom (g * b) p ch (SFixed wi wf) (SFixed bi bf)
   -> (SFixed ci cf -> o)
   -> Stream dom (Vec c (SFixed ai af)) (Vec f o)
-conv2d h w kh kw sh sw p b weights activate =
-  window h w kh kw sh sw |> mapS flattenWindow |> engine p b weights activate
+conv2d h w kh kw sh sw p b l weights activate =
+  window h w kh kw sh sw |> mapS flattenWindow |> engine p b l weights activate

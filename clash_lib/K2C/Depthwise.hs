@@ -42,8 +42,8 @@ The control is the filter engine's ('engineWith'), so every rule of
 "K2C.Engine" and "K2C.Conv" holds unchanged with @S = G * b@ steps per
 window: window @i@, valid at the generator's output from cycle @v_i@, is
 accepted in @a_i = max(v_i, a_(i-1) + G*b)@ with downstream always ready,
-and its output beat moves in @a_i + G*b + 1@; under downstream stalls the
-engine's two result registers and its stall rule apply as written there.
+and its output beat moves in @a_i + G*b + D + 1@; under downstream stalls
+the engine's output queue and credit rule apply as written there.
 -}
 module K2C.Depthwise
   ( depthwise2d
@@ -79,21 +79,22 @@ channelTable m@SNat = map (\grp -> map (channelOf grp) indicesI) indicesI
 -- results out, @p@ PEs, @b@ cycles per group. @finish@: requantize then
 -- activate.
 depthwiseEngine
-  :: forall dom c m k f p b ch g ai af wi wf bi bf ci cf o
+  :: forall dom c m k f p b l ch g ai af wi wf bi bf ci cf o
    . ( HiddenClockResetEnable dom
      , KnownNat c, KnownNat m, 1 <= c, f ~ (c * m)
-     , EngineShape k f p b ch g
+     , EngineShape k f p b ch g, KnownNat l
      , Accumulates ai af wi wf bi bf ci cf
      , NFDataX o )
   => SNat m
   -> SNat p
   -> SNat b
+  -> SNat l
   -> WeightRom (g * b) p ch (SFixed wi wf) (SFixed bi bf)
   -> (SFixed ci cf -> o)
   -> Stream dom (Vec c (Vec k (SFixed ai af))) (Vec f o)
-depthwiseEngine m SNat SNat =
-  engineWith @dom @(Vec c (Vec k (SFixed ai af))) @(Vec b (Vec c (Vec ch (SFixed ai af)))) @f @p @b @ch @g
-             (transpose . map chunks) (`rotateLeftS` d1) operands
+depthwiseEngine m SNat SNat l =
+  engineWith @dom @(Vec c (Vec k (SFixed ai af))) @(Vec b (Vec c (Vec ch (SFixed ai af)))) @f @p @b @l @ch @g
+             l (transpose . map chunks) (`rotateLeftS` d1) operands
   where
     -- The held window is chunk-major and rotates as a whole, so its head is every
     -- channel's current chunk (no 'map head': Clash 1.6.4's Verilog backend cannot
@@ -108,19 +109,20 @@ depthwiseEngine m SNat SNat =
 -- strides @(sh, sw)@, depth multiplier @m@, computed by @p@ PEs in @b@
 -- cycles per group.
 depthwise2d
-  :: forall dom h w kh kw sh sw c m p b ch g ai af wi wf bi bf ci cf o
+  :: forall dom h w kh kw sh sw c m p b l ch g ai af wi wf bi bf ci cf o
    . ( HiddenClockResetEnable dom
      , KnownNat h, KnownNat w, KnownNat kh, KnownNat kw, KnownNat sh, KnownNat sw
      , KnownNat c, KnownNat m, 1 <= c, 1 <= kh, 1 <= kw, 1 <= sh, 1 <= sw, kh <= h, kw <= w
-     , EngineShape (kh * kw) (c * m) p b ch g
+     , EngineShape (kh * kw) (c * m) p b ch g, KnownNat l
      , Accumulates ai af wi wf bi bf ci cf
      , NFDataX o )
   => SNat h -> SNat w -> SNat kh -> SNat kw -> SNat sh -> SNat sw
   -> SNat m
   -> SNat p
   -> SNat b
+  -> SNat l
   -> WeightRom (g * b) p ch (SFixed wi wf) (SFixed bi bf)
   -> (SFixed ci cf -> o)
   -> Stream dom (Vec c (SFixed ai af)) (Vec (c * m) o)
-depthwise2d h w kh kw sh sw m p b weights activate =
-  window h w kh kw sh sw |> mapS channelWindows |> depthwiseEngine m p b weights activate
+depthwise2d h w kh kw sh sw m p b l weights activate =
+  window h w kh kw sh sw |> mapS channelWindows |> depthwiseEngine m p b l weights activate

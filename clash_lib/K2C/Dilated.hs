@@ -74,22 +74,23 @@ dilateWindow dh dw = map (dilate @kw dw) . dilate @kh dh
 -- PEs in @b@ cycles per group. @activate@: "requantize then activate" per
 -- output value.
 conv2dDilated
-  :: forall dom h w kh kw dh dw sh sw c f p b ch g ai af wi wf bi bf ci cf o
+  :: forall dom h w kh kw dh dw sh sw c f p b l ch g ai af wi wf bi bf ci cf o
    . ( HiddenClockResetEnable dom
      , KnownNat h, KnownNat w, KnownNat kh, KnownNat kw, KnownNat dh, KnownNat dw
      , KnownNat sh, KnownNat sw, KnownNat c
      , 1 <= kh, 1 <= kw, 1 <= dh, 1 <= dw, 1 <= sh, 1 <= sw
      , Extent kh dh <= h, Extent kw dw <= w
-     , EngineShape (kh * kw * c) f p b ch g
+     , EngineShape (kh * kw * c) f p b ch g, KnownNat l
      , Accumulates ai af wi wf bi bf ci cf
      , NFDataX o )
   => SNat h -> SNat w -> SNat kh -> SNat kw -> SNat dh -> SNat dw -> SNat sh -> SNat sw
   -> SNat p
   -> SNat b
+  -> SNat l
   -> WeightRom (g * b) p ch (SFixed wi wf) (SFixed bi bf)
   -> (SFixed ci cf -> o)
   -> Stream dom (Vec c (SFixed ai af)) (Vec f o)
-conv2dDilated h w SNat SNat dh dw sh sw p b weights activate =
+conv2dDilated h w SNat SNat dh dw sh sw p b l weights activate =
   window h w (SNat @(Extent kh dh)) (SNat @(Extent kw dw)) sh sw
     |> mapS (flattenWindow . dilateWindow @kh @kw dh dw)
-    |> engine p b weights activate
+    |> engine p b l weights activate

@@ -1,13 +1,14 @@
 {-# LANGUAGE DataKinds, KindSignatures, NoImplicitPrelude, ScopedTypeVariables,
              TypeApplications, TypeOperators, FlexibleContexts, ConstraintKinds, TypeFamilies,
-             NoStarIsType #-}
-{-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver #-}
+             NoStarIsType, AllowAmbiguousTypes #-}
+{-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver -fconstraint-solver-iterations=16 #-}
 {-|
 The filter engine shared by dense and conv2d layers: one window of @K@ values
 in, @F@ filter (neuron) results out, computed by @p@ processing elements (PEs)
-that spend @b@ cycles on each group of @p@ filters.
+that spend @b@ cycles on each group of @p@ filters, in a datapath pipelined
+with one register per @l@ adder levels.
 
-= The two knobs
+= The three knobs
 
 * @p@, @1 <= p <= F@: PEs, i.e. filters computed in parallel. The @F@ filters
   form @G = ceil(F / p)@ groups; group @g@ is filters @g*p .. g*p+p-1@ (in the
@@ -15,14 +16,18 @@ that spend @b@ cycles on each group of @p@ filters.
 * @b@, @1 <= b <= K@: cycles a PE spends on one filter. The window, zero
   padded to @b * ch@ values, is cut into @b@ chunks of @ch = ceil(K / b)@
   values; a PE multiplies one chunk per cycle.
+* @l >= 0@: adder levels per pipeline stage. @l = 0@ computes a chunk's
+  products, adder tree, accumulation, requantization and activation in one
+  cycle (the critical path of the whole design). @l >= 1@ registers the
+  products, the adder tree ('K2C.Filter.adderTree', @TreeLevels ch =
+  ceil(log2(ch + 1))@ levels) after every @l@-th level, and the finished
+  (requantized, activated) results: @D = 2 + TreeLevels ch `div` l@ cycles
+  more latency ('PipeDepth'), the same throughput and the same values.
 
 The weight ROM ("K2C.Memory") has @G * b@ words; word @g*b + t@ is what the PEs
 need in the @t@-th cycle of group @g@, so the engine reads it in order, one
-word per cycle. The arithmetic of one PE and one cycle, and the exact
+word per cycle. The arithmetic of one PE and one chunk, and the exact
 accumulator contract (saturating order included), are in "K2C.Filter".
-After the @b@-th chunk of a group each PE applies the layer's per-neuron
-function (requantization and activation, 'K2C.Activation') to its
-accumulator, in the same cycle, and the @p@ results are stored.
 
 = Hardware
 
@@ -31,65 +36,57 @@ accumulator, in the same cycle, and the @p@ results are stored.
 * ROM: @G * b@ words of @p * (ch * BitSize w + BitSize bias)@ bits;
 * registers: the window (@b * ch@ values, a rotating shift register: the
   current chunk is always its head, so no multiplexer picks chunks), @p@
-  accumulators (unused, hence removed by synthesis, when @b = 1@), the result
-  register @R@ (@G * p@ outputs, of which the @G * p - F@ padding ones are
-  never read and removed by synthesis), the output register @O@ (@F@
-  outputs), and
-  control: counters @Index (G*b)@, @Index b@, @Index G@ and three flags.
+  accumulators (none when @b = 1@), the result register @R@ collecting a
+  window's groups (@G * p@ outputs, removed by synthesis when @G = 1@),
+  pipelined: the @p * (ch + 1)@ terms, the tree's registered levels and @p@
+  finished results, each stage with a valid/control tag; control: counters
+  @Index (G*b)@, @Index b@, @Index G@, a busy flag and the credit count;
+* the output queue: a 'K2C.Fifo.fifo' of @Q@ results (LUT RAM), @Q@ =
+  'QueueDepth' = @2 + (D + 1) `div` (G * b)@.
 
 = Protocol and exact timing
 
-The engine is idle or busy with one window. Busy, it spends one /step/ per
-ROM word, @G * b@ steps in all, normally one step per cycle. The registers:
+The engine is idle or busy with one window. Busy, it takes one /step/ per
+ROM word, @S = G * b@ steps, one per cycle: it never stalls. Downstream
+stalls reach it only through the output queue and a credit count of the
+windows it holds (accepted, result not yet taken from the queue).
 
-* @R@ collects a window's groups as they finish. It can also hold one whole
-  finished result that found @O@ occupied (flag @rFull@).
-* @O@ is the output beat. It is /free/ in a cycle when it is empty or its beat
-  moves in that cycle (downstream ready).
+* Input ready (registered state only) = (idle, or busy with the last word)
+  and fewer than @Q@ windows held. A window moves in when ready and valid.
+  The ROM address of word 0 is presented whenever the engine is idle or
+  taking its last step, so word 0 is at the ROM output in the cycle after a
+  window moves in.
+* A window accepted in cycle @a@ takes its steps in cycles @a + 1 .. a + S@;
+  its complete result enters the queue in cycle @a + S + D@ (@D = 0@ when
+  @l = 0@: in the last step's cycle).
+* The queue ("K2C.Fifo") shows a result from the cycle after it entered, and
+  not before the previous result has moved out.
 
-Rules, cycle by cycle:
+Consequences, with @v_i@ the first cycle window @i@ is offered and @M_i@ the
+cycle its result moves out:
 
-* Input ready (registered state only) = idle, or busy with the last word and
-  not @rFull@. A window moves in when ready and valid. The ROM address of
-  word 0 is presented whenever the engine is idle or taking its last step, so
-  word 0 is at the ROM output in the cycle after a window moves in.
-* A busy cycle is a step unless it is the last cycle of a group, @rFull@ is
-  set and @O@ is not free: then it /stalls/ (nothing changes; this is the only
-  reason to stall).
-* When @rFull@ and @O@ is free, @R@'s result moves into @O@ (a transfer).
-* The last step of a window puts its complete result into @O@ if @O@ is free
-  and @rFull@ is not set, otherwise into @R@ (setting @rFull@).
-
-Consequences, with the window accepted in cycle @t@:
-
-* steps in cycles @t + 1 .. t + G*b@ unless stalled;
-* /latency/: when downstream was ready for the previous result (always the
-  case with downstream always ready), the output is valid in cycle
-  @t + G*b + 1@, and moves then if downstream is ready;
-* /initiation interval/: the next window can move in in cycle @t + G*b@ (the
-  last step), so with downstream always ready window @i@ moves in in cycle
-  @a_i = max(v_i, a_(i-1) + G*b)@, @v_i@ being the first cycle it is offered,
-  and its output moves in cycle @a_i + G*b + 1@. The engine never stalls then
-  and @rFull@ is never set. One window every @G*b@ cycles, also for
-  @G*b = 1@.
-* with downstream stalls: @O@ and @R@ together hold two finished results; the
-  window after them stalls at the end of its first group until @O@ moves.
-  Input ready stays low while @rFull@, so a third window waits at the input.
+* window @i@ moves in in @a_i = max(v_i, a_(i-1) + S, M_(i-Q) + 1)@;
+* its result is valid from @max(a_i + S + D, M_(i-1)) + 1@;
+* with downstream always ready: @a_i = max(v_i, a_(i-1) + S)@ and the result
+  moves in @a_i + S + D + 1@. One window every @S@ cycles, also for @S = 1@;
+  @Q@ is the fewest results for which this holds.
 
 Ready never depends on the input's valid nor, combinationally, on
-downstream's ready. Output is the register @O@.
+downstream's ready.
 
 = Variants
 
 'engineWith' is this engine for any way of holding the window and of
 handing chunks to the PEs; 'engine' shares one window among all PEs, the
 depthwise engine ("K2C.Depthwise") gives each PE its own channel's window.
-Control, ROM walk, accumulators, result registers and hence every timing rule
+Control, ROM walk, pipeline, accumulators, queue and hence every timing rule
 above are the same code in both.
 -}
 module K2C.Engine
   ( CeilDiv
   , EngineShape
+  , PipeDepth
+  , QueueDepth
   , engine
   , engineWith
   , chunks
@@ -98,7 +95,8 @@ module K2C.Engine
 import Clash.Prelude
 import Data.Maybe (isJust)
 
-import K2C.Filter (Accumulates, filterStepEach)
+import K2C.Fifo (fifo)
+import K2C.Filter (Accumulates, ChunkBits, TreeLevels, accumulate, adderTree, chunkTerms)
 import K2C.Memory (WeightRom, readWeights)
 import K2C.Stream (Stream)
 
@@ -107,104 +105,152 @@ type CeilDiv a b = Div (a + b - 1) b
 
 -- | The sizes of an engine with window length @k@, @f@ filters, @p@ PEs and
 -- @b@ cycles per group: chunk length @ch = ceil(k / b)@ and @g = ceil(f / p)@
--- groups. The two inequalities are implied by the equalities but stated so
--- that the type checker can use them.
+-- groups. The inequalities are implied by the equalities but stated so that
+-- the type checker can use them.
 type EngineShape k f p b ch g =
   ( KnownNat k, KnownNat f, KnownNat p, KnownNat b, KnownNat ch, KnownNat g
   , 1 <= k, 1 <= f, 1 <= p, 1 <= b, p <= f, b <= k
   , ch ~ CeilDiv k b, g ~ CeilDiv f p
-  , k <= (b * ch), f <= (g * p) )
+  , k <= (b * ch), f <= (g * p), 1 <= g, 1 <= (g * b) )
+
+-- | @D@: the cycles from a window's last step to its result entering the
+-- output queue, for chunks of @ch@ values and @l@ adder levels per stage.
+-- 0 when @l = 0@ (everything in the step's cycle); otherwise the product
+-- registers, one register per @l@ tree levels, and the registered finish
+-- (requantize and activate): @2 + TreeLevels ch `div` l@.
+type PipeDepth ch l = Min 1 l * (2 + Div (TreeLevels ch) (Max 1 l))
+
+-- | @Q@: the output queue's depth, which is also the most windows the engine
+-- holds at once (accepted, result not yet taken). @2 + (D + 1) `div` S@ with
+-- @S = G * b@ steps per window: the fewest for which an always-ready
+-- downstream never holds the input back.
+type QueueDepth ch l g b = 2 + Div (PipeDepth ch l + 1) (g * b)
 
 -- | The filter engine; see the module header for the schedule. @finish@ is
 -- applied to each filter's final accumulator (requantize, then activate).
 engine
-  :: forall dom k f p b ch g ai af wi wf bi bf ci cf o
+  :: forall dom k f p b l ch g ai af wi wf bi bf ci cf o
    . ( HiddenClockResetEnable dom
      , EngineShape k f p b ch g
+     , KnownNat l
      , Accumulates ai af wi wf bi bf ci cf
      , NFDataX o )
   => SNat p
   -> SNat b
+  -> SNat l
   -> WeightRom (g * b) p ch (SFixed wi wf) (SFixed bi bf)
   -> (SFixed ci cf -> o)
   -> Stream dom (Vec k (SFixed ai af)) (Vec f o)
-engine SNat SNat =
-  engineWith @dom @(Vec k (SFixed ai af)) @(Vec b (Vec ch (SFixed ai af))) @f @p @b @ch @g
-             chunks (`rotateLeftS` d1) (\_ held -> repeat (current held))
+engine SNat SNat l =
+  engineWith @dom @(Vec k (SFixed ai af)) @(Vec b (Vec ch (SFixed ai af))) @f @p @b @l @ch @g
+             l chunks (`rotateLeftS` d1) (\_ held -> repeat (current held))
   where
     current :: Vec b (Vec ch (SFixed ai af)) -> Vec ch (SFixed ai af)
     current = leToPlus @1 @b head
 
--- | The engine's control, ROM walk, PEs and result registers, for any way of
--- holding the window: @load@ turns an accepted input into the held window,
--- @next@ advances it after every step and must give back the loaded window
--- after @b@ steps (so every group sees the same chunks), and @operands@
--- gives each PE the chunk it multiplies in this step from the group counter
--- and the held window. The schedule and timing are the module header's,
--- whatever these three functions are ('engine': one window shared by all
--- PEs; "K2C.Depthwise": each PE its own channel's window).
+-- | What travels beside a step's data through the pipeline: the step is
+-- real (valid), the first chunk of its group, the last chunk of its group,
+-- the group, the window's last step.
+type Tag g = (Bool, Bool, Bool, Index g, Bool)
+
+-- | The engine's control, ROM walk, PEs, pipeline and output queue, for any
+-- way of holding the window: @load@ turns an accepted input into the held
+-- window, @next@ advances it after every step and must give back the loaded
+-- window after @b@ steps (so every group sees the same chunks), and
+-- @operands@ gives each PE the chunk it multiplies in this step from the
+-- group counter and the held window. The schedule and timing are the module
+-- header's, whatever these three functions are ('engine': one window shared
+-- by all PEs; "K2C.Depthwise": each PE its own channel's window).
 engineWith
-  :: forall dom i held f p b ch g ai af wi wf bi bf ci cf o
+  :: forall dom i held f p b l ch g ai af wi wf bi bf ci cf o
    . ( HiddenClockResetEnable dom
-     , KnownNat f, KnownNat p, KnownNat b, KnownNat ch, KnownNat g
-     , 1 <= b, f <= (g * p)
+     , KnownNat f, KnownNat p, KnownNat b, KnownNat l, KnownNat ch, KnownNat g
+     , 1 <= b, f <= (g * p), 1 <= (g * b)
      , Accumulates ai af wi wf bi bf ci cf
      , NFDataX held, NFDataX o )
-  => (i -> held)
+  => SNat l
+  -> (i -> held)
   -> (held -> held)
   -> (Index g -> held -> Vec p (Vec ch (SFixed ai af)))
   -> WeightRom (g * b) p ch (SFixed wi wf) (SFixed bi bf)
   -> (SFixed ci cf -> o)
   -> Stream dom i (Vec f o)
-engineWith load next operands weights finish (input, readyOut) = (output, readyIn)
+engineWith SNat load next operands weights finish (input, readyOut) = (output, readyIn)
   where
-    -- Control (reset). The counters wrap to 0 after the last word, so they are
-    -- 0 whenever the engine is idle.
-    busy   = register False (accepted .||. (busy .&&. (not <$> (step .&&. lastWord))))
-    word   = register (0 :: Index (g * b)) (mux step (wrap <$> word) word)
-    chunk  = register (0 :: Index b) (mux step (wrap <$> chunk) chunk)
-    group  = register (0 :: Index g) (mux (step .&&. groupEnd) (wrap <$> group) group)
-    rFull  = register False ((done .&&. (not <$> direct)) .||. (rFull .&&. (not <$> transfer)))
-    oValid = register False (transfer .||. direct .||. (oValid .&&. (not <$> readyOut)))
+    levelsPerStage = natToNum @l :: Int
+    pipelined      = levelsPerStage > 0
 
+    -- Issue (reset). A busy cycle is a step: the engine never stalls. The
+    -- counters wrap to 0 after the last word, so they are 0 when idle.
+    busy     = register False (accepted .||. (busy .&&. (not <$> lastWord)))
+    word     = register (0 :: Index (g * b)) (mux busy (wrap <$> word) word)
+    chunk    = register (0 :: Index b) (mux busy (wrap <$> chunk) chunk)
+    group    = register (0 :: Index g) (mux (busy .&&. groupEnd) (wrap <$> group) group)
     lastWord = (== maxBound) <$> word
     groupEnd = (== maxBound) <$> chunk
-    oFree    = (not <$> oValid) .||. readyOut
-    stall    = busy .&&. groupEnd .&&. rFull .&&. (not <$> oFree)
-    step     = busy .&&. (not <$> stall)
-    done     = step .&&. lastWord           -- a window's last step
-    transfer = rFull .&&. oFree             -- R's waiting result into O
-    direct   = done .&&. (not <$> rFull) .&&. oFree
 
-    readyIn  = (not <$> busy) .||. (lastWord .&&. (not <$> rFull))
+    -- Credits: windows accepted whose result has not left the queue.
+    held' = register (0 :: Index (QueueDepth ch l g b + 1)) (count <$> held' <*> accepted <*> taken)
+    taken = (isJust <$> output) .&&. readyOut
+
+    readyIn  = ((not <$> busy) .||. lastWord) .&&. ((< maxBound) <$> held')
     accepted = readyIn .&&. (isJust <$> input)
 
-    -- The ROM word needed in the next cycle: the next one after a step (word 0
-    -- after the last), the same one otherwise (idle: word 0).
-    weightsWord = readWeights weights (mux step (wrap <$> word) word)
+    -- The ROM word needed in the next cycle: the next one after a step (word
+    -- 0 after the last), word 0 when idle.
+    weightsWord = readWeights weights (mux busy (wrap <$> word) word)
 
-    -- Datapath registers have no reset: the control says what they hold.
-    held :: Signal dom held
-    held = delayEn (deepErrorX "engine: no window yet") (accepted .||. step)
-                   (mux accepted (load . fromJustX <$> input) (next <$> held))
+    -- Datapath registers have no reset: the valid bits say what they hold.
+    window :: Signal dom held
+    window = delayEn (deepErrorX "engine: no window yet") (accepted .||. busy)
+                     (mux accepted (load . fromJustX <$> input) (next <$> window))
 
-    sums :: Signal dom (Vec p (SFixed ci cf))
-    sums = filterStepEach onlyChunk <$> ((== 0) <$> chunk) <*> (operands <$> group <*> held) <*> accs
-                                    <*> weightsWord
+    tag :: Signal dom (Tag g)
+    tag = bundle (busy, (== 0) <$> chunk, groupEnd, group, lastWord)
+
+    -- Stage 1: the products (and the bias field), registered when pipelined.
+    terms :: Signal dom (Vec p (Vec (ch + 1) (Signed (ChunkBits ch ai wi bi cf))))
+    terms = zipWith (chunkTerms @ch @ai @af @wi @wf @bi @bf @cf) <$> (operands <$> group <*> window)
+                                                                 <*> weightsWord
+    termsP = stage terms
+    tagP   = stageTag tag
+
+    -- The adder trees, one register per @l@ levels; the tag beside them.
+    (tagT, chunkSums) = adderTree @dom @(TreeLevels ch) levelsPerStage idleTag tagP termsP
+
+    -- The accumulators (contract step 3, "K2C.Filter").
+    (validT, firstT, groupEndT, groupT, lastT) = unbundle tagT
     onlyChunk = natToNum @b == (1 :: Integer)
-    accs = delayEn (deepErrorX "engine: no accumulator yet") step sums
+    sums = zipWith <$> (accumulate onlyChunk <$> firstT) <*> accs <*> chunkSums
+    accs = delayEn (deepErrorX "engine: no accumulator yet") validT sums
 
-    -- R as G groups of p results; group g's results replace its slot. The
-    -- padding results of the last group are registered but never read, so
-    -- synthesis removes them.
-    finished  = map finish <$> sums
-    results   = replace <$> group <*> finished <*> resultReg
+    -- Finish (requantize, activate), registered when pipelined.
+    finished = stage (map finish <$> sums)
+    groupDone = stageBool (validT .&&. groupEndT)
+    windowDone = stageBool (validT .&&. groupEndT .&&. lastT)
+    groupF = stage groupT
+
+    -- R collects a window's groups; the last one completes the result,
+    -- which enters the queue. The padding results of the last group are
+    -- never read, so synthesis removes them.
+    results   = replace <$> groupF <*> finished <*> resultReg
     resultReg :: Signal dom (Vec g (Vec p o))
-    resultReg = delayEn (deepErrorX "engine: no result yet") (step .&&. groupEnd) results
+    resultReg = delayEn (deepErrorX "engine: no result yet") groupDone results
+    complete  = mux windowDone (Just . dropPadding <$> results) (pure Nothing)
+    (output, _) = fifo (SNat @(QueueDepth ch l g b)) (complete, readyOut)
 
-    outputReg = delayEn (deepErrorX "engine: no output yet") (transfer .||. direct)
-                        (dropPadding <$> mux transfer resultReg results)
-    output    = mux oValid (Just <$> outputReg) (pure Nothing)
+    stage :: NFDataX a => Signal dom a -> Signal dom a
+    stage = if pipelined then delay (deepErrorX "engine: empty stage") else id
+    stageBool = if pipelined then register False else id
+    stageTag = if pipelined then register idleTag else id
+    idleTag = (False, False, False, 0, False)
+
+-- | The count of outstanding windows next cycle.
+count :: KnownNat n => Index n -> Bool -> Bool -> Index n
+count n accepted taken
+  | accepted && not taken = n + 1
+  | taken && not accepted = n - 1
+  | otherwise             = n
 
 -- | Successor that wraps to 0.
 wrap :: KnownNat n => Index n -> Index n

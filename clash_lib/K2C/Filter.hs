@@ -1,6 +1,6 @@
 {-# LANGUAGE DataKinds, KindSignatures, NoImplicitPrelude, ScopedTypeVariables,
              TypeApplications, TypeOperators, FlexibleContexts, ConstraintKinds, TypeFamilies,
-             NoStarIsType #-}
+             NoStarIsType, RankNTypes, PolyKinds, AllowAmbiguousTypes, TupleSections #-}
 {-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver -fconstraint-solver-iterations=8 #-}
 {-|
 The arithmetic of the processing elements (PEs): what one PE does in one
@@ -39,6 +39,14 @@ in exactly this order, chunk by chunk.
   constant 0), and no clamp either when @ci + cf >= 'ChunkBits'@ (true for
   the contract's exact accumulator): then no sum can leave the range.
 
+= Pipelined PEs
+
+'chunkTerms' are the @ch + 1@ aligned terms of @S_t@ (the multipliers'
+outputs, which a pipelined engine registers), and 'adderTree' sums them in
+a balanced tree of @TreeLevels ch = ceil(log2(ch + 1))@ levels with a
+register after every @l@-th level: the same exact sum as 'chunkSum', @l@
+levels of adders (carry chains) per clock cycle.
+
 (@-fconstraint-solver-iterations=8@: the @CLog@ in 'ChunkBits' makes GHC's
 constraint solver, with the typelits plugins, need more than its default 4
 iterations for 'chunkSum'.)
@@ -47,13 +55,19 @@ module K2C.Filter
   ( Accumulates
   , ChunkInt
   , ChunkBits
+  , TreeLevels
   , chunkSum
+  , chunkTerms
+  , adderTree
   , accumulate
   , filterStep
   , filterStepEach
   ) where
 
 import Clash.Prelude
+import Data.Kind (Type)
+import Data.Proxy (Proxy (..))
+import Data.Singletons (Apply, TyFun)
 
 import K2C.Memory (Neuron)
 
@@ -83,11 +97,62 @@ chunkSum
   => Vec ch (SFixed ai af)
   -> Neuron ch (SFixed wi wf) (SFixed bi bf)
   -> Signed (ChunkBits ch ai wi bi cf)
-chunkSum xs (ws, bias) = fold (+) terms
+chunkSum xs neuron = fold (+) (chunkTerms xs neuron)
+
+-- | The terms of 'chunkSum': the bias field, then the @ch@ products, each
+-- sign-extended and shifted to @cf@ fraction bits in the exact chunk width.
+chunkTerms
+  :: forall ch ai af wi wf bi bf cf
+   . ( KnownNat ch, KnownNat ai, KnownNat af, KnownNat wi, KnownNat wf
+     , KnownNat bi, KnownNat bf, KnownNat cf, (af + wf) <= cf, bf <= cf )
+  => Vec ch (SFixed ai af)
+  -> Neuron ch (SFixed wi wf) (SFixed bi bf)
+  -> Vec (ch + 1) (Signed (ChunkBits ch ai wi bi cf))
+chunkTerms xs (ws, bias) = align cf bias :> zipWith (\x w -> align cf (mul x w)) xs ws
   where
-    terms :: Vec (ch + 1) (Signed (ChunkBits ch ai wi bi cf))
-    terms = align cf bias :> zipWith (\x w -> align cf (mul x w)) xs ws
     cf = SNat @cf
+
+-- | Adder levels of the tree over a chunk's @ch + 1@ terms.
+type TreeLevels ch = CLog 2 (ch + 1)
+
+-- | Every level of the adder tree carries the same type: the sums are exact
+-- in the chunk width, so no level needs a wider one.
+data Level (a :: Type) (f :: TyFun Nat Type) :: Type
+type instance Apply (Level a) k = a
+
+-- | For each of @p@ PEs the sum of its @n@ terms (@n >= 1@), as a balanced
+-- tree of @lv = ceil(log2 n)@ levels with a register after level @j@
+-- whenever @l@ divides @j@ (@l = 0@: no register, a combinational tree). The
+-- terms are zero-padded to @2^lv@; adders with a constant 0 input are wires
+-- after synthesis. A tag (the engine's valid bits and counters) travels
+-- beside the sums through registers of its own, reset to @idle@; the sums'
+-- registers have no reset. Latency: @lv `div` l@ cycles (0 when @l = 0@).
+adderTree
+  :: forall dom lv p n s t
+   . (HiddenClockResetEnable dom, KnownNat lv, KnownNat p, KnownNat n, KnownNat s, NFDataX t)
+  => Int
+  -> t
+  -> Signal dom t
+  -> Signal dom (Vec p (Vec n (Signed s)))
+  -> (Signal dom t, Signal dom (Vec p (Signed s)))
+adderTree every idle tag terms =
+  dtfold (Proxy @(Level (Signal dom t, Signal dom (Vec p (Signed s))))) (tag,) level leaves
+  where
+    leaves :: Vec (2 ^ lv) (Signal dom (Vec p (Signed s)))
+    leaves = unbundle (transpose . map padTo <$> terms)
+    padTo :: Vec n (Signed s) -> Vec (2 ^ lv) (Signed s)
+    padTo xs = takeI (xs ++ repeat @(2 ^ lv) 0)
+    level
+      :: SNat j
+      -> (Signal dom t, Signal dom (Vec p (Signed s)))
+      -> (Signal dom t, Signal dom (Vec p (Signed s)))
+      -> (Signal dom t, Signal dom (Vec p (Signed s)))
+    level j (tagA, a) (_, b)
+      | registered (snatToNum j + 1) = (register idle tagA, delay (errorX "adderTree: no sum yet") summed)
+      | otherwise                    = (tagA, summed)
+      where summed = zipWith (+) <$> a <*> b
+    registered :: Int -> Bool
+    registered depth = every > 0 && depth `mod` every == 0
 
 -- | Sign-extend a value to @n@ bits, then shift it left to @cf@ fraction
 -- bits: exact when @n@ holds its integer bits plus @cf@ fraction bits.

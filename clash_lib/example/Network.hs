@@ -2,9 +2,10 @@
 {-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver #-}
 {-|
 The network: one function per Keras layer, composed left to right with '|>'.
-Each compute layer takes its two space-time knobs as 'SNat's: @p@, the
-processing elements (neurons computed in parallel), and @b@, the cycles each
-one spends on one input vector.
+Each compute layer takes its space-time knobs as 'SNat's: @p@, the
+processing elements (neurons computed in parallel), @b@, the cycles each
+one spends on one input vector, and @l@, the adder levels per pipeline stage
+(0: the whole dot product in one cycle).
 -}
 module Network where
 
@@ -33,8 +34,8 @@ type Output = Vec 3 Act
 -- | Keras layer dense_0: 4 -> 5, relu.
 dense_0
   :: HiddenClockResetEnable dom
-  => SNat 2 -> SNat 2 -> Stream dom (Vec 4 Act) (Vec 5 Act)
-dense_0 pe cycles = dense pe cycles W.dense_0 activation
+  => SNat 2 -> SNat 2 -> SNat 1 -> Stream dom (Vec 4 Act) (Vec 5 Act)
+dense_0 pe cycles levels = dense pe cycles levels W.dense_0 activation
   where
     activation :: Acc0 -> Act
     activation = relu . requantize
@@ -42,8 +43,8 @@ dense_0 pe cycles = dense pe cycles W.dense_0 activation
 -- | Keras layer dense_1: 5 -> 3, sigmoid.
 dense_1
   :: HiddenClockResetEnable dom
-  => SNat 3 -> SNat 2 -> Stream dom (Vec 5 Act) (Vec 3 Act)
-dense_1 pe cycles = dense pe cycles W.dense_1 activation
+  => SNat 3 -> SNat 2 -> SNat 0 -> Stream dom (Vec 5 Act) (Vec 3 Act)
+dense_1 pe cycles levels = dense pe cycles levels W.dense_1 activation
   where
     activation :: Acc1 -> Act
     activation = sigmoidPlan . requantize
@@ -53,8 +54,10 @@ network
   :: HiddenClockResetEnable dom
   => SNat 2  -- ^ processing elements of dense_0
   -> SNat 2  -- ^ cycles per group of dense_0
+  -> SNat 1  -- ^ adder levels per pipeline stage of dense_0
   -> SNat 3  -- ^ processing elements of dense_1
   -> SNat 2  -- ^ cycles per group of dense_1
+  -> SNat 0  -- ^ adder levels per pipeline stage of dense_1 (not pipelined)
   -> Stream dom Input Output
-network pe0 cycles0 pe1 cycles1 =
-  dense_0 pe0 cycles0 |> dense_1 pe1 cycles1
+network pe0 cycles0 levels0 pe1 cycles1 levels1 =
+  dense_0 pe0 cycles0 levels0 |> dense_1 pe1 cycles1 levels1

@@ -30,7 +30,7 @@ type Classes = 3
 
 -- | The network with the class appended; the knobs chosen for this design.
 core :: HiddenClockResetEnable dom => Stream dom Input (Output, Index Classes)
-core = network (SNat @2) (SNat @2) (SNat @3) (SNat @2) |> mapS withClass
+core = network (SNat @2) (SNat @2) (SNat @1) (SNat @3) (SNat @2) (SNat @0) |> mapS withClass
   where
     withClass scores = (scores, argmax scores)
 

@@ -9,17 +9,21 @@ Clash code. It
   existing .mem files hold exactly them (default),
 * reads input.txt (Sim protocol: N, then N lines of raw inputs) and prints the
   expected Sim output: ``accept_cycle output_cycle class raw...``, the cycles
-  from a model of the documented K2C.Engine rules (inputs back to back,
-  downstream always ready).
+  from the model of the documented K2C.Engine rules in
+  ../test/engine/reference.py (inputs back to back, downstream always ready).
 
 Each layer has two knobs: p processing elements and b cycles per group
 (docs/architecture.md, "Two space-time knobs"); the ROM words and the
-accumulation follow from them.
+accumulation follow from them. A third, the adder levels per pipeline stage,
+sets only the timing (dense_0 is pipelined, dense_1 is not).
 
 Usage: python3 reference.py [--write-mem] < input.txt > expected.txt
 """
 import os
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test", "engine"))
+from reference import EngineModel, pipe_depth, queue_depth  # noqa: E402  (the engine's cycle rules)
 
 W, FRAC = 16, 8                    # format 1,7,8 for inputs, weights, outputs
 LO, HI = -(1 << (W - 1)), (1 << (W - 1)) - 1
@@ -32,16 +36,17 @@ def q(x):
     return max(LO, min(HI, int((Fraction(x) * ONE + Fraction(1, 2)).__floor__())))
 
 
-# Layers: name, p, b, activation, kernel rows (one per neuron: weights, bias).
+# Layers: name, p, b, adder levels per pipeline stage (0: none), activation,
+# kernel rows (one per neuron: weights, bias).
 LAYERS = [
-    ("dense_0", 2, 2, "relu", [
+    ("dense_0", 2, 2, 1, "relu", [
         ([1, 0, 0, 0], 0),                  # x0
         ([0, 1, 0, 0], 0),                  # x1
         ([0, 0, 2, -0.5], 0.25),            # saturates for large x2
         ([-1, 0, 0, 0.75], -1.5),           # bias decides the sign near 0
         ([0.5, 0.5, -1.25, 1 / 256], 2 / 256),  # half-LSB products: rounding ties
     ]),
-    ("dense_1", 3, 2, "sigmoid", [
+    ("dense_1", 3, 2, 0, "sigmoid", [
         ([1, -1, 0, 0, 0], 0),              # x0 - x1: breakpoints, negatives
         ([0, 0, 0.5, -0.25, 0.125], -0.75),
         ([0, -2, 2, 0, -1 / 256], 0.5),     # saturates both ways (incl. -128.0)
@@ -50,8 +55,8 @@ LAYERS = [
 
 
 def quantized(layer):
-    name, p, b, act, rows = layer
-    return name, p, b, act, [([q(w) for w in ws], q(bias)) for ws, bias in rows]
+    name, p, b, levels, act, rows = layer
+    return name, p, b, levels, act, [([q(w) for w in ws], q(bias)) for ws, bias in rows]
 
 
 def ceil_div(a, b):
@@ -101,7 +106,7 @@ ACTIVATIONS = {"relu": lambda r: max(r, 0), "sigmoid": sigmoid_plan, "linear": l
 
 
 def layer_forward(layer, xs):
-    _, _, _, act, rows = layer
+    _, _, _, _, act, rows = layer
     cf = 2 * FRAC
     out = []
     # The accumulators have the exact width, so the chunk-by-chunk saturating
@@ -112,51 +117,16 @@ def layer_forward(layer, xs):
     return out
 
 
-class Engine:
-    """The documented cycle rules of K2C.Engine (its module header): a window
-    takes G*b steps; results go to the output register O, or to R when O is
-    occupied; input ready is registered state only."""
-
-    def __init__(self, groups, b):
-        self.words, self.b = groups * b, b
-        self.busy, self.word, self.chunk = False, 0, 0
-        self.r_full = self.o_valid = False
-        self.held = self.r_item = self.o_item = None
-
-    def ready(self):
-        return not self.busy or (self.word == self.words - 1 and not self.r_full)
-
-    def cycle(self, offered, ready_out):
-        last_word = self.word == self.words - 1
-        o_free = not self.o_valid or ready_out
-        stall = self.busy and self.chunk == self.b - 1 and self.r_full and not o_free
-        step = self.busy and not stall
-        done = step and last_word
-        transfer = self.r_full and o_free
-        direct = done and not self.r_full and o_free
-        accepted = self.ready() and offered is not None
-        o_valid = transfer or direct or (self.o_valid and not ready_out)
-        o_item = self.r_item if transfer else self.held if direct else self.o_item
-        r_full = (done and not direct) or (self.r_full and not transfer)
-        r_item = self.held if done and not direct else self.r_item
-        if step:
-            self.word = (self.word + 1) % self.words
-            self.chunk = (self.chunk + 1) % self.b
-        self.busy = accepted or (self.busy and not done)
-        if accepted:
-            self.held = offered
-        self.o_valid, self.o_item, self.r_full, self.r_item = o_valid, o_item, r_full, r_item
-
-
 def schedule(layers, n):
     """Accept and output cycles of n back-to-back samples through the chain of
-    engines (layers: (G, b) each), downstream always ready."""
-    engines = [Engine(groups, b) for groups, b in layers]
+    engines (layers: (G, b, ch, levels) each), downstream always ready."""
+    engines = [EngineModel(groups * b, pipe_depth(ch, levels), queue_depth(ch, levels, groups * b))
+               for groups, b, ch, levels in layers]
     accepts, outputs, t = [], [], 0
     while len(outputs) < n:
         readies = [e.ready() for e in engines] + [True]
         offered = [len(accepts) if len(accepts) < n else None]
-        offered += [e.o_item if e.o_valid else None for e in engines]
+        offered += [e.output() for e in engines]
         if readies[0] and offered[0] is not None:
             accepts.append(t)
         if offered[-1] is not None:
@@ -170,7 +140,7 @@ def schedule(layers, n):
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     layers = [quantized(l) for l in LAYERS]
-    for name, p, b, _, rows in layers:
+    for name, p, b, _, _, rows in layers:
         path = os.path.join(here, "weights", name + ".mem")
         lines = list(mem_lines(p, b, rows))
         if "--write-mem" in sys.argv:
@@ -180,7 +150,8 @@ def main():
             sys.exit("%s does not hold the weights in reference.py" % path)
 
     n = int(sys.stdin.readline())
-    accepts, outputs = schedule([(ceil_div(len(rows), p), b) for _, p, b, _, rows in layers], n)
+    accepts, outputs = schedule([(ceil_div(len(rows), p), b, ceil_div(len(rows[0][0]), b), levels)
+                                 for _, p, b, levels, _, rows in layers], n)
     for accept, output in zip(accepts, outputs):
         xs = [int(t) for t in sys.stdin.readline().split()]
         for layer in layers:

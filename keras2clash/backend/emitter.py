@@ -191,7 +191,7 @@ def _layer_entry(plan: LayerPlan, fn: str, code: ActivationCode | None = None,
     if plan.is_compute:
         assert plan.acc_fmt is not None and plan.w_fmt is not None and plan.b_fmt is not None
         entry.update(
-            pe=plan.pe, cycles=plan.cycles, rom_depth=plan.rom_depth, chunk=plan.chunk,
+            pe=plan.pe, cycles=plan.cycles, levels=plan.pipeline, rom_depth=plan.rom_depth, chunk=plan.chunk,
             acc_clash=plan.acc_fmt.clash_type, w_clash=plan.w_fmt.clash_type, b_clash=plan.b_fmt.clash_type,
             hw_activation=code.name if elementwise and code is not None else "linear",
             rom_doc=(
@@ -203,11 +203,16 @@ def _layer_entry(plan: LayerPlan, fn: str, code: ActivationCode | None = None,
             f"{plan.pe} processing element(s) x {plan.chunk} multiplier(s), {plan.cycles} cycle(s) per "
             f"window; {plan.groups} group(s)" + (f", the last with {plan.pad} padding filter(s)" if plan.pad else "")
         )
+        entry["notes"].append(
+            f"Pipeline: {plan.pipeline} adder level(s) per stage, {plan.pipe_depth} register stage(s) after "
+            f"the last step, output queue of {plan.queue_depth}" if plan.pipeline else
+            f"Not pipelined: the {plan.tree_levels}-level adder tree, accumulator and activation in one cycle; "
+            f"output queue of {plan.queue_depth}")
         exactness = "exact" if plan.exact_accumulator else "narrower than exact: saturates per chunk"
         entry["notes"].append(f"Accumulator {plan.acc_fmt.clash_type} ({exactness}; docs: arithmetic contract).")
     if plan.type == "dense":
         entry["doc"] = f"{plan.n_in} -> {plan.n_out}, {_activation_doc(plan)}"
-        entry["body"] = [f"Dense.dense pe cycles W.{fn} activation"] + vector_stage
+        entry["body"] = [f"Dense.dense pe cycles levels W.{fn} activation"] + vector_stage
     elif plan.type == "conv2d":
         conv = _conv_entry(plan, fn, shapes)
         entry.update(doc=conv["doc"], body=conv["body"] + vector_stage, uses=conv["uses"] + entry["uses"][1:])
@@ -298,7 +303,7 @@ def _conv_entry(plan: LayerPlan, fn: str, shapes: str) -> dict[str, Any]:
     block = (f"Dilated.conv2dDilated {{- image -}} {_snats(h, w)} {{- kernel -}} {_snats(kh, kw)} "
              f"{{- dilation -}} {_snats(dh, dw)}" if dilated else
              f"Conv.conv2d {{- image -}} {_snats(h, w)} {{- kernel -}} {_snats(kh, kw)}")
-    body = _pad_stage(plan, "0") + [f"{block} {{- stride -}} {_snats(sh, sw)} pe cycles W.{fn} activation"]
+    body = _pad_stage(plan, "0") + [f"{block} {{- stride -}} {_snats(sh, sw)} pe cycles levels W.{fn} activation"]
     notes = [f"The window generator spans the dilated extent {plan.extent[0]}x{plan.extent[1]}; "
              "the taps are selected by wires."] if dilated else []
     return {"doc": doc, "body": body, "notes": notes, "uses": ["conv2d_dilated" if dilated else "conv2d"]}
@@ -314,7 +319,7 @@ def _depthwise_entry(plan: LayerPlan, fn: str, shapes: str) -> dict[str, Any]:
                 f"padding {_padding_doc(plan)}, {_activation_doc(plan)}"),
         "body": _pad_stage(plan, "0") + [
             f"Depthwise.depthwise2d {{- image -}} {_snats(h, w)} {{- kernel -}} {_snats(kh, kw)} "
-            f"{{- stride -}} {_snats(sh, sw)} {{- depth multiplier -}} {_snats(m)} pe cycles W.{fn} activation"],
+            f"{{- stride -}} {_snats(sh, sw)} {{- depth multiplier -}} {_snats(m)} pe cycles levels W.{fn} activation"],
     }
 
 
@@ -385,7 +390,7 @@ def _padding_doc(plan: LayerPlan) -> str:
 
 
 def _stage(plan: LayerPlan, entry: dict[str, Any]) -> str:
-    return f"{entry['fn']} p_{entry['fn']} b_{entry['fn']}" if plan.is_compute else entry["fn"]
+    return f"{entry['fn']} p_{entry['fn']} b_{entry['fn']} l_{entry['fn']}" if plan.is_compute else entry["fn"]
 
 
 def _render_chain(chain: Chain, by_name: dict[str, tuple[LayerPlan, dict[str, Any]]],
@@ -468,6 +473,8 @@ def build_context(name: str, plans: Sequence[LayerPlan],
         p_var, b_var = f"p_{entry['fn']}", f"b_{entry['fn']}"
         network_args.append({"var": p_var, "value": entry["pe"], "doc": f"processing elements of {entry['name']}"})
         network_args.append({"var": b_var, "value": entry["cycles"], "doc": f"cycles per window of {entry['name']}"})
+        network_args.append({"var": f"l_{entry['fn']}", "value": entry["levels"],
+                             "doc": f"adder levels per pipeline stage of {entry['name']} (0: not pipelined)"})
     by_name = {plan.name: (plan, entry) for plan, entry in zip(plans, layers)}
     source = plans[0].inputs[0] if plans[0].inputs else "input"
     built = plans[:-1] if split and plans[-1].type == "activation" and len(plans) > 1 else plans

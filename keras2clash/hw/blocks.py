@@ -14,12 +14,11 @@ to the consumer as soon as the output's valid cycle is known. All rules below ar
 blocks' haddocks (clash_lib/K2C/*.hs) rewritten as recurrences, exact for any downstream
 stalls, not only for an always-ready sink:
 
-- Engine (`K2C.Engine`, `S = G*b` steps per window, group ends every `b` steps): window
-  `i` is accepted in `a_i = max(V_i, R_i)`; its last step is
-  `d_i = max(a_i + S, E_(i-1) + S - b)` (the first group end stalls until result `i-1`
-  leaves the register R for O); its result enters O in `E_i = max(d_i, M_(i-1))` and is
-  valid from `E_i + 1`; the next window can be accepted from `R_(i+1) = d_i`, or `d_i + 1`
-  when R is still full in cycle `d_i` (only possible with `G = 1`).
+- Engine (`K2C.Engine`, `S = G*b` steps per window, pipeline depth `D`, output queue of
+  `Q`): window `i` is accepted in `a_i = max(V_i, a_(i-1) + S, M_(i-Q) + 1)` (busy for S
+  steps; at most Q windows between accept and the result's move); its result enters the
+  queue in `a_i + S + D` and is valid from `max(a_i + S + D, M_(i-1)) + 1`. The engine
+  never stalls: downstream stalls reach its input only through the credit bound Q.
 - Window (`K2C.Window`): window `k`, completed by the pixel accepted in `p_k`, is valid
   from `max(p_k, M_(k-1)) + 1`; the pixel after a completing pixel waits for that cycle
   (input ready is `not pending`).
@@ -49,6 +48,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
+
+import numpy as np
 
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.hw.shape_blocks import shape_blocks
@@ -81,31 +82,37 @@ class _Sink:
 
 
 class _Engine:
-    """K2C.Engine (dense, and conv2d after its window generator)."""
+    """K2C.Engine (dense, and conv2d after its window generator): S steps per window, D
+    pipeline cycles after the last step, an output queue of Q results."""
 
-    def __init__(self, steps, b, g1, down, mx) -> None:
-        self.S, self.b, self.g1, self.down, self.mx = steps, b, g1, down, mx
-        self.R = self.d = self.E = self.M = NEG
+    def __init__(self, steps, depth, queue, down, mx) -> None:
+        self.S, self.D, self.Q, self.down, self.mx = steps, depth, queue, down, mx
+        self.A = NEG                      # the previous window's accept cycle
+        self.hist = [NEG] * int(np.max(queue))   # the last results' move cycles, newest last
+
+    def _lagged(self):
+        """M_(i-Q): the move cycle of the result Q windows back (per configuration)."""
+        if isinstance(self.Q, np.ndarray):
+            rows = np.stack([np.broadcast_to(h, self.Q.shape) for h in self.hist])
+            return rows[len(self.hist) - self.Q, np.arange(self.Q.size)]
+        return self.hist[len(self.hist) - self.Q]
 
     def ready_at(self, v):
-        return self.mx(v, self.R)
+        mx = self.mx
+        return mx(mx(v, self.A + self.S), self._lagged() + 1)
 
     def accept(self, v):
-        mx = self.mx
-        a = mx(v, self.R)
-        d = mx(a + self.S, self.E + (self.S - self.b))
-        e = mx(d, self.M)
-        rfull = self.g1 & (self.E == d) & (self.E > self.d)
-        self.R = d + rfull
-        self.d, self.E = d, e
-        self.M = self.down.accept(e + 1)
+        a = self.ready_at(v)
+        valid = self.mx(a + self.S + self.D, self.hist[-1]) + 1
+        self.A = a
+        self.hist = self.hist[1:] + [self.down.accept(valid)]
         return a
 
     def state(self):
-        return [self.R, self.d, self.E, self.M]
+        return [self.A, *self.hist]
 
     def set_state(self, values):
-        self.R, self.d, self.E, self.M = values
+        self.A, self.hist = values[0], list(values[1:])
 
 
 class _Window:
@@ -357,15 +364,16 @@ def _geometry(plan: LayerPlan) -> tuple[int, int, int, int, int, int]:
     return h, w, kh, kw, sh, sw
 
 
-def _knobs(plan: LayerPlan) -> tuple[int, int, bool]:
-    return plan.groups * plan.cycles, plan.cycles, plan.groups == 1
+def _knobs(plan: LayerPlan) -> tuple[int, int, int]:
+    """What the engine's timing depends on: S = G*b steps, pipeline depth D, queue depth Q."""
+    return plan.groups * plan.cycles, plan.pipe_depth, plan.queue_depth
 
 
 def _layer_blocks(plan: LayerPlan, knobs, down, mx, blocks: list) -> Any:
     """The blocks of one layer (emitter.py), built from its consumer backwards; its head."""
     if plan.is_compute:
-        steps, b, g1 = knobs[plan.name]
-        down = _Engine(steps, b, g1, down, mx)
+        steps, depth, queue = knobs[plan.name]
+        down = _Engine(steps, depth, queue, down, mx)
         blocks.append(down)
     if plan.is_windowed:
         down = _Window(*_geometry(plan), down, mx)
@@ -406,7 +414,7 @@ def _chain_blocks(chain: Chain, by_name, knobs, down, mx, blocks: list, joins: l
 def _build(plans: Sequence[LayerPlan], knobs: Sequence[tuple[Any, Any, Any]], mx, joins: list | None = None,
            depths: dict[str, Sequence[int | None]] | None = None):
     """The blocks of the emitted network (emitter.py), from the sink backwards.
-    `knobs`: (S = G*b, b, G == 1) per compute layer in plan order, ints or arrays; `depths`
+    `knobs`: (S = G*b, D, Q) per compute layer in plan order, ints or arrays; `depths`
     the branch FIFO depths per merge (default: the plans' `fifo_depths`)."""
     if depths is None:
         depths = {p.name: p.fifo_depths for p in plans if p.is_merge and p.fifo_depths}

@@ -66,14 +66,13 @@ class Timing:
 
 
 def _knob_arrays(configs: Sequence[Sequence[LayerPlan]]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    per_config = [[_knobs(p) for p in plans if p.is_compute] for plans in configs]
-    n_layers = len(per_config[0])
-    return [
-        (np.array([c[i][0] for c in per_config], dtype=np.int64),
-         np.array([c[i][1] for c in per_config], dtype=np.int64),
-         np.array([c[i][2] for c in per_config], dtype=bool))
-        for i in range(n_layers)
-    ]
+    return _as_arrays([tuple(_knobs(p) for p in plans if p.is_compute) for plans in configs])
+
+
+def _as_arrays(keys: Sequence[Sequence[tuple[int, int, int]]]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Per compute layer, the (S, D, Q) of every configuration as three int arrays."""
+    return [tuple(np.array([key[i][j] for key in keys], dtype=np.int64) for j in range(3))  # type: ignore[misc]
+            for i in range(len(keys[0]))]
 
 
 def _simulate_batch(plans: Sequence[LayerPlan], knobs, n_configs: int, images: int | None,
@@ -298,7 +297,7 @@ def timings(configs: Sequence[Sequence[LayerPlan]]) -> list[tuple[int, float]]:
 
 def timing_batch(plans: Sequence[LayerPlan], knobs) -> tuple[np.ndarray, np.ndarray]:
     """Latency and II arrays for configurations given as knob arrays: per compute layer
-    (S = G*b, b, G == 1), each an array with one element per configuration; `plans` gives
+    (S = G*b, D, Q), each an array with one element per configuration; `plans` gives
     the geometry (any configuration of the network)."""
     n = len(knobs[0][0]) if knobs else 1
     accepts, outputs, refs, lag, at = _simulate_batch(plans, knobs, n, None)
@@ -307,8 +306,7 @@ def timing_batch(plans: Sequence[LayerPlan], knobs) -> tuple[np.ndarray, np.ndar
     safe = np.maximum(lag, 1)
     ii = (ref[np.minimum(at + safe, len(refs) - 1), idx] - ref[at, idx]) / safe
     for i in np.nonzero(lag == 0)[0]:  # long transients: the scalar model with drift jumps
-        one = [(int(np.broadcast_to(s, (n,))[i]), int(np.broadcast_to(b, (n,))[i]),
-                bool(np.broadcast_to(g, (n,))[i])) for s, b, g in knobs]
+        one = [tuple(int(np.broadcast_to(x, (n,))[i]) for x in knob) for knob in knobs]
         ii[i] = steady_state(plans, one)[0]
     latency = np.broadcast_to(outputs[0] - accepts[0], (n,))
     return latency.astype(np.int64), ii
@@ -320,25 +318,17 @@ Config = tuple[tuple[int, ...], tuple[int, ...]]
 
 def figures_many(plans: Sequence[LayerPlan], configs: Sequence[Config]) -> list[HwFigures]:
     """HwFigures of many (pe, cycles) configurations of the network `plans` (whose own
-    knobs are ignored): timing vectorised, deduplicated by (G*b, b, G == 1) per layer;
-    resources memoised per layer and knob pair."""
+    knobs are ignored; their pipeline levels hold): timing vectorised, deduplicated by
+    (S, D, Q) per layer; resources memoised per layer and knob pair."""
     from dataclasses import replace
 
     compute = [i for i, p in enumerate(plans) if p.is_compute]
     if not configs:
         return []
-    keys = []
-    for pes, cyc in configs:
-        key = []
-        for i, p, b in zip(compute, pes, cyc):
-            g = -(-plans[i].filters // p)
-            key.append((g * b, b, g == 1))
-        keys.append(tuple(key))
+    keys = [tuple(_knobs(replace(plans[i], pe=p, cycles=b)) for i, p, b in zip(compute, pes, cyc))
+            for pes, cyc in configs]
     unique = list(dict.fromkeys(keys))
-    knobs = [(np.array([k[j][0] for k in unique], dtype=np.int64),
-              np.array([k[j][1] for k in unique], dtype=np.int64),
-              np.array([k[j][2] for k in unique], dtype=bool)) for j in range(len(compute))]
-    latency, ii = timing_batch(plans, knobs)
+    latency, ii = timing_batch(plans, _as_arrays(unique))
     where = {k: n for n, k in enumerate(unique)}
     fixed = [layer_resources(p) for p in plans if not p.is_compute]
     cache: dict[tuple[int, int, int], LayerResources] = {}
@@ -364,7 +354,8 @@ def _assemble(pes, cyc, latency, ii, compute_res, fixed, plans) -> HwFigures:
         multipliers=sum(r.multipliers for r in layers), macs=sum(r.macs for r in layers),
         memory_bits=sum(r.memory_bits for r in layers), rom_bits=sum(r.rom_bits for r in layers),
         line_buffer_bits=sum(r.line_buffer_bits for r in layers),
-        register_bits=sum(r.register_bits for r in layers), layers=layers,
+        register_bits=sum(r.register_bits for r in layers), fifo_bits=sum(r.fifo_bits for r in layers),
+        layers=layers,
     )
 
 

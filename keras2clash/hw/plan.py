@@ -51,6 +51,7 @@ class LayerPlan:
     acc_fmt: FixedFormat | None = None
     pe: int = 1
     cycles: int = 1
+    pipeline: int = 0  # adder-tree levels per register stage; 0: the dot product in one cycle
     kernel_size: tuple[int, int] = (1, 1)  # conv kernel or pool size
     strides: tuple[int, int] = (1, 1)
     pads: tuple[int, int, int, int] = (0, 0, 0, 0)  # top, bottom, left, right
@@ -140,6 +141,22 @@ class LayerPlan:
         return -(-self.window // self.cycles)
 
     @property
+    def tree_levels(self) -> int:
+        """Levels of each PE's adder tree over its ch products and the bias field."""
+        return tree_levels(self.chunk)
+
+    @property
+    def pipe_depth(self) -> int:
+        """D: cycles from a window's last step to its result entering the output queue
+        (K2C.Engine's PipeDepth)."""
+        return pipe_depth(self.chunk, self.pipeline)
+
+    @property
+    def queue_depth(self) -> int:
+        """Q: the engine's output queue, the most windows it holds at once (QueueDepth)."""
+        return queue_depth(self.chunk, self.pipeline, self.groups * self.cycles)
+
+    @property
     def rom_depth(self) -> int:
         """ROM words: one per (group, chunk)."""
         return self.groups * self.cycles
@@ -226,6 +243,29 @@ class LayerPlan:
         return LayerPlan(**fields)
 
 
+DEFAULT_PIPELINE = 0
+"""Adder levels per pipeline stage when the user gives none."""
+MAX_PIPELINE_LEVELS = 32
+"""More levels than any adder tree has (2^32 terms): beyond, the value means nothing new."""
+
+
+def tree_levels(chunk: int) -> int:
+    """ceil(log2(chunk + 1)): the levels of an adder tree over `chunk` products and a bias."""
+    return (chunk).bit_length()
+
+
+def pipe_depth(chunk: int, levels: int) -> int:
+    """D (K2C.Engine's PipeDepth): 0 unpipelined; else the product registers, one register
+    per `levels` tree levels, and the finish (requantize, activate) register."""
+    return 0 if levels == 0 else 2 + tree_levels(chunk) // levels
+
+
+def queue_depth(chunk: int, levels: int, steps: int) -> int:
+    """Q (K2C.Engine's QueueDepth): 2 + (D + 1) // S, the fewest windows in flight for which an
+    always-ready downstream never holds the input back."""
+    return 2 + (pipe_depth(chunk, levels) + 1) // steps
+
+
 def accumulator_format(
     in_fmt: FixedFormat, w_fmt: FixedFormat, n_in: int, b_fmt: FixedFormat | None = None
 ) -> FixedFormat:
@@ -303,6 +343,7 @@ def make_plan(
     layer_formats: Mapping[str, FixedFormat | LayerFormats] | None = None,
     cycles: Sequence[int] | None = None,
     input_fmt: FixedFormat | None = None,
+    pipeline: int | Sequence[int] | None = None,
 ) -> list[LayerPlan]:
     """Give every layer of the graph (or dictionary IR) its formats and knobs, in graph order.
 
@@ -310,13 +351,18 @@ def make_plan(
     compute or merge layer's formats by name (a bare FixedFormat sets weight, bias and
     output). `parallelism` and `cycles` give one value per compute layer (dense, conv2d, depthwise2d), in
     order: pe from 1 to the layer's filters/neurons, cycles from 1 to its window size K.
+    `pipeline` gives the adder levels per register stage (0: not pipelined), one value for
+    all compute layers or one per compute layer; default `DEFAULT_PIPELINE`.
     A layer's input format is its producer's output format; a merge has one per input.
     """
     graph = as_graph(graph)
     computes = compute_layers(graph)
     pes = list(parallelism) if parallelism is not None else [1] * len(computes)
     cyc = list(cycles) if cycles is not None else [1] * len(computes)
-    for values, what in ((pes, "parallelism"), (cyc, "cycles")):
+    if pipeline is None:
+        pipeline = DEFAULT_PIPELINE
+    levels = [pipeline] * len(computes) if isinstance(pipeline, int) else list(pipeline)
+    for values, what in ((pes, "parallelism"), (cyc, "cycles"), (levels, "pipeline")):
         if len(values) != len(computes):
             raise K2CError(
                 f"{what} has {len(values)} value(s), the model has {len(computes)} dense/conv2d/depthwise2d layer(s)"
@@ -329,7 +375,7 @@ def make_plan(
 
     plans: list[LayerPlan] = []
     out_fmts: dict[str, FixedFormat] = {graph.input_name: input_fmt or fmt}
-    knobs = iter(zip(pes, cyc))
+    knobs = iter(zip(pes, cyc, levels))
     for layer in graph:
         kind = layer.type
         if kind not in LAYER_TYPES:
@@ -384,11 +430,17 @@ def _check_activation(plan: LayerPlan, layer: Layer) -> None:
 
 
 def _compute_plan(common: dict[str, Any], override: LayerFormats, fmt: FixedFormat, pe: int,
-                  cycles_per_window: int) -> LayerPlan:
+                  cycles_per_window: int, levels: int = DEFAULT_PIPELINE) -> LayerPlan:
     w_fmt = override.weight or fmt
     b_fmt = override.bias or w_fmt
     out_fmt = override.output or fmt
-    plan = LayerPlan(out_fmt=out_fmt, w_fmt=w_fmt, b_fmt=b_fmt, pe=pe, cycles=cycles_per_window, **common)
+    plan = LayerPlan(out_fmt=out_fmt, w_fmt=w_fmt, b_fmt=b_fmt, pe=pe, cycles=cycles_per_window,
+                     pipeline=levels, **common)
+    if not 0 <= levels <= MAX_PIPELINE_LEVELS:
+        raise K2CError(
+            f"pipeline {levels} out of range for layer '{plan.name}': it must be between 0 (not "
+            f"pipelined) and {MAX_PIPELINE_LEVELS} adder levels per register stage"
+        )
     if not 1 <= pe <= plan.filters:
         raise K2CError(
             f"parallelism {pe} out of range for layer '{plan.name}': it must be between 1 "

@@ -32,8 +32,8 @@ class LayerResources:
     macs: int  # per image
     rom_bits: int
     line_buffer_bits: int  # K2C.Window's block RAM
-    register_bits: int  # data registers (window, engine input/accumulators/results, collect)
-    fifo_bits: int = 0  # a merge's branch FIFOs (K2C.Fifo, LUT RAM)
+    register_bits: int  # data registers (window, engine input/accumulators/results/pipeline, collect)
+    fifo_bits: int = 0  # LUT RAM FIFOs: a merge's branch FIFOs, an engine's output queue (K2C.Fifo)
     table_bits: int = 0  # activation tables (K2C.Lut, K2C.Softmax): one copy per beat element
 
     @property
@@ -56,14 +56,15 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
         lanes = plan.input_shape[-1] if plan.type == "depthwise2d" else 1
         regs += lanes * plan.cycles * plan.chunk * in_bits
         regs += plan.pe * plan.acc_fmt.bits if plan.cycles > 1 else 0  # accumulators
-        regs += 2 * plan.filters * out_bits  # result register R and output register O
+        regs += plan.filters * out_bits if plan.groups > 1 else 0  # result register R
+        regs += pipeline_register_bits(plan)
     if plan.type == "flatten":
         regs += plan.n_in * in_bits
     if plan.type in SHAPE_TYPES:
         line, regs = shape_storage(plan)
     if plan.type in GLOBAL_POOL_TYPES:  # running register (exact sum or max) + output register
         regs += plan.input_shape[-1] * (global_running_bits(plan) + out_bits)
-    fifo = 0
+    fifo = plan.queue_depth * plan.filters * out_bits if plan.is_compute else 0  # the output queue
     if plan.is_merge:  # the branch FIFOs (LUT RAM) in front of the join
         for depth, shape, fmt in zip(plan.fifo_depths, plan.input_shapes, plan.input_formats):
             fifo += depth * shape[-1] * fmt.bits
@@ -74,6 +75,27 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
         multipliers=plan.multipliers, macs=plan.macs, rom_bits=plan.rom_bits,
         line_buffer_bits=line, register_bits=regs, fifo_bits=fifo, table_bits=activation_table_bits(plan),
     )
+
+
+def chunk_sum_bits(plan: LayerPlan) -> int:
+    """K2C.Filter's ChunkBits: the exact width of a chunk's sum (products, bias, growth)."""
+    assert plan.w_fmt is not None and plan.b_fmt is not None and plan.acc_fmt is not None
+    product = (plan.in_fmt.sign + plan.in_fmt.int) + (plan.w_fmt.sign + plan.w_fmt.int)
+    return max(product, plan.b_fmt.sign + plan.b_fmt.int) + plan.tree_levels + plan.acc_fmt.frac
+
+
+def pipeline_register_bits(plan: LayerPlan) -> int:
+    """A pipelined engine's data registers (K2C.Engine, K2C.Filter.adderTree): the ch + 1
+    terms of every PE, the tree's nodes after every `pipeline`-th level (nodes fed only by
+    zero padding are constants, removed), the finished results; plus the valid/counter tag
+    beside each stage."""
+    if not plan.is_compute or plan.pipeline == 0:
+        return 0
+    terms, width = plan.chunk + 1, chunk_sum_bits(plan)
+    tag = 4 + max(plan.groups - 1, 0).bit_length()
+    levels = range(plan.pipeline, plan.tree_levels + 1, plan.pipeline)
+    data = plan.pe * width * (terms + sum(-(-terms // 2 ** j) for j in levels))
+    return data + plan.pe * plan.out_fmt.bits + tag * (2 + len(levels))
 
 
 def activation_table_bits(plan: LayerPlan) -> int:
@@ -105,6 +127,7 @@ class HwFigures:
     rom_bits: int
     line_buffer_bits: int
     register_bits: int
+    fifo_bits: int = 0  # LUT RAM FIFOs: engine output queues, branch FIFOs
     layers: list[LayerResources] = field(default_factory=list)
 
     @property

@@ -106,6 +106,7 @@ class ReportRow:
     rom_bits: int
     line_buffer_bits: int
     register_bits: int
+    fifo_bits: int = 0  # LUT RAM FIFOs: engine output queues, branch FIFOs
     balanced: bool = False
     project: str | None = None
     yosys: YosysFigures | None = None
@@ -218,8 +219,8 @@ def config_project(source: Source, plans: Sequence[LayerPlan], out: Path, reuse:
     return out
 
 
-def _knobs(plans: Sequence[LayerPlan]) -> list[tuple[int, int]]:
-    return [(p.pe, p.cycles) for p in plans if p.is_compute]
+def _knobs(plans: Sequence[LayerPlan]) -> list[tuple[int, int, int]]:
+    return [(p.pe, p.cycles, p.pipeline) for p in plans if p.is_compute]
 
 
 def build_report(source: Source, configs: Sequence[tuple[list[int], list[int]]], *, clock_mhz: float = 100.0,
@@ -249,7 +250,8 @@ def build_report(source: Source, configs: Sequence[tuple[list[int], list[int]]],
             label=label, parallelism=pes, cycles=cyc, latency=fig.latency, ii=fig.ii,
             images_per_second=fig.images_per_second(clock_mhz), multipliers=fig.multipliers, macs=fig.macs,
             efficiency=fig.efficiency, memory_bits=fig.memory_bits, rom_bits=fig.rom_bits,
-            line_buffer_bits=fig.line_buffer_bits, register_bits=fig.register_bits, balanced=is_balanced,
+            line_buffer_bits=fig.line_buffer_bits, register_bits=fig.register_bits, fifo_bits=fig.fifo_bits,
+            balanced=is_balanced,
         )
         if yosys:
             from keras2clash.backend.project import load_project
@@ -303,7 +305,7 @@ def _full_rows(report: Report) -> list[list[str]]:
             dash if y is None else f"{y.mul_cells:,}",
             dash if y is None or y.dsp_blocks is None else f"{y.dsp_blocks:,}",
             dash if y is None else f"{y.luts:,}", dash if y is None else f"{y.flip_flops:,}",
-            f"{r.rom_bits + r.line_buffer_bits:,} (+{r.register_bits:,} reg)",
+            f"{r.rom_bits + r.line_buffer_bits + r.fifo_bits:,} (+{r.register_bits:,} reg)",
             dash if y is None else f"{y.memory_bits:,}", f"{100 * r.efficiency:.1f}%",
         ])
     return out
@@ -321,7 +323,7 @@ def to_markdown(report: Report) -> str:
     cols = header(report)
     lines = [caption(report), "", "| " + " | ".join(cols) + " |", "|---|" + "---:|" * (len(cols) - 1)]
     lines += ["| " + " | ".join(row) + " |" for row in table_rows(report)]
-    lines += ["", "memory bits (model): ROM + line buffers (what Yosys infers as memories), plus data registers. "
+    lines += ["", "memory bits (model): ROM, line buffers and FIFOs (what Yosys infers as memories), plus data registers. "
               "MAC eff. = MACs / (multipliers x II)."]
     lines += [f"- {n}" for n in report.notes]
     return "\n".join(lines) + "\n"

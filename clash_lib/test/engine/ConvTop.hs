@@ -4,7 +4,8 @@
 A small conv2d top entity for the HDL checks of run.sh (clash --verilog,
 verilator --lint-only, and a Verilator run compared with reference.py).
 Its geometry must match the case @convtop@ in reference.py: a 6x5x2 image,
-3x2 kernels, strides (1, 2), 3 filters, p = 2, b = 4 (ch = 3, G = 2), format
+3x2 kernels, strides (1, 2), 3 filters, p = 2, b = 4 (ch = 3, G = 2), one
+adder level per pipeline stage (l = 1: D = 4), format
 1,7,8, exact accumulator 1,19,16 (ci = 8 + 8 + ceil(log2(13)) + 1), relu.
 The weight file @convtop.mem@ is read from clash's working directory.
 
@@ -32,7 +33,7 @@ topEntity
 topEntity clk rst en input readyOut =
   withClockResetEnable clk rst en
     (conv2d (SNat @6) (SNat @5) (SNat @3) (SNat @2) (SNat @1) (SNat @2)
-            (SNat @2) (SNat @4) weights activation)
+            (SNat @2) (SNat @4) (SNat @1) weights activation)
     (input, readyOut)
   where
     activation :: SFixed 21 16 -> Act

@@ -47,20 +47,20 @@ budget = 200000
 
 -- | Run an engine case: windows of @k@ values in @SFixed ai af@.
 runEngineCase
-  :: forall k f p b ch g ai af wi wf bi bf ci cf oi fo
-   . ( EngineShape k f p b ch g, Accumulates ai af wi wf bi bf ci cf
+  :: forall k f p b l ch g ai af wi wf bi bf ci cf oi fo
+   . ( EngineShape k f p b ch g, KnownNat l, Accumulates ai af wi wf bi bf ci cf
      , KnownNat oi, KnownNat fo )
   => FilePath
   -> Proxy (Vec k (SFixed ai af))
   -> SNat f
-  -> SNat p -> SNat b
+  -> SNat p -> SNat b -> SNat l
   -> WeightRom (g * b) p ch (SFixed wi wf) (SFixed bi bf)
   -> (SFixed ci cf -> SFixed oi fo)
   -> IO ()
-runEngineCase prefix _ _ p b rom finish = do
+runEngineCase prefix _ _ p b l rom finish = do
   (count, pattern, items) <- readCase @k @ai @af (prefix ++ ".in")
   let block :: Stream System (Vec k (SFixed ai af)) (Vec f (SFixed oi fo))
-      block = withSystem (engine p b rom finish)
+      block = withSystem (engine p b l rom finish)
       (output, readyIn) = block (input, readyOut)
       input    = drive items readyIn
       readyOut = readies pattern
@@ -72,27 +72,27 @@ runEngineCase prefix _ _ p b rom finish = do
 -- | Run a conv case: pixels of @c@ values; the conv is also built from its
 -- parts to record the window stream, and both must agree.
 runConvCase
-  :: forall h w kh kw sh sw c f p b ch g ai af wi wf bi bf ci cf oi fo
+  :: forall h w kh kw sh sw c f p b l ch g ai af wi wf bi bf ci cf oi fo
    . ( KnownNat h, KnownNat w, KnownNat kh, KnownNat kw, KnownNat sh, KnownNat sw
      , KnownNat c, 1 <= kh, 1 <= kw, 1 <= sh, 1 <= sw, kh <= h, kw <= w
-     , EngineShape (kh * kw * c) f p b ch g, Accumulates ai af wi wf bi bf ci cf
+     , EngineShape (kh * kw * c) f p b ch g, KnownNat l, Accumulates ai af wi wf bi bf ci cf
      , KnownNat oi, KnownNat fo )
   => FilePath
   -> Proxy (Vec c (SFixed ai af))
   -> SNat h -> SNat w -> SNat kh -> SNat kw -> SNat sh -> SNat sw
   -> SNat f
-  -> SNat p -> SNat b
+  -> SNat p -> SNat b -> SNat l
   -> WeightRom (g * b) p ch (SFixed wi wf) (SFixed bi bf)
   -> (SFixed ci cf -> SFixed oi fo)
   -> IO ()
-runConvCase prefix _ h w kh kw sh sw _ p b rom finish = do
+runConvCase prefix _ h w kh kw sh sw _ p b l rom finish = do
   (count, pattern, items) <- readCase @c @ai @af (prefix ++ ".in")
   let whole :: Stream System (Vec c (SFixed ai af)) (Vec f (SFixed oi fo))
-      whole = withSystem (conv2d h w kh kw sh sw p b rom finish)
+      whole = withSystem (conv2d h w kh kw sh sw p b l rom finish)
       front :: Stream System (Vec c (SFixed ai af)) (Vec (kh * kw * c) (SFixed ai af))
       front = withSystem (window h w kh kw sh sw |> mapS flattenWindow)
       back :: Stream System (Vec (kh * kw * c) (SFixed ai af)) (Vec f (SFixed oi fo))
-      back  = withSystem (engine p b rom finish)
+      back  = withSystem (engine p b l rom finish)
       (output, readyIn)  = whole (input, readyOut)
       (mid, readyMid)    = front (input2, readyMid2)
       (output2, readyMid2) = back (mid, readyOut)

@@ -8,7 +8,8 @@ It implements, from the documentation and not from the Haskell code,
   S_t = sum of chunk t's exact products + bias field t (bias in chunk 0 only),
   all aligned to the accumulator's fraction bits;
 * the ROM layout of docs/architecture.md ("Two space-time knobs");
-* the cycle rules of K2C.Engine (its module header), driven by the same input
+* the cycle rules of K2C.Engine (its module header: steps, pipeline depth D,
+  output queue of depth Q), driven by the same input
   schedule and downstream-ready pattern as the simulation.
 
 Usage:
@@ -158,51 +159,66 @@ def mem_lines(case):
 
 # ---------------------------------------------------------------- timing
 
+def pipe_depth(ch, levels):
+    """D (K2C.Engine's PipeDepth): cycles from a window's last step to its result
+    entering the output queue; 0 without pipelining, else the product registers,
+    one register per `levels` adder-tree levels, and the finish register."""
+    return 0 if levels == 0 else 2 + clog2(ch + 1) // levels
+
+
+def queue_depth(ch, levels, steps):
+    """Q (K2C.Engine's QueueDepth): the output queue's depth, the most windows in flight."""
+    return 2 + (pipe_depth(ch, levels) + 1) // steps
+
+
 class EngineModel:
     """K2C.Engine's documented cycle rules, one call of `cycle` per cycle."""
 
-    def __init__(self, words, b, groups):
-        self.words, self.b, self.groups = words, b, groups
-        self.busy, self.word, self.chunk, self.group = False, 0, 0, 0
-        self.r_full, self.o_valid = False, False
-        self.held = self.r_item = self.o_item = None
+    def __init__(self, words, depth, queue):
+        self.words, self.depth, self.queue_depth = words, depth, queue
+        self.busy, self.word, self.outstanding = False, 0, 0
+        self.held = None
+        self.t = 0
+        self.pending = []   # (cycle the result enters the queue, item)
+        self.queue = []     # (first cycle at the queue's output, item)
 
     def ready(self):
-        return (not self.busy) or (self.word == self.words - 1 and not self.r_full)
+        return ((not self.busy) or self.word == self.words - 1) and self.outstanding < self.queue_depth
+
+    def output(self):
+        """The item at the output in this cycle (valid), or None."""
+        return self.queue[0][1] if self.queue and self.queue[0][0] <= self.t else None
 
     def cycle(self, offered, ready_out):
         """offered: None or an item id. Returns (accepted, moved_output_item)."""
-        last_word = self.word == self.words - 1
-        group_end = self.chunk == self.b - 1
-        o_free = (not self.o_valid) or ready_out
-        stall = self.busy and group_end and self.r_full and not o_free
-        step = self.busy and not stall
-        done = step and last_word
-        transfer = self.r_full and o_free
-        direct = done and not self.r_full and o_free
+        t = self.t
         accepted = self.ready() and offered is not None
-        moved = self.o_item if (self.o_valid and ready_out) else None
-
-        new_o_valid = transfer or direct or (self.o_valid and not ready_out)
-        new_o_item = self.r_item if transfer else (self.held if direct else self.o_item)
-        new_r_full = (done and not direct) or (self.r_full and not transfer)
-        new_r_item = self.held if (done and not direct) else self.r_item
-        if step:
+        head_valid = bool(self.queue) and self.queue[0][0] <= t
+        moved = self.queue.pop(0)[1] if head_valid and ready_out else None
+        if self.busy:   # a step: the engine never stalls
+            if self.word == self.words - 1:
+                self.pending.append((t + self.depth, self.held))
+                self.busy = False
             self.word = (self.word + 1) % self.words
-            if group_end:
-                self.group = (self.group + 1) % self.groups
-            self.chunk = (self.chunk + 1) % self.b
-        self.busy = accepted or (self.busy and not done)
+        for entry in [e for e in self.pending if e[0] == t]:
+            self.queue.append((t + 1, entry[1]))
+            self.pending.remove(entry)
         if accepted:
-            self.held = offered
-        self.o_valid, self.o_item = new_o_valid, new_o_item
-        self.r_full, self.r_item = new_r_full, new_r_item
+            self.held, self.busy = offered, True
+        self.outstanding += int(accepted) - int(moved is not None)
+        self.t += 1
         return accepted, moved
+
+
+def engine_model(case):
+    steps = case["groups"] * case["b"]
+    return EngineModel(steps, pipe_depth(case["ch"], case["levels"]),
+                       queue_depth(case["ch"], case["levels"], steps))
 
 
 def engine_trace(case, windows):
     """Expected trace lines of an engine case (same format as Driver.hs)."""
-    model = EngineModel(case["groups"] * case["b"], case["b"], case["groups"])
+    model = engine_model(case)
     schedule = []
     for gap, i in zip(case["gaps"], range(len(windows))):
         schedule += [None] * gap + [("item", i)]
@@ -245,9 +261,11 @@ def rand_pattern(rng, length, busy):
 
 
 def make_engine_case(rng, name, f, k, p, b, a, w, bias, acc, fn, out, n_windows=6,
-                     stalls=False, gaps=False, extreme=0.1):
+                     stalls=False, gaps=False, extreme=0.1, levels=None):
+    """An engine case; `levels` (adder levels per pipeline stage) random 0..3 if None."""
+    levels = rng.choice([0, 0, 1, 2, 3]) if levels is None else levels
     case = dict(kind="engine", name=name, f=f, k=k, p=p, b=b, a=a, w=w, bias=bias,
-                acc=acc, finish=fn, out=out)
+                acc=acc, finish=fn, out=out, levels=levels)
     case["ch"], case["groups"] = ceil_div(k, b), ceil_div(f, p)
     case["kernel"] = [[rand_raw(rng, w, extreme) for _ in range(k)] for _ in range(f)]
     case["biases"] = [rand_raw(rng, bias, extreme) for _ in range(f)]
@@ -262,9 +280,10 @@ def make_engine_case(rng, name, f, k, p, b, a, w, bias, acc, fn, out, n_windows=
 
 
 def make_conv_case(rng, name, h, w_img, c, kh, kw, sh, sw, f, p, b, a, w, bias, acc, fn,
-                   out, images=2, stalls=False):
+                   out, images=2, stalls=False, levels=None):
     k = kh * kw * c
-    case = make_engine_case(rng, name, f, k, p, b, a, w, bias, acc, fn, out, n_windows=2)
+    case = make_engine_case(rng, name, f, k, p, b, a, w, bias, acc, fn, out, n_windows=2,
+                            levels=levels)
     case.update(kind="conv", h=h, w_img=w_img, c=c, kh=kh, kw=kw, sh=sh, sw=sw)
     case["images"] = [[[rand_raw(rng, a) for _ in range(c)] for _ in range(h * w_img)]
                       for _ in range(images)]
@@ -356,7 +375,7 @@ def all_cases():
     # 7. the case behind ConvTop.hs (HDL checks): keep the two in step.
     cases.append(make_conv_case(
         rng, "convtop", 6, 5, 2, 3, 2, 1, 2, 3, 2, 4, F178, F178, F178,
-        exact_acc(F178, F178, F178, 12), "relu", F178, stalls=True))
+        exact_acc(F178, F178, F178, 12), "relu", F178, stalls=True, levels=1))
     return cases
 
 
@@ -376,7 +395,8 @@ def haskell_case(case, folder):
         json.dumps(prefix + ".mem"), case["groups"] * case["b"], case["p"], case["ch"],
         sfixed(case["w"]), sfixed(case["bias"]))
     finish = "(%s :: %s -> %s)" % (fn, acc, out)
-    knobs = "(SNat @%d) (SNat @%d) (SNat @%d)" % (case["f"], case["p"], case["b"])
+    knobs = "(SNat @%d) (SNat @%d) (SNat @%d) (SNat @%d)" % (case["f"], case["p"], case["b"],
+                                                           case["levels"])
     if case["kind"] == "engine":
         return "runEngineCase %s (Proxy @(Vec %d %s)) %s %s %s" % (
             json.dumps(prefix), case["k"], sfixed(case["a"]), knobs, rom, finish)
@@ -461,16 +481,17 @@ def check_engine(case, got):
                 errors.append("line %d: got %r, want %r" % (i, g, w))
                 break
     # Closed form with downstream always ready: a_i = max(v_i, a_(i-1) + G*b),
-    # output at a_i + G*b + 1.
+    # output at a_i + G*b + D + 1 (the queue never holds the input back).
     if case["pattern"] == "-":
         gb = case["groups"] * case["b"]
+        depth = pipe_depth(case["ch"], case["levels"])
         accepts = [int(l.split()[1]) for l in got if l.startswith("A ")]
         outs = [int(l.split()[1]) for l in got if l.startswith("O ")]
         prev, free = None, 0
         for i, gap in enumerate(case["gaps"]):
             v = free + gap                    # offered gap cycles after the last move
             a = v if prev is None else max(v, prev + gb)
-            if i >= len(accepts) or accepts[i] != a or outs[i] != a + gb + 1:
+            if i >= len(accepts) or accepts[i] != a or outs[i] != a + gb + depth + 1:
                 errors.append("closed form: window %d" % i)
                 break
             prev, free = a, a + 1
@@ -487,7 +508,7 @@ def check_conv(case, got, folder):
     if [o[2] for o in outs] != values:
         errors.append("output values differ")
     # The engine inside: replay its rules on the observed window stream.
-    model = EngineModel(case["groups"] * case["b"], case["b"], case["groups"])
+    model = engine_model(case)
     mids = {int(l.split()[1]) for l in got if l.startswith("M ")}
     taken = [int(l.split()[1]) for l in got if l.startswith("a ")]
     out_cycles = [int(o[1]) for o in outs]
@@ -505,6 +526,7 @@ def check_conv(case, got, folder):
         errors.append("engine timing inside the conv differs from its rules")
     if pattern == "-":
         gb = case["groups"] * case["b"]
+        depth = pipe_depth(case["ch"], case["levels"])
         # a_i = max(v_i, a_(i-1) + G*b) with v_i the first cycle window i is valid.
         a_prev = None
         for a in taken:
@@ -513,11 +535,11 @@ def check_conv(case, got, folder):
                 errors.append("closed form inside the conv")
                 break
             a_prev = a
-        if [a + gb + 1 for a in taken] != out_cycles:
-            errors.append("conv output cycles are not a_i + G*b + 1")
-        # First output (pixels from cycle 0, no gaps): (kh-1)*w + kw + G*b + 1.
-        if out_cycles[0] != (case["kh"] - 1) * case["w_img"] + case["kw"] + gb + 1:
-            errors.append("first conv output not at (kh-1)*w + kw + G*b + 1")
+        if [a + gb + depth + 1 for a in taken] != out_cycles:
+            errors.append("conv output cycles are not a_i + G*b + D + 1")
+        # First output (pixels from cycle 0, no gaps): (kh-1)*w + kw + G*b + D + 1.
+        if out_cycles[0] != (case["kh"] - 1) * case["w_img"] + case["kw"] + gb + depth + 1:
+            errors.append("first conv output not at (kh-1)*w + kw + G*b + D + 1")
         # G*b <= min window spacing: the engine takes every window the cycle
         # it appears.
         w2 = (case["w_img"] - case["kw"]) // case["sw"] + 1
