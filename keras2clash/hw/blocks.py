@@ -4,8 +4,8 @@
 
 The emitted core is a chain of stream blocks (emitter.py): per conv2d and depthwise2d
 `[Pad] -> Window -> Engine` (the depthwise engine has the engine's control), per pool
-`[Pad] -> Window`, per flatten `Collect`, per dense `Engine`, then combinational stages
-(argmax, AXI adapter: no registers). Each block is modelled per beat, not per clock: it
+`[Pad] -> Window`, per flatten `Collect`, per dense `Engine`, then the combinational
+argmax and output activation, a two-entry output FIFO, and the AXI adapter (no registers). Each block is modelled per beat, not per clock: it
 is told the cycle `V` from which a beat is offered to it and answers the cycle `M` in
 which the beat moves (`M >= V`, the first cycle from `V` on in which the block
 is ready; every block here, once ready, stays ready until it accepts). To know when it is
@@ -29,6 +29,8 @@ stalls, not only for an always-ready sink:
   image's first beat waits until the cycle after the vector moves.
 - Global (`K2C.Global`): like a Window with one window per image, completed by its last
   beat. A BatchNormalization (`K2C.BatchNorm`) is a combinational `mapS` stage: no block.
+- Top's output slice (`K2C.Fifo`, two entries after the argmax): a beat moves in when
+  fewer than two are held and is valid from the cycle after it moved in.
 - Source (`K2C.Sim`): beats back to back, beat 0 offered in cycle 0 (the first cycle after
   reset), each next beat from the cycle after the previous one moved. Sink: always ready.
 
@@ -113,6 +115,33 @@ class _Engine:
 
     def set_state(self, values):
         self.A, self.hist = values[0], list(values[1:])
+
+
+class _Queue:
+    """K2C.Fifo of `depth` beats (Top's output slice): beat k moves in when fewer than `depth`
+    beats are held (`max(V, m_(k-depth) + 1)`) and is valid from `max(q_k, m_(k-1)) + 1`."""
+
+    def __init__(self, depth, down, mx) -> None:
+        self.down, self.mx = down, mx
+        self.hist = [NEG] * depth  # the last beats' move cycles, newest last
+
+    def ready_at(self, v):
+        return self.mx(v, self.hist[0] + 1)
+
+    def accept(self, v):
+        q = self.ready_at(v)
+        self.hist = self.hist[1:] + [self.down.accept(self.mx(q, self.hist[-1]) + 1)]
+        return q
+
+    def state(self):
+        return list(self.hist)
+
+    def set_state(self, values):
+        self.hist = list(values)
+
+
+OUTPUT_SLICE = 2
+"""Top's output FIFO (Top.hs `OutputSlice`): the class and scores registered before the ports."""
 
 
 class _Window:
@@ -419,11 +448,11 @@ def _build(plans: Sequence[LayerPlan], knobs: Sequence[tuple[Any, Any, Any]], mx
     if depths is None:
         depths = {p.name: p.fifo_depths for p in plans if p.is_merge and p.fifo_depths}
     sink = _Sink()
-    blocks: list[Any] = []
+    blocks: list[Any] = [_Queue(OUTPUT_SLICE, sink, mx)]
     by_knob = dict(zip([p.name for p in plans if p.is_compute], knobs))
     source = plans[0].inputs[0] if plans[0].inputs else "input"
     chain = structure(_with_inputs(plans), source, plans[-1].name)
-    first = _chain_blocks(chain, {p.name: p for p in plans}, by_knob, sink, mx, blocks,
+    first = _chain_blocks(chain, {p.name: p for p in plans}, by_knob, blocks[0], mx, blocks,
                           joins if joins is not None else [], depths)
     return first, blocks, sink
 
