@@ -28,17 +28,41 @@ an asynchronous ROM per element of the beat.
 
 = Hardware and timing
 
-Combinational: a maximum tree, @n@ subtractors, @n@ ROM reads, an adder tree
-and @n@ dividers of @w@ bits. No state; as a 'K2C.Stream.mapS' stage it passes
-valid and ready through in the same cycle.
+'softmax' is combinational: a maximum tree, @n@ subtractors, @n@ ROM reads,
+an adder tree and @n@ dividers of @w@ bits, one long path.
+
+'softmaxS' computes the same values as a stream stage pipelined in
+'SoftmaxDepth' register stages ("K2C.Pipe"): the exponentials (maximum,
+subtractions, ROM reads), then the sum and the numerators, then the
+divisions as restoring long divisions of 'StepsPerStage' quotient bits per
+stage (a subtraction and a comparison each). Each beat carries a payload
+@t@ through the pipeline unchanged (the class, at the network's output).
+Its timing is "K2C.Pipe"'s with @d = SoftmaxDepth fo@.
 -}
 module K2C.Softmax
   ( softmax
+  , softmaxS
+  , SoftmaxDepth
+  , StepsPerStage
   ) where
 
 import Clash.Prelude
 
 import K2C.Lut (TableRom (..))
+import K2C.Pipe (pipeS)
+import K2C.Stream (Stream)
+
+-- | Quotient bits computed per pipeline stage of the division.
+type StepsPerStage = 2
+
+-- | Division stages: enough quotient bits for @y <= 2^fo@ (@fo + 1@ bits).
+type DivStages fo = Div (fo + 1 + StepsPerStage - 1) StepsPerStage
+
+-- | Quotient bits the pipeline computes (at least @fo + 1@).
+type DivSteps fo = StepsPerStage * DivStages fo
+
+-- | Register stages of 'softmaxS': exponentials, sum, the division stages.
+type SoftmaxDepth fo = 2 + DivStages fo
 
 -- | Softmax of a beat; @w@ (given by a type application) is the width of the
 -- sum and the division, wide enough for @2 e 2^fo + S@.
@@ -47,20 +71,78 @@ softmax
    . (KnownNat w, KnownNat n, KnownNat m, 1 <= m, KnownNat eb, KnownNat ii, KnownNat fi,
       KnownNat oi, KnownNat fo)
   => SNat s -> TableRom m (Signed eb) -> Vec (n + 1) (SFixed ii fi) -> Vec (n + 1) (SFixed oi fo)
-softmax s (TableRom path) = \xs ->
-  let top = maximum (map unSF xs)
-      es = map (\x -> resize (unpack (rom (index top (unSF x))) :: Signed eb) :: Signed w) xs
+softmax s table = \xs ->
+  let es = exponentials @w s table xs
       total = sum es
    in map (\e -> saturateRaw ((shiftL e (natToNum @fo + 1) + total) `div` (2 * total))) es
+
+-- | Steps 1 and 2: the table's @exp(-(m - r_i))@ of every input, in the sum's width.
+exponentials
+  :: forall w n m s eb ii fi
+   . (KnownNat w, KnownNat n, KnownNat m, 1 <= m, KnownNat eb, KnownNat ii, KnownNat fi)
+  => SNat s -> TableRom m (Signed eb) -> Vec (n + 1) (SFixed ii fi) -> Vec (n + 1) (Signed w)
+exponentials s (TableRom path) xs =
+  map (\x -> resize (unpack (rom (index (unSF x))) :: Signed eb)) xs
   where
+    top = maximum (map unSF xs)
     rom :: Index m -> BitVector eb
     rom = asyncRomFile (SNat @m) path
     last' = fromInteger (natToInteger @m - 1) :: Signed (ii + fi + 14)
-    index top r
+    index r
       | d >= last' = maxBound
       | otherwise  = fromIntegral d
       where
         d = shiftR (resize top - resize r) (snatToNum s)
+
+-- | One division in progress: remainder, numerator bits still to shift in
+-- (most significant first), quotient so far.
+type Division w fo = (Unsigned (w + 1), BitVector (DivSteps fo), Unsigned (DivSteps fo))
+
+-- | 'softmax' as a pipelined stream stage (see the module header); @t@ rides
+-- along with each beat.
+softmaxS
+  :: forall w n m s eb ii fi oi fo t dom k
+   . ( HiddenClockResetEnable dom
+     , KnownNat w, KnownNat n, KnownNat m, 1 <= m, KnownNat eb, KnownNat ii, KnownNat fi
+     , KnownNat oi, KnownNat fo, NFDataX t, k ~ DivStages fo, KnownNat k, 1 <= k )
+  => SNat s -> TableRom m (Signed eb) -> Stream dom (Vec (n + 1) (SFixed ii fi), t) (Vec (n + 1) (SFixed oi fo), t)
+softmaxS s table = pipeS (SNat @(SoftmaxDepth fo)) stages
+  where
+    stages input = fmap finish <$> (leToPlus @1 @k last <$> divisions)
+      where
+        exps = register Nothing (fmap (\(xs, t) -> (exponentials @w s table xs, t)) <$> input)
+        starts = register Nothing (fmap start <$> exps)
+        divisions :: Signal dom (Vec k (Maybe (Vec (n + 1) (Division w fo), Unsigned (w + 1), t)))
+        divisions = register (repeat Nothing) (advance <$> starts <*> divisions)
+        advance
+          :: Maybe (Vec (n + 1) (Division w fo), Unsigned (w + 1), t)
+          -> Vec k (Maybe (Vec (n + 1) (Division w fo), Unsigned (w + 1), t))
+          -> Vec k (Maybe (Vec (n + 1) (Division w fo), Unsigned (w + 1), t))
+        advance new old = map (fmap (\(ds, d, t) -> (map (steps d) ds, d, t))) (new +>> old)
+
+    -- Step 3 and the numerators of step 4: N_i = 2 e_i 2^fo + S, divisor 2 S.
+    start :: (Vec (n + 1) (Signed w), t) -> (Vec (n + 1) (Division w fo), Unsigned (w + 1), t)
+    start (es, t) = (map begin es, divisor, t)
+      where
+        total = sum es
+        divisor = resize (bitCoerce (2 * total) :: Unsigned w)
+        begin :: Signed w -> Division w fo
+        begin e = (resize (shiftR n steps), pack (resize n :: Unsigned (DivSteps fo)), 0)
+          where n = bitCoerce (shiftL e (natToNum @fo + 1) + total) :: Unsigned w
+        steps = natToNum @(DivSteps fo) :: Int
+
+    -- 'StepsPerStage' steps of restoring division by @d@.
+    steps :: Unsigned (w + 1) -> Division w fo -> Division w fo
+    steps d x = foldl (\acc _ -> step d acc) x (replicate (SNat @StepsPerStage) ())
+
+    step :: Unsigned (w + 1) -> Division w fo -> Division w fo
+    step d (r, bits, q)
+      | r' >= d   = (r' - d, shiftL bits 1, shiftL q 1 .|. 1)
+      | otherwise = (r', shiftL bits 1, shiftL q 1)
+      where r' = shiftL r 1 .|. resize (unpack (pack (msb bits)) :: Unsigned 1)
+
+    finish :: (Vec (n + 1) (Division w fo), Unsigned (w + 1), t) -> (Vec (n + 1) (SFixed oi fo), t)
+    finish (ds, _, t) = (map (\(_, _, q) -> saturateRaw @w (bitCoerce (resize q :: Unsigned w))) ds, t)
 
 -- | A raw result saturated to the output format.
 saturateRaw :: forall w oi fo . (KnownNat w, KnownNat oi, KnownNat fo) => Signed w -> SFixed oi fo

@@ -28,6 +28,13 @@ class ActivationCode:
     table_name: str | None = None
     table_type: str | None = None
     table_words: tuple[str, ...] = ()
+    stream: bool = False  # a pipelined stream stage carrying a payload (softmax), not a function
+
+    def stage(self) -> str:
+        """The stream stage applying it to a beat inside the network."""
+        if self.stream:
+            return f"mapS (, ()) |> {self.name} |> mapS fst"
+        return f"mapS {self.name}" if self.vector else f"mapS (map {self.name})"
 
 
 def _lit(value: int) -> str:
@@ -84,9 +91,10 @@ def activation_code(plan: LayerPlan, fn: str, type_name: dict[FixedFormat, str])
         t = acts.softmax_table(fi, fo, n)
         eb = t.frac + 2
         width = eb + fo.frac + 4 + math.ceil(math.log2(n + 1))
-        return ActivationCode(name, True, f"Vec {n} {a} -> Vec {n} {b}",
-                              f"Softmax.softmax @{width} (SNat @{t.shift}) W.{name}", doc,
-                              name, f"TableRom {len(t.values)} (Signed {eb})", _words(t.values, eb))
+        return ActivationCode(name, True,
+                              f"(HiddenClockResetEnable dom, NFDataX t) => Stream dom (Vec {n} {a}, t) (Vec {n} {b}, t)",
+                              f"Softmax.softmaxS @{width} (SNat @{t.shift}) W.{name}", doc,
+                              name, f"TableRom {len(t.values)} (Signed {eb})", _words(t.values, eb), stream=True)
     t = acts.table(plan.activation, fi, fo)
     low = f"(SNat @{t.shift}) {_lit(t.low)} W.{name}"
     body = (f"Lut.lut {low}" if t.tail_slope is None else

@@ -183,7 +183,7 @@ def _layer_entry(plan: LayerPlan, fn: str, code: ActivationCode | None = None,
         "out_elem": out_elem, "notes": [], "uses": [plan.type], "requantizes": False,
     }
     elementwise = code is not None and not code.vector and not at_output
-    vector_stage = [f"mapS {code.name}"] if code is not None and code.vector and not at_output else []
+    vector_stage = [code.stage()] if code is not None and code.vector and not at_output else []
     if code is not None:
         entry["notes"].append(f"Activation {code.doc}" + (" (applied in Top, after the class)" if at_output else ""))
         entry["uses"].append(_activation_import(plan))
@@ -262,7 +262,7 @@ def _layer_entry(plan: LayerPlan, fn: str, code: ActivationCode | None = None,
     elif plan.type == "activation":
         assert code is not None
         entry["doc"] = f"{plan.activation} ({_shape_text(plan.output_shape)}), {plan.in_fmt} -> {plan.out_fmt}, per beat"
-        entry["body"] = [f"mapS {code.name}" if code.vector else f"mapS (map {code.name})"]
+        entry["body"] = [code.stage()]
         entry["uses"] = [_activation_import(plan)]
     else:
         raise ValueError(f"no emitter for layer type {plan.type!r}")
@@ -487,7 +487,8 @@ def build_context(name: str, plans: Sequence[LayerPlan],
     used = sorted({IMPORTS[u] for entry in layers for u in entry["uses"]})
     imports = ["import K2C.Activation (linear, relu, requantize)"] + used
     last_code = codes[plans[-1].name]
-    output_activation = ("id" if not split or last_code is None else
+    output_stream = last_code.name if split and last_code is not None and last_code.stream else None
+    output_activation = ("id" if not split or last_code is None or output_stream else
                          last_code.name if last_code.vector else f"map {last_code.name}")
     logits_fmt = plans[-1].act_in_fmt if split else plans[-1].out_fmt
     first, last = plans[0], plans[-1]
@@ -519,6 +520,7 @@ def build_context(name: str, plans: Sequence[LayerPlan],
         "output_note": f", after {last.activation}" if not acts.parse(last.activation).is_linear else "",
         "logits_type": _vec_type(last.output_shape, format_type_name(logits_fmt)),
         "output_activation": output_activation,
+        "output_stream": output_stream,
         "output_activation_doc": (f"{last.activation}, applied after the class is taken from the values before it"
                                   if split else "none: the output is the logits"),
         "activations": [c for c in codes.values() if c is not None],

@@ -398,8 +398,34 @@ def _knobs(plan: LayerPlan) -> tuple[int, int, int]:
     return plan.groups * plan.cycles, plan.pipe_depth, plan.queue_depth
 
 
+SOFTMAX_STEPS_PER_STAGE = 2
+"""K2C.Softmax's StepsPerStage: quotient bits per pipeline stage of its divisions."""
+
+
+def softmax_depth(out_frac: int) -> int:
+    """K2C.Softmax's SoftmaxDepth: exponentials, sum, then ceil((fo + 1) / 2) division stages."""
+    return 2 + -(-(out_frac + 1) // SOFTMAX_STEPS_PER_STAGE)
+
+
+def is_softmax(plan: LayerPlan) -> bool:
+    from keras2clash.quant import activations
+
+    return activations.parse(plan.activation).kind == "softmax"
+
+
+def _softmax_block(plan: LayerPlan, down, mx, blocks: list) -> Any:
+    """K2C.Softmax.softmaxS on K2C.Pipe: one beat a cycle, d register stages, a queue of d + 2
+    (the engine's rules with one step, depth d - 1)."""
+    d = softmax_depth(plan.out_fmt.frac)
+    block = _Engine(1, d - 1, d + 2, down, mx)
+    blocks.append(block)
+    return block
+
+
 def _layer_blocks(plan: LayerPlan, knobs, down, mx, blocks: list) -> Any:
     """The blocks of one layer (emitter.py), built from its consumer backwards; its head."""
+    if is_softmax(plan):  # the pipelined softmax after the layer's own blocks
+        down = _softmax_block(plan, down, mx, blocks)
     if plan.is_compute:
         steps, depth, queue = knobs[plan.name]
         down = _Engine(steps, depth, queue, down, mx)
@@ -447,12 +473,21 @@ def _build(plans: Sequence[LayerPlan], knobs: Sequence[tuple[Any, Any, Any]], mx
     the branch FIFO depths per merge (default: the plans' `fifo_depths`)."""
     if depths is None:
         depths = {p.name: p.fifo_depths for p in plans if p.is_merge and p.fifo_depths}
+    from keras2clash.quant.golden import splits_output
+
     sink = _Sink()
     blocks: list[Any] = [_Queue(OUTPUT_SLICE, sink, mx)]
+    last = blocks[0]
+    if splits_output(plans[-1]) and is_softmax(plans[-1]):  # Top's softmax, after the class
+        last = _softmax_block(plans[-1], last, mx, blocks)
+        if plans[-1].type == "activation" and len(plans) > 1:  # Top applies it: not in the network
+            plans = plans[:-1]
+        else:
+            plans = [*plans[:-1], replace(plans[-1], activation="linear")]
     by_knob = dict(zip([p.name for p in plans if p.is_compute], knobs))
     source = plans[0].inputs[0] if plans[0].inputs else "input"
     chain = structure(_with_inputs(plans), source, plans[-1].name)
-    first = _chain_blocks(chain, {p.name: p for p in plans}, by_knob, blocks[0], mx, blocks,
+    first = _chain_blocks(chain, {p.name: p for p in plans}, by_knob, last, mx, blocks,
                           joins if joins is not None else [], depths)
     return first, blocks, sink
 

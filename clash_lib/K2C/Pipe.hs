@@ -1,0 +1,61 @@
+{-# LANGUAGE DataKinds, KindSignatures, NoImplicitPrelude, ScopedTypeVariables,
+             TypeApplications, TypeOperators, FlexibleContexts, TypeFamilies, NoStarIsType #-}
+{-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver #-}
+{-|
+A free-running pipeline as a stream stage: a function too deep for one clock
+cycle (the softmax's divisions, "K2C.Softmax") is cut into @d@ register stages
+that shift every cycle, and the stream protocol lives around them: an output
+queue and a count of the beats held, so the pipeline never has to stop.
+
+= Hardware
+
+* the pipeline the caller gives (its registers, valid bits included);
+* a 'K2C.Fifo.fifo' of @d + 2@ results (LUT RAM) and a count @Index (d + 3)@.
+
+= Protocol and exact timing
+
+* Input ready (registered state only) = fewer than @d + 2@ beats held
+  (accepted, result not yet moved out).
+* A beat accepted in cycle @a@ enters the pipeline in that cycle and leaves
+  its last register in cycle @a + d@, when it enters the queue.
+* The queue shows it from the cycle after, and not before the previous result
+  has moved out.
+
+So beat @i@ moves in in @a_i = max(v_i, M_(i-d-2) + 1)@ and its result is
+valid from @max(a_i + d, M_(i-1)) + 1@ (@M@: the cycles results move out):
+the hardware model's engine block with one step per beat, pipeline depth
+@d - 1@ and a queue of @d + 2@. With downstream always ready it takes a beat
+every cycle and adds @d + 1@ cycles of latency.
+-}
+module K2C.Pipe
+  ( pipeS
+  ) where
+
+import Clash.Prelude
+import Data.Maybe (isJust)
+
+import K2C.Fifo (fifo)
+import K2C.Stream (Stream)
+
+-- | A stream stage around @pipe@, a pipeline of exactly @d@ registers from
+-- its input (@Nothing@: no beat this cycle) to its output.
+pipeS
+  :: forall dom d a b
+   . (HiddenClockResetEnable dom, KnownNat d, NFDataX b)
+  => SNat d
+  -> (Signal dom (Maybe a) -> Signal dom (Maybe b))
+  -> Stream dom a b
+pipeS SNat pipe (input, readyOut) = (output, readyIn)
+  where
+    held     = register (0 :: Index (d + 3)) (count <$> held <*> accepted <*> taken)
+    readyIn  = (< maxBound) <$> held
+    accepted = readyIn .&&. (isJust <$> input)
+    taken    = (isJust <$> output) .&&. readyOut
+    (output, _) = fifo (SNat @(d + 2)) (pipe (mux accepted input (pure Nothing)), readyOut)
+
+-- | The count of beats held next cycle.
+count :: KnownNat n => Index n -> Bool -> Bool -> Index n
+count n accepted taken
+  | accepted && not taken = n + 1
+  | taken && not accepted = n - 1
+  | otherwise             = n
