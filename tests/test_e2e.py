@@ -25,9 +25,9 @@ pytestmark = [needs_toolchain, pytest.mark.toolchain]
 
 def _expected_cycles(project_dir: Path) -> tuple[int, int]:
     """A dense chain's closed form (K2C.Dense): each layer G*b steps, D pipeline cycles and
-    one into its output queue; one more into Top's output FIFO."""
+    one into its output queue; one more for each of Top's input and output FIFOs."""
     plans = load_project(project_dir).compute_plans
-    return sum(p.rom_depth + p.pipe_depth + 1 for p in plans) + 1, max(p.rom_depth for p in plans)
+    return sum(p.rom_depth + p.pipe_depth + 1 for p in plans) + 2, max(p.rom_depth for p in plans)
 
 
 def _random_data(path: Path, shape: tuple[int, ...], n_classes: int, n: int, seed: int, spread: float) -> Path:

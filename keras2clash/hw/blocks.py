@@ -29,8 +29,9 @@ stalls, not only for an always-ready sink:
   image's first beat waits until the cycle after the vector moves.
 - Global (`K2C.Global`): like a Window with one window per image, completed by its last
   beat. A BatchNormalization (`K2C.BatchNorm`) is a combinational `mapS` stage: no block.
-- Top's output slice (`K2C.Fifo`, two entries after the argmax): a beat moves in when
-  fewer than two are held and is valid from the cycle after it moved in.
+- Top's input and output slices (`K2C.Fifo`, two entries before the network and after the
+  argmax): a beat moves in when fewer than two are held and is valid from the cycle after
+  it moved in, and not before the previous one moved out.
 - Source (`K2C.Sim`): beats back to back, beat 0 offered in cycle 0 (the first cycle after
   reset), each next beat from the cycle after the previous one moved. Sink: always ready.
 
@@ -142,6 +143,8 @@ class _Queue:
 
 OUTPUT_SLICE = 2
 """Top's output FIFO (Top.hs `OutputSlice`): the class and scores registered before the ports."""
+INPUT_SLICE = 2
+"""Top's input FIFO (Top.hs `InputSlice`): the beats registered between the ports and the network."""
 
 
 class _Window:
@@ -489,6 +492,8 @@ def _build(plans: Sequence[LayerPlan], knobs: Sequence[tuple[Any, Any, Any]], mx
     chain = structure(_with_inputs(plans), source, plans[-1].name)
     first = _chain_blocks(chain, {p.name: p for p in plans}, by_knob, last, mx, blocks,
                           joins if joins is not None else [], depths)
+    first = _Queue(INPUT_SLICE, first, mx)
+    blocks.append(first)
     return first, blocks, sink
 
 
