@@ -273,3 +273,19 @@ def test_iris_places_and_routes_on_ecp5_25k(iris: Path, tmp_path: Path, capsys) 
     # the results are never overwritten silently
     code, err = run_cli(["pnr", str(iris), "--fpga", "ecp5-25k", "--no-route"], capsys)
     assert code == 2 and "use --force" in err
+
+
+def test_failure_summary_puts_the_error_and_the_overfull_resource_first() -> None:
+    """From nextpnr-ice40's log for iris on HX8K (16,390 logic cells for 7,680)."""
+    cell = "Top_topEntity_topEntity1_result.acc_1_3" + "_SB_LUT4_O_7_I0" * 40 + "_LC"
+    log = "\n".join(["Info: Device utilisation:", "Info: \t         ICESTORM_LC: 16390/ 7680   213%",
+                     "Info: \t        ICESTORM_RAM:     0/   32     0%", "Info: \t               SB_IO:   124/  256    48%",
+                     "", "Info: Placed 0 cells based on constraints.",
+                     f"ERROR: Unable to place cell '{cell}', no BELs remaining to implement cell type 'ICESTORM_LC'",
+                     "1 warning, 1 error"])
+    text = flow.failure_summary(log)
+    lines = text.splitlines()
+    assert lines[0].startswith("ERROR: Unable to place cell") and lines[0].endswith(" …")
+    assert len(lines[0]) <= flow.LINE_CHARS + 2
+    assert lines[1] == "over the device's capacity: ICESTORM_LC 16390 of 7680 (213%)"
+    assert lines[-1] == "1 warning, 1 error"

@@ -37,7 +37,7 @@ from keras2clash.fpga.report import PnrReport, parse_nextpnr, to_markdown
 
 PNR_DIR = "pnr"
 DEFAULT_FREQ_MHZ = 100.0
-LOG_TAIL_LINES = 25
+LOG_TAIL_LINES = 15
 
 STEPS = ("HDL generation", "synthesis", "placement", "routing")
 """The steps `progress` is told about, in order (routing is skipped with --no-route)."""
@@ -103,13 +103,37 @@ def netlist_flip_flops(design_json: Path, top: str) -> int:
     return sum(1 for c in cells.values() if re.match(r"SB_DFF|TRELLIS_FF", str(c.get("type", ""))))
 
 
+LINE_CHARS = 240
+"""Lines of a failed tool's log longer than this are cut (nextpnr's cell names run to kilobytes)."""
+
+
+def _cut(line: str) -> str:
+    return line if len(line) <= LINE_CHARS else line[:LINE_CHARS] + " …"
+
+
+def failure_summary(log_text: str, output: str = "") -> str:
+    """What a failed tool said: its ERROR lines, any resource used above 100% (nextpnr's
+    "Device utilisation"), then the last lines of its log; long lines cut."""
+    lines = log_text.splitlines() + output.strip().splitlines()
+    errors = list(dict.fromkeys(line.strip() for line in lines if "ERROR" in line))
+    over = list(dict.fromkeys(
+        f"{m.group(1)} {m.group(2)} of {m.group(3)} ({m.group(4)}%)" for line in lines
+        if (m := re.search(r"Info:\s+(\w+):\s+(\d+)\s*/\s*(\d+)\s+(\d+)%", line)) and int(m.group(4)) > 100))
+    parts = []
+    if errors:
+        parts.append("\n".join(_cut(e) for e in errors[:5]))
+    if over:
+        parts.append("over the device's capacity: " + ", ".join(over))
+    parts.append("\n".join(_cut(line) for line in lines[-LOG_TAIL_LINES:]))
+    return "\n".join(parts)
+
+
 def _tail(path: Path, extra: str = "") -> str:
     try:
-        lines = path.read_text(errors="replace").splitlines()
+        text = path.read_text(errors="replace")
     except OSError:
-        lines = []
-    lines += extra.strip().splitlines()
-    return "\n".join(lines[-LOG_TAIL_LINES:])
+        text = ""
+    return failure_summary(text, extra)
 
 
 def run_tool(cmd: list[str], cwd: Path, log: Path, on_log: Callable[[str], object] | None = None) -> str:
@@ -232,7 +256,7 @@ def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MH
         except _ToolFailed as exc:
             failed = _keep_failed(work, out)
             log = failed / exc.log.name
-            raise K2CError(f"{exc} on {device.name}; last lines of {log}:\n{_tail(log, exc.output)}", exit_code=1) from None
+            raise K2CError(f"{exc} on {device.name}; its log is {log}:\n{_tail(log, exc.output)}", exit_code=1) from None
 
         try:
             data = json.loads((work / "report.json").read_text())
