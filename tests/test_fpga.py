@@ -289,3 +289,16 @@ def test_failure_summary_puts_the_error_and_the_overfull_resource_first() -> Non
     assert len(lines[0]) <= flow.LINE_CHARS + 2
     assert lines[1] == "over the device's capacity: ICESTORM_LC 16390 of 7680 (213%)"
     assert lines[-1] == "1 warning, 1 error"
+
+
+def test_fmax_from_the_log_after_placement_only() -> None:
+    """--no-route: nextpnr-ecp5's report has no fmax; its log has the post-placement estimate."""
+    from keras2clash.fpga.report import log_fmax
+
+    log = ("Info: Max frequency for clock '$glbnet$clk$TRELLIS_IO_IN': 38.10 MHz (FAIL at 50.00 MHz)\n"
+           "Info: Max frequency for clock '$glbnet$clk$TRELLIS_IO_IN': 40.70 MHz (FAIL at 50.00 MHz)\n")
+    (clock,) = log_fmax(log)
+    assert (clock.clock, clock.achieved_mhz, clock.target_mhz) == ("$glbnet$clk$TRELLIS_IO_IN", 40.70, 50.0)
+    report = _report(routed=False, critical_path=None, io_paths=[], clocks=[clock], target_mhz=50.0)
+    md = to_markdown(report)
+    assert "placed only" in md and "| Fmax | 40.70 MHz (NOT met) |" in md and "post-placement estimate" in md

@@ -33,7 +33,7 @@ from pathlib import Path
 from keras2clash import procs
 from keras2clash.errors import K2CError
 from keras2clash.fpga.devices import Device, Tool, get_device
-from keras2clash.fpga.report import PnrReport, parse_nextpnr, to_markdown
+from keras2clash.fpga.report import PnrReport, log_fmax, parse_nextpnr, to_markdown
 
 PNR_DIR = "pnr"
 DEFAULT_FREQ_MHZ = 100.0
@@ -265,6 +265,8 @@ def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MH
             raise K2CError(f"nextpnr wrote no readable report ({exc}); logs kept in {failed}", exit_code=1) from None
         ffs = None if device.ff_resource else netlist_flip_flops(work / "design.json", project.top)
         util, clocks, critical, io_paths = parse_nextpnr(data, device, ffs)
+        if not clocks:  # --no-route: the post-placement estimate is in the log only
+            clocks = log_fmax((work / "pnr.log").read_text(errors="replace"))
         report = PnrReport(
             project=project.name, top=project.top, device=device.name, part=device.part, package=device.package,
             routed=route, out_of_context=out_of_context, port_bits=port_bits, io_pins=device.io_pins,

@@ -20,6 +20,7 @@ out-of-context block's ports are registered (or not) by whoever instantiates it.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -176,6 +177,18 @@ def parse_nextpnr(data: dict[str, Any], device: Device, netlist_flip_flops: int 
     return rows, clocks, critical, io
 
 
+_LOG_FMAX = re.compile(r"Max frequency for clock '([^']+)': ([\d.]+) MHz \((?:PASS|FAIL) at ([\d.]+) MHz\)")
+
+
+def log_fmax(log_text: str) -> list[ClockFmax]:
+    """Each clock's last "Max frequency" line of a nextpnr log: after --no-route the report's
+    `fmax` is empty and the log's post-placement estimate is all there is."""
+    last: dict[str, ClockFmax] = {}
+    for m in _LOG_FMAX.finditer(log_text):
+        last[m.group(1)] = ClockFmax(m.group(1), float(m.group(2)), float(m.group(3)))
+    return [last[name] for name in sorted(last)]
+
+
 def _short(name: str, width: int = 60) -> str:
     return name if len(name) <= width else "…" + name[-(width - 1):]
 
@@ -207,6 +220,8 @@ def to_markdown(report: PnrReport) -> str:
     lines.append(f"| initiation interval | {report.interval_cycles:g} cycles"
                  + (f" = {report.images_per_second:,.0f} images/s |" if report.images_per_second else " |"))
     cp = report.critical_path
+    if cp is None and not report.routed:
+        lines += ["", "Critical path: nextpnr reports paths after routing only; Fmax above is its post-placement estimate."]
     if cp is not None:
         lines += ["", f"Critical path: {cp.delay_ns:.2f} ns ({cp.logic_ns:.2f} ns logic, {cp.routing_ns:.2f} ns routing), "
                       f"{cp.logic_levels} logic levels", "",
