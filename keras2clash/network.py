@@ -115,9 +115,9 @@ def plan_network(
     plans = make_plan(graph, formats.default, pes, cycles=cyc, layer_formats=formats.layers or None,
                       input_fmt=formats.input, pipeline=levels)
     if fifos:
-        from keras2clash.hw.hwmodel import with_fifo_depths
+        from keras2clash.hw.hwmodel import with_fifo_depths, with_window_fifos
 
-        plans = with_fifo_depths(plans)
+        plans = with_fifo_depths(with_window_fifos(plans))
     return Network(graph=graph, plans=plans, params=quantize_params(plans), formats=formats,
                    overflow=parameter_overflow(plans, graph), keras_model=keras_model)
 

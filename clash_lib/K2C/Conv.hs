@@ -67,7 +67,10 @@ flattenWindow = concat . map concat
 
 -- | A valid 2-D convolution of an @h x w x c@ image with @f@ filters of
 -- @kh x kw x c@, strides @(sh, sw)@, computed by @p@ PEs in @b@ cycles per
--- group, @l@ adder levels per pipeline stage. @activate@: "requantize then activate" per output value.
+-- group, @l@ adder levels per pipeline stage. @queue@ sits between the window
+-- generator and the engine: 'id', or a 'K2C.Fifo.fifo' of windows that lets
+-- the generator run ahead when its windows come in bursts (the windows of a
+-- row back to back, none while the next row's first columns come in). @activate@: "requantize then activate" per output value.
 conv2d
   :: forall dom h w kh kw sh sw c f p b l ch g ai af wi wf bi bf ci cf o
    . ( HiddenClockResetEnable dom
@@ -80,8 +83,9 @@ conv2d
   -> SNat p
   -> SNat b
   -> SNat l
+  -> Stream dom (Vec (kh * kw * c) (SFixed ai af)) (Vec (kh * kw * c) (SFixed ai af))
   -> WeightRom (g * b) p ch (SFixed wi wf) (SFixed bi bf)
   -> (SFixed ci cf -> o)
   -> Stream dom (Vec c (SFixed ai af)) (Vec f o)
-conv2d h w kh kw sh sw p b l weights activate =
-  window h w kh kw sh sw |> mapS flattenWindow |> engine p b l weights activate
+conv2d h w kh kw sh sw p b l queue weights activate =
+  window h w kh kw sh sw |> mapS flattenWindow |> queue |> engine p b l weights activate

@@ -107,7 +107,8 @@ depthwiseEngine m SNat SNat l =
 
 -- | A valid depthwise convolution of an @h x w x c@ image, kernel @kh x kw@,
 -- strides @(sh, sw)@, depth multiplier @m@, computed by @p@ PEs in @b@
--- cycles per group.
+-- cycles per group; @queue@ between window generator and engine as in
+-- 'K2C.Conv.conv2d'.
 depthwise2d
   :: forall dom h w kh kw sh sw c m p b l ch g ai af wi wf bi bf ci cf o
    . ( HiddenClockResetEnable dom
@@ -121,8 +122,9 @@ depthwise2d
   -> SNat p
   -> SNat b
   -> SNat l
+  -> Stream dom (Vec c (Vec (kh * kw) (SFixed ai af))) (Vec c (Vec (kh * kw) (SFixed ai af)))
   -> WeightRom (g * b) p ch (SFixed wi wf) (SFixed bi bf)
   -> (SFixed ci cf -> o)
   -> Stream dom (Vec c (SFixed ai af)) (Vec (c * m) o)
-depthwise2d h w kh kw sh sw m p b l weights activate =
-  window h w kh kw sh sw |> mapS channelWindows |> depthwiseEngine m p b l weights activate
+depthwise2d h w kh kw sh sw m p b l queue weights activate =
+  window h w kh kw sh sw |> mapS channelWindows |> queue |> depthwiseEngine m p b l weights activate

@@ -87,10 +87,12 @@ conv2dDilated
   -> SNat p
   -> SNat b
   -> SNat l
+  -> Stream dom (Vec (kh * kw * c) (SFixed ai af)) (Vec (kh * kw * c) (SFixed ai af))
   -> WeightRom (g * b) p ch (SFixed wi wf) (SFixed bi bf)
   -> (SFixed ci cf -> o)
   -> Stream dom (Vec c (SFixed ai af)) (Vec f o)
-conv2dDilated h w SNat SNat dh dw sh sw p b l weights activate =
+conv2dDilated h w SNat SNat dh dw sh sw p b l queue weights activate =
   window h w (SNat @(Extent kh dh)) (SNat @(Extent kw dw)) sh sw
     |> mapS (flattenWindow . dilateWindow @kh @kw dh dw)
+    |> queue
     |> engine p b l weights activate

@@ -150,7 +150,8 @@ IMPORTS = {
     "globalmaxpool": "import qualified K2C.Global as Global",
     "globalavgpool": "import qualified K2C.Global as Global",
     "batchnorm": "import qualified K2C.BatchNorm as BatchNorm",
-    "branches": "import K2C.Branch (branches)\nimport K2C.Fifo (fifo)",
+    "branches": "import K2C.Branch (branches)",
+    "fifo": "import K2C.Fifo (fifo)",
     "crop2d": "import qualified K2C.Crop as Crop",
     "upsample2d": "import qualified K2C.Upsample as Upsample",
     "scatter": "import qualified K2C.Scatter as Scatter",
@@ -220,6 +221,7 @@ def _layer_entry(plan: LayerPlan, fn: str, code: ActivationCode | None = None,
     elif plan.type == "depthwise2d":
         depthwise = _depthwise_entry(plan, fn, shapes)
         entry.update(doc=depthwise["doc"], body=depthwise["body"] + vector_stage)
+        entry["uses"] += depthwise["uses"]
     elif plan.type in ("maxpool2d", "avgpool2d"):
         (ph, pw), (sh, sw) = plan.kernel_size, plan.strides
         h, w = plan.padded_input_shape[:2]
@@ -303,10 +305,19 @@ def _conv_entry(plan: LayerPlan, fn: str, shapes: str) -> dict[str, Any]:
     block = (f"Dilated.conv2dDilated {{- image -}} {_snats(h, w)} {{- kernel -}} {_snats(kh, kw)} "
              f"{{- dilation -}} {_snats(dh, dw)}" if dilated else
              f"Conv.conv2d {{- image -}} {_snats(h, w)} {{- kernel -}} {_snats(kh, kw)}")
-    body = _pad_stage(plan, "0") + [f"{block} {{- stride -}} {_snats(sh, sw)} pe cycles levels W.{fn} activation"]
+    body = _pad_stage(plan, "0") + [f"{block} {{- stride -}} {_snats(sh, sw)} pe cycles levels {_window_queue(plan)} W.{fn} activation"]
     notes = [f"The window generator spans the dilated extent {plan.extent[0]}x{plan.extent[1]}; "
              "the taps are selected by wires."] if dilated else []
-    return {"doc": doc, "body": body, "notes": notes, "uses": ["conv2d_dilated" if dilated else "conv2d"]}
+    if plan.window_fifo:
+        notes.append(f"A FIFO of {plan.window_fifo} windows between the window generator and the engine "
+                     "(hardware model: the generator's bursts would otherwise hold the layers before it back).")
+    uses = ["conv2d_dilated" if dilated else "conv2d"] + (["fifo"] if plan.window_fifo else [])
+    return {"doc": doc, "body": body, "notes": notes, "uses": uses}
+
+
+def _window_queue(plan: LayerPlan) -> str:
+    """The stage between a convolution's window generator and its engine."""
+    return f"{{- window queue -}} (fifo (SNat @{plan.window_fifo}))" if plan.window_fifo else "{- window queue -} id"
 
 
 def _depthwise_entry(plan: LayerPlan, fn: str, shapes: str) -> dict[str, Any]:
@@ -319,7 +330,8 @@ def _depthwise_entry(plan: LayerPlan, fn: str, shapes: str) -> dict[str, Any]:
                 f"padding {_padding_doc(plan)}, {_activation_doc(plan)}"),
         "body": _pad_stage(plan, "0") + [
             f"Depthwise.depthwise2d {{- image -}} {_snats(h, w)} {{- kernel -}} {_snats(kh, kw)} "
-            f"{{- stride -}} {_snats(sh, sw)} {{- depth multiplier -}} {_snats(m)} pe cycles levels W.{fn} activation"],
+            f"{{- stride -}} {_snats(sh, sw)} {{- depth multiplier -}} {_snats(m)} pe cycles levels {_window_queue(plan)} W.{fn} activation"],
+        "uses": ["fifo"] if plan.window_fifo else [],
     }
 
 
@@ -483,7 +495,7 @@ def build_context(name: str, plans: Sequence[LayerPlan],
     composition = _render_chain(shape, by_name, fifo_args, "  ")
     network_args.extend(fifo_args)
     if fifo_args:
-        layers[0]["uses"].append("branches")
+        layers[0]["uses"] += ["branches", "fifo"]
     used = sorted({IMPORTS[u] for entry in layers for u in entry["uses"]})
     imports = ["import K2C.Activation (linear, relu, requantize)"] + used
     last_code = codes[plans[-1].name]

@@ -434,6 +434,9 @@ def _layer_blocks(plan: LayerPlan, knobs, down, mx, blocks: list) -> Any:
         down = _Engine(steps, depth, queue, down, mx)
         blocks.append(down)
     if plan.is_windowed:
+        if plan.window_fifo:
+            down = _Queue(plan.window_fifo, down, mx)
+            blocks.append(down)
         down = _Window(*_geometry(plan), down, mx)
         blocks.append(down)
         if any(plan.pads):

@@ -28,13 +28,13 @@ Where it is not (or not claimed to be) exact:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from keras2clash.hw.blocks import (  # noqa: F401  (re-exported: the model's building blocks)
-    _CLAMP, NEG, _build, _Join, _knobs, beats_per_image,
+    _CLAMP, NEG, _build, _geometry, _Join, _knobs, beats_per_image,
 )
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.hw.resources import (  # noqa: F401  (re-exported)
@@ -279,6 +279,65 @@ def fifo_depths(plans: Sequence[LayerPlan]) -> dict[str, tuple[int, ...]]:
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if ii(mid) > best else (lo, mid)
     return with_slack(hi)
+
+
+MAX_WINDOW_FIFO = 64
+"""The deepest FIFO of windows `window_fifos` considers (LUT RAM: a window per entry)."""
+
+
+def _window_spacing(plan: LayerPlan) -> int:
+    """The fewest cycles between two windows of one image at one pixel a cycle (K2C.Conv):
+    `sw` within a row, `sh*w - (w2-1)*sw` from a row's last window to the next row's first."""
+    _, w, _, kw, sh, sw = _geometry(plan)
+    w2 = (w - kw) // sw + 1
+    return min(sw, sh * w - (w2 - 1) * sw)
+
+
+def window_fifos(plans: Sequence[LayerPlan]) -> dict[str, int]:
+    """The depth of the FIFO of windows between each convolution's window generator and its
+    engine (0: none), for this configuration.
+
+    A window generator holds two windows; when its engine takes longer per window (`G*b`)
+    than the windows are apart, a row's windows back up and the generator stops its input,
+    which holds every layer before it back (the thesis CNN balanced within 217 multipliers:
+    II 358 against its layers' bound of 288). A FIFO of windows lets the generator run
+    ahead. The depth is the smallest common one that gives the II of FIFOs `MAX_WINDOW_FIFO`
+    deep (doubling, then bisection, on the exact model); then each layer whose FIFO the II
+    does not need loses it.
+    """
+    convs = [p for p in plans if p.is_compute and p.is_windowed
+             and p.groups * p.cycles > _window_spacing(p)]
+    if not convs:
+        return {}
+
+    def ii(depths: Mapping[str, int]) -> float:
+        trial = [replace(p, window_fifo=depths.get(p.name, 0)) for p in plans]
+        return steady_state(trial, depths={})[0]
+
+    def common(d: int) -> dict[str, int]:
+        return {p.name: d for p in convs}
+
+    best = ii(common(MAX_WINDOW_FIFO))
+    if ii({}) <= best:
+        return {}
+    lo, hi = 0, 2
+    while hi < MAX_WINDOW_FIFO and ii(common(hi)) > best:
+        lo, hi = hi, min(2 * hi, MAX_WINDOW_FIFO)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if ii(common(mid)) > best else (lo, mid)
+    depths = common(hi)
+    for p in convs:
+        trial = {**depths, p.name: 0}
+        if ii(trial) <= best:
+            depths = trial
+    return {name: d for name, d in depths.items() if d}
+
+
+def with_window_fifos(plans: Sequence[LayerPlan]) -> list[LayerPlan]:
+    """The plans with every convolution's `window_fifo` set by `window_fifos`."""
+    depths = window_fifos(plans)
+    return [replace(p, window_fifo=depths.get(p.name, 0)) if p.is_compute and p.is_windowed else p for p in plans]
 
 
 def with_fifo_depths(plans: Sequence[LayerPlan]) -> list[LayerPlan]:

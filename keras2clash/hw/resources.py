@@ -65,6 +65,9 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
     if plan.type in GLOBAL_POOL_TYPES:  # running register (exact sum or max) + output register
         regs += plan.input_shape[-1] * (global_running_bits(plan) + out_bits)
     fifo = plan.queue_depth * plan.filters * out_bits if plan.is_compute else 0  # the output queue
+    if plan.window_fifo:  # windows queued before the engine (a depthwise window holds every channel's)
+        lanes = plan.input_shape[-1] if plan.type == "depthwise2d" else 1
+        fifo += plan.window_fifo * lanes * plan.window * in_bits
     if plan.is_merge:  # the branch FIFOs (LUT RAM) in front of the join
         for depth, shape, fmt in zip(plan.fifo_depths, plan.input_shapes, plan.input_formats):
             fifo += depth * shape[-1] * fmt.bits

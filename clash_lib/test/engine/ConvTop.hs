@@ -33,7 +33,7 @@ topEntity
 topEntity clk rst en input readyOut =
   withClockResetEnable clk rst en
     (conv2d (SNat @6) (SNat @5) (SNat @3) (SNat @2) (SNat @1) (SNat @2)
-            (SNat @2) (SNat @4) (SNat @1) weights activation)
+            (SNat @2) (SNat @4) (SNat @1) id weights activation)
     (input, readyOut)
   where
     activation :: SFixed 21 16 -> Act

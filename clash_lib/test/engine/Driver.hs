@@ -88,7 +88,7 @@ runConvCase
 runConvCase prefix _ h w kh kw sh sw _ p b l rom finish = do
   (count, pattern, items) <- readCase @c @ai @af (prefix ++ ".in")
   let whole :: Stream System (Vec c (SFixed ai af)) (Vec f (SFixed oi fo))
-      whole = withSystem (conv2d h w kh kw sh sw p b l rom finish)
+      whole = withSystem (conv2d h w kh kw sh sw p b l id rom finish)
       front :: Stream System (Vec c (SFixed ai af)) (Vec (kh * kw * c) (SFixed ai af))
       front = withSystem (window h w kh kw sh sw |> mapS flattenWindow)
       back :: Stream System (Vec (kh * kw * c) (SFixed ai af)) (Vec f (SFixed oi fo))

@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""Place-and-route benchmarks (a script, not a timed test): writes bench/fpga.json and
+bench/fpga_pipeline.png.
+
+    .venv/bin/python bench/fpga.py [--examples iris,digits_dense,...] [--sweep digits_dense]
+                                   [--levels 0,1,2,3] [--fpga ecp5-85k] [--freq 100]
+                                   [--no-route] [--out bench/fpga.json]
+
+Two parts, both through `keras2clash pnr` (yosys + nextpnr, keras2clash.fpga):
+
+- every example at its default configuration (`emit` defaults: 1,7,8, one PE per layer,
+  the default pipeline): Fmax after routing, utilisation (LUT4, flip-flops, multipliers,
+  block RAM), the critical path, and latency and II in cycles and in ns at that Fmax, and
+  images/s;
+- a sweep of the pipeline knob (`--pipeline`, adder levels per register stage) on one
+  example: Fmax and latency (cycles and ns) against the pipeline depth, plotted.
+
+Routing a 15k-LUT design takes 15 to 20 minutes in the WebAssembly nextpnr on one core, so
+the whole run takes hours; `--no-route` gives nextpnr's post-placement estimate instead.
+Results are written after every design (a run can be stopped and its JSON still holds what
+finished).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+EXAMPLES = ["iris", "digits_dense", "thesis_cnn", "cnn_variants", "resnet_digits", "inception_digits",
+            "mlp_tanh", "mobilenet_digits", "conv1d_waves"]
+
+
+def _design(example: str, work: Path, pipeline: int | None, fpga: str, freq: float, route: bool) -> dict:
+    from keras2clash import api
+    from keras2clash.backend.project import load_project
+    from keras2clash.fpga.flow import pnr
+    from keras2clash.hw.hwmodel import timing
+
+    out = work / f"{example}_{'default' if pipeline is None else pipeline}"
+    t0 = time.monotonic()
+    api.emit(ROOT / "examples" / example / f"{example}.keras", "1,7,8", out, show=False, pipeline=pipeline)
+    project = load_project(out)
+    t = timing(project.plans, 8)
+    report = pnr(out, fpga, freq_mhz=freq, route=route)
+    fmax = report.fmax_mhz
+    row = {
+        "example": example,
+        "pipeline": [p.pipeline for p in project.compute_plans],
+        "latency_cycles": int(t.first_latency), "ii_cycles": float(t.ii),
+        "fmax_mhz": fmax, "routed": route, "target_mhz": freq,
+        "latency_ns": None if not fmax else t.first_latency * 1e3 / fmax,
+        "images_per_second": None if not fmax else fmax * 1e6 / t.ii,
+        "report": report.to_dict(),
+        "seconds": round(time.monotonic() - t0, 1),
+    }
+    return row
+
+
+def _plot(sweep: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = sorted(sweep, key=lambda r: r["pipeline"][0])
+    levels = [r["pipeline"][0] for r in rows]
+    labels = ["none" if v == 0 else str(v) for v in levels]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    ax1.bar(labels, [r["fmax_mhz"] or 0 for r in rows], color="tab:blue")
+    ax1.set_xlabel("adder levels per register stage (--pipeline)")
+    ax1.set_ylabel("Fmax after place and route (MHz)")
+    ax1.axhline(100, color="grey", linestyle="--", linewidth=1)
+    ax2.plot(labels, [r["latency_cycles"] for r in rows], "o-", label="cycles")
+    ax2.set_xlabel("adder levels per register stage (--pipeline)")
+    ax2.set_ylabel("latency (cycles)")
+    twin = ax2.twinx()
+    twin.plot(labels, [r["latency_ns"] or 0 for r in rows], "s--", color="tab:red", label="ns at Fmax")
+    twin.set_ylabel("latency (ns at Fmax)")
+    fig.suptitle(f"{rows[0]['example']}: clock and latency against pipeline depth")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--examples", default=",".join(EXAMPLES))
+    parser.add_argument("--sweep", default="digits_dense")
+    parser.add_argument("--levels", default="0,1,2,3")
+    parser.add_argument("--fpga", default="ecp5-85k")
+    parser.add_argument("--freq", type=float, default=100.0)
+    parser.add_argument("--no-route", action="store_true")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "fpga.json")
+    args = parser.parse_args()
+
+    results = {"date": time.strftime("%Y-%m-%d"), "machine": f"{platform.machine()}, {platform.processor() or ''}",
+               "fpga": args.fpga, "examples": [], "sweep": []}
+
+    def save() -> None:
+        tmp = args.out.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(results, indent=2))
+        tmp.replace(args.out)
+
+    with tempfile.TemporaryDirectory(prefix="k2c-fpga-") as tmp:
+        work = Path(tmp)
+        for level in [int(v) for v in args.levels.split(",") if v != ""] if args.sweep else []:
+            print(f"sweep {args.sweep} pipeline {level}", flush=True)
+            results["sweep"].append(_design(args.sweep, work, level, args.fpga, args.freq, not args.no_route))
+            save()
+        if results["sweep"]:
+            _plot(results["sweep"], args.out.with_name("fpga_pipeline.png"))
+        for example in [e for e in args.examples.split(",") if e]:
+            print(f"example {example}", flush=True)
+            results["examples"].append(_design(example, work, None, args.fpga, args.freq, not args.no_route))
+            save()
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
