@@ -71,7 +71,7 @@ def emit(
     input_format: str | FixedFormat | None = None,
     bits: int | None = None,
     calibration: str | Path | None = None,
-    dsp_budget: int | None = None,
+    dsp_budget: int | str | None = None,
     softmax: str = "exact",
     pipeline: str | int | Sequence[int] | None = None,
 ) -> Path:
@@ -85,7 +85,8 @@ def emit(
     input's format; `fmt="auto"` with `bits` and `calibration` (.npz) chooses per-layer
     formats (`autoformat`). Weights/biases that saturate are reported and in manifest.json.
     `dsp_budget` chooses `parallelism` and `cycles` instead: the balanced allocation with the
-    smallest initiation interval within that many multipliers (keras2clash.allocate).
+    smallest initiation interval within that many multipliers, or a device's (`"ecp5-85k"`;
+    keras2clash.allocate).
     `softmax="argmax"` leaves an output softmax out (the outputs are the logits).
     `pipeline`: adder-tree levels per register stage of the compute layers (0: a whole dot
     product in one cycle), one value or one per layer (README: Timing).
@@ -243,7 +244,7 @@ def run(
     input_format: str | FixedFormat | None = None,
     bits: int | None = None,
     calibration: str | Path | None = None,
-    dsp_budget: int | None = None,
+    dsp_budget: int | str | None = None,
     softmax: str = "exact",
     pipeline: str | int | Sequence[int] | None = None,
 ) -> Comparison:

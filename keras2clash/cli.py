@@ -39,8 +39,9 @@ BITS_HELP = "Total width of every value for --format auto."
 CAL_HELP = "Calibration set .npz (array x) for --format auto: the layer outputs' ranges."
 SOFTMAX_HELP = ("exact: compute a softmax at the output (exp table, exact division); argmax: leave it out, "
                 "the outputs are the logits (same predicted class, no softmax hardware).")
-BUDGET_HELP = ("Multiplier budget: choose --parallelism and --cycles of every dense/conv2d layer for the "
-               "smallest initiation interval within it (balanced allocation, exact model).")
+BUDGET_HELP = ("Multiplier budget, a number or a device (ecp5-85k: its 156 MULT18X18D): choose --parallelism "
+               "and --cycles of every dense/conv2d layer for the smallest initiation interval within it "
+               "(balanced allocation, exact model).")
 
 
 def _user_formats(layer_formats: Optional[Path], layer_format: Optional[list[str]], input_format: Optional[str]):
@@ -70,7 +71,7 @@ def emit(
     input_format: Optional[str] = typer.Option(None, "--input-format", help=IN_HELP),
     bits: Optional[int] = typer.Option(None, "--bits", min=1, max=64, help=BITS_HELP),
     calibration: Optional[Path] = typer.Option(None, "--calibration", help=CAL_HELP),
-    dsp_budget: Optional[int] = typer.Option(None, "--dsp-budget", min=1, help=BUDGET_HELP),
+    dsp_budget: Optional[str] = typer.Option(None, "--dsp-budget", help=BUDGET_HELP),
     softmax: str = typer.Option("exact", "--softmax", help=SOFTMAX_HELP),
     pipeline: Optional[str] = typer.Option(None, "--pipeline", help=PIPE_HELP),
 ) -> None:
@@ -133,7 +134,7 @@ def run(
     input_format: Optional[str] = typer.Option(None, "--input-format", help=IN_HELP),
     bits: Optional[int] = typer.Option(None, "--bits", min=1, max=64, help=BITS_HELP),
     calibration: Optional[Path] = typer.Option(None, "--calibration", help=CAL_HELP + " Default: --data."),
-    dsp_budget: Optional[int] = typer.Option(None, "--dsp-budget", min=1, help=BUDGET_HELP),
+    dsp_budget: Optional[str] = typer.Option(None, "--dsp-budget", help=BUDGET_HELP),
     softmax: str = typer.Option("exact", "--softmax", help=SOFTMAX_HELP),
     pipeline: Optional[str] = typer.Option(None, "--pipeline", help=PIPE_HELP),
 ) -> None:
@@ -222,6 +223,12 @@ def _write_reports(comp, json_out: Optional[Path], markdown: Optional[Path], for
         write_output_file(json_out, comp.to_json() + "\n", force)
     if markdown is not None:
         write_output_file(markdown, to_markdown(comp), force)
+
+
+def _budget(value: Optional[str]) -> Optional[int]:
+    from keras2clash.fpga.devices import multiplier_budget
+
+    return None if value is None else multiplier_budget(value)
 
 
 def _error(message: str) -> None:
@@ -331,7 +338,7 @@ def options(
     cycles_too: bool = typer.Option(False, "--cycles-too", help="Also vary the cycles knob (layer-wise Pareto-pruned)."),
     max_rows: int = typer.Option(40, "--max", min=1, help="Show at most N rows (JSON/CSV hold every configuration)."),
     pareto: bool = typer.Option(False, "--pareto", help="Show only Pareto-optimal configurations."),
-    dsp_budget: Optional[int] = typer.Option(None, "--dsp-budget", min=1, help=BUDGET_HELP + " Shows configurations within it."),
+    dsp_budget: Optional[str] = typer.Option(None, "--dsp-budget", help=BUDGET_HELP + " Shows configurations within it."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Write every configuration as JSON."),
     csv_out: Optional[Path] = typer.Option(None, "--csv", help="Write every configuration as CSV."),
     weights: Optional[Path] = typer.Option(None, "--weights", help="Pickled weight list for a JSON config."),
@@ -344,7 +351,7 @@ def options(
 
     _check_reports(force, json_out, csv_out)
     source = load_source(model, format, weights)
-    result = opts.explore(source.plans, source.name, cycles_too=cycles_too, budget=dsp_budget)
+    result = opts.explore(source.plans, source.name, cycles_too=cycles_too, budget=_budget(dsp_budget))
     if sort not in opts.SORT_KEYS:
         raise K2CError(f"bad --sort {sort!r}: one of {', '.join(opts.SORT_KEYS)}")
     opts.render(result, Console(), sort=sort, max_rows=max_rows, pareto_only=pareto)
@@ -362,7 +369,7 @@ def report(
     yosys: bool = typer.Option(True, "--yosys/--no-yosys", help="Measure each configuration with Clash + Yosys."),
     dsp: str = typer.Option("ice40", "--dsp", help="Yosys target: ice40 (synth_ice40 -dsp), xilinx (synth_xilinx, DSP48E1) or none (generic synth; slow)."),
     out_dir: Optional[Path] = typer.Option(None, "--out-dir", "-o", help="Write report.md/.json/.png (and the configurations' projects) here."),
-    dsp_budget: Optional[int] = typer.Option(None, "--dsp-budget", min=1, help=BUDGET_HELP + " Adds that configuration."),
+    dsp_budget: Optional[str] = typer.Option(None, "--dsp-budget", help=BUDGET_HELP + " Adds that configuration."),
     format: str = typer.Option("1,7,8", "--format", "-f", help=FORMAT_HELP + " (model files only)"),
     weights: Optional[Path] = typer.Option(None, "--weights", help="Pickled weight list for a JSON config."),
     force: bool = typer.Option(False, "--force", help="Replace a non-empty --out-dir."),
@@ -381,7 +388,7 @@ def report(
         configs = [([p.pe for p in source.plans if p.is_compute], [p.cycles for p in source.plans if p.is_compute])]
     with err.status("report") as status:
         result = reportcmd.report_to(source, configs, out_dir, force=force, clock_mhz=clock_mhz, yosys=yosys,
-                                     dsp=dsp, budget=dsp_budget, status=status.update)
+                                     dsp=dsp, budget=_budget(dsp_budget), status=status.update)
     reportcmd.render(result, Console())
     if out_dir is not None:
         err.print(f"[green]✓[/green] wrote {', '.join(str(out_dir / n) for n in reportcmd.OUTPUT_FILES)}")

@@ -83,7 +83,7 @@ def plan_network(
     input_format: str | FixedFormat | None = None,
     bits: int | None = None,
     calibration: str | Path | None = None,
-    dsp_budget: int | None = None,
+    dsp_budget: int | str | None = None,
     fifos: bool = True,
     console: Console | None = None,
     keras_model: Any = None,
@@ -111,7 +111,9 @@ def plan_network(
 
         render_auto(formats.auto, console)
     if dsp_budget is not None:
-        pes, cyc = _balanced_knobs(graph, formats, dsp_budget, pes, cyc, console)
+        from keras2clash.fpga.devices import multiplier_budget
+
+        pes, cyc = _balanced_knobs(graph, formats, multiplier_budget(dsp_budget), pes, cyc, console)
     plans = make_plan(graph, formats.default, pes, cycles=cyc, layer_formats=formats.layers or None,
                       input_fmt=formats.input, pipeline=levels)
     if fifos:

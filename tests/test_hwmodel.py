@@ -119,8 +119,9 @@ def test_dsp_budget_acceptance(thesis_ir, capsys) -> None:
     print(alloc.summary())
     assert f.multipliers <= 217
     assert f.ii <= base.ii / 3  # 2304 -> <= 768
-    assert f.efficiency >= 0.5
-    t = hwmodel.timing(_plans(thesis_ir, f.parallelism, f.cycles))
+    # FIFOs of windows before the engines absorb conv_2's bursts: the layers' own bound
+    assert f.ii == alloc.min_target == 288 and f.efficiency >= 0.9
+    t = hwmodel.timing(hwmodel.with_window_fifos(_plans(thesis_ir, f.parallelism, f.cycles)))
     assert (t.first_latency, t.ii) == (f.latency, f.ii)
 
 

@@ -97,6 +97,27 @@ DEVICES: dict[str, Device] = {d.name: d for d in (
 )}
 
 
+def multiplier_budget(value: int | str) -> int:
+    """`--dsp-budget`: a number of multipliers, or a device name (its multipliers)."""
+    if isinstance(value, int):
+        budget = value
+    else:
+        text = value.strip()
+        if text.isdigit():
+            budget = int(text)
+        elif text.lower() in DEVICES:
+            device = DEVICES[text.lower()]
+            if not device.multipliers:
+                raise K2CError(f"--dsp-budget {text}: the {device.part} has no hardware multipliers")
+            return device.multipliers
+        else:
+            raise K2CError(f"bad --dsp-budget {value!r}: a number of multipliers (at least 1) or a device, "
+                           f"one of {', '.join(DEVICES)}")
+    if budget < 1:
+        raise K2CError(f"bad --dsp-budget {value!r}: at least 1 multiplier")
+    return budget
+
+
 def get_device(name: str) -> Device:
     """The device called `name`; one error listing the known ones otherwise."""
     try:

@@ -96,7 +96,17 @@ class Allocation:
 
 
 def balanced(plans: Sequence[LayerPlan], budget: int) -> Allocation:
-    """The balanced (pe, cycles) of every compute layer within `budget` multipliers."""
+    """The balanced (pe, cycles) of every compute layer within `budget` multipliers.
+
+    Candidates are ranked with deep FIFOs of windows before every convolution's engine (the
+    II `hwmodel.window_fifos` reaches at emit time); the chosen one's figures are then its
+    own, with the FIFOs it gets."""
+    from dataclasses import replace
+
+    from keras2clash.hw.hwmodel import MAX_WINDOW_FIFO, figures, with_window_fifos
+
+    geometry = plans
+    plans = [replace(p, window_fifo=MAX_WINDOW_FIFO) if p.is_compute and p.is_windowed else p for p in plans]
     compute = [p for p in plans if p.is_compute]
     if not compute:
         raise K2CError("the model has no dense/conv2d layer to allocate multipliers to")
@@ -151,7 +161,21 @@ def balanced(plans: Sequence[LayerPlan], budget: int) -> Allocation:
         if rank(near[i]) >= rank(fig):
             break
         key, fig = moves[i], near[i]
-    return Allocation(budget, target, fig, targets[lo], evaluated)
+    exact = with_window_fifos(_with_knobs(geometry, *_config(key)))
+    return Allocation(budget, target, figures(exact), targets[lo], evaluated)
+
+
+def _with_knobs(plans: Sequence[LayerPlan], pes: Sequence[int], cycles: Sequence[int]) -> list[LayerPlan]:
+    from dataclasses import replace
+
+    knobs = iter(zip(pes, cycles))
+    out = []
+    for p in plans:
+        if p.is_compute:
+            pe, b = next(knobs)
+            p = replace(p, pe=pe, cycles=b)
+        out.append(p)
+    return out
 
 
 def _config(key: tuple) -> tuple[tuple[int, ...], tuple[int, ...]]:
