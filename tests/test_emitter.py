@@ -35,7 +35,7 @@ def test_project_layout_and_readable_network(tmp_path: Path, model) -> None:
     assert ("network p_dense_0 b_dense_0 l_dense_0 p_dense_1 b_dense_1 l_dense_1 =\n"
             "  dense_0 p_dense_0 b_dense_0 l_dense_0\n  |> dense_1 p_dense_1 b_dense_1 l_dense_1\n") in network
     assert ("  => SNat 2  -- ^ processing elements of dense_0\n  -> SNat 1  -- ^ cycles per window of dense_0\n"
-            "  -> SNat 0  -- ^ adder levels per pipeline stage of dense_0 (0: not pipelined)\n"
+            "  -> SNat 2  -- ^ adder levels per pipeline stage of dense_0 (0: not pipelined)\n"
             "  -> SNat 3  -- ^ processing elements of dense_1") in network
     assert "dense_1 pe cycles levels =\n  Dense.dense pe cycles levels W.dense_1 activation" in network
     assert "activation = linear . requantize" in network  # the output's sigmoid is applied in Top

@@ -396,8 +396,8 @@ def test_missing_model_file_does_not_import_tensorflow(tmp_path: Path) -> None:
 def _readme_timing_claim() -> tuple[re.Match, str]:
     """The README's iris timing paragraph: (parallelism, latency, interval) and the text after it."""
     text = (ROOT / "README.md").read_text()
-    head = re.search(r"Timing of the iris example at parallelism `([\d,]+)` \(latency (\d+), a new input every "
-                     r"(\d+) cycles\)", text)
+    head = re.search(r"Timing of the iris example at parallelism `([\d,]+)`, `--pipeline (\d+)`, `--softmax (\w+)` "
+                     r"\(latency (\d+), a new input every (\d+) cycles\)", text)
     assert head, "the README's iris timing paragraph"
     return head, text[head.end():]
 
@@ -426,8 +426,10 @@ def _readme_timing_diagram() -> tuple[dict[str, list[str]], dict[str, list[int]]
 @needs_toolchain
 def test_readme_iris_timing_matches_the_simulation(tmp_path: Path) -> None:
     head, _ = _readme_timing_claim()
-    parallelism, latency, interval = head.group(1), int(head.group(2)), int(head.group(3))
-    project = keras2clash.emit(IRIS / "iris.keras", "1,7,8", tmp_path / "iris", parallelism, show=False)
+    parallelism, pipeline, softmax = head.group(1), int(head.group(2)), head.group(3)
+    latency, interval = int(head.group(4)), int(head.group(5))
+    project = keras2clash.emit(IRIS / "iris.keras", "1,7,8", tmp_path / "iris", parallelism, show=False,
+                               pipeline=pipeline, softmax=softmax)
     comp = keras2clash.simulate(project, IRIS / "test.npz", 8, keras=False, show=False)
     assert (comp.first_latency, comp.interval) == (latency, interval)
     rows, markers = _readme_timing_diagram()

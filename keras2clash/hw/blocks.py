@@ -31,7 +31,9 @@ stalls, not only for an always-ready sink:
   beat. A BatchNormalization (`K2C.BatchNorm`) is a combinational `mapS` stage: no block.
 - Top's input and output slices (`K2C.Fifo`, two entries before the network and after the
   argmax): a beat moves in when fewer than two are held and is valid from the cycle after
-  it moved in, and not before the previous one moved out.
+  it moved in, and not before the previous one moved out. Top's class (`K2C.Classify`) and
+  a softmax (`K2C.Softmax`) are pipelines on `K2C.Pipe`: the engine's rules with one step,
+  depth `d - 1` and a queue of `d + 2`.
 - Source (`K2C.Sim`): beats back to back, beat 0 offered in cycle 0 (the first cycle after
   reset), each next beat from the cycle after the previous one moved. Sink: always ready.
 
@@ -410,6 +412,11 @@ def softmax_depth(out_frac: int) -> int:
     return 2 + -(-(out_frac + 1) // SOFTMAX_STEPS_PER_STAGE)
 
 
+def class_depth(n: int) -> int:
+    """K2C.Classify's ClassDepth: ceil(log2 n) registered comparison levels."""
+    return (n - 1).bit_length()
+
+
 def is_softmax(plan: LayerPlan) -> bool:
     from keras2clash.quant import activations
 
@@ -486,6 +493,10 @@ def _build(plans: Sequence[LayerPlan], knobs: Sequence[tuple[Any, Any, Any]], mx
     last = blocks[0]
     if splits_output(plans[-1]) and is_softmax(plans[-1]):  # Top's softmax, after the class
         last = _softmax_block(plans[-1], last, mx, blocks)
+    d = class_depth(plans[-1].output_shape[-1])  # Top's classify (K2C.Classify on K2C.Pipe)
+    last = _Engine(1, d - 1, d + 2, last, mx)
+    blocks.append(last)
+    if splits_output(plans[-1]) and is_softmax(plans[-1]):
         if plans[-1].type == "activation" and len(plans) > 1:  # Top applies it: not in the network
             plans = plans[:-1]
         else:

@@ -244,8 +244,9 @@ class LayerPlan:
         return LayerPlan(**fields)
 
 
-DEFAULT_PIPELINE = 0
-"""Adder levels per pipeline stage when the user gives none."""
+DEFAULT_PIPELINE = 2
+"""Adder levels per pipeline stage when the user gives none: two carry chains a cycle (ECP5:
+the adder tree then no longer sets the clock; README, Place and route)."""
 MAX_PIPELINE_LEVELS = 32
 """More levels than any adder tree has (2^32 terms): beyond, the value means nothing new."""
 

@@ -1,0 +1,73 @@
+{-# LANGUAGE DataKinds, KindSignatures, NoImplicitPrelude, ScopedTypeVariables,
+             TypeApplications, TypeOperators, FlexibleContexts, TypeFamilies, NoStarIsType,
+             RankNTypes, PolyKinds, AllowAmbiguousTypes #-}
+{-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver #-}
+{-|
+The predicted class of a beat, pipelined: the argmax of @n@ values as a
+balanced tree of comparisons with a register after every level, and the
+output activation applied to the same values beside it.
+
+= Arithmetic
+
+The class is the lowest index among the maxima (as 'K2C.Activation.argmax'
+and the golden model): a level keeps its left (lower) candidate unless the
+right one is strictly greater; the tree is padded on the right with
+@minBound@ values, which never win.
+
+= Hardware and timing
+
+@ceil(log2 n)@ levels of one comparison and one multiplexer each, each level
+registered, the beat's values (and the activation) registered beside them; a
+stream stage on "K2C.Pipe" with @d = ceil(log2 n)@: one beat a cycle, @d + 1@
+cycles of latency with downstream ready.
+-}
+module K2C.Classify
+  ( classify
+  , ClassDepth
+  ) where
+
+import Clash.Prelude
+import Data.Kind (Type)
+import Data.Proxy (Proxy (..))
+import Data.Singletons (Apply, TyFun)
+
+import K2C.Pipe (pipeS)
+import K2C.Stream (Stream)
+
+-- | Register stages of 'classify' over @n@ values.
+type ClassDepth n = CLog 2 n
+
+-- | Every level of the tree carries the beat (valid and values) and the best
+-- candidate so far.
+data Level (a :: Type) (f :: TyFun Nat Type) :: Type
+type instance Apply (Level a) k = a
+
+-- | The activation's output and the class of each beat of @n@ values.
+classify
+  :: forall dom n a b
+   . ( HiddenClockResetEnable dom, KnownNat n, 1 <= n, Ord a, Bounded a, NFDataX a, NFDataX b )
+  => (Vec n a -> b)
+  -> Stream dom (Vec n a) (b, Index n)
+classify activate = pipeS (SNat @(ClassDepth n)) tree
+  where
+    tree :: Signal dom (Maybe (Vec n a)) -> Signal dom (Maybe (b, Index n))
+    tree input = result <$> beat <*> best
+      where
+        (beat, best) = dtfold (Proxy @(Level (Signal dom (Maybe (Vec n a)), Signal dom (a, Index n))))
+                              id level (map (\i -> (input, candidate i <$> input)) indicesI)
+        result held (_, cls) = fmap (\xs -> (activate xs, cls)) held
+
+    candidate :: Index (2 ^ ClassDepth n) -> Maybe (Vec n a) -> (a, Index n)
+    candidate i held = case held of
+      Just xs | toInteger i < natToNum @n -> (xs !! i, fromInteger (toInteger i))
+      _                                   -> (minBound, 0)
+
+    level
+      :: SNat j
+      -> (Signal dom (Maybe (Vec n a)), Signal dom (a, Index n))
+      -> (Signal dom (Maybe (Vec n a)), Signal dom (a, Index n))
+      -> (Signal dom (Maybe (Vec n a)), Signal dom (a, Index n))
+    level _ (beatA, a) (_, b) =
+      (register Nothing beatA, delay (minBound, 0) (better <$> a <*> b))
+
+    better (va, ia) (vb, ib) = if vb > va then (vb, ib) else (va, ia)
