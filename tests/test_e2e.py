@@ -25,9 +25,14 @@ pytestmark = [needs_toolchain, pytest.mark.toolchain]
 
 def _expected_cycles(project_dir: Path) -> tuple[int, int]:
     """A dense chain's closed form (K2C.Dense): each layer G*b steps, D pipeline cycles and
-    one into its output queue; one more for each of Top's input and output FIFOs."""
+    one into its output queue; one more for each of Top's input and output FIFOs; Top's class
+    (and an output softmax) d register stages and one into their queue (K2C.Pipe)."""
+    from keras2clash.hw.blocks import class_depth, is_softmax, softmax_depth
+
     plans = load_project(project_dir).compute_plans
-    return sum(p.rom_depth + p.pipe_depth + 1 for p in plans) + 2, max(p.rom_depth for p in plans)
+    last = plans[-1]
+    top = class_depth(last.filters) + 1 + (softmax_depth(last.out_fmt.frac) + 1 if is_softmax(last) else 0)
+    return sum(p.rom_depth + p.pipe_depth + 1 for p in plans) + 2 + top, max(p.rom_depth for p in plans)
 
 
 def _random_data(path: Path, shape: tuple[int, ...], n_classes: int, n: int, seed: int, spread: float) -> Path:
