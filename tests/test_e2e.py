@@ -31,7 +31,7 @@ def _expected_cycles(project_dir: Path) -> tuple[int, int]:
 
     plans = load_project(project_dir).compute_plans
     last = plans[-1]
-    top = class_depth(last.filters) + 1 + (softmax_depth(last.out_fmt.frac) + 1 if is_softmax(last) else 0)
+    top = class_depth(last.filters) + 1 + (softmax_depth(last.out_fmt.frac, last.filters) + 1 if is_softmax(last) else 0)
     return sum(p.rom_depth + p.pipe_depth + 1 for p in plans) + 2 + top, max(p.rom_depth for p in plans)
 
 

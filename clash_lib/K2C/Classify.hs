@@ -23,6 +23,7 @@ cycles of latency with downstream ready.
 -}
 module K2C.Classify
   ( classify
+  , argmaxTree
   , ClassDepth
   ) where
 
@@ -51,22 +52,33 @@ classify
 classify activate = pipeS (SNat @(ClassDepth n)) tree
   where
     tree :: Signal dom (Maybe (Vec n a)) -> Signal dom (Maybe (b, Index n))
-    tree input = result <$> beat <*> best
-      where
-        (beat, best) = dtfold (Proxy @(Level (Signal dom (Maybe (Vec n a)), Signal dom (a, Index n))))
-                              id level (map (\i -> (input, candidate i <$> input)) indicesI)
-        result held (_, cls) = fmap (\xs -> (activate xs, cls)) held
+    tree input = fmap (\(xs, (_, cls)) -> (activate xs, cls)) <$> argmaxTree id (fmap (\xs -> (xs, ())) <$> input)
 
-    candidate :: Index (2 ^ ClassDepth n) -> Maybe (Vec n a) -> (a, Index n)
+-- | The tree of 'classify' on its own: each beat (@Nothing@: none) with the
+-- maximum of its values (picked by @values@) and its index, 'ClassDepth'
+-- cycles later. The beat rides along unchanged.
+argmaxTree
+  :: forall dom n a t
+   . ( HiddenClockResetEnable dom, KnownNat n, 1 <= n, Ord a, Bounded a, NFDataX a, NFDataX t )
+  => (t -> Vec n a)
+  -> Signal dom (Maybe (t, ()))
+  -> Signal dom (Maybe (t, (a, Index n)))
+argmaxTree values input = result <$> beat <*> best
+  where
+    (beat, best) = dtfold (Proxy @(Level (Signal dom (Maybe t), Signal dom (a, Index n))))
+                          id level (map (\i -> (fmap fst <$> input, candidate i . fmap fst <$> input)) indicesI)
+    result held winner = fmap (\x -> (x, winner)) held
+
+    candidate :: Index (2 ^ ClassDepth n) -> Maybe t -> (a, Index n)
     candidate i held = case held of
-      Just xs | toInteger i < natToNum @n -> (xs !! i, fromInteger (toInteger i))
-      _                                   -> (minBound, 0)
+      Just x | toInteger i < natToNum @n -> (values x !! i, fromInteger (toInteger i))
+      _                                  -> (minBound, 0)
 
     level
       :: SNat j
-      -> (Signal dom (Maybe (Vec n a)), Signal dom (a, Index n))
-      -> (Signal dom (Maybe (Vec n a)), Signal dom (a, Index n))
-      -> (Signal dom (Maybe (Vec n a)), Signal dom (a, Index n))
+      -> (Signal dom (Maybe t), Signal dom (a, Index n))
+      -> (Signal dom (Maybe t), Signal dom (a, Index n))
+      -> (Signal dom (Maybe t), Signal dom (a, Index n))
     level _ (beatA, a) (_, b) =
       (register Nothing beatA, delay (minBound, 0) (better <$> a <*> b))
 

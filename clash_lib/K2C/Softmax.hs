@@ -1,7 +1,7 @@
 {-# LANGUAGE DataKinds, TypeFamilies, MonoLocalBinds, KindSignatures, NoImplicitPrelude, ScopedTypeVariables,
              TypeApplications, TypeOperators, FlexibleContexts, NoStarIsType,
              AllowAmbiguousTypes #-}
-{-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver #-}
+{-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver -fconstraint-solver-iterations=16 #-}
 {-|
 Softmax over one beat (the last axis), computed for real (docs/contract.md,
 "Activations: softmax").
@@ -32,8 +32,10 @@ an asynchronous ROM per element of the beat.
 an adder tree and @n@ dividers of @w@ bits, one long path.
 
 'softmaxS' computes the same values as a stream stage pipelined in
-'SoftmaxDepth' register stages ("K2C.Pipe"): the exponentials (maximum,
-subtractions, ROM reads), then the sum and the numerators, then the
+'SoftmaxDepth' register stages ("K2C.Pipe"): the maximum ('argmaxTree', one
+register per comparison level), the exponentials (subtractions, ROM reads:
+block RAM where the synthesis tool absorbs the stage register into it, so
+its data gets a register of its own), the sum, the numerators, then the
 divisions as restoring long divisions of 'StepsPerStage' quotient bits per
 stage (a subtraction and a comparison each). Each beat carries a payload
 @t@ through the pipeline unchanged (the class, at the network's output).
@@ -48,6 +50,7 @@ module K2C.Softmax
 
 import Clash.Prelude
 
+import K2C.Classify (ClassDepth, argmaxTree)
 import K2C.Lut (TableRom (..))
 import K2C.Pipe (pipeS)
 import K2C.Stream (Stream)
@@ -61,8 +64,10 @@ type DivStages fo = Div (fo + 1 + StepsPerStage - 1) StepsPerStage
 -- | Quotient bits the pipeline computes (at least @fo + 1@).
 type DivSteps fo = StepsPerStage * DivStages fo
 
--- | Register stages of 'softmaxS': exponentials, sum, the division stages.
-type SoftmaxDepth fo = 2 + DivStages fo
+-- | Register stages of 'softmaxS' over @n@ values: the maximum (a comparison tree, one
+-- register a level), exponentials (the table read, then its data), sum, numerators, the
+-- division stages.
+type SoftmaxDepth n fo = ClassDepth n + 4 + DivStages fo
 
 -- | Softmax of a beat; @w@ (given by a type application) is the width of the
 -- sum and the division, wide enough for @2 e 2^fo + S@.
@@ -81,10 +86,16 @@ exponentials
   :: forall w n m s eb ii fi
    . (KnownNat w, KnownNat n, KnownNat m, 1 <= m, KnownNat eb, KnownNat ii, KnownNat fi)
   => SNat s -> TableRom m (Signed eb) -> Vec (n + 1) (SFixed ii fi) -> Vec (n + 1) (Signed w)
-exponentials s (TableRom path) xs =
+exponentials s table xs = exponentialsFrom @w s table (maximum xs) xs
+
+-- | Steps 1 and 2 with the maximum @m@ given (computed a stage earlier in 'softmaxS').
+exponentialsFrom
+  :: forall w n m s eb ii fi
+   . (KnownNat w, KnownNat n, KnownNat m, 1 <= m, KnownNat eb, KnownNat ii, KnownNat fi)
+  => SNat s -> TableRom m (Signed eb) -> SFixed ii fi -> Vec (n + 1) (SFixed ii fi) -> Vec (n + 1) (Signed w)
+exponentialsFrom s (TableRom path) top xs =
   map (\x -> resize (unpack (rom (index (unSF x))) :: Signed eb)) xs
   where
-    top = maximum (map unSF xs)
     rom :: Index m -> BitVector eb
     rom = asyncRomFile (SNat @m) path
     last' = fromInteger (natToInteger @m - 1) :: Signed (ii + fi + 14)
@@ -92,7 +103,7 @@ exponentials s (TableRom path) xs =
       | d >= last' = maxBound
       | otherwise  = fromIntegral d
       where
-        d = shiftR (resize top - resize r) (snatToNum s)
+        d = shiftR (resize (unSF top) - resize r) (snatToNum s)
 
 -- | One division in progress: remainder, numerator bits still to shift in
 -- (most significant first), quotient so far.
@@ -106,12 +117,17 @@ softmaxS
      , KnownNat w, KnownNat n, KnownNat m, 1 <= m, KnownNat eb, KnownNat ii, KnownNat fi
      , KnownNat oi, KnownNat fo, NFDataX t, k ~ DivStages fo, KnownNat k, 1 <= k )
   => SNat s -> TableRom m (Signed eb) -> Stream dom (Vec (n + 1) (SFixed ii fi), t) (Vec (n + 1) (SFixed oi fo), t)
-softmaxS s table = pipeS (SNat @(SoftmaxDepth fo)) stages
+softmaxS s table = pipeS (SNat @(SoftmaxDepth (n + 1) fo)) stages
   where
     stages input = fmap finish <$> (leToPlus @1 @k last <$> divisions)
       where
-        exps = register Nothing (fmap (\(xs, t) -> (exponentials @w s table xs, t)) <$> input)
-        starts = register Nothing (fmap start <$> exps)
+        tops = argmaxTree fst (fmap (\beat -> (beat, ())) <$> input)
+        exps = register Nothing (fmap (\((xs, t), (top, _)) -> (exponentialsFrom @w s table top xs, t)) <$> tops)
+        -- The table's read is a block RAM where synthesis absorbs the register above into it:
+        -- its data output is slow, so it feeds nothing but this register.
+        read = register Nothing exps
+        sums = register Nothing (fmap (\(es, t) -> (es, sum es, t)) <$> read)
+        starts = register Nothing (fmap start <$> sums)
         divisions :: Signal dom (Vec k (Maybe (Vec (n + 1) (Division w fo), Unsigned (w + 1), t)))
         divisions = register (repeat Nothing) (advance <$> starts <*> divisions)
         advance
@@ -120,11 +136,10 @@ softmaxS s table = pipeS (SNat @(SoftmaxDepth fo)) stages
           -> Vec k (Maybe (Vec (n + 1) (Division w fo), Unsigned (w + 1), t))
         advance new old = map (fmap (\(ds, d, t) -> (map (steps d) ds, d, t))) (new +>> old)
 
-    -- Step 3 and the numerators of step 4: N_i = 2 e_i 2^fo + S, divisor 2 S.
-    start :: (Vec (n + 1) (Signed w), t) -> (Vec (n + 1) (Division w fo), Unsigned (w + 1), t)
-    start (es, t) = (map begin es, divisor, t)
+    -- The numerators of step 4 from step 3's sum S: N_i = 2 e_i 2^fo + S, divisor 2 S.
+    start :: (Vec (n + 1) (Signed w), Signed w, t) -> (Vec (n + 1) (Division w fo), Unsigned (w + 1), t)
+    start (es, total, t) = (map begin es, divisor, t)
       where
-        total = sum es
         divisor = resize (bitCoerce (2 * total) :: Unsigned w)
         begin :: Signed w -> Division w fo
         begin e = (resize (shiftR n steps), pack (resize n :: Unsigned (DivSteps fo)), 0)
@@ -135,11 +150,15 @@ softmaxS s table = pipeS (SNat @(SoftmaxDepth fo)) stages
     steps :: Unsigned (w + 1) -> Division w fo -> Division w fo
     steps d x = foldl (\acc _ -> step d acc) x (replicate (SNat @StepsPerStage) ())
 
+    -- One subtraction decides and gives the new remainder (its sign is the comparison), so a
+    -- step is one carry chain and a multiplexer.
     step :: Unsigned (w + 1) -> Division w fo -> Division w fo
     step d (r, bits, q)
-      | r' >= d   = (r' - d, shiftL bits 1, shiftL q 1 .|. 1)
-      | otherwise = (r', shiftL bits 1, shiftL q 1)
-      where r' = shiftL r 1 .|. resize (unpack (pack (msb bits)) :: Unsigned 1)
+      | msb diff == 0 = (resize (bitCoerce diff :: Unsigned (w + 2)), shiftL bits 1, shiftL q 1 .|. 1)
+      | otherwise     = (r', shiftL bits 1, shiftL q 1)
+      where
+        r' = shiftL r 1 .|. resize (unpack (pack (msb bits)) :: Unsigned 1)
+        diff = bitCoerce (resize r' :: Unsigned (w + 2)) - bitCoerce (resize d :: Unsigned (w + 2)) :: Signed (w + 2)
 
     finish :: (Vec (n + 1) (Division w fo), Unsigned (w + 1), t) -> (Vec (n + 1) (SFixed oi fo), t)
     finish (ds, _, t) = (map (\(_, _, q) -> saturateRaw @w (bitCoerce (resize q :: Unsigned w))) ds, t)

@@ -407,9 +407,11 @@ SOFTMAX_STEPS_PER_STAGE = 2
 """K2C.Softmax's StepsPerStage: quotient bits per pipeline stage of its divisions."""
 
 
-def softmax_depth(out_frac: int) -> int:
-    """K2C.Softmax's SoftmaxDepth: exponentials, sum, then ceil((fo + 1) / 2) division stages."""
-    return 2 + -(-(out_frac + 1) // SOFTMAX_STEPS_PER_STAGE)
+def softmax_depth(out_frac: int, n: int) -> int:
+    """K2C.Softmax's SoftmaxDepth over n values: the maximum (ceil(log2 n) comparison levels),
+    exponentials (table read, then its data), sum, numerators, then ceil((fo + 1) / 2) division
+    stages."""
+    return class_depth(n) + 4 + -(-(out_frac + 1) // SOFTMAX_STEPS_PER_STAGE)
 
 
 def class_depth(n: int) -> int:
@@ -426,7 +428,7 @@ def is_softmax(plan: LayerPlan) -> bool:
 def _softmax_block(plan: LayerPlan, down, mx, blocks: list) -> Any:
     """K2C.Softmax.softmaxS on K2C.Pipe: one beat a cycle, d register stages, a queue of d + 2
     (the engine's rules with one step, depth d - 1)."""
-    d = softmax_depth(plan.out_fmt.frac)
+    d = softmax_depth(plan.out_fmt.frac, plan.output_shape[-1])
     block = _Engine(1, d - 1, d + 2, down, mx)
     blocks.append(block)
     return block
