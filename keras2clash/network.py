@@ -119,7 +119,7 @@ def plan_network(
     if fifos:
         from keras2clash.hw.hwmodel import with_fifo_depths, with_window_fifos
 
-        plans = with_fifo_depths(with_window_fifos(plans))
+        plans = with_fifo_depths(with_window_fifos(with_fifo_depths(plans)))
     return Network(graph=graph, plans=plans, params=quantize_params(plans), formats=formats,
                    overflow=parameter_overflow(plans, graph), keras_model=keras_model)
 

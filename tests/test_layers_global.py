@@ -117,13 +117,15 @@ def test_global_pool_resources_and_timing_rule() -> None:
     an image's last beat (back to back: one beat per cycle, no stall)."""
     inp = keras.Input((3, 4, 5))
     model = keras.Model(inp, layers.Dense(2, name="d")(layers.GlobalAveragePooling2D(name="g")(inp)))
-    plans = make_plan(to_graph(model), parse_format("1,7,8"))
+    plans = make_plan(to_graph(model), parse_format("1,7,8"), pipeline=0)
     res = layer_resources(plans[0])
     assert res.multipliers == 0 and res.register_bits == 5 * ((16 + 4 + 2) + 16)
     t = hwmodel.timing(plans, 3)
     assert list(t.accept_cycle) == [0, 12, 24]
-    # the mean is valid in cycle 12 (after beat 11), the Dense (G*b = 2) answers 3 cycles later
-    assert list(t.output_cycle) == [15, 27, 39]
+    # beat 11 passes Top's input FIFO in cycle 12, the mean is valid in cycle 13, the Dense
+    # (G*b = 2) answers 3 cycles later, the class of 2 values (one level) 2 more, Top's output
+    # FIFO 1 more
+    assert list(t.output_cycle) == [19, 31, 43]
 
 
 # --- average pooling 'same' ---------------------------------------------------------------

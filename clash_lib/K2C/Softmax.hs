@@ -125,8 +125,8 @@ softmaxS s table = pipeS (SNat @(SoftmaxDepth (n + 1) fo)) stages
         exps = register Nothing (fmap (\((xs, t), (top, _)) -> (exponentialsFrom @w s table top xs, t)) <$> tops)
         -- The table's read is a block RAM where synthesis absorbs the register above into it:
         -- its data output is slow, so it feeds nothing but this register.
-        read = register Nothing exps
-        sums = register Nothing (fmap (\(es, t) -> (es, sum es, t)) <$> read)
+        tableData = register Nothing exps
+        sums = register Nothing (fmap (\(es, t) -> (es, sum es, t)) <$> tableData)
         starts = register Nothing (fmap start <$> sums)
         divisions :: Signal dom (Vec k (Maybe (Vec (n + 1) (Division w fo), Unsigned (w + 1), t)))
         divisions = register (repeat Nothing) (advance <$> starts <*> divisions)
@@ -134,7 +134,7 @@ softmaxS s table = pipeS (SNat @(SoftmaxDepth (n + 1) fo)) stages
           :: Maybe (Vec (n + 1) (Division w fo), Unsigned (w + 1), t)
           -> Vec k (Maybe (Vec (n + 1) (Division w fo), Unsigned (w + 1), t))
           -> Vec k (Maybe (Vec (n + 1) (Division w fo), Unsigned (w + 1), t))
-        advance new old = map (fmap (\(ds, d, t) -> (map (steps d) ds, d, t))) (new +>> old)
+        advance incoming inFlight = map (fmap (\(ds, d, t) -> (map (steps d) ds, d, t))) (incoming +>> inFlight)
 
     -- The numerators of step 4 from step 3's sum S: N_i = 2 e_i 2^fo + S, divisor 2 S.
     start :: (Vec (n + 1) (Signed w), Signed w, t) -> (Vec (n + 1) (Division w fo), Unsigned (w + 1), t)

@@ -38,7 +38,7 @@ from keras2clash.hw.blocks import (  # noqa: F401  (re-exported: the model's bui
 )
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.hw.resources import (  # noqa: F401  (re-exported)
-    HwFigures, LayerResources, layer_interval, layer_resources, multiplier_efficiency,
+    HwFigures, LayerResources, layer_interval, layer_resources, multiplier_efficiency, top_fifo_bits,
 )
 
 # --- running the model -----------------------------------------------------------------
@@ -303,7 +303,8 @@ def window_fifos(plans: Sequence[LayerPlan]) -> dict[str, int]:
     II 358 against its layers' bound of 288). A FIFO of windows lets the generator run
     ahead. The depth is the smallest common one that gives the II of FIFOs `MAX_WINDOW_FIFO`
     deep (doubling, then bisection, on the exact model); then each layer whose FIFO the II
-    does not need loses it.
+    does not need loses it. Branch FIFOs are taken as the plans give them (`with_fifo_depths`
+    first; `plan_network` then sizes them again).
     """
     convs = [p for p in plans if p.is_compute and p.is_windowed
              and p.groups * p.cycles > _window_spacing(p)]
@@ -312,7 +313,7 @@ def window_fifos(plans: Sequence[LayerPlan]) -> dict[str, int]:
 
     def ii(depths: Mapping[str, int]) -> float:
         trial = [replace(p, window_fifo=depths.get(p.name, 0)) for p in plans]
-        return steady_state(trial, depths={})[0]
+        return steady_state(trial)[0]  # the plans' branch FIFO depths (with_fifo_depths)
 
     def common(d: int) -> dict[str, int]:
         return {p.name: d for p in convs}
@@ -408,12 +409,13 @@ def figures_many(plans: Sequence[LayerPlan], configs: Sequence[Config]) -> list[
 def _assemble(pes, cyc, latency, ii, compute_res, fixed, plans) -> HwFigures:
     by_name = {r.name: r for r in [*compute_res, *fixed]}
     layers = [by_name[p.name] for p in plans]
+    top = top_fifo_bits(plans)
     return HwFigures(
         parallelism=pes, cycles=cyc, latency=latency, ii=ii,
         multipliers=sum(r.multipliers for r in layers), macs=sum(r.macs for r in layers),
-        memory_bits=sum(r.memory_bits for r in layers), rom_bits=sum(r.rom_bits for r in layers),
+        memory_bits=sum(r.memory_bits for r in layers) + top, rom_bits=sum(r.rom_bits for r in layers),
         line_buffer_bits=sum(r.line_buffer_bits for r in layers),
-        register_bits=sum(r.register_bits for r in layers), fifo_bits=sum(r.fifo_bits for r in layers),
+        register_bits=sum(r.register_bits for r in layers), fifo_bits=sum(r.fifo_bits for r in layers) + top,
         layers=layers,
     )
 

@@ -80,6 +80,24 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
     )
 
 
+def top_fifo_bits(plans) -> int:
+    """Top.core's FIFOs (LUT RAM): the input FIFO (2 beats), the class pipeline's queue
+    (`class_depth + 2` results), an output softmax's queue (`softmax_depth + 2`), the output
+    FIFO (2 results); a result is the scores and the class index."""
+    from keras2clash.hw.blocks import INPUT_SLICE, OUTPUT_SLICE, class_depth, is_softmax, softmax_depth
+    from keras2clash.quant.golden import splits_output
+
+    first, last = plans[0], plans[-1]
+    n = last.output_shape[-1]
+    result = n * last.out_fmt.bits + (n - 1).bit_length()
+    bits = INPUT_SLICE * first.input_shape[-1] * first.in_fmt.bits + OUTPUT_SLICE * result
+    logits_bits = n * (last.act_in_fmt if splits_output(last) else last.out_fmt).bits + (n - 1).bit_length()
+    bits += (class_depth(n) + 2) * (logits_bits if splits_output(last) and is_softmax(last) else result)
+    if splits_output(last) and is_softmax(last):
+        bits += (softmax_depth(last.out_fmt.frac, n) + 2) * result
+    return bits
+
+
 def chunk_sum_bits(plan: LayerPlan) -> int:
     """K2C.Filter's ChunkBits: the exact width of a chunk's sum (products, bias, growth)."""
     assert plan.w_fmt is not None and plan.b_fmt is not None and plan.acc_fmt is not None
