@@ -324,10 +324,21 @@ def _count_samples(project: Project, data: str | Path, limit: int | None) -> int
     return len(dataset)
 
 
+def _big_stack() -> None:
+    """Verilator's generated C++ evaluates a large design in deeply nested calls: the default
+    8 MB stack overflows on the pipelined CNNs (inception_digits: SIGSEGV at the first cycle),
+    so the testbench runs with the largest stack the system allows."""
+    import resource
+
+    _, hard = resource.getrlimit(resource.RLIMIT_STACK)
+    resource.setrlimit(resource.RLIMIT_STACK, (hard, hard))
+
+
 def _run_streaming(cmd: list[str], cwd: Path, total: int, progress) -> list[str]:
     lines: list[str] = []
     outs = 0
-    with procs.child(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+    with procs.child(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                     preexec_fn=_big_stack) as proc:
         assert proc.stdout is not None
         for line in proc.stdout:
             lines.append(line.rstrip("\n"))
