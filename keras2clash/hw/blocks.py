@@ -4,8 +4,9 @@
 
 The emitted core is a chain of stream blocks (emitter.py): per conv2d and depthwise2d
 `[Pad] -> Window -> Engine` (the depthwise engine has the engine's control), per pool
-`[Pad] -> Window`, per flatten `Collect`, per dense `Engine`, then the combinational
-argmax and output activation, a two-entry output FIFO, and the AXI adapter (no registers). Each block is modelled per beat, not per clock: it
+`[Pad] -> Window`, per flatten `Collect`, per dense `Engine`; around them Top's two-entry
+input FIFO, its pipelined class (and output softmax) and its two-entry output FIFO; the
+AXI adapter has no registers. Each block is modelled per beat, not per clock: it
 is told the cycle `V` from which a beat is offered to it and answers the cycle `M` in
 which the beat moves (`M >= V`, the first cycle from `V` on in which the block
 is ready; every block here, once ready, stays ready until it accepts). To know when it is
