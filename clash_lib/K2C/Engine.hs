@@ -95,7 +95,7 @@ module K2C.Engine
 import Clash.Prelude
 import Data.Maybe (isJust)
 
-import K2C.Fifo (fifo)
+import K2C.Fifo (fifo, nextCount)
 import K2C.Filter (Accumulates, ChunkBits, TreeLevels, accumulate, adderTree, chunkTerms)
 import K2C.Memory (WeightRom, readWeights)
 import K2C.Stream (Stream)
@@ -190,7 +190,7 @@ engineWith SNat load next operands weights finish (input, readyOut) = (output, r
     groupEnd = (== maxBound) <$> chunk
 
     -- Credits: windows accepted whose result has not left the queue.
-    held' = register (0 :: Index (QueueDepth ch l g b + 1)) (count <$> held' <*> accepted <*> taken)
+    held' = register (0 :: Index (QueueDepth ch l g b + 1)) (nextCount <$> held' <*> accepted <*> taken)
     taken = (isJust <$> output) .&&. readyOut
 
     readyIn  = ((not <$> busy) .||. lastWord) .&&. ((< maxBound) <$> held')
@@ -245,12 +245,6 @@ engineWith SNat load next operands weights finish (input, readyOut) = (output, r
     stageTag = if pipelined then register idleTag else id
     idleTag = (False, False, False, 0, False)
 
--- | The count of outstanding windows next cycle.
-count :: KnownNat n => Index n -> Bool -> Bool -> Index n
-count n accepted taken
-  | accepted && not taken = n + 1
-  | taken && not accepted = n - 1
-  | otherwise             = n
 
 -- | Successor that wraps to 0.
 wrap :: KnownNat n => Index n -> Index n

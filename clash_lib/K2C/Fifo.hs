@@ -37,6 +37,7 @@ with @depth >= 2@ the buffer sustains one beat per cycle in and out. With
 -}
 module K2C.Fifo
   ( fifo
+  , nextCount
   ) where
 
 import Clash.Prelude
@@ -65,8 +66,9 @@ fifo SNat (input, readyOut) = (output, readyIn)
     oldest = asyncRam (SNat @depth) readPtr write
     output = mux validOut (Just <$> oldest) (pure Nothing)
 
--- | The count of the next cycle. Cannot leave @0 .. depth@: a beat is
--- accepted only when @count < depth@ and removed only when @count > 0@.
+-- | The count of the next cycle: one more for a beat in, one fewer for a beat
+-- out. Never leaves its range where, as here and in the engine's and
+-- "K2C.Pipe"'s credit counts, a beat comes in only below the maximum.
 nextCount :: KnownNat n => Index n -> Bool -> Bool -> Index n
 nextCount count accepted removed
   | accepted && not removed = count + 1

@@ -34,7 +34,7 @@ module K2C.Pipe
 import Clash.Prelude
 import Data.Maybe (isJust)
 
-import K2C.Fifo (fifo)
+import K2C.Fifo (fifo, nextCount)
 import K2C.Stream (Stream)
 
 -- | A stream stage around @pipe@, a pipeline of exactly @d@ registers from
@@ -47,15 +47,9 @@ pipeS
   -> Stream dom a b
 pipeS SNat pipe (input, readyOut) = (output, readyIn)
   where
-    held     = register (0 :: Index (d + 3)) (count <$> held <*> accepted <*> taken)
+    held     = register (0 :: Index (d + 3)) (nextCount <$> held <*> accepted <*> taken)
     readyIn  = (< maxBound) <$> held
     accepted = readyIn .&&. (isJust <$> input)
     taken    = (isJust <$> output) .&&. readyOut
     (output, _) = fifo (SNat @(d + 2)) (pipe (mux accepted input (pure Nothing)), readyOut)
 
--- | The count of beats held next cycle.
-count :: KnownNat n => Index n -> Bool -> Bool -> Index n
-count n accepted taken
-  | accepted && not taken = n + 1
-  | taken && not accepted = n - 1
-  | otherwise             = n

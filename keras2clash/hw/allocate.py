@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from keras2clash.errors import K2CError
 from keras2clash.hw.hwmodel import HwFigures, figures_many
-from keras2clash.hw.plan import LayerPlan
+from keras2clash.hw.plan import LayerPlan, with_knobs
 
 
 def _ceil(a: int, b: int) -> int:
@@ -161,21 +161,8 @@ def balanced(plans: Sequence[LayerPlan], budget: int) -> Allocation:
         if rank(near[i]) >= rank(fig):
             break
         key, fig = moves[i], near[i]
-    exact = with_window_fifos(_with_knobs(geometry, *_config(key)))
+    exact = with_window_fifos(with_knobs(geometry, *_config(key)))
     return Allocation(budget, target, figures(exact), targets[lo], evaluated)
-
-
-def _with_knobs(plans: Sequence[LayerPlan], pes: Sequence[int], cycles: Sequence[int]) -> list[LayerPlan]:
-    from dataclasses import replace
-
-    knobs = iter(zip(pes, cycles))
-    out = []
-    for p in plans:
-        if p.is_compute:
-            pe, b = next(knobs)
-            p = replace(p, pe=pe, cycles=b)
-        out.append(p)
-    return out
 
 
 def _config(key: tuple) -> tuple[tuple[int, ...], tuple[int, ...]]:

@@ -318,6 +318,22 @@ def parse_parallelism(text: str | None, n_layers: int) -> list[int] | None:
     return parse_int_list(text, n_layers, "parallelism")
 
 
+def with_knobs(plans: Sequence[LayerPlan], pes: Sequence[int], cycles: Sequence[int]) -> list[LayerPlan]:
+    """The same network and formats with other knobs (range-checked)."""
+    knobs = iter(zip(pes, cycles))
+    out = []
+    for plan in plans:
+        if plan.is_compute:
+            pe, b = next(knobs)
+            if not 1 <= pe <= plan.filters:
+                raise K2CError(f"parallelism {pe} out of range for layer '{plan.name}': 1..{plan.filters}")
+            if not 1 <= b <= plan.window:
+                raise K2CError(f"cycles {b} out of range for layer '{plan.name}': 1..{plan.window}")
+            plan = replace(plan, pe=pe, cycles=b)
+        out.append(plan)
+    return out
+
+
 def compute_layers(graph: Graph | Sequence[Mapping[str, Any]]) -> list[Layer]:
     """The dense/conv2d/depthwise2d records, in graph order: the layers with knobs."""
     return [layer for layer in as_graph(graph) if layer.type in COMPUTE_TYPES]

@@ -22,13 +22,13 @@ import json
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from keras2clash.errors import K2CError
 from keras2clash.hw.hwmodel import HwFigures, figures
-from keras2clash.hw.plan import LayerPlan
+from keras2clash.hw.plan import LayerPlan, with_knobs  # noqa: F401  (with_knobs re-exported)
 from keras2clash.verify.synth import run_yosys_stats, stat_cells
 
 DSP_TARGETS = {
@@ -60,22 +60,6 @@ def parse_config(text: str, n_layers: int) -> tuple[list[int], list[int]]:
         except ValueError:
             raise K2CError(f"bad --config {text!r}: expected PE:CYCLES per layer, e.g. 8:1,8:1,5:1") from None
     return pes, cycles
-
-
-def with_knobs(plans: Sequence[LayerPlan], pes: Sequence[int], cycles: Sequence[int]) -> list[LayerPlan]:
-    """The same network and formats with other knobs (range-checked)."""
-    knobs = iter(zip(pes, cycles))
-    out = []
-    for plan in plans:
-        if plan.is_compute:
-            pe, b = next(knobs)
-            if not 1 <= pe <= plan.filters:
-                raise K2CError(f"parallelism {pe} out of range for layer '{plan.name}': 1..{plan.filters}")
-            if not 1 <= b <= plan.window:
-                raise K2CError(f"cycles {b} out of range for layer '{plan.name}': 1..{plan.window}")
-            plan = replace(plan, pe=pe, cycles=b)
-        out.append(plan)
-    return out
 
 
 @dataclass
