@@ -1,11 +1,12 @@
-{-# LANGUAGE DataKinds, KindSignatures, NoImplicitPrelude, ScopedTypeVariables,
+{-# LANGUAGE TupleSections, DataKinds, KindSignatures, NoImplicitPrelude, ScopedTypeVariables,
              TypeApplications, TypeOperators, FlexibleContexts, TypeFamilies, NoStarIsType,
              RankNTypes, PolyKinds, AllowAmbiguousTypes #-}
 {-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver #-}
 {-|
-The predicted class of a beat, pipelined: the argmax of @n@ values as a
-balanced tree of comparisons with a register after every level, and the
-output activation applied to the same values beside it.
+The predicted class of a beat, pipelined: the output activation applied to
+the beat's values and registered, then the argmax of the values as a
+balanced tree of comparisons with a register after every level, the
+activation's output riding beside it.
 
 = Arithmetic
 
@@ -16,27 +17,37 @@ right one is strictly greater; the tree is padded on the right with
 
 = Hardware and timing
 
-@ceil(log2 n)@ levels of one comparison and one multiplexer each, each level
-registered, the beat's values (and the activation) registered beside them; a
-stream stage on "K2C.Pipe" with @d = ceil(log2 n)@: one beat a cycle, @d + 1@
-cycles of latency with downstream ready.
+A first register holds the beat's values and the activation's output. Its
+data registers have no reset and nothing between a table activation's ROM
+("K2C.Lut") and them, so synthesis makes the ROM a block RAM with a
+synchronous read (the register becomes the RAM's output register) instead of
+a deep multiplexer of LUTs after the tree. Then @ceil(log2 n)@ levels of one
+comparison and one multiplexer each, each level registered, the beat
+registered beside them. A stream stage on "K2C.Pipe" with
+@d = 1 + ceil(log2 n)@: one beat a cycle, @d + 1@ cycles of latency with
+downstream ready.
 -}
 module K2C.Classify
   ( classify
   , argmaxTree
   , ClassDepth
+  , TreeDepth
   ) where
 
 import Clash.Prelude
 import Data.Kind (Type)
+import Data.Maybe (isJust)
 import Data.Proxy (Proxy (..))
 import Data.Singletons (Apply, TyFun)
 
 import K2C.Pipe (pipeS)
 import K2C.Stream (Stream)
 
--- | Register stages of 'classify' over @n@ values.
-type ClassDepth n = CLog 2 n
+-- | Register levels of 'argmaxTree' over @n@ values.
+type TreeDepth n = CLog 2 n
+
+-- | Register stages of 'classify' over @n@ values: the activation's, then the tree's.
+type ClassDepth n = 1 + TreeDepth n
 
 -- | Every level of the tree carries the beat (valid and values) and the best
 -- candidate so far.
@@ -52,10 +63,14 @@ classify
 classify activate = pipeS (SNat @(ClassDepth n)) tree
   where
     tree :: Signal dom (Maybe (Vec n a)) -> Signal dom (Maybe (b, Index n))
-    tree input = fmap (\(xs, (_, cls)) -> (activate xs, cls)) <$> argmaxTree id (fmap (\xs -> (xs, ())) <$> input)
+    tree input = fmap (\((_, out), (_, cls)) -> (out, cls)) <$> argmaxTree fst (fmap (, ()) <$> activated)
+      where
+        valid = register False (isJust <$> input)
+        held  = delay (deepErrorX "classify: no beat yet") ((\xs -> (xs, activate xs)) . fromJustX <$> input)
+        activated = (\v x -> if v then Just x else Nothing) <$> valid <*> held
 
 -- | The tree of 'classify' on its own: each beat (@Nothing@: none) with the
--- maximum of its values (picked by @values@) and its index, 'ClassDepth'
+-- maximum of its values (picked by @values@) and its index, 'TreeDepth'
 -- cycles later. The beat rides along unchanged.
 argmaxTree
   :: forall dom n a t
@@ -69,7 +84,7 @@ argmaxTree values input = result <$> beat <*> best
                           id level (map (\i -> (fmap fst <$> input, candidate i . fmap fst <$> input)) indicesI)
     result held winner = fmap (\x -> (x, winner)) held
 
-    candidate :: Index (2 ^ ClassDepth n) -> Maybe t -> (a, Index n)
+    candidate :: Index (2 ^ TreeDepth n) -> Maybe t -> (a, Index n)
     candidate i held = case held of
       Just x | toInteger i < natToNum @n -> (values x !! i, fromInteger (toInteger i))
       _                                  -> (minBound, 0)

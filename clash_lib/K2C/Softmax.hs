@@ -32,7 +32,8 @@ an asynchronous ROM per element of the beat.
 an adder tree and @n@ dividers of @w@ bits, one long path.
 
 'softmaxS' computes the same values as a stream stage pipelined in
-'SoftmaxDepth' register stages ("K2C.Pipe"): the maximum ('argmaxTree', one
+'SoftmaxDepth' register stages ("K2C.Pipe"): the beat (its values come from
+a queue's LUT RAM, read combinationally), the maximum ('argmaxTree', one
 register per comparison level), the exponentials (subtractions, ROM reads:
 block RAM where the synthesis tool absorbs the stage register into it, so
 its data gets a register of its own), the sum, the numerators, then the
@@ -50,7 +51,7 @@ module K2C.Softmax
 
 import Clash.Prelude
 
-import K2C.Classify (ClassDepth, argmaxTree)
+import K2C.Classify (TreeDepth, argmaxTree)
 import K2C.Lut (TableRom (..))
 import K2C.Pipe (pipeS)
 import K2C.Stream (Stream)
@@ -64,10 +65,10 @@ type DivStages fo = Div (fo + 1 + StepsPerStage - 1) StepsPerStage
 -- | Quotient bits the pipeline computes (at least @fo + 1@).
 type DivSteps fo = StepsPerStage * DivStages fo
 
--- | Register stages of 'softmaxS' over @n@ values: the maximum (a comparison tree, one
--- register a level), exponentials (the table read, then its data), sum, numerators, the
+-- | Register stages of 'softmaxS' over @n@ values: the beat, the maximum (a comparison
+-- tree, one register a level), exponentials (the table read, then its data), sum, numerators, the
 -- division stages.
-type SoftmaxDepth n fo = ClassDepth n + 4 + DivStages fo
+type SoftmaxDepth n fo = 1 + TreeDepth n + 4 + DivStages fo
 
 -- | Softmax of a beat; @w@ (given by a type application) is the width of the
 -- sum and the division, wide enough for @2 e 2^fo + S@.
@@ -121,7 +122,7 @@ softmaxS s table = pipeS (SNat @(SoftmaxDepth (n + 1) fo)) stages
   where
     stages input = fmap finish <$> (leToPlus @1 @k last <$> divisions)
       where
-        tops = argmaxTree fst (fmap (\beat -> (beat, ())) <$> input)
+        tops = argmaxTree fst (fmap (\beat -> (beat, ())) <$> register Nothing input)
         exps = register Nothing (fmap (\((xs, t), (top, _)) -> (exponentialsFrom @w s table top xs, t)) <$> tops)
         -- The table's read is a block RAM where synthesis absorbs the register above into it:
         -- its data output is slow, so it feeds nothing but this register.

@@ -409,15 +409,21 @@ SOFTMAX_STEPS_PER_STAGE = 2
 
 
 def softmax_depth(out_frac: int, n: int) -> int:
-    """K2C.Softmax's SoftmaxDepth over n values: the maximum (ceil(log2 n) comparison levels),
-    exponentials (table read, then its data), sum, numerators, then ceil((fo + 1) / 2) division
-    stages."""
-    return class_depth(n) + 4 + -(-(out_frac + 1) // SOFTMAX_STEPS_PER_STAGE)
+    """K2C.Softmax's SoftmaxDepth over n values: the beat, the maximum (ceil(log2 n) comparison
+    levels), exponentials (table read, then its data), sum, numerators, then ceil((fo + 1) / 2)
+    division stages."""
+    return 1 + tree_depth(n) + 4 + -(-(out_frac + 1) // SOFTMAX_STEPS_PER_STAGE)
+
+
+def tree_depth(n: int) -> int:
+    """K2C.Classify's TreeDepth: ceil(log2 n) registered comparison levels."""
+    return (n - 1).bit_length()
 
 
 def class_depth(n: int) -> int:
-    """K2C.Classify's ClassDepth: ceil(log2 n) registered comparison levels."""
-    return (n - 1).bit_length()
+    """K2C.Classify's ClassDepth: the registered activation (a table becomes a block RAM),
+    then the comparison tree."""
+    return 1 + tree_depth(n)
 
 
 def is_softmax(plan: LayerPlan) -> bool:
