@@ -34,25 +34,32 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-EXAMPLES = ["iris", "digits_dense", "thesis_cnn", "cnn_variants", "resnet_digits", "inception_digits",
-            "mlp_tanh", "mobilenet_digits", "conv1d_waves"]
+EXAMPLES = ["iris", "digits_dense", "thesis_cnn", "thesis_cnn@ecp5-85k", "cnn_variants", "resnet_digits",
+            "inception_digits", "mlp_tanh", "mobilenet_digits", "conv1d_waves"]
+"""`name@budget`: the example balanced to a multiplier budget (`--dsp-budget`, a device name);
+`name@budget:argmax` also leaves the output softmax out (`--softmax argmax`), as iris needs on
+the iCE40 UP5K (`--fpga ice40-up5k --freq 24 --examples iris@ice40-up5k:argmax`)."""
 
 
-def _design(example: str, work: Path, pipeline: int | None, fpga: str, freq: float, route: bool) -> dict:
+def _design(spec: str, work: Path, pipeline: int | None, fpga: str, freq: float, route: bool) -> dict:
     from keras2clash import api
     from keras2clash.backend.project import load_project
     from keras2clash.fpga.flow import pnr
     from keras2clash.hw.hwmodel import timing
 
-    out = work / f"{example}_{'default' if pipeline is None else pipeline}"
+    example, _, rest = spec.partition("@")
+    budget, _, softmax = rest.partition(":")
+    out = work / f"{example}_{budget or 'default'}_{softmax or 'exact'}_{'default' if pipeline is None else pipeline}"
     t0 = time.monotonic()
-    api.emit(ROOT / "examples" / example / f"{example}.keras", "1,7,8", out, show=False, pipeline=pipeline)
+    api.emit(ROOT / "examples" / example / f"{example}.keras", "1,7,8", out, show=False, pipeline=pipeline,
+             dsp_budget=budget or None, softmax=softmax or "exact")
     project = load_project(out)
     t = timing(project.plans, 8)
     report = pnr(out, fpga, freq_mhz=freq, route=route)
     fmax = report.fmax_mhz
     row = {
-        "example": example,
+        "example": spec,
+        "parallelism": [p.pe for p in project.compute_plans], "cycles": [p.cycles for p in project.compute_plans],
         "pipeline": [p.pipeline for p in project.compute_plans],
         "latency_cycles": int(t.first_latency), "ii_cycles": float(t.ii),
         "fmax_mhz": fmax, "routed": route, "target_mhz": freq,
@@ -100,8 +107,16 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "fpga.json")
     args = parser.parse_args()
 
+    # Earlier results stay unless this run measures the same design again (routing all of
+    # them takes hours: runs can be split by --examples).
+    old = json.loads(args.out.read_text()) if args.out.exists() else {}
+    if old.get("fpga") != args.fpga:
+        old = {}
     results = {"date": time.strftime("%Y-%m-%d"), "machine": f"{platform.machine()}, {platform.processor() or ''}",
-               "fpga": args.fpga, "examples": [], "sweep": []}
+               "fpga": args.fpga, "examples": old.get("examples", []), "sweep": [] if args.sweep else old.get("sweep", [])}
+
+    def put(row: dict) -> None:
+        results["examples"] = [r for r in results["examples"] if r["example"] != row["example"]] + [row]
 
     def save() -> None:
         tmp = args.out.with_suffix(".json.tmp")
@@ -118,7 +133,7 @@ def main() -> None:
             _plot(results["sweep"], args.out.with_name("fpga_pipeline.png"))
         for example in [e for e in args.examples.split(",") if e]:
             print(f"example {example}", flush=True)
-            results["examples"].append(_design(example, work, None, args.fpga, args.freq, not args.no_route))
+            put(_design(example, work, None, args.fpga, args.freq, not args.no_route))
             save()
     print(f"wrote {args.out}")
 

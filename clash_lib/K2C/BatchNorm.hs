@@ -20,27 +20,39 @@ format, followed by the fused activation.
 = Hardware, timing, protocol
 
 One multiplier and one adder per channel, all channels of a beat in the same
-cycle: a combinational 'K2C.Stream.mapS' stage (no register, no latency;
-valid when its producer is, ready when its consumer is).
+cycle, pipelined in 'BatchNormDepth' register stages on "K2C.Pipe": the
+products (the multipliers' output registers), then the sum, rounding and
+activation (a table activation's ROM becomes a synchronous block RAM). One
+beat a cycle; its timing is "K2C.Pipe"'s with @d = 2@.
 -}
 module K2C.BatchNorm
   ( batchNorm
   , scaleShift
+  , BatchNormDepth
   ) where
 
 import Clash.Prelude
 
 import K2C.Merge (addExact, mulExact)
-import K2C.Stream (Stream, mapS)
+import K2C.Pipe (pipeS, stageReg)
+import K2C.Stream (Stream)
+
+-- | Register stages of 'batchNorm': the products, then the finished values.
+type BatchNormDepth = 2
 
 -- | The stage: per channel 'scaleShift', then @finish@ (requantize and activate).
 batchNorm
   :: forall dom c ia fa iw fw ib fb b
-   . (KnownNat ia, KnownNat fa, KnownNat iw, KnownNat fw, KnownNat ib, KnownNat fb)
+   . ( HiddenClockResetEnable dom, KnownNat c
+     , KnownNat ia, KnownNat fa, KnownNat iw, KnownNat fw, KnownNat ib, KnownNat fb, NFDataX b )
   => Vec c (SFixed iw fw) -> Vec c (SFixed ib fb)
   -> (SFixed (1 + Max (ia + iw) ib) (Max (fa + fw) fb) -> b)
   -> Stream dom (Vec c (SFixed ia fa)) (Vec c b)
-batchNorm scales offsets finish = mapS (zipWith3 (\s o x -> finish (scaleShift s o x)) scales offsets)
+batchNorm scales offsets finish = pipeS (SNat @BatchNormDepth) stages
+  where
+    stages input = stageReg (fmap (map finish . zipWith (flip addExact) offsets) <$> products)
+      where
+        products = stageReg (fmap (zipWith (flip mulExact) scales) <$> input)
 
 -- | @x * s + o@, exactly.
 scaleShift

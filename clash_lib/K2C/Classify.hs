@@ -36,11 +36,10 @@ module K2C.Classify
 
 import Clash.Prelude
 import Data.Kind (Type)
-import Data.Maybe (isJust)
 import Data.Proxy (Proxy (..))
 import Data.Singletons (Apply, TyFun)
 
-import K2C.Pipe (pipeS)
+import K2C.Pipe (pipeS, stageReg)
 import K2C.Stream (Stream)
 
 -- | Register levels of 'argmaxTree' over @n@ values.
@@ -65,9 +64,7 @@ classify activate = pipeS (SNat @(ClassDepth n)) tree
     tree :: Signal dom (Maybe (Vec n a)) -> Signal dom (Maybe (b, Index n))
     tree input = fmap (\((_, out), (_, cls)) -> (out, cls)) <$> argmaxTree fst (fmap (, ()) <$> activated)
       where
-        valid = register False (isJust <$> input)
-        held  = delay (deepErrorX "classify: no beat yet") ((\xs -> (xs, activate xs)) . fromJustX <$> input)
-        activated = (\v x -> if v then Just x else Nothing) <$> valid <*> held
+        activated = stageReg (fmap (\xs -> (xs, activate xs)) <$> input)
 
 -- | The tree of 'classify' on its own: each beat (@Nothing@: none) with the
 -- maximum of its values (picked by @values@) and its index, 'TreeDepth'

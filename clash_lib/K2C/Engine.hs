@@ -19,10 +19,14 @@ with one register per @l@ adder levels.
 * @l >= 0@: adder levels per pipeline stage. @l = 0@ computes a chunk's
   products, adder tree, accumulation, requantization and activation in one
   cycle (the critical path of the whole design). @l >= 1@ registers the
-  products, the adder tree ('K2C.Filter.adderTree', @TreeLevels ch =
-  ceil(log2(ch + 1))@ levels) after every @l@-th level, and the finished
-  (requantized, activated) results: @D = 2 + TreeLevels ch `div` l@ cycles
-  more latency ('PipeDepth'), the same throughput and the same values.
+  multipliers' operands (the window's chunk and the weight word, again, so a
+  register with one load sits beside each multiplier block: the FPGA's
+  multipliers have registers synthesis does not use, and the routes to and
+  from them are long), the products, the adder tree ('K2C.Filter.adderTree',
+  @TreeLevels ch = ceil(log2(ch + 1))@ levels) after every @l@-th level, and
+  the accumulators (also when @b = 1@) and the finished (requantized,
+  activated) results: @D = 4 + TreeLevels ch `div` l@ cycles more latency
+  ('PipeDepth'), the same throughput and the same values.
 
 The weight ROM ("K2C.Memory") has @G * b@ words; word @g*b + t@ is what the PEs
 need in the @t@-th cycle of group @g@, so the engine reads it in order, one
@@ -40,7 +44,8 @@ accumulator contract (saturating order included), are in "K2C.Filter".
   window's groups (@G * p@ outputs, removed by synthesis when @G = 1@),
   pipelined: the @p * (ch + 1)@ terms, the tree's registered levels and @p@
   finished results, each stage with a valid/control tag; control: counters
-  @Index (G*b)@, @Index b@, @Index G@, a busy flag and the credit count;
+  @Index (G*b)@, @Index b@, @Index G@, a busy flag, the credit count, and the
+  ROM address (the word counter's next value, computed a cycle ahead);
 * the output queue: a 'K2C.Fifo.fifo' of @Q@ results (LUT RAM), @Q@ =
   'QueueDepth' = @2 + (D + 1) `div` (G * b)@.
 
@@ -116,9 +121,9 @@ type EngineShape k f p b ch g =
 -- | @D@: the cycles from a window's last step to its result entering the
 -- output queue, for chunks of @ch@ values and @l@ adder levels per stage.
 -- 0 when @l = 0@ (everything in the step's cycle); otherwise the product
--- registers, one register per @l@ tree levels, and the registered finish
--- (requantize and activate): @2 + TreeLevels ch `div` l@.
-type PipeDepth ch l = Min 1 l * (2 + Div (TreeLevels ch) (Max 1 l))
+-- and product registers, one register per @l@ tree levels, the accumulators and
+-- the registered finish (requantize and activate): @4 + TreeLevels ch `div` l@.
+type PipeDepth ch l = Min 1 l * (4 + Div (TreeLevels ch) (Max 1 l))
 
 -- | @Q@: the output queue's depth, which is also the most windows the engine
 -- holds at once (accepted, result not yet taken). @2 + (D + 1) `div` S@ with
@@ -182,8 +187,8 @@ engineWith SNat load next operands weights finish (input, readyOut) = (output, r
 
     -- Issue (reset). A busy cycle is a step: the engine never stalls. The
     -- counters wrap to 0 after the last word, so they are 0 when idle.
-    busy     = register False (accepted .||. (busy .&&. (not <$> lastWord)))
-    word     = register (0 :: Index (g * b)) (mux busy (wrap <$> word) word)
+    busy     = register False busyNext
+    word     = register (0 :: Index (g * b)) wordNext
     chunk    = register (0 :: Index b) (mux busy (wrap <$> chunk) chunk)
     group    = register (0 :: Index g) (mux (busy .&&. groupEnd) (wrap <$> group) group)
     lastWord = (== maxBound) <$> word
@@ -196,9 +201,15 @@ engineWith SNat load next operands weights finish (input, readyOut) = (output, r
     readyIn  = ((not <$> busy) .||. lastWord) .&&. ((< maxBound) <$> held')
     accepted = readyIn .&&. (isJust <$> input)
 
-    -- The ROM word needed in the next cycle: the next one after a step (word
-    -- 0 after the last), word 0 when idle.
-    weightsWord = readWeights weights (mux busy (wrap <$> word) word)
+    -- The ROM's registered output is the word of the current step, word
+    -- (reset: 0), so its address is word's next value. That value is computed
+    -- a cycle ahead, into a register of its own ('ahead'), so the address
+    -- comes straight from a register: the wide ROM's decoders (LUTs when it is
+    -- shallow) see no counter logic before them.
+    wordNext  = mux busy (wrap <$> word) word
+    busyNext  = accepted .||. (busy .&&. (not <$> lastWord))
+    ahead     = register (0 :: Index (g * b)) (mux busyNext (wrap <$> wordNext) wordNext)
+    weightsWord = readWeights weights ahead
 
     -- Datapath registers have no reset: the valid bits say what they hold.
     window :: Signal dom held
@@ -208,12 +219,16 @@ engineWith SNat load next operands weights finish (input, readyOut) = (output, r
     tag :: Signal dom (Tag g)
     tag = bundle (busy, (== 0) <$> chunk, groupEnd, group, lastWord)
 
-    -- Stage 1: the products (and the bias field), registered when pipelined.
+    -- Stage 1: the multipliers' operands, registered when pipelined.
+    operandsO = stage (operands <$> group <*> window)
+    weightsO  = stage weightsWord
+    tagO      = stageTag tag
+
+    -- Stage 2: the products (and the bias field), registered when pipelined.
     terms :: Signal dom (Vec p (Vec (ch + 1) (Signed (ChunkBits ch ai wi bi cf))))
-    terms = zipWith (chunkTerms @ch @ai @af @wi @wf @bi @bf @cf) <$> (operands <$> group <*> window)
-                                                                 <*> weightsWord
+    terms = zipWith (chunkTerms @ch @ai @af @wi @wf @bi @bf @cf) <$> operandsO <*> weightsO
     termsP = stage terms
-    tagP   = stageTag tag
+    tagP   = stageTag tagO
 
     -- The adder trees, one register per @l@ levels; the tag beside them.
     (tagT, chunkSums) = adderTree @dom @(TreeLevels ch) levelsPerStage idleTag tagP termsP
@@ -224,11 +239,13 @@ engineWith SNat load next operands weights finish (input, readyOut) = (output, r
     sums = zipWith <$> (accumulate onlyChunk <$> firstT) <*> accs <*> chunkSums
     accs = delayEn (deepErrorX "engine: no accumulator yet") validT sums
 
-    -- Finish (requantize, activate), registered when pipelined.
-    finished = stage (map finish <$> sums)
-    groupDone = stageBool (validT .&&. groupEndT)
-    windowDone = stageBool (validT .&&. groupEndT .&&. lastT)
-    groupF = stage groupT
+    -- Finish (requantize, activate), registered when pipelined. Pipelined, it
+    -- reads the accumulator register (which holds the sums of the previous
+    -- cycle's step), so the accumulating adder and the finish are a stage each.
+    finished = stage (map finish <$> (if pipelined then accs else sums))
+    groupDone = stageBool (stageBool (validT .&&. groupEndT))
+    windowDone = stageBool (stageBool (validT .&&. groupEndT .&&. lastT))
+    groupF = stage (stage groupT)
 
     -- R collects a window's groups; the last one completes the result,
     -- which enters the queue. The padding results of the last group are

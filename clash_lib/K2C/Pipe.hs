@@ -29,6 +29,8 @@ every cycle and adds @d + 1@ cycles of latency.
 -}
 module K2C.Pipe
   ( pipeS
+  , mapP
+  , stageReg
   ) where
 
 import Clash.Prelude
@@ -53,3 +55,20 @@ pipeS SNat pipe (input, readyOut) = (output, readyIn)
     taken    = (isJust <$> output) .&&. readyOut
     (output, _) = fifo (SNat @(d + 2)) (pipe (mux accepted input (pure Nothing)), readyOut)
 
+
+-- | A function of each beat as a stream stage of one register ('pipeS' with
+-- @d = 1@): the result is registered, so nothing the function computes (a
+-- multiplier, a table's address) adds to its producer's or consumer's paths.
+-- A table read ("K2C.Lut") just before the register becomes a block RAM with
+-- a synchronous read. Two cycles of latency with downstream ready.
+mapP :: (HiddenClockResetEnable dom, NFDataX b) => (a -> b) -> Stream dom a b
+mapP f = pipeS d1 (stageReg . fmap (fmap f))
+
+-- | One pipeline register for beats: the valid bit reset, the data not (no
+-- reset and no logic after a ROM read lets synthesis absorb the register into
+-- a block RAM).
+stageReg :: (HiddenClockResetEnable dom, NFDataX a) => Signal dom (Maybe a) -> Signal dom (Maybe a)
+stageReg input = (\v x -> if v then Just x else Nothing) <$> valid <*> held
+  where
+    valid = register False (isJust <$> input)
+    held  = delay (deepErrorX "stageReg: empty") (fromJustX <$> input)

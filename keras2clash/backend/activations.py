@@ -31,10 +31,12 @@ class ActivationCode:
     stream: bool = False  # a pipelined stream stage carrying a payload (softmax), not a function
 
     def stage(self) -> str:
-        """The stream stage applying it to a beat inside the network."""
+        """The stream stage applying it to a beat inside the network: a pipelined one, so
+        its logic (a table's ROM, per-channel slopes) stays out of its neighbours' paths
+        (K2C.Pipe.mapP: one register; the hardware model's `map_stage` block)."""
         if self.stream:
             return f"mapS (, ()) |> {self.name} |> mapS fst"
-        return f"mapS {self.name}" if self.vector else f"mapS (map {self.name})"
+        return f"mapP {self.name}" if self.vector else f"mapP (map {self.name})"
 
 
 def _lit(value: int) -> str:
@@ -78,7 +80,7 @@ def activation_code(plan: LayerPlan, fn: str, type_name: dict[FixedFormat, str])
         t_raw = _fits(c.t_raw, fi.bits + 2, "threshold", plan)
         cap = "Nothing" if c.cap is None else f"(Just (sf (SNat @{fo.frac}) {_lit(c.cap)}))"
         head = f"Relu.reluFamily {_lit(t_cmp)} {_lit(t_raw)} {act.max_value is not None} {cap}"
-        if len(set(c.slopes)) == 1:
+        if not acts.per_channel(act, fi, fo):
             return ActivationCode(name, False, scalar, f"{head} {_slope(c.slopes[0])}", doc)
         slopes = " :> ".join(_slope(k) for k in c.slopes) + " :> Nil"
         return ActivationCode(name, True, f"Vec {n} {a} -> Vec {n} {b}",

@@ -244,7 +244,8 @@ def _layer_entry(plan: LayerPlan, fn: str, code: ActivationCode | None = None,
         assert plan.w_fmt is not None and plan.b_fmt is not None
         entry["doc"] = (f"{shapes}, BatchNormalization per channel: x * scale ({plan.w_fmt}) + offset "
                         f"({plan.b_fmt}) exactly, requantized to {plan.out_fmt}, {_activation_doc(plan)}")
-        entry["notes"].append(f"{plan.output_shape[-1]} multiplier(s), combinational (no register).")
+        entry["notes"].append(f"{plan.output_shape[-1]} multiplier(s), registered; the sum, rounding and "
+                              "activation registered (two stages).")
         entry["body"] = [f"BatchNorm.batchNorm W.{fn}_scale W.{fn}_offset activation"] + vector_stage
         entry.update(requantizes=True, hw_activation=code.name if elementwise and code is not None else "linear",
                      constants=_batchnorm_constants(plan, fn))
@@ -496,7 +497,9 @@ def build_context(name: str, plans: Sequence[LayerPlan],
     network_args.extend(fifo_args)
     if fifo_args:
         layers[0]["uses"] += ["branches", "fifo"]
-    used = sorted({IMPORTS[u] for entry in layers for u in entry["uses"]})
+    used = sorted({IMPORTS[u] for entry in layers for u in entry["uses"]}
+                  | ({"import K2C.Pipe (mapP)"} if any("mapP " in line for entry in layers
+                                                         for line in entry.get("body", [])) else set()))
     imports = ["import K2C.Activation (linear, relu, requantize)"] + used
     last_code = codes[plans[-1].name]
     output_stream = last_code.name if split and last_code is not None and last_code.stream else None

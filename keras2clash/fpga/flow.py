@@ -4,8 +4,9 @@ Steps: (1) the Verilog, generated with Clash if it is missing or stale (as `synt
 (2) yosys `synth_ecp5` / `synth_ice40` to a JSON netlist; (3) nextpnr: packing, placement and
 (unless --no-route) routing, with `--report report.json --detailed-timing-report`, the target
 `--freq`, `--seed`, `--timing-allow-fail` (a missed target is a result to report, not an error)
-and `--out-of-context` when the top's port bits exceed the package's IO pins (ECP5 only:
-nextpnr-ice40 has no such mode).
+and `--out-of-context` when the top's port bits exceed the package's IO pins. nextpnr-ice40
+has no such mode: there the top goes behind a scan harness (fpga/harness.py: every port a
+register of a shift chain, four pins), whose flip-flops the report states.
 
 Everything lands in PROJECT/pnr/DEVICE/: synth.log, pnr.log, report.json (nextpnr's),
 design.json (the netlist), summary.json and summary.md (keras2clash's report). The folder is
@@ -33,6 +34,7 @@ from pathlib import Path
 from keras2clash import procs
 from keras2clash.errors import K2CError
 from keras2clash.fpga.devices import Device, Tool, get_device
+from keras2clash.fpga.harness import HARNESS_TOP, harness, ports
 from keras2clash.fpga.report import PnrReport, log_fmax, parse_nextpnr, to_markdown
 
 PNR_DIR = "pnr"
@@ -81,19 +83,9 @@ def require_tools(device: Device) -> Tools:
     return Tools(require(device.yosys, device), require(device.nextpnr, device))
 
 
-_PORT = re.compile(r"\b(input|output|inout)\b\s*(?:wire|reg|logic|signed|\s)*(?:\[\s*(\d+)\s*:\s*(\d+)\s*\])?\s*\\?([\w$]+)")
-
-
 def top_port_bits(verilog: str, top: str) -> int:
     """Bits of the ports of module `top` (ANSI-style header, as Clash writes it)."""
-    match = re.search(rf"\bmodule\s+{re.escape(top)}\b(.*?)\);", verilog, re.S)
-    if match is None:
-        raise K2CError(f"no module {top} in the generated Verilog")
-    header = re.sub(r"//[^\n]*", "", match.group(1))
-    bits = 0
-    for _, msb, lsb, _name in _PORT.findall(header):
-        bits += abs(int(msb) - int(lsb)) + 1 if msb else 1
-    return bits
+    return sum(port.width for port in ports(verilog, top))
 
 
 def netlist_flip_flops(design_json: Path, top: str) -> int:
@@ -203,14 +195,11 @@ def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MH
         seconds["HDL generation"] = time.monotonic() - t0
     tell("HDL generation", "done" if generated else "skipped")
 
-    port_bits = top_port_bits((folder / f"{project.top}.v").read_text(), project.top)
-    out_of_context = port_bits > device.io_pins
-    if out_of_context and not device.out_of_context:
-        raise K2CError(
-            f"{project.top} has {port_bits} port bits, more than the {device.io_pins} IO pins of {device.part} "
-            f"({device.package}), and nextpnr-ice40 cannot place and route without IO buffers (no out-of-context "
-            "mode); keras2clash has no narrow AXI4-Stream top yet (the input beat is the input's whole last axis), "
-            "so use an ECP5 part (out of context), e.g. --fpga ecp5-25k")
+    top_verilog = (folder / f"{project.top}.v").read_text()
+    port_bits = top_port_bits(top_verilog, project.top)
+    too_many_ports = port_bits > device.io_pins
+    out_of_context = too_many_ports and device.out_of_context
+    scan = harness(top_verilog, project.top) if too_many_ports and not device.out_of_context else None
     t = timing(list(project.plans))
 
     with atomic_directory(out, force=force) as work:
@@ -218,7 +207,12 @@ def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MH
             # synthesis, from the HDL folder (the ROM files load relative to it)
             tell("synthesis", f"{Path(tools.yosys).name} {device.synth_command}")
             sources = " ".join(sorted(p.name for p in folder.glob("*.v")))
-            script = f"read_verilog {sources}; {device.synth_script(project.top, _rel(work / 'design.json', folder))}"
+            top = project.top
+            if scan is not None:  # no out-of-context mode: the ports go behind a scan harness
+                (work / "harness.v").write_text(scan.verilog)
+                sources += " " + _rel(work / "harness.v", folder)
+                top = HARNESS_TOP
+            script = f"read_verilog {sources}; {device.synth_script(top, _rel(work / 'design.json', folder))}"
             t1 = time.monotonic()
             run_tool([tools.yosys, "-q", "-l", _rel(work / "synth.log", folder), "-p", script], folder,
                      work / "synth.log")
@@ -263,13 +257,14 @@ def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MH
         except (OSError, ValueError) as exc:
             failed = _keep_failed(work, out)
             raise K2CError(f"nextpnr wrote no readable report ({exc}); logs kept in {failed}", exit_code=1) from None
-        ffs = None if device.ff_resource else netlist_flip_flops(work / "design.json", project.top)
+        ffs = None if device.ff_resource else netlist_flip_flops(work / "design.json", top)
         util, clocks, critical, io_paths = parse_nextpnr(data, device, ffs)
         if not clocks:  # --no-route: the post-placement estimate is in the log only
             clocks = log_fmax((work / "pnr.log").read_text(errors="replace"))
         report = PnrReport(
             project=project.name, top=project.top, device=device.name, part=device.part, package=device.package,
             routed=route, out_of_context=out_of_context, port_bits=port_bits, io_pins=device.io_pins,
+            harness_flip_flops=scan.flip_flops if scan is not None else 0,
             target_mhz=freq_mhz, seed=seed, utilisation=util, clocks=clocks, critical_path=critical,
             io_paths=io_paths, latency_cycles=t.first_latency, interval_cycles=t.ii,
             seconds={k: round(v, 1) for k, v in seconds.items()},

@@ -81,6 +81,7 @@ class PnrReport:
     latency_cycles: int
     interval_cycles: float
     seconds: dict[str, float] = field(default_factory=dict)  # step -> wall time
+    harness_flip_flops: int = 0  # a scan harness's (fpga/harness.py), included in the utilisation
     tools: dict[str, str] = field(default_factory=dict)  # role -> executable
     logs: str = ""  # folder with synth.log, pnr.log, report.json, design.json
 
@@ -197,6 +198,9 @@ def to_markdown(report: PnrReport) -> str:
     """The report as a markdown page (tables: utilisation, timing; the critical path)."""
     mode = "routed" if report.routed else "placed only (--no-route: post-placement estimate)"
     ctx = ", out of context (no IO buffers)" if report.out_of_context else ""
+    if report.harness_flip_flops:
+        ctx = (f", behind a scan harness (no out-of-context mode: every port a register of a shift chain; "
+               f"its {report.harness_flip_flops} flip-flops are included below)")
     lines = [
         f"# {report.project} on {report.device} ({report.part}, {report.package})",
         "",
@@ -243,7 +247,8 @@ def render(report: PnrReport, console) -> None:
 
     title = (f"{report.project} on {report.device} ({report.part}): "
              + ("routed" if report.routed else "placed (estimate)")
-             + (", out of context" if report.out_of_context else ""))
+             + (", out of context" if report.out_of_context else "")
+             + (f", scan harness (+{report.harness_flip_flops} flip-flops)" if report.harness_flip_flops else ""))
     table = Table(title=title)
     for column in ("resource", "cell", "used", "available", "%"):
         table.add_column(column, justify="left" if column in ("resource", "cell") else "right")

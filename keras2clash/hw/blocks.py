@@ -432,19 +432,47 @@ def is_softmax(plan: LayerPlan) -> bool:
     return activations.parse(plan.activation).kind == "softmax"
 
 
-def _softmax_block(plan: LayerPlan, down, mx, blocks: list) -> Any:
-    """K2C.Softmax.softmaxS on K2C.Pipe: one beat a cycle, d register stages, a queue of d + 2
-    (the engine's rules with one step, depth d - 1)."""
-    d = softmax_depth(plan.out_fmt.frac, plan.output_shape[-1])
+MAP_DEPTH = 1
+"""K2C.Pipe.mapP's register stages: a standalone activation, a per-channel one after a layer."""
+
+BATCHNORM_DEPTH = 2
+"""K2C.BatchNorm's BatchNormDepth: the products, then the finished values."""
+
+
+def _pipe_block(d: int, down, mx, blocks: list) -> Any:
+    """A stage on K2C.Pipe with d registers: the engine's rules with one step, depth d - 1 and
+    a queue of d + 2."""
     block = _Engine(1, d - 1, d + 2, down, mx)
     blocks.append(block)
     return block
+
+
+def _softmax_block(plan: LayerPlan, down, mx, blocks: list) -> Any:
+    """K2C.Softmax.softmaxS on K2C.Pipe: one beat a cycle, softmax_depth register stages."""
+    return _pipe_block(softmax_depth(plan.out_fmt.frac, plan.output_shape[-1]), down, mx, blocks)
+
+
+def has_map_stage(plan: LayerPlan) -> bool:
+    """Whether the emitter gives the layer's activation a stage of its own (`mapP`,
+    backend.activations.ActivationCode.stage): a standalone activation layer, or a function
+    that differs per channel after a layer. A softmax is its own block (`_softmax_block`)."""
+    from keras2clash.quant import activations
+
+    if is_softmax(plan):
+        return False
+    if plan.type == "activation":
+        return True
+    return activations.per_channel(activations.parse(plan.activation), plan.act_in_fmt, plan.out_fmt)
 
 
 def _layer_blocks(plan: LayerPlan, knobs, down, mx, blocks: list) -> Any:
     """The blocks of one layer (emitter.py), built from its consumer backwards; its head."""
     if is_softmax(plan):  # the pipelined softmax after the layer's own blocks
         down = _softmax_block(plan, down, mx, blocks)
+    if has_map_stage(plan):
+        down = _pipe_block(MAP_DEPTH, down, mx, blocks)
+    if plan.type == "batchnorm":
+        down = _pipe_block(BATCHNORM_DEPTH, down, mx, blocks)
     if plan.is_compute:
         steps, depth, queue = knobs[plan.name]
         down = _Engine(steps, depth, queue, down, mx)
@@ -466,7 +494,7 @@ def _layer_blocks(plan: LayerPlan, knobs, down, mx, blocks: list) -> Any:
     elif plan.type in GLOBAL_POOL_TYPES:
         down = _Global(math.prod(plan.input_shape[:-1]), down, mx)
         blocks.append(down)
-    elif not (plan.is_compute or plan.is_merge or plan.type in ("batchnorm", "activation")):  # these: mapS
+    elif not (plan.is_compute or plan.is_merge or plan.type in ("batchnorm", "activation")):
         raise ValueError(f"no timing model for layer type {plan.type!r}")
     return down
 
@@ -502,11 +530,9 @@ def _build(plans: Sequence[LayerPlan], knobs: Sequence[tuple[Any, Any, Any]], mx
     last = blocks[0]
     if splits_output(plans[-1]) and is_softmax(plans[-1]):  # Top's softmax, after the class
         last = _softmax_block(plans[-1], last, mx, blocks)
-    d = class_depth(plans[-1].output_shape[-1])  # Top's classify (K2C.Classify on K2C.Pipe)
-    last = _Engine(1, d - 1, d + 2, last, mx)
-    blocks.append(last)
-    if splits_output(plans[-1]) and is_softmax(plans[-1]):
-        if plans[-1].type == "activation" and len(plans) > 1:  # Top applies it: not in the network
+    last = _pipe_block(class_depth(plans[-1].output_shape[-1]), last, mx, blocks)  # Top's classify
+    if splits_output(plans[-1]):  # Top applies the output activation: not in the network
+        if plans[-1].type == "activation" and len(plans) > 1:
             plans = plans[:-1]
         else:
             plans = [*plans[:-1], replace(plans[-1], activation="linear")]

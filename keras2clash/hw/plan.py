@@ -257,9 +257,10 @@ def tree_levels(chunk: int) -> int:
 
 
 def pipe_depth(chunk: int, levels: int) -> int:
-    """D (K2C.Engine's PipeDepth): 0 unpipelined; else the product registers, one register
-    per `levels` tree levels, and the finish (requantize, activate) register."""
-    return 0 if levels == 0 else 2 + tree_levels(chunk) // levels
+    """D (K2C.Engine's PipeDepth): 0 unpipelined; else the operand and product registers, one
+    register per `levels` tree levels, the accumulators and the finish (requantize, activate)
+    register."""
+    return 0 if levels == 0 else 4 + tree_levels(chunk) // levels
 
 
 def queue_depth(chunk: int, levels: int, steps: int) -> int:

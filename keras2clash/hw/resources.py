@@ -7,7 +7,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from keras2clash.hw.blocks import _geometry
+from keras2clash.hw.blocks import BATCHNORM_DEPTH, MAP_DEPTH, _geometry, has_map_stage
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.hw.shape_blocks import rebeat_groups
 from keras2clash.ir.layers import GLOBAL_POOL_TYPES, SHAPE_TYPES
@@ -55,7 +55,7 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
         # the engine's window (rotating chunks); a depthwise engine holds every channel's
         lanes = plan.input_shape[-1] if plan.type == "depthwise2d" else 1
         regs += lanes * plan.cycles * plan.chunk * in_bits
-        regs += plan.pe * plan.acc_fmt.bits if plan.cycles > 1 else 0  # accumulators
+        regs += plan.pe * plan.acc_fmt.bits if plan.cycles > 1 or plan.pipeline else 0  # accumulators
         regs += plan.filters * out_bits if plan.groups > 1 else 0  # result register R
         regs += pipeline_register_bits(plan)
     if plan.type == "flatten":
@@ -68,6 +68,15 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
     if plan.window_fifo:  # windows queued before the engine (a depthwise window holds every channel's)
         lanes = plan.input_shape[-1] if plan.type == "depthwise2d" else 1
         fifo += plan.window_fifo * lanes * plan.window * in_bits
+    channels = plan.output_shape[-1]
+    if plan.type == "batchnorm":  # K2C.BatchNorm on K2C.Pipe: products, finished values, queue
+        assert plan.w_fmt is not None
+        product = plan.in_fmt.bits + plan.w_fmt.bits - 1
+        regs += channels * (product + out_bits) + BATCHNORM_DEPTH
+        fifo += (BATCHNORM_DEPTH + 2) * channels * out_bits
+    if has_map_stage(plan):  # K2C.Pipe.mapP: the registered results and their queue
+        regs += channels * out_bits + MAP_DEPTH
+        fifo += (MAP_DEPTH + 2) * channels * out_bits
     if plan.is_merge:  # the branch FIFOs (LUT RAM) in front of the join
         for depth, shape, fmt in zip(plan.fifo_depths, plan.input_shapes, plan.input_formats):
             fifo += depth * shape[-1] * fmt.bits
@@ -106,17 +115,21 @@ def chunk_sum_bits(plan: LayerPlan) -> int:
 
 
 def pipeline_register_bits(plan: LayerPlan) -> int:
-    """A pipelined engine's data registers (K2C.Engine, K2C.Filter.adderTree): the ch + 1
-    terms of every PE, the tree's nodes after every `pipeline`-th level (nodes fed only by
-    zero padding are constants, removed), the finished results; plus the valid/counter tag
-    beside each stage."""
+    """A pipelined engine's data registers (K2C.Engine, K2C.Filter.adderTree): the operands
+    (a chunk of the window per PE, which synthesis shares where the PEs share the window,
+    and the weight word), the ch + 1 terms of every PE, the tree's nodes after every
+    `pipeline`-th level (nodes fed only by zero padding are constants, removed), the
+    finished results; plus the valid/counter tag beside each stage."""
     if not plan.is_compute or plan.pipeline == 0:
         return 0
+    assert plan.w_fmt is not None and plan.b_fmt is not None
     terms, width = plan.chunk + 1, chunk_sum_bits(plan)
     tag = 4 + max(plan.groups - 1, 0).bit_length()
     levels = range(plan.pipeline, plan.tree_levels + 1, plan.pipeline)
-    data = plan.pe * width * (terms + sum(-(-terms // 2 ** j) for j in levels))
-    return data + plan.pe * plan.out_fmt.bits + tag * (2 + len(levels))
+    chunks = plan.pe if plan.type == "depthwise2d" else 1
+    operands = chunks * plan.chunk * plan.in_fmt.bits + plan.pe * (plan.chunk * plan.w_fmt.bits + plan.b_fmt.bits)
+    data = operands + plan.pe * width * (terms + sum(-(-terms // 2 ** j) for j in levels))
+    return data + plan.pe * plan.out_fmt.bits + tag * (4 + len(levels))
 
 
 def activation_table_bits(plan: LayerPlan) -> int:

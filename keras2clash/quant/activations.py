@@ -241,6 +241,13 @@ def relu_constants(act: Act, fi: FixedFormat, fo: FixedFormat) -> ReluConstants:
     return ReluConstants(t_cmp, t_raw, cap, tuple(slope_raw(k) for k in act.slopes))
 
 
+def per_channel(act: Act, fi: FixedFormat, fo: FixedFormat) -> bool:
+    """Whether the function differs between channels (PReLU's slopes once quantized): the
+    hardware then applies it to a whole beat as a stage of its own, not inside the layer."""
+    return act.kind == "relu" and not (act.text == "relu" and fi == fo) \
+        and len(set(relu_constants(act, fi, fo).slopes)) > 1
+
+
 def _shift_round(v: np.ndarray, shift: int) -> np.ndarray:
     """floor(v / 2^shift + 1/2) (shift > 0) or v * 2^-shift."""
     return (v + (1 << (shift - 1))) >> shift if shift > 0 else v << (-shift)

@@ -1,0 +1,66 @@
+"""A scan harness for place and route where the top has more port bits than the part has IO
+pins and nextpnr has no out-of-context mode (iCE40): the top's ports are driven from and
+captured into shift registers behind four pins (templates/harness.v.j2), so every port sees
+a register, as an out-of-context run with registered IO would assume. The harness is a
+measuring device, not part of the design: its flip-flops are reported beside the figures."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import jinja2
+
+from keras2clash.errors import K2CError
+
+HARNESS_TOP = "k2c_harness"
+CLOCK, RESET = "clk", "rst"
+
+_PORT = re.compile(r"\b(input|output|inout)\b\s*(?:wire|reg|logic|signed|\s)*(?:\[\s*(\d+)\s*:\s*(\d+)\s*\])?\s*\\?([\w$]+)")
+
+
+@dataclass(frozen=True)
+class Port:
+    direction: str  # "input" | "output"
+    name: str
+    width: int
+
+
+@dataclass(frozen=True)
+class Harness:
+    verilog: str
+    flip_flops: int  # the two chains'
+
+
+def ports(verilog: str, top: str) -> list[Port]:
+    """The ports of module `top` in order (ANSI-style header, as Clash writes it)."""
+    match = re.search(rf"\bmodule\s+{re.escape(top)}\b(.*?)\);", verilog, re.S)
+    if match is None:
+        raise K2CError(f"no module {top} in the generated Verilog")
+    header = re.sub(r"//[^\n]*", "", match.group(1))
+    return [Port(direction, name, abs(int(msb) - int(lsb)) + 1 if msb else 1)
+            for direction, msb, lsb, name in _PORT.findall(header)]
+
+
+def harness(verilog: str, top: str) -> Harness:
+    """The harness module `HARNESS_TOP` around `top` (whose Verilog is `verilog`)."""
+    found = ports(verilog, top)
+    names = {p.name for p in found}
+    if CLOCK not in names or RESET not in names or any(p.direction == "inout" for p in found):
+        raise K2CError(f"{top}: a scan harness needs ports '{CLOCK}' and '{RESET}' and no inout ports")
+    inputs, outputs = [], []
+    for port in found:
+        if port.name in (CLOCK, RESET):
+            continue
+        side = inputs if port.direction == "input" else outputs
+        side.append({"name": port.name, "width": port.width, "offset": sum(p["width"] for p in side)})
+    in_bits, out_bits = (sum(p["width"] for p in side) for side in (inputs, outputs))
+    if in_bits < 2 or out_bits < 2:
+        raise K2CError(f"{top}: a scan harness needs at least two input and two output port bits")
+    env = jinja2.Environment(loader=jinja2.PackageLoader("keras2clash.fpga", "templates"),
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                             keep_trailing_newline=True)
+    text = env.get_template("harness.v.j2").render(
+        name=HARNESS_TOP, top=top, clock=CLOCK, reset=RESET, inputs=inputs, outputs=outputs,
+        in_bits=in_bits, out_bits=out_bits)
+    return Harness(text, in_bits + out_bits)
