@@ -173,6 +173,7 @@ def test_resume_does_not_rerun_finished_trials(finished_search) -> None:
         assert (after.values, after.params, after.datetime_complete) == (before.values, before.params,
                                                                          before.datetime_complete)
     assert trials[0].user_attrs.get("base") and trials[0].params["dense.units_0"] == 8  # the base design first
+    assert trials[3].user_attrs["retry_of"] == 2 and trials[3].params == first[2].params  # the interrupted one again
 
 
 def test_show_and_emit(finished_search, tmp_path: Path, capsys) -> None:

@@ -6,7 +6,8 @@ optuna's, a maintained library; keras2clash adds the objective only. Every trial
 written to the storage as it finishes (SQLite in the search folder by default), so a
 search can be watched (`keras2clash search show`) while it runs, stopped (Ctrl-C: the
 running trials are marked failed) and resumed: `search run` on the same folder loads the
-study and runs until it has `trials` finished trials, never re-running a finished one.
+study, enqueues the interrupted trials' candidates again, and runs until it has `trials`
+finished trials, never re-running a finished one.
 
 Workers: `--workers N` starts N processes on this machine (spawned, each TensorFlow
 single-threaded), each `optuna.load_study` + `study.optimize` on the same storage, with
@@ -152,7 +153,26 @@ def create_study(folder: SearchFolder, desc: Description) -> Any:
                 study.enqueue_trial(params, user_attrs={"base": True})
     elif study.user_attrs.get("description") != desc.text:
         raise K2CError(f"the study {folder.study_name!r} in {folder.storage} was started from another description")
+    else:
+        requeue_interrupted(study)
     return study
+
+
+def requeue_interrupted(study: Any) -> list[int]:
+    """On resume, the trials an interrupted run left failed (Ctrl-C marks the running ones
+    FAIL) are enqueued again with their parameters, once each: an interrupted base design
+    is still evaluated, and the evolution loses no candidate it had bred."""
+    from optuna.trial import TrialState
+
+    done = set(study.user_attrs.get("requeued", []))
+    failed = [t for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,))
+              if t.number not in done and "retry_of" not in t.user_attrs]
+    for t in failed:
+        attrs = {"retry_of": t.number, **({"base": True} if t.user_attrs.get("base") else {})}
+        study.enqueue_trial(dict(t.params), user_attrs=attrs, skip_if_exists=False)
+    if failed:
+        study.set_user_attr("requeued", sorted(done | {t.number for t in failed}))
+    return [t.number for t in failed]
 
 
 def finished(study: Any) -> int:
