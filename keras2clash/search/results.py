@@ -114,8 +114,12 @@ def collect(folder: SearchFolder, desc: Description) -> SearchResults:
     return SearchResults(desc.name, folder.storage, list(desc.goals.objectives), rows, desc.constraints.clock_mhz)
 
 
-HEADER = ["trial", "network", "hardware", "pe:cycles", "mult.", "II", "latency", "images/s", "memory bits",
+HEADER = ["trial", "network", "format", "pe:cycles", "pipe", "mult.", "II", "latency", "images/s", "memory bits",
           "accuracy (val.)", "accuracy (test)", "Keras (test)"]
+"""accuracy: the golden model (the hardware, bit for bit) at the candidate's formats on the
+validation split (what the search selects on) and on the test set; Keras: float, test set."""
+TERMINAL = ("trial", "network", "format", "pe:cycles", "mult.", "II", "images/s", "accuracy (val.)", "accuracy (test)")
+"""The columns `render` shows (a terminal is narrower than a markdown table)."""
 
 
 def _pct(v: float) -> str:
@@ -127,8 +131,9 @@ def table_rows(rows: Sequence[TrialRow]) -> list[list[str]]:
     for r in rows:
         ev = r.evaluation
         assert ev is not None
-        out.append([f"{r.number}{' (base)' if r.base else ''}", ev.network, ev.hardware.split(";")[0] + ";"
-                    + ev.hardware.split(";")[-1], ",".join(f"{p}:{c}" for p, c in zip(ev.parallelism, ev.cycles)),
+        fmt, _, pipe = (part.strip() for part in ev.hardware.split(";"))
+        out.append([f"{r.number}{' (base)' if r.base else ''}", ev.network, fmt,
+                    ",".join(f"{p}:{c}" for p, c in zip(ev.parallelism, ev.cycles)), pipe.replace("pipeline ", ""),
                     str(ev.multipliers), f"{ev.ii:g}", str(ev.latency), f"{ev.images_per_second:,.0f}",
                     f"{ev.memory_bits:,}", _pct(ev.accuracy), _pct(ev.test_accuracy), _pct(ev.keras_accuracy)])
     return out
@@ -148,23 +153,24 @@ def render(res: SearchResults, console: Any = None, limit: int = 15) -> None:
 
     console = console or Console()
     table = Table(title=caption(res))
-    for i, col in enumerate(HEADER):
-        table.add_column(col, justify="left" if i < 4 else "right")
+    keep = [HEADER.index(c) for c in TERMINAL]
+    for i in keep:
+        table.add_column(HEADER[i], justify="left" if i < 5 else "right")
     for row in table_rows(res.best[:limit]):
-        table.add_row(*row)
+        table.add_row(*(row[i] for i in keep))
     console.print(table)
 
 
 def to_markdown(res: SearchResults, limit: int = 15) -> str:
-    lines = [caption(res), "", "| " + " | ".join(HEADER) + " |", "|---|---|---|---|" + "---:|" * (len(HEADER) - 4)]
+    lines = [caption(res), "", "| " + " | ".join(HEADER) + " |", "|---|---|---|---|---:|" + "---:|" * (len(HEADER) - 5)]
     lines += ["| " + " | ".join(row) + " |" for row in table_rows(res.best[:limit])]
     return "\n".join(lines) + "\n"
 
 
-def plot(res: SearchResults, path: Path, reference: Any = None) -> Path:
+def plot(res: SearchResults, path: Path) -> Path:
     """Accuracy (validation, golden model) against multipliers and against images/s: every
-    trained feasible candidate, each plane's Pareto front, the base designs marked, and an
-    optional `reference` (label, accuracy, multipliers, images/s) point."""
+    trained feasible candidate, each plane's Pareto front (numbered by trial), the base
+    designs marked."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -194,9 +200,6 @@ def plot(res: SearchResults, path: Path, reference: Any = None) -> Path:
         if bases:
             ax.scatter([r.evaluation.value(metric) for r in bases], [100 * r.evaluation.accuracy for r in bases],
                        marker="s", s=60, facecolors="none", edgecolors="#c0392b", lw=1.5, label="base designs")
-        if reference is not None:
-            ax.scatter([reference[2] if metric == "multipliers" else reference[3]], [100 * reference[1]], marker="*",
-                       s=150, color="#27ae60", label=reference[0], zorder=5)
         if metric == "images_per_second":
             ax.set_xscale("log")
         ax.set_xlabel(label)
@@ -214,7 +217,7 @@ def plot(res: SearchResults, path: Path, reference: Any = None) -> Path:
     return path
 
 
-def write_results(res: SearchResults, root: Path, reference: Any = None) -> dict[str, Path]:
+def write_results(res: SearchResults, root: Path) -> dict[str, Path]:
     """results.md, results.json and pareto.png in the search folder (each written whole,
     replacing the previous: the search goes on and they are regenerated)."""
     import os
@@ -229,7 +232,7 @@ def write_results(res: SearchResults, root: Path, reference: Any = None) -> dict
     fd, tmp = tempfile.mkstemp(prefix=".pareto.", suffix=".png", dir=root)
     os.close(fd)
     try:
-        plot(res, Path(tmp), reference)
+        plot(res, Path(tmp))
         os.replace(tmp, paths["pareto.png"])
     finally:
         if os.path.exists(tmp):
