@@ -248,3 +248,29 @@ def test_emitted_top_candidate_is_bit_exact_in_clash(finished_search, tmp_path: 
     with np.load(result.data) as data:
         x_raw = golden.quantize_inputs(project.plans, data["x"][:24])
     assert_clash_matches_golden(project, x_raw, seed=3)
+
+
+def test_balanced_knobs_and_weighted_goal(tmp_path: Path) -> None:
+    """knobs: balanced takes the allocator's knobs for the sampled budget; a weighted goal
+    is one fitness, the weighted sum."""
+    import optuna
+
+    from keras2clash.hw.allocate import balanced
+    from keras2clash.network import load_network
+    from keras2clash.search import evaluate as ev_module
+    from keras2clash.search.description import load_description
+    from keras2clash.search.space import build_model, sample
+
+    text = (TINY.replace("  parallelism: [1, 2]\n  cycles: [1, 2]\n", "  knobs: balanced\n  budgets: [24, ecp5-25k]\n")
+            .replace("goals: {pareto: [accuracy, multipliers]}", "goals: {weights: {accuracy: 1, multipliers: -0.01}}"))
+    desc = load_description(write(tmp_path, text))
+    assert desc.hardware.budgets == (24, 28) and desc.goals.directions == ["maximize"]
+    study = optuna.create_study()
+    study.enqueue_trial({"dense.units_0": 8, "hw.format": "1,7,8", "hw.budget": 24, "hw.pipeline": 2})
+    candidate = sample(study.ask(), desc)
+    data = ev_module.load_data(desc.data, desc.seed)
+    ev = ev_module.evaluate(candidate, desc, data, None)
+    plans = load_network(build_model(candidate.network, (64,), 10), "1,7,8", softmax="argmax").plans
+    alloc = balanced(plans, 24)
+    assert (ev.parallelism, ev.cycles) == (alloc.parallelism, alloc.cycles) and ev.multipliers <= 24
+    assert ev_module.objective_values(ev, desc.goals) == [pytest.approx(ev.accuracy - 0.01 * ev.multipliers)]

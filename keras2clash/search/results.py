@@ -51,7 +51,10 @@ class SearchResults:
 
     @property
     def best(self) -> list[TrialRow]:
-        """The best candidates, most accurate first."""
+        """The best candidates: the Pareto front, most accurate first; for a weighted goal,
+        every feasible trained candidate, highest fitness first."""
+        if self.objectives == ["fitness"]:
+            return sorted((r for r in self.rows if r.usable), key=lambda r: (-r.fitness, r.number))
         return sorted((r for r in self.rows if r.best), key=lambda r: (-r.evaluation.accuracy, r.evaluation.multipliers,
                                                                       r.evaluation.ii, r.number))
 
@@ -141,7 +144,7 @@ def table_rows(rows: Sequence[TrialRow]) -> list[list[str]]:
 
 def caption(res: SearchResults) -> str:
     c = res.counts()
-    what = "Pareto front of " + ", ".join(res.objectives) if res.objectives != ["fitness"] else "best fitness"
+    what = "Pareto front of " + ", ".join(res.objectives) if res.objectives != ["fitness"] else "by fitness"
     return (f"search {res.name}: {c.get('COMPLETE', 0)} finished trials ({c['feasible']} trained within the "
             f"constraints, {c.get('FAIL', 0)} failed, {c.get('RUNNING', 0)} running); {what}; images/s at "
             f"{res.clock_mhz:g} MHz")
