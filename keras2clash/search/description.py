@@ -325,7 +325,6 @@ def parse_description(text: str, source: str = "<text>", base_dir: Path | None =
     if not name.replace("-", "").replace("_", "").isalnum():
         raise top.fail(f"{name!r}: letters, digits, - and _ only (it names the study)", "name")
     networks = _networks(top.sub("networks"))
-    max_compute = max(n.max_compute for n in networks.values())
     return Description(
         name=name,
         seed=top.int("seed", 1, low=0),
@@ -334,7 +333,7 @@ def parse_description(text: str, source: str = "<text>", base_dir: Path | None =
         data=_data(top.sub("data"), base_dir),
         training=_training(top.sub("training")),
         networks=networks,
-        hardware=_hardware(top.sub("hardware"), networks, max_compute),
+        hardware=_hardware(top.sub("hardware")),
         constraints=_constraints(top.sub("constraints")),
         goals=_goals(top.sub("goals")),
         text=text,
@@ -431,7 +430,7 @@ def _base(r: _Reader, choices: Mapping[str, Sequence[Any]], depth, bounds: tuple
     return base
 
 
-def _hardware(r: _Reader, networks: Mapping[str, NetworkSpace], max_compute: int) -> HardwareSpace:
+def _hardware(r: _Reader) -> HardwareSpace:
     r.mapping(("formats", "per_layer_formats", "knobs", "parallelism", "cycles", "budgets", "pipeline", "softmax"))
     formats = []
     for i, text in enumerate(r.items("formats", ["1,7,8"])):
