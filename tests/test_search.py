@@ -274,3 +274,16 @@ def test_balanced_knobs_and_weighted_goal(tmp_path: Path) -> None:
     alloc = balanced(plans, 24)
     assert (ev.parallelism, ev.cycles) == (alloc.parallelism, alloc.cycles) and ev.multipliers <= 24
     assert ev_module.objective_values(ev, desc.goals) == [pytest.approx(ev.accuracy - 0.01 * ev.multipliers)]
+
+
+def test_a_search_folder_can_move(finished_search, tmp_path: Path, capsys) -> None:
+    """The default storage is found relative to the folder: a moved (or copied) search
+    still shows its own trials."""
+    import shutil
+
+    _, out, _, _, _ = finished_search
+    moved = tmp_path / "moved"
+    shutil.copytree(out, moved)
+    assert json.loads((moved / "search.json").read_text())["storage"] is None
+    code, text = run_cli(["search", "show", str(moved)], capsys)
+    assert code == 0 and "search tiny: 4 finished trials" in " ".join(text.split())

@@ -37,7 +37,8 @@ from keras2clash.errors import K2CError
 from keras2clash.search.description import Description, parse_description
 
 MANIFEST = "search.json"
-"""Marks a search folder: the storage URL and the study's name (so `show`/`emit` find it)."""
+"""Marks a search folder: the storage URL (null: the folder's own search.db, found relative
+to the folder so that it can be moved) and the study's name (so `show`/`emit` find it)."""
 DATABASE = "search.db"
 MODELS = "models"
 HEARTBEAT_SECONDS = 10
@@ -73,7 +74,8 @@ def open_folder(root: str | Path, storage: str | None = None) -> SearchFolder:
         raise K2CError(f"{root} is not a search folder (no {MANIFEST}); start one with 'keras2clash search run'")
     try:
         data = json.loads(manifest.read_text())
-        return SearchFolder(root, storage or data["storage"], data["study"], data["description"])
+        url = storage or data["storage"] or _sqlite_url(root / DATABASE)  # null: the folder's own (it may move)
+        return SearchFolder(root, url, data["study"], data["description"])
     except (OSError, ValueError, KeyError) as exc:
         raise K2CError(f"{manifest} is unreadable ({exc})") from None
 
@@ -96,7 +98,7 @@ def prepare_folder(root: str | Path, desc: Description, storage: str | None) -> 
     suffix = ".json" if desc.source.endswith(".json") else ".yaml"
     folder = SearchFolder(root, storage or _sqlite_url(root / DATABASE), desc.name, f"description{suffix}")
     write_output_file(root / folder.description_file, desc.text)
-    write_output_file(root / MANIFEST, json.dumps({"storage": folder.storage, "study": folder.study_name,
+    write_output_file(root / MANIFEST, json.dumps({"storage": storage, "study": folder.study_name,
                                                    "description": folder.description_file}, indent=2) + "\n",
                       force=True)
     return folder, False
