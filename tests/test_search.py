@@ -287,3 +287,36 @@ def test_a_search_folder_can_move(finished_search, tmp_path: Path, capsys) -> No
     assert json.loads((moved / "search.json").read_text())["storage"] is None
     code, text = run_cli(["search", "show", str(moved)], capsys)
     assert code == 0 and "search tiny: 4 finished trials" in " ".join(text.split())
+
+
+def test_cross_validation_accuracy(tmp_path: Path) -> None:
+    """folds: K selects on every training image predicted by the fold model that did not
+    train on it; the candidate's own model trains on the whole training set."""
+    import keras
+    import optuna
+
+    from keras2clash.search import evaluate as ev_module
+    from keras2clash.search.description import load_description
+    from keras2clash.search.space import sample
+
+    desc = load_description(write(tmp_path, TINY.replace("validation: 0.2", "folds: 2")))
+    assert (desc.data.folds, desc.data.validation) == (2, 0.0)
+    data = ev_module.load_data(desc.data, desc.seed)
+    assert len(data.x_train) == 1437 and len(data.x_val) == 0
+    held = np.sort(np.concatenate([h for _, h in data.folds]))
+    assert np.array_equal(held, np.arange(1437))  # every training image held out once
+    study = optuna.create_study(directions=["maximize", "minimize"])
+    study.enqueue_trial({"dense.units_0": 4, "hw.format": "1,7,8", "hw.pe_0": 1, "hw.pe_1": 1, "hw.cycles_0": 1,
+                         "hw.cycles_1": 1, "hw.pipeline": 2})
+    candidate = sample(study.ask(), desc)
+    models = tmp_path / "models"
+    ev = ev_module.evaluate(candidate, desc, data, models)
+    key = candidate.network.key
+    right = 0
+    for i, (_, h) in enumerate(data.folds):
+        network = ev_module.plan_candidate(candidate, keras.models.load_model(models / f"{key}.fold{i}.keras"))
+        right += ev_module.golden_accuracy(network, data.x_train[h].reshape(len(h), -1), data.y_train[h]) * len(h)
+    assert ev.accuracy == pytest.approx(right / 1437)
+    again = ev_module.evaluate(candidate, desc, data, models)  # every model from models/
+    assert again.cached and (again.accuracy, again.test_accuracy) == (ev.accuracy, ev.test_accuracy)
+    assert json.loads((models / f"{key}.json").read_text())["epochs"] == [1, 1, 1]

@@ -10,8 +10,11 @@ The format (README: Co-design search, with a complete example):
 
 - `name`, `seed`, `trials` (finished trials the search stops at), `population` (NSGA-II);
 - `data`: `dataset: digits` (sklearn's 8x8 digits, the examples' split) or `train`/`test`
-  .npz files (x, y); `validation`: the fraction of the training set held out; the search
-  selects on the golden model's accuracy there, and reports the test set's beside it;
+  .npz files (x, y); what the search selects on, the golden model's accuracy on data the
+  model did not train on: `validation` (a fraction of the training set held out), or
+  `folds` (K-fold cross-validation: every training image predicted by the fold model that
+  did not see it, then the candidate's model trained on the whole training set); the test
+  set's accuracy is reported beside it, never selected on;
 - `training`: `epochs`, `batch_size`, `learning_rate`, `patience` (early stopping on the
   validation loss, 0: none);
 - `networks`: one or more templates (`dense`, `cnn`), each with its ranges and a `base`
@@ -37,7 +40,7 @@ from keras2clash.errors import K2CError
 from keras2clash.quant.formats import FixedFormat, parse_format
 
 METRICS: dict[str, str] = {
-    "accuracy": "maximize",  # golden model, validation split (the search selects on it)
+    "accuracy": "maximize",  # golden model, validation split or cross-validation (the search selects on it)
     "test_accuracy": "maximize",  # golden model, test set (reported; selecting on it leaks the test set)
     "multipliers": "minimize",
     "images_per_second": "maximize",  # clock_mhz / II
@@ -175,7 +178,8 @@ class DataSpec:
     dataset: str | None  # "digits" (built in) or None with train/test files
     train: Path | None
     test: Path | None
-    validation: float  # fraction of the training set held out for selection
+    validation: float  # fraction of the training set held out for selection (0 with folds)
+    folds: int = 0  # K-fold cross-validation instead of one held-out split
 
 
 @dataclass(frozen=True)
@@ -183,7 +187,7 @@ class TrainingSpec:
     epochs: int
     batch_size: int
     learning_rate: float
-    patience: int  # early stopping on the validation loss; 0: train every epoch
+    patience: int  # early stopping on the validation loss (folds: each fold's held-out part); 0: none
 
 
 @dataclass(frozen=True)
@@ -342,12 +346,15 @@ def parse_description(text: str, source: str = "<text>", base_dir: Path | None =
 
 
 def _data(r: _Reader, base_dir: Path | None) -> DataSpec:
-    r.mapping(("dataset", "train", "test", "validation"))
-    validation = r.number("validation", 0.2, high=0.5, open_low=True)
+    r.mapping(("dataset", "train", "test", "validation", "folds"))
+    if r.has("folds") and r.has("validation"):
+        raise r.fail("give either validation: FRACTION or folds: K, not both")
+    folds = r.int("folds", 0, low=2, high=20) if r.has("folds") else 0
+    validation = 0.0 if folds else r.number("validation", 0.2, high=0.5, open_low=True)
     if r.has("dataset"):
         if r.has("train") or r.has("test"):
             raise r.fail("give either dataset or train/test files, not both")
-        return DataSpec(r.text("dataset", choices=("digits",)), None, None, validation)
+        return DataSpec(r.text("dataset", choices=("digits",)), None, None, validation, folds)
     if not (r.has("train") and r.has("test")):
         raise r.fail("give dataset: digits, or both train: and test: (.npz files with x and y)")
     files = []
@@ -357,7 +364,7 @@ def _data(r: _Reader, base_dir: Path | None) -> DataSpec:
         if not p.is_file():
             raise r.fail(f"file not found: {p}", key)
         files.append(p)
-    return DataSpec(None, files[0], files[1], validation)
+    return DataSpec(None, files[0], files[1], validation, folds)
 
 
 def _training(r: _Reader) -> TrainingSpec:

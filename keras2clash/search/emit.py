@@ -23,7 +23,7 @@ import numpy as np
 
 from keras2clash.errors import K2CError
 from keras2clash.search.evaluate import (
-    Evaluation, golden_accuracy, hardware_figures, load_data, plan_candidate, plan_options, trained_model,
+    Evaluation, golden_accuracy, hardware_figures, load_data, plan_candidate, plan_options, trained_network,
 )
 from keras2clash.search.space import candidate_from_params
 from keras2clash.search.study import open_folder, open_storage
@@ -102,7 +102,8 @@ def emit(root: str | Path, number: int, out: str | Path, *, force: bool = False,
 
         toolchain.require_tool("ghc")
     data = load_data(desc.data, desc.seed)
-    model, _, cached = trained_model(candidate.network, data, desc.training, desc.seed, folder.models)
+    net = trained_network(candidate.network, data, desc.training, desc.seed, folder.models)
+    model, cached = net.model, net.cached
     network = plan_candidate(candidate, model)
     fig = hardware_figures(network)
     template = candidate.network.template

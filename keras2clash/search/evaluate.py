@@ -6,8 +6,10 @@ model answers in milliseconds) and a candidate that breaks a hardware constraint
 trained at all. Training, the expensive part, depends on the network only: its model is
 kept under `models/<network key>.keras`, so candidates that share a network and differ in
 hardware (formats, knobs, pipeline) train once. The accuracy is the golden model's (the
-hardware's outputs, bit for bit) at the candidate's formats, on the held-out validation
-split (what the search selects on) and on the test set (reported beside it).
+hardware's outputs, bit for bit) at the candidate's formats, on data the model did not
+train on: the held-out validation split, or with cross-validation every training image
+predicted by its fold's model (what the search selects on; the candidate's own model is
+then trained on the whole training set), and on the test set (reported beside it).
 """
 
 from __future__ import annotations
@@ -34,7 +36,11 @@ DIGITS_SPLIT_SEED = 2021
 
 @dataclass(frozen=True)
 class SearchData:
-    """Images (N, H, W, C) or vectors (N, F), integer labels; the dense template flattens."""
+    """Images (N, H, W, C) or vectors (N, F), integer labels; the dense template flattens.
+
+    `x_train` is what the candidate's model trains on: the training set without the
+    validation split, or (cross-validation) all of it, with `folds` the (fit, held-out)
+    index pairs into it."""
 
     x_train: np.ndarray
     y_train: np.ndarray
@@ -43,6 +49,7 @@ class SearchData:
     x_test: np.ndarray
     y_test: np.ndarray
     classes: int
+    folds: tuple[tuple[np.ndarray, np.ndarray], ...] = ()
 
     @staticmethod
     def shaped(x: np.ndarray, template: str) -> np.ndarray:
@@ -53,9 +60,9 @@ class SearchData:
 
 
 def load_data(spec: DataSpec, seed: int) -> SearchData:
-    """The description's data, with `validation` of the training set held out (stratified,
-    seeded)."""
-    from sklearn.model_selection import train_test_split
+    """The description's data: `validation` of the training set held out, or `folds`
+    (stratified, seeded either way)."""
+    from sklearn.model_selection import StratifiedKFold, train_test_split
 
     from keras2clash.data import read_npz
 
@@ -76,11 +83,15 @@ def load_data(spec: DataSpec, seed: int) -> SearchData:
         x_te, y_te = test["x"].astype(np.float32), _labels(test["y"])
         if x_tr.shape[1:] != x_te.shape[1:]:
             raise K2CError(f"training inputs {x_tr.shape[1:]} and test inputs {x_te.shape[1:]} differ in shape")
+    classes = int(max(y_tr.max(), y_te.max())) + 1
+    y_tr, y_te = y_tr.astype(np.int64), y_te.astype(np.int64)
+    if spec.folds:
+        splitter = StratifiedKFold(spec.folds, shuffle=True, random_state=seed)
+        folds = tuple((fit, held) for fit, held in splitter.split(x_tr.reshape(len(x_tr), -1), y_tr))
+        return SearchData(x_tr, y_tr, x_tr[:0], y_tr[:0], x_te, y_te, classes, folds)
     x_fit, x_val, y_fit, y_val = train_test_split(x_tr, y_tr, test_size=spec.validation, stratify=y_tr,
                                                   random_state=seed)
-    classes = int(max(y_tr.max(), y_te.max())) + 1
-    return SearchData(x_fit, y_fit.astype(np.int64), x_val, y_val.astype(np.int64), x_te, y_te.astype(np.int64),
-                      classes)
+    return SearchData(x_fit, y_fit, x_val, y_val, x_te, y_te, classes)
 
 
 def _labels(y: np.ndarray) -> np.ndarray:
@@ -130,49 +141,94 @@ def hardware_figures(network: Any) -> HwFigures:
 # --- training ----------------------------------------------------------------------------
 
 
-def train(spec: NetworkSpec, data: SearchData, training: TrainingSpec, seed: int) -> tuple[Any, int]:
+def train(spec: NetworkSpec, data: SearchData, training: TrainingSpec, seed: int, *,
+          fit: np.ndarray | None = None, held: np.ndarray | None = None,
+          epochs: int | None = None) -> tuple[Any, int]:
     """A freshly trained model of `spec` and the epochs it ran (deterministic for a seed:
-    `keras.utils.set_random_seed`, unshuffled validation, CPU)."""
+    `keras.utils.set_random_seed`, CPU). It trains on `x_train` (or its rows `fit`), with
+    early stopping on the validation split (or the rows `held`) when `patience` is set and
+    `epochs` (a fixed count: the refit after cross-validation) is not."""
     import keras
 
     keras.utils.set_random_seed(seed)
     model = build_model(spec, data.input_shape(spec.template), data.classes)
     model.compile(optimizer=keras.optimizers.Adam(training.learning_rate),
                   loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    x = data.shaped(data.x_train, spec.template)
+    y = data.y_train
+    x_fit, y_fit = (x, y) if fit is None else (x[fit], y[fit])
     callbacks = []
     validation = None
-    if training.patience:
+    if training.patience and epochs is None:
+        x_held, y_held = (data.shaped(data.x_val, spec.template), data.y_val) if held is None else (x[held], y[held])
         callbacks.append(keras.callbacks.EarlyStopping(monitor="val_loss", patience=training.patience,
                                                        restore_best_weights=True))
-        validation = (data.shaped(data.x_val, spec.template), data.y_val)
-    history = model.fit(data.shaped(data.x_train, spec.template), data.y_train, epochs=training.epochs,
-                        batch_size=training.batch_size, validation_data=validation, callbacks=callbacks,
-                        verbose=0)
-    return model, len(history.history["loss"])
+        validation = (x_held, y_held)
+    history = model.fit(x_fit, y_fit, epochs=epochs or training.epochs, batch_size=training.batch_size,
+                        validation_data=validation, callbacks=callbacks, verbose=0)
+    ran = len(history.history["loss"])
+    if callbacks and callbacks[0].stopped_epoch:  # the best weights are those of an earlier epoch
+        ran = max(1, ran - training.patience)
+    return model, ran
 
 
-def trained_model(spec: NetworkSpec, data: SearchData, training: TrainingSpec, seed: int,
-                  models_dir: Path | None) -> tuple[Any, int, bool]:
-    """The trained model of a network: from `models_dir` if a candidate with the same
-    network trained it already, else trained now and saved there (atomically: a worker on
-    the same network may be saving it too). Returns (model, epochs run, cached)."""
+@dataclass
+class TrainedNetwork:
+    """A network's trained models: the candidate's own (`model`, what is emitted), and with
+    cross-validation the fold models (fold i did not train on fold i's held-out rows)."""
+
+    model: Any
+    folds: list[Any]
+    epochs: list[int]  # epochs run: the model's, or each fold's then the refit's
+    cached: bool
+
+
+def _save(model: Any, path: Path) -> None:
+    """Save atomically: a worker on the same network may be saving it too."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".keras", dir=path.parent)
+    os.close(fd)
+    try:
+        model.save(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def trained_network(spec: NetworkSpec, data: SearchData, training: TrainingSpec, seed: int,
+                    models_dir: Path | None) -> TrainedNetwork:
+    """The trained models of a network: from `models_dir` if a candidate with the same
+    network trained them already (`<key>.json` is written last: its presence says every
+    model is there), else trained now and saved there."""
+    import json
+
     import keras
 
-    path = None if models_dir is None else Path(models_dir) / f"{spec.key}.keras"
-    if path is not None and path.is_file():
-        return keras.models.load_model(path, compile=False), 0, True
-    model, epochs = train(spec, data, training, seed)
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{spec.key}.", suffix=".keras", dir=path.parent)
-        os.close(fd)
-        try:
-            model.save(tmp)
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-    return model, epochs, False
+    root = None if models_dir is None else Path(models_dir)
+    index = None if root is None else root / f"{spec.key}.json"
+    n = len(data.folds)
+    names = [f"{spec.key}.fold{i}.keras" for i in range(n)] + [f"{spec.key}.keras"]
+    if index is not None and index.is_file():
+        epochs = json.loads(index.read_text())["epochs"]
+        models = [keras.models.load_model(root / name, compile=False) for name in names]
+        return TrainedNetwork(models[-1], models[:-1], epochs, True)
+    folds, epochs = [], []
+    for fit, held in data.folds:
+        model, ran = train(spec, data, training, seed, fit=fit, held=held)
+        folds.append(model)
+        epochs.append(ran)
+    refit = round(sum(epochs) / n) if n and training.patience else None
+    model, ran = train(spec, data, training, seed, epochs=refit)
+    epochs.append(ran)
+    if root is not None:
+        for m, name in zip([*folds, model], names):
+            _save(m, root / name)
+        fd, tmp = tempfile.mkstemp(prefix=f".{spec.key}.", suffix=".json", dir=root)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(json.dumps({"network": spec.describe(), "epochs": epochs}) + "\n")
+        os.replace(tmp, index)
+    return TrainedNetwork(model, folds, epochs, False)
 
 
 def golden_accuracy(network: Any, x: np.ndarray, y: np.ndarray) -> float:
@@ -204,8 +260,8 @@ class Evaluation:
     violations: dict[str, float] = field(default_factory=dict)  # > 0: by how much (relative) a limit is broken
     trained: bool = False
     cached: bool = False  # the trained network came from models/ (another candidate trained it)
-    epochs: int = 0
-    accuracy: float = 0.0  # golden model, validation split (0 when not trained)
+    epochs: int = 0  # the candidate's model (0: cached)
+    accuracy: float = 0.0  # golden model, validation split or cross-validation (0 when not trained)
     test_accuracy: float = 0.0  # golden model, test set
     keras_accuracy: float = 0.0  # Keras float, test set
     seconds: float = 0.0
@@ -256,15 +312,22 @@ def evaluate(candidate: Candidate, desc: Description, data: SearchData, models_d
                     efficiency=float(fig.efficiency), images_per_second=float(fig.images_per_second(clock)),
                     violations=violations(fig, clock, desc.constraints))
     if ev.feasible:
-        model, ev.epochs, ev.cached = trained_model(spec, data, desc.training, desc.seed, models_dir)
-        trained = plan_candidate(candidate, model)
+        net = trained_network(spec, data, desc.training, desc.seed, models_dir)
+        ev.epochs, ev.cached = net.epochs[-1], net.cached
+        trained = plan_candidate(candidate, net.model)
         # the knobs must be the ones measured (a budget's allocation does not depend on weights)
         assert [p.pe for p in trained.plans if p.is_compute] == ev.parallelism
         ev.trained = True
-        ev.accuracy = golden_accuracy(trained, data.shaped(data.x_val, spec.template), data.y_val)
-        ev.test_accuracy = golden_accuracy(trained, data.shaped(data.x_test, spec.template), data.y_test)
+        x = data.shaped(data.x_train, spec.template)
+        if data.folds:  # every training image, predicted by the fold model that did not train on it
+            right = sum(golden_accuracy(plan_candidate(candidate, m), x[held], data.y_train[held]) * len(held)
+                        for m, (_, held) in zip(net.folds, data.folds))
+            ev.accuracy = float(right / len(x))
+        else:
+            ev.accuracy = golden_accuracy(trained, data.shaped(data.x_val, spec.template), data.y_val)
         x_test = data.shaped(data.x_test, spec.template)
-        ev.keras_accuracy = float(np.mean(np.argmax(model.predict(x_test, verbose=0), axis=1) == data.y_test))
+        ev.test_accuracy = golden_accuracy(trained, x_test, data.y_test)
+        ev.keras_accuracy = float(np.mean(np.argmax(net.model.predict(x_test, verbose=0), axis=1) == data.y_test))
         ev.violations = violations(fig, clock, desc.constraints, ev.accuracy)
     ev.seconds = time.perf_counter() - started
     return ev
