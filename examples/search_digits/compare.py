@@ -60,13 +60,13 @@ def main() -> None:
 
     print(f"reference examples/digits_dense at 1,7,8, pe 1,1,1: golden test accuracy {100 * acc:.2f}%, "
           f"{mults} multipliers, II {ii:g}\n")
-    for title, rows in (("on the Pareto front (selected on validation)", res.best),
+    for title, rows in (("on the Pareto front (selected on validation or cross-validation)", res.best),
                         ("among every trained feasible candidate (selected on test: context only)",
                          sorted((r for r in res.rows if r.usable),
                                 key=lambda r: (-r.evaluation.test_accuracy, r.evaluation.multipliers)))):
         winners = [r for r in rows if beats(r)]
         print(f"{len(winners)} candidate(s) {title} at least as accurate with fewer multipliers or a smaller II:\n")
-        print("| trial | network | format | pe:cycles | mult. | II | accuracy (val.) | accuracy (test) |")
+        print("| trial | network | format | pe:cycles | mult. | II | accuracy (val./CV) | accuracy (test) |")
         print("|---|---|---|---|---:|---:|---:|---:|")
         for r in winners[:10]:
             ev = r.evaluation

@@ -118,10 +118,11 @@ def collect(folder: SearchFolder, desc: Description) -> SearchResults:
 
 
 HEADER = ["trial", "network", "format", "pe:cycles", "pipe", "mult.", "II", "latency", "images/s", "memory bits",
-          "accuracy (val.)", "accuracy (test)", "Keras (test)"]
+          "accuracy (val./CV)", "accuracy (test)", "Keras (test)"]
 """accuracy: the golden model (the hardware, bit for bit) at the candidate's formats on the
-validation split (what the search selects on) and on the test set; Keras: float, test set."""
-TERMINAL = ("trial", "network", "format", "pe:cycles", "mult.", "II", "images/s", "accuracy (val.)", "accuracy (test)")
+validation split or cross-validation (what the search selects on) and on the test set;
+Keras: float, test set."""
+TERMINAL = ("trial", "network", "format", "pe:cycles", "mult.", "II", "images/s", "accuracy (val./CV)", "accuracy (test)")
 """The columns `render` shows (a terminal is narrower than a markdown table)."""
 
 
@@ -171,8 +172,8 @@ def to_markdown(res: SearchResults, limit: int = 15) -> str:
 
 
 def plot(res: SearchResults, path: Path) -> Path:
-    """Accuracy (validation, golden model) against multipliers and against images/s: every
-    trained feasible candidate, each plane's Pareto front (numbered by trial), the base
+    """Accuracy (golden model, what the search selects on) against multipliers and against
+    images/s: every trained feasible candidate, each plane's Pareto front (numbered by trial), the base
     designs marked."""
     import matplotlib
 
@@ -207,7 +208,7 @@ def plot(res: SearchResults, path: Path) -> Path:
             ax.set_xscale("log")
         ax.set_xlabel(label)
         ax.grid(alpha=0.3)
-    axes[0].set_ylabel("accuracy, golden model, validation (%)")
+    axes[0].set_ylabel("accuracy, golden model, validation or CV (%)")
     accs = [100 * r.evaluation.accuracy for r in usable]
     if accs:
         top = max(accs)
