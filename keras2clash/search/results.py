@@ -173,8 +173,8 @@ def to_markdown(res: SearchResults, limit: int = 15) -> str:
 
 def plot(res: SearchResults, path: Path) -> Path:
     """Accuracy (golden model, what the search selects on) against multipliers and against
-    images/s: every trained feasible candidate, each plane's Pareto front (numbered by trial), the base
-    designs marked."""
+    images/s: every trained feasible candidate, each plane's Pareto front (numbered by
+    trial), the base designs marked."""
     import matplotlib
 
     matplotlib.use("Agg")
