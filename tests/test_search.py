@@ -333,3 +333,12 @@ def test_readme_example_is_the_example_description() -> None:
     shown = parse_description(block[:block.index("```")], "README.md")
     example = load_description(ROOT / "examples/search_digits/search.yaml")
     assert replace(shown, text="", source="") == replace(example, text="", source="")
+
+
+def test_bad_storage_leaves_nothing(tmp_path: Path, capsys) -> None:
+    desc = write(tmp_path, TINY)
+    out = tmp_path / "out"
+    code, text = run_cli(["search", "run", str(desc), "--out", str(out), "--storage", "nosuchdb://x"], capsys)
+    assert code == 2 and "cannot open the search storage nosuchdb://x" in text and not out.exists()
+    code, text = run_cli(["search", "show", str(tmp_path)], capsys)
+    assert code == 2 and "is not a search folder" in text

@@ -277,8 +277,17 @@ def run(desc: Description, out: str | Path, *, workers: int = 1, storage: str | 
     if target < 1:
         raise K2CError(f"--trials must be at least 1, got {target}")
     started = time.perf_counter()
+    if storage is not None:
+        open_storage(storage)  # a bad URL is refused before the folder is made
     folder, resumed = prepare_folder(out, desc, storage)
-    study = create_study(folder, desc)
+    try:
+        study = create_study(folder, desc)
+    except BaseException:
+        if not resumed:  # nothing half-written: the folder was made just now
+            import shutil
+
+            shutil.rmtree(folder.root, ignore_errors=True)
+        raise
     before = finished(study)
     console = Console(stderr=True)
     if resumed:
