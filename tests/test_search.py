@@ -342,3 +342,24 @@ def test_bad_storage_leaves_nothing(tmp_path: Path, capsys) -> None:
     assert code == 2 and "cannot open the search storage nosuchdb://x" in text and not out.exists()
     code, text = run_cli(["search", "show", str(tmp_path)], capsys)
     assert code == 2 and "is not a search folder" in text
+
+
+def test_npz_data_relative_to_the_description(tmp_path: Path) -> None:
+    """train:/test: files are found relative to the description, also from the search
+    folder's copy of it (workers and emit read that one)."""
+    from sklearn.datasets import load_digits
+
+    from keras2clash.search import study as study_module
+    from keras2clash.search.description import load_description
+
+    digits = load_digits()
+    (tmp_path / "spec" / "data").mkdir(parents=True)
+    x, y = (digits.data / 16).astype(np.float32), digits.target
+    np.savez(tmp_path / "spec/data/train.npz", x=x[:400], y=y[:400])
+    np.savez(tmp_path / "spec/data/test.npz", x=x[400:500], y=y[400:500])
+    text = TINY.replace("data: {dataset: digits, validation: 0.2}",
+                        "data: {train: data/train.npz, test: data/test.npz, validation: 0.25}")
+    desc = load_description(write(tmp_path / "spec", text))
+    summary = study_module.run(desc, tmp_path / "elsewhere" / "run", trials=1, show=False)
+    again = study_module.open_folder(tmp_path / "elsewhere" / "run").description()
+    assert again.data.train == tmp_path / "spec/data/train.npz" and summary.finished == 1

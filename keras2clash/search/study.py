@@ -52,6 +52,7 @@ class SearchFolder:
     storage: str
     study_name: str
     description_file: str
+    base_dir: Path | None = None  # where the description was: its relative data paths start there
 
     @property
     def models(self) -> Path:
@@ -59,7 +60,7 @@ class SearchFolder:
 
     def description(self) -> Description:
         path = self.root / self.description_file
-        return parse_description(path.read_text(), str(path), base_dir=self.root)
+        return parse_description(path.read_text(), str(path), base_dir=self.base_dir or self.root)
 
 
 def _sqlite_url(path: Path) -> str:
@@ -75,7 +76,8 @@ def open_folder(root: str | Path, storage: str | None = None) -> SearchFolder:
     try:
         data = json.loads(manifest.read_text())
         url = storage or data["storage"] or _sqlite_url(root / DATABASE)  # null: the folder's own (it may move)
-        return SearchFolder(root, url, data["study"], data["description"])
+        base = data.get("base_dir")
+        return SearchFolder(root, url, data["study"], data["description"], Path(base) if base else None)
     except (OSError, ValueError, KeyError) as exc:
         raise K2CError(f"{manifest} is unreadable ({exc})") from None
 
@@ -96,10 +98,12 @@ def prepare_folder(root: str | Path, desc: Description, storage: str | None) -> 
         return folder, True
     check_writable_target(root, force=False)
     suffix = ".json" if desc.source.endswith(".json") else ".yaml"
-    folder = SearchFolder(root, storage or _sqlite_url(root / DATABASE), desc.name, f"description{suffix}")
+    base = Path(desc.source).resolve().parent if desc.source and Path(desc.source).exists() else None
+    folder = SearchFolder(root, storage or _sqlite_url(root / DATABASE), desc.name, f"description{suffix}", base)
     write_output_file(root / folder.description_file, desc.text)
     write_output_file(root / MANIFEST, json.dumps({"storage": storage, "study": folder.study_name,
-                                                   "description": folder.description_file}, indent=2) + "\n",
+                                                   "description": folder.description_file,
+                                                   "base_dir": None if base is None else str(base)}, indent=2) + "\n",
                       force=True)
     return folder, False
 
