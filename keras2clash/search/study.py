@@ -41,7 +41,9 @@ MANIFEST = "search.json"
 to the folder so that it can be moved) and the study's name (so `show`/`emit` find it)."""
 DATABASE = "search.db"
 MODELS = "models"
-HEARTBEAT_SECONDS = 10
+HEARTBEAT_SECONDS = 20
+"""A worker writes a heartbeat this often; one silent for 10 beats (a loaded machine can starve
+a niced worker for a while) has its trial failed and retried."""
 
 
 @dataclass(frozen=True)
@@ -119,7 +121,7 @@ def open_storage(url: str) -> Any:
     kwargs = {"connect_args": {"timeout": 120}} if url.startswith("sqlite") else {}
     try:
         return optuna.storages.RDBStorage(
-            url, engine_kwargs=kwargs, heartbeat_interval=HEARTBEAT_SECONDS, grace_period=3 * HEARTBEAT_SECONDS,
+            url, engine_kwargs=kwargs, heartbeat_interval=HEARTBEAT_SECONDS, grace_period=10 * HEARTBEAT_SECONDS,
             heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1))
     except Exception as exc:  # sqlalchemy: bad URL, missing driver, unreachable server
         raise K2CError(f"cannot open the search storage {url}: {' '.join(str(exc).split())[:300]}") from None
