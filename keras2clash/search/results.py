@@ -191,7 +191,10 @@ def plot(res: SearchResults, path: Path) -> Path:
                 ax.scatter([r.evaluation.value(metric) for r in pts], [100 * r.evaluation.accuracy for r in pts],
                            s=18, color=colour, alpha=0.45, label=f"{template} candidates")
         idx = front([[sign * r.evaluation.value(metric), r.evaluation.accuracy] for r in usable])
-        members = sorted((usable[i] for i in idx), key=lambda r: r.evaluation.value(metric))
+        points: dict[tuple[float, float], TrialRow] = {}  # one label per point: the first trial there
+        for r in sorted((usable[i] for i in idx), key=lambda r: r.number):
+            points.setdefault((r.evaluation.value(metric), r.evaluation.accuracy), r)
+        members = sorted(points.values(), key=lambda r: r.evaluation.value(metric))
         if members:
             ax.step([r.evaluation.value(metric) for r in members], [100 * r.evaluation.accuracy for r in members],
                     where="post" if sign < 0 else "pre", color="black", lw=1.2, label="Pareto front")
@@ -214,7 +217,9 @@ def plot(res: SearchResults, path: Path) -> Path:
         top = max(accs)
         axes[0].set_ylim(max(min(accs), top - 25) - 1, top + 1.5)
     axes[1].legend(loc="lower left", fontsize=8)
-    fig.suptitle(caption(res), fontsize=9)
+    c = res.counts()
+    fig.suptitle(f"search {res.name}: {c['feasible']} trained candidates within the constraints, of "
+                 f"{c.get('COMPLETE', 0)} finished trials; fronts numbered by trial", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
