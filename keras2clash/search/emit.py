@@ -23,7 +23,8 @@ import numpy as np
 
 from keras2clash.errors import K2CError
 from keras2clash.search.evaluate import (
-    Evaluation, golden_accuracy, hardware_figures, load_data, plan_candidate, plan_options, trained_network,
+    Evaluation, golden_accuracy, hardware_figures, load_data, plan_candidate, plan_options, publish,
+    trained_network,
 )
 from keras2clash.search.space import candidate_from_params
 from keras2clash.search.study import open_folder, open_storage
@@ -75,7 +76,7 @@ def test_data_file(root: Path, template: str, data: Any) -> Path:
         os.close(fd)
         try:
             np.savez(tmp, x=data.shaped(data.x_test, template).astype(np.float32), y=data.y_test)
-            os.replace(tmp, path)
+            publish(tmp, path)
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)

@@ -183,6 +183,15 @@ class TrainedNetwork:
     cached: bool
 
 
+def publish(tmp: str | Path, path: Path) -> None:
+    """Move a finished temporary file into place with the umask's permissions (mkstemp
+    makes files private)."""
+    from keras2clash.fsutil import umask
+
+    os.chmod(tmp, 0o666 & ~umask())
+    os.replace(tmp, path)
+
+
 def _save(model: Any, path: Path) -> None:
     """Save atomically: a worker on the same network may be saving it too."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -190,7 +199,7 @@ def _save(model: Any, path: Path) -> None:
     os.close(fd)
     try:
         model.save(tmp)
-        os.replace(tmp, path)
+        publish(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
@@ -227,7 +236,7 @@ def trained_network(spec: NetworkSpec, data: SearchData, training: TrainingSpec,
         fd, tmp = tempfile.mkstemp(prefix=f".{spec.key}.", suffix=".json", dir=root)
         with os.fdopen(fd, "w") as handle:
             handle.write(json.dumps({"network": spec.describe(), "epochs": epochs}) + "\n")
-        os.replace(tmp, index)
+        publish(tmp, index)
     return TrainedNetwork(model, folds, epochs, False)
 
 

@@ -233,6 +233,7 @@ def write_results(res: SearchResults, root: Path) -> dict[str, Path]:
     import tempfile
 
     from keras2clash.fsutil import atomic_write_text
+    from keras2clash.search.evaluate import publish
 
     root = Path(root)
     paths = {name: root / name for name in RESULT_FILES}
@@ -242,7 +243,7 @@ def write_results(res: SearchResults, root: Path) -> dict[str, Path]:
     os.close(fd)
     try:
         plot(res, Path(tmp))
-        os.replace(tmp, paths["pareto.png"])
+        publish(tmp, paths["pareto.png"])
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
