@@ -213,9 +213,12 @@ def plot(res: SearchResults, path: Path) -> Path:
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("accuracy, golden model, validation or CV (%)")
     accs = [100 * r.evaluation.accuracy for r in usable]
-    if accs:
-        top = max(accs)
-        axes[0].set_ylim(max(min(accs), top - 25) - 1, top + 1.5)
+    if accs:  # the bulk of the candidates and every front member in view; far outliers off
+        import numpy as np
+
+        fronts = [100 * r.evaluation.accuracy for r in usable if r.best]
+        low = min([float(np.percentile(accs, 5)), *fronts])
+        axes[0].set_ylim(low - 1, max(accs) + 1)
     axes[1].legend(loc="lower left", fontsize=8)
     c = res.counts()
     fig.suptitle(f"search {res.name}: {c['feasible']} trained candidates within the constraints, of "
