@@ -217,7 +217,7 @@ def test_two_workers_share_one_study(tmp_path: Path) -> None:
     from keras2clash.search import study as study_module
     from keras2clash.search.description import load_description
 
-    desc = load_description(write(tmp_path, TINY))
+    desc = load_description(write(tmp_path, TINY.replace("epochs: 1", "epochs: 3")))  # trials long enough for both
     summary = study_module.run(desc, tmp_path / "run", workers=2, trials=4, show=False)
     trials = optuna.load_study(study_name="tiny", storage=summary.folder.storage).get_trials()
     complete = [t for t in trials if t.state.name == "COMPLETE"]
@@ -363,3 +363,19 @@ def test_npz_data_relative_to_the_description(tmp_path: Path) -> None:
     summary = study_module.run(desc, tmp_path / "elsewhere" / "run", trials=1, show=False)
     again = study_module.open_folder(tmp_path / "elsewhere" / "run").description()
     assert again.data.train == tmp_path / "spec/data/train.npz" and summary.finished == 1
+
+
+def test_one_worker_search_is_reproducible(tmp_path: Path) -> None:
+    """Seeded, one worker: the same candidates in the same order with the same figures."""
+    import optuna
+
+    from keras2clash.search import study as study_module
+    from keras2clash.search.description import load_description
+
+    desc = load_description(write(tmp_path, TINY))
+    runs = []
+    for name in ("a", "b"):
+        summary = study_module.run(desc, tmp_path / name, trials=3, show=False)
+        trials = optuna.load_study(study_name="tiny", storage=summary.folder.storage).get_trials()
+        runs.append([(t.params, t.values, t.user_attrs["evaluation"]["test_accuracy"]) for t in trials])
+    assert runs[0] == runs[1] and len(runs[0]) == 3
