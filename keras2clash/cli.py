@@ -457,5 +457,85 @@ class _StepProgress:
             self.bar.update(task, description=f"{step}: {escape(detail)}")
 
 
+# --- issue 14: co-design search ---------------------------------------------------------
+
+search_app = typer.Typer(
+    no_args_is_help=True,
+    help="Co-design search: evolve the network and its hardware together (optuna NSGA-II, exact hardware "
+         "model, golden model), then emit a candidate.",
+)
+app.add_typer(search_app, name="search")
+
+STORAGE_HELP = ("An optuna storage URL shared by several workers or machines (e.g. postgresql://..., or "
+                "sqlite:////shared/search.db). Default: DIR/search.db.")
+
+
+@search_app.command("run")
+def search_run(
+    description: Path = typer.Argument(..., help="The search description (YAML, or JSON by its .json suffix)."),
+    out: Path = typer.Option(..., "--out", "-o", help="The search folder: created, or resumed if it holds this search."),
+    workers: int = typer.Option(1, "--workers", "-w", min=1, help="Worker processes on this machine."),
+    storage: Optional[str] = typer.Option(None, "--storage", help=STORAGE_HELP),
+    trials: Optional[int] = typer.Option(None, "--trials", min=1, help="Finished trials to stop at (default: the description's)."),
+    top: int = typer.Option(15, "--top", min=1, help="Rows of the table of best candidates."),
+) -> None:
+    """Run (or resume) a co-design search; results.md/.json and pareto.png land in --out."""
+    from keras2clash.search import results, study
+    from keras2clash.search.description import load_description
+
+    desc = load_description(description)
+    summary = study.run(desc, out, workers=workers, storage=storage, trials=trials)
+    res = results.collect(summary.folder, desc)
+    results.render(res, Console(), limit=top)
+    results.write_results(res, summary.folder.root)
+    err.print(f"[green]✓[/green] {summary.finished} finished trials ({summary.finished - summary.finished_before} "
+              f"this run, {summary.seconds:.0f} s); wrote {', '.join(str(out / n) for n in results.RESULT_FILES)}")
+
+
+@search_app.command("show")
+def search_show(
+    folder: Path = typer.Argument(..., metavar="DIR", help="A search folder (search run --out)."),
+    storage: Optional[str] = typer.Option(None, "--storage", help="The storage URL, if not the one DIR records."),
+    top: int = typer.Option(15, "--top", min=1, help="Rows of the table of best candidates."),
+) -> None:
+    """The best candidates of a search (running or finished); rewrites results.md/.json and pareto.png."""
+    from keras2clash.search import results, study
+
+    found = study.open_folder(folder, storage)
+    res = results.collect(found, found.description())
+    results.render(res, Console(), limit=top)
+    results.write_results(res, found.root)
+    err.print(f"[green]✓[/green] wrote {', '.join(str(folder / n) for n in results.RESULT_FILES)}")
+
+
+@search_app.command("emit")
+def search_emit(
+    folder: Path = typer.Argument(..., metavar="DIR", help="A search folder (search run --out)."),
+    trial: int = typer.Option(..., "--trial", "-t", min=0, help="The candidate's trial number (search show)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Project directory to create."),
+    simulate: bool = typer.Option(False, "--simulate", help="Also run the Clash simulation: bit-exact and the model's cycles?"),
+    n: Optional[int] = typer.Option(None, "-n", min=1, help="Simulate only the first N test samples."),
+    storage: Optional[str] = typer.Option(None, "--storage", help="The storage URL, if not the one DIR records."),
+    force: bool = typer.Option(False, "--force", help="Replace a non-empty output directory."),
+) -> None:
+    """Emit a candidate of a search as a Clash project (the normal flow: hdl, simulate, pnr)."""
+    from keras2clash.search.emit import emit as emit_candidate
+
+    result = emit_candidate(folder, trial, out, force=force, simulate=simulate, limit=n, storage=storage)
+    ev = result.evaluation
+    err.print(f"[green]✓[/green] trial {trial} ({escape(ev.network)}; {escape(ev.hardware)}) emitted to {out}: "
+              f"{ev.multipliers} multipliers, II {ev.ii:g}, latency {ev.latency} cycles, golden test accuracy "
+              f"{100 * ev.test_accuracy:.2f}%" + (" (network trained again)" if result.retrained else ""))
+    comp = result.comparison
+    if comp is None:
+        err.print(f"next: keras2clash simulate {out} --data {result.data}; keras2clash hdl {out}")
+        return
+    err.print(f"Clash simulation: {comp.bit_exact}/{comp.samples} bit-exact with the golden model, accuracy "
+              f"{100 * comp.sim_accuracy:.2f}%; first latency {comp.first_latency} cycles (model {ev.latency}), "
+              f"mean interval {comp.interval:g} (model {result.model_interval:g}, steady-state II {ev.ii:g})")
+    if not result.confirmed:
+        raise K2CError("the Clash simulation differs from the golden model or the hardware model", exit_code=1)
+
+
 if __name__ == "__main__":
     main()

@@ -24,6 +24,7 @@ def test_wheel_emits_and_builds_a_project(tmp_path: Path) -> None:
     assert {f"keras2clash/clash_lib/K2C/{m}.hs" for m in ("Engine", "Branch", "Fifo", "Merge", "Sim")} <= set(blocks)
     assert "keras2clash/backend/templates/Network.hs.j2" in names
     assert "keras2clash/backend/templates/tb_top.v.j2" in names
+    assert "keras2clash/search/study.py" in names  # every sub-package (pyproject packages)
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
     script = (

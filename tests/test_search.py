@@ -1,0 +1,381 @@
+"""The co-design search (issue 14): description validation, a candidate's figures against
+the hardware and golden models, resume without re-running, two workers on one study,
+results and emit; the slow test simulates the emitted top candidate in Clash."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from helpers import needs_toolchain, run_cli
+
+ROOT = Path(__file__).resolve().parent.parent
+
+TINY = """\
+name: tiny
+seed: 7
+trials: 3
+population: 2
+data: {dataset: digits, validation: 0.2}
+training: {epochs: 1, batch_size: 64}
+networks:
+  dense:
+    layers: [1, 1]
+    units: [4, 8]
+    base: {layers: [8]}
+hardware:
+  formats: ["1,7,8", "1,4,6"]
+  parallelism: [1, 2]
+  cycles: [1, 2]
+  pipeline: [1, 2]
+constraints: {multipliers: 100}
+goals: {pareto: [accuracy, multipliers]}
+"""
+
+
+def write(tmp: Path, text: str, name: str = "search.yaml") -> Path:
+    path = tmp / name
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("old,new,message", [
+    ("constraints: {multipliers: 100}", "constriants: {multipliers: 100}", "top level: unknown key 'constriants'"),
+    ('formats: ["1,7,8", "1,4,6"]', 'formats: ["1,7,8", "1,4"]', "hardware.formats[1]: bad format '1,4'"),
+    ("base: {layers: [8]}", "base: {layers: [9]}", "networks.dense.base.layers[0]: 9 is not in the space's choices"),
+    ("layers: [1, 1]", "layers: [2, 1]", "networks.dense.layers: [2, 1]: need 0 <= min <= max"),
+    ("goals: {pareto: [accuracy, multipliers]}", "goals: {pareto: [accuracy, luts]}",
+     "goals.pareto[1]: expected one of accuracy"),
+    ("goals: {pareto: [accuracy, multipliers]}", "goals: {weights: {accuracy: 1, ii: 0}}",
+     "goals.weights.ii: expected a non-zero number"),
+    ("constraints: {multipliers: 100}", "constraints: {device: ecp5-999k}", "constraints.device: unknown FPGA"),
+    ("epochs: 1", "epochs: 0", "training.epochs: 0 out of range"),
+    ("parallelism: [1, 2]", "parallelism: [1, 1]", "hardware.parallelism[1]: 1 appears twice"),
+])
+def test_description_errors_name_the_key(tmp_path: Path, capsys, old: str, new: str, message: str) -> None:
+    assert old in TINY
+    desc = write(tmp_path, TINY.replace(old, new))
+    out = tmp_path / "out"
+    code, text = run_cli(["search", "run", str(desc), "--out", str(out)], capsys)
+    assert code == 2
+    assert f"search description {desc}: {message}" in " ".join(text.split())
+    assert "Traceback" not in text and not out.exists()  # nothing half-written
+
+
+def test_description_reads_everything(tmp_path: Path) -> None:
+    from keras2clash.search.description import load_description
+    from keras2clash.search.space import base_params
+
+    text = TINY.replace("constraints: {multipliers: 100}", "constraints: {device: ecp5-25k, multipliers: 100, ii: 50}")
+    desc = load_description(write(tmp_path, text))
+    assert desc.constraints.multipliers == 28 and desc.constraints.ii == 50.0  # the device's 28 are fewer
+    assert desc.goals.directions == ["maximize", "minimize"] and desc.max_compute == 2
+    assert [str(f) for f in desc.hardware.formats] == ["1,7,8", "1,4,6"]
+    assert base_params(desc) == [{"dense.layers": 1, "dense.units_0": 8, "hw.format": "1,7,8", "hw.pe_0": 1,
+                                  "hw.pe_1": 1, "hw.cycles_0": 1, "hw.cycles_1": 1}]
+
+
+def test_candidate_figures_are_the_hardware_and_golden_models(tmp_path: Path) -> None:
+    """A candidate's figures equal hwmodel's for the plans `emit` would build, and its
+    accuracy the golden model's; the digits test set is examples/digits_dense's."""
+    import optuna
+
+    from keras2clash.hw import hwmodel
+    from keras2clash.network import load_network
+    from keras2clash.quant import golden
+    from keras2clash.search import evaluate as ev_module
+    from keras2clash.search.description import load_description
+    from keras2clash.search.space import sample
+
+    desc = load_description(write(tmp_path, TINY))
+    data = ev_module.load_data(desc.data, desc.seed)
+    with np.load(ROOT / "examples/digits_dense/test.npz") as ref:
+        assert np.array_equal(data.shaped(data.x_test, "dense"), ref["x"]) and np.array_equal(data.y_test, ref["y"])
+    study = optuna.create_study(directions=["maximize", "minimize"])
+    study.enqueue_trial({"dense.units_0": 8, "hw.format": "1,4,6", "hw.pe_0": 2, "hw.pe_1": 2, "hw.cycles_0": 2,
+                         "hw.cycles_1": 1, "hw.pipeline": 1})
+    candidate = sample(study.ask(), desc)
+    models = tmp_path / "models"
+    ev = ev_module.evaluate(candidate, desc, data, models)
+    assert ev.trained and ev.feasible and (models / f"{candidate.network.key}.keras").is_file()
+
+    import keras
+
+    model = keras.models.load_model(models / f"{candidate.network.key}.keras")
+    network = load_network(model, "1,4,6", parallelism=[2, 2], cycles=[2, 1], pipeline=1, softmax="argmax")
+    fig = hwmodel.figures(network.plans)
+    assert (ev.multipliers, ev.ii, ev.latency, ev.memory_bits) == (fig.multipliers, fig.ii, fig.latency, fig.memory_bits)
+    assert ev.multipliers == 2 * 32 + 2 * 8 and ev.parallelism == [2, 2] and ev.cycles == [2, 1]
+    assert ev.images_per_second == pytest.approx(100e6 / fig.ii)
+    x = data.x_test.reshape(len(data.x_test), -1)
+    classes = golden.predict(network.plans, network.params, golden.quantize_inputs(network.plans, x))[1]
+    assert ev.test_accuracy == float(np.mean(classes == data.y_test))
+    assert ev.violations == {"multipliers": pytest.approx(80 / 100 - 1)}
+
+
+@pytest.fixture(scope="module")
+def finished_search(tmp_path_factory):
+    """A tiny search interrupted after two trials (Ctrl-C in the third), then resumed to 4."""
+    import optuna
+
+    from keras2clash.search import evaluate as ev_module
+    from keras2clash.search import study as study_module
+    from keras2clash.search.description import load_description
+
+    tmp = tmp_path_factory.mktemp("search")
+    desc = load_description(write(tmp, TINY))
+    out = tmp / "run"
+    calls: list[str] = []
+    real = ev_module.evaluate
+
+    def interrupted(candidate, *args):
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        calls.append(candidate.key)
+        return real(candidate, *args)
+
+    ev_module.evaluate = interrupted
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            study_module.run(desc, out, trials=4, show=False)
+    finally:
+        ev_module.evaluate = real
+    folder = study_module.open_folder(out)
+    first = optuna.load_study(study_name="tiny", storage=folder.storage).get_trials()
+    resumed_calls: list[str] = []
+
+    def counting(candidate, *args):
+        resumed_calls.append(candidate.key)
+        return real(candidate, *args)
+
+    ev_module.evaluate = counting
+    try:
+        summary = study_module.run(desc, out, trials=4, show=False)
+    finally:
+        ev_module.evaluate = real
+    return desc, out, first, summary, resumed_calls
+
+
+def test_resume_does_not_rerun_finished_trials(finished_search) -> None:
+    import optuna
+
+    desc, out, first, summary, resumed_calls = finished_search
+    assert [t.state.name for t in first] == ["COMPLETE", "COMPLETE", "FAIL"]
+    assert summary.resumed and summary.finished_before == 2 and summary.finished == 4
+    trials = optuna.load_study(study_name="tiny", storage=summary.folder.storage).get_trials()
+    complete = [t for t in trials if t.state.name == "COMPLETE"]
+    assert len(complete) == 4 and len(resumed_calls) == 2  # only the two missing ones ran
+    for before in first[:2]:  # the finished trials are untouched
+        after = trials[before.number]
+        assert (after.values, after.params, after.datetime_complete) == (before.values, before.params,
+                                                                         before.datetime_complete)
+    assert trials[0].user_attrs.get("base") and trials[0].params["dense.units_0"] == 8  # the base design first
+    assert trials[3].user_attrs["retry_of"] == 2 and trials[3].params == first[2].params  # the interrupted one again
+
+
+def test_show_and_emit(finished_search, tmp_path: Path, capsys) -> None:
+    from keras2clash.backend.project import load_project
+    from keras2clash.hw import hwmodel
+
+    desc, out, _, summary, _ = finished_search
+    code, text = run_cli(["search", "show", str(out)], capsys)
+    assert code == 0 and "search tiny: 4 finished trials" in " ".join(text.split())
+    data = json.loads((out / "results.json").read_text())
+    assert (out / "pareto.png").stat().st_size > 10_000 and len(data["trials"]) == 5 and data["best"]
+    trials = {t["number"]: t for t in data["trials"]}
+    top = trials[data["best"][0]]
+    code, text = run_cli(["search", "emit", str(out), "--trial", str(top["number"]), "--out", str(tmp_path / "p")],
+                         capsys)
+    assert code == 0, text
+    project = load_project(tmp_path / "p")
+    fig = hwmodel.figures(project.plans)
+    ev = top["evaluation"]
+    assert (fig.multipliers, fig.ii, fig.latency) == (ev["multipliers"], ev["ii"], ev["latency"])
+    assert [p.pe for p in project.compute_plans] == ev["parallelism"]
+    code, text = run_cli(["search", "emit", str(out), "--trial", "99", "--out", str(tmp_path / "q")], capsys)
+    assert code == 2 and "no trial 99" in text and not (tmp_path / "q").exists()
+    untrained = [t for t in data["trials"] if t["evaluation"] and not t["evaluation"]["trained"]]
+    if untrained:
+        code, text = run_cli(["search", "emit", str(out), "--trial", str(untrained[0]["number"]), "--out",
+                              str(tmp_path / "r")], capsys)
+        assert code == 2 and "was not trained: its hardware breaks the constraints" in text
+
+
+def test_resume_refuses_another_description(finished_search, tmp_path: Path, capsys) -> None:
+    _, out, _, _, _ = finished_search
+    other = write(tmp_path, TINY.replace("seed: 7", "seed: 8"))
+    code, text = run_cli(["search", "run", str(other), "--out", str(out)], capsys)
+    assert code == 2 and "holds a search with another description" in text
+
+
+def test_two_workers_share_one_study(tmp_path: Path) -> None:
+    import optuna
+
+    from keras2clash.search import study as study_module
+    from keras2clash.search.description import load_description
+
+    desc = load_description(write(tmp_path, TINY.replace("epochs: 1", "epochs: 3")))  # trials long enough for both
+    summary = study_module.run(desc, tmp_path / "run", workers=2, trials=4, show=False)
+    trials = optuna.load_study(study_name="tiny", storage=summary.folder.storage).get_trials()
+    complete = [t for t in trials if t.state.name == "COMPLETE"]
+    assert 4 <= len(complete) <= 5  # a worker busy when the 4th finished completes its trial
+    assert len({t.user_attrs["worker"] for t in complete}) == 2  # both processes evaluated trials
+    assert len({t.number for t in trials}) == len(trials)
+
+
+@pytest.mark.slow
+@pytest.mark.toolchain
+@needs_toolchain
+def test_emitted_top_candidate_is_bit_exact_in_clash(finished_search, tmp_path: Path) -> None:
+    """The top candidate, emitted, equals the golden model in the Clash simulation, back to
+    back and under stalls, with the hardware model's accept and output cycles."""
+    from helpers import assert_clash_matches_golden
+
+    from keras2clash.backend.project import load_project
+    from keras2clash.quant import golden
+    from keras2clash.search.emit import emit
+    from keras2clash.search.results import collect
+    from keras2clash.search.study import open_folder
+
+    desc, out, _, _, _ = finished_search
+    top = collect(open_folder(out), desc).best[0]
+    result = emit(out, top.number, tmp_path / "top", simulate=True, limit=40)
+    assert result.confirmed and result.comparison.bit_exact == 40
+    project = load_project(tmp_path / "top")
+    with np.load(result.data) as data:
+        x_raw = golden.quantize_inputs(project.plans, data["x"][:24])
+    assert_clash_matches_golden(project, x_raw, seed=3)
+
+
+def test_balanced_knobs_and_weighted_goal(tmp_path: Path) -> None:
+    """knobs: balanced takes the allocator's knobs for the sampled budget; a weighted goal
+    is one fitness, the weighted sum."""
+    import optuna
+
+    from keras2clash.hw.allocate import balanced
+    from keras2clash.network import load_network
+    from keras2clash.search import evaluate as ev_module
+    from keras2clash.search.description import load_description
+    from keras2clash.search.space import build_model, sample
+
+    text = (TINY.replace("  parallelism: [1, 2]\n  cycles: [1, 2]\n", "  knobs: balanced\n  budgets: [24, ecp5-25k]\n")
+            .replace("goals: {pareto: [accuracy, multipliers]}", "goals: {weights: {accuracy: 1, multipliers: -0.01}}"))
+    desc = load_description(write(tmp_path, text))
+    assert desc.hardware.budgets == (24, 28) and desc.goals.directions == ["maximize"]
+    study = optuna.create_study()
+    study.enqueue_trial({"dense.units_0": 8, "hw.format": "1,7,8", "hw.budget": 24, "hw.pipeline": 2})
+    candidate = sample(study.ask(), desc)
+    data = ev_module.load_data(desc.data, desc.seed)
+    ev = ev_module.evaluate(candidate, desc, data, None)
+    plans = load_network(build_model(candidate.network, (64,), 10), "1,7,8", softmax="argmax").plans
+    alloc = balanced(plans, 24)
+    assert (ev.parallelism, ev.cycles) == (alloc.parallelism, alloc.cycles) and ev.multipliers <= 24
+    assert ev_module.objective_values(ev, desc.goals) == [pytest.approx(ev.accuracy - 0.01 * ev.multipliers)]
+
+
+def test_a_search_folder_can_move(finished_search, tmp_path: Path, capsys) -> None:
+    """The default storage is found relative to the folder: a moved (or copied) search
+    still shows its own trials."""
+    import shutil
+
+    _, out, _, _, _ = finished_search
+    moved = tmp_path / "moved"
+    shutil.copytree(out, moved)
+    assert json.loads((moved / "search.json").read_text())["storage"] is None
+    code, text = run_cli(["search", "show", str(moved)], capsys)
+    assert code == 0 and "search tiny: 4 finished trials" in " ".join(text.split())
+
+
+def test_cross_validation_accuracy(tmp_path: Path) -> None:
+    """folds: K selects on every training image predicted by the fold model that did not
+    train on it; the candidate's own model trains on the whole training set."""
+    import keras
+    import optuna
+
+    from keras2clash.search import evaluate as ev_module
+    from keras2clash.search.description import load_description
+    from keras2clash.search.space import sample
+
+    desc = load_description(write(tmp_path, TINY.replace("validation: 0.2", "folds: 2")))
+    assert (desc.data.folds, desc.data.validation) == (2, 0.0)
+    data = ev_module.load_data(desc.data, desc.seed)
+    assert len(data.x_train) == 1437 and len(data.x_val) == 0
+    held = np.sort(np.concatenate([h for _, h in data.folds]))
+    assert np.array_equal(held, np.arange(1437))  # every training image held out once
+    study = optuna.create_study(directions=["maximize", "minimize"])
+    study.enqueue_trial({"dense.units_0": 4, "hw.format": "1,7,8", "hw.pe_0": 1, "hw.pe_1": 1, "hw.cycles_0": 1,
+                         "hw.cycles_1": 1, "hw.pipeline": 2})
+    candidate = sample(study.ask(), desc)
+    models = tmp_path / "models"
+    ev = ev_module.evaluate(candidate, desc, data, models)
+    key = candidate.network.key
+    right = 0
+    for i, (_, h) in enumerate(data.folds):
+        network = ev_module.plan_candidate(candidate, keras.models.load_model(models / f"{key}.fold{i}.keras"))
+        right += ev_module.golden_accuracy(network, data.x_train[h].reshape(len(h), -1), data.y_train[h]) * len(h)
+    assert ev.accuracy == pytest.approx(right / 1437)
+    again = ev_module.evaluate(candidate, desc, data, models)  # every model from models/
+    assert again.cached and (again.accuracy, again.test_accuracy) == (ev.accuracy, ev.test_accuracy)
+    assert json.loads((models / f"{key}.json").read_text())["epochs"] == [1, 1, 1]
+
+
+def test_readme_example_is_the_example_description() -> None:
+    """The README's complete description parses, and says what examples/search_digits runs."""
+    from dataclasses import replace
+
+    from keras2clash.search.description import load_description, parse_description
+
+    readme = (ROOT / "README.md").read_text()
+    block = readme[readme.index("```yaml\n", readme.index("### The description")) + 8:]
+    shown = parse_description(block[:block.index("```")], "README.md")
+    example = load_description(ROOT / "examples/search_digits/search.yaml")
+    assert replace(shown, text="", source="") == replace(example, text="", source="")
+
+
+def test_bad_storage_leaves_nothing(tmp_path: Path, capsys) -> None:
+    desc = write(tmp_path, TINY)
+    out = tmp_path / "out"
+    code, text = run_cli(["search", "run", str(desc), "--out", str(out), "--storage", "nosuchdb://x"], capsys)
+    assert code == 2 and "cannot open the search storage nosuchdb://x" in text and not out.exists()
+    code, text = run_cli(["search", "show", str(tmp_path)], capsys)
+    assert code == 2 and "is not a search folder" in text
+
+
+def test_npz_data_relative_to_the_description(tmp_path: Path) -> None:
+    """train:/test: files are found relative to the description, also from the search
+    folder's copy of it (workers and emit read that one)."""
+    from sklearn.datasets import load_digits
+
+    from keras2clash.search import study as study_module
+    from keras2clash.search.description import load_description
+
+    digits = load_digits()
+    (tmp_path / "spec" / "data").mkdir(parents=True)
+    x, y = (digits.data / 16).astype(np.float32), digits.target
+    np.savez(tmp_path / "spec/data/train.npz", x=x[:400], y=y[:400])
+    np.savez(tmp_path / "spec/data/test.npz", x=x[400:500], y=y[400:500])
+    text = TINY.replace("data: {dataset: digits, validation: 0.2}",
+                        "data: {train: data/train.npz, test: data/test.npz, validation: 0.25}")
+    desc = load_description(write(tmp_path / "spec", text))
+    summary = study_module.run(desc, tmp_path / "elsewhere" / "run", trials=1, show=False)
+    again = study_module.open_folder(tmp_path / "elsewhere" / "run").description()
+    assert again.data.train == tmp_path / "spec/data/train.npz" and summary.finished == 1
+
+
+def test_one_worker_search_is_reproducible(tmp_path: Path) -> None:
+    """Seeded, one worker: the same candidates in the same order with the same figures."""
+    import optuna
+
+    from keras2clash.search import study as study_module
+    from keras2clash.search.description import load_description
+
+    desc = load_description(write(tmp_path, TINY))
+    runs = []
+    for name in ("a", "b"):
+        summary = study_module.run(desc, tmp_path / name, trials=3, show=False)
+        trials = optuna.load_study(study_name="tiny", storage=summary.folder.storage).get_trials()
+        runs.append([(t.params, t.values, t.user_attrs["evaluation"]["test_accuracy"]) for t in trials])
+    assert runs[0] == runs[1] and len(runs[0]) == 3
