@@ -42,7 +42,8 @@ accumulator contract (saturating order included), are in "K2C.Filter".
   current chunk is always its head, so no multiplexer picks chunks), @p@
   accumulators (none when @b = 1@), the result register @R@ collecting a
   window's groups (@G * p@ outputs, removed by synthesis when @G = 1@),
-  pipelined: the @p * (ch + 1)@ terms, the tree's registered levels and @p@
+  pipelined: the operands (a chunk of the window and the weight word), the
+  @p * (ch + 1)@ terms, the tree's registered levels, @p@ accumulators and @p@
   finished results, each stage with a valid/control tag; control: counters
   @Index (G*b)@, @Index b@, @Index G@, a busy flag, the credit count, and the
   ROM address (the word counter's next value, computed a cycle ahead);

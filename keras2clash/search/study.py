@@ -241,8 +241,18 @@ def work(folder: SearchFolder, target: int, worker: int = 0, single_thread: bool
     callbacks = [MaxTrialsCallback(target, states=(TrialState.COMPLETE,))]
     if callback is not None:
         callbacks.append(callback)
-    study.optimize(Objective(desc, data, folder.models, worker, evaluate), n_trials=remaining,
-                   callbacks=callbacks, gc_after_trial=True)
+    objective = Objective(desc, data, folder.models, worker, evaluate)
+    while remaining > 0:
+        try:
+            study.optimize(objective, n_trials=remaining, callbacks=callbacks, gc_after_trial=True)
+            break
+        except ValueError as exc:
+            # Two workers can pop the same enqueued (WAITING) trial: optuna's SQLite storage does
+            # not make that claim atomic across processes. The first to finish has told its
+            # values; this worker's equal result is dropped and it goes on with the search.
+            if "Cannot tell a COMPLETE trial" not in str(exc):
+                raise
+            remaining = target - finished(study)
     return len(study.get_trials(deepcopy=False)) - before
 
 
