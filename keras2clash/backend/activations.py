@@ -33,7 +33,7 @@ class ActivationCode:
     def stage(self) -> str:
         """The stream stage applying it to a beat inside the network: a pipelined one, so
         its logic (a table's ROM, per-channel slopes) stays out of its neighbours' paths
-        (K2C.Pipe.mapP: one register; the hardware model's `map_stage` block)."""
+        (K2C.Pipe.mapP: one register; in the hardware model `blocks.has_map_stage`)."""
         if self.stream:
             return f"mapS (, ()) |> {self.name} |> mapS fst"
         return f"mapP {self.name}" if self.vector else f"mapP (map {self.name})"

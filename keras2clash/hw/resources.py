@@ -71,7 +71,7 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
     channels = plan.output_shape[-1]
     if plan.type == "batchnorm":  # K2C.BatchNorm on K2C.Pipe: products, finished values, queue
         assert plan.w_fmt is not None
-        product = plan.in_fmt.bits + plan.w_fmt.bits - 1
+        product = plan.in_fmt.bits + plan.w_fmt.bits  # K2C.Merge.mulExact: SFixed (ia + iw) (fa + fw)
         regs += channels * (product + out_bits) + BATCHNORM_DEPTH
         fifo += (BATCHNORM_DEPTH + 2) * channels * out_bits
     if has_map_stage(plan):  # K2C.Pipe.mapP: the registered results and their queue
