@@ -78,26 +78,33 @@ def test_description_reads_everything(tmp_path: Path) -> None:
                                   "hw.pe_1": 1, "hw.cycles_0": 1, "hw.cycles_1": 1}]
 
 
+def _candidate(desc, params: dict):
+    """The candidate a trial with these parameters samples (optuna's enqueue, then ask)."""
+    import optuna
+
+    from keras2clash.search.space import sample
+
+    study = optuna.create_study(directions=desc.goals.directions)
+    study.enqueue_trial(params)
+    return sample(study.ask(), desc)
+
+
 def test_candidate_figures_are_the_hardware_and_golden_models(tmp_path: Path) -> None:
     """A candidate's figures equal hwmodel's for the plans `emit` would build, and its
     accuracy the golden model's; the digits test set is examples/digits_dense's."""
-    import optuna
 
     from keras2clash.hw import hwmodel
     from keras2clash.network import load_network
     from keras2clash.quant import golden
     from keras2clash.search import evaluate as ev_module
     from keras2clash.search.description import load_description
-    from keras2clash.search.space import sample
 
     desc = load_description(write(tmp_path, TINY))
     data = ev_module.load_data(desc.data, desc.seed)
     with np.load(ROOT / "examples/digits_dense/test.npz") as ref:
         assert np.array_equal(data.shaped(data.x_test, "dense"), ref["x"]) and np.array_equal(data.y_test, ref["y"])
-    study = optuna.create_study(directions=["maximize", "minimize"])
-    study.enqueue_trial({"dense.units_0": 8, "hw.format": "1,4,6", "hw.pe_0": 2, "hw.pe_1": 2, "hw.cycles_0": 2,
-                         "hw.cycles_1": 1, "hw.pipeline": 1})
-    candidate = sample(study.ask(), desc)
+    candidate = _candidate(desc, {"dense.units_0": 8, "hw.format": "1,4,6", "hw.pe_0": 2, "hw.pe_1": 2,
+                                  "hw.cycles_0": 2, "hw.cycles_1": 1, "hw.pipeline": 1})
     models = tmp_path / "models"
     ev = ev_module.evaluate(candidate, desc, data, models)
     assert ev.trained and ev.feasible and (models / f"{candidate.network.key}.keras").is_file()
@@ -253,21 +260,18 @@ def test_emitted_top_candidate_is_bit_exact_in_clash(finished_search, tmp_path: 
 def test_balanced_knobs_and_weighted_goal(tmp_path: Path) -> None:
     """knobs: balanced takes the allocator's knobs for the sampled budget; a weighted goal
     is one fitness, the weighted sum."""
-    import optuna
 
     from keras2clash.hw.allocate import balanced
     from keras2clash.network import load_network
     from keras2clash.search import evaluate as ev_module
     from keras2clash.search.description import load_description
-    from keras2clash.search.space import build_model, sample
+    from keras2clash.search.space import build_model
 
     text = (TINY.replace("  parallelism: [1, 2]\n  cycles: [1, 2]\n", "  knobs: balanced\n  budgets: [24, ecp5-25k]\n")
             .replace("goals: {pareto: [accuracy, multipliers]}", "goals: {weights: {accuracy: 1, multipliers: -0.01}}"))
     desc = load_description(write(tmp_path, text))
     assert desc.hardware.budgets == (24, 28) and desc.goals.directions == ["maximize"]
-    study = optuna.create_study()
-    study.enqueue_trial({"dense.units_0": 8, "hw.format": "1,7,8", "hw.budget": 24, "hw.pipeline": 2})
-    candidate = sample(study.ask(), desc)
+    candidate = _candidate(desc, {"dense.units_0": 8, "hw.format": "1,7,8", "hw.budget": 24, "hw.pipeline": 2})
     data = ev_module.load_data(desc.data, desc.seed)
     ev = ev_module.evaluate(candidate, desc, data, None)
     plans = load_network(build_model(candidate.network, (64,), 10), "1,7,8", softmax="argmax").plans
@@ -293,11 +297,9 @@ def test_cross_validation_accuracy(tmp_path: Path) -> None:
     """folds: K selects on every training image predicted by the fold model that did not
     train on it; the candidate's own model trains on the whole training set."""
     import keras
-    import optuna
 
     from keras2clash.search import evaluate as ev_module
     from keras2clash.search.description import load_description
-    from keras2clash.search.space import sample
 
     desc = load_description(write(tmp_path, TINY.replace("validation: 0.2", "folds: 2")))
     assert (desc.data.folds, desc.data.validation) == (2, 0.0)
@@ -305,10 +307,8 @@ def test_cross_validation_accuracy(tmp_path: Path) -> None:
     assert len(data.x_train) == 1437 and len(data.x_val) == 0
     held = np.sort(np.concatenate([h for _, h in data.folds]))
     assert np.array_equal(held, np.arange(1437))  # every training image held out once
-    study = optuna.create_study(directions=["maximize", "minimize"])
-    study.enqueue_trial({"dense.units_0": 4, "hw.format": "1,7,8", "hw.pe_0": 1, "hw.pe_1": 1, "hw.cycles_0": 1,
-                         "hw.cycles_1": 1, "hw.pipeline": 2})
-    candidate = sample(study.ask(), desc)
+    candidate = _candidate(desc, {"dense.units_0": 4, "hw.format": "1,7,8", "hw.pe_0": 1, "hw.pe_1": 1,
+                                  "hw.cycles_0": 1, "hw.cycles_1": 1, "hw.pipeline": 2})
     models = tmp_path / "models"
     ev = ev_module.evaluate(candidate, desc, data, models)
     key = candidate.network.key
