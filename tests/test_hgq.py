@@ -286,3 +286,16 @@ def test_to_fixed_format_refuses_what_it_cannot_hold_yet():
     # a constant only needs a container: widened exactly
     assert H.to_fixed_format(H.TensorFormat("L", "kernel", True, -3, 7, "RND", "SAT_SYM")) == FixedFormat(1, 0, 7)
     assert H.to_fixed_format(H.TensorFormat("L", "bias", False, 0, 0, "RND", "WRAP")) == FixedFormat(1, 0, 1)
+
+
+def test_saved_hgq2_model_loads_and_converts(tmp_path):
+    """A .keras file of an HGQ2 model loads without the user importing hgq first."""
+    from keras2clash.network import load_model
+
+    model = mlp(**SAT_MLP)
+    path = tmp_path / "hgq.keras"
+    model.save(path)
+    loaded, graph = load_model(str(path))
+    assert [type(layer).__name__ for layer in loaded.layers[1:]] == ["QDense", "QDense"]
+    np.testing.assert_array_equal(graph["d1"].kernel, H.quantized_weights(model.get_layer("d1"))[0])
+    assert H.format_config(loaded, graph) == H.format_config(model, to_graph(model))
