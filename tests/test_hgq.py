@@ -15,6 +15,7 @@ from hgq.config import QuantizerConfig, QuantizerConfigScope  # noqa: E402
 from hgq.layers import QConv2D, QDense, QEinsumDense  # noqa: E402
 from hgq.utils import trace_minmax  # noqa: E402
 
+from helpers import assert_clash_matches_golden, needs_toolchain  # noqa: E402
 from keras2clash.errors import K2CError  # noqa: E402
 from keras2clash.frontend import hgq as H  # noqa: E402
 from keras2clash.frontend.convert import to_graph  # noqa: E402
@@ -299,3 +300,37 @@ def test_saved_hgq2_model_loads_and_converts(tmp_path):
     assert [type(layer).__name__ for layer in loaded.layers[1:]] == ["QDense", "QDense"]
     np.testing.assert_array_equal(graph["d1"].kernel, H.quantized_weights(model.get_layer("d1"))[0])
     assert H.format_config(loaded, graph) == H.format_config(model, to_graph(model))
+
+
+def test_load_network_takes_the_formats_from_the_model(tmp_path):
+    """`load_network` (what emit uses) plans an HGQ2 model with its own formats; formats
+    given as well are refused rather than mixed in."""
+    from keras2clash.network import load_network
+    from keras2clash.quant import golden
+
+    model = mlp(**SAT_MLP)
+    network = load_network(model, "1,7,8")
+    assert network.plans[0].in_fmt == FixedFormat(1, 2, 5) and network.plans[0].out_fmt == FixedFormat(1, 2, 4)
+    x = grid_inputs((64, 16), scale=4.0)
+    raw = golden.run(network.plans, network.params, golden.quantize_inputs(network.plans, x))
+    np.testing.assert_array_equal(network.plans[-1].out_fmt.to_real(raw), np.asarray(model(x), dtype=np.float64))
+    with pytest.raises(K2CError, match="HGQ2 model brings its own formats"):
+        load_network(model, "1,7,8", input_format="1,3,4")
+
+
+@needs_toolchain
+def test_clash_simulation_equals_hgq2(tmp_path):
+    """End to end: the emitted Clash network of an HGQ2 model equals the golden model, which
+    equals HGQ2's own outputs, bit for bit on every sample."""
+    import keras2clash as k2c
+    from keras2clash.backend.project import load_project
+    from keras2clash.quant import golden
+
+    keras.utils.set_random_seed(7)
+    inp = keras.Input((4,))
+    x = QDense(3, activation="relu", iq_conf=datalane(i0=1, f0=3, overflow_mode="SAT"), name="h1")(inp)
+    model = keras.Model(inp, QDense(2, iq_conf=datalane(i0=1, f0=2, overflow_mode="SAT"), name="h2")(x))
+    project = load_project(k2c.emit(model, "1,7,8", tmp_path / "net", show=False))
+    x = grid_inputs((24, 4), scale=2.0)
+    want, _ = assert_clash_matches_golden(project, golden.quantize_inputs(project.plans, x), seed=3)
+    np.testing.assert_array_equal(project.plans[-1].out_fmt.to_real(want), np.asarray(model(x), dtype=np.float64))
