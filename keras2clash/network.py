@@ -99,6 +99,7 @@ def plan_network(
     from keras2clash.quant.layerformats import is_auto, resolve_formats
 
     graph = softmax_mode(graph, softmax)
+    layer_formats = _model_formats(keras_model, graph, layer_formats, input_format, fmt)
     fixed = fmt if is_auto(fmt) else as_format(fmt)
     n_compute = len(compute_layers(graph))
     pes = int_list(parallelism, n_compute, "parallelism")
@@ -122,6 +123,23 @@ def plan_network(
         plans = with_fifo_depths(with_window_fifos(with_fifo_depths(plans)))
     return Network(graph=graph, plans=plans, params=quantize_params(plans), formats=formats,
                    overflow=parameter_overflow(plans, graph), keras_model=keras_model)
+
+
+def _model_formats(keras_model: Any, graph: Graph, layer_formats: Any, input_format: Any, fmt: Any) -> Any:
+    """A quantization-aware (HGQ2) model brings its own formats (frontend.hgq.format_config):
+    they replace the uniform format, and formats given as well are refused rather than
+    silently mixed with the model's."""
+    if keras_model is None:
+        return layer_formats
+    from keras2clash.frontend import hgq
+    from keras2clash.quant.layerformats import is_auto
+
+    if not hgq.is_hgq_model(keras_model):
+        return layer_formats
+    if layer_formats is not None or input_format is not None or is_auto(fmt):
+        raise K2CError("an HGQ2 model brings its own formats (its quantizers); do not give per-layer, "
+                       "input or automatic formats with it")
+    return hgq.format_config(keras_model, graph)
 
 
 SOFTMAX_MODES = ("exact", "argmax")

@@ -1,5 +1,6 @@
 """A Keras model to the graph IR: each layer call through its converter (`frontend.registry`;
-the converters are in `frontend.layers`, `frontend.images` and `frontend.depthwise`; one
+the converters are in `frontend.layers`, `frontend.images`, `frontend.depthwise` and, for
+HGQ2 quantization-aware layers, `frontend.hgq`; one
 Keras layer may become several records, the last one named after it), then the passes.
 
 A converter does not look at its neighbours: removing Dropout, folding BatchNormalization
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     import keras
 
 # The converters register themselves on import.
-from keras2clash.frontend import activations, depthwise, globalpool, images, layers, sequences, shapes  # noqa: E402,F401
+from keras2clash.frontend import activations, depthwise, globalpool, hgq, images, layers, sequences, shapes  # noqa: E402,F401
 from keras2clash.frontend.images import same_pads  # noqa: E402,F401  (API)
 from keras2clash.frontend.registry import (  # noqa: E402,F401  (API)
     SUPPORTED_ACTIVATIONS, ConversionState, _converter_for, image_shape, keras_output_shape,

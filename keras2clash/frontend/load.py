@@ -105,6 +105,7 @@ def _load_keras_archive(path: Path) -> keras.Model:
     except (zipfile.BadZipFile, OSError, ValueError) as exc:
         raise K2CError(f"corrupt .keras file {path}: config.json: {_first_line(exc)}") from None
     reject_code_layers(config)
+    import_layer_packages(config)
     import keras
 
     try:
@@ -186,6 +187,7 @@ def _model_from_config(config: dict[str, Any], text: str, path: Path) -> keras.M
     """Keras 3 configs carry a "module" key; Keras 2 ones (the thesis) need the legacy reader."""
     import keras
 
+    import_layer_packages(config)
     try:
         if "module" in config:
             model = keras.models.model_from_json(text)
@@ -221,6 +223,26 @@ def reject_code_layers(config: Any) -> None:
             from keras2clash.frontend.registry import unsupported_layer
 
             raise unsupported_layer(class_name, name)
+
+
+def import_layer_packages(config: Any) -> None:
+    """Import the packages whose layers a model config names (HGQ2's `hgq`), so that Keras
+    can deserialize them; a missing one is one clear error saying what to install."""
+    stack, modules = [config], set()
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if isinstance(item.get("module"), str):
+                modules.add(item["module"].split(".")[0])
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    if "hgq" in modules:
+        try:
+            import hgq  # noqa: F401  (registers its layers with Keras)
+        except ImportError:
+            raise K2CError("the model holds HGQ2 layers (package 'hgq'), which is not installed: "
+                           "pip install 'keras2clash[hgq]' (or hgq2)") from None
 
 
 def _config_layers(node: Any) -> list[tuple[str, str]]:

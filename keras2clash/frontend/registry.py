@@ -58,22 +58,32 @@ Converter = Callable[[Any, ConversionState], 'ir.Layer | tuple[ir.Layer, ...]']
 """A converter returns a record, or several in order (a separable convolution), the last
 named after the Keras layer."""
 _CONVERTERS: dict[str, Converter] = {}
+_MODULES: dict[str, str] = {}
+"""The package each registered class must come from (`keras.`, or `hgq.` for HGQ2 layers)."""
 
 
-def register_converter(*class_names: str) -> Callable[[Converter], Converter]:
-    """Register a converter for Keras layer classes, keyed by exact class name.
+def register_converter(*class_names: str, module: str = "keras.") -> Callable[[Converter], Converter]:
+    """Register a converter for layer classes, keyed by exact class name.
 
     Exact names (not isinstance) so that a user subclass of Dense with its own `call`
     is rejected instead of silently compiled as a plain Dense; the class must also come
-    from the `keras` package itself (see `_converter_for`).
+    from the package `module` names (`keras.` itself, or `hgq.` for the quantization-aware
+    layers of `frontend.hgq`; see `_converter_for`).
     """
 
     def decorate(function: Converter) -> Converter:
         for name in class_names:
             _CONVERTERS[name] = function
+            _MODULES[name] = module
         return function
 
     return decorate
+
+
+def keras_converter(class_name: str) -> Converter:
+    """The converter registered for a Keras class (a quantization-aware layer's converter
+    reuses its float twin's geometry and checks)."""
+    return _CONVERTERS[class_name]
 
 
 def supported_layers() -> list[str]:
@@ -117,7 +127,7 @@ def _converter_for(layer: Any) -> Converter:
     converter = _CONVERTERS.get(cls.__name__)
     if not isinstance(layer, keras.layers.Layer):
         converter = None
-    if converter is None or not cls.__module__.startswith("keras."):
+    if converter is None or not cls.__module__.startswith(_MODULES[cls.__name__]):
         raise unsupported_layer(cls.__name__, getattr(layer, "name", "?"), hint=converter is None)
     return converter
 

@@ -1,0 +1,461 @@
+"""Quantization-aware models built with HGQ2 (the `hgq` package, Keras 3): their layers as IR
+records and their quantizers as per-tensor formats (docs/hgq2.md has the semantics this
+module relies on, with references into HGQ2's source).
+
+An HGQ2 layer (QDense, QConv1D/2D, QEinsumDense, QBatchNormDense) quantizes its *input* with
+its input quantizer `iq`, multiplies by its quantized kernel (`kq`) and adds its quantized
+bias (`bq`) in float32, applies its Keras activation in float32, and (only when
+`enable_oq=True`, off by default) quantizes its output with `oq`. A layer's result is
+therefore quantized by the *next* layer's `iq`; the last layer's result is the exact
+accumulator. The formats come from the model, never from `--format`.
+
+Each quantizer states, per element of its bit-width array (per tensor, per channel or per
+element), `k` (keep negative: a sign bit), `i` (integer bits, sign excluded) and `f`
+(fraction bits), a rounding mode and an overflow mode. `TensorFormat` is that statement for
+one tensor; the widening rule makes one format of a heterogeneous statement:
+- constants (kernel, bias): HGQ2's own quantized values are kept, and the format is the
+  narrowest one that holds every value exactly (signed if any value is negative): exact by
+  construction, and never wider than the widest element (max i, max f) of the quantizer,
+  except for a WRAP weight quantizer, which HGQ2 only rounds (the values set the integer bits);
+- data (the quantizers the hardware applies to activations): a heterogeneous quantizer rounds
+  and wraps or saturates each element at its own position, so one wider format would compute
+  other values; it is refused, naming the layer, unless every element states the same
+  (k, i, f).
+`to_fixed_format` is the one place that turns a `TensorFormat` into the compiler's
+`FixedFormat` (and refuses what that format cannot yet hold).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from keras2clash.errors import K2CError
+from keras2clash.frontend.registry import (
+    ConversionState, _activation, _activation_name, _single_input, _to_numpy, keras_converter, register_converter,
+)
+from keras2clash.ir import layers as ir
+from keras2clash.ir.graph import Graph
+from keras2clash.quant.formats import MAX_BITS, FixedFormat
+
+ROUND_MODES: dict[str, str] = {
+    "RND": "round to nearest, ties toward +infinity: floor(x 2^f + 1/2)",
+    "TRN": "truncate toward -infinity: floor(x 2^f)",
+    "RND_CONV": "round to nearest, ties to even",
+    "TRN_ZERO": "truncate toward zero",
+    "RND_ZERO": "round to nearest, ties toward zero",
+    "RND_MIN_INF": "round to nearest, ties toward -infinity",
+    "RND_INF": "round to nearest, ties away from zero",
+}
+"""HGQ2's deterministic rounding modes (quantizers.fixed_point._fixed_point_ops)."""
+
+OVERFLOW_MODES = ("SAT", "SAT_SYM", "WRAP")
+"""Overflow modes a format can state (WRAP_SM, a reflecting wrap, cannot be built)."""
+
+ROLES = ("input", "kernel", "bias", "output")
+GRANULARITIES = ("tensor", "channel", "element")
+
+
+@dataclass(frozen=True)
+class TensorFormat:
+    """What an HGQ2 quantizer states for one tensor, as one format.
+
+    `int_bits` excludes the sign bit (HGQ2's `i`): the range is `[-keep_negative * 2^int_bits,
+    2^int_bits - 2^-frac_bits]` (SAT_SYM: the lower end is `-(2^int_bits - 2^-frac_bits)`),
+    `keep_negative + int_bits + frac_bits` bits in all. Either of `int_bits` and `frac_bits`
+    may be negative (a value below 1/4 has `int_bits <= -2`; a multiple of 4, `frac_bits <= -2`).
+    `granularity` is that of the quantizer's bit-width array; `widened` says the elements
+    stated different formats and this one is the widest (constants only)."""
+
+    layer: str
+    role: str  # one of ROLES
+    keep_negative: bool
+    int_bits: int
+    frac_bits: int
+    round_mode: str  # a key of ROUND_MODES
+    overflow_mode: str  # one of OVERFLOW_MODES
+    granularity: str = "tensor"  # one of GRANULARITIES
+    widened: bool = False
+    stochastic: bool = False  # stated S_RND / S_RND_CONV: deterministic at inference (docs/hgq2.md)
+
+    @property
+    def int_bits_with_sign(self) -> int:
+        """Integer bits counting the sign bit (Clash's and hls4ml's `I`)."""
+        return int(self.keep_negative) + self.int_bits
+
+    @property
+    def bits(self) -> int:
+        return int(self.keep_negative) + self.int_bits + self.frac_bits
+
+    @property
+    def is_constant(self) -> bool:
+        return self.role in ("kernel", "bias")
+
+    def describe(self) -> str:
+        sign = "signed" if self.keep_negative else "unsigned"
+        return (f"{sign}, {self.int_bits} integer and {self.frac_bits} fraction bits, "
+                f"{self.round_mode}, {self.overflow_mode}")
+
+
+@dataclass(frozen=True)
+class LayerQuant:
+    """The formats of one HGQ2 layer's quantized tensors (None where it does not quantize)."""
+
+    name: str
+    input: TensorFormat | None
+    kernel: TensorFormat | None
+    bias: TensorFormat | None
+    output: TensorFormat | None
+    activation: str = "linear"
+
+
+# --- reading one quantizer --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Stated:
+    """A quantizer's statement per element of its bit-width array (numpy arrays of one shape)."""
+
+    k: np.ndarray
+    i: np.ndarray  # the effective integer bits, max(i, -f) (HGQ2 clamps them so)
+    f: np.ndarray
+    live: np.ndarray  # k + i + f > 0 (HGQ2 outputs 0 where it is not: a pruned element)
+    round_mode: str
+    overflow_mode: str
+    stochastic: bool
+    granularity: str
+    is_weight: bool
+
+
+def _granularity(shape: tuple[int, ...]) -> str:
+    sizes = [d for d in shape if d > 1]
+    if not sizes:
+        return "tensor"
+    return "channel" if len(sizes) == 1 and shape[-1] > 1 else "element"
+
+
+def _state(layer: Any, role: str, quantizer: Any) -> _Stated:
+    """Read a `hgq.quantizer.Quantizer`'s settings, refusing what no fixed-point format states."""
+    where = f"HGQ2 layer '{layer.name}' ({type(layer).__name__}), {role} quantizer"
+    config = quantizer.config
+    if config.q_type not in ("kif", "kbi"):
+        raise K2CError(f"{where}: q_type '{config.q_type}' is not a fixed-point quantizer "
+                       "(a minifloat or dummy quantizer has no fixed-point format); use 'kif' or 'kbi'")
+    for setting in ("scaler", "affine"):
+        if getattr(config, setting, None) is not None:
+            raise K2CError(f"{where}: {setting}={getattr(config, setting)!r} (a scaled fixed-point "
+                           "value) is not supported; use a quantizer without scaler or affine")
+    internal = quantizer.quantizer
+    round_mode, overflow_mode = str(internal.round_mode).upper(), str(internal.overflow_mode).upper()
+    stochastic = round_mode.startswith("S_")
+    base_round = round_mode[2:] if stochastic else round_mode
+    if base_round not in ROUND_MODES:
+        raise K2CError(f"{where}: round_mode '{round_mode}' is not supported; HGQ2's modes are "
+                       f"{', '.join(ROUND_MODES)} (and S_ variants)")
+    if overflow_mode not in OVERFLOW_MODES:
+        raise K2CError(f"{where}: overflow_mode '{overflow_mode}' cannot be built (a reflecting wrap); "
+                       f"use one of {', '.join(OVERFLOW_MODES)}")
+    k, i, f = (np.asarray(_to_numpy(v)) for v in internal.kif)
+    shape = np.broadcast_shapes(k.shape, i.shape, f.shape)
+    k, i, f = (np.broadcast_to(a, shape).astype(np.int64) for a in (k, i, f))
+    return _Stated(k=k, i=np.maximum(i, -f), f=f, live=(k + i + f) > 0, round_mode=base_round,
+                   overflow_mode=overflow_mode, stochastic=stochastic, granularity=_granularity(shape),
+                   is_weight=bool(getattr(internal, "_is_weight", False)))
+
+
+def data_format(layer: Any, role: str, quantizer: Any) -> TensorFormat:
+    """The format of a quantizer the hardware applies (an input or output quantizer): one
+    (k, i, f) for the whole tensor, or a clear error."""
+    stated = _state(layer, role, quantizer)
+    where = f"HGQ2 layer '{layer.name}' ({type(layer).__name__}), {role} quantizer"
+    triples = {(int(k), int(i), int(f)) for k, i, f in zip(stated.k.flat, stated.i.flat, stated.f.flat)}
+    if not stated.live.all():
+        dead = int((~stated.live).sum())
+        raise K2CError(f"{where}: {dead} of {stated.live.size} elements have no bits (k + i + f <= 0: "
+                       "HGQ2 outputs 0 there); a pruned input cannot be built per tensor")
+    if len(triples) > 1:
+        ks, is_, fs = (sorted({t[n] for t in triples}) for n in range(3))
+        raise K2CError(
+            f"{where} is heterogeneous ({stated.granularity} granularity: k in {ks}, i in {is_}, f in "
+            f"{fs}); one wider format would round and overflow other elements differently, so it "
+            "cannot be widened exactly. Quantize activations per tensor, e.g. build the model inside "
+            "hgq.config.QuantizerConfigScope(place='datalane', heterogeneous_axis=())"
+        )
+    (k, i, f), = triples
+    return TensorFormat(layer=str(layer.name), role=role, keep_negative=bool(k), int_bits=i, frac_bits=f,
+                        round_mode=stated.round_mode, overflow_mode=stated.overflow_mode,
+                        granularity=stated.granularity, stochastic=stated.stochastic)
+
+
+def _frac_needed(values: np.ndarray, most: int) -> int:
+    """The fewest fraction bits (possibly negative) that hold every value exactly."""
+    nonzero = values[values != 0]
+    if nonzero.size == 0:
+        return 0
+    for frac in range(-MAX_BITS, most + 1):
+        scaled = np.ldexp(nonzero, frac)
+        if np.all(scaled == np.floor(scaled)):
+            return frac
+    raise AssertionError(f"quantized values are not multiples of 2^-{most}")  # pragma: no cover - HGQ2 bug
+
+
+def _int_needed(values: np.ndarray, frac: int, signed: bool) -> int:
+    """The fewest integer bits (sign excluded, possibly negative) whose range holds every value."""
+    if values.size == 0 or not np.any(values):
+        return -frac  # zero bits beyond the sign
+    raw = np.ldexp(values, frac).astype(np.int64)
+    top = int(raw.max(initial=0))
+    bottom = int(-raw.min(initial=0)) - 1 if signed else 0  # -2^n needs n bits, like 2^n - 1
+    return max(top, bottom, 0).bit_length() - frac
+
+
+def constant_format(layer: Any, role: str, quantizer: Any, values: np.ndarray) -> TensorFormat:
+    """The format of a quantized constant (`values`, HGQ2's own `qkernel`/`qbias`): the
+    narrowest that holds every value exactly."""
+    stated = _state(layer, role, quantizer)
+    values = np.asarray(values, dtype=np.float64)
+    live_f = stated.f[stated.live]
+    most_f = int(live_f.max()) if live_f.size else 0
+    frac = _frac_needed(values, most_f)
+    signed = bool(np.any(values < 0))
+    triples = {(int(k), int(i), int(f)) for k, i, f, alive in
+               zip(stated.k.flat, stated.i.flat, stated.f.flat, stated.live.flat) if alive}
+    return TensorFormat(layer=str(layer.name), role=role, keep_negative=signed,
+                        int_bits=_int_needed(values, frac, signed), frac_bits=frac,
+                        round_mode=stated.round_mode, overflow_mode=stated.overflow_mode,
+                        granularity=stated.granularity, widened=len(triples) > 1 or not stated.live.all(),
+                        stochastic=stated.stochastic)
+
+
+# --- the one conversion to the compiler's format ------------------------------------------
+
+
+def to_fixed_format(record: TensorFormat) -> FixedFormat:
+    """THE place where an HGQ2 format becomes a `FixedFormat` (switch it to the generalised
+    FixedFormat -- unsigned, negative int/frac bits, truncation, wrap -- when that lands).
+
+    Today's FixedFormat is signed, with `int >= 0` and `frac >= 0`, rounds to nearest (ties
+    up) and saturates (docs/contract.md). A constant only needs a container that holds its
+    values, so it is widened to that (exact); a data format must be computed as stated, so
+    anything else is refused with the setting named."""
+    where = f"HGQ2 layer '{record.layer}', {record.role} quantizer ({record.describe()})"
+    if record.is_constant:
+        integer, frac = max(record.int_bits, 0), max(record.frac_bits, 0)
+        frac += max(0, 2 - (1 + integer + frac))  # at least 2 bits (formats.MIN_HARDWARE_BITS)
+        fmt = FixedFormat(1, integer, frac)
+    else:
+        unsupported = []
+        if not record.keep_negative:
+            unsupported.append("unsigned (k=0)")
+        if record.int_bits < 0 or record.frac_bits < 0:
+            unsupported.append("negative integer or fraction bits")
+        if record.round_mode != "RND":
+            unsupported.append(f"round_mode {record.round_mode} (only RND)")
+        if record.overflow_mode != "SAT":
+            unsupported.append(f"overflow_mode {record.overflow_mode} (only SAT)")
+        if unsupported:
+            raise K2CError(f"{where}: the compiler's fixed-point format cannot yet compute "
+                           f"{'; '.join(unsupported)}")
+        fmt = FixedFormat(1, record.int_bits, record.frac_bits)
+    if fmt.bits > MAX_BITS:
+        raise K2CError(f"{where}: {fmt.bits} bits, at most {MAX_BITS} supported")
+    return fmt
+
+
+# --- the layers -------------------------------------------------------------------------
+
+#: Keras activations an HGQ2 layer may apply in float32 before the next quantizer and still be
+#: computed exactly by the hardware (piecewise linear with integer slopes: exact in float32).
+EXACT_ACTIVATIONS = ("linear", "relu")
+
+
+def _check_layer(layer: Any, record: ir.Layer) -> None:
+    activation = getattr(record, "activation", "linear")
+    if activation not in EXACT_ACTIVATIONS:
+        raise K2CError(
+            f"HGQ2 layer '{layer.name}' ({type(layer).__name__}) applies activation '{activation}' "
+            "in float32 between its accumulator and the next quantizer, which no fixed-point "
+            f"hardware reproduces bit for bit; use {' or '.join(EXACT_ACTIVATIONS)}"
+        )
+    if not layer.enable_iq:
+        raise K2CError(f"HGQ2 layer '{layer.name}' ({type(layer).__name__}) has enable_iq=False: its "
+                       "input is not quantized by the layer; keep the input quantizer")
+
+
+def layer_quant(layer: Any, kernel: np.ndarray | None, bias: np.ndarray | None,
+                activation: str = "linear") -> LayerQuant:
+    """All formats of one HGQ2 layer (its quantized `kernel` and `bias` as HGQ2 computes them)."""
+    bq = getattr(layer, "bq", None)
+    return LayerQuant(
+        name=str(layer.name),
+        input=data_format(layer, "input", layer.iq) if layer.enable_iq else None,
+        kernel=constant_format(layer, "kernel", layer.kq, kernel) if kernel is not None else None,
+        bias=constant_format(layer, "bias", bq, bias) if bias is not None and bq is not None else None,
+        output=data_format(layer, "output", layer.oq) if layer.enable_oq else None,
+        activation=activation,
+    )
+
+
+def quantized_weights(layer: Any) -> tuple[np.ndarray, np.ndarray | None]:
+    """HGQ2's own quantized kernel and bias (inference mode), as float64 (exact: float32 values)."""
+    kernel = _to_numpy(layer.qkernel)
+    qbias = layer.qbias
+    return kernel, (None if qbias is None else _to_numpy(qbias))
+
+
+def _with_quantized_weights(layer: Any, record: ir.Layer) -> ir.Layer:
+    kernel, bias = quantized_weights(layer)
+    old = record.kernel  # type: ignore[attr-defined]
+    if kernel.size != old.size:  # pragma: no cover - would be a frontend bug
+        raise K2CError(f"HGQ2 layer '{layer.name}': quantized kernel {kernel.shape} does not match {old.shape}")
+    bias = np.zeros(old.shape[-1]) if bias is None else bias.reshape(-1)
+    return dataclasses.replace(record, kernel=kernel.reshape(old.shape), bias=bias)
+
+
+def _quantized_twin(float_class: str):
+    """A converter for an HGQ2 layer: its float twin's record (geometry and option checks)
+    with HGQ2's quantized kernel and bias; the quantizers are checked too."""
+
+    def convert(layer: Any, state: ConversionState) -> ir.Layer:
+        record = _with_quantized_weights(layer, keras_converter(float_class)(layer, state))
+        _check_layer(layer, record)
+        kernel, bias = quantized_weights(layer)
+        layer_quant(layer, kernel, bias, getattr(record, "activation", "linear"))  # refuses bad settings now
+        return record
+
+    convert.__doc__ = f"An HGQ2 layer computed as a Keras {float_class} with quantized weights."
+    return convert
+
+
+register_converter("QDense", "QBatchNormDense", module="hgq.")(_quantized_twin("Dense"))
+register_converter("QConv2D", module="hgq.")(_quantized_twin("Conv2D"))
+register_converter("QConv1D", module="hgq.")(_quantized_twin("Conv1D"))
+
+_DENSE_EQUATION = re.compile(r"^(\.\.\.|[a-z])([a-z]),([a-z])([a-z])->(\.\.\.|[a-z])([a-z])$")
+
+
+@register_converter("QEinsumDense", module="hgq.")
+def _convert_einsum_dense(layer: Any, state: ConversionState) -> ir.Layer:
+    """A QEinsumDense whose equation is a Dense on a vector (`ba,ac->bc`, `...a,ab->...b`)."""
+    _single_input(layer, state)
+    equation = str(layer.equation).replace(" ", "")
+    match = _DENSE_EQUATION.match(equation)
+    dense = (match is not None and len(state.shape) == 1 and match.group(1) == match.group(5)
+             and match.group(2) == match.group(3) and match.group(4) == match.group(6)
+             and len({match.group(1), match.group(2), match.group(4)}) == 3)
+    bias_axes = getattr(layer, "bias_axes", None)
+    if not dense or bias_axes not in (None, match.group(4) if match else None):
+        raise K2CError(
+            f"QEinsumDense layer '{layer.name}' computes '{layer.equation}' (bias_axes {bias_axes!r}) "
+            f"on an input of shape {state.shape}; only a Dense on a vector is supported "
+            "('ba,ac->bc' or '...a,ab->...b', bias on the output axis)"
+        )
+    kernel, bias = quantized_weights(layer)
+    n_in, n_out = state.shape[0], int(kernel.shape[-1])
+    if kernel.shape != (n_in, n_out):  # pragma: no cover - Keras builds it so
+        raise K2CError(f"QEinsumDense layer '{layer.name}' has kernel {kernel.shape}, expected {(n_in, n_out)}")
+    record = ir.Dense(**state.common(layer, (n_out,)), kernel=kernel,
+                      bias=np.zeros(n_out) if bias is None else bias.reshape(-1),
+                      use_bias=bias is not None, activation=_activation(layer))
+    _check_layer(layer, record)
+    layer_quant(layer, kernel, bias, record.activation)
+    return record
+
+
+def is_hgq_model(model: Any) -> bool:
+    """Whether a Keras model holds HGQ2 layers (its formats then come from the model)."""
+    return any(type(layer).__module__.startswith("hgq.") for layer in _all_layers(model))
+
+
+def _all_layers(model: Any) -> list[Any]:
+    out = []
+    for layer in getattr(model, "layers", []):
+        out.extend(_all_layers(layer) if hasattr(layer, "layers") and not hasattr(layer, "iq") else [layer])
+    return out
+
+
+def model_quant(model: Any) -> dict[str, LayerQuant]:
+    """Every HGQ2 compute layer's formats, by layer name, in model order."""
+    result: dict[str, LayerQuant] = {}
+    for layer in _all_layers(model):
+        if type(layer).__name__ in ("QDense", "QBatchNormDense", "QConv1D", "QConv2D", "QEinsumDense") \
+                and type(layer).__module__.startswith("hgq."):
+            kernel, bias = quantized_weights(layer)
+            result[str(layer.name)] = layer_quant(layer, kernel, bias, _activation_name(layer.activation))
+    return result
+
+
+# --- the whole model's formats ------------------------------------------------------------
+
+#: Records that pass a tensor on unchanged (a quantizer after them sees the same values).
+_TRANSPARENT = (ir.Flatten, ir.Reshape, ir.Identity)
+
+
+def _is_relu(record: ir.Layer) -> bool:
+    return isinstance(record, ir.Activation) and record.activation == "relu"
+
+
+def format_config(model: Any, graph: Graph) -> Any:
+    """The formats of an HGQ2 model's graph (after the passes) as a `FormatConfig`: the input
+    format is the first layer's input quantizer; each layer's weight and bias formats hold
+    its quantized constants; its output format is its own output quantizer, else the input
+    quantizer of the layer(s) that read it (through Flatten/Reshape and ReLU, which commute
+    with a saturating quantizer), else (the network output) its exact accumulator, as HGQ2
+    leaves it. Everything goes through `to_fixed_format`."""
+    from keras2clash.hw.plan import LayerFormats, accumulator_format
+    from keras2clash.quant.layerformats import FormatConfig
+
+    quant = model_quant(model)
+
+    def readers(tensor: str) -> list[ir.Layer]:
+        """The quantizing records that read `tensor`, through transparent ones."""
+        found: list[ir.Layer] = []
+        for record in graph.consumers(tensor):
+            if isinstance(record, _TRANSPARENT) or _is_relu(record):
+                found.extend(readers(record.name))
+            elif record.name in quant:
+                found.append(record)
+            else:
+                raise K2CError(
+                    f"layer '{record.name}' ({record.keras_class}) reads a tensor of HGQ2 layers; only "
+                    "HGQ2 compute layers (QDense, QConv1D/2D, QEinsumDense) and Flatten/Reshape/ReLU "
+                    "between them are supported in a quantization-aware model"
+                )
+        return found
+
+    def input_of(records: list[ir.Layer], what: str) -> TensorFormat | None:
+        formats = {quant[r.name].input for r in records}
+        if len(formats) > 1:
+            raise K2CError(f"{what} is read by HGQ2 layers {', '.join(r.name for r in records)} whose input "
+                           "quantizers differ; one tensor needs one format")
+        return next(iter(formats), None)
+
+    first = input_of(readers(graph.input_name), "the network input")
+    if first is None:
+        raise K2CError("the network input is not read by an HGQ2 layer's input quantizer")
+    layers: dict[str, LayerFormats] = {}
+    for record in graph.layers:
+        if record.name not in quant:
+            if not (isinstance(record, _TRANSPARENT) or _is_relu(record)):
+                raise K2CError(f"layer '{record.name}' ({record.keras_class}) is not an HGQ2 layer; "
+                               "a quantization-aware model must quantize every compute layer")
+            continue
+        q = quant[record.name]
+        assert q.input is not None and q.kernel is not None  # _check_layer
+        weight = to_fixed_format(q.kernel)
+        bias = to_fixed_format(q.bias) if q.bias is not None else weight
+        if q.output is not None:
+            out = to_fixed_format(q.output)
+        else:
+            after = input_of(readers(record.name), f"the output of '{record.name}'")
+            if after is not None:
+                out = to_fixed_format(after)
+            else:  # the network output: HGQ2 leaves the accumulator as it is
+                n_in = int(np.prod(record.kernel.shape[:-1]))  # type: ignore[attr-defined]
+                out = accumulator_format(to_fixed_format(q.input), weight, n_in, bias)
+        layers[record.name] = LayerFormats(weight=weight, bias=bias, output=out)
+    return FormatConfig(default=None, input=to_fixed_format(first), layers=layers)
