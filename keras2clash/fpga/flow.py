@@ -1,7 +1,9 @@
 """Synthesis and place-and-route of an emitted project's Verilog on one FPGA part.
 
 Steps: (1) the Verilog, generated with Clash if it is missing or stale (as `synth` does);
-(2) yosys `synth_ecp5` / `synth_ice40` to a JSON netlist; (3) nextpnr: packing, placement and
+(2) yosys `synth_ecp5` / `synth_ice40` to a JSON netlist; on ECP5 the multipliers' operand and
+product flip-flops then move into the MULT18X18D blocks' own registers (fpga/dspregs.py; yosys
+does that on iCE40 itself, not on ECP5), unless `dsp_registers=False`; (3) nextpnr: packing, placement and
 (unless --no-route) routing, with `--report report.json --detailed-timing-report`, the target
 `--freq`, `--seed`, `--timing-allow-fail` (a missed target is a result to report, not an error)
 and `--out-of-context` when the top's port bits exceed the package's IO pins. nextpnr-ice40
@@ -34,6 +36,7 @@ from pathlib import Path
 from keras2clash import procs
 from keras2clash.errors import K2CError
 from keras2clash.fpga.devices import Device, Tool, get_device
+from keras2clash.fpga.dspregs import DspFold, fold_netlist
 from keras2clash.fpga.harness import HARNESS_TOP, harness, ports
 from keras2clash.fpga.report import PnrReport, log_fmax, parse_nextpnr, to_markdown
 
@@ -170,7 +173,8 @@ def _rel(path: Path, start: Path) -> str:
 
 
 def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MHZ, seed: int = 1,
-        route: bool = True, force: bool = False, progress: Progress | None = None) -> PnrReport:
+        route: bool = True, force: bool = False, dsp_registers: bool = True,
+        progress: Progress | None = None) -> PnrReport:
     """Place and route PROJECT on `fpga` (module docstring); returns the report."""
     from keras2clash.backend.project import load_project
     from keras2clash.fsutil import atomic_directory, check_writable_target, write_output_file
@@ -216,6 +220,9 @@ def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MH
             t1 = time.monotonic()
             run_tool([tools.yosys, "-q", "-l", _rel(work / "synth.log", folder), "-p", script], folder,
                      work / "synth.log")
+            fold = None
+            if dsp_registers and device.family == "ecp5":
+                fold = _fold_dsp_registers(work / "design.json", top)
             seconds["synthesis"] = time.monotonic() - t1
             tell("synthesis", "done")
 
@@ -265,6 +272,7 @@ def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MH
             project=project.name, top=project.top, device=device.name, part=device.part, package=device.package,
             routed=route, out_of_context=out_of_context, port_bits=port_bits, io_pins=device.io_pins,
             harness_flip_flops=scan.flip_flops if scan is not None else 0,
+            dsp_registers=fold.summary if fold is not None else "",
             target_mhz=freq_mhz, seed=seed, utilisation=util, clocks=clocks, critical_path=critical,
             io_paths=io_paths, latency_cycles=t.first_latency, interval_cycles=t.ii,
             seconds={k: round(v, 1) for k, v in seconds.items()},
@@ -273,6 +281,14 @@ def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MH
         write_output_file(work / "summary.json", report.to_json() + "\n", force=True)
         write_output_file(work / "summary.md", to_markdown(report), force=True)
     return report
+
+
+def _fold_dsp_registers(design_json: Path, top: str) -> DspFold:
+    """Rewrite yosys' ECP5 netlist with the multiplier registers inside the DSP blocks."""
+    netlist = json.loads(design_json.read_text())
+    fold = fold_netlist(netlist, top)
+    design_json.write_text(json.dumps(netlist))
+    return fold
 
 
 def _keep_failed(work: Path, out: Path) -> Path:

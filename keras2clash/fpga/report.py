@@ -82,6 +82,7 @@ class PnrReport:
     interval_cycles: float
     seconds: dict[str, float] = field(default_factory=dict)  # step -> wall time
     harness_flip_flops: int = 0  # a scan harness's (fpga/harness.py), included in the utilisation
+    dsp_registers: str = ""  # what fpga/dspregs.py moved into the DSP blocks ("" = nothing / not ECP5)
     tools: dict[str, str] = field(default_factory=dict)  # role -> executable
     logs: str = ""  # folder with synth.log, pnr.log, report.json, design.json
 
@@ -212,6 +213,8 @@ def to_markdown(report: PnrReport) -> str:
     ]
     for u in report.utilisation:
         lines.append(f"| {u.resource} | {u.cell} | {u.used:,} | {u.available:,} | {u.percent:.1f} |")
+    if report.dsp_registers:
+        lines += ["", f"DSP registers: {report.dsp_registers}."]
     lines += ["", "| timing | value |", "|---|--:|"]
     fmax = report.fmax_mhz
     lines.append(f"| target clock | {report.target_mhz:g} MHz |")
@@ -255,6 +258,8 @@ def render(report: PnrReport, console) -> None:
     for u in report.utilisation:
         table.add_row(u.resource, u.cell, f"{u.used:,}", f"{u.available:,}", f"{u.percent:.1f}")
     console.print(table)
+    if report.dsp_registers:
+        console.print(f"DSP registers: {report.dsp_registers}", highlight=False)
     fmax = report.fmax_mhz
     if fmax is None:
         console.print("Fmax: no clocked path")
