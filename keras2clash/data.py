@@ -40,14 +40,9 @@ def read_npz(path: Path | str, what: str = "data") -> dict[str, np.ndarray]:
         raise K2CError(f"{what} file {path} is not a readable .npz: {exc}") from None
 
 
-def load_dataset(path: Path | str, input_shape: tuple[int, ...], n_classes: int) -> Dataset:
-    """Load and validate a test set for a model with `input_shape` and `n_classes` outputs."""
-    path = Path(path)
-    arrays = read_npz(path, "data")
-    x = arrays.get("x", arrays.get("x_test"))
-    y = arrays.get("y", arrays.get("y_test"))
-    if x is None or y is None:
-        raise K2CError(f"data file {path} needs arrays 'x' and 'y'; it has {sorted(arrays)}")
+def _inputs(path: Path, x: np.ndarray, input_shape: tuple[int, ...]) -> np.ndarray:
+    """The inputs checked against the model: shape (a 1-D sequence may come without the IR's
+    row axis), numbers, finite."""
     if x.ndim == 3 and (1, *x.shape[1:]) == tuple(input_shape):  # a 1-D sequence (frontend.registry.image_shape)
         x = x.reshape(len(x), *input_shape)
     if x.ndim < 2 or tuple(x.shape[1:]) != tuple(input_shape):
@@ -59,6 +54,31 @@ def load_dataset(path: Path | str, input_shape: tuple[int, ...], n_classes: int)
         raise K2CError(f"data file {path}: inputs are {x.dtype}, not numbers")
     if not np.all(np.isfinite(x)):
         raise K2CError(f"data file {path}: inputs contain NaN or infinity")
+    if len(x) == 0:
+        raise K2CError(f"data file {path} holds no samples")
+    return x
+
+
+def load_inputs(path: Path | str, input_shape: tuple[int, ...]) -> np.ndarray:
+    """Only the inputs `x` (or `x_test`) of an .npz, checked against the model (labels, if
+    any, are not read): for `predict` and `trace`."""
+    path = Path(path)
+    arrays = read_npz(path, "data")
+    x = arrays.get("x", arrays.get("x_test"))
+    if x is None:
+        raise K2CError(f"data file {path} needs an array 'x' (inputs); it has {sorted(arrays)}")
+    return _inputs(path, x, input_shape).astype(np.float64)
+
+
+def load_dataset(path: Path | str, input_shape: tuple[int, ...], n_classes: int) -> Dataset:
+    """Load and validate a test set for a model with `input_shape` and `n_classes` outputs."""
+    path = Path(path)
+    arrays = read_npz(path, "data")
+    x = arrays.get("x", arrays.get("x_test"))
+    y = arrays.get("y", arrays.get("y_test"))
+    if x is None or y is None:
+        raise K2CError(f"data file {path} needs arrays 'x' and 'y'; it has {sorted(arrays)}")
+    x = _inputs(path, x, input_shape)
     if y.ndim == 2 and y.shape[1] == n_classes:
         y = np.argmax(y, axis=1)
     if y.ndim != 1 or len(y) != len(x):
@@ -76,7 +96,4 @@ def load_dataset(path: Path | str, input_shape: tuple[int, ...], n_classes: int)
                            f"label {bad} is {float(y[bad])}")
     if len(y) and (y.min() < 0 or y.max() >= n_classes):
         raise K2CError(f"data file {path}: labels must be classes 0..{n_classes - 1}")
-    y = y.astype(np.int64)
-    if len(x) == 0:
-        raise K2CError(f"data file {path} holds no samples")
-    return Dataset(x.astype(np.float64), y)
+    return Dataset(x.astype(np.float64), y.astype(np.int64))

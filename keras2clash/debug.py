@@ -67,26 +67,37 @@ class _Source:
         return self.keras_model
 
 
-def _resolve(model: Any, fmt: str | FixedFormat, options: dict[str, Any]) -> _Source:
+DEFAULT_FORMAT = "1,7,8"
+
+
+def _resolve(model: Any, fmt: str | FixedFormat | None, options: dict[str, Any]) -> _Source:
     """A Network, a Project, an emitted project folder, a keras.Model or a model file."""
     from keras2clash.backend.project import MANIFEST, SOURCE_MODEL, Project, load_project
     from keras2clash.network import Network, load_network
 
     if isinstance(model, (str, Path)) and Path(model).is_dir() and (Path(model) / MANIFEST).is_file():
         model = load_project(model)
-    if isinstance(model, (Network, Project)) and options:
-        raise K2CError(f"{', '.join(sorted(options))}: options for planning a Keras model; a planned network or "
+    given = sorted(options) + (["format"] if fmt is not None else [])
+    if isinstance(model, (Network, Project)) and given:
+        raise K2CError(f"{', '.join(given)}: options for planning a Keras model; a planned network or "
                        "an emitted project has its formats already")
     if isinstance(model, Project):
         return _Source(model.name, model.plans, model.params, model_path=model.root / SOURCE_MODEL)
     if not isinstance(model, Network):
-        model = load_network(model, fmt, **options)
+        model = load_network(model, DEFAULT_FORMAT if fmt is None else fmt, **options)
     return _Source(model.name, model.plans, model.params, keras_model=model.keras_model)
 
 
-def _inputs(x: Any, input_shape: tuple[int, ...]) -> np.ndarray:
+def _inputs(x: Any, input_shape: tuple[int, ...], limit: int | None) -> np.ndarray:
     """`X` as (N, *input_shape) floats: the IR's shape or the Keras one (a 1-D sequence is one
-    row high in the IR), or a single sample of the input shape; one clear error otherwise."""
+    row high in the IR), or a single sample of the input shape, or an .npz file's `x`; the
+    first `limit` samples; one clear error otherwise."""
+    if limit is not None and limit < 1:
+        raise K2CError(f"the number of samples must be at least 1, got {limit}")
+    if isinstance(x, (str, Path)):
+        from keras2clash.data import load_inputs
+
+        return load_inputs(x, input_shape)[:limit]
     try:
         x = np.asarray(x)
     except (ValueError, TypeError) as exc:
@@ -100,19 +111,21 @@ def _inputs(x: Any, input_shape: tuple[int, ...]) -> np.ndarray:
         raise K2CError(f"inputs have shape {tuple(x.shape)}; the model expects (N, {', '.join(map(str, input_shape))})")
     if not np.all(np.isfinite(x)):
         raise K2CError("inputs contain NaN or infinity")
-    return x.astype(np.float64).reshape(len(x), *input_shape)
+    return x.astype(np.float64).reshape(len(x), *input_shape)[:limit]
 
 
-def predict(model: Any, x: Any, fmt: str | FixedFormat = "1,7,8", **options: Any) -> Prediction:
-    """The golden model's outputs for inputs `x`: raw integers, the reals they stand for,
+def predict(model: Any, x: Any, fmt: str | FixedFormat | None = None, *, limit: int | None = None,
+            **options: Any) -> Prediction:
+    """The golden model's outputs for inputs `x` (an array, or an .npz file's `x`; the first
+    `limit` samples): raw integers, the reals they stand for,
     and the core's class output. Nothing is written to disk.
 
     `model` is a `keras.Model`, a model file (.keras, .h5, JSON config), a planned
     `network.Network` or an emitted project folder (its formats; `fmt` and `options` are
-    then not taken). For a Keras model, `fmt` and `options` (`layer_formats`,
-    `input_format`, `bits`, `calibration`, `softmax`, ...) are `emit`'s."""
+    then refused). For a Keras model, `fmt` (default 1,7,8) and `options`
+    (`layer_formats`, `input_format`, `bits`, `calibration`, `softmax`, ...) are `emit`'s."""
     source = _resolve(model, fmt, options)
-    xs = _inputs(x, source.plans[0].input_shape)
+    xs = _inputs(x, source.plans[0].input_shape, limit)
     x_raw = golden.quantize_inputs(source.plans, xs)
     raw, classes = golden.predict(source.plans, source.params, x_raw)
     out_fmt = source.plans[-1].out_fmt
@@ -120,7 +133,8 @@ def predict(model: Any, x: Any, fmt: str | FixedFormat = "1,7,8", **options: Any
                       output_format=out_fmt, input_raw=x_raw, input_format=source.plans[0].in_fmt)
 
 
-def trace(model: Any, x: Any, fmt: str | FixedFormat = "1,7,8", **options: Any) -> Trace:
+def trace(model: Any, x: Any, fmt: str | FixedFormat | None = None, *, limit: int | None = None,
+          **options: Any) -> Trace:
     """Every layer's fixed-point output (raw and real) on inputs `x` beside Keras' float
     output of the same layer, with error statistics (`report.trace`). `model` as for
     `predict`; the Keras model is needed (a project's `source_model.keras`).
@@ -139,7 +153,7 @@ def trace(model: Any, x: Any, fmt: str | FixedFormat = "1,7,8", **options: Any) 
     if keras_model is None:
         raise K2CError("trace compares with Keras: give the Keras model (or a file, or a project), "
                        "not a network planned from a graph alone")
-    xs = _inputs(x, source.plans[0].input_shape)
+    xs = _inputs(x, source.plans[0].input_shape, limit)
     graph = to_graph(keras_model)  # before --softmax argmax: which fused layers it had
     nodes = walk.layer_nodes(keras_model)
     order = {str(node.layer.name): k for k, node in enumerate(nodes)}
