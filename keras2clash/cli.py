@@ -39,6 +39,9 @@ BITS_HELP = "Total width of every value for --format auto."
 CAL_HELP = "Calibration set .npz (array x) for --format auto: the layer outputs' ranges."
 SOFTMAX_HELP = ("exact: compute a softmax at the output (exp table, exact division); argmax: leave it out, "
                 "the outputs are the logits (same predicted class, no softmax hardware).")
+TASK_HELP = ("auto | classifier (accuracy against labels y) | regression (output values against Keras and the "
+             "targets y, if any: max |err| and MSE; an autoencoder's data may hold only x). auto: a softmax output, "
+             "integer labels or one-hot rows mean a classifier; no y, one output or real-valued targets, regression.")
 BUDGET_HELP = ("Multiplier budget, a number or a device (ecp5-85k: its 156 MULT18X18D): choose --parallelism "
                "and --cycles of every dense/conv2d layer for the smallest initiation interval within it "
                "(balanced allocation, exact model).")
@@ -104,10 +107,11 @@ def simulate(
     gap_max: int = typer.Option(0, "--gap-max", min=0, help="Random idle cycles (0..K) between inputs and random output stalls."),
     seed: int = typer.Option(1, "--seed", help="Seed for --gap-max."),
     force: bool = typer.Option(False, "--force", help="Replace existing --json/--markdown files."),
+    task: str = typer.Option("auto", "--task", help=TASK_HELP),
 ) -> None:
     """Simulate PROJECT in Clash (GHC-compiled) and compare with the golden model and Keras."""
     _check_reports(force, json_out, markdown)
-    comp = api.simulate(project, data, n, gap_max=gap_max, seed=seed)
+    comp = api.simulate(project, data, n, gap_max=gap_max, seed=seed, task=task)
     _write_reports(comp, json_out, markdown, force)
     if not comp.all_exact:
         raise K2CError(f"simulation differs from the golden model on {comp.samples - (comp.bit_exact or 0)} sample(s)", exit_code=1)
@@ -137,13 +141,14 @@ def run(
     dsp_budget: Optional[str] = typer.Option(None, "--dsp-budget", help=BUDGET_HELP),
     softmax: str = typer.Option("exact", "--softmax", help=SOFTMAX_HELP),
     pipeline: Optional[str] = typer.Option(None, "--pipeline", help=PIPE_HELP),
+    task: str = typer.Option("auto", "--task", help=TASK_HELP),
 ) -> None:
     """emit -> hdl -> simulate in one go (default: all three HDLs)."""
     langs = _languages(verilog, vhdl, systemverilog, ("verilog", "vhdl", "systemverilog"))
     _check_reports(force, json_out, markdown)
     comp = api.run(model, data, format, out, parallelism, cycles=cycles, languages=langs, limit=n, weights=weights, force=force,
                    layer_formats=_user_formats(layer_formats, layer_format, input_format), bits=bits,
-                   calibration=calibration, dsp_budget=dsp_budget, softmax=softmax, pipeline=pipeline)
+                   calibration=calibration, dsp_budget=dsp_budget, softmax=softmax, pipeline=pipeline, task=task)
     _write_reports(comp, json_out, markdown, force)
     if not comp.all_exact:
         raise K2CError(f"simulation differs from the golden model on {comp.samples - (comp.bit_exact or 0)} sample(s)", exit_code=1)
