@@ -118,18 +118,27 @@ def _plot_png(trace: Trace, threshold: float | None, metric: str) -> bytes:
         raise K2CError("no layer has a Keras output to compare with: nothing to plot")
     xs = np.arange(len(rows))
     labels = [r.name for r in rows]
-    tiny = 1e-12  # an exact layer (error 0) drawn on the log axis' floor
+    top_values = [[r.stats.max_abs for r in rows], [r.stats.mean_abs for r in rows]]
+    lsb_values = [r.stats.max_lsb for r in rows]
+    # an exact layer (error 0) sits on the log axis' floor, a decade under the smallest error, marked "0"
+    floor_abs = _floor(top_values[0] + top_values[1] + [r.fmt.lsb / 2 for r in rows])
+    floor_lsb = _floor(lsb_values + ([threshold] if threshold is not None and metric == "max_lsb" else []))
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(max(6.0, 0.55 * len(rows) + 2), 6.4), sharex=True)
-    top.semilogy(xs, [max(r.stats.max_abs, tiny) for r in rows], "o-", label="max |fixed - Keras|")
-    top.semilogy(xs, [max(r.stats.mean_abs, tiny) for r in rows], "s--", label="mean |fixed - Keras|")
+    top.semilogy(xs, [max(v, floor_abs) for v in top_values[0]], "o-", label="max |fixed - Keras|")
+    top.semilogy(xs, [max(v, floor_abs) for v in top_values[1]], "s--", label="mean |fixed - Keras|")
     top.semilogy(xs, [r.fmt.lsb / 2 for r in rows], ":", color="grey", label="half an output LSB")
     if threshold is not None and metric in ("max_abs", "mean_abs"):
         top.axhline(threshold, color="#c0392b", lw=1, label=f"threshold ({metric}) {threshold:g}")
+    top.set_ylim(bottom=floor_abs / 2)
     top.set_ylabel("error (real units)")
     top.legend(fontsize=8)
     top.grid(alpha=0.3, which="both")
     over = [threshold is not None and r.stats.metric(metric) > threshold for r in rows]
-    bottom.bar(xs, [max(r.stats.max_lsb, tiny) for r in rows], color=["#c0392b" if o else "#2c5aa0" for o in over])
+    bottom.bar(xs, [max(v, floor_lsb) for v in lsb_values], color=["#c0392b" if o else "#2c5aa0" for o in over])
+    for x, v in zip(xs, lsb_values):
+        if v == 0:
+            bottom.annotate("0", (x, floor_lsb), ha="center", va="bottom", fontsize=8)
+    bottom.set_ylim(bottom=floor_lsb / 2)
     bottom.set_yscale("log")
     if threshold is not None and metric == "max_lsb":
         bottom.axhline(threshold, color="#c0392b", lw=1, label=f"threshold {threshold:g} LSB")
@@ -143,6 +152,12 @@ def _plot_png(trace: Trace, threshold: float | None, metric: str) -> bytes:
     fig.savefig(buffer, format="png", dpi=100)
     plt.close(fig)
     return buffer.getvalue()
+
+
+def _floor(values: list[float]) -> float:
+    """A log axis' floor: a decade under the smallest positive finite value (1e-3 if none)."""
+    positive = [v for v in values if 0 < v < np.inf]
+    return min(positive) / 10 if positive else 1e-3
 
 
 def _num(v: float) -> str:
