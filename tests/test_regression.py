@@ -152,3 +152,24 @@ def test_an_autoencoder_without_labels_in_clash(tmp_path: Path, capsys) -> None:
     comp = k2c.simulate(project, tmp_path / "xy.npz", show=False)
     assert comp.bit_exact == 40 and comp.golden_errors.vs_targets == error_figures(gold.values, x)
     assert comp.keras_float_errors.vs_targets == error_figures(model.predict(x, verbose=0), x)
+
+
+def test_testbench_of_an_autoencoder(tmp_path: Path) -> None:
+    """The HDL testbench (`keras2clash testbench`, then `rtlsim`) takes a test set without
+    labels; real targets are kept beside the expected outputs, class labels as labels."""
+    from keras2clash.verify.testbench import write_testbench
+
+    from helpers import random_dense_model
+
+    model = random_dense_model([(3, "relu"), (6, "sigmoid")], n_in=6, seed=7)
+    project = k2c.emit(model, "1,4,9", tmp_path / "net", show=False)
+    x = np.random.default_rng(8).uniform(0, 1, (5, 6))
+    np.savez(tmp_path / "x.npz", x=x)
+    tb = write_testbench(project, tmp_path / "x.npz")
+    with np.load(tb.directory / "golden.npz") as saved:
+        assert sorted(saved.files) == ["classes", "expected", "x_raw"]
+        assert np.array_equal(saved["expected"], k2c.predict(project, x).raw)
+    np.savez(tmp_path / "xy.npz", x=x, y=x)
+    tb = write_testbench(project, tmp_path / "xy.npz")
+    with np.load(tb.directory / "golden.npz") as saved:
+        assert np.array_equal(saved["targets"], x) and "labels" not in saved.files
