@@ -158,7 +158,8 @@ def trace(model: Any, x: Any, fmt: str | FixedFormat | None = None, *, limit: in
     nodes = walk.layer_nodes(keras_model)
     order = {str(node.layer.name): k for k, node in enumerate(nodes)}
     classes = {str(node.layer.name): type(node.layer).__name__ for node in nodes}
-    targets = [_keras_target(plan, graph, order, classes) for plan in source.plans]
+    softmaxes = {str(node.layer.name) for node in nodes if _applies_softmax(node.layer)}
+    targets = [_keras_target(plan, graph, order, classes, softmaxes) for plan in source.plans]
     pre = tuple(t.layer for t in targets if t.layer is not None and t.pre_activation)
     floats = keras_layer_outputs(keras_model, xs, pre_activation=pre)
     x_raw = golden.quantize_inputs(source.plans, xs)
@@ -187,7 +188,14 @@ class _Target:
     pre_activation: bool = False
 
 
-def _keras_target(plan: LayerPlan, graph: Graph, order: dict[str, int], classes: dict[str, str]) -> _Target:
+def _applies_softmax(layer: Any) -> bool:
+    """A Keras Softmax layer, or a layer whose own activation is the softmax."""
+    activation = getattr(layer, "activation", None)
+    return type(layer).__name__ == "Softmax" or getattr(activation, "__name__", "") == "softmax"
+
+
+def _keras_target(plan: LayerPlan, graph: Graph, order: dict[str, int], classes: dict[str, str],
+                  softmaxes: set[str]) -> _Target:
     """Which Keras layer's output equals `plan`'s (see `trace`), with a note saying why."""
     record = graph.by_name().get(plan.name)
     fused = tuple(record.fused) if record is not None else ()
@@ -201,12 +209,14 @@ def _keras_target(plan: LayerPlan, graph: Graph, order: dict[str, int], classes:
     notes += [f"{classes[n]} '{n}' {'folded' if classes[n] == 'BatchNormalization' else 'fused'} in"
               for n in after[1:]]
     pre = False
-    if record is not None and record.activation == "softmax" and plan.activation != "softmax":
+    applying = [n for n in after if n in softmaxes]
+    if record is not None and record.activation == "softmax" and plan.activation != "softmax" and applying:
         notes.append("softmax left out (argmax): compared before Keras' softmax")
-        if len(after) > 1 and classes[after[-1]] in ("Activation", "Softmax"):
-            after = after[:-1]
-        else:
-            pre = True
+        k = after.index(applying[-1])
+        if k > 0 and classes[after[k]] in ("Activation", "Softmax"):  # a softmax layer: the tensor before it
+            after = after[:k]
+        else:  # the layer's own activation: its output without it
+            after, pre = after[:k + 1], True
     last = after[-1]
     return _Target(last, classes[last], fused, "; ".join(notes), pre)
 

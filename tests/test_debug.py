@@ -192,3 +192,25 @@ def test_cli_predict_writes_the_outputs(tmp_path: Path, cli_files, capsys) -> No
     code, text = run_cli(["predict", str(model), "--data", str(data), "--out", str(out)], capsys)
     assert code == 2 and "--force" in text
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pred.npz"]
+
+
+@pytest.mark.parametrize("standalone", [True, False])
+def test_trace_softmax_left_out_with_a_linear_layer_after_it(standalone) -> None:
+    """A softmax (its own layer, or a Dense's activation) followed by a linear Activation,
+    both fused into the Dense: with the softmax left out, the Keras side is still the logits."""
+    import keras
+
+    import keras2clash as k2c
+
+    rng = np.random.default_rng(9)
+    inp = keras.Input((4,))
+    h = keras.layers.Dense(3, activation=None if standalone else "softmax", name="logits")(inp)
+    if standalone:
+        h = keras.layers.Softmax(name="soft")(h)
+    model = keras.Model(inp, keras.layers.Activation("linear", name="lin")(h))
+    model.set_weights([rng.normal(0, 1, w.shape).astype("float32") for w in model.get_weights()])
+    x = rng.uniform(-1, 1, (12, 4))
+    row = k2c.trace(model, x, "1,7,8", softmax="argmax")["logits"]
+    kernel, bias = (w.numpy() for w in model.get_layer("logits").weights)
+    assert np.allclose(row.keras, x.astype("float32") @ kernel + bias, atol=1e-5)
+    assert row.stats.max_lsb < 4 and "softmax left out" in row.note
