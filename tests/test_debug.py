@@ -17,7 +17,7 @@ def _cnn():
     import keras
 
     rng = np.random.default_rng(0)
-    inp = keras.Input((6, 6, 1))
+    inp = keras.Input((6, 6, 1), name="image")
     h = keras.layers.ZeroPadding2D(1, name="pad")(inp)
     h = keras.layers.Conv2D(3, 3, name="conv")(h)
     h = keras.layers.BatchNormalization(name="bn")(h)
@@ -83,7 +83,7 @@ def test_trace_maps_every_record_to_its_keras_tensor(cnn, cnn_x) -> None:
 
     tr = k2c.trace(cnn, cnn_x, "1,7,8")
     assert [r.name for r in tr.layers] == ["input", "conv", "sep_depthwise", "sep", "flat", "out"]
-    assert [r.keras_layer for r in tr.layers] == ["input_layer", "relu", None, "sep", "flat", "out"]
+    assert [r.keras_layer for r in tr.layers] == ["image", "relu", None, "sep", "flat", "out"]
     conv = tr["conv"]
     assert "ZeroPadding2D 'pad' folded in" in conv.note and "BatchNormalization 'bn' folded in" in conv.note
     assert "ReLU 'relu' fused in" in conv.note and "SeparableConv2D 'sep'" in tr["sep_depthwise"].note
