@@ -6,6 +6,8 @@ Python API (the CLI calls the same functions):
     k2c.emit("model.keras", "1,7,8", "build/net", parallelism=[1, 2, 5])
     k2c.hdl("build/net", ["verilog", "vhdl"])
     comparison = k2c.simulate("build/net", "test.npz")
+    out = k2c.predict(model, x, "1,7,8")          # golden model outputs, nothing written
+    tr = k2c.trace(model, x, "1,7,8")             # every layer: fixed point vs Keras float
 """
 
 import os as _os
@@ -18,7 +20,9 @@ _os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 __version__ = "0.1.0"
 
 from keras2clash.api import emit, hdl, run, simulate  # noqa: E402
+from keras2clash.debug import Prediction, predict, trace  # noqa: E402
 from keras2clash.errors import K2CError  # noqa: E402
 from keras2clash.quant.formats import FixedFormat, parse_format  # noqa: E402
 
-__all__ = ["FixedFormat", "K2CError", "emit", "hdl", "parse_format", "run", "simulate", "__version__"]
+__all__ = ["FixedFormat", "K2CError", "Prediction", "emit", "hdl", "parse_format", "predict", "run", "simulate",
+           "trace", "__version__"]

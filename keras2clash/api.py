@@ -18,13 +18,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from keras2clash.quant import golden
 
 from keras2clash.verify import toolchain
-from keras2clash.data import load_dataset, read_npz
+from keras2clash.data import check_task, load_test_set, read_npz
 from keras2clash.errors import K2CError
 from keras2clash.quant.formats import FixedFormat
 from keras2clash.fsutil import atomic_directory, check_writable_target, work_dir
 from keras2clash.network import load_network
 from keras2clash.backend.project import SOURCE_MODEL, load_project, write_project_data
-from keras2clash.report.comparison import Comparison, accuracy, render
+from keras2clash.report.comparison import Comparison, RungErrors, accuracy, error_figures, render
 from keras2clash.verify.simulate import SimResult, run_simulator
 from keras2clash.hw.summary import design_summary, render_summary
 
@@ -167,19 +167,22 @@ def simulate(
     show: bool = True,
     gap_max: int = 0,
     seed: int = 1,
+    task: str = "auto",
 ) -> Comparison:
     """Run the test set through golden model and Clash simulation; compare with Keras.
 
     `gap_max > 0` stresses the stream protocol: 0..gap_max idle cycles before each input
     and downstream ready held low for 0..gap_max cycles at a time (reproducible from
     `seed`); outputs must stay bit-exact, only the cycle figures change.
+    `task`: "classifier" (accuracies), "regression" (output errors against Keras and the
+    targets; an autoencoder's test set may have no `y`), or "auto" (`data.detect_task`).
     """
     if gap_max < 0:
         raise K2CError(f"gap_max must be >= 0, got {gap_max}")
     _check_limit(limit)
     project = load_project(project_dir)
     work_dir(project.root / toolchain.BUILD_DIR)  # the simulator is built there: writable?
-    dataset = load_dataset(data, project.input_shape, project.n_out).head(limit)
+    dataset = load_test_set(data, project.input_shape, project.n_out, project.plans[-1].activation, task).head(limit)
     toolchain.require_tool("ghc")
     x_raw = golden.quantize_inputs(project.plans, dataset.x)
     gold, gold_classes = golden.predict(project.plans, project.params, x_raw)
@@ -189,17 +192,32 @@ def simulate(
     extra = ["--gap-max", str(gap_max), "--seed", str(seed)] if gap_max else []
     sim = _run_with_progress(exe, project.root, x_raw, project.n_out, extra)
 
-    keras_float = keras_rounded = None
+    outputs = None
     if keras and project.source_model.exists():
-        from keras2clash.frontend.keras_ref import keras_outputs, rounded_classes
+        from keras2clash.frontend.keras_ref import keras_outputs
 
         with console.status("Keras float inference"):
             outputs = keras_outputs(project.source_model, dataset.x)
+    exact = int(np.sum(np.all(sim.outputs == gold, axis=1)))
+    if dataset.task == "regression":
+        comp = _regression_comparison(project, dataset, outputs, gold, sim, exact)
+    else:
+        comp = _classifier_comparison(project, dataset, outputs, gold_classes, sim, exact)
+    if show:
+        render(comp, Console())
+    return comp
+
+
+def _classifier_comparison(project: Any, dataset: Any, outputs: np.ndarray | None, gold_classes: np.ndarray,
+                           sim: SimResult, exact: int) -> Comparison:
+    """The ladder's accuracies against the labels."""
+    from keras2clash.frontend.keras_ref import rounded_classes
+
+    keras_float = keras_rounded = None
+    if outputs is not None:
         keras_float = accuracy(np.argmax(outputs, axis=1), dataset.y)
         keras_rounded = accuracy(rounded_classes(outputs, project.plans[-1].out_fmt), dataset.y)
-
-    exact = int(np.sum(np.all(sim.outputs == gold, axis=1)))
-    comp = Comparison(
+    return Comparison(
         model=project.name,
         format=project.formats_label,
         parallelism=[p.pe for p in project.compute_plans],
@@ -216,9 +234,47 @@ def simulate(
         multipliers=sum(p.multipliers for p in project.plans),
         output_cycles_last=int(sim.output_cycle[-1]),
     )
-    if show:
-        render(comp, Console())
-    return comp
+
+
+def _regression_comparison(project: Any, dataset: Any, outputs: np.ndarray | None, gold: np.ndarray,
+                           sim: SimResult, exact: int) -> Comparison:
+    """The ladder's output values (reals) against Keras float and against the targets."""
+    from keras2clash.quant.formats import quantize
+
+    out_fmt = project.plans[-1].out_fmt
+
+    def rung(values: np.ndarray | None, keras_too: bool = True) -> RungErrors | None:
+        if values is None:
+            return None
+        return RungErrors(vs_keras=error_figures(values, outputs) if keras_too and outputs is not None else None,
+                          vs_targets=None if dataset.y is None else error_figures(values, dataset.y))
+
+    rounded = None
+    if outputs is not None:
+        with np.errstate(over="ignore", invalid="ignore"):
+            rounded = out_fmt.to_real(quantize(np.where(np.isnan(outputs), 0.0, outputs), out_fmt))
+    return Comparison(
+        model=project.name,
+        format=project.formats_label,
+        parallelism=[p.pe for p in project.compute_plans],
+        cycles=[p.cycles for p in project.compute_plans],
+        samples=len(dataset),
+        keras_float_accuracy=None,
+        keras_rounded_accuracy=None,
+        golden_accuracy=None,
+        sim_accuracy=None,
+        bit_exact=exact,
+        class_match=None,
+        first_latency=sim.first_latency,
+        interval=sim.interval,
+        multipliers=sum(p.multipliers for p in project.plans),
+        output_cycles_last=int(sim.output_cycle[-1]),
+        task="regression",
+        keras_float_errors=rung(outputs, keras_too=False),
+        keras_rounded_errors=rung(rounded),
+        golden_errors=rung(out_fmt.to_real(gold)),
+        sim_errors=rung(out_fmt.to_real(sim.outputs)),
+    )
 
 
 def _run_with_progress(exe: Path, root: Path, x_raw: np.ndarray, n_out: int, extra: list[str]) -> SimResult:
@@ -247,6 +303,7 @@ def run(
     dsp_budget: int | str | None = None,
     softmax: str = "exact",
     pipeline: str | int | Sequence[int] | None = None,
+    task: str = "auto",
 ) -> Comparison:
     """emit -> hdl -> simulate, as the demo does (`fmt="auto"` calibrates on `data` unless
     `calibration` is given).
@@ -259,6 +316,7 @@ def run(
     read_npz(data, "data")  # exists and is an .npz: before the slow model load
     _check_languages(languages)
     _check_limit(limit)
+    check_task(task)
     _require_tools(languages, lint=True, simulate=True)
     if isinstance(fmt, str) and fmt.strip().lower() == "auto" and calibration is None:
         calibration = data
@@ -268,12 +326,13 @@ def run(
                            layer_formats=layer_formats, input_format=input_format, bits=bits,
                            calibration=calibration, dsp_budget=dsp_budget, console=console, softmax=softmax,
                            pipeline=pipeline)
-    load_dataset(data, network.plans[0].input_shape, network.plans[-1].n_out)  # fits the model
+    last = network.plans[-1]
+    load_test_set(data, network.plans[0].input_shape, last.n_out, last.activation, task)  # fits the model
     with atomic_directory(out, force=force) as tmp:
         _write_project(network, tmp, None, show=True)
         console.print(f"[green]✓[/green] emitted Clash project: {out}")
         hdl(tmp, languages, shown_as=out)
-        comparison = simulate(tmp, data, limit)
+        comparison = simulate(tmp, data, limit, task=task)
     return comparison
 
 

@@ -39,6 +39,9 @@ BITS_HELP = "Total width of every value for --format auto."
 CAL_HELP = "Calibration set .npz (array x) for --format auto: the layer outputs' ranges."
 SOFTMAX_HELP = ("exact: compute a softmax at the output (exp table, exact division); argmax: leave it out, "
                 "the outputs are the logits (same predicted class, no softmax hardware).")
+TASK_HELP = ("auto | classifier (accuracy against labels y) | regression (output values against Keras and the "
+             "targets y, if any: max |err| and MSE; an autoencoder's data may hold only x). auto: a softmax output, "
+             "integer labels or one-hot rows mean a classifier; no y, one output or real-valued targets, regression.")
 BUDGET_HELP = ("Multiplier budget, a number or a device (ecp5-85k: its 156 MULT18X18D): choose --parallelism "
                "and --cycles of every dense/conv2d layer for the smallest initiation interval within it "
                "(balanced allocation, exact model).")
@@ -104,10 +107,11 @@ def simulate(
     gap_max: int = typer.Option(0, "--gap-max", min=0, help="Random idle cycles (0..K) between inputs and random output stalls."),
     seed: int = typer.Option(1, "--seed", help="Seed for --gap-max."),
     force: bool = typer.Option(False, "--force", help="Replace existing --json/--markdown files."),
+    task: str = typer.Option("auto", "--task", help=TASK_HELP),
 ) -> None:
     """Simulate PROJECT in Clash (GHC-compiled) and compare with the golden model and Keras."""
     _check_reports(force, json_out, markdown)
-    comp = api.simulate(project, data, n, gap_max=gap_max, seed=seed)
+    comp = api.simulate(project, data, n, gap_max=gap_max, seed=seed, task=task)
     _write_reports(comp, json_out, markdown, force)
     if not comp.all_exact:
         raise K2CError(f"simulation differs from the golden model on {comp.samples - (comp.bit_exact or 0)} sample(s)", exit_code=1)
@@ -137,13 +141,14 @@ def run(
     dsp_budget: Optional[str] = typer.Option(None, "--dsp-budget", help=BUDGET_HELP),
     softmax: str = typer.Option("exact", "--softmax", help=SOFTMAX_HELP),
     pipeline: Optional[str] = typer.Option(None, "--pipeline", help=PIPE_HELP),
+    task: str = typer.Option("auto", "--task", help=TASK_HELP),
 ) -> None:
     """emit -> hdl -> simulate in one go (default: all three HDLs)."""
     langs = _languages(verilog, vhdl, systemverilog, ("verilog", "vhdl", "systemverilog"))
     _check_reports(force, json_out, markdown)
     comp = api.run(model, data, format, out, parallelism, cycles=cycles, languages=langs, limit=n, weights=weights, force=force,
                    layer_formats=_user_formats(layer_formats, layer_format, input_format), bits=bits,
-                   calibration=calibration, dsp_budget=dsp_budget, softmax=softmax, pipeline=pipeline)
+                   calibration=calibration, dsp_budget=dsp_budget, softmax=softmax, pipeline=pipeline, task=task)
     _write_reports(comp, json_out, markdown, force)
     if not comp.all_exact:
         raise K2CError(f"simulation differs from the golden model on {comp.samples - (comp.bit_exact or 0)} sample(s)", exit_code=1)
@@ -392,6 +397,94 @@ def report(
     reportcmd.render(result, Console())
     if out_dir is not None:
         err.print(f"[green]✓[/green] wrote {', '.join(str(out_dir / n) for n in reportcmd.OUTPUT_FILES)}")
+
+
+# --- issue 13: debugging from the command line (keras2clash.debug) --------------------------
+
+DEBUG_MODEL_HELP = "A .keras, legacy .h5 or JSON config (+ pickled weights), or a project written by 'keras2clash emit'."
+
+
+def _debug_options(format: Optional[str], layer_format, layer_formats, input_format, bits, calibration, softmax,
+                   weights) -> dict:
+    """The planning options given on the command line (none for an emitted project)."""
+    options = {"layer_formats": _user_formats(layer_formats, layer_format, input_format), "bits": bits,
+               "calibration": calibration, "weights": weights, "softmax": None if softmax == "exact" else softmax}
+    return {"fmt": format, **{k: v for k, v in options.items() if v is not None}}
+
+
+@app.command()
+def trace(
+    model: Path = typer.Argument(..., help=DEBUG_MODEL_HELP),
+    data: Path = typer.Option(..., "--data", "-d", help="Inputs .npz with an array x (labels are not needed)."),
+    format: Optional[str] = typer.Option(None, "--format", "-f", help=FORMAT_HELP + " Default 1,7,8 (not for a project)."),
+    threshold: Optional[float] = typer.Option(None, "--threshold", "-t", min=0,
+                                              help="Report the first layer whose --metric exceeds this; exit 1 if one does."),
+    metric: str = typer.Option("max_lsb", "--metric",
+                               help="max_lsb (largest error in output LSBs) | max_abs | mean_abs | mse."),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="Write a PNG of the per-layer error."),
+    n: Optional[int] = typer.Option(None, "-n", min=1, help="Use only the first N samples."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing --plot file."),
+    layer_format: Optional[list[str]] = typer.Option(None, "--layer-format", help=LF_HELP),
+    layer_formats: Optional[Path] = typer.Option(None, "--layer-formats", help=LFS_HELP),
+    input_format: Optional[str] = typer.Option(None, "--input-format", help=IN_HELP),
+    bits: Optional[int] = typer.Option(None, "--bits", min=1, max=64, help=BITS_HELP),
+    calibration: Optional[Path] = typer.Option(None, "--calibration", help=CAL_HELP),
+    softmax: str = typer.Option("exact", "--softmax", help=SOFTMAX_HELP),
+    weights: Optional[Path] = typer.Option(None, "--weights", help="Pickled weight list for a JSON config."),
+) -> None:
+    """Every layer's fixed-point output (the golden model, = the hardware) against Keras' float output of the same layer."""
+    from keras2clash.data import read_npz
+    from keras2clash.debug import trace as run_trace
+    from keras2clash.report.trace import METRICS, render
+
+    if metric not in METRICS:
+        raise K2CError(f"unknown --metric {metric!r}; choose from {', '.join(METRICS)}")
+    _check_reports(force, plot)
+    read_npz(data, "data")  # before the slow model load
+    options = _debug_options(format, layer_format, layer_formats, input_format, bits, calibration, softmax, weights)
+    result = run_trace(model, data, limit=n, **options)
+    first = render(result, Console(width=max(Console().width, 120)), threshold=threshold, metric=metric)
+    if plot is not None:
+        result.plot(plot, threshold=threshold, metric=metric, force=force)
+        err.print(f"[green]✓[/green] wrote {escape(str(plot))}")
+    if first is not None:
+        raise K2CError(f"layer '{first.name}' is the first whose {metric} exceeds {threshold:g}", exit_code=1)
+
+
+@app.command()
+def predict(
+    model: Path = typer.Argument(..., help=DEBUG_MODEL_HELP),
+    data: Path = typer.Option(..., "--data", "-d", help="Inputs .npz with an array x."),
+    out: Path = typer.Option(..., "--out", "-o", help="Write raw, values, classes (and input_raw) to this .npz."),
+    format: Optional[str] = typer.Option(None, "--format", "-f", help=FORMAT_HELP + " Default 1,7,8 (not for a project)."),
+    n: Optional[int] = typer.Option(None, "-n", min=1, help="Use only the first N samples."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing --out file."),
+    layer_format: Optional[list[str]] = typer.Option(None, "--layer-format", help=LF_HELP),
+    layer_formats: Optional[Path] = typer.Option(None, "--layer-formats", help=LFS_HELP),
+    input_format: Optional[str] = typer.Option(None, "--input-format", help=IN_HELP),
+    bits: Optional[int] = typer.Option(None, "--bits", min=1, max=64, help=BITS_HELP),
+    calibration: Optional[Path] = typer.Option(None, "--calibration", help=CAL_HELP),
+    softmax: str = typer.Option("exact", "--softmax", help=SOFTMAX_HELP),
+    weights: Optional[Path] = typer.Option(None, "--weights", help="Pickled weight list for a JSON config."),
+) -> None:
+    """The golden model's (= the hardware's) outputs for the inputs in --data, as an .npz."""
+    import io
+
+    import numpy as np
+
+    from keras2clash.data import read_npz
+    from keras2clash.debug import predict as run_predict
+    from keras2clash.fsutil import write_output_file
+
+    _check_reports(force, out)
+    read_npz(data, "data")
+    options = _debug_options(format, layer_format, layer_formats, input_format, bits, calibration, softmax, weights)
+    result = run_predict(model, data, limit=n, **options)
+    buffer = io.BytesIO()
+    np.savez(buffer, raw=result.raw, values=result.values, classes=result.classes, input_raw=result.input_raw,
+             output_format=np.array(str(result.output_format)), input_format=np.array(str(result.input_format)))
+    write_output_file(out, buffer.getvalue(), force)
+    err.print(f"[green]✓[/green] {len(result)} samples, outputs in {result.output_format}: {escape(str(out))}")
 
 
 # --- issue 12: place and route on an FPGA -----------------------------------------------

@@ -286,8 +286,8 @@ def work_dir(path: Path | str) -> Path:
     return path
 
 
-def write_output_file(path: Path | str, text: str, force: bool = False) -> None:
-    """Write a report file whole (a temporary file beside it, then a rename that replaces an
+def write_output_file(path: Path | str, text: str | bytes, force: bool = False) -> None:
+    """Write a report file (text, or bytes such as a PNG) whole (a temporary file beside it, then a rename that replaces an
     existing file only with `force`); problems are one K2CError naming the file."""
     path = _absolute(path)
     check_output_file(path, force)
@@ -297,7 +297,7 @@ def write_output_file(path: Path | str, text: str, force: bool = False) -> None:
     try:
         fd, name = tempfile.mkstemp(prefix=f".{path.name[:_TMP_NAME_CHARS]}.tmp-", dir=path.parent)
         tmp = Path(name)
-        with os.fdopen(fd, "w") as handle:
+        with os.fdopen(fd, "wb" if isinstance(text, bytes) else "w") as handle:
             handle.write(text)
         os.chmod(tmp, 0o666 & ~umask())
         if force:

@@ -44,3 +44,51 @@ def rounded_classes(outputs: np.ndarray, fmt: FixedFormat) -> np.ndarray:
     outputs = np.where(np.isnan(outputs), -np.inf, outputs)
     with np.errstate(over="ignore"):
         return np.argmax(quantize(outputs, fmt), axis=1)
+
+
+# --- every layer's float output (for `keras2clash.trace`) ----------------------------------
+
+
+def keras_layer_outputs(model, x: np.ndarray, pre_activation: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
+    """Every layer call's float output on `x`, keyed by layer name (the names the IR records
+    carry), each flattened per sample; the model input under its InputLayer's name.
+
+    The calls are replayed eagerly in the frontend's walk order (`frontend.walk`, nested
+    models inlined), each on its producers' outputs with `training=False`: exactly the
+    computation `model.predict` does, layer by layer, so inner layers of a nested model
+    have outputs too (a `keras.Model` of intermediate outputs cannot reach those).
+    `pre_activation` names layers whose output is also wanted before their own activation
+    (a softmax left out of the hardware, `--softmax argmax`): under `name + PRE_ACTIVATION`.
+    """
+    import keras
+
+    from keras2clash.frontend import walk
+
+    nodes = walk.layer_nodes(model)
+    source = walk.input_name(model)
+    shape = tuple(int(d) for d in model.inputs[0].shape[1:])
+    values = {source: keras.ops.convert_to_tensor(as_float32(np.asarray(x).reshape(len(x), *shape)))}
+    for node in nodes:
+        args = [values[name] for name in node.inputs]
+        arg = args[0] if len(args) == 1 else args
+        values[str(node.layer.name)] = node.layer(arg, training=False)
+        if node.layer.name in pre_activation:
+            values[str(node.layer.name) + PRE_ACTIVATION] = _without_activation(node.layer, arg)
+    return {name: np.asarray(keras.ops.convert_to_numpy(v), dtype=np.float64).reshape(len(x), -1)
+            for name, v in values.items()}
+
+
+PRE_ACTIVATION = ":pre_activation"
+"""Suffix of a layer's output before its own activation in `keras_layer_outputs`."""
+
+
+def _without_activation(layer, arg):
+    """The layer's call with its `activation` swapped for the identity (restored after)."""
+    import keras
+
+    old = layer.activation
+    layer.activation = keras.activations.linear
+    try:
+        return layer(arg, training=False)
+    finally:
+        layer.activation = old

@@ -318,9 +318,9 @@ def run_testbench(
 
 
 def _count_samples(project: Project, data: str | Path, limit: int | None) -> int:
-    from keras2clash.data import load_dataset
+    from keras2clash.data import load_test_set
 
-    dataset = load_dataset(data, project.input_shape, project.n_out).head(limit)
+    dataset = load_test_set(data, project.input_shape, project.n_out, project.plans[-1].activation).head(limit)
     return len(dataset)
 
 

@@ -9,7 +9,8 @@
 - `tb.v`, `tb.vhdl`  the testbench module/entity `k2c_tb` (backend/templates/tb_top.v.j2,
                   tb_top.vhdl.j2: the HDL text lives there, the numbers come from here);
 - `tb.json`       what was written (sizes, widths, seed, cycle limit);
-- `golden.npz`    raw inputs, expected raw outputs and classes, labels (for `rtlsim`'s report).
+- `golden.npz`    raw inputs, expected raw outputs and classes, labels (a classifier's) or
+                  targets (a regression model's, when the test set has them).
 
 The testbenches drive `s_axis_*` and `m_axis_tready` exactly as the Clash simulation harness
 (K2C.Sim) does: with `--gap-max K --seed S`, 0..K idle cycles before each input beat and
@@ -35,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from keras2clash.quant import golden
-from keras2clash.data import load_dataset
+from keras2clash.data import load_test_set
 from keras2clash.errors import K2CError
 from keras2clash.fsutil import atomic_directory
 from keras2clash.backend.emitter import _env
@@ -193,12 +194,12 @@ class Testbench:
     x_raw: np.ndarray  # (N, *input_shape)
     expected: np.ndarray  # (N, n_out) raw
     classes: np.ndarray  # (N,)
-    labels: np.ndarray  # (N,)
+    labels: np.ndarray | None  # (N,) class labels, or (N, n_out) regression targets, or None (data.Dataset.y)
 
 
 def prepare(project: Project, data: str | Path, limit: int | None):
     """Load and check the test set against the project; the golden model's answers."""
-    dataset = load_dataset(data, project.input_shape, project.n_out).head(limit)
+    dataset = load_test_set(data, project.input_shape, project.n_out, project.plans[-1].activation).head(limit)
     x_raw = golden.quantize_inputs(project.plans, dataset.x)
     expected, classes = golden.predict(project.plans, project.params, x_raw)
     return dataset, np.asarray(x_raw, dtype=np.int64), np.asarray(expected, dtype=np.int64), classes
@@ -222,11 +223,11 @@ def write_testbench(
     spec = spec_for(project, len(dataset), gap_max, seed)
     target = project.root / TB_DIR
     with atomic_directory(target, force=True) as tmp:
-        _write_files(tmp, spec, x_raw, expected, classes, dataset.y)
+        _write_files(tmp, spec, x_raw, expected, classes, dataset.y, dataset.task)
     return Testbench(target, spec, x_raw, expected, classes, dataset.y)
 
 
-def _write_files(root: Path, spec: TbSpec, x_raw, expected, classes, labels) -> None:
+def _write_files(root: Path, spec: TbSpec, x_raw, expected, classes, labels, task: str) -> None:
     digits_in, digits_out = spec.in_word // 4, spec.out_word // 4
     lines = []
     for image in x_raw.reshape(spec.samples, spec.beats, spec.beat_width):
@@ -239,7 +240,8 @@ def _write_files(root: Path, spec: TbSpec, x_raw, expected, classes, labels) -> 
     (root / "tb.v").write_text(verilog_tb(spec))
     (root / "tb.vhdl").write_text(vhdl_tb(spec))
     (root / "tb.json").write_text(json.dumps(asdict(spec), indent=2) + "\n")
-    np.savez(root / "golden.npz", x_raw=x_raw, expected=expected, classes=classes, labels=labels)
+    known = {} if labels is None else {"labels" if task == "classifier" else "targets": labels}
+    np.savez(root / "golden.npz", x_raw=x_raw, expected=expected, classes=classes, **known)
 
 
 def read_spec(project_root: Path) -> TbSpec:

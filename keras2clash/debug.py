@@ -1,0 +1,232 @@
+"""Debugging from Python: `predict` (the golden model's outputs, no file written) and
+`trace` (every layer's fixed-point output beside Keras' float output of the same layer).
+
+Both take whatever a user has at hand — a `keras.Model`, a model file, a planned
+`network.Network`, or an emitted project folder — and go through the one loading path
+(`network.load_network`, `backend.project.load_project`), so what they show is what `emit`
+builds and the hardware computes, bit for bit. The per-layer records and their views
+(table, plot, first divergence) are `report.trace`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from keras2clash.errors import K2CError
+from keras2clash.hw.plan import LayerPlan
+from keras2clash.ir.graph import Graph
+from keras2clash.quant import golden
+from keras2clash.quant.formats import FixedFormat
+from keras2clash.report.trace import LayerTrace, Trace, error_stats
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """The golden model's (= the hardware's) answer for a batch of inputs.
+
+    `raw` are the output port's integers, `values` the reals they stand for
+    (`raw * 2^-frac` of `output_format`); `classes` is what the core's class output gives
+    (the argmax of the output layer's values before a monotone activation, lowest index on
+    ties: docs/contract.md), meaningful for a classifier; `input_raw` the quantized inputs
+    the core reads."""
+
+    raw: np.ndarray  # (N, n_out) int64
+    values: np.ndarray  # (N, n_out) float64
+    classes: np.ndarray  # (N,) int64
+    output_format: FixedFormat
+    input_raw: np.ndarray  # (N, *input_shape) int64
+    input_format: FixedFormat
+
+    def __len__(self) -> int:
+        return len(self.raw)
+
+
+@dataclass(frozen=True)
+class _Source:
+    """What `predict` and `trace` need from whichever object the user gave."""
+
+    name: str
+    plans: list[LayerPlan]
+    params: dict[str, golden.QuantizedLayer]
+    keras_model: Any = None  # None: a Network planned from a graph alone (no Keras to compare with)
+    model_path: Path | None = None  # a project's source model, loaded only when `trace` needs it
+
+    def keras(self) -> Any:
+        if self.keras_model is None and self.model_path is not None:
+            from keras2clash.frontend import load_keras_model
+
+            if not self.model_path.is_file():
+                raise K2CError(f"{self.model_path} is missing: trace compares with the Keras model the project "
+                               "was emitted from; emit the project again")
+            return load_keras_model(self.model_path)
+        return self.keras_model
+
+
+DEFAULT_FORMAT = "1,7,8"
+
+
+def _resolve(model: Any, fmt: str | FixedFormat | None, options: dict[str, Any]) -> _Source:
+    """A Network, a Project, an emitted project folder, a keras.Model or a model file."""
+    from keras2clash.backend.project import MANIFEST, SOURCE_MODEL, Project, load_project
+    from keras2clash.network import Network, load_network
+
+    if isinstance(model, (str, Path)) and Path(model).is_dir() and (Path(model) / MANIFEST).is_file():
+        model = load_project(model)
+    given = sorted(options) + (["format"] if fmt is not None else [])
+    if isinstance(model, (Network, Project)) and given:
+        raise K2CError(f"{', '.join(given)}: options for planning a Keras model; a planned network or "
+                       "an emitted project has its formats already")
+    if isinstance(model, Project):
+        return _Source(model.name, model.plans, model.params, model_path=model.root / SOURCE_MODEL)
+    if not isinstance(model, Network):
+        model = load_network(model, DEFAULT_FORMAT if fmt is None else fmt, **options)
+    return _Source(model.name, model.plans, model.params, keras_model=model.keras_model)
+
+
+def _inputs(x: Any, input_shape: tuple[int, ...], limit: int | None) -> np.ndarray:
+    """`X` as (N, *input_shape) floats: the IR's shape or the Keras one (a 1-D sequence is one
+    row high in the IR), or a single sample of the input shape, or an .npz file's `x`; the
+    first `limit` samples; one clear error otherwise."""
+    if limit is not None and limit < 1:
+        raise K2CError(f"the number of samples must be at least 1, got {limit}")
+    if isinstance(x, (str, Path)):
+        from keras2clash.data import load_inputs
+
+        return load_inputs(x, input_shape)[:limit]
+    try:
+        x = np.asarray(x)
+    except (ValueError, TypeError) as exc:
+        raise K2CError(f"inputs are not an array: {exc}") from None
+    if not (np.issubdtype(x.dtype, np.number) or x.dtype == np.bool_):
+        raise K2CError(f"inputs are {x.dtype}, not numbers")
+    if tuple(x.shape) == tuple(input_shape):
+        x = x[None]
+    size = math.prod(input_shape)
+    if x.ndim < 2 or len(x) == 0 or math.prod(x.shape[1:]) != size:
+        raise K2CError(f"inputs have shape {tuple(x.shape)}; the model expects (N, {', '.join(map(str, input_shape))})")
+    if not np.all(np.isfinite(x)):
+        raise K2CError("inputs contain NaN or infinity")
+    return x.astype(np.float64).reshape(len(x), *input_shape)[:limit]
+
+
+def predict(model: Any, x: Any, fmt: str | FixedFormat | None = None, *, limit: int | None = None,
+            **options: Any) -> Prediction:
+    """The golden model's outputs for inputs `x` (an array, or an .npz file's `x`; the first
+    `limit` samples): raw integers, the reals they stand for,
+    and the core's class output. Nothing is written to disk.
+
+    `model` is a `keras.Model`, a model file (.keras, .h5, JSON config), a planned
+    `network.Network` or an emitted project folder (its formats; `fmt` and `options` are
+    then refused). For a Keras model, `fmt` (default 1,7,8) and `options`
+    (`layer_formats`, `input_format`, `bits`, `calibration`, `softmax`, ...) are `emit`'s."""
+    source = _resolve(model, fmt, options)
+    xs = _inputs(x, source.plans[0].input_shape, limit)
+    x_raw = golden.quantize_inputs(source.plans, xs)
+    raw, classes = golden.predict(source.plans, source.params, x_raw)
+    out_fmt = source.plans[-1].out_fmt
+    return Prediction(raw=np.asarray(raw, dtype=np.int64), values=out_fmt.to_real(raw), classes=classes,
+                      output_format=out_fmt, input_raw=x_raw, input_format=source.plans[0].in_fmt)
+
+
+def trace(model: Any, x: Any, fmt: str | FixedFormat | None = None, *, limit: int | None = None,
+          **options: Any) -> Trace:
+    """Every layer's fixed-point output (raw and real) on inputs `x` beside Keras' float
+    output of the same layer, with error statistics (`report.trace`). `model` as for
+    `predict`; the Keras model is needed (a project's `source_model.keras`).
+
+    Each hardware layer is compared with the Keras tensor it computes: a Dense whose
+    BatchNormalization and activation were folded and fused into it with the output of the
+    last of those Keras layers; a ZeroPadding2D folded into a convolution leaves the
+    convolution's own output; a softmax left out (`softmax="argmax"`) compares the
+    logits with Keras' values before the softmax; a record Keras has no tensor for (the
+    depthwise half of a SeparableConv2D) is listed without a Keras column."""
+    from keras2clash.frontend import to_graph, walk
+    from keras2clash.frontend.keras_ref import PRE_ACTIVATION, keras_layer_outputs
+
+    source = _resolve(model, fmt, options)
+    keras_model = source.keras()
+    if keras_model is None:
+        raise K2CError("trace compares with Keras: give the Keras model (or a file, or a project), "
+                       "not a network planned from a graph alone")
+    xs = _inputs(x, source.plans[0].input_shape, limit)
+    graph = to_graph(keras_model)  # before --softmax argmax: which fused layers it had
+    nodes = walk.layer_nodes(keras_model)
+    order = {str(node.layer.name): k for k, node in enumerate(nodes)}
+    classes = {str(node.layer.name): type(node.layer).__name__ for node in nodes}
+    softmaxes = {str(node.layer.name) for node in nodes if _applies_softmax(node.layer)}
+    targets = [_keras_target(plan, graph, order, classes, softmaxes) for plan in source.plans]
+    pre = tuple(t.layer for t in targets if t.layer is not None and t.pre_activation)
+    floats = keras_layer_outputs(keras_model, xs, pre_activation=pre)
+    x_raw = golden.quantize_inputs(source.plans, xs)
+    raw = golden.run_all(source.plans, source.params, x_raw)
+
+    first = source.plans[0]
+    input_name = first.inputs[0] if first.inputs else "input"
+    keras_input = walk.input_name(keras_model)
+    rows = [_row(input_name, "input", "InputLayer", keras_input, (), "the inputs quantized to "
+                 f"{first.in_fmt}", first.in_fmt, raw[input_name], floats[keras_input])]
+    for plan, target in zip(source.plans, targets):
+        key = None if target.layer is None else target.layer + (PRE_ACTIVATION if target.pre_activation else "")
+        rows.append(_row(plan.name, plan.type, target.keras_class, target.layer, target.fused, target.note,
+                         plan.out_fmt, raw[plan.name], None if key is None else floats[key]))
+    return Trace(model=source.name, samples=len(xs), layers=rows)
+
+
+@dataclass(frozen=True)
+class _Target:
+    """The Keras tensor a hardware layer's output is compared with."""
+
+    layer: str | None  # Keras layer name (None: Keras has no such tensor)
+    keras_class: str
+    fused: tuple[str, ...]
+    note: str
+    pre_activation: bool = False
+
+
+def _applies_softmax(layer: Any) -> bool:
+    """A Keras Softmax layer, or a layer whose own activation is the softmax."""
+    activation = getattr(layer, "activation", None)
+    return type(layer).__name__ == "Softmax" or getattr(activation, "__name__", "") == "softmax"
+
+
+def _keras_target(plan: LayerPlan, graph: Graph, order: dict[str, int], classes: dict[str, str],
+                  softmaxes: set[str]) -> _Target:
+    """Which Keras layer's output equals `plan`'s (see `trace`), with a note saying why."""
+    record = graph.by_name().get(plan.name)
+    fused = tuple(record.fused) if record is not None else ()
+    if plan.name not in order:
+        owners = [r.name for r in graph.consumers(plan.name) if r.name in order] if record is not None else []
+        part = f" of {classes[owners[0]]} '{owners[0]}'" if owners else " of a Keras layer"
+        return _Target(None, "", fused, f"no Keras tensor: the first part{part} (one Keras layer, two records)")
+    after = sorted((n for n in (plan.name, *fused) if order.get(n, -1) >= order[plan.name]), key=order.__getitem__)
+    before = [n for n in fused if n in order and order[n] < order[plan.name]]
+    notes = [f"{classes[n]} '{n}' folded in" for n in before]
+    notes += [f"{classes[n]} '{n}' {'folded' if classes[n] == 'BatchNormalization' else 'fused'} in"
+              for n in after[1:]]
+    pre = False
+    applying = [n for n in after if n in softmaxes]
+    if record is not None and record.activation == "softmax" and plan.activation != "softmax" and applying:
+        notes.append("softmax left out (argmax): compared before Keras' softmax")
+        k = after.index(applying[-1])
+        if k > 0 and classes[after[k]] in ("Activation", "Softmax"):  # a softmax layer: the tensor before it
+            after = after[:k]
+        else:  # the layer's own activation: its output without it
+            after, pre = after[:k + 1], True
+    last = after[-1]
+    return _Target(last, classes[last], fused, "; ".join(notes), pre)
+
+
+def _row(name: str, kind: str, keras_class: str, keras_layer: str | None, fused: tuple[str, ...], note: str,
+         fmt: FixedFormat, raw: np.ndarray, keras: np.ndarray | None) -> LayerTrace:
+    raw = np.asarray(raw, dtype=np.int64).reshape(len(raw), -1)
+    fixed = fmt.to_real(raw)
+    if keras is not None and keras.shape != fixed.shape:  # never expected: say so instead of comparing wrongly
+        keras, note = None, f"Keras output {keras.shape[1:]} values, hardware {fixed.shape[1:]}: not compared"
+    return LayerTrace(name=name, kind=kind, keras_class=keras_class, keras_layer=keras_layer, fused=fused,
+                      note=note, fmt=fmt, raw=raw, fixed=fixed, keras=keras,
+                      stats=None if keras is None else error_stats(fixed, keras, fmt, raw))
