@@ -56,12 +56,16 @@ lut s low (TableRom path) = \x -> unpack (rom (index x))
     rom :: Index n -> BitVector (oi + fo)
     rom = asyncRomFile (SNat @n) path
     top = fromInteger (natToInteger @n - 1) :: Signed (ii + fi + 14)
+    -- the bounds are compared with the shifted input itself, beside the subtraction rather
+    -- than after it (k <= 0 iff y <= low; k >= top iff y >= low + top, no overflow in the
+    -- 14 extra bits), and only the index's bits of k are used: a short carry chain and two
+    -- comparisons with constants in parallel before the ROM's address
     index x
-      | k <= 0    = 0
-      | k >= top  = maxBound
-      | otherwise = fromIntegral k
+      | y <= low       = 0
+      | y >= low + top = maxBound
+      | otherwise      = fromIntegral (y - low)
       where
-        k = resize (shiftR (unSF x) (snatToNum s)) - low
+        y = resize (shiftR (unSF x) (snatToNum s))
 
 -- | 'lut' below and at @from@, @round(k * x)@ above it (the function's linear side).
 lutLinear

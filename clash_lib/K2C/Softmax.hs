@@ -57,7 +57,7 @@ import K2C.Pipe (pipeS)
 import K2C.Stream (Stream)
 
 -- | Quotient bits computed per pipeline stage of the division.
-type StepsPerStage = 2
+type StepsPerStage = 1
 
 -- | Division stages: enough quotient bits for @y <= 2^fo@ (@fo + 1@ bits).
 type DivStages fo = Div (fo + 1 + StepsPerStage - 1) StepsPerStage

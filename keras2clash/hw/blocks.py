@@ -404,14 +404,15 @@ def _knobs(plan: LayerPlan) -> tuple[int, int, int]:
     return plan.groups * plan.cycles, plan.pipe_depth, plan.queue_depth
 
 
-SOFTMAX_STEPS_PER_STAGE = 2
+SOFTMAX_STEPS_PER_STAGE = 1
 """K2C.Softmax's StepsPerStage: quotient bits per pipeline stage of its divisions."""
 
 
 def softmax_depth(out_frac: int, n: int) -> int:
     """K2C.Softmax's SoftmaxDepth over n values: the beat, the maximum (ceil(log2 n) comparison
-    levels), exponentials (table read, then its data), sum, numerators, then ceil((fo + 1) / 2)
-    division stages."""
+    levels), exponentials (table read, then its data), sum, numerators, then fo + 1 division
+    stages (one quotient bit a stage: two bits a stage chained two ~30-bit subtractions, the
+    iris design's critical path on ECP5, 52 logic levels)."""
     return 1 + tree_depth(n) + 4 + -(-(out_frac + 1) // SOFTMAX_STEPS_PER_STAGE)
 
 
