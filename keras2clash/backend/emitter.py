@@ -495,7 +495,8 @@ def build_context(name: str, plans: Sequence[LayerPlan],
     for f in formats:
         containers.setdefault(f.container, []).append(str(f))
     format_types = [
-        {"name": format_type_name(c), "clash": c.clash_type, "label": ", ".join(labels), "bits": c.bits}
+        {"name": format_type_name(c), "clash": c.clash_type, "bits": c.bits,
+         "label": ", ".join(labels) + ("" if labels == [str(c)] else f" held in {c}")}
         for c, labels in sorted(containers.items())
     ]
     type_names = {f: format_type_name(f) for f in formats}
