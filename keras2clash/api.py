@@ -21,6 +21,7 @@ from keras2clash.verify import toolchain
 from keras2clash.data import check_task, load_test_set, read_npz
 from keras2clash.errors import K2CError
 from keras2clash.quant.formats import FixedFormat
+from keras2clash.quant.hls4ml import CONFIG_FILE as HLS4ML_FILE, hls4ml_yaml
 from keras2clash.fsutil import atomic_directory, check_writable_target, work_dir
 from keras2clash.network import load_network
 from keras2clash.backend.project import SOURCE_MODEL, load_project, write_project_data
@@ -74,6 +75,7 @@ def emit(
     dsp_budget: int | str | None = None,
     softmax: str = "exact",
     pipeline: str | int | Sequence[int] | None = None,
+    hls4ml_config: Any = None,
 ) -> Path:
     """Parse a Keras model (file or object) and write a Clash project to `out`.
 
@@ -90,6 +92,9 @@ def emit(
     `softmax="argmax"` leaves an output softmax out (the outputs are the logits).
     `pipeline`: adder-tree levels per register stage of the compute layers (0: a whole dot
     product in one cycle), one value or one per layer (README: Timing).
+    `hls4ml_config`: an hls4ml config (YAML/JSON file or dict; quant.hls4ml) for the formats
+    and, through its ReuseFactor, the knobs. The project always gets `hls4ml_config.yml`,
+    its formats and knobs in that shape.
     """
     out = Path(out)
     if name is not None:
@@ -98,7 +103,7 @@ def emit(
     network = load_network(model, fmt, weights=weights, parallelism=parallelism, cycles=cycles,
                            layer_formats=layer_formats, input_format=input_format, bits=bits,
                            calibration=calibration, dsp_budget=dsp_budget, console=console, softmax=softmax,
-                           pipeline=pipeline)
+                           pipeline=pipeline, hls4ml=hls4ml_config)
     with atomic_directory(out, force=force) as tmp:
         _write_project(network, tmp, name, show)
     return out
@@ -117,6 +122,7 @@ def _write_project(network: Any, root: Path, name: str | None, show: bool) -> No
     write_project_data(root, net_name, net_name, network.plans, network.params,
                        extra={"precision": precision, "design": summary})
     network.keras_model.save(root / SOURCE_MODEL)
+    (root / HLS4ML_FILE).write_text(hls4ml_yaml(network.plans, network.formats.default))
     if show:
         render_summary(summary, console)
 

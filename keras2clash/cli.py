@@ -25,7 +25,9 @@ app = typer.Typer(
 )
 err = Console(stderr=True)
 
-FORMAT_HELP = "Fixed-point format sign,int,frac (the thesis' notation): 1,7,8 = 16 bits = SFixed 8 8."
+FORMAT_HELP = ("Fixed-point format sign,int,frac (the thesis' notation): 1,7,8 = 16 bits = SFixed 8 8 = "
+               "ap_fixed<16,8,AP_RND,AP_SAT>; 0,4,4 is unsigned, negative int/frac allowed, modes after it "
+               "(1,7,8,trn,wrap), or an ap_fixed<W,I,Q,O> type.")
 PAR_HELP = "Processing elements per dense/conv2d layer, e.g. 1,2,5 (each 1..filters; default 1 each)."
 PIPE_HELP = ("Adder-tree levels per register stage in every dense/conv2d layer's dot product, one "
              "number or one per layer, e.g. 2 or 2,0,1 (0: the whole dot product in one cycle; "
@@ -42,6 +44,9 @@ SOFTMAX_HELP = ("exact: compute a softmax at the output (exp table, exact divisi
 TASK_HELP = ("auto | classifier (accuracy against labels y) | regression (output values against Keras and the "
              "targets y, if any: max |err| and MSE; an autoencoder's data may hold only x). auto: a softmax output, "
              "integer labels or one-hot rows mean a classifier; no y, one output or real-valued targets, regression.")
+HLS4ML_HELP = ("An hls4ml config (YAML/JSON: Model and LayerName sections, Precision with ap_fixed types, "
+               "ReuseFactor -> --parallelism/--cycles); --layer-formats/--layer-format refine it. Every project "
+               "gets hls4ml_config.yml, its own formats and knobs in that shape.")
 BUDGET_HELP = ("Multiplier budget, a number or a device (ecp5-85k: its 156 MULT18X18D): choose --parallelism "
                "and --cycles of every dense/conv2d layer for the smallest initiation interval within it "
                "(balanced allocation, exact model).")
@@ -77,11 +82,13 @@ def emit(
     dsp_budget: Optional[str] = typer.Option(None, "--dsp-budget", help=BUDGET_HELP),
     softmax: str = typer.Option("exact", "--softmax", help=SOFTMAX_HELP),
     pipeline: Optional[str] = typer.Option(None, "--pipeline", help=PIPE_HELP),
+    hls4ml_config: Optional[Path] = typer.Option(None, "--hls4ml-config", help=HLS4ML_HELP),
 ) -> None:
     """Parse MODEL and write a Clash project (network, weights, memory files) to --out."""
     path = api.emit(model, format, out, parallelism, cycles=cycles, weights=weights, name=name, force=force,
                     layer_formats=_user_formats(layer_formats, layer_format, input_format), bits=bits,
-                    calibration=calibration, dsp_budget=dsp_budget, softmax=softmax, pipeline=pipeline)
+                    calibration=calibration, dsp_budget=dsp_budget, softmax=softmax, pipeline=pipeline,
+                    hls4ml_config=hls4ml_config)
     err.print(f"[green]✓[/green] emitted {path}")
 
 

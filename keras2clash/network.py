@@ -88,6 +88,7 @@ def plan_network(
     console: Console | None = None,
     keras_model: Any = None,
     softmax: str = "exact",
+    hls4ml: Any = None,
 ) -> Network:
     """Formats (uniform, per layer, or automatic), knobs (given, or balanced for a
     multiplier budget), the plan, the branch FIFO depths (hardware model) and the quantized
@@ -98,6 +99,9 @@ def plan_network(
     from keras2clash.quant.golden import quantize_params
     from keras2clash.quant.layerformats import is_auto, resolve_formats
 
+    if hls4ml is not None:  # its formats first, --layer-formats/--layer-format on top; its knobs
+        layer_formats, parallelism, cycles = _with_hls4ml(graph, hls4ml, layer_formats, parallelism, cycles,
+                                                          dsp_budget)
     graph = softmax_mode(graph, softmax)
     layer_formats = _model_formats(keras_model, graph, layer_formats, input_format, fmt)
     fixed = fmt if is_auto(fmt) else as_format(fmt)
@@ -140,6 +144,22 @@ def _model_formats(keras_model: Any, graph: Graph, layer_formats: Any, input_for
         raise K2CError("an HGQ2 model brings its own formats (its quantizers); do not give per-layer, "
                        "input or automatic formats with it")
     return hgq.format_config(keras_model, graph)
+
+
+def _with_hls4ml(graph: Graph, config: Any, layer_formats: Any, parallelism: Any, cycles: Any,
+                 dsp_budget: Any) -> tuple[Any, Any, Any]:
+    """An hls4ml config (file, dict or Hls4mlConfig; quant.hls4ml) matched to the graph: the
+    user's other format settings applied on top of its formats, and its reuse factors as the
+    knobs (refused together with --parallelism/--cycles/--dsp-budget)."""
+    from keras2clash.quant.hls4ml import Hls4mlConfig, read_hls4ml, resolve
+    from keras2clash.quant.layerformats import resolve_user_formats
+
+    resolved = resolve(config if isinstance(config, Hls4mlConfig) else read_hls4ml(config), graph)
+    if resolved.parallelism is not None:
+        if parallelism is not None or cycles is not None or dsp_budget is not None:
+            raise K2CError("the hls4ml config states ReuseFactor: give no --parallelism, --cycles or --dsp-budget")
+        parallelism, cycles = resolved.parallelism, resolved.cycles
+    return resolved.formats.merged(resolve_user_formats(layer_formats)), parallelism, cycles
 
 
 SOFTMAX_MODES = ("exact", "argmax")

@@ -30,9 +30,10 @@ def test_thesis_format_is_sfixed_8_8() -> None:
         ("abc", "three integers"),
         ("", "three integers"),
         ("2,7,8", "sign must be 1"),
-        ("0,7,8", "unsigned formats are not supported"),
-        ("1,-1,8", "must be >= 0"),
-        ("1,7,-8", "must be >= 0"),
+        ("0,-2,1", "-1 bits; a format needs at least 1"),
+        ("1,-9,8", "0 bits; a format needs at least 1"),
+        ("1,7,-8", "0 bits; a format needs at least 1"),
+        ("1,7,8,round_up", "rounding 'round_up' unknown"),
         ("1,40,40", "81 bits, at most 64"),
         ("1,0,0", None),  # 1 bit: the smallest legal format
     ],

@@ -109,7 +109,10 @@ def cabal_package_name(name: str) -> str:
 
 
 def format_type_name(fmt: FixedFormat) -> str:
-    return f"Q{fmt.sign}_{fmt.int}_{fmt.frac}"
+    """The type alias of a format's hardware container (FixedFormat.container): formats
+    that share a container (modes, unsigned, negative fields) share its type."""
+    c = fmt.container
+    return f"Q{c.sign}_{c.int}_{c.frac}"
 
 
 def _vec_type(shape: Sequence[int], elem: str) -> str:
@@ -159,7 +162,25 @@ IMPORTS = {
     "table": "import qualified K2C.Lut as Lut",
     "softmax": "import qualified K2C.Softmax as Softmax",
     "activation": "import qualified K2C.Lut as Lut",
+    "quant": "import qualified K2C.Quant as Quant",
 }
+
+
+def _container_label(fmt: FixedFormat) -> str:
+    """`1,7,8`, or `0,4,4 held in 1,4,4` for a format whose container differs."""
+    return str(fmt) if fmt == fmt.container else f"{fmt} held in {fmt.container}"
+
+
+def requantizer(fmt: FixedFormat) -> str:
+    """The Haskell that requantizes an exact value to `fmt`: K2C.Activation.requantize for
+    a plain format (round half up, saturate), K2C.Quant.requantizeTo for the others (its
+    width, the container's extra low bits, the modes, the sign)."""
+    if fmt.is_plain:
+        return "requantize"
+    rounding = "Nearest" if fmt.rounding == "nearest" else "Truncate"
+    overflow = "Saturate" if fmt.overflow == "saturate" else "Wrap"
+    return (f"Quant.requantizeTo @{fmt.bits} @{fmt.raw_frac - fmt.frac} Quant.{rounding} Quant.{overflow} "
+            f"{bool(fmt.sign)}")
 
 
 def _pad_stage(plan: LayerPlan, value: str) -> list[str]:
@@ -182,7 +203,12 @@ def _layer_entry(plan: LayerPlan, fn: str, code: ActivationCode | None = None,
         "in_type": _beat_type(plan.input_shape, in_elem),
         "out_type": _beat_type(plan.output_shape, out_elem),
         "out_elem": out_elem, "notes": [], "uses": [plan.type], "requantizes": False,
+        "requantizer": requantizer(plan.out_fmt),
     }
+    if not plan.out_fmt.is_plain:
+        entry["uses"].append("quant")
+        entry["notes"].append(f"Output format {plan.out_fmt} in its container {plan.out_fmt.container} "
+                              "(docs: arithmetic contract, formats).")
     elementwise = code is not None and not code.vector and not at_output
     vector_stage = [code.stage()] if code is not None and code.vector and not at_output else []
     if code is not None:
@@ -258,6 +284,7 @@ def _layer_entry(plan: LayerPlan, fn: str, code: ActivationCode | None = None,
         notes = entry["notes"]
         entry.update(_merge_entry(plan, code.name if elementwise and code is not None else "linear"))
         entry["notes"] = notes + entry["notes"]
+        entry["uses"] += [] if plan.out_fmt.is_plain else ["quant"]
         entry["body"] = entry["body"] + vector_stage
     elif plan.type in SHAPE_TYPES:
         shape = shape_entry(plan)
@@ -278,8 +305,8 @@ def _batchnorm_constants(plan: LayerPlan, fn: str) -> dict[str, Any]:
     """The Weights.hs names and types of a BatchNormalization's constants."""
     assert plan.w_fmt is not None and plan.b_fmt is not None
     return {"fn": fn, "name": plan.name, "channels": plan.output_shape[-1],
-            "scale_type": plan.w_fmt.clash_type, "scale_frac": plan.w_fmt.frac, "scale_fmt": str(plan.w_fmt),
-            "offset_type": plan.b_fmt.clash_type, "offset_frac": plan.b_fmt.frac, "offset_fmt": str(plan.b_fmt)}
+            "scale_type": plan.w_fmt.clash_type, "scale_frac": plan.w_fmt.raw_frac, "scale_fmt": str(plan.w_fmt),
+            "offset_type": plan.b_fmt.clash_type, "offset_frac": plan.b_fmt.raw_frac, "offset_fmt": str(plan.b_fmt)}
 
 
 def _vec_literal(raw: Sequence[int]) -> str:
@@ -464,9 +491,13 @@ def build_context(name: str, plans: Sequence[LayerPlan],
     formats = sorted({p.in_fmt for p in plans} | {p.out_fmt for p in plans}
                      | {p.w_fmt for p in plans if p.w_fmt is not None}
                      | {p.b_fmt for p in plans if p.b_fmt is not None})
+    containers: dict[FixedFormat, list[str]] = {}
+    for f in formats:
+        containers.setdefault(f.container, []).append(str(f))
     format_types = [
-        {"name": format_type_name(f), "clash": f.clash_type, "label": str(f), "bits": f.bits}
-        for f in formats
+        {"name": format_type_name(c), "clash": c.clash_type, "bits": c.bits,
+         "label": ", ".join(labels) + ("" if labels == [str(c)] else f" held in {c}")}
+        for c, labels in sorted(containers.items())
     ]
     type_names = {f: format_type_name(f) for f in formats}
     split = splits_output(plans[-1])
@@ -542,8 +573,10 @@ def build_context(name: str, plans: Sequence[LayerPlan],
         "tables": [c for c in codes.values() if c is not None and c.table_name],
         "uses_maps": bool(fifo_args) or any(c is not None and (c.vector or p.type == "activation")
                                             for p, c in ((p, codes[p.name]) for p in plans)),
-        "in_fmt": first.in_fmt,
-        "out_fmt": last.out_fmt,
+        "in_fmt": first.in_fmt.container,  # the hardware types (FixedFormat.container)
+        "out_fmt": last.out_fmt.container,
+        "in_label": _container_label(first.in_fmt),
+        "out_label": _container_label(last.out_fmt),
         "pe_literals": " ".join(f"(SNat @{arg['value']})" for arg in network_args),
         "input_shape_text": _shape_text(first.input_shape),
     }
@@ -572,9 +605,9 @@ def check_buildable(plans: Sequence[LayerPlan]) -> None:
         fields = [("input", f) for f in (plan.in_fmts or (plan.in_fmt,))]
         fields += [("weight", plan.w_fmt), ("bias", plan.b_fmt), ("output", plan.out_fmt), ("accumulator", plan.acc_fmt)]
         for what, fmt in fields:
-            if fmt is not None and fmt.bits < MIN_HARDWARE_BITS:
+            if fmt is not None and fmt.hw_bits < MIN_HARDWARE_BITS:
                 raise K2CError(
-                    f"layer '{plan.name}': {what} format {fmt} is {fmt.bits} bit wide; the hardware needs at "
+                    f"layer '{plan.name}': {what} format {fmt} is {fmt.hw_bits} bit wide; the hardware needs at "
                     f"least {MIN_HARDWARE_BITS} bits (Clash 1.6.4 emits an invalid zero-width bit slice for a "
                     "1-bit fixed-point value); use e.g. 1,0,1 or 1,1,0"
                 )

@@ -34,7 +34,7 @@ def rom_table(plan: LayerPlan, params: QuantizedLayer) -> np.ndarray:
 def rom_words(plan: LayerPlan, params: QuantizedLayer) -> list[str]:
     """The ROM of one compute layer as '0'/'1' strings, MSB first."""
     assert plan.w_fmt is not None and plan.b_fmt is not None
-    w_bits, b_bits = plan.w_fmt.bits, plan.b_fmt.bits
+    w_bits, b_bits = plan.w_fmt.hw_bits, plan.b_fmt.hw_bits  # the containers
     words = []
     for word in rom_table(plan, params):
         fields = []

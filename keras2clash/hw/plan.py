@@ -197,11 +197,11 @@ class LayerPlan:
     def rom_bits(self) -> int:
         if self.type == "batchnorm":  # the per-channel constants (scale, offset)
             assert self.w_fmt is not None and self.b_fmt is not None
-            return self.output_shape[-1] * (self.w_fmt.bits + self.b_fmt.bits)
+            return self.output_shape[-1] * (self.w_fmt.hw_bits + self.b_fmt.hw_bits)
         if not self.is_compute:
             return 0
         assert self.w_fmt is not None and self.b_fmt is not None
-        return self.rom_depth * self.pe * (self.chunk * self.w_fmt.bits + self.b_fmt.bits)
+        return self.rom_depth * self.pe * (self.chunk * self.w_fmt.hw_bits + self.b_fmt.hw_bits)
 
     @property
     def is_merge(self) -> bool:
@@ -220,9 +220,9 @@ class LayerPlan:
                 continue
             value = getattr(self, f.name)
             if f.name in _FORMAT_FIELDS:
-                value = None if value is None else [value.sign, value.int, value.frac]
+                value = None if value is None else format_to_json(value)
             elif f.name == "in_fmts":
-                value = [[v.sign, v.int, v.frac] for v in value]
+                value = [format_to_json(v) for v in value]
             elif isinstance(value, tuple):
                 value = [list(v) if isinstance(v, tuple) else v for v in value]
             data[f.name] = value
@@ -242,6 +242,13 @@ class LayerPlan:
         fields["input_shapes"] = tuple(tuple(s) for s in fields.get("input_shapes", ()))
         fields["fifo_depths"] = tuple(fields.get("fifo_depths", ()))
         return LayerPlan(**fields)
+
+
+def format_to_json(fmt: FixedFormat) -> list[Any]:
+    """[sign, int, frac], plus [rounding, overflow] when they are not the defaults
+    (`FixedFormat(*value)` reads both forms back)."""
+    base: list[Any] = [fmt.sign, fmt.int, fmt.frac]
+    return base if fmt.default_modes else base + [fmt.rounding, fmt.overflow]
 
 
 DEFAULT_PIPELINE = 2
@@ -276,9 +283,11 @@ def accumulator_format(
 
     Fraction bits cf = max(fa + fw, fb) (nothing is dropped). Clash integer bits
     ci = max((1+ia) + (1+iw), 1+ib) + ceil(log2(n_in+1)) + 1; our `int` field excludes the
-    sign bit, so it is ci - 1.
+    sign bit, so it is ci - 1. The formats are the hardware containers (unsigned, negative
+    fields: `FixedFormat.container`), so the sum is exact on the values the hardware holds.
     """
-    b_fmt = b_fmt or w_fmt
+    b_fmt = (b_fmt or w_fmt).container
+    in_fmt, w_fmt = in_fmt.container, w_fmt.container
     guard = math.ceil(math.log2(n_in + 1))
     product_int = (in_fmt.sign + in_fmt.int) + (w_fmt.sign + w_fmt.int)
     clash_int = max(product_int, b_fmt.sign + b_fmt.int) + guard + 1
@@ -423,6 +432,7 @@ def make_plan(
         else:
             plan = _compute_plan(common, override, fmt, *next(knobs))
         _check_activation(plan, layer)
+        _check_formats(plan)
         plans.append(plan)
         out_fmts[layer.name] = plan.out_fmt
     return plans
@@ -446,6 +456,46 @@ def _check_activation(plan: LayerPlan, layer: Layer) -> None:
 
     kind = getattr(layer, "source_class", None) or layer.keras_class
     check(plan.activation, plan.act_in_fmt, f"layer '{plan.name}' ({kind}): ")
+
+
+REQUANTIZING_TYPES = frozenset(COMPUTE_TYPES) | {"batchnorm"} | (frozenset(MERGE_OPS) - {"average", "concatenate"})
+"""Layers whose output is one requantization of an exact value (K2C.Quant.requantizeTo):
+their output format may be unsigned, have negative fields and any rounding/overflow mode."""
+PLAIN_ACTIVATIONS = ("linear", "relu")
+"""The activations exact on any format (they keep every value in range and on the grid)."""
+
+
+def _check_formats(plan: LayerPlan) -> None:
+    """One clear error, naming the layer and the setting, for a format the hardware cannot
+    build exactly: unsigned formats, negative fields and the truncate/wrap modes are built
+    for weights, biases, the input and the output of a requantizing layer (docs/contract.md,
+    Formats); everything else rounds to nearest and saturates on native formats."""
+    where = f"layer '{plan.name}' ({plan.type})"
+    out, act = plan.out_fmt, plan.activation
+    if plan.type in REQUANTIZING_TYPES:
+        if not out.is_plain and act not in PLAIN_ACTIVATIONS:
+            raise K2CError(
+                f"{where}: output format {out} needs a linear or relu activation (the {act} activation "
+                "rounds to nearest and saturates on a signed format); give it a signed format with the "
+                "default modes, e.g. 1,7,8"
+            )
+    elif plan.type == "activation":
+        if (not plan.in_fmt.is_plain or not out.is_plain) and (act not in PLAIN_ACTIVATIONS or out != plan.in_fmt):
+            raise K2CError(
+                f"{where}: the {act} activation from {plan.in_fmt} to {out} is built on signed formats with "
+                "the default modes only (relu or linear keeps any format when the output format is the input's); "
+                "give this layer or its producer a format like 1,7,8"
+            )
+    elif plan.is_merge:  # average, concatenate: they round on their own
+        if not out.is_plain:
+            raise K2CError(f"{where}: output format {out}: a {plan.type} rounds to nearest and saturates on a "
+                           "signed format; give it one like 1,7,8")
+    elif plan.type in ("avgpool2d", "globalavgpool") and (plan.in_fmt.frac < 0 or not plan.in_fmt.default_modes):
+        raise K2CError(
+            f"{where}: average pooling rounds to nearest on its input format {plan.in_fmt}, which asks for "
+            "other modes or has negative fraction bits; give its producer a format with frac >= 0 and the "
+            "default modes"
+        )
 
 
 def _compute_plan(common: dict[str, Any], override: LayerFormats, fmt: FixedFormat, pe: int,

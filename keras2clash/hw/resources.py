@@ -17,7 +17,7 @@ def global_running_bits(plan: LayerPlan) -> int:
     """K2C.Global's running value per channel: the input width for a maximum; for a sum
     the width that holds `2*sum + n` of n = H*W values (`W + clog2(n) + 2`)."""
     n = math.prod(plan.input_shape[:-1])
-    return plan.in_fmt.bits + (0 if plan.type == "globalmaxpool" else (n - 1).bit_length() + 2)
+    return plan.in_fmt.hw_bits + (0 if plan.type == "globalmaxpool" else (n - 1).bit_length() + 2)
 
 
 @dataclass(frozen=True)
@@ -42,8 +42,8 @@ class LayerResources:
 
 
 def layer_resources(plan: LayerPlan) -> LayerResources:
-    in_bits = plan.in_fmt.bits
-    out_bits = plan.out_fmt.bits
+    in_bits = plan.in_fmt.hw_bits
+    out_bits = plan.out_fmt.hw_bits
     line = regs = 0
     if plan.is_windowed:
         _, w, kh, kw, _, _ = _geometry(plan)
@@ -55,7 +55,7 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
         # the engine's window (rotating chunks); a depthwise engine holds every channel's
         lanes = plan.input_shape[-1] if plan.type == "depthwise2d" else 1
         regs += lanes * plan.cycles * plan.chunk * in_bits
-        regs += plan.pe * plan.acc_fmt.bits if plan.cycles > 1 or plan.pipeline else 0  # accumulators
+        regs += plan.pe * plan.acc_fmt.hw_bits if plan.cycles > 1 or plan.pipeline else 0  # accumulators
         regs += plan.filters * out_bits if plan.groups > 1 else 0  # result register R
         regs += pipeline_register_bits(plan)
     if plan.type == "flatten":
@@ -71,7 +71,7 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
     channels = plan.output_shape[-1]
     if plan.type == "batchnorm":  # K2C.BatchNorm on K2C.Pipe: products, finished values, queue
         assert plan.w_fmt is not None
-        product = plan.in_fmt.bits + plan.w_fmt.bits  # K2C.Merge.mulExact: SFixed (ia + iw) (fa + fw)
+        product = plan.in_fmt.hw_bits + plan.w_fmt.hw_bits  # K2C.Merge.mulExact: SFixed (ia + iw) (fa + fw)
         regs += channels * (product + out_bits) + BATCHNORM_DEPTH
         fifo += (BATCHNORM_DEPTH + 2) * channels * out_bits
     if has_map_stage(plan):  # K2C.Pipe.mapP: the registered results and their queue
@@ -79,7 +79,7 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
         fifo += (MAP_DEPTH + 2) * channels * out_bits
     if plan.is_merge:  # the branch FIFOs (LUT RAM) in front of the join
         for depth, shape, fmt in zip(plan.fifo_depths, plan.input_shapes, plan.input_formats):
-            fifo += depth * shape[-1] * fmt.bits
+            fifo += depth * shape[-1] * fmt.hw_bits
     return LayerResources(
         name=plan.name, type=plan.type, pe=plan.pe if plan.is_compute else 0,
         cycles=plan.cycles if plan.is_compute else 0, groups=plan.groups if plan.is_compute else 0,
@@ -98,9 +98,9 @@ def top_fifo_bits(plans) -> int:
 
     first, last = plans[0], plans[-1]
     n = last.output_shape[-1]
-    result = n * last.out_fmt.bits + (n - 1).bit_length()
-    bits = INPUT_SLICE * first.input_shape[-1] * first.in_fmt.bits + OUTPUT_SLICE * result
-    logits_bits = n * (last.act_in_fmt if splits_output(last) else last.out_fmt).bits + (n - 1).bit_length()
+    result = n * last.out_fmt.hw_bits + (n - 1).bit_length()
+    bits = INPUT_SLICE * first.input_shape[-1] * first.in_fmt.hw_bits + OUTPUT_SLICE * result
+    logits_bits = n * (last.act_in_fmt if splits_output(last) else last.out_fmt).hw_bits + (n - 1).bit_length()
     bits += (class_depth(n) + 2) * (logits_bits if splits_output(last) and is_softmax(last) else result)
     if splits_output(last) and is_softmax(last):
         bits += (softmax_depth(last.out_fmt.frac, n) + 2) * result
@@ -110,8 +110,9 @@ def top_fifo_bits(plans) -> int:
 def chunk_sum_bits(plan: LayerPlan) -> int:
     """K2C.Filter's ChunkBits: the exact width of a chunk's sum (products, bias, growth)."""
     assert plan.w_fmt is not None and plan.b_fmt is not None and plan.acc_fmt is not None
-    product = (plan.in_fmt.sign + plan.in_fmt.int) + (plan.w_fmt.sign + plan.w_fmt.int)
-    return max(product, plan.b_fmt.sign + plan.b_fmt.int) + plan.tree_levels + plan.acc_fmt.frac
+    a, w, b = plan.in_fmt.container, plan.w_fmt.container, plan.b_fmt.container  # what the hardware holds
+    product = (a.sign + a.int) + (w.sign + w.int)
+    return max(product, b.sign + b.int) + plan.tree_levels + plan.acc_fmt.frac
 
 
 def pipeline_register_bits(plan: LayerPlan) -> int:
@@ -127,9 +128,9 @@ def pipeline_register_bits(plan: LayerPlan) -> int:
     tag = 4 + max(plan.groups - 1, 0).bit_length()
     levels = range(plan.pipeline, plan.tree_levels + 1, plan.pipeline)
     chunks = plan.pe if plan.type == "depthwise2d" else 1
-    operands = chunks * plan.chunk * plan.in_fmt.bits + plan.pe * (plan.chunk * plan.w_fmt.bits + plan.b_fmt.bits)
+    operands = chunks * plan.chunk * plan.in_fmt.hw_bits + plan.pe * (plan.chunk * plan.w_fmt.hw_bits + plan.b_fmt.hw_bits)
     data = operands + plan.pe * width * (terms + sum(-(-terms // 2 ** j) for j in levels))
-    return data + plan.pe * plan.out_fmt.bits + tag * (4 + len(levels))
+    return data + plan.pe * plan.out_fmt.hw_bits + tag * (4 + len(levels))
 
 
 def activation_table_bits(plan: LayerPlan) -> int:
@@ -143,7 +144,7 @@ def activation_table_bits(plan: LayerPlan) -> int:
         table = activations.softmax_table(plan.act_in_fmt, plan.out_fmt, beat)
         return len(table.values) * (table.frac + 2) * beat
     if act.family == "table":
-        return len(activations.table(plan.activation, plan.act_in_fmt, plan.out_fmt).values) * plan.out_fmt.bits * beat
+        return len(activations.table(plan.activation, plan.act_in_fmt, plan.out_fmt).values) * plan.out_fmt.hw_bits * beat
     return 0
 
 
@@ -191,7 +192,7 @@ def shape_storage(plan: LayerPlan) -> tuple[int, int]:
     """(line-buffer bits, register bits) of a shape layer (the blocks' haddocks): Pad and
     Crop store nothing; Upsample one input row (block RAM) and its output register; a
     beat-width reshape the Collect shift register and the Scatter register."""
-    bits = plan.in_fmt.bits
+    bits = plan.in_fmt.hw_bits
     if plan.type == "upsample2d":  # the line buffer is read only for repeated rows of w > 1 pixels
         c, w = plan.input_shape[-1], plan.input_shape[1]
         return (w * c * bits if plan.size[0] > 1 and w > 1 else 0), c * bits

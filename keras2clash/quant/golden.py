@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from keras2clash.quant import activations
-from keras2clash.quant.formats import FixedFormat, quantize, saturate
+from keras2clash.quant.formats import FixedFormat, quantize, requantize, saturate
 from keras2clash.ir.layers import SHAPE_TYPES
 from keras2clash.quant.shapes import move_layer
 from keras2clash.hw.plan import LayerPlan, accumulator_format
@@ -81,6 +81,16 @@ def _round_shift(acc: np.ndarray, shift: int) -> np.ndarray:
     return _exact(acc, -shift) << (-shift)
 
 
+def requantize_to(raw: np.ndarray, frac: int, out: FixedFormat) -> np.ndarray:
+    """Contract step 4 from raw values with `frac` fraction bits to `out`'s raw values: its
+    rounding (nearest: half up; truncate: floor) at its `frac`, its overflow (saturate or
+    wrap) on its W-bit codes, in a dtype wide enough for every step (formats.requantize)."""
+    if out.is_plain:  # the default contract (the common case, int64 throughout)
+        return saturate(_round_shift(raw, frac - out.frac), out)
+    grow = max(out.frac - frac, 0) + max(-out.frac, 0) + 2
+    return requantize(_exact(raw, grow), frac, out)
+
+
 def _plan_constant(numerator: int, denominator: int, frac: int) -> int:
     """c(v) = floor(v * 2^frac + 1/2) for v = numerator/denominator, in integers."""
     return (2 * numerator * (1 << frac) + denominator) // (2 * denominator)
@@ -109,7 +119,7 @@ def sigmoid_plan(r: np.ndarray, fmt: FixedFormat) -> np.ndarray:
 def activate(r: np.ndarray, activation: str, fmt: FixedFormat) -> np.ndarray:
     """Apply a fused hardware activation to requantized raw values (results stay in `fmt`;
     softmax works over the last axis). quant.activations holds the arithmetic."""
-    return activations.apply(r, activation, fmt, fmt)
+    return activations.apply(r, activation, fmt.container, fmt.container)
 
 
 def _matmul(xs: np.ndarray, kernel: np.ndarray) -> np.ndarray:
@@ -136,8 +146,8 @@ def _accumulate(windows: np.ndarray, plan: LayerPlan, params: QuantizedLayer, do
     dtype = object if wide else np.int64
     xs = windows.astype(dtype)
     kernel = params.kernel.astype(dtype)
-    product_shift = plan.acc_fmt.frac - (plan.in_fmt.frac + plan.w_fmt.frac)
-    bias = params.bias.astype(dtype) << (plan.acc_fmt.frac - plan.b_fmt.frac)
+    product_shift = plan.acc_fmt.frac - (plan.in_fmt.raw_frac + plan.w_fmt.raw_frac)
+    bias = params.bias.astype(dtype) << (plan.acc_fmt.frac - plan.b_fmt.raw_frac)
     if plan.exact_accumulator:
         return (dot(xs, kernel) << product_shift) + bias
     acc = None
@@ -152,7 +162,7 @@ def _neurons(windows: np.ndarray, plan: LayerPlan, params: QuantizedLayer, dot=_
     """(M, K) windows -> (M, filters) activated raw outputs ((M, K, filters) for `_per_filter`)."""
     acc = _accumulate(windows, plan, params, dot)
     assert plan.acc_fmt is not None
-    r = saturate(_round_shift(acc, plan.acc_fmt.frac - plan.out_fmt.frac), plan.out_fmt)
+    r = requantize_to(acc, plan.acc_fmt.frac, plan.out_fmt)
     return np.asarray(activate(r, plan.hw_activation, plan.out_fmt), dtype=np.int64)
 
 
@@ -211,7 +221,7 @@ def avgpool2d(x: np.ndarray, plan: LayerPlan) -> np.ndarray:
     N is the pool size, or with 'same' padding (`exclude_pads`) each window's count of
     non-padding values (Keras' rule), counted here by pooling an image of ones."""
     size = plan.kernel_size[0] * plan.kernel_size[1]
-    wide = plan.in_fmt.bits + size.bit_length() + 2 > INT64_SAFE_BITS  # 2*sum + count, exactly
+    wide = plan.in_fmt.hw_bits + size.bit_length() + 2 > INT64_SAFE_BITS  # 2*sum + count, exactly
     win = windows_of(pad_images(x, plan.pads, 0), plan).astype(object if wide else np.int64)
     count: Any = size
     if plan.exclude_pads:
@@ -228,7 +238,7 @@ def global_pool(x: np.ndarray, plan: LayerPlan) -> np.ndarray:
         out = flat.max(axis=1)
     else:
         n = flat.shape[1]
-        wide = plan.in_fmt.bits + n.bit_length() + 2 > INT64_SAFE_BITS
+        wide = plan.in_fmt.hw_bits + n.bit_length() + 2 > INT64_SAFE_BITS
         out = (2 * flat.astype(object if wide else np.int64).sum(axis=1) + n) // (2 * n)
     return np.asarray(out, dtype=np.int64).reshape(len(x), *plan.output_shape)
 
@@ -239,7 +249,7 @@ def batchnorm(x: np.ndarray, plan: LayerPlan, params: QuantizedLayer) -> np.ndar
     requantization (round half up, saturate) to the output format and the activation."""
     assert plan.w_fmt is not None and plan.b_fmt is not None and plan.acc_fmt is not None
     dtype = object if plan.acc_fmt.bits > INT64_SAFE_BITS else np.int64
-    fa, fw, fb = plan.in_fmt.frac, plan.w_fmt.frac, plan.b_fmt.frac
+    fa, fw, fb = plan.in_fmt.raw_frac, plan.w_fmt.raw_frac, plan.b_fmt.raw_frac
     cf = max(fa + fw, fb)
     acc = ((np.asarray(x).astype(dtype) * params.kernel.astype(dtype)) << (cf - fa - fw)) \
         + (params.bias.astype(dtype) << (cf - fb))
@@ -248,8 +258,8 @@ def batchnorm(x: np.ndarray, plan: LayerPlan, params: QuantizedLayer) -> np.ndar
 
 
 def _requantize(raw: np.ndarray, frac: int, out: FixedFormat) -> np.ndarray:
-    """Contract step 4 from any fraction width: round half up to `out.frac`, saturate."""
-    return saturate(_round_shift(raw, frac - out.frac), out)
+    """Contract step 4 from any fraction width to `out` (its modes; plain: half up, saturate)."""
+    return requantize_to(raw, frac, out)
 
 
 def merge(xs: Sequence[np.ndarray], plan: LayerPlan) -> np.ndarray:
@@ -258,19 +268,19 @@ def merge(xs: Sequence[np.ndarray], plan: LayerPlan) -> np.ndarray:
     once (round half up, saturate) and activated. Concatenate requantizes each operand."""
     fmts = plan.input_formats
     out = plan.out_fmt
-    wide = sum(f.bits for f in fmts) + len(fmts) + out.bits > INT64_SAFE_BITS
+    wide = sum(f.hw_bits for f in fmts) + len(fmts) + out.hw_bits > INT64_SAFE_BITS
     vals = [np.asarray(x).astype(object if wide else np.int64) for x in xs]
     if plan.type == "concatenate":
-        parts = [_requantize(v, f.frac, out) for v, f in zip(vals, fmts)]
+        parts = [_requantize(v, f.raw_frac, out) for v, f in zip(vals, fmts)]
         r = np.concatenate(parts, axis=-1)
     elif plan.type == "multiply":
-        acc, frac = vals[0], fmts[0].frac
+        acc, frac = vals[0], fmts[0].raw_frac
         for v, f in zip(vals[1:], fmts[1:]):
-            acc, frac = acc * v, frac + f.frac
+            acc, frac = acc * v, frac + f.raw_frac
         r = _requantize(acc, frac, out)
     else:
-        frac = max(f.frac for f in fmts)
-        aligned = [v << (frac - f.frac) for v, f in zip(vals, fmts)]
+        frac = max(f.raw_frac for f in fmts)
+        aligned = [v << (frac - f.raw_frac) for v, f in zip(vals, fmts)]
         if plan.type == "add":
             r = _requantize(sum(aligned[1:], aligned[0]), frac, out)
         elif plan.type == "subtract":
@@ -313,7 +323,7 @@ def layer(plan: LayerPlan, params: Mapping[str, QuantizedLayer], xs: Sequence[np
     if plan.type in SHAPE_TYPES:
         return move_layer(plan, h)  # values moved, not changed (quant/shapes.py)
     if plan.type == "activation":
-        return activations.apply(h, plan.activation, plan.in_fmt, plan.out_fmt)
+        return activations.apply(h, plan.activation, plan.in_fmt.container, plan.out_fmt.container)
     raise ValueError(f"no golden model for layer type {plan.type!r}")
 
 

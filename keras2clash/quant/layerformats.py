@@ -23,7 +23,9 @@ Config file (`--layer-formats FILE`, JSON; YAML too when PyYAML is installed):
         "dense_1": {"weight": "1,3,12", "bias": "1,7,8", "output": "1,5,10", "accumulator": 24},
         "dense_2": "1,5,10"}}                # a bare format: weights, bias and output
 
-Formats are strings `"1,7,8"` or lists `[1, 7, 8]`. hls4ml's key names `result` and
+Formats are strings `"1,7,8"`, `"0,4,4,trn,wrap"`, `"ap_fixed<16,8,AP_RND,AP_SAT>"`
+(quant.formats.parse_format) or lists `[1, 7, 8]` / `[0, 4, 4, "truncate", "wrap"]`. hls4ml's
+key names `result` and
 `accum` are accepted as aliases of `output` and `accumulator`. `--layer-format` entries
 are applied after the file, field by field, so the command line refines a config.
 """
@@ -76,9 +78,14 @@ def _format_value(value: Any, where: str) -> FixedFormat:
     if isinstance(value, FixedFormat):
         return value
     if isinstance(value, (list, tuple)):
-        if len(value) != 3 or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-            raise K2CError(f"{where}: a format list needs three integers [sign, int, frac], got {value!r}")
-        return make_format(*value)
+        if not 3 <= len(value) <= 5 or not all(isinstance(v, int) and not isinstance(v, bool) for v in value[:3]) \
+                or not all(isinstance(v, str) for v in value[3:]):
+            raise K2CError(f"{where}: a format list needs three integers [sign, int, frac] (and optionally the "
+                           f"rounding and overflow modes), got {value!r}")
+        try:
+            return make_format(*value)
+        except K2CError as exc:
+            raise K2CError(f"{where}: {exc}") from None
     if isinstance(value, str):
         try:
             return parse_format(value)

@@ -56,7 +56,7 @@ def error_stats(fixed: np.ndarray, keras: np.ndarray, fmt: FixedFormat, raw: np.
         return ErrorStats(0.0, 0.0, 0.0, 0.0, 0, 0)
     max_abs = float(err.max())
     return ErrorStats(max_abs=max_abs, mean_abs=float(err.mean()), mse=float(np.mean(err ** 2)),
-                      max_lsb=max_abs / fmt.lsb,
+                      max_lsb=max_abs / fmt.resolution,
                       saturated=int(np.sum((raw == fmt.raw_min) | (raw == fmt.raw_max))), values=int(err.size))
 
 
@@ -121,12 +121,12 @@ def _plot_png(trace: Trace, threshold: float | None, metric: str) -> bytes:
     top_values = [[r.stats.max_abs for r in rows], [r.stats.mean_abs for r in rows]]
     lsb_values = [r.stats.max_lsb for r in rows]
     # an exact layer (error 0) sits on the log axis' floor, a decade under the smallest error, marked "0"
-    floor_abs = _floor(top_values[0] + top_values[1] + [r.fmt.lsb / 2 for r in rows])
+    floor_abs = _floor(top_values[0] + top_values[1] + [r.fmt.resolution / 2 for r in rows])
     floor_lsb = _floor(lsb_values + ([threshold] if threshold is not None and metric == "max_lsb" else []))
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(max(6.0, 0.55 * len(rows) + 2), 6.4), sharex=True)
     top.semilogy(xs, [max(v, floor_abs) for v in top_values[0]], "o-", label="max |fixed - Keras|")
     top.semilogy(xs, [max(v, floor_abs) for v in top_values[1]], "s--", label="mean |fixed - Keras|")
-    top.semilogy(xs, [r.fmt.lsb / 2 for r in rows], ":", color="grey", label="half an output LSB")
+    top.semilogy(xs, [r.fmt.resolution / 2 for r in rows], ":", color="grey", label="half an output LSB")
     if threshold is not None and metric in ("max_abs", "mean_abs"):
         top.axhline(threshold, color="#c0392b", lw=1, label=f"threshold ({metric}) {threshold:g}")
     top.set_ylim(bottom=floor_abs / 2)
