@@ -31,7 +31,8 @@ FORMAT_HELP = ("Fixed-point format sign,int,frac (the thesis' notation): 1,7,8 =
 PAR_HELP = "Processing elements per dense/conv2d layer, e.g. 1,2,5 (each 1..filters; default 1 each)."
 PIPE_HELP = ("Adder-tree levels per register stage in every dense/conv2d layer's dot product, one "
              "number or one per layer, e.g. 2 or 2,0,1 (0: the whole dot product in one cycle; "
-             f"default {DEFAULT_PIPELINE}). Fewer levels: a faster clock, a few cycles more latency.")
+             f"default {DEFAULT_PIPELINE} = auto), or auto / auto@MHZ: the fewest registers for that "
+             "clock on ECP5 (auto = 100 MHz). Fewer levels: a faster clock, a few cycles more latency.")
 CYC_HELP = "Cycles per window per dense/conv2d layer, e.g. 1,9,1 (each 1..window size; default 1 each)."
 LF_HELP = ("Per-layer formats NAME:w=S,I,F:b=S,I,F:o=S,I,F:acc=BITS (or NAME:S,I,F), repeatable; "
            "w weights, b bias, o output, acc accumulator width.")

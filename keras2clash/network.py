@@ -62,13 +62,21 @@ def int_list(value: str | Sequence[int] | None, n: int, what: str) -> list[int] 
 
 
 def pipeline_levels(value: str | int | Sequence[int] | None, n: int) -> int | list[int] | None:
-    """`--pipeline`: one number for every compute layer ("2") or one per layer ("2,0,1")."""
+    """`--pipeline`: one number for every compute layer ("2"), one per layer ("2,0,1"), or
+    "auto" / "auto@MHZ": the fewest registers for that clock (hw/clock.py, 100 MHz)."""
+    if isinstance(value, str):
+        from keras2clash.hw.clock import auto_clock, auto_levels
+
+        mhz = auto_clock(value)
+        if mhz is not None:
+            return auto_levels(mhz)
     if isinstance(value, str) and "," not in value:
         try:
             return int(value)
         except ValueError:
             raise K2CError(f"bad pipeline {value!r}: expected adder levels per register stage, "
-                           "one number (e.g. 2) or one per dense/conv2d/depthwise2d layer (e.g. 2,0,1)") from None
+                           "one number (e.g. 2), one per dense/conv2d/depthwise2d layer (e.g. 2,0,1), "
+                           "or auto / auto@MHZ (e.g. auto@150)") from None
     return value if isinstance(value, int) else int_list(value, n, "pipeline")
 
 

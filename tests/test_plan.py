@@ -52,3 +52,22 @@ def test_per_layer_formats_chain_input_formats() -> None:
     assert plans[2].in_fmt == narrow and plans[2].out_fmt == parse_format("1,7,8")
     with pytest.raises(K2CError, match="unknown layer"):
         make_plan(IR, parse_format("1,7,8"), None, {"nope": narrow})
+
+
+def test_pipeline_auto_picks_the_levels_for_the_clock() -> None:
+    """`--pipeline auto[@MHZ]`: the most adder levels a stage whose measured delay fits the
+    period (hw/clock.py); the default depth is what auto gives at 100 MHz."""
+    from keras2clash.hw.clock import ECP5_STAGE, auto_levels
+    from keras2clash.hw.plan import DEFAULT_PIPELINE
+    from keras2clash.network import pipeline_levels
+
+    assert auto_levels(100.0) == DEFAULT_PIPELINE == pipeline_levels("auto", 3) == 2
+    assert [pipeline_levels(v, 3) for v in ("auto@150", "AUTO@200MHz", "auto @ 66", "auto@40")] == [1, 1, 4, 7]
+    for mhz in (40.0, 66.0, 100.0, 150.0):  # the chosen stage fits the period, one more level would not
+        levels = auto_levels(mhz)
+        assert ECP5_STAGE.register_ns + levels * ECP5_STAGE.level_ns <= 1000.0 / mhz
+        assert ECP5_STAGE.register_ns + (levels + 1) * ECP5_STAGE.level_ns > 1000.0 / mhz
+    with pytest.raises(K2CError, match="target clock must be 1 to 1000 MHz"):
+        pipeline_levels("auto@0", 3)
+    with pytest.raises(K2CError, match="or auto / auto@MHZ"):
+        pipeline_levels("fast", 3)
