@@ -455,3 +455,33 @@ endmodule
     fold = fold_netlist(netlist, "m")
     assert (fold.multipliers, fold.inputs_folded, fold.outputs_folded, fold.flip_flops_removed) == (1, 0, 0, 0)
     assert not _cells(netlist, "m", "MULT18X18D")[0].get("parameters")
+
+
+def test_pnr_checks_the_dsp_registers_when_asked(tmp_path: Path, monkeypatch) -> None:
+    """`pnr --check-dsp-registers N`: the rewrite is simulated against the original netlist
+    before nextpnr sees it; a rewrite that changes the outputs stops the flow."""
+    from keras2clash.fpga import dspregs
+
+    netlist = _synth_ecp5(tmp_path, REGISTERED_MAC, "mac")
+    design = tmp_path / "run" / "design.json"
+    design.parent.mkdir()
+    design.write_text(json.dumps(netlist))
+    steps: list[str] = []
+    fold = flow._fold_dsp_registers(design, "mac", 500, lambda step, detail: steps.append(detail))
+    assert fold.checked_cycles == 500 and "equal over 500 random cycles" in fold.summary
+    assert steps == ["checking the DSP registers: 500 random cycles, both netlists"]
+    assert len(_cells(json.loads(design.read_text()), "mac", "TRELLIS_FF")) < len(_cells(netlist, "mac", "TRELLIS_FF"))
+
+    def late(netlist: dict, top: str) -> dspregs.DspFold:  # the output register, the fabric one kept
+        fold = dspregs.fold_netlist(json.loads(json.dumps(netlist)), top)
+        for m in _cells(netlist, top, "MULT18X18D"):
+            m.setdefault("parameters", {})["REG_OUTPUT_CLK"] = "CLK0"
+            m["connections"].update(CLK0=list(_cells(netlist, top, "TRELLIS_FF")[0]["connections"]["CLK"]), CE0=["1"], RST0=["0"])
+            m["port_directions"].update(CLK0="input", CE0="input", RST0="input")
+        return fold
+
+    design.write_text(json.dumps(netlist))
+    monkeypatch.setattr(flow, "fold_netlist", late)
+    with pytest.raises(flow._ToolFailed, match="the DSP-register rewrite changed mac's outputs"):
+        flow._fold_dsp_registers(design, "mac", 500, lambda step, detail: None)
+    assert "random cycles differ" in (design.parent / "dsp_check.log").read_text()

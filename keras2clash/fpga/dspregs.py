@@ -52,12 +52,15 @@ class DspFold:
     inputs_folded: int  # A/B ports now registered in their block
     outputs_folded: int  # products now registered in their block
     flip_flops_removed: int
+    checked_cycles: int = 0  # random cycles both netlists were simulated equal (fpga/equiv.py)
 
     @property
     def summary(self) -> str:
+        checked = (f"; both netlists equal over {self.checked_cycles:,} random cycles"
+                   if self.checked_cycles else "")
         return (f"{self.inputs_folded} multiplier operands and {self.outputs_folded} products of "
                 f"{self.multipliers} MULT18X18D registered inside the blocks "
-                f"({self.flip_flops_removed} fabric flip-flops absorbed)")
+                f"({self.flip_flops_removed:,} fabric flip-flops absorbed{checked})")
 
 
 @dataclass(frozen=True)

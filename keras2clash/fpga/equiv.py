@@ -3,7 +3,9 @@ side on random inputs and count the cycles where their outputs differ.
 
 yosys builds a miter of the two ECP5 netlists (`miter -equiv`: both designs on the same inputs,
 `trigger` = outputs differ), with its own ECP5 cell models (share/lattice/cells_sim_ecp5.v) and
-our model of the MULT18X18D (templates/mult18x18d_sim.v: yosys has none), flattens it to plain
+our model of the MULT18X18D (templates/mult18x18d_sim.v: yosys has none) and a stand-in for the
+block RAM DP16KD (templates/dp16kd_stub.v: the rewrite never touches one, so both netlists must
+only drive each alike), flattens it to plain
 Verilog, and Icarus Verilog runs it with random inputs (templates/miter_tb.v.j2). A formal
 proof (yosys `sat -seq`) would be stronger, but SAT on multipliers does not finish in useful
 time; random simulation over many cycles catches what a rewrite gets wrong (a missing or extra
@@ -71,10 +73,15 @@ def simulate_equal(before: dict, after: dict, top: str, work: Path, *, cycles: i
         shutil.copy(share / name, work / name)
     templates = resources.files("keras2clash.fpga") / "templates"
     (work / "mult18x18d_sim.v").write_text((templates / "mult18x18d_sim.v").read_text())
+    env = jinja2.Environment(loader=jinja2.PackageLoader("keras2clash.fpga", "templates"),
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    ram_params = sorted({p for netlist in (before, after) for c in netlist["modules"][top]["cells"].values()
+                         if c["type"] == "DP16KD" for p in c.get("parameters", {})})
+    (work / "dp16kd_stub.v").write_text(env.get_template("dp16kd_stub.v.j2").render(params=ram_params or ["UNUSED"]))
     (work / "gold.json").write_text(json.dumps(_only_module(before, top, "gold")))
     (work / "gate.json").write_text(json.dumps(_only_module(after, top, "gate")))
     script = ("read_json gold.json; read_json gate.json; "
-              "read_verilog -DNO_INCLUDES -I. cells_sim_ecp5.v mult18x18d_sim.v; "
+              "read_verilog -DNO_INCLUDES -I. cells_sim_ecp5.v; read_verilog -overwrite mult18x18d_sim.v dp16kd_stub.v; "
               "miter -equiv -make_outputs -ignore_gold_x gold gate miter; hierarchy -check -top miter; "
               "proc; flatten; opt_clean; write_json miter.json; write_verilog -noattr miter.v")
     _run([yosys, "-q", "-p", script], work)
@@ -83,8 +90,6 @@ def simulate_equal(before: dict, after: dict, top: str, work: Path, *, cycles: i
               if p["direction"] == "input" and n != f"in_{clock}"]
     if f"in_{clock}" not in ports:
         raise K2CError(f"{top} has no clock input '{clock}'")
-    env = jinja2.Environment(loader=jinja2.PackageLoader("keras2clash.fpga", "templates"),
-                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     held = {f"in_{r}" for r in resets}
     tb = env.get_template("miter_tb.v.j2").render(
         clock=f"in_{clock}", inputs=[p for p in inputs if p["name"] not in held],

@@ -30,7 +30,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from keras2clash import procs
@@ -173,7 +173,7 @@ def _rel(path: Path, start: Path) -> str:
 
 
 def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MHZ, seed: int = 1,
-        route: bool = True, force: bool = False, dsp_registers: bool = True,
+        route: bool = True, force: bool = False, dsp_registers: bool = True, check_cycles: int = 0,
         progress: Progress | None = None) -> PnrReport:
     """Place and route PROJECT on `fpga` (module docstring); returns the report."""
     from keras2clash.backend.project import load_project
@@ -222,7 +222,7 @@ def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MH
                      work / "synth.log")
             fold = None
             if dsp_registers and device.family == "ecp5":
-                fold = _fold_dsp_registers(work / "design.json", top)
+                fold = _fold_dsp_registers(work / "design.json", top, check_cycles, tell)
             seconds["synthesis"] = time.monotonic() - t1
             tell("synthesis", "done")
 
@@ -283,10 +283,25 @@ def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MH
     return report
 
 
-def _fold_dsp_registers(design_json: Path, top: str) -> DspFold:
-    """Rewrite yosys' ECP5 netlist with the multiplier registers inside the DSP blocks."""
+def _fold_dsp_registers(design_json: Path, top: str, check_cycles: int, tell: Progress) -> DspFold:
+    """Rewrite yosys' ECP5 netlist with the multiplier registers inside the DSP blocks; with
+    `check_cycles`, first prove the rewrite on that many cycles of random inputs (fpga/equiv.py:
+    both netlists side by side), refusing to go on if any output differs."""
     netlist = json.loads(design_json.read_text())
+    before = json.loads(json.dumps(netlist)) if check_cycles else None
     fold = fold_netlist(netlist, top)
+    if before is not None:
+        from keras2clash.fpga.equiv import simulate_equal
+
+        tell("synthesis", f"checking the DSP registers: {check_cycles:,} random cycles, both netlists")
+        result = simulate_equal(before, netlist, top, design_json.parent / "dsp_check", cycles=check_cycles)
+        if not result.equal:
+            log = design_json.parent / "dsp_check.log"
+            log.write_text(f"{result.differ} of {result.cycles} random cycles differ, the first at cycle "
+                           f"{result.first}; the miter and its testbench are in dsp_check/\n")
+            raise _ToolFailed(f"the DSP-register rewrite changed {top}'s outputs (run with --no-dsp-registers, "
+                              "and report it)", log, "")
+        fold = replace(fold, checked_cycles=result.cycles)
     design_json.write_text(json.dumps(netlist))
     return fold
 
