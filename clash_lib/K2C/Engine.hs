@@ -22,10 +22,11 @@ with one register per @l@ adder levels.
   multipliers' operands (the window's chunk and the weight word, again, so a
   register with one load sits beside each multiplier block: the FPGA's
   multipliers have registers synthesis does not use, and the routes to and
-  from them are long), the products, the adder tree ('K2C.Filter.adderTree',
-  @TreeLevels ch = ceil(log2(ch + 1))@ levels) after every @l@-th level, and
-  the accumulators (also when @b = 1@) and the finished (requantized,
-  activated) results: @D = 4 + TreeLevels ch `div` l@ cycles more latency
+  from them are long), the products (twice: the multiplier block's output
+  register, then one for the route to the tree), the adder tree
+  ('K2C.Filter.adderTree', @TreeLevels ch = ceil(log2(ch + 1))@ levels) after
+  every @l@-th level, and the accumulators (also when @b = 1@) and the finished
+  (requantized, activated) results: @D = 5 + TreeLevels ch `div` l@ cycles more latency
   ('PipeDepth'), the same throughput and the same values.
 
 The weight ROM ("K2C.Memory") has @G * b@ words; word @g*b + t@ is what the PEs
@@ -122,9 +123,9 @@ type EngineShape k f p b ch g =
 -- | @D@: the cycles from a window's last step to its result entering the
 -- output queue, for chunks of @ch@ values and @l@ adder levels per stage.
 -- 0 when @l = 0@ (everything in the step's cycle); otherwise the product
--- and product registers, one register per @l@ tree levels, the accumulators and
--- the registered finish (requantize and activate): @4 + TreeLevels ch `div` l@.
-type PipeDepth ch l = Min 1 l * (4 + Div (TreeLevels ch) (Max 1 l))
+-- and two product registers, one register per @l@ tree levels, the accumulators
+-- and the registered finish (requantize and activate): @5 + TreeLevels ch `div` l@.
+type PipeDepth ch l = Min 1 l * (5 + Div (TreeLevels ch) (Max 1 l))
 
 -- | @Q@: the output queue's depth, which is also the most windows the engine
 -- holds at once (accepted, result not yet taken). @2 + (D + 1) `div` S@ with
@@ -225,11 +226,15 @@ engineWith SNat load next operands weights finish (input, readyOut) = (output, r
     weightsO  = stage weightsWord
     tagO      = stageTag tag
 
-    -- Stage 2: the products (and the bias field), registered when pipelined.
+    -- Stage 2: the products (and the bias field), registered twice when pipelined:
+    -- the first register becomes the multiplier block's own output register (ECP5:
+    -- keras2clash's fpga/dspregs.py; iCE40: yosys' ice40_dsp), the second takes the
+    -- route from the block to the adder tree on its own, which is long where one tree
+    -- sums many blocks (6.7 ns of digits_dense's 11.6 ns critical path on ECP5).
     terms :: Signal dom (Vec p (Vec (ch + 1) (Signed (ChunkBits ch ai wi bi cf))))
     terms = zipWith (chunkTerms @ch @ai @af @wi @wf @bi @bf @cf) <$> operandsO <*> weightsO
-    termsP = stage terms
-    tagP   = stageTag tagO
+    termsP = stage (stage terms)
+    tagP   = stageTag (stageTag tagO)
 
     -- The adder trees, one register per @l@ levels; the tag beside them.
     (tagT, chunkSums) = adderTree @dom @(TreeLevels ch) levelsPerStage idleTag tagP termsP
