@@ -349,6 +349,22 @@ def test_unbuildable_activation_modes_are_refused_with_layer_and_setting(conf, m
         load_network(model, "1,7,8")
 
 
+def test_cli_emit_refuses_an_unbuildable_quantizer_with_one_error(tmp_path, capsys):
+    """`keras2clash emit` on a saved HGQ2 model with a ties-to-even activation quantizer: a
+    non-zero exit and one error naming the layer, the quantizer and the setting."""
+    from test_cli import run_cli
+
+    inp = keras.Input((4,))
+    x = QDense(3, activation="relu", iq_conf=datalane(overflow_mode="SAT"), name="ok")(inp)
+    model = keras.Model(inp, QDense(2, iq_conf=datalane(k0=0, round_mode="RND_CONV"), name="conv")(x))
+    model.save(tmp_path / "m.keras")
+    code, text = run_cli(["emit", str(tmp_path / "m.keras"), "--out", str(tmp_path / "net")], capsys)
+    assert code != 0 and not (tmp_path / "net").exists()
+    text = " ".join(text.split())
+    assert "HGQ2 layer 'conv', input quantizer (unsigned, 2 integer and 6 fraction bits, RND_CONV, WRAP)" in text
+    assert "round_mode RND_CONV (built: RND, TRN)" in text
+
+
 def test_standalone_relu_before_a_wrapping_quantizer_is_refused():
     """A ReLU the passes cannot fuse into a layer (at the input; after a layer that has an
     activation already) would act after the wrap in hardware."""
