@@ -205,7 +205,7 @@ def test_conv2d_and_einsum_dense_exact():
     keras.utils.set_random_seed(4)
     inp = keras.Input((6, 6, 2))
     x = QConv2D(3, 3, activation="relu", iq_conf=datalane(i0=1, f0=4, overflow_mode="SAT"), name="c")(inp)
-    x = keras.layers.Flatten()(x)
+    x = keras.layers.Flatten(name="flatten")(x)  # named: Keras counts Flattens per session
     out = QEinsumDense("ba,ac->bc", 4, bias_axes="c", iq_conf=datalane(k0=0, i0=2, f0=3, overflow_mode="SAT"),
                        name="e")(x)
     model = keras.Model(inp, out)
