@@ -15,14 +15,15 @@ on such values: docs/hgq2.md). 20,000 training and 2,000 test samples.
     weights 6 bits (KBI b=5 plus the sign, i=1: steps of 1/16 in [-2, 2), SAT_SYM, not
     trained), biases HGQ2's default (8 bits, WRAP, integer bits traced), activations per
     tensor (`heterogeneous_axis=()`, so every activation has one format and the network is
-    built exactly) with f=3 fraction bits and WRAP, their sign and integer bits traced on
-    the training set (`hgq.utils.trace_minmax`): the quantizers after a ReLU become
-    unsigned, about 6 bits each.
+    built exactly), WRAP, starting at f=3 fraction bits, their bit-widths trained with a
+    small resource penalty (beta 3e-6); then their sign and integer bits are traced on the
+    training set (`hgq.utils.trace_minmax`): the quantizers after a ReLU become unsigned,
+    5 to 6 bits each (compare.py's table lists them).
 (b) `jet_float.keras`: the same network of float `Dense` layers, trained the same way; it
     is quantized after training by `compare.py` with keras2clash's `--format auto --bits 6`
     (per-layer formats calibrated on the training set).
 
-Run: `python examples/jet_hgq/train.py [--out DIR]` (about two minutes on two cores).
+Run: `python examples/jet_hgq/train.py [--out DIR]` (about 45 s on two cores).
 Writes jet_qat.keras, jet_float.keras, test.npz (x, y) and calib.npz (x: 2,000 training
 samples, the PTQ calibration set) to DIR (default: beside this script).
 """
