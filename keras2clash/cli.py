@@ -54,9 +54,12 @@ BUDGET_HELP = ("Multiplier budget, a number or a device (ecp5-85k: its 156 MULT1
 
 
 def _user_formats(layer_formats: Optional[Path], layer_format: Optional[list[str]], input_format: Optional[str]):
-    """--layer-formats FILE, --layer-format ..., --input-format -> one FormatConfig (checked now)."""
+    """--layer-formats FILE, --layer-format ..., --input-format -> one FormatConfig (checked now);
+    None when none is given (an HGQ2 model refuses formats given with it, even empty ones)."""
     from keras2clash.quant.layerformats import resolve_user_formats
 
+    if layer_formats is None and not layer_format and input_format is None:
+        return None
     return resolve_user_formats(layer_formats, layer_format, input_format)
 
 

@@ -196,15 +196,16 @@ def test_traced_default_datalane_unsigned_after_relu():
     x = grid_inputs((256, 16), seed=5, scale=3.0)  # beyond the traced range: wraps
     acc, frac = mlp_reference(model, x)
     assert_exact(np.asarray(model(x)), acc, frac)
-    with pytest.raises(K2CError, match=r"'d2', input quantizer \(unsigned.*unsigned \(k=0\); overflow_mode WRAP"):
-        H.format_config(model, to_graph(model))
+    config = H.format_config(model, to_graph(model))
+    assert config.layers["d1"].output.sign == 0 and config.layers["d1"].output.overflow == "wrap"
+    assert_golden_equals_hgq2(model, x)
 
 
 def test_conv2d_and_einsum_dense_exact():
     keras.utils.set_random_seed(4)
     inp = keras.Input((6, 6, 2))
     x = QConv2D(3, 3, activation="relu", iq_conf=datalane(i0=1, f0=4, overflow_mode="SAT"), name="c")(inp)
-    x = keras.layers.Flatten()(x)
+    x = keras.layers.Flatten(name="flatten")(x)  # named: Keras counts Flattens per session
     out = QEinsumDense("ba,ac->bc", 4, bias_axes="c", iq_conf=datalane(k0=0, i0=2, f0=3, overflow_mode="SAT"),
                        name="e")(x)
     model = keras.Model(inp, out)
@@ -219,6 +220,41 @@ def test_conv2d_and_einsum_dense_exact():
     acc, frac = dense_acc(relu(acc).reshape(len(x), -1), frac, model.get_layer("e"), quant["e"])
     assert_exact(np.asarray(model(x)), acc, frac)
     np.testing.assert_array_equal(graph["c"].kernel, H.quantized_weights(model.get_layer("c"))[0])
+
+
+def assert_golden_equals_hgq2(model, x) -> None:
+    """The golden model run with the model's own formats equals HGQ2's outputs bit for bit."""
+    from keras2clash.network import load_network
+    from keras2clash.quant import golden
+
+    network = load_network(model, "1,7,8")
+    raw = golden.run(network.plans, network.params, golden.quantize_inputs(network.plans, x))
+    np.testing.assert_array_equal(network.plans[-1].out_fmt.to_real(raw), np.asarray(model(x), dtype=np.float64))
+
+
+@pytest.mark.parametrize("iq1,iq2", [
+    (datalane(i0=1, f0=3, overflow_mode="WRAP", round_mode="TRN"),
+     datalane(k0=0, i0=1, f0=3, overflow_mode="WRAP", round_mode="TRN")),
+    (datalane(k0=0, i0=2, f0=-1, overflow_mode="WRAP"),  # unsigned input: negative inputs wrap
+     datalane(i0=0, f0=3, overflow_mode="WRAP")),  # signed: relu(x) >= 1 wraps negative
+    (datalane(i0=-1, f0=6, overflow_mode="SAT", round_mode="TRN"),
+     datalane(k0=0, i0=3, f0=-1, overflow_mode="SAT_SYM", round_mode="S_RND")),
+], ids=["trn-wrap-unsigned", "neg-frac-signed-wrap-after-relu", "neg-int-trn-unsigned-satsym"])
+def test_golden_model_equals_hgq2_any_homogeneous_format(iq1, iq2):
+    """Every k/i/f with RND/TRN and SAT/WRAP (SAT_SYM unsigned) is built as stated; a relu
+    fused into a layer acts before the next layer's wrapping quantizer (HGQ2's order)."""
+    model = mlp(iq1, iq2)
+    x = grid_inputs((256, 16), scale=4.0)
+    acc, frac = mlp_reference(model, x)
+    assert_exact(np.asarray(model(x)), acc, frac)  # our reading of HGQ2, independently
+    assert_golden_equals_hgq2(model, x)
+    if iq2.config["overflow_mode"] == "WRAP" and iq2.config.get("k0", 1):
+        from keras2clash.network import load_network
+        from keras2clash.quant import golden
+
+        network = load_network(model, "1,7,8")
+        values = golden.run_all(network.plans, network.params, golden.quantize_inputs(network.plans, x))
+        assert values["d1"].min() < 0  # relu(x) wrapped negative: the order matters here
 
 
 def test_golden_model_equals_hgq2_when_the_formats_fit():
@@ -279,14 +315,72 @@ def test_float_activation_and_layout_refusals():
         to_graph(model)
 
 
-def test_to_fixed_format_refuses_what_it_cannot_hold_yet():
+def test_to_fixed_format_builds_homogeneous_formats_and_refuses_the_rest():
+    from keras2clash.quant.formats import parse_format
+
     t = H.TensorFormat("L", "input", False, -1, 6, "TRN", "WRAP")
-    with pytest.raises(K2CError, match=r"'L', input quantizer \(unsigned, -1 integer and 6 fraction bits, TRN, WRAP\)"
-                                       r".*unsigned \(k=0\); negative integer or fraction bits; round_mode TRN"):
-        H.to_fixed_format(t)
+    assert H.to_fixed_format(t) == parse_format("0,-1,6,trn,wrap")
+    assert H.to_fixed_format(H.TensorFormat("L", "output", True, 3, -2, "RND", "SAT")) == parse_format("1,3,-2")
+    # SAT_SYM is SAT when unsigned; signed it drops the most negative code: refused
+    assert H.to_fixed_format(H.TensorFormat("L", "input", False, 2, 2, "RND", "SAT_SYM")) == parse_format("0,2,2")
+    with pytest.raises(K2CError, match=r"HGQ2 layer 'L', input quantizer \(signed, 2 integer and 2 fraction bits, "
+                                       r"RND, SAT_SYM\): cannot be built exactly: overflow_mode SAT_SYM on a signed"):
+        H.to_fixed_format(H.TensorFormat("L", "input", True, 2, 2, "RND", "SAT_SYM"))
+    with pytest.raises(K2CError, match=r"'L', output quantizer .*round_mode RND_CONV \(built: RND, TRN\)"):
+        H.to_fixed_format(H.TensorFormat("L", "output", True, 2, 2, "RND_CONV", "WRAP"))
     # a constant only needs a container: widened exactly
     assert H.to_fixed_format(H.TensorFormat("L", "kernel", True, -3, 7, "RND", "SAT_SYM")) == FixedFormat(1, 0, 7)
     assert H.to_fixed_format(H.TensorFormat("L", "bias", False, 0, 0, "RND", "WRAP")) == FixedFormat(1, 0, 1)
+
+
+@pytest.mark.parametrize("conf,match", [
+    (datalane(round_mode="RND_CONV"), "round_mode RND_CONV"),
+    (datalane(round_mode="S_RND_CONV"), "round_mode RND_CONV"),
+    (datalane(overflow_mode="SAT_SYM"), "overflow_mode SAT_SYM on a signed format"),
+    (datalane(round_mode="TRN_ZERO"), "round_mode TRN_ZERO"),
+])
+def test_unbuildable_activation_modes_are_refused_with_layer_and_setting(conf, match):
+    """One K2CError naming the layer, the quantizer and the setting, when the network is loaded."""
+    from keras2clash.network import load_network
+
+    inp = keras.Input((4,))
+    model = keras.Model(inp, QDense(2, iq_conf=conf, name="bad")(inp))
+    with pytest.raises(K2CError, match=r"HGQ2 layer 'bad', input quantizer \(.*\): cannot be built exactly: " + match):
+        load_network(model, "1,7,8")
+
+
+def test_cli_emit_refuses_an_unbuildable_quantizer_with_one_error(tmp_path, capsys):
+    """`keras2clash emit` on a saved HGQ2 model with a ties-to-even activation quantizer: a
+    non-zero exit and one error naming the layer, the quantizer and the setting."""
+    from test_cli import run_cli
+
+    inp = keras.Input((4,))
+    x = QDense(3, activation="relu", iq_conf=datalane(overflow_mode="SAT"), name="ok")(inp)
+    model = keras.Model(inp, QDense(2, iq_conf=datalane(k0=0, round_mode="RND_CONV"), name="conv")(x))
+    model.save(tmp_path / "m.keras")
+    code, text = run_cli(["emit", str(tmp_path / "m.keras"), "--out", str(tmp_path / "net")], capsys)
+    assert code != 0 and not (tmp_path / "net").exists()
+    text = " ".join(text.split())
+    assert "HGQ2 layer 'conv', input quantizer (unsigned, 2 integer and 6 fraction bits, RND_CONV, WRAP)" in text
+    assert "round_mode RND_CONV (built: RND, TRN)" in text
+
+
+def test_standalone_relu_before_a_wrapping_quantizer_is_refused():
+    """A ReLU the passes cannot fuse into a layer (at the input; after a layer that has an
+    activation already) would act after the wrap in hardware."""
+    wrap = datalane(k0=0, i0=1, f0=3, overflow_mode="WRAP")
+    inp = keras.Input((4,))
+    model = keras.Model(inp, QDense(2, iq_conf=wrap, name="a")(keras.layers.ReLU(name="r")(inp)))
+    with pytest.raises(K2CError, match=r"the network input passes a standalone ReLU layer before HGQ2 layer 'a''s WRAP "
+                                       r"input quantizer"):
+        H.format_config(model, to_graph(model))
+    h = QDense(3, activation="relu", iq_conf=datalane(overflow_mode="SAT"), name="h")(inp)
+    model = keras.Model(inp, QDense(2, iq_conf=wrap, name="b")(keras.layers.ReLU(name="r2")(h)))
+    with pytest.raises(K2CError, match=r"output of 'h' passes a standalone ReLU layer before HGQ2 layer 'b''s WRAP"):
+        H.format_config(model, to_graph(model))
+    sat = keras.Model(inp, QDense(2, iq_conf=datalane(k0=0, i0=1, f0=3, overflow_mode="SAT"), name="c")(
+        keras.layers.ReLU()(h)))
+    assert H.format_config(sat, to_graph(sat)).layers["h"].output.overflow == "saturate"  # commutes: built
 
 
 def test_saved_hgq2_model_loads_and_converts(tmp_path):

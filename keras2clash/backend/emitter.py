@@ -25,7 +25,7 @@ from keras2clash.quant.formats import MIN_HARDWARE_BITS, FixedFormat
 from keras2clash.quant.golden import QuantizedLayer
 from keras2clash.backend.memfiles import memfile_text
 from keras2clash.backend.shape_entries import shape_entry
-from keras2clash.hw.plan import LayerPlan
+from keras2clash.hw.plan import LayerPlan, relu_before_requantize
 from keras2clash.ir.layers import SHAPE_TYPES
 from keras2clash.ir.structure import Chain, Parallel, structure
 from keras2clash.backend.activations import ActivationCode, activation_code
@@ -298,6 +298,9 @@ def _layer_entry(plan: LayerPlan, fn: str, code: ActivationCode | None = None,
         raise ValueError(f"no emitter for layer type {plan.type!r}")
     if any(plan.pads):
         entry["uses"].append("pad")
+    if relu_before_requantize(plan) and "hw_activation" in entry:  # HGQ2's order (docs: contract, formats)
+        entry.update(requantizer=f"({entry['requantizer']} . relu)", hw_activation="linear")
+        entry["notes"].append(f"The ReLU acts on the exact value, before the wrapping requantization to {plan.out_fmt}.")
     return entry
 
 

@@ -22,7 +22,7 @@ one tensor; the widening rule makes one format of a heterogeneous statement:
   other values; it is refused, naming the layer, unless every element states the same
   (k, i, f).
 `to_fixed_format` is the one place that turns a `TensorFormat` into the compiler's
-`FixedFormat` (and refuses what that format cannot yet hold).
+`FixedFormat` (and refuses, naming the layer and the setting, what no format computes).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from keras2clash.frontend.registry import (
 )
 from keras2clash.ir import layers as ir
 from keras2clash.ir.graph import Graph
-from keras2clash.quant.formats import MAX_BITS, FixedFormat
+from keras2clash.quant.formats import MAX_BITS, MIN_HARDWARE_BITS, FixedFormat, make_format
 
 ROUND_MODES: dict[str, str] = {
     "RND": "round to nearest, ties toward +infinity: floor(x 2^f + 1/2)",
@@ -234,36 +234,50 @@ def constant_format(layer: Any, role: str, quantizer: Any, values: np.ndarray) -
 # --- the one conversion to the compiler's format ------------------------------------------
 
 
-def to_fixed_format(record: TensorFormat) -> FixedFormat:
-    """THE place where an HGQ2 format becomes a `FixedFormat` (switch it to the generalised
-    FixedFormat -- unsigned, negative int/frac bits, truncation, wrap -- when that lands).
+#: HGQ2 modes a data format computes exactly, as the compiler's (docs/contract.md, Formats).
+BUILT_ROUNDING = {"RND": "nearest", "TRN": "truncate"}
+BUILT_OVERFLOW = {"SAT": "saturate", "WRAP": "wrap"}
 
-    Today's FixedFormat is signed, with `int >= 0` and `frac >= 0`, rounds to nearest (ties
-    up) and saturates (docs/contract.md). A constant only needs a container that holds its
-    values, so it is widened to that (exact); a data format must be computed as stated, so
-    anything else is refused with the setting named."""
+
+def to_fixed_format(record: TensorFormat) -> FixedFormat:
+    """THE place where an HGQ2 format becomes a `FixedFormat`.
+
+    A data format (an input or output quantizer, which the hardware applies) becomes the
+    same format: `k` -> sign (0: unsigned), `i` -> int (both count the integer bits without
+    the sign), `f` -> frac (either may be negative), RND -> nearest (ties toward +inf, HGQ2's
+    `floor(x 2^f + 1/2)`), TRN -> truncate (floor), SAT -> saturate, WRAP -> wrap (both
+    two's complement on `k + i + f` bits). SAT_SYM equals SAT on an unsigned format (its
+    lower bound is 0 either way) and is built so; signed, it excludes the most negative code
+    (no FixedFormat mode does), and the other rounding modes (RND_CONV: ties to even,
+    TRN_ZERO, RND_ZERO, RND_MIN_INF, RND_INF) round ties or negative values otherwise: both
+    are refused with the layer and the setting named. A constant (kernel, bias) only needs
+    a container that holds HGQ2's own quantized values, so it is widened to a signed format
+    with non-negative fields (exact: the values are kept, never re-rounded)."""
     where = f"HGQ2 layer '{record.layer}', {record.role} quantizer ({record.describe()})"
     if record.is_constant:
         integer, frac = max(record.int_bits, 0), max(record.frac_bits, 0)
-        frac += max(0, 2 - (1 + integer + frac))  # at least 2 bits (formats.MIN_HARDWARE_BITS)
+        frac += max(0, MIN_HARDWARE_BITS - (1 + integer + frac))
         fmt = FixedFormat(1, integer, frac)
-    else:
-        unsupported = []
-        if not record.keep_negative:
-            unsupported.append("unsigned (k=0)")
-        if record.int_bits < 0 or record.frac_bits < 0:
-            unsupported.append("negative integer or fraction bits")
-        if record.round_mode != "RND":
-            unsupported.append(f"round_mode {record.round_mode} (only RND)")
-        if record.overflow_mode != "SAT":
-            unsupported.append(f"overflow_mode {record.overflow_mode} (only SAT)")
-        if unsupported:
-            raise K2CError(f"{where}: the compiler's fixed-point format cannot yet compute "
-                           f"{'; '.join(unsupported)}")
-        fmt = FixedFormat(1, record.int_bits, record.frac_bits)
-    if fmt.bits > MAX_BITS:
-        raise K2CError(f"{where}: {fmt.bits} bits, at most {MAX_BITS} supported")
-    return fmt
+        if fmt.bits > MAX_BITS:
+            raise K2CError(f"{where}: {fmt.bits} bits, at most {MAX_BITS} supported")
+        return fmt
+    overflow_mode = record.overflow_mode
+    if overflow_mode == "SAT_SYM" and not record.keep_negative:
+        overflow_mode = "SAT"  # [0, 2^i - 2^-f] either way
+    unsupported = []
+    if record.round_mode not in BUILT_ROUNDING:
+        unsupported.append(f"round_mode {record.round_mode} (built: {', '.join(BUILT_ROUNDING)})")
+    if overflow_mode not in BUILT_OVERFLOW:
+        unsupported.append(f"overflow_mode {overflow_mode} on a signed format (built: {', '.join(BUILT_OVERFLOW)}; "
+                           "SAT_SYM only when unsigned)")
+    if unsupported:
+        raise K2CError(f"{where}: cannot be built exactly: {'; '.join(unsupported)}; train the model with "
+                       "round_mode='RND' or 'TRN' and overflow_mode='SAT' or 'WRAP' on this quantizer")
+    try:
+        return make_format(int(record.keep_negative), record.int_bits, record.frac_bits,
+                           BUILT_ROUNDING[record.round_mode], BUILT_OVERFLOW[overflow_mode])
+    except K2CError as exc:
+        raise K2CError(f"{where}: {exc}") from None
 
 
 # --- the layers -------------------------------------------------------------------------
@@ -403,20 +417,25 @@ def format_config(model: Any, graph: Graph) -> Any:
     """The formats of an HGQ2 model's graph (after the passes) as a `FormatConfig`: the input
     format is the first layer's input quantizer; each layer's weight and bias formats hold
     its quantized constants; its output format is its own output quantizer, else the input
-    quantizer of the layer(s) that read it (through Flatten/Reshape and ReLU, which commute
-    with a saturating quantizer), else (the network output) its exact accumulator, as HGQ2
-    leaves it. Everything goes through `to_fixed_format`."""
+    quantizer of the layer(s) that read it (through Flatten/Reshape and a ReLU, which
+    commutes with a saturating quantizer; a ReLU fused into the layer acts before a wrapping
+    one, `hw.plan.relu_before_requantize`), else (the network output) its exact accumulator,
+    as HGQ2 leaves it. Everything goes through `to_fixed_format`."""
     from keras2clash.hw.plan import LayerFormats, accumulator_format
     from keras2clash.quant.layerformats import FormatConfig
 
     quant = model_quant(model)
 
-    def readers(tensor: str) -> list[ir.Layer]:
+    relus_read: set[str] = set()  # tensors read through a standalone ReLU
+
+    def readers(tensor: str, source: str | None = None) -> list[ir.Layer]:
         """The quantizing records that read `tensor`, through transparent ones."""
         found: list[ir.Layer] = []
         for record in graph.consumers(tensor):
             if isinstance(record, _TRANSPARENT) or _is_relu(record):
-                found.extend(readers(record.name))
+                if _is_relu(record):
+                    relus_read.add(source or tensor)
+                found.extend(readers(record.name, source or tensor))
             elif record.name in quant:
                 found.append(record)
             else:
@@ -434,9 +453,21 @@ def format_config(model: Any, graph: Graph) -> Any:
                            "quantizers differ; one tensor needs one format")
         return next(iter(formats), None)
 
+    def no_relu_before_wrap(tensor: str, fmt: TensorFormat, what: str) -> None:
+        """A standalone ReLU (one the passes could not fuse into its producer) runs after the
+        producer's requantization; HGQ2 wraps the ReLU's output, and a wrap does not commute
+        with a ReLU (docs/hgq2.md)."""
+        if tensor in relus_read and fmt.overflow_mode == "WRAP":
+            raise K2CError(
+                f"{what} passes a standalone ReLU layer before HGQ2 layer '{fmt.layer}''s WRAP {fmt.role} "
+                "quantizer: the ReLU must act before the wrap, which only a ReLU fused into the layer "
+                "(activation='relu' on the HGQ2 layer itself) does; use that, or overflow_mode='SAT'"
+            )
+
     first = input_of(readers(graph.input_name), "the network input")
     if first is None:
         raise K2CError("the network input is not read by an HGQ2 layer's input quantizer")
+    no_relu_before_wrap(graph.input_name, first, "the network input")
     layers: dict[str, LayerFormats] = {}
     for record in graph.layers:
         if record.name not in quant:
@@ -448,14 +479,19 @@ def format_config(model: Any, graph: Graph) -> Any:
         assert q.input is not None and q.kernel is not None  # _check_layer
         weight = to_fixed_format(q.kernel)
         bias = to_fixed_format(q.bias) if q.bias is not None else weight
+        after = input_of(readers(record.name), f"the output of '{record.name}'")
         if q.output is not None:
+            if after is not None and to_fixed_format(after) != to_fixed_format(q.output):
+                raise K2CError(f"HGQ2 layer '{record.name}' quantizes its output ({q.output.describe()}) and "
+                               f"'{after.layer}' quantizes it again ({after.describe()}): two different "
+                               "requantizations of one tensor are not built; disable one of them")
+            no_relu_before_wrap(record.name, q.output, f"the output of '{record.name}'")
             out = to_fixed_format(q.output)
-        else:
-            after = input_of(readers(record.name), f"the output of '{record.name}'")
-            if after is not None:
-                out = to_fixed_format(after)
-            else:  # the network output: HGQ2 leaves the accumulator as it is
-                n_in = int(np.prod(record.kernel.shape[:-1]))  # type: ignore[attr-defined]
-                out = accumulator_format(to_fixed_format(q.input), weight, n_in, bias)
+        elif after is not None:
+            no_relu_before_wrap(record.name, after, f"the output of '{record.name}'")
+            out = to_fixed_format(after)
+        else:  # the network output: HGQ2 leaves the accumulator as it is
+            n_in = int(np.prod(record.kernel.shape[:-1]))  # type: ignore[attr-defined]
+            out = accumulator_format(to_fixed_format(q.input), weight, n_in, bias)
         layers[record.name] = LayerFormats(weight=weight, bias=bias, output=out)
     return FormatConfig(default=None, input=to_fixed_format(first), layers=layers)

@@ -465,6 +465,17 @@ PLAIN_ACTIVATIONS = ("linear", "relu")
 """The activations exact on any format (they keep every value in range and on the grid)."""
 
 
+def relu_before_requantize(plan: LayerPlan) -> bool:
+    """Whether `plan` applies its fused relu to the exact value *before* the requantization
+    (docs/contract.md, Formats): needed when the output format wraps, because a wrap does
+    not commute with a relu (a large positive value wraps negative, a negative one wraps
+    positive) and quantization-aware models (HGQ2) quantize the relu's output. For a
+    saturating format both orders are equal (`q` is monotone with `q(0) = 0`), so the
+    default order, requantize then activate, is kept there."""
+    return (plan.type in REQUANTIZING_TYPES and plan.activation == "relu"
+            and plan.out_fmt.overflow == "wrap")
+
+
 def _check_formats(plan: LayerPlan) -> None:
     """One clear error, naming the layer and the setting, for a format the hardware cannot
     build exactly: unsigned formats, negative fields and the truncate/wrap modes are built

@@ -19,7 +19,7 @@ from keras2clash.quant import activations
 from keras2clash.quant.formats import FixedFormat, quantize, requantize, saturate
 from keras2clash.ir.layers import SHAPE_TYPES
 from keras2clash.quant.shapes import move_layer
-from keras2clash.hw.plan import LayerPlan, accumulator_format
+from keras2clash.hw.plan import LayerPlan, accumulator_format, relu_before_requantize
 from keras2clash.ir.graph import as_graph
 
 INT64_SAFE_BITS = 62
@@ -158,12 +158,21 @@ def _accumulate(windows: np.ndarray, plan: LayerPlan, params: QuantizedLayer, do
     return acc
 
 
+def finish(acc: np.ndarray, frac: int, plan: LayerPlan) -> np.ndarray:
+    """Contract steps 4 and 5 on an exact value with `frac` fraction bits: requantize to the
+    output format, then the fused activation; a relu before a wrapping requantization
+    (`relu_before_requantize`: HGQ2's order, which a wrap does not commute with)."""
+    if relu_before_requantize(plan):
+        return np.asarray(requantize_to(np.maximum(acc, 0), frac, plan.out_fmt), dtype=np.int64)
+    r = requantize_to(acc, frac, plan.out_fmt)
+    return np.asarray(activate(r, plan.hw_activation, plan.out_fmt), dtype=np.int64)
+
+
 def _neurons(windows: np.ndarray, plan: LayerPlan, params: QuantizedLayer, dot=_matmul) -> np.ndarray:
     """(M, K) windows -> (M, filters) activated raw outputs ((M, K, filters) for `_per_filter`)."""
     acc = _accumulate(windows, plan, params, dot)
     assert plan.acc_fmt is not None
-    r = requantize_to(acc, plan.acc_fmt.frac, plan.out_fmt)
-    return np.asarray(activate(r, plan.hw_activation, plan.out_fmt), dtype=np.int64)
+    return finish(acc, plan.acc_fmt.frac, plan)
 
 
 def dense(x: np.ndarray, plan: LayerPlan, params: QuantizedLayer) -> np.ndarray:
@@ -253,8 +262,7 @@ def batchnorm(x: np.ndarray, plan: LayerPlan, params: QuantizedLayer) -> np.ndar
     cf = max(fa + fw, fb)
     acc = ((np.asarray(x).astype(dtype) * params.kernel.astype(dtype)) << (cf - fa - fw)) \
         + (params.bias.astype(dtype) << (cf - fb))
-    r = _requantize(acc, cf, plan.out_fmt)
-    return np.asarray(activate(r, plan.hw_activation, plan.out_fmt), dtype=np.int64)
+    return finish(acc, cf, plan)
 
 
 def _requantize(raw: np.ndarray, frac: int, out: FixedFormat) -> np.ndarray:
@@ -272,31 +280,29 @@ def merge(xs: Sequence[np.ndarray], plan: LayerPlan) -> np.ndarray:
     vals = [np.asarray(x).astype(object if wide else np.int64) for x in xs]
     if plan.type == "concatenate":
         parts = [_requantize(v, f.raw_frac, out) for v, f in zip(vals, fmts)]
-        r = np.concatenate(parts, axis=-1)
-    elif plan.type == "multiply":
+        return np.asarray(activate(np.concatenate(parts, axis=-1), plan.hw_activation, out), dtype=np.int64)
+    if plan.type == "multiply":
         acc, frac = vals[0], fmts[0].raw_frac
         for v, f in zip(vals[1:], fmts[1:]):
             acc, frac = acc * v, frac + f.raw_frac
-        r = _requantize(acc, frac, out)
-    else:
-        frac = max(f.raw_frac for f in fmts)
-        aligned = [v << (frac - f.raw_frac) for v, f in zip(vals, fmts)]
-        if plan.type == "add":
-            r = _requantize(sum(aligned[1:], aligned[0]), frac, out)
-        elif plan.type == "subtract":
-            r = _requantize(aligned[0] - aligned[1], frac, out)
-        elif plan.type == "maximum":
-            r = _requantize(np.maximum.reduce(aligned), frac, out)
-        elif plan.type == "minimum":
-            r = _requantize(np.minimum.reduce(aligned), frac, out)
-        elif plan.type == "average":
-            n = len(aligned)
-            total = sum(aligned[1:], aligned[0])
-            scale = 1 << out.frac
-            r = saturate((2 * total * scale + n * (1 << frac)) // (2 * n * (1 << frac)), out)
-        else:
-            raise ValueError(f"no golden model for merge {plan.type!r}")
-    return np.asarray(activate(r, plan.hw_activation, out), dtype=np.int64)
+        return finish(acc, frac, plan)
+    frac = max(f.raw_frac for f in fmts)
+    aligned = [v << (frac - f.raw_frac) for v, f in zip(vals, fmts)]
+    if plan.type == "average":
+        n = len(aligned)
+        total = sum(aligned[1:], aligned[0])
+        scale = 1 << out.frac
+        r = saturate((2 * total * scale + n * (1 << frac)) // (2 * n * (1 << frac)), out)
+        return np.asarray(activate(r, plan.hw_activation, out), dtype=np.int64)
+    exact = {
+        "add": lambda: sum(aligned[1:], aligned[0]),
+        "subtract": lambda: aligned[0] - aligned[1],
+        "maximum": lambda: np.maximum.reduce(aligned),
+        "minimum": lambda: np.minimum.reduce(aligned),
+    }.get(plan.type)
+    if exact is None:
+        raise ValueError(f"no golden model for merge {plan.type!r}")
+    return finish(exact(), frac, plan)
 
 
 def layer(plan: LayerPlan, params: Mapping[str, QuantizedLayer], xs: Sequence[np.ndarray]) -> np.ndarray:
@@ -372,9 +378,10 @@ def predict_classes(raw_out: np.ndarray) -> np.ndarray:
 def splits_output(plan: LayerPlan) -> bool:
     """Whether the output layer's activation is applied after the class is taken: a monotone
     one (sigmoid, softmax, tanh, relu, ...) keeps the order of the values before it, and
-    taking the argmax there avoids the ties its saturation would create."""
+    taking the argmax there avoids the ties its saturation would create. Not a relu applied
+    before a wrapping requantization: that one is part of the requantization."""
     act = activations.parse(plan.activation)
-    return act.monotone and not act.is_linear
+    return act.monotone and not act.is_linear and not relu_before_requantize(plan)
 
 
 def output_logits(plans: Sequence[LayerPlan], params: Mapping[str, QuantizedLayer],
