@@ -46,7 +46,10 @@ class Device:
     nextpnr_args: tuple[str, ...]  # the device selection
     yosys: Tool
     nextpnr: Tool
-    out_of_context: bool  # nextpnr can place and route it without IO buffers
+    out_of_context: bool  # placed and routed without IO buffers (nextpnr --out-of-context)
+    # False everywhere: nextpnr-ecp5's out-of-context mode also skips the global clock network,
+    # so a 10k-flip-flop design's clock went through general routing (digits_dense: the router
+    # stalled at 30 minutes); a top with more ports than pins goes behind the scan harness
     spram_kbits: int = 0  # iCE40 UltraPlus single-port RAM
     # nextpnr's utilisation names (report.json "utilization")
     lut_resource: str = ""
@@ -78,7 +81,7 @@ def _ecp5(size: str, luts: int, mults: int, brams: int, pins: int) -> Device:
         luts=luts, flip_flops=luts, multipliers=mults, multiplier_cell="MULT18X18D",
         block_rams=brams, block_ram_cell="DP16KD", block_ram_kbits=18, io_pins=pins,
         synth_command="synth_ecp5", nextpnr_args=(f"--{size}",), yosys=ECP5_YOSYS, nextpnr=ECP5_NEXTPNR,
-        out_of_context=True, lut_resource="TRELLIS_COMB", ff_resource="TRELLIS_FF",
+        out_of_context=False, lut_resource="TRELLIS_COMB", ff_resource="TRELLIS_FF",
     )
 
 

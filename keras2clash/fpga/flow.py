@@ -5,10 +5,12 @@ Steps: (1) the Verilog, generated with Clash if it is missing or stale (as `synt
 product flip-flops then move into the MULT18X18D blocks' own registers (fpga/dspregs.py; yosys
 does that on iCE40 itself, not on ECP5), unless `dsp_registers=False`; (3) nextpnr: packing, placement and
 (unless --no-route) routing, with `--report report.json --detailed-timing-report`, the target
-`--freq`, `--seed`, `--timing-allow-fail` (a missed target is a result to report, not an error)
-and `--out-of-context` when the top's port bits exceed the package's IO pins. nextpnr-ice40
-has no such mode: there the top goes behind a scan harness (fpga/harness.py: every port a
-register of a shift chain, four pins), whose flip-flops the report states.
+`--freq`, `--seed`, `--timing-allow-fail` (a missed target is a result to report, not an error).
+A top with more port bits than the package has IO pins goes behind a scan harness
+(fpga/harness.py: every port a register of a shift chain, four pins), whose flip-flops the
+report states. Not `--out-of-context`: nextpnr-ice40 has no such mode, and nextpnr-ecp5's also
+leaves the clock off the global network (general routing to every flip-flop: digits_dense's
+router stalled past 30 minutes with the clock there).
 
 Everything lands in PROJECT/pnr/DEVICE/: synth.log, pnr.log, report.json (nextpnr's),
 design.json (the netlist), summary.json and summary.md (keras2clash's report). The folder is
