@@ -2,7 +2,7 @@
 
 A format is the thesis' `(sign, int, frac)` triple plus the two modes a quantization-aware
 model may ask for: how a value between two steps is rounded (`nearest`, ties toward +inf,
-the default; or `truncate`, toward -inf) and how a value beyond the range is brought back
+the default; `nearest_even`, ties to even, as tf.round and QKeras; or `truncate`, toward -inf) and how a value beyond the range is brought back
 (`saturate`, the default; or `wrap`, modulo 2^W). Unsigned formats (`sign = 0`), negative
 integer bits (small values) and negative fraction bits (large values, steps above 1) are
 formats too. Everything that turns a real number into hardware bits goes through
@@ -54,7 +54,7 @@ _SHORT = {NEAREST: "rnd", NEAREST_EVEN: "rnd_conv", TRUNCATE: "trn", SATURATE: "
 class FixedFormat:
     """A fixed-point format: `sign` bit (1 signed, 0 unsigned), `int` integer bits, `frac`
     fraction bits (either may be negative as long as W = sign + int + frac >= 1), and the
-    rounding (`nearest`/`truncate`) and overflow (`saturate`/`wrap`) modes used wherever a
+    rounding (`nearest`/`nearest_even`/`truncate`) and overflow (`saturate`/`wrap`) modes used wherever a
     value is quantized or requantized to it. `FixedFormat(1, 7, 8)` is the default contract."""
 
     sign: int
@@ -217,7 +217,8 @@ def overflow(q: np.ndarray, fmt: FixedFormat) -> np.ndarray:
 
 
 def _round_and_clamp(x: np.ndarray, fmt: FixedFormat) -> tuple[np.ndarray, np.ndarray]:
-    """Exact `round(x * 2^frac)` (nearest: `floor(y + 1/2)`, truncate: `floor(y)`) brought into
+    """Exact `round(x * 2^frac)` (nearest: `floor(y + 1/2)`, nearest_even: ties to the even
+    integer, truncate: `floor(y)`) brought into
     `fmt`'s range by its overflow mode, as int64 raw integers, and where it was out of range.
 
     Saturating, exact for every finite float64 and every width up to 64 bits, with no float
@@ -289,7 +290,8 @@ def quantize(x: np.ndarray, fmt: FixedFormat) -> np.ndarray:
 def requantize(raw: np.ndarray, frac: int, fmt: FixedFormat) -> np.ndarray:
     """Raw integers with `frac >= 0` fraction bits (an accumulator) to `fmt`'s raw integers:
     drop `d = frac - fmt.frac` bits by the rounding mode (nearest: add 2^(d-1), then an
-    arithmetic shift; truncate: the shift alone), or scale up exactly when `d <= 0`; then
+    arithmetic shift; nearest_even: add 2^(d-1) - 1 plus the lowest kept bit; truncate: the
+    shift alone), or scale up exactly when `d <= 0`; then
     the overflow mode on the W-bit code; then times `step`. numpy int64 or object arrays
     (the caller picks a dtype wide enough for the sum and the shifts)."""
     raw = np.asarray(raw)
