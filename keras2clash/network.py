@@ -145,15 +145,14 @@ def _model_formats(keras_model: Any, graph: Graph, layer_formats: Any, input_for
     if keras_model is None:
         return layer_formats
     from keras2clash.frontend import hgq, qkeras
-    from keras2clash.quant.formats import parse_format
-    from keras2clash.quant.layerformats import is_auto
+    from keras2clash.quant.layerformats import is_auto, resolve_user_formats
 
     if qkeras.is_qkeras_model(keras_model):
-        if layer_formats is not None or is_auto(fmt):
+        given = resolve_user_formats(layer_formats, None, input_format)  # the CLI's --input-format comes so
+        if given.layers or given.default is not None or is_auto(fmt):
             raise K2CError("a QKeras model brings its own formats (its quantizers); do not give per-layer or "
                            "automatic formats with it (only --input-format, when it does not quantize its input)")
-        return qkeras.format_config(keras_model, graph, parse_format(input_format) if isinstance(input_format, str)
-                                    else input_format)
+        return qkeras.format_config(keras_model, graph, given.input)
     if not hgq.is_hgq_model(keras_model):
         return layer_formats
     if layer_formats is not None or input_format is not None or is_auto(fmt):

@@ -195,3 +195,23 @@ def test_clash_simulation_equals_qkeras(tmp_path):
     ties_up = [replace(p, out_fmt=p.out_fmt.with_modes("nearest")) for p in project.plans]
     ties_up = [replace(p, in_fmt=ties_up[i - 1].out_fmt) if i else p for i, p in enumerate(ties_up)]
     assert np.any(golden.run(ties_up, project.params, golden.quantize_inputs(project.plans, x)) != want)
+
+
+def test_cli_emit_takes_the_model_formats_and_an_input_format(tmp_path, capsys):
+    """`keras2clash emit` on a saved QKeras model: no --format needed; a model that does not
+    quantize its input takes --input-format, and without it fails with one error."""
+    import json
+
+    from test_cli import run_cli
+
+    inp = keras.Input((8,))
+    out = QDense(3, kernel_quantizer=q(4, 1), bias_quantizer=q(4, 1), activation=quantized_relu(6, 2), name="d")(inp)
+    set_weights(keras.Model(inp, out)).save(tmp_path / "m.keras")
+    code, text = run_cli(["emit", str(tmp_path / "m.keras"), "--out", str(tmp_path / "no")], capsys)
+    assert code != 0 and not (tmp_path / "no").exists()
+    assert "does not quantize its input" in " ".join(text.split())
+    code, text = run_cli(["emit", str(tmp_path / "m.keras"), "--out", str(tmp_path / "net"),
+                          "--input-format", "1,3,4"], capsys)
+    assert code == 0, text
+    layer, = json.loads((tmp_path / "net" / "manifest.json").read_text())["layers"]
+    assert layer["in_fmt"] == [1, 3, 4] and layer["out_fmt"] == [0, 2, 4, "nearest_even", "saturate"]
