@@ -96,11 +96,13 @@ def test_conv2d_model_equals_qkeras():
     x = QActivation(quantized_relu(4, 1), name="qin")(inp)  # unsigned input: negatives -> 0
     x = QConv2D(3, (3, 3), kernel_quantizer=q(4, 0), bias_quantizer=q(5, 1), activation=quantized_relu(6, 3),
                 padding="same", name="c1")(x)
+    x = keras.layers.MaxPooling2D(2, name="p")(x)  # keeps its input's format
     x = keras.layers.Flatten(name="f")(x)
     out = QDense(4, kernel_quantizer=q(4, 0), bias_quantizer=q(5, 1), name="d")(x)  # the exact accumulator
     model = set_weights(keras.Model(inp, out), scale=0.5)
     network = load_network(model, "1,7,8")
     assert network.plans[0].in_fmt == FixedFormat(0, 1, 3, "nearest_even")
+    assert {p.name: p.in_fmt for p in network.plans}["p"] == FixedFormat(0, 3, 3, "nearest_even")
     x = grid((300, 6, 6, 2), span=3.0)
     np.testing.assert_array_equal(golden_outputs(network, x), np.asarray(model(x), dtype=np.float64))
 
@@ -215,3 +217,24 @@ def test_cli_emit_takes_the_model_formats_and_an_input_format(tmp_path, capsys):
     assert code == 0, text
     layer, = json.loads((tmp_path / "net" / "manifest.json").read_text())["layers"]
     assert layer["in_fmt"] == [1, 3, 4] and layer["out_fmt"] == [0, 2, 4, "nearest_even", "saturate"]
+
+
+@needs_toolchain
+def test_clash_simulation_of_a_conv_pool_model_equals_qkeras(tmp_path):
+    """QConv2D ('same', unsigned quantized_relu output), MaxPooling2D ('same': the padding must
+    lose against unsigned values in a signed container), QDense: hardware == golden == QKeras."""
+    import keras2clash as k2c
+    from keras2clash.backend.project import load_project
+
+    inp = keras.Input((5, 5, 2))
+    x = QActivation(quantized_relu(4, 1), name="qin")(inp)
+    x = QConv2D(3, (3, 3), kernel_quantizer=q(4, 0), bias_quantizer=q(5, 1), activation=quantized_relu(6, 3),
+                padding="same", name="c1")(x)
+    x = keras.layers.MaxPooling2D(2, padding="same", name="p")(x)
+    x = keras.layers.Flatten(name="f")(x)
+    out = QDense(3, kernel_quantizer=q(4, 0), bias_quantizer=q(5, 1), activation=q(8, 3), name="d")(x)
+    model = set_weights(keras.Model(inp, out), scale=0.5)
+    project = load_project(k2c.emit(model, "1,7,8", tmp_path / "net", show=False))
+    x = grid((30, 5, 5, 2), span=3.0)
+    want, _ = assert_clash_matches_golden(project, golden.quantize_inputs(project.plans, x), seed=3)
+    np.testing.assert_array_equal(project.plans[-1].out_fmt.to_real(want), np.asarray(model(x), dtype=np.float64))

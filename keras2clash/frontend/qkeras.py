@@ -249,8 +249,9 @@ def _producer(layer: Any) -> Any:
     return tensors[0]._keras_history[0]
 
 
-#: Records that pass a tensor on unchanged.
-_TRANSPARENT = (ir.Flatten, ir.Reshape, ir.Identity)
+#: Records whose outputs are some of their input's values (moved, or the maximum of a
+#: window: exact in float32 too), so in the input's format.
+_KEEPS_FORMAT = (ir.Flatten, ir.Reshape, ir.Identity, ir.MaxPool2D, ir.GlobalMaxPool)
 
 
 def format_config(model: Any, graph: Graph, input_format: FixedFormat | None = None) -> Any:
@@ -310,14 +311,14 @@ def format_config(model: Any, graph: Graph, input_format: FixedFormat | None = N
     fmts: dict[str, FixedFormat] = {graph.input_name: in_fmt}
     for record in graph.layers:
         source = fmts[record.inputs[0]] if record.inputs else in_fmt
-        if isinstance(record, _TRANSPARENT):
+        if isinstance(record, _KEEPS_FORMAT):
             fmts[record.name] = source
             continue
         layer = by_name.get(record.name)
         if layer is None or type(layer).__name__ not in COMPUTE_CLASSES or not _is_qkeras(layer):
             raise K2CError(f"layer '{record.name}' ({record.keras_class}) is not a QKeras compute layer; a "
                            "QKeras model must quantize every compute layer (QDense, QConv1D, QConv2D), with only "
-                           "Flatten/Reshape/QActivation between them")
+                           "Flatten/Reshape/QActivation/MaxPooling between them")
         q = layer_quant(layer)
         bias = q.bias if q.bias is not None else q.kernel
         out = q.output or fused.get(record.name)
