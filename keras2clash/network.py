@@ -138,14 +138,21 @@ def plan_network(
 
 
 def _model_formats(keras_model: Any, graph: Graph, layer_formats: Any, input_format: Any, fmt: Any) -> Any:
-    """A quantization-aware (HGQ2) model brings its own formats (frontend.hgq.format_config):
+    """A quantization-aware (HGQ2, QKeras) model brings its own formats (frontend.hgq /
+    frontend.qkeras format_config; a QKeras model may take the user's input format):
     they replace the uniform format, and formats given as well are refused rather than
     silently mixed with the model's."""
     if keras_model is None:
         return layer_formats
-    from keras2clash.frontend import hgq
-    from keras2clash.quant.layerformats import is_auto
+    from keras2clash.frontend import hgq, qkeras
+    from keras2clash.quant.layerformats import is_auto, resolve_user_formats
 
+    if qkeras.is_qkeras_model(keras_model):
+        given = resolve_user_formats(layer_formats, None, input_format)  # the CLI's --input-format comes so
+        if given.layers or given.default is not None or is_auto(fmt):
+            raise K2CError("a QKeras model brings its own formats (its quantizers); do not give per-layer or "
+                           "automatic formats with it (only --input-format, when it does not quantize its input)")
+        return qkeras.format_config(keras_model, graph, given.input)
     if not hgq.is_hgq_model(keras_model):
         return layer_formats
     if layer_formats is not None or input_format is not None or is_auto(fmt):

@@ -39,7 +39,7 @@ def conv_model(tmp_path_factory) -> Path:
         (["--format", "2,7,8"], "sign must be 1"),
         (["--format", "1,-9,8"], "0 bits; a format needs at least 1"),
         (["--format", "1,7,8,trn,clip"], "overflow 'clip' unknown"),
-        (["--format", "ap_fixed<16,8,AP_RND_CONV>"], "AP_RND_CONV (rounds ties to even) is not built"),
+        (["--format", "ap_fixed<16,8,AP_RND_INF>"], "AP_RND_INF (rounds ties away from zero) is not built"),
         (["--format", "1,40,40"], "at most 64"),
         (["--parallelism", "1,2,3"], "3 value(s) given, the model has 2"),
         (["--parallelism", "4,1"], "parallelism 4 out of range for layer 'dense_0'"),

@@ -32,7 +32,14 @@ F = parse_format
 def reference_code(v: Fraction, fmt: FixedFormat) -> int:
     """The W-bit code of a real value: the rounding mode at 2^-frac, then the overflow mode."""
     y = v * Fraction(2) ** fmt.frac
-    q = math.floor(y + Fraction(1, 2)) if fmt.rounding == "nearest" else math.floor(y)
+    if fmt.rounding == "nearest":
+        q = math.floor(y + Fraction(1, 2))
+    elif fmt.rounding == "nearest_even":  # ties to even, spelled out (not Python's round)
+        q = math.floor(y)
+        rest = y - q
+        q += 1 if rest > Fraction(1, 2) or (rest == Fraction(1, 2) and q % 2 == 1) else 0
+    else:
+        q = math.floor(y)
     if fmt.overflow == "saturate":
         return min(max(q, fmt.q_min), fmt.q_max)
     return (q - fmt.q_min) % (1 << fmt.bits) + fmt.q_min
@@ -41,7 +48,7 @@ def reference_code(v: Fraction, fmt: FixedFormat) -> int:
 formats = st.builds(
     lambda sign, integer, frac, r, o: (sign, integer, frac, r, o),
     st.sampled_from([0, 1]), st.integers(-12, 20), st.integers(-12, 30),
-    st.sampled_from(["nearest", "truncate"]), st.sampled_from(["saturate", "wrap"]),
+    st.sampled_from(["nearest", "nearest_even", "truncate"]), st.sampled_from(["saturate", "wrap"]),
 ).filter(lambda t: 1 <= t[0] + t[1] + t[2] <= 40)
 
 
@@ -83,6 +90,9 @@ def test_requantize_equals_the_fraction_reference(spec, frac, raws) -> None:
     ("fixed<4,8,RND,SAT>", FixedFormat(1, 7, -4), "1,7,0"),
     ("ap_int<6>", FixedFormat(1, 5, 0, "truncate", "wrap"), "1,5,0"),
     ("ap_uint<6>", FixedFormat(0, 6, 0, "truncate", "wrap"), "1,6,0"),
+    ("1,3,4,rnd_conv", FixedFormat(1, 3, 4, "nearest_even"), "1,3,4"),
+    ("0,2,2,nearest_even,wrap", FixedFormat(0, 2, 2, "nearest_even", "wrap"), "1,2,2"),
+    ("ap_fixed<8,4,AP_RND_CONV,AP_SAT>", FixedFormat(1, 3, 4, "nearest_even"), "1,3,4"),
 ])
 def test_format_syntax(text: str, fmt: FixedFormat, container: str) -> None:
     got = parse_format(text)
@@ -95,6 +105,18 @@ def test_default_contract_is_ap_rnd_sat() -> None:
     assert ap_type(F("0,2,6,trn,wrap")) == "ap_ufixed<8,2,AP_TRN,AP_WRAP>"
     # AP_RND rounds ties toward +inf, as the contract: 0.5 LSB up, -0.5 LSB up (toward zero)
     assert quantize(np.array([0.5, -0.5, 1.5, -1.5]) / 256, F("ap_fixed<16,8,AP_RND,AP_SAT>")).tolist() == [1, 0, 2, -1]
+
+
+def test_convergent_rounding_sends_ties_to_even() -> None:
+    """nearest_even (AP_RND_CONV, tf.round): a tie goes to the even code, both signs, in
+    quantize (float64 and the wrapping Fraction route) and requantize."""
+    ties = np.array([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 2.25, -2.75]) / 4
+    for over in ("sat", "wrap"):
+        assert quantize(ties, F(f"1,5,2,rnd_conv,{over}")).tolist() == [0, 2, 2, 0, -2, -2, 2, -3]
+    assert quantize(ties, F("1,5,2")).tolist() == [1, 2, 3, 0, -1, -2, 2, -3]  # the default: ties up
+    raw = np.array([2, 6, 10, -2, -6, -10, 9, -11])  # 0.5, 1.5, 2.5, ... in units of 2^-2
+    assert requantize(raw, 2, F("1,5,0,rnd_conv")).tolist() == [0, 2, 2, 0, -2, -2, 2, -3]
+    assert np.round(ties * 4).tolist() == [0, 2, 2, 0, -2, -2, 2, -3]  # numpy (and tf.round) agree
 
 
 def test_raw_values_and_ranges() -> None:
@@ -112,7 +134,7 @@ def test_raw_values_and_ranges() -> None:
     ("1,7,8,up", "rounding 'up' unknown"),
     ("1,7,8,trn,clip", "overflow 'clip' unknown"),
     ("1,-40,70", "container"),
-    ("ap_fixed<16,8,AP_RND_CONV>", r"AP_RND_CONV \(rounds ties to even\) is not built"),
+    ("ap_fixed<16,8,AP_RND_INF>", r"AP_RND_INF \(rounds ties away from zero\) is not built"),
     ("ap_fixed<16,8,AP_RND,AP_SAT_SYM>", r"AP_SAT_SYM \(saturates symmetrically\)"),
     ("ap_fixed<16,8,AP_RND,AP_SAT,2>", "saturation bits N=2"),
     ("ap_fixed<16>", "takes W,I"),
@@ -153,7 +175,7 @@ def test_unsigned_negative_int_truncate_wrap_bit_exact_in_clash(tmp_path: Path, 
     cfg = tmp_path / "formats.json"
     cfg.write_text(json.dumps({"input": "0,3,5", "layers": {
         "dense_0": {"w": "1,-1,8", "b": "1,4,-1", "o": "0,2,4,trn,sat"},
-        "dense_1": {"w": "ap_fixed<6,1,AP_TRN,AP_WRAP>", "b": "0,3,3", "o": "1,2,3,rnd,wrap"},
+        "dense_1": {"w": "ap_fixed<6,1,AP_TRN,AP_WRAP>", "b": "0,3,3", "o": "1,2,3,rnd_conv,wrap"},
         "dense_2": {"w": "1,1,5", "o": "ap_fixed<5,7,AP_RND,AP_SAT>"},
         "dense_3": {"w": "1,2,5", "o": "1,3,4,trn,wrap", "acc": 14},
     }}))

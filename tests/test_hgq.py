@@ -239,7 +239,9 @@ def assert_golden_equals_hgq2(model, x) -> None:
      datalane(i0=0, f0=3, overflow_mode="WRAP")),  # signed: relu(x) >= 1 wraps negative
     (datalane(i0=-1, f0=6, overflow_mode="SAT", round_mode="TRN"),
      datalane(k0=0, i0=3, f0=-1, overflow_mode="SAT_SYM", round_mode="S_RND")),
-], ids=["trn-wrap-unsigned", "neg-frac-signed-wrap-after-relu", "neg-int-trn-unsigned-satsym"])
+    (datalane(i0=1, f0=2, overflow_mode="WRAP", round_mode="RND_CONV"),
+     datalane(k0=0, i0=1, f0=2, overflow_mode="SAT", round_mode="S_RND_CONV")),
+], ids=["trn-wrap-unsigned", "neg-frac-signed-wrap-after-relu", "neg-int-trn-unsigned-satsym", "conv-ties-to-even"])
 def test_golden_model_equals_hgq2_any_homogeneous_format(iq1, iq2):
     """Every k/i/f with RND/TRN and SAT/WRAP (SAT_SYM unsigned) is built as stated; a relu
     fused into a layer acts before the next layer's wrapping quantizer (HGQ2's order)."""
@@ -326,16 +328,19 @@ def test_to_fixed_format_builds_homogeneous_formats_and_refuses_the_rest():
     with pytest.raises(K2CError, match=r"HGQ2 layer 'L', input quantizer \(signed, 2 integer and 2 fraction bits, "
                                        r"RND, SAT_SYM\): cannot be built exactly: overflow_mode SAT_SYM on a signed"):
         H.to_fixed_format(H.TensorFormat("L", "input", True, 2, 2, "RND", "SAT_SYM"))
-    with pytest.raises(K2CError, match=r"'L', output quantizer .*round_mode RND_CONV \(built: RND, TRN\)"):
-        H.to_fixed_format(H.TensorFormat("L", "output", True, 2, 2, "RND_CONV", "WRAP"))
+    with pytest.raises(K2CError, match=r"'L', output quantizer .*round_mode RND_INF \(built: RND, RND_CONV, TRN\)"):
+        H.to_fixed_format(H.TensorFormat("L", "output", True, 2, 2, "RND_INF", "WRAP"))
+    # ties to even (and its stochastic name, deterministic at inference) is built
+    assert H.to_fixed_format(H.TensorFormat("L", "output", True, 2, 2, "RND_CONV", "WRAP")) == \
+        parse_format("1,2,2,rnd_conv,wrap")
     # a constant only needs a container: widened exactly
     assert H.to_fixed_format(H.TensorFormat("L", "kernel", True, -3, 7, "RND", "SAT_SYM")) == FixedFormat(1, 0, 7)
     assert H.to_fixed_format(H.TensorFormat("L", "bias", False, 0, 0, "RND", "WRAP")) == FixedFormat(1, 0, 1)
 
 
 @pytest.mark.parametrize("conf,match", [
-    (datalane(round_mode="RND_CONV"), "round_mode RND_CONV"),
-    (datalane(round_mode="S_RND_CONV"), "round_mode RND_CONV"),
+    (datalane(round_mode="RND_INF"), "round_mode RND_INF"),
+    (datalane(round_mode="RND_ZERO"), "round_mode RND_ZERO"),
     (datalane(overflow_mode="SAT_SYM"), "overflow_mode SAT_SYM on a signed format"),
     (datalane(round_mode="TRN_ZERO"), "round_mode TRN_ZERO"),
 ])
@@ -356,13 +361,13 @@ def test_cli_emit_refuses_an_unbuildable_quantizer_with_one_error(tmp_path, caps
 
     inp = keras.Input((4,))
     x = QDense(3, activation="relu", iq_conf=datalane(overflow_mode="SAT"), name="ok")(inp)
-    model = keras.Model(inp, QDense(2, iq_conf=datalane(k0=0, round_mode="RND_CONV"), name="conv")(x))
+    model = keras.Model(inp, QDense(2, iq_conf=datalane(k0=0, round_mode="RND_MIN_INF"), name="conv")(x))
     model.save(tmp_path / "m.keras")
     code, text = run_cli(["emit", str(tmp_path / "m.keras"), "--out", str(tmp_path / "net")], capsys)
     assert code != 0 and not (tmp_path / "net").exists()
     text = " ".join(text.split())
-    assert "HGQ2 layer 'conv', input quantizer (unsigned, 2 integer and 6 fraction bits, RND_CONV, WRAP)" in text
-    assert "round_mode RND_CONV (built: RND, TRN)" in text
+    assert "HGQ2 layer 'conv', input quantizer (unsigned, 2 integer and 6 fraction bits, RND_MIN_INF, WRAP)" in text
+    assert "round_mode RND_MIN_INF (built: RND, RND_CONV, TRN)" in text
 
 
 def test_standalone_relu_before_a_wrapping_quantizer_is_refused():

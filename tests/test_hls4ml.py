@@ -88,7 +88,7 @@ def test_reuse_factor_to_knobs() -> None:
 @pytest.mark.parametrize(("change", "message"), [
     ({"LayerType": {"Dense": {}}}, "section(s) LayerType not read"),
     ({"Model": {"Precision": "ap_fixed<16,8>", "Foo": 1}}, "Model: key(s) Foo not read"),
-    ({"Model": {"Precision": "ap_fixed<16,8,AP_RND_CONV>"}}, "AP_RND_CONV"),
+    ({"Model": {"Precision": "ap_fixed<16,8,AP_RND_INF>"}}, "AP_RND_INF"),
     ({"Model": {"Precision": "ap_fixed<16,8>", "ReuseFactor": 0}}, "ReuseFactor must be an integer >= 1"),
     ({"LayerName": {"dense_9": {"Precision": "ap_fixed<8,2>"}}}, "layer 'dense_9': no such layer"),
     ({"LayerName": {"dense_1": {"Precision": {"weights": "ap_fixed<8,2>"}}}}, "Precision key 'weights' is not read"),

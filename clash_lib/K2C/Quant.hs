@@ -4,7 +4,8 @@
 {-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver -fconstraint-solver-iterations=10 #-}
 {-|
 Requantization to any format the contract states (docs/contract.md, Formats):
-unsigned, negative integer or fraction bits, rounding to nearest or truncating,
+unsigned, negative integer or fraction bits, rounding to nearest (ties up or
+to even) or truncating,
 saturating or wrapping.
 
 A format @(s, i, f)@ with @W = s + i + f@ bits is held in its container
@@ -16,7 +17,9 @@ type with no negative field that holds every value exactly; its values are
 (@keras2clash.quant.formats.requantize@):
 
 1. drop @d = cf - f@ fraction bits: 'Nearest' adds @2^(d-1)@ first (ties
-   toward +infinity), 'Truncate' does not (toward -infinity); an arithmetic
+   toward +infinity), 'NearestEven' adds @2^(d-1) - 1@ plus the lowest kept
+   bit (ties to even: ap_fixed's AP_RND_CONV, tf.round), 'Truncate' adds
+   nothing (toward -infinity); an arithmetic
    shift right. When @d <= 0@ the value is scaled up, exactly;
 2. bring the code into W bits: 'Saturate' clamps it to @[-2^(W-1), 2^(W-1)-1]@
    (signed) or @[0, 2^W - 1]@ (unsigned); 'Wrap' keeps its low W bits, sign-
@@ -38,7 +41,7 @@ module K2C.Quant
 import Clash.Prelude
 
 -- | How the dropped fraction bits round.
-data Rounding = Nearest | Truncate
+data Rounding = Nearest | NearestEven | Truncate
 
 -- | What happens to a code beyond the format's W bits.
 data Overflow = Saturate | Wrap
@@ -67,6 +70,7 @@ requantizeIn rounding overflow signed acc = sf (SNat @fo) (resize (shiftL fitted
       | dropped <= 0 = shiftL x (negate dropped)
       | otherwise = case rounding of
           Nearest -> shiftR (x + bit (dropped - 1)) dropped
+          NearestEven -> shiftR (x + bit (dropped - 1) - 1 + (if testBit x dropped then 1 else 0)) dropped
           Truncate -> shiftR x dropped
     qMin = if signed then negate (bit (width - 1)) else 0
     qMax = if signed then bit (width - 1) - 1 else bit width - 1

@@ -177,7 +177,7 @@ def requantizer(fmt: FixedFormat) -> str:
     width, the container's extra low bits, the modes, the sign)."""
     if fmt.is_plain:
         return "requantize"
-    rounding = "Nearest" if fmt.rounding == "nearest" else "Truncate"
+    rounding = {"nearest": "Nearest", "nearest_even": "NearestEven", "truncate": "Truncate"}[fmt.rounding]
     overflow = "Saturate" if fmt.overflow == "saturate" else "Wrap"
     return (f"Quant.requantizeTo @{fmt.bits} @{fmt.raw_frac - fmt.frac} Quant.{rounding} Quant.{overflow} "
             f"{bool(fmt.sign)}")

@@ -26,7 +26,9 @@ if TYPE_CHECKING:
     import keras
 
 # The converters register themselves on import.
-from keras2clash.frontend import activations, depthwise, globalpool, hgq, images, layers, sequences, shapes  # noqa: E402,F401
+from keras2clash.frontend import (  # noqa: E402,F401
+    activations, depthwise, globalpool, hgq, images, layers, qkeras, sequences, shapes,
+)
 from keras2clash.frontend.images import same_pads  # noqa: E402,F401  (API)
 from keras2clash.frontend.registry import (  # noqa: E402,F401  (API)
     SUPPORTED_ACTIVATIONS, ConversionState, _converter_for, image_shape, keras_output_shape,

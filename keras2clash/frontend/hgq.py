@@ -235,7 +235,7 @@ def constant_format(layer: Any, role: str, quantizer: Any, values: np.ndarray) -
 
 
 #: HGQ2 modes a data format computes exactly, as the compiler's (docs/contract.md, Formats).
-BUILT_ROUNDING = {"RND": "nearest", "TRN": "truncate"}
+BUILT_ROUNDING = {"RND": "nearest", "RND_CONV": "nearest_even", "TRN": "truncate"}
 BUILT_OVERFLOW = {"SAT": "saturate", "WRAP": "wrap"}
 
 
@@ -245,11 +245,12 @@ def to_fixed_format(record: TensorFormat) -> FixedFormat:
     A data format (an input or output quantizer, which the hardware applies) becomes the
     same format: `k` -> sign (0: unsigned), `i` -> int (both count the integer bits without
     the sign), `f` -> frac (either may be negative), RND -> nearest (ties toward +inf, HGQ2's
-    `floor(x 2^f + 1/2)`), TRN -> truncate (floor), SAT -> saturate, WRAP -> wrap (both
+    `floor(x 2^f + 1/2)`), RND_CONV (and S_RND_CONV, deterministic at inference) ->
+    nearest_even (ties to even), TRN -> truncate (floor), SAT -> saturate, WRAP -> wrap (both
     two's complement on `k + i + f` bits). SAT_SYM equals SAT on an unsigned format (its
     lower bound is 0 either way) and is built so; signed, it excludes the most negative code
-    (no FixedFormat mode does), and the other rounding modes (RND_CONV: ties to even,
-    TRN_ZERO, RND_ZERO, RND_MIN_INF, RND_INF) round ties or negative values otherwise: both
+    (no FixedFormat mode does), and the other rounding modes (TRN_ZERO, RND_ZERO,
+    RND_MIN_INF, RND_INF) round ties or negative values otherwise: both
     are refused with the layer and the setting named. A constant (kernel, bias) only needs
     a container that holds HGQ2's own quantized values, so it is widened to a signed format
     with non-negative fields (exact: the values are kept, never re-rounded)."""
@@ -272,7 +273,7 @@ def to_fixed_format(record: TensorFormat) -> FixedFormat:
                            "SAT_SYM only when unsigned)")
     if unsupported:
         raise K2CError(f"{where}: cannot be built exactly: {'; '.join(unsupported)}; train the model with "
-                       "round_mode='RND' or 'TRN' and overflow_mode='SAT' or 'WRAP' on this quantizer")
+                       "round_mode='RND', 'RND_CONV' or 'TRN' and overflow_mode='SAT' or 'WRAP' on this quantizer")
     try:
         return make_format(int(record.keep_negative), record.int_bits, record.frac_bits,
                            BUILT_ROUNDING[record.round_mode], BUILT_OVERFLOW[overflow_mode])

@@ -226,7 +226,7 @@ def reject_code_layers(config: Any) -> None:
 
 
 def import_layer_packages(config: Any) -> None:
-    """Import the packages whose layers a model config names (HGQ2's `hgq`), so that Keras
+    """Import the packages whose layers a model config names (HGQ2's `hgq`, `qkeras`), so that Keras
     can deserialize them; a missing one is one clear error saying what to install."""
     stack, modules = [config], set()
     while stack:
@@ -243,6 +243,12 @@ def import_layer_packages(config: Any) -> None:
         except ImportError:
             raise K2CError("the model holds HGQ2 layers (package 'hgq'), which is not installed: "
                            "pip install 'keras2clash[hgq]' (or hgq2)") from None
+    if "qkeras" in modules:
+        try:
+            import qkeras.qlayers  # noqa: F401  (registers its layers and quantizers with Keras)
+        except ImportError as exc:
+            raise K2CError(f"the model holds QKeras layers (package 'qkeras'), which cannot be imported ({exc}): "
+                           "install qkeras-v3 as scripts/install_qkeras.sh does (docs/qkeras.md)") from None
 
 
 def _config_layers(node: Any) -> list[tuple[str, str]]:

@@ -57,9 +57,9 @@ class ConversionState:
 Converter = Callable[[Any, ConversionState], 'ir.Layer | tuple[ir.Layer, ...]']
 """A converter returns a record, or several in order (a separable convolution), the last
 named after the Keras layer."""
-_CONVERTERS: dict[str, Converter] = {}
-_MODULES: dict[str, str] = {}
-"""The package each registered class must come from (`keras.`, or `hgq.` for HGQ2 layers)."""
+_CONVERTERS: dict[str, dict[str, Converter]] = {}
+"""Class name -> {the package the class must come from (`keras.`, `hgq.` for HGQ2 layers,
+`qkeras.` for QKeras ones: both name a layer QDense) -> its converter}."""
 
 
 def register_converter(*class_names: str, module: str = "keras.") -> Callable[[Converter], Converter]:
@@ -73,8 +73,7 @@ def register_converter(*class_names: str, module: str = "keras.") -> Callable[[C
 
     def decorate(function: Converter) -> Converter:
         for name in class_names:
-            _CONVERTERS[name] = function
-            _MODULES[name] = module
+            _CONVERTERS.setdefault(name, {})[module] = function
         return function
 
     return decorate
@@ -83,7 +82,7 @@ def register_converter(*class_names: str, module: str = "keras.") -> Callable[[C
 def keras_converter(class_name: str) -> Converter:
     """The converter registered for a Keras class (a quantization-aware layer's converter
     reuses its float twin's geometry and checks)."""
-    return _CONVERTERS[class_name]
+    return _CONVERTERS[class_name]["keras."]
 
 
 def supported_layers() -> list[str]:
@@ -124,11 +123,10 @@ def _converter_for(layer: Any) -> Converter:
     import keras
 
     cls = type(layer)
-    converter = _CONVERTERS.get(cls.__name__)
-    if not isinstance(layer, keras.layers.Layer):
-        converter = None
-    if converter is None or not cls.__module__.startswith(_MODULES[cls.__name__]):
-        raise unsupported_layer(cls.__name__, getattr(layer, "name", "?"), hint=converter is None)
+    by_module = _CONVERTERS.get(cls.__name__, {}) if isinstance(layer, keras.layers.Layer) else {}
+    converter = next((c for m, c in by_module.items() if cls.__module__.startswith(m)), None)
+    if converter is None:
+        raise unsupported_layer(cls.__name__, getattr(layer, "name", "?"), hint=not by_module)
     return converter
 
 

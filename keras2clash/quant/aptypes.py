@@ -13,13 +13,14 @@ from __future__ import annotations
 import re
 
 from keras2clash.errors import K2CError
-from keras2clash.quant.formats import NEAREST, SATURATE, TRUNCATE, WRAP, FixedFormat, make_format
+from keras2clash.quant.formats import NEAREST, NEAREST_EVEN, SATURATE, TRUNCATE, WRAP, FixedFormat, make_format
 
-ROUNDING = {"AP_RND": NEAREST, "RND": NEAREST, "AP_TRN": TRUNCATE, "TRN": TRUNCATE}
+ROUNDING = {"AP_RND": NEAREST, "RND": NEAREST, "AP_TRN": TRUNCATE, "TRN": TRUNCATE,
+            "AP_RND_CONV": NEAREST_EVEN, "RND_CONV": NEAREST_EVEN}
 OVERFLOW = {"AP_SAT": SATURATE, "SAT": SATURATE, "AP_WRAP": WRAP, "WRAP": WRAP}
 UNSUPPORTED = {
     "AP_RND_ZERO": "rounds ties toward zero", "AP_RND_MIN_INF": "rounds ties toward -inf",
-    "AP_RND_INF": "rounds ties away from zero", "AP_RND_CONV": "rounds ties to even",
+    "AP_RND_INF": "rounds ties away from zero",
     "AP_TRN_ZERO": "truncates toward zero", "AP_SAT_ZERO": "overflows to zero",
     "AP_SAT_SYM": "saturates symmetrically", "AP_WRAP_SM": "wraps sign-magnitude",
 }
@@ -74,7 +75,7 @@ def _mode(name: str, known: dict[str, str], text: str, what: str) -> str:
 
 def ap_type(fmt: FixedFormat) -> str:
     """The exact ap type of a format, both modes spelled out (parse_ap_type's inverse)."""
-    q = "AP_RND" if fmt.rounding == NEAREST else "AP_TRN"
+    q = {NEAREST: "AP_RND", NEAREST_EVEN: "AP_RND_CONV", TRUNCATE: "AP_TRN"}[fmt.rounding]
     o = "AP_SAT" if fmt.overflow == SATURATE else "AP_WRAP"
     kind = "ap_fixed" if fmt.sign else "ap_ufixed"
     return f"{kind}<{fmt.bits},{fmt.sign + fmt.int},{q},{o}>"

@@ -2,7 +2,7 @@
 
 A format is the thesis' `(sign, int, frac)` triple plus the two modes a quantization-aware
 model may ask for: how a value between two steps is rounded (`nearest`, ties toward +inf,
-the default; or `truncate`, toward -inf) and how a value beyond the range is brought back
+the default; `nearest_even`, ties to even, as tf.round and QKeras; or `truncate`, toward -inf) and how a value beyond the range is brought back
 (`saturate`, the default; or `wrap`, modulo 2^W). Unsigned formats (`sign = 0`), negative
 integer bits (small values) and negative fraction bits (large values, steps above 1) are
 formats too. Everything that turns a real number into hardware bits goes through
@@ -40,19 +40,21 @@ into a zero-width bit slice (`x[0+:(1-1)]`) that Verilator rejects. The golden m
 the precision sweep still take 1-bit formats."""
 
 NEAREST, TRUNCATE = "nearest", "truncate"
+NEAREST_EVEN = "nearest_even"  # ties to even: ap_fixed AP_RND_CONV, tf.round, QKeras, HGQ2 RND_CONV
 SATURATE, WRAP = "saturate", "wrap"
 ROUNDING_NAMES = {"nearest": NEAREST, "rnd": NEAREST, "round": NEAREST,
+                  "nearest_even": NEAREST_EVEN, "rnd_conv": NEAREST_EVEN, "conv": NEAREST_EVEN,
                   "truncate": TRUNCATE, "trn": TRUNCATE, "floor": TRUNCATE}
 OVERFLOW_NAMES = {"saturate": SATURATE, "sat": SATURATE, "wrap": WRAP}
 """Accepted spellings of the modes in `S,I,F,ROUNDING,OVERFLOW` (the first of each is canonical)."""
-_SHORT = {NEAREST: "rnd", TRUNCATE: "trn", SATURATE: "sat", WRAP: "wrap"}
+_SHORT = {NEAREST: "rnd", NEAREST_EVEN: "rnd_conv", TRUNCATE: "trn", SATURATE: "sat", WRAP: "wrap"}
 
 
 @dataclass(frozen=True, order=True)
 class FixedFormat:
     """A fixed-point format: `sign` bit (1 signed, 0 unsigned), `int` integer bits, `frac`
     fraction bits (either may be negative as long as W = sign + int + frac >= 1), and the
-    rounding (`nearest`/`truncate`) and overflow (`saturate`/`wrap`) modes used wherever a
+    rounding (`nearest`/`nearest_even`/`truncate`) and overflow (`saturate`/`wrap`) modes used wherever a
     value is quantized or requantized to it. `FixedFormat(1, 7, 8)` is the default contract."""
 
     sign: int
@@ -183,7 +185,7 @@ def make_format(sign: int, integer: int, frac: int, rounding: str = NEAREST, ove
         raise K2CError(f"bad format {label!r}: sign must be 1 (signed) or 0 (unsigned); got {sign}")
     round_mode = ROUNDING_NAMES.get(str(rounding).strip().lower())
     if round_mode is None:
-        raise K2CError(f"bad format {label!r}: rounding {rounding!r} unknown; use nearest (rnd) or truncate (trn)")
+        raise K2CError(f"bad format {label!r}: rounding {rounding!r} unknown; use nearest (rnd), nearest_even (rnd_conv) or truncate (trn)")
     over_mode = OVERFLOW_NAMES.get(str(overflow).strip().lower())
     if over_mode is None:
         raise K2CError(f"bad format {label!r}: overflow {overflow!r} unknown; use saturate (sat) or wrap")
@@ -215,7 +217,8 @@ def overflow(q: np.ndarray, fmt: FixedFormat) -> np.ndarray:
 
 
 def _round_and_clamp(x: np.ndarray, fmt: FixedFormat) -> tuple[np.ndarray, np.ndarray]:
-    """Exact `round(x * 2^frac)` (nearest: `floor(y + 1/2)`, truncate: `floor(y)`) brought into
+    """Exact `round(x * 2^frac)` (nearest: `floor(y + 1/2)`, nearest_even: ties to the even
+    integer, truncate: `floor(y)`) brought into
     `fmt`'s range by its overflow mode, as int64 raw integers, and where it was out of range.
 
     Saturating, exact for every finite float64 and every width up to 64 bits, with no float
@@ -238,7 +241,13 @@ def _round_and_clamp(x: np.ndarray, fmt: FixedFormat) -> tuple[np.ndarray, np.nd
     with np.errstate(over="ignore", invalid="ignore"):
         y = np.ldexp(x, fmt.frac)
         low = np.floor(y)
-        up = ((y - low) >= 0.5) if fmt.rounding == NEAREST else np.zeros(y.shape, dtype=bool)
+        rest = y - low
+        if fmt.rounding == NEAREST:
+            up = rest >= 0.5
+        elif fmt.rounding == NEAREST_EVEN:  # a tie goes to the even neighbour (|low| >= 2^53: rest is 0)
+            up = (rest > 0.5) | ((rest == 0.5) & (np.fmod(low, 2.0) != 0))
+        else:
+            up = np.zeros(y.shape, dtype=bool)
     high = (low + up) >= float(fmt.q_max + 1)  # a power of two: an exact comparison
     under = low < float(fmt.q_min)
     inside = ~(high | under)
@@ -256,7 +265,12 @@ def _wrap_exact(x: np.ndarray, fmt: FixedFormat, shape: tuple[int, ...]) -> tupl
     scale = Fraction(2) ** fmt.frac
     for v in x.tolist():
         y = Fraction(v) * scale
-        codes.append(math.floor(y + Fraction(1, 2)) if fmt.rounding == NEAREST else math.floor(y))
+        if fmt.rounding == NEAREST:
+            codes.append(math.floor(y + Fraction(1, 2)))
+        elif fmt.rounding == NEAREST_EVEN:
+            codes.append(round(y))  # Fraction.__round__: ties to even
+        else:
+            codes.append(math.floor(y))
     q = np.array(codes, dtype=object)
     outside = (q < fmt.q_min) | (q > fmt.q_max)
     wrapped = overflow(q, fmt)
@@ -276,13 +290,19 @@ def quantize(x: np.ndarray, fmt: FixedFormat) -> np.ndarray:
 def requantize(raw: np.ndarray, frac: int, fmt: FixedFormat) -> np.ndarray:
     """Raw integers with `frac >= 0` fraction bits (an accumulator) to `fmt`'s raw integers:
     drop `d = frac - fmt.frac` bits by the rounding mode (nearest: add 2^(d-1), then an
-    arithmetic shift; truncate: the shift alone), or scale up exactly when `d <= 0`; then
+    arithmetic shift; nearest_even: add 2^(d-1) - 1 plus the lowest kept bit; truncate: the
+    shift alone), or scale up exactly when `d <= 0`; then
     the overflow mode on the W-bit code; then times `step`. numpy int64 or object arrays
     (the caller picks a dtype wide enough for the sum and the shifts)."""
     raw = np.asarray(raw)
     d = frac - fmt.frac
     if d > 0:
-        q = ((raw + (1 << (d - 1))) if fmt.rounding == NEAREST else raw) >> d
+        if fmt.rounding == NEAREST:
+            q = (raw + (1 << (d - 1))) >> d
+        elif fmt.rounding == NEAREST_EVEN:  # half - 1, plus 1 when the kept part is odd
+            q = (raw + ((1 << (d - 1)) - 1) + ((raw >> d) & 1)) >> d
+        else:
+            q = raw >> d
     else:
         q = raw << -d
     return overflow(q, fmt) * fmt.step
