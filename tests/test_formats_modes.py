@@ -199,3 +199,12 @@ def test_unsigned_negative_int_truncate_wrap_bit_exact_in_clash(tmp_path: Path, 
     np.savez(data, x=x, y=rng.integers(0, 3, 60))
     comp = k2c.simulate(out, data, keras=False, show=False)
     assert comp.bit_exact == comp.samples == 60
+
+
+def test_quantize_a_value_far_below_a_negative_frac_step() -> None:
+    """hypothesis found it: with frac < 0, ldexp underflows -5e-324 to -0.0, whose floor is 0;
+    the truncated code of a tiny negative value is -1 (one step below zero)."""
+    tiny = np.array([-5e-324, 5e-324, -1e-310, 1e-310])
+    assert quantize(tiny, make_format(1, 1, -1, "truncate", "saturate")).tolist() == [-2, 0, -2, 0]
+    assert quantize(tiny, make_format(1, 1, -1)).tolist() == [0, 0, 0, 0]
+    assert quantize(tiny, make_format(1, 1, -1, "nearest_even", "saturate")).tolist() == [0, 0, 0, 0]

@@ -33,10 +33,10 @@ def test_emit_stores_the_design_summary(tmp_path: Path) -> None:
     out = k2c.emit(ROOT / "examples" / "iris" / "iris.keras", "1,7,8", tmp_path / "iris", [3, 2], pipeline=0)
     design = json.loads((out / "manifest.json").read_text())["design"]
     # dense 4->8 (G = 3) and 8->3 (G = 2): (3 + 1) + (2 + 1), + 1 for each of Top's FIFOs,
-    # + 4 for the class (the registered activation, 2 comparison levels and a queue), + 13 for the
-    # softmax (1 + 2 + 4 + ceil(9 / 2) register stages and a queue)
-    assert (design["latency"], design["interval"], design["multipliers"]) == (26, 3, 3 * 4 + 2 * 8)
+    # + 4 for the class (the registered activation, 2 comparison levels and a queue), + 17 for the
+    # softmax (1 + 2 + 4 + 9 register stages, one a quotient bit, and a queue)
+    assert (design["latency"], design["interval"], design["multipliers"]) == (30, 3, 3 * 4 + 2 * 8)
     piped = k2c.emit(ROOT / "examples" / "iris" / "iris.keras", "1,7,8", tmp_path / "piped", [3, 2], pipeline=1)
     design = json.loads((piped / "manifest.json").read_text())["design"]
-    # one adder level per stage: D = 4 + ceil(log2(ch + 1)) = 4 + 3 (ch = 4), 4 + 4 (ch = 8)
-    assert (design["latency"], design["interval"]) == (26 + 7 + 8, 3)
+    # one adder level per stage: D = 5 + ceil(log2(ch + 1)) = 5 + 3 (ch = 4), 5 + 4 (ch = 8)
+    assert (design["latency"], design["interval"]) == (30 + 8 + 9, 3)

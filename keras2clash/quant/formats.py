@@ -223,7 +223,8 @@ def _round_and_clamp(x: np.ndarray, fmt: FixedFormat) -> tuple[np.ndarray, np.nd
 
     Saturating, exact for every finite float64 and every width up to 64 bits, with no float
     rounding anywhere: `x * 2^frac` is exact in float64 (a power-of-two scale; it can only
-    overflow to infinity, which saturates anyway); `floor` is exact, and so is the fraction
+    overflow to infinity, which saturates anyway, or, with frac < 0, underflow a value far
+    below one step, where only its sign matters and is kept); `floor` is exact, and so is the fraction
     `y - floor(y)` (zero once `|y| >= 2^52`, where every float is an integer); the range
     limits are powers of two (or one less), so comparing against them is exact, and a floor
     inside the range is an integer below 2^64 in magnitude, converted exactly.
@@ -240,7 +241,9 @@ def _round_and_clamp(x: np.ndarray, fmt: FixedFormat) -> tuple[np.ndarray, np.nd
         return _wrap_exact(x, fmt, shape)
     with np.errstate(over="ignore", invalid="ignore"):
         y = np.ldexp(x, fmt.frac)
-        low = np.floor(y)
+        # a negative frac can underflow a tiny x: y is then a subnormal of the right sign or
+        # zero, |exact y| < 2^-1000, whose floor is -1 for a negative x (not -0.0's 0)
+        low = np.where((y == 0) & (x < 0), -1.0, np.floor(y))
         rest = y - low
         if fmt.rounding == NEAREST:
             up = rest >= 0.5
