@@ -1,5 +1,6 @@
 """A scan harness for place and route where the top has more port bits than the part has IO
-pins and nextpnr has no out-of-context mode (iCE40): the top's ports are driven from and
+pins (nextpnr-ice40 has no out-of-context mode; nextpnr-ecp5's leaves the clock off the global
+network): the top's ports are driven from and
 captured into shift registers behind four pins (templates/harness.v.j2), so every port sees
 a register, as an out-of-context run with registered IO would assume. The harness is a
 measuring device, not part of the design: its flip-flops are reported beside the figures."""
