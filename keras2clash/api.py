@@ -224,22 +224,21 @@ def _classifier_comparison(project: Any, dataset: Any, outputs: np.ndarray | Non
         keras_float = accuracy(np.argmax(outputs, axis=1), dataset.y)
         keras_rounded = accuracy(rounded_classes(outputs, project.plans[-1].out_fmt), dataset.y)
     return Comparison(
-        model=project.name,
-        format=project.formats_label,
-        parallelism=[p.pe for p in project.compute_plans],
-        cycles=[p.cycles for p in project.compute_plans],
-        samples=len(dataset),
+        **_ladder_fields(project, dataset, sim, exact),
         keras_float_accuracy=keras_float,
         keras_rounded_accuracy=keras_rounded,
         golden_accuracy=accuracy(gold_classes, dataset.y),
         sim_accuracy=accuracy(sim.classes, dataset.y),
-        bit_exact=exact,
         class_match=int(np.sum(sim.classes == gold_classes)),
-        first_latency=sim.first_latency,
-        interval=sim.interval,
-        multipliers=sum(p.multipliers for p in project.plans),
-        output_cycles_last=int(sim.output_cycle[-1]),
     )
+
+
+def _ladder_fields(project: Any, dataset: Any, sim: SimResult, exact: int) -> dict[str, Any]:
+    """What every comparison states whatever the task: the design and the simulation."""
+    return dict(model=project.name, format=project.formats_label,
+                parallelism=[p.pe for p in project.compute_plans], cycles=[p.cycles for p in project.compute_plans],
+                samples=len(dataset), bit_exact=exact, first_latency=sim.first_latency, interval=sim.interval,
+                multipliers=sum(p.multipliers for p in project.plans), output_cycles_last=int(sim.output_cycle[-1]))
 
 
 def _regression_comparison(project: Any, dataset: Any, outputs: np.ndarray | None, gold: np.ndarray,
@@ -260,21 +259,12 @@ def _regression_comparison(project: Any, dataset: Any, outputs: np.ndarray | Non
         with np.errstate(over="ignore", invalid="ignore"):
             rounded = out_fmt.to_real(quantize(np.where(np.isnan(outputs), 0.0, outputs), out_fmt))
     return Comparison(
-        model=project.name,
-        format=project.formats_label,
-        parallelism=[p.pe for p in project.compute_plans],
-        cycles=[p.cycles for p in project.compute_plans],
-        samples=len(dataset),
+        **_ladder_fields(project, dataset, sim, exact),
         keras_float_accuracy=None,
         keras_rounded_accuracy=None,
         golden_accuracy=None,
         sim_accuracy=None,
-        bit_exact=exact,
         class_match=None,
-        first_latency=sim.first_latency,
-        interval=sim.interval,
-        multipliers=sum(p.multipliers for p in project.plans),
-        output_cycles_last=int(sim.output_cycle[-1]),
         task="regression",
         keras_float_errors=rung(outputs, keras_too=False),
         keras_rounded_errors=rung(rounded),

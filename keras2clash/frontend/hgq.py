@@ -40,7 +40,7 @@ from keras2clash.frontend.registry import (
 )
 from keras2clash.ir import layers as ir
 from keras2clash.ir.graph import Graph
-from keras2clash.quant.formats import MAX_BITS, MIN_HARDWARE_BITS, FixedFormat, make_format
+from keras2clash.quant.formats import MAX_BITS, MIN_HARDWARE_BITS, FixedFormat, grid_frac, make_format
 
 ROUND_MODES: dict[str, str] = {
     "RND": "round to nearest, ties toward +infinity: floor(x 2^f + 1/2)",
@@ -193,14 +193,10 @@ def data_format(layer: Any, role: str, quantizer: Any) -> TensorFormat:
 
 def _frac_needed(values: np.ndarray, most: int) -> int:
     """The fewest fraction bits (possibly negative) that hold every value exactly."""
-    nonzero = values[values != 0]
-    if nonzero.size == 0:
-        return 0
-    for frac in range(-MAX_BITS, most + 1):
-        scaled = np.ldexp(nonzero, frac)
-        if np.all(scaled == np.floor(scaled)):
-            return frac
-    raise AssertionError(f"quantized values are not multiples of 2^-{most}")  # pragma: no cover - HGQ2 bug
+    frac = grid_frac(values, most)
+    if frac is None:  # pragma: no cover - an HGQ2 bug
+        raise AssertionError(f"quantized values are not multiples of 2^-{most}")
+    return frac
 
 
 def _int_needed(values: np.ndarray, frac: int, signed: bool) -> int:

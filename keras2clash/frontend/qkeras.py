@@ -35,7 +35,7 @@ from keras2clash.frontend.registry import (
 )
 from keras2clash.ir import layers as ir
 from keras2clash.ir.graph import Graph
-from keras2clash.quant.formats import MAX_BITS, MIN_HARDWARE_BITS, NEAREST_EVEN, SATURATE, FixedFormat, make_format
+from keras2clash.quant.formats import MAX_BITS, MIN_HARDWARE_BITS, NEAREST_EVEN, SATURATE, FixedFormat, grid_frac, make_format
 
 #: Keras activations a QKeras layer may apply in float32 instead of a quantizer: exact on the
 #: accumulator (the layer's output is then the exact accumulator, as QKeras leaves it).
@@ -108,14 +108,7 @@ def data_format(layer: Any, role: str, quantizer: Any) -> FixedFormat:
 def _grid(values: np.ndarray) -> int | None:
     """The fewest fraction bits (possibly negative) that hold every value exactly; None when
     no power-of-two grid within MAX_BITS does (a float scale)."""
-    nonzero = values[values != 0]
-    if nonzero.size == 0:
-        return 0
-    for frac in range(-MAX_BITS, MAX_BITS + 1):
-        scaled = np.ldexp(nonzero, frac)
-        if np.all(scaled == np.floor(scaled)):
-            return frac
-    return None
+    return grid_frac(values)
 
 
 def constant_format(layer: Any, role: str, quantizer: Any, values: np.ndarray) -> FixedFormat:

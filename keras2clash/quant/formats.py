@@ -216,6 +216,20 @@ def overflow(q: np.ndarray, fmt: FixedFormat) -> np.ndarray:
     return ((q - fmt.q_min) & mask) + fmt.q_min
 
 
+def grid_frac(values: np.ndarray, most: int = MAX_BITS) -> int | None:
+    """The fewest fraction bits (possibly negative, at most `most`) that hold every value
+    exactly: the power-of-two grid a quantizer put constants on; None when none does."""
+    nonzero = np.asarray(values, dtype=np.float64)
+    nonzero = nonzero[nonzero != 0]
+    if nonzero.size == 0:
+        return 0
+    for frac in range(-MAX_BITS, most + 1):
+        scaled = np.ldexp(nonzero, frac)
+        if np.all(scaled == np.floor(scaled)):
+            return frac
+    return None
+
+
 def _round_and_clamp(x: np.ndarray, fmt: FixedFormat) -> tuple[np.ndarray, np.ndarray]:
     """Exact `round(x * 2^frac)` (nearest: `floor(y + 1/2)`, nearest_even: ties to the even
     integer, truncate: `floor(y)`) brought into
