@@ -34,41 +34,66 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-EXAMPLES = ["iris", "digits_dense", "thesis_cnn", "thesis_cnn@ecp5-85k", "cnn_variants", "resnet_digits",
-            "inception_digits", "mlp_tanh", "mobilenet_digits", "conv1d_waves"]
-"""`name@budget`: the example balanced to a multiplier budget (`--dsp-budget`, a device name);
+EXAMPLES = ["iris", "digits_dense", "cnn_variants", "mobilenet_digits", "conv1d_waves", "jet_hgq/jet_qat",
+            "thesis_cnn@ecp5-85k",
+            "resnet_digits@ecp5-85k", "inception_digits@ecp5-85k", "mlp_tanh@ecp5-85k"]
+"""Every example at its defaults where they fit the LFE5U-85F's 156 multipliers; the four that
+need more at one PE per layer (thesis_cnn 217, resnet_digits 533, inception_digits 407, mlp_tanh
+176) balanced to the part (`keras2clash pnr` refuses a design with more multipliers than the part).
+`dir/model`: examples/dir/model.keras (jet_hgq's quantization-aware model).
+`name@budget`: the example balanced to a multiplier budget (`--dsp-budget`, a device name);
 `name@budget:argmax` also leaves the output softmax out (`--softmax argmax`), as iris needs on
 the iCE40 UP5K (`--fpga ice40-up5k --freq 24 --examples iris@ice40-up5k:argmax`)."""
 
 
 def _design(spec: str, work: Path, pipeline: int | None, fpga: str, freq: float, route: bool) -> dict:
     from keras2clash import api
-    from keras2clash.backend.project import load_project
     from keras2clash.fpga.flow import pnr
-    from keras2clash.hw.hwmodel import timing
 
     example, _, rest = spec.partition("@")
     budget, _, softmax = rest.partition(":")
     out = work / f"{example}_{budget or 'default'}_{softmax or 'exact'}_{'default' if pipeline is None else pipeline}"
     t0 = time.monotonic()
-    api.emit(ROOT / "examples" / example / f"{example}.keras", "1,7,8", out, show=False, pipeline=pipeline,
+    model = ROOT / "examples" / f"{example if '/' in example else f'{example}/{example}'}.keras"
+    out = out.with_name(out.name.replace("/", "_"))
+    api.emit(model, "1,7,8", out, show=False, pipeline=pipeline,
              dsp_budget=budget or None, softmax=softmax or "exact")
-    project = load_project(out)
-    t = timing(project.plans, 8)
     report = pnr(out, fpga, freq_mhz=freq, route=route)
-    fmax = report.fmax_mhz
-    row = {
+    return _row(spec, out, report.to_dict(), time.monotonic() - t0)
+
+
+def _row(spec: str, project_dir: Path, report: dict, seconds: float) -> dict:
+    """One design's bench row: its knobs and cycle figures (the hardware model) beside the
+    place-and-route report (`PnrReport.to_dict()`)."""
+    from keras2clash.backend.project import load_project
+    from keras2clash.hw.hwmodel import timing
+
+    project = load_project(project_dir)
+    t = timing(project.plans, 8)
+    fmax = report["fmax_mhz"]
+    return {
         "example": spec,
         "parallelism": [p.pe for p in project.compute_plans], "cycles": [p.cycles for p in project.compute_plans],
         "pipeline": [p.pipeline for p in project.compute_plans],
         "latency_cycles": int(t.first_latency), "ii_cycles": float(t.ii),
-        "fmax_mhz": fmax, "routed": route, "target_mhz": freq,
+        "fmax_mhz": fmax, "routed": report["routed"], "target_mhz": report["target_mhz"],
         "latency_ns": None if not fmax else t.first_latency * 1e3 / fmax,
         "images_per_second": None if not fmax else fmax * 1e6 / t.ii,
-        "report": report.to_dict(),
-        "seconds": round(time.monotonic() - t0, 1),
+        "report": report,
+        "seconds": round(seconds, 1),
     }
-    return row
+
+
+def _adopt(item: str, fpga: str) -> dict:
+    """`SPEC=PROJECT`: the row of a `keras2clash pnr PROJECT --fpga FPGA` run made by hand
+    (its PROJECT/pnr/FPGA/summary.json), so a long run is not repeated to be recorded."""
+    spec, sep, folder = item.partition("=")
+    if not sep:
+        raise SystemExit(f"--adopt {item!r}: SPEC=PROJECT, e.g. digits_dense=/tmp/dd")
+    summary = Path(folder) / "pnr" / fpga / "summary.json"
+    report = json.loads(summary.read_text())
+    return _row(spec, Path(folder), report, sum(report.get("seconds", {}).get(k, 0.0) for k in
+                                                ("HDL generation", "synthesis", "place and route")))
 
 
 def _plot(sweep: list[dict], path: Path) -> None:
@@ -105,7 +130,10 @@ def main() -> None:
     parser.add_argument("--freq", type=float, default=100.0)
     parser.add_argument("--no-route", action="store_true")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "fpga.json")
+    parser.add_argument("--adopt", action="append", default=[], metavar="SPEC=PROJECT",
+                        help="record a `keras2clash pnr PROJECT --fpga FPGA` run made by hand as SPEC's row")
     args = parser.parse_args()
+    from keras2clash.errors import K2CError
 
     # Earlier results stay unless this run measures the same design again (routing all of
     # them takes hours: runs can be split by --examples).
@@ -131,9 +159,15 @@ def main() -> None:
             save()
         if results["sweep"]:
             _plot(results["sweep"], args.out.with_name("fpga_pipeline.png"))
+        for item in args.adopt:
+            put(_adopt(item, args.fpga))
+            save()
         for example in [e for e in args.examples.split(",") if e]:
             print(f"example {example}", flush=True)
-            put(_design(example, work, None, args.fpga, args.freq, not args.no_route))
+            try:
+                put(_design(example, work, None, args.fpga, args.freq, not args.no_route))
+            except K2CError as exc:  # recorded, and the other designs still run
+                put({"example": example, "error": str(exc)})
             save()
     print(f"wrote {args.out}")
 

@@ -515,6 +515,8 @@ def pnr(
                                        help="ECP5: move the multipliers' operand and product flip-flops into the MULT18X18D blocks."),
     check_dsp_registers: int = typer.Option(0, "--check-dsp-registers", min=0, metavar="CYCLES",
                                             help="ECP5: first simulate the netlist before and after that move side by side for CYCLES random cycles (Icarus Verilog) and stop if any output differs."),
+    block_roms: bool = typer.Option(True, "--block-roms/--no-block-roms",
+                                    help="ECP5: put every registered ROM (the weights) in block RAM, unless they would not fit; --no-block-roms leaves the choice to yosys (LUTs for shallow ROMs)."),
 ) -> None:
     """Synthesise (yosys) and place and route (nextpnr) PROJECT on an FPGA: utilisation, Fmax, critical path, latency in ns."""
     from keras2clash.fpga import flow
@@ -526,7 +528,8 @@ def pnr(
     _check_reports(force, json_out, markdown)
     with _StepProgress() as steps:
         report = flow.pnr(project, fpga, freq_mhz=freq, seed=seed, route=not no_route, force=force,
-                          dsp_registers=dsp_registers, check_cycles=check_dsp_registers, progress=steps.update)
+                          dsp_registers=dsp_registers, check_cycles=check_dsp_registers, block_roms=block_roms,
+                          progress=steps.update)
     render(report, Console())
     if json_out is not None:
         write_output_file(json_out, report.to_json() + "\n", force)

@@ -186,6 +186,18 @@ def test_cli_refuses_to_overwrite_results(tmp_path: Path, capsys, monkeypatch) -
     assert code == 2 and "bad --freq" in err
 
 
+def test_cli_refuses_more_multipliers_than_the_part_has(tmp_path: Path, capsys, monkeypatch) -> None:
+    from keras2clash import api
+
+    model = tmp_path / "wide.keras"
+    random_dense_model([(16, "relu"), (4, "linear")], n_in=8, seed=2).save(model)
+    project = api.emit(model, "1,7,8", tmp_path / "net")  # 8 + 16 = 24 multipliers
+    monkeypatch.setattr(flow, "find_executable", lambda name: "/bin/true")
+    code, err = run_cli(["pnr", str(project), "--fpga", "ice40-up5k"], capsys)
+    assert code == 2 and "needs 24 multipliers, the iCE40UP5K has 8" in err and "--dsp-budget ice40-up5k" in err
+    assert not (project / "pnr").exists()
+
+
 def test_cli_bad_report_file_checked_first(tmp_path: Path, capsys) -> None:
     existing = tmp_path / "r.json"
     existing.write_text("{}")

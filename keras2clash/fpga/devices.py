@@ -19,6 +19,12 @@ from dataclasses import dataclass
 from keras2clash.errors import K2CError
 
 
+SYNC_ROMS = "t:$mem_v2 r:WR_PORTS=0 %i r:RD_CLK_ENABLE=1'1 %i r:SIZE>1 %i"
+"""yosys selection: memories without a write port, read through a register, of two words or more
+(after `memory_dff`: the read register merged into the port; `RD_CLK_ENABLE` is a one-bit
+constant per port, so `=1` (32 bits) matches nothing and `=1'1` is needed)."""
+
+
 @dataclass(frozen=True)
 class Tool:
     """An executable, the names to look for (first found wins) and how to install it."""
@@ -55,10 +61,21 @@ class Device:
     lut_resource: str = ""
     ff_resource: str | None = None  # None: flip-flops are counted in the synthesised netlist
 
-    def synth_script(self, top: str, json_out: str) -> str:
+    def synth_script(self, top: str, json_out: str, block_roms: bool = False) -> str:
         """The synthesis command, then the netlist without the `$scopeinfo` cells newer yosys
-        keeps for flattened hierarchy (Debian's nextpnr-ice40 0.4 cannot place them)."""
-        return f"{self.synth_command} -top {top}; delete t:$scopeinfo; write_json {json_out}"
+        keeps for flattened hierarchy (Debian's nextpnr-ice40 0.4 cannot place them).
+
+        `block_roms` (ECP5): every ROM with a registered read and at least two words goes to
+        block RAM (`rom_style "block"` set between the passes that infer and map memories).
+        yosys' cost model otherwise builds a wide, shallow weight ROM in LUTs (digits_dense's
+        three, 39 x 1,040 bits and smaller: ~9,600 LUT4s and each address bit driving ~2,000
+        of them, all routed to the DSP column), which congests the router; the block RAM rows
+        of ECP5 lie beside its DSP rows."""
+        synth = f"{self.synth_command} -top {top}"
+        if block_roms:
+            synth = (f"{synth} -run :map_ram; setattr -set rom_style \"block\" {SYNC_ROMS}; "
+                     f"{synth} -run map_ram:")
+        return f"{synth}; delete t:$scopeinfo; write_json {json_out}"
 
     @property
     def block_ram_bits(self) -> int:

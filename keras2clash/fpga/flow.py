@@ -93,6 +93,19 @@ def top_port_bits(verilog: str, top: str) -> int:
     return sum(port.width for port in ports(verilog, top))
 
 
+def _synthesise(tools: Tools, device: Device, folder: Path, work: Path, sources: str, top: str,
+                block_roms: bool) -> None:
+    """yosys, run from the HDL folder (the ROM files load relative to it), to work/design.json."""
+    script = f"read_verilog {sources}; {device.synth_script(top, _rel(work / 'design.json', folder), block_roms)}"
+    run_tool([tools.yosys, "-q", "-l", _rel(work / "synth.log", folder), "-p", script], folder, work / "synth.log")
+
+
+def netlist_cells(design_json: Path, top: str, cell: str) -> int:
+    """Cells of type `cell` in yosys' JSON netlist of `top`."""
+    data = json.loads(design_json.read_text())
+    return sum(1 for c in data.get("modules", {}).get(top, {}).get("cells", {}).values() if c.get("type") == cell)
+
+
 def netlist_flip_flops(design_json: Path, top: str) -> int:
     """Flip-flop cells (SB_DFF*, TRELLIS_FF) in yosys' JSON netlist of `top`."""
     data = json.loads(design_json.read_text())
@@ -176,7 +189,7 @@ def _rel(path: Path, start: Path) -> str:
 
 def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MHZ, seed: int = 1,
         route: bool = True, force: bool = False, dsp_registers: bool = True, check_cycles: int = 0,
-        progress: Progress | None = None) -> PnrReport:
+        block_roms: bool = True, progress: Progress | None = None) -> PnrReport:
     """Place and route PROJECT on `fpga` (module docstring); returns the report."""
     from keras2clash.backend.project import load_project
     from keras2clash.fsutil import atomic_directory, check_writable_target, write_output_file
@@ -189,6 +202,7 @@ def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MH
         raise K2CError(f"bad --freq {freq_mhz}: a clock in MHz above 0")
     tools = require_tools(device)
     project = load_project(project_dir)
+    _check_multipliers(project, device)
     out = project.root / PNR_DIR / device.name
     check_writable_target(out, force)
     seconds: dict[str, float] = {}
@@ -218,10 +232,15 @@ def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MH
                 (work / "harness.v").write_text(scan.verilog)
                 sources += " " + _rel(work / "harness.v", folder)
                 top = HARNESS_TOP
-            script = f"read_verilog {sources}; {device.synth_script(top, _rel(work / 'design.json', folder))}"
             t1 = time.monotonic()
-            run_tool([tools.yosys, "-q", "-l", _rel(work / "synth.log", folder), "-p", script], folder,
-                     work / "synth.log")
+            block = block_roms and device.family == "ecp5"
+            _synthesise(tools, device, folder, work, sources, top, block)
+            rom_note = "in block RAM (every registered ROM of two words or more)" if block else ""
+            if block and (used := netlist_cells(work / "design.json", top, device.block_ram_cell)) > device.block_rams:
+                rom_note = (f"weight ROMs left to yosys: in block RAM they would need {used} "
+                            f"{device.block_ram_cell} of {device.block_rams}")
+                tell("synthesis", rom_note)
+                _synthesise(tools, device, folder, work, sources, top, False)
             fold = None
             if dsp_registers and device.family == "ecp5":
                 fold = _fold_dsp_registers(work / "design.json", top, check_cycles, tell)
@@ -274,7 +293,7 @@ def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MH
             project=project.name, top=project.top, device=device.name, part=device.part, package=device.package,
             routed=route, out_of_context=out_of_context, port_bits=port_bits, io_pins=device.io_pins,
             harness_flip_flops=scan.flip_flops if scan is not None else 0,
-            dsp_registers=fold.summary if fold is not None else "",
+            dsp_registers=fold.summary if fold is not None else "", weight_roms=rom_note,
             target_mhz=freq_mhz, seed=seed, utilisation=util, clocks=clocks, critical_path=critical,
             io_paths=io_paths, latency_cycles=t.first_latency, interval_cycles=t.ii,
             seconds={k: round(v, 1) for k, v in seconds.items()},
@@ -283,6 +302,17 @@ def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MH
         write_output_file(work / "summary.json", report.to_json() + "\n", force=True)
         write_output_file(work / "summary.md", to_markdown(report), force=True)
     return report
+
+
+def _check_multipliers(project, device) -> None:
+    """Refuse before synthesis a design with more multipliers than the part has: yosys would
+    map every one to a DSP block anyway and nextpnr fail after minutes of packing. A part
+    without DSP blocks (iCE40 HX) builds them in LUTs, so it is not refused."""
+    needed = sum(plan.multipliers for plan in project.plans)
+    if device.multipliers and needed > device.multipliers:
+        raise K2CError(f"{project.top} needs {needed} multipliers, the {device.part} has {device.multipliers} "
+                       f"{device.multiplier_cell}: emit it again with --dsp-budget {device.name} (balanced to the "
+                       f"part), or fewer processing elements (--parallelism/--cycles)")
 
 
 def _fold_dsp_registers(design_json: Path, top: str, check_cycles: int, tell: Progress) -> DspFold:
