@@ -46,7 +46,8 @@ need more at one PE per layer (thesis_cnn 217, resnet_digits 533, inception_digi
 the iCE40 UP5K (`--fpga ice40-up5k --freq 24 --examples iris@ice40-up5k:argmax`)."""
 
 
-def _design(spec: str, work: Path, pipeline: int | None, fpga: str, freq: float, route: bool) -> dict:
+def _design(spec: str, work: Path, pipeline: int | None, fpga: str, freq: float, route: bool,
+            router: str = "router1") -> dict:
     from keras2clash import api
     from keras2clash.fpga.flow import pnr
 
@@ -58,7 +59,7 @@ def _design(spec: str, work: Path, pipeline: int | None, fpga: str, freq: float,
     out = out.with_name(out.name.replace("/", "_"))
     api.emit(model, "1,7,8", out, show=False, pipeline=pipeline,
              dsp_budget=budget or None, softmax=softmax or "exact")
-    report = pnr(out, fpga, freq_mhz=freq, route=route)
+    report = pnr(out, fpga, freq_mhz=freq, route=route, router=router)
     return _row(spec, out, report.to_dict(), time.monotonic() - t0)
 
 
@@ -129,6 +130,7 @@ def main() -> None:
     parser.add_argument("--fpga", default="ecp5-85k")
     parser.add_argument("--freq", type=float, default=100.0)
     parser.add_argument("--no-route", action="store_true")
+    parser.add_argument("--router", default="router1", choices=["router1", "router2"])
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "fpga.json")
     parser.add_argument("--adopt", action="append", default=[], metavar="SPEC=PROJECT",
                         help="record a `keras2clash pnr PROJECT --fpga FPGA` run made by hand as SPEC's row")
@@ -155,7 +157,8 @@ def main() -> None:
         work = Path(tmp)
         for level in [int(v) for v in args.levels.split(",") if v != ""] if args.sweep else []:
             print(f"sweep {args.sweep} pipeline {level}", flush=True)
-            results["sweep"].append(_design(args.sweep, work, level, args.fpga, args.freq, not args.no_route))
+            results["sweep"].append(_design(args.sweep, work, level, args.fpga, args.freq, not args.no_route,
+                                            args.router))
             save()
         if results["sweep"]:
             _plot(results["sweep"], args.out.with_name("fpga_pipeline.png"))
@@ -165,7 +168,7 @@ def main() -> None:
         for example in [e for e in args.examples.split(",") if e]:
             print(f"example {example}", flush=True)
             try:
-                put(_design(example, work, None, args.fpga, args.freq, not args.no_route))
+                put(_design(example, work, None, args.fpga, args.freq, not args.no_route, args.router))
             except K2CError as exc:  # recorded, and the other designs still run
                 put({"example": example, "error": str(exc)})
             save()

@@ -184,6 +184,8 @@ def test_cli_refuses_to_overwrite_results(tmp_path: Path, capsys, monkeypatch) -
     assert code == 2 and "is not empty; use --force" in err
     code, err = run_cli(["pnr", str(project), "--fpga", "ecp5-25k", "--freq", "0"], capsys)
     assert code == 2 and "bad --freq" in err
+    code, err = run_cli(["pnr", str(project), "--fpga", "ecp5-25k", "--router", "router3"], capsys)
+    assert code == 2 and "bad --router 'router3': one of router1, router2" in err
 
 
 def test_cli_refuses_more_multipliers_than_the_part_has(tmp_path: Path, capsys, monkeypatch) -> None:
@@ -314,6 +316,8 @@ def test_iris_places_and_routes_on_ecp5_25k(iris: Path, tmp_path: Path, capsys) 
     # one MULT18X18D per 16x16 multiplier of the hardware model
     assert used["multipliers"]["used"] == design_summary(plans)["multipliers"] == 12
     assert used["multipliers"]["available"] == 28
+    # the weight ROMs in block RAM beside the softmax's 3 tables: dense 8 x 80 bits, output 3 x 144
+    assert data["weight_roms"].startswith("in block RAM") and used["block RAM"]["used"] == 10
     assert 0 < used["LUT4"]["used"] < 24_288 and 0 < used["flip-flops"]["used"] < 24_288
     t = timing(list(plans))
     assert (data["latency_cycles"], data["interval_cycles"]) == (t.first_latency, t.ii)
@@ -330,6 +334,20 @@ def test_iris_places_and_routes_on_ecp5_25k(iris: Path, tmp_path: Path, capsys) 
     # the results are never overwritten silently
     code, err = run_cli(["pnr", str(iris), "--fpga", "ecp5-25k", "--no-route"], capsys)
     assert code == 2 and "use --force" in err
+
+
+@needs_toolchain
+@pytest.mark.toolchain
+def test_weight_roms_go_back_to_yosys_when_the_block_ram_is_short(iris: Path, tmp_path: Path, monkeypatch) -> None:
+    """A part with fewer block RAMs than the weight ROMs need: synthesised again with yosys'
+    own choice (LUTs for these shallow ROMs), and the report says why (placement only)."""
+    import dataclasses
+
+    small = dataclasses.replace(get_device("ecp5-25k"), block_rams=6)
+    monkeypatch.setattr(flow, "get_device", lambda name: small)
+    report = flow.pnr(iris, "ecp5-25k", freq_mhz=25, route=False, force=True)
+    assert report.weight_roms == "weight ROMs left to yosys: in block RAM they would need 10 DP16KD of 6"
+    assert report.utilisation_of("block RAM").used == 3  # the softmax's tables only
 
 
 @needs_toolchain

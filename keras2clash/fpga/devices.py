@@ -68,9 +68,8 @@ class Device:
         `block_roms` (ECP5): every ROM with a registered read and at least two words goes to
         block RAM (`rom_style "block"` set between the passes that infer and map memories).
         yosys' cost model otherwise builds a wide, shallow weight ROM in LUTs (digits_dense's
-        three, 39 x 1,040 bits and smaller: ~9,600 LUT4s and each address bit driving ~2,000
-        of them, all routed to the DSP column), which congests the router; the block RAM rows
-        of ECP5 lie beside its DSP rows."""
+        three, 39 x 1,040 bits and smaller: ~3,200 LUT4s, all read by the DSP rows), which adds
+        to the congestion there; the block RAM rows of ECP5 lie beside its DSP rows."""
         synth = f"{self.synth_command} -top {top}"
         if block_roms:
             synth = (f"{synth} -run :map_ram; setattr -set rom_style \"block\" {SYNC_ROMS}; "

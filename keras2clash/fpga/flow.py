@@ -187,8 +187,14 @@ def _rel(path: Path, start: Path) -> str:
     return os.path.relpath(path, start)
 
 
+ROUTERS = ("router1", "router2")
+"""nextpnr's routers. router1 (its default) is timing-driven arc by arc; on a design that
+crowds the DSP rows it can stall in its last arcs (mobilenet_digits: 194 arcs left after 20
+minutes), where router2 (negotiated congestion) routed in 5."""
+
+
 def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MHZ, seed: int = 1,
-        route: bool = True, force: bool = False, dsp_registers: bool = True, check_cycles: int = 0,
+        router: str = "router1", route: bool = True, force: bool = False, dsp_registers: bool = True, check_cycles: int = 0,
         block_roms: bool = True, progress: Progress | None = None) -> PnrReport:
     """Place and route PROJECT on `fpga` (module docstring); returns the report."""
     from keras2clash.backend.project import load_project
@@ -200,6 +206,8 @@ def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MH
     device = get_device(fpga)
     if not freq_mhz > 0:
         raise K2CError(f"bad --freq {freq_mhz}: a clock in MHz above 0")
+    if router not in ROUTERS:
+        raise K2CError(f"bad --router {router!r}: one of {', '.join(ROUTERS)}")
     tools = require_tools(device)
     project = load_project(project_dir)
     _check_multipliers(project, device)
@@ -250,7 +258,7 @@ def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MH
             # nextpnr: packing + placement + routing in one run; the log tells where it is
             args = [tools.nextpnr, *device.nextpnr_args, "--package", device.package, "--json", "design.json",
                     "--report", "report.json", "--detailed-timing-report", "--freq", f"{freq_mhz:g}",
-                    "--seed", str(seed), "--timing-allow-fail", "-l", "pnr.log", "-q"]
+                    "--seed", str(seed), "--router", router, "--timing-allow-fail", "-l", "pnr.log", "-q"]
             if out_of_context:
                 args.append("--out-of-context")
             if not route:
@@ -294,7 +302,7 @@ def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MH
             routed=route, out_of_context=out_of_context, port_bits=port_bits, io_pins=device.io_pins,
             harness_flip_flops=scan.flip_flops if scan is not None else 0,
             dsp_registers=fold.summary if fold is not None else "", weight_roms=rom_note,
-            target_mhz=freq_mhz, seed=seed, utilisation=util, clocks=clocks, critical_path=critical,
+            target_mhz=freq_mhz, seed=seed, router=router, utilisation=util, clocks=clocks, critical_path=critical,
             io_paths=io_paths, latency_cycles=t.first_latency, interval_cycles=t.ii,
             seconds={k: round(v, 1) for k, v in seconds.items()},
             tools={"yosys": tools.yosys, "nextpnr": tools.nextpnr}, logs=str(out),
