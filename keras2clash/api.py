@@ -76,6 +76,7 @@ def emit(
     softmax: str = "exact",
     pipeline: str | int | Sequence[int] | None = None,
     hls4ml_config: Any = None,
+    weight_format: str = "same",
 ) -> Path:
     """Parse a Keras model (file or object) and write a Clash project to `out`.
 
@@ -95,6 +96,8 @@ def emit(
     `hls4ml_config`: an hls4ml config (YAML/JSON file or dict; quant.hls4ml) for the formats
     and, through its ReuseFactor, the knobs. The project always gets `hls4ml_config.yml`,
     its formats and knobs in that shape.
+    `weight_format="fit"`: each layer's weights keep the format's width with the integer
+    bits their largest value needs (autoformat.fitted_weights); `"same"` (default): the format.
     """
     out = Path(out)
     if name is not None:
@@ -103,7 +106,7 @@ def emit(
     network = load_network(model, fmt, weights=weights, parallelism=parallelism, cycles=cycles,
                            layer_formats=layer_formats, input_format=input_format, bits=bits,
                            calibration=calibration, dsp_budget=dsp_budget, console=console, softmax=softmax,
-                           pipeline=pipeline, hls4ml=hls4ml_config)
+                           pipeline=pipeline, hls4ml=hls4ml_config, weight_format=weight_format)
     with atomic_directory(out, force=force) as tmp:
         _write_project(network, tmp, name, show)
     return out

@@ -45,6 +45,8 @@ SOFTMAX_HELP = ("exact: compute a softmax at the output (exp table, exact divisi
 TASK_HELP = ("auto | classifier (accuracy against labels y) | regression (output values against Keras and the "
              "targets y, if any: max |err| and MSE; an autoencoder's data may hold only x). auto: a softmax output, "
              "integer labels or one-hot rows mean a classifier; no y, one output or real-valued targets, regression.")
+WEIGHT_FORMAT_HELP = ("same: weights in the layer's format (default); fit: in its width, with the integer bits "
+                      "each layer's largest weight needs and the rest in the fraction (README: Per-layer formats).")
 HLS4ML_HELP = ("An hls4ml config (YAML/JSON: Model and LayerName sections, Precision with ap_fixed types, "
                "ReuseFactor -> --parallelism/--cycles); --layer-formats/--layer-format refine it. Every project "
                "gets hls4ml_config.yml, its own formats and knobs in that shape.")
@@ -87,12 +89,13 @@ def emit(
     softmax: str = typer.Option("exact", "--softmax", help=SOFTMAX_HELP),
     pipeline: Optional[str] = typer.Option(None, "--pipeline", help=PIPE_HELP),
     hls4ml_config: Optional[Path] = typer.Option(None, "--hls4ml-config", help=HLS4ML_HELP),
+    weight_format: str = typer.Option("same", "--weight-format", help=WEIGHT_FORMAT_HELP),
 ) -> None:
     """Parse MODEL and write a Clash project (network, weights, memory files) to --out."""
     path = api.emit(model, format, out, parallelism, cycles=cycles, weights=weights, name=name, force=force,
                     layer_formats=_user_formats(layer_formats, layer_format, input_format), bits=bits,
                     calibration=calibration, dsp_budget=dsp_budget, softmax=softmax, pipeline=pipeline,
-                    hls4ml_config=hls4ml_config)
+                    hls4ml_config=hls4ml_config, weight_format=weight_format)
     err.print(f"[green]✓[/green] emitted {path}")
 
 

@@ -18,7 +18,7 @@ from rich.console import Console
 
 from keras2clash.errors import K2CError
 from keras2clash.ir.graph import Graph
-from keras2clash.hw.plan import LayerPlan, compute_layers, make_plan, parse_int_list
+from keras2clash.hw.plan import LayerFormats, LayerPlan, compute_layers, make_plan, parse_int_list
 from keras2clash.quant.formats import FixedFormat, parse_format
 from keras2clash.quant.golden import QuantizedLayer
 
@@ -97,6 +97,7 @@ def plan_network(
     keras_model: Any = None,
     softmax: str = "exact",
     hls4ml: Any = None,
+    weight_format: str = "same",
 ) -> Network:
     """Formats (uniform, per layer, or automatic), knobs (given, or balanced for a
     multiplier budget), the plan, the branch FIFO depths (hardware model) and the quantized
@@ -119,6 +120,7 @@ def plan_network(
     levels = pipeline_levels(pipeline, n_compute)
     formats = resolve_formats(graph, fixed, layer_formats=layer_formats, input_format=input_format,
                               bits=bits, calibration=calibration)
+    formats = _weight_formats(graph, formats, weight_format)
     if formats.auto is not None and console is not None:
         from keras2clash.quant.autoformat import render as render_auto
 
@@ -135,6 +137,27 @@ def plan_network(
         plans = with_fifo_depths(with_window_fifos(with_fifo_depths(plans)))
     return Network(graph=graph, plans=plans, params=quantize_params(plans), formats=formats,
                    overflow=parameter_overflow(plans, graph), keras_model=keras_model)
+
+
+def _weight_formats(graph: Graph, formats: Any, weight_format: str) -> Any:
+    """`weight_format="fit"`: the weights of every layer whose weight format nobody set (the
+    user, an hls4ml config, a quantized model) fitted to the default format's width
+    (autoformat.fitted_weights); its other fields set by hand stay on top."""
+    from dataclasses import replace
+
+    from keras2clash.quant.autoformat import WEIGHT_FORMATS, fitted_weights
+    from keras2clash.quant.layerformats import merge_layer_formats
+
+    if weight_format not in WEIGHT_FORMATS:
+        raise K2CError(f"bad --weight-format {weight_format!r}: one of {', '.join(WEIGHT_FORMATS)}")
+    if weight_format == "same":
+        return formats
+    layers = dict(formats.layers)
+    for name, fit in fitted_weights(graph, formats.default).items():
+        given = layers.get(name, LayerFormats())
+        if given.weight is None:  # a weight format set by hand or by the model stays as it is
+            layers[name] = merge_layer_formats(fit, given)
+    return replace(formats, layers=layers)
 
 
 def _model_formats(keras_model: Any, graph: Graph, layer_formats: Any, input_format: Any, fmt: Any) -> Any:

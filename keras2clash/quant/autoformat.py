@@ -190,6 +190,34 @@ def choose_formats(
     return AutoFormats(bits, input_fmt, layers, saturation(ir, traces, x, input_fmt, layers))
 
 
+WEIGHT_FORMATS = ("same", "fit")
+"""`--weight-format`: `same` keeps every weight in the layer's format (the default's); `fit`
+keeps its width and gives each layer's weights the fewest integer bits that hold its
+largest weight, the rest to the fraction (`fitted_weights`)."""
+
+
+def fitted_weights(ir: Any, fmt: FixedFormat) -> dict[str, LayerFormats]:
+    """Per layer with weights (Dense, Conv, Depthwise, an unfolded BatchNormalization's
+    scale): its weights in `fmt`'s width with the fewest integer bits that saturate none.
+
+    Why: a data format such as 1,7,8 keeps 7 integer bits for activations, but trained
+    weights rarely reach 2, so six of the weights' sixteen bits held only sign copies; with
+    them in the fraction the weights' rounding error shrinks 64-fold at no cost in memory or
+    multipliers (the word and multiplier widths stay). Measured at 1,7,8 on the examples:
+    the output layer's largest error vs Keras falls in 7 of 9 (digits_dense 0.020 -> 0.008,
+    cnn_variants 0.055 -> 0.013). Biases keep `fmt` (they are added once, not multiplied, and
+    a bias format otherwise defaults to the weights'). Never a negative integer field: its
+    container would be wider than `fmt`."""
+    layers: dict[str, LayerFormats] = {}
+    for layer in as_graph(ir):
+        if layer.type != "batchnorm" and getattr(layer, "kernel", None) is None:
+            continue
+        kernel, _ = layer_params(layer)
+        if kernel.size:
+            layers[layer.name] = LayerFormats(weight=split(fmt.bits, fit_int_bits(kernel, fmt.bits)[0]), bias=fmt)
+    return layers
+
+
 def golden_accuracy(
     ir: Sequence[Mapping[str, Any]],
     x: np.ndarray,
