@@ -19,14 +19,15 @@ with one register per @l@ adder levels.
 * @l >= 0@: adder levels per pipeline stage. @l = 0@ computes a chunk's
   products, adder tree, accumulation, requantization and activation in one
   cycle (the critical path of the whole design). @l >= 1@ registers the
-  multipliers' operands (the window's chunk and the weight word, again, so a
-  register with one load sits beside each multiplier block: the FPGA's
-  multipliers have registers synthesis does not use, and the routes to and
-  from them are long), the products (twice: the multiplier block's output
-  register, then one for the route to the tree), the adder tree
-  ('K2C.Filter.adderTree', @TreeLevels ch = ceil(log2(ch + 1))@ levels) after
-  every @l@-th level, and the accumulators (also when @b = 1@) and the finished
-  (requantized, activated) results: @D = 5 + TreeLevels ch `div` l@ cycles more latency
+  multipliers' operands twice (the window's chunk and the weight word: the
+  first register takes the route from the weight memory, a block RAM whose
+  read has no output register, ~6 ns before any route; the second sits
+  beside the multiplier block and becomes its input register), the products
+  (twice: the multiplier block's output register, then one for the route to
+  the tree), the adder tree ('K2C.Filter.adderTree',
+  @TreeLevels ch = ceil(log2(ch + 1))@ levels) after every @l@-th level, and
+  the accumulators (also when @b = 1@) and the finished (requantized,
+  activated) results: @D = 6 + TreeLevels ch `div` l@ cycles more latency
   ('PipeDepth'), the same throughput and the same values.
 
 The weight ROM ("K2C.Memory") has @G * b@ words; word @g*b + t@ is what the PEs
@@ -122,10 +123,10 @@ type EngineShape k f p b ch g =
 
 -- | @D@: the cycles from a window's last step to its result entering the
 -- output queue, for chunks of @ch@ values and @l@ adder levels per stage.
--- 0 when @l = 0@ (everything in the step's cycle); otherwise the product
+-- 0 when @l = 0@ (everything in the step's cycle); otherwise two operand
 -- and two product registers, one register per @l@ tree levels, the accumulators
--- and the registered finish (requantize and activate): @5 + TreeLevels ch `div` l@.
-type PipeDepth ch l = Min 1 l * (5 + Div (TreeLevels ch) (Max 1 l))
+-- and the registered finish (requantize and activate): @6 + TreeLevels ch `div` l@.
+type PipeDepth ch l = Min 1 l * (6 + Div (TreeLevels ch) (Max 1 l))
 
 -- | @Q@: the output queue's depth, which is also the most windows the engine
 -- holds at once (accepted, result not yet taken). @2 + (D + 1) `div` S@ with
@@ -221,10 +222,13 @@ engineWith SNat load next operands weights finish (input, readyOut) = (output, r
     tag :: Signal dom (Tag g)
     tag = bundle (busy, (== 0) <$> chunk, groupEnd, group, lastWord)
 
-    -- Stage 1: the multipliers' operands, registered when pipelined.
-    operandsO = stage (operands <$> group <*> window)
-    weightsO  = stage weightsWord
-    tagO      = stageTag tag
+    -- Stage 1: the multipliers' operands, registered twice when pipelined: the
+    -- first takes the route from the weight memory (ECP5: a block RAM read without
+    -- its output register, 5.9 ns, then 6.4 ns to a DSP on jet_hgq's path), the
+    -- second becomes the multiplier block's input register (fpga/dspregs.py).
+    operandsO = stage (stage (operands <$> group <*> window))
+    weightsO  = stage (stage weightsWord)
+    tagO      = stageTag (stageTag tag)
 
     -- Stage 2: the products (and the bias field), registered twice when pipelined:
     -- the first register becomes the multiplier block's own output register (ECP5:

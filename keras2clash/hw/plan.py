@@ -264,10 +264,11 @@ def tree_levels(chunk: int) -> int:
 
 
 def pipe_depth(chunk: int, levels: int) -> int:
-    """D (K2C.Engine's PipeDepth): 0 unpipelined; else the operand register, two product
-    registers (the multiplier block's own, then one for the route to the tree), one register
-    per `levels` tree levels, the accumulators and the finish (requantize, activate) register."""
-    return 0 if levels == 0 else 5 + tree_levels(chunk) // levels
+    """D (K2C.Engine's PipeDepth): 0 unpipelined; else two operand registers (the route from
+    the weight memory, then the multiplier block's input register), two product registers
+    (the block's own, then one for the route to the tree), one register per `levels` tree
+    levels, the accumulators and the finish (requantize, activate) register."""
+    return 0 if levels == 0 else 6 + tree_levels(chunk) // levels
 
 
 def queue_depth(chunk: int, levels: int, steps: int) -> int:

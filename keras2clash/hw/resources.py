@@ -117,7 +117,7 @@ def chunk_sum_bits(plan: LayerPlan) -> int:
 
 def pipeline_register_bits(plan: LayerPlan) -> int:
     """A pipelined engine's data registers (K2C.Engine, K2C.Filter.adderTree): the operands
-    (a chunk of the window per PE, which synthesis shares where the PEs share the window,
+    twice (a chunk of the window per PE, which synthesis shares where the PEs share the window,
     and the weight word), the ch + 1 terms of every PE twice (the product registers), the tree's nodes after every
     `pipeline`-th level (nodes fed only by zero padding are constants, removed), the
     finished results; plus the valid/counter tag beside each stage."""
@@ -129,8 +129,8 @@ def pipeline_register_bits(plan: LayerPlan) -> int:
     levels = range(plan.pipeline, plan.tree_levels + 1, plan.pipeline)
     chunks = plan.pe if plan.type == "depthwise2d" else 1
     operands = chunks * plan.chunk * plan.in_fmt.hw_bits + plan.pe * (plan.chunk * plan.w_fmt.hw_bits + plan.b_fmt.hw_bits)
-    data = operands + plan.pe * width * (2 * terms + sum(-(-terms // 2 ** j) for j in levels))
-    return data + plan.pe * plan.out_fmt.hw_bits + tag * (5 + len(levels))
+    data = 2 * operands + plan.pe * width * (2 * terms + sum(-(-terms // 2 ** j) for j in levels))
+    return data + plan.pe * plan.out_fmt.hw_bits + tag * (6 + len(levels))
 
 
 def activation_table_bits(plan: LayerPlan) -> int:

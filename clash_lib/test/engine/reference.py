@@ -161,10 +161,10 @@ def mem_lines(case):
 
 def pipe_depth(ch, levels):
     """D (K2C.Engine's PipeDepth): cycles from a window's last step to its result
-    entering the output queue; 0 without pipelining, else the operand register, two
+    entering the output queue; 0 without pipelining, else two operand registers, two
     product registers, one register per `levels` adder-tree levels, the accumulators and
     the finish register."""
-    return 0 if levels == 0 else 5 + clog2(ch + 1) // levels
+    return 0 if levels == 0 else 6 + clog2(ch + 1) // levels
 
 
 def queue_depth(ch, levels, steps):
