@@ -57,7 +57,7 @@ class Device:
     # so a 10k-flip-flop design's clock went through general routing (digits_dense: the router
     # stalled at 30 minutes); a top with more ports than pins goes behind the scan harness
     spram_kbits: int = 0  # iCE40 UltraPlus single-port RAM
-    clock_pin: str = ""  # a primary clock input of the package the clock port is placed on ("" = nextpnr's choice)
+    clock_pin: str = ""  # a primary clock pin of the package for the clock port ("" = nextpnr's choice)
     # nextpnr's utilisation names (report.json "utilization")
     lut_resource: str = ""
     ff_resource: str | None = None  # None: flip-flops are counted in the synthesised netlist
@@ -101,7 +101,8 @@ to G_CLKI_TDCC0"."""
 
 def _ecp5(size: str, luts: int, mults: int, brams: int, pins: int) -> Device:
     return Device(
-        name=f"ecp5-{size}", family="ecp5", part=f"LFE5U-{size[:-1].upper()}F", package="CABGA381", clock_pin=ECP5_CLOCK_PIN,
+        name=f"ecp5-{size}", family="ecp5", part=f"LFE5U-{size[:-1].upper()}F", package="CABGA381",
+        clock_pin=ECP5_CLOCK_PIN,
         luts=luts, flip_flops=luts, multipliers=mults, multiplier_cell="MULT18X18D",
         block_rams=brams, block_ram_cell="DP16KD", block_ram_kbits=18, io_pins=pins,
         synth_command="synth_ecp5", nextpnr_args=(f"--{size}",), yosys=ECP5_YOSYS, nextpnr=ECP5_NEXTPNR,

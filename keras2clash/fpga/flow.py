@@ -194,8 +194,8 @@ minutes), where router2 (negotiated congestion) routed in 5."""
 
 
 def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MHZ, seed: int = 1,
-        router: str = "router1", route: bool = True, force: bool = False, dsp_registers: bool = True, check_cycles: int = 0,
-        block_roms: bool = True, progress: Progress | None = None) -> PnrReport:
+        router: str = "router1", route: bool = True, force: bool = False, dsp_registers: bool = True,
+        check_cycles: int = 0, block_roms: bool = True, progress: Progress | None = None) -> PnrReport:
     """Place and route PROJECT on `fpga` (module docstring); returns the report."""
     from keras2clash.backend.project import load_project
     from keras2clash.fsutil import atomic_directory, check_writable_target, write_output_file
