@@ -515,3 +515,61 @@ def test_pnr_checks_the_dsp_registers_when_asked(tmp_path: Path, monkeypatch) ->
     with pytest.raises(flow._ToolFailed, match="the DSP-register rewrite changed mac's outputs"):
         flow._fold_dsp_registers(design, "mac", 500, lambda step, detail: None)
     assert "random cycles differ" in (design.parent / "dsp_check.log").read_text()
+
+
+# --- fan-out copies (fpga/fanout.py) --------------------------------------------------------
+
+
+def _fanout_netlist() -> dict:
+    """A TRELLIS_FF (Q = net 10) read by ten LUT4s, a MULT18X18D and a module port's LUT."""
+    ff = {"type": "TRELLIS_FF", "parameters": {"REGSET": "RESET"}, "attributes": {},
+          "port_directions": {"CLK": "input", "CE": "input", "DI": "input", "LSR": "input", "Q": "output"},
+          "connections": {"CLK": [2], "CE": [3], "DI": [4], "LSR": ["0"], "Q": [10]}}
+    cells = {"r": ff}
+    for i in range(10):
+        cells[f"lut{i:02d}"] = {"type": "LUT4", "parameters": {}, "attributes": {},
+                                "port_directions": {"A": "input", "B": "input", "Z": "output"},
+                                "connections": {"A": [10], "B": [5], "Z": [20 + i]}}
+    cells["dsp"] = {"type": "MULT18X18D", "parameters": {}, "attributes": {},
+                    "port_directions": {"CE0": "input"}, "connections": {"CE0": [10]}}
+    return {"modules": {"top": {"ports": {"o": {"direction": "output", "bits": [20]}}, "cells": cells,
+                                "netnames": {"r": {"hide_name": 0, "bits": [10], "attributes": {}}}}}}
+
+
+def test_fanout_copies_a_flip_flop_per_share_of_its_readers() -> None:
+    from keras2clash.fpga.fanout import split_netlist
+
+    netlist = _fanout_netlist()
+    result = split_netlist(netlist, "top", 4)
+    assert (result.flip_flops, result.copies, result.largest) == (1, 2, 10)
+    assert result.summary == "1 flip-flops driving more than 4 pins copied (2 copies; the largest fan-out was 10)"
+    cells = netlist["modules"]["top"]["cells"]
+    twins = [n for n in cells if n.startswith("r$fanout")]
+    assert twins == ["r$fanout1", "r$fanout2"]
+    for name in twins:  # the same flip-flop but for its output net
+        twin = cells[name]
+        assert {k: v for k, v in twin["connections"].items() if k != "Q"} == \
+               {k: v for k, v in cells["r"]["connections"].items() if k != "Q"}
+        assert twin["parameters"] == cells["r"]["parameters"] and twin["connections"]["Q"] != [10]
+    # readers in name order: lut00-03 on the original, 04-07 and 08-09 on the copies; the DSP stays
+    reads = {n: c["connections"].get("A", c["connections"].get("CE0"))[0] for n, c in cells.items()
+             if c["type"] in ("LUT4", "MULT18X18D")}
+    q = {name: cells[name]["connections"]["Q"][0] for name in ["r", *twins]}
+    assert [reads[f"lut{i:02d}"] for i in range(10)] == [q["r"]] * 4 + [q["r$fanout1"]] * 4 + [q["r$fanout2"]] * 2
+    assert reads["dsp"] == 10
+    assert split_netlist(netlist, "top", 4).flip_flops == 0  # nothing left to split
+
+
+@needs_toolchain
+@pytest.mark.toolchain
+def test_fanout_copies_compute_the_same(tmp_path: Path) -> None:
+    """The synthesised MAC with every flip-flop limited to 2 readers: equal to the original
+    over 1,000 random cycles (fpga/equiv.py)."""
+    from keras2clash.fpga.equiv import simulate_equal
+    from keras2clash.fpga.fanout import split_netlist
+
+    before = _synth_ecp5(tmp_path, REGISTERED_MAC, "mac")
+    after = json.loads(json.dumps(before))
+    result = split_netlist(after, "mac", 2)
+    assert result.copies > 0 and len(_cells(after, "mac", "TRELLIS_FF")) == len(_cells(before, "mac", "TRELLIS_FF")) + result.copies
+    assert simulate_equal(before, after, "mac", tmp_path / "eq", cycles=1000).equal

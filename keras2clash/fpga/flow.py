@@ -39,6 +39,7 @@ from keras2clash import procs
 from keras2clash.errors import K2CError
 from keras2clash.fpga.devices import Device, Tool, get_device
 from keras2clash.fpga.dspregs import DspFold, fold_netlist
+from keras2clash.fpga.fanout import FanoutSplit, split_netlist
 from keras2clash.fpga.harness import CLOCK, HARNESS_TOP, harness, ports
 from keras2clash.fpga.report import PnrReport, log_fmax, parse_nextpnr, to_markdown
 
@@ -195,7 +196,8 @@ minutes), where router2 (negotiated congestion) routed in 5."""
 
 def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MHZ, seed: int = 1,
         router: str = "router1", route: bool = True, force: bool = False, dsp_registers: bool = True,
-        check_cycles: int = 0, block_roms: bool = True, progress: Progress | None = None) -> PnrReport:
+        check_cycles: int = 0, block_roms: bool = True, max_fanout: int = 0,
+        progress: Progress | None = None) -> PnrReport:
     """Place and route PROJECT on `fpga` (module docstring); returns the report."""
     from keras2clash.backend.project import load_project
     from keras2clash.fsutil import atomic_directory, check_writable_target, write_output_file
@@ -208,6 +210,8 @@ def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MH
         raise K2CError(f"bad --freq {freq_mhz}: a clock in MHz above 0")
     if router not in ROUTERS:
         raise K2CError(f"bad --router {router!r}: one of {', '.join(ROUTERS)}")
+    if max_fanout < 0:
+        raise K2CError(f"bad --max-fanout {max_fanout}: 0 (off) or the most pins a flip-flop may drive")
     tools = require_tools(device)
     project = load_project(project_dir)
     _check_multipliers(project, device)
@@ -252,6 +256,7 @@ def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MH
             fold = None
             if dsp_registers and device.family == "ecp5":
                 fold = _fold_dsp_registers(work / "design.json", top, check_cycles, tell)
+            fanout = _split_fanout(work / "design.json", top, max_fanout) if max_fanout else None
             seconds["synthesis"] = time.monotonic() - t1
             tell("synthesis", "done")
 
@@ -305,6 +310,7 @@ def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MH
             routed=route, out_of_context=out_of_context, port_bits=port_bits, io_pins=device.io_pins,
             harness_flip_flops=scan.flip_flops if scan is not None else 0,
             dsp_registers=fold.summary if fold is not None else "", weight_roms=rom_note,
+            fanout=fanout.summary if fanout is not None else "",
             target_mhz=freq_mhz, seed=seed, router=router, utilisation=util, clocks=clocks, critical_path=critical,
             io_paths=io_paths, latency_cycles=t.first_latency, interval_cycles=t.ii,
             seconds={k: round(v, 1) for k, v in seconds.items()},
@@ -313,6 +319,14 @@ def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MH
         write_output_file(work / "summary.json", report.to_json() + "\n", force=True)
         write_output_file(work / "summary.md", to_markdown(report), force=True)
     return report
+
+
+def _split_fanout(design_json: Path, top: str, limit: int) -> FanoutSplit:
+    """fpga/fanout.py on the netlist file, rewritten in place."""
+    netlist = json.loads(design_json.read_text())
+    result = split_netlist(netlist, top, limit)
+    design_json.write_text(json.dumps(netlist))
+    return result
 
 
 def _check_multipliers(project, device) -> None:

@@ -85,6 +85,7 @@ class PnrReport:
     dsp_registers: str = ""  # what fpga/dspregs.py moved into the DSP blocks ("" = nothing / not ECP5)
     weight_roms: str = ""  # where the registered ROMs went (ECP5: block RAM, unless they would not fit)
     router: str = "router1"  # nextpnr --router
+    fanout: str = ""  # what fpga/fanout.py copied ("" = not asked)
     tools: dict[str, str] = field(default_factory=dict)  # role -> executable
     logs: str = ""  # folder with synth.log, pnr.log, report.json, design.json
 
@@ -219,6 +220,8 @@ def to_markdown(report: PnrReport) -> str:
         lines += ["", f"DSP registers: {report.dsp_registers}."]
     if report.weight_roms:
         lines += ["", f"Weight ROMs: {report.weight_roms}."]
+    if report.fanout:
+        lines += ["", f"Fan-out: {report.fanout}."]
     lines += ["", "| timing | value |", "|---|--:|"]
     fmax = report.fmax_mhz
     lines.append(f"| target clock | {report.target_mhz:g} MHz |")
@@ -266,6 +269,8 @@ def render(report: PnrReport, console) -> None:
         console.print(f"DSP registers: {report.dsp_registers}", highlight=False)
     if report.weight_roms:
         console.print(f"Weight ROMs: {report.weight_roms}", highlight=False)
+    if report.fanout:
+        console.print(f"Fan-out: {report.fanout}", highlight=False)
     fmax = report.fmax_mhz
     if fmax is None:
         console.print("Fmax: no clocked path")
