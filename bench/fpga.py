@@ -123,6 +123,8 @@ def _plot(sweep: list[dict], path: Path) -> None:
 
 
 def main() -> None:
+    from keras2clash.fpga.flow import ROUTERS
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--examples", default=",".join(EXAMPLES))
     parser.add_argument("--sweep", default="digits_dense")
@@ -130,7 +132,7 @@ def main() -> None:
     parser.add_argument("--fpga", default="ecp5-85k")
     parser.add_argument("--freq", type=float, default=100.0)
     parser.add_argument("--no-route", action="store_true")
-    parser.add_argument("--router", default="router1", choices=["router1", "router2"])
+    parser.add_argument("--router", default="router1", choices=ROUTERS)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "fpga.json")
     parser.add_argument("--adopt", action="append", default=[], metavar="SPEC=PROJECT",
                         help="record a `keras2clash pnr PROJECT --fpga FPGA` run made by hand as SPEC's row")

@@ -101,17 +101,17 @@ def _synthesise(tools: Tools, device: Device, folder: Path, work: Path, sources:
     run_tool([tools.yosys, "-q", "-l", _rel(work / "synth.log", folder), "-p", script], folder, work / "synth.log")
 
 
-def netlist_cells(design_json: Path, top: str, cell: str) -> int:
-    """Cells of type `cell` in yosys' JSON netlist of `top`."""
+def netlist_cells(design_json: Path, top: str, pattern: str) -> int:
+    """Cells of `top` in yosys' JSON netlist whose type matches the regular expression `pattern`
+    (from its start; a plain cell name counts that type and any type it prefixes)."""
     data = json.loads(design_json.read_text())
-    return sum(1 for c in data.get("modules", {}).get(top, {}).get("cells", {}).values() if c.get("type") == cell)
+    cells = data.get("modules", {}).get(top, {}).get("cells", {})
+    return sum(1 for c in cells.values() if re.match(pattern, str(c.get("type", ""))))
 
 
 def netlist_flip_flops(design_json: Path, top: str) -> int:
     """Flip-flop cells (SB_DFF*, TRELLIS_FF) in yosys' JSON netlist of `top`."""
-    data = json.loads(design_json.read_text())
-    cells = data.get("modules", {}).get(top, {}).get("cells", {})
-    return sum(1 for c in cells.values() if re.match(r"SB_DFF|TRELLIS_FF", str(c.get("type", ""))))
+    return netlist_cells(design_json, top, r"SB_DFF|TRELLIS_FF")
 
 
 LINE_CHARS = 240
@@ -248,7 +248,7 @@ def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MH
             block = block_roms and device.family == "ecp5"
             _synthesise(tools, device, folder, work, sources, top, block)
             rom_note = "in block RAM (every registered ROM of two words or more)" if block else ""
-            if block and (used := netlist_cells(work / "design.json", top, device.block_ram_cell)) > device.block_rams:
+            if block and (used := netlist_cells(work / "design.json", top, f"{device.block_ram_cell}$")) > device.block_rams:
                 rom_note = (f"weight ROMs left to yosys: in block RAM they would need {used} "
                             f"{device.block_ram_cell} of {device.block_rams}")
                 tell("synthesis", rom_note)
