@@ -259,16 +259,28 @@ def test_scan_harness_puts_every_port_behind_a_register_chain() -> None:
     assert [(p.direction, p.name, p.width) for p in ports(CLASH_TOP, "net")][2:5] == [
         ("input", "en", 1), ("input", "s_axis_tdata", 64), ("input", "s_axis_tvalid", 1)]
     scan = harness(CLASH_TOP, "net")
-    assert scan.flip_flops == (1 + 64 + 1 + 1) + (1 + 50 + 1)
+    assert scan.flip_flops == (64 + 1 + 1) + (1 + 50 + 1)
     text = scan.verilog
     assert f"module {HARNESS_TOP}" in text and "output wire scan_out" in text
-    assert "reg  [66:0] ins" in text and "reg  [51:0] outs" in text
-    # inputs in port order from bit 0 of the input chain, outputs likewise
-    assert ".en(ins[0:0])" in text and ".s_axis_tdata(ins[64:1])" in text and ".m_axis_tready(ins[66:66])" in text
+    assert "reg  [65:0] ins" in text and "reg  [51:0] outs" in text
+    # the clock enable tied high (not a register: that would be a net to every flip-flop);
+    # the other inputs in port order from bit 0 of the input chain, outputs likewise
+    assert ".en(1'b1)" in text and ".s_axis_tdata(ins[63:0])" in text and ".m_axis_tready(ins[65:65])" in text
     assert ".s_axis_tready(captured[0:0])" in text and ".m_axis_tdata(captured[50:1])" in text
     assert ".clk(clk)" in text and ".rst(rst)" in text
     with pytest.raises(K2CError, match="needs ports 'clk' and 'rst'"):
         harness(CLASH_TOP.replace("rst", "reset"), "net")
+
+
+def test_pin_wrapper_ties_the_clock_enable_high_and_keeps_every_other_port() -> None:
+    from keras2clash.fpga.harness import TIED_TOP, ports, tied
+
+    text = tied(CLASH_TOP, "net")
+    assert text is not None and f"module {TIED_TOP}" in text and ".en(1'b1)" in text
+    kept = [(p.direction, p.name, p.width) for p in ports(text, TIED_TOP)]
+    assert kept == [(p.direction, p.name, p.width) for p in ports(CLASH_TOP, "net") if p.name != "en"]
+    assert all(f".{name}({name})" in text for _, name, _ in kept)
+    assert tied(CLASH_TOP.replace("input  en // enable\n    , ", ""), "net") is None  # nothing to tie
 
 
 @needs_toolchain

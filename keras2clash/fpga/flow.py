@@ -10,7 +10,9 @@ A top with more port bits than the package has IO pins goes behind a scan harnes
 (fpga/harness.py: every port a register of a shift chain, four pins), whose flip-flops the
 report states. Not `--out-of-context`: nextpnr-ice40 has no such mode, and nextpnr-ecp5's also
 leaves the clock off the global network (general routing to every flip-flop: digits_dense's
-router stalled past 30 minutes with the clock there).
+router stalled past 30 minutes with the clock there). Either way the top's clock enable `en`
+is tied high (a top that fits the pins sits in a thin wrapper that does only that), as a user
+ties it: left on a register or a pin it reaches every flip-flop of the design.
 
 Everything lands in PROJECT/pnr/DEVICE/: synth.log, pnr.log, report.json (nextpnr's),
 design.json (the netlist), summary.json and summary.md (keras2clash's report). The folder is
@@ -40,7 +42,7 @@ from keras2clash.errors import K2CError
 from keras2clash.fpga.devices import Device, Tool, get_device
 from keras2clash.fpga.dspregs import DspFold, fold_netlist
 from keras2clash.fpga.fanout import FanoutSplit, split_netlist
-from keras2clash.fpga.harness import CLOCK, HARNESS_TOP, harness, ports
+from keras2clash.fpga.harness import CLOCK, HARNESS_TOP, TIED_TOP, harness, ports, tied
 from keras2clash.fpga.report import PnrReport, log_fmax, parse_nextpnr, to_markdown
 
 PNR_DIR = "pnr"
@@ -232,6 +234,7 @@ def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MH
     too_many_ports = port_bits > device.io_pins
     out_of_context = too_many_ports and device.out_of_context
     scan = harness(top_verilog, project.top) if too_many_ports and not device.out_of_context else None
+    pins = tied(top_verilog, project.top) if not too_many_ports else None  # the clock enable tied high
     t = timing(list(project.plans))
 
     with atomic_directory(out, force=force) as work:
@@ -244,6 +247,10 @@ def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MH
                 (work / "harness.v").write_text(scan.verilog)
                 sources += " " + _rel(work / "harness.v", folder)
                 top = HARNESS_TOP
+            elif pins is not None:
+                (work / "pins.v").write_text(pins)
+                sources += " " + _rel(work / "pins.v", folder)
+                top = TIED_TOP
             t1 = time.monotonic()
             block = block_roms and device.family == "ecp5"
             _synthesise(tools, device, folder, work, sources, top, block)
