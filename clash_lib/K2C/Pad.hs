@@ -32,7 +32,8 @@ cycles, of which the @h * w@ inside ones move an input pixel. Pad pixels
 are produced whether or not the input is valid, so they never wait for input:
 after an image, the next image's leading pad pixels (its @top@ rows and the
 @left@ pixels of its first row) are offered before its first pixel arrives.
-Control: counters @Index (top + h + bottom)@ and @Index (left + w + right)@.
+Control: counters @Index (top + h + bottom)@ and @Index (left + w + right)@,
+and an inside-the-image flag registered from the next position.
 -}
 module K2C.Pad
   ( pad
@@ -63,10 +64,19 @@ pad h w top bottom left right value (input, readyOut)
     noPadding = P.all (== 0) [ snatToInteger top, snatToInteger bottom
                              , snatToInteger left, snatToInteger right ]
     position :: Signal dom (Index (top + h + bottom), Index (left + w + right))
-    position = register (0, 0) (mux moved (nextPosition <$> position) position)
-    inside   = isInside h w top bottom left right <$> position
-    output   = mux inside input (pure (Just (repeat value)))
-    readyIn  = inside .&&. readyOut
+    position = register (0, 0) positionNext
+    positionNext = mux moved (nextPosition <$> position) position
+    -- Whether the position is inside, registered from the next position (the
+    -- same value in every cycle): the comparators stay off the valid and ready
+    -- paths that run through this block (mobilenet_digits on ECP5: a pad's
+    -- position comparators began its 24 ns critical path).
+    -- (Not named "inside": a SystemVerilog keyword, and Clash names the
+    -- register after it.)
+    inImage  = register (isInside h w top bottom left right origin)
+                        (isInside h w top bottom left right <$> positionNext)
+    origin   = (0 :: Index (top + h + bottom), 0 :: Index (left + w + right))
+    output   = mux inImage input (pure (Just (repeat value)))
+    readyIn  = inImage .&&. readyOut
     moved    = (isJust <$> output) .&&. readyOut
 
 -- | Whether an output position lies in the original image. An axis with no
