@@ -520,7 +520,7 @@ def pnr(
     check_dsp_registers: int = typer.Option(0, "--check-dsp-registers", min=0, metavar="CYCLES",
                                             help="ECP5: first simulate the netlist before and after that move side by side for CYCLES random cycles (Icarus Verilog) and stop if any output differs."),
     max_fanout: int = typer.Option(0, "--max-fanout", min=0, metavar="N",
-                                   help="Copy every flip-flop driving more than N pins so each copy drives at most N (0: off; fpga/fanout.py)."),
+                                   help="Copy every flip-flop and LUT driving more than N pins so each copy drives at most N, readers grouped by a first placement (one more nextpnr run; 0: off; fpga/fanout.py)."),
     block_roms: bool = typer.Option(True, "--block-roms/--no-block-roms",
                                     help="ECP5: put every registered ROM (the weights) in block RAM, unless they would not fit; --no-block-roms leaves the choice to yosys (LUTs for shallow ROMs)."),
 ) -> None:

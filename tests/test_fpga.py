@@ -554,7 +554,8 @@ def test_fanout_copies_a_flip_flop_per_share_of_its_readers() -> None:
     netlist = _fanout_netlist()
     result = split_netlist(netlist, "top", 4)
     assert (result.flip_flops, result.copies, result.largest) == (1, 2, 10)
-    assert result.summary == "1 flip-flops driving more than 4 pins copied (2 copies; the largest fan-out was 10)"
+    assert result.summary == ("1 flip-flops and 0 LUTs driving more than 4 pins copied (2 copies, readers "
+                              "grouped by name; the largest fan-out was 10)")
     cells = netlist["modules"]["top"]["cells"]
     twins = [n for n in cells if n.startswith("r$fanout")]
     assert twins == ["r$fanout1", "r$fanout2"]
@@ -572,10 +573,50 @@ def test_fanout_copies_a_flip_flop_per_share_of_its_readers() -> None:
     assert split_netlist(netlist, "top", 4).flip_flops == 0  # nothing left to split
 
 
+def test_fanout_groups_readers_by_a_first_placement() -> None:
+    """With the readers' locations, each copy gets a compact region: lut00..09 placed
+    alternately at the chip's two ends go to two copies by side, not by name."""
+    from keras2clash.fpga.fanout import placed_locations, split_netlist
+
+    netlist = _fanout_netlist()
+    placed = {"modules": {"top": {"cells": {f"lut{i:02d}": {"attributes": {
+        "NEXTPNR_BEL": f"X{2 if i % 2 else 90}/Y{10 + i}/SLICEA"}} for i in range(10)}}}}
+    where = placed_locations(placed, "top")
+    assert where["lut01"] == (2.0, 11.0) and where["lut00"] == (90.0, 10.0) and len(where) == 10
+    result = split_netlist(netlist, "top", 5, where)
+    assert (result.flip_flops, result.copies, result.placed) == (1, 1, True)
+    cells = netlist["modules"]["top"]["cells"]
+    sides = {}
+    for i in range(10):
+        sides.setdefault(cells[f"lut{i:02d}"]["connections"]["A"][0], set()).add(i % 2)
+    assert sorted(map(sorted, sides.values())) == [[0], [1]]  # each net serves one end only
+
+
+def test_fanout_copies_a_lut_like_a_flip_flop() -> None:
+    """A LUT4 read by ten flip-flops' clock enables: copies with its inputs and truth table."""
+    from keras2clash.fpga.fanout import split_netlist
+
+    cells = {"sel": {"type": "LUT4", "parameters": {"INIT": "1000"}, "attributes": {},
+                     "port_directions": {"A": "input", "B": "input", "Z": "output"},
+                     "connections": {"A": [5], "B": [6], "Z": [10]}}}
+    for i in range(10):
+        cells[f"ff{i}"] = {"type": "TRELLIS_FF", "parameters": {}, "attributes": {},
+                           "port_directions": {"CE": "input", "DI": "input", "Q": "output"},
+                           "connections": {"CE": [10], "DI": [30 + i], "Q": [50 + i]}}
+    netlist = {"modules": {"top": {"ports": {}, "cells": cells, "netnames": {}}}}
+    result = split_netlist(netlist, "top", 4)
+    assert (result.flip_flops, result.luts, result.copies) == (0, 1, 2)
+    twins = [cells[n] for n in ("sel$fanout1", "sel$fanout2")]
+    assert all(t["connections"]["A"] == [5] and t["connections"]["B"] == [6]
+               and t["parameters"] == {"INIT": "1000"} for t in twins)
+    enables = [cells[f"ff{i}"]["connections"]["CE"][0] for i in range(10)]
+    assert enables == [10] * 4 + [twins[0]["connections"]["Z"][0]] * 4 + [twins[1]["connections"]["Z"][0]] * 2
+
+
 @needs_toolchain
 @pytest.mark.toolchain
 def test_fanout_copies_compute_the_same(tmp_path: Path) -> None:
-    """The synthesised MAC with every flip-flop limited to 2 readers: equal to the original
+    """The synthesised MAC with every flip-flop and LUT limited to 2 readers: equal to the original
     over 1,000 random cycles (fpga/equiv.py)."""
     from keras2clash.fpga.equiv import simulate_equal
     from keras2clash.fpga.fanout import split_netlist
@@ -583,5 +624,6 @@ def test_fanout_copies_compute_the_same(tmp_path: Path) -> None:
     before = _synth_ecp5(tmp_path, REGISTERED_MAC, "mac")
     after = json.loads(json.dumps(before))
     result = split_netlist(after, "mac", 2)
-    assert result.copies > 0 and len(_cells(after, "mac", "TRELLIS_FF")) == len(_cells(before, "mac", "TRELLIS_FF")) + result.copies
+    cells = lambda netlist: len(netlist["modules"]["mac"]["cells"])  # noqa: E731
+    assert result.copies > 0 and cells(after) == cells(before) + result.copies
     assert simulate_equal(before, after, "mac", tmp_path / "eq", cycles=1000).equal

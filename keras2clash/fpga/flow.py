@@ -41,7 +41,7 @@ from keras2clash import procs
 from keras2clash.errors import K2CError
 from keras2clash.fpga.devices import Device, Tool, get_device
 from keras2clash.fpga.dspregs import DspFold, fold_netlist
-from keras2clash.fpga.fanout import FanoutSplit, split_netlist
+from keras2clash.fpga.fanout import FanoutSplit, placed_locations, split_netlist
 from keras2clash.fpga.harness import CLOCK, HARNESS_TOP, TIED_TOP, harness, ports, tied
 from keras2clash.fpga.report import PnrReport, log_fmax, parse_nextpnr, to_markdown
 
@@ -263,7 +263,6 @@ def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MH
             fold = None
             if dsp_registers and device.family == "ecp5":
                 fold = _fold_dsp_registers(work / "design.json", top, check_cycles, tell)
-            fanout = _split_fanout(work / "design.json", top, max_fanout) if max_fanout else None
             seconds["synthesis"] = time.monotonic() - t1
             tell("synthesis", "done")
 
@@ -276,6 +275,11 @@ def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MH
                 args += ["--lpf", "pins.lpf", "--lpf-allow-unconstrained"]
             if out_of_context:
                 args.append("--out-of-context")
+            fanout = None
+            if max_fanout:
+                t3 = time.monotonic()
+                fanout = _split_fanout(work, top, max_fanout, args, tell)
+                seconds["fan-out placement"] = time.monotonic() - t3
             if not route:
                 args.append("--no-route")
             state = {"step": "placement", "since": time.monotonic()}
@@ -328,11 +332,20 @@ def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MH
     return report
 
 
-def _split_fanout(design_json: Path, top: str, limit: int) -> FanoutSplit:
-    """fpga/fanout.py on the netlist file, rewritten in place."""
-    netlist = json.loads(design_json.read_text())
-    result = split_netlist(netlist, top, limit)
-    design_json.write_text(json.dumps(netlist))
+def _split_fanout(work: Path, top: str, limit: int, args: list[str], tell: Progress) -> FanoutSplit:
+    """fpga/fanout.py on work/design.json, rewritten in place: a first placement (the same
+    nextpnr run without routing, its netlist written to placed.json, log place0.log) tells
+    where each reader sits, so each copy serves a compact region of them."""
+    tell("placement", "first placement for --max-fanout (readers' locations; log place0.log)")
+    first = [a if a != "pnr.log" else "place0.log" for a in args if a not in ("--detailed-timing-report",)]
+    first = [a if a != "report.json" else "place0.json" for a in first]
+    run_tool([*first, "--no-route", "--write", "placed.json"], work, work / "place0.log", lambda text: None)
+    locations = placed_locations(json.loads((work / "placed.json").read_text()), top)
+    (work / "placed.json").unlink()  # as large as the netlist, and not needed again
+    netlist = json.loads((work / "design.json").read_text())
+    result = split_netlist(netlist, top, limit, locations)
+    (work / "design.json").write_text(json.dumps(netlist))
+    tell("placement", result.summary)
     return result
 
 
