@@ -579,10 +579,11 @@ def test_fanout_groups_readers_by_a_first_placement() -> None:
     from keras2clash.fpga.fanout import placed_locations, split_netlist
 
     netlist = _fanout_netlist()
-    placed = {"modules": {"top": {"cells": {f"lut{i:02d}": {"attributes": {
-        "NEXTPNR_BEL": f"X{2 if i % 2 else 90}/Y{10 + i}/SLICEA"}} for i in range(10)}}}}
-    where = placed_locations(placed, "top")
-    assert where["lut01"] == (2.0, 11.0) and where["lut00"] == (90.0, 10.0) and len(where) == 10
+    cells = {f"lut{i:02d}": {"attributes": {"NEXTPNR_BEL": f"X{2 if i % 2 else 90}/Y{10 + i}/SLICEA.K0"}}
+             for i in range(9)}
+    cells["lut09$CCU2_COMB1"] = {"attributes": {"NEXTPNR_BEL": "X2/Y19/SLICEB.K1"}}  # split while packing
+    where = placed_locations({"modules": {"top": {"cells": cells}}})
+    assert where["lut01"] == (2.0, 11.0) and where["lut00"] == (90.0, 10.0) and where["lut09"] == (2.0, 19.0)
     result = split_netlist(netlist, "top", 5, where)
     assert (result.flip_flops, result.copies, result.placed) == (1, 1, True)
     cells = netlist["modules"]["top"]["cells"]

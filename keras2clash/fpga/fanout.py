@@ -103,6 +103,27 @@ def _by_place(readers: list[Reader], limit: int, where: Mapping[str, Location]) 
     return _by_place(ordered[:cut], limit, where) + _by_place(ordered[cut:], limit, where)
 
 
+def _located(net: _Netlist, cells: list[str], locations: Mapping[str, Location]) -> dict[str, Location] | None:
+    """The cells' locations; a cell packing absorbed (a PFUMX or L6MUX21 wide-function mux has
+    no site of its own) sits in the slice of a cell driving one of its inputs. None if some
+    cell has neither."""
+    where = {}
+    for name in cells:
+        spot = locations.get(name)
+        if spot is None:
+            for pin, bits in net.cells[name]["connections"].items():
+                if net.cells[name].get("port_directions", {}).get(pin) != "input":
+                    continue
+                drivers = (net.driver.get(b, ("", ""))[0] for b in bits if isinstance(b, int))
+                spot = next((locations[d] for d in drivers if d in locations), None)
+                if spot is not None:
+                    break
+        if spot is None:
+            return None
+        where[name] = spot
+    return where
+
+
 def split_module(module: dict[str, Any], limit: int,
                  locations: Mapping[str, Location] | None = None) -> FanoutSplit:
     """Give every TRELLIS_FF and LUT4 of `module` that drives more than `limit` pins copies,
@@ -127,8 +148,9 @@ def split_module(module: dict[str, Any], limit: int,
         pins = sum(r[2] for r in readers)
         if pins <= limit:
             continue
-        if locations is not None and all(r[0] in locations for r in readers):
-            groups, placed = _by_place(readers, limit, locations), True
+        where = _located(net, [r[0] for r in readers], locations) if locations is not None else None
+        if where is not None:
+            groups, placed = _by_place(readers, limit, where), True
         else:
             groups = _by_name(readers, limit)
         split[cell["type"]] += 1
@@ -150,16 +172,22 @@ def split_module(module: dict[str, Any], limit: int,
 _BEL = re.compile(r"X(\d+)/Y(\d+)")
 
 
-def placed_locations(placed: Mapping[str, Any], top: str) -> dict[str, Location]:
-    """Cell name -> (x, y) from a netlist nextpnr wrote after placement (`--write`): its
-    cells carry their site in the `NEXTPNR_BEL` attribute (`X12/Y34/SLICEB`)."""
-    module = placed.get("modules", {}).get(top, {})
+def placed_locations(placed: Mapping[str, Any]) -> dict[str, Location]:
+    """Cell name -> (x, y) from a netlist nextpnr wrote after placement (`--write`; one module,
+    which nextpnr calls `top`): its cells carry their site in the `NEXTPNR_BEL` attribute
+    (`X12/Y34/SLICEB.K0`). A cell nextpnr split while packing (a carry `CCU2C` into
+    `name$CCU2_COMB0/1`, a LUT RAM into `name$DPRAM_COMB0..3` and `name$RAMW`) is found under
+    its yosys name too, at its first part's site."""
     where: dict[str, Location] = {}
-    for name, cell in module.get("cells", {}).items():
-        match = _BEL.match(str(cell.get("attributes", {}).get("NEXTPNR_BEL", "")))
-        if match:
-            where[name] = (float(match.group(1)), float(match.group(2)))
-    return where
+    split: dict[str, Location] = {}
+    for module in placed.get("modules", {}).values():
+        for name, cell in module.get("cells", {}).items():
+            match = _BEL.match(str(cell.get("attributes", {}).get("NEXTPNR_BEL", "")))
+            if match:
+                where[name] = (float(match.group(1)), float(match.group(2)))
+                if "$" in name:
+                    split.setdefault(name.rsplit("$", 1)[0], where[name])
+    return {**split, **where}
 
 
 def split_netlist(netlist: dict[str, Any], top: str, limit: int,

@@ -340,7 +340,7 @@ def _split_fanout(work: Path, top: str, limit: int, args: list[str], tell: Progr
     first = [a if a != "pnr.log" else "place0.log" for a in args if a not in ("--detailed-timing-report",)]
     first = [a if a != "report.json" else "place0.json" for a in first]
     run_tool([*first, "--no-route", "--write", "placed.json"], work, work / "place0.log", lambda text: None)
-    locations = placed_locations(json.loads((work / "placed.json").read_text()), top)
+    locations = placed_locations(json.loads((work / "placed.json").read_text()))
     (work / "placed.json").unlink()  # as large as the netlist, and not needed again
     netlist = json.loads((work / "design.json").read_text())
     result = split_netlist(netlist, top, limit, locations)
