@@ -17,14 +17,17 @@ right one is strictly greater; the tree is padded on the right with
 
 = Hardware and timing
 
-A first register holds the beat's values and the activation's output. Its
+A first register holds the beat as it comes (often straight from a queue's
+LUT RAM, whose read multiplexers would otherwise sit before a table's index
+arithmetic and its block RAM's address: digits_dense on ECP5, 16 levels,
+12 ns). A second holds the beat's values and the activation's output. Its
 data registers have no reset and nothing between a table activation's ROM
 ("K2C.Lut") and them, so synthesis makes the ROM a block RAM with a
 synchronous read (the register becomes the RAM's output register) instead of
 a deep multiplexer of LUTs after the tree. Then @ceil(log2 n)@ levels of one
 comparison and one multiplexer each, each level registered, the beat
 registered beside them. A stream stage on "K2C.Pipe" with
-@d = 1 + ceil(log2 n)@: one beat a cycle, @d + 1@ cycles of latency with
+@d = 2 + ceil(log2 n)@: one beat a cycle, @d + 1@ cycles of latency with
 downstream ready.
 -}
 module K2C.Classify
@@ -45,8 +48,9 @@ import K2C.Stream (Stream)
 -- | Register levels of 'argmaxTree' over @n@ values.
 type TreeDepth n = CLog 2 n
 
--- | Register stages of 'classify' over @n@ values: the activation's, then the tree's.
-type ClassDepth n = 1 + TreeDepth n
+-- | Register stages of 'classify' over @n@ values: the beat's, the activation's,
+-- then the tree's.
+type ClassDepth n = 2 + TreeDepth n
 
 -- | Every level of the tree carries the beat (valid and values) and the best
 -- candidate so far.
@@ -64,7 +68,7 @@ classify activate = pipeS (SNat @(ClassDepth n)) tree
     tree :: Signal dom (Maybe (Vec n a)) -> Signal dom (Maybe (b, Index n))
     tree input = fmap (\((_, out), (_, cls)) -> (out, cls)) <$> argmaxTree fst (fmap (, ()) <$> activated)
       where
-        activated = stageReg (fmap (\xs -> (xs, activate xs)) <$> input)
+        activated = stageReg (fmap (\xs -> (xs, activate xs)) <$> stageReg input)
 
 -- | The tree of 'classify' on its own: each beat (@Nothing@: none) with the
 -- maximum of its values (picked by @values@) and its index, 'TreeDepth'

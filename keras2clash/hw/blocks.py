@@ -422,9 +422,9 @@ def tree_depth(n: int) -> int:
 
 
 def class_depth(n: int) -> int:
-    """K2C.Classify's ClassDepth: the registered activation (a table becomes a block RAM),
-    then the comparison tree."""
-    return 1 + tree_depth(n)
+    """K2C.Classify's ClassDepth: the registered beat, the registered activation (a table
+    becomes a block RAM), then the comparison tree."""
+    return 2 + tree_depth(n)
 
 
 def is_softmax(plan: LayerPlan) -> bool:
