@@ -520,7 +520,9 @@ def pnr(
     check_dsp_registers: int = typer.Option(0, "--check-dsp-registers", min=0, metavar="CYCLES",
                                             help="ECP5: first simulate the netlist before and after that move side by side for CYCLES random cycles (Icarus Verilog) and stop if any output differs."),
     max_fanout: int = typer.Option(0, "--max-fanout", min=0, metavar="N",
-                                   help="Copy every flip-flop and LUT driving more than N pins so each copy drives at most N, readers grouped by a first placement (one more nextpnr run; 0: off; fpga/fanout.py)."),
+                                   help="Copy every flip-flop and LUT driving more than N pins so each copy drives at most N, readers grouped in name order (0: off; fpga/fanout.py)."),
+    fanout_placement: bool = typer.Option(False, "--fanout-placement",
+                                          help="With --max-fanout: group each copy's readers by a first placement (one more nextpnr run) instead of by name."),
     block_roms: bool = typer.Option(True, "--block-roms/--no-block-roms",
                                     help="ECP5: put every registered ROM (the weights) in block RAM, unless they would not fit; --no-block-roms leaves the choice to yosys (LUTs for shallow ROMs)."),
 ) -> None:
@@ -535,7 +537,7 @@ def pnr(
     with _StepProgress() as steps:
         report = flow.pnr(project, fpga, freq_mhz=freq, seed=seed, router=router, route=not no_route, force=force,
                           dsp_registers=dsp_registers, check_cycles=check_dsp_registers, block_roms=block_roms,
-                          max_fanout=max_fanout, progress=steps.update)
+                          max_fanout=max_fanout, fanout_placement=fanout_placement, progress=steps.update)
     render(report, Console())
     if json_out is not None:
         write_output_file(json_out, report.to_json() + "\n", force)

@@ -10,15 +10,16 @@ nothing merges them again: a flip-flop's copy has the original's clock, enable, 
 input and parameters, a LUT's copy its inputs and truth table, hence the same value in every
 cycle, and nextpnr places each near its readers.
 
-Which readers share a copy decides whether it helps. Given where a first placement put them
-(`locations`, from nextpnr's `--write` after `--no-route`), the readers are split by recursive
-bisection of the chip area (each group a compact region, so its copy sits among them);
-without, in the natural order of their cell and pin names, which keeps the bits of one word
-(`...RAM.0.12`, `...RAM.0.13`) together. DSP blocks keep the original: all MULT18X18D
+Which readers share a copy decides whether it helps. By default they are split in the natural
+order of their cell and pin names, which keeps the bits of one word (`...RAM.0.12`,
+`...RAM.0.13`) together. Given where a first placement put them (`locations`, from nextpnr's
+`--write` after `--no-route`; `pnr --fanout-placement`), they are split by recursive bisection
+of the chip area instead (each group a compact region, so its copy sits among them). DSP blocks keep the original: all MULT18X18D
 registers of a DSP block share four clock enables, which more distinct nets could exceed.
 
-Measured on digits_dense (LFE5U-85F, router2, clock enable tied high): 81.3 MHz without, 87.3
-MHz with `--max-fanout 64` in name order (11 flip-flops copied; routing 106 s -> 100 s).
+Measured on digits_dense (LFE5U-85F, router2, clock enable tied high, one seed): 81.3 MHz
+without, 87.3 MHz with `--max-fanout 64` copying flip-flops in name order (11 copied; routing
+106 s -> 100 s); copying LUTs too and grouping by placement, router2 did not converge.
 """
 
 from __future__ import annotations

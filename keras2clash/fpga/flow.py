@@ -198,7 +198,7 @@ minutes), where router2 (negotiated congestion) routed in 5."""
 
 def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MHZ, seed: int = 1,
         router: str = "router1", route: bool = True, force: bool = False, dsp_registers: bool = True,
-        check_cycles: int = 0, block_roms: bool = True, max_fanout: int = 0,
+        check_cycles: int = 0, block_roms: bool = True, max_fanout: int = 0, fanout_placement: bool = False,
         progress: Progress | None = None) -> PnrReport:
     """Place and route PROJECT on `fpga` (module docstring); returns the report."""
     from keras2clash.backend.project import load_project
@@ -278,7 +278,7 @@ def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MH
             fanout = None
             if max_fanout:
                 t3 = time.monotonic()
-                fanout = _split_fanout(work, top, max_fanout, args, tell)
+                fanout = _split_fanout(work, top, max_fanout, args, tell, fanout_placement)
                 seconds["fan-out placement"] = time.monotonic() - t3
             if not route:
                 args.append("--no-route")
@@ -332,16 +332,20 @@ def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MH
     return report
 
 
-def _split_fanout(work: Path, top: str, limit: int, args: list[str], tell: Progress) -> FanoutSplit:
-    """fpga/fanout.py on work/design.json, rewritten in place: a first placement (the same
-    nextpnr run without routing, its netlist written to placed.json, log place0.log) tells
-    where each reader sits, so each copy serves a compact region of them."""
-    tell("placement", "first placement for --max-fanout (readers' locations; log place0.log)")
-    first = [a if a != "pnr.log" else "place0.log" for a in args if a not in ("--detailed-timing-report",)]
-    first = [a if a != "report.json" else "place0.json" for a in first]
-    run_tool([*first, "--no-route", "--write", "placed.json"], work, work / "place0.log", lambda text: None)
-    locations = placed_locations(json.loads((work / "placed.json").read_text()))
-    (work / "placed.json").unlink()  # as large as the netlist, and not needed again
+def _split_fanout(work: Path, top: str, limit: int, args: list[str], tell: Progress,
+                  by_placement: bool) -> FanoutSplit:
+    """fpga/fanout.py on work/design.json, rewritten in place. `by_placement`: a first
+    placement (the same nextpnr run without routing, its netlist written to placed.json, log
+    place0.log) tells where each reader sits, so each copy serves a compact region of them;
+    else readers are grouped in name order."""
+    locations = None
+    if by_placement:
+        tell("placement", "first placement for --max-fanout (readers' locations; log place0.log)")
+        first = [a if a != "pnr.log" else "place0.log" for a in args if a not in ("--detailed-timing-report",)]
+        first = [a if a != "report.json" else "place0.json" for a in first]
+        run_tool([*first, "--no-route", "--write", "placed.json"], work, work / "place0.log", lambda text: None)
+        locations = placed_locations(json.loads((work / "placed.json").read_text()))
+        (work / "placed.json").unlink()  # as large as the netlist, and not needed again
     netlist = json.loads((work / "design.json").read_text())
     result = split_netlist(netlist, top, limit, locations)
     (work / "design.json").write_text(json.dumps(netlist))
