@@ -123,9 +123,9 @@ def test_global_pool_resources_and_timing_rule() -> None:
     t = hwmodel.timing(plans, 3)
     assert list(t.accept_cycle) == [0, 12, 24]
     # beat 11 passes Top's input FIFO in cycle 12, the mean is valid in cycle 13, the Dense
-    # (G*b = 2) answers 3 cycles later, the class of 2 values (the registered activation, one
-    # level, the queue) 3 more, Top's output FIFO 1 more
-    assert list(t.output_cycle) == [20, 32, 44]
+    # (G*b = 2) answers 3 cycles later, the class of 2 values (the registered beat and
+    # activation, one level, the queue) 4 more, Top's output FIFO 1 more
+    assert list(t.output_cycle) == [21, 33, 45]
 
 
 # --- average pooling 'same' ---------------------------------------------------------------
