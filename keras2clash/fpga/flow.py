@@ -233,8 +233,9 @@ def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MH
     port_bits = top_port_bits(top_verilog, project.top)
     too_many_ports = port_bits > device.io_pins
     out_of_context = too_many_ports and device.out_of_context
-    scan = harness(top_verilog, project.top) if too_many_ports and not device.out_of_context else None
-    pins = tied(top_verilog, project.top) if not too_many_ports else None  # the clock enable tied high
+    ecp5 = device.family == "ecp5"  # the clock enable tied high (fpga/harness.py: not on iCE40)
+    scan = harness(top_verilog, project.top, ecp5) if too_many_ports and not device.out_of_context else None
+    pins = tied(top_verilog, project.top) if not too_many_ports and ecp5 else None
     t = timing(list(project.plans))
 
     with atomic_directory(out, force=force) as work:

