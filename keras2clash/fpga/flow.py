@@ -342,8 +342,8 @@ def _split_fanout(work: Path, top: str, limit: int, args: list[str], tell: Progr
     locations = None
     if by_placement:
         tell("placement", "first placement for --max-fanout (readers' locations; log place0.log)")
-        first = [a if a != "pnr.log" else "place0.log" for a in args if a not in ("--detailed-timing-report",)]
-        first = [a if a != "report.json" else "place0.json" for a in first]
+        renamed = {"pnr.log": "place0.log", "report.json": "place0.json"}  # the main run's files stay its own
+        first = [renamed.get(a, a) for a in args if a != "--detailed-timing-report"]
         run_tool([*first, "--no-route", "--write", "placed.json"], work, work / "place0.log", lambda text: None)
         locations = placed_locations(json.loads((work / "placed.json").read_text()))
         (work / "placed.json").unlink()  # as large as the netlist, and not needed again
