@@ -47,7 +47,7 @@ the iCE40 UP5K (`--fpga ice40-up5k --freq 24 --examples iris@ice40-up5k:argmax`)
 
 
 def _design(spec: str, work: Path, pipeline: int | None, fpga: str, freq: float, route: bool,
-            router: str = "router1") -> dict:
+            router: str = "router1", placer: str | None = None) -> dict:
     from keras2clash import api
     from keras2clash.fpga.flow import pnr
 
@@ -59,7 +59,7 @@ def _design(spec: str, work: Path, pipeline: int | None, fpga: str, freq: float,
     out = out.with_name(out.name.replace("/", "_"))
     api.emit(model, "1,7,8", out, show=False, pipeline=pipeline,
              dsp_budget=budget or None, softmax=softmax or "exact")
-    report = pnr(out, fpga, freq_mhz=freq, route=route, router=router)
+    report = pnr(out, fpga, freq_mhz=freq, route=route, router=router, placer=placer)
     return _row(spec, out, report.to_dict(), time.monotonic() - t0)
 
 
@@ -133,6 +133,7 @@ def main() -> None:
     parser.add_argument("--freq", type=float, default=100.0)
     parser.add_argument("--no-route", action="store_true")
     parser.add_argument("--router", default="router1", choices=ROUTERS)
+    parser.add_argument("--placer", default=None, help="nextpnr --placer (default: the device's, fpga/devices.py)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "fpga.json")
     parser.add_argument("--adopt", action="append", default=[], metavar="SPEC=PROJECT",
                         help="record a `keras2clash pnr PROJECT --fpga FPGA` run made by hand as SPEC's row")
@@ -160,7 +161,7 @@ def main() -> None:
         for level in [int(v) for v in args.levels.split(",") if v != ""] if args.sweep else []:
             print(f"sweep {args.sweep} pipeline {level}", flush=True)
             results["sweep"].append(_design(args.sweep, work, level, args.fpga, args.freq, not args.no_route,
-                                            args.router))
+                                            args.router, args.placer))
             save()
         if results["sweep"]:
             _plot(results["sweep"], args.out.with_name("fpga_pipeline.png"))
@@ -170,7 +171,8 @@ def main() -> None:
         for example in [e for e in args.examples.split(",") if e]:
             print(f"example {example}", flush=True)
             try:
-                put(_design(example, work, None, args.fpga, args.freq, not args.no_route, args.router))
+                put(_design(example, work, None, args.fpga, args.freq, not args.no_route, args.router,
+                            args.placer))
             except K2CError as exc:  # recorded, and the other designs still run
                 put({"example": example, "error": str(exc)})
             save()

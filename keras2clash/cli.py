@@ -510,6 +510,7 @@ def pnr(
     fpga: str = typer.Option(..., "--fpga", help="ecp5-85k | ecp5-45k | ecp5-25k | ice40-up5k | ice40-hx8k"),
     freq: float = typer.Option(100.0, "--freq", help="Target clock in MHz (nextpnr --freq)."),
     seed: int = typer.Option(1, "--seed", help="Placer seed (nextpnr --seed)."),
+    placer: Optional[str] = typer.Option(None, "--placer", help="nextpnr's placer: ecp5-* static (the default: spreads the design, so the routers converge), heap or sa; ice40-* heap (the default) or sa."),
     router: str = typer.Option("router1", "--router", help="nextpnr's router: router1 (timing-driven, its default) or router2 (negotiated congestion: converges where router1 stalls on a congested design)."),
     no_route: bool = typer.Option(False, "--no-route", help="Stop after placement: a post-placement timing estimate (much quicker)."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the report as JSON."),
@@ -535,7 +536,7 @@ def pnr(
     get_device(fpga)  # an unknown name is refused before anything else
     _check_reports(force, json_out, markdown)
     with _StepProgress() as steps:
-        report = flow.pnr(project, fpga, freq_mhz=freq, seed=seed, router=router, route=not no_route, force=force,
+        report = flow.pnr(project, fpga, freq_mhz=freq, seed=seed, router=router, placer=placer, route=not no_route, force=force,
                           dsp_registers=dsp_registers, check_cycles=check_dsp_registers, block_roms=block_roms,
                           max_fanout=max_fanout, fanout_placement=fanout_placement, progress=steps.update)
     render(report, Console())

@@ -186,6 +186,10 @@ def test_cli_refuses_to_overwrite_results(tmp_path: Path, capsys, monkeypatch) -
     assert code == 2 and "bad --freq" in err
     code, err = run_cli(["pnr", str(project), "--fpga", "ecp5-25k", "--router", "router3"], capsys)
     assert code == 2 and "bad --router 'router3': one of router1, router2" in err
+    code, err = run_cli(["pnr", str(project), "--fpga", "ecp5-25k", "--placer", "annealing"], capsys)
+    assert code == 2 and "bad --placer 'annealing' for ecp5-25k: one of static, heap, sa" in err
+    code, err = run_cli(["pnr", str(project), "--fpga", "ice40-up5k", "--placer", "static"], capsys)
+    assert code == 2 and "bad --placer 'static' for ice40-up5k: one of heap, sa" in err
 
 
 def test_cli_refuses_more_multipliers_than_the_part_has(tmp_path: Path, capsys, monkeypatch) -> None:

@@ -61,6 +61,7 @@ class Device:
     # nextpnr's utilisation names (report.json "utilization")
     lut_resource: str = ""
     ff_resource: str | None = None  # None: flip-flops are counted in the synthesised netlist
+    placers: tuple[str, ...] = ("heap", "sa")  # nextpnr --placer choices, the default first
 
     def synth_script(self, top: str, json_out: str, block_roms: bool = False) -> str:
         """The synthesis command, then the netlist without the `$scopeinfo` cells newer yosys
@@ -99,6 +100,14 @@ network: conv1d_waves with router2 failed "to route arc 0.0 of net 'clk' from X5
 to G_CLKI_TDCC0"."""
 
 
+ECP5_PLACERS = ("static", "heap", "sa")
+"""nextpnr-ecp5's placers, the default first. The electrostatic placer (`static`, nextpnr
+0.7+) spreads a design where the analytic one (`heap`) packs it into a dense blob that the
+routers then fight over: digits_dense at seed 1 had 7,530 overused wires left at router2's
+10th iteration after `heap` (its last 10,000 still routing after 40 minutes), 2,479 at the 6th
+after `static`. Debian's nextpnr-ice40 0.4 has only `heap` and `sa`."""
+
+
 def _ecp5(size: str, luts: int, mults: int, brams: int, pins: int) -> Device:
     return Device(
         name=f"ecp5-{size}", family="ecp5", part=f"LFE5U-{size[:-1].upper()}F", package="CABGA381",
@@ -107,6 +116,7 @@ def _ecp5(size: str, luts: int, mults: int, brams: int, pins: int) -> Device:
         block_rams=brams, block_ram_cell="DP16KD", block_ram_kbits=18, io_pins=pins,
         synth_command="synth_ecp5", nextpnr_args=(f"--{size}",), yosys=ECP5_YOSYS, nextpnr=ECP5_NEXTPNR,
         out_of_context=False, lut_resource="TRELLIS_COMB", ff_resource="TRELLIS_FF",
+        placers=ECP5_PLACERS,
     )
 
 

@@ -197,7 +197,7 @@ minutes), where router2 (negotiated congestion) routed in 5."""
 
 
 def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MHZ, seed: int = 1,
-        router: str = "router1", route: bool = True, force: bool = False, dsp_registers: bool = True,
+        router: str = "router1", placer: str | None = None, route: bool = True, force: bool = False, dsp_registers: bool = True,
         check_cycles: int = 0, block_roms: bool = True, max_fanout: int = 0, fanout_placement: bool = False,
         progress: Progress | None = None) -> PnrReport:
     """Place and route PROJECT on `fpga` (module docstring); returns the report."""
@@ -212,6 +212,9 @@ def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MH
         raise K2CError(f"bad --freq {freq_mhz}: a clock in MHz above 0")
     if router not in ROUTERS:
         raise K2CError(f"bad --router {router!r}: one of {', '.join(ROUTERS)}")
+    placer = placer or device.placers[0]
+    if placer not in device.placers:
+        raise K2CError(f"bad --placer {placer!r} for {device.name}: one of {', '.join(device.placers)}")
     if max_fanout < 0:
         raise K2CError(f"bad --max-fanout {max_fanout}: 0 (off) or the most pins a flip-flop may drive")
     tools = require_tools(device)
@@ -270,7 +273,7 @@ def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MH
             # nextpnr: packing + placement + routing in one run; the log tells where it is
             args = [tools.nextpnr, *device.nextpnr_args, "--package", device.package, "--json", "design.json",
                     "--report", "report.json", "--detailed-timing-report", "--freq", f"{freq_mhz:g}",
-                    "--seed", str(seed), "--router", router, "--timing-allow-fail", "-l", "pnr.log", "-q"]
+                    "--seed", str(seed), "--placer", placer, "--router", router, "--timing-allow-fail", "-l", "pnr.log", "-q"]
             if device.family == "ecp5" and device.clock_pin:  # the clock on a primary clock pin
                 (work / "pins.lpf").write_text(f'LOCATE COMP "{CLOCK}" SITE "{device.clock_pin}";\n')
                 args += ["--lpf", "pins.lpf", "--lpf-allow-unconstrained"]
@@ -323,7 +326,7 @@ def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MH
             harness_flip_flops=scan.flip_flops if scan is not None else 0,
             dsp_registers=fold.summary if fold is not None else "", weight_roms=rom_note,
             fanout=fanout.summary if fanout is not None else "",
-            target_mhz=freq_mhz, seed=seed, router=router, utilisation=util, clocks=clocks, critical_path=critical,
+            target_mhz=freq_mhz, seed=seed, router=router, placer=placer, utilisation=util, clocks=clocks, critical_path=critical,
             io_paths=io_paths, latency_cycles=t.first_latency, interval_cycles=t.ii,
             seconds={k: round(v, 1) for k, v in seconds.items()},
             tools={"yosys": tools.yosys, "nextpnr": tools.nextpnr}, logs=str(out),

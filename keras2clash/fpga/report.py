@@ -85,6 +85,7 @@ class PnrReport:
     dsp_registers: str = ""  # what fpga/dspregs.py moved into the DSP blocks ("" = nothing / not ECP5)
     weight_roms: str = ""  # where the registered ROMs went (ECP5: block RAM, unless they would not fit)
     router: str = "router1"  # nextpnr --router
+    placer: str = ""  # nextpnr --placer
     fanout: str = ""  # what fpga/fanout.py copied ("" = not asked)
     tools: dict[str, str] = field(default_factory=dict)  # role -> executable
     logs: str = ""  # folder with synth.log, pnr.log, report.json, design.json
@@ -209,7 +210,7 @@ def to_markdown(report: PnrReport) -> str:
         f"# {report.project} on {report.device} ({report.part}, {report.package})",
         "",
         f"{mode}{ctx}; top `{report.top}` has {report.port_bits} port bits, the package {report.io_pins} IO pins; "
-        f"seed {report.seed}, {report.router}.",
+        f"seed {report.seed}, " + (f"placer {report.placer}, " if report.placer else "") + f"{report.router}.",
         "",
         "| resource | cell | used | available | % |",
         "|---|---|--:|--:|--:|",
