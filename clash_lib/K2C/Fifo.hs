@@ -12,16 +12,8 @@ join sees registered valids.
 
 * storage: @depth * BitSize a@ bits in an 'asyncRam' (LUT RAM: written at
   the clock edge, read combinationally), no reset;
-* the head: a register of @BitSize a@ bits (no reset) holding the oldest
-  beat, so that the output comes from a flip-flop, not from a LUT RAM's read
-  multiplexers (on an FPGA those, with the next block's logic, made a long
-  path). It is loaded with the incoming beat when that becomes the oldest
-  (the buffer empty, or its only beat leaving), otherwise, when the head
-  leaves, with the RAM's word after it: the RAM is read at a register that
-  holds the address after the head's;
-* registers (reset to 0): the count, @Index (depth + 1)@, and the write
-  pointer and the address after the head, @Index depth@ each, which wrap
-  from @depth - 1@ to 0.
+* registers (reset to 0): the count, @Index (depth + 1)@, and the read and
+  write pointers, @Index depth@ each, which wrap from @depth - 1@ to 0.
 
 = Protocol and exact timing
 
@@ -30,7 +22,8 @@ With @count(t)@ the count at the start of cycle @t@ (0 after reset):
 * input ready in cycle @t@ = @count(t) < depth@. Registered state only: it
   depends neither on the input's valid nor on downstream's ready.
 * output valid in cycle @t@ = @count(t) > 0@; the output is the oldest beat
-  held (the head register). Also registered state only.
+  held (the RAM read combinationally at the read pointer). Also registered
+  state only.
 * a beat accepted (valid and ready) in cycle @t@ is counted from cycle
   @t + 1@; a beat that moves out (output valid and downstream ready) in cycle
   @t@ is gone from cycle @t + 1@; both in one cycle leave the count unchanged.
@@ -60,9 +53,9 @@ fifo
   => SNat depth -> Stream dom a a
 fifo SNat (input, readyOut) = (output, readyIn)
   where
-    count     = register (0 :: Index (depth + 1)) (nextCount <$> count <*> accepted <*> removed)
-    afterHead = register (nextIndex (0 :: Index depth)) (mux removed (nextIndex <$> afterHead) afterHead)
-    writePtr  = register (0 :: Index depth) (mux accepted (nextIndex <$> writePtr) writePtr)
+    count    = register (0 :: Index (depth + 1)) (nextCount <$> count <*> accepted <*> removed)
+    readPtr  = register (0 :: Index depth) (mux removed (nextIndex <$> readPtr) readPtr)
+    writePtr = register (0 :: Index depth) (mux accepted (nextIndex <$> writePtr) writePtr)
 
     readyIn  = (< maxBound) <$> count          -- count < depth
     validOut = (/= 0) <$> count
@@ -70,13 +63,8 @@ fifo SNat (input, readyOut) = (output, readyIn)
     removed  = validOut .&&. readyOut
 
     write  = mux accepted (Just <$> bundle (writePtr, fromJustX <$> input)) (pure Nothing)
-    second = asyncRam (SNat @depth) afterHead write   -- the beat after the head, if held
-    -- the incoming beat is the next head when the buffer is empty or its only beat leaves
-    -- (two comparisons, not @<= 1@: with depth 1 that is constant, which Verilator rejects)
-    fromInput = (\c -> c == 0 || c == 1) <$> count
-    loadHead  = removed .||. (not <$> validOut .&&. accepted)
-    headBeat  = regEn (deepErrorX "fifo: empty") loadHead (mux fromInput (fromJustX <$> input) second)
-    output    = mux validOut (Just <$> headBeat) (pure Nothing)
+    oldest = asyncRam (SNat @depth) readPtr write
+    output = mux validOut (Just <$> oldest) (pure Nothing)
 
 -- | The count of the next cycle: one more for a beat in, one fewer for a beat
 -- out. Never leaves its range where, as here and in the engine's and

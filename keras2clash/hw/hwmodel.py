@@ -409,14 +409,13 @@ def figures_many(plans: Sequence[LayerPlan], configs: Sequence[Config]) -> list[
 def _assemble(pes, cyc, latency, ii, compute_res, fixed, plans) -> HwFigures:
     by_name = {r.name: r for r in [*compute_res, *fixed]}
     layers = [by_name[p.name] for p in plans]
-    top, heads = top_fifo_bits(plans)
+    top = top_fifo_bits(plans)
     return HwFigures(
         parallelism=pes, cycles=cyc, latency=latency, ii=ii,
         multipliers=sum(r.multipliers for r in layers), macs=sum(r.macs for r in layers),
-        memory_bits=sum(r.memory_bits for r in layers) + top + heads, rom_bits=sum(r.rom_bits for r in layers),
+        memory_bits=sum(r.memory_bits for r in layers) + top, rom_bits=sum(r.rom_bits for r in layers),
         line_buffer_bits=sum(r.line_buffer_bits for r in layers),
-        register_bits=sum(r.register_bits for r in layers) + heads,
-        fifo_bits=sum(r.fifo_bits for r in layers) + top,
+        register_bits=sum(r.register_bits for r in layers), fifo_bits=sum(r.fifo_bits for r in layers) + top,
         layers=layers,
     )
 

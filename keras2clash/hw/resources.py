@@ -64,31 +64,22 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
         line, regs = shape_storage(plan)
     if plan.type in GLOBAL_POOL_TYPES:  # running register (exact sum or max) + output register
         regs += plan.input_shape[-1] * (global_running_bits(plan) + out_bits)
-    fifo = 0
-
-    def queue(depth: int, word: int) -> None:
-        """A K2C.Fifo: `depth` words of LUT RAM and its head register (one word)."""
-        nonlocal fifo, regs
-        fifo += depth * word
-        regs += word
-
-    if plan.is_compute:  # the output queue
-        queue(plan.queue_depth, plan.filters * out_bits)
+    fifo = plan.queue_depth * plan.filters * out_bits if plan.is_compute else 0  # the output queue
     if plan.window_fifo:  # windows queued before the engine (a depthwise window holds every channel's)
         lanes = plan.input_shape[-1] if plan.type == "depthwise2d" else 1
-        queue(plan.window_fifo, lanes * plan.window * in_bits)
+        fifo += plan.window_fifo * lanes * plan.window * in_bits
     channels = plan.output_shape[-1]
     if plan.type == "batchnorm":  # K2C.BatchNorm on K2C.Pipe: products, finished values, queue
         assert plan.w_fmt is not None
         product = plan.in_fmt.hw_bits + plan.w_fmt.hw_bits  # K2C.Merge.mulExact: SFixed (ia + iw) (fa + fw)
         regs += channels * (product + out_bits) + BATCHNORM_DEPTH
-        queue(BATCHNORM_DEPTH + 2, channels * out_bits)
+        fifo += (BATCHNORM_DEPTH + 2) * channels * out_bits
     if has_map_stage(plan):  # K2C.Pipe.mapP: the registered results and their queue
         regs += channels * out_bits + MAP_DEPTH
-        queue(MAP_DEPTH + 2, channels * out_bits)
+        fifo += (MAP_DEPTH + 2) * channels * out_bits
     if plan.is_merge:  # the branch FIFOs (LUT RAM) in front of the join
         for depth, shape, fmt in zip(plan.fifo_depths, plan.input_shapes, plan.input_formats):
-            queue(depth, shape[-1] * fmt.hw_bits)
+            fifo += depth * shape[-1] * fmt.hw_bits
     return LayerResources(
         name=plan.name, type=plan.type, pe=plan.pe if plan.is_compute else 0,
         cycles=plan.cycles if plan.is_compute else 0, groups=plan.groups if plan.is_compute else 0,
@@ -98,23 +89,22 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
     )
 
 
-def top_fifo_bits(plans) -> tuple[int, int]:
-    """Top.core's FIFOs, as (LUT RAM bits, head register bits): the input FIFO (2 beats),
-    the class pipeline's queue (`class_depth + 2` results), an output softmax's queue
-    (`softmax_depth + 2`), the output FIFO (2 results); a result is the scores and the class
-    index. Every K2C.Fifo holds its oldest word in a register beside the RAM."""
+def top_fifo_bits(plans) -> int:
+    """Top.core's FIFOs (LUT RAM): the input FIFO (2 beats), the class pipeline's queue
+    (`class_depth + 2` results), an output softmax's queue (`softmax_depth + 2`), the output
+    FIFO (2 results); a result is the scores and the class index."""
     from keras2clash.hw.blocks import INPUT_SLICE, OUTPUT_SLICE, class_depth, is_softmax, softmax_depth
     from keras2clash.quant.golden import splits_output
 
     first, last = plans[0], plans[-1]
     n = last.output_shape[-1]
     result = n * last.out_fmt.hw_bits + (n - 1).bit_length()
+    bits = INPUT_SLICE * first.input_shape[-1] * first.in_fmt.hw_bits + OUTPUT_SLICE * result
     logits_bits = n * (last.act_in_fmt if splits_output(last) else last.out_fmt).hw_bits + (n - 1).bit_length()
-    queues = [(INPUT_SLICE, first.input_shape[-1] * first.in_fmt.hw_bits), (OUTPUT_SLICE, result),
-              (class_depth(n) + 2, logits_bits if splits_output(last) and is_softmax(last) else result)]
+    bits += (class_depth(n) + 2) * (logits_bits if splits_output(last) and is_softmax(last) else result)
     if splits_output(last) and is_softmax(last):
-        queues.append((softmax_depth(last.out_fmt.frac, n) + 2, result))
-    return sum(depth * word for depth, word in queues), sum(word for _, word in queues)
+        bits += (softmax_depth(last.out_fmt.frac, n) + 2) * result
+    return bits
 
 
 def chunk_sum_bits(plan: LayerPlan) -> int:
