@@ -324,6 +324,8 @@ def test_iris_places_and_routes_on_ecp5_25k(iris: Path, tmp_path: Path, capsys) 
     assert code == 0, err
     data = json.loads(out.read_text())
     assert data["routed"] is True and data["device"] == "ecp5-25k" and data["out_of_context"] is False
+    # ECP5's defaults: the static placer, high fan-outs copied above 64 pins (devices.py)
+    assert data["placer"] == "static" and "more than 64 pins" in data["fanout"]
     assert data["port_bits"] == 124
     assert data["fmax_mhz"] > 0
     assert data["met"] == (data["fmax_mhz"] >= 25)
@@ -386,6 +388,7 @@ def test_iris_meets_24_mhz_on_ice40_up5k(tmp_path: Path, capsys) -> None:
     data = json.loads(out.read_text())
     assert data["routed"] is True and data["met"] is True and data["fmax_mhz"] >= 24
     assert data["port_bits"] == 124 and data["harness_flip_flops"] == 122  # every port bit but clk and rst (iCE40)
+    assert data["placer"] == "heap" and data["fanout"] == ""  # iCE40's defaults: no copies
     used = {u["resource"]: u for u in data["utilisation"]}
     assert used["multipliers"]["used"] == design_summary(load_project(project).plans)["multipliers"] == 8
     assert used["multipliers"]["available"] == 8 and used["LUT4"]["used"] < 5_280

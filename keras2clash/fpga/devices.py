@@ -62,6 +62,7 @@ class Device:
     lut_resource: str = ""
     ff_resource: str | None = None  # None: flip-flops are counted in the synthesised netlist
     placers: tuple[str, ...] = ("heap", "sa")  # nextpnr --placer choices, the default first
+    max_fanout: int = 0  # pnr --max-fanout's default (fpga/fanout.py; 0: no copies)
 
     def synth_script(self, top: str, json_out: str, block_roms: bool = False) -> str:
         """The synthesis command, then the netlist without the `$scopeinfo` cells newer yosys
@@ -108,6 +109,13 @@ routers then fight over: digits_dense at seed 1 had 7,530 overused wires left at
 after `static`. Debian's nextpnr-ice40 0.4 has only `heap` and `sa`."""
 
 
+ECP5_MAX_FANOUT = 64
+"""`pnr --max-fanout`'s default on ECP5: every flip-flop and LUT driving more than 64 pins is
+copied (fpga/fanout.py). With the static placer and router1, digits_dense routed in minutes at
+111.6 MHz with the copies (73, the largest fan-out 1,030: an engine window's load enable);
+without them router1 crawled with ~500 arcs left after 5 minutes of routing."""
+
+
 def _ecp5(size: str, luts: int, mults: int, brams: int, pins: int) -> Device:
     return Device(
         name=f"ecp5-{size}", family="ecp5", part=f"LFE5U-{size[:-1].upper()}F", package="CABGA381",
@@ -116,7 +124,7 @@ def _ecp5(size: str, luts: int, mults: int, brams: int, pins: int) -> Device:
         block_rams=brams, block_ram_cell="DP16KD", block_ram_kbits=18, io_pins=pins,
         synth_command="synth_ecp5", nextpnr_args=(f"--{size}",), yosys=ECP5_YOSYS, nextpnr=ECP5_NEXTPNR,
         out_of_context=False, lut_resource="TRELLIS_COMB", ff_resource="TRELLIS_FF",
-        placers=ECP5_PLACERS,
+        placers=ECP5_PLACERS, max_fanout=ECP5_MAX_FANOUT,
     )
 
 

@@ -198,7 +198,7 @@ minutes), where router2 (negotiated congestion) routed in 5."""
 
 def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MHZ, seed: int = 1,
         router: str = "router1", placer: str | None = None, route: bool = True, force: bool = False, dsp_registers: bool = True,
-        check_cycles: int = 0, block_roms: bool = True, max_fanout: int = 0, fanout_placement: bool = False,
+        check_cycles: int = 0, block_roms: bool = True, max_fanout: int | None = None, fanout_placement: bool = False,
         progress: Progress | None = None) -> PnrReport:
     """Place and route PROJECT on `fpga` (module docstring); returns the report."""
     from keras2clash.backend.project import load_project
@@ -215,6 +215,7 @@ def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MH
     placer = placer or device.placers[0]
     if placer not in device.placers:
         raise K2CError(f"bad --placer {placer!r} for {device.name}: one of {', '.join(device.placers)}")
+    max_fanout = device.max_fanout if max_fanout is None else max_fanout
     if max_fanout < 0:
         raise K2CError(f"bad --max-fanout {max_fanout}: 0 (off) or the most pins a flip-flop may drive")
     tools = require_tools(device)
