@@ -17,11 +17,9 @@ order of their cell and pin names, which keeps the bits of one word (`...RAM.0.1
 of the chip area instead (each group a compact region, so its copy sits among them). DSP blocks keep the original: all MULT18X18D
 registers of a DSP block share four clock enables, which more distinct nets could exceed.
 
-Measured on digits_dense (LFE5U-85F, seed 1): with nextpnr's static placer and router1, 64 in
-name order (73 copies, flip-flops and LUTs) routed in minutes at 111.6 MHz, where without the
-copies router1 crawled (~500 arcs left after 5 minutes); hence ECP5's default
-(devices.ECP5_MAX_FANOUT). Session 9, heap placer and router2: 81.3 MHz without, 87.3 MHz with
-flip-flop copies; LUTs too, grouped by placement, router2 did not converge.
+Name order at 64 is ECP5's default; devices.ECP5_MAX_FANOUT gives the measurement behind it.
+Session 9, heap placer and router2, on digits_dense: 81.3 MHz without, 87.3 MHz with flip-flop
+copies; LUTs too, grouped by placement, router2 did not converge.
 """
 
 from __future__ import annotations
