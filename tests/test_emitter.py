@@ -37,8 +37,8 @@ def test_project_layout_and_readable_network(tmp_path: Path, model) -> None:
     assert ("  => SNat 2  -- ^ processing elements of dense_0\n  -> SNat 1  -- ^ cycles per window of dense_0\n"
             "  -> SNat 2  -- ^ adder levels per pipeline stage of dense_0 (0: not pipelined)\n"
             "  -> SNat 3  -- ^ processing elements of dense_1") in network
-    assert "dense_1 pe cycles levels =\n  Dense.dense pe cycles levels W.dense_1 activation" in network
-    assert "activation = linear . requantize" in network  # the output's sigmoid is applied in Top
+    assert "dense_1 pe cycles levels =\n  Dense.dense pe cycles levels W.dense_1 finish" in network
+    assert "finish = Finish requantize linear  -- a register stage each" in network  # the output's sigmoid is applied in Top
     assert "outputActivation = map dense_1_sigmoid" in network and "dense_1_sigmoid = Lut.lut" in network
     weights = (out / "Weights.hs").read_text()
     assert 'dense_0 :: WeightRom 3 2 4 (SFixed 8 8) (SFixed 8 8)\ndense_0 = WeightRom "weights/dense_0.mem"' in weights

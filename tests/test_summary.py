@@ -38,5 +38,5 @@ def test_emit_stores_the_design_summary(tmp_path: Path) -> None:
     assert (design["latency"], design["interval"], design["multipliers"]) == (31, 3, 3 * 4 + 2 * 8)
     piped = k2c.emit(ROOT / "examples" / "iris" / "iris.keras", "1,7,8", tmp_path / "piped", [3, 2], pipeline=1)
     design = json.loads((piped / "manifest.json").read_text())["design"]
-    # one adder level per stage: D = 6 + ceil(log2(ch + 1)) = 6 + 3 (ch = 4), 6 + 4 (ch = 8)
-    assert (design["latency"], design["interval"]) == (31 + 9 + 10, 3)
+    # one adder level per stage: D = 7 + ceil(log2(ch + 1)) = 7 + 3 (ch = 4), 7 + 4 (ch = 8)
+    assert (design["latency"], design["interval"]) == (31 + 10 + 11, 3)

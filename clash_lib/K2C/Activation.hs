@@ -7,7 +7,9 @@ accumulator to the layer's output format, the activation functions, and the
 predicted class.
 -}
 module K2C.Activation
-  ( requantize
+  ( Finish (..)
+  , finishWith
+  , requantize
   , linear
   , relu
   , sigmoidPlan
@@ -15,6 +17,18 @@ module K2C.Activation
   ) where
 
 import Clash.Prelude
+
+-- | A compute layer's last two steps on each neuron's exact accumulator
+-- (contract steps 4 and 5): requantize it to the output format, then activate
+-- the requantized value. Two functions, not their composition, so that the
+-- pipelined engine ("K2C.Engine") registers each on its own: a saturating
+-- rounding's carry chain and an activation's comparisons are never one path
+-- (they were mobilenet_digits' critical path on ECP5, 48 logic levels).
+data Finish acc o = Finish (acc -> o) (o -> o)
+
+-- | Both steps in one: the unpipelined engine's finish.
+finishWith :: Finish acc o -> acc -> o
+finishWith (Finish requant activate) = activate . requant
 
 -- | Contract step 4: round to nearest with ties toward +infinity, then
 -- saturate.

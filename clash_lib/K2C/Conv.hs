@@ -54,6 +54,7 @@ module K2C.Conv
 
 import Clash.Prelude hiding (window)
 
+import K2C.Activation (Finish)
 import K2C.Engine (EngineShape, engine)
 import K2C.Filter (Accumulates)
 import K2C.Memory (WeightRom)
@@ -70,7 +71,7 @@ flattenWindow = concat . map concat
 -- group, @l@ adder levels per pipeline stage. @queue@ sits between the window
 -- generator and the engine: 'id', or a 'K2C.Fifo.fifo' of windows that lets
 -- the generator run ahead when its windows come in bursts (the windows of a
--- row back to back, none while the next row's first columns come in). @activate@: "requantize then activate" per output value.
+-- row back to back, none while the next row's first columns come in). @finish@: "requantize, then activate" per output value ('K2C.Activation.Finish').
 conv2d
   :: forall dom h w kh kw sh sw c f p b l ch g ai af wi wf bi bf ci cf o
    . ( HiddenClockResetEnable dom
@@ -85,7 +86,7 @@ conv2d
   -> SNat l
   -> Stream dom (Vec (kh * kw * c) (SFixed ai af)) (Vec (kh * kw * c) (SFixed ai af))
   -> WeightRom (g * b) p ch (SFixed wi wf) (SFixed bi bf)
-  -> (SFixed ci cf -> o)
+  -> Finish (SFixed ci cf) o
   -> Stream dom (Vec c (SFixed ai af)) (Vec f o)
-conv2d h w kh kw sh sw p b l queue weights activate =
-  window h w kh kw sh sw |> mapS flattenWindow |> queue |> engine p b l weights activate
+conv2d h w kh kw sh sw p b l queue weights finish =
+  window h w kh kw sh sw |> mapS flattenWindow |> queue |> engine p b l weights finish

@@ -38,14 +38,15 @@ module K2C.Dense
 
 import Clash.Prelude
 
+import K2C.Activation (Finish)
 import K2C.Engine (EngineShape, engine)
 import K2C.Filter (Accumulates)
 import K2C.Memory (WeightRom)
 import K2C.Stream (Stream)
 
 -- | A dense layer: @n@ inputs, @m@ outputs, @p@ processing elements, @b@
--- cycles per group of @p@ neurons, @l@ adder levels per pipeline stage. @activate@ is applied to every neuron's
--- accumulator: the layer's "requantize then activate" step.
+-- cycles per group of @p@ neurons, @l@ adder levels per pipeline stage. @finish@ is applied to every neuron's
+-- accumulator: the layer's "requantize, then activate" ('K2C.Activation.Finish').
 dense
   :: forall dom n m p b l ch g ai af wi wf bi bf ci cf o
    . ( HiddenClockResetEnable dom
@@ -56,6 +57,6 @@ dense
   -> SNat b
   -> SNat l
   -> WeightRom (g * b) p ch (SFixed wi wf) (SFixed bi bf)
-  -> (SFixed ci cf -> o)
+  -> Finish (SFixed ci cf) o
   -> Stream dom (Vec n (SFixed ai af)) (Vec m o)
 dense = engine

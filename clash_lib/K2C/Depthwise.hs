@@ -53,6 +53,7 @@ module K2C.Depthwise
 
 import Clash.Prelude hiding (window)
 
+import K2C.Activation (Finish)
 import K2C.Engine (EngineShape, chunks, engineWith)
 import K2C.Filter (Accumulates)
 import K2C.Memory (WeightRom)
@@ -90,7 +91,7 @@ depthwiseEngine
   -> SNat b
   -> SNat l
   -> WeightRom (g * b) p ch (SFixed wi wf) (SFixed bi bf)
-  -> (SFixed ci cf -> o)
+  -> Finish (SFixed ci cf) o
   -> Stream dom (Vec c (Vec k (SFixed ai af))) (Vec f o)
 depthwiseEngine m SNat SNat l =
   engineWith @dom @(Vec c (Vec k (SFixed ai af))) @(Vec b (Vec c (Vec ch (SFixed ai af)))) @f @p @b @l @ch @g
@@ -124,7 +125,7 @@ depthwise2d
   -> SNat l
   -> Stream dom (Vec c (Vec (kh * kw) (SFixed ai af))) (Vec c (Vec (kh * kw) (SFixed ai af)))
   -> WeightRom (g * b) p ch (SFixed wi wf) (SFixed bi bf)
-  -> (SFixed ci cf -> o)
+  -> Finish (SFixed ci cf) o
   -> Stream dom (Vec c (SFixed ai af)) (Vec (c * m) o)
-depthwise2d h w kh kw sh sw m p b l queue weights activate =
-  window h w kh kw sh sw |> mapS channelWindows |> queue |> depthwiseEngine m p b l weights activate
+depthwise2d h w kh kw sh sw m p b l queue weights finish =
+  window h w kh kw sh sw |> mapS channelWindows |> queue |> depthwiseEngine m p b l weights finish

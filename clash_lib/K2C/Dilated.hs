@@ -40,6 +40,7 @@ module K2C.Dilated
 import Clash.Prelude hiding (window)
 
 import K2C.Conv (flattenWindow)
+import K2C.Activation (Finish)
 import K2C.Engine (EngineShape, engine)
 import K2C.Filter (Accumulates)
 import K2C.Memory (WeightRom)
@@ -71,7 +72,7 @@ dilateWindow dh dw = map (dilate @kw dw) . dilate @kh dh
 
 -- | A valid dilated 2-D convolution of an @h x w x c@ image with @f@ filters
 -- of @kh x kw x c@, dilation @(dh, dw)@, strides @(sh, sw)@, computed by @p@
--- PEs in @b@ cycles per group. @activate@: "requantize then activate" per
+-- PEs in @b@ cycles per group. @finish@: "requantize, then activate" per
 -- output value.
 conv2dDilated
   :: forall dom h w kh kw dh dw sh sw c f p b l ch g ai af wi wf bi bf ci cf o
@@ -89,10 +90,10 @@ conv2dDilated
   -> SNat l
   -> Stream dom (Vec (kh * kw * c) (SFixed ai af)) (Vec (kh * kw * c) (SFixed ai af))
   -> WeightRom (g * b) p ch (SFixed wi wf) (SFixed bi bf)
-  -> (SFixed ci cf -> o)
+  -> Finish (SFixed ci cf) o
   -> Stream dom (Vec c (SFixed ai af)) (Vec f o)
-conv2dDilated h w SNat SNat dh dw sh sw p b l queue weights activate =
+conv2dDilated h w SNat SNat dh dw sh sw p b l queue weights finish =
   window h w (SNat @(Extent kh dh)) (SNat @(Extent kw dw)) sh sw
     |> mapS (flattenWindow . dilateWindow @kh @kw dh dw)
     |> queue
-    |> engine p b l weights activate
+    |> engine p b l weights finish

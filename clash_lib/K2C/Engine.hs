@@ -26,9 +26,10 @@ with one register per @l@ adder levels.
   (twice: the multiplier block's output register, then one for the route to
   the tree), the adder tree ('K2C.Filter.adderTree',
   @TreeLevels ch = ceil(log2(ch + 1))@ levels) after every @l@-th level, and
-  the accumulators (also when @b = 1@) and the finished (requantized,
-  activated) results: @D = 6 + TreeLevels ch `div` l@ cycles more latency
-  ('PipeDepth'), the same throughput and the same values.
+  the accumulators (also when @b = 1@), the requantized results and the
+  activated results ('K2C.Activation.Finish', a stage each): @D = 7 +
+  TreeLevels ch `div` l@ cycles more latency ('PipeDepth'), the same
+  throughput and the same values.
 
 The weight ROM ("K2C.Memory") has @G * b@ words; word @g*b + t@ is what the PEs
 need in the @t@-th cycle of group @g@, so the engine reads it in order, one
@@ -45,8 +46,8 @@ accumulator contract (saturating order included), are in "K2C.Filter".
   accumulators (none when @b = 1@), the result register @R@ collecting a
   window's groups (@G * p@ outputs, removed by synthesis when @G = 1@),
   pipelined: the operands (a chunk of the window and the weight word), the
-  @p * (ch + 1)@ terms, the tree's registered levels, @p@ accumulators and @p@
-  finished results, each stage with a valid/control tag; control: counters
+  @p * (ch + 1)@ terms, the tree's registered levels, @p@ accumulators, @p@
+  requantized and @p@ activated results, each stage with a valid/control tag; control: counters
   @Index (G*b)@, @Index b@, @Index G@, a busy flag, the credit count, two
   flags that make the input ready a function of three flip-flops (last word,
   room for a window), and the ROM address (the word counter's next value,
@@ -105,6 +106,7 @@ module K2C.Engine
 import Clash.Prelude
 import Data.Maybe (isJust)
 
+import K2C.Activation (Finish (..))
 import K2C.Fifo (fifo, nextCount)
 import K2C.Filter (Accumulates, ChunkBits, TreeLevels, accumulate, adderTree, chunkTerms)
 import K2C.Memory (WeightRom, readWeights)
@@ -127,8 +129,8 @@ type EngineShape k f p b ch g =
 -- output queue, for chunks of @ch@ values and @l@ adder levels per stage.
 -- 0 when @l = 0@ (everything in the step's cycle); otherwise two operand
 -- and two product registers, one register per @l@ tree levels, the accumulators
--- and the registered finish (requantize and activate): @6 + TreeLevels ch `div` l@.
-type PipeDepth ch l = Min 1 l * (6 + Div (TreeLevels ch) (Max 1 l))
+-- and the finish's two registers (requantized, activated): @7 + TreeLevels ch `div` l@.
+type PipeDepth ch l = Min 1 l * (7 + Div (TreeLevels ch) (Max 1 l))
 
 -- | @Q@: the output queue's depth, which is also the most windows the engine
 -- holds at once (accepted, result not yet taken). @2 + (D + 1) `div` S@ with
@@ -149,7 +151,7 @@ engine
   -> SNat b
   -> SNat l
   -> WeightRom (g * b) p ch (SFixed wi wf) (SFixed bi bf)
-  -> (SFixed ci cf -> o)
+  -> Finish (SFixed ci cf) o
   -> Stream dom (Vec k (SFixed ai af)) (Vec f o)
 engine SNat SNat l =
   engineWith @dom @(Vec k (SFixed ai af)) @(Vec b (Vec ch (SFixed ai af))) @f @p @b @l @ch @g
@@ -183,7 +185,7 @@ engineWith
   -> (held -> held)
   -> (Index g -> held -> Vec p (Vec ch (SFixed ai af)))
   -> WeightRom (g * b) p ch (SFixed wi wf) (SFixed bi bf)
-  -> (SFixed ci cf -> o)
+  -> Finish (SFixed ci cf) o
   -> Stream dom i (Vec f o)
 engineWith SNat load next operands weights finish (input, readyOut) = (output, readyIn)
   where
@@ -259,13 +261,16 @@ engineWith SNat load next operands weights finish (input, readyOut) = (output, r
     sums = zipWith <$> (accumulate onlyChunk <$> firstT) <*> accs <*> chunkSums
     accs = delayEn (deepErrorX "engine: no accumulator yet") validT sums
 
-    -- Finish (requantize, activate), registered when pipelined. Pipelined, it
-    -- reads the accumulator register (which holds the sums of the previous
-    -- cycle's step), so the accumulating adder and the finish are a stage each.
-    finished = stage (map finish <$> (if pipelined then accs else sums))
-    groupDone = stageBool (stageBool (validT .&&. groupEndT))
-    windowDone = stageBool (stageBool (validT .&&. groupEndT .&&. lastT))
-    groupF = stage (stage groupT)
+    -- Finish: requantize, then activate, each registered when pipelined.
+    -- Pipelined, it reads the accumulator register (which holds the sums of
+    -- the previous cycle's step), so the accumulating adder, the requantization
+    -- and the activation are a stage each.
+    Finish requant activate = finish
+    requantized = stage (map requant <$> (if pipelined then accs else sums))
+    finished = stage (map activate <$> requantized)
+    groupDone = stageBool (stageBool (stageBool (validT .&&. groupEndT)))
+    windowDone = stageBool (stageBool (stageBool (validT .&&. groupEndT .&&. lastT)))
+    groupF = stage (stage (stage groupT))
 
     -- R collects a window's groups; the last one completes the result,
     -- which enters the queue. The padding results of the last group are

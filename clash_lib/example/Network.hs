@@ -35,19 +35,19 @@ type Output = Vec 3 Act
 dense_0
   :: HiddenClockResetEnable dom
   => SNat 2 -> SNat 2 -> SNat 1 -> Stream dom (Vec 4 Act) (Vec 5 Act)
-dense_0 pe cycles levels = dense pe cycles levels W.dense_0 activation
+dense_0 pe cycles levels = dense pe cycles levels W.dense_0 finish
   where
-    activation :: Acc0 -> Act
-    activation = relu . requantize
+    finish :: Finish Acc0 Act
+    finish = Finish requantize relu
 
 -- | Keras layer dense_1: 5 -> 3, sigmoid.
 dense_1
   :: HiddenClockResetEnable dom
   => SNat 3 -> SNat 2 -> SNat 0 -> Stream dom (Vec 5 Act) (Vec 3 Act)
-dense_1 pe cycles levels = dense pe cycles levels W.dense_1 activation
+dense_1 pe cycles levels = dense pe cycles levels W.dense_1 finish
   where
-    activation :: Acc1 -> Act
-    activation = sigmoidPlan . requantize
+    finish :: Finish Acc1 Act
+    finish = Finish requantize sigmoidPlan
 
 -- | The whole network.
 network

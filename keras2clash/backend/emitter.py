@@ -50,7 +50,7 @@ HASKELL_RESERVED = {
     "in", "infix", "infixl", "infixr", "instance", "let", "module", "newtype", "of", "then",
     "type", "where",
     # names the generated modules define or import unqualified
-    "network", "topEntity", "main", "pe", "activation", "linear", "relu",
+    "network", "topEntity", "main", "pe", "activation", "finish", "linear", "relu",
     "requantize", "sigmoidPlan", "argmax", "mapS", "romWords", "simMain", "cycles",
     "outputActivation",
 }
@@ -63,6 +63,22 @@ _env = jinja2.Environment(
     undefined=jinja2.StrictUndefined,
 )
 _env.filters["prefix"] = lambda text, prefix: f"{prefix}{text}"
+
+
+def haskell_arg(expr: str) -> str:
+    """`expr` as one argument of a Haskell application: in parentheses unless it is a
+    single token or already one parenthesised expression."""
+    if " " not in expr:
+        return expr
+    depth = 0
+    for i, ch in enumerate(expr):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth == 0 and i < len(expr) - 1:
+            return f"({expr})"
+    return expr if expr.startswith("(") else f"({expr})"
+
+
+_env.filters["arg"] = haskell_arg
 
 
 
@@ -239,7 +255,7 @@ def _layer_entry(plan: LayerPlan, fn: str, code: ActivationCode | None = None,
         entry["notes"].append(f"Accumulator {plan.acc_fmt.clash_type} ({exactness}; docs: arithmetic contract).")
     if plan.type == "dense":
         entry["doc"] = f"{plan.n_in} -> {plan.n_out}, {_activation_doc(plan)}"
-        entry["body"] = [f"Dense.dense pe cycles levels W.{fn} activation"] + vector_stage
+        entry["body"] = [f"Dense.dense pe cycles levels W.{fn} finish"] + vector_stage
     elif plan.type == "conv2d":
         conv = _conv_entry(plan, fn, shapes)
         entry.update(doc=conv["doc"], body=conv["body"] + vector_stage, uses=conv["uses"] + entry["uses"][1:])
@@ -336,7 +352,7 @@ def _conv_entry(plan: LayerPlan, fn: str, shapes: str) -> dict[str, Any]:
     block = (f"Dilated.conv2dDilated {{- image -}} {_snats(h, w)} {{- kernel -}} {_snats(kh, kw)} "
              f"{{- dilation -}} {_snats(dh, dw)}" if dilated else
              f"Conv.conv2d {{- image -}} {_snats(h, w)} {{- kernel -}} {_snats(kh, kw)}")
-    body = _pad_stage(plan, "0") + [f"{block} {{- stride -}} {_snats(sh, sw)} pe cycles levels {_window_queue(plan)} W.{fn} activation"]
+    body = _pad_stage(plan, "0") + [f"{block} {{- stride -}} {_snats(sh, sw)} pe cycles levels {_window_queue(plan)} W.{fn} finish"]
     notes = [f"The window generator spans the dilated extent {plan.extent[0]}x{plan.extent[1]}; "
              "the taps are selected by wires."] if dilated else []
     if plan.window_fifo:
@@ -361,7 +377,7 @@ def _depthwise_entry(plan: LayerPlan, fn: str, shapes: str) -> dict[str, Any]:
                 f"padding {_padding_doc(plan)}, {_activation_doc(plan)}"),
         "body": _pad_stage(plan, "0") + [
             f"Depthwise.depthwise2d {{- image -}} {_snats(h, w)} {{- kernel -}} {_snats(kh, kw)} "
-            f"{{- stride -}} {_snats(sh, sw)} {{- depth multiplier -}} {_snats(m)} pe cycles levels {_window_queue(plan)} W.{fn} activation"],
+            f"{{- stride -}} {_snats(sh, sw)} {{- depth multiplier -}} {_snats(m)} pe cycles levels {_window_queue(plan)} W.{fn} finish"],
         "uses": ["fifo"] if plan.window_fifo else [],
     }
 
@@ -534,7 +550,7 @@ def build_context(name: str, plans: Sequence[LayerPlan],
     used = sorted({IMPORTS[u] for entry in layers for u in entry["uses"]}
                   | ({"import K2C.Pipe (mapP)"} if any("mapP " in line for entry in layers
                                                          for line in entry.get("body", [])) else set()))
-    imports = ["import K2C.Activation (linear, relu, requantize)"] + used
+    imports = ["import K2C.Activation (Finish (..), linear, relu, requantize)"] + used
     last_code = codes[plans[-1].name]
     output_stream = last_code.name if split and last_code is not None and last_code.stream else None
     output_activation = ("id" if not split or last_code is None or output_stream else

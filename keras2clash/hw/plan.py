@@ -267,8 +267,9 @@ def pipe_depth(chunk: int, levels: int) -> int:
     """D (K2C.Engine's PipeDepth): 0 unpipelined; else two operand registers (the route from
     the weight memory, then the multiplier block's input register), two product registers
     (the block's own, then one for the route to the tree), one register per `levels` tree
-    levels, the accumulators and the finish (requantize, activate) register."""
-    return 0 if levels == 0 else 6 + tree_levels(chunk) // levels
+    levels, the accumulators, and the finish's two (requantized, then activated: K2C.Activation.
+    Finish), so a saturating rounding and an activation's comparisons are never one path."""
+    return 0 if levels == 0 else 7 + tree_levels(chunk) // levels
 
 
 def queue_depth(chunk: int, levels: int, steps: int) -> int:

@@ -120,7 +120,7 @@ def pipeline_register_bits(plan: LayerPlan) -> int:
     twice (a chunk of the window per PE, which synthesis shares where the PEs share the window,
     and the weight word), the ch + 1 terms of every PE twice (the product registers), the tree's nodes after every
     `pipeline`-th level (nodes fed only by zero padding are constants, removed), the
-    finished results; plus the valid/counter tag beside each stage."""
+    requantized and the activated results; plus the valid/counter tag beside each stage."""
     if not plan.is_compute or plan.pipeline == 0:
         return 0
     assert plan.w_fmt is not None and plan.b_fmt is not None
@@ -130,7 +130,7 @@ def pipeline_register_bits(plan: LayerPlan) -> int:
     chunks = plan.pe if plan.type == "depthwise2d" else 1
     operands = chunks * plan.chunk * plan.in_fmt.hw_bits + plan.pe * (plan.chunk * plan.w_fmt.hw_bits + plan.b_fmt.hw_bits)
     data = 2 * operands + plan.pe * width * (2 * terms + sum(-(-terms // 2 ** j) for j in levels))
-    return data + plan.pe * plan.out_fmt.hw_bits + tag * (6 + len(levels))
+    return data + 2 * plan.pe * plan.out_fmt.hw_bits + tag * (7 + len(levels))
 
 
 def activation_table_bits(plan: LayerPlan) -> int:

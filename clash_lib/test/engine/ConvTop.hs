@@ -16,7 +16,7 @@ module ConvTop where
 
 import Clash.Prelude
 
-import K2C.Activation (relu, requantize)
+import K2C.Activation (Finish (..), relu, requantize)
 import K2C.Conv (conv2d)
 import K2C.Memory (WeightRom (..))
 
@@ -33,11 +33,11 @@ topEntity
 topEntity clk rst en input readyOut =
   withClockResetEnable clk rst en
     (conv2d (SNat @6) (SNat @5) (SNat @3) (SNat @2) (SNat @1) (SNat @2)
-            (SNat @2) (SNat @4) (SNat @1) id weights activation)
+            (SNat @2) (SNat @4) (SNat @1) id weights finish)
     (input, readyOut)
   where
-    activation :: SFixed 21 16 -> Act
-    activation = relu . requantize
+    finish :: Finish (SFixed 21 16) Act
+    finish = Finish requantize relu
 {-# NOINLINE topEntity #-}
 {-# ANN topEntity
   (Synthesize

@@ -34,6 +34,7 @@ import Data.Maybe (isJust)
 import Data.Proxy (Proxy (..))
 import GHC.TypeLits (type (*), type (<=))
 
+import K2C.Activation (Finish)
 import K2C.Conv (flattenWindow, conv2d)
 import K2C.Engine (EngineShape, engine)
 import K2C.Filter (Accumulates)
@@ -55,7 +56,7 @@ runEngineCase
   -> SNat f
   -> SNat p -> SNat b -> SNat l
   -> WeightRom (g * b) p ch (SFixed wi wf) (SFixed bi bf)
-  -> (SFixed ci cf -> SFixed oi fo)
+  -> Finish (SFixed ci cf) (SFixed oi fo)
   -> IO ()
 runEngineCase prefix _ _ p b l rom finish = do
   (count, pattern, items) <- readCase @k @ai @af (prefix ++ ".in")
@@ -83,7 +84,7 @@ runConvCase
   -> SNat f
   -> SNat p -> SNat b -> SNat l
   -> WeightRom (g * b) p ch (SFixed wi wf) (SFixed bi bf)
-  -> (SFixed ci cf -> SFixed oi fo)
+  -> Finish (SFixed ci cf) (SFixed oi fo)
   -> IO ()
 runConvCase prefix _ h w kh kw sh sw _ p b l rom finish = do
   (count, pattern, items) <- readCase @c @ai @af (prefix ++ ".in")

@@ -163,8 +163,8 @@ def pipe_depth(ch, levels):
     """D (K2C.Engine's PipeDepth): cycles from a window's last step to its result
     entering the output queue; 0 without pipelining, else two operand registers, two
     product registers, one register per `levels` adder-tree levels, the accumulators and
-    the finish register."""
-    return 0 if levels == 0 else 6 + clog2(ch + 1) // levels
+    the finish's two registers (requantized, activated)."""
+    return 0 if levels == 0 else 7 + clog2(ch + 1) // levels
 
 
 def queue_depth(ch, levels, steps):
@@ -390,12 +390,12 @@ def haskell_case(case, folder):
     prefix = os.path.join(folder, case["name"])
     acc = sfixed(case["acc"])
     out = acc if case["finish"] == "acc" else sfixed(case["out"])
-    fn = {"acc": "id", "linear": "requantize", "relu": "relu . requantize",
-          "sigmoid": "sigmoidPlan . requantize"}[case["finish"]]
+    fn = {"acc": "Finish id id", "linear": "Finish requantize linear", "relu": "Finish requantize relu",
+          "sigmoid": "Finish requantize sigmoidPlan"}[case["finish"]]
     rom = "(WeightRom %s :: WeightRom %d %d %d %s %s)" % (
         json.dumps(prefix + ".mem"), case["groups"] * case["b"], case["p"], case["ch"],
         sfixed(case["w"]), sfixed(case["bias"]))
-    finish = "(%s :: %s -> %s)" % (fn, acc, out)
+    finish = "(%s :: Finish %s %s)" % (fn, acc, out)
     knobs = "(SNat @%d) (SNat @%d) (SNat @%d) (SNat @%d)" % (case["f"], case["p"], case["b"],
                                                            case["levels"])
     if case["kind"] == "engine":
@@ -415,7 +415,7 @@ import Clash.Prelude (SFixed, SNat (..), Vec)
 import Data.Proxy (Proxy (..))
 
 import Driver (runConvCase, runEngineCase)
-import K2C.Activation (relu, requantize, sigmoidPlan)
+import K2C.Activation (Finish (..), linear, relu, requantize, sigmoidPlan)
 import K2C.Memory (WeightRom (..))
 
 cases :: [IO ()]
