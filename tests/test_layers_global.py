@@ -113,19 +113,19 @@ def test_global_pooling_refuses_channels_first() -> None:
 
 
 def test_global_pool_resources_and_timing_rule() -> None:
-    """One running and one output register per channel; the result is valid the cycle after
-    an image's last beat (back to back: one beat per cycle, no stall)."""
+    """An input, a running and an output register per channel; the result is valid two cycles
+    after an image's last beat (back to back: one beat per cycle, no stall)."""
     inp = keras.Input((3, 4, 5))
     model = keras.Model(inp, layers.Dense(2, name="d")(layers.GlobalAveragePooling2D(name="g")(inp)))
     plans = make_plan(to_graph(model), parse_format("1,7,8"), pipeline=0)
     res = layer_resources(plans[0])
-    assert res.multipliers == 0 and res.register_bits == 5 * ((16 + 4 + 2) + 16)
+    assert res.multipliers == 0 and res.register_bits == 5 * (16 + (16 + 4 + 2) + 16) + 1
     t = hwmodel.timing(plans, 3)
     assert list(t.accept_cycle) == [0, 12, 24]
-    # beat 11 passes Top's input FIFO in cycle 12, the mean is valid in cycle 13, the Dense
-    # (G*b = 2) answers 3 cycles later, the class of 2 values (the registered beat and
-    # activation, one level, the queue) 4 more, Top's output FIFO 1 more
-    assert list(t.output_cycle) == [21, 33, 45]
+    # beat 11 passes Top's input FIFO in cycle 12, is combined in 13, the mean is valid in
+    # cycle 14, the Dense (G*b = 2) answers 3 cycles later, the class of 2 values (the
+    # registered beat and activation, one level, the queue) 4 more, Top's output FIFO 1 more
+    assert list(t.output_cycle) == [22, 34, 46]
 
 
 # --- average pooling 'same' ---------------------------------------------------------------
@@ -392,3 +392,25 @@ def test_verilog_bit_exact_in_verilator(tmp_path) -> None:
     np.savez(tmp_path / "data.npz", x_test=x, y_test=np.zeros(6, dtype=int))
     result = rtlsim.rtlsim(out, tmp_path / "data.npz", "verilator", gap_max=3, seed=2)
     assert result.ok and len(result.samples) == 6
+
+
+@needs_toolchain
+@pytest.mark.parametrize("kind", ["average", "max"])
+def test_global_pool_held_back_by_a_slow_layer_cycle_exact(tmp_path, kind) -> None:
+    """Images of 2 beats into a global pooling whose downstream (a dense layer at 3 cycles a
+    window, then one at 9) takes far longer than an image: results wait in the running
+    register, the input register fills and input ready falls. Bit-exact, and every accept
+    and output cycle equals the hardware model's (the pending rule of K2C.Global)."""
+    from keras2clash import api
+    from keras2clash.backend.project import load_project
+
+    pool = layers.GlobalAveragePooling2D if kind == "average" else layers.GlobalMaxPooling2D
+    inp = keras.Input((1, 2, 3))
+    model = keras.Model(inp, layers.Dense(5, name="d")(layers.Dense(6, name="d0")(pool(name="g")(inp))))
+    model = _randomize(model, 7)
+    api.emit(model, "1,7,8", tmp_path / "net", [1, 1], cycles=[3, 3], show=False)
+    project = load_project(tmp_path / "net")
+    x = np.random.default_rng(1).uniform(-1.5, 1.5, size=(7, 1, 2, 3))
+    assert_clash_matches_golden(project, golden.quantize_inputs(project.plans, x), 3)
+    t = hwmodel.timing(project.plans, 7)
+    assert np.all(np.diff(t.accept_cycle)[-2:] > 2)  # held back: the later images wait

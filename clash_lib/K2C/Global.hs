@@ -22,23 +22,32 @@ an image one row high), one output beat per image.
 No frame buffer: one running register per channel (the maximum so far, or
 the exact sum so far), overwritten by an image's first beat and combined with
 each later one, plus an output register, so the next image can stream in
-while a result waits for downstream.
+while a result waits for downstream. The input beat is registered before it
+is combined: the block before is often a queue read from LUT RAM
+("K2C.Fifo"), and its read multiplexers, the comparison or sum and the
+running register's multiplexer were one path (conv1d_waves on ECP5: 19 logic
+levels, 10.5 ns).
 Storage: @c@ running values (@i + f@ bits for max, @i + f + CLog 2 n + 2@ for
-the sum), @c * (i + f)@ output bits, an @Index n@ counter and a flag.
+the sum), the input beat (@c * (i + f)@ bits and a valid bit), @c * (i + f)@
+output bits, an @Index n@ counter and a flag.
 
 = Protocol and exact timing
 
-Input ready is @not pending@ (registered: independent of the input's valid
-and of downstream's ready). The output is the output register.
+Input ready is @not (full and pending)@ (registered state only: independent
+of the input's valid and of downstream's ready). The output is the output
+register.
 
-* The image's @n@-th beat, accepted in cycle @t@, makes the result valid in
-  cycle @t + 1@ if the output register is empty or its result leaves in
-  cycle @t@. Otherwise the finished value waits in the running register
-  (@pending@, input ready low from @t + 1@) and becomes valid the cycle after
-  the held result leaves; input ready is high again from that cycle.
+* A beat accepted in cycle @q@ waits in the input register and is combined
+  in the first cycle @c > q@ in which no finished result is pending; the
+  input register takes the next beat in that same cycle.
+* The image's @n@-th beat, combined in cycle @c@, makes the result valid in
+  cycle @c + 1@ if the output register is empty or its result leaves in
+  cycle @c@. Otherwise the finished value waits in the running register
+  (@pending@) and becomes valid the cycle after the held result leaves;
+  beats are combined again from that cycle.
 * So with downstream always ready the block never stalls its input: one beat
-  per cycle, images back to back, each result valid the cycle after the
-  image's last beat (this is 'K2C.Window''s rule with one window per image).
+  per cycle, images back to back, each result valid two cycles after the
+  image's last beat.
 -}
 module K2C.Global
   ( globalMax
@@ -76,23 +85,31 @@ globalAverage n = globalReduce n toWide (+) fromWide
 -- one more value to it (associative, exact), @finish@ gives the result.
 globalReduce
   :: forall dom n c a r b
-   . (HiddenClockResetEnable dom, KnownNat n, 1 <= n, KnownNat c, NFDataX r, NFDataX b)
+   . (HiddenClockResetEnable dom, KnownNat n, 1 <= n, KnownNat c, NFDataX a, NFDataX r, NFDataX b)
   => SNat n -> (a -> r) -> (r -> r -> r) -> (r -> b) -> Stream dom (Vec c a) (Vec c b)
 globalReduce SNat start combine finish (input, readyOut) = (output, readyIn)
   where
-    count     = register (0 :: Index n) (mux accepted (nextIndex <$> count) count)
-    pending   = register False ((completes .||. pending) .&&. (not <$> outFree))
-    readyIn   = not <$> pending
+    -- The input register: a beat waits here for one cycle at least.
+    beat      = register Nothing (nextBeat <$> accepted <*> combines <*> input <*> beat)
+    nextBeat acc comb new old
+      | acc       = new
+      | comb      = Nothing
+      | otherwise = old
+    full      = isJust <$> beat
+    combines  = full .&&. (not <$> pending)
+    readyIn   = (not <$> full) .||. (not <$> pending)
     accepted  = readyIn .&&. (isJust <$> input)
-    completes = accepted .&&. ((== maxBound) <$> count)
+    count     = register (0 :: Index n) (mux combines (nextIndex <$> count) count)
+    pending   = register False ((completes .||. pending) .&&. (not <$> outFree))
+    completes = combines .&&. ((== maxBound) <$> count)
     outFree   = (isNothing <$> output) .||. readyOut
-    -- The running value with this cycle's beat folded in (an image's first
+    -- The running value with the registered beat folded in (an image's first
     -- beat starts it afresh).
-    running   = step <$> count <*> held <*> (fromJustX <$> input)
+    running   = step <$> count <*> held <*> (fromJustX <$> beat)
     step k acc x = if k == 0 then map start x else zipWith combine acc (map start x)
     -- No reset: 'count' says whether 'held' belongs to the current image.
     held :: Signal dom (Vec c r)
-    held      = delayEn (deepErrorX "global: no beat yet") accepted running
+    held      = delayEn (deepErrorX "global: no beat yet") combines running
     output    = register Nothing
                   (nextOutput <$> output <*> readyOut <*> completes <*> pending <*> outFree
                               <*> running <*> held)

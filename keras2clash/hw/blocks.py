@@ -29,7 +29,7 @@ stalls, not only for an always-ready sink:
 - Collect (`K2C.Collect`): the vector is valid the cycle after its n-th beat; the next
   image's first beat waits until the cycle after the vector moves.
 - Global (`K2C.Global`): like a Window with one window per image, completed by its last
-  beat. A BatchNormalization (`K2C.BatchNorm`) is a combinational `mapS` stage: no block.
+  beat, one cycle later (its input register). A BatchNormalization (`K2C.BatchNorm`) is a combinational `mapS` stage: no block.
 - Top's input and output slices (`K2C.Fifo`, two entries before the network and after the
   argmax): a beat moves in when fewer than two are held and is valid from the cycle after
   it moved in, and not before the previous one moved out. Top's class (`K2C.Classify`) and
@@ -252,16 +252,19 @@ class _Collect:
 
 
 class _Global:
-    """K2C.Global (global max/average pooling): a running per-channel register over the n
-    beats of an image, and an output register. The n-th beat, accepted in `q`, gives the
-    result valid from `max(q, M_prev) + 1` (it waits in the running register while the
-    previous result has not left); input ready is low from then until that cycle. This is
-    `_Window`'s rule with one window per image completed by its last beat."""
+    """K2C.Global (global max/average pooling): an input register, a running per-channel
+    register over the n beats of an image, and an output register. A beat accepted in `q`
+    is combined in `c = max(q + 1, P)` (P: the cycle combining resumes after a pending
+    result), and the input register takes the next beat from `c` on. The n-th beat,
+    combined in `c`, gives the result valid from `max(c, M_prev) + 1` (it waits in the
+    running register while the previous result has not left), which is also when combining
+    resumes: `_Window`'s rule with one window per image, one cycle later."""
 
     def __init__(self, n, down, mx) -> None:
         self.n, self.down, self.mx = n, down, mx
         self.count = 0
-        self.ready = NEG
+        self.ready = NEG  # the cycle the input register is free again (the last beat's c)
+        self.resume = NEG  # P
         self.M = NEG
 
     def ready_at(self, v):
@@ -269,19 +272,21 @@ class _Global:
 
     def accept(self, v):
         q = self.mx(v, self.ready)
+        c = self.mx(q + 1, self.resume)
+        self.ready = c
         self.count += 1
         if self.count == self.n:
-            valid = self.mx(q, self.M) + 1
+            valid = self.mx(c, self.M) + 1
             self.M = self.down.accept(valid)
-            self.ready = valid
+            self.resume = valid
             self.count = 0
         return q
 
     def state(self):
-        return [self.ready, self.M]
+        return [self.ready, self.resume, self.M]
 
     def set_state(self, values):
-        self.ready, self.M = values
+        self.ready, self.resume, self.M = values
 
 
 class _Join:

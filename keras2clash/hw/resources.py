@@ -62,8 +62,8 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
         regs += plan.n_in * in_bits
     if plan.type in SHAPE_TYPES:
         line, regs = shape_storage(plan)
-    if plan.type in GLOBAL_POOL_TYPES:  # running register (exact sum or max) + output register
-        regs += plan.input_shape[-1] * (global_running_bits(plan) + out_bits)
+    if plan.type in GLOBAL_POOL_TYPES:  # input beat, running register (exact sum or max), output register
+        regs += plan.input_shape[-1] * (in_bits + global_running_bits(plan) + out_bits) + 1
     fifo = plan.queue_depth * plan.filters * out_bits if plan.is_compute else 0  # the output queue
     if plan.window_fifo:  # windows queued before the engine (a depthwise window holds every channel's)
         lanes = plan.input_shape[-1] if plan.type == "depthwise2d" else 1
