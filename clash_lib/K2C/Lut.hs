@@ -21,10 +21,19 @@ computed by the compiler and written next to each use in Network.hs.
 
 = Storage
 
-The table is a memory file (@weights/<layer>_<function>.mem@, one entry per
-line in ASCII binary, MSB first), read by an asynchronous ROM ('asyncRomFile'):
-a @$readmemb@ array in the HDL. Each element of a beat has its own copy (a
-@Vec c@ beat is @c@ ROMs).
+The table is one memory file or several bit slices of it ('TableRom'), one
+entry per line in ASCII binary, MSB first, each read by an asynchronous ROM
+('asyncRomFile'): a @$readmemb@ array in the HDL. Each element of a beat has
+its own copy (a @Vec c@ beat is @c@ ROMs).
+
+Why slices: a table deeper than a block RAM's deepest mode at its width
+(ECP5's DP16KD: 1024 words of 18 bits, 2048 of 9) was split by synthesis
+into block RAMs stacked in depth, with a multiplexer on their outputs, after
+the block RAM's slow read (5.6 ns): the critical path of iris and
+mobilenet_digits (block RAM -> multiplexer -> register, 10 to 12 ns). Slices
+as narrow as the deepest mode (9 bits for up to 2048 words) are each one
+block RAM, read side by side: the same number of block RAMs, no
+multiplexer. The compiler chooses the slices (keras2clash/backend/activations.py).
 
 = Timing
 
@@ -33,6 +42,9 @@ passes valid and ready through in the same cycle.
 -}
 module K2C.Lut
   ( TableRom (..)
+  , tableFile
+  , beside
+  , bitTable
   , lut
   , lutLinear
   , scaleRound
@@ -42,8 +54,21 @@ import Clash.Prelude
 
 import K2C.Activation (requantize)
 
--- | A typed path to a table of @n@ entries of type @a@.
-newtype TableRom (n :: Nat) a = TableRom FilePath
+-- | A table of @n@ entries of type @a@: how to read entry @i@ (asynchronous
+-- ROMs from memory files: 'tableFile', side by side: 'beside').
+data TableRom (n :: Nat) a = TableRom (Index n -> a)
+
+-- | A table in one memory file of @BitSize a@-bit words.
+tableFile :: forall n a . (KnownNat n, BitPack a) => FilePath -> TableRom n a
+tableFile path = TableRom (unpack . asyncRomFile (SNat @n) path)
+
+-- | Two tables of bit slices side by side: the left one holds the high bits.
+beside :: (KnownNat b) => TableRom n (BitVector a) -> TableRom n (BitVector b) -> TableRom n (BitVector (a + b))
+beside (TableRom high) (TableRom low) = TableRom (\i -> high i ++# low i)
+
+-- | A table of raw words read as values of type @a@.
+bitTable :: BitPack a => TableRom n (BitVector (BitSize a)) -> TableRom n a
+bitTable (TableRom raw) = TableRom (unpack . raw)
 
 -- | The table lookup: entry @clip((r >> s) - low, 0, n - 1)@. @low@ is given
 -- 14 bits wider than the input, so it and @n - 1@ (at most 2^13) always fit.
@@ -51,10 +76,8 @@ lut
   :: forall n s ii fi oi fo
    . (KnownNat n, 1 <= n, KnownNat ii, KnownNat fi, KnownNat oi, KnownNat fo)
   => SNat s -> Signed (ii + fi + 14) -> TableRom n (SFixed oi fo) -> SFixed ii fi -> SFixed oi fo
-lut s low (TableRom path) = \x -> unpack (rom (index x))
+lut s low (TableRom rom) = \x -> rom (index x)
   where
-    rom :: Index n -> BitVector (oi + fo)
-    rom = asyncRomFile (SNat @n) path
     top = fromInteger (natToInteger @n - 1) :: Signed (ii + fi + 14)
     -- the bounds are compared with the shifted input itself, beside the subtraction rather
     -- than after it (k <= 0 iff y <= low; k >= top iff y >= low + top, no overflow in the

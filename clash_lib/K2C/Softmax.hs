@@ -23,8 +23,9 @@ to each use in Network.hs.
 
 = Storage
 
-The exponential table is a memory file (@weights/<layer>_softmax.mem@) read by
-an asynchronous ROM per element of the beat.
+The exponential table is a memory file (@weights/<layer>_softmax.mem@), or
+its bit slices ("K2C.Lut", 'TableRom'), read by an asynchronous ROM per
+element of the beat.
 
 = Hardware and timing
 
@@ -94,11 +95,9 @@ exponentialsFrom
   :: forall w n m s eb ii fi
    . (KnownNat w, KnownNat n, KnownNat m, 1 <= m, KnownNat eb, KnownNat ii, KnownNat fi)
   => SNat s -> TableRom m (Signed eb) -> SFixed ii fi -> Vec (n + 1) (SFixed ii fi) -> Vec (n + 1) (Signed w)
-exponentialsFrom s (TableRom path) top xs =
-  map (\x -> resize (unpack (rom (index (unSF x))) :: Signed eb)) xs
+exponentialsFrom s (TableRom rom) top xs =
+  map (\x -> resize (rom (index (unSF x)))) xs
   where
-    rom :: Index m -> BitVector eb
-    rom = asyncRomFile (SNat @m) path
     last' = fromInteger (natToInteger @m - 1) :: Signed (ii + fi + 14)
     index r
       | d >= last' = maxBound

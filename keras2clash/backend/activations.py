@@ -30,6 +30,32 @@ class ActivationCode:
     table_words: tuple[str, ...] = ()
     stream: bool = False  # a pipelined stream stage carrying a payload (softmax), not a function
 
+    def table_files(self) -> list[tuple[str, tuple[str, ...]]]:
+        """The table's memory files (name under weights/, lines), high bits first: one file,
+        or one per bit slice (`table_slices`)."""
+        assert self.table_name is not None and self.table_words
+        widths = table_slices(len(self.table_words), len(self.table_words[0]))
+        if len(widths) == 1:
+            return [(f"{self.table_name}.mem", self.table_words)]
+        files, start = [], 0
+        for j, width in enumerate(widths):
+            files.append((f"{self.table_name}.{j}.mem", tuple(w[start:start + width] for w in self.table_words)))
+            start += width
+        return files
+
+    def table_expr(self) -> str:
+        """The Haskell value of the table (K2C.Lut): its file, or its slices side by side."""
+        files = self.table_files()
+        if len(files) == 1:
+            return f'tableFile "weights/{files[0][0]}"'
+        entries = len(self.table_words)
+        parts = [f'(tableFile "weights/{name}" :: TableRom {entries} (BitVector {len(lines[0])}))'
+                 for name, lines in files]
+        nested = parts[-1]
+        for part in reversed(parts[:-1]):
+            nested = f"{part} `beside` {nested}" if nested is parts[-1] else f"{part} `beside` ({nested})"
+        return f"bitTable ({nested})"
+
     def stage(self) -> str:
         """The stream stage applying it to a beat inside the network: a pipelined one, so
         its logic (a table's ROM, per-channel slopes) stays out of its neighbours' paths
@@ -37,6 +63,22 @@ class ActivationCode:
         if self.stream:
             return f"mapS (, ()) |> {self.name} |> mapS fst"
         return f"mapP {self.name}" if self.vector else f"mapP (map {self.name})"
+
+
+BLOCK_RAM_MODES = ((512, 36), (1024, 18), (2048, 9), (4096, 4), (8192, 2), (16384, 1))
+"""A block RAM's shapes (words, bits): ECP5's DP16KD (18 Kbit; 36 bits as PDPW16KD)."""
+
+
+def table_slices(entries: int, bits: int) -> tuple[int, ...]:
+    """The bit slices (widths, high first) a table of `entries` words of `bits` bits is stored
+    in: slices as wide as the deepest block-RAM shape that holds `entries` words, so each is
+    one block RAM read side by side, with no multiplexer after the reads (which a depth split
+    needs, after the block RAM's slow output: K2C.Lut, Storage). One slice when the word fits."""
+    width = next((w for depth, w in BLOCK_RAM_MODES if entries <= depth), 1)
+    if bits <= width:
+        return (bits,)
+    k = -(-bits // width)
+    return (bits - (k - 1) * width,) + (width,) * (k - 1)
 
 
 def _lit(value: int) -> str:

@@ -658,4 +658,5 @@ def write_project(
         if plan.is_compute:
             (weights / f"{entry['fn']}.mem").write_text(memfile_text(plan, params[plan.name]))
     for code in context["tables"]:
-        (weights / f"{code.table_name}.mem").write_text("\n".join(code.table_words) + "\n")
+        for name, lines in code.table_files():
+            (weights / name).write_text("\n".join(lines) + "\n")
