@@ -1,10 +1,13 @@
 {-# LANGUAGE DataKinds, KindSignatures, NoImplicitPrelude, ScopedTypeVariables,
              TypeApplications, TypeOperators, FlexibleContexts, TypeFamilies,
-             DeriveGeneric, DeriveAnyClass, NoStarIsType, RankNTypes, ConstraintKinds #-}
+             DeriveGeneric, DeriveAnyClass, NoStarIsType, RankNTypes, ConstraintKinds,
+             AllowAmbiguousTypes #-}
 {-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver -fconstraint-solver-iterations=8 #-}
 {-|
 Max and average pooling: the window generator ("K2C.Window") followed by a
-combinational per-channel reduction of each window ('K2C.Stream.mapS').
+per-channel reduction of each window, pipelined in 'PoolDepth' register stages
+("K2C.Pipe"): each row of the window reduced, then the rows (and, for the
+average, the rounded division).
 
 = Arithmetic (docs/architecture.md, "Arithmetic of the new layers")
 
@@ -30,17 +33,21 @@ dividers, then @floor ((t + b) / (2 b))@ among @pw@ (per channel), which equals
 
 = Timing, storage, protocol
 
-Exactly those of 'K2C.Window.window' with @(kh, kw) = (ph, pw)@: the reduction
-adds no register and no latency (the window output register feeds it), and
-the ready is the window's registered ready. 'avgPoolSame' adds only the two
-position counters (@Index h2@, @Index w2@), which change no timing: its
-division stage is combinational and ready exactly when downstream is.
+'maxPool' and 'avgPool': those of 'K2C.Window.window' with @(kh, kw) = (ph, pw)@,
+then a "K2C.Pipe" stage of @d = PoolDepth@ registers (its queue of @d + 2@
+results): a window's reduction was one combinational path from the window's
+output register into the next block (cnn_variants on ECP5: a 3x3 maximum,
+four comparisons in a row, into a Flatten's buffer, 69 logic levels, 26.6 ns).
+'avgPoolSame' adds only the two position counters (@Index h2@, @Index w2@),
+which change no timing: its division stage is combinational and ready exactly
+when downstream is.
 
 (@-fconstraint-solver-iterations=8@ above: GHC's default of 4 runs out while
 the typelits plugins solve the 'KnownNat' of the wide sum type.)
 -}
 module K2C.Pool
-  ( maxPool
+  ( PoolDepth
+  , maxPool
   , avgPool
   , avgPoolSame
   , roundedQuotient
@@ -52,8 +59,12 @@ module K2C.Pool
 import Clash.Prelude hiding (window)
 import Data.Maybe (isJust)
 
-import K2C.Stream (Stream, mapS, (|>))
+import K2C.Pipe (pipeS, stageReg)
+import K2C.Stream (Stream, (|>))
 import K2C.Window (nextPosition, window)
+
+-- | Register stages of a pooling reduction: the window's rows, then the rows' results.
+type PoolDepth = 2
 
 -- | The constraints every pooling layer needs.
 type PoolSize dom h w ph pw sh sw c i f =
@@ -68,7 +79,7 @@ maxPool
    . PoolSize dom h w ph pw sh sw c i f
   => SNat h -> SNat w -> SNat ph -> SNat pw -> SNat sh -> SNat sw
   -> Stream dom (Vec c (SFixed i f)) (Vec c (SFixed i f))
-maxPool h w ph pw sh sw = window h w ph pw sh sw |> mapS windowMax
+maxPool h w ph pw sh sw = window h w ph pw sh sw |> pooled (reduceAxis max) (reduceAxis max)
 
 -- | Average pooling, @ph x pw@ windows with strides @(sh, sw)@, 'valid' padding.
 avgPool
@@ -76,7 +87,20 @@ avgPool
    . PoolSize dom h w ph pw sh sw c i f
   => SNat h -> SNat w -> SNat ph -> SNat pw -> SNat sh -> SNat sw
   -> Stream dom (Vec c (SFixed i f)) (Vec c (SFixed i f))
-avgPool h w ph pw sh sw = window h w ph pw sh sw |> mapS windowAverage
+avgPool h w ph pw sh sw = window h w ph pw sh sw |> pooled rowSum average
+  where
+    rowSum :: Vec pw (Vec c (SFixed i f)) -> Vec c (WideSum i f ph pw)
+    rowSum = reduceAxis (+) . map (map (toWide @i @f @ph @pw))
+    average = map (fromWide @i @f @ph @pw . roundedQuotient (SNat @(ph * pw))) . reduceAxis (+)
+
+-- | A window's reduction in 'PoolDepth' register stages on "K2C.Pipe": @row@
+-- reduces each row of the window, @rows@ the rows' results.
+pooled
+  :: forall dom ph pw c a r b
+   . (HiddenClockResetEnable dom, KnownNat ph, KnownNat c, NFDataX r, NFDataX b)
+  => (Vec pw (Vec c a) -> Vec c r) -> (Vec ph (Vec c r) -> Vec c b)
+  -> Stream dom (Vec ph (Vec pw (Vec c a))) (Vec c b)
+pooled row rows = pipeS (SNat @PoolDepth) (stageReg . fmap (fmap rows) . stageReg . fmap (fmap (map row)))
 
 -- | Average pooling with Keras 'same' padding on the /padded/ @hp x wp@ image
 -- (put @"K2C.Pad".pad ... 0@ in front), @h2 x w2@ windows: each window is
@@ -127,17 +151,13 @@ averageByPosition rows cols (input, readyOut) = (output, readyOut)
     position = register (0, 0) (mux moved (nextPosition <$> position) position)
     moved    = (isJust <$> input) .&&. readyOut
     output   = (\p -> fmap (averageAt p)) <$> position <*> input
-    averageAt (r, x) = map (fromWide . divide (rows r) (cols x))
-                     . reduceWindow @ph @pw (+) . map (map (map toWide))
+    averageAt (r, x) = map (fromWide @i @f @ph @pw . divide (rows r) (cols x))
+                     . reduceWindow @ph @pw (+) . map (map (map (toWide @i @f @ph @pw)))
     divide a b total = perColumn !! b
       where
         t         = perRow !! a
         perRow    = smap (\l _ -> (2 * total) `div` (snatToNum l + 1)) (repeat @ph ())
         perColumn = smap (\l _ -> (t + snatToNum l + 1) `div` (2 * (snatToNum l + 1))) (repeat @pw ())
-    toWide :: SFixed i f -> WideSum i f ph pw
-    toWide = resize . unSF
-    fromWide :: WideSum i f ph pw -> SFixed i f
-    fromWide = sf (SNat @f) . resize @Signed @(i + f + CLog 2 ph + CLog 2 pw + 2) @(i + f)
 
 -- | Per channel maximum of a window.
 windowMax
@@ -150,26 +170,30 @@ windowAverage
   :: forall ph pw c i f
    . (KnownNat ph, KnownNat pw, KnownNat c, KnownNat i, KnownNat f, 1 <= ph, 1 <= pw)
   => Vec ph (Vec pw (Vec c (SFixed i f))) -> Vec c (SFixed i f)
-windowAverage = map (fromWide . roundedQuotient (SNat @(ph * pw)))
-              . reduceWindow @ph @pw (+) . map (map (map toWide))
-  where
-    toWide :: SFixed i f -> WideSum i f ph pw
-    toWide = resize . unSF
-    fromWide :: WideSum i f ph pw -> SFixed i f
-    fromWide = sf (SNat @f) . resize @Signed @(i + f + CLog 2 ph + CLog 2 pw + 2) @(i + f)
+windowAverage = map (fromWide @i @f @ph @pw . roundedQuotient (SNat @(ph * pw)))
+              . reduceWindow @ph @pw (+) . map (map (map (toWide @i @f @ph @pw)))
 
 -- | Wide enough for @2 * sum + N@ of @N = ph * pw@ values of @SFixed i f@.
 type WideSum i f ph pw = Signed (i + f + CLog 2 ph + CLog 2 pw + 2)
+
+-- | A value in the wide sum's type.
+toWide :: forall i f ph pw . (KnownNat i, KnownNat f, KnownNat ph, KnownNat pw, 1 <= ph, 1 <= pw) => SFixed i f -> WideSum i f ph pw
+toWide = resize . unSF
+
+-- | A rounded average (in range by construction) back in the input's format.
+fromWide :: forall i f ph pw . (KnownNat i, KnownNat f, KnownNat ph, KnownNat pw, 1 <= ph, 1 <= pw) => WideSum i f ph pw -> SFixed i f
+fromWide = sf (SNat @f) . resize @Signed @(i + f + CLog 2 ph + CLog 2 pw + 2) @(i + f)
 
 -- | Per channel balanced-tree reduction of a window with an associative,
 -- commutative operator: first along each row, then down the rows.
 reduceWindow
   :: forall ph pw c a . (KnownNat c, 1 <= ph, 1 <= pw)
   => (a -> a -> a) -> Vec ph (Vec pw (Vec c a)) -> Vec c a
-reduceWindow op = reduceAxis . map reduceAxis
-  where
-    reduceAxis :: forall n . (KnownNat c, 1 <= n) => Vec n (Vec c a) -> Vec c a
-    reduceAxis vs = map (\xs -> leToPlus @1 @n (fold op xs)) (transpose vs)
+reduceWindow op = reduceAxis op . map (reduceAxis op)
+
+-- | Per channel balanced-tree reduction of @n@ beats.
+reduceAxis :: forall n c a . (KnownNat c, 1 <= n) => (a -> a -> a) -> Vec n (Vec c a) -> Vec c a
+reduceAxis op vs = map (\xs -> leToPlus @1 @n (fold op xs)) (transpose vs)
 
 -- | @floor ((2 * s + n) / (2 * n))@; a shift when @2 * n@ is a power of two.
 roundedQuotient :: forall n m . KnownNat m => SNat n -> Signed m -> Signed m

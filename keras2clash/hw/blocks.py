@@ -444,6 +444,15 @@ MAP_DEPTH = 1
 BATCHNORM_DEPTH = 2
 """K2C.BatchNorm's BatchNormDepth: the products, then the finished values."""
 
+POOL_DEPTH = 2
+"""K2C.Pool's PoolDepth: a window's rows reduced, then the rows' results."""
+
+
+def has_pool_stage(plan: LayerPlan) -> bool:
+    """Whether a pooling layer reduces its windows on K2C.Pipe (`maxPool`, `avgPool`); Keras
+    'same' average pooling (`avgPoolSame`) divides combinationally after the window."""
+    return plan.type in ("maxpool2d", "avgpool2d") and not plan.exclude_pads
+
 
 def _pipe_block(d: int, down, mx, blocks: list) -> Any:
     """A stage on K2C.Pipe with d registers: the engine's rules with one step, depth d - 1 and
@@ -479,6 +488,8 @@ def _layer_blocks(plan: LayerPlan, knobs, down, mx, blocks: list) -> Any:
         down = _pipe_block(MAP_DEPTH, down, mx, blocks)
     if plan.type == "batchnorm":
         down = _pipe_block(BATCHNORM_DEPTH, down, mx, blocks)
+    if has_pool_stage(plan):
+        down = _pipe_block(POOL_DEPTH, down, mx, blocks)
     if plan.is_compute:
         steps, depth, queue = knobs[plan.name]
         down = _Engine(steps, depth, queue, down, mx)

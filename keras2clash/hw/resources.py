@@ -7,7 +7,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from keras2clash.hw.blocks import BATCHNORM_DEPTH, MAP_DEPTH, _geometry, has_map_stage
+from keras2clash.hw.blocks import BATCHNORM_DEPTH, MAP_DEPTH, POOL_DEPTH, _geometry, has_map_stage, has_pool_stage
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.hw.shape_blocks import rebeat_groups
 from keras2clash.ir.layers import GLOBAL_POOL_TYPES, SHAPE_TYPES
@@ -74,6 +74,12 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
         product = plan.in_fmt.hw_bits + plan.w_fmt.hw_bits  # K2C.Merge.mulExact: SFixed (ia + iw) (fa + fw)
         regs += channels * (product + out_bits) + BATCHNORM_DEPTH
         fifo += (BATCHNORM_DEPTH + 2) * channels * out_bits
+    if has_pool_stage(plan):  # K2C.Pool on K2C.Pipe: each window row reduced, the results, their queue
+        ph, pw = plan.kernel_size
+        wide = in_bits + (ph - 1).bit_length() + (pw - 1).bit_length() + 2  # K2C.Pool.WideSum
+        row_bits = in_bits if plan.type == "maxpool2d" else wide
+        regs += channels * (ph * row_bits + out_bits) + POOL_DEPTH
+        fifo += (POOL_DEPTH + 2) * channels * out_bits
     if has_map_stage(plan):  # K2C.Pipe.mapP: the registered results and their queue
         regs += channels * out_bits + MAP_DEPTH
         fifo += (MAP_DEPTH + 2) * channels * out_bits
