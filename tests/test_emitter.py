@@ -111,3 +111,33 @@ def test_top_entity_names_are_legal_in_every_hdl() -> None:
     assert hdl_name("3layers") == "net_3layers"
     assert hdl_name("__") == "net"
     assert hdl_name("module") == "module_net"
+
+
+def test_table_slices_fit_one_block_ram_each() -> None:
+    """A table deeper than 1024 words is cut into slices no wider than the deepest block-RAM
+    shape holding it (2048 x 9), high bits first; a table that fits one shape stays whole."""
+    from keras2clash.backend.activations import table_slices
+
+    assert table_slices(1155, 14) == (5, 9)
+    assert table_slices(1599, 16) == (7, 9)
+    assert table_slices(2048, 24) == (6, 9, 9)
+    assert table_slices(1024, 16) == (16,) and table_slices(890, 18) == (18,) and table_slices(300, 30) == (30,)
+    assert table_slices(4096, 8) == (4, 4)
+
+
+def test_sliced_table_files_and_haskell(tmp_path: Path) -> None:
+    """iris' softmax table (1155 entries of 14 bits) is written as two slice files whose lines,
+    side by side, are the table's words, and Weights.hs reads them side by side."""
+    from keras2clash.quant import activations
+
+    root = Path(__file__).resolve().parent.parent
+    out = k2c.emit(root / "examples" / "iris" / "iris.keras", "1,7,8", tmp_path / "iris")
+    high = (out / "weights" / "output_softmax.0.mem").read_text().split()
+    low = (out / "weights" / "output_softmax.1.mem").read_text().split()
+    assert not (out / "weights" / "output_softmax.mem").exists()
+    table = activations.softmax_table(parse_format("1,7,8"), parse_format("1,7,8"), 3)
+    assert [int(h + lo, 2) for h, lo in zip(high, low)] == [v & (2 ** 14 - 1) for v in table.values]
+    assert {len(w) for w in high} == {5} and {len(w) for w in low} == {9}
+    weights = (out / "Weights.hs").read_text()
+    assert ('output_softmax = bitTable ((tableFile "weights/output_softmax.0.mem" :: TableRom 1155 (BitVector 5)) '
+            '`beside` (tableFile "weights/output_softmax.1.mem" :: TableRom 1155 (BitVector 9)))') in weights
