@@ -4,7 +4,8 @@
 
 The emitted core is a chain of stream blocks (emitter.py): per conv2d and depthwise2d
 `[Pad] -> Window -> Engine` (the depthwise engine has the engine's control), per pool
-`[Pad] -> Window`, per flatten `Collect`, per dense `Engine`; around them Top's two-entry
+`[Pad] -> Window -> Pipe` (the reduction's two registers; Keras 'same' average pooling
+without the Pipe), per flatten `Collect`, per dense `Engine`; around them Top's two-entry
 input FIFO, its pipelined class (and output softmax) and its two-entry output FIFO; the
 AXI adapter has no registers. Each block is modelled per beat, not per clock: it
 is told the cycle `V` from which a beat is offered to it and answers the cycle `M` in
