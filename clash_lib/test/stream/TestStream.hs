@@ -25,7 +25,7 @@ import Control.Monad (unless)
 
 import K2C.Collect (collect)
 import K2C.Pad (pad)
-import K2C.Pool (avgPool, maxPool)
+import K2C.Pool (PoolDepth, avgPool, maxPool)
 import K2C.Stream (Stream, (|>))
 import K2C.Window (window)
 
@@ -185,7 +185,13 @@ describe = P.unwords . P.map show
 -- valid (and moves) the cycle after its completing pixel is accepted. With no
 -- input gaps either: one pixel accepted every cycle.
 windowTiming :: [Int] -> Traffic -> Trace b -> ([String], [String])
-windowTiming [h, w, kh, kw, sh, sw] traffic trace
+windowTiming = windowTimingAfter 0
+
+-- | 'windowTiming' for a block that delivers each window's result @extra@
+-- cycles after the window (a pooling's pipelined reduction: 'PoolDepth'
+-- registers and its queue).
+windowTimingAfter :: Int -> [Int] -> Traffic -> Trace b -> ([String], [String])
+windowTimingAfter extra [h, w, kh, kw, sh, sw] traffic trace
   | stallPercent traffic /= 0 = ([], [])
   | otherwise = (lateness P.++ bubbles, notes)
   where
@@ -196,7 +202,7 @@ windowTiming [h, w, kh, kw, sh, sw] traffic trace
                    in acc P.!! (m * h * w + completingPixel w kh kw sh sw local)
     lateness = P.take 1 [ "window " P.++ show k P.++ " at cycle " P.++ show t
                           P.++ ", completing pixel accepted at " P.++ show (completing k)
-                        | (k, t) <- P.zip [0 ..] outCycles, t /= completing k + 1 ]
+                        | (k, t) <- P.zip [0 ..] outCycles, t /= completing k + 1 + extra ]
     clean = idlePercent traffic == 0
     bubbles = [ "input not accepted every cycle" | clean, acc /= P.take (P.length acc) [P.head acc ..] ]
     lastPixel = acc P.!! (h * w - 1)
@@ -208,7 +214,7 @@ windowTiming [h, w, kh, kw, sh, sw] traffic trace
               P.++ show (P.length acc) P.++ " pixels in "
               P.++ show (P.last acc - P.head acc + 1) P.++ " cycles"
             | clean ]
-windowTiming _ _ _ = (["bad geometry"], [])
+windowTimingAfter _ _ _ _ = (["bad geometry"], [])
 
 showOffset :: Int -> String
 showOffset n = (if n >= 0 then "+" else "") P.++ show n
@@ -289,7 +295,7 @@ poolCase
   -> StdGen -> Outcome
 poolCase kind reference pool h w ph pw sh sw c gen =
   runCase name (pool h w ph pw sh sw) (beatsOf fixedOf imgs) expected
-          (windowTiming (geometry h w ph pw sh sw)) gen2
+          (windowTimingAfter (natToNum @PoolDepth + 1) (geometry h w ph pw sh sw)) gen2
   where
     name = kind P.++ "Pool " P.++ describe (geometry h w ph pw sh sw P.++ [snatToNum c])
     [h', w', ph', pw', sh', sw'] = geometry h w ph pw sh sw
