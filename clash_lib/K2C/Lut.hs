@@ -32,8 +32,9 @@ into block RAMs stacked in depth, with a multiplexer on their outputs, after
 the block RAM's slow read (5.6 ns): the critical path of iris and
 mobilenet_digits (block RAM -> multiplexer -> register, 10 to 12 ns). Slices
 as narrow as the deepest mode (9 bits for up to 2048 words) are each one
-block RAM, read side by side: the same number of block RAMs, no
-multiplexer. The compiler chooses the slices (keras2clash/backend/activations.py).
+block RAM, read side by side, no multiplexer (iris' softmax table of 1155
+14-bit words: two block RAMs, where synthesis had used one and LUTs for the
+words past 1024). The compiler chooses the slices (keras2clash/backend/activations.py).
 
 = Timing
 
