@@ -8,7 +8,6 @@ predicted class.
 -}
 module K2C.Activation
   ( Finish (..)
-  , finishWith
   , requantize
   , linear
   , relu
@@ -25,10 +24,6 @@ import Clash.Prelude
 -- rounding's carry chain and an activation's comparisons are never one path
 -- (they were mobilenet_digits' critical path on ECP5, 48 logic levels).
 data Finish acc o = Finish (acc -> o) (o -> o)
-
--- | Both steps in one: the unpipelined engine's finish.
-finishWith :: Finish acc o -> acc -> o
-finishWith (Finish requant activate) = activate . requant
 
 -- | Contract step 4: round to nearest with ties toward +infinity, then
 -- saturate.

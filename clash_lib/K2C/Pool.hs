@@ -51,8 +51,6 @@ module K2C.Pool
   , avgPool
   , avgPoolSame
   , roundedQuotient
-  , windowMax
-  , windowAverage
   , reduceWindow
   ) where
 
@@ -158,20 +156,6 @@ averageByPosition rows cols (input, readyOut) = (output, readyOut)
         t         = perRow !! a
         perRow    = smap (\l _ -> (2 * total) `div` (snatToNum l + 1)) (repeat @ph ())
         perColumn = smap (\l _ -> (t + snatToNum l + 1) `div` (2 * (snatToNum l + 1))) (repeat @pw ())
-
--- | Per channel maximum of a window.
-windowMax
-  :: forall ph pw c a . (KnownNat c, 1 <= ph, 1 <= pw, Ord a)
-  => Vec ph (Vec pw (Vec c a)) -> Vec c a
-windowMax = reduceWindow max
-
--- | Per channel rounded average of a window (see the module header).
-windowAverage
-  :: forall ph pw c i f
-   . (KnownNat ph, KnownNat pw, KnownNat c, KnownNat i, KnownNat f, 1 <= ph, 1 <= pw)
-  => Vec ph (Vec pw (Vec c (SFixed i f))) -> Vec c (SFixed i f)
-windowAverage = map (fromWide @i @f @ph @pw . roundedQuotient (SNat @(ph * pw)))
-              . reduceWindow @ph @pw (+) . map (map (map (toWide @i @f @ph @pw)))
 
 -- | Wide enough for @2 * sum + N@ of @N = ph * pw@ values of @SFixed i f@.
 type WideSum i f ph pw = Signed (i + f + CLog 2 ph + CLog 2 pw + 2)

@@ -6,6 +6,7 @@ The tables come from `quant.activations`, the numbers the golden model uses too.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -30,6 +31,7 @@ class ActivationCode:
     table_words: tuple[str, ...] = ()
     stream: bool = False  # a pipelined stream stage carrying a payload (softmax), not a function
 
+    @functools.cached_property
     def table_files(self) -> list[tuple[str, tuple[str, ...]]]:
         """The table's memory files (name under weights/, lines), high bits first: one file,
         or one per bit slice (`table_slices`)."""
@@ -45,16 +47,13 @@ class ActivationCode:
 
     def table_expr(self) -> str:
         """The Haskell value of the table (K2C.Lut): its file, or its slices side by side."""
-        files = self.table_files()
+        files = self.table_files
         if len(files) == 1:
             return f'tableFile "weights/{files[0][0]}"'
         entries = len(self.table_words)
         parts = [f'(tableFile "weights/{name}" :: TableRom {entries} (BitVector {len(lines[0])}))'
                  for name, lines in files]
-        nested = parts[-1]
-        for part in reversed(parts[:-1]):
-            nested = f"{part} `beside` {nested}" if nested is parts[-1] else f"{part} `beside` ({nested})"
-        return f"bitTable ({nested})"
+        return f"bitTable ({' `beside` '.join(parts)})"  # concatenation: either association
 
     def stage(self) -> str:
         """The stream stage applying it to a beat inside the network: a pipelined one, so

@@ -658,5 +658,5 @@ def write_project(
         if plan.is_compute:
             (weights / f"{entry['fn']}.mem").write_text(memfile_text(plan, params[plan.name]))
     for code in context["tables"]:
-        for name, lines in code.table_files():
+        for name, lines in code.table_files:
             (weights / name).write_text("\n".join(lines) + "\n")
