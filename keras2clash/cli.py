@@ -518,8 +518,10 @@ def pnr(
     force: bool = typer.Option(False, "--force", help="Replace PROJECT/pnr/FPGA and existing --json/--markdown files."),
     dsp_registers: bool = typer.Option(True, "--dsp-registers/--no-dsp-registers",
                                        help="ECP5: move the multipliers' operand and product flip-flops into the MULT18X18D blocks."),
+    bram_registers: bool = typer.Option(True, "--bram-registers/--no-bram-registers",
+                                        help="ECP5: move the flip-flops after each block-RAM read into the DP16KD's output register (REGMODE=OUTREG)."),
     check_dsp_registers: int = typer.Option(0, "--check-dsp-registers", min=0, metavar="CYCLES",
-                                            help="ECP5: first simulate the netlist before and after that move side by side for CYCLES random cycles (Icarus Verilog) and stop if any output differs."),
+                                            help="ECP5: first simulate the netlist before and after those moves (DSP and block-RAM registers) side by side for CYCLES random cycles (Icarus Verilog) and stop if any output differs."),
     max_fanout: Optional[int] = typer.Option(None, "--max-fanout", min=0, metavar="N",
                                              help="Copy every flip-flop and LUT driving more than N pins so each copy drives at most N, readers grouped in name order (fpga/fanout.py). Default: 64 on ECP5, 0 (off) on iCE40."),
     fanout_placement: bool = typer.Option(False, "--fanout-placement",
@@ -537,7 +539,7 @@ def pnr(
     _check_reports(force, json_out, markdown)
     with _StepProgress() as steps:
         report = flow.pnr(project, fpga, freq_mhz=freq, seed=seed, router=router, placer=placer, route=not no_route, force=force,
-                          dsp_registers=dsp_registers, check_cycles=check_dsp_registers, block_roms=block_roms,
+                          dsp_registers=dsp_registers, bram_registers=bram_registers, check_cycles=check_dsp_registers, block_roms=block_roms,
                           max_fanout=max_fanout, fanout_placement=fanout_placement, progress=steps.update)
     render(report, Console())
     if json_out is not None:

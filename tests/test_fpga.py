@@ -337,6 +337,9 @@ def test_iris_places_and_routes_on_ecp5_25k(iris: Path, tmp_path: Path, capsys) 
     # the weight ROMs in block RAM (dense 8 x 80 bits, output 3 x 144) beside the softmax's 3
     # tables of 1,155 x 14 bits, each in a 5-bit and a 9-bit slice (K2C.Lut): 13 DP16KD
     assert data["weight_roms"].startswith("in block RAM") and used["block RAM"]["used"] == 13
+    # every read port takes the register after it into the block RAM (fpga/bramregs.py; the
+    # softmax keeps its tables' data registers free of resets for it, K2C.Softmax)
+    assert data["bram_registers"].startswith("13 read ports of 13 DP16KD registered inside the blocks")
     assert 0 < used["LUT4"]["used"] < 24_288 and 0 < used["flip-flops"]["used"] < 24_288
     t = timing(list(plans))
     assert (data["latency_cycles"], data["interval_cycles"]) == (t.first_latency, t.ii)
@@ -517,8 +520,8 @@ def test_pnr_checks_the_dsp_registers_when_asked(tmp_path: Path, monkeypatch) ->
     design.parent.mkdir()
     design.write_text(json.dumps(netlist))
     steps: list[str] = []
-    fold = flow._fold_dsp_registers(design, "mac", 500, lambda step, detail: steps.append(detail))
-    assert fold.checked_cycles == 500 and "equal over 500 random cycles" in fold.summary
+    fold, _ = flow._fold_registers(design, "mac", 500, lambda step, detail: steps.append(detail), bram=False)
+    assert fold is not None and fold.checked_cycles == 500 and "equal over 500 random cycles" in fold.summary
     assert steps == ["checking the DSP registers: 500 random cycles, both netlists"]
     assert len(_cells(json.loads(design.read_text()), "mac", "TRELLIS_FF")) < len(_cells(netlist, "mac", "TRELLIS_FF"))
 
@@ -532,9 +535,78 @@ def test_pnr_checks_the_dsp_registers_when_asked(tmp_path: Path, monkeypatch) ->
 
     design.write_text(json.dumps(netlist))
     monkeypatch.setattr(flow, "fold_netlist", late)
-    with pytest.raises(flow._ToolFailed, match="the DSP-register rewrite changed mac's outputs"):
-        flow._fold_dsp_registers(design, "mac", 500, lambda step, detail: None)
+    with pytest.raises(flow._ToolFailed, match="the DSP and block-RAM-register rewrite changed mac's outputs"):
+        flow._fold_registers(design, "mac", 500, lambda step, detail: None)
     assert "random cycles differ" in (design.parent / "dsp_check.log").read_text()
+
+
+# --- ECP5: registers after block-RAM reads into the DP16KD (fpga/bramregs.py) -----------------
+
+REGISTERED_ROM = """
+module rom(input clk, input rst, input en, input [9:0] a, input [9:0] b, output reg [17:0] q,
+           output reg [35:0] w, output reg [8:0] r);
+  reg [17:0] narrow [0:1023]; reg [35:0] wide [0:511]; reg [8:0] reset [0:1023];
+  integer i;
+  reg [17:0] hi, lo;
+  initial for (i = 0; i < 1024; i = i + 1) begin
+    hi = i * 251 + 5; lo = i * 97 + 1;
+    narrow[i] = hi; reset[i] = lo; if (i < 512) wide[i] = {hi ^ 18'h2aaaa, lo ^ 18'h15555};
+  end
+  reg [17:0] nd; reg [35:0] wd; reg [8:0] rd;
+  always @(posedge clk) begin
+    nd <= narrow[a];                  // the block RAM's read register
+    if (en) q <= nd;                  // under an enable: the output register takes it (OCE)
+    wd <= wide[b[8:0]];               // 36 bits: the pseudo-dual-port mode
+    w <= wd;
+    rd <= reset[b];
+    if (rst) r <= 0; else r <= rd;    // a reset that can fire: left in the fabric
+  end
+endmodule
+"""
+
+
+def test_bram_registers_fold_and_the_netlist_computes_the_same(tmp_path: Path) -> None:
+    """Three ROMs with a register after the read: the 18-bit one (under an enable) and the
+    36-bit pseudo-dual-port one take it into the DP16KD (REGMODE=OUTREG, OCE = the enable), the
+    one whose register has a reset keeps it; 2,000 random cycles give the same outputs before and
+    after, and the output register switched on without removing the flip-flops is caught."""
+    from keras2clash.fpga.bramregs import fold_netlist
+    from keras2clash.fpga.equiv import simulate_equal
+
+    before = _synth_ecp5(tmp_path, REGISTERED_ROM, "rom")
+    rams = _cells(before, "rom", "DP16KD")
+    assert len(rams) == 3 and all("OUTREG" not in json.dumps(r["parameters"]) for r in rams)
+    after = json.loads(json.dumps(before))
+    fold = fold_netlist(after, "rom")
+    assert (fold.block_rams, fold.ports_folded) == (3, 2)
+    modes = sorted(sum(r["parameters"].get(f"REGMODE_{s}") == "OUTREG" for s in "AB") for r in _cells(after, "rom", "DP16KD"))
+    assert modes == [0, 1, 2]  # the reset one, the 18-bit one (its read port), the 36-bit one (both halves)
+    en = after["modules"]["rom"]["ports"]["en"]["bits"][0]
+    narrow = next(r for r in _cells(after, "rom", "DP16KD") if sum(r["parameters"].get(f"REGMODE_{s}") == "OUTREG" for s in "AB") == 1)
+    side = "A" if narrow["parameters"].get("REGMODE_A") == "OUTREG" else "B"
+    assert narrow["connections"][f"OCE{side}"] == [en]
+    assert len(_cells(before, "rom", "TRELLIS_FF")) - len(_cells(after, "rom", "TRELLIS_FF")) == fold.flip_flops_removed > 40
+    assert simulate_equal(before, after, "rom", tmp_path / "ok", cycles=2000).equal
+
+    late = json.loads(json.dumps(before))
+    for r in _cells(late, "rom", "DP16KD"):
+        r["parameters"].update(REGMODE_A="OUTREG", REGMODE_B="OUTREG")
+    result = simulate_equal(before, late, "rom", tmp_path / "late", cycles=2000)
+    assert not result.equal and result.first >= 0
+
+
+def test_pnr_checks_the_bram_registers_when_asked(tmp_path: Path) -> None:
+    """`pnr --check-dsp-registers N` simulates the block-RAM rewrite too; its report line."""
+    netlist = _synth_ecp5(tmp_path, REGISTERED_ROM, "rom")
+    design = tmp_path / "run" / "design.json"
+    design.parent.mkdir()
+    design.write_text(json.dumps(netlist))
+    steps: list[str] = []
+    dsp, bram = flow._fold_registers(design, "rom", 300, lambda step, detail: steps.append(detail), dsp=False)
+    assert dsp is None and bram is not None
+    assert steps == ["checking the block-RAM registers: 300 random cycles, both netlists"]
+    assert bram.summary == ("2 read ports of 3 DP16KD registered inside the blocks (REGMODE=OUTREG; 51 fabric "
+                            "flip-flops absorbed; both netlists equal over 300 random cycles)")
 
 
 # --- fan-out copies (fpga/fanout.py) --------------------------------------------------------

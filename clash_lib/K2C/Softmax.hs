@@ -54,7 +54,7 @@ import Clash.Prelude
 
 import K2C.Classify (TreeDepth, argmaxTree)
 import K2C.Lut (TableRom (..))
-import K2C.Pipe (pipeS)
+import K2C.Pipe (pipeS, stageReg)
 import K2C.Stream (Stream)
 
 -- | Quotient bits computed per pipeline stage of the division.
@@ -121,13 +121,16 @@ softmaxS s table = pipeS (SNat @(SoftmaxDepth (n + 1) fo)) stages
   where
     stages input = fmap finish <$> (leToPlus @1 @k last <$> divisions)
       where
-        tops = argmaxTree fst (fmap (\beat -> (beat, ())) <$> register Nothing input)
-        exps = register Nothing (fmap (\((xs, t), (top, _)) -> (exponentialsFrom @w s table top xs, t)) <$> tops)
+        -- 'stageReg': valid bits reset, data not (a reset on the data would keep synthesis from
+        -- absorbing the registers after the table read into the block RAM)
+        tops = argmaxTree fst (fmap (\beat -> (beat, ())) <$> stageReg input)
+        exps = stageReg (fmap (\((xs, t), (top, _)) -> (exponentialsFrom @w s table top xs, t)) <$> tops)
         -- The table's read is a block RAM where synthesis absorbs the register above into it:
-        -- its data output is slow, so it feeds nothing but this register.
-        tableData = register Nothing exps
-        sums = register Nothing (fmap (\(es, t) -> (es, sum es, t)) <$> tableData)
-        starts = register Nothing (fmap start <$> sums)
+        -- its data output is slow, so it feeds nothing but this register (which the
+        -- place-and-route flow moves into the block RAM's output register, fpga/bramregs.py).
+        tableData = stageReg exps
+        sums = stageReg (fmap (\(es, t) -> (es, sum es, t)) <$> tableData)
+        starts = stageReg (fmap start <$> sums)
         divisions :: Signal dom (Vec k (Maybe (Vec (n + 1) (Division w fo), Unsigned (w + 1), t)))
         divisions = register (repeat Nothing) (advance <$> starts <*> divisions)
         advance

@@ -31,17 +31,14 @@ want different enables, the enable that moves the most of them wins.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+from keras2clash.fpga.netlist import Control, Netlist, connect, ff_control, pin as net_pin, rename
+
 MULT = "MULT18X18D"
-FF = "TRELLIS_FF"
 PORT_BITS = 18
 PRODUCT_BITS = 36
-
-Bit = int | str
-"""A netlist bit: an int net id, or a constant "0", "1", "x", "z"."""
 
 
 @dataclass(frozen=True)
@@ -63,79 +60,19 @@ class DspFold:
                 f"({self.flip_flops_removed:,} fabric flip-flops absorbed{checked})")
 
 
-@dataclass(frozen=True)
-class _Control:
-    """The part of a TRELLIS_FF that a MULT18X18D register must share."""
-
-    clk: Bit
-    ce: Bit
-
-
-def _control(cell: dict[str, Any]) -> _Control | None:
-    """The flip-flop's clock and enable, or None if a DSP register cannot stand for it
-    (inverted clock or enable, a reset that can fire, power-up value 1)."""
-    params = {k: str(v).strip() for k, v in cell.get("parameters", {}).items()}  # yosys writes "1 "
-    conn = cell["connections"]
-    if params.get("CLKMUX", "CLK") != "CLK" or params.get("REGSET", "RESET") != "RESET":
-        return None
-    lsr = conn.get("LSR", ["0"])[0]
-    if params.get("LSRMUX", "LSR") != "LSR" or lsr != "0":
-        return None
-    cemux = params.get("CEMUX", "CE")
-    if cemux == "1":
-        ce: Bit = "1"
-    elif cemux == "CE":
-        ce = conn.get("CE", ["1"])[0]
-    else:
-        return None
-    return _Control(conn["CLK"][0], ce)
-
-
-class _Netlist:
-    """One module's cells with who drives and who reads each net bit."""
-
-    def __init__(self, module: dict[str, Any]) -> None:
-        self.module = module
-        self.cells: dict[str, dict[str, Any]] = module["cells"]
-        self.driver: dict[int, tuple[str, str]] = {}
-        self.readers: dict[int, list[tuple[str, str]]] = defaultdict(list)
-        self.port_bits: set[int] = set()
-        for name, cell in self.cells.items():
-            dirs = cell.get("port_directions", {})
-            for pin, bits in cell["connections"].items():
-                for b in bits:
-                    if isinstance(b, int):
-                        if dirs.get(pin) == "output":
-                            self.driver[b] = (name, pin)
-                        else:
-                            self.readers[b].append((name, pin))
-        for info in module.get("ports", {}).values():
-            self.port_bits.update(b for b in info["bits"] if isinstance(b, int))
-
-    def ff_driving(self, bit: Bit) -> str | None:
-        if not isinstance(bit, int):
-            return None
-        name, pin = self.driver.get(bit, ("", ""))
-        return name if pin == "Q" and self.cells.get(name, {}).get("type") == FF else None
-
-
-def _pin(cell: dict[str, Any], pin: str) -> Bit:
-    return cell["connections"].get(pin, ["x"])[0]
-
-
-def _input_plan(net: _Netlist, mult: dict[str, Any], port: str) -> tuple[_Control, dict[str, str]] | None:
+def _input_plan(net: Netlist, mult: dict[str, Any], port: str) -> tuple[Control, dict[str, str]] | None:
     """(control, {pin: driving flip-flop}) if port A/B can take its register into the block."""
     control = None
     ffs: dict[str, str] = {}
     for i in range(PORT_BITS):
         pin = f"{port}{i}"
-        bit = _pin(mult, pin)
+        bit = net_pin(mult, pin)
         if bit in ("0", "1"):
             continue
         ff = net.ff_driving(bit)
         if ff is None:
             return None
-        c = _control(net.cells[ff])
+        c = ff_control(net.cells[ff])
         if c is None or (control is not None and c != control):
             return None
         control = c
@@ -143,28 +80,19 @@ def _input_plan(net: _Netlist, mult: dict[str, Any], port: str) -> tuple[_Contro
     return (control, ffs) if control is not None else None
 
 
-def _output_plan(net: _Netlist, mult: dict[str, Any]) -> tuple[_Control, dict[str, list[str]]] | None:
+def _output_plan(net: Netlist, mult: dict[str, Any]) -> tuple[Control, dict[str, list[str]]] | None:
     """(control, {product pin: flip-flops it feeds}) if the product register can move in."""
     control = None
     ffs: dict[str, list[str]] = {}
     for i in range(PRODUCT_BITS):
         pin = f"P{i}"
-        bit = _pin(mult, pin)
-        if not isinstance(bit, int):
+        bit = net_pin(mult, pin)
+        if not isinstance(bit, int) or (bit not in net.port_bits and not net.readers.get(bit)):
             continue
-        if bit in net.port_bits:
+        regs = net.registers_reading(bit)
+        if regs is None or (control is not None and regs[0] != control):
             return None
-        readers = net.readers.get(bit, [])
-        for name, rpin in readers:
-            cell = net.cells[name]
-            if cell["type"] != FF or rpin != "DI":
-                return None
-            c = _control(cell)
-            if c is None or (control is not None and c != control):
-                return None
-            control = c
-        if readers:
-            ffs[pin] = [name for name, _ in readers]
+        control, ffs[pin] = regs
     return (control, ffs) if control is not None else None
 
 
@@ -175,28 +103,12 @@ def _set_register(mult: dict[str, Any], which: str) -> None:
     params[f"REG_{which}_RST"] = "RST0"
 
 
-def _connect_control(mult: dict[str, Any], control: _Control) -> None:
-    conn = mult["connections"]
-    dirs = mult.setdefault("port_directions", {})
-    for pin, bit in (("CLK0", control.clk), ("CE0", control.ce), ("RST0", "0")):
-        conn[pin] = [bit]
-        dirs[pin] = "input"
+def _connect_control(mult: dict[str, Any], control: Control) -> None:
+    for name, bit in (("CLK0", control.clk), ("CE0", control.ce), ("RST0", "0")):
+        connect(mult, name, bit)
 
 
-def _rename(module: dict[str, Any], mapping: dict[int, int]) -> None:
-    """Replace net bits per `mapping` in every cell, port and net name of the module."""
-    def fix(bits: list[Bit]) -> list[Bit]:
-        return [mapping.get(b, b) if isinstance(b, int) else b for b in bits]
-
-    for cell in module["cells"].values():
-        cell["connections"] = {pin: fix(bits) for pin, bits in cell["connections"].items()}
-    for info in module.get("ports", {}).values():
-        info["bits"] = fix(info["bits"])
-    for info in module.get("netnames", {}).values():
-        info["bits"] = fix(info["bits"])
-
-
-def _best_fold(mult: dict[str, Any], plans: dict[str, Any], out: Any) -> tuple[_Control, dict[str, Any], bool] | None:
+def _best_fold(mult: dict[str, Any], plans: dict[str, Any], out: Any) -> tuple[Control, dict[str, Any], bool] | None:
     """The clock/enable under which the most of A, B and P can move into the block (one
     CLK0/CE0 per block), with what moves; None if nothing can."""
     best = None
@@ -206,7 +118,7 @@ def _best_fold(mult: dict[str, Any], plans: dict[str, Any], out: Any) -> tuple[_
             # a lone input register reads 0 at power-up where a constant-1 pin read 1: only
             # safe when the port has none (module docstring)
             (port,) = fold_in
-            if any(_pin(mult, f"{port}{i}") == "1" for i in range(PORT_BITS)):
+            if any(net_pin(mult, f"{port}{i}") == "1" for i in range(PORT_BITS)):
                 fold_in = {}
         fold_out = out is not None and out[0] == control
         count = len(fold_in) + fold_out
@@ -217,7 +129,7 @@ def _best_fold(mult: dict[str, Any], plans: dict[str, Any], out: Any) -> tuple[_
 
 def fold_module(module: dict[str, Any]) -> DspFold:
     """Fold the registers around every MULT18X18D of `module` (yosys JSON, edited in place)."""
-    net = _Netlist(module)
+    net = Netlist(module)
     cells = net.cells
     mults = [name for name, cell in cells.items() if cell["type"] == MULT]
     inputs = outputs = 0
@@ -253,7 +165,7 @@ def fold_module(module: dict[str, Any]) -> DspFold:
         if fold_out:
             assert out is not None
             for pin, ffs in out[1].items():
-                product = _pin(mult, pin)
+                product = net_pin(mult, pin)
                 assert isinstance(product, int)
                 for ff in ffs:
                     q = cells[ff]["connections"]["Q"][0]
@@ -264,7 +176,7 @@ def fold_module(module: dict[str, Any]) -> DspFold:
             outputs += 1
     for ff in removed_outputs:
         del cells[ff]
-    _rename(module, mapping)
+    rename(module, mapping)
     # input flip-flops nobody reads any more
     readers: set[int] = set(net.port_bits)
     for cell in cells.values():

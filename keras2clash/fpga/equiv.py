@@ -1,12 +1,12 @@
-"""Check that a netlist rewrite (fpga/dspregs.py) changed nothing: simulate both netlists side by
-side on random inputs and count the cycles where their outputs differ.
+"""Check that a netlist rewrite (fpga/dspregs.py, fpga/bramregs.py) changed nothing: simulate
+both netlists side by side on random inputs and count the cycles where their outputs differ.
 
 yosys builds a miter of the two ECP5 netlists (`miter -equiv`: both designs on the same inputs,
 `trigger` = outputs differ), with its own ECP5 cell models (share/lattice/cells_sim_ecp5.v) and
 our model of the MULT18X18D (templates/mult18x18d_sim.v: yosys has none) and a stand-in for the
-block RAM DP16KD (templates/dp16kd_stub.v: the rewrite never touches one, so both netlists must
-only drive each alike), flattens it to plain
-Verilog, and Icarus Verilog runs it with random inputs (templates/miter_tb.v.j2). A formal
+block RAM DP16KD (templates/dp16kd_stub.v.j2: not a memory, but with the output register that
+fpga/bramregs.py switches on, so both netlists must drive each alike and read it alike),
+flattens it to plain Verilog, and Icarus Verilog runs it with random inputs (templates/miter_tb.v.j2). A formal
 proof (yosys `sat -seq`) would be stronger, but SAT on multipliers does not finish in useful
 time; random simulation over many cycles catches what a rewrite gets wrong (a missing or extra
 register stage, a crossed bit, a wrong enable).
@@ -25,6 +25,9 @@ from pathlib import Path
 import jinja2
 
 from keras2clash.errors import K2CError
+
+STUB_PARAMS = ("DATA_WIDTH_A", "REGMODE_A", "REGMODE_B")
+"""The DP16KD parameters the stand-in reads (templates/dp16kd_stub.v.j2): always declared."""
 
 CELL_MODELS = ("cells_sim_ecp5.v", "common_sim.vh", "ccu2c_sim.vh")
 """yosys' ECP5 simulation models, copied next to the netlists (they include each other)."""
@@ -52,8 +55,15 @@ def _yosys_share() -> Path:
 
 
 def _only_module(netlist: dict, top: str, name: str) -> dict:
-    """The netlist with module `top` alone, renamed `name` (yosys' JSON also lists cell models)."""
-    return {"creator": netlist.get("creator", ""), "modules": {name: netlist["modules"][top]}}
+    """The netlist with module `top` alone, renamed `name` (yosys' JSON also lists cell models),
+    its block RAMs' undriven ("x") pins tied to 0 as the hardware ties them: the stand-in mixes
+    every pin into its data, and an x there would make every read x (and `miter
+    -ignore_gold_x` would then compare nothing)."""
+    module = json.loads(json.dumps(netlist["modules"][top]))
+    for cell in module["cells"].values():
+        if cell["type"] == "DP16KD":
+            cell["connections"] = {p: ["0" if b == "x" else b for b in bits] for p, bits in cell["connections"].items()}
+    return {"creator": netlist.get("creator", ""), "modules": {name: module}}
 
 
 def simulate_equal(before: dict, after: dict, top: str, work: Path, *, cycles: int = 1000, seed: int = 1,
@@ -76,8 +86,8 @@ def simulate_equal(before: dict, after: dict, top: str, work: Path, *, cycles: i
     env = jinja2.Environment(loader=jinja2.PackageLoader("keras2clash.fpga", "templates"),
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     ram_params = sorted({p for netlist in (before, after) for c in netlist["modules"][top]["cells"].values()
-                         if c["type"] == "DP16KD" for p in c.get("parameters", {})})
-    (work / "dp16kd_stub.v").write_text(env.get_template("dp16kd_stub.v.j2").render(params=ram_params or ["UNUSED"]))
+                         if c["type"] == "DP16KD" for p in c.get("parameters", {})} | set(STUB_PARAMS))
+    (work / "dp16kd_stub.v").write_text(env.get_template("dp16kd_stub.v.j2").render(params=ram_params))
     (work / "gold.json").write_text(json.dumps(_only_module(before, top, "gold")))
     (work / "gate.json").write_text(json.dumps(_only_module(after, top, "gate")))
     script = ("read_json gold.json; read_json gate.json; "

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from keras2clash.fpga.dspregs import FF, _Netlist
+from keras2clash.fpga.netlist import FF, Netlist
 
 KEEP_ON_ORIGINAL = ("MULT18X18D", "ALU54B")
 """Reader cell types that stay on the original flip-flop (module docstring)."""
@@ -104,7 +104,7 @@ def _by_place(readers: list[Reader], limit: int, where: Mapping[str, Location]) 
     return _by_place(ordered[:cut], limit, where) + _by_place(ordered[cut:], limit, where)
 
 
-def _located(net: _Netlist, cells: list[str], locations: Mapping[str, Location]) -> dict[str, Location] | None:
+def _located(net: Netlist, cells: list[str], locations: Mapping[str, Location]) -> dict[str, Location] | None:
     """The cells' locations; a cell packing absorbed (a PFUMX or L6MUX21 wide-function mux has
     no site of its own) sits in the slice of a cell driving one of its inputs. None if some
     cell has neither."""
@@ -132,7 +132,7 @@ def split_module(module: dict[str, Any], limit: int,
     `locations` (cell name -> chip coordinates) where every reader has one, else by name."""
     if limit < 1:
         raise ValueError(f"fan-out limit {limit}: at least 1")
-    net = _Netlist(module)
+    net = Netlist(module)
     fresh = _next_bit(module)
     split = {FF: 0, "LUT4": 0}
     copies = largest = 0

@@ -3,7 +3,9 @@
 Steps: (1) the Verilog, generated with Clash if it is missing or stale (as `synth` does);
 (2) yosys `synth_ecp5` / `synth_ice40` to a JSON netlist; on ECP5 the multipliers' operand and
 product flip-flops then move into the MULT18X18D blocks' own registers (fpga/dspregs.py; yosys
-does that on iCE40 itself, not on ECP5), unless `dsp_registers=False`; (3) nextpnr: packing, placement and
+does that on iCE40 itself, not on ECP5), unless `dsp_registers=False`, and the flip-flops after
+each block-RAM read into the DP16KD's output register (fpga/bramregs.py), unless
+`bram_registers=False`; (3) nextpnr: packing, placement and
 (unless --no-route) routing, with `--report report.json --detailed-timing-report`, the target
 `--freq`, `--seed`, `--timing-allow-fail` (a missed target is a result to report, not an error).
 A top with more port bits than the package has IO pins goes behind a scan harness
@@ -40,6 +42,7 @@ from pathlib import Path
 from keras2clash import procs
 from keras2clash.errors import K2CError
 from keras2clash.fpga.devices import Device, Tool, get_device
+from keras2clash.fpga import bramregs
 from keras2clash.fpga.dspregs import DspFold, fold_netlist
 from keras2clash.fpga.fanout import FanoutSplit, placed_locations, split_netlist
 from keras2clash.fpga.harness import CLOCK, HARNESS_TOP, TIED_TOP, harness, ports, tied
@@ -198,7 +201,7 @@ minutes), where router2 (negotiated congestion) routed in 5."""
 
 def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MHZ, seed: int = 1,
         router: str = "router1", placer: str | None = None, route: bool = True, force: bool = False, dsp_registers: bool = True,
-        check_cycles: int = 0, block_roms: bool = True, max_fanout: int | None = None, fanout_placement: bool = False,
+        bram_registers: bool = True, check_cycles: int = 0, block_roms: bool = True, max_fanout: int | None = None, fanout_placement: bool = False,
         progress: Progress | None = None) -> PnrReport:
     """Place and route PROJECT on `fpga` (module docstring); returns the report."""
     from keras2clash.backend.project import load_project
@@ -265,9 +268,10 @@ def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MH
                             f"{device.block_ram_cell} of {device.block_rams}")
                 tell("synthesis", rom_note)
                 _synthesise(tools, device, folder, work, sources, top, False)
-            fold = None
-            if dsp_registers and device.family == "ecp5":
-                fold = _fold_dsp_registers(work / "design.json", top, check_cycles, tell)
+            fold = bram_fold = None
+            if device.family == "ecp5" and (dsp_registers or bram_registers):
+                fold, bram_fold = _fold_registers(work / "design.json", top, check_cycles, tell,
+                                                  dsp=dsp_registers, bram=bram_registers)
             seconds["synthesis"] = time.monotonic() - t1
             tell("synthesis", "done")
 
@@ -325,7 +329,8 @@ def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MH
             project=project.name, top=project.top, device=device.name, part=device.part, package=device.package,
             routed=route, out_of_context=out_of_context, port_bits=port_bits, io_pins=device.io_pins,
             harness_flip_flops=scan.flip_flops if scan is not None else 0,
-            dsp_registers=fold.summary if fold is not None else "", weight_roms=rom_note,
+            dsp_registers=fold.summary if fold is not None else "",
+            bram_registers=bram_fold.summary if bram_fold is not None else "", weight_roms=rom_note,
             fanout=fanout.summary if fanout is not None else "",
             target_mhz=freq_mhz, seed=seed, router=router, placer=placer, utilisation=util, clocks=clocks, critical_path=critical,
             io_paths=io_paths, latency_cycles=t.first_latency, interval_cycles=t.ii,
@@ -369,27 +374,32 @@ def _check_multipliers(project, device) -> None:
                        f"part), or fewer processing elements (--parallelism/--cycles)")
 
 
-def _fold_dsp_registers(design_json: Path, top: str, check_cycles: int, tell: Progress) -> DspFold:
-    """Rewrite yosys' ECP5 netlist with the multiplier registers inside the DSP blocks; with
-    `check_cycles`, first prove the rewrite on that many cycles of random inputs (fpga/equiv.py:
-    both netlists side by side), refusing to go on if any output differs."""
+def _fold_registers(design_json: Path, top: str, check_cycles: int, tell: Progress, *, dsp: bool = True,
+                    bram: bool = True) -> tuple[DspFold | None, bramregs.BramFold | None]:
+    """Rewrite yosys' ECP5 netlist with the multiplier registers inside the DSP blocks (`dsp`)
+    and the registers after block-RAM reads inside the block RAMs (`bram`); with
+    `check_cycles`, first prove the rewrite on that many cycles of random inputs
+    (fpga/equiv.py: both netlists side by side), refusing to go on if any output differs."""
     netlist = json.loads(design_json.read_text())
     before = json.loads(json.dumps(netlist)) if check_cycles else None
-    fold = fold_netlist(netlist, top)
+    fold = fold_netlist(netlist, top) if dsp else None
+    bram_fold = bramregs.fold_netlist(netlist, top) if bram else None
     if before is not None:
         from keras2clash.fpga.equiv import simulate_equal
 
-        tell("synthesis", f"checking the DSP registers: {check_cycles:,} random cycles, both netlists")
+        what = " and ".join(w for w, on in (("DSP", dsp), ("block-RAM", bram)) if on)
+        tell("synthesis", f"checking the {what} registers: {check_cycles:,} random cycles, both netlists")
         result = simulate_equal(before, netlist, top, design_json.parent / "dsp_check", cycles=check_cycles)
         if not result.equal:
             log = design_json.parent / "dsp_check.log"
             log.write_text(f"{result.differ} of {result.cycles} random cycles differ, the first at cycle "
                            f"{result.first}; the miter and its testbench are in dsp_check/\n")
-            raise _ToolFailed(f"the DSP-register rewrite changed {top}'s outputs (run with --no-dsp-registers, "
-                              "and report it)", log, "")
-        fold = replace(fold, checked_cycles=result.cycles)
+            raise _ToolFailed(f"the {what}-register rewrite changed {top}'s outputs (run with --no-dsp-registers "
+                              "or --no-bram-registers, and report it)", log, "")
+        fold = replace(fold, checked_cycles=result.cycles) if fold is not None else None
+        bram_fold = replace(bram_fold, checked_cycles=result.cycles) if bram_fold is not None else None
     design_json.write_text(json.dumps(netlist))
-    return fold
+    return fold, bram_fold
 
 
 def _keep_failed(work: Path, out: Path) -> Path:

@@ -83,6 +83,7 @@ class PnrReport:
     seconds: dict[str, float] = field(default_factory=dict)  # step -> wall time
     harness_flip_flops: int = 0  # a scan harness's (fpga/harness.py), included in the utilisation
     dsp_registers: str = ""  # what fpga/dspregs.py moved into the DSP blocks ("" = nothing / not ECP5)
+    bram_registers: str = ""  # what fpga/bramregs.py moved into the block RAMs ("" = nothing / not ECP5)
     weight_roms: str = ""  # where the registered ROMs went (ECP5: block RAM, unless they would not fit)
     router: str = "router1"  # nextpnr --router
     placer: str = ""  # nextpnr --placer
@@ -219,6 +220,8 @@ def to_markdown(report: PnrReport) -> str:
         lines.append(f"| {u.resource} | {u.cell} | {u.used:,} | {u.available:,} | {u.percent:.1f} |")
     if report.dsp_registers:
         lines += ["", f"DSP registers: {report.dsp_registers}."]
+    if report.bram_registers:
+        lines += ["", f"Block-RAM registers: {report.bram_registers}."]
     if report.weight_roms:
         lines += ["", f"Weight ROMs: {report.weight_roms}."]
     if report.fanout:
@@ -268,6 +271,8 @@ def render(report: PnrReport, console) -> None:
     console.print(table)
     if report.dsp_registers:
         console.print(f"DSP registers: {report.dsp_registers}", highlight=False)
+    if report.bram_registers:
+        console.print(f"Block-RAM registers: {report.bram_registers}", highlight=False)
     if report.weight_roms:
         console.print(f"Weight ROMs: {report.weight_roms}", highlight=False)
     if report.fanout:
