@@ -37,7 +37,8 @@ an adder tree and @n@ dividers of @w@ bits, one long path.
 a queue's LUT RAM, read combinationally), the maximum ('argmaxTree', one
 register per comparison level), the exponentials (subtractions, ROM reads:
 block RAM where the synthesis tool absorbs the stage register into it, so
-its data gets a register of its own), the sum, the numerators, then the
+its data gets a register of its own), the sum (groups of four, then the
+groups), the numerators, then the
 divisions as restoring long divisions of 'StepsPerStage' quotient bits per
 stage (a subtraction and a comparison each). Each beat carries a payload
 @t@ through the pipeline unchanged (the class, at the network's output).
@@ -67,9 +68,15 @@ type DivStages fo = Div (fo + 1 + StepsPerStage - 1) StepsPerStage
 type DivSteps fo = StepsPerStage * DivStages fo
 
 -- | Register stages of 'softmaxS' over @n@ values: the beat, the maximum (a comparison
--- tree, one register a level), exponentials (the table read, then its data), sum, numerators, the
--- division stages.
-type SoftmaxDepth n fo = 1 + TreeDepth n + 4 + DivStages fo
+-- tree, one register a level), exponentials (the table read, then its data), the sum (partial
+-- sums of 'SumGroup' values, then theirs), numerators, the division stages.
+type SoftmaxDepth n fo = 1 + TreeDepth n + 5 + DivStages fo
+
+-- | Values the sum's first stage adds into each partial sum (two adder levels).
+type SumGroup = 4
+
+-- | Partial sums of @n + 1@ values, one per 'SumGroup' of them (visibly at least one).
+type SumGroups n = 1 + Div n SumGroup
 
 -- | Softmax of a beat; @w@ (given by a type application) is the width of the
 -- sum and the division, wide enough for @2 e 2^fo + S@.
@@ -129,7 +136,10 @@ softmaxS s table = pipeS (SNat @(SoftmaxDepth (n + 1) fo)) stages
         -- its data output is slow, so it feeds nothing but this register (which the
         -- place-and-route flow moves into the block RAM's output register, fpga/bramregs.py).
         tableData = stageReg exps
-        sums = stageReg (fmap (\(es, t) -> (es, sum es, t)) <$> tableData)
+        -- the sum in two stages: the adder tree of ten 30-bit exponentials in one cycle was
+        -- mobilenet_digits' critical path (four carry chains, 15 ns on ECP5)
+        partials = stageReg (fmap (\(es, t) -> (es, groupSums es, t)) <$> tableData)
+        sums = stageReg (fmap (\(es, ps, t) -> (es, sum ps, t)) <$> partials)
         starts = stageReg (fmap start <$> sums)
         divisions :: Signal dom (Vec k (Maybe (Vec (n + 1) (Division w fo), Unsigned (w + 1), t)))
         divisions = register (repeat Nothing) (advance <$> starts <*> divisions)
@@ -138,6 +148,14 @@ softmaxS s table = pipeS (SNat @(SoftmaxDepth (n + 1) fo)) stages
           -> Vec k (Maybe (Vec (n + 1) (Division w fo), Unsigned (w + 1), t))
           -> Vec k (Maybe (Vec (n + 1) (Division w fo), Unsigned (w + 1), t))
         advance incoming inFlight = map (fmap (\(ds, d, t) -> (map (steps d) ds, d, t))) (incoming +>> inFlight)
+
+    -- The sum's first stage: each 'SumGroup' of consecutive values added in a tree of two levels.
+    groupSums :: Vec (n + 1) (Signed w) -> Vec (SumGroups n) (Signed w)
+    groupSums es = map group indicesI
+      where
+        group g = (at (base + 0) + at (base + 1)) + (at (base + 2) + at (base + 3))
+          where base = fromEnum g * natToNum @SumGroup
+        at i = if i <= natToNum @n then es !! i else 0
 
     -- The numerators of step 4 from step 3's sum S: N_i = 2 e_i 2^fo + S, divisor 2 S.
     start :: (Vec (n + 1) (Signed w), Signed w, t) -> (Vec (n + 1) (Division w fo), Unsigned (w + 1), t)
