@@ -453,6 +453,14 @@ def _synth_ecp5(tmp_path: Path, verilog: str, top: str) -> dict:
     return json.loads((tmp_path / "d.json").read_text())
 
 
+def _design_file(tmp_path: Path, netlist: dict) -> Path:
+    """The netlist as the flow keeps it: run/design.json."""
+    design = tmp_path / "run" / "design.json"
+    design.parent.mkdir()
+    design.write_text(json.dumps(netlist))
+    return design
+
+
 def _cells(netlist: dict, top: str, kind: str) -> list[dict]:
     return [c for c in netlist["modules"][top]["cells"].values() if c["type"] == kind]
 
@@ -516,9 +524,7 @@ def test_pnr_checks_the_dsp_registers_when_asked(tmp_path: Path, monkeypatch) ->
     from keras2clash.fpga import dspregs
 
     netlist = _synth_ecp5(tmp_path, REGISTERED_MAC, "mac")
-    design = tmp_path / "run" / "design.json"
-    design.parent.mkdir()
-    design.write_text(json.dumps(netlist))
+    design = _design_file(tmp_path, netlist)
     steps: list[str] = []
     fold, _ = flow._fold_registers(design, "mac", 500, lambda step, detail: steps.append(detail), bram=False)
     assert fold is not None and fold.checked_cycles == 500 and "equal over 500 random cycles" in fold.summary
@@ -598,9 +604,7 @@ def test_bram_registers_fold_and_the_netlist_computes_the_same(tmp_path: Path) -
 def test_pnr_checks_the_bram_registers_when_asked(tmp_path: Path) -> None:
     """`pnr --check-dsp-registers N` simulates the block-RAM rewrite too; its report line."""
     netlist = _synth_ecp5(tmp_path, REGISTERED_ROM, "rom")
-    design = tmp_path / "run" / "design.json"
-    design.parent.mkdir()
-    design.write_text(json.dumps(netlist))
+    design = _design_file(tmp_path, netlist)
     steps: list[str] = []
     dsp, bram = flow._fold_registers(design, "rom", 300, lambda step, detail: steps.append(detail), dsp=False)
     assert dsp is None and bram is not None

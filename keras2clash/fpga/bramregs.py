@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from keras2clash.fpga.netlist import Control, Netlist, connect, pin, remove_flip_flops
+from keras2clash.fpga.netlist import Control, Netlist, checked_note, connect, pin, remove_flip_flops
 
 RAM = "DP16KD"
 DATA_PINS = 18
@@ -48,8 +48,7 @@ class BramFold:
 
     @property
     def summary(self) -> str:
-        checked = (f"; both netlists equal over {self.checked_cycles:,} random cycles"
-                   if self.checked_cycles else "")
+        checked = checked_note(self.checked_cycles)
         return (f"{self.ports_folded} read ports of {self.block_rams} DP16KD registered inside the blocks "
                 f"(REGMODE=OUTREG; {self.flip_flops_removed:,} fabric flip-flops absorbed{checked})")
 

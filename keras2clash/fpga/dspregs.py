@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from keras2clash.fpga.netlist import Control, Netlist, connect, ff_control, pin as net_pin, rename
+from keras2clash.fpga.netlist import Control, Netlist, checked_note, connect, ff_control, pin as net_pin, rename
 
 MULT = "MULT18X18D"
 PORT_BITS = 18
@@ -53,8 +53,7 @@ class DspFold:
 
     @property
     def summary(self) -> str:
-        checked = (f"; both netlists equal over {self.checked_cycles:,} random cycles"
-                   if self.checked_cycles else "")
+        checked = checked_note(self.checked_cycles)
         return (f"{self.inputs_folded} multiplier operands and {self.outputs_folded} products of "
                 f"{self.multipliers} MULT18X18D registered inside the blocks "
                 f"({self.flip_flops_removed:,} fabric flip-flops absorbed{checked})")
