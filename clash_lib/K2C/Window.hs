@@ -100,14 +100,19 @@ window SNat SNat kh kw SNat SNat (input, readyOut) = (output, readyIn)
     -- clock enable of @kh * kw * c@ values (mobilenet_digits on ECP5: 23.5 ns).
     endsWindow = register (completesWindow kh kw origin) (completesWindow kh kw <$> positionNext)
     pending   = register False (nextPending <$> pending <*> full <*> completes <*> delivered)
-    full      = register False (nextFull <$> full <*> loadOutput <*> delivered)
+    full      = register False (mux free (completes .||. pending) full)
 
     readyIn   = not <$> pending
     accepted  = readyIn .&&. (isJust <$> input)
     delivered = full .&&. readyOut
     completes = accepted .&&. endsWindow
-    -- The output register loads a window just completed, or the waiting one.
-    loadOutput = (completes .&&. (not <$> full .||. delivered)) .||. (pending .&&. delivered)
+    -- The output register loads whenever it is free (empty, or delivered in
+    -- this cycle): the waiting window if there is one, else the shifted
+    -- window, which is a window only when this pixel completes one ('full'
+    -- says which). Its enable is one LUT from full and downstream's ready,
+    -- not the choice of what completes (mobilenet_digits on ECP5: three LUT
+    -- levels to the enable of 516 flip-flops, 13.9 ns, 12.7 of it routing).
+    free      = (not <$> full) .||. readyOut
 
     pixel     = fromJustX <$> input
     newColumn :: Signal dom (Vec kh (Vec c a))
@@ -116,7 +121,7 @@ window SNat SNat kh kw SNat SNat (input, readyOut) = (output, readyIn)
     shifted   = zipWith (<<+) <$> windowReg <*> newColumn
     -- Datapath registers have no reset: the flags alone say what they hold.
     windowReg = delayEn (deepErrorX "window: no pixel yet") accepted shifted
-    outputReg = delayEn (deepErrorX "window: no window yet") loadOutput
+    outputReg = delayEn (deepErrorX "window: no window yet") free
                         (mux pending windowReg shifted)
     output    = mux full (Just <$> outputReg) (pure Nothing)
 
@@ -212,5 +217,3 @@ nextPending pending full completes delivered
   | pending   = not delivered
   | otherwise = completes && full && not delivered
 
-nextFull :: Bool -> Bool -> Bool -> Bool
-nextFull full load delivered = load || (full && not delivered)
