@@ -1,13 +1,13 @@
 {-# LANGUAGE DataKinds, KindSignatures, NoImplicitPrelude, ScopedTypeVariables,
              TypeApplications, TypeOperators, FlexibleContexts, TypeFamilies,
-             DeriveGeneric, DeriveAnyClass, NoStarIsType, RankNTypes, ConstraintKinds,
+             DeriveGeneric, DeriveAnyClass, NoStarIsType, TupleSections, RankNTypes, ConstraintKinds,
              AllowAmbiguousTypes #-}
 {-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver -fconstraint-solver-iterations=8 #-}
 {-|
 Max and average pooling: the window generator ("K2C.Window") followed by a
 per-channel reduction of each window, pipelined in 'PoolDepth' register stages
-("K2C.Pipe"): each row of the window reduced, then the rows (and, for the
-average, the rounded division).
+("K2C.Pipe"): a balanced tree along the rows, then one down the rows (and, for
+the average, the rounded division), a register after every level.
 
 = Arithmetic (docs/architecture.md, "Arithmetic of the new layers")
 
@@ -34,10 +34,11 @@ dividers, then @floor ((t + b) / (2 b))@ among @pw@ (per channel), which equals
 = Timing, storage, protocol
 
 'maxPool' and 'avgPool': those of 'K2C.Window.window' with @(kh, kw) = (ph, pw)@,
-then a "K2C.Pipe" stage of @d = PoolDepth@ registers (its queue of @d + 2@
+then a "K2C.Pipe" stage of @d = PoolDepth ph pw@ registers (its queue of @d + 2@
 results): a window's reduction was one combinational path from the window's
 output register into the next block (cnn_variants on ECP5: a 3x3 maximum,
-four comparisons in a row, into a Flatten's buffer, 69 logic levels, 26.6 ns).
+four comparisons in a row, into a Flatten's buffer, 69 logic levels, 26.6 ns),
+then two comparisons per stage (14.0 ns); now one per stage.
 'avgPoolSame' adds only the two position counters (@Index h2@, @Index w2@),
 which change no timing: its division stage is combinational and ready exactly
 when downstream is.
@@ -56,13 +57,20 @@ module K2C.Pool
 
 import Clash.Prelude hiding (window)
 import Data.Maybe (isJust)
+import Data.Proxy (Proxy (..))
+import Data.Singletons (Apply, TyFun)
 
-import K2C.Pipe (pipeS, stageReg)
+import K2C.Pipe (pipeS)
 import K2C.Stream (Stream, (|>))
 import K2C.Window (nextPosition, window)
 
--- | Register stages of a pooling reduction: the window's rows, then the rows' results.
-type PoolDepth = 2
+-- | Register stages of one axis' reduction: a register after every level of its
+-- balanced tree of comparators (adders), and one register when there is no level.
+type AxisDepth n = Max 1 (CLog 2 n)
+
+-- | Register stages of a pooling reduction of @ph x pw@ windows: along the rows,
+-- then down the rows (2 for windows of at most two by two).
+type PoolDepth ph pw = AxisDepth pw + AxisDepth ph
 
 -- | The constraints every pooling layer needs.
 type PoolSize dom h w ph pw sh sw c i f =
@@ -77,7 +85,7 @@ maxPool
    . PoolSize dom h w ph pw sh sw c i f
   => SNat h -> SNat w -> SNat ph -> SNat pw -> SNat sh -> SNat sw
   -> Stream dom (Vec c (SFixed i f)) (Vec c (SFixed i f))
-maxPool h w ph pw sh sw = window h w ph pw sh sw |> pooled (reduceAxis max) (reduceAxis max)
+maxPool h w ph pw sh sw = window h w ph pw sh sw |> pooled id minBound max id id
 
 -- | Average pooling, @ph x pw@ windows with strides @(sh, sw)@, 'valid' padding.
 avgPool
@@ -85,20 +93,60 @@ avgPool
    . PoolSize dom h w ph pw sh sw c i f
   => SNat h -> SNat w -> SNat ph -> SNat pw -> SNat sh -> SNat sw
   -> Stream dom (Vec c (SFixed i f)) (Vec c (SFixed i f))
-avgPool h w ph pw sh sw = window h w ph pw sh sw |> pooled rowSum average
+avgPool h w ph pw sh sw = window h w ph pw sh sw |> pooled toWide' 0 (+) average fromWide'
   where
-    rowSum :: Vec pw (Vec c (SFixed i f)) -> Vec c (WideSum i f ph pw)
-    rowSum = reduceAxis (+) . map (map (toWide @i @f @ph @pw))
-    average = map (fromWide @i @f @ph @pw . roundedQuotient (SNat @(ph * pw))) . reduceAxis (+)
+    toWide'   = toWide @i @f @ph @pw
+    fromWide' = fromWide @i @f @ph @pw
+    average   = roundedQuotient (SNat @(ph * pw))
 
--- | A window's reduction in 'PoolDepth' register stages on "K2C.Pipe": @row@
--- reduces each row of the window, @rows@ the rows' results.
+-- | A window's reduction in 'PoolDepth' register stages on "K2C.Pipe": each value
+-- taken to the reduction's type (@leaf@), a balanced tree of @op@ along the rows
+-- (all rows side by side), then one down the rows, a register after every level.
+-- @final@ (the average's division) comes before the last register and @out@ (a
+-- resize: wires) after it. @unit@ pads a tree to a power of two (a maximum's
+-- 'minBound', a sum's 0). A 3x3 maximum with two comparisons per register stage
+-- was cnn_variants' critical path at 120 multipliers (ECP5: 14.0 ns, 22 levels).
 pooled
   :: forall dom ph pw c a r b
-   . (HiddenClockResetEnable dom, KnownNat ph, KnownNat c, NFDataX r, NFDataX b)
-  => (Vec pw (Vec c a) -> Vec c r) -> (Vec ph (Vec c r) -> Vec c b)
+   . (HiddenClockResetEnable dom, KnownNat ph, KnownNat pw, KnownNat c, 1 <= ph, 1 <= pw, NFDataX r, NFDataX b)
+  => (a -> r) -> r -> (r -> r -> r) -> (r -> r) -> (r -> b)
   -> Stream dom (Vec ph (Vec pw (Vec c a))) (Vec c b)
-pooled row rows = pipeS (SNat @PoolDepth) (stageReg . fmap (fmap rows) . stageReg . fmap (fmap (map row)))
+pooled leaf unit op final out = pipeS (SNat @(PoolDepth ph pw)) (fmap (fmap (map out)) . downRows . alongRows)
+  where
+    -- the window's pw columns, each the ph rows' values of that column
+    alongRows = treeStages @(CLog 2 pw) (repeat (repeat unit)) (zipWith (zipWith op)) id
+              . fmap (fmap (transpose . map (map (map leaf))))
+    downRows  = treeStages @(CLog 2 ph) (repeat unit) (zipWith op) (map final)
+
+-- | A balanced tree of @op@ over the @n@ values of a beat, padded with @unit@ to
+-- @2^lv@ leaves (@lv = CLog 2 n@), a register after every level, and one
+-- register when there is no level (@n = 1@); @final@ is applied before the last
+-- register. Valid bits reset, data not.
+treeStages
+  :: forall lv dom n a
+   . (HiddenClockResetEnable dom, KnownNat lv, KnownNat n, NFDataX a)
+  => a -> (a -> a -> a) -> (a -> a)
+  -> Signal dom (Maybe (Vec n a)) -> Signal dom (Maybe a)
+treeStages unit op final input = (\v x -> if v then Just x else Nothing) <$> validOut <*> valueOut
+  where
+    levels = natToNum @lv :: Int
+    valid  = isJust <$> input
+    leaves :: Vec (2 ^ lv) (Signal dom a)
+    leaves = unbundle (padTo . fromJustX <$> input)
+    padTo :: Vec n a -> Vec (2 ^ lv) a
+    padTo xs = takeI (xs ++ repeat @(2 ^ lv) unit)
+    (validOut, valueOut)
+      | levels == 0 = (register False valid, stage (final <$> leaves !! (0 :: Int)))
+      | otherwise   = dtfold (Proxy @(TreeLevel (Signal dom Bool, Signal dom a))) (valid,) level leaves
+    level :: SNat j -> (Signal dom Bool, Signal dom a) -> (Signal dom Bool, Signal dom a)
+          -> (Signal dom Bool, Signal dom a)
+    level j (v, x) (_, y) = (register False v, stage (lastOnly <$> (op <$> x <*> y)))
+      where lastOnly = if snatToNum j + 1 == levels then final else id
+    stage = delay (deepErrorX "pool: empty stage")
+
+-- | Every level of a pooling tree carries the same type.
+data TreeLevel (a :: Type) (f :: TyFun Nat Type) :: Type
+type instance Apply (TreeLevel a) k = a
 
 -- | Average pooling with Keras 'same' padding on the /padded/ @hp x wp@ image
 -- (put @"K2C.Pad".pad ... 0@ in front), @h2 x w2@ windows: each window is

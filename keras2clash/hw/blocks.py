@@ -446,8 +446,16 @@ MAP_DEPTH = 1
 BATCHNORM_DEPTH = 2
 """K2C.BatchNorm's BatchNormDepth: the products, then the finished values."""
 
-POOL_DEPTH = 2
-"""K2C.Pool's PoolDepth: a window's rows reduced, then the rows' results."""
+def axis_depth(n: int) -> int:
+    """K2C.Pool's AxisDepth n: a register after every level of a balanced tree over n values
+    (ceil(log2 n) levels), one register when there is no level."""
+    return max(1, (n - 1).bit_length())
+
+
+def pool_depth(ph: int, pw: int) -> int:
+    """K2C.Pool's PoolDepth ph pw: the tree along the rows, then the one down the rows (2 for
+    windows of at most 2x2; a 3x3 maximum has 4: one comparison per register stage)."""
+    return axis_depth(pw) + axis_depth(ph)
 
 
 def has_pool_stage(plan: LayerPlan) -> bool:
@@ -491,7 +499,7 @@ def _layer_blocks(plan: LayerPlan, knobs, down, mx, blocks: list) -> Any:
     if plan.type == "batchnorm":
         down = _pipe_block(BATCHNORM_DEPTH, down, mx, blocks)
     if has_pool_stage(plan):
-        down = _pipe_block(POOL_DEPTH, down, mx, blocks)
+        down = _pipe_block(pool_depth(*plan.kernel_size), down, mx, blocks)
     if plan.is_compute:
         steps, depth, queue = knobs[plan.name]
         down = _Engine(steps, depth, queue, down, mx)

@@ -7,10 +7,17 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from keras2clash.hw.blocks import BATCHNORM_DEPTH, MAP_DEPTH, POOL_DEPTH, _geometry, has_map_stage, has_pool_stage
+from keras2clash.hw.blocks import BATCHNORM_DEPTH, MAP_DEPTH, _geometry, has_map_stage, has_pool_stage, pool_depth
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.hw.shape_blocks import rebeat_groups
 from keras2clash.ir.layers import GLOBAL_POOL_TYPES, SHAPE_TYPES
+
+
+def _tree_registers(n: int) -> int:
+    """Values registered by K2C.Pool.treeStages over n leaves: 2^(lv-j) after level j of
+    lv = ceil(log2 n) levels (the padding included), one value when there is no level."""
+    lv = (n - 1).bit_length()
+    return sum(1 << (lv - j) for j in range(1, lv + 1)) or 1
 
 
 def global_running_bits(plan: LayerPlan) -> int:
@@ -74,12 +81,13 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
         product = plan.in_fmt.hw_bits + plan.w_fmt.hw_bits  # K2C.Merge.mulExact: SFixed (ia + iw) (fa + fw)
         regs += channels * (product + out_bits) + BATCHNORM_DEPTH
         fifo += (BATCHNORM_DEPTH + 2) * channels * out_bits
-    if has_pool_stage(plan):  # K2C.Pool on K2C.Pipe: each window row reduced, the results, their queue
+    if has_pool_stage(plan):  # K2C.Pool on K2C.Pipe: the trees along and down the rows, their queue
         ph, pw = plan.kernel_size
         wide = in_bits + (ph - 1).bit_length() + (pw - 1).bit_length() + 2  # K2C.Pool.WideSum
         row_bits = in_bits if plan.type == "maxpool2d" else wide
-        regs += channels * (ph * row_bits + out_bits) + POOL_DEPTH
-        fifo += (POOL_DEPTH + 2) * channels * out_bits
+        depth = pool_depth(ph, pw)
+        regs += channels * row_bits * (ph * _tree_registers(pw) + _tree_registers(ph)) + depth
+        fifo += (depth + 2) * channels * out_bits
     if has_map_stage(plan):  # K2C.Pipe.mapP: the registered results and their queue
         regs += channels * out_bits + MAP_DEPTH
         fifo += (MAP_DEPTH + 2) * channels * out_bits

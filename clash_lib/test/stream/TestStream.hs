@@ -295,7 +295,7 @@ poolCase
   -> StdGen -> Outcome
 poolCase kind reference pool h w ph pw sh sw c gen =
   runCase name (pool h w ph pw sh sw) (beatsOf fixedOf imgs) expected
-          (windowTimingAfter (natToNum @PoolDepth + 1) (geometry h w ph pw sh sw)) gen2
+          (windowTimingAfter (natToNum @(PoolDepth ph pw) + 1) (geometry h w ph pw sh sw)) gen2
   where
     name = kind P.++ "Pool " P.++ describe (geometry h w ph pw sh sw P.++ [snatToNum c])
     [h', w', ph', pw', sh', sw'] = geometry h w ph pw sh sw
