@@ -446,6 +446,7 @@ MAP_DEPTH = 1
 BATCHNORM_DEPTH = 2
 """K2C.BatchNorm's BatchNormDepth: the products, then the finished values."""
 
+
 def axis_depth(n: int) -> int:
     """K2C.Pool's AxisDepth n: a register after every level of a balanced tree over n values
     (ceil(log2 n) levels), one register when there is no level."""
