@@ -56,6 +56,7 @@ module K2C.Filter
   , ChunkInt
   , ChunkBits
   , TreeLevels
+  , Level
   , chunkSum
   , chunkTerms
   , adderTree

@@ -58,8 +58,8 @@ module K2C.Pool
 import Clash.Prelude hiding (window)
 import Data.Maybe (isJust)
 import Data.Proxy (Proxy (..))
-import Data.Singletons (Apply, TyFun)
 
+import K2C.Filter (Level)
 import K2C.Pipe (pipeS)
 import K2C.Stream (Stream, (|>))
 import K2C.Window (nextPosition, window)
@@ -137,16 +137,12 @@ treeStages unit op final input = (\v x -> if v then Just x else Nothing) <$> val
     padTo xs = takeI (xs ++ repeat @(2 ^ lv) unit)
     (validOut, valueOut)
       | levels == 0 = (register False valid, stage (final <$> leaves !! (0 :: Int)))
-      | otherwise   = dtfold (Proxy @(TreeLevel (Signal dom Bool, Signal dom a))) (valid,) level leaves
+      | otherwise   = dtfold (Proxy @(Level (Signal dom Bool, Signal dom a))) (valid,) level leaves
     level :: SNat j -> (Signal dom Bool, Signal dom a) -> (Signal dom Bool, Signal dom a)
           -> (Signal dom Bool, Signal dom a)
     level j (v, x) (_, y) = (register False v, stage (lastOnly <$> (op <$> x <*> y)))
       where lastOnly = if snatToNum j + 1 == levels then final else id
     stage = delay (deepErrorX "pool: empty stage")
-
--- | Every level of a pooling tree carries the same type.
-data TreeLevel (a :: Type) (f :: TyFun Nat Type) :: Type
-type instance Apply (TreeLevel a) k = a
 
 -- | Average pooling with Keras 'same' padding on the /padded/ @hp x wp@ image
 -- (put @"K2C.Pad".pad ... 0@ in front), @h2 x w2@ windows: each window is
