@@ -528,6 +528,8 @@ def pnr(
                                           help="With --max-fanout: group each copy's readers by a first placement (one more nextpnr run) instead of by name."),
     block_roms: bool = typer.Option(True, "--block-roms/--no-block-roms",
                                     help="ECP5: put every registered ROM (the weights) in block RAM, unless they would not fit; --no-block-roms leaves the choice to yosys (LUTs for shallow ROMs)."),
+    ff_queues: int = typer.Option(0, "--ff-queues", min=0, metavar="WORDS",
+                                  help="ECP5: build every queue (a memory with a write port) of at most WORDS words from flip-flops instead of LUT RAM; 0: all in LUT RAM."),
 ) -> None:
     """Synthesise (yosys) and place and route (nextpnr) PROJECT on an FPGA: utilisation, Fmax, critical path, latency in ns."""
     from keras2clash.fpga import flow
@@ -540,7 +542,8 @@ def pnr(
     with _StepProgress() as steps:
         report = flow.pnr(project, fpga, freq_mhz=freq, seed=seed, router=router, placer=placer, route=not no_route, force=force,
                           dsp_registers=dsp_registers, bram_registers=bram_registers, check_cycles=check_dsp_registers, block_roms=block_roms,
-                          max_fanout=max_fanout, fanout_placement=fanout_placement, progress=steps.update)
+                          max_fanout=max_fanout, fanout_placement=fanout_placement, ff_queues=ff_queues,
+                          progress=steps.update)
     render(report, Console())
     if json_out is not None:
         write_output_file(json_out, report.to_json() + "\n", force)

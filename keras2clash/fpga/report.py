@@ -85,6 +85,7 @@ class PnrReport:
     dsp_registers: str = ""  # what fpga/dspregs.py moved into the DSP blocks ("" = nothing / not ECP5)
     bram_registers: str = ""  # what fpga/bramregs.py moved into the block RAMs ("" = nothing / not ECP5)
     weight_roms: str = ""  # where the registered ROMs went (ECP5: block RAM, unless they would not fit)
+    queues: str = ""  # which write-port memories became flip-flops (pnr --ff-queues; "" = none)
     router: str = "router1"  # nextpnr --router
     placer: str = ""  # nextpnr --placer
     fanout: str = ""  # what fpga/fanout.py copied ("" = not asked)
@@ -224,6 +225,8 @@ def to_markdown(report: PnrReport) -> str:
         lines += ["", f"Block-RAM registers: {report.bram_registers}."]
     if report.weight_roms:
         lines += ["", f"Weight ROMs: {report.weight_roms}."]
+    if report.queues:
+        lines += ["", f"Queues: {report.queues}."]
     if report.fanout:
         lines += ["", f"Fan-out: {report.fanout}."]
     lines += ["", "| timing | value |", "|---|--:|"]
@@ -275,6 +278,8 @@ def render(report: PnrReport, console) -> None:
         console.print(f"Block-RAM registers: {report.bram_registers}", highlight=False)
     if report.weight_roms:
         console.print(f"Weight ROMs: {report.weight_roms}", highlight=False)
+    if report.queues:
+        console.print(f"Queues: {report.queues}", highlight=False)
     if report.fanout:
         console.print(f"Fan-out: {report.fanout}", highlight=False)
     fmax = report.fmax_mhz
