@@ -28,8 +28,9 @@ with one register per @l@ adder levels.
   @TreeLevels ch = ceil(log2(ch + 1))@ levels) after every @l@-th level, and
   the accumulators (also when @b = 1@), the requantized results and the
   activated results ('K2C.Activation.Finish', a stage each): @D = 7 +
-  TreeLevels ch `div` l@ cycles more latency ('PipeDepth'), the same
-  throughput and the same values.
+  TreeLevels ch `div` l@ cycles more latency ('PipeDepth'; one more when
+  @b >= 2@ and @l@ does not divide the tree's levels: 'TreeStages'), the
+  same throughput and the same values.
 
 The weight ROM ("K2C.Memory") has @G * b@ words; word @g*b + t@ is what the PEs
 need in the @t@-th cycle of group @g@, so the engine reads it in order, one
@@ -98,6 +99,7 @@ module K2C.Engine
   , EngineShape
   , PipeDepth
   , QueueDepth
+  , TreeStages
   , engine
   , engineWith
   , chunks
@@ -126,17 +128,26 @@ type EngineShape k f p b ch g =
   , k <= (b * ch), f <= (g * p), 1 <= g, 1 <= (g * b) )
 
 -- | @D@: the cycles from a window's last step to its result entering the
--- output queue, for chunks of @ch@ values and @l@ adder levels per stage.
--- 0 when @l = 0@ (everything in the step's cycle); otherwise two operand
--- and two product registers, one register per @l@ tree levels, the accumulators
--- and the finish's two registers (requantized, activated): @7 + TreeLevels ch `div` l@.
-type PipeDepth ch l = Min 1 l * (7 + Div (TreeLevels ch) (Max 1 l))
+-- output queue, for chunks of @ch@ values, @l@ adder levels per stage and
+-- @b@ chunks per window. 0 when @l = 0@ (everything in the step's cycle);
+-- otherwise two operand and two product registers, the tree's registers
+-- ('TreeStages'), the accumulators and the finish's two registers
+-- (requantized, activated): @7 + TreeStages ch l b@.
+type PipeDepth ch l b = Min 1 l * (7 + TreeStages ch l b)
+
+-- | The adder tree's register stages: one per @l@ levels, and one after its
+-- last level when that level would otherwise share a cycle with an
+-- accumulating adder and its clamp (@b >= 2@ and @l@ not dividing the
+-- levels; the thesis CNN at 130 multipliers on ECP5: a tree level, then the
+-- accumulator's carry chain and clamp, 13.3 ns).
+type TreeStages ch l b =
+  Div (TreeLevels ch) (Max 1 l) + Min 1 (Div b 2) * Min 1 (Mod (TreeLevels ch) (Max 1 l))
 
 -- | @Q@: the output queue's depth, which is also the most windows the engine
 -- holds at once (accepted, result not yet taken). @2 + (D + 1) `div` S@ with
 -- @S = G * b@ steps per window: the fewest for which an always-ready
 -- downstream never holds the input back.
-type QueueDepth ch l g b = 2 + Div (PipeDepth ch l + 1) (g * b)
+type QueueDepth ch l g b = 2 + Div (PipeDepth ch l b + 1) (g * b)
 
 -- | The filter engine; see the module header for the schedule. @finish@ is
 -- applied to each filter's final accumulator (requantize, then activate).
@@ -253,7 +264,9 @@ engineWith SNat load next operands weights finish (input, readyOut) = (output, r
     tagP   = stageTag (stageTag tagO)
 
     -- The adder trees, one register per @l@ levels; the tag beside them.
-    (tagT, chunkSums) = adderTree @dom @(TreeLevels ch) levelsPerStage idleTag tagP termsP
+    -- With @b >= 2@ the last level is registered too ('TreeStages'), so the
+    -- accumulating adder and its clamp have a cycle of their own.
+    (tagT, chunkSums) = adderTree @dom @(TreeLevels ch) levelsPerStage (not onlyChunk) idleTag tagP termsP
 
     -- The accumulators (contract step 3, "K2C.Filter").
     (validT, firstT, groupEndT, groupT, lastT) = unbundle tagT

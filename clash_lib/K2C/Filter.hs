@@ -66,7 +66,6 @@ module K2C.Filter
   ) where
 
 import Clash.Prelude
-import Data.Kind (Type)
 import Data.Proxy (Proxy (..))
 import Data.Singletons (Apply, TyFun)
 
@@ -123,20 +122,23 @@ type instance Apply (Level a) k = a
 
 -- | For each of @p@ PEs the sum of its @n@ terms (@n >= 1@), as a balanced
 -- tree of @lv = ceil(log2 n)@ levels with a register after level @j@
--- whenever @l@ divides @j@ (@l = 0@: no register, a combinational tree). The
--- terms are zero-padded to @2^lv@; adders with a constant 0 input are wires
--- after synthesis. A tag (the engine's valid bits and counters) travels
--- beside the sums through registers of its own, reset to @idle@; the sums'
--- registers have no reset. Latency: @lv `div` l@ cycles (0 when @l = 0@).
+-- whenever @l@ divides @j@ (@l = 0@: no register, a combinational tree), and
+-- with @closed@ after the last level too. The terms are zero-padded to
+-- @2^lv@; adders with a constant 0 input are wires after synthesis. A tag
+-- (the engine's valid bits and counters) travels beside the sums through
+-- registers of its own, reset to @idle@; the sums' registers have no reset.
+-- Latency: @lv `div` l@ cycles, one more when @closed@ and @l@ does not
+-- divide @lv@ (0 when @l = 0@).
 adderTree
   :: forall dom lv p n s t
    . (HiddenClockResetEnable dom, KnownNat lv, KnownNat p, KnownNat n, KnownNat s, NFDataX t)
   => Int
+  -> Bool
   -> t
   -> Signal dom t
   -> Signal dom (Vec p (Vec n (Signed s)))
   -> (Signal dom t, Signal dom (Vec p (Signed s)))
-adderTree every idle tag terms =
+adderTree every closed idle tag terms =
   dtfold (Proxy @(Level (Signal dom t, Signal dom (Vec p (Signed s))))) (tag,) level leaves
   where
     leaves :: Vec (2 ^ lv) (Signal dom (Vec p (Signed s)))
@@ -153,7 +155,7 @@ adderTree every idle tag terms =
       | otherwise                    = (tagA, summed)
       where summed = zipWith (+) <$> a <*> b
     registered :: Int -> Bool
-    registered depth = every > 0 && depth `mod` every == 0
+    registered depth = every > 0 && (depth `mod` every == 0 || (closed && depth == natToNum @lv))
 
 -- | Sign-extend a value to @n@ bits, then shift it left to @cf@ fraction
 -- bits: exact when @n@ holds its integer bits plus @cf@ fraction bits.

@@ -120,7 +120,7 @@ def layer_forward(layer, xs):
 def schedule(layers, n):
     """Accept and output cycles of n back-to-back samples through the chain of
     engines (layers: (G, b, ch, levels) each), downstream always ready."""
-    engines = [EngineModel(groups * b, pipe_depth(ch, levels), queue_depth(ch, levels, groups * b))
+    engines = [EngineModel(groups * b, pipe_depth(ch, levels, b), queue_depth(ch, levels, b, groups * b))
                for groups, b, ch, levels in layers]
     accepts, outputs, t = [], [], 0
     while len(outputs) < n:

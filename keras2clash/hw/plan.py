@@ -150,12 +150,12 @@ class LayerPlan:
     def pipe_depth(self) -> int:
         """D: cycles from a window's last step to its result entering the output queue
         (K2C.Engine's PipeDepth)."""
-        return pipe_depth(self.chunk, self.pipeline)
+        return pipe_depth(self.chunk, self.pipeline, self.cycles)
 
     @property
     def queue_depth(self) -> int:
         """Q: the engine's output queue, the most windows it holds at once (QueueDepth)."""
-        return queue_depth(self.chunk, self.pipeline, self.groups * self.cycles)
+        return queue_depth(self.chunk, self.pipeline, self.cycles, self.groups * self.cycles)
 
     @property
     def rom_depth(self) -> int:
@@ -263,19 +263,27 @@ def tree_levels(chunk: int) -> int:
     return (chunk).bit_length()
 
 
-def pipe_depth(chunk: int, levels: int) -> int:
+def tree_stages(chunk: int, levels: int, cycles: int) -> int:
+    """K2C.Engine's TreeStages: the adder tree's register stages, one per `levels` levels, and
+    one after its last level when that level would otherwise share a cycle with the
+    accumulating adder and its clamp (`cycles` >= 2 and `levels` not dividing the tree)."""
+    whole, rest = divmod(tree_levels(chunk), levels)
+    return whole + int(cycles >= 2 and rest > 0)
+
+
+def pipe_depth(chunk: int, levels: int, cycles: int) -> int:
     """D (K2C.Engine's PipeDepth): 0 unpipelined; else two operand registers (the route from
     the weight memory, then the multiplier block's input register), two product registers
-    (the block's own, then one for the route to the tree), one register per `levels` tree
-    levels, the accumulators, and the finish's two (requantized, then activated: K2C.Activation.
+    (the block's own, then one for the route to the tree), the adder tree's (`tree_stages`),
+    the accumulators, and the finish's two (requantized, then activated: K2C.Activation.
     Finish), so a saturating rounding and an activation's comparisons are never one path."""
-    return 0 if levels == 0 else 7 + tree_levels(chunk) // levels
+    return 0 if levels == 0 else 7 + tree_stages(chunk, levels, cycles)
 
 
-def queue_depth(chunk: int, levels: int, steps: int) -> int:
+def queue_depth(chunk: int, levels: int, cycles: int, steps: int) -> int:
     """Q (K2C.Engine's QueueDepth): 2 + (D + 1) // S, the fewest windows in flight for which an
     always-ready downstream never holds the input back."""
-    return 2 + (pipe_depth(chunk, levels) + 1) // steps
+    return 2 + (pipe_depth(chunk, levels, cycles) + 1) // steps
 
 
 def accumulator_format(

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from keras2clash.hw.blocks import BATCHNORM_DEPTH, MAP_DEPTH, _geometry, has_map_stage, has_pool_stage, pool_depth
-from keras2clash.hw.plan import LayerPlan
+from keras2clash.hw.plan import LayerPlan, tree_stages
 from keras2clash.hw.shape_blocks import rebeat_groups
 from keras2clash.ir.layers import GLOBAL_POOL_TYPES, SHAPE_TYPES
 
@@ -133,14 +133,17 @@ def pipeline_register_bits(plan: LayerPlan) -> int:
     """A pipelined engine's data registers (K2C.Engine, K2C.Filter.adderTree): the operands
     twice (a chunk of the window per PE, which synthesis shares where the PEs share the window,
     and the weight word), the ch + 1 terms of every PE twice (the product registers), the tree's nodes after every
-    `pipeline`-th level (nodes fed only by zero padding are constants, removed), the
-    requantized and the activated results; plus the valid/counter tag beside each stage."""
+    `pipeline`-th level and, before an accumulating adder, after the last (nodes fed only by
+    zero padding are constants, removed), the requantized and the activated results; plus the
+    valid/counter tag beside each stage."""
     if not plan.is_compute or plan.pipeline == 0:
         return 0
     assert plan.w_fmt is not None and plan.b_fmt is not None
     terms, width = plan.chunk + 1, chunk_sum_bits(plan)
     tag = 4 + max(plan.groups - 1, 0).bit_length()
-    levels = range(plan.pipeline, plan.tree_levels + 1, plan.pipeline)
+    levels = list(range(plan.pipeline, plan.tree_levels + 1, plan.pipeline))
+    if len(levels) < tree_stages(plan.chunk, plan.pipeline, plan.cycles):  # the last level, before the accumulators
+        levels.append(plan.tree_levels)
     chunks = plan.pe if plan.type == "depthwise2d" else 1
     operands = chunks * plan.chunk * plan.in_fmt.hw_bits + plan.pe * (plan.chunk * plan.w_fmt.hw_bits + plan.b_fmt.hw_bits)
     data = 2 * operands + plan.pe * width * (2 * terms + sum(-(-terms // 2 ** j) for j in levels))

@@ -159,17 +159,21 @@ def mem_lines(case):
 
 # ---------------------------------------------------------------- timing
 
-def pipe_depth(ch, levels):
+def pipe_depth(ch, levels, b):
     """D (K2C.Engine's PipeDepth): cycles from a window's last step to its result
     entering the output queue; 0 without pipelining, else two operand registers, two
-    product registers, one register per `levels` adder-tree levels, the accumulators and
-    the finish's two registers (requantized, activated)."""
-    return 0 if levels == 0 else 7 + clog2(ch + 1) // levels
+    product registers, one register per `levels` adder-tree levels (and one after the
+    last level when b >= 2 and `levels` does not divide the tree: TreeStages), the
+    accumulators and the finish's two registers (requantized, activated)."""
+    if levels == 0:
+        return 0
+    whole, rest = divmod(clog2(ch + 1), levels)
+    return 7 + whole + int(b >= 2 and rest > 0)
 
 
-def queue_depth(ch, levels, steps):
+def queue_depth(ch, levels, b, steps):
     """Q (K2C.Engine's QueueDepth): the output queue's depth, the most windows in flight."""
-    return 2 + (pipe_depth(ch, levels) + 1) // steps
+    return 2 + (pipe_depth(ch, levels, b) + 1) // steps
 
 
 class EngineModel:
@@ -213,8 +217,8 @@ class EngineModel:
 
 def engine_model(case):
     steps = case["groups"] * case["b"]
-    return EngineModel(steps, pipe_depth(case["ch"], case["levels"]),
-                       queue_depth(case["ch"], case["levels"], steps))
+    return EngineModel(steps, pipe_depth(case["ch"], case["levels"], case["b"]),
+                       queue_depth(case["ch"], case["levels"], case["b"], steps))
 
 
 def engine_trace(case, windows):
@@ -485,7 +489,7 @@ def check_engine(case, got):
     # output at a_i + G*b + D + 1 (the queue never holds the input back).
     if case["pattern"] == "-":
         gb = case["groups"] * case["b"]
-        depth = pipe_depth(case["ch"], case["levels"])
+        depth = pipe_depth(case["ch"], case["levels"], case["b"])
         accepts = [int(l.split()[1]) for l in got if l.startswith("A ")]
         outs = [int(l.split()[1]) for l in got if l.startswith("O ")]
         prev, free = None, 0
@@ -527,7 +531,7 @@ def check_conv(case, got, folder):
         errors.append("engine timing inside the conv differs from its rules")
     if pattern == "-":
         gb = case["groups"] * case["b"]
-        depth = pipe_depth(case["ch"], case["levels"])
+        depth = pipe_depth(case["ch"], case["levels"], case["b"])
         # a_i = max(v_i, a_(i-1) + G*b) with v_i the first cycle window i is valid.
         a_prev = None
         for a in taken:
