@@ -128,7 +128,7 @@ def plan_network(
     if dsp_budget is not None:
         from keras2clash.fpga.devices import multiplier_budget
 
-        pes, cyc = _balanced_knobs(graph, formats, multiplier_budget(dsp_budget), pes, cyc, console)
+        pes, cyc = _balanced_knobs(graph, formats, multiplier_budget(dsp_budget), pes, cyc, levels, console)
     plans = make_plan(graph, formats.default, pes, cycles=cyc, layer_formats=formats.layers or None,
                       input_fmt=formats.input, pipeline=levels)
     if fifos:
@@ -219,13 +219,15 @@ def softmax_mode(graph: Graph, mode: str) -> Graph:
     return graph.replaced(last, replace(last, activation="linear"))
 
 
-def _balanced_knobs(graph: Graph, formats: Any, budget: int, pes, cyc, console) -> tuple[list[int], list[int]]:
-    """--dsp-budget: the balanced (pe, cycles) of every compute layer (hw.allocate)."""
+def _balanced_knobs(graph: Graph, formats: Any, budget: int, pes, cyc, levels, console) -> tuple[list[int], list[int]]:
+    """--dsp-budget: the balanced (pe, cycles) of every compute layer (hw.allocate), ranked with
+    the pipeline the design will have (its depth moves every layer's results in time)."""
     from keras2clash.hw.allocate import balanced
 
     if pes is not None or cyc is not None:
         raise K2CError("give either --dsp-budget or --parallelism/--cycles, not both")
-    plans = make_plan(graph, formats.default, layer_formats=formats.layers or None, input_fmt=formats.input)
+    plans = make_plan(graph, formats.default, layer_formats=formats.layers or None, input_fmt=formats.input,
+                      pipeline=levels)
     alloc = balanced(plans, budget)
     if console is not None:
         console.print(alloc.summary())

@@ -136,6 +136,48 @@ def test_budget_too_small(thesis_ir) -> None:
         balanced(_plans(thesis_ir), 2)
 
 
+def _example_plans(name: str):
+    from keras2clash.frontend.convert import load_keras_model, to_ir
+
+    return make_plan(to_ir(load_keras_model(EXAMPLES / name / f"{name}.keras")), parse_format("1,7,8"))
+
+
+def test_dsp_budget_on_a_network_with_branches() -> None:
+    """resnet_digits within the LFE5U-85F's 156 multipliers: its dense layer after the joins is
+    the bottleneck of some candidates, which the model with unbounded branch FIFOs never let
+    hold the layers before the fork back ('no periodic steady state within 100000 images').
+    The figures are those of the design as emitted (window and branch FIFOs sized)."""
+    from keras2clash.hw.allocate import balanced
+    from keras2clash.hw.plan import with_knobs
+
+    plans = _example_plans("resnet_digits")
+    alloc = balanced(plans, 156)
+    f = alloc.figures
+    assert f.multipliers <= 156
+    assert f.ii == alloc.min_target == 1536  # the layers' own bound, reached
+    emitted = hwmodel.with_fifo_depths(hwmodel.with_window_fifos(hwmodel.with_fifo_depths(
+        with_knobs(plans, f.parallelism, f.cycles))))
+    t = hwmodel.timing(emitted)
+    assert (t.first_latency, t.ii) == (f.latency, f.ii)
+
+
+def test_dsp_budget_counts_every_multiplier() -> None:
+    """mlp_tanh's BatchNormalization blocks after an activation multiply too (32 + 24): the
+    engines share what they leave of the budget (the whole design was 210 within 156)."""
+    from keras2clash.errors import K2CError
+    from keras2clash.hw.allocate import balanced
+
+    plans = _example_plans("mlp_tanh")
+    fixed = sum(p.multipliers for p in plans if not p.is_compute)
+    assert fixed == 32 + 24
+    alloc = balanced(plans, 156)
+    assert alloc.figures.multipliers <= 156 and alloc.budget == 156
+    assert sum(p * -(-plan.window // b) for p, b, plan in zip(
+        alloc.parallelism, alloc.cycles, [p for p in plans if p.is_compute])) <= 156 - fixed
+    with pytest.raises(K2CError, match=r"at least 59 \(one multiplier per dense/conv2d layer and 56 in "):
+        balanced(plans, 58)
+
+
 def test_report_config_parsing() -> None:
     from keras2clash.errors import K2CError
     from keras2clash.report.hwreport import parse_config

@@ -98,23 +98,31 @@ class Allocation:
 def balanced(plans: Sequence[LayerPlan], budget: int) -> Allocation:
     """The balanced (pe, cycles) of every compute layer within `budget` multipliers.
 
-    Candidates are ranked with deep FIFOs of windows before every convolution's engine (the
-    II `hwmodel.window_fifos` reaches at emit time); the chosen one's figures are then its
-    own, with the FIFOs it gets."""
+    The budget counts every multiplier of the design: the layers outside the filter engines
+    that multiply (BatchNormalization blocks, element-wise products) take theirs first.
+    Candidates are ranked with deep FIFOs of windows before every convolution's engine and
+    deep branch FIFOs before every join (the II `hwmodel.window_fifos` and
+    `hwmodel.fifo_depths` reach at emit time); the chosen one's figures are then its own,
+    with the FIFOs it gets, as `network.plan_network` sizes them."""
     from dataclasses import replace
 
-    from keras2clash.hw.hwmodel import MAX_WINDOW_FIFO, figures, with_window_fifos
+    from keras2clash.hw.hwmodel import (MAX_WINDOW_FIFO, figures, with_deep_branch_fifos, with_fifo_depths,
+                                        with_window_fifos)
 
     geometry = plans
-    plans = [replace(p, window_fifo=MAX_WINDOW_FIFO) if p.is_compute and p.is_windowed else p for p in plans]
+    plans = with_deep_branch_fifos(
+        [replace(p, window_fifo=MAX_WINDOW_FIFO) if p.is_compute and p.is_windowed else p for p in plans])
     compute = [p for p in plans if p.is_compute]
     if not compute:
         raise K2CError("the model has no dense/conv2d layer to allocate multipliers to")
+    fixed = {p.name: p.multipliers for p in plans if not p.is_compute and p.multipliers}
     fronts = [layer_front(p) for p in compute]
     floor = sum(f.multipliers[-1] for f in fronts)
-    if budget < floor:
-        raise K2CError(f"multiplier budget {budget} too small: the model needs at least {floor} "
-                       f"(one multiplier per dense/conv2d layer)")
+    if budget < floor + sum(fixed.values()):
+        others = (f" and {sum(fixed.values())} in {', '.join(fixed)}" if fixed else "")
+        raise K2CError(f"multiplier budget {budget} too small: the model needs at least "
+                       f"{floor + sum(fixed.values())} (one multiplier per dense/conv2d layer{others})")
+    budget -= sum(fixed.values())  # what the engines may share
     targets = sorted({b for f in fronts for b in f.busy})
 
     def allocation(target: int) -> list[int] | None:
@@ -161,8 +169,8 @@ def balanced(plans: Sequence[LayerPlan], budget: int) -> Allocation:
         if rank(near[i]) >= rank(fig):
             break
         key, fig = moves[i], near[i]
-    exact = with_window_fifos(with_knobs(geometry, *_config(key)))
-    return Allocation(budget, target, figures(exact), targets[lo], evaluated)
+    exact = with_fifo_depths(with_window_fifos(with_fifo_depths(with_knobs(geometry, *_config(key)))))
+    return Allocation(budget + sum(fixed.values()), target, figures(exact), targets[lo], evaluated)
 
 
 def _config(key: tuple) -> tuple[tuple[int, ...], tuple[int, ...]]:

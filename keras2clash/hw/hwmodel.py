@@ -247,17 +247,11 @@ def fifo_depths(plans: Sequence[LayerPlan]) -> dict[str, tuple[int, ...]]:
        steady-state II equals the II with FIFOs a whole image deeper (found by doubling,
        then bisection, on the exact model).
     """
-    merges = [p for p in plans if p.is_merge]
-    if not merges:
+    need = branch_needs(plans)
+    if not need:
         return {}
     knobs = [_knobs(p) for p in plans if p.is_compute]
-    joins: list[tuple[str, _Join]] = []
-    first, _, _ = _build(plans, knobs, max, joins, depths={})
     beats = beats_per_image(plans)
-    ref = 0
-    for _ in range(2):
-        ref = _one_image(first, beats, ref)
-    need = {name: [max(n, 1) for n in join.need] for name, join in joins}
 
     def with_slack(s: int) -> dict[str, tuple[int, ...]]:
         return {name: tuple(n + s for n in counts) for name, counts in need.items()}
@@ -279,6 +273,33 @@ def fifo_depths(plans: Sequence[LayerPlan]) -> dict[str, tuple[int, ...]]:
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if ii(mid) > best else (lo, mid)
     return with_slack(hi)
+
+
+def branch_needs(plans: Sequence[LayerPlan]) -> dict[str, list[int]]:
+    """Per merge layer, the most beats each branch FIFO holds in the event order (at least 1):
+    the depth below which a fork and join can deadlock. It depends on the geometry only, not
+    on the knobs, so two images with unbounded FIFOs measure it."""
+    if not any(p.is_merge for p in plans):
+        return {}
+    joins: list[tuple[str, _Join]] = []
+    first, _, _ = _build(plans, [_knobs(p) for p in plans if p.is_compute], max, joins, depths={})
+    beats = beats_per_image(plans)
+    ref = 0
+    for _ in range(2):
+        ref = _one_image(first, beats, ref)
+    return {name: [max(n, 1) for n in join.need] for name, join in joins}
+
+
+def with_deep_branch_fifos(plans: Sequence[LayerPlan]) -> list[LayerPlan]:
+    """The plans with every merge's branch FIFOs a whole image deeper than `branch_needs`: the
+    II that `fifo_depths` then reaches at emit time, for ranking configurations (`hw.allocate`).
+    Without depths a join's FIFOs are unbounded and never hold a branch back, so a bottleneck
+    after the join never slows the layers before the fork: the model then drifts without a
+    steady state (resnet_digits within 156 multipliers)."""
+    need = branch_needs(plans)
+    deep = max(beats_per_image(plans), 2) + 1
+    return [replace(p, fifo_depths=tuple(n + deep for n in need[p.name])) if p.name in need else p
+            for p in plans]
 
 
 MAX_WINDOW_FIFO = 64
@@ -355,6 +376,11 @@ def timings(configs: Sequence[Sequence[LayerPlan]]) -> list[tuple[int, float]]:
     return [(int(latency[i]), float(ii[i])) for i in range(len(configs))]
 
 
+LONG_BATCH_IMAGES = 512
+"""Images the batch model runs on, together, the configurations of a network with joins that
+are not periodic after the first batch (then the scalar model, one by one)."""
+
+
 def timing_batch(plans: Sequence[LayerPlan], knobs) -> tuple[np.ndarray, np.ndarray]:
     """Latency and II arrays for configurations given as knob arrays: per compute layer
     (S = G*b, D, Q), each an array with one element per configuration; `plans` gives
@@ -365,6 +391,16 @@ def timing_batch(plans: Sequence[LayerPlan], knobs) -> tuple[np.ndarray, np.ndar
     idx = np.arange(n)
     safe = np.maximum(lag, 1)
     ii = (ref[np.minimum(at + safe, len(refs) - 1), idx] - ref[at, idx]) / safe
+    slow = np.nonzero(lag == 0)[0]
+    if slow.size > 1 and any(p.is_merge for p in plans):
+        # Long transients behind a join: the scalar model goes image by image there (no
+        # drift jumps), so the batch goes on for those configurations first, together.
+        sub = [tuple(np.broadcast_to(x, (n,))[slow] for x in knob) for knob in knobs]
+        _, _, refs2, lag2, at2 = _simulate_batch(plans, sub, slow.size, None, max_images=LONG_BATCH_IMAGES)
+        ref2, done = np.stack(refs2), lag2 > 0
+        rows = np.arange(slow.size)[done]
+        ii[slow[done]] = (ref2[at2[done] + lag2[done], rows] - ref2[at2[done], rows]) / lag2[done]
+        lag[slow[done]] = lag2[done]
     for i in np.nonzero(lag == 0)[0]:  # long transients: the scalar model with drift jumps
         one = [tuple(int(np.broadcast_to(x, (n,))[i]) for x in knob) for knob in knobs]
         ii[i] = steady_state(plans, one)[0]
