@@ -122,7 +122,7 @@ def balanced(plans: Sequence[LayerPlan], budget: int) -> Allocation:
         others = (f" and {sum(fixed.values())} in {', '.join(fixed)}" if fixed else "")
         raise K2CError(f"multiplier budget {budget} too small: the model needs at least "
                        f"{floor + sum(fixed.values())} (one multiplier per dense/conv2d layer{others})")
-    budget -= sum(fixed.values())  # what the engines may share
+    shared = budget - sum(fixed.values())  # what the engines may share
     targets = sorted({b for f in fronts for b in f.busy})
 
     def allocation(target: int) -> list[int] | None:
@@ -136,7 +136,7 @@ def balanced(plans: Sequence[LayerPlan], budget: int) -> Allocation:
     while lo < hi:
         mid = (lo + hi) // 2
         picks = allocation(targets[mid])
-        if picks is not None and cost(picks) <= budget:
+        if picks is not None and cost(picks) <= shared:
             hi = mid
         else:
             lo = mid + 1
@@ -159,7 +159,7 @@ def balanced(plans: Sequence[LayerPlan], budget: int) -> Allocation:
         moves = []
         for shifts in itertools.product(range(-2, 3), repeat=len(fronts)):
             picks = [h + s for h, s in zip(here, shifts)]
-            if any(not 0 <= i < len(f.knobs) for i, f in zip(picks, fronts)) or cost(picks) > budget:
+            if any(not 0 <= i < len(f.knobs) for i, f in zip(picks, fronts)) or cost(picks) > shared:
                 continue
             moves.append(tuple(f.knobs[i] for f, i in zip(fronts, picks)))
         moves = moves[:4096]
@@ -170,7 +170,7 @@ def balanced(plans: Sequence[LayerPlan], budget: int) -> Allocation:
             break
         key, fig = moves[i], near[i]
     exact = with_fifo_depths(with_window_fifos(with_fifo_depths(with_knobs(geometry, *_config(key)))))
-    return Allocation(budget + sum(fixed.values()), target, figures(exact), targets[lo], evaluated)
+    return Allocation(budget, target, figures(exact), targets[lo], evaluated)
 
 
 def _config(key: tuple) -> tuple[tuple[int, ...], tuple[int, ...]]:
