@@ -201,6 +201,7 @@ SIM_CONFIGS = [
     ("digits_dense", [39, 24, 10], [1, 24, 1], 8),  # a fast layer stalled by a slow one
     ("digits_dense", [5, 3, 2], [4, 2, 3], 8),
     ("iris", [8, 3], [4, 8], 8),
+    ("mlp_tanh", [4, 1, 5], [5, 1, 8], 6),  # LeakyReLU(0.1) in two register stages (mapP2)
 ]
 
 

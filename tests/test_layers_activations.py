@@ -8,6 +8,7 @@ monotone output activation."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
 
@@ -178,6 +179,33 @@ def test_fused_and_standalone_activations() -> None:
               L.Softmax(name="sm"))
     assert got == [("activation", "at_input", "tanh"), ("dense", "d", "leaky_relu(negative_slope=0.5)"),
                    ("activation", "again", "sigmoid"), ("dense", "d2", "gelu"), ("activation", "sm", "softmax")]
+
+
+@pytest.mark.parametrize(("slope", "split"), [(0.1, True), (0.3, True), (0.125, False), (0.0, False), (0.5, False)])
+def test_constant_slopes_get_two_register_stages(tmp_path: Path, slope, split) -> None:
+    """A LeakyReLU whose slope is a constant multiplication (not a shift) is cut in two register
+    stages after its layer (K2C.Pipe.mapP2: the comparison and the product, then the rounding
+    and the choice); the hardware model and the resources count them."""
+    import keras
+    from keras import layers as L
+
+    from keras2clash import api
+    from keras2clash.backend.project import load_project
+    from keras2clash.hw.blocks import has_map_stage, map_depth
+    from keras2clash.hw.resources import layer_resources
+
+    keras.utils.set_random_seed(1)
+    inp = keras.Input((5,))
+    x = L.LeakyReLU(slope, name="lk")(L.Dense(4, name="d")(inp))
+    api.emit(keras.Model(inp, L.Dense(2, name="d2")(x)), "1,7,8", tmp_path / "net", show=False)
+    network = (tmp_path / "net" / "Network.hs").read_text()
+    plan = {p.name: p for p in load_project(tmp_path / "net").plans}["d"]
+    assert ("|> mapP2 (map d_leaky_relu_product) (map Relu.reluSelect)" in network) == split
+    assert ("d_leaky_relu_product :: Q1_7_8 -> Relu.ReluProduct 1 8 8 8 8" in network) == split
+    assert (has_map_stage(plan), map_depth(plan)) == ((True, 2) if split else (False, 1))
+    # the registered halves: 4 x (1 + 16 + 17 + 16 + 2) bits more than one stage's results
+    assert layer_resources(plan).register_bits - layer_resources(replace(plan, activation="relu")).register_bits \
+        == (4 * (16 + 52) + 2 if split else 0)
 
 
 def test_prelu_per_channel_is_standalone_and_per_position_refused() -> None:

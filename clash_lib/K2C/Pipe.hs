@@ -30,6 +30,7 @@ every cycle and adds @d + 1@ cycles of latency.
 module K2C.Pipe
   ( pipeS
   , mapP
+  , mapP2
   , stageReg
   ) where
 
@@ -63,6 +64,12 @@ pipeS SNat pipe (input, readyOut) = (output, readyIn)
 -- a synchronous read. Two cycles of latency with downstream ready.
 mapP :: (HiddenClockResetEnable dom, NFDataX b) => (a -> b) -> Stream dom a b
 mapP f = pipeS d1 (stageReg . fmap (fmap f))
+
+-- | Two functions, each followed by a register: 'mapP' for a function too
+-- deep for one cycle, cut in two (@g . f@; "K2C.Relu".'K2C.Relu.reluProduct'
+-- then 'K2C.Relu.reluSelect'). Three cycles of latency with downstream ready.
+mapP2 :: (HiddenClockResetEnable dom, NFDataX m, NFDataX b) => (a -> m) -> (m -> b) -> Stream dom a b
+mapP2 f g = pipeS d2 (stageReg . fmap (fmap g) . stageReg . fmap (fmap f))
 
 -- | One pipeline register for beats: the valid bit reset, the data not (no
 -- reset and no logic after a ROM read lets synthesis absorb the register into

@@ -25,10 +25,14 @@ leaky_relu; PReLU, one slope per channel) and hard_sigmoid / hard_silu.
 
 = Timing
 
-Combinational, no state.
+Combinational, no state. 'reluProduct' and 'reluSelect' are 'reluFamily'
+cut in two, for a register between them.
 -}
 module K2C.Relu
   ( reluFamily
+  , reluProduct
+  , reluSelect
+  , ReluProduct
   , hardSigmoid
   , hardSilu
   ) where
@@ -43,14 +47,35 @@ reluFamily
    . (KnownNat kb, KnownNat ii, KnownNat fi, KnownNat oi, KnownNat fo)
   => Signed (ii + fi + 2) -> Signed (ii + fi + 2) -> Bool -> Maybe (SFixed oi fo) -> SFixed kb 16
   -> SFixed ii fi -> SFixed oi fo
-reluFamily tCmp tRaw floor0 cap k x
-  | r > tCmp  = maybe (requantize above) (min (requantize above)) cap
-  | otherwise = requantize product'
+reluFamily tCmp tRaw floor0 cap k = reluSelect . reluProduct tCmp tRaw floor0 cap k
+
+-- | 'reluFamily' up to its slope's product: whether @x > t@, the value that
+-- side gives (rounded and capped), and the exact product @k * (x - t)@. With
+-- 'reluSelect' after it, the two halves of a pipelined ReLU (a register
+-- between them: "K2C.Pipe".'K2C.Pipe.mapP2') when the slope is a constant
+-- multiplication, not a shift: its adders, the rounding's carry chain and the
+-- saturation were one path (mlp_tanh's LeakyReLU(0.1) on ECP5: 40 levels, 15.9 ns).
+reluProduct
+  :: forall kb ii fi oi fo
+   . (KnownNat kb, KnownNat ii, KnownNat fi, KnownNat oi, KnownNat fo)
+  => Signed (ii + fi + 2) -> Signed (ii + fi + 2) -> Bool -> Maybe (SFixed oi fo) -> SFixed kb 16
+  -> SFixed ii fi -> ReluProduct kb ii fi oi fo
+reluProduct tCmp tRaw floor0 cap k x = (r > tCmp, maybe rounded (min rounded) cap, k `mul` below)
   where
     r = resize (unSF x) :: Signed (ii + fi + 2)
     below = sf (SNat @fi) (r - tRaw) :: SFixed (ii + 2) fi
-    product' = k `mul` below :: SFixed (kb + (ii + 2)) (16 + fi)
-    above = if floor0 then max 0 x else x
+    rounded = requantize (if floor0 then max 0 x else x)
+
+-- | The rest of 'reluFamily': the side's value, or the product rounded half up
+-- once and saturated.
+reluSelect
+  :: forall pi pf oi fo
+   . (KnownNat pi, KnownNat pf, KnownNat oi, KnownNat fo)
+  => (Bool, SFixed oi fo, SFixed pi pf) -> SFixed oi fo
+reluSelect (above, value, product') = if above then value else requantize product'
+
+-- | What 'reluProduct' hands 'reluSelect'.
+type ReluProduct kb ii fi oi fo = (Bool, SFixed oi fo, SFixed (kb + (ii + 2)) (16 + fi))
 
 -- | @relu6(x + 3) / 6@, the exact value rounded half up once; @w@ (a type
 -- application) is the work width, enough for @2 v 2^fo + 6 2^fi@ and the input.

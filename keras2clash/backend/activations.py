@@ -30,6 +30,14 @@ class ActivationCode:
     table_type: str | None = None
     table_words: tuple[str, ...] = ()
     stream: bool = False  # a pipelined stream stage carrying a payload (softmax), not a function
+    # cut in two register stages (K2C.Pipe.mapP2): the first half's signature and body, defined as
+    # `<name>_product`; the second is K2C.Relu.reluSelect (per value)
+    product_signature: str | None = None
+    product_body: str | None = None
+
+    @property
+    def product_name(self) -> str:
+        return f"{self.name}_product"
 
     @functools.cached_property
     def table_files(self) -> list[tuple[str, tuple[str, ...]]]:
@@ -61,6 +69,9 @@ class ActivationCode:
         (K2C.Pipe.mapP: one register; in the hardware model `blocks.has_map_stage`)."""
         if self.stream:
             return f"mapS (, ()) |> {self.name} |> mapS fst"
+        if self.product_body is not None:  # two register stages: the product, then the rest
+            first = self.product_name if self.vector else f"(map {self.product_name})"
+            return f"mapP2 {first} (map Relu.reluSelect)"
         return f"mapP {self.name}" if self.vector else f"mapP (map {self.name})"
 
 
@@ -120,12 +131,25 @@ def activation_code(plan: LayerPlan, fn: str, type_name: dict[FixedFormat, str])
         t_cmp = _fits(c.t_cmp, fi.bits + 2, "threshold", plan)
         t_raw = _fits(c.t_raw, fi.bits + 2, "threshold", plan)
         cap = "Nothing" if c.cap is None else f"(Just (sf (SNat @{fo.frac}) {_lit(c.cap)}))"
-        head = f"Relu.reluFamily {_lit(t_cmp)} {_lit(t_raw)} {act.max_value is not None} {cap}"
-        if not acts.per_channel(act, fi, fo):
-            return ActivationCode(name, False, scalar, f"{head} {_slope(c.slopes[0])}", doc)
+        args = f"{_lit(t_cmp)} {_lit(t_raw)} {act.max_value is not None} {cap}"
+        vector = acts.per_channel(act, fi, fo)
         slopes = " :> ".join(_slope(k) for k in c.slopes) + " :> Nil"
-        return ActivationCode(name, True, f"Vec {n} {a} -> Vec {n} {b}",
-                              f"zipWith ({head}) ({slopes})", doc)
+        signature = f"Vec {n} {a} -> Vec {n} {b}" if vector else scalar
+        if acts.multiplies(act, fi, fo):  # a constant multiplication: two register stages
+            kb = max(max(abs(k).bit_length() + 1 for k in c.slopes), acts.SLOPE_FRAC + 1) - acts.SLOPE_FRAC
+            (ii, fi_), (oi, fo_) = ((1 + max(f.int, 0), f.raw_frac) for f in (fi, fo))
+            mid = f"Relu.ReluProduct {kb} {ii} {fi_} {oi} {fo_}"
+            product = (f"zipWith (Relu.reluProduct {args}) ({slopes})" if vector
+                       else f"Relu.reluProduct {args} {_slope(c.slopes[0])}")
+            body = (f"map Relu.reluSelect . {name}_product" if vector else f"Relu.reluSelect . {name}_product")
+            return ActivationCode(name, vector, signature, body, doc + "; in two register stages: the "
+                                  "comparison and the slope's product, then the rounding and the choice",
+                                  product_signature=f"Vec {n} {a} -> Vec {n} ({mid})" if vector else f"{a} -> {mid}",
+                                  product_body=product)
+        head = f"Relu.reluFamily {args}"
+        if not vector:
+            return ActivationCode(name, False, scalar, f"{head} {_slope(c.slopes[0])}", doc)
+        return ActivationCode(name, True, signature, f"zipWith ({head}) ({slopes})", doc)
     if act.family == "hard":
         width = fi.bits + fi.frac + fo.frac + 8
         fn_name = "hardSigmoid" if act.kind == "hard_sigmoid" else "hardSilu"

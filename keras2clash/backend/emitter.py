@@ -226,8 +226,11 @@ def _layer_entry(plan: LayerPlan, fn: str, code: ActivationCode | None = None,
         entry["uses"].append("quant")
         entry["notes"].append(f"Output format {plan.out_fmt} in its container {plan.out_fmt.container} "
                               "(docs: arithmetic contract, formats).")
-    elementwise = code is not None and not code.vector and not at_output
-    vector_stage = [code.stage()] if code is not None and code.vector and not at_output else []
+    # an activation of its own stage after the layer (per channel, or cut in two: mapP2), or
+    # one inside the layer's last register stage (elementwise)
+    staged = code is not None and (code.vector or code.product_body is not None)
+    elementwise = code is not None and not staged and not at_output
+    vector_stage = [code.stage()] if code is not None and staged and not at_output else []
     if code is not None:
         entry["notes"].append(f"Activation {code.doc}" + (" (applied in Top, after the class)" if at_output else ""))
         entry["uses"].append(_activation_import(plan))
@@ -497,7 +500,8 @@ def _activation_codes(plans: Sequence[LayerPlan], fns: Sequence[str],
         code = activation_code(plan, fn, type_names)
         if code is not None and code.name in taken:
             code = replace(code, name=code.name + "_act",
-                           body=code.body.replace(f"W.{code.name}", f"W.{code.name}_act"),
+                           body=code.body.replace(f"W.{code.name}", f"W.{code.name}_act")
+                                         .replace(code.product_name, code.name + "_act_product"),
                            table_name=code.table_name and code.table_name + "_act")
         if code is not None:
             taken.add(code.name)
@@ -550,9 +554,10 @@ def build_context(name: str, plans: Sequence[LayerPlan],
     network_args.extend(fifo_args)
     if fifo_args:
         layers[0]["uses"] += ["branches", "fifo"]
+    bodies = [line for entry in layers for line in entry.get("body", [])]
+    pipes = [f for f in ("mapP", "mapP2") if any(f"{f} " in line for line in bodies)]
     used = sorted({IMPORTS[u] for entry in layers for u in entry["uses"]}
-                  | ({"import K2C.Pipe (mapP)"} if any("mapP " in line for entry in layers
-                                                         for line in entry.get("body", [])) else set()))
+                  | ({f"import K2C.Pipe ({', '.join(pipes)})"} if pipes else set()))
     imports = ["import K2C.Activation (Finish (..), linear, relu, requantize)"] + used
     last_code = codes[plans[-1].name]
     output_stream = last_code.name if split and last_code is not None and last_code.stream else None

@@ -443,6 +443,9 @@ def is_softmax(plan: LayerPlan) -> bool:
 MAP_DEPTH = 1
 """K2C.Pipe.mapP's register stages: a standalone activation, a per-channel one after a layer."""
 
+MAP2_DEPTH = 2
+"""K2C.Pipe.mapP2's: an activation cut in two (a ReLU-family slope's constant multiplication)."""
+
 BATCHNORM_DEPTH = 2
 """K2C.BatchNorm's BatchNormDepth: the products, then the finished values."""
 
@@ -488,7 +491,21 @@ def has_map_stage(plan: LayerPlan) -> bool:
         return False
     if plan.type == "activation":
         return True
-    return activations.per_channel(activations.parse(plan.activation), plan.act_in_fmt, plan.out_fmt)
+    act = activations.parse(plan.activation)
+    return activations.per_channel(act, plan.act_in_fmt, plan.out_fmt) or splits_activation(plan)
+
+
+def splits_activation(plan: LayerPlan) -> bool:
+    """Whether the layer's activation is cut in two register stages (`mapP2`): a ReLU-family
+    slope that is a constant multiplication (quant.activations.multiplies)."""
+    from keras2clash.quant import activations
+
+    return activations.multiplies(activations.parse(plan.activation), plan.act_in_fmt, plan.out_fmt)
+
+
+def map_depth(plan: LayerPlan) -> int:
+    """The register stages of the layer's activation stage (`has_map_stage`)."""
+    return MAP2_DEPTH if splits_activation(plan) else MAP_DEPTH
 
 
 def _layer_blocks(plan: LayerPlan, knobs, down, mx, blocks: list) -> Any:
@@ -496,7 +513,7 @@ def _layer_blocks(plan: LayerPlan, knobs, down, mx, blocks: list) -> Any:
     if is_softmax(plan):  # the pipelined softmax after the layer's own blocks
         down = _softmax_block(plan, down, mx, blocks)
     if has_map_stage(plan):
-        down = _pipe_block(MAP_DEPTH, down, mx, blocks)
+        down = _pipe_block(map_depth(plan), down, mx, blocks)
     if plan.type == "batchnorm":
         down = _pipe_block(BATCHNORM_DEPTH, down, mx, blocks)
     if has_pool_stage(plan):

@@ -7,7 +7,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from keras2clash.hw.blocks import BATCHNORM_DEPTH, MAP_DEPTH, _geometry, has_map_stage, has_pool_stage, pool_depth
+from keras2clash.hw.blocks import (BATCHNORM_DEPTH, _geometry, has_map_stage, has_pool_stage, map_depth, pool_depth,
+                                   splits_activation)
 from keras2clash.hw.plan import LayerPlan, tree_stages
 from keras2clash.hw.shape_blocks import rebeat_groups
 from keras2clash.ir.layers import GLOBAL_POOL_TYPES, SHAPE_TYPES
@@ -18,6 +19,17 @@ def _tree_registers(n: int) -> int:
     lv = ceil(log2 n) levels (the padding included), one value when there is no level."""
     lv = (n - 1).bit_length()
     return sum(1 << (lv - j) for j in range(1, lv + 1)) or 1
+
+
+def relu_product_bits(plan: LayerPlan) -> int:
+    """K2C.Relu.ReluProduct's bits: the comparison, the value above the threshold (the output
+    format), the exact product of the slope (SFixed kb 16) and x - t (SFixed (ii + 2) fi)."""
+    from keras2clash.quant import activations as acts
+
+    fi = plan.act_in_fmt.container
+    c = acts.relu_constants(acts.parse(plan.activation), plan.act_in_fmt, plan.out_fmt)
+    slope_bits = max(max(abs(k).bit_length() + 1 for k in c.slopes), acts.SLOPE_FRAC + 1)
+    return 1 + plan.out_fmt.hw_bits + slope_bits + fi.hw_bits + 2
 
 
 def global_running_bits(plan: LayerPlan) -> int:
@@ -88,9 +100,12 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
         depth = pool_depth(ph, pw)
         regs += channels * row_bits * (ph * _tree_registers(pw) + _tree_registers(ph)) + depth
         fifo += (depth + 2) * channels * out_bits
-    if has_map_stage(plan):  # K2C.Pipe.mapP: the registered results and their queue
-        regs += channels * out_bits + MAP_DEPTH
-        fifo += (MAP_DEPTH + 2) * channels * out_bits
+    if has_map_stage(plan):  # K2C.Pipe.mapP (mapP2): the registered results and their queue
+        depth = map_depth(plan)
+        regs += channels * out_bits + depth
+        if splits_activation(plan):  # the registered halves between them: K2C.Relu.ReluProduct
+            regs += channels * relu_product_bits(plan)
+        fifo += (depth + 2) * channels * out_bits
     if plan.is_merge:  # the branch FIFOs (LUT RAM) in front of the join
         for depth, shape, fmt in zip(plan.fifo_depths, plan.input_shapes, plan.input_formats):
             fifo += depth * shape[-1] * fmt.hw_bits

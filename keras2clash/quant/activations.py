@@ -248,6 +248,15 @@ def per_channel(act: Act, fi: FixedFormat, fo: FixedFormat) -> bool:
         and len(set(relu_constants(act, fi, fo).slopes)) > 1
 
 
+def multiplies(act: Act, fi: FixedFormat, fo: FixedFormat) -> bool:
+    """Whether the ReLU family's negative side multiplies by a constant that is not a power of
+    two (a shift): the hardware then cuts the function in two register stages (K2C.Relu's
+    reluProduct and reluSelect, K2C.Pipe.mapP2)."""
+    if act.kind != "relu" or (act.text == "relu" and fi == fo):
+        return False
+    return any(k != 0 and abs(k) & (abs(k) - 1) for k in relu_constants(act, fi, fo).slopes)
+
+
 def _shift_round(v: np.ndarray, shift: int) -> np.ndarray:
     """floor(v / 2^shift + 1/2) (shift > 0) or v * 2^-shift."""
     return (v + (1 << (shift - 1))) >> shift if shift > 0 else v << (-shift)
