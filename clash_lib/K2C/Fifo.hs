@@ -10,23 +10,10 @@ join sees registered valids.
 
 = Hardware
 
-* storage: @(depth + spare) * BitSize a@ bits in an 'asyncRam' (LUT RAM:
-  written at the clock edge, read combinationally), no reset;
+* storage: @depth * BitSize a@ bits in an 'asyncRam' (LUT RAM: written at
+  the clock edge, read combinationally), no reset;
 * registers (reset to 0): the count, @Index (depth + 1)@, and the read and
-  write pointers, @Index (depth + spare)@ each, which wrap to 0.
-
-'fifo' has no spare word (@spare = 0@): the RAM's write enable is the
-acceptance, the input's valid and the count's comparison in a LUT. 'wideFifo'
-has one (@spare = 1@), the slot at the write pointer, which never holds a
-beat: every offered beat is written there, accepted or not, so the write
-enable is the input's valid alone, a register's output in the producers here
-(the window generator's), which the place-and-route flow can copy. That is
-for wide beats, whose write enable reaches many RAM cells: the thesis CNN at
-130 multipliers on ECP5, conv_2's queue of 2,304-bit windows, 576 LUT-RAM
-cells, 11.1 of its 12.2 ns critical path were that net's routing behind the
-LUT. On ECP5 a LUT-RAM cell holds 16 words, so up to a depth of 15 the word
-costs nothing; on iCE40 (no LUT RAM) it is a word of flip-flops, so narrow
-queues keep 'fifo'.
+  write pointers, @Index depth@ each, which wrap from @depth - 1@ to 0.
 
 = Protocol and exact timing
 
@@ -50,7 +37,6 @@ with @depth >= 2@ the buffer sustains one beat per cycle in and out. With
 -}
 module K2C.Fifo
   ( fifo
-  , wideFifo
   , nextCount
   ) where
 
@@ -60,46 +46,25 @@ import Data.Maybe (isJust)
 import K2C.Stream (Stream)
 import K2C.Window (nextIndex)
 
--- | A FIFO of @depth@ beats (see the module header), the RAM written on
--- acceptance only.
+-- | A FIFO of @depth@ beats (see the module header).
 fifo
   :: forall dom depth a
    . (HiddenClockResetEnable dom, KnownNat depth, 1 <= depth, NFDataX a)
   => SNat depth -> Stream dom a a
-fifo = fifoWith d0
-
--- | A FIFO of @depth@ beats with a spare word: the same timing as 'fifo',
--- the RAM's write enable the input's valid alone (see the module header).
-wideFifo
-  :: forall dom depth a
-   . (HiddenClockResetEnable dom, KnownNat depth, 1 <= depth, NFDataX a)
-  => SNat depth -> Stream dom a a
-wideFifo = fifoWith d1
-
--- | A FIFO of @depth@ beats in @depth + spare@ words of RAM.
-fifoWith
-  :: forall dom spare depth a
-   . (HiddenClockResetEnable dom, KnownNat spare, KnownNat depth, 1 <= depth, NFDataX a)
-  => SNat spare -> SNat depth -> Stream dom a a
-fifoWith spare SNat (input, readyOut) = (output, readyIn)
+fifo SNat (input, readyOut) = (output, readyIn)
   where
     count    = register (0 :: Index (depth + 1)) (nextCount <$> count <*> accepted <*> removed)
-    readPtr  = register (0 :: Index (depth + spare)) (mux removed (nextIndex <$> readPtr) readPtr)
-    writePtr = register (0 :: Index (depth + spare)) (mux accepted (nextIndex <$> writePtr) writePtr)
+    readPtr  = register (0 :: Index depth) (mux removed (nextIndex <$> readPtr) readPtr)
+    writePtr = register (0 :: Index depth) (mux accepted (nextIndex <$> writePtr) writePtr)
 
     readyIn  = (< maxBound) <$> count          -- count < depth
     validOut = (/= 0) <$> count
     accepted = readyIn .&&. (isJust <$> input)
     removed  = validOut .&&. readyOut
 
-    -- The beats held are the count slots from the read pointer on. With a
-    -- spare word the write pointer's slot is free even when the FIFO is full,
-    -- so every offered beat can be written there.
-    offered  = fmap <$> ((,) <$> writePtr) <*> input
-    write    | snatToInteger spare == 0 = mux accepted offered (pure Nothing)
-             | otherwise                = offered
-    oldest   = asyncRam (SNat @(depth + spare)) readPtr write
-    output   = mux validOut (Just <$> oldest) (pure Nothing)
+    write  = mux accepted (Just <$> bundle (writePtr, fromJustX <$> input)) (pure Nothing)
+    oldest = asyncRam (SNat @depth) readPtr write
+    output = mux validOut (Just <$> oldest) (pure Nothing)
 
 -- | The count of the next cycle: one more for a beat in, one fewer for a beat
 -- out. Never leaves its range where, as here and in the engine's and

@@ -171,7 +171,6 @@ IMPORTS = {
     "batchnorm": "import qualified K2C.BatchNorm as BatchNorm",
     "branches": "import K2C.Branch (branches)",
     "fifo": "import K2C.Fifo (fifo)",
-    "wide_fifo": "import K2C.Fifo (wideFifo)",
     "crop2d": "import qualified K2C.Crop as Crop",
     "upsample2d": "import qualified K2C.Upsample as Upsample",
     "scatter": "import qualified K2C.Scatter as Scatter",
@@ -362,15 +361,13 @@ def _conv_entry(plan: LayerPlan, fn: str, shapes: str) -> dict[str, Any]:
     if plan.window_fifo:
         notes.append(f"A FIFO of {plan.window_fifo} windows between the window generator and the engine "
                      "(hardware model: the generator's bursts would otherwise hold the layers before it back).")
-    uses = ["conv2d_dilated" if dilated else "conv2d"] + (["wide_fifo"] if plan.window_fifo else [])
+    uses = ["conv2d_dilated" if dilated else "conv2d"] + (["fifo"] if plan.window_fifo else [])
     return {"doc": doc, "body": body, "notes": notes, "uses": uses}
 
 
 def _window_queue(plan: LayerPlan) -> str:
-    """The stage between a convolution's window generator and its engine: a FIFO with a spare
-    word (K2C.Fifo.wideFifo), whose RAM's write enable is the generator's valid register alone,
-    not a LUT before the many LUT-RAM cells of a queue of whole windows."""
-    return f"{{- window queue -}} (wideFifo (SNat @{plan.window_fifo}))" if plan.window_fifo else "{- window queue -} id"
+    """The stage between a convolution's window generator and its engine."""
+    return f"{{- window queue -}} (fifo (SNat @{plan.window_fifo}))" if plan.window_fifo else "{- window queue -} id"
 
 
 def _depthwise_entry(plan: LayerPlan, fn: str, shapes: str) -> dict[str, Any]:
@@ -384,7 +381,7 @@ def _depthwise_entry(plan: LayerPlan, fn: str, shapes: str) -> dict[str, Any]:
         "body": _pad_stage(plan, "0") + [
             f"Depthwise.depthwise2d {{- image -}} {_snats(h, w)} {{- kernel -}} {_snats(kh, kw)} "
             f"{{- stride -}} {_snats(sh, sw)} {{- depth multiplier -}} {_snats(m)} pe cycles levels {_window_queue(plan)} W.{fn} finish"],
-        "uses": ["wide_fifo"] if plan.window_fifo else [],
+        "uses": ["fifo"] if plan.window_fifo else [],
     }
 
 

@@ -86,7 +86,7 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
     fifo = plan.queue_depth * plan.filters * out_bits if plan.is_compute else 0  # the output queue
     if plan.window_fifo:  # windows queued before the engine (a depthwise window holds every channel's)
         lanes = plan.input_shape[-1] if plan.type == "depthwise2d" else 1
-        fifo += (plan.window_fifo + 1) * lanes * plan.window * in_bits  # K2C.Fifo.wideFifo: a spare word
+        fifo += plan.window_fifo * lanes * plan.window * in_bits
     channels = plan.output_shape[-1]
     if plan.type == "batchnorm":  # K2C.BatchNorm on K2C.Pipe: products, finished values, queue
         assert plan.w_fmt is not None

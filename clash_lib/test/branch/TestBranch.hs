@@ -31,7 +31,7 @@ import System.Random (StdGen, mkStdGen, randomRs, split)
 
 import K2C.Activation (requantize)
 import K2C.Branch (branches)
-import K2C.Fifo (fifo, wideFifo)
+import K2C.Fifo (fifo)
 import K2C.Merge
 import K2C.Stream (Stream, mapS, (|>))
 
@@ -80,7 +80,6 @@ l = L
 streamCases :: [StdGen -> Outcome]
 streamCases =
   [ fifoCase d1, fifoCase d2, fifoCase d3, fifoCase d5, fifoCase d7
-  , wideFifoCase d1, wideFifoCase d2, wideFifoCase d3, wideFifoCase d15
   , streamCase "branches (hold 3 inc |> fifo 2) (fifo 4)"
       (branches (hold d3 (onU inc) |> fifo d2) (fifo d4))
       (Br (Seq (Hold 3 inc) (Fifo 2)) (Fifo 4))
@@ -196,22 +195,12 @@ checkRun net expect ((tname, _, _), (beats, rows)) = (P.map ((tname P.++ ": ") P
 
 -- | A lone fifo: the reference, plus the first-valid formula checked directly.
 fifoCase :: forall d . (KnownNat d, 1 <= d) => SNat d -> StdGen -> Outcome
-fifoCase depth = queueCase "fifo" (fifo depth) depth
-
--- | A lone wideFifo (a spare word, every offered beat written): the same
--- reference and formula as 'fifo'.
-wideFifoCase :: forall d . (KnownNat d, 1 <= d) => SNat d -> StdGen -> Outcome
-wideFifoCase depth = queueCase "wideFifo" (wideFifo depth) depth
-
-queueCase
-  :: forall d . (KnownNat d, 1 <= d)
-  => String -> (HiddenClockResetEnable System => Stream System U U) -> SNat d -> StdGen -> Outcome
-queueCase kind queue depth gen = (name, refFailures P.++ P.concat formulaFailures P.++ rateFailures, notes)
+fifoCase depth gen = (name, refFailures P.++ P.concat formulaFailures P.++ rateFailures, notes)
   where
-    name = kind P.++ " " P.++ show (snatToInteger depth)
+    name = "fifo " P.++ show (snatToInteger depth)
     d = snatToNum depth :: Int
-    (refFailures, notes) = case streamCase name queue (Fifo d) l gen of (_, f, n) -> (f, n)
-    runs = P.zipWith (\t g -> (t, snd (simulateStream queue t g))) traffics (gens gen)
+    (refFailures, notes) = case streamCase name (fifo depth) (Fifo d) l gen of (_, f, n) -> (f, n)
+    runs = P.zipWith (\t g -> (t, snd (simulateStream (fifo depth) t g))) traffics (gens gen)
     formulaFailures = [P.map ((tn P.++ ": ") P.++) (P.take 3 (formula rows)) | ((tn, _, _), rows) <- runs]
     -- depth >= 2 with clean traffic: one beat per cycle; depth 1: one per two.
     rateFailures =
