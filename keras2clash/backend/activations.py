@@ -96,7 +96,7 @@ def _lit(value: int) -> str:
 
 
 def _slope(k: int) -> str:
-    width = max(k.bit_length() + 1, acts.SLOPE_FRAC + 1)
+    width = acts.slope_bits([k])
     return f"(sf (SNat @{acts.SLOPE_FRAC}) ({k} :: Signed {width}))"
 
 
@@ -136,7 +136,7 @@ def activation_code(plan: LayerPlan, fn: str, type_name: dict[FixedFormat, str])
         slopes = " :> ".join(_slope(k) for k in c.slopes) + " :> Nil"
         signature = f"Vec {n} {a} -> Vec {n} {b}" if vector else scalar
         if acts.multiplies(act, fi, fo):  # a constant multiplication: two register stages
-            kb = max(max(abs(k).bit_length() + 1 for k in c.slopes), acts.SLOPE_FRAC + 1) - acts.SLOPE_FRAC
+            kb = acts.slope_bits(c.slopes) - acts.SLOPE_FRAC
             (ii, fi_), (oi, fo_) = ((1 + max(f.int, 0), f.raw_frac) for f in (fi, fo))
             mid = f"Relu.ReluProduct {kb} {ii} {fi_} {oi} {fo_}"
             product = (f"zipWith (Relu.reluProduct {args}) ({slopes})" if vector

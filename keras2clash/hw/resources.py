@@ -28,8 +28,7 @@ def relu_product_bits(plan: LayerPlan) -> int:
 
     fi = plan.act_in_fmt.container
     c = acts.relu_constants(acts.parse(plan.activation), plan.act_in_fmt, plan.out_fmt)
-    slope_bits = max(max(abs(k).bit_length() + 1 for k in c.slopes), acts.SLOPE_FRAC + 1)
-    return 1 + plan.out_fmt.hw_bits + slope_bits + fi.hw_bits + 2
+    return 1 + plan.out_fmt.hw_bits + acts.slope_bits(c.slopes) + fi.hw_bits + 2
 
 
 def global_running_bits(plan: LayerPlan) -> int:

@@ -222,6 +222,12 @@ def slope_raw(k: float) -> int:
     return int(math.floor(k * (1 << SLOPE_FRAC) + 0.5))
 
 
+def slope_bits(raws) -> int:
+    """The width of the hardware's slope constants (`Signed w`, SFixed (w - SLOPE_FRAC)
+    SLOPE_FRAC), one for all the raw slopes given: a sign bit, at least SLOPE_FRAC + 1."""
+    return max(max(abs(k).bit_length() + 1 for k in raws), SLOPE_FRAC + 1)
+
+
 @dataclass(frozen=True)
 class ReluConstants:
     """The quantized constants of the ReLU family on (fi, fo): `t_cmp = floor(t * 2^fi)`
