@@ -491,8 +491,8 @@ def has_map_stage(plan: LayerPlan) -> bool:
         return False
     if plan.type == "activation":
         return True
-    act = activations.parse(plan.activation)
-    return activations.per_channel(act, plan.act_in_fmt, plan.out_fmt) or splits_activation(plan)
+    act, fi, fo = activations.parse(plan.activation), plan.act_in_fmt, plan.out_fmt
+    return activations.per_channel(act, fi, fo) or activations.multiplies(act, fi, fo)
 
 
 def splits_activation(plan: LayerPlan) -> bool:

@@ -250,17 +250,21 @@ def relu_constants(act: Act, fi: FixedFormat, fo: FixedFormat) -> ReluConstants:
 def per_channel(act: Act, fi: FixedFormat, fo: FixedFormat) -> bool:
     """Whether the function differs between channels (PReLU's slopes once quantized): the
     hardware then applies it to a whole beat as a stage of its own, not inside the layer."""
-    return act.kind == "relu" and not (act.text == "relu" and fi == fo) \
-        and len(set(relu_constants(act, fi, fo).slopes)) > 1
+    return _relu_family_block(act, fi, fo) and len(set(relu_constants(act, fi, fo).slopes)) > 1
+
+
+def _relu_family_block(act: Act, fi: FixedFormat, fo: FixedFormat) -> bool:
+    """Whether the hardware computes `act` with K2C.Relu.reluFamily (a plain relu that keeps
+    its format is K2C.Activation.relu, `max 0`)."""
+    return act.kind == "relu" and not (act.text == "relu" and fi == fo)
 
 
 def multiplies(act: Act, fi: FixedFormat, fo: FixedFormat) -> bool:
     """Whether the ReLU family's negative side multiplies by a constant that is not a power of
     two (a shift): the hardware then cuts the function in two register stages (K2C.Relu's
     reluProduct and reluSelect, K2C.Pipe.mapP2)."""
-    if act.kind != "relu" or (act.text == "relu" and fi == fo):
-        return False
-    return any(k != 0 and abs(k) & (abs(k) - 1) for k in relu_constants(act, fi, fo).slopes)
+    return _relu_family_block(act, fi, fo) and \
+        any(k != 0 and abs(k) & (abs(k) - 1) for k in relu_constants(act, fi, fo).slopes)
 
 
 def _shift_round(v: np.ndarray, shift: int) -> np.ndarray:
