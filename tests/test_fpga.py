@@ -700,6 +700,32 @@ def test_fanout_groups_readers_by_a_first_placement() -> None:
     assert sorted(map(sorted, sides.values())) == [[0], [1]]  # each net serves one end only
 
 
+def test_fanout_gives_each_dsp_block_its_own_operand_register() -> None:
+    """A flip-flop read on operand pins by three MULT18X18D (yosys merged the processing
+    elements' identical operand registers) and by a LUT: the second and third block get a copy
+    each, the first block and the LUT keep the original; a clock enable pin stays too."""
+    from keras2clash.fpga.fanout import split_netlist
+
+    netlist = _fanout_netlist()
+    cells = netlist["modules"]["top"]["cells"]
+    for i in range(3):
+        cells[f"mul{i}"] = {"type": "MULT18X18D", "parameters": {}, "attributes": {},
+                            "port_directions": {"A3": "input", "B7": "input", "CE1": "input"},
+                            "connections": {"A3": [10], "B7": [10] if i == 2 else [6], "CE1": [10]}}
+    result = split_netlist(netlist, "top", 64)
+    assert (result.flip_flops, result.operands, result.copies) == (0, 2, 2)
+    assert "2 copies of operand flip-flops shared by several MULT18X18D, one per block" in result.summary
+    q = {n: cells[n]["connections"]["Q"][0] for n in ("r", "r$fanout1", "r$fanout2")}
+    assert len(set(q.values())) == 3 and q["r"] == 10
+    assert cells["mul0"]["connections"]["A3"] == [10]
+    assert cells["mul1"]["connections"]["A3"] == [q["r$fanout1"]]
+    assert cells["mul2"]["connections"]["A3"] == cells["mul2"]["connections"]["B7"] == [q["r$fanout2"]]
+    assert all(cells[f"mul{i}"]["connections"]["CE1"] == [10] for i in range(3))
+    assert all(cells[f"lut{i:02d}"]["connections"]["A"] == [10] for i in range(10))
+    netlist = _fanout_netlist()
+    assert split_netlist(netlist, "top", 64, dsp_operands=False).operands == 0
+
+
 def test_fanout_copies_a_lut_like_a_flip_flop() -> None:
     """A LUT4 read by ten flip-flops' clock enables: copies with its inputs and truth table."""
     from keras2clash.fpga.fanout import split_netlist

@@ -128,6 +128,26 @@ def test_dsp_budget_acceptance(thesis_ir, capsys) -> None:
     assert (t.first_latency, t.ii) == (f.latency, f.ii)
 
 
+def test_pixel_fifo_replaces_a_wide_window_fifo(thesis_ir) -> None:
+    """The thesis CNN at 130 multipliers (16:3, 16:29, 1:32): conv_2's engine takes 29 cycles
+    per window, so a row's windows back up. Three windows (2,304 bits each) queued before its
+    engine reached II 464; a FIFO of 16-channel input pixels before its window generator
+    reaches the same II with a tenth of the bits (the wide queue's write enable was the
+    critical path on ECP5)."""
+    from dataclasses import replace
+
+    plans = _plans(thesis_ir, [16, 16, 1], [3, 29, 32], pipeline=2)
+    chosen = hwmodel.with_window_fifos(plans)
+    conv_2 = next(p for p in chosen if p.name == "conv_2")
+    assert (conv_2.window_fifo, conv_2.input_fifo) == (0, 7)
+    windows = [replace(p, window_fifo=hwmodel.window_fifos(plans).get(p.name, 0)) for p in plans]
+    assert hwmodel.window_fifos(plans) == {"conv_2": 3}
+    assert hwmodel.timing(chosen).ii == hwmodel.timing(windows).ii == 464
+    assert hwmodel.timing([replace(p, window_fifo=0) for p in windows]).ii > 464  # it needs one
+    assert 7 * 16 * 16 < 3 * 144 * 16
+    assert hwmodel.figures(chosen).fifo_bits == hwmodel.figures(windows).fifo_bits - 3 * 144 * 16 + 7 * 16 * 16
+
+
 def test_budget_too_small(thesis_ir) -> None:
     from keras2clash.hw.allocate import balanced
     from keras2clash.errors import K2CError
@@ -195,6 +215,7 @@ SIM_CONFIGS = [
     ("thesis_cnn", [4, 3, 2], [3, 16, 7], 5),
     ("thesis_cnn", [16, 16, 10], [9, 1, 1], 5),  # G = 1 engines (R register paths)
     ("thesis_cnn", [16, 2, 10], [1, 7, 1], 5),
+    ("thesis_cnn", [16, 16, 1], [3, 29, 32], 4),  # conv_2 after a FIFO of 7 input pixels
     ("cnn_variants", [1, 1, 1, 1], [1, 1, 1, 1], 4),
     ("cnn_variants", [3, 5, 7, 4], [2, 3, 16, 5], 5),
     ("cnn_variants", [8, 16, 32, 10], [9, 1, 4, 2], 5),

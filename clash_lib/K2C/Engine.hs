@@ -224,7 +224,11 @@ engineWith SNat load next operands weights finish (input, readyOut) = (output, r
     -- counter's comparator (digits_dense on ECP5: 12.3 ns, 10.6 of it routing).
     lastWord = register (natToNum @(g * b) == (1 :: Integer)) ((== maxBound) <$> wordNext)
     room     = register True ((< maxBound) <$> heldNext)
-    readyIn  = ((not <$> busy) .||. lastWord) .&&. room
+    -- open: idle or busy with the last word (not busy || lastWord), also
+    -- registered from next values, so that the window's load select below is
+    -- a flip-flop's output too.
+    open     = register True ((not <$> busyNext) .||. ((== maxBound) <$> wordNext))
+    readyIn  = open .&&. room
     accepted = readyIn .&&. (isJust <$> input)
 
     -- The ROM's registered output is the word of the current step, word
@@ -238,9 +242,15 @@ engineWith SNat load next operands weights finish (input, readyOut) = (output, r
     weightsWord = readWeights weights ahead
 
     -- Datapath registers have no reset: the valid bits say what they hold.
+    -- The window has no enable: whenever the engine is open it loads the
+    -- input (the window accepted, or one it does not use: a window is only
+    -- read in the steps after its acceptance), otherwise it advances. Its
+    -- select is the 'open' flip-flop, where an enable (accepted or busy) was
+    -- a LUT's output before every bit of a wide window (the thesis CNN at 130
+    -- multipliers on ECP5: conv_2's 2,304 bits, the critical path).
     window :: Signal dom held
-    window = delayEn (deepErrorX "engine: no window yet") (accepted .||. busy)
-                     (mux accepted (load . fromJustX <$> input) (next <$> window))
+    window = delay (deepErrorX "engine: no window yet")
+                   (mux open (load . fromJustX <$> input) (next <$> window))
 
     tag :: Signal dom (Tag g)
     tag = bundle (busy, (== 0) <$> chunk, groupEnd, group, lastWord)

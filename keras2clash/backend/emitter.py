@@ -267,6 +267,7 @@ def _layer_entry(plan: LayerPlan, fn: str, code: ActivationCode | None = None,
         depthwise = _depthwise_entry(plan, fn, shapes)
         entry.update(doc=depthwise["doc"], body=depthwise["body"] + vector_stage)
         entry["uses"] += depthwise["uses"]
+        entry["notes"] += depthwise["notes"]
     elif plan.type in ("maxpool2d", "avgpool2d"):
         (ph, pw), (sh, sw) = plan.kernel_size, plan.strides
         h, w = plan.padded_input_shape[:2]
@@ -355,19 +356,35 @@ def _conv_entry(plan: LayerPlan, fn: str, shapes: str) -> dict[str, Any]:
     block = (f"Dilated.conv2dDilated {{- image -}} {_snats(h, w)} {{- kernel -}} {_snats(kh, kw)} "
              f"{{- dilation -}} {_snats(dh, dw)}" if dilated else
              f"Conv.conv2d {{- image -}} {_snats(h, w)} {{- kernel -}} {_snats(kh, kw)}")
-    body = _pad_stage(plan, "0") + [f"{block} {{- stride -}} {_snats(sh, sw)} pe cycles levels {_window_queue(plan)} W.{fn} finish"]
+    body = _input_queue(plan) + _pad_stage(plan, "0") + [
+        f"{block} {{- stride -}} {_snats(sh, sw)} pe cycles levels {_window_queue(plan)} W.{fn} finish"]
     notes = [f"The window generator spans the dilated extent {plan.extent[0]}x{plan.extent[1]}; "
              "the taps are selected by wires."] if dilated else []
-    if plan.window_fifo:
-        notes.append(f"A FIFO of {plan.window_fifo} windows between the window generator and the engine "
-                     "(hardware model: the generator's bursts would otherwise hold the layers before it back).")
-    uses = ["conv2d_dilated" if dilated else "conv2d"] + (["fifo"] if plan.window_fifo else [])
+    notes += _queue_notes(plan)
+    uses = ["conv2d_dilated" if dilated else "conv2d"] + (["fifo"] if plan.window_fifo or plan.input_fifo else [])
     return {"doc": doc, "body": body, "notes": notes, "uses": uses}
 
 
 def _window_queue(plan: LayerPlan) -> str:
     """The stage between a convolution's window generator and its engine."""
     return f"{{- window queue -}} (fifo (SNat @{plan.window_fifo}))" if plan.window_fifo else "{- window queue -} id"
+
+
+def _input_queue(plan: LayerPlan) -> list[str]:
+    """A FIFO of input pixels in front of a convolution's padding and window generator."""
+    return [f"fifo {{- input queue -}} (SNat @{plan.input_fifo})"] if plan.input_fifo else []
+
+
+def _queue_notes(plan: LayerPlan) -> list[str]:
+    """Why a convolution has a FIFO (hw.hwmodel.window_fifos, input_fifos)."""
+    if plan.window_fifo:
+        return [f"A FIFO of {plan.window_fifo} windows between the window generator and the engine "
+                "(hardware model: the generator's bursts would otherwise hold the layers before it back)."]
+    if plan.input_fifo:
+        return [f"A FIFO of {plan.input_fifo} input pixels before the window generator (hardware model: "
+                "the generator's bursts would otherwise hold the layers before it back; narrower than "
+                "a FIFO of windows with the same throughput)."]
+    return []
 
 
 def _depthwise_entry(plan: LayerPlan, fn: str, shapes: str) -> dict[str, Any]:
@@ -378,10 +395,11 @@ def _depthwise_entry(plan: LayerPlan, fn: str, shapes: str) -> dict[str, Any]:
     return {
         "doc": (f"{shapes}, depthwise {kh}x{kw} kernel, depth multiplier {m}, stride {sh}x{sw}, "
                 f"padding {_padding_doc(plan)}, {_activation_doc(plan)}"),
-        "body": _pad_stage(plan, "0") + [
+        "body": _input_queue(plan) + _pad_stage(plan, "0") + [
             f"Depthwise.depthwise2d {{- image -}} {_snats(h, w)} {{- kernel -}} {_snats(kh, kw)} "
             f"{{- stride -}} {_snats(sh, sw)} {{- depth multiplier -}} {_snats(m)} pe cycles levels {_window_queue(plan)} W.{fn} finish"],
-        "uses": ["fifo"] if plan.window_fifo else [],
+        "notes": _queue_notes(plan),
+        "uses": ["fifo"] if plan.window_fifo or plan.input_fifo else [],
     }
 
 

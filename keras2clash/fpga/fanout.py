@@ -35,6 +35,9 @@ from keras2clash.fpga.netlist import FF, Netlist
 KEEP_ON_ORIGINAL = ("MULT18X18D", "ALU54B")
 """Reader cell types that stay on the original flip-flop (module docstring)."""
 
+DSP_DATA_PIN = re.compile(r"^[ABC]\d+$")
+"""A MULT18X18D's operand pins (A0..A17, B0..B17, C0..C17)."""
+
 OUTPUTS = {FF: "Q", "LUT4": "Z"}
 """The cells copied, with their one output pin."""
 
@@ -52,14 +55,18 @@ class FanoutSplit:
     largest: int  # the largest fan-out split
     luts: int = 0  # LUTs that got copies
     placed: bool = False  # readers grouped by a first placement (else by name)
+    operands: int = 0  # copies of flip-flops feeding several DSP blocks' operands, one per block
 
     @property
     def summary(self) -> str:
+        dsp = (f"; {self.operands:,} copies of operand flip-flops shared by several MULT18X18D, one per block"
+               if self.operands else "")
         if not self.flip_flops and not self.luts:
-            return f"no flip-flop or LUT drives more than {self.limit} pins"
+            return f"no flip-flop or LUT drives more than {self.limit} pins{dsp}"
         how = "grouped by a first placement" if self.placed else "grouped by name"
         return (f"{self.flip_flops:,} flip-flops and {self.luts:,} LUTs driving more than {self.limit} pins "
-                f"copied ({self.copies:,} copies, readers {how}; the largest fan-out was {self.largest:,})")
+                f"copied ({self.copies - self.operands:,} copies, readers {how}; the largest fan-out was "
+                f"{self.largest:,}){dsp}")
 
 
 def _next_bit(module: dict[str, Any]) -> int:
@@ -125,17 +132,63 @@ def _located(net: Netlist, cells: list[str], locations: Mapping[str, Location]) 
     return where
 
 
+def _twin(module: dict[str, Any], name: str, out: str, bit: int, i: int) -> None:
+    """A copy of cell `name` driving net `bit` instead of its own output."""
+    twin = copy.deepcopy(module["cells"][name])
+    twin["connections"][out] = [bit]
+    module["cells"][f"{name}$fanout{i}"] = twin
+    module.setdefault("netnames", {})[f"{name}$fanout{i}${out}"] = {"hide_name": 1, "bits": [bit], "attributes": {}}
+
+
+def _rewire(net: Netlist, readers: list[Reader], old: int, new: int) -> None:
+    for reader, pin, _ in readers:
+        wires = net.cells[reader]["connections"][pin]
+        net.cells[reader]["connections"][pin] = [new if b == old else b for b in wires]
+
+
+def _split_dsp_operands(module: dict[str, Any], net: Netlist, fresh: int) -> tuple[dict[str, int], int]:
+    """Give every MULT18X18D after the first that reads a flip-flop on an operand pin its own
+    copy of that flip-flop; (copies made per flip-flop, next free net bit).
+
+    Why: yosys merges identical registers, so the operand register of a window value that
+    every processing element multiplies is one flip-flop read by all their DSP blocks, which
+    lie along the chip's DSP rows (the thesis CNN at 130 multipliers on ECP5: conv_2's 16 PEs,
+    a 14.9 ns route from that flip-flop to a far MULT18X18D, 64.7 MHz). A copy per block lets
+    the placer put each between the window and its own DSP, halving the longest route. The
+    block's register after it (fpga/dspregs.py) keeps the timing the same in every cycle."""
+    copies: dict[str, int] = {}
+    for name in sorted(n for n, c in net.cells.items() if c.get("type") == FF):
+        q = net.cells[name]["connections"]["Q"][0]
+        if not isinstance(q, int) or q in net.port_bits:
+            continue
+        by_block: dict[str, list[Reader]] = {}
+        for reader, pin in sorted(set(net.readers[q])):
+            if net.cells[reader].get("type") == "MULT18X18D" and DSP_DATA_PIN.match(pin):
+                by_block.setdefault(reader, []).append((reader, pin, 1))
+        for i, block in enumerate(sorted(by_block, key=_natural)[1:], start=1):
+            _twin(module, name, "Q", fresh, i)
+            _rewire(net, by_block[block], q, fresh)
+            fresh, copies[name] = fresh + 1, i
+    return copies, fresh
+
+
 def split_module(module: dict[str, Any], limit: int,
-                 locations: Mapping[str, Location] | None = None) -> FanoutSplit:
+                 locations: Mapping[str, Location] | None = None, dsp_operands: bool = True) -> FanoutSplit:
     """Give every TRELLIS_FF and LUT4 of `module` that drives more than `limit` pins copies,
     so that each copy drives at most `limit` of them (edited in place); readers grouped by
-    `locations` (cell name -> chip coordinates) where every reader has one, else by name."""
+    `locations` (cell name -> chip coordinates) where every reader has one, else by name.
+    `dsp_operands`: first, every flip-flop read by several DSP blocks' operand pins gets one
+    copy per block (`_split_dsp_operands`)."""
     if limit < 1:
         raise ValueError(f"fan-out limit {limit}: at least 1")
     net = Netlist(module)
     fresh = _next_bit(module)
+    twins: dict[str, int] = {}
+    if dsp_operands:
+        twins, fresh = _split_dsp_operands(module, net, fresh)
+    operands = copies = sum(twins.values())
     split = {FF: 0, "LUT4": 0}
-    copies = largest = 0
+    largest = 0
     placed = False
     for name in sorted(n for n, c in net.cells.items() if c.get("type") in OUTPUTS):
         cell = net.cells[name]
@@ -156,18 +209,12 @@ def split_module(module: dict[str, Any], limit: int,
             groups = _by_name(readers, limit)
         split[cell["type"]] += 1
         largest = max(largest, pins)
-        for i, group in enumerate(groups[1:], start=1):  # the first group keeps the original
+        for i, group in enumerate(groups[1:], start=twins.get(name, 0) + 1):  # the first group keeps the original
             bit, fresh = fresh, fresh + 1
-            twin = copy.deepcopy(cell)
-            twin["connections"][out] = [bit]
-            module["cells"][f"{name}$fanout{i}"] = twin
-            module.setdefault("netnames", {})[f"{name}$fanout{i}${out}"] = {"hide_name": 1, "bits": [bit],
-                                                                          "attributes": {}}
-            for reader, pin, _ in group:
-                wires = net.cells[reader]["connections"][pin]
-                net.cells[reader]["connections"][pin] = [bit if b == q else b for b in wires]
+            _twin(module, name, out, bit, i)
+            _rewire(net, group, q, bit)
             copies += 1
-    return FanoutSplit(limit, split[FF], copies, largest, luts=split["LUT4"], placed=placed)
+    return FanoutSplit(limit, split[FF], copies, largest, luts=split["LUT4"], placed=placed, operands=operands)
 
 
 _BEL = re.compile(r"X(\d+)/Y(\d+)")
@@ -192,6 +239,6 @@ def placed_locations(placed: Mapping[str, Any]) -> dict[str, Location]:
 
 
 def split_netlist(netlist: dict[str, Any], top: str, limit: int,
-                  locations: Mapping[str, Location] | None = None) -> FanoutSplit:
+                  locations: Mapping[str, Location] | None = None, dsp_operands: bool = True) -> FanoutSplit:
     """`split_module` on module `top` of a yosys JSON netlist."""
-    return split_module(netlist["modules"][top], limit, locations)
+    return split_module(netlist["modules"][top], limit, locations, dsp_operands)

@@ -21,6 +21,9 @@ stalls, not only for an always-ready sink:
   steps; at most Q windows between accept and the result's move); its result enters the
   queue in `a_i + S + D` and is valid from `max(a_i + S + D, M_(i-1)) + 1`. The engine
   never stalls: downstream stalls reach its input only through the credit bound Q.
+- A convolution's FIFOs (`K2C.Fifo`): of windows between its window generator and its
+  engine (`window_fifo`), of input pixels before its padding (`input_fifo`); Top's slices'
+  rules below.
 - Window (`K2C.Window`): window `k`, completed by the pixel accepted in `p_k`, is valid
   from `max(p_k, M_(k-1)) + 1`; the pixel after a completing pixel waits for that cycle
   (input ready is `not pending`).
@@ -530,6 +533,9 @@ def _layer_blocks(plan: LayerPlan, knobs, down, mx, blocks: list) -> Any:
         blocks.append(down)
         if any(plan.pads):
             down = _Pad(*plan.input_shape[:2], plan.pads, down, mx)
+            blocks.append(down)
+        if plan.input_fifo:
+            down = _Queue(plan.input_fifo, down, mx)
             blocks.append(down)
     elif plan.type == "flatten":
         down = _Collect(math.prod(plan.input_shape[:-1]), down, mx)

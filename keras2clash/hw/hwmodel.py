@@ -356,10 +356,58 @@ def window_fifos(plans: Sequence[LayerPlan]) -> dict[str, int]:
     return {name: d for name, d in depths.items() if d}
 
 
+MAX_INPUT_FIFO = 64
+"""The deepest FIFO of input pixels `input_fifos` considers."""
+
+
+def _window_bits(plan: LayerPlan) -> int:
+    """Values per window entry (a depthwise window holds every channel's)."""
+    lanes = plan.input_shape[-1] if plan.type == "depthwise2d" else 1
+    return lanes * plan.window
+
+
+def input_fifos(plans: Sequence[LayerPlan], windows: Mapping[str, int]) -> dict[str, int]:
+    """The convolutions whose FIFO of windows (`windows`, from `window_fifos`) a FIFO of input
+    pixels in front of the padding and the window generator replaces, with its depth.
+
+    Both let the layers before the generator run ahead while the engine is busy, but a pixel
+    is a window's `kh*kw`-th part: a FIFO of pixels is far narrower, and narrowness is what
+    place and route needs. Every LUT-RAM cell of a queue takes the queue's write enable and
+    addresses, so a queue of wide windows spreads those nets over the chip (the thesis CNN at
+    130 multipliers on ECP5: conv_2's 3 windows of 2,304 bits, 576 LUT-RAM cells along the
+    DSP rows, its write enable the critical path at 81.7 MHz; 8 pixels of 256 bits give the
+    same II 464). A layer's FIFO of windows is replaced where the shallowest FIFO of pixels
+    that keeps the II holds fewer bits; layers in plan order, each with the choices before it.
+    """
+    choice: dict[str, int] = {}
+
+    def ii(inputs: Mapping[str, int]) -> float:
+        trial = [replace(p, window_fifo=0 if p.name in inputs else windows.get(p.name, 0),
+                         input_fifo=inputs.get(p.name, 0)) for p in plans]
+        return steady_state(trial)[0]
+
+    best = ii({})
+    for p in plans:
+        if p.name not in windows or ii({**choice, p.name: MAX_INPUT_FIFO}) > best:
+            continue
+        lo, hi = 0, MAX_INPUT_FIFO  # ii(hi) <= best; smallest such depth by bisection
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if ii({**choice, p.name: mid}) <= best else (mid, hi)
+        if hi * p.input_shape[-1] < windows[p.name] * _window_bits(p):
+            choice[p.name] = hi
+    return choice
+
+
 def with_window_fifos(plans: Sequence[LayerPlan]) -> list[LayerPlan]:
-    """The plans with every convolution's `window_fifo` set by `window_fifos`."""
-    depths = window_fifos(plans)
-    return [replace(p, window_fifo=depths.get(p.name, 0)) if p.is_compute and p.is_windowed else p for p in plans]
+    """The plans with every convolution's FIFO set: of windows by `window_fifos`, or instead of
+    input pixels where `input_fifos` finds that narrower."""
+    plans = [replace(p, input_fifo=0) for p in plans]
+    windows = window_fifos(plans)
+    inputs = input_fifos(plans, windows)
+    return [replace(p, window_fifo=0 if p.name in inputs else windows.get(p.name, 0),
+                    input_fifo=inputs.get(p.name, 0)) if p.is_compute and p.is_windowed else p
+            for p in plans]
 
 
 def with_fifo_depths(plans: Sequence[LayerPlan]) -> list[LayerPlan]:

@@ -66,6 +66,7 @@ class LayerPlan:
     input_shapes: tuple[tuple[int, ...], ...] = ()  # a merge's input shapes
     fifo_depths: tuple[int, ...] = ()  # a merge's branch FIFOs (hw.fifos, from the hardware model)
     window_fifo: int = 0  # a convolution's FIFO of windows before its engine (hwmodel.window_fifos); 0: none
+    input_fifo: int = 0  # a convolution's FIFO of input pixels before its padding and window generator; 0: none
     layer: Layer | None = field(default=None, compare=False, repr=False)  # the IR record (weights)
 
     @property

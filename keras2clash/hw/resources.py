@@ -86,6 +86,8 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
     if plan.window_fifo:  # windows queued before the engine (a depthwise window holds every channel's)
         lanes = plan.input_shape[-1] if plan.type == "depthwise2d" else 1
         fifo += plan.window_fifo * lanes * plan.window * in_bits
+    if plan.input_fifo:  # input pixels queued before the padding and the window generator
+        fifo += plan.input_fifo * plan.input_shape[-1] * in_bits
     channels = plan.output_shape[-1]
     if plan.type == "batchnorm":  # K2C.BatchNorm on K2C.Pipe: products, finished values, queue
         assert plan.w_fmt is not None
