@@ -88,8 +88,9 @@ def emit(
     input's format; `fmt="auto"` with `bits` and `calibration` (.npz) chooses per-layer
     formats (`autoformat`). Weights/biases that saturate are reported and in manifest.json.
     `dsp_budget` chooses `parallelism` and `cycles` instead: the balanced allocation with the
-    smallest initiation interval within that many multipliers, or a device's (`"ecp5-85k"`;
-    keras2clash.allocate).
+    smallest initiation interval within that many multipliers, or a device's (`"ecp5-85k"`: the
+    132 of its 156 that the open flow routes, `fpga.devices.Device.multiplier_budget`;
+    keras2clash.hw.allocate).
     `softmax="argmax"` leaves an output softmax out (the outputs are the logits).
     `pipeline`: adder-tree levels per register stage of the compute layers (0: a whole dot
     product in one cycle), one value or one per layer (README: Timing).

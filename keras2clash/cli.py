@@ -50,7 +50,8 @@ WEIGHT_FORMAT_HELP = ("same: weights in the layer's format (default); fit: in it
 HLS4ML_HELP = ("An hls4ml config (YAML/JSON: Model and LayerName sections, Precision with ap_fixed types, "
                "ReuseFactor -> --parallelism/--cycles); --layer-formats/--layer-format refine it. Every project "
                "gets hls4ml_config.yml, its own formats and knobs in that shape.")
-BUDGET_HELP = ("Multiplier budget, a number or a device (ecp5-85k: its 156 MULT18X18D): choose --parallelism "
+BUDGET_HELP = ("Multiplier budget, a number or a device (ecp5-85k: 132 of its 156 MULT18X18D, what nextpnr "
+               "routes; ice40-up5k: its 8): choose --parallelism "
                "and --cycles of every dense/conv2d layer for the smallest initiation interval within it "
                "(balanced allocation, exact model).")
 

@@ -11,7 +11,7 @@ import pytest
 
 from helpers import needs_toolchain, random_dense_model, run_cli
 from keras2clash.fpga import flow
-from keras2clash.fpga.devices import DEVICES, get_device
+from keras2clash.fpga.devices import DEVICES, get_device, multiplier_budget
 from keras2clash.fpga.report import PnrReport, parse_nextpnr, to_markdown
 from keras2clash.errors import K2CError
 
@@ -31,6 +31,8 @@ def fixture_report() -> dict:
 
 def test_device_table() -> None:
     assert set(DEVICES) == {"ecp5-85k", "ecp5-45k", "ecp5-25k", "ice40-up5k", "ice40-hx8k"}
+    assert [DEVICES[d].multiplier_budget for d in DEVICES] == [132, 61, 23, 8, 0]  # what --dsp-budget DEVICE gives
+    assert multiplier_budget("ecp5-85k") == 132 and multiplier_budget("150") == 150
     big = DEVICES["ecp5-85k"]
     assert (big.part, big.package, big.luts, big.flip_flops, big.multipliers, big.block_rams) == \
         ("LFE5U-85F", "CABGA381", 83_640, 83_640, 156, 208)

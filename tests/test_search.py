@@ -270,7 +270,7 @@ def test_balanced_knobs_and_weighted_goal(tmp_path: Path) -> None:
     text = (TINY.replace("  parallelism: [1, 2]\n  cycles: [1, 2]\n", "  knobs: balanced\n  budgets: [24, ecp5-25k]\n")
             .replace("goals: {pareto: [accuracy, multipliers]}", "goals: {weights: {accuracy: 1, multipliers: -0.01}}"))
     desc = load_description(write(tmp_path, text))
-    assert desc.hardware.budgets == (24, 28) and desc.goals.directions == ["maximize"]
+    assert desc.hardware.budgets == (24, 23) and desc.goals.directions == ["maximize"]  # 85% of ecp5-25k's 28
     candidate = _candidate(desc, {"dense.units_0": 8, "hw.format": "1,7,8", "hw.budget": 24, "hw.pipeline": 2})
     data = ev_module.load_data(desc.data, desc.seed)
     ev = ev_module.evaluate(candidate, desc, data, None)

@@ -69,6 +69,13 @@ class Device:
     ff_resource: str | None = None  # None: flip-flops are counted in the synthesised netlist
     placers: tuple[str, ...] = ("heap", "sa")  # nextpnr --placer choices, the default first
     max_fanout: int = 0  # pnr --max-fanout's default (fpga/fanout.py; 0: no copies)
+    routable_multipliers: int = 0  # what --dsp-budget DEVICE gives (ECP5_ROUTABLE_SHARE); 0: all of them
+
+    @property
+    def multiplier_budget(self) -> int:
+        """The multipliers `--dsp-budget DEVICE` balances a network to: those the open flow
+        places and routes (ECP5_ROUTABLE_SHARE), all of them where it routes every one."""
+        return self.routable_multipliers or self.multipliers
 
     def synth_script(self, top: str, json_out: str, block_roms: bool = False, ff_queues: int = 0) -> str:
         """The synthesis command, then the netlist without the `$scopeinfo` cells newer yosys
@@ -134,6 +141,17 @@ copied (fpga/fanout.py). With the static placer and router1, digits_dense routed
 without them router1 crawled with ~500 arcs left after 5 minutes of routing."""
 
 
+ECP5_ROUTABLE_SHARE = 0.85
+"""The share of an ECP5's MULT18X18D that `--dsp-budget ecp5-*` gives a network (132 of the
+LFE5U-85F's 156). nextpnr-ecp5 0.11 places and routes designs that leave some DSP sites free
+but not those that fill the DSP rows, measured on LFE5U-85F: routed, jet_hgq at 144 (8.4k
+LUT4, 105 MHz), thesis_cnn at 130 (33.6k LUT4), digits_dense at 127, cnn_variants at 120;
+not routed, the thesis CNN at 140 (router1 oscillating after 100 minutes, router2 climbing back
+to 10,100 overused wires) and at 156, cnn_variants at 153 (router2 stuck at ~2,700 overused
+wires); mlp_tanh at 155 never left the static placer's strict legalisation (over 20 minutes,
+twice). A number (`--dsp-budget 150`) is taken as given."""
+
+
 def _ecp5(size: str, luts: int, mults: int, brams: int, pins: int) -> Device:
     return Device(
         name=f"ecp5-{size}", family="ecp5", part=f"LFE5U-{size[:-1].upper()}F", package="CABGA381",
@@ -142,7 +160,7 @@ def _ecp5(size: str, luts: int, mults: int, brams: int, pins: int) -> Device:
         block_rams=brams, block_ram_cell="DP16KD", block_ram_kbits=18, io_pins=pins,
         synth_command="synth_ecp5", nextpnr_args=(f"--{size}",), yosys=ECP5_YOSYS, nextpnr=ECP5_NEXTPNR,
         out_of_context=False, lut_resource="TRELLIS_COMB", ff_resource="TRELLIS_FF",
-        placers=ECP5_PLACERS, max_fanout=ECP5_MAX_FANOUT,
+        placers=ECP5_PLACERS, max_fanout=ECP5_MAX_FANOUT, routable_multipliers=int(mults * ECP5_ROUTABLE_SHARE),
     )
 
 
@@ -167,7 +185,8 @@ DEVICES: dict[str, Device] = {d.name: d for d in (
 
 
 def multiplier_budget(value: int | str) -> int:
-    """`--dsp-budget`: a number of multipliers, or a device name (its multipliers)."""
+    """`--dsp-budget`: a number of multipliers, or a device name (`Device.multiplier_budget`:
+    the multipliers the open flow routes on it)."""
     if isinstance(value, int):
         budget = value
     else:
@@ -178,7 +197,7 @@ def multiplier_budget(value: int | str) -> int:
             device = DEVICES[text.lower()]
             if not device.multipliers:
                 raise K2CError(f"--dsp-budget {text}: the {device.part} has no hardware multipliers")
-            return device.multipliers
+            return device.multiplier_budget
         else:
             raise K2CError(f"bad --dsp-budget {value!r}: a number of multipliers (at least 1) or a device, "
                            f"one of {', '.join(DEVICES)}")

@@ -478,7 +478,7 @@ def _constraints(r: _Reader) -> Constraints:
         from keras2clash.fpga.devices import get_device
 
         try:
-            budget = get_device(device).multipliers
+            budget = get_device(device).multipliers  # fits the part (a budget uses Device.multiplier_budget)
         except K2CError as exc:
             raise r.fail(str(exc), "device") from None
         multipliers = budget if multipliers is None else min(multipliers, budget)
