@@ -13,7 +13,8 @@ join sees registered valids.
 * storage: @depth * BitSize a@ bits in an 'asyncRam' (LUT RAM: written at
   the clock edge, read combinationally), no reset;
 * registers (reset to 0): the count, @Index (depth + 1)@, and the read and
-  write pointers, @Index depth@ each, which wrap from @depth - 1@ to 0.
+  write pointers, @Index depth@ each, which wrap from @depth - 1@ to 0; two
+  flags, @count < depth@ and @count > 0@, registered from the next count.
 
 = Protocol and exact timing
 
@@ -53,12 +54,18 @@ fifo
   => SNat depth -> Stream dom a a
 fifo SNat (input, readyOut) = (output, readyIn)
   where
-    count    = register (0 :: Index (depth + 1)) (nextCount <$> count <*> accepted <*> removed)
+    count    = register (0 :: Index (depth + 1)) countNext
+    countNext = nextCount <$> count <*> accepted <*> removed
     readPtr  = register (0 :: Index depth) (mux removed (nextIndex <$> readPtr) readPtr)
     writePtr = register (0 :: Index depth) (mux accepted (nextIndex <$> writePtr) writePtr)
 
-    readyIn  = (< maxBound) <$> count          -- count < depth
-    validOut = (/= 0) <$> count
+    -- count < depth and count > 0, each a flip-flop of its own, registered from the next
+    -- count (the same value in every cycle): what the neighbours' handshakes and clock
+    -- enables see starts at a flip-flop, not after the count's comparator (a window
+    -- generator after a FIFO of pixels loads its 2,304-bit window under an enable one LUT
+    -- from these; the thesis CNN on ECP5).
+    readyIn  = register True ((< maxBound) <$> countNext)
+    validOut = register False ((/= 0) <$> countNext)
     accepted = readyIn .&&. (isJust <$> input)
     removed  = validOut .&&. readyOut
 
