@@ -21,9 +21,12 @@ format, followed by the fused activation.
 
 One multiplier and one adder per channel, all channels of a beat in the same
 cycle, pipelined in 'BatchNormDepth' register stages on "K2C.Pipe": the
+input beat (the multipliers' input registers: the producer's queue is LUT RAM
+read combinationally, and on ECP5 its read and route straight into a
+MULT18X18D's unregistered input were mlp_tanh's critical path, 16.3 ns), the
 products (the multipliers' output registers), then the sum, rounding and
 activation (a table activation's ROM becomes a synchronous block RAM). One
-beat a cycle; its timing is "K2C.Pipe"'s with @d = 2@.
+beat a cycle; its timing is "K2C.Pipe"'s with @d = 3@.
 -}
 module K2C.BatchNorm
   ( batchNorm
@@ -38,7 +41,7 @@ import K2C.Pipe (pipeS, stageReg)
 import K2C.Stream (Stream)
 
 -- | Register stages of 'batchNorm': the products, then the finished values.
-type BatchNormDepth = 2
+type BatchNormDepth = 3
 
 -- | The stage: per channel 'scaleShift', then @finish@ (requantize and activate).
 batchNorm
@@ -52,7 +55,7 @@ batchNorm scales offsets finish = pipeS (SNat @BatchNormDepth) stages
   where
     stages input = stageReg (fmap (map finish . zipWith (flip addExact) offsets) <$> products)
       where
-        products = stageReg (fmap (zipWith (flip mulExact) scales) <$> input)
+        products = stageReg (fmap (zipWith (flip mulExact) scales) <$> stageReg input)
 
 -- | @x * s + o@, exactly.
 scaleShift

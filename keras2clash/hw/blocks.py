@@ -449,8 +449,8 @@ MAP_DEPTH = 1
 MAP2_DEPTH = 2
 """K2C.Pipe.mapP2's: an activation cut in two (a ReLU-family slope's constant multiplication)."""
 
-BATCHNORM_DEPTH = 2
-"""K2C.BatchNorm's BatchNormDepth: the products, then the finished values."""
+BATCHNORM_DEPTH = 3
+"""K2C.BatchNorm's BatchNormDepth: the input beat, the products, then the finished values."""
 
 
 def axis_depth(n: int) -> int:

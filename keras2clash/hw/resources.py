@@ -89,10 +89,10 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
     if plan.input_fifo:  # input pixels queued before the padding and the window generator
         fifo += plan.input_fifo * plan.input_shape[-1] * in_bits
     channels = plan.output_shape[-1]
-    if plan.type == "batchnorm":  # K2C.BatchNorm on K2C.Pipe: products, finished values, queue
+    if plan.type == "batchnorm":  # K2C.BatchNorm on K2C.Pipe: input, products, finished values, queue
         assert plan.w_fmt is not None
         product = plan.in_fmt.hw_bits + plan.w_fmt.hw_bits  # K2C.Merge.mulExact: SFixed (ia + iw) (fa + fw)
-        regs += channels * (product + out_bits) + BATCHNORM_DEPTH
+        regs += channels * (in_bits + product + out_bits) + BATCHNORM_DEPTH
         fifo += (BATCHNORM_DEPTH + 2) * channels * out_bits
     if has_pool_stage(plan):  # K2C.Pool on K2C.Pipe: the trees along and down the rows, their queue
         ph, pw = plan.kernel_size
