@@ -524,6 +524,29 @@ def test_dsp_registers_fold_and_the_netlist_computes_the_same(tmp_path: Path) ->
     assert not result.equal and result.first >= 0
 
 
+def test_dsp_fold_registers_a_constant_operand_beside_a_folded_one(tmp_path: Path) -> None:
+    """A registered input times a constant (a BatchNormalization's scale): the input's register
+    moves into the block and the constant port is registered too, so nextpnr does not time the
+    block as unregistered ("mixed input register modes"); the same outputs from power-up on."""
+    from keras2clash.fpga.dspregs import fold_netlist
+    from keras2clash.fpga.equiv import simulate_equal
+
+    verilog = """
+module k(input clk, input en, input signed [15:0] a, output reg signed [31:0] p);
+  reg signed [15:0] ra;
+  always @(posedge clk) if (en) begin ra <= a; p <= ra * 16'sd20851; end
+endmodule
+"""
+    before = _synth_ecp5(tmp_path, verilog, "k")
+    assert len(_cells(before, "k", "MULT18X18D")) == 1
+    after = json.loads(json.dumps(before))
+    fold = fold_netlist(after, "k")
+    assert (fold.inputs_folded, fold.outputs_folded) == (1, 1)
+    params = _cells(after, "k", "MULT18X18D")[0]["parameters"]
+    assert params["REG_INPUTA_CLK"] == params["REG_INPUTB_CLK"] == params["REG_OUTPUT_CLK"] == "CLK0"
+    assert simulate_equal(before, after, "k", tmp_path / "eq", cycles=1000).equal
+
+
 def test_dsp_fold_leaves_registers_it_cannot_move(tmp_path: Path) -> None:
     """A reset that can fire, a product read by logic, a hand-set DSP register: left alone."""
     from keras2clash.fpga.dspregs import fold_netlist

@@ -25,7 +25,11 @@ nothing a simulation could tell apart:
 A constant-1 pin behind a folded input register reads 0 until the first enabled clock edge (the
 register's power-up value) where the fabric version read 1. When both inputs move in under one
 enable, the other operand reads its power-up 0 over the same cycles, so the product is 0 either
-way; a port with constant-1 pins is therefore never folded alone. Where a block's A, B and P
+way; a port with constant-1 pins is therefore never folded alone. For the same reason a port
+of constants only (a BatchNormalization's scale) gets its register too when the other port's
+moves in: nextpnr's MULT18X18D timing model takes a block with one registered and one
+unregistered input ("mixed input register modes") as if neither were registered, which turns
+the folded operand's register into a path from its source through the multiplier (mlp_tanh). Where a block's A, B and P
 want different enables, the enable that moves the most of them wins.
 """
 
@@ -107,6 +111,11 @@ def _connect_control(mult: dict[str, Any], control: Control) -> None:
         connect(mult, name, bit)
 
 
+def _constant_port(mult: dict[str, Any], port: str) -> bool:
+    """Whether every pin of input port A or B is tied to a constant."""
+    return all(net_pin(mult, f"{port}{i}") in ("0", "1") for i in range(PORT_BITS))
+
+
 def _best_fold(mult: dict[str, Any], plans: dict[str, Any], out: Any) -> tuple[Control, dict[str, Any], bool] | None:
     """The clock/enable under which the most of A, B and P can move into the block (one
     CLK0/CE0 per block), with what moves; None if nothing can."""
@@ -115,9 +124,11 @@ def _best_fold(mult: dict[str, Any], plans: dict[str, Any], out: Any) -> tuple[C
         fold_in = {port: p for port, p in plans.items() if p is not None and p[0] == control}
         if len(fold_in) == 1:
             # a lone input register reads 0 at power-up where a constant-1 pin read 1: only
-            # safe when the port has none (module docstring)
+            # safe when the port has none, or the other port is constant and is registered
+            # with it (module docstring)
             (port,) = fold_in
-            if any(net_pin(mult, f"{port}{i}") == "1" for i in range(PORT_BITS)):
+            if (not _constant_port(mult, "B" if port == "A" else "A")
+                    and any(net_pin(mult, f"{port}{i}") == "1" for i in range(PORT_BITS))):
                 fold_in = {}
         fold_out = out is not None and out[0] == control
         count = len(fold_in) + fold_out
@@ -161,6 +172,9 @@ def fold_module(module: dict[str, Any]) -> DspFold:
                 touched_ffs.add(ff)
             _set_register(mult, f"INPUT{port}")
             inputs += 1
+        for port in ("A", "B"):  # a constant operand beside a registered one: registered too
+            if fold_in and port not in fold_in and _constant_port(mult, port):
+                _set_register(mult, f"INPUT{port}")
         if fold_out:
             assert out is not None
             for pin, ffs in out[1].items():
