@@ -375,7 +375,7 @@ def input_fifos(plans: Sequence[LayerPlan], windows: Mapping[str, int]) -> dict[
     place and route needs. Every LUT-RAM cell of a queue takes the queue's write enable and
     addresses, so a queue of wide windows spreads those nets over the chip (the thesis CNN at
     130 multipliers on ECP5: conv_2's 3 windows of 2,304 bits, 576 LUT-RAM cells along the
-    DSP rows, its write enable the critical path at 81.7 MHz; 8 pixels of 256 bits give the
+    DSP rows, its write enable the critical path at 81.7 MHz; 7 pixels of 256 bits give the
     same II 464). A layer's FIFO of windows is replaced where the shallowest FIFO of pixels
     that keeps the II holds fewer bits; layers in plan order, each with the choices before it.
     """
