@@ -115,7 +115,9 @@ def balanced(plans: Sequence[LayerPlan], budget: int) -> Allocation:
     compute = [p for p in plans if p.is_compute]
     if not compute:
         raise K2CError("the model has no dense/conv2d layer to allocate multipliers to")
-    fixed = {p.name: p.multipliers for p in plans if not p.is_compute and p.multipliers}
+    fixed = {f"{p.name}'s activation" if p.is_compute else p.name:
+             p.activation_multipliers if p.is_compute else p.multipliers for p in plans}
+    fixed = {name: n for name, n in fixed.items() if n}  # what the engines' knobs do not change
     fronts = [layer_front(p) for p in compute]
     floor = sum(f.multipliers[-1] for f in fronts)
     if budget < floor + sum(fixed.values()):
