@@ -184,8 +184,9 @@ def test_fused_and_standalone_activations() -> None:
 @pytest.mark.parametrize(("slope", "split"), [(0.1, True), (0.3, True), (0.125, False), (0.0, False), (0.5, False)])
 def test_constant_slopes_get_two_register_stages(tmp_path: Path, slope, split) -> None:
     """A LeakyReLU whose slope is a constant multiplication (not a shift) is cut in two register
-    stages after its layer (K2C.Pipe.mapP2: the comparison and the product, then the rounding
-    and the choice); the hardware model and the resources count them."""
+    stages after its layer, behind a register of the input beat (K2C.Pipe.mapP2: the input, the
+    comparison and the product, then the rounding and the choice); the hardware model and the
+    resources count them."""
     import keras
     from keras import layers as L
 
@@ -202,10 +203,11 @@ def test_constant_slopes_get_two_register_stages(tmp_path: Path, slope, split) -
     plan = {p.name: p for p in load_project(tmp_path / "net").plans}["d"]
     assert ("|> mapP2 (map d_leaky_relu_product) (map Relu.reluSelect)" in network) == split
     assert ("d_leaky_relu_product :: Q1_7_8 -> Relu.ReluProduct 1 8 8 8 8" in network) == split
-    assert (has_map_stage(plan), map_depth(plan)) == ((True, 2) if split else (False, 1))
-    # the registered halves: 4 x (1 + 16 + 17 + 16 + 2) bits more than one stage's results
+    assert (has_map_stage(plan), map_depth(plan)) == ((True, 3) if split else (False, 1))
+    # the input beat and the registered halves: 4 x (16 + 1 + 16 + 17 + 16 + 2) bits more than
+    # one stage's results
     assert layer_resources(plan).register_bits - layer_resources(replace(plan, activation="relu")).register_bits \
-        == (4 * (16 + 52) + 2 if split else 0)
+        == (4 * (16 + 16 + 52) + 3 if split else 0)
 
 
 def test_prelu_per_channel_is_standalone_and_per_position_refused() -> None:

@@ -65,11 +65,15 @@ pipeS SNat pipe (input, readyOut) = (output, readyIn)
 mapP :: (HiddenClockResetEnable dom, NFDataX b) => (a -> b) -> Stream dom a b
 mapP f = pipeS d1 (stageReg . fmap (fmap f))
 
--- | Two functions, each followed by a register: 'mapP' for a function too
--- deep for one cycle, cut in two (@g . f@; "K2C.Relu".'K2C.Relu.reluProduct'
--- then 'K2C.Relu.reluSelect'). Three cycles of latency with downstream ready.
-mapP2 :: (HiddenClockResetEnable dom, NFDataX m, NFDataX b) => (a -> m) -> (m -> b) -> Stream dom a b
-mapP2 f g = pipeS d2 (stageReg . fmap (fmap g) . stageReg . fmap (fmap f))
+-- | Two functions, each followed by a register, after a register of the input
+-- beat: 'mapP' for a function too deep for one cycle, cut in two (@g . f@;
+-- "K2C.Relu".'K2C.Relu.reluProduct' then 'K2C.Relu.reluSelect'). The input
+-- register keeps the producer's queue (LUT RAM, read combinationally) off a
+-- multiplier's input: @f@'s products become DSP blocks with registered inputs
+-- (mlp_tanh on ECP5: the queue's read into a MULT18X18D, 16.7 ns). Four cycles
+-- of latency with downstream ready.
+mapP2 :: (HiddenClockResetEnable dom, NFDataX a, NFDataX m, NFDataX b) => (a -> m) -> (m -> b) -> Stream dom a b
+mapP2 f g = pipeS d3 (stageReg . fmap (fmap g) . stageReg . fmap (fmap f) . stageReg)
 
 -- | One pipeline register for beats: the valid bit reset, the data not (no
 -- reset and no logic after a ROM read lets synthesis absorb the register into

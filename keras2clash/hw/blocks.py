@@ -446,8 +446,9 @@ def is_softmax(plan: LayerPlan) -> bool:
 MAP_DEPTH = 1
 """K2C.Pipe.mapP's register stages: a standalone activation, a per-channel one after a layer."""
 
-MAP2_DEPTH = 2
-"""K2C.Pipe.mapP2's: an activation cut in two (a ReLU-family slope's constant multiplication)."""
+MAP2_DEPTH = 3
+"""K2C.Pipe.mapP2's: the input beat, then an activation cut in two (a ReLU-family slope's
+constant multiplication)."""
 
 BATCHNORM_DEPTH = 3
 """K2C.BatchNorm's BatchNormDepth: the input beat, the products, then the finished values."""

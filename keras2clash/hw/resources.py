@@ -104,8 +104,8 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
     if has_map_stage(plan):  # K2C.Pipe.mapP (mapP2): the registered results and their queue
         depth = map_depth(plan)
         regs += channels * out_bits + depth
-        if splits_activation(plan):  # the registered halves between them: K2C.Relu.ReluProduct
-            regs += channels * relu_product_bits(plan)
+        if splits_activation(plan):  # the input beat, the registered halves: K2C.Relu.ReluProduct
+            regs += channels * (plan.act_in_fmt.hw_bits + relu_product_bits(plan))
         fifo += (depth + 2) * channels * out_bits
     if plan.is_merge:  # the branch FIFOs (LUT RAM) in front of the join
         for depth, shape, fmt in zip(plan.fifo_depths, plan.input_shapes, plan.input_formats):
