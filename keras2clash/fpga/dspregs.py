@@ -29,8 +29,8 @@ way; a port with constant-1 pins is therefore never folded alone. For the same r
 of constants only (a BatchNormalization's scale) gets its register too when the other port's
 moves in: nextpnr's MULT18X18D timing model takes a block with one registered and one
 unregistered input ("mixed input register modes") as if neither were registered, which turns
-the folded operand's register into a path from its source through the multiplier (mlp_tanh). Where a block's A, B and P
-want different enables, the enable that moves the most of them wins.
+the folded operand's register into a path from its source through the multiplier (mlp_tanh).
+Where a block's A, B and P want different enables, the enable that moves the most of them wins.
 """
 
 from __future__ import annotations
