@@ -325,10 +325,33 @@ def _mixed_model(seed: int, slope: float, alpha: float, cap: float, threshold: f
     x = L.Activation("gelu", name="gelu_sa")(x)
     x = L.LeakyReLU(slope, name="leaky")(x)
     x = L.Dense(6, activation="selu", name="d3")(x)
+    x = L.BatchNormalization(name="bn")(x)
+    x = L.Activation("sigmoid", name="bn_sigmoid")(x)  # fused into the BatchNormalization: a stage after it
     x = L.Activation("softplus", name="softplus_sa")(x)
     x = L.Dense(5, activation="relu", name="d4")(x)
     x = L.Activation(head, name="head")(x)  # standalone at the output: applied in Top
     return keras.Model(inp, x)
+
+
+def test_a_table_read_gets_the_block_rams_output_register() -> None:
+    """Every table activation's block RAM read is followed by a second register (its output
+    register on ECP5): one more finish stage in an engine (LayerPlan.table_regs, K2C.Engine's
+    PipeDepth), K2C.Pipe.mapTable (two registers) standalone or after a merge or a
+    BatchNormalization; none where the Top applies the output's activation."""
+    from keras2clash.hw import blocks
+    from keras2clash.network import load_network
+
+    plans = {p.name: p for p in load_network(_mixed_model(1, 0.3, 1.0, 6.0, 0.1, "sigmoid"), "1,7,8").plans}
+    assert {n: p.table_regs for n, p in plans.items() if p.is_compute and p.table_regs} == {"conv_tanh": 1, "d3": 1}
+    assert plans["d2"].table_regs == 0 and plans["conv"].table_regs == 0  # softmax, linear
+    assert plans["conv_tanh"].pipe_depth == replace(plans["conv_tanh"], activation="linear").pipe_depth + 1
+    assert {n for n, p in plans.items() if blocks.stages_table(p)} == {"add", "bn"}
+    tables = {n: blocks.map_depth(p) for n, p in plans.items()
+              if blocks.has_map_stage(p) and blocks.is_table(p) and not p.top_activation}
+    assert tables == {"at_input": 2, "elu_flat": 2, "add": 2, "gelu_sa": 2, "bn": 2, "softplus_sa": 2}
+    assert plans["head"].top_activation and not plans["d4"].top_activation
+    unpipelined = load_network(_mixed_model(1, 0.3, 1.0, 6.0, 0.1, "sigmoid"), "1,7,8", pipeline=0).plans
+    assert not any(p.table_regs for p in unpipelined)
 
 
 @needs_toolchain

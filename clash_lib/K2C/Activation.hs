@@ -1,5 +1,5 @@
 {-# LANGUAGE DataKinds, KindSignatures, NoImplicitPrelude, ScopedTypeVariables,
-             TypeApplications, TypeOperators, FlexibleContexts, NoStarIsType #-}
+             TypeApplications, TypeOperators, FlexibleContexts, NoStarIsType, ConstraintKinds, TypeFamilies #-}
 {-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver #-}
 {-|
 Per-neuron output stages (contract steps 4 to 6): requantization of the exact
@@ -8,6 +8,7 @@ predicted class.
 -}
 module K2C.Activation
   ( Finish (..)
+  , TableRegs
   , requantize
   , linear
   , relu
@@ -23,7 +24,19 @@ import Clash.Prelude
 -- pipelined engine ("K2C.Engine") registers each on its own: a saturating
 -- rounding's carry chain and an activation's comparisons are never one path
 -- (they were mobilenet_digits' critical path on ECP5, 48 logic levels).
-data Finish acc o = Finish (acc -> o) (o -> o)
+--
+-- @t@ ('TableRegs'): registers after the activated one, 1 when the activation
+-- reads a table ("K2C.Lut"). The activated register is then the block RAM's
+-- synchronous read, whose data leaves the block 5.6 ns after the clock on
+-- ECP5 without its output register; the extra register becomes that output
+-- register (REGMODE=OUTREG, keras2clash's fpga/bramregs.py), so the route from
+-- the block RAM to the engine's result multiplexer and queue starts from a
+-- fast flip-flop (mlp_tanh on ECP5: 5.6 + 7.0 ns route + multiplexer, 13.8 ns).
+-- 0 for every other activation.
+data Finish (t :: Nat) acc o = Finish (acc -> o) (o -> o)
+
+-- | What an engine needs of a finish's extra registers @t@: known, 0 or 1.
+type TableRegs t = (KnownNat t, t <= 1)
 
 -- | Contract step 4: round to nearest with ties toward +infinity, then
 -- saturate.

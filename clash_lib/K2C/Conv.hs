@@ -54,7 +54,7 @@ module K2C.Conv
 
 import Clash.Prelude hiding (window)
 
-import K2C.Activation (Finish)
+import K2C.Activation (Finish, TableRegs)
 import K2C.Engine (EngineShape, engine)
 import K2C.Filter (Accumulates)
 import K2C.Memory (WeightRom)
@@ -73,11 +73,11 @@ flattenWindow = concat . map concat
 -- the generator run ahead when its windows come in bursts (the windows of a
 -- row back to back, none while the next row's first columns come in). @finish@: "requantize, then activate" per output value ('K2C.Activation.Finish').
 conv2d
-  :: forall dom h w kh kw sh sw c f p b l ch g ai af wi wf bi bf ci cf o
+  :: forall dom h w kh kw sh sw c f p b l ch g ai af wi wf bi bf ci cf o t
    . ( HiddenClockResetEnable dom
      , KnownNat h, KnownNat w, KnownNat kh, KnownNat kw, KnownNat sh, KnownNat sw
      , KnownNat c, 1 <= kh, 1 <= kw, 1 <= sh, 1 <= sw, kh <= h, kw <= w
-     , EngineShape (kh * kw * c) f p b ch g, KnownNat l
+     , EngineShape (kh * kw * c) f p b ch g, KnownNat l, TableRegs t
      , Accumulates ai af wi wf bi bf ci cf
      , NFDataX o )
   => SNat h -> SNat w -> SNat kh -> SNat kw -> SNat sh -> SNat sw
@@ -86,7 +86,7 @@ conv2d
   -> SNat l
   -> Stream dom (Vec (kh * kw * c) (SFixed ai af)) (Vec (kh * kw * c) (SFixed ai af))
   -> WeightRom (g * b) p ch (SFixed wi wf) (SFixed bi bf)
-  -> Finish (SFixed ci cf) o
+  -> Finish t (SFixed ci cf) o
   -> Stream dom (Vec c (SFixed ai af)) (Vec f o)
 conv2d h w kh kw sh sw p b l queue weights finish =
   window h w kh kw sh sw |> mapS flattenWindow |> queue |> engine p b l weights finish

@@ -38,7 +38,7 @@ module K2C.Dense
 
 import Clash.Prelude
 
-import K2C.Activation (Finish)
+import K2C.Activation (Finish, TableRegs)
 import K2C.Engine (EngineShape, engine)
 import K2C.Filter (Accumulates)
 import K2C.Memory (WeightRom)
@@ -48,15 +48,15 @@ import K2C.Stream (Stream)
 -- cycles per group of @p@ neurons, @l@ adder levels per pipeline stage. @finish@ is applied to every neuron's
 -- accumulator: the layer's "requantize, then activate" ('K2C.Activation.Finish').
 dense
-  :: forall dom n m p b l ch g ai af wi wf bi bf ci cf o
+  :: forall dom n m p b l ch g ai af wi wf bi bf ci cf o t
    . ( HiddenClockResetEnable dom
-     , EngineShape n m p b ch g, KnownNat l
+     , EngineShape n m p b ch g, KnownNat l, TableRegs t
      , Accumulates ai af wi wf bi bf ci cf
      , NFDataX o )
   => SNat p
   -> SNat b
   -> SNat l
   -> WeightRom (g * b) p ch (SFixed wi wf) (SFixed bi bf)
-  -> Finish (SFixed ci cf) o
+  -> Finish t (SFixed ci cf) o
   -> Stream dom (Vec n (SFixed ai af)) (Vec m o)
 dense = engine

@@ -53,7 +53,7 @@ module K2C.Depthwise
 
 import Clash.Prelude hiding (window)
 
-import K2C.Activation (Finish)
+import K2C.Activation (Finish, TableRegs)
 import K2C.Engine (EngineShape, chunks, engineWith)
 import K2C.Filter (Accumulates)
 import K2C.Memory (WeightRom)
@@ -80,10 +80,10 @@ channelTable m@SNat = map (\grp -> map (channelOf grp) indicesI) indicesI
 -- results out, @p@ PEs, @b@ cycles per group. @finish@: requantize then
 -- activate.
 depthwiseEngine
-  :: forall dom c m k f p b l ch g ai af wi wf bi bf ci cf o
+  :: forall dom c m k f p b l ch g ai af wi wf bi bf ci cf o t
    . ( HiddenClockResetEnable dom
      , KnownNat c, KnownNat m, 1 <= c, f ~ (c * m)
-     , EngineShape k f p b ch g, KnownNat l
+     , EngineShape k f p b ch g, KnownNat l, TableRegs t
      , Accumulates ai af wi wf bi bf ci cf
      , NFDataX o )
   => SNat m
@@ -91,7 +91,7 @@ depthwiseEngine
   -> SNat b
   -> SNat l
   -> WeightRom (g * b) p ch (SFixed wi wf) (SFixed bi bf)
-  -> Finish (SFixed ci cf) o
+  -> Finish t (SFixed ci cf) o
   -> Stream dom (Vec c (Vec k (SFixed ai af))) (Vec f o)
 depthwiseEngine m SNat SNat l =
   engineWith @dom @(Vec c (Vec k (SFixed ai af))) @(Vec b (Vec c (Vec ch (SFixed ai af)))) @f @p @b @l @ch @g
@@ -111,11 +111,11 @@ depthwiseEngine m SNat SNat l =
 -- cycles per group; @queue@ between window generator and engine as in
 -- 'K2C.Conv.conv2d'.
 depthwise2d
-  :: forall dom h w kh kw sh sw c m p b l ch g ai af wi wf bi bf ci cf o
+  :: forall dom h w kh kw sh sw c m p b l ch g ai af wi wf bi bf ci cf o t
    . ( HiddenClockResetEnable dom
      , KnownNat h, KnownNat w, KnownNat kh, KnownNat kw, KnownNat sh, KnownNat sw
      , KnownNat c, KnownNat m, 1 <= c, 1 <= kh, 1 <= kw, 1 <= sh, 1 <= sw, kh <= h, kw <= w
-     , EngineShape (kh * kw) (c * m) p b ch g, KnownNat l
+     , EngineShape (kh * kw) (c * m) p b ch g, KnownNat l, TableRegs t
      , Accumulates ai af wi wf bi bf ci cf
      , NFDataX o )
   => SNat h -> SNat w -> SNat kh -> SNat kw -> SNat sh -> SNat sw
@@ -125,7 +125,7 @@ depthwise2d
   -> SNat l
   -> Stream dom (Vec c (Vec (kh * kw) (SFixed ai af))) (Vec c (Vec (kh * kw) (SFixed ai af)))
   -> WeightRom (g * b) p ch (SFixed wi wf) (SFixed bi bf)
-  -> Finish (SFixed ci cf) o
+  -> Finish t (SFixed ci cf) o
   -> Stream dom (Vec c (SFixed ai af)) (Vec (c * m) o)
 depthwise2d h w kh kw sh sw m p b l queue weights finish =
   window h w kh kw sh sw |> mapS channelWindows |> queue |> depthwiseEngine m p b l weights finish

@@ -40,7 +40,7 @@ module K2C.Dilated
 import Clash.Prelude hiding (window)
 
 import K2C.Conv (flattenWindow)
-import K2C.Activation (Finish)
+import K2C.Activation (Finish, TableRegs)
 import K2C.Engine (EngineShape, engine)
 import K2C.Filter (Accumulates)
 import K2C.Memory (WeightRom)
@@ -75,13 +75,13 @@ dilateWindow dh dw = map (dilate @kw dw) . dilate @kh dh
 -- PEs in @b@ cycles per group. @finish@: "requantize, then activate" per
 -- output value.
 conv2dDilated
-  :: forall dom h w kh kw dh dw sh sw c f p b l ch g ai af wi wf bi bf ci cf o
+  :: forall dom h w kh kw dh dw sh sw c f p b l ch g ai af wi wf bi bf ci cf o t
    . ( HiddenClockResetEnable dom
      , KnownNat h, KnownNat w, KnownNat kh, KnownNat kw, KnownNat dh, KnownNat dw
      , KnownNat sh, KnownNat sw, KnownNat c
      , 1 <= kh, 1 <= kw, 1 <= dh, 1 <= dw, 1 <= sh, 1 <= sw
      , Extent kh dh <= h, Extent kw dw <= w
-     , EngineShape (kh * kw * c) f p b ch g, KnownNat l
+     , EngineShape (kh * kw * c) f p b ch g, KnownNat l, TableRegs t
      , Accumulates ai af wi wf bi bf ci cf
      , NFDataX o )
   => SNat h -> SNat w -> SNat kh -> SNat kw -> SNat dh -> SNat dw -> SNat sh -> SNat sw
@@ -90,7 +90,7 @@ conv2dDilated
   -> SNat l
   -> Stream dom (Vec (kh * kw * c) (SFixed ai af)) (Vec (kh * kw * c) (SFixed ai af))
   -> WeightRom (g * b) p ch (SFixed wi wf) (SFixed bi bf)
-  -> Finish (SFixed ci cf) o
+  -> Finish t (SFixed ci cf) o
   -> Stream dom (Vec c (SFixed ai af)) (Vec f o)
 conv2dDilated h w SNat SNat dh dw sh sw p b l queue weights finish =
   window h w (SNat @(Extent kh dh)) (SNat @(Extent kw dw)) sh sw

@@ -27,7 +27,8 @@ with one register per @l@ adder levels.
   the tree), the adder tree ('K2C.Filter.adderTree',
   @TreeLevels ch = ceil(log2(ch + 1))@ levels) after every @l@-th level, and
   the accumulators (also when @b = 1@), the requantized results and the
-  activated results ('K2C.Activation.Finish', a stage each): @D = 7 +
+  activated results ('K2C.Activation.Finish', a stage each, and @t@ more
+  after a table activation's block RAM read): @D = 7 + t +
   TreeLevels ch `div` l@ cycles more latency ('PipeDepth'; one more when
   @b >= 2@ and @l@ does not divide the tree's levels: 'TreeStages'), the
   same throughput and the same values.
@@ -51,8 +52,9 @@ accumulator contract (saturating order included), are in "K2C.Filter".
   requantized and @p@ activated results, each stage with a valid/control tag; control: counters
   @Index (G*b)@, @Index b@, @Index G@, a busy flag, the credit count, two
   flags that make the input ready a function of three flip-flops (last word,
-  room for a window), and the ROM address (the word counter's next value,
-  computed a cycle ahead);
+  room for a window), a flag for the last word but one (from which the last
+  word and the window's load select are registered), and the ROM address (the
+  word counter's next value, computed a cycle ahead);
 * the output queue: a 'K2C.Fifo.fifo' of @Q@ results (LUT RAM), @Q@ =
   'QueueDepth' = @2 + (D + 1) `div` (G * b)@.
 
@@ -108,7 +110,7 @@ module K2C.Engine
 import Clash.Prelude
 import Data.Maybe (isJust)
 
-import K2C.Activation (Finish (..))
+import K2C.Activation (Finish (..), TableRegs)
 import K2C.Fifo (fifo, nextCount)
 import K2C.Filter (Accumulates, ChunkBits, TreeLevels, accumulate, adderTree, chunkTerms)
 import K2C.Memory (WeightRom, readWeights)
@@ -128,12 +130,13 @@ type EngineShape k f p b ch g =
   , k <= (b * ch), f <= (g * p), 1 <= g, 1 <= (g * b) )
 
 -- | @D@: the cycles from a window's last step to its result entering the
--- output queue, for chunks of @ch@ values, @l@ adder levels per stage and
--- @b@ chunks per window. 0 when @l = 0@ (everything in the step's cycle);
+-- output queue, for chunks of @ch@ values, @l@ adder levels per stage, @b@
+-- chunks per window and @t@ registers after a table activation
+-- ('K2C.Activation.Finish'). 0 when @l = 0@ (everything in the step's cycle);
 -- otherwise two operand and two product registers, the tree's registers
--- ('TreeStages'), the accumulators and the finish's two registers
--- (requantized, activated): @7 + TreeStages ch l b@.
-type PipeDepth ch l b = Min 1 l * (7 + TreeStages ch l b)
+-- ('TreeStages'), the accumulators and the finish's registers (requantized,
+-- activated, @t@ more): @7 + t + TreeStages ch l b@.
+type PipeDepth ch l b t = Min 1 l * (7 + t + TreeStages ch l b)
 
 -- | The adder tree's register stages: one per @l@ levels, and one after its
 -- last level when that level would otherwise share a cycle with an
@@ -147,22 +150,22 @@ type TreeStages ch l b =
 -- holds at once (accepted, result not yet taken). @2 + (D + 1) `div` S@ with
 -- @S = G * b@ steps per window: the fewest for which an always-ready
 -- downstream never holds the input back.
-type QueueDepth ch l g b = 2 + Div (PipeDepth ch l b + 1) (g * b)
+type QueueDepth ch l g b t = 2 + Div (PipeDepth ch l b t + 1) (g * b)
 
 -- | The filter engine; see the module header for the schedule. @finish@ is
 -- applied to each filter's final accumulator (requantize, then activate).
 engine
-  :: forall dom k f p b l ch g ai af wi wf bi bf ci cf o
+  :: forall dom k f p b l ch g ai af wi wf bi bf ci cf o t
    . ( HiddenClockResetEnable dom
      , EngineShape k f p b ch g
-     , KnownNat l
+     , KnownNat l, TableRegs t
      , Accumulates ai af wi wf bi bf ci cf
      , NFDataX o )
   => SNat p
   -> SNat b
   -> SNat l
   -> WeightRom (g * b) p ch (SFixed wi wf) (SFixed bi bf)
-  -> Finish (SFixed ci cf) o
+  -> Finish t (SFixed ci cf) o
   -> Stream dom (Vec k (SFixed ai af)) (Vec f o)
 engine SNat SNat l =
   engineWith @dom @(Vec k (SFixed ai af)) @(Vec b (Vec ch (SFixed ai af))) @f @p @b @l @ch @g
@@ -185,9 +188,9 @@ type Tag g = (Bool, Bool, Bool, Index g, Bool)
 -- header's, whatever these three functions are ('engine': one window shared
 -- by all PEs; "K2C.Depthwise": each PE its own channel's window).
 engineWith
-  :: forall dom i held f p b l ch g ai af wi wf bi bf ci cf o
+  :: forall dom i held f p b l ch g ai af wi wf bi bf ci cf o t
    . ( HiddenClockResetEnable dom
-     , KnownNat f, KnownNat p, KnownNat b, KnownNat l, KnownNat ch, KnownNat g
+     , KnownNat f, KnownNat p, KnownNat b, KnownNat l, KnownNat ch, KnownNat g, TableRegs t
      , 1 <= b, f <= (g * p), 1 <= (g * b)
      , Accumulates ai af wi wf bi bf ci cf
      , NFDataX held, NFDataX o )
@@ -196,7 +199,7 @@ engineWith
   -> (held -> held)
   -> (Index g -> held -> Vec p (Vec ch (SFixed ai af)))
   -> WeightRom (g * b) p ch (SFixed wi wf) (SFixed bi bf)
-  -> Finish (SFixed ci cf) o
+  -> Finish t (SFixed ci cf) o
   -> Stream dom i (Vec f o)
 engineWith SNat load next operands weights finish (input, readyOut) = (output, readyIn)
   where
@@ -212,7 +215,7 @@ engineWith SNat load next operands weights finish (input, readyOut) = (output, r
     groupEnd = (== maxBound) <$> chunk
 
     -- Credits: windows accepted whose result has not left the queue.
-    held' = register (0 :: Index (QueueDepth ch l g b + 1)) heldNext
+    held' = register (0 :: Index (QueueDepth ch l g b t + 1)) heldNext
     heldNext = nextCount <$> held' <*> accepted <*> taken
     taken = (isJust <$> output) .&&. readyOut
 
@@ -222,12 +225,26 @@ engineWith SNat load next operands weights finish (input, readyOut) = (output, r
     -- ready that travels upstream (to a queue or a window generator, often
     -- far away on the chip) starts one LUT from registers, not after a
     -- counter's comparator (digits_dense on ECP5: 12.3 ns, 10.6 of it routing).
-    lastWord = register (natToNum @(g * b) == (1 :: Integer)) ((== maxBound) <$> wordNext)
+    --
+    -- The next word is the last one exactly when the engine is busy with the
+    -- last but one (idle, the word counter is 0), so with @S >= 2@ both
+    -- lastWord and open are registered from 'penult' (word == S - 2, itself
+    -- registered from the next word): no counter's increment and comparison
+    -- before them. open drives the select of every bit of the window (5,135
+    -- pins on inception_digits, copied 80 times), so its input logic is a
+    -- LUT or two from flip-flops and the input's valid (the word counter's
+    -- increment and comparison were inception_digits' critical path on ECP5,
+    -- 12.2 ns).
+    single   = natToNum @(g * b) == (1 :: Integer)
+    penult   = if single then pure False else register (natToNum @(g * b) == (2 :: Integer))
+                 ((== maxBound - 1) <$> wordNext)
+    nextLast = if single then pure True else busy .&&. penult  -- wordNext == maxBound
+    lastWord = register single nextLast
     room     = register True ((< maxBound) <$> heldNext)
     -- open: idle or busy with the last word (not busy || lastWord), also
     -- registered from next values, so that the window's load select below is
     -- a flip-flop's output too.
-    open     = register True ((not <$> busyNext) .||. ((== maxBound) <$> wordNext))
+    open     = register True ((not <$> busyNext) .||. nextLast)
     readyIn  = open .&&. room
     accepted = readyIn .&&. (isJust <$> input)
 
@@ -288,16 +305,18 @@ engineWith SNat load next operands weights finish (input, readyOut) = (output, r
     -- Pipelined, it reads the accumulator register (which holds the sums of
     -- the previous cycle's step), so the accumulating adder, the requantization
     -- and the activation are a stage each.
+    -- A table activation's read is followed by one more register (@t = 1@),
+    -- the block RAM's output register ('K2C.Activation.Finish').
     Finish requant activate = finish
     requantized = stage (map requant <$> (if pipelined then accs else sums))
-    finished = stage (map activate <$> requantized)
-    groupDone = stageBool (stageBool (stageBool (validT .&&. groupEndT)))
-    windowDone = stageBool (stageBool (stageBool (validT .&&. groupEndT .&&. lastT)))
+    finished = tableStage (stage (map activate <$> requantized))
+    groupDone = tableBool (stageBool (stageBool (stageBool (validT .&&. groupEndT))))
+    windowDone = tableBool (stageBool (stageBool (stageBool (validT .&&. groupEndT .&&. lastT))))
     -- The finished group's slot, one-hot and registered beside the data: each
     -- result bit is then one multiplexer from registers on its way into the
     -- queue, not an index comparison and a multiplexer (digits_dense on ECP5:
     -- 9.5 ns, from the group index through three LUTs to the queue's LUT RAM).
-    groupSel = stage (stage (stage (oneHot <$> groupT)))
+    groupSel = tableStage (stage (stage (stage (oneHot <$> groupT))))
 
     -- R collects a window's groups; the last one completes the result,
     -- which enters the queue. The padding results of the last group are
@@ -306,11 +325,15 @@ engineWith SNat load next operands weights finish (input, readyOut) = (output, r
     resultReg :: Signal dom (Vec g (Vec p o))
     resultReg = delayEn (deepErrorX "engine: no result yet") groupDone results
     complete  = mux windowDone (Just . dropPadding <$> results) (pure Nothing)
-    (output, _) = fifo (SNat @(QueueDepth ch l g b)) (complete, readyOut)
+    (output, _) = fifo (SNat @(QueueDepth ch l g b t)) (complete, readyOut)
 
     stage :: NFDataX a => Signal dom a -> Signal dom a
     stage = if pipelined then delay (deepErrorX "engine: empty stage") else id
     stageBool = if pipelined then register False else id
+    tableRegs = pipelined && natToNum @t == (1 :: Int)
+    tableStage :: NFDataX a => Signal dom a -> Signal dom a
+    tableStage = if tableRegs then delay (deepErrorX "engine: empty stage") else id
+    tableBool = if tableRegs then register False else id
     stageTag = if pipelined then register idleTag else id
     idleTag = (False, False, False, 0, False)
 

@@ -31,6 +31,7 @@ module K2C.Pipe
   ( pipeS
   , mapP
   , mapP2
+  , mapTable
   , stageReg
   ) where
 
@@ -64,6 +65,15 @@ pipeS SNat pipe (input, readyOut) = (output, readyIn)
 -- a synchronous read. Two cycles of latency with downstream ready.
 mapP :: (HiddenClockResetEnable dom, NFDataX b) => (a -> b) -> Stream dom a b
 mapP f = pipeS d1 (stageReg . fmap (fmap f))
+
+-- | A table activation ("K2C.Lut") as a stream stage of two registers: the
+-- first becomes the block RAM's synchronous read, the second its output
+-- register (ECP5: REGMODE=OUTREG, keras2clash's fpga/bramregs.py), so the
+-- route to the output queue's LUT RAM starts from a fast flip-flop, not 5.6 ns
+-- after the clock from the block RAM's read ('K2C.Activation.Finish' does the
+-- same inside an engine). Three cycles of latency with downstream ready.
+mapTable :: (HiddenClockResetEnable dom, NFDataX b) => (a -> b) -> Stream dom a b
+mapTable f = pipeS d2 (stageReg . stageReg . fmap (fmap f))
 
 -- | Two functions, each followed by a register, after a register of the input
 -- beat: 'mapP' for a function too deep for one cycle, cut in two (@g . f@;

@@ -37,7 +37,7 @@ dense_0
   => SNat 2 -> SNat 2 -> SNat 1 -> Stream dom (Vec 4 Act) (Vec 5 Act)
 dense_0 pe cycles levels = dense pe cycles levels W.dense_0 finish
   where
-    finish :: Finish Acc0 Act
+    finish :: Finish 0 Acc0 Act
     finish = Finish requantize relu
 
 -- | Keras layer dense_1: 5 -> 3, sigmoid.
@@ -46,7 +46,7 @@ dense_1
   => SNat 3 -> SNat 2 -> SNat 0 -> Stream dom (Vec 5 Act) (Vec 3 Act)
 dense_1 pe cycles levels = dense pe cycles levels W.dense_1 finish
   where
-    finish :: Finish Acc1 Act
+    finish :: Finish 0 Acc1 Act
     finish = Finish requantize sigmoidPlan
 
 -- | The whole network.

@@ -66,12 +66,15 @@ class ActivationCode:
     def stage(self) -> str:
         """The stream stage applying it to a beat inside the network: a pipelined one, so
         its logic (a table's ROM, per-channel slopes) stays out of its neighbours' paths
-        (K2C.Pipe.mapP: one register; in the hardware model `blocks.has_map_stage`)."""
+        (K2C.Pipe.mapP: one register; mapTable: two, a table's read and its block RAM's
+        output register; in the hardware model `blocks.has_map_stage`, `blocks.map_depth`)."""
         if self.stream:
             return f"mapS (, ()) |> {self.name} |> mapS fst"
         if self.product_body is not None:  # two register stages: the product, then the rest
             first = self.product_name if self.vector else f"(map {self.product_name})"
             return f"mapP2 {first} (map Relu.reluSelect)"
+        if self.table_name is not None:  # the block RAM's read, then its output register
+            return f"mapTable (map {self.name})"
         return f"mapP {self.name}" if self.vector else f"mapP (map {self.name})"
 
 

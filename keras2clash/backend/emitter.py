@@ -25,6 +25,7 @@ from keras2clash.quant.formats import MIN_HARDWARE_BITS, FixedFormat
 from keras2clash.quant.golden import QuantizedLayer
 from keras2clash.backend.memfiles import memfile_text
 from keras2clash.backend.shape_entries import shape_entry
+from keras2clash.hw.blocks import stages_table
 from keras2clash.hw.plan import LayerPlan, relu_before_requantize
 from keras2clash.ir.layers import SHAPE_TYPES
 from keras2clash.ir.structure import Chain, Parallel, structure
@@ -227,7 +228,7 @@ def _layer_entry(plan: LayerPlan, fn: str, code: ActivationCode | None = None,
                               "(docs: arithmetic contract, formats).")
     # an activation of its own stage after the layer (per channel, or cut in two: mapP2), or
     # one inside the layer's last register stage (elementwise)
-    staged = code is not None and (code.vector or code.product_body is not None)
+    staged = code is not None and (code.vector or code.product_body is not None or stages_table(plan))
     elementwise = code is not None and not staged and not at_output
     vector_stage = [code.stage()] if code is not None and staged and not at_output else []
     if code is not None:
@@ -238,6 +239,7 @@ def _layer_entry(plan: LayerPlan, fn: str, code: ActivationCode | None = None,
         assert plan.acc_fmt is not None and plan.w_fmt is not None and plan.b_fmt is not None
         entry.update(
             pe=plan.pe, cycles=plan.cycles, levels=plan.pipeline, rom_depth=plan.rom_depth, chunk=plan.chunk,
+            table_regs=plan.table_regs,
             acc_clash=plan.acc_fmt.clash_type, w_clash=plan.w_fmt.clash_type, b_clash=plan.b_fmt.clash_type,
             hw_activation=code.name if elementwise and code is not None else "linear",
             rom_doc=(
@@ -570,7 +572,7 @@ def build_context(name: str, plans: Sequence[LayerPlan],
     if fifo_args:
         layers[0]["uses"] += ["branches", "fifo"]
     bodies = [line for entry in layers for line in entry.get("body", [])]
-    pipes = [f for f in ("mapP", "mapP2") if any(f"{f} " in line for line in bodies)]
+    pipes = [f for f in ("mapP", "mapP2", "mapTable") if any(f"{f} " in line for line in bodies)]
     used = sorted({IMPORTS[u] for entry in layers for u in entry["uses"]}
                   | ({f"import K2C.Pipe ({', '.join(pipes)})"} if pipes else set()))
     imports = ["import K2C.Activation (Finish (..), linear, relu, requantize)"] + used

@@ -446,6 +446,9 @@ def is_softmax(plan: LayerPlan) -> bool:
 MAP_DEPTH = 1
 """K2C.Pipe.mapP's register stages: a standalone activation, a per-channel one after a layer."""
 
+MAP_TABLE_DEPTH = 2
+"""K2C.Pipe.mapTable's: a table activation's block RAM read, then its output register."""
+
 MAP2_DEPTH = 3
 """K2C.Pipe.mapP2's: the input beat, then an activation cut in two (a ReLU-family slope's
 constant multiplication)."""
@@ -493,10 +496,25 @@ def has_map_stage(plan: LayerPlan) -> bool:
 
     if is_softmax(plan):
         return False
-    if plan.type == "activation":
+    if plan.type == "activation" or stages_table(plan):
         return True
     act, fi, fo = activations.parse(plan.activation), plan.act_in_fmt, plan.out_fmt
     return activations.per_channel(act, fi, fo) or activations.multiplies(act, fi, fo)
+
+
+def is_table(plan: LayerPlan) -> bool:
+    """Whether the layer's activation reads a table (K2C.Lut, quant.activations' table family)."""
+    from keras2clash.quant import activations
+
+    return activations.parse(plan.activation).family == "table"
+
+
+def stages_table(plan: LayerPlan) -> bool:
+    """Whether a table activation after a BatchNormalization or a merge gets a stage of its
+    own (`mapTable`) rather than sharing their last register: the block RAM's read needs a
+    register after it (its output register) before the queue, which those blocks do not
+    have (a compute layer's engine has it: LayerPlan.table_regs)."""
+    return is_table(plan) and not plan.top_activation and (plan.type == "batchnorm" or plan.is_merge)
 
 
 def splits_activation(plan: LayerPlan) -> bool:
@@ -509,7 +527,9 @@ def splits_activation(plan: LayerPlan) -> bool:
 
 def map_depth(plan: LayerPlan) -> int:
     """The register stages of the layer's activation stage (`has_map_stage`)."""
-    return MAP2_DEPTH if splits_activation(plan) else MAP_DEPTH
+    if splits_activation(plan):
+        return MAP2_DEPTH
+    return MAP_TABLE_DEPTH if is_table(plan) else MAP_DEPTH
 
 
 def _layer_blocks(plan: LayerPlan, knobs, down, mx, blocks: list) -> Any:

@@ -67,6 +67,7 @@ class LayerPlan:
     fifo_depths: tuple[int, ...] = ()  # a merge's branch FIFOs (hw.fifos, from the hardware model)
     window_fifo: int = 0  # a convolution's FIFO of windows before its engine (hwmodel.window_fifos); 0: none
     input_fifo: int = 0  # a convolution's FIFO of input pixels before its padding and window generator; 0: none
+    top_activation: bool = False  # the output layer's activation, applied in Top after the class (golden.splits_output)
     layer: Layer | None = field(default=None, compare=False, repr=False)  # the IR record (weights)
 
     @property
@@ -120,6 +121,16 @@ class LayerPlan:
         return self.activation
 
     @property
+    def table_regs(self) -> int:
+        """t of K2C.Activation.Finish: 1 when a pipelined engine's finish reads a table (the
+        activation is a table one and not left to the Top): one more register after the
+        block RAM's read becomes its output register; else 0."""
+        from keras2clash.quant.activations import parse
+
+        table = parse(self.activation).family == "table" and not self.top_activation
+        return int(self.is_compute and self.pipeline > 0 and table)
+
+    @property
     def act_in_fmt(self) -> FixedFormat:
         """The format the activation reads: a standalone one its input's, a fused one the
         layer's output format (it follows the requantization)."""
@@ -151,12 +162,12 @@ class LayerPlan:
     def pipe_depth(self) -> int:
         """D: cycles from a window's last step to its result entering the output queue
         (K2C.Engine's PipeDepth)."""
-        return pipe_depth(self.chunk, self.pipeline, self.cycles)
+        return pipe_depth(self.chunk, self.pipeline, self.cycles, self.table_regs)
 
     @property
     def queue_depth(self) -> int:
         """Q: the engine's output queue, the most windows it holds at once (QueueDepth)."""
-        return queue_depth(self.chunk, self.pipeline, self.cycles, self.groups * self.cycles)
+        return queue_depth(self.chunk, self.pipeline, self.cycles, self.groups * self.cycles, self.table_regs)
 
     @property
     def rom_depth(self) -> int:
@@ -282,19 +293,20 @@ def tree_stages(chunk: int, levels: int, cycles: int) -> int:
     return whole + int(cycles >= 2 and rest > 0)
 
 
-def pipe_depth(chunk: int, levels: int, cycles: int) -> int:
+def pipe_depth(chunk: int, levels: int, cycles: int, table_regs: int = 0) -> int:
     """D (K2C.Engine's PipeDepth): 0 unpipelined; else two operand registers (the route from
     the weight memory, then the multiplier block's input register), two product registers
     (the block's own, then one for the route to the tree), the adder tree's (`tree_stages`),
     the accumulators, and the finish's two (requantized, then activated: K2C.Activation.
-    Finish), so a saturating rounding and an activation's comparisons are never one path."""
-    return 0 if levels == 0 else 7 + tree_stages(chunk, levels, cycles)
+    Finish), so a saturating rounding and an activation's comparisons are never one path,
+    and `table_regs` after a table activation's block RAM read (`LayerPlan.table_regs`)."""
+    return 0 if levels == 0 else 7 + table_regs + tree_stages(chunk, levels, cycles)
 
 
-def queue_depth(chunk: int, levels: int, cycles: int, steps: int) -> int:
+def queue_depth(chunk: int, levels: int, cycles: int, steps: int, table_regs: int = 0) -> int:
     """Q (K2C.Engine's QueueDepth): 2 + (D + 1) // S, the fewest windows in flight for which an
     always-ready downstream never holds the input back."""
-    return 2 + (pipe_depth(chunk, levels, cycles) + 1) // steps
+    return 2 + (pipe_depth(chunk, levels, cycles, table_regs) + 1) // steps
 
 
 def accumulator_format(
@@ -456,6 +468,16 @@ def make_plan(
         _check_formats(plan)
         plans.append(plan)
         out_fmts[layer.name] = plan.out_fmt
+    return _mark_top_activation(plans)
+
+
+def _mark_top_activation(plans: list[LayerPlan]) -> list[LayerPlan]:
+    """Mark the output layer whose activation the Top applies after taking the class
+    (golden.splits_output): its engine finishes with the values before it."""
+    from keras2clash.quant.golden import splits_output
+
+    if plans and splits_output(plans[-1]):
+        plans[-1] = replace(plans[-1], top_activation=True)
     return plans
 
 

@@ -7,8 +7,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from keras2clash.hw.blocks import (BATCHNORM_DEPTH, _geometry, has_map_stage, has_pool_stage, map_depth, pool_depth,
-                                   splits_activation)
+from keras2clash.hw.blocks import (BATCHNORM_DEPTH, _geometry, has_map_stage, has_pool_stage, is_table, map_depth,
+                                   pool_depth, splits_activation)
 from keras2clash.hw.plan import LayerPlan, tree_stages
 from keras2clash.hw.shape_blocks import rebeat_groups
 from keras2clash.ir.layers import GLOBAL_POOL_TYPES, SHAPE_TYPES
@@ -101,9 +101,9 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
         depth = pool_depth(ph, pw)
         regs += channels * row_bits * (ph * _tree_registers(pw) + _tree_registers(ph)) + depth
         fifo += (depth + 2) * channels * out_bits
-    if has_map_stage(plan):  # K2C.Pipe.mapP (mapP2): the registered results and their queue
+    if has_map_stage(plan):  # K2C.Pipe.mapP (mapP2, mapTable): the registered results and their queue
         depth = map_depth(plan)
-        regs += channels * out_bits + depth
+        regs += channels * out_bits * (1 + int(is_table(plan))) + depth  # mapTable: the read, its output register
         if splits_activation(plan):  # the input beat, the registered halves: K2C.Relu.ReluProduct
             regs += channels * (plan.act_in_fmt.hw_bits + relu_product_bits(plan))
         fifo += (depth + 2) * channels * out_bits
@@ -150,7 +150,8 @@ def pipeline_register_bits(plan: LayerPlan) -> int:
     twice (a chunk of the window per PE, which synthesis shares where the PEs share the window,
     and the weight word), the ch + 1 terms of every PE twice (the product registers), the tree's nodes after every
     `pipeline`-th level and, before an accumulating adder, after the last (nodes fed only by
-    zero padding are constants, removed), the requantized and the activated results; plus the
+    zero padding are constants, removed), the requantized and the activated results (and a table
+    activation's output register: LayerPlan.table_regs); plus the
     valid/counter tag beside each stage."""
     if not plan.is_compute or plan.pipeline == 0:
         return 0
@@ -163,7 +164,8 @@ def pipeline_register_bits(plan: LayerPlan) -> int:
     chunks = plan.pe if plan.type == "depthwise2d" else 1
     operands = chunks * plan.chunk * plan.in_fmt.hw_bits + plan.pe * (plan.chunk * plan.w_fmt.hw_bits + plan.b_fmt.hw_bits)
     data = 2 * operands + plan.pe * width * (2 * terms + sum(-(-terms // 2 ** j) for j in levels))
-    return data + 2 * plan.pe * plan.out_fmt.hw_bits + tag * (7 + len(levels))
+    finish = (2 + plan.table_regs) * plan.pe * plan.out_fmt.hw_bits  # requantized, activated, a table's output register
+    return data + finish + tag * (7 + plan.table_regs + len(levels))
 
 
 def activation_table_bits(plan: LayerPlan) -> int:

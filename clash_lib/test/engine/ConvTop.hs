@@ -36,7 +36,7 @@ topEntity clk rst en input readyOut =
             (SNat @2) (SNat @4) (SNat @1) id weights finish)
     (input, readyOut)
   where
-    finish :: Finish (SFixed 21 16) Act
+    finish :: Finish 0 (SFixed 21 16) Act
     finish = Finish requantize relu
 {-# NOINLINE topEntity #-}
 {-# ANN topEntity

@@ -34,7 +34,7 @@ import Data.Maybe (isJust)
 import Data.Proxy (Proxy (..))
 import GHC.TypeLits (type (*), type (<=))
 
-import K2C.Activation (Finish)
+import K2C.Activation (Finish, TableRegs)
 import K2C.Conv (flattenWindow, conv2d)
 import K2C.Engine (EngineShape, engine)
 import K2C.Filter (Accumulates)
@@ -48,15 +48,15 @@ budget = 200000
 
 -- | Run an engine case: windows of @k@ values in @SFixed ai af@.
 runEngineCase
-  :: forall k f p b l ch g ai af wi wf bi bf ci cf oi fo
-   . ( EngineShape k f p b ch g, KnownNat l, Accumulates ai af wi wf bi bf ci cf
+  :: forall k f p b l ch g ai af wi wf bi bf ci cf oi fo t
+   . ( EngineShape k f p b ch g, KnownNat l, TableRegs t, Accumulates ai af wi wf bi bf ci cf
      , KnownNat oi, KnownNat fo )
   => FilePath
   -> Proxy (Vec k (SFixed ai af))
   -> SNat f
   -> SNat p -> SNat b -> SNat l
   -> WeightRom (g * b) p ch (SFixed wi wf) (SFixed bi bf)
-  -> Finish (SFixed ci cf) (SFixed oi fo)
+  -> Finish t (SFixed ci cf) (SFixed oi fo)
   -> IO ()
 runEngineCase prefix _ _ p b l rom finish = do
   (count, pattern, items) <- readCase @k @ai @af (prefix ++ ".in")
@@ -73,10 +73,10 @@ runEngineCase prefix _ _ p b l rom finish = do
 -- | Run a conv case: pixels of @c@ values; the conv is also built from its
 -- parts to record the window stream, and both must agree.
 runConvCase
-  :: forall h w kh kw sh sw c f p b l ch g ai af wi wf bi bf ci cf oi fo
+  :: forall h w kh kw sh sw c f p b l ch g ai af wi wf bi bf ci cf oi fo t
    . ( KnownNat h, KnownNat w, KnownNat kh, KnownNat kw, KnownNat sh, KnownNat sw
      , KnownNat c, 1 <= kh, 1 <= kw, 1 <= sh, 1 <= sw, kh <= h, kw <= w
-     , EngineShape (kh * kw * c) f p b ch g, KnownNat l, Accumulates ai af wi wf bi bf ci cf
+     , EngineShape (kh * kw * c) f p b ch g, KnownNat l, TableRegs t, Accumulates ai af wi wf bi bf ci cf
      , KnownNat oi, KnownNat fo )
   => FilePath
   -> Proxy (Vec c (SFixed ai af))
@@ -84,7 +84,7 @@ runConvCase
   -> SNat f
   -> SNat p -> SNat b -> SNat l
   -> WeightRom (g * b) p ch (SFixed wi wf) (SFixed bi bf)
-  -> Finish (SFixed ci cf) (SFixed oi fo)
+  -> Finish t (SFixed ci cf) (SFixed oi fo)
   -> IO ()
 runConvCase prefix _ h w kh kw sh sw _ p b l rom finish = do
   (count, pattern, items) <- readCase @c @ai @af (prefix ++ ".in")

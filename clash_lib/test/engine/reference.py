@@ -159,21 +159,22 @@ def mem_lines(case):
 
 # ---------------------------------------------------------------- timing
 
-def pipe_depth(ch, levels, b):
+def pipe_depth(ch, levels, b, t=0):
     """D (K2C.Engine's PipeDepth): cycles from a window's last step to its result
     entering the output queue; 0 without pipelining, else two operand registers, two
     product registers, one register per `levels` adder-tree levels (and one after the
     last level when b >= 2 and `levels` does not divide the tree: TreeStages), the
-    accumulators and the finish's two registers (requantized, activated)."""
+    accumulators and the finish's two registers (requantized, activated), and `t` more
+    (a table activation's block RAM output register: K2C.Activation.Finish)."""
     if levels == 0:
         return 0
     whole, rest = divmod(clog2(ch + 1), levels)
-    return 7 + whole + int(b >= 2 and rest > 0)
+    return 7 + t + whole + int(b >= 2 and rest > 0)
 
 
-def queue_depth(ch, levels, b, steps):
+def queue_depth(ch, levels, b, steps, t=0):
     """Q (K2C.Engine's QueueDepth): the output queue's depth, the most windows in flight."""
-    return 2 + (pipe_depth(ch, levels, b) + 1) // steps
+    return 2 + (pipe_depth(ch, levels, b, t) + 1) // steps
 
 
 class EngineModel:
@@ -217,8 +218,9 @@ class EngineModel:
 
 def engine_model(case):
     steps = case["groups"] * case["b"]
-    return EngineModel(steps, pipe_depth(case["ch"], case["levels"], case["b"]),
-                       queue_depth(case["ch"], case["levels"], case["b"], steps))
+    t = case["table_regs"]
+    return EngineModel(steps, pipe_depth(case["ch"], case["levels"], case["b"], t),
+                       queue_depth(case["ch"], case["levels"], case["b"], steps, t))
 
 
 def engine_trace(case, windows):
@@ -266,11 +268,12 @@ def rand_pattern(rng, length, busy):
 
 
 def make_engine_case(rng, name, f, k, p, b, a, w, bias, acc, fn, out, n_windows=6,
-                     stalls=False, gaps=False, extreme=0.1, levels=None):
-    """An engine case; `levels` (adder levels per pipeline stage) random 0..3 if None."""
+                     stalls=False, gaps=False, extreme=0.1, levels=None, table_regs=0):
+    """An engine case; `levels` (adder levels per pipeline stage) random 0..3 if None;
+    `table_regs`: the finish's registers after the activation (0 or 1, K2C.Activation.Finish)."""
     levels = rng.choice([0, 0, 1, 2, 3]) if levels is None else levels
     case = dict(kind="engine", name=name, f=f, k=k, p=p, b=b, a=a, w=w, bias=bias,
-                acc=acc, finish=fn, out=out, levels=levels)
+                acc=acc, finish=fn, out=out, levels=levels, table_regs=table_regs)
     case["ch"], case["groups"] = ceil_div(k, b), ceil_div(f, p)
     case["kernel"] = [[rand_raw(rng, w, extreme) for _ in range(k)] for _ in range(f)]
     case["biases"] = [rand_raw(rng, bias, extreme) for _ in range(f)]
@@ -285,10 +288,10 @@ def make_engine_case(rng, name, f, k, p, b, a, w, bias, acc, fn, out, n_windows=
 
 
 def make_conv_case(rng, name, h, w_img, c, kh, kw, sh, sw, f, p, b, a, w, bias, acc, fn,
-                   out, images=2, stalls=False, levels=None):
+                   out, images=2, stalls=False, levels=None, table_regs=0):
     k = kh * kw * c
     case = make_engine_case(rng, name, f, k, p, b, a, w, bias, acc, fn, out, n_windows=2,
-                            levels=levels)
+                            levels=levels, table_regs=table_regs)
     case.update(kind="conv", h=h, w_img=w_img, c=c, kh=kh, kw=kw, sh=sh, sw=sw)
     case["images"] = [[[rand_raw(rng, a) for _ in range(c)] for _ in range(h * w_img)]
                       for _ in range(images)]
@@ -313,7 +316,7 @@ def all_cases():
             i = len(cases)
             cases.append(make_engine_case(
                 rng, "grid_p%d_b%d" % (p, b), f, k, p, b, F178, F178, F178, acc,
-                fns[i % 4], F178, stalls=(i % 3 == 1), gaps=(i % 3 == 2)))
+                fns[i % 4], F178, stalls=(i % 3 == 1), gaps=(i % 3 == 2), table_regs=i % 2))
     # 2. format 1,3,4 everywhere, exact accumulator, assorted knobs.
     acc = exact_acc(F134, F134, F134, 9)
     for p, b in [(1, 1), (2, 3), (5, 9), (3, 4), (4, 2), (5, 1)]:
@@ -376,7 +379,8 @@ def all_cases():
             cases.append(make_conv_case(
                 rng, "conv%d_%s" % (i, "stall" if stalls else "ready"), h, w, c, kh, kw,
                 sh, sw, f, p, b, F178, F178, F178, exact_acc(F178, F178, F178, k),
-                ["relu", "acc"][i % 2], F178 if i % 2 == 0 else None, stalls=stalls))
+                ["relu", "acc"][i % 2], F178 if i % 2 == 0 else None, stalls=stalls,
+                table_regs=int(stalls)))
     # 7. the case behind ConvTop.hs (HDL checks): keep the two in step.
     cases.append(make_conv_case(
         rng, "convtop", 6, 5, 2, 3, 2, 1, 2, 3, 2, 4, F178, F178, F178,
@@ -399,7 +403,7 @@ def haskell_case(case, folder):
     rom = "(WeightRom %s :: WeightRom %d %d %d %s %s)" % (
         json.dumps(prefix + ".mem"), case["groups"] * case["b"], case["p"], case["ch"],
         sfixed(case["w"]), sfixed(case["bias"]))
-    finish = "(%s :: Finish %s %s)" % (fn, acc, out)
+    finish = "(%s :: Finish %d %s %s)" % (fn, case["table_regs"], acc, out)
     knobs = "(SNat @%d) (SNat @%d) (SNat @%d) (SNat @%d)" % (case["f"], case["p"], case["b"],
                                                            case["levels"])
     if case["kind"] == "engine":
@@ -489,7 +493,7 @@ def check_engine(case, got):
     # output at a_i + G*b + D + 1 (the queue never holds the input back).
     if case["pattern"] == "-":
         gb = case["groups"] * case["b"]
-        depth = pipe_depth(case["ch"], case["levels"], case["b"])
+        depth = pipe_depth(case["ch"], case["levels"], case["b"], case["table_regs"])
         accepts = [int(l.split()[1]) for l in got if l.startswith("A ")]
         outs = [int(l.split()[1]) for l in got if l.startswith("O ")]
         prev, free = None, 0
@@ -531,7 +535,7 @@ def check_conv(case, got, folder):
         errors.append("engine timing inside the conv differs from its rules")
     if pattern == "-":
         gb = case["groups"] * case["b"]
-        depth = pipe_depth(case["ch"], case["levels"], case["b"])
+        depth = pipe_depth(case["ch"], case["levels"], case["b"], case["table_regs"])
         # a_i = max(v_i, a_(i-1) + G*b) with v_i the first cycle window i is valid.
         a_prev = None
         for a in taken:
