@@ -35,12 +35,13 @@ an adder tree and @n@ dividers of @w@ bits, one long path.
 'softmaxS' computes the same values as a stream stage pipelined in
 'SoftmaxDepth' register stages ("K2C.Pipe"): the beat (its values come from
 a queue's LUT RAM, read combinationally), the maximum ('argmaxTree', one
-register per comparison level), the exponentials (subtractions, ROM reads:
-block RAM where the synthesis tool absorbs the stage register into it, so
-its data gets a register of its own), the sum (groups of four, then the
-groups), the numerators, then the
-divisions as restoring long divisions of 'StepsPerStage' quotient bits per
-stage (a subtraction and a comparison each). Each beat carries a payload
+register per comparison level), the table indices (subtractions and clips),
+the exponentials (ROM reads: block RAM where the synthesis tool absorbs the
+stage register into it, so its data gets a register of its own, the block's
+output register, and one more in the fabric for the route from the block
+RAM's row), the sum (groups of four, then the groups), the numerators, then
+the divisions as restoring long divisions of 'StepsPerStage' quotient bits
+per stage (a subtraction and a comparison each). Each beat carries a payload
 @t@ through the pipeline unchanged (the class, at the network's output).
 Its timing is "K2C.Pipe"'s with @d = SoftmaxDepth fo@.
 -}
@@ -68,9 +69,10 @@ type DivStages fo = Div (fo + 1 + StepsPerStage - 1) StepsPerStage
 type DivSteps fo = StepsPerStage * DivStages fo
 
 -- | Register stages of 'softmaxS' over @n@ values: the beat, the maximum (a comparison
--- tree, one register a level), exponentials (the table read, then its data), the sum (partial
--- sums of 'SumGroup' values, then theirs), numerators, the division stages.
-type SoftmaxDepth n fo = 1 + TreeDepth n + 5 + DivStages fo
+-- tree, one register a level), exponentials (the table indices, the table read, its data,
+-- then a copy in the fabric), the sum (partial sums of 'SumGroup' values, then theirs),
+-- numerators, the division stages.
+type SoftmaxDepth n fo = 1 + TreeDepth n + 7 + DivStages fo
 
 -- | Values the sum's first stage adds into each partial sum (two adder levels).
 type SumGroup = 4
@@ -102,8 +104,14 @@ exponentialsFrom
   :: forall w n m s eb ii fi
    . (KnownNat w, KnownNat n, KnownNat m, 1 <= m, KnownNat eb, KnownNat ii, KnownNat fi)
   => SNat s -> TableRom m (Signed eb) -> SFixed ii fi -> Vec (n + 1) (SFixed ii fi) -> Vec (n + 1) (Signed w)
-exponentialsFrom s (TableRom rom) top xs =
-  map (\x -> resize (rom (index (unSF x)))) xs
+exponentialsFrom s table top xs = readTable @w table (tableIndices s top xs)
+
+-- | Step 2's table index of every input: @min((m - r_i) >> s, nE - 1)@.
+tableIndices
+  :: forall n m s ii fi
+   . (KnownNat n, KnownNat m, 1 <= m, KnownNat ii, KnownNat fi)
+  => SNat s -> SFixed ii fi -> Vec (n + 1) (SFixed ii fi) -> Vec (n + 1) (Index m)
+tableIndices s top = map (index . unSF)
   where
     last' = fromInteger (natToInteger @m - 1) :: Signed (ii + fi + 14)
     index r
@@ -111,6 +119,10 @@ exponentialsFrom s (TableRom rom) top xs =
       | otherwise  = fromIntegral d
       where
         d = shiftR (resize (unSF top) - resize r) (snatToNum s)
+
+-- | Step 2's table reads, in the sum's width.
+readTable :: forall w n m eb . (KnownNat w, KnownNat eb) => TableRom m (Signed eb) -> Vec n (Index m) -> Vec n (Signed w)
+readTable (TableRom rom) = map (resize . rom)
 
 -- | One division in progress: remainder, numerator bits still to shift in
 -- (most significant first), quotient so far.
@@ -131,14 +143,23 @@ softmaxS s table = pipeS (SNat @(SoftmaxDepth (n + 1) fo)) stages
         -- 'stageReg': valid bits reset, data not (a reset on the data would keep synthesis from
         -- absorbing the registers after the table read into the block RAM)
         tops = argmaxTree fst (fmap (\beat -> (beat, ())) <$> stageReg input)
-        exps = stageReg (fmap (\((xs, t), (top, _)) -> (exponentialsFrom @w s table top xs, t)) <$> tops)
+        -- The table indices registered before the reads: the maximum goes to every value's
+        -- subtraction, and each index to its own block RAM, often far apart (mlp_tanh on ECP5:
+        -- the maximum's register -> 4.9 ns of route -> subtraction, clip -> a block RAM's
+        -- address, 12.2 ns).
+        indices = stageReg (fmap (\((xs, t), (top, _)) -> (tableIndices s top xs, t)) <$> tops)
+        exps = stageReg (fmap (\(is, t) -> (readTable @w table is, t)) <$> indices)
         -- The table's read is a block RAM where synthesis absorbs the register above into it:
         -- its data output is slow, so it feeds nothing but this register (which the
         -- place-and-route flow moves into the block RAM's output register, fpga/bramregs.py).
         tableData = stageReg exps
+        -- The block RAMs sit in their rows, often far from the adders: one more register, in
+        -- the fabric, splits that route (mlp_tanh on ECP5: a table's output register -> 7.8 ns
+        -- of route -> the first sum, 11.6 ns).
+        tableNear = stageReg tableData
         -- the sum in two stages: the adder tree of ten 30-bit exponentials in one cycle was
         -- mobilenet_digits' critical path (four carry chains, 15 ns on ECP5)
-        partials = stageReg (fmap (\(es, t) -> (es, groupSums es, t)) <$> tableData)
+        partials = stageReg (fmap (\(es, t) -> (es, groupSums es, t)) <$> tableNear)
         sums = stageReg (fmap (\(es, ps, t) -> (es, sum ps, t)) <$> partials)
         starts = stageReg (fmap start <$> sums)
         divisions :: Signal dom (Vec k (Maybe (Vec (n + 1) (Division w fo), Unsigned (w + 1), t)))
