@@ -14,8 +14,9 @@ join sees registered valids.
   the clock edge, read combinationally), no reset; written at the write
   pointer whenever there is room, so its write enable is the ready flag;
 * registers (reset to 0): the count, @Index (depth + 1)@, and the read and
-  write pointers, @Index depth@ each, which wrap from @depth - 1@ to 0; two
-  flags, @count < depth@ and @count > 0@, registered from the next count.
+  write pointers, @Index depth@ each, which wrap from @depth - 1@ to 0; four
+  flags, @count < depth@ (ready), @count > 0@ (valid), @count = depth - 1@ and
+  @count = 1@, each the next count's value chosen by the handshakes.
 
 = Protocol and exact timing
 
@@ -60,13 +61,26 @@ fifo SNat (input, readyOut) = (output, readyIn)
     readPtr  = register (0 :: Index depth) (mux removed (nextIndex <$> readPtr) readPtr)
     writePtr = register (0 :: Index depth) (mux accepted (nextIndex <$> writePtr) writePtr)
 
-    -- count < depth and count > 0, each a flip-flop of its own, registered from the next
-    -- count (the same value in every cycle): what the neighbours' handshakes and clock
+    -- count < depth and count > 0, each a flip-flop of its own (the same value in every
+    -- cycle as a comparison of the count): what the neighbours' handshakes and clock
     -- enables see starts at a flip-flop, not after the count's comparator (a window
     -- generator after a FIFO of pixels loads its 2,304-bit window under an enable one LUT
-    -- from these; the thesis CNN on ECP5).
-    readyIn  = register True ((< maxBound) <$> countNext)
-    validOut = register False ((/= 0) <$> countNext)
+    -- from these; the thesis CNN on ECP5). Their next values, and those of two more flags
+    -- (count = depth - 1, count = 1), are chosen by this cycle's accepted and removed
+    -- among comparisons of the count register: the handshakes, which come from the
+    -- neighbours (often far away), meet one LUT before each flag, not the count's
+    -- increment, multiplexer and comparator (mlp_tanh on ECP5: the output FIFO's ready ->
+    -- 3.7 + 2.2 ns of route through them -> the softmax queue's ready, 10.3 ns).
+    readyIn  = register True  (step <$> accepted <*> removed <*> readyIn <*> (not <$> nearFull) <*> pure True)
+    nearFull = register (natToNum @depth == (1 :: Integer))
+                 (step <$> accepted <*> removed <*> nearFull <*> twoBelowFull <*> (not <$> readyIn))
+    validOut = register False (step <$> accepted <*> removed <*> validOut <*> pure True <*> (not <$> single))
+    single   = register False (step <$> accepted <*> removed <*> single <*> (not <$> validOut) <*> atTwo)
+    -- count = depth - 2 (never, for depth = 1) and count = 2, on the count register
+    twoBelowFull
+      | natToNum @depth >= (2 :: Integer) = (== fromInteger (natToNum @depth - 2)) <$> count
+      | otherwise                         = pure False
+    atTwo = (\c -> (resize c :: Index (depth + 3)) == 2) <$> count
     accepted = readyIn .&&. (isJust <$> input)
     removed  = validOut .&&. readyOut
 
@@ -84,6 +98,15 @@ fifo SNat (input, readyOut) = (output, readyIn)
 -- | The count of the next cycle: one more for a beat in, one fewer for a beat
 -- out. Never leaves its range where, as here and in the engine's and
 -- "K2C.Pipe"'s credit counts, a beat comes in only below the maximum.
+-- | A flag on the count, next cycle: @whenUp@ (its value one count higher) when
+-- the count grows by one (@up@ only), @whenDown@ (one count lower) when it
+-- shrinks by one (@down@ only), otherwise its value now.
+step :: Bool -> Bool -> Bool -> Bool -> Bool -> Bool
+step up down now whenUp whenDown
+  | up && not down = whenUp
+  | down && not up = whenDown
+  | otherwise      = now
+
 nextCount :: KnownNat n => Index n -> Bool -> Bool -> Index n
 nextCount count accepted removed
   | accepted && not removed = count + 1
