@@ -98,6 +98,12 @@ fifo SNat (input, readyOut) = (output, readyIn)
 -- | The count of the next cycle: one more for a beat in, one fewer for a beat
 -- out. Never leaves its range where, as here and in the engine's and
 -- "K2C.Pipe"'s credit counts, a beat comes in only below the maximum.
+nextCount :: KnownNat n => Index n -> Bool -> Bool -> Index n
+nextCount count accepted removed
+  | accepted && not removed = count + 1
+  | removed && not accepted = count - 1
+  | otherwise               = count
+
 -- | A flag on the count, next cycle: @whenUp@ (its value one count higher) when
 -- the count grows by one (@up@ only), @whenDown@ (one count lower) when it
 -- shrinks by one (@down@ only), otherwise its value now.
@@ -106,9 +112,3 @@ step up down now whenUp whenDown
   | up && not down = whenUp
   | down && not up = whenDown
   | otherwise      = now
-
-nextCount :: KnownNat n => Index n -> Bool -> Bool -> Index n
-nextCount count accepted removed
-  | accepted && not removed = count + 1
-  | removed && not accepted = count - 1
-  | otherwise               = count
