@@ -332,8 +332,8 @@ engineWith SNat load next operands weights finish (input, readyOut) = (output, r
     stageBool = if pipelined then register False else id
     tableRegs = pipelined && natToNum @t == (1 :: Int)
     tableStage :: NFDataX a => Signal dom a -> Signal dom a
-    tableStage = if tableRegs then delay (deepErrorX "engine: empty stage") else id
-    tableBool = if tableRegs then register False else id
+    tableStage = if tableRegs then stage else id
+    tableBool = if tableRegs then stageBool else id
     stageTag = if pipelined then register idleTag else id
     idleTag = (False, False, False, 0, False)
 

@@ -97,14 +97,7 @@ exponentials
   :: forall w n m s eb ii fi
    . (KnownNat w, KnownNat n, KnownNat m, 1 <= m, KnownNat eb, KnownNat ii, KnownNat fi)
   => SNat s -> TableRom m (Signed eb) -> Vec (n + 1) (SFixed ii fi) -> Vec (n + 1) (Signed w)
-exponentials s table xs = exponentialsFrom @w s table (maximum xs) xs
-
--- | Steps 1 and 2 with the maximum @m@ given (computed a stage earlier in 'softmaxS').
-exponentialsFrom
-  :: forall w n m s eb ii fi
-   . (KnownNat w, KnownNat n, KnownNat m, 1 <= m, KnownNat eb, KnownNat ii, KnownNat fi)
-  => SNat s -> TableRom m (Signed eb) -> SFixed ii fi -> Vec (n + 1) (SFixed ii fi) -> Vec (n + 1) (Signed w)
-exponentialsFrom s table top xs = readTable @w table (tableIndices s top xs)
+exponentials s table xs = readTable @w table (tableIndices s (maximum xs) xs)
 
 -- | Step 2's table index of every input: @min((m - r_i) >> s, nE - 1)@.
 tableIndices

@@ -504,10 +504,8 @@ def has_map_stage(plan: LayerPlan) -> bool:
 
 
 def is_table(plan: LayerPlan) -> bool:
-    """Whether the layer's activation reads a table (K2C.Lut, quant.activations' table family)."""
-    from keras2clash.quant import activations
-
-    return activations.parse(plan.activation).family == "table"
+    """Whether the layer's activation reads a table (LayerPlan.table_activation)."""
+    return plan.table_activation
 
 
 def stages_table(plan: LayerPlan) -> bool:

@@ -125,10 +125,15 @@ class LayerPlan:
         """t of K2C.Activation.Finish: 1 when a pipelined engine's finish reads a table (the
         activation is a table one and not left to the Top): one more register after the
         block RAM's read becomes its output register; else 0."""
+        table = self.table_activation and not self.top_activation
+        return int(self.is_compute and self.pipeline > 0 and table)
+
+    @property
+    def table_activation(self) -> bool:
+        """Whether the activation reads a table (K2C.Lut, quant.activations' table family)."""
         from keras2clash.quant.activations import parse
 
-        table = parse(self.activation).family == "table" and not self.top_activation
-        return int(self.is_compute and self.pipeline > 0 and table)
+        return parse(self.activation).family == "table"
 
     @property
     def act_in_fmt(self) -> FixedFormat:
