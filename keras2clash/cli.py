@@ -531,6 +531,8 @@ def pnr(
                                     help="ECP5: put every registered ROM (the weights) in block RAM, unless they would not fit; --no-block-roms leaves the choice to yosys (LUTs for shallow ROMs)."),
     ff_queues: int = typer.Option(0, "--ff-queues", min=0, metavar="WORDS",
                                   help="ECP5: build every queue (a memory with a write port) of at most WORDS words from flip-flops instead of LUT RAM; 0: all in LUT RAM."),
+    ports: str = typer.Option("auto", "--ports",
+                              help="Where the top's ports go: pins (the package's IO pins), scan (a scan harness: every port a register of a shift chain behind four pins, the design measured as a block inside a larger one), auto (pins when there are enough)."),
 ) -> None:
     """Synthesise (yosys) and place and route (nextpnr) PROJECT on an FPGA: utilisation, Fmax, critical path, latency in ns."""
     from keras2clash.fpga import flow
@@ -544,7 +546,7 @@ def pnr(
         report = flow.pnr(project, fpga, freq_mhz=freq, seed=seed, router=router, placer=placer, route=not no_route, force=force,
                           dsp_registers=dsp_registers, bram_registers=bram_registers, check_cycles=check_dsp_registers, block_roms=block_roms,
                           max_fanout=max_fanout, fanout_placement=fanout_placement, ff_queues=ff_queues,
-                          progress=steps.update)
+                          ports=ports, progress=steps.update)
     render(report, Console())
     if json_out is not None:
         write_output_file(json_out, report.to_json() + "\n", force)

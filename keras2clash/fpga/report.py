@@ -206,7 +206,7 @@ def to_markdown(report: PnrReport) -> str:
     mode = "routed" if report.routed else "placed only (--no-route: post-placement estimate)"
     ctx = ", out of context (no IO buffers)" if report.out_of_context else ""
     if report.harness_flip_flops:
-        ctx = (f", behind a scan harness (no out-of-context mode: every port a register of a shift chain; "
+        ctx = (f", behind a scan harness (every port a register of a shift chain; "
                f"its {report.harness_flip_flops} flip-flops are included below)")
     lines = [
         f"# {report.project} on {report.device} ({report.part}, {report.package})",
