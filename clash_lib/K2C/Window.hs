@@ -21,11 +21,17 @@ column @x@ one block-RAM word holds that column's pixels of the previous
 form the window's newest column (rows @r-kh+1 .. r@); it is shifted into the
 window shift register, and its lower @kh - 1@ pixels are written back as the
 word of column @x@ for the next row. The RAM is read one cycle ahead at the
-column of the /next/ pixel (known from the registered position counter), so
-the word is waiting whenever that pixel shows up, however many idle cycles
-come first. (Clash's 'blockRam' returns the old word when reading and writing
-one address in the same cycle; only @w = 1@ does that, and there a one-word
-bypass register supplies the fresh word.)
+column after the next pixel's, from an address register of its own, and the
+word of the next pixel's column is kept in a register: when a pixel is
+accepted the read word becomes the current one, otherwise the kept one stays
+(its column was neither left nor written). So the word is waiting whenever
+that pixel shows up, however many idle cycles come first, and the RAM's read
+address, a net to every LUT-RAM slice of a wide line buffer, starts at a
+flip-flop, not at the input handshake (cnn_variants on ECP5: the handshake ->
+the read address's multiplexer and decoders, 45 tiles out and back, 11.3 ns).
+(Clash's 'blockRam' returns the old word when reading and writing one address
+in the same cycle; only @w = 1@ does that, and there a one-word bypass
+register supplies the fresh word.)
 
 A finished window is copied into an output register, so the shift register
 can go on taking pixels while downstream is slow. If a pixel completes a
@@ -37,8 +43,9 @@ register (@pending@); input ready is low until the output register frees up.
 
 * line buffer (block RAM): @w * (kh - 1) * c * BitSize a@ bits;
 * window shift register and output register: @2 * kh * kw * c * BitSize a@ bits;
+* the kept line-buffer word: @(kh - 1) * c * BitSize a@ bits;
 * control: position counters (@Index h@, @Index w@), stride phase counters
-  (@Index sh@, @Index sw@), three flags, and for
+  (@Index sh@, @Index sw@), the read address (@Index w@), four flags, and for
   @w = 1@ only, a bypass of @(kh - 1) * c * BitSize a@ bits.
 
 = Protocol and exact timing
@@ -116,7 +123,8 @@ window SNat SNat kh kw SNat SNat (input, readyOut) = (output, readyIn)
 
     pixel     = fromJustX <$> input
     newColumn :: Signal dom (Vec kh (Vec c a))
-    newColumn = (:<) <$> lineBuffer @dom @w @(kh - 1) (column <$> position) accepted newColumn
+    newColumn = (:<) <$> lineBuffer @dom @w @(kh - 1) (column <$> position) (column <$> positionNext)
+                                    accepted newColumn
                      <*> pixel
     shifted   = zipWith (<<+) <$> windowReg <*> newColumn
     -- Datapath registers have no reset: the flags alone say what they hold.
@@ -126,25 +134,32 @@ window SNat SNat kh kw SNat SNat (input, readyOut) = (output, readyIn)
     output    = mux full (Just <$> outputReg) (pure Nothing)
 
 -- | The line buffers: word @x@ holds column @x@ of the last @kh - 1@ rows.
--- Given the column of the next pixel, whether it is accepted this cycle, and
--- the new column (rows @r-kh+1 .. r@), it answers the stored word of the
--- current column, read in the previous cycle.
+-- Given the column of the next pixel, that of the pixel after it (the next
+-- position's), whether the pixel is accepted this cycle, and the new column
+-- (rows @r-kh+1 .. r@), it answers the stored word of the current column.
 lineBuffer
   :: forall dom w n c a
    . (HiddenClockResetEnable dom, KnownNat w, KnownNat n, KnownNat c, NFDataX a)
   => Signal dom (Index w)
+  -> Signal dom (Index w)
   -> Signal dom Bool
   -> Signal dom (Vec (n + 1) (Vec c a))
   -> Signal dom (Vec n (Vec c a))
-lineBuffer col accepted newColumn = mux bypass written ramWord
+lineBuffer col colNext accepted newColumn = word
   where
-    nextCol   = mux accepted (nextIndex <$> col) col
+    -- The column after the next pixel's, a register: the read a cycle ahead.
+    readCol   = register (nextIndex 0) (nextIndex <$> colNext)
     writeWord = tail <$> newColumn
     write     = mux accepted (Just <$> bundle (col, writeWord)) (pure Nothing)
-    ramWord   = blockRam (repeat @w (deepErrorX "window: line buffer unwritten")) nextCol write
+    ramWord   = blockRam (repeat @w (deepErrorX "window: line buffer unwritten")) readCol write
+    -- After an accepted pixel the read word is the new column's; otherwise the
+    -- column stayed and so did its word. The choice is a flip-flop.
+    moved     = register False accepted
+    kept      = delay (deepErrorX "window: nothing read") word
+    word      = mux bypass written (mux moved ramWord kept)
     -- Only with one column can the read meet last cycle's write.
     oneColumn = natToNum @w == (1 :: Integer)
-    bypass    = (oneColumn &&) <$> register False accepted
+    bypass    = (oneColumn &&) <$> moved
     written   = delay (deepErrorX "window: nothing written") writeWord
 
 -- | Where the next pixel goes along one axis of length @n@ with windows
