@@ -71,3 +71,17 @@ def test_pipeline_auto_picks_the_levels_for_the_clock() -> None:
         pipeline_levels("auto@0", 3)
     with pytest.raises(K2CError, match="or auto / auto@MHZ"):
         pipeline_levels("fast", 3)
+
+
+def test_engine_depth_counts_the_result_register_with_two_groups_or_more() -> None:
+    """D (K2C.Engine's PipeDepth): pipelined, an engine with two groups or more writes its
+    output queue from the result register R, one cycle after the last group completed it;
+    with one group (every neuron its own PE) the finished values enter the queue directly,
+    and unpipelined there are no stages at all."""
+    plans = make_plan(IR, parse_format("1,7,8"), [39, 12, 10], pipeline=2)
+    assert [p.groups for p in plans] == [1, 2, 1]
+    depths = [p.pipe_depth for p in plans]
+    # 7 + the adder tree's stages (ceil(log2(ch + 1)) levels, 2 a stage) + [G >= 2]
+    assert depths == [7 + 7 // 2, 7 + 6 // 2 + 1, 7 + 5 // 2]
+    assert [p.queue_depth for p in plans] == [2 + (d + 1) // p.rom_depth for p, d in zip(plans, depths)]
+    assert all(p.pipe_depth == 0 for p in make_plan(IR, parse_format("1,7,8"), [1, 2, 5], pipeline=0))

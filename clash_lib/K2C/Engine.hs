@@ -28,10 +28,11 @@ with one register per @l@ adder levels.
   @TreeLevels ch = ceil(log2(ch + 1))@ levels) after every @l@-th level, and
   the accumulators (also when @b = 1@), the requantized results and the
   activated results ('K2C.Activation.Finish', a stage each, and @t@ more
-  after a table activation's block RAM read): @D = 7 + t +
-  TreeLevels ch `div` l@ cycles more latency ('PipeDepth'; one more when
-  @b >= 2@ and @l@ does not divide the tree's levels: 'TreeStages'), the
-  same throughput and the same values.
+  after a table activation's block RAM read), and with @G >= 2@ groups the
+  result register @R@ before the output queue: @D = 7 + t +
+  TreeLevels ch `div` l + [G >= 2]@ cycles more latency ('PipeDepth'; one
+  more when @b >= 2@ and @l@ does not divide the tree's levels:
+  'TreeStages'), the same throughput and the same values.
 
 The weight ROM ("K2C.Memory") has @G * b@ words; word @g*b + t@ is what the PEs
 need in the @t@-th cycle of group @g@, so the engine reads it in order, one
@@ -135,8 +136,9 @@ type EngineShape k f p b ch g =
 -- ('K2C.Activation.Finish'). 0 when @l = 0@ (everything in the step's cycle);
 -- otherwise two operand and two product registers, the tree's registers
 -- ('TreeStages'), the accumulators and the finish's registers (requantized,
--- activated, @t@ more): @7 + t + TreeStages ch l b@.
-type PipeDepth ch l b t = Min 1 l * (7 + t + TreeStages ch l b)
+-- activated, @t@ more), and with @g >= 2@ groups the result register the
+-- queue is written from: @7 + t + TreeStages ch l b + [g >= 2]@.
+type PipeDepth ch l g b t = Min 1 l * (7 + t + TreeStages ch l b + Min 1 (Div g 2))
 
 -- | The adder tree's register stages: one per @l@ levels, and one after its
 -- last level when that level would otherwise share a cycle with an
@@ -150,7 +152,7 @@ type TreeStages ch l b =
 -- holds at once (accepted, result not yet taken). @2 + (D + 1) `div` S@ with
 -- @S = G * b@ steps per window: the fewest for which an always-ready
 -- downstream never holds the input back.
-type QueueDepth ch l g b t = 2 + Div (PipeDepth ch l b t + 1) (g * b)
+type QueueDepth ch l g b t = 2 + Div (PipeDepth ch l g b t + 1) (g * b)
 
 -- | The filter engine; see the module header for the schedule. @finish@ is
 -- applied to each filter's final accumulator (requantize, then activate).
@@ -320,11 +322,21 @@ engineWith SNat load next operands weights finish (input, readyOut) = (output, r
 
     -- R collects a window's groups; the last one completes the result,
     -- which enters the queue. The padding results of the last group are
-    -- never read, so synthesis removes them.
+    -- never read, so synthesis removes them. Pipelined with G >= 2, the
+    -- queue is written from R itself, the cycle after the last group
+    -- completed it (one more cycle in 'PipeDepth'): each finished value then
+    -- reaches only its slots of R, and every LUT-RAM cell of the queue is
+    -- written from the register beside it, not from the activation's block
+    -- RAM through the group multiplexer (mlp_tanh on ECP5: a table's
+    -- block-RAM read -> 11.2-11.8 ns of route -> a 512-bit queue's write
+    -- data). With G = 1 there is no R (the result is the finished group).
     results   = zipWith3 pick <$> groupSel <*> resultReg <*> (repeat <$> finished)
     resultReg :: Signal dom (Vec g (Vec p o))
     resultReg = delayEn (deepErrorX "engine: no result yet") groupDone results
-    complete  = mux windowDone (Just . dropPadding <$> results) (pure Nothing)
+    fromR = pipelined && natToNum @g >= (2 :: Integer)
+    complete
+      | fromR     = mux (register False windowDone) (Just . dropPadding <$> resultReg) (pure Nothing)
+      | otherwise = mux windowDone (Just . dropPadding <$> results) (pure Nothing)
     (output, _) = fifo (SNat @(QueueDepth ch l g b t)) (complete, readyOut)
 
     stage :: NFDataX a => Signal dom a -> Signal dom a

@@ -120,7 +120,8 @@ def layer_forward(layer, xs):
 def schedule(layers, n):
     """Accept and output cycles of n back-to-back samples through the chain of
     engines (layers: (G, b, ch, levels) each), downstream always ready."""
-    engines = [EngineModel(groups * b, pipe_depth(ch, levels, b), queue_depth(ch, levels, b, groups * b))
+    engines = [EngineModel(groups * b, pipe_depth(ch, levels, b, 0, groups),
+                           queue_depth(ch, levels, b, groups * b, 0, groups))
                for groups, b, ch, levels in layers]
     accepts, outputs, t = [], [], 0
     while len(outputs) < n:

@@ -167,12 +167,13 @@ class LayerPlan:
     def pipe_depth(self) -> int:
         """D: cycles from a window's last step to its result entering the output queue
         (K2C.Engine's PipeDepth)."""
-        return pipe_depth(self.chunk, self.pipeline, self.cycles, self.table_regs)
+        return pipe_depth(self.chunk, self.pipeline, self.cycles, self.table_regs, self.groups)
 
     @property
     def queue_depth(self) -> int:
         """Q: the engine's output queue, the most windows it holds at once (QueueDepth)."""
-        return queue_depth(self.chunk, self.pipeline, self.cycles, self.groups * self.cycles, self.table_regs)
+        return queue_depth(self.chunk, self.pipeline, self.cycles, self.groups * self.cycles, self.table_regs,
+                           self.groups)
 
     @property
     def rom_depth(self) -> int:
@@ -298,20 +299,25 @@ def tree_stages(chunk: int, levels: int, cycles: int) -> int:
     return whole + int(cycles >= 2 and rest > 0)
 
 
-def pipe_depth(chunk: int, levels: int, cycles: int, table_regs: int = 0) -> int:
+def pipe_depth(chunk: int, levels: int, cycles: int, table_regs: int = 0, groups: int = 1) -> int:
     """D (K2C.Engine's PipeDepth): 0 unpipelined; else two operand registers (the route from
     the weight memory, then the multiplier block's input register), two product registers
     (the block's own, then one for the route to the tree), the adder tree's (`tree_stages`),
     the accumulators, and the finish's two (requantized, then activated: K2C.Activation.
     Finish), so a saturating rounding and an activation's comparisons are never one path,
-    and `table_regs` after a table activation's block RAM read (`LayerPlan.table_regs`)."""
-    return 0 if levels == 0 else 7 + table_regs + tree_stages(chunk, levels, cycles)
+    and `table_regs` after a table activation's block RAM read (`LayerPlan.table_regs`); with
+    two groups or more, the result register the output queue is written from (its LUT RAM
+    then takes its data from the register beside it, not from the activation through the
+    group multiplexer)."""
+    if levels == 0:
+        return 0
+    return 7 + table_regs + tree_stages(chunk, levels, cycles) + int(groups >= 2)
 
 
-def queue_depth(chunk: int, levels: int, cycles: int, steps: int, table_regs: int = 0) -> int:
+def queue_depth(chunk: int, levels: int, cycles: int, steps: int, table_regs: int = 0, groups: int = 1) -> int:
     """Q (K2C.Engine's QueueDepth): 2 + (D + 1) // S, the fewest windows in flight for which an
     always-ready downstream never holds the input back."""
-    return 2 + (pipe_depth(chunk, levels, cycles, table_regs) + 1) // steps
+    return 2 + (pipe_depth(chunk, levels, cycles, table_regs, groups) + 1) // steps
 
 
 def accumulator_format(

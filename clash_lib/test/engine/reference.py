@@ -159,22 +159,23 @@ def mem_lines(case):
 
 # ---------------------------------------------------------------- timing
 
-def pipe_depth(ch, levels, b, t=0):
+def pipe_depth(ch, levels, b, t=0, g=1):
     """D (K2C.Engine's PipeDepth): cycles from a window's last step to its result
     entering the output queue; 0 without pipelining, else two operand registers, two
     product registers, one register per `levels` adder-tree levels (and one after the
     last level when b >= 2 and `levels` does not divide the tree: TreeStages), the
     accumulators and the finish's two registers (requantized, activated), and `t` more
-    (a table activation's block RAM output register: K2C.Activation.Finish)."""
+    (a table activation's block RAM output register: K2C.Activation.Finish), and with
+    g >= 2 groups the result register the queue is written from."""
     if levels == 0:
         return 0
     whole, rest = divmod(clog2(ch + 1), levels)
-    return 7 + t + whole + int(b >= 2 and rest > 0)
+    return 7 + t + whole + int(b >= 2 and rest > 0) + int(g >= 2)
 
 
-def queue_depth(ch, levels, b, steps, t=0):
+def queue_depth(ch, levels, b, steps, t=0, g=1):
     """Q (K2C.Engine's QueueDepth): the output queue's depth, the most windows in flight."""
-    return 2 + (pipe_depth(ch, levels, b, t) + 1) // steps
+    return 2 + (pipe_depth(ch, levels, b, t, g) + 1) // steps
 
 
 class EngineModel:
@@ -219,8 +220,8 @@ class EngineModel:
 def engine_model(case):
     steps = case["groups"] * case["b"]
     t = case["table_regs"]
-    return EngineModel(steps, pipe_depth(case["ch"], case["levels"], case["b"], t),
-                       queue_depth(case["ch"], case["levels"], case["b"], steps, t))
+    return EngineModel(steps, pipe_depth(case["ch"], case["levels"], case["b"], t, case["groups"]),
+                       queue_depth(case["ch"], case["levels"], case["b"], steps, t, case["groups"]))
 
 
 def engine_trace(case, windows):
@@ -493,7 +494,7 @@ def check_engine(case, got):
     # output at a_i + G*b + D + 1 (the queue never holds the input back).
     if case["pattern"] == "-":
         gb = case["groups"] * case["b"]
-        depth = pipe_depth(case["ch"], case["levels"], case["b"], case["table_regs"])
+        depth = pipe_depth(case["ch"], case["levels"], case["b"], case["table_regs"], case["groups"])
         accepts = [int(l.split()[1]) for l in got if l.startswith("A ")]
         outs = [int(l.split()[1]) for l in got if l.startswith("O ")]
         prev, free = None, 0
@@ -535,7 +536,7 @@ def check_conv(case, got, folder):
         errors.append("engine timing inside the conv differs from its rules")
     if pattern == "-":
         gb = case["groups"] * case["b"]
-        depth = pipe_depth(case["ch"], case["levels"], case["b"], case["table_regs"])
+        depth = pipe_depth(case["ch"], case["levels"], case["b"], case["table_regs"], case["groups"])
         # a_i = max(v_i, a_(i-1) + G*b) with v_i the first cycle window i is valid.
         a_prev = None
         for a in taken:
