@@ -419,7 +419,8 @@ def test_iris_meets_24_mhz_on_ice40_up5k(tmp_path: Path, capsys) -> None:
     assert data["port_bits"] == 124 and data["harness_flip_flops"] == 122  # every port bit but clk and rst (iCE40)
     assert data["placer"] == "heap" and data["fanout"] == ""  # iCE40's defaults: no copies
     used = {u["resource"]: u for u in data["utilisation"]}
-    assert used["multipliers"]["used"] == design_summary(load_project(project).plans)["multipliers"] == 8
+    # every multiplier of the plan in an SB_MAC16, within the part's 8 (the balance: 1:1,3:8, 7 of them)
+    assert used["multipliers"]["used"] == design_summary(load_project(project).plans)["multipliers"] <= 8
     assert used["multipliers"]["available"] == 8 and used["LUT4"]["used"] < 5_280
 
 

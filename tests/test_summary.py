@@ -39,5 +39,6 @@ def test_emit_stores_the_design_summary(tmp_path: Path) -> None:
     assert (design["latency"], design["interval"], design["multipliers"]) == (34, 3, 3 * 4 + 2 * 8)
     piped = k2c.emit(ROOT / "examples" / "iris" / "iris.keras", "1,7,8", tmp_path / "piped", [3, 2], pipeline=1)
     design = json.loads((piped / "manifest.json").read_text())["design"]
-    # one adder level per stage: D = 7 + ceil(log2(ch + 1)) = 7 + 3 (ch = 4), 7 + 4 (ch = 8)
-    assert (design["latency"], design["interval"]) == (34 + 10 + 11, 3)
+    # one adder level per stage: D = 7 + ceil(log2(ch + 1)) = 7 + 3 (ch = 4), 7 + 4 (ch = 8), and
+    # one each for the result register the output queue is written from (G = 3 and G = 2)
+    assert (design["latency"], design["interval"]) == (34 + 10 + 11 + 2, 3)
