@@ -333,10 +333,10 @@ engineWith SNat load next operands weights finish (input, readyOut) = (output, r
     results   = zipWith3 pick <$> groupSel <*> resultReg <*> (repeat <$> finished)
     resultReg :: Signal dom (Vec g (Vec p o))
     resultReg = delayEn (deepErrorX "engine: no result yet") groupDone results
-    fromR = pipelined && natToNum @g >= (2 :: Integer)
-    complete
-      | fromR     = mux (register False windowDone) (Just . dropPadding <$> resultReg) (pure Nothing)
-      | otherwise = mux windowDone (Just . dropPadding <$> results) (pure Nothing)
+    (completeAt, completed)
+      | pipelined && natToNum @g >= (2 :: Integer) = (register False windowDone, resultReg)
+      | otherwise                                  = (windowDone, results)
+    complete = mux completeAt (Just . dropPadding <$> completed) (pure Nothing)
     (output, _) = fifo (SNat @(QueueDepth ch l g b t)) (complete, readyOut)
 
     stage :: NFDataX a => Signal dom a -> Signal dom a
