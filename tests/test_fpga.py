@@ -810,3 +810,39 @@ def test_fanout_copies_compute_the_same(tmp_path: Path) -> None:
     cells = lambda netlist: len(netlist["modules"]["mac"]["cells"])  # noqa: E731
     assert result.copies > 0 and cells(after) == cells(before) + result.copies
     assert simulate_equal(before, after, "mac", tmp_path / "eq", cycles=1000).equal
+
+
+# --- bench/fpga.py ------------------------------------------------------------------------
+
+
+def _bench_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_fpga", ROOT / "bench" / "fpga.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bench_row_is_the_best_routed_seed_with_every_seed_beside_it(monkeypatch) -> None:
+    """`bench/fpga.py --seeds`: an unrouted seed never wins over a routed one, whatever its
+    post-placement estimate; the row names its seed and keeps the spread."""
+    bench = _bench_module()
+    monkeypatch.setattr(bench, "_row", lambda spec, folder, report, seconds: {"example": spec, "seed": report["seed"],
+                                                                              "fmax_mhz": report["fmax_mhz"]})
+    reports = [{"seed": 1, "fmax_mhz": 96.7, "routed": True}, {"seed": 2, "fmax_mhz": 140.0, "routed": False},
+               {"seed": 3, "fmax_mhz": 102.9, "routed": True}, {"seed": 4, "fmax_mhz": None, "routed": False}]
+    row = bench._best("cnn_variants@ecp5-85k", Path("p"), reports, 1.0)
+    assert (row["seed"], row["fmax_mhz"]) == (3, 102.9)
+    assert [(s["seed"], s["fmax_mhz"], s["routed"]) for s in row["seeds"]] == \
+        [(1, 96.7, True), (2, 140.0, False), (3, 102.9, True), (4, None, False)]
+
+
+@pytest.mark.parametrize("seeds", ["", "1,x", "1,1", "-2"])
+def test_bench_refuses_bad_seeds(seeds: str, monkeypatch, capsys) -> None:
+    bench = _bench_module()
+    monkeypatch.setattr("sys.argv", ["fpga.py", "--examples", "", "--sweep", "", "--seeds", seeds,
+                                     "--out", "/nonexistent/fpga.json"])
+    with pytest.raises(SystemExit) as exc:
+        bench.main()
+    assert exc.value.code == 2 and "--seeds" in capsys.readouterr().err
