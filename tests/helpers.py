@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 import shutil
 
 import numpy as np
@@ -73,3 +74,15 @@ def assert_clash_matches_golden(project, x_raw, seed: int):
     stressed = run_simulator(exe, project.root, x_raw, project.n_out, ["--gap-max", "4", "--seed", str(seed)])
     assert np.array_equal(stressed.outputs, want)
     return want, exe
+
+
+def script_module(path: Path, name: str):
+    """A Python script that is not in a package (an example's training script, a bench) as a module."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module

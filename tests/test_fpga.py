@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import needs_toolchain, random_dense_model, run_cli
+from helpers import needs_toolchain, random_dense_model, run_cli, script_module
 from keras2clash.fpga import flow
 from keras2clash.fpga.devices import DEVICES, get_device, multiplier_budget
 from keras2clash.fpga.report import PnrReport, parse_nextpnr, to_markdown
@@ -816,12 +816,7 @@ def test_fanout_copies_compute_the_same(tmp_path: Path) -> None:
 
 
 def _bench_module():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("bench_fpga", ROOT / "bench" / "fpga.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return script_module(ROOT / "bench" / "fpga.py", "bench_fpga")
 
 
 def test_bench_row_is_the_best_routed_seed_with_every_seed_beside_it(monkeypatch) -> None:

@@ -16,7 +16,7 @@ import pytest
 hgq = pytest.importorskip("hgq")
 keras = pytest.importorskip("keras")
 
-from helpers import needs_toolchain  # noqa: E402
+from helpers import needs_toolchain, script_module  # noqa: E402
 from keras2clash.network import load_network  # noqa: E402
 from keras2clash.quant import golden  # noqa: E402
 
@@ -32,14 +32,7 @@ def jet():
 
 def example_module(name: str):
     """A script of examples/jet_hgq as a module."""
-    import importlib.util
-    import sys
-
-    spec = importlib.util.spec_from_file_location(f"jet_hgq_{name}", JET / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return script_module(JET / f"{name}.py", f"jet_hgq_{name}")
 
 
 def golden_real(network, x: np.ndarray) -> np.ndarray:
