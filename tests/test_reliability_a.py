@@ -137,13 +137,30 @@ def _fake_simulator(tmp_path: Path, marker: str) -> Path:
     return exe
 
 
+def _interrupt_once_running(marker: str, stop: threading.Event, timeout: float = 120.0) -> threading.Thread:
+    """Ctrl-C (SIGINT to this process) once both of the tool's sleeps run, not after a fixed
+    delay: on a loaded machine (the suite beside place and route) a 1 s timer fired before
+    the tool had started, and the test then waited out the tool's sleep. `stop` disarms it."""
+    def fire() -> None:
+        deadline = time.monotonic() + timeout
+        while not stop.is_set() and time.monotonic() < deadline:
+            if sum(f"sleep {marker}" in line for line in processes_under(Path(marker))) >= 2:
+                os.kill(os.getpid(), signal.SIGINT)
+                return
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=fire, daemon=True)
+    thread.start()
+    return thread
+
+
 @pytest.mark.parametrize("runner", ["toolchain", "simulation", "rtl"])
 def test_interrupt_stops_the_whole_tool_process_tree(tmp_path: Path, runner: str) -> None:
     from keras2clash.verify import rtlsim, simulate, toolchain
 
     marker = f"{300 + uuid.uuid4().int % 1000}.{uuid.uuid4().int % 10**6:06d}"  # a unique sleep length
-    timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
-    timer.start()
+    stop = threading.Event()
+    interrupter = _interrupt_once_running(marker, stop)
     try:
         with pytest.raises(KeyboardInterrupt):
             if runner == "toolchain":
@@ -154,7 +171,8 @@ def test_interrupt_stops_the_whole_tool_process_tree(tmp_path: Path, runner: str
                 rtlsim._run_streaming(_spawn_tree(marker), tmp_path, 1, None)
             time.sleep(5)  # (the old code: nothing stopped the call, so the interrupt lands here)
     finally:
-        timer.cancel()
+        stop.set()
+        interrupter.join()
     deadline = time.monotonic() + 5
     while processes_under(Path(marker)) and time.monotonic() < deadline:
         time.sleep(0.1)
