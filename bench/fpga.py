@@ -204,4 +204,14 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from keras2clash import procs
+
+    # SIGINT/SIGTERM become KeyboardInterrupt, so the running yosys/nextpnr (its own process
+    # group, procs.child) is stopped with the bench instead of left running without a parent.
+    try:
+        with procs.interrupt_handling():
+            main()
+    except KeyboardInterrupt:
+        code, word = procs.exit_code_for_interrupt()
+        print(f"{word}: stopped, with every tool it had started", file=sys.stderr)
+        sys.exit(code)
