@@ -76,7 +76,7 @@ def emit(
     softmax: str = "exact",
     pipeline: str | int | Sequence[int] | None = None,
     hls4ml_config: Any = None,
-    weight_format: str = "same",
+    weight_format: str = "fit",
 ) -> Path:
     """Parse a Keras model (file or object) and write a Clash project to `out`.
 
@@ -97,8 +97,8 @@ def emit(
     `hls4ml_config`: an hls4ml config (YAML/JSON file or dict; quant.hls4ml) for the formats
     and, through its ReuseFactor, the knobs. The project always gets `hls4ml_config.yml`,
     its formats and knobs in that shape.
-    `weight_format="fit"`: each layer's weights keep the format's width with the integer
-    bits their largest value needs (autoformat.fitted_weights); `"same"` (default): the format.
+    `weight_format="fit"` (default): each layer's weights keep the format's width with the
+    integer bits their largest value needs (autoformat.fitted_weights); `"same"`: the format.
     """
     out = Path(out)
     if name is not None:
@@ -304,6 +304,7 @@ def run(
     softmax: str = "exact",
     pipeline: str | int | Sequence[int] | None = None,
     task: str = "auto",
+    weight_format: str = "fit",
 ) -> Comparison:
     """emit -> hdl -> simulate, as the demo does (`fmt="auto"` calibrates on `data` unless
     `calibration` is given).
@@ -325,7 +326,7 @@ def run(
     network = load_network(model, fmt, weights=weights, parallelism=parallelism, cycles=cycles,
                            layer_formats=layer_formats, input_format=input_format, bits=bits,
                            calibration=calibration, dsp_budget=dsp_budget, console=console, softmax=softmax,
-                           pipeline=pipeline)
+                           pipeline=pipeline, weight_format=weight_format)
     last = network.plans[-1]
     load_test_set(data, network.plans[0].input_shape, last.n_out, last.activation, task)  # fits the model
     with atomic_directory(out, force=force) as tmp:

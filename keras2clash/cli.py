@@ -45,8 +45,9 @@ SOFTMAX_HELP = ("exact: compute a softmax at the output (exp table, exact divisi
 TASK_HELP = ("auto | classifier (accuracy against labels y) | regression (output values against Keras and the "
              "targets y, if any: max |err| and MSE; an autoencoder's data may hold only x). auto: a softmax output, "
              "integer labels or one-hot rows mean a classifier; no y, one output or real-valued targets, regression.")
-WEIGHT_FORMAT_HELP = ("same: weights in the layer's format (default); fit: in its width, with the integer bits "
-                      "each layer's largest weight needs and the rest in the fraction (README: Per-layer formats).")
+WEIGHT_FORMAT_HELP = ("fit (default): weights in the layer format's width, with the integer bits each layer's "
+                      "largest weight needs and the rest in the fraction; same: in the layer's format, as the "
+                      "2021 thesis (README: Per-layer formats).")
 HLS4ML_HELP = ("An hls4ml config (YAML/JSON: Model and LayerName sections, Precision with ap_fixed types, "
                "ReuseFactor -> --parallelism/--cycles); --layer-formats/--layer-format refine it. Every project "
                "gets hls4ml_config.yml, its own formats and knobs in that shape.")
@@ -90,7 +91,7 @@ def emit(
     softmax: str = typer.Option("exact", "--softmax", help=SOFTMAX_HELP),
     pipeline: Optional[str] = typer.Option(None, "--pipeline", help=PIPE_HELP),
     hls4ml_config: Optional[Path] = typer.Option(None, "--hls4ml-config", help=HLS4ML_HELP),
-    weight_format: str = typer.Option("same", "--weight-format", help=WEIGHT_FORMAT_HELP),
+    weight_format: str = typer.Option("fit", "--weight-format", help=WEIGHT_FORMAT_HELP),
 ) -> None:
     """Parse MODEL and write a Clash project (network, weights, memory files) to --out."""
     path = api.emit(model, format, out, parallelism, cycles=cycles, weights=weights, name=name, force=force,
@@ -157,13 +158,15 @@ def run(
     softmax: str = typer.Option("exact", "--softmax", help=SOFTMAX_HELP),
     pipeline: Optional[str] = typer.Option(None, "--pipeline", help=PIPE_HELP),
     task: str = typer.Option("auto", "--task", help=TASK_HELP),
+    weight_format: str = typer.Option("fit", "--weight-format", help=WEIGHT_FORMAT_HELP),
 ) -> None:
     """emit -> hdl -> simulate in one go (default: all three HDLs)."""
     langs = _languages(verilog, vhdl, systemverilog, ("verilog", "vhdl", "systemverilog"))
     _check_reports(force, json_out, markdown)
     comp = api.run(model, data, format, out, parallelism, cycles=cycles, languages=langs, limit=n, weights=weights, force=force,
                    layer_formats=_user_formats(layer_formats, layer_format, input_format), bits=bits,
-                   calibration=calibration, dsp_budget=dsp_budget, softmax=softmax, pipeline=pipeline, task=task)
+                   calibration=calibration, dsp_budget=dsp_budget, softmax=softmax, pipeline=pipeline, task=task,
+                   weight_format=weight_format)
     _write_reports(comp, json_out, markdown, force)
     if not comp.all_exact:
         raise K2CError(f"simulation differs from the golden model on {comp.samples - (comp.bit_exact or 0)} sample(s)", exit_code=1)
@@ -420,10 +423,11 @@ DEBUG_MODEL_HELP = "A .keras, legacy .h5 or JSON config (+ pickled weights), or 
 
 
 def _debug_options(format: Optional[str], layer_format, layer_formats, input_format, bits, calibration, softmax,
-                   weights) -> dict:
+                   weights, weight_format) -> dict:
     """The planning options given on the command line (none for an emitted project)."""
     options = {"layer_formats": _user_formats(layer_formats, layer_format, input_format), "bits": bits,
-               "calibration": calibration, "weights": weights, "softmax": None if softmax == "exact" else softmax}
+               "calibration": calibration, "weights": weights, "softmax": None if softmax == "exact" else softmax,
+               "weight_format": weight_format}
     return {"fmt": format, **{k: v for k, v in options.items() if v is not None}}
 
 
@@ -446,6 +450,7 @@ def trace(
     calibration: Optional[Path] = typer.Option(None, "--calibration", help=CAL_HELP),
     softmax: str = typer.Option("exact", "--softmax", help=SOFTMAX_HELP),
     weights: Optional[Path] = typer.Option(None, "--weights", help="Pickled weight list for a JSON config."),
+    weight_format: Optional[str] = typer.Option(None, "--weight-format", help=WEIGHT_FORMAT_HELP + " Not for a project."),
 ) -> None:
     """Every layer's fixed-point output (the golden model, = the hardware) against Keras' float output of the same layer."""
     from keras2clash.data import read_npz
@@ -456,7 +461,8 @@ def trace(
         raise K2CError(f"unknown --metric {metric!r}; choose from {', '.join(METRICS)}")
     _check_reports(force, plot)
     read_npz(data, "data")  # before the slow model load
-    options = _debug_options(format, layer_format, layer_formats, input_format, bits, calibration, softmax, weights)
+    options = _debug_options(format, layer_format, layer_formats, input_format, bits, calibration, softmax, weights,
+                             weight_format)
     result = run_trace(model, data, limit=n, **options)
     first = render(result, Console(width=max(Console().width, 120)), threshold=threshold, metric=metric)
     if plot is not None:
@@ -481,6 +487,7 @@ def predict(
     calibration: Optional[Path] = typer.Option(None, "--calibration", help=CAL_HELP),
     softmax: str = typer.Option("exact", "--softmax", help=SOFTMAX_HELP),
     weights: Optional[Path] = typer.Option(None, "--weights", help="Pickled weight list for a JSON config."),
+    weight_format: Optional[str] = typer.Option(None, "--weight-format", help=WEIGHT_FORMAT_HELP + " Not for a project."),
 ) -> None:
     """The golden model's (= the hardware's) outputs for the inputs in --data, as an .npz."""
     import io
@@ -493,7 +500,8 @@ def predict(
 
     _check_reports(force, out)
     read_npz(data, "data")
-    options = _debug_options(format, layer_format, layer_formats, input_format, bits, calibration, softmax, weights)
+    options = _debug_options(format, layer_format, layer_formats, input_format, bits, calibration, softmax, weights,
+                             weight_format)
     result = run_predict(model, data, limit=n, **options)
     buffer = io.BytesIO()
     np.savez(buffer, raw=result.raw, values=result.values, classes=result.classes, input_raw=result.input_raw,

@@ -97,7 +97,7 @@ def plan_network(
     keras_model: Any = None,
     softmax: str = "exact",
     hls4ml: Any = None,
-    weight_format: str = "same",
+    weight_format: str = "fit",
 ) -> Network:
     """Formats (uniform, per layer, or automatic), knobs (given, or balanced for a
     multiplier budget), the plan, the branch FIFO depths (hardware model) and the quantized

@@ -25,7 +25,7 @@ def model():
 
 
 def test_project_layout_and_readable_network(tmp_path: Path, model) -> None:
-    out = k2c.emit(model, "1,7,8", tmp_path / "net", [2, 3], name="tiny")
+    out = k2c.emit(model, "1,7,8", tmp_path / "net", [2, 3], name="tiny", weight_format="same")  # weights SFixed 8 8
     files = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
     for expected in ["Network.hs", "Weights.hs", "Top.hs", "Sim.hs", "bin/Clash.hs", "tiny.cabal",
                      "cabal.project", "manifest.json", "golden.npz", "source_model.keras",

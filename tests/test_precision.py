@@ -309,7 +309,7 @@ def test_sweep_cli_errors(tmp_path: Path, capsys) -> None:
 
 def test_parameter_overflow_in_manifest(tmp_path: Path, capsys) -> None:
     model = random_dense_model([(4, "relu"), (2, "linear")], n_in=3, seed=9, scale=3.0)
-    project = k2c.emit(model, "1,1,6", tmp_path / "net")
+    project = k2c.emit(model, "1,1,6", tmp_path / "net", weight_format="same")  # `fit` would hold them all
     precision = json.loads((project / "manifest.json").read_text())["precision"]
     rows = {r["layer"]: r for r in precision["parameter_saturation"]}
     kernel = np.asarray(model.get_weights()[0])

@@ -1,6 +1,6 @@
-"""`--weight-format fit`: each layer's weights in the format's width with the integer bits
-their largest value needs (autoformat.fitted_weights), under any format set by hand; the
-Clash simulation still equals the golden model bit for bit."""
+"""`--weight-format fit` (the default): each layer's weights in the format's width with the
+integer bits their largest value needs (autoformat.fitted_weights), under any format set by
+hand; `same`: the layer's format. The Clash simulation still equals the golden model bit for bit."""
 
 from __future__ import annotations
 
@@ -36,8 +36,25 @@ def test_fit_gives_each_layer_the_integer_bits_its_weights_need(tmp_path: Path) 
     assert str(plans["dense_1"].w_fmt) == str(parse_format("1,0,15"))
     for plan in plans.values():  # biases, outputs and the input keep the format
         assert str(plan.b_fmt) == str(plan.out_fmt) == str(plan.in_fmt) == "1,7,8"
-    same = {p.name: p for p in load_network(_model(tmp_path), "1,7,8").plans}
+    same = {p.name: p for p in load_network(_model(tmp_path), "1,7,8", weight_format="same").plans}
     assert all(str(p.w_fmt) == "1,7,8" for p in same.values())
+
+
+def test_fit_is_the_default_of_emit_and_same_keeps_the_layer_format(tmp_path: Path, capsys) -> None:
+    """`emit` without --weight-format fits the weights (the project's manifest says so, the
+    weight files hold the finer codes); `--weight-format same` keeps the 2021 thesis' contract."""
+    import json
+
+    path = _model(tmp_path)
+    formats = {}
+    for option in ([], ["--weight-format", "same"]):
+        out = tmp_path / ("p_" + "_".join(option or ["default"]))
+        code, err = run_cli(["emit", str(path), "--out", str(out), *option], capsys)
+        assert code == 0, err
+        layers = json.loads((out / "manifest.json").read_text())["layers"]
+        formats[tuple(option)] = {layer["name"]: layer["w_fmt"] for layer in layers if layer["w_fmt"]}
+    assert formats[()] == {"dense_0": [1, 2, 13], "dense_1": [1, 0, 15]}
+    assert formats[("--weight-format", "same")] == {"dense_0": [1, 7, 8], "dense_1": [1, 7, 8]}
 
 
 def test_fit_stays_under_formats_set_by_hand(tmp_path: Path) -> None:
@@ -84,3 +101,27 @@ def test_fit_is_bit_exact_in_clash(tmp_path: Path) -> None:
     project = load_project(out)
     x = np.random.default_rng(1).uniform(-2, 2, (24, 5))
     assert_clash_matches_golden(project, golden.quantize_inputs(project.plans, x), seed=5)
+
+
+def test_predict_and_trace_take_the_weight_format_of_a_model_not_of_a_project(tmp_path: Path, capsys) -> None:
+    """`predict MODEL` plans the model as `emit` does (fit by default, `--weight-format same`
+    on request: other outputs, the weights' rounding); a project brings its own formats."""
+    path = _model(tmp_path)
+    x = np.random.default_rng(2).uniform(-2, 2, (16, 5))
+    np.savez(tmp_path / "x.npz", x=x)
+    raw = {}
+    for option in ([], ["--weight-format", "same"]):
+        out = tmp_path / f"out{len(option)}.npz"
+        code, err = run_cli(["predict", str(path), "--data", str(tmp_path / "x.npz"), "--out", str(out), *option], capsys)
+        assert code == 0, err
+        raw[len(option)] = np.load(out)["raw"]
+    from keras2clash import debug
+
+    assert np.array_equal(raw[0], debug.predict(path, x).raw)  # the default is fit
+    assert np.array_equal(raw[2], debug.predict(path, x, weight_format="same").raw)
+    assert not np.array_equal(raw[0], raw[2])
+    code, err = run_cli(["emit", str(path), "--out", str(tmp_path / "p")], capsys)
+    assert code == 0, err
+    code, err = run_cli(["trace", str(tmp_path / "p"), "--data", str(tmp_path / "x.npz"), "--weight-format", "same"],
+                        capsys)
+    assert code == 2 and "weight_format" in err and "options for planning a Keras model" in err

@@ -191,9 +191,10 @@ def choose_formats(
 
 
 WEIGHT_FORMATS = ("same", "fit")
-"""`--weight-format`: `same` keeps every weight in the layer's format (the default's); `fit`
-keeps its width and gives each layer's weights the fewest integer bits that hold its
-largest weight, the rest to the fraction (`fitted_weights`)."""
+"""`--weight-format`: `fit` (the default) keeps the layer format's width and gives each
+layer's weights the fewest integer bits that hold its largest weight, the rest to the
+fraction (`fitted_weights`); `same` keeps every weight in the layer's format (the 2021
+thesis' contract)."""
 
 
 def fitted_weights(ir: Any, fmt: FixedFormat) -> dict[str, LayerFormats]:
