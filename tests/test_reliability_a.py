@@ -139,8 +139,9 @@ def _fake_simulator(tmp_path: Path, marker: str) -> Path:
 
 def _interrupt_once_running(marker: str, stop: threading.Event, timeout: float = 120.0) -> threading.Thread:
     """Ctrl-C (SIGINT to this process) once both of the tool's sleeps run, not after a fixed
-    delay: on a loaded machine (the suite beside place and route) a 1 s timer fired before
-    the tool had started, and the test then waited out the tool's sleep. `stop` disarms it."""
+    delay that may come before the tool starts. `stop` disarms it. (With the whole suite
+    beside two place-and-route jobs this test has failed with this handshake too, so that
+    failure is not a start-up race; alone and in CI it passes.)"""
     def fire() -> None:
         deadline = time.monotonic() + timeout
         while not stop.is_set() and time.monotonic() < deadline:

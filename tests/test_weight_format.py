@@ -41,8 +41,8 @@ def test_fit_gives_each_layer_the_integer_bits_its_weights_need(tmp_path: Path) 
 
 
 def test_fit_is_the_default_of_emit_and_same_keeps_the_layer_format(tmp_path: Path, capsys) -> None:
-    """`emit` without --weight-format fits the weights (the project's manifest says so, the
-    weight files hold the finer codes); `--weight-format same` keeps the 2021 thesis' contract."""
+    """`emit` without --weight-format fits the weights (the project's manifest says so);
+    `--weight-format same` keeps the 2021 thesis' contract."""
     import json
 
     path = _model(tmp_path)
@@ -117,7 +117,7 @@ def test_predict_and_trace_take_the_weight_format_of_a_model_not_of_a_project(tm
         raw[len(option)] = np.load(out)["raw"]
     from keras2clash import debug
 
-    assert np.array_equal(raw[0], debug.predict(path, x).raw)  # the default is fit
+    assert np.array_equal(raw[0], debug.predict(path, x, weight_format="fit").raw)  # the default is fit
     assert np.array_equal(raw[2], debug.predict(path, x, weight_format="same").raw)
     assert not np.array_equal(raw[0], raw[2])
     code, err = run_cli(["emit", str(path), "--out", str(tmp_path / "p")], capsys)
