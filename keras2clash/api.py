@@ -20,6 +20,7 @@ from keras2clash.quant import golden
 from keras2clash.verify import toolchain
 from keras2clash.data import check_task, load_test_set, read_npz
 from keras2clash.errors import K2CError
+from keras2clash.quant.autoformat import DEFAULT_WEIGHT_FORMAT
 from keras2clash.quant.formats import FixedFormat
 from keras2clash.quant.hls4ml import CONFIG_FILE as HLS4ML_FILE, hls4ml_yaml
 from keras2clash.fsutil import atomic_directory, check_writable_target, work_dir
@@ -76,7 +77,7 @@ def emit(
     softmax: str = "exact",
     pipeline: str | int | Sequence[int] | None = None,
     hls4ml_config: Any = None,
-    weight_format: str = "fit",
+    weight_format: str = DEFAULT_WEIGHT_FORMAT,
 ) -> Path:
     """Parse a Keras model (file or object) and write a Clash project to `out`.
 
@@ -304,7 +305,7 @@ def run(
     softmax: str = "exact",
     pipeline: str | int | Sequence[int] | None = None,
     task: str = "auto",
-    weight_format: str = "fit",
+    weight_format: str = DEFAULT_WEIGHT_FORMAT,
 ) -> Comparison:
     """emit -> hdl -> simulate, as the demo does (`fmt="auto"` calibrates on `data` unless
     `calibration` is given).

@@ -16,6 +16,7 @@ from rich.markup import escape
 from keras2clash import api, procs
 from keras2clash.errors import K2CError
 from keras2clash.hw.plan import DEFAULT_PIPELINE
+from keras2clash.quant.autoformat import DEFAULT_WEIGHT_FORMAT
 from keras2clash.report.comparison import to_markdown
 
 app = typer.Typer(
@@ -91,7 +92,7 @@ def emit(
     softmax: str = typer.Option("exact", "--softmax", help=SOFTMAX_HELP),
     pipeline: Optional[str] = typer.Option(None, "--pipeline", help=PIPE_HELP),
     hls4ml_config: Optional[Path] = typer.Option(None, "--hls4ml-config", help=HLS4ML_HELP),
-    weight_format: str = typer.Option("fit", "--weight-format", help=WEIGHT_FORMAT_HELP),
+    weight_format: str = typer.Option(DEFAULT_WEIGHT_FORMAT, "--weight-format", help=WEIGHT_FORMAT_HELP),
 ) -> None:
     """Parse MODEL and write a Clash project (network, weights, memory files) to --out."""
     path = api.emit(model, format, out, parallelism, cycles=cycles, weights=weights, name=name, force=force,
@@ -158,7 +159,7 @@ def run(
     softmax: str = typer.Option("exact", "--softmax", help=SOFTMAX_HELP),
     pipeline: Optional[str] = typer.Option(None, "--pipeline", help=PIPE_HELP),
     task: str = typer.Option("auto", "--task", help=TASK_HELP),
-    weight_format: str = typer.Option("fit", "--weight-format", help=WEIGHT_FORMAT_HELP),
+    weight_format: str = typer.Option(DEFAULT_WEIGHT_FORMAT, "--weight-format", help=WEIGHT_FORMAT_HELP),
 ) -> None:
     """emit -> hdl -> simulate in one go (default: all three HDLs)."""
     langs = _languages(verilog, vhdl, systemverilog, ("verilog", "vhdl", "systemverilog"))

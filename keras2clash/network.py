@@ -20,6 +20,7 @@ from keras2clash.errors import K2CError
 from keras2clash.ir.graph import Graph
 from keras2clash.hw.plan import LayerFormats, LayerPlan, compute_layers, make_plan, parse_int_list
 from keras2clash.quant.formats import FixedFormat, parse_format
+from keras2clash.quant.autoformat import DEFAULT_WEIGHT_FORMAT
 from keras2clash.quant.golden import QuantizedLayer
 
 
@@ -97,7 +98,7 @@ def plan_network(
     keras_model: Any = None,
     softmax: str = "exact",
     hls4ml: Any = None,
-    weight_format: str = "fit",
+    weight_format: str = DEFAULT_WEIGHT_FORMAT,
 ) -> Network:
     """Formats (uniform, per layer, or automatic), knobs (given, or balanced for a
     multiplier budget), the plan, the branch FIFO depths (hardware model) and the quantized

@@ -191,6 +191,7 @@ def choose_formats(
 
 
 WEIGHT_FORMATS = ("same", "fit")
+DEFAULT_WEIGHT_FORMAT = "fit"
 """`--weight-format`: `fit` (the default) keeps the layer format's width and gives each
 layer's weights the fewest integer bits that hold its largest weight, the rest to the
 fraction (`fitted_weights`); `same` keeps every weight in the layer's format (the 2021
