@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import keras2clash
-from keras2clash import api
+from keras2clash import api, procs
 from keras2clash.errors import K2CError
 
 from helpers import run_cli, needs_toolchain, random_dense_model
@@ -137,15 +137,17 @@ def _fake_simulator(tmp_path: Path, marker: str) -> Path:
     return exe
 
 
-def _interrupt_once_running(marker: str, stop: threading.Event, timeout: float = 120.0) -> threading.Thread:
+def _interrupt_once_running(marker: str, stop: threading.Event, fired: threading.Event,
+                            timeout: float = 120.0) -> threading.Thread:
     """Ctrl-C (SIGINT to this process) once both of the tool's sleeps run, not after a fixed
-    delay that may come before the tool starts. `stop` disarms it. (With the whole suite
-    beside two place-and-route jobs this test has failed with this handshake too, so that
-    failure is not a start-up race; alone and in CI it passes.)"""
+    delay that may come before the tool starts. `stop` disarms it; `fired` says it fired.
+    (With the whole suite beside two place-and-route jobs this test has failed with this
+    handshake too, so that failure is not a start-up race; alone and in CI it passes.)"""
     def fire() -> None:
         deadline = time.monotonic() + timeout
         while not stop.is_set() and time.monotonic() < deadline:
             if sum(f"sleep {marker}" in line for line in processes_under(Path(marker))) >= 2:
+                fired.set()
                 os.kill(os.getpid(), signal.SIGINT)
                 return
             time.sleep(0.05)
@@ -160,10 +162,14 @@ def test_interrupt_stops_the_whole_tool_process_tree(tmp_path: Path, runner: str
     from keras2clash.verify import rtlsim, simulate, toolchain
 
     marker = f"{300 + uuid.uuid4().int % 1000}.{uuid.uuid4().int % 10**6:06d}"  # a unique sleep length
-    stop = threading.Event()
-    interrupter = _interrupt_once_running(marker, stop)
+    assert threading.current_thread() is threading.main_thread(), "signals reach only the main thread"
+    inherited = signal.getsignal(signal.SIGINT)  # what this worker's earlier tests left (for a failure's message)
+    stop, fired = threading.Event(), threading.Event()
+    interrupter = _interrupt_once_running(marker, stop, fired)
     try:
-        with pytest.raises(KeyboardInterrupt):
+        # The command line's own handlers (cli.py wraps every command in them), so the test does
+        # not depend on the SIGINT handler this worker inherited.
+        with pytest.raises(KeyboardInterrupt), procs.interrupt_handling():
             if runner == "toolchain":
                 toolchain._run(_spawn_tree(marker), tmp_path, "a tool")
             elif runner == "simulation":
@@ -171,6 +177,9 @@ def test_interrupt_stops_the_whole_tool_process_tree(tmp_path: Path, runner: str
             else:
                 rtlsim._run_streaming(_spawn_tree(marker), tmp_path, 1, None)
             time.sleep(5)  # (the old code: nothing stopped the call, so the interrupt lands here)
+    except Exception as exc:  # "DID NOT RAISE", or the tool's own error after it ended early
+        raise AssertionError(f"{exc} (SIGINT handler before the test: {inherited!r}; "
+                             f"interrupter {'fired' if fired.is_set() else 'did not fire'})") from exc
     finally:
         stop.set()
         interrupter.join()
