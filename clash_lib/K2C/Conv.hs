@@ -20,7 +20,7 @@ and filter.
 * @b@, @1 <= b <= K@: cycles per group; chunks of @ch = ceil(K / b)@.
 * multipliers @p * ch@; ROM @G * b@ words of @p * (ch * BitSize w +
   BitSize bias)@ bits; plus the storage of "K2C.Window" (line buffers
-  @w * (kh - 1) * c@ values, two window registers of @K@ values) and of the
+  @w * (kh - 1) * c@ values, one window register of @K@ values) and of the
   engine (window @b * ch@ values, @p@ accumulators, two output vectors of @f@
   values).
 
@@ -30,8 +30,8 @@ The window generator's output is the engine's input; each follows its own
 rules ("K2C.Window", "K2C.Engine"). With downstream always ready:
 
 * window @i@ becomes valid at the generator's output in cycle @v_i@, which is
-  the cycle after the pixel completing it is accepted when the generator's
-  output register is free (see "K2C.Window" for when it is not);
+  the cycle the pixel completing it is accepted (see "K2C.Window" for when
+  that pixel has to wait);
 * the engine accepts it in cycle @a_i = max(v_i, a_(i-1) + G*b)@ and output
   beat @i@ moves in cycle @a_i + G*b + D + 1@ (@D@: the engine's pipeline
   depth, 0 when not pipelined).
@@ -40,12 +40,11 @@ With pixels one per cycle, consecutive windows of an image complete at
 least @s = min(sw, sh * w - (w2 - 1) * sw)@ pixels apart (@sw@ within a row,
 @sh * w - (w2 - 1) * sw@ from a row's last window to the next row's first).
 So when @G*b <= s@ the engine takes every window the cycle it appears, and
-the first output of an image moves @(kh - 1) * w + kw + G*b + D + 1@ cycles after
-its first pixel is accepted (the first window appears @(kh - 1) * w + kw@
+the first output of an image moves @(kh - 1) * w + kw + G*b + D@ cycles after
+its first pixel is accepted (the first window appears @(kh - 1) * w + kw - 1@
 cycles after it, "K2C.Window"). When @G*b > s@ the engine sets the pace at
-the closer windows: the generator holds up to two windows (its output
-register and its shift register), then stops its input until the engine takes
-one.
+the closer windows: a window the engine cannot take yet waits in the
+generator's shift register, which stops its input until the engine takes it.
 -}
 module K2C.Conv
   ( conv2d

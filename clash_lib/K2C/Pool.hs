@@ -41,7 +41,9 @@ four comparisons in a row, into a Flatten's buffer, 69 logic levels, 26.6 ns),
 then two comparisons per stage (14.0 ns); now one per stage.
 'avgPoolSame' adds only the two position counters (@Index h2@, @Index w2@),
 which change no timing: its division stage is combinational and ready exactly
-when downstream is.
+when downstream is. (So its path runs from the input pixel through the window's
+shift, the sums and the division into the next block: the window generator has
+no output register since session 23.)
 
 (@-fconstraint-solver-iterations=8@ above: GHC's default of 4 runs out while
 the typelits plugins solve the 'KnownNat' of the wide sum type.)

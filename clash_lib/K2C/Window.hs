@@ -33,46 +33,45 @@ the read address's multiplexer and decoders, 45 tiles out and back, 11.3 ns).
 in the same cycle; only @w = 1@ does that, and there a one-word bypass
 register supplies the fresh word.)
 
-A finished window is copied into an output register, so the shift register
-can go on taking pixels while downstream is slow. If a pixel completes a
-window while the output register is still full and not leaving in that cycle,
-the pixel is accepted anyway and the finished window waits in the shift
-register (@pending@); input ready is low until the output register frees up.
+The shift register is also the output: a window is offered in the cycle its
+last pixel moves in (the shifted value, through one multiplexer), and if
+downstream does not take it then, it waits in the shift register (@pending@)
+and no pixel moves in until it goes. Downstream (an engine, a window queue,
+a pooling pipe) has a register of its own for what it takes, so a second
+copy here (an output register, before session 23) only duplicated it: @K@
+flip-flops per window generator (resnet_digits: 1,200-1,760 per 3x3
+convolution).
 
 = Storage
 
 * line buffer (block RAM): @w * (kh - 1) * c * BitSize a@ bits;
-* window shift register and output register: @2 * kh * kw * c * BitSize a@ bits;
+* window shift register: @kh * kw * c * BitSize a@ bits;
 * the kept line-buffer word: @(kh - 1) * c * BitSize a@ bits;
 * control: position counters (@Index h@, @Index w@), stride phase counters
-  (@Index sh@, @Index sw@), the read address (@Index w@), four flags, and for
+  (@Index sh@, @Index sw@), the read address (@Index w@), three flags, and for
   @w = 1@ only, a bypass of @(kh - 1) * c * BitSize a@ bits.
 
 = Protocol and exact timing
 
 Input ready is @not pending@: registered state, independent of the input's
-valid and of downstream's ready. Output is the output register.
+valid and of downstream's ready. Output valid is @pending@, or the input's
+valid when the pixel at the position completes a window (a registered flag):
+it depends on the input's valid, never on downstream's ready.
 
-* A pixel accepted in cycle @t@ that completes a window makes that window
-  valid in cycle @t + 1@ if the output register is empty or leaves in cycle
-  @t@; otherwise the window becomes valid the cycle after the held window
-  leaves (and input ready is low from @t + 1@ until the cycle after that
-  leave).
+* A pixel accepted in cycle @t@ that completes a window offers that window in
+  cycle @t@; if it moves in a cycle @M >= t@, input ready is low from @t + 1@
+  to @M@ and the next pixel can move from @M + 1@.
 * First window: @(kh - 1) * w + kw - 1@ pixels after the image's first
-  pixel; with no input gaps it is valid @(kh - 1) * w + kw@ cycles after the
-  first pixel was accepted.
+  pixel; with no input gaps it is offered @(kh - 1) * w + kw - 1@ cycles after
+  the first pixel was accepted.
 * Throughput: with downstream always ready the block never stalls its input:
   one pixel per cycle, images back to back.
 * The last window of an image is completed by pixel
   @((h2 - 1) * sh + kh - 1, (w2 - 1) * sw + kw - 1)@, which comes
   @d = (h - 1 - (h2 - 1) * sh - kh + 1) * w + (w - 1 - (w2 - 1) * sw - kw + 1)@
-  pixels before the image's last pixel. With downstream ready, it is valid the
-  cycle after that pixel is accepted, i.e. @1 - d@ cycles after the image's
-  last pixel when the input has no gaps (@d = 0@ when the windows tile the
-  image exactly). With downstream stalls, each window waits for its own
-  delivery; at most one window waits in the output register and one in the
-  shift register, so input resumes the cycle after the output register is
-  delivered.
+  pixels before the image's last pixel. With downstream ready it is offered
+  in that pixel's cycle, @-d@ cycles from the image's last pixel when the
+  input has no gaps (@d = 0@ when the windows tile the image exactly).
 -}
 module K2C.Window
   ( window
@@ -106,20 +105,13 @@ window SNat SNat kh kw SNat SNat (input, readyOut) = (output, readyIn)
     -- off the path from the input's valid to the output register's load, a
     -- clock enable of @kh * kw * c@ values (mobilenet_digits on ECP5: 23.5 ns).
     endsWindow = register (completesWindow kh kw origin) (completesWindow kh kw <$> positionNext)
-    pending   = register False (nextPending <$> pending <*> full <*> completes <*> delivered)
-    full      = register False (mux free (completes .||. pending) full)
+    -- A completed window that downstream did not take in the cycle its last
+    -- pixel came waits in the shift register; no pixel moves in until it goes.
+    pending   = register False (mux pending (not <$> readyOut) (completes .&&. (not <$> readyOut)))
 
     readyIn   = not <$> pending
     accepted  = readyIn .&&. (isJust <$> input)
-    delivered = full .&&. readyOut
     completes = accepted .&&. endsWindow
-    -- The output register loads whenever it is free (empty, or delivered in
-    -- this cycle): the waiting window if there is one, else the shifted
-    -- window, which is a window only when this pixel completes one ('full'
-    -- says which). Its enable is one LUT from full and downstream's ready,
-    -- not the choice of what completes (mobilenet_digits on ECP5: three LUT
-    -- levels to the enable of 516 flip-flops, 13.9 ns, 12.7 of it routing).
-    free      = (not <$> full) .||. readyOut
 
     pixel     = fromJustX <$> input
     newColumn :: Signal dom (Vec kh (Vec c a))
@@ -129,9 +121,9 @@ window SNat SNat kh kw SNat SNat (input, readyOut) = (output, readyIn)
     shifted   = zipWith (<<+) <$> windowReg <*> newColumn
     -- Datapath registers have no reset: the flags alone say what they hold.
     windowReg = delayEn (deepErrorX "window: no pixel yet") accepted shifted
-    outputReg = delayEn (deepErrorX "window: no window yet") free
-                        (mux pending windowReg shifted)
-    output    = mux full (Just <$> outputReg) (pure Nothing)
+    -- The window the completing pixel makes, in that pixel's cycle; or the
+    -- waiting one. The data's select is the 'pending' flip-flop.
+    output    = mux pending (Just <$> windowReg) (mux completes (Just <$> shifted) (pure Nothing))
 
 -- | The line buffers: word @x@ holds column @x@ of the last @kh - 1@ rows.
 -- Given the column of the next pixel, that of the pixel after it (the next
@@ -226,9 +218,3 @@ column (Position _ (Axis x _)) = x
 -- | Successor that wraps to 0.
 nextIndex :: KnownNat n => Index n -> Index n
 nextIndex i = if i == maxBound then 0 else i + 1
-
-nextPending :: Bool -> Bool -> Bool -> Bool -> Bool
-nextPending pending full completes delivered
-  | pending   = not delivered
-  | otherwise = completes && full && not delivered
-

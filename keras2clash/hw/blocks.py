@@ -24,16 +24,16 @@ stalls, not only for an always-ready sink:
 - A convolution's FIFOs (`K2C.Fifo`): of windows between its window generator and its
   engine (`window_fifo`), of input pixels before its padding (`input_fifo`); Top's slices'
   rules below.
-- Window (`K2C.Window`): window `k`, completed by the pixel accepted in `p_k`, is valid
-  from `max(p_k, M_(k-1)) + 1`; the pixel after a completing pixel waits for that cycle
-  (input ready is `not pending`).
+- Window (`K2C.Window`): window `k`, completed by the pixel accepted in `p_k`, is offered
+  from `p_k` (its shift register is the output); the next pixel waits until the cycle after
+  the window moved, `M_k + 1` (input ready is `not pending`).
 - Pad (`K2C.Pad`): a wire inside the image; border pixels are offered the cycle after the
   previous output beat moved, without waiting for input.
 - Crop, Upsample, Scatter and the reshapes: `hw.shape_blocks`.
 - Collect (`K2C.Collect`): the vector is valid the cycle after its n-th beat; the next
   image's first beat waits until the cycle after the vector moves.
-- Global (`K2C.Global`): like a Window with one window per image, completed by its last
-  beat, one cycle later (its input register). A BatchNormalization (`K2C.BatchNorm`) is a combinational `mapS` stage: no block.
+- Global (`K2C.Global`): one result per image, completed by its last beat, valid the cycle
+  after its input register combined that beat (when the previous result has left). A BatchNormalization (`K2C.BatchNorm`) is a combinational `mapS` stage: no block.
 - Top's input and output slices (`K2C.Fifo`, two entries before the network and after the
   argmax): a beat moves in when fewer than two are held and is valid from the cycle after
   it moved in, and not before the previous one moved out. Top's class (`K2C.Classify`) and
@@ -155,7 +155,8 @@ INPUT_SLICE = 2
 
 
 class _Window:
-    """K2C.Window (conv2d and pooling): line buffers, one window register, one output register."""
+    """K2C.Window (conv2d and pooling): line buffers and one window register, which is also the
+    output: a window is offered in the cycle its last pixel moves in."""
 
     def __init__(self, h, w, kh, kw, sh, sw, down, mx) -> None:
         rows = [r >= kh - 1 and (r - kh + 1) % sh == 0 for r in range(h)]
@@ -165,7 +166,6 @@ class _Window:
         self.pos = 0
         self.down, self.mx = down, mx
         self.ready = NEG
-        self.M = NEG
 
     def ready_at(self, v):
         return self.mx(v, self.ready)
@@ -173,17 +173,15 @@ class _Window:
     def accept(self, v):
         q = self.mx(v, self.ready)
         if self.completes[self.pos]:
-            valid = self.mx(q, self.M) + 1
-            self.M = self.down.accept(valid)
-            self.ready = valid
+            self.ready = self.down.accept(q) + 1
         self.pos = (self.pos + 1) % self.n
         return q
 
     def state(self):
-        return [self.ready, self.M]
+        return [self.ready]
 
     def set_state(self, values):
-        self.ready, self.M = values
+        (self.ready,) = values
 
 
 class _Pad:
@@ -262,7 +260,8 @@ class _Global:
     result), and the input register takes the next beat from `c` on. The n-th beat,
     combined in `c`, gives the result valid from `max(c, M_prev) + 1` (it waits in the
     running register while the previous result has not left), which is also when combining
-    resumes: `_Window`'s rule with one window per image, one cycle later."""
+    resumes (the rule of the window generator before session 23, which had an output
+    register, with one window per image, one cycle later)."""
 
     def __init__(self, n, down, mx) -> None:
         self.n, self.down, self.mx = n, down, mx

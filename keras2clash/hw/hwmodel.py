@@ -318,7 +318,7 @@ def window_fifos(plans: Sequence[LayerPlan]) -> dict[str, int]:
     """The depth of the FIFO of windows between each convolution's window generator and its
     engine (0: none), for this configuration.
 
-    A window generator holds two windows; when its engine takes longer per window (`G*b`)
+    A window generator holds one window (its shift register); when its engine takes longer per window (`G*b`)
     than the windows are apart, a row's windows back up and the generator stops its input,
     which holds every layer before it back (the thesis CNN balanced within 217 multipliers:
     II 358 against its layers' bound of 288). A FIFO of windows lets the generator run

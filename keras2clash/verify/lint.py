@@ -4,10 +4,12 @@ Verilator `--lint-only` with two waivers, every other warning fatal:
 - `-Wno-WIDTH`: Clash indexes its ROM arrays with an address wider or narrower than the
   array needs (TOOLCHAIN gotcha 11); that is Clash's idiom, not ours.
 - `-Wno-UNOPTFLAT`: Clash packs a stream stage's (data, ready) pair into one vector, and
-  a fork/join (K2C.Branch) makes one branch's valid depend on another's ready, so
-  Verilator, which tracks whole vectors, sees a circle that no single bit follows. Since
-  that waiver would also hide a real loop, every design with branches is checked for
-  combinational loops bit by bit with yosys (`check -assert` after `proc; flatten`).
+  a fork/join (K2C.Branch) makes one branch's valid depend on another's ready, and a
+  window generator's valid follows its input's (K2C.Window: the window is offered in its
+  last pixel's cycle), so Verilator, which tracks whole vectors, sees a circle that no
+  single bit follows (a Pad before a Window is enough). Since that waiver would also hide
+  a real loop, every design is checked for combinational loops bit by bit with yosys
+  (`check -assert` after `proc; flatten`).
 """
 
 from __future__ import annotations
@@ -22,18 +24,15 @@ LINT_WAIVERS = ["-Wno-WIDTH", "-Wno-UNOPTFLAT"]
 
 def verilator_lint(project: Path, top: str) -> None:
     """Run `verilator --lint-only` on DIR/hdl/verilog with `top` as the top module; raise
-    with Verilator's messages on any warning other than the waived ones. Designs with
-    branches also get the bit-level loop check (`loop_check`)."""
+    with Verilator's messages on any warning other than the waived ones, then the
+    bit-level loop check (`loop_check`)."""
     verilator = require_tool("verilator")
     files = hdl_files(project, "verilog")
     if not files:
         raise K2CError(f"no Verilog in {project / 'hdl' / 'verilog'}; run 'keras2clash hdl --verilog' first")
     cmd = [verilator, "--lint-only", *LINT_WAIVERS, f"-I{files[0].parent}", "--top-module", top, *map(str, files)]
     _run(cmd, files[0].parent, "verilator --lint-only")
-    from keras2clash.backend.project import load_project
-
-    if any(p.is_merge for p in load_project(project).plans):
-        loop_check(files, top)
+    loop_check(files, top)
 
 
 def loop_check(files: list[Path], top: str) -> None:

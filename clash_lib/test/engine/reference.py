@@ -547,9 +547,10 @@ def check_conv(case, got, folder):
             a_prev = a
         if [a + gb + depth + 1 for a in taken] != out_cycles:
             errors.append("conv output cycles are not a_i + G*b + D + 1")
-        # First output (pixels from cycle 0, no gaps): (kh-1)*w + kw + G*b + D + 1.
-        if out_cycles[0] != (case["kh"] - 1) * case["w_img"] + case["kw"] + gb + depth + 1:
-            errors.append("first conv output not at (kh-1)*w + kw + G*b + D + 1")
+        # First output (pixels from cycle 0, no gaps): (kh-1)*w + kw + G*b + D (the
+        # first window is offered in its last pixel's cycle, (kh-1)*w + kw - 1).
+        if out_cycles[0] != (case["kh"] - 1) * case["w_img"] + case["kw"] + gb + depth:
+            errors.append("first conv output not at (kh-1)*w + kw + G*b + D")
         # G*b <= min window spacing: the engine takes every window the cycle
         # it appears.
         w2 = (case["w_img"] - case["kw"]) // case["sw"] + 1

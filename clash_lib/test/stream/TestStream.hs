@@ -182,7 +182,7 @@ describe :: [Int] -> String
 describe = P.unwords . P.map show
 
 -- | The window timing claims. With downstream always ready: every window is
--- valid (and moves) the cycle after its completing pixel is accepted. With no
+-- valid (and moves) in the cycle its completing pixel is accepted. With no
 -- input gaps either: one pixel accepted every cycle.
 windowTiming :: [Int] -> Traffic -> Trace b -> ([String], [String])
 windowTiming = windowTimingAfter 0
@@ -202,14 +202,14 @@ windowTimingAfter extra [h, w, kh, kw, sh, sw] traffic trace
                    in acc P.!! (m * h * w + completingPixel w kh kw sh sw local)
     lateness = P.take 1 [ "window " P.++ show k P.++ " at cycle " P.++ show t
                           P.++ ", completing pixel accepted at " P.++ show (completing k)
-                        | (k, t) <- P.zip [0 ..] outCycles, t /= completing k + 1 + extra ]
+                        | (k, t) <- P.zip [0 ..] outCycles, t /= completing k + extra ]
     clean = idlePercent traffic == 0
     bubbles = [ "input not accepted every cycle" | clean, acc /= P.take (P.length acc) [P.head acc ..] ]
     lastPixel = acc P.!! (h * w - 1)
     lastWindow = outCycles P.!! (perImage - 1)
     notes = [ "clean: first window " P.++ show (P.head outCycles - P.head acc)
-              P.++ " cycles after first pixel (formula (kh-1)*w+kw = "
-              P.++ show ((kh - 1) * w + kw) P.++ "); last window of image 0 at last pixel "
+              P.++ " cycles after first pixel (formula (kh-1)*w+kw-1 = "
+              P.++ show ((kh - 1) * w + kw - 1) P.++ "); last window of image 0 at last pixel "
               P.++ showOffset (lastWindow - lastPixel) P.++ "; "
               P.++ show (P.length acc) P.++ " pixels in "
               P.++ show (P.last acc - P.head acc + 1) P.++ " cycles"
