@@ -102,8 +102,9 @@ window SNat SNat kh kw SNat SNat (input, readyOut) = (output, readyIn)
     origin    = Position (Axis 0 0) (Axis 0 0)
     -- Whether the pixel at the position completes a window, registered from
     -- the next position (the same value in every cycle): the comparators stay
-    -- off the path from the input's valid to the output register's load, a
-    -- clock enable of @kh * kw * c@ values (mobilenet_digits on ECP5: 23.5 ns).
+    -- off the path from the input's valid to the output's valid (and, before
+    -- session 23, to an output register's clock enable of @kh * kw * c@
+    -- values: mobilenet_digits on ECP5, 23.5 ns).
     endsWindow = register (completesWindow kh kw origin) (completesWindow kh kw <$> positionNext)
     -- A completed window that downstream did not take in the cycle its last
     -- pixel came waits in the shift register; no pixel moves in until it goes.
