@@ -164,7 +164,7 @@ def test_interrupt_stops_the_whole_tool_process_tree(tmp_path: Path, runner: str
 
     marker = f"{300 + uuid.uuid4().int % 1000}.{uuid.uuid4().int % 10**6:06d}"  # a unique sleep length
     assert threading.current_thread() is threading.main_thread(), "signals reach only the main thread"
-    inherited = signal.getsignal(signal.SIGINT)  # what this worker's earlier tests left (for a failure's message)
+    inherited = signal.getsignal(signal.SIGINT)  # SIG_IGN in a suite started as a background job (for a failure's message)
     stop, fired = threading.Event(), threading.Event()
     interrupter = _interrupt_once_running(marker, stop, fired)
     try:

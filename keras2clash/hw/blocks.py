@@ -260,8 +260,7 @@ class _Global:
     result), and the input register takes the next beat from `c` on. The n-th beat,
     combined in `c`, gives the result valid from `max(c, M_prev) + 1` (it waits in the
     running register while the previous result has not left), which is also when combining
-    resumes (the rule of the window generator before session 23, which had an output
-    register, with one window per image, one cycle later)."""
+    resumes."""
 
     def __init__(self, n, down, mx) -> None:
         self.n, self.down, self.mx = n, down, mx

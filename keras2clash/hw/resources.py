@@ -68,7 +68,8 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
         c = plan.input_shape[-1]
         line = w * (kh - 1) * c * in_bits
         # the window shift register (also the output), the kept line-buffer word, and for w = 1 the bypass (K2C.Window)
-        regs += kh * kw * c * in_bits + (kh - 1) * c * in_bits + (((kh - 1) * c * in_bits) if w == 1 else 0)
+        word = (kh - 1) * c * in_bits
+        regs += kh * kw * c * in_bits + word * (2 if w == 1 else 1)
     if plan.is_compute:
         assert plan.acc_fmt is not None
         # the engine's window (rotating chunks); a depthwise engine holds every channel's
