@@ -6,8 +6,9 @@
 {-|
 Max and average pooling: the window generator ("K2C.Window") followed by a
 per-channel reduction of each window, pipelined in 'PoolDepth' register stages
-("K2C.Pipe"): a balanced tree along the rows, then one down the rows (and, for
-the average, the rounded division), a register after every level.
+("K2C.Pipe"): the window registered, a balanced tree along the rows, then one
+down the rows (and, for the average, the rounded division), a register after
+every level.
 
 = Arithmetic (docs/architecture.md, "Arithmetic of the new layers")
 
@@ -38,7 +39,11 @@ then a "K2C.Pipe" stage of @d = PoolDepth ph pw@ registers (its queue of @d + 2@
 results): a window's reduction was one combinational path from the window's
 output register into the next block (cnn_variants on ECP5: a 3x3 maximum,
 four comparisons in a row, into a Flatten's buffer, 69 logic levels, 26.6 ns),
-then two comparisons per stage (14.0 ns); now one per stage.
+then two comparisons per stage (14.0 ns); now one per stage. The first stage
+only registers the window: since session 23 the window generator offers a
+window in its last pixel's cycle, from the pixel's source, without a register
+of its own (session 24: the thesis CNN on ECP5, a FIFO's LUT-RAM read -> the
+first comparison -> a register, 12.45 ns).
 'avgPoolSame' adds only the two position counters (@Index h2@, @Index w2@),
 which change no timing: its division stage is combinational and ready exactly
 when downstream is. (So its path runs from the input pixel through the window's
@@ -70,9 +75,10 @@ import K2C.Window (nextPosition, window)
 -- balanced tree of comparators (adders), and one register when there is no level.
 type AxisDepth n = Max 1 (CLog 2 n)
 
--- | Register stages of a pooling reduction of @ph x pw@ windows: along the rows,
--- then down the rows (2 for windows of at most two by two).
-type PoolDepth ph pw = AxisDepth pw + AxisDepth ph
+-- | Register stages of a pooling reduction of @ph x pw@ windows: the window
+-- itself, then the trees along the rows and down the rows (3 for windows of at
+-- most two by two).
+type PoolDepth ph pw = 1 + AxisDepth pw + AxisDepth ph
 
 -- | The constraints every pooling layer needs.
 type PoolSize dom h w ph pw sh sw c i f =
@@ -110,11 +116,19 @@ avgPool h w ph pw sh sw = window h w ph pw sh sw |> pooled toWide' 0 (+) average
 -- was cnn_variants' critical path at 120 multipliers (ECP5: 14.0 ns, 22 levels).
 pooled
   :: forall dom ph pw c a r b
-   . (HiddenClockResetEnable dom, KnownNat ph, KnownNat pw, KnownNat c, 1 <= ph, 1 <= pw, NFDataX r, NFDataX b)
+   . ( HiddenClockResetEnable dom, KnownNat ph, KnownNat pw, KnownNat c, 1 <= ph, 1 <= pw
+     , NFDataX a, NFDataX r, NFDataX b )
   => (a -> r) -> r -> (r -> r -> r) -> (r -> r) -> (r -> b)
   -> Stream dom (Vec ph (Vec pw (Vec c a))) (Vec c b)
-pooled leaf unit op final out = pipeS (SNat @(PoolDepth ph pw)) (fmap (fmap (map out)) . downRows . alongRows)
+pooled leaf unit op final out = pipeS (SNat @(PoolDepth ph pw)) (fmap (fmap (map out)) . downRows . alongRows . entry)
   where
+    -- The window registered before the first comparison: the window generator
+    -- offers it in its last pixel's cycle, straight from the pixel's source (a
+    -- FIFO's LUT-RAM read: the thesis CNN on ECP5 at 80.3 MHz, that read -> a
+    -- 16-bit comparison -> the tree's first register, 12.45 ns).
+    entry input = (\v x -> if v then Just x else Nothing)
+                  <$> register False (isJust <$> input)
+                  <*> delay (deepErrorX "pool: no window") (fromJustX <$> input)
     -- the window's pw columns, each the ph rows' values of that column
     alongRows = treeStages @(CLog 2 pw) (repeat (repeat unit)) (zipWith (zipWith op)) id
               . fmap (fmap (transpose . map (map (map leaf))))

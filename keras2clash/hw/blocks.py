@@ -463,9 +463,10 @@ def axis_depth(n: int) -> int:
 
 
 def pool_depth(ph: int, pw: int) -> int:
-    """K2C.Pool's PoolDepth ph pw: the tree along the rows, then the one down the rows (2 for
-    windows of at most 2x2; a 3x3 maximum has 4: one comparison per register stage)."""
-    return axis_depth(pw) + axis_depth(ph)
+    """K2C.Pool's PoolDepth ph pw: the window registered (the generator offers it straight from
+    the pixel's source), then the tree along the rows and the one down the rows (3 for windows
+    of at most 2x2; a 3x3 maximum has 5: one comparison per register stage)."""
+    return 1 + axis_depth(pw) + axis_depth(ph)
 
 
 def has_pool_stage(plan: LayerPlan) -> bool:

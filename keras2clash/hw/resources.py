@@ -101,7 +101,8 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
         wide = in_bits + (ph - 1).bit_length() + (pw - 1).bit_length() + 2  # K2C.Pool.WideSum
         row_bits = in_bits if plan.type == "maxpool2d" else wide
         depth = pool_depth(ph, pw)
-        regs += channels * row_bits * (ph * _tree_registers(pw) + _tree_registers(ph)) + depth
+        window = ph * pw * channels * in_bits  # the entry stage: the window registered
+        regs += window + channels * row_bits * (ph * _tree_registers(pw) + _tree_registers(ph)) + depth
         fifo += (depth + 2) * channels * out_bits
     if has_map_stage(plan):  # K2C.Pipe.mapP (mapP2, mapTable): the registered results and their queue
         depth = map_depth(plan)

@@ -1,7 +1,7 @@
 {-# LANGUAGE DataKinds, NoImplicitPrelude, RankNTypes, ScopedTypeVariables,
              FlexibleContexts, TypeApplications, TypeOperators, NoStarIsType,
              TypeFamilies #-}
-{-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver #-}
+{-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver -fconstraint-solver-iterations=8 #-}
 {-|
 Randomised tests of K2C.Window, K2C.Pad, K2C.Pool and K2C.Collect against the
 plain-list models of "Reference": every value of every image, 20+ images back
