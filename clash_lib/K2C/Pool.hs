@@ -30,7 +30,8 @@ column counters, advanced when a result moves), computes the window's counts
 of real rows @a@ and columns @b@ from them, and divides in two steps by
 constants chosen at run time: @t = floor (2 S / a)@ among @ph@ constant
 dividers, then @floor ((t + b) / (2 b))@ among @pw@ (per channel), which equals
-@floor ((2 S + a b) / (2 a b))@ exactly.
+@floor ((2 S + a b) / (2 a b))@ exactly. (The position counts the sums as they
+leave the adder trees, so it needs no knowledge of the window generator.)
 
 = Timing, storage, protocol
 
@@ -44,22 +45,21 @@ only registers the window: since session 23 the window generator offers a
 window in its last pixel's cycle, from the pixel's source, without a register
 of its own (session 24: the thesis CNN on ECP5, a FIFO's LUT-RAM read -> the
 first comparison -> a register, 12.45 ns).
-'avgPoolSame' adds only the two position counters (@Index h2@, @Index w2@),
-which change no timing: its division stage is combinational and ready exactly
-when downstream is. (So its path runs from the input pixel through the window's
-shift, the sums and the division into the next block: the window generator has
-no output register since session 23.)
+'avgPoolSame': the same with @d = AvgSameDepth ph pw = PoolDepth ph pw + 2@, the
+sums' stages then a register after each of the two divisions, and the two
+position counters (@Index h2@, @Index w2@). (Before session 24 its sums and
+divisions were combinational, from the window into the next block.)
 
 (@-fconstraint-solver-iterations=8@ above: GHC's default of 4 runs out while
 the typelits plugins solve the 'KnownNat' of the wide sum type.)
 -}
 module K2C.Pool
   ( PoolDepth
+  , AvgSameDepth
   , maxPool
   , avgPool
   , avgPoolSame
   , roundedQuotient
-  , reduceWindow
   ) where
 
 import Clash.Prelude hiding (window)
@@ -67,7 +67,7 @@ import Data.Maybe (isJust)
 import Data.Proxy (Proxy (..))
 
 import K2C.Filter (Level)
-import K2C.Pipe (pipeS)
+import K2C.Pipe (pipeS, stageReg)
 import K2C.Stream (Stream, (|>))
 import K2C.Window (nextPosition, window)
 
@@ -120,15 +120,21 @@ pooled
      , NFDataX a, NFDataX r, NFDataX b )
   => (a -> r) -> r -> (r -> r -> r) -> (r -> r) -> (r -> b)
   -> Stream dom (Vec ph (Vec pw (Vec c a))) (Vec c b)
-pooled leaf unit op final out = pipeS (SNat @(PoolDepth ph pw)) (fmap (fmap (map out)) . downRows . alongRows . entry)
+pooled leaf unit op final out = pipeS (SNat @(PoolDepth ph pw)) (fmap (fmap (map out)) . reduction leaf unit op final)
+
+-- | The pipeline of 'pooled', 'PoolDepth' registers: the window registered, then
+-- the trees along and down the rows. The first register because the window
+-- generator offers a window in its last pixel's cycle, straight from the
+-- pixel's source (a FIFO's LUT-RAM read: the thesis CNN on ECP5 at 80.3 MHz,
+-- that read -> a 16-bit comparison -> the tree's first register, 12.45 ns).
+reduction
+  :: forall dom ph pw c a r
+   . ( HiddenClockResetEnable dom, KnownNat ph, KnownNat pw, KnownNat c, 1 <= ph, 1 <= pw
+     , NFDataX a, NFDataX r )
+  => (a -> r) -> r -> (r -> r -> r) -> (r -> r)
+  -> Signal dom (Maybe (Vec ph (Vec pw (Vec c a)))) -> Signal dom (Maybe (Vec c r))
+reduction leaf unit op final = downRows . alongRows . stageReg
   where
-    -- The window registered before the first comparison: the window generator
-    -- offers it in its last pixel's cycle, straight from the pixel's source (a
-    -- FIFO's LUT-RAM read: the thesis CNN on ECP5 at 80.3 MHz, that read -> a
-    -- 16-bit comparison -> the tree's first register, 12.45 ns).
-    entry input = (\v x -> if v then Just x else Nothing)
-                  <$> register False (isJust <$> input)
-                  <*> delay (deepErrorX "pool: no window") (fromJustX <$> input)
     -- the window's pw columns, each the ph rows' values of that column
     alongRows = treeStages @(CLog 2 pw) (repeat (repeat unit)) (zipWith (zipWith op)) id
               . fmap (fmap (transpose . map (map (map leaf))))
@@ -172,8 +178,10 @@ avgPoolSame
   -> SNat top -> SNat bottom -> SNat left -> SNat right -> SNat h2 -> SNat w2
   -> Stream dom (Vec c (SFixed i f)) (Vec c (SFixed i f))
 avgPoolSame hp wp ph pw sh sw top bottom left right SNat SNat =
-  window hp wp ph pw sh sw |> averageByPosition rows cols
+  window hp wp ph pw sh sw
+  |> pipeS (SNat @(AvgSameDepth ph pw)) (divideByPosition rows cols . reduction toWide' 0 (+) id)
   where
+    toWide' = toWide @i @f @ph @pw
     rows = axisCount hp ph sh top bottom :: Index h2 -> Index ph
     cols = axisCount wp pw sw left right :: Index w2 -> Index pw
 
@@ -192,30 +200,34 @@ axisCount n kn s before after k = fromIntegral (min (start + snatToNum kn) end -
     first = snatToNum before
     end   = snatToNum n - snatToNum after
 
--- | The division stage of 'avgPoolSame': per channel window sum @S@, then
--- @floor ((2 S + a b) / (2 a b))@ for the position's @a@ rows and @b@ columns
--- of non-padding values, as two constant divisions chosen at run time:
--- @t = floor (2 S / a)@, then @floor ((t + b) / (2 b))@ (equal, since
--- @floor (floor y / c) = floor (y / c)@ for an integer @c > 0@).
-averageByPosition
+-- | Register stages of 'avgPoolSame': those of the sums ('PoolDepth'), then
+-- one per division.
+type AvgSameDepth ph pw = PoolDepth ph pw + 2
+
+-- | The divisions of 'avgPoolSame', a register after each: per channel window
+-- sum @S@, @t = floor (2 S / a)@, then @floor ((t + b) / (2 b))@, for the
+-- window's @a@ rows and @b@ columns of non-padding values (equal to
+-- @floor ((2 S + a b) / (2 a b))@, since @floor (floor y / c) = floor (y / c)@
+-- for an integer @c > 0@): constant divisions chosen at run time. The window's
+-- position is a counter of the sums coming out of the tree, in raster order.
+-- (Before session 24 the sums and both divisions were one combinational path
+-- from the window into the next block.)
+divideByPosition
   :: forall dom h2 w2 ph pw c i f
    . ( HiddenClockResetEnable dom, KnownNat h2, KnownNat w2, KnownNat ph, KnownNat pw
      , KnownNat c, KnownNat i, KnownNat f, 1 <= ph, 1 <= pw, 1 <= h2, 1 <= w2 )
   => (Index h2 -> Index ph) -> (Index w2 -> Index pw)
-  -> Stream dom (Vec ph (Vec pw (Vec c (SFixed i f)))) (Vec c (SFixed i f))
-averageByPosition rows cols (input, readyOut) = (output, readyOut)
+  -> Signal dom (Maybe (Vec c (WideSum i f ph pw))) -> Signal dom (Maybe (Vec c (SFixed i f)))
+divideByPosition rows cols sums = fmap (map (fromWide @i @f @ph @pw)) <$> byColumns
   where
     position :: Signal dom (Index h2, Index w2)
-    position = register (0, 0) (mux moved (nextPosition <$> position) position)
-    moved    = (isJust <$> input) .&&. readyOut
-    output   = (\p -> fmap (averageAt p)) <$> position <*> input
-    averageAt (r, x) = map (fromWide @i @f @ph @pw . divide (rows r) (cols x))
-                     . reduceWindow @ph @pw (+) . map (map (map (toWide @i @f @ph @pw)))
-    divide a b total = perColumn !! b
-      where
-        t         = perRow !! a
-        perRow    = smap (\l _ -> (2 * total) `div` (snatToNum l + 1)) (repeat @ph ())
-        perColumn = smap (\l _ -> (t + snatToNum l + 1) `div` (2 * (snatToNum l + 1))) (repeat @pw ())
+    position  = register (0, 0) (mux (isJust <$> sums) (nextPosition <$> position) position)
+    byRows    = stageReg ((\(r, _) -> fmap (map (divideBy (rows r)))) <$> position <*> sums)
+    -- the column count of the beat in 'byRows'
+    columns   = delay 0 (cols . snd <$> position)
+    byColumns = stageReg ((\b -> fmap (map (roundBy b))) <$> columns <*> byRows)
+    divideBy a total = smap (\l _ -> (2 * total) `div` (snatToNum l + 1)) (repeat @ph ()) !! a
+    roundBy b t      = smap (\l _ -> (t + snatToNum l + 1) `div` (2 * (snatToNum l + 1))) (repeat @pw ()) !! b
 
 -- | Wide enough for @2 * sum + N@ of @N = ph * pw@ values of @SFixed i f@.
 type WideSum i f ph pw = Signed (i + f + CLog 2 ph + CLog 2 pw + 2)
@@ -227,17 +239,6 @@ toWide = resize . unSF
 -- | A rounded average (in range by construction) back in the input's format.
 fromWide :: forall i f ph pw . (KnownNat i, KnownNat f, KnownNat ph, KnownNat pw, 1 <= ph, 1 <= pw) => WideSum i f ph pw -> SFixed i f
 fromWide = sf (SNat @f) . resize @Signed @(i + f + CLog 2 ph + CLog 2 pw + 2) @(i + f)
-
--- | Per channel balanced-tree reduction of a window with an associative,
--- commutative operator: first along each row, then down the rows.
-reduceWindow
-  :: forall ph pw c a . (KnownNat c, 1 <= ph, 1 <= pw)
-  => (a -> a -> a) -> Vec ph (Vec pw (Vec c a)) -> Vec c a
-reduceWindow op = reduceAxis op . map (reduceAxis op)
-
--- | Per channel balanced-tree reduction of @n@ beats.
-reduceAxis :: forall n c a . (KnownNat c, 1 <= n) => (a -> a -> a) -> Vec n (Vec c a) -> Vec c a
-reduceAxis op vs = map (\xs -> leToPlus @1 @n (fold op xs)) (transpose vs)
 
 -- | @floor ((2 * s + n) / (2 * n))@; a shift when @2 * n@ is a power of two.
 roundedQuotient :: forall n m . KnownNat m => SNat n -> Signed m -> Signed m

@@ -470,9 +470,19 @@ def pool_depth(ph: int, pw: int) -> int:
 
 
 def has_pool_stage(plan: LayerPlan) -> bool:
-    """Whether a pooling layer reduces its windows on K2C.Pipe (`maxPool`, `avgPool`); Keras
-    'same' average pooling (`avgPoolSame`) divides combinationally after the window."""
-    return plan.type in ("maxpool2d", "avgpool2d") and not plan.exclude_pads
+    """Whether a layer is a pooling, which reduces its windows on K2C.Pipe (`maxPool`,
+    `avgPool`, `avgPoolSame`)."""
+    return plan.type in ("maxpool2d", "avgpool2d")
+
+
+def pool_stage_depth(plan: LayerPlan) -> int:
+    """A pooling's K2C.Pipe registers: PoolDepth, and for Keras 'same' average pooling
+    (`avgPoolSame`, AvgSameDepth) one more after each of its two divisions."""
+    return pool_depth(*plan.kernel_size) + (AVG_SAME_DIVISIONS if plan.exclude_pads else 0)
+
+
+AVG_SAME_DIVISIONS = 2
+"""K2C.Pool.AvgSameDepth - PoolDepth: the registered divisions by the window's rows, then columns."""
 
 
 def _pipe_block(d: int, down, mx, blocks: list) -> Any:
@@ -539,7 +549,7 @@ def _layer_blocks(plan: LayerPlan, knobs, down, mx, blocks: list) -> Any:
     if plan.type == "batchnorm":
         down = _pipe_block(BATCHNORM_DEPTH, down, mx, blocks)
     if has_pool_stage(plan):
-        down = _pipe_block(pool_depth(*plan.kernel_size), down, mx, blocks)
+        down = _pipe_block(pool_stage_depth(plan), down, mx, blocks)
     if plan.is_compute:
         steps, depth, queue = knobs[plan.name]
         down = _Engine(steps, depth, queue, down, mx)

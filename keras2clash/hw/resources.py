@@ -7,8 +7,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from keras2clash.hw.blocks import (BATCHNORM_DEPTH, _geometry, has_map_stage, has_pool_stage, is_table, map_depth,
-                                   pool_depth, splits_activation)
+from keras2clash.hw.blocks import (AVG_SAME_DIVISIONS, BATCHNORM_DEPTH, _geometry, has_map_stage, has_pool_stage,
+                                   is_table, map_depth, pool_stage_depth, splits_activation)
 from keras2clash.hw.plan import LayerPlan, tree_stages
 from keras2clash.hw.shape_blocks import rebeat_groups
 from keras2clash.ir.layers import GLOBAL_POOL_TYPES, SHAPE_TYPES
@@ -100,9 +100,11 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
         ph, pw = plan.kernel_size
         wide = in_bits + (ph - 1).bit_length() + (pw - 1).bit_length() + 2  # K2C.Pool.WideSum
         row_bits = in_bits if plan.type == "maxpool2d" else wide
-        depth = pool_depth(ph, pw)
+        depth = pool_stage_depth(plan)
         window = ph * pw * channels * in_bits  # the entry stage: the window registered
         regs += window + channels * row_bits * (ph * _tree_registers(pw) + _tree_registers(ph)) + depth
+        if plan.exclude_pads:  # avgPoolSame: the two divisions' registered results
+            regs += AVG_SAME_DIVISIONS * channels * wide
         fifo += (depth + 2) * channels * out_bits
     if has_map_stage(plan):  # K2C.Pipe.mapP (mapP2, mapTable): the registered results and their queue
         depth = map_depth(plan)
