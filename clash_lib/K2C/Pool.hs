@@ -26,12 +26,11 @@ every level.
 'Same' padding is not built in: put "K2C.Pad" in front ('minBound' for max,
 zeros for average). 'avgPoolSame' then divides each window by its count of
 non-padding values, as Keras does: it keeps the output position (row and
-column counters, advanced when a result moves), computes the window's counts
-of real rows @a@ and columns @b@ from them, and divides in two steps by
-constants chosen at run time: @t = floor (2 S / a)@ among @ph@ constant
-dividers, then @floor ((t + b) / (2 b))@ among @pw@ (per channel), which equals
-@floor ((2 S + a b) / (2 a b))@ exactly. (The position counts the sums as they
-leave the adder trees, so it needs no knowledge of the window generator.)
+column counters, advanced when a window's sums leave the adder trees),
+computes the window's counts of real rows @a@ and columns @b@ from them, and
+divides in two steps by constants chosen at run time: @t = floor (2 S / a)@
+among @ph@ constant dividers, then @floor ((t + b) / (2 b))@ among @pw@ (per
+channel), which equals @floor ((2 S + a b) / (2 a b))@ exactly.
 
 = Timing, storage, protocol
 
