@@ -475,14 +475,14 @@ def has_pool_stage(plan: LayerPlan) -> bool:
     return plan.type in ("maxpool2d", "avgpool2d")
 
 
+AVG_SAME_DIVISIONS = 2
+"""K2C.Pool.AvgSameDepth - PoolDepth: the registered divisions by the window's rows, then columns."""
+
+
 def pool_stage_depth(plan: LayerPlan) -> int:
     """A pooling's K2C.Pipe registers: PoolDepth, and for Keras 'same' average pooling
     (`avgPoolSame`, AvgSameDepth) one more after each of its two divisions."""
     return pool_depth(*plan.kernel_size) + (AVG_SAME_DIVISIONS if plan.exclude_pads else 0)
-
-
-AVG_SAME_DIVISIONS = 2
-"""K2C.Pool.AvgSameDepth - PoolDepth: the registered divisions by the window's rows, then columns."""
 
 
 def _pipe_block(d: int, down, mx, blocks: list) -> Any:
