@@ -55,7 +55,7 @@ accumulator contract (saturating order included), are in "K2C.Filter".
   flags that make the input ready a function of three flip-flops (last word,
   room for a window), a flag for the last word but one (from which the last
   word and the window's load select are registered), and the ROM address (the
-  word counter's next value, computed a cycle ahead);
+  word after the current one, a counter of its own);
 * the output queue: a 'K2C.Fifo.fifo' of @Q@ results (LUT RAM), @Q@ =
   'QueueDepth' = @2 + (D + 1) `div` (G * b)@.
 
@@ -68,9 +68,9 @@ windows it holds (accepted, result not yet taken from the queue).
 
 * Input ready (registered state only) = (idle, or busy with the last word)
   and fewer than @Q@ windows held. A window moves in when ready and valid.
-  The ROM address of word 0 is presented whenever the engine is idle or
-  taking its last step, so word 0 is at the ROM output in the cycle after a
-  window moves in.
+  The ROM reads word 0 in the engine's last step (and once after reset) and
+  does not read while idle, so word 0 is at the ROM output in the cycle after a
+  window moves in; each step reads the word of the next.
 * A window accepted in cycle @a@ takes its steps in cycles @a + 1 .. a + S@;
   its complete result enters the queue in cycle @a + S + D@ (@D = 0@ when
   @l = 0@: in the last step's cycle).
@@ -250,15 +250,26 @@ engineWith SNat load next operands weights finish (input, readyOut) = (output, r
     readyIn  = open .&&. room
     accepted = readyIn .&&. (isJust <$> input)
 
-    -- The ROM's registered output is the word of the current step, word
-    -- (reset: 0), so its address is word's next value. That value is computed
-    -- a cycle ahead, into a register of its own ('ahead'), so the address
-    -- comes straight from a register: the wide ROM's decoders (LUTs when it is
-    -- shallow) see no counter logic before them.
+    -- The ROM's registered output is the word of the current step. Its
+    -- address comes straight from a register of its own ('ahead'), so the
+    -- wide ROM's decoders (LUTs when it is shallow) see no counter logic
+    -- before them, and that register's next value comes from the engine's
+    -- own registers only: nothing from the input's handshake. ahead is the
+    -- word after the current one (wrap word) in every cycle after the first;
+    -- when idle that is word 1, read speculatively for a window not yet
+    -- accepted, so the ROM reads only while busy (and once after reset, at
+    -- address 0): an idle ROM holds word 0, which a window's first step
+    -- needs, and the last step of a window reads word 0 again (wrap of the
+    -- last word). Before, the address's next value chose between word 0 and
+    -- word 1 by 'accepted', the input's valid: the thesis CNN on ECP5 at 132
+    -- multipliers, seed 3: conv_2's address cone, 4 LUTs from the window
+    -- generator, spread across the chip before the address's fan-out
+    -- copies, 12.7 ns.
     wordNext  = mux busy (wrap <$> word) word
     busyNext  = accepted .||. (busy .&&. (not <$> lastWord))
-    ahead     = register (0 :: Index (g * b)) (mux busyNext (wrap <$> wordNext) wordNext)
-    weightsWord = readWeights weights ahead
+    ahead     = register (0 :: Index (g * b)) (mux busy (wrap <$> ahead) (pure (wrap 0)))
+    firstRead = register True (pure False)
+    weightsWord = andEnable (busy .||. firstRead) (readWeights weights ahead)
 
     -- Datapath registers have no reset: the valid bits say what they hold.
     -- The window has no enable: whenever the engine is open it loads the
