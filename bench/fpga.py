@@ -102,15 +102,19 @@ def _row(spec: str, project_dir: Path, report: dict, seconds: float) -> dict:
 
 
 def _adopt(item: str, fpga: str) -> dict:
-    """`SPEC=PROJECT`: the row of a `keras2clash pnr PROJECT --fpga FPGA` run made by hand
-    (its PROJECT/pnr/FPGA/summary.json), so a long run is not repeated to be recorded."""
-    spec, sep, folder = item.partition("=")
-    if not sep:
-        raise SystemExit(f"--adopt {item!r}: SPEC=PROJECT, e.g. digits_dense=/tmp/dd")
-    summary = Path(folder) / "pnr" / fpga / "summary.json"
-    report = json.loads(summary.read_text())
-    return _row(spec, Path(folder), report, sum(report.get("seconds", {}).get(k, 0.0) for k in
-                                                ("HDL generation", "synthesis", "place and route")))
+    """`SPEC=PROJECT[,PROJECT...]`: the row of `keras2clash pnr PROJECT --fpga FPGA` runs made
+    by hand (each PROJECT/pnr/FPGA/summary.json), so a long run is not repeated to be recorded.
+    Several projects are copies of one design placed with different seeds: the row is the best
+    of them with every seed beside it, as `--seeds` records it."""
+    spec, sep, folders = item.partition("=")
+    if not sep or not folders:
+        raise SystemExit(f"--adopt {item!r}: SPEC=PROJECT[,PROJECT...], e.g. digits_dense=/tmp/dd")
+    runs = [(Path(f), json.loads((Path(f) / "pnr" / fpga / "summary.json").read_text()))
+            for f in folders.split(",")]
+    seconds = sum(report.get("seconds", {}).get(k, 0.0) for _, report in runs
+                  for k in ("HDL generation", "synthesis", "place and route"))
+    best_dir = max(runs, key=lambda run: (bool(run[1]["routed"]), run[1]["fmax_mhz"] or 0.0))[0]
+    return _best(spec, best_dir, [report for _, report in runs], seconds)
 
 
 def _plot(sweep: list[dict], path: Path) -> None:
@@ -152,8 +156,8 @@ def main() -> None:
     parser.add_argument("--router", default="router1", choices=ROUTERS)
     parser.add_argument("--placer", default=None, help="nextpnr --placer (default: the device's, fpga/devices.py)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "fpga.json")
-    parser.add_argument("--adopt", action="append", default=[], metavar="SPEC=PROJECT",
-                        help="record a `keras2clash pnr PROJECT --fpga FPGA` run made by hand as SPEC's row")
+    parser.add_argument("--adopt", action="append", default=[], metavar="SPEC=PROJECT[,PROJECT...]",
+                        help="record `keras2clash pnr PROJECT --fpga FPGA` runs made by hand (one per seed) as SPEC's row")
     args = parser.parse_args()
     from keras2clash.errors import K2CError
 
