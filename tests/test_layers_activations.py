@@ -335,16 +335,17 @@ def _mixed_model(seed: int, slope: float, alpha: float, cap: float, threshold: f
 
 def test_a_table_read_gets_the_block_rams_output_register() -> None:
     """Every table activation's block RAM read is followed by a second register (its output
-    register on ECP5): one more finish stage in an engine (LayerPlan.table_regs, K2C.Engine's
-    PipeDepth), K2C.Pipe.mapTable (two registers) standalone or after a merge or a
-    BatchNormalization; none where the Top applies the output's activation."""
+    register on ECP5): in an engine two more finish stages, the output register and one in
+    the fabric (LayerPlan.table_regs, K2C.Engine's PipeDepth); K2C.Pipe.mapTable (two
+    registers) standalone or after a merge or a BatchNormalization; none where the Top
+    applies the output's activation."""
     from keras2clash.hw import blocks
     from keras2clash.network import load_network
 
     plans = {p.name: p for p in load_network(_mixed_model(1, 0.3, 1.0, 6.0, 0.1, "sigmoid"), "1,7,8").plans}
-    assert {n: p.table_regs for n, p in plans.items() if p.is_compute and p.table_regs} == {"conv_tanh": 1, "d3": 1}
+    assert {n: p.table_regs for n, p in plans.items() if p.is_compute and p.table_regs} == {"conv_tanh": 2, "d3": 2}
     assert plans["d2"].table_regs == 0 and plans["conv"].table_regs == 0  # softmax, linear
-    assert plans["conv_tanh"].pipe_depth == replace(plans["conv_tanh"], activation="linear").pipe_depth + 1
+    assert plans["conv_tanh"].pipe_depth == replace(plans["conv_tanh"], activation="linear").pipe_depth + 2
     assert {n for n, p in plans.items() if blocks.stages_table(p)} == {"add", "bn"}
     tables = {n: blocks.map_depth(p) for n, p in plans.items()
               if blocks.has_map_stage(p) and blocks.is_table(p) and not p.top_activation}

@@ -25,18 +25,22 @@ import Clash.Prelude
 -- rounding's carry chain and an activation's comparisons are never one path
 -- (they were mobilenet_digits' critical path on ECP5, 48 logic levels).
 --
--- @t@ ('TableRegs'): registers after the activated one, 1 when the activation
+-- @t@ ('TableRegs'): registers after the activated one, 2 when the activation
 -- reads a table ("K2C.Lut"). The activated register is then the block RAM's
 -- synchronous read, whose data leaves the block 5.6 ns after the clock on
--- ECP5 without its output register; the extra register becomes that output
--- register (REGMODE=OUTREG, keras2clash's fpga/bramregs.py), so the route from
--- the block RAM to the engine's result multiplexer and queue starts from a
--- fast flip-flop (mlp_tanh on ECP5: 5.6 + 7.0 ns route + multiplexer, 13.8 ns).
+-- ECP5 without its output register; the first extra register becomes that
+-- output register (REGMODE=OUTREG, keras2clash's fpga/bramregs.py), so the
+-- route from the block RAM starts from a fast flip-flop (mlp_tanh on ECP5:
+-- 5.6 + 7.0 ns route + multiplexer, 13.8 ns). The second is a fabric register
+-- the placer puts between the block RAM's row and the engine's result
+-- register, which can be far apart: with the tables in one row of block RAMs
+-- and the result register beside the multipliers, that one route was
+-- mlp_tanh's critical path (10.2 ns, OUTREG -> result register).
 -- 0 for every other activation.
 data Finish (t :: Nat) acc o = Finish (acc -> o) (o -> o)
 
--- | What an engine needs of a finish's extra registers @t@: known, 0 or 1.
-type TableRegs t = (KnownNat t, t <= 1)
+-- | What an engine needs of a finish's extra registers @t@: known, 0 to 2.
+type TableRegs t = (KnownNat t, t <= 2)
 
 -- | Contract step 4: round to nearest with ties toward +infinity, then
 -- saturate.

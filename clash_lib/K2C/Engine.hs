@@ -318,8 +318,9 @@ engineWith SNat load next operands weights finish (input, readyOut) = (output, r
     -- Pipelined, it reads the accumulator register (which holds the sums of
     -- the previous cycle's step), so the accumulating adder, the requantization
     -- and the activation are a stage each.
-    -- A table activation's read is followed by one more register (@t = 1@),
-    -- the block RAM's output register ('K2C.Activation.Finish').
+    -- A table activation's read is followed by @t@ more registers, the
+    -- block RAM's output register and one in the fabric
+    -- ('K2C.Activation.Finish').
     Finish requant activate = finish
     requantized = stage (map requant <$> (if pipelined then accs else sums))
     finished = tableStage (stage (map activate <$> requantized))
@@ -353,10 +354,16 @@ engineWith SNat load next operands weights finish (input, readyOut) = (output, r
     stage :: NFDataX a => Signal dom a -> Signal dom a
     stage = if pipelined then delay (deepErrorX "engine: empty stage") else id
     stageBool = if pipelined then register False else id
-    tableRegs = pipelined && natToNum @t == (1 :: Int)
+    tableRegs = if pipelined then natToNum @t else (0 :: Int)
     tableStage :: NFDataX a => Signal dom a -> Signal dom a
-    tableStage = if tableRegs then stage else id
-    tableBool = if tableRegs then stageBool else id
+    tableStage = case tableRegs of
+      0 -> id
+      1 -> stage
+      _ -> stage . stage
+    tableBool = case tableRegs of
+      0 -> id
+      1 -> stageBool
+      _ -> stageBool . stageBool
     stageTag = if pipelined then register idleTag else id
     idleTag = (False, False, False, 0, False)
 

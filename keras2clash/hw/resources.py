@@ -156,7 +156,7 @@ def pipeline_register_bits(plan: LayerPlan) -> int:
     and the weight word), the ch + 1 terms of every PE twice (the product registers), the tree's nodes after every
     `pipeline`-th level and, before an accumulating adder, after the last (nodes fed only by
     zero padding are constants, removed), the requantized and the activated results (and a table
-    activation's output register: LayerPlan.table_regs); plus the
+    activation's two registers after its read: LayerPlan.table_regs); plus the
     valid/counter tag beside each stage."""
     if not plan.is_compute or plan.pipeline == 0:
         return 0
@@ -169,7 +169,7 @@ def pipeline_register_bits(plan: LayerPlan) -> int:
     chunks = plan.pe if plan.type == "depthwise2d" else 1
     operands = chunks * plan.chunk * plan.in_fmt.hw_bits + plan.pe * (plan.chunk * plan.w_fmt.hw_bits + plan.b_fmt.hw_bits)
     data = 2 * operands + plan.pe * width * (2 * terms + sum(-(-terms // 2 ** j) for j in levels))
-    finish = (2 + plan.table_regs) * plan.pe * plan.out_fmt.hw_bits  # requantized, activated, a table's output register
+    finish = (2 + plan.table_regs) * plan.pe * plan.out_fmt.hw_bits  # requantized, activated, a table's two registers
     return data + finish + tag * (7 + plan.table_regs + len(levels))
 
 

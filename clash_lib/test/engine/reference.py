@@ -271,7 +271,7 @@ def rand_pattern(rng, length, busy):
 def make_engine_case(rng, name, f, k, p, b, a, w, bias, acc, fn, out, n_windows=6,
                      stalls=False, gaps=False, extreme=0.1, levels=None, table_regs=0):
     """An engine case; `levels` (adder levels per pipeline stage) random 0..3 if None;
-    `table_regs`: the finish's registers after the activation (0 or 1, K2C.Activation.Finish)."""
+    `table_regs`: the finish's registers after the activation (0 to 2, K2C.Activation.Finish)."""
     levels = rng.choice([0, 0, 1, 2, 3]) if levels is None else levels
     case = dict(kind="engine", name=name, f=f, k=k, p=p, b=b, a=a, w=w, bias=bias,
                 acc=acc, finish=fn, out=out, levels=levels, table_regs=table_regs)
@@ -317,7 +317,7 @@ def all_cases():
             i = len(cases)
             cases.append(make_engine_case(
                 rng, "grid_p%d_b%d" % (p, b), f, k, p, b, F178, F178, F178, acc,
-                fns[i % 4], F178, stalls=(i % 3 == 1), gaps=(i % 3 == 2), table_regs=i % 2))
+                fns[i % 4], F178, stalls=(i % 3 == 1), gaps=(i % 3 == 2), table_regs=(i // 3) % 3))
     # 2. format 1,3,4 everywhere, exact accumulator, assorted knobs.
     acc = exact_acc(F134, F134, F134, 9)
     for p, b in [(1, 1), (2, 3), (5, 9), (3, 4), (4, 2), (5, 1)]:
@@ -381,7 +381,7 @@ def all_cases():
                 rng, "conv%d_%s" % (i, "stall" if stalls else "ready"), h, w, c, kh, kw,
                 sh, sw, f, p, b, F178, F178, F178, exact_acc(F178, F178, F178, k),
                 ["relu", "acc"][i % 2], F178 if i % 2 == 0 else None, stalls=stalls,
-                table_regs=int(stalls)))
+                table_regs=2 * int(stalls)))
     # 7. the case behind ConvTop.hs (HDL checks): keep the two in step.
     cases.append(make_conv_case(
         rng, "convtop", 6, 5, 2, 3, 2, 1, 2, 3, 2, 4, F178, F178, F178,
