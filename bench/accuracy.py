@@ -33,13 +33,13 @@ DIGITS = {"digits_dense", "thesis_cnn", "cnn_variants", "mobilenet_digits", "res
 WEIGHT_FORMATS = ("fit", "same")
 
 
-def _counts(model, path: Path, x: np.ndarray, y: np.ndarray, fmt: str) -> dict[str, int]:
-    """Images right: Keras float, then the golden model for each weight format."""
+def _counts(model, networks: dict, x: np.ndarray, y: np.ndarray) -> dict[str, int]:
+    """Images right: Keras float, then the golden model of each weight format's planned network."""
     from keras2clash import debug
 
     right = {"keras_float": int(np.sum(np.argmax(model.predict(x, verbose=0, batch_size=512), axis=1) == y))}
-    for weights in WEIGHT_FORMATS:
-        right[weights] = int(np.sum(debug.predict(path, x, fmt, weight_format=weights).classes == y))
+    for weights, network in networks.items():
+        right[weights] = int(np.sum(debug.predict(network, x).classes == y))
     return right
 
 
@@ -66,19 +66,21 @@ def main() -> None:
 
     from all_digits import all_digits
     from keras2clash.fsutil import atomic_write_text
+    from keras2clash.network import load_network
 
     rows = []
     for name in track(names, description="golden model and Keras"):
         folder = ROOT / "examples" / name
         path = folder / f"{name}.keras"
         model = keras.models.load_model(path, compile=False)
+        networks = {w: load_network(path, args.format, weight_format=w) for w in WEIGHT_FORMATS}  # planned once
         test = np.load(folder / "test.npz")
         row = {"example": name, "test": {"images": int(len(test["y"]))}}
-        row["test"]["right"] = _counts(model, path, test["x"].astype(np.float32), test["y"], args.format)
+        row["test"]["right"] = _counts(model, networks, test["x"].astype(np.float32), test["y"])
         row["test"]["points_below_float"] = _points(row["test"]["right"], row["test"]["images"])
         if name in DIGITS:
             x, y = all_digits(folder)
-            row["all_digits"] = {"images": int(len(y)), "right": _counts(model, path, x, y, args.format)}
+            row["all_digits"] = {"images": int(len(y)), "right": _counts(model, networks, x, y)}
             row["all_digits"]["points_below_float"] = _points(row["all_digits"]["right"], len(y))
         rows.append(row)
 
