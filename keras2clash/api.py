@@ -78,6 +78,7 @@ def emit(
     pipeline: str | int | Sequence[int] | None = None,
     hls4ml_config: Any = None,
     weight_format: str = DEFAULT_WEIGHT_FORMAT,
+    lanes: str | None = None,
 ) -> Path:
     """Parse a Keras model (file or object) and write a Clash project to `out`.
 
@@ -100,6 +101,8 @@ def emit(
     its formats and knobs in that shape.
     `weight_format="fit"` (default): each layer's weights keep the format's width with the
     integer bits their largest value needs (autoformat.fitted_weights); `"same"`: the format.
+    `lanes`: a BatchNormalization's channels a cycle, `"auto"` the fewest that keep the II
+    (keras2clash.hw.lanes; the default with `dsp_budget`), `"full"` a whole beat (otherwise).
     """
     out = Path(out)
     if name is not None:
@@ -108,7 +111,7 @@ def emit(
     network = load_network(model, fmt, weights=weights, parallelism=parallelism, cycles=cycles,
                            layer_formats=layer_formats, input_format=input_format, bits=bits,
                            calibration=calibration, dsp_budget=dsp_budget, console=console, softmax=softmax,
-                           pipeline=pipeline, hls4ml=hls4ml_config, weight_format=weight_format)
+                           pipeline=pipeline, hls4ml=hls4ml_config, weight_format=weight_format, lanes=lanes)
     with atomic_directory(out, force=force) as tmp:
         _write_project(network, tmp, name, show)
     return out
@@ -306,6 +309,7 @@ def run(
     pipeline: str | int | Sequence[int] | None = None,
     task: str = "auto",
     weight_format: str = DEFAULT_WEIGHT_FORMAT,
+    lanes: str | None = None,
 ) -> Comparison:
     """emit -> hdl -> simulate, as the demo does (`fmt="auto"` calibrates on `data` unless
     `calibration` is given).
@@ -327,7 +331,7 @@ def run(
     network = load_network(model, fmt, weights=weights, parallelism=parallelism, cycles=cycles,
                            layer_formats=layer_formats, input_format=input_format, bits=bits,
                            calibration=calibration, dsp_budget=dsp_budget, console=console, softmax=softmax,
-                           pipeline=pipeline, weight_format=weight_format)
+                           pipeline=pipeline, weight_format=weight_format, lanes=lanes)
     last = network.plans[-1]
     load_test_set(data, network.plans[0].input_shape, last.n_out, last.activation, task)  # fits the model
     with atomic_directory(out, force=force) as tmp:

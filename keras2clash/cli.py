@@ -58,6 +58,11 @@ BUDGET_HELP = ("Multiplier budget, a number or a device (ecp5-85k: 132 of its 15
                "(balanced allocation, exact model).")
 
 
+LANES_HELP = ("Channels a BatchNormalization computes a cycle: 'auto' the fewest that keep the initiation "
+              "interval (fewer multipliers, a few cycles more latency), 'full' a whole beat a cycle. "
+              "Default: auto with --dsp-budget, full without.")
+
+
 def _user_formats(layer_formats: Optional[Path], layer_format: Optional[list[str]], input_format: Optional[str]):
     """--layer-formats FILE, --layer-format ..., --input-format -> one FormatConfig (checked now);
     None when none is given (an HGQ2 model refuses formats given with it, even empty ones)."""
@@ -93,12 +98,13 @@ def emit(
     pipeline: Optional[str] = typer.Option(None, "--pipeline", help=PIPE_HELP),
     hls4ml_config: Optional[Path] = typer.Option(None, "--hls4ml-config", help=HLS4ML_HELP),
     weight_format: str = typer.Option(DEFAULT_WEIGHT_FORMAT, "--weight-format", help=WEIGHT_FORMAT_HELP),
+    lanes: Optional[str] = typer.Option(None, "--lanes", help=LANES_HELP),
 ) -> None:
     """Parse MODEL and write a Clash project (network, weights, memory files) to --out."""
     path = api.emit(model, format, out, parallelism, cycles=cycles, weights=weights, name=name, force=force,
                     layer_formats=_user_formats(layer_formats, layer_format, input_format), bits=bits,
                     calibration=calibration, dsp_budget=dsp_budget, softmax=softmax, pipeline=pipeline,
-                    hls4ml_config=hls4ml_config, weight_format=weight_format)
+                    hls4ml_config=hls4ml_config, weight_format=weight_format, lanes=lanes)
     err.print(f"[green]✓[/green] emitted {path}")
 
 
@@ -160,6 +166,7 @@ def run(
     pipeline: Optional[str] = typer.Option(None, "--pipeline", help=PIPE_HELP),
     task: str = typer.Option("auto", "--task", help=TASK_HELP),
     weight_format: str = typer.Option(DEFAULT_WEIGHT_FORMAT, "--weight-format", help=WEIGHT_FORMAT_HELP),
+    lanes: Optional[str] = typer.Option(None, "--lanes", help=LANES_HELP),
 ) -> None:
     """emit -> hdl -> simulate in one go (default: all three HDLs)."""
     langs = _languages(verilog, vhdl, systemverilog, ("verilog", "vhdl", "systemverilog"))
@@ -167,7 +174,7 @@ def run(
     comp = api.run(model, data, format, out, parallelism, cycles=cycles, languages=langs, limit=n, weights=weights, force=force,
                    layer_formats=_user_formats(layer_formats, layer_format, input_format), bits=bits,
                    calibration=calibration, dsp_budget=dsp_budget, softmax=softmax, pipeline=pipeline, task=task,
-                   weight_format=weight_format)
+                   weight_format=weight_format, lanes=lanes)
     _write_reports(comp, json_out, markdown, force)
     if not comp.all_exact:
         raise K2CError(f"simulation differs from the golden model on {comp.samples - (comp.bit_exact or 0)} sample(s)", exit_code=1)

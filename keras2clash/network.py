@@ -99,12 +99,16 @@ def plan_network(
     softmax: str = "exact",
     hls4ml: Any = None,
     weight_format: str = DEFAULT_WEIGHT_FORMAT,
+    lanes: str | None = None,
 ) -> Network:
     """Formats (uniform, per layer, or automatic), knobs (given, or balanced for a
     multiplier budget), the plan, the branch FIFO depths (hardware model) and the quantized
     parameters of a graph. `fifos=False` skips the FIFO depths (precision tools that never
     emit). `softmax="argmax"` leaves a softmax at the output out (the scores are then the
-    requantized logits; the class is the same), `"exact"` (default) computes it."""
+    requantized logits; the class is the same), `"exact"` (default) computes it. `lanes`:
+    a BatchNormalization's channels a cycle, `"auto"` the fewest that keep the II (hw.lanes;
+    the default under `dsp_budget`) or `"full"` (otherwise the default)."""
+    from keras2clash.hw.lanes import resolve_lanes, sized, with_lanes
     from keras2clash.quant.autoformat import parameter_overflow
     from keras2clash.quant.golden import quantize_params
     from keras2clash.quant.layerformats import is_auto, resolve_formats
@@ -112,6 +116,7 @@ def plan_network(
     if hls4ml is not None:  # its formats first, --layer-formats/--layer-format on top; its knobs
         layer_formats, parallelism, cycles = _with_hls4ml(graph, hls4ml, layer_formats, parallelism, cycles,
                                                           dsp_budget)
+    lanes = resolve_lanes(lanes, dsp_budget)
     graph = softmax_mode(graph, softmax)
     layer_formats = _model_formats(keras_model, graph, layer_formats, input_format, fmt)
     fixed = fmt if is_auto(fmt) else as_format(fmt)
@@ -133,9 +138,8 @@ def plan_network(
     plans = make_plan(graph, formats.default, pes, cycles=cyc, layer_formats=formats.layers or None,
                       input_fmt=formats.input, pipeline=levels)
     if fifos:
-        from keras2clash.hw.hwmodel import with_fifo_depths, with_window_fifos
-
-        plans = with_fifo_depths(with_window_fifos(with_fifo_depths(plans)))
+        plans = with_lanes(plans) if lanes == "auto" else sized(plans)
+        _report_lanes(plans, console)
     return Network(graph=graph, plans=plans, params=quantize_params(plans), formats=formats,
                    overflow=parameter_overflow(plans, graph), keras_model=keras_model)
 
@@ -218,6 +222,14 @@ def softmax_mode(graph: Graph, mode: str) -> Graph:
     if last.type == "activation":
         return graph.without(last)
     return graph.replaced(last, replace(last, activation="linear"))
+
+
+def _report_lanes(plans: Sequence[LayerPlan], console: Console | None) -> None:
+    """One line per serial BatchNormalization (hw.lanes)."""
+    serial = [p for p in plans if p.lane_chunks > 1]
+    if console is not None and serial:
+        console.print("serial BatchNormalization (the same II): " + ", ".join(
+            f"{p.name} {p.channel_lanes} of {p.output_shape[-1]} channels a cycle" for p in serial))
 
 
 def _balanced_knobs(graph: Graph, formats: Any, budget: int, pes, cyc, levels, console) -> tuple[list[int], list[int]]:

@@ -1,5 +1,5 @@
 {-# LANGUAGE DataKinds, KindSignatures, NoImplicitPrelude, ScopedTypeVariables,
-             TypeApplications, TypeOperators, FlexibleContexts, NoStarIsType #-}
+             TypeApplications, TypeOperators, FlexibleContexts, NoStarIsType, TypeFamilies #-}
 {-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver #-}
 {-|
 A Keras @BatchNormalization@ that could not be folded into the Dense/Conv2D
@@ -27,18 +27,34 @@ MULT18X18D's unregistered input were mlp_tanh's critical path, 16.3 ns), the
 products (the multipliers' output registers), then the sum, rounding and
 activation (a table activation's ROM becomes a synchronous block RAM). One
 beat a cycle; its timing is "K2C.Pipe"'s with @d = 3@.
+
+= Fewer multipliers: 'batchNormLanes'
+
+Where the beats come slower than one a cycle (a dense layer's, or a
+convolution's pixels at a large initiation interval), @c@ multipliers mostly
+wait. 'batchNormLanes' takes @k@ of the @n * k@ channels a beat, after a
+"K2C.Scatter" of @n@ and before a "K2C.Collect" of @n@ (the emitted network
+composes the three): @k@ multipliers, and a beat of @n * k@ channels every
+@n + 1@ cycles. A counter of the beats that moved in says which chunk of the
+constants a beat takes; the constants are registered beside it (on ECP5, read
+through the counter's multiplexer straight into a MULT18X18D's inputs they cost
+3.5 ns of setup: mlp_tanh 81.8 MHz, registered 104.6). Same stages, same
+'BatchNormDepth', same arithmetic.
 -}
 module K2C.BatchNorm
   ( batchNorm
+  , batchNormLanes
   , scaleShift
   , BatchNormDepth
   ) where
 
 import Clash.Prelude
+import Data.Maybe (isJust)
 
 import K2C.Merge (addExact, mulExact)
 import K2C.Pipe (pipeS, stageReg)
 import K2C.Stream (Stream)
+import K2C.Window (nextIndex)
 
 -- | Register stages of 'batchNorm': the products, then the finished values.
 type BatchNormDepth = 3
@@ -56,6 +72,27 @@ batchNorm scales offsets finish = pipeS (SNat @BatchNormDepth) stages
     stages input = stageReg (fmap (map finish . zipWith (flip addExact) offsets) <$> products)
       where
         products = stageReg (fmap (zipWith (flip mulExact) scales) <$> stageReg input)
+
+-- | 'batchNorm' on @k@ channels a beat: beat @i@ of every @n@ takes channels
+-- @i * k .. i * k + k - 1@ of the constants (see the module header).
+batchNormLanes
+  :: forall dom n k ia fa iw fw ib fb b
+   . ( HiddenClockResetEnable dom, KnownNat n, KnownNat k, 1 <= n
+     , KnownNat ia, KnownNat fa, KnownNat iw, KnownNat fw, KnownNat ib, KnownNat fb, NFDataX b )
+  => SNat n
+  -> Vec (n * k) (SFixed iw fw) -> Vec (n * k) (SFixed ib fb)
+  -> (SFixed (1 + Max (ia + iw) ib) (Max (fa + fw) fb) -> b)
+  -> Stream dom (Vec k (SFixed ia fa)) (Vec k b)
+batchNormLanes SNat scales offsets finish = pipeS (SNat @BatchNormDepth) stages
+  where
+    chunks = zip (unconcatI @n @k scales) (unconcatI @n @k offsets)
+    stages input = stageReg (fmap done <$> products)
+      where
+        chunk    = register (0 :: Index n) (mux (isJust <$> input) (nextIndex <$> chunk) chunk)
+        tagged   = stageReg (fmap . (,) . (chunks !!) <$> chunk <*> input)
+        products = stageReg (fmap scale <$> tagged)
+        scale ((s, o), x) = (o, zipWith (flip mulExact) s x)
+        done (o, p) = map finish (zipWith (flip addExact) o p)
 
 -- | @x * s + o@, exactly.
 scaleShift

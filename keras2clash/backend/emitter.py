@@ -292,9 +292,14 @@ def _layer_entry(plan: LayerPlan, fn: str, code: ActivationCode | None = None,
         assert plan.w_fmt is not None and plan.b_fmt is not None
         entry["doc"] = (f"{shapes}, BatchNormalization per channel: x * scale ({plan.w_fmt}) + offset "
                         f"({plan.b_fmt}) exactly, requantized to {plan.out_fmt}, {_activation_doc(plan)}")
-        entry["notes"].append(f"{plan.output_shape[-1]} multiplier(s), registered; the sum, rounding and "
+        entry["notes"].append(f"{plan.channel_lanes} multiplier(s), registered; the sum, rounding and "
                               "activation registered (two stages).")
-        entry["body"] = [f"BatchNorm.batchNorm W.{fn}_scale W.{fn}_offset activation"] + vector_stage
+        entry["body"] = _batchnorm_body(plan, fn) + vector_stage
+        entry["uses"] += ["scatter", "flatten"] if plan.lane_chunks > 1 else []
+        if plan.lane_chunks > 1:
+            entry["notes"].append(f"Serial: {plan.channel_lanes} of the {plan.output_shape[-1]} channels a cycle "
+                                  f"(the beat scattered into {plan.lane_chunks} and collected again), one beat "
+                                  f"every {plan.lane_chunks + 1} cycles: the rate its producer sets.")
         entry.update(requantizes=True, hw_activation=code.name if elementwise and code is not None else "linear",
                      constants=_batchnorm_constants(plan, fn))
     elif plan.type == "flatten":
@@ -324,6 +329,16 @@ def _layer_entry(plan: LayerPlan, fn: str, code: ActivationCode | None = None,
         entry.update(requantizer=f"({entry['requantizer']} . relu)", hw_activation="linear")
         entry["notes"].append(f"The ReLU acts on the exact value, before the wrapping requantization to {plan.out_fmt}.")
     return entry
+
+
+def _batchnorm_body(plan: LayerPlan, fn: str) -> list[str]:
+    """K2C.BatchNorm over whole beats, or `batchNormLanes` on `lanes` channels a cycle
+    between a Scatter and a Collect of the beat's `lane_chunks`."""
+    n = plan.lane_chunks
+    if n == 1:
+        return [f"BatchNorm.batchNorm W.{fn}_scale W.{fn}_offset activation"]
+    return [f"Scatter.scatter (SNat @{n})", f"BatchNorm.batchNormLanes (SNat @{n}) W.{fn}_scale W.{fn}_offset activation",
+            f"Collect.collect (SNat @{n})"]
 
 
 def _batchnorm_constants(plan: LayerPlan, fn: str) -> dict[str, Any]:

@@ -33,7 +33,9 @@ stalls, not only for an always-ready sink:
 - Collect (`K2C.Collect`): the vector is valid the cycle after its n-th beat; the next
   image's first beat waits until the cycle after the vector moves.
 - Global (`K2C.Global`): one result per image, completed by its last beat, valid the cycle
-  after its input register combined that beat (when the previous result has left). A BatchNormalization (`K2C.BatchNorm`) is a combinational `mapS` stage: no block.
+  after its input register combined that beat (when the previous result has left).
+- BatchNorm (`K2C.BatchNorm`): a stage on K2C.Pipe (below); a serial one (`lanes`) is
+  Scatter -> that stage -> Collect of `lane_chunks` beats.
 - Top's input and output slices (`K2C.Fifo`, two entries before the network and after the
   argmax): a beat moves in when fewer than two are held and is valid from the cycle after
   it moved in, and not before the previous one moved out. Top's class (`K2C.Classify`) and
@@ -62,7 +64,7 @@ from typing import Any
 import numpy as np
 
 from keras2clash.hw.plan import LayerPlan
-from keras2clash.hw.shape_blocks import shape_blocks
+from keras2clash.hw.shape_blocks import _Scatter, shape_blocks
 from keras2clash.ir.layers import GLOBAL_POOL_TYPES, SHAPE_TYPES
 from keras2clash.ir.structure import Chain, Parallel, structure
 
@@ -540,6 +542,20 @@ def map_depth(plan: LayerPlan) -> int:
     return MAP_TABLE_DEPTH if is_table(plan) else MAP_DEPTH
 
 
+def _batchnorm_blocks(plan: LayerPlan, down, mx, blocks: list) -> Any:
+    """K2C.BatchNorm on K2C.Pipe; a serial one (`lanes`: `batchNormLanes`) between a Scatter
+    and a Collect of its `lane_chunks` beats per vector."""
+    n = plan.lane_chunks
+    if n > 1:
+        down = _Collect(n, down, mx)
+        blocks.append(down)
+    down = _pipe_block(BATCHNORM_DEPTH, down, mx, blocks)
+    if n > 1:
+        down = _Scatter(n, down, mx)
+        blocks.append(down)
+    return down
+
+
 def _layer_blocks(plan: LayerPlan, knobs, down, mx, blocks: list) -> Any:
     """The blocks of one layer (emitter.py), built from its consumer backwards; its head."""
     if is_softmax(plan):  # the pipelined softmax after the layer's own blocks
@@ -547,7 +563,7 @@ def _layer_blocks(plan: LayerPlan, knobs, down, mx, blocks: list) -> Any:
     if has_map_stage(plan):
         down = _pipe_block(map_depth(plan), down, mx, blocks)
     if plan.type == "batchnorm":
-        down = _pipe_block(BATCHNORM_DEPTH, down, mx, blocks)
+        down = _batchnorm_blocks(plan, down, mx, blocks)
     if has_pool_stage(plan):
         down = _pipe_block(pool_stage_depth(plan), down, mx, blocks)
     if plan.is_compute:

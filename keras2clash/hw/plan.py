@@ -68,6 +68,7 @@ class LayerPlan:
     window_fifo: int = 0  # a convolution's FIFO of windows before its engine (hwmodel.window_fifos); 0: none
     input_fifo: int = 0  # a convolution's FIFO of input pixels before its padding and window generator; 0: none
     top_activation: bool = False  # the output layer's activation, applied in Top after the class (golden.splits_output)
+    lanes: int = 0  # batchnorm: channels a cycle (K2C.BatchNorm.batchNormLanes, a divisor of C below C); 0: all C (hw.lanes)
     layer: Layer | None = field(default=None, compare=False, repr=False)  # the IR record (weights)
 
     @property
@@ -204,9 +205,20 @@ class LayerPlan:
     def multipliers(self) -> int:
         if self.type == "multiply":  # an element-wise product of n inputs: n - 1 per value
             return (len(self.inputs) - 1) * self.output_shape[-1]
-        if self.type == "batchnorm":  # one per channel of a beat, all in the same cycle
-            return self.output_shape[-1] + self.activation_multipliers
+        if self.type == "batchnorm":  # one per channel of a beat, all in the same cycle, or one per lane
+            return self.channel_lanes + self.activation_multipliers
         return (self.pe * self.chunk if self.is_compute else 0) + self.activation_multipliers
+
+    @property
+    def channel_lanes(self) -> int:
+        """Channels a BatchNormalization computes a cycle: `lanes`, or all of a beat's."""
+        return self.lanes or self.output_shape[-1]
+
+    @property
+    def lane_chunks(self) -> int:
+        """n of a serial BatchNormalization (K2C.Scatter and K2C.Collect around
+        `batchNormLanes`): chunks of `lanes` channels per beat; 1 when it takes whole beats."""
+        return self.output_shape[-1] // self.channel_lanes
 
     @property
     def activation_multipliers(self) -> int:

@@ -91,11 +91,9 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
     if plan.input_fifo:  # input pixels queued before the padding and the window generator
         fifo += plan.input_fifo * plan.input_shape[-1] * in_bits
     channels = plan.output_shape[-1]
-    if plan.type == "batchnorm":  # K2C.BatchNorm on K2C.Pipe: input, products, finished values, queue
-        assert plan.w_fmt is not None
-        product = plan.in_fmt.hw_bits + plan.w_fmt.hw_bits  # K2C.Merge.mulExact: SFixed (ia + iw) (fa + fw)
-        regs += channels * (in_bits + product + out_bits) + BATCHNORM_DEPTH
-        fifo += (BATCHNORM_DEPTH + 2) * channels * out_bits
+    if plan.type == "batchnorm":
+        bn_regs, bn_fifo = batchnorm_storage(plan)
+        regs, fifo = regs + bn_regs, fifo + bn_fifo
     if has_pool_stage(plan):  # K2C.Pool on K2C.Pipe: the trees along and down the rows, their queue
         ph, pw = plan.kernel_size
         wide = in_bits + (ph - 1).bit_length() + (pw - 1).bit_length() + 2  # K2C.Pool.WideSum
@@ -221,6 +219,25 @@ class HwFigures:
 
 def multiplier_efficiency(macs: int, multipliers: int, ii: float) -> float:
     return macs / (multipliers * ii) if multipliers and ii else 0.0
+
+
+def batchnorm_storage(plan: LayerPlan) -> tuple[int, int]:
+    """(register bits, queue bits) of K2C.BatchNorm on K2C.Pipe: the input beat, the
+    products, the finished values and the queue, each `channel_lanes` wide; a serial one
+    (`batchNormLanes`) also registers its chunk's constants beside the input and keeps a
+    chunk counter, between the Scatter's and the Collect's registers of a whole beat."""
+    assert plan.w_fmt is not None and plan.b_fmt is not None
+    in_bits, out_bits, lanes = plan.in_fmt.hw_bits, plan.out_fmt.hw_bits, plan.channel_lanes
+    product = in_bits + plan.w_fmt.hw_bits  # K2C.Merge.mulExact: SFixed (ia + iw) (fa + fw)
+    regs = lanes * (in_bits + product + out_bits) + BATCHNORM_DEPTH
+    n = plan.lane_chunks
+    if n > 1:
+        constants = lanes * (plan.w_fmt.hw_bits + plan.b_fmt.hw_bits)
+        offsets = lanes * plan.b_fmt.hw_bits  # carried beside the products
+        channels = plan.output_shape[-1]
+        counters = 3 * (n - 1).bit_length() + 2  # the chunk's, the Scatter's and the Collect's; their flags
+        regs += constants + offsets + channels * (in_bits + out_bits) + counters
+    return regs, (BATCHNORM_DEPTH + 2) * lanes * out_bits
 
 
 def layer_interval(plan: LayerPlan) -> int:
