@@ -17,7 +17,7 @@ from keras2clash.hw import hwmodel
 from keras2clash.hw.lanes import divisors, resolve_lanes, sized, with_lanes
 from keras2clash.quant import golden
 
-from helpers import needs_toolchain
+from helpers import assert_clash_matches_golden, needs_toolchain
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -118,8 +118,6 @@ def test_any_lanes_bit_exact_in_clash(tmp_path_factory, seed, channels, conv_cha
     from keras2clash import api
     from keras2clash.backend.project import load_project
     from keras2clash.network import load_network
-    from keras2clash.verify import toolchain
-    from keras2clash.verify.simulate import run_simulator
 
     network = load_network(_model(seed, channels, conv_channels), fmt)
     bns = iter(pick)
@@ -138,11 +136,4 @@ def test_any_lanes_bit_exact_in_clash(tmp_path_factory, seed, channels, conv_cha
     assert "BatchNorm.batchNormLanes" in (out / "Network.hs").read_text()
     rng = np.random.default_rng(seed)
     x_raw = golden.quantize_inputs(project.plans, rng.uniform(-2, 2, size=(6, 5, 5, 2)))
-    want = golden.run(project.plans, project.params, x_raw)
-    exe = toolchain.build_simulator(project.root)
-    sim = run_simulator(exe, project.root, x_raw, project.n_out)
-    assert np.array_equal(sim.outputs, want)
-    t = hwmodel.timing(project.plans, len(x_raw))
-    assert np.array_equal(sim.accept_cycle, t.accept_cycle) and np.array_equal(sim.output_cycle, t.output_cycle)
-    stressed = run_simulator(exe, project.root, x_raw, project.n_out, ["--gap-max", "3", "--seed", str(seed)])
-    assert np.array_equal(stressed.outputs, want)
+    assert_clash_matches_golden(project, x_raw, seed)
