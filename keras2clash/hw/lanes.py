@@ -7,9 +7,9 @@ pixels at a long interval), they mostly wait: `batchNormLanes` computes `k` of t
 channels a cycle between a `K2C.Scatter` and a `K2C.Collect` of `c / k` beats, one beat
 every `c / k + 1` cycles, with `k` multipliers. Measured on mlp_tanh balanced to ecp5-85k
 (II 65): 132 -> 78 multipliers, latency 301 -> 359 cycles, and after place and route on the
-LFE5U-85F 122.0 / 118.5 MHz (router1, seeds 1 / 2; whole beats: at best 95.1): the 32
-multipliers of a whole beat, spread along the DSP rows and read from one LUT-RAM queue,
-were its critical path.
+LFE5U-85F 122.0 / 118.5 MHz (router1, seeds 1 / 2; whole beats: router2 at best 95.1,
+router1 not routed after 33 minutes): the 32 multipliers of a whole beat, spread along the
+DSP rows and read from one LUT-RAM queue, were its critical path.
 
 `with_lanes` gives every BatchNormalization the fewest lanes (a divisor of its channels)
 for which the exact II of the whole design (`hw.hwmodel`, FIFOs sized again) is no longer
