@@ -73,7 +73,7 @@ def main() -> None:
         folder = ROOT / "examples" / name
         path = folder / f"{name}.keras"
         model = keras.models.load_model(path, compile=False)
-        networks = {w: load_network(path, args.format, weight_format=w) for w in WEIGHT_FORMATS}  # planned once
+        networks = {w: load_network(model, args.format, weight_format=w) for w in WEIGHT_FORMATS}  # planned once
         test = np.load(folder / "test.npz")
         row = {"example": name, "test": {"images": int(len(test["y"]))}}
         row["test"]["right"] = _counts(model, networks, test["x"].astype(np.float32), test["y"])

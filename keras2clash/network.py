@@ -108,7 +108,8 @@ def plan_network(
     requantized logits; the class is the same), `"exact"` (default) computes it. `lanes`:
     a BatchNormalization's channels a cycle, `"auto"` the fewest that keep the II (hw.lanes;
     the default under `dsp_budget`) or `"full"` (otherwise the default)."""
-    from keras2clash.hw.lanes import resolve_lanes, sized, with_lanes
+    from keras2clash.hw.hwmodel import with_fifos
+    from keras2clash.hw.lanes import resolve_lanes, with_lanes
     from keras2clash.quant.autoformat import parameter_overflow
     from keras2clash.quant.golden import quantize_params
     from keras2clash.quant.layerformats import is_auto, resolve_formats
@@ -138,7 +139,7 @@ def plan_network(
     plans = make_plan(graph, formats.default, pes, cycles=cyc, layer_formats=formats.layers or None,
                       input_fmt=formats.input, pipeline=levels)
     if fifos:
-        plans = with_lanes(plans) if lanes == "auto" else sized(plans)
+        plans = with_lanes(plans) if lanes == "auto" else with_fifos(plans)
         _report_lanes(plans, console)
     return Network(graph=graph, plans=plans, params=quantize_params(plans), formats=formats,
                    overflow=parameter_overflow(plans, graph), keras_model=keras_model)

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from keras2clash.errors import K2CError
 from keras2clash.hw import hwmodel
-from keras2clash.hw.lanes import divisors, resolve_lanes, sized, with_lanes
+from keras2clash.hw.hwmodel import with_fifos
+from keras2clash.hw.lanes import divisors, resolve_lanes, with_lanes
 from keras2clash.quant import golden
 
 from helpers import assert_clash_matches_golden, needs_toolchain
@@ -90,7 +91,7 @@ def test_auto_lanes_keep_the_ii_and_are_the_fewest(channels) -> None:
     from keras2clash.network import load_network
 
     plans = load_network(_model(1, channels, 4), "1,7,8").plans
-    full_ii = hwmodel.timing(sized(plans)).ii
+    full_ii = hwmodel.timing(with_fifos(plans)).ii
     serial = with_lanes(plans)
     assert hwmodel.timing(serial).ii == full_ii
     bns = [i for i, p in enumerate(serial) if p.type == "batchnorm"]
@@ -100,7 +101,7 @@ def test_auto_lanes_keep_the_ii_and_are_the_fewest(channels) -> None:
         assert c % lanes == 0
         fewer = [d for d in divisors(c) if d < lanes]
         if fewer:
-            slower = sized([replace(p, lanes=fewer[-1]) if j == i else p for j, p in enumerate(serial)])
+            slower = with_fifos([replace(p, lanes=fewer[-1]) if j == i else p for j, p in enumerate(serial)])
             assert hwmodel.timing(slower).ii > full_ii
     assert sum(p.multipliers for p in serial) < sum(p.multipliers for p in plans)
 
@@ -126,7 +127,7 @@ def test_any_lanes_bit_exact_in_clash(tmp_path_factory, seed, channels, conv_cha
         options = divisors(plan.output_shape[-1])[:-1]
         return replace(plan, lanes=options[next(bns) % len(options)])
 
-    plans = sized([lanes(p) if p.type == "batchnorm" else p for p in network.plans])
+    plans = with_fifos([lanes(p) if p.type == "batchnorm" else p for p in network.plans])
     network = replace(network, plans=plans)
     out = tmp_path_factory.mktemp("lanes") / "net"
     out.mkdir()

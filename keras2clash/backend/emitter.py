@@ -295,8 +295,8 @@ def _layer_entry(plan: LayerPlan, fn: str, code: ActivationCode | None = None,
         entry["notes"].append(f"{plan.channel_lanes} multiplier(s), registered; the sum, rounding and "
                               "activation registered (two stages).")
         entry["body"] = _batchnorm_body(plan, fn) + vector_stage
-        entry["uses"] += ["scatter", "flatten"] if plan.lane_chunks > 1 else []
         if plan.lane_chunks > 1:
+            entry["uses"] += ["scatter", "flatten"]
             entry["notes"].append(f"Serial: {plan.channel_lanes} of the {plan.output_shape[-1]} channels a cycle "
                                   f"(the beat scattered into {plan.lane_chunks} and collected again), one beat "
                                   f"every {plan.lane_chunks + 1} cycles: the rate its producer sets.")

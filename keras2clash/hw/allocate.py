@@ -106,8 +106,7 @@ def balanced(plans: Sequence[LayerPlan], budget: int) -> Allocation:
     with the FIFOs it gets, as `network.plan_network` sizes them."""
     from dataclasses import replace
 
-    from keras2clash.hw.hwmodel import (MAX_WINDOW_FIFO, figures, with_deep_branch_fifos, with_fifo_depths,
-                                        with_window_fifos)
+    from keras2clash.hw.hwmodel import MAX_WINDOW_FIFO, figures, with_deep_branch_fifos, with_fifos
 
     geometry = plans
     plans = with_deep_branch_fifos(
@@ -171,7 +170,7 @@ def balanced(plans: Sequence[LayerPlan], budget: int) -> Allocation:
         if rank(near[i]) >= rank(fig):
             break
         key, fig = moves[i], near[i]
-    exact = with_fifo_depths(with_window_fifos(with_fifo_depths(with_knobs(geometry, *_config(key)))))
+    exact = with_fifos(with_knobs(geometry, *_config(key)))
     return Allocation(budget, target, figures(exact), targets[lo], evaluated)
 
 

@@ -416,6 +416,13 @@ def with_fifo_depths(plans: Sequence[LayerPlan]) -> list[LayerPlan]:
     return [replace(p, fifo_depths=depths[p.name]) if p.name in depths else p for p in plans]
 
 
+def with_fifos(plans: Sequence[LayerPlan]) -> list[LayerPlan]:
+    """The plans with every FIFO `network.plan_network` emits sized: the branch FIFOs, then the
+    convolutions' FIFOs (which need the joins' depths to be timed), then the branch FIFOs
+    again for the II those reach."""
+    return with_fifo_depths(with_window_fifos(with_fifo_depths(plans)))
+
+
 def timings(configs: Sequence[Sequence[LayerPlan]]) -> list[tuple[int, float]]:
     """(latency, II) of many configurations (plans) of one network in one vectorised run."""
     if not configs:

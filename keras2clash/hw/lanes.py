@@ -48,19 +48,12 @@ def divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-def sized(plans: Sequence[LayerPlan]) -> list[LayerPlan]:
-    """The plans with the FIFOs `network.plan_network` gives them (hw.hwmodel)."""
-    from keras2clash.hw.hwmodel import with_fifo_depths, with_window_fifos
-
-    return with_fifo_depths(with_window_fifos(with_fifo_depths(plans)))
-
-
 def with_lanes(plans: Sequence[LayerPlan]) -> list[LayerPlan]:
     """Every BatchNormalization with the fewest lanes that keep the design's exact II (the
     module's docstring); the FIFOs sized for the result."""
-    from keras2clash.hw.hwmodel import timing
+    from keras2clash.hw.hwmodel import timing, with_fifos
 
-    current = sized([replace(p, lanes=0) if p.type == "batchnorm" else p for p in plans])
+    current = with_fifos([replace(p, lanes=0) if p.type == "batchnorm" else p for p in plans])
     if not any(p.type == "batchnorm" for p in current):
         return current
     target = timing(current).ii
@@ -70,7 +63,7 @@ def with_lanes(plans: Sequence[LayerPlan]) -> list[LayerPlan]:
         options = divisors(plan.output_shape[-1])[:-1]  # below all channels (lanes = 0)
 
         def trial(k: int) -> list[LayerPlan]:
-            return sized([replace(p, lanes=k) if i == index else p for i, p in enumerate(current)])
+            return with_fifos([replace(p, lanes=k) if i == index else p for i, p in enumerate(current)])
 
         lo, hi, best = 0, len(options), None
         while lo < hi:  # the smallest option whose II is the target's
