@@ -183,8 +183,7 @@ def test_dsp_budget_on_a_network_with_branches() -> None:
     f = alloc.figures
     assert f.multipliers <= 156
     assert f.ii == alloc.min_target == 1536  # the layers' own bound, reached
-    emitted = hwmodel.with_fifo_depths(hwmodel.with_window_fifos(hwmodel.with_fifo_depths(
-        with_knobs(plans, f.parallelism, f.cycles))))
+    emitted = hwmodel.with_fifos(with_knobs(plans, f.parallelism, f.cycles))
     t = hwmodel.timing(emitted)
     assert (t.first_latency, t.ii) == (f.latency, f.ii)
 
