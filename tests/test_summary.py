@@ -26,7 +26,7 @@ def test_thesis_cnn_storage_is_line_buffers_not_frames() -> None:
     for name in ("conv_1", "pool_1", "conv_2", "pool_2"):
         assert layers[name]["line_buffer_bits"] < layers[name]["frame_bits"]
     assert layers["conv_2"]["rom_bits"] == 16 * (144 * 16 + 16)  # 16 words, 1 PE, 144 weights + bias
-    assert (summary["latency"], summary["interval"], summary["multipliers"]) == (2381, 2319, 217)  # test_hwmodel.MEASURED
+    assert (summary["latency"], summary["interval"], summary["multipliers"]) == (2383, 2319, 217)  # test_hwmodel.MEASURED
 
 
 def test_emit_stores_the_design_summary(tmp_path: Path) -> None:

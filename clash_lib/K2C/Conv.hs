@@ -33,14 +33,16 @@ rules ("K2C.Window", "K2C.Engine"). With downstream always ready:
   the cycle the pixel completing it is accepted (see "K2C.Window" for when
   that pixel has to wait);
 * the engine accepts it in cycle @a_i = max(v_i, a_(i-1) + G*b)@ and output
-  beat @i@ moves in cycle @a_i + G*b + D + 1@ (@D@: the engine's pipeline
-  depth, 0 when not pipelined).
+  beat @i@ moves in cycle @a_i + e + G*b + D + 1@ (@D@: the engine's pipeline
+  depth, 0 when not pipelined; @e = 1@ with the 'direct' queue, where the
+  engine loads the window from the generator's shift register in the cycle
+  after it accepted it, 0 behind a FIFO of windows: "K2C.Engine"'s 'Loading').
 
 With pixels one per cycle, consecutive windows of an image complete at
 least @s = min(sw, sh * w - (w2 - 1) * sw)@ pixels apart (@sw@ within a row,
 @sh * w - (w2 - 1) * sw@ from a row's last window to the next row's first).
 So when @G*b <= s@ the engine takes every window the cycle it appears, and
-the first output of an image moves @(kh - 1) * w + kw + G*b + D@ cycles after
+the first output of an image moves @(kh - 1) * w + kw + e + G*b + D@ cycles after
 its first pixel is accepted (the first window appears @(kh - 1) * w + kw - 1@
 cycles after it, "K2C.Window"). When @G*b > s@ the engine sets the pace at
 the closer windows: a window the engine cannot take yet waits in the
@@ -49,16 +51,56 @@ generator's shift register, which stops its input until the engine takes it.
 module K2C.Conv
   ( conv2d
   , flattenWindow
+  , WindowQueue (..)
+  , direct
+  , queued
+  , windowsInto
   ) where
 
 import Clash.Prelude hiding (window)
 
 import K2C.Activation (Finish, TableRegs)
-import K2C.Engine (EngineShape, engine)
+import K2C.Engine (EngineShape, engine, engineAfter)
+import K2C.Fifo (fifo)
 import K2C.Filter (Accumulates)
 import K2C.Memory (WeightRom)
 import K2C.Stream (Stream, mapS, (|>))
-import K2C.Window (window)
+import K2C.Window (WindowShape, intoHeld, window, windowHeld)
+
+-- | What sits between a convolution's window generator and its engine.
+data WindowQueue dom a
+  = Direct
+    -- ^ Nothing: the engine loads each window from the generator's shift
+    -- register in the cycle after it accepted it ('K2C.Engine.engineAfter',
+    -- 'K2C.Window.windowHeld'): one LUT per window bit, one cycle of latency.
+  | Queued (Stream dom a a)
+    -- ^ A FIFO of windows that lets the generator run ahead when its windows
+    -- come in bursts (the windows of a row back to back, none while the next
+    -- row's first columns come in); the engine loads the FIFO's output in the
+    -- cycle it accepts it ('K2C.Engine.engine').
+
+-- | No queue: the engine loads from the generator's register.
+direct :: WindowQueue dom a
+direct = Direct
+
+-- | A FIFO of @n@ windows ('K2C.Fifo.fifo').
+queued :: (HiddenClockResetEnable dom, KnownNat n, 1 <= n, NFDataX a) => SNat n -> WindowQueue dom a
+queued n = Queued (fifo n)
+
+-- | The window generator of an @h x w@ image, @kh x kw@ windows, strides
+-- @(sh, sw)@, regrouped by @f@ (wires), into an engine through @queue@:
+-- @direct@ gives the engine the generator's register (@engineHeld@),
+-- @queued@ a FIFO's output (@engineNow@).
+windowsInto
+  :: (HiddenClockResetEnable dom, WindowShape h w kh kw sh sw c, NFDataX a)
+  => SNat h -> SNat w -> SNat kh -> SNat kw -> SNat sh -> SNat sw
+  -> (Vec kh (Vec kw (Vec c a)) -> x)
+  -> WindowQueue dom x
+  -> (Signal dom x -> Stream dom x y)
+  -> Stream dom x y
+  -> Stream dom (Vec c a) y
+windowsInto h w kh kw sh sw f Direct engineHeld _ = intoHeld (windowHeld h w kh kw sh sw) f engineHeld
+windowsInto h w kh kw sh sw f (Queued queue) _ engineNow = window h w kh kw sh sw |> mapS f |> queue |> engineNow
 
 -- | A window as one vector in Keras kernel order: element @[i][j][ch]@ goes to
 -- index @(i * kw + j) * c + ch@ (row-major over @(kh, kw, c)@).
@@ -68,9 +110,8 @@ flattenWindow = concat . map concat
 -- | A valid 2-D convolution of an @h x w x c@ image with @f@ filters of
 -- @kh x kw x c@, strides @(sh, sw)@, computed by @p@ PEs in @b@ cycles per
 -- group, @l@ adder levels per pipeline stage. @queue@ sits between the window
--- generator and the engine: 'id', or a 'K2C.Fifo.fifo' of windows that lets
--- the generator run ahead when its windows come in bursts (the windows of a
--- row back to back, none while the next row's first columns come in). @finish@: "requantize, then activate" per output value ('K2C.Activation.Finish').
+-- generator and the engine ('WindowQueue'). @finish@: "requantize, then
+-- activate" per output value ('K2C.Activation.Finish').
 conv2d
   :: forall dom h w kh kw sh sw c f p b l ch g ai af wi wf bi bf ci cf o t
    . ( HiddenClockResetEnable dom
@@ -83,9 +124,10 @@ conv2d
   -> SNat p
   -> SNat b
   -> SNat l
-  -> Stream dom (Vec (kh * kw * c) (SFixed ai af)) (Vec (kh * kw * c) (SFixed ai af))
+  -> WindowQueue dom (Vec (kh * kw * c) (SFixed ai af))
   -> WeightRom (g * b) p ch (SFixed wi wf) (SFixed bi bf)
   -> Finish t (SFixed ci cf) o
   -> Stream dom (Vec c (SFixed ai af)) (Vec f o)
 conv2d h w kh kw sh sw p b l queue weights finish =
-  window h w kh kw sh sw |> mapS flattenWindow |> queue |> engine p b l weights finish
+  windowsInto h w kh kw sh sw flattenWindow queue
+    (\held -> engineAfter p b l held weights finish) (engine p b l weights finish)

@@ -29,8 +29,8 @@ own filter: the accumulator is exact for @n_in = K@.
 * ROM: exactly the engine's, @G * b@ words of @p * (ch * BitSize w +
   BitSize bias)@ bits, word @g*b + t@ holding output channel @g*p + q@'s chunk
   @t@ for PE @q@;
-* registers: "K2C.Window"'s (line buffers @w * (kh - 1) * c@ values, two
-  window registers of @kh * kw * c@ values), the engine's held window, here
+* registers: "K2C.Window"'s (line buffers @w * (kh - 1) * c@ values, a
+  window register of @kh * kw * c@ values), the engine's held window, here
   @b * c * ch@ values (all channels' chunks rotate together), @p@
   accumulators (none when @b = 1@), two output vectors of @c * m@ values;
 * per PE one multiplexer of @c@ chunks driven by the group counter (a
@@ -42,7 +42,9 @@ The control is the filter engine's ('engineWith'), so every rule of
 "K2C.Engine" and "K2C.Conv" holds unchanged with @S = G * b@ steps per
 window: window @i@, valid at the generator's output from cycle @v_i@, is
 accepted in @a_i = max(v_i, a_(i-1) + G*b)@ with downstream always ready,
-and its output beat moves in @a_i + G*b + D + 1@; under downstream stalls
+and its output beat moves in @a_i + e + G*b + D + 1@ (@e = 1@ behind the
+'K2C.Conv.direct' queue: the window loaded from the generator's register a
+cycle after the accept, "K2C.Engine"'s 'Loading'); under downstream stalls
 the engine's output queue and credit rule apply as written there.
 -}
 module K2C.Depthwise
@@ -54,11 +56,11 @@ module K2C.Depthwise
 import Clash.Prelude hiding (window)
 
 import K2C.Activation (Finish, TableRegs)
-import K2C.Engine (EngineShape, chunks, engineWith)
+import K2C.Conv (WindowQueue, windowsInto)
+import K2C.Engine (EngineShape, Loading, afterAccept, atAccept, chunks, engineWith)
 import K2C.Filter (Accumulates)
 import K2C.Memory (WeightRom)
-import K2C.Stream (Stream, mapS, (|>))
-import K2C.Window (window)
+import K2C.Stream (Stream)
 
 -- | A window regrouped per channel: channel @ch@'s values in Keras kernel
 -- order, element @[i][j][ch]@ at position @i * kw + j@ of vector @ch@.
@@ -77,25 +79,26 @@ channelTable m@SNat = map (\grp -> map (channelOf grp) indicesI) indicesI
                                        ((toInteger grp * natToNum @p + toInteger q) `div` snatToNum m))
 
 -- | The depthwise engine: @c@ per-channel windows of @k@ values in, @c * m@
--- results out, @p@ PEs, @b@ cycles per group. @finish@: requantize then
--- activate.
+-- results out, @p@ PEs, @b@ cycles per group, loading each window as
+-- @loading@ says ('K2C.Engine.Loading'). @finish@: requantize then activate.
 depthwiseEngine
-  :: forall dom c m k f p b l ch g ai af wi wf bi bf ci cf o t
+  :: forall dom c m k f p b l ch g ai af wi wf bi bf ci cf o t e
    . ( HiddenClockResetEnable dom
      , KnownNat c, KnownNat m, 1 <= c, f ~ (c * m)
-     , EngineShape k f p b ch g, KnownNat l, TableRegs t
+     , EngineShape k f p b ch g, KnownNat l, TableRegs t, KnownNat e, e <= 1
      , Accumulates ai af wi wf bi bf ci cf
      , NFDataX o )
   => SNat m
   -> SNat p
   -> SNat b
   -> SNat l
+  -> Loading dom e (Vec c (Vec k (SFixed ai af)))
   -> WeightRom (g * b) p ch (SFixed wi wf) (SFixed bi bf)
   -> Finish t (SFixed ci cf) o
   -> Stream dom (Vec c (Vec k (SFixed ai af))) (Vec f o)
-depthwiseEngine m SNat SNat l =
+depthwiseEngine m SNat SNat l loading =
   engineWith @dom @(Vec c (Vec k (SFixed ai af))) @(Vec b (Vec c (Vec ch (SFixed ai af)))) @f @p @b @l @ch @g
-             l (transpose . map chunks) (`rotateLeftS` d1) operands
+             l loading (transpose . map chunks) (`rotateLeftS` d1) operands
   where
     -- The held window is chunk-major and rotates as a whole, so its head is every
     -- channel's current chunk (no 'map head': Clash 1.6.4's Verilog backend cannot
@@ -109,7 +112,7 @@ depthwiseEngine m SNat SNat l =
 -- | A valid depthwise convolution of an @h x w x c@ image, kernel @kh x kw@,
 -- strides @(sh, sw)@, depth multiplier @m@, computed by @p@ PEs in @b@
 -- cycles per group; @queue@ between window generator and engine as in
--- 'K2C.Conv.conv2d'.
+-- 'K2C.Conv.conv2d' ('K2C.Conv.WindowQueue').
 depthwise2d
   :: forall dom h w kh kw sh sw c m p b l ch g ai af wi wf bi bf ci cf o t
    . ( HiddenClockResetEnable dom
@@ -123,9 +126,11 @@ depthwise2d
   -> SNat p
   -> SNat b
   -> SNat l
-  -> Stream dom (Vec c (Vec (kh * kw) (SFixed ai af))) (Vec c (Vec (kh * kw) (SFixed ai af)))
+  -> WindowQueue dom (Vec c (Vec (kh * kw) (SFixed ai af)))
   -> WeightRom (g * b) p ch (SFixed wi wf) (SFixed bi bf)
   -> Finish t (SFixed ci cf) o
   -> Stream dom (Vec c (SFixed ai af)) (Vec (c * m) o)
 depthwise2d h w kh kw sh sw m p b l queue weights finish =
-  window h w kh kw sh sw |> mapS channelWindows |> queue |> depthwiseEngine m p b l weights finish
+  windowsInto h w kh kw sh sw channelWindows queue
+    (\held -> depthwiseEngine m p b l (afterAccept held) weights finish)
+    (depthwiseEngine m p b l atAccept weights finish)

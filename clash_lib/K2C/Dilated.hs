@@ -22,13 +22,15 @@ An image is @h * w@ beats of @Vec c a@ in raster order; the output is
 Those of 'K2C.Conv.conv2d' with the same @K@: multipliers @p * ceil(K / b)@
 and the ROM do not grow with the dilation. Only the window generator does,
 as it would for an @eh x ew@ kernel: line buffers @w * (eh - 1) * c@ values,
-two window registers of @eh * ew * c@ values.
+a window register of @eh * ew * c@ values (the engine's holds the taps only).
 
 = Timing (exact)
 
 Exactly 'K2C.Conv.conv2d' with the kernel @(eh, ew)@: the tap selection adds
 no register and no latency, so the window generator's rules ("K2C.Window",
-with @(kh, kw) = (eh, ew)@) and the engine's ("K2C.Engine") apply unchanged.
+with @(kh, kw) = (eh, ew)@) and the engine's ("K2C.Engine") apply unchanged;
+with the 'K2C.Conv.direct' queue the engine loads the taps from the
+generator's register a cycle after the accept (@e = 1@).
 -}
 module K2C.Dilated
   ( conv2dDilated
@@ -39,13 +41,12 @@ module K2C.Dilated
 
 import Clash.Prelude hiding (window)
 
-import K2C.Conv (flattenWindow)
+import K2C.Conv (WindowQueue, flattenWindow, windowsInto)
 import K2C.Activation (Finish, TableRegs)
-import K2C.Engine (EngineShape, engine)
+import K2C.Engine (EngineShape, engine, engineAfter)
 import K2C.Filter (Accumulates)
 import K2C.Memory (WeightRom)
-import K2C.Stream (Stream, mapS, (|>))
-import K2C.Window (window)
+import K2C.Stream (Stream)
 
 -- | The positions one dilated axis of @k@ taps, @d@ apart, spans.
 type Extent k d = (k - 1) * d + 1
@@ -88,12 +89,11 @@ conv2dDilated
   -> SNat p
   -> SNat b
   -> SNat l
-  -> Stream dom (Vec (kh * kw * c) (SFixed ai af)) (Vec (kh * kw * c) (SFixed ai af))
+  -> WindowQueue dom (Vec (kh * kw * c) (SFixed ai af))
   -> WeightRom (g * b) p ch (SFixed wi wf) (SFixed bi bf)
   -> Finish t (SFixed ci cf) o
   -> Stream dom (Vec c (SFixed ai af)) (Vec f o)
 conv2dDilated h w SNat SNat dh dw sh sw p b l queue weights finish =
-  window h w (SNat @(Extent kh dh)) (SNat @(Extent kw dw)) sh sw
-    |> mapS (flattenWindow . dilateWindow @kh @kw dh dw)
-    |> queue
-    |> engine p b l weights finish
+  windowsInto h w (SNat @(Extent kh dh)) (SNat @(Extent kw dw)) sh sw
+    (flattenWindow . dilateWindow @kh @kw dh dw) queue
+    (\held -> engineAfter p b l held weights finish) (engine p b l weights finish)

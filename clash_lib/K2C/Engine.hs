@@ -57,7 +57,7 @@ accumulator contract (saturating order included), are in "K2C.Filter".
   word and the window's load select are registered), and the ROM address (the
   word after the current one, a counter of its own);
 * the output queue: a 'K2C.Fifo.fifo' of @Q@ results (LUT RAM), @Q@ =
-  'QueueDepth' = @2 + (D + 1) `div` (G * b)@.
+  'QueueDepth' = @2 + (D + e + 1) `div` (G * b)@, @e@ below.
 
 = Protocol and exact timing
 
@@ -66,25 +66,32 @@ ROM word, @S = G * b@ steps, one per cycle: it never stalls. Downstream
 stalls reach it only through the output queue and a credit count of the
 windows it holds (accepted, result not yet taken from the queue).
 
-* Input ready (registered state only) = (idle, or busy with the last word)
-  and fewer than @Q@ windows held. A window moves in when ready and valid.
-  The ROM reads word 0 in the engine's last step (and once after reset) and
-  does not read while idle, so word 0 is at the ROM output in the cycle after a
-  window moves in; each step reads the word of the next.
-* A window accepted in cycle @a@ takes its steps in cycles @a + 1 .. a + S@;
-  its complete result enters the queue in cycle @a + S + D@ (@D = 0@ when
-  @l = 0@: in the last step's cycle).
+* The window is loaded @e@ cycles after it moves in ('Loading'): @e = 0@
+  ('engine', 'atAccept'), from the input beat as it moves; @e = 1@
+  ('engineAfter', 'afterAccept'), in the next cycle, from a producer's
+  register that still holds it then (a window generator's shift register).
+* Input ready (registered state only) = (idle, or busy with the last word,
+  in the cycle after the next when @e = 1@) and fewer than @Q@ windows held.
+  A window moves in when ready and valid. The ROM reads word 0 in the
+  engine's last step (and once after reset) and does not read while idle, so
+  word 0 is at the ROM output in the cycle after a window is loaded; each
+  step reads the word of the next.
+* A window accepted in cycle @a@ takes its steps in cycles @a + e + 1 .. a +
+  e + S@; its complete result enters the queue in cycle @a + e + S + D@
+  (@D = 0@ when @l = 0@: in the last step's cycle).
 * The queue ("K2C.Fifo") shows a result from the cycle after it entered, and
   not before the previous result has moved out.
 
 Consequences, with @v_i@ the first cycle window @i@ is offered and @M_i@ the
 cycle its result moves out:
 
-* window @i@ moves in in @a_i = max(v_i, a_(i-1) + S, M_(i-Q) + 1)@;
-* its result is valid from @max(a_i + S + D, M_(i-1)) + 1@;
+* window @i@ moves in in @a_i = max(v_i, a_(i-1) + S, M_(i-Q) + 1)@ (the
+  same rule for both @e@: with @e = 1@ the next window is accepted in the
+  last step but one and loaded in the last step);
+* its result is valid from @max(a_i + e + S + D, M_(i-1)) + 1@;
 * with downstream always ready: @a_i = max(v_i, a_(i-1) + S)@ and the result
-  moves in @a_i + S + D + 1@. One window every @S@ cycles, also for @S = 1@;
-  @Q@ is the fewest results for which this holds.
+  moves in @a_i + e + S + D + 1@. One window every @S@ cycles, also for @S =
+  1@; @Q@ is the fewest results for which this holds.
 
 Ready never depends on the input's valid nor, combinationally, on
 downstream's ready.
@@ -103,7 +110,11 @@ module K2C.Engine
   , PipeDepth
   , QueueDepth
   , TreeStages
+  , Loading
+  , atAccept
+  , afterAccept
   , engine
+  , engineAfter
   , engineWith
   , chunks
   ) where
@@ -149,10 +160,36 @@ type TreeStages ch l b =
   Div (TreeLevels ch) (Max 1 l) + Min 1 (Div b 2) * Min 1 (Mod (TreeLevels ch) (Max 1 l))
 
 -- | @Q@: the output queue's depth, which is also the most windows the engine
--- holds at once (accepted, result not yet taken). @2 + (D + 1) `div` S@ with
--- @S = G * b@ steps per window: the fewest for which an always-ready
--- downstream never holds the input back.
-type QueueDepth ch l g b t = 2 + Div (PipeDepth ch l g b t + 1) (g * b)
+-- holds at once (accepted, result not yet taken). @2 + (D + e + 1) `div` S@
+-- with @S = G * b@ steps per window and @e@ the load's delay ('Loading'): the
+-- fewest for which an always-ready downstream never holds the input back.
+type QueueDepth ch l g b t e = 2 + Div (PipeDepth ch l g b t + e + 1) (g * b)
+
+-- | Where the engine loads an accepted window from, and @e@, the cycles
+-- after the accept it does so (its steps start the cycle after the load).
+-- 'atAccept': the input beat itself, in the accept's cycle (@e = 0@).
+-- 'afterAccept': a producer's register that still holds the accepted beat in
+-- the cycle after (@e = 1@): "K2C.Window"'s shift register ('K2C.Window.
+-- windowHeld'). A window generator offers a window through a multiplexer (the
+-- waiting window or the one its last pixel is making), so loading the offer
+-- puts that multiplexer, the pending flag, the line buffer's word and the
+-- pixel before every bit of the engine's window: 2.2 LUT4 and a PFUMX per bit
+-- on ECP5 (resnet_digits balanced to the LFE5U-85F: 12.1k of its 29.2k LUT4
+-- and 5.2k of its 6.0k PFUMX in its four 3x3 convolutions' windows). Loaded
+-- from the shift register, a window bit is the register's bit or the rotated
+-- one, one LUT (that design: 547 PFUMX, 39.8k LUT4 packed against 46.7k); the
+-- cost is one cycle of latency, not throughput (the accept rule stays: see
+-- the module header).
+newtype Loading dom (e :: Nat) i = Loading (Signal dom (Maybe i) -> Signal dom i)
+
+-- | Load the accepted beat in the accept's cycle.
+atAccept :: Loading dom 0 i
+atAccept = Loading (fmap fromJustX)
+
+-- | Load from @held@ in the cycle after the accept: @held@ must then still
+-- show the accepted beat.
+afterAccept :: Signal dom i -> Loading dom 1 i
+afterAccept held = Loading (const held)
 
 -- | The filter engine; see the module header for the schedule. @finish@ is
 -- applied to each filter's final accumulator (requantize, then activate).
@@ -169,9 +206,45 @@ engine
   -> WeightRom (g * b) p ch (SFixed wi wf) (SFixed bi bf)
   -> Finish t (SFixed ci cf) o
   -> Stream dom (Vec k (SFixed ai af)) (Vec f o)
-engine SNat SNat l =
+engine p b l = engineFrom p b l atAccept
+
+-- | The filter engine loading each window from @held@ the cycle after it
+-- accepted it ('afterAccept'): behind a window generator, its shift register.
+engineAfter
+  :: forall dom k f p b l ch g ai af wi wf bi bf ci cf o t
+   . ( HiddenClockResetEnable dom
+     , EngineShape k f p b ch g
+     , KnownNat l, TableRegs t
+     , Accumulates ai af wi wf bi bf ci cf
+     , NFDataX o )
+  => SNat p
+  -> SNat b
+  -> SNat l
+  -> Signal dom (Vec k (SFixed ai af))
+  -> WeightRom (g * b) p ch (SFixed wi wf) (SFixed bi bf)
+  -> Finish t (SFixed ci cf) o
+  -> Stream dom (Vec k (SFixed ai af)) (Vec f o)
+engineAfter p b l held = engineFrom p b l (afterAccept held)
+
+-- | 'engine' and 'engineAfter': one window shared by all PEs, held as @b@
+-- chunks in a rotating register.
+engineFrom
+  :: forall dom k f p b l ch g ai af wi wf bi bf ci cf o t e
+   . ( HiddenClockResetEnable dom
+     , EngineShape k f p b ch g
+     , KnownNat l, TableRegs t, KnownNat e, e <= 1
+     , Accumulates ai af wi wf bi bf ci cf
+     , NFDataX o )
+  => SNat p
+  -> SNat b
+  -> SNat l
+  -> Loading dom e (Vec k (SFixed ai af))
+  -> WeightRom (g * b) p ch (SFixed wi wf) (SFixed bi bf)
+  -> Finish t (SFixed ci cf) o
+  -> Stream dom (Vec k (SFixed ai af)) (Vec f o)
+engineFrom SNat SNat l loading =
   engineWith @dom @(Vec k (SFixed ai af)) @(Vec b (Vec ch (SFixed ai af))) @f @p @b @l @ch @g
-             l chunks (`rotateLeftS` d1) (\_ held -> repeat (current held))
+             l loading chunks (`rotateLeftS` d1) (\_ held -> repeat (current held))
   where
     current :: Vec b (Vec ch (SFixed ai af)) -> Vec ch (SFixed ai af)
     current = leToPlus @1 @b head
@@ -190,20 +263,22 @@ type Tag g = (Bool, Bool, Bool, Index g, Bool)
 -- header's, whatever these three functions are ('engine': one window shared
 -- by all PEs; "K2C.Depthwise": each PE its own channel's window).
 engineWith
-  :: forall dom i held f p b l ch g ai af wi wf bi bf ci cf o t
+  :: forall dom i held f p b l ch g ai af wi wf bi bf ci cf o t e
    . ( HiddenClockResetEnable dom
      , KnownNat f, KnownNat p, KnownNat b, KnownNat l, KnownNat ch, KnownNat g, TableRegs t
+     , KnownNat e, e <= 1
      , 1 <= b, f <= (g * p), 1 <= (g * b)
      , Accumulates ai af wi wf bi bf ci cf
      , NFDataX held, NFDataX o )
   => SNat l
+  -> Loading dom e i
   -> (i -> held)
   -> (held -> held)
   -> (Index g -> held -> Vec p (Vec ch (SFixed ai af)))
   -> WeightRom (g * b) p ch (SFixed wi wf) (SFixed bi bf)
   -> Finish t (SFixed ci cf) o
   -> Stream dom i (Vec f o)
-engineWith SNat load next operands weights finish (input, readyOut) = (output, readyIn)
+engineWith SNat (Loading source) load next operands weights finish (input, readyOut) = (output, readyIn)
   where
     levelsPerStage = natToNum @l :: Int
     pipelined      = levelsPerStage > 0
@@ -217,7 +292,7 @@ engineWith SNat load next operands weights finish (input, readyOut) = (output, r
     groupEnd = (== maxBound) <$> chunk
 
     -- Credits: windows accepted whose result has not left the queue.
-    held' = register (0 :: Index (QueueDepth ch l g b t + 1)) heldNext
+    held' = register (0 :: Index (QueueDepth ch l g b t e + 1)) heldNext
     heldNext = nextCount <$> held' <*> accepted <*> taken
     taken = (isJust <$> output) .&&. readyOut
 
@@ -247,8 +322,19 @@ engineWith SNat load next operands weights finish (input, readyOut) = (output, r
     -- registered from next values, so that the window's load select below is
     -- a flip-flop's output too.
     open     = register True ((not <$> busyNext) .||. nextLast)
-    readyIn  = open .&&. room
+    readyIn  = (if late then openAhead else open) .&&. room
     accepted = readyIn .&&. (isJust <$> input)
+
+    -- Loading after the accept ('afterAccept'): the window is loaded, and the
+    -- steps start, a cycle after it was accepted ('start'), so the input is
+    -- ready when the engine will be open in the next cycle: openAhead, the
+    -- value open will have then, registered from the values busy and
+    -- lastWord will have in two cycles (busy2, last2).
+    late      = natToNum @e == (1 :: Integer)
+    start     = if late then register False accepted else accepted
+    busy2     = accepted .||. (busyNext .&&. (not <$> nextLast))
+    last2     = if single then pure True else busyNext .&&. ((== maxBound - 1) <$> wordNext)
+    openAhead = register True ((not <$> busy2) .||. last2)
 
     -- The ROM's registered output is the word of the current step. Its
     -- address comes straight from a register of its own ('ahead'), so the
@@ -266,7 +352,7 @@ engineWith SNat load next operands weights finish (input, readyOut) = (output, r
     -- generator, spread across the chip before the address's fan-out
     -- copies, 12.7 ns.
     wordNext  = mux busy (wrap <$> word) word
-    busyNext  = accepted .||. (busy .&&. (not <$> lastWord))
+    busyNext  = start .||. (busy .&&. (not <$> lastWord))
     ahead     = register (0 :: Index (g * b)) (mux busy (wrap <$> ahead) (pure (wrap 0)))
     firstRead = register True (pure False)
     weightsWord = andEnable (busy .||. firstRead) (readWeights weights ahead)
@@ -280,7 +366,7 @@ engineWith SNat load next operands weights finish (input, readyOut) = (output, r
     -- multipliers on ECP5: conv_2's 2,304 bits, the critical path).
     window :: Signal dom held
     window = delay (deepErrorX "engine: no window yet")
-                   (mux open (load . fromJustX <$> input) (next <$> window))
+                   (mux open (load <$> source input) (next <$> window))
 
     tag :: Signal dom (Tag g)
     tag = bundle (busy, (== 0) <$> chunk, groupEnd, group, lastWord)
@@ -349,7 +435,7 @@ engineWith SNat load next operands weights finish (input, readyOut) = (output, r
       | pipelined && natToNum @g >= (2 :: Integer) = (register False windowDone, resultReg)
       | otherwise                                  = (windowDone, results)
     complete = mux completeAt (Just . dropPadding <$> completed) (pure Nothing)
-    (output, _) = fifo (SNat @(QueueDepth ch l g b t)) (complete, readyOut)
+    (output, _) = fifo (SNat @(QueueDepth ch l g b t e)) (complete, readyOut)
 
     stage :: NFDataX a => Signal dom a -> Signal dom a
     stage = if pipelined then delay (deepErrorX "engine: empty stage") else id

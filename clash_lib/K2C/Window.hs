@@ -1,6 +1,6 @@
 {-# LANGUAGE DataKinds, KindSignatures, NoImplicitPrelude, ScopedTypeVariables,
              TypeApplications, TypeOperators, FlexibleContexts, TypeFamilies,
-             DeriveGeneric, DeriveAnyClass, NoStarIsType #-}
+             DeriveGeneric, DeriveAnyClass, NoStarIsType, ConstraintKinds #-}
 {-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver #-}
 {-|
 The line-buffer window generator: turns a raster stream of pixels into the
@@ -40,7 +40,10 @@ and no pixel moves in until it goes. Downstream (an engine, a window queue,
 a pooling pipe) has a register of its own for what it takes, so a second
 copy here (an output register, before session 23) only duplicated it: @K@
 flip-flops per window generator (resnet_digits: 1,200-1,760 per 3x3
-convolution).
+convolution). An engine loads from the shift register itself, the cycle
+after it took the window ('windowHeld', 'intoHeld'): the register still
+holds it then, and loading the offer would put the multiplexer, the pending
+flag and the new column before every bit of the engine's window.
 
 = Storage
 
@@ -74,7 +77,11 @@ it depends on the input's valid, never on downstream's ready.
   input has no gaps (@d = 0@ when the windows tile the image exactly).
 -}
 module K2C.Window
-  ( window
+  ( WindowShape
+  , HeldWindows
+  , window
+  , windowHeld
+  , intoHeld
   , nextPosition
   , nextIndex
   ) where
@@ -84,17 +91,37 @@ import Data.Maybe (isJust)
 
 import K2C.Stream (Stream)
 
+-- | What a window generator's sizes must satisfy: an @h x w@ image of @c@
+-- channels, @kh x kw@ windows that fit in it, strides @(sh, sw)@.
+type WindowShape h w kh kw sh sw c =
+  ( KnownNat h, KnownNat w, KnownNat kh, KnownNat kw, KnownNat sh, KnownNat sw, KnownNat c
+  , 1 <= kh, 1 <= kw, 1 <= sh, 1 <= sw, kh <= h, kw <= w )
+
+-- | A stream of windows @win@ from beats @a@ and, beside it, the register
+-- holding the last window ('windowHeld').
+type HeldWindows dom a win
+  =  (Signal dom (Maybe a), Signal dom Bool)
+  -> ((Signal dom (Maybe win), Signal dom Bool), Signal dom win)
+
 -- | The window generator; see the module header for geometry and timing.
 window
   :: forall dom h w kh kw sh sw c a
-   . ( HiddenClockResetEnable dom
-     , KnownNat h, KnownNat w, KnownNat kh, KnownNat kw
-     , KnownNat sh, KnownNat sw, KnownNat c
-     , 1 <= kh, 1 <= kw, 1 <= sh, 1 <= sw, kh <= h, kw <= w
-     , NFDataX a )
+   . (HiddenClockResetEnable dom, WindowShape h w kh kw sh sw c, NFDataX a)
   => SNat h -> SNat w -> SNat kh -> SNat kw -> SNat sh -> SNat sw
   -> Stream dom (Vec c a) (Vec kh (Vec kw (Vec c a)))
-window SNat SNat kh kw SNat SNat (input, readyOut) = (output, readyIn)
+window h w kh kw sh sw = fst . windowHeld h w kh kw sh sw
+
+-- | The window generator and, beside its stream, the shift register itself.
+-- In the cycle after a window moved the register still holds it (the next
+-- pixel moves in at the end of that cycle at the earliest: input ready is
+-- @not pending@, registered), so a consumer can load the window from there
+-- instead of from the offer's multiplexer ('K2C.Engine.afterAccept').
+windowHeld
+  :: forall dom h w kh kw sh sw c a
+   . (HiddenClockResetEnable dom, WindowShape h w kh kw sh sw c, NFDataX a)
+  => SNat h -> SNat w -> SNat kh -> SNat kw -> SNat sh -> SNat sw
+  -> HeldWindows dom (Vec c a) (Vec kh (Vec kw (Vec c a)))
+windowHeld SNat SNat kh kw SNat SNat (input, readyOut) = ((output, readyIn), windowReg)
   where
     position :: Signal dom (Position h w sh sw)
     position  = register origin positionNext
@@ -125,6 +152,19 @@ window SNat SNat kh kw SNat SNat (input, readyOut) = (output, readyIn)
     -- The window the completing pixel makes, in that pixel's cycle; or the
     -- waiting one. The data's select is the 'pending' flip-flop.
     output    = mux pending (Just <$> windowReg) (mux completes (Just <$> shifted) (pure Nothing))
+
+-- | A window generator with its shift register ('windowHeld') into a
+-- consumer that loads what it accepted from that register a cycle later,
+-- with @f@ (wires: a regrouping of the window) applied to both.
+intoHeld
+  :: HeldWindows dom px win
+  -> (win -> x)
+  -> (Signal dom x -> Stream dom x y)
+  -> Stream dom px y
+intoHeld generator f consumer (input, readyOut) = (output, readyIn)
+  where
+    ((windows, readyIn), held) = generator (input, readyMid)
+    (output, readyMid)         = consumer (f <$> held) (fmap f <$> windows, readyOut)
 
 -- | The line buffers: word @x@ holds column @x@ of the last @kh - 1@ rows.
 -- Given the column of the next pixel, that of the pixel after it (the next

@@ -172,6 +172,8 @@ IMPORTS = {
     "batchnorm": "import qualified K2C.BatchNorm as BatchNorm",
     "branches": "import K2C.Branch (branches)",
     "fifo": "import K2C.Fifo (fifo)",
+    "window_direct": "import K2C.Conv (direct)",
+    "window_queued": "import K2C.Conv (queued)",
     "crop2d": "import qualified K2C.Crop as Crop",
     "upsample2d": "import qualified K2C.Upsample as Upsample",
     "scatter": "import qualified K2C.Scatter as Scatter",
@@ -252,10 +254,13 @@ def _layer_entry(plan: LayerPlan, fn: str, code: ActivationCode | None = None,
             f"window; {plan.groups} group(s)" + (f", the last with {plan.pad} padding filter(s)" if plan.pad else "")
         )
         entry["notes"].append(
-            f"Pipeline: {plan.pipeline} adder level(s) per stage, {plan.pipe_depth} register stage(s) after "
-            f"the last step, output queue of {plan.queue_depth}" if plan.pipeline else
+            f"Pipeline: {plan.pipeline} adder level(s) per stage, {plan.pipe_depth - plan.loads_late} register "
+            f"stage(s) after the last step, output queue of {plan.queue_depth}" if plan.pipeline else
             f"Not pipelined: the {plan.tree_levels}-level adder tree, accumulator and activation in one cycle; "
             f"output queue of {plan.queue_depth}")
+        if plan.loads_late:
+            entry["notes"].append("The engine loads each window from the window generator's shift register "
+                                  "the cycle after accepting it (one LUT per window bit; one cycle of latency).")
         exactness = "exact" if plan.exact_accumulator else "narrower than exact: saturates per chunk"
         entry["notes"].append(f"Accumulator {plan.acc_fmt.clash_type} ({exactness}; docs: arithmetic contract).")
     if plan.type == "dense":
@@ -378,13 +383,19 @@ def _conv_entry(plan: LayerPlan, fn: str, shapes: str) -> dict[str, Any]:
     notes = [f"The window generator spans the dilated extent {plan.extent[0]}x{plan.extent[1]}; "
              "the taps are selected by wires."] if dilated else []
     notes += _queue_notes(plan)
-    uses = ["conv2d_dilated" if dilated else "conv2d"] + (["fifo"] if plan.window_fifo or plan.input_fifo else [])
+    uses = ["conv2d_dilated" if dilated else "conv2d", _window_queue_use(plan)] + (["fifo"] if plan.input_fifo else [])
     return {"doc": doc, "body": body, "notes": notes, "uses": uses}
 
 
 def _window_queue(plan: LayerPlan) -> str:
-    """The stage between a convolution's window generator and its engine."""
-    return f"{{- window queue -}} (fifo (SNat @{plan.window_fifo}))" if plan.window_fifo else "{- window queue -} id"
+    """The stage between a convolution's window generator and its engine (K2C.Conv.WindowQueue):
+    a FIFO of windows, or `direct` (the engine loads from the generator's register)."""
+    return f"{{- window queue -}} (queued (SNat @{plan.window_fifo}))" if plan.window_fifo else "{- window queue -} direct"
+
+
+def _window_queue_use(plan: LayerPlan) -> str:
+    """The import `_window_queue` needs."""
+    return "window_queued" if plan.window_fifo else "window_direct"
 
 
 def _input_queue(plan: LayerPlan) -> list[str]:
@@ -416,7 +427,7 @@ def _depthwise_entry(plan: LayerPlan, fn: str, shapes: str) -> dict[str, Any]:
             f"Depthwise.depthwise2d {{- image -}} {_snats(h, w)} {{- kernel -}} {_snats(kh, kw)} "
             f"{{- stride -}} {_snats(sh, sw)} {{- depth multiplier -}} {_snats(m)} pe cycles levels {_window_queue(plan)} W.{fn} finish"],
         "notes": _queue_notes(plan),
-        "uses": ["fifo"] if plan.window_fifo or plan.input_fifo else [],
+        "uses": [_window_queue_use(plan)] + (["fifo"] if plan.input_fifo else []),
     }
 
 

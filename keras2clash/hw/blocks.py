@@ -20,7 +20,9 @@ stalls, not only for an always-ready sink:
   `Q`): window `i` is accepted in `a_i = max(V_i, a_(i-1) + S, M_(i-Q) + 1)` (busy for S
   steps; at most Q windows between accept and the result's move); its result enters the
   queue in `a_i + S + D` and is valid from `max(a_i + S + D, M_(i-1)) + 1`. The engine
-  never stalls: downstream stalls reach its input only through the credit bound Q.
+  never stalls: downstream stalls reach its input only through the credit bound Q. `D`
+  (`LayerPlan.pipe_depth`) includes the load's delay `e` (`LayerPlan.loads_late`: a
+  convolution's engine loading from its generator's register the cycle after the accept).
 - A convolution's FIFOs (`K2C.Fifo`): of windows between its window generator and its
   engine (`window_fifo`), of input pixels before its padding (`input_fifo`); Top's slices'
   rules below.

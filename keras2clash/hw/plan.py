@@ -167,16 +167,23 @@ class LayerPlan:
         return tree_levels(self.chunk)
 
     @property
+    def loads_late(self) -> int:
+        """e (K2C.Engine's Loading): 1 when the engine loads each window from its window
+        generator's shift register the cycle after accepting it (a convolution without a FIFO
+        of windows: K2C.Conv's `direct`), else 0 (from the input beat as it accepts it)."""
+        return int(self.is_compute and self.is_windowed and not self.window_fifo)
+
+    @property
     def pipe_depth(self) -> int:
-        """D: cycles from a window's last step to its result entering the output queue
-        (K2C.Engine's PipeDepth)."""
-        return pipe_depth(self.chunk, self.pipeline, self.cycles, self.table_regs, self.groups)
+        """D: cycles from a window's accept plus its steps to its result entering the output
+        queue (K2C.Engine's PipeDepth after its last step, and the load's delay e)."""
+        return pipe_depth(self.chunk, self.pipeline, self.cycles, self.table_regs, self.groups) + self.loads_late
 
     @property
     def queue_depth(self) -> int:
         """Q: the engine's output queue, the most windows it holds at once (QueueDepth)."""
         return queue_depth(self.chunk, self.pipeline, self.cycles, self.groups * self.cycles, self.table_regs,
-                           self.groups)
+                           self.groups, self.loads_late)
 
     @property
     def rom_depth(self) -> int:
@@ -328,10 +335,11 @@ def pipe_depth(chunk: int, levels: int, cycles: int, table_regs: int = 0, groups
     return 7 + table_regs + tree_stages(chunk, levels, cycles) + int(groups >= 2)
 
 
-def queue_depth(chunk: int, levels: int, cycles: int, steps: int, table_regs: int = 0, groups: int = 1) -> int:
-    """Q (K2C.Engine's QueueDepth): 2 + (D + 1) // S, the fewest windows in flight for which an
-    always-ready downstream never holds the input back."""
-    return 2 + (pipe_depth(chunk, levels, cycles, table_regs, groups) + 1) // steps
+def queue_depth(chunk: int, levels: int, cycles: int, steps: int, table_regs: int = 0, groups: int = 1,
+                late: int = 0) -> int:
+    """Q (K2C.Engine's QueueDepth): 2 + (D + e + 1) // S, the fewest windows in flight for which
+    an always-ready downstream never holds the input back (`late` = e, LayerPlan.loads_late)."""
+    return 2 + (pipe_depth(chunk, levels, cycles, table_regs, groups) + late + 1) // steps
 
 
 def accumulator_format(

@@ -17,7 +17,7 @@ module ConvTop where
 import Clash.Prelude
 
 import K2C.Activation (Finish (..), relu, requantize)
-import K2C.Conv (conv2d)
+import K2C.Conv (conv2d, direct)
 import K2C.Memory (WeightRom (..))
 
 type Act = SFixed 8 8
@@ -33,7 +33,7 @@ topEntity
 topEntity clk rst en input readyOut =
   withClockResetEnable clk rst en
     (conv2d (SNat @6) (SNat @5) (SNat @3) (SNat @2) (SNat @1) (SNat @2)
-            (SNat @2) (SNat @4) (SNat @1) id weights finish)
+            (SNat @2) (SNat @4) (SNat @1) direct weights finish)
     (input, readyOut)
   where
     finish :: Finish 0 (SFixed 21 16) Act

@@ -35,12 +35,12 @@ import Data.Proxy (Proxy (..))
 import GHC.TypeLits (type (*), type (<=))
 
 import K2C.Activation (Finish, TableRegs)
-import K2C.Conv (flattenWindow, conv2d)
-import K2C.Engine (EngineShape, engine)
+import K2C.Conv (conv2d, direct, flattenWindow)
+import K2C.Engine (EngineShape, engine, engineAfter)
 import K2C.Filter (Accumulates)
 import K2C.Memory (WeightRom)
-import K2C.Stream (Stream, mapS, (|>))
-import K2C.Window (window)
+import K2C.Stream (Stream)
+import K2C.Window (windowHeld)
 
 -- | Cycles simulated at most per case (a case needs far fewer).
 budget :: Int
@@ -71,7 +71,8 @@ runEngineCase prefix _ _ p b l rom finish = do
   writeFile (prefix ++ ".out") (unlines (concat (upTo count (drop 1 events))))
 
 -- | Run a conv case: pixels of @c@ values; the conv is also built from its
--- parts to record the window stream, and both must agree.
+-- parts (the generator and its register, the engine loading from that register)
+-- to record the window stream, and both must agree.
 runConvCase
   :: forall h w kh kw sh sw c f p b l ch g ai af wi wf bi bf ci cf oi fo t
    . ( KnownNat h, KnownNat w, KnownNat kh, KnownNat kw, KnownNat sh, KnownNat sw
@@ -89,13 +90,12 @@ runConvCase
 runConvCase prefix _ h w kh kw sh sw _ p b l rom finish = do
   (count, pattern, items) <- readCase @c @ai @af (prefix ++ ".in")
   let whole :: Stream System (Vec c (SFixed ai af)) (Vec f (SFixed oi fo))
-      whole = withSystem (conv2d h w kh kw sh sw p b l id rom finish)
-      front :: Stream System (Vec c (SFixed ai af)) (Vec (kh * kw * c) (SFixed ai af))
-      front = withSystem (window h w kh kw sh sw |> mapS flattenWindow)
+      whole = withSystem (conv2d h w kh kw sh sw p b l direct rom finish)
+      ((windows, readyMid), held) = withSystem (windowHeld h w kh kw sh sw) (input2, readyMid2)
+      mid  = fmap flattenWindow <$> windows
       back :: Stream System (Vec (kh * kw * c) (SFixed ai af)) (Vec f (SFixed oi fo))
-      back  = withSystem (engine p b l rom finish)
+      back  = withSystem (engineAfter p b l (flattenWindow <$> held) rom finish)
       (output, readyIn)  = whole (input, readyOut)
-      (mid, readyMid)    = front (input2, readyMid2)
       (output2, readyMid2) = back (mid, readyOut)
       input    = drive items readyIn
       input2   = drive items readyMid

@@ -173,9 +173,11 @@ def pipe_depth(ch, levels, b, t=0, g=1):
     return 7 + t + whole + int(b >= 2 and rest > 0) + int(g >= 2)
 
 
-def queue_depth(ch, levels, b, steps, t=0, g=1):
-    """Q (K2C.Engine's QueueDepth): the output queue's depth, the most windows in flight."""
-    return 2 + (pipe_depth(ch, levels, b, t, g) + 1) // steps
+def queue_depth(ch, levels, b, steps, t=0, g=1, e=0):
+    """Q (K2C.Engine's QueueDepth): the output queue's depth, the most windows in flight;
+    `e` = 1 when the engine loads a window the cycle after it accepted it (a conv's engine
+    behind its window generator: K2C.Engine.afterAccept)."""
+    return 2 + (pipe_depth(ch, levels, b, t, g) + e + 1) // steps
 
 
 class EngineModel:
@@ -217,11 +219,13 @@ class EngineModel:
         return accepted, moved
 
 
-def engine_model(case):
+def engine_model(case, e=0):
+    """The engine of a case; `e` = 1: it loads windows the cycle after the accept, which
+    delays every result by that cycle (K2C.Engine.afterAccept)."""
     steps = case["groups"] * case["b"]
     t = case["table_regs"]
-    return EngineModel(steps, pipe_depth(case["ch"], case["levels"], case["b"], t, case["groups"]),
-                       queue_depth(case["ch"], case["levels"], case["b"], steps, t, case["groups"]))
+    return EngineModel(steps, pipe_depth(case["ch"], case["levels"], case["b"], t, case["groups"]) + e,
+                       queue_depth(case["ch"], case["levels"], case["b"], steps, t, case["groups"], e))
 
 
 def engine_trace(case, windows):
@@ -511,14 +515,15 @@ def check_engine(case, got):
 def check_conv(case, got, folder):
     errors = []
     if os.path.exists(os.path.join(folder, case["name"] + ".mismatch")):
-        errors.append("conv2d and window |> mapS flattenWindow |> engine differ")
+        errors.append("conv2d and windowHeld into engineAfter differ")
     windows = [w for image in case["images"] for w in conv_windows(case, image)]
     values = [" ".join(str(v) for v in engine_values(case, w)) for w in windows]
     outs = [l.split(None, 2) for l in got if l.startswith("O ")]
     if [o[2] for o in outs] != values:
         errors.append("output values differ")
-    # The engine inside: replay its rules on the observed window stream.
-    model = engine_model(case)
+    # The engine inside (loading from the generator's register: K2C.Conv's direct):
+    # replay its rules on the observed window stream.
+    model = engine_model(case, e=1)
     mids = {int(l.split()[1]) for l in got if l.startswith("M ")}
     taken = [int(l.split()[1]) for l in got if l.startswith("a ")]
     out_cycles = [int(o[1]) for o in outs]
@@ -536,8 +541,9 @@ def check_conv(case, got, folder):
         errors.append("engine timing inside the conv differs from its rules")
     if pattern == "-":
         gb = case["groups"] * case["b"]
-        depth = pipe_depth(case["ch"], case["levels"], case["b"], case["table_regs"], case["groups"])
-        # a_i = max(v_i, a_(i-1) + G*b) with v_i the first cycle window i is valid.
+        depth = pipe_depth(case["ch"], case["levels"], case["b"], case["table_regs"], case["groups"]) + 1
+        # a_i = max(v_i, a_(i-1) + G*b) with v_i the first cycle window i is valid; D
+        # counts the load's cycle after the accept.
         a_prev = None
         for a in taken:
             v = min(t for t in mids if t <= a and (a_prev is None or t > a_prev))
@@ -546,7 +552,7 @@ def check_conv(case, got, folder):
                 break
             a_prev = a
         if [a + gb + depth + 1 for a in taken] != out_cycles:
-            errors.append("conv output cycles are not a_i + G*b + D + 1")
+            errors.append("conv output cycles are not a_i + G*b + D + 1 (D with the load's cycle)")
         # First output (pixels from cycle 0, no gaps): (kh-1)*w + kw + G*b + D (the
         # first window is offered in its last pixel's cycle, (kh-1)*w + kw - 1).
         if out_cycles[0] != (case["kh"] - 1) * case["w_img"] + case["kw"] + gb + depth:
