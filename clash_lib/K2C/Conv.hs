@@ -60,7 +60,7 @@ module K2C.Conv
 import Clash.Prelude hiding (window)
 
 import K2C.Activation (Finish, TableRegs)
-import K2C.Engine (EngineShape, engine, engineAfter)
+import K2C.Engine (EngineShape, afterAccept, engine, engineFrom)
 import K2C.Fifo (fifo)
 import K2C.Filter (Accumulates)
 import K2C.Memory (WeightRom)
@@ -71,7 +71,7 @@ import K2C.Window (WindowShape, intoHeld, window, windowHeld)
 data WindowQueue dom a
   = Direct
     -- ^ Nothing: the engine loads each window from the generator's shift
-    -- register in the cycle after it accepted it ('K2C.Engine.engineAfter',
+    -- register in the cycle after it accepted it ('K2C.Engine.afterAccept',
     -- 'K2C.Window.windowHeld'): one LUT per window bit, one cycle of latency.
   | Queued (Stream dom a a)
     -- ^ A FIFO of windows that lets the generator run ahead when its windows
@@ -130,4 +130,4 @@ conv2d
   -> Stream dom (Vec c (SFixed ai af)) (Vec f o)
 conv2d h w kh kw sh sw p b l queue weights finish =
   windowsInto h w kh kw sh sw flattenWindow queue
-    (\held -> engineAfter p b l held weights finish) (engine p b l weights finish)
+    (\held -> engineFrom p b l (afterAccept held) weights finish) (engine p b l weights finish)

@@ -68,7 +68,7 @@ windows it holds (accepted, result not yet taken from the queue).
 
 * The window is loaded @e@ cycles after it moves in ('Loading'): @e = 0@
   ('engine', 'atAccept'), from the input beat as it moves; @e = 1@
-  ('engineAfter', 'afterAccept'), in the next cycle, from a producer's
+  ('engineFrom' with 'afterAccept'), in the next cycle, from a producer's
   register that still holds it then (a window generator's shift register).
 * Input ready (registered state only) = (idle, or busy with the last word,
   in the cycle after the next when @e = 1@) and fewer than @Q@ windows held.
@@ -114,7 +114,7 @@ module K2C.Engine
   , atAccept
   , afterAccept
   , engine
-  , engineAfter
+  , engineFrom
   , engineWith
   , chunks
   ) where
@@ -208,26 +208,10 @@ engine
   -> Stream dom (Vec k (SFixed ai af)) (Vec f o)
 engine p b l = engineFrom p b l atAccept
 
--- | The filter engine loading each window from @held@ the cycle after it
--- accepted it ('afterAccept'): behind a window generator, its shift register.
-engineAfter
-  :: forall dom k f p b l ch g ai af wi wf bi bf ci cf o t
-   . ( HiddenClockResetEnable dom
-     , EngineShape k f p b ch g
-     , KnownNat l, TableRegs t
-     , Accumulates ai af wi wf bi bf ci cf
-     , NFDataX o )
-  => SNat p
-  -> SNat b
-  -> SNat l
-  -> Signal dom (Vec k (SFixed ai af))
-  -> WeightRom (g * b) p ch (SFixed wi wf) (SFixed bi bf)
-  -> Finish t (SFixed ci cf) o
-  -> Stream dom (Vec k (SFixed ai af)) (Vec f o)
-engineAfter p b l held = engineFrom p b l (afterAccept held)
-
--- | 'engine' and 'engineAfter': one window shared by all PEs, held as @b@
--- chunks in a rotating register.
+-- | The filter engine loading its windows as @loading@ says ('Loading'):
+-- 'engine' is it with 'atAccept'; behind a window generator, with
+-- 'afterAccept' of the generator's shift register. One window shared by all
+-- PEs, held as @b@ chunks in a rotating register.
 engineFrom
   :: forall dom k f p b l ch g ai af wi wf bi bf ci cf o t e
    . ( HiddenClockResetEnable dom

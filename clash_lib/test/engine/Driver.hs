@@ -36,7 +36,7 @@ import GHC.TypeLits (type (*), type (<=))
 
 import K2C.Activation (Finish, TableRegs)
 import K2C.Conv (conv2d, direct, flattenWindow)
-import K2C.Engine (EngineShape, engine, engineAfter)
+import K2C.Engine (EngineShape, afterAccept, engine, engineFrom)
 import K2C.Filter (Accumulates)
 import K2C.Memory (WeightRom)
 import K2C.Stream (Stream)
@@ -94,7 +94,7 @@ runConvCase prefix _ h w kh kw sh sw _ p b l rom finish = do
       ((windows, readyMid), held) = withSystem (windowHeld h w kh kw sh sw) (input2, readyMid2)
       mid  = fmap flattenWindow <$> windows
       back :: Stream System (Vec (kh * kw * c) (SFixed ai af)) (Vec f (SFixed oi fo))
-      back  = withSystem (engineAfter p b l (flattenWindow <$> held) rom finish)
+      back  = withSystem (engineFrom p b l (afterAccept (flattenWindow <$> held)) rom finish)
       (output, readyIn)  = whole (input, readyOut)
       (output2, readyMid2) = back (mid, readyOut)
       input    = drive items readyIn

@@ -515,7 +515,7 @@ def check_engine(case, got):
 def check_conv(case, got, folder):
     errors = []
     if os.path.exists(os.path.join(folder, case["name"] + ".mismatch")):
-        errors.append("conv2d and windowHeld into engineAfter differ")
+        errors.append("conv2d and windowHeld into engineFrom (afterAccept) differ")
     windows = [w for image in case["images"] for w in conv_windows(case, image)]
     values = [" ".join(str(v) for v in engine_values(case, w)) for w in windows]
     outs = [l.split(None, 2) for l in got if l.startswith("O ")]
