@@ -449,6 +449,10 @@ def is_softmax(plan: LayerPlan) -> bool:
 MAP_DEPTH = 1
 """K2C.Pipe.mapP's register stages: a standalone activation, a per-channel one after a layer."""
 
+MERGE_DEPTH = 1
+"""A merge's register stages (K2C.Pipe.mapP on the joined beats: the exact arithmetic, the
+requantization and the activation, then a register)."""
+
 MAP_TABLE_DEPTH = 2
 """K2C.Pipe.mapTable's: a table activation's block RAM read, then its output register."""
 
@@ -564,6 +568,8 @@ def _layer_blocks(plan: LayerPlan, knobs, down, mx, blocks: list) -> Any:
         down = _softmax_block(plan, down, mx, blocks)
     if has_map_stage(plan):
         down = _pipe_block(map_depth(plan), down, mx, blocks)
+    if plan.is_merge:  # the merge's own stage (K2C.Pipe.mapP after the join)
+        down = _pipe_block(MERGE_DEPTH, down, mx, blocks)
     if plan.type == "batchnorm":
         down = _batchnorm_blocks(plan, down, mx, blocks)
     if has_pool_stage(plan):

@@ -7,7 +7,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from keras2clash.hw.blocks import (AVG_SAME_DIVISIONS, BATCHNORM_DEPTH, _geometry, has_map_stage, has_pool_stage,
+from keras2clash.hw.blocks import (AVG_SAME_DIVISIONS, BATCHNORM_DEPTH, MERGE_DEPTH, _geometry, has_map_stage, has_pool_stage,
                                    is_table, map_depth, pool_stage_depth, splits_activation)
 from keras2clash.hw.plan import LayerPlan, tree_stages
 from keras2clash.hw.shape_blocks import rebeat_groups
@@ -113,6 +113,9 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
     if plan.is_merge:  # the branch FIFOs (LUT RAM) in front of the join
         for depth, shape, fmt in zip(plan.fifo_depths, plan.input_shapes, plan.input_formats):
             fifo += depth * shape[-1] * fmt.hw_bits
+        # its own stage (K2C.Pipe.mapP): the registered result and its queue
+        regs += plan.output_shape[-1] * out_bits + MERGE_DEPTH
+        fifo += (MERGE_DEPTH + 2) * plan.output_shape[-1] * out_bits
     return LayerResources(
         name=plan.name, type=plan.type, pe=plan.pe if plan.is_compute else 0,
         cycles=plan.cycles if plan.is_compute else 0, groups=plan.groups if plan.is_compute else 0,
