@@ -7,8 +7,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from keras2clash.hw.blocks import (AVG_SAME_DIVISIONS, BATCHNORM_DEPTH, MERGE_DEPTH, _geometry, has_map_stage, has_pool_stage,
-                                   is_table, map_depth, pool_stage_depth, splits_activation)
+from keras2clash.hw.blocks import (AVG_SAME_DIVISIONS, BATCHNORM_DEPTH, MERGE_DEPTH, _geometry, has_map_stage,
+                                   has_pool_stage, is_table, map_depth, pool_stage_depth, splits_activation)
 from keras2clash.hw.plan import LayerPlan, tree_stages
 from keras2clash.hw.shape_blocks import rebeat_groups
 from keras2clash.ir.layers import GLOBAL_POOL_TYPES, SHAPE_TYPES
