@@ -1,6 +1,6 @@
 {-# LANGUAGE DataKinds, KindSignatures, NoImplicitPrelude, ScopedTypeVariables,
              TypeApplications, TypeOperators, FlexibleContexts, ConstraintKinds, TypeFamilies,
-             NoStarIsType #-}
+             NoStarIsType, RankNTypes #-}
 {-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver #-}
 {-|
 The 2-D convolution (Keras Conv2D, /valid/ padding: put "K2C.Pad" in front
@@ -60,7 +60,7 @@ module K2C.Conv
 import Clash.Prelude hiding (window)
 
 import K2C.Activation (Finish, TableRegs)
-import K2C.Engine (EngineShape, afterAccept, engine, engineFrom)
+import K2C.Engine (EngineShape, Loading, afterAccept, atAccept, engineFrom)
 import K2C.Fifo (fifo)
 import K2C.Filter (Accumulates)
 import K2C.Memory (WeightRom)
@@ -88,19 +88,21 @@ queued :: (HiddenClockResetEnable dom, KnownNat n, 1 <= n, NFDataX a) => SNat n 
 queued n = Queued (fifo n)
 
 -- | The window generator of an @h x w@ image, @kh x kw@ windows, strides
--- @(sh, sw)@, regrouped by @f@ (wires), into an engine through @queue@:
--- @direct@ gives the engine the generator's register (@engineHeld@),
--- @queued@ a FIFO's output (@engineNow@).
+-- @(sh, sw)@, regrouped by @f@ (wires), into an engine through @queue@,
+-- the engine loading as the queue allows ('K2C.Engine.Loading'): @direct@
+-- from the generator's register ('afterAccept'), @queued@ from the FIFO's
+-- output as it accepts it ('atAccept').
 windowsInto
   :: (HiddenClockResetEnable dom, WindowShape h w kh kw sh sw c, NFDataX a)
   => SNat h -> SNat w -> SNat kh -> SNat kw -> SNat sh -> SNat sw
   -> (Vec kh (Vec kw (Vec c a)) -> x)
   -> WindowQueue dom x
-  -> (Signal dom x -> Stream dom x y)
-  -> Stream dom x y
+  -> (forall e . (KnownNat e, e <= 1) => Loading dom e x -> Stream dom x y)
   -> Stream dom (Vec c a) y
-windowsInto h w kh kw sh sw f Direct engineHeld _ = intoHeld (windowHeld h w kh kw sh sw) f engineHeld
-windowsInto h w kh kw sh sw f (Queued queue) _ engineNow = window h w kh kw sh sw |> mapS f |> queue |> engineNow
+windowsInto h w kh kw sh sw f Direct engineLoading =
+  intoHeld (windowHeld h w kh kw sh sw) f (engineLoading . afterAccept)
+windowsInto h w kh kw sh sw f (Queued queue) engineLoading =
+  window h w kh kw sh sw |> mapS f |> queue |> engineLoading atAccept
 
 -- | A window as one vector in Keras kernel order: element @[i][j][ch]@ goes to
 -- index @(i * kw + j) * c + ch@ (row-major over @(kh, kw, c)@).
@@ -130,4 +132,4 @@ conv2d
   -> Stream dom (Vec c (SFixed ai af)) (Vec f o)
 conv2d h w kh kw sh sw p b l queue weights finish =
   windowsInto h w kh kw sh sw flattenWindow queue
-    (\held -> engineFrom p b l (afterAccept held) weights finish) (engine p b l weights finish)
+    (\loading -> engineFrom p b l loading weights finish)

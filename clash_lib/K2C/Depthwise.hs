@@ -57,7 +57,7 @@ import Clash.Prelude hiding (window)
 
 import K2C.Activation (Finish, TableRegs)
 import K2C.Conv (WindowQueue, windowsInto)
-import K2C.Engine (EngineShape, Loading, afterAccept, atAccept, chunks, engineWith)
+import K2C.Engine (EngineShape, Loading, chunks, engineWith)
 import K2C.Filter (Accumulates)
 import K2C.Memory (WeightRom)
 import K2C.Stream (Stream)
@@ -132,5 +132,4 @@ depthwise2d
   -> Stream dom (Vec c (SFixed ai af)) (Vec (c * m) o)
 depthwise2d h w kh kw sh sw m p b l queue weights finish =
   windowsInto h w kh kw sh sw channelWindows queue
-    (\held -> depthwiseEngine m p b l (afterAccept held) weights finish)
-    (depthwiseEngine m p b l atAccept weights finish)
+    (\loading -> depthwiseEngine m p b l loading weights finish)

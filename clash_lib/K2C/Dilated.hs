@@ -43,7 +43,7 @@ import Clash.Prelude hiding (window)
 
 import K2C.Conv (WindowQueue, flattenWindow, windowsInto)
 import K2C.Activation (Finish, TableRegs)
-import K2C.Engine (EngineShape, afterAccept, engine, engineFrom)
+import K2C.Engine (EngineShape, engineFrom)
 import K2C.Filter (Accumulates)
 import K2C.Memory (WeightRom)
 import K2C.Stream (Stream)
@@ -96,4 +96,4 @@ conv2dDilated
 conv2dDilated h w SNat SNat dh dw sh sw p b l queue weights finish =
   windowsInto h w (SNat @(Extent kh dh)) (SNat @(Extent kw dw)) sh sw
     (flattenWindow . dilateWindow @kh @kw dh dw) queue
-    (\held -> engineFrom p b l (afterAccept held) weights finish) (engine p b l weights finish)
+    (\loading -> engineFrom p b l loading weights finish)
