@@ -399,7 +399,7 @@ def readme_with_headline(text: str) -> str:
     if start < 0 or end < 0 or end < start:
         raise BenchError(f"README.md needs the markers {HEADLINE_START} and {HEADLINE_END}, in that order")
     head = text[: start + len(HEADLINE_START)]
-    return f"{head}\n{headline_table()}{text[end:]}"
+    return f"{head}\n\n{headline_table()}\n{text[end:]}"
 
 
 def main(argv: list[str] | None = None) -> int:
