@@ -55,10 +55,10 @@ def mhz(value: float) -> str:
 
 def ns(value: float) -> str:
     """A latency: '445 ns' below a microsecond, '5.63 µs' (three significant digits) above."""
-    if value < 1000:
+    if round(value) < 1000:
         return f"{value:.0f} ns"
     us = value / 1000
-    digits = max(0, 2 - int(math.floor(math.log10(us))))
+    digits = max(0, 2 - int(math.floor(math.log10(max(us, 1.0)))))
     return f"{us:.{digits}f} µs"
 
 
@@ -349,6 +349,27 @@ def resources(example: str, device: str = "ecp5-85k") -> str:
     return render("resources.md.j2", used=design(example, device).used).strip()
 
 
+def resource_share(example: str, device: str = "ecp5-85k", kind: str = "lut") -> str:
+    """Used cells of one kind as a share of the part ('4.75%')."""
+    d = design(example, device)
+    if kind not in d.used or not d.available.get(kind):
+        raise BenchError(f"resource kind {kind!r}: one of {', '.join(d.used)}")
+    return percent(d.used[kind] / d.available[kind])
+
+
+def fmax_seeds(example: str, device: str = "ecp5-85k") -> str:
+    """Fmax of every placement seed tried: 'seeds 1 / 2: 123.4 / 132.5 MHz' ('seed 1: 109.5 MHz')."""
+    d = design(example, device)
+    seeds = d.seeds
+    if not seeds and d.seed is not None:
+        seeds = ((d.seed, d.fmax_mhz),)
+    if not seeds:
+        raise BenchError(f"no placement seeds recorded for {d.spec} on {device}")
+    word = "seeds" if len(seeds) > 1 else "seed"
+    return (f"{word} {' / '.join(str(s) for s, _ in seeds)}: "
+            f"{' / '.join(f'{f:.1f}' for _, f in seeds)} MHz")
+
+
 def part(device: str = "ecp5-85k") -> str:
     """The part a device name stands for ('LFE5U-85F')."""
     rows = designs(device)
@@ -384,8 +405,8 @@ def bench_value(file: str, path: str, spec: str = "") -> str:
 
 
 MACROS = (headline_table, fpga_table, sweep_table, accuracy_table, toolchain_table, configurations_table,
-          fmax, latency_ns, latency_cycles, ii_cycles, images_per_second, resource, resources, part, accuracy,
-          bench_value)
+          fmax, fmax_seeds, latency_ns, latency_cycles, ii_cycles, images_per_second, resource, resource_share,
+          resources, part, accuracy, bench_value)
 """The functions page authors call from Markdown (`{{ fmax("iris", "ecp5-85k") }}`)."""
 
 

@@ -13,7 +13,7 @@ command="${1:-build}"
 [ $# -gt 0 ] && shift
 case "$command" in
   build) exec .venv/bin/mkdocs build --strict --site-dir site "$@" ;;
-  serve) exec .venv/bin/mkdocs serve --strict "$@" ;;
+  serve) exec .venv/bin/mkdocs serve "$@" ;;
   readme) exec .venv/bin/python docs/benchdocs.py readme "$@" ;;
   check) exec .venv/bin/python docs/benchdocs.py readme --check "$@" ;;
   *) echo "usage: $0 [build|serve|readme|check]" >&2; exit 2 ;;

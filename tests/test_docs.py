@@ -147,10 +147,15 @@ def test_macros_read_the_bench_json() -> None:
     assert len([line for line in table if line.startswith("| ") and "MHz" in line]) == len(
         [r for r in benchdocs.load("fpga.json")["examples"] if r["routed"]])
     assert benchdocs.bench_value("results.json", "tools.clash_sim.images") == "100"
+    seeds = [s for s in row["seeds"] if s["routed"]]
+    assert benchdocs.fmax_seeds("iris").startswith("seeds " if len(seeds) > 1 else "seed ")
+    mult = next(u for u in row["report"]["utilisation"] if u["resource"] == "multipliers")
+    assert benchdocs.resource_share("iris", kind="mult") == f"{100 * mult['used'] / mult['available']:.2f}%"
 
 
 def test_number_formats() -> None:
     assert benchdocs.ns(445.4) == "445 ns" and benchdocs.ns(5634) == "5.63 µs" and benchdocs.ns(31512) == "31.5 µs"
+    assert benchdocs.ns(999.4) == "999 ns" and benchdocs.ns(999.6) == "1.00 µs"
     assert benchdocs.rate(16556291.6) == "16.6M" and benchdocs.rate(886.04) == "886"
     assert benchdocs.thousands(41767) == "41,767" and benchdocs.percent(44 / 45) == "97.78%"
 
