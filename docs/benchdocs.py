@@ -404,9 +404,31 @@ def bench_value(file: str, path: str, spec: str = "") -> str:
     return format(value, spec)
 
 
+def results_md(path: str) -> str:
+    """A Markdown file that a script of the repository generates (`examples/jet_hgq/results.md`,
+    written by its compare.py), without its top-level title, for inclusion in a page."""
+    file = (ROOT / path).resolve()
+    if ROOT not in file.parents or file.suffix != ".md" or not file.is_file():
+        raise BenchError(f"{path}: not a Markdown file of the repository")
+    lines = file.read_text().strip().split("\n")
+    if lines and lines[0].startswith("# "):
+        lines = lines[1:]
+    return "\n".join(lines).strip() + "\n"
+
+
+def jet_hgq_results() -> str:
+    """examples/jet_hgq/results.md (examples/jet_hgq/compare.py): HGQ2 against quantized after training."""
+    return results_md("examples/jet_hgq/results.md")
+
+
+def search_front(folder: str) -> str:
+    """The Pareto front of a co-design search example (FOLDER/results.md, as `keras2clash search show` writes it)."""
+    return results_md(f"{folder.rstrip('/')}/results.md")
+
+
 MACROS = (headline_table, fpga_table, sweep_table, accuracy_table, toolchain_table, configurations_table,
           fmax, fmax_seeds, latency_ns, latency_cycles, ii_cycles, images_per_second, resource, resource_share,
-          resources, part, accuracy, bench_value)
+          resources, part, accuracy, bench_value, results_md, jet_hgq_results, search_front)
 """The functions page authors call from Markdown (`{{ fmax("iris", "ecp5-85k") }}`)."""
 
 

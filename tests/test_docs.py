@@ -170,6 +170,14 @@ def test_readme_region_rewrite() -> None:
         benchdocs.readme_with_headline("# no markers\n")
 
 
+def test_generated_results_files() -> None:
+    jet = benchdocs.jet_hgq_results()
+    assert not jet.startswith("# ") and "| network |" in jet
+    assert "| trial |" in benchdocs.search_front("examples/search_digits")
+    with pytest.raises(benchdocs.BenchError, match="not a Markdown file"):
+        benchdocs.results_md("../README.md")
+
+
 # ---------------------------------------------------------------------------------------------
 # the snippet parser and runner
 
@@ -264,3 +272,4 @@ def test_runner_reports_page_line_and_output(tmp_path: Path) -> None:
 def test_runner_puts_the_venv_on_path(tmp_path: Path) -> None:
     runner = Runner(tmp_path, venv_bin(ROOT))
     runner.run(_blocks(f"```sh\ntest \"$(command -v python)\" = {venv_bin(ROOT) / 'python'}\n```\n")[0])
+
