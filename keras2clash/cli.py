@@ -316,7 +316,7 @@ def _main() -> int:
     return result if isinstance(result, int) else 0
 
 
-# --- issue 4: testbenches, RTL simulation, synthesis smoke ----------------------------------
+# --- Verification in the HDLs: testbenches, RTL simulation, synthesis smoke -----------------
 
 
 @app.command()
@@ -358,7 +358,7 @@ def synth(
     api.synth(project)
 
 
-# --- issue 5: hardware model, options, reports ------------------------------------------
+# --- Hardware figures before any HDL: the exact model's options and the project reports -----
 
 
 @app.command()
@@ -425,7 +425,7 @@ def report(
         err.print(f"[green]✓[/green] wrote {', '.join(str(out_dir / n) for n in reportcmd.OUTPUT_FILES)}")
 
 
-# --- issue 13: debugging from the command line (keras2clash.debug) --------------------------
+# --- Debugging: the golden model's outputs and per-layer trace (keras2clash.debug) ----------
 
 DEBUG_MODEL_HELP = "A .keras, legacy .h5 or JSON config (+ pickled weights), or a project written by 'keras2clash emit'."
 
@@ -518,7 +518,7 @@ def predict(
     err.print(f"[green]✓[/green] {len(result)} samples, outputs in {result.output_format}: {escape(str(out))}")
 
 
-# --- issue 12: place and route on an FPGA -----------------------------------------------
+# --- Place and route on an FPGA (keras2clash.fpga) ------------------------------------------
 
 
 @app.command()
@@ -601,7 +601,7 @@ class _StepProgress:
             self.bar.update(task, description=f"{step}: {escape(detail)}")
 
 
-# --- issue 14: co-design search ---------------------------------------------------------
+# --- Co-design search: the network and its hardware together (keras2clash.search) -----------
 
 search_app = typer.Typer(
     no_args_is_help=True,

@@ -1,4 +1,4 @@
-"""Networks as graphs (issue 10): merges in the golden model, the branch structure, the
+"""Networks as graphs: merges in the golden model, the branch structure, the
 FIFO depths of the hardware model, and random graph-shaped networks bit-exact through the
 Clash simulation with the hardware model's cycles.
 """

@@ -1,4 +1,4 @@
-"""hls4ml configurations (issue 13): reading one into formats and knobs, writing ours in
+"""hls4ml configurations: reading one into formats and knobs, writing ours in
 that shape, the round trip on examples/digits_dense with a Clash simulation, and one clear
 error for each setting we cannot build."""
 

@@ -23,7 +23,7 @@ import Clash.Prelude
 -- the requantized value. Two functions, not their composition, so that the
 -- pipelined engine ("K2C.Engine") registers each on its own: a saturating
 -- rounding's carry chain and an activation's comparisons are never one path
--- (they were mobilenet_digits' critical path on ECP5, 48 logic levels).
+-- (together they would be mobilenet_digits' critical path on ECP5, 48 logic levels).
 --
 -- @t@ ('TableRegs'): registers after the activated one, 2 when the activation
 -- reads a table ("K2C.Lut"). The activated register is then the block RAM's
@@ -34,7 +34,7 @@ import Clash.Prelude
 -- 5.6 + 7.0 ns route + multiplexer, 13.8 ns). The second is a fabric register
 -- the placer puts between the block RAM's row and the engine's result
 -- register, which can be far apart: with the tables in one row of block RAMs
--- and the result register beside the multipliers, that one route was
+-- and the result register beside the multipliers, that one route would be
 -- mlp_tanh's critical path (10.2 ns, OUTREG -> result register).
 -- 0 for every other activation.
 data Finish (t :: Nat) acc o = Finish (acc -> o) (o -> o)
