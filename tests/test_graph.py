@@ -101,10 +101,6 @@ def test_non_series_parallel_graph_names_the_layer() -> None:
 # --- random graph-shaped Keras models ---------------------------------------------------
 
 
-def _conv(keras, layers, x, filters, kernel, name, rng, activation=None, strides=1):
-    return layers.Conv2D(filters, kernel, padding="same", strides=strides, activation=activation, name=name)(x)
-
-
 def build_graph_model(seed: int, kind: str, op: str, image: bool):
     """A small functional model with one or two fork/merge blocks of the given merge `op`.
 

@@ -19,7 +19,6 @@ from keras2clash.quant import profile
 from keras2clash.errors import K2CError
 from keras2clash.quant.formats import parse_format as F
 from keras2clash.quant.layerformats import (
-    FormatConfig,
     load_config,
     parse_layer_format,
     resolve_formats,

@@ -52,7 +52,7 @@ HASKELL_RESERVED = {
     "type", "where",
     # names the generated modules define or import unqualified
     "network", "topEntity", "main", "pe", "activation", "finish", "linear", "relu",
-    "requantize", "sigmoidPlan", "argmax", "mapS", "romWords", "simMain", "cycles",
+    "requantize", "argmax", "mapS", "romWords", "simMain", "cycles",
     "outputActivation",
 }
 

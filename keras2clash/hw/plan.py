@@ -18,7 +18,7 @@ from typing import Any
 from keras2clash.errors import K2CError
 from keras2clash.ir import layers as ir
 from keras2clash.ir.graph import Graph, as_graph
-from keras2clash.ir.layers import COMPUTE_TYPES, HARDWARE_TYPES, MERGE_OPS, POOL_TYPES, WINDOW_TYPES, Layer
+from keras2clash.ir.layers import COMPUTE_TYPES, HARDWARE_TYPES, MERGE_OPS, WINDOW_TYPES, Layer
 from keras2clash.quant.formats import FixedFormat
 
 LAYER_TYPES = HARDWARE_TYPES
