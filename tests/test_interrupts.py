@@ -111,9 +111,8 @@ def _interrupt_once_running(marker: str, stop: threading.Event, fired: threading
                             timeout: float = 120.0) -> threading.Thread:
     """Ctrl-C (SIGINT to this process) once both of the tool's sleeps run, not after a fixed
     delay that may come before the tool starts. `stop` disarms it; `fired` says it fired.
-    (Sessions 21-22 saw this test fail only in suites started as background jobs: a shell starts
-    those with SIGINT ignored, Python keeps SIG_IGN, and the signal did nothing. The test now
-    installs the command line's handlers itself, as `cli.main` does.)"""
+    (A suite started as a background job inherits SIGINT ignored, and Python keeps SIG_IGN, so
+    the test installs the command line's handlers itself, as `cli.main` does.)"""
     def fire() -> None:
         deadline = time.monotonic() + timeout
         while not stop.is_set() and time.monotonic() < deadline:
@@ -146,7 +145,7 @@ def test_interrupt_stops_the_whole_tool_process_tree(tmp_path: Path, runner: str
                 simulate.run_simulator(_fake_simulator(tmp_path, marker), tmp_path, np.zeros((2, 4), np.int64), 3)
             else:
                 rtlsim._run_streaming(_spawn_tree(marker), tmp_path, 1, None)
-            time.sleep(5)  # (the old code: nothing stopped the call, so the interrupt lands here)
+            time.sleep(5)  # where the interrupt lands if nothing stopped the tool's call
     except Exception as exc:  # "DID NOT RAISE", or the tool's own error after it ended early
         raise AssertionError(f"{exc} (SIGINT handler before the test: {inherited!r}; "
                              f"interrupter {'fired' if fired.is_set() else 'did not fire'})") from exc

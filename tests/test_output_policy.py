@@ -43,7 +43,7 @@ def tiny_data(tmp_path_factory) -> Path:
 
 
 def test_out_dot_is_refused_cleanly(tmp_path: Path, tiny_model: Path, capsys, monkeypatch) -> None:
-    """Item 3: `--out .` gave a traceback and left `..tmp-*` debris holding a project."""
+    """`--out .` is refused (with or without --force): one error line, no `..tmp-*` folder."""
     here = tmp_path / "here"
     here.mkdir()
     monkeypatch.chdir(here)
@@ -66,8 +66,8 @@ def _tmpfs(path: Path, options: str = "size=4m"):
         subprocess.run(["umount", str(path)], check=False)
 
 def test_out_on_a_mount_point_is_refused(tmp_path: Path, tiny_model: Path, capsys, monkeypatch) -> None:
-    """Item 3: an output on a mount point could not be renamed into place: traceback and a
-    whole project left in `.NAME.tmp-*`. It is refused before any work."""
+    """An output on a mount point cannot be renamed into place, so it is refused before any
+    work: one error line, no `.NAME.tmp-*` folder."""
     mount = tmp_path / "mnt"
     with _tmpfs(mount) as mounted:
         if not mounted:  # no permission to mount: make the check see a mount point
@@ -78,7 +78,7 @@ def test_out_on_a_mount_point_is_refused(tmp_path: Path, tiny_model: Path, capsy
         assert listing(tmp_path) == ["mnt"] and listing(mount) == []
 
 def test_rename_across_devices_fails_cleanly(tmp_path: Path, tiny_model: Path, capsys, monkeypatch) -> None:
-    """Item 3: when the final rename fails (EXDEV here), one error line, exit 2, and no
+    """When the final rename fails (EXDEV here), one error line, exit 2, and no
     `.NAME.tmp-*` / `.NAME.old-*` folder left behind."""
     out = tmp_path / "net"
 
@@ -105,8 +105,8 @@ def _chattr(path: Path, flag: str) -> bool:
 @pytest.mark.parametrize("how", ["immutable", "read-only"])
 def test_unwritable_parent_is_refused_before_any_work(tmp_path: Path, tiny_model: Path, capsys, monkeypatch,
                                                       how: str) -> None:
-    """Item 3: a read-only or immutable parent gave a traceback (exit 1) after loading the
-    model. Now: refused before the model is loaded, one line, exit 2."""
+    """A read-only or immutable parent is refused before the model is loaded: one line,
+    exit 2."""
     import keras2clash.network as network
 
     def no_load(*args, **kwargs):
@@ -129,8 +129,8 @@ def test_unwritable_parent_is_refused_before_any_work(tmp_path: Path, tiny_model
         assert listing(parent) == []
 
 def test_folder_appearing_meanwhile_is_not_replaced(tmp_path: Path, tiny_model: Path, capsys, monkeypatch) -> None:
-    """Item 3: a folder that appeared at --out between the early check and the final rename
-    was replaced (deleted) without --force."""
+    """A folder that appears at --out between the early check and the final rename is kept:
+    without --force nothing is replaced, one error line."""
     from keras2clash.backend import emitter
 
     out = tmp_path / "net"
@@ -149,7 +149,7 @@ def test_folder_appearing_meanwhile_is_not_replaced(tmp_path: Path, tiny_model: 
     assert listing(tmp_path) == ["net", "net/precious.txt"]
 
 def test_forced_replacement_keeps_the_original_when_the_rename_fails(tmp_path: Path, monkeypatch) -> None:
-    """Item 3, --force: the old folder is moved aside, and put back if the new one cannot be
+    """--force: the old folder is moved aside, and put back if the new one cannot be
     renamed into place; nothing is left behind either way."""
     out = tmp_path / "o"
     out.mkdir()
@@ -172,7 +172,7 @@ def test_forced_replacement_keeps_the_original_when_the_rename_fails(tmp_path: P
     assert listing(tmp_path) == ["o", "o/new.txt"]
 
 def test_no_replace_without_renameat2(tmp_path: Path, monkeypatch) -> None:
-    """Item 3: where renameat2 is missing, the name is claimed with mkdir/link first, so a
+    """Where renameat2 is missing, the name is claimed with mkdir/link first, so a
     folder or file that appeared meanwhile is still never replaced."""
     monkeypatch.setattr(fsutil, "_renameat2", lambda: None)
     out = tmp_path / "net"
@@ -190,7 +190,7 @@ def test_no_replace_without_renameat2(tmp_path: Path, monkeypatch) -> None:
 
 @pytest.mark.parametrize("mask", [0o022, 0o027])
 def test_emitted_folders_respect_the_umask(tmp_path: Path, tiny_model: Path, mask: int) -> None:
-    """Item 3: emitted folders were mode 0700 whatever the umask (they come from mkdtemp)."""
+    """Emitted folders have the umask's modes, though they start as mkdtemp's 0700 folders."""
     import keras2clash as k2c
 
     old = os.umask(mask)
@@ -205,7 +205,7 @@ def test_emitted_folders_respect_the_umask(tmp_path: Path, tiny_model: Path, mas
         assert folder.stat().st_mode & 0o777 == 0o777 & ~mask, folder
 
 def test_overlong_name_is_refused(tmp_path: Path, tiny_model: Path, capsys) -> None:
-    """Item 3: a 300-character --name crashed (file names longer than the file system allows)."""
+    """A 300-character --name or output name (longer than the file system allows) is one error line."""
     code, text = run_cli(["emit", tiny_model, "--out", tmp_path / "net", "--name", "a" * 300], capsys)
     assert code == 2, text
     assert len(error_lines(text)) == 1 and "--name" in text
@@ -215,8 +215,8 @@ def test_overlong_name_is_refused(tmp_path: Path, tiny_model: Path, capsys) -> N
     assert listing(tmp_path) == []
 
 def test_unwritable_report_files_are_refused_before_the_run(tmp_path: Path, tiny_model: Path, capsys) -> None:
-    """Item 3: `options --json` (and simulate's --json/--markdown) to an unwritable path gave
-    a traceback after the whole run, exit 1 (the mismatch code). Now: before, exit 2."""
+    """`options --json` (and simulate's --json/--markdown) to an unwritable path is refused
+    before the run, exit 2 (not 1, the mismatch code)."""
     blocker = tmp_path / "file.txt"
     blocker.write_text("not a folder")
     code, text = run_cli(["options", tiny_model, "--json", blocker / "o.json"], capsys)
@@ -240,7 +240,7 @@ def test_unwritable_report_files_are_refused_before_the_run(tmp_path: Path, tiny
 
 def test_profile_and_report_refuse_a_non_empty_out_dir(tmp_path: Path, tiny_model: Path, tiny_data: Path,
                                                        capsys) -> None:
-    """Item 3: profile and report overwrote a non-empty --out-dir silently (sweep refuses)."""
+    """profile and report refuse a non-empty --out-dir without --force, as sweep does."""
     import keras2clash as k2c
 
     project = k2c.emit(tiny_model, "1,7,8", tmp_path / "net", show=False)
@@ -260,8 +260,8 @@ def test_profile_and_report_refuse_a_non_empty_out_dir(tmp_path: Path, tiny_mode
 
 def test_simulate_in_a_read_only_project_fails_cleanly(tmp_path: Path, tiny_model: Path, tiny_data: Path,
                                                         capsys) -> None:
-    """Item 3: simulate builds in DIR/.build; in an immutable project folder that was a
-    traceback (PermissionError). Now one line, exit 2, before any work."""
+    """simulate builds in DIR/.build: in an immutable project folder that is one error line
+    naming it, exit 2, before any work."""
     import keras2clash as k2c
 
     project = k2c.emit(tiny_model, "1,7,8", tmp_path / "net", show=False)

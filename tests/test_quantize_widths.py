@@ -52,7 +52,7 @@ EXTREMES = [np.finfo(np.float64).max, -np.finfo(np.float64).max, np.finfo(np.flo
 @given(fmt=any_format(), xs=st.lists(st.floats(allow_nan=False, allow_infinity=False) | st.sampled_from(EXTREMES),
                                      min_size=1, max_size=12))
 def test_quantize_every_width_matches_exact_rationals(fmt: FixedFormat, xs: list[float]) -> None:
-    """Item 2 (property): for every accepted width, any finite float64 saturates to the
+    """Property: for every accepted width, any finite float64 saturates to the
     format's range and equals floor(x * 2^frac + 1/2) computed in fractions.Fraction."""
     got = quantize(np.array(xs, dtype=np.float64), fmt)
     assert got.dtype == np.int64
@@ -62,14 +62,14 @@ def test_quantize_every_width_matches_exact_rationals(fmt: FixedFormat, xs: list
     assert over == sum(math.floor(Fraction(x) * 2**fmt.frac + Fraction(1, 2)) != w for x, w in zip(xs, want))
 
 def test_64_bit_extremes_saturate_never_wrap() -> None:
-    """Item 2: at 64 bits the largest value used to wrap to the most negative one."""
+    """At 64 bits the largest values saturate to the format's bounds, never wrap to the other end."""
     fmt = parse_format("1,0,63")
     x = np.array([1.0, 7.9, 1e300, -1.0, -7.9, -1e300, 0.5])
     assert quantize(x, fmt).tolist() == [fmt.raw_max] * 3 + [fmt.raw_min] * 3 + [1 << 62]
 
 def test_iris_at_64_bits_keeps_its_accuracy_in_the_golden_model() -> None:
-    """Item 2: iris at 1,0,63 fell to 33.33% (wrapped inputs and weights); saturated, the
-    golden model keeps 84.44% (the format's range is [-1, 1))."""
+    """Iris at 1,0,63: inputs and weights saturate (the format's range is [-1, 1)), so the
+    golden model keeps 84.44% (wrapped, they would leave 33.33%)."""
     from keras2clash.data import load_dataset
     from keras2clash.network import load_network
 
@@ -83,8 +83,8 @@ def test_iris_at_64_bits_keeps_its_accuracy_in_the_golden_model() -> None:
 
 @pytest.mark.parametrize("fmt", ["1,0,55", "1,0,60", "1,0,63", "1,63,0", "1,31,32"])
 def test_wide_formats_emit_exact_weight_files(tmp_path: Path, tiny_model: Path, capsys, fmt: str) -> None:
-    """Item 2: from 55 to 63 bits emit crashed with a traceback (a saturated weight rounded
-    in float to 2^(W-1), which does not fit W bits); at 64 it wrote wrapped weights."""
+    """From 55 to 64 bits the weight files hold exactly the quantized, saturated weights (a
+    saturated weight rounded in float would become 2^(W-1), which does not fit W bits)."""
     from keras2clash.backend.memfiles import rom_table
 
     out = tmp_path / "net"
@@ -141,7 +141,7 @@ def _raws(fmt: FixedFormat):
 @given(data=st.data(), n_in=st.integers(1, 6), n_out=st.integers(1, 3), in_fmt=wide_formats, w_fmt=wide_formats,
        b_fmt=wide_formats, out_fmt=wide_formats, act=st.sampled_from(["linear", "relu", "sigmoid"]))
 def test_golden_dense_exact_at_any_width(data, n_in, n_out, in_fmt, w_fmt, b_fmt, out_fmt, act) -> None:
-    """Item 2, end to end in the golden model: quantize -> accumulate -> requantize ->
+    """End to end in the golden model: quantize -> accumulate -> requantize ->
     activate equals exact rationals for mixed formats up to 64 bits (Python integers where
     int64 cannot hold the values, never a wrap)."""
     plan = make_plan([_dense_layer(n_in, n_out, act)], out_fmt, input_fmt=in_fmt,
@@ -167,7 +167,7 @@ def test_golden_dense_exact_at_any_width(data, n_in, n_out, in_fmt, w_fmt, b_fmt
 @settings(max_examples=150, deadline=None)
 @given(data=st.data(), n_in=st.integers(1, 6), in_fmt=wide_formats, w_fmt=wide_formats, out_fmt=wide_formats)
 def test_golden_narrow_accumulator_exact_at_any_width(data, n_in, in_fmt, w_fmt, out_fmt) -> None:
-    """Item 2: a narrow (user-chosen) accumulator saturating after each chunk, in chunk
+    """A narrow (user-chosen) accumulator saturating after each chunk, in chunk
     order, stays exact with wide formats: acc_0 = sat(S_0 + bias), acc_t = sat(acc_{t-1} + S_t)."""
     from keras2clash.hw.plan import accumulator_format
 
@@ -195,7 +195,8 @@ def test_golden_narrow_accumulator_exact_at_any_width(data, n_in, in_fmt, w_fmt,
     assert got == want
 
 def test_sigmoid_at_64_bits_does_not_overflow() -> None:
-    """Item 2: |most negative| overflowed int64 in the PLAN sigmoid at 64 bits."""
+    """The PLAN sigmoid at 64 bits: |most negative| does not fit int64, so it is computed on
+    Python integers."""
     for fmt in (FixedFormat(1, 63, 0), FixedFormat(1, 0, 63), FixedFormat(1, 20, 43), FixedFormat(1, 60, 1)):
         r = np.array([fmt.raw_min, fmt.raw_min + 1, -1, 0, 1, fmt.raw_max], dtype=np.int64)
         assert golden.sigmoid_plan(r, fmt).tolist() == [_ref_sigmoid(int(v), fmt) for v in r]
@@ -205,7 +206,7 @@ MERGES = ("add", "subtract", "multiply", "average", "maximum", "minimum", "conca
 @settings(max_examples=200, deadline=None)
 @given(op=st.sampled_from(MERGES), n=st.integers(2, 3), data=st.data(), out=wide_formats)
 def test_golden_merges_exact_at_any_width(op, n, data, out) -> None:
-    """Item 2: merges (golden.merge) stay exact with operands and outputs up to 64 bits."""
+    """Merges (golden.merge) stay exact with operands and outputs up to 64 bits."""
     n = 2 if op == "subtract" else n
     in_fmts = [data.draw(wide_formats) for _ in range(n)]
     raws = [np.array(data.draw(st.lists(_raws(f), min_size=2, max_size=2)), dtype=np.int64) for f in in_fmts]
@@ -226,7 +227,7 @@ def test_golden_merges_exact_at_any_width(op, n, data, out) -> None:
     assert got.tolist() == want
 
 def test_average_pooling_exact_at_64_bits() -> None:
-    """Item 2: 2*sum + N overflowed int64 in the average pooling at 64 bits."""
+    """Average pooling at 64 bits: 2*sum + N does not fit int64, so it is computed exactly."""
     fmt = FixedFormat(1, 31, 32)
     plan = LayerPlan(name="p", type="avgpool2d", input_shape=(2, 2, 1), output_shape=(1, 1, 1), activation="linear",
                      in_fmt=fmt, out_fmt=fmt, kernel_size=(2, 2), strides=(2, 2), pads=(0, 0, 0, 0))
@@ -237,8 +238,8 @@ def test_average_pooling_exact_at_64_bits() -> None:
 
 @pytest.mark.parametrize("extra", [["--format", "1,0,0"], ["--layer-format", "dense_1:o=1,0,0"]])
 def test_one_bit_format_is_refused_at_emit(tmp_path: Path, tiny_model: Path, capsys, extra) -> None:
-    """Item 2: a 1-bit format was emitted and then failed the Verilog lint (Clash writes a
-    zero-width bit slice); emit refuses it with one clear line and writes nothing."""
+    """A 1-bit format would fail the Verilog lint (Clash writes a zero-width bit slice): emit
+    refuses it with one clear line and writes nothing."""
     code, text = run_cli(["emit", tiny_model, "--out", tmp_path / "net", *extra], capsys)
     assert code == 2, text
     assert len(error_lines(text)) == 1 and "at least 2 bits" in text and "1,0,0" in text
@@ -246,9 +247,9 @@ def test_one_bit_format_is_refused_at_emit(tmp_path: Path, tiny_model: Path, cap
 
 @needs_toolchain
 def test_64_bit_iris_is_bit_exact_and_accurate_in_clash_and_verilator(tmp_path: Path) -> None:
-    """Item 2: at 1,0,63 simulate printed BIT-EXACT at 33.33% (golden and hardware wrapped
-    alike); now both saturate: bit-exact in the Clash simulation and in Verilator, with the
-    golden model's accuracy."""
+    """At 1,0,63 golden model and hardware both saturate: bit-exact in the Clash simulation
+    and in Verilator, with the golden model's accuracy (bit-exact alone would not show a
+    wrap that both share)."""
     import keras2clash as k2c
 
     project = k2c.emit(IRIS / "iris.keras", "1,0,63", tmp_path / "iris64", [2, 3], show=False)

@@ -56,7 +56,7 @@ def _first_mem(project: Path) -> Path:
 
 @needs_toolchain
 def test_hdl_refuses_a_malformed_weight_file(copy_of: Path, capsys) -> None:
-    """Item 5: `hdl` exited 0 ("lint clean") with a malformed .mem file and shipped it."""
+    """`hdl` refuses a malformed .mem file (a lint-clean run would ship it), naming it."""
     victim = _first_mem(copy_of)
     victim.write_text(victim.read_text().replace("0", "2", 1))
     shutil.rmtree(copy_of / "hdl")
@@ -67,7 +67,7 @@ def test_hdl_refuses_a_malformed_weight_file(copy_of: Path, capsys) -> None:
 
 @needs_toolchain
 def test_simulate_names_the_malformed_weight_file(copy_of: Path, tiny_data: Path, capsys) -> None:
-    """Item 5: simulate's error on a malformed .mem did not name the file."""
+    """simulate's error on a malformed .mem names the file."""
     victim = _first_mem(copy_of)
     victim.write_text(victim.read_text()[:-3] + "x\n")
     code, text = run_cli(["simulate", copy_of, "--data", tiny_data], capsys)
@@ -76,7 +76,7 @@ def test_simulate_names_the_malformed_weight_file(copy_of: Path, tiny_data: Path
 
 @needs_toolchain
 def test_rtlsim_notices_a_deleted_weight_file(copy_of: Path, tiny_data: Path, capsys) -> None:
-    """Item 5: rtlsim used the HDL folder's copy and did not notice a deleted weight file."""
+    """rtlsim notices a deleted weight file (the HDL folder holds a copy it could use)."""
     victim = _first_mem(copy_of)
     victim.unlink()
     code, text = run_cli(["rtlsim", copy_of, "--data", tiny_data, "--sim", "verilator"], capsys)
@@ -85,7 +85,8 @@ def test_rtlsim_notices_a_deleted_weight_file(copy_of: Path, tiny_data: Path, ca
 
 @needs_toolchain
 def test_edited_manifest_is_refused(copy_of: Path, tiny_data: Path, capsys) -> None:
-    """Item 5: an edited manifest (`pe`) still reported BIT-EXACT with the wrong figures."""
+    """An edited manifest (`pe`) is refused by every command (it would report BIT-EXACT with
+    the wrong figures)."""
     path = copy_of / "manifest.json"
     manifest = json.loads(path.read_text())
     manifest["layers"][0]["pe"] = 3
@@ -97,7 +98,7 @@ def test_edited_manifest_is_refused(copy_of: Path, tiny_data: Path, capsys) -> N
         assert len(error_lines(text)) == 1 and "manifest.json was changed after emit" in text
 
 def test_integrity_record_covers_every_emitted_weight_file(copy_of: Path) -> None:
-    """Item 5: the manifest records a hash of golden.npz and of every weights/*.mem; an intact
+    """The manifest records a hash of golden.npz and of every weights/*.mem; an intact
     project loads, a changed golden.npz or a foreign .mem file is refused by name."""
     from keras2clash.backend.project import load_project
 
