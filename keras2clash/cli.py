@@ -1,6 +1,8 @@
 """The `keras2clash` command line: emit, hdl, simulate, run, ... and pnr (place and route).
 
-User mistakes (`K2CError`) become one line on stderr and exit code 2, never a traceback.
+User mistakes (`K2CError`) and what the operating system reports (`OSError`: no space left,
+permission denied, an I/O error) become one line on stderr and exit code 2, never a
+traceback.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from keras2clash import api, procs
-from keras2clash.errors import K2CError
+from keras2clash.errors import K2CError, os_error_text
 from keras2clash.hw.plan import DEFAULT_PIPELINE
 from keras2clash.quant.autoformat import DEFAULT_WEIGHT_FORMAT
 from keras2clash.report.comparison import to_markdown
@@ -282,8 +284,9 @@ def _interrupted() -> int:
 
 
 def main() -> None:
-    """Console entry point: user errors are one line and a non-zero exit, no traceback;
-    Ctrl-C stops every tool it started and exits 130 (SIGTERM: 143; procs.py)."""
+    """Console entry point: user errors and operating-system errors are one line and exit
+    code 2, no traceback; Ctrl-C stops every tool it started and exits 130 (SIGTERM: 143;
+    procs.py)."""
     with procs.interrupt_handling():
         code = _main()
     sys.exit(code)
@@ -297,6 +300,9 @@ def _main() -> int:
     except K2CError as exc:
         _error(str(exc))
         return exc.exit_code
+    except OSError as exc:  # the environment, not a bug: the path and the errno's text
+        _error(os_error_text(exc))
+        return K2CError.exit_code
     except typer.Abort:
         return _interrupted()
     except typer.Exit as exc:

@@ -1,7 +1,10 @@
 """The output policy of every command that writes (keras2clash/fsutil.py): a project, a folder
 of reports or a report file is written in full or not at all, never over something that is
 there without --force, with the umask's modes; a place it cannot be written to is refused
-before any work, in one `error:` line naming it, exit code 2.
+before any work, in one `error:` line naming it, exit code 2. What the operating system
+reports during a run (a full file system, a read-only one, a directory where a file goes, an
+I/O error) and a malformed YAML file are one `error:` line too, exit code 2, no traceback,
+nothing left behind.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from keras2clash import fsutil
+from keras2clash import api, fsutil
 from keras2clash.errors import K2CError
 
 from helpers import error_lines, listing, random_dense_model, run_cli
@@ -273,3 +276,141 @@ def test_simulate_in_a_read_only_project_fails_cleanly(tmp_path: Path, tiny_mode
         _chattr(project, "-i")
     assert code == 2, text
     assert len(error_lines(text)) == 1 and str(project / ".build") in text
+
+
+# --- operating-system errors during a run -------------------------------------------------
+
+
+def _only_error_line(code: int, text: str) -> str:
+    """The one `error:` line of a failed command (exit 2, no traceback)."""
+    assert code == 2, text
+    assert "Traceback" not in text, text
+    lines = error_lines(text)
+    assert len(lines) == 1, text
+    return lines[0]
+
+
+def test_a_full_file_system_is_one_error_line(tmp_path: Path, capsys) -> None:
+    """emit onto a 200 kB tmpfs (the project's Clash blocks alone are larger): the line names
+    the file being written at its final place and the project; nothing is left behind."""
+    model = tmp_path / "wide.keras"
+    random_dense_model([(256, "relu"), (10, "linear")], n_in=256, seed=1).save(model)
+    mount = tmp_path / "small"
+    with _tmpfs(mount, "size=200k") as mounted:
+        if not mounted:
+            pytest.skip("no permission to mount a tmpfs")
+        code, text = run_cli(["emit", model, "--out", mount / "net"], capsys)
+        line = _only_error_line(code, text)
+        assert "No space left on device" in line and f"nothing was written to {mount / 'net'}" in line
+        assert f"{mount / 'net'}{os.sep}" in line and ".tmp-" not in line  # the file, at its final place
+        assert listing(mount) == []
+
+
+def test_a_file_system_turned_read_only_mid_run(tmp_path: Path, tiny_model: Path, capsys, monkeypatch) -> None:
+    """The output's file system becomes read-only after the early checks, while the model
+    loads: one line naming the output, and nothing written."""
+    import keras2clash.network as network
+
+    parent = tmp_path / "disk"
+    real = network.load_model
+
+    def load_then_lock(*args, **kwargs):
+        subprocess.run(["mount", "-o", "remount,ro", str(parent)], check=True, capture_output=True)
+        return real(*args, **kwargs)
+
+    with _tmpfs(parent) as mounted:
+        if not mounted:
+            pytest.skip("no permission to mount a tmpfs")
+        monkeypatch.setattr(network, "load_model", load_then_lock)
+        code, text = run_cli(["emit", tiny_model, "--out", parent / "net"], capsys)
+        line = _only_error_line(code, text)
+        assert str(parent / "net") in line and "Read-only file system" in line
+        assert listing(parent) == []
+
+
+def test_a_directory_where_a_file_goes(tmp_path: Path, tiny_model: Path, capsys, monkeypatch) -> None:
+    """A weight file's name is taken by a directory while emit writes the project: one line
+    naming the file at its final place, and the temporary folder is removed."""
+    from keras2clash.backend import emitter
+
+    work = tmp_path / "work"
+    out = work / "net"
+    real = emitter.memfile_text
+
+    def take_the_next_name(*args, **kwargs):
+        (tmp,) = work.glob(".net.tmp-*")
+        (tmp / "weights" / "dense_1.mem").mkdir(exist_ok=True)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(emitter, "memfile_text", take_the_next_name)
+    code, text = run_cli(["emit", tiny_model, "--out", out], capsys)
+    line = _only_error_line(code, text)
+    assert f"{out / 'weights' / 'dense_1.mem'}: Is a directory" in line
+    assert f"nothing was written to {out}" in line
+    assert listing(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    ("command", "function"),
+    [
+        (["emit", "MODEL", "--out", "OUT"], "emit"),
+        (["hdl", "PROJECT"], "hdl"),
+        (["simulate", "PROJECT", "--data", "DATA"], "simulate"),
+        (["rtlsim", "PROJECT", "--data", "DATA"], "rtlsim"),
+        (["run", "MODEL", "--data", "DATA", "--out", "OUT"], "run"),
+        (["testbench", "PROJECT", "--data", "DATA"], "testbench"),
+        (["synth", "PROJECT"], "synth"),
+    ],
+)
+def test_io_errors_are_one_error_line(tmp_path: Path, monkeypatch, capsys, command, function) -> None:
+    """An I/O error escaping any command: the path and the errno's text, exit 2."""
+    disk = str(tmp_path / "disk" / "file")
+
+    def failing(*args, **kwargs):
+        raise OSError(errno.EIO, os.strerror(errno.EIO), disk)
+
+    monkeypatch.setattr(api, function, failing)
+    args = [{"MODEL": str(tmp_path / "m.keras"), "OUT": str(tmp_path / "o"), "PROJECT": str(tmp_path),
+             "DATA": str(tmp_path / "d.npz")}.get(a, a) for a in command]
+    code, text = run_cli(args, capsys)
+    assert _only_error_line(code, text) == f"error: {disk}: {os.strerror(errno.EIO)}"
+
+
+BAD_YAML = "default: 1,7,8\nlayers:\n  dense_0: {w: 1,7,8\n  dense_1: [\n"
+"""A flow mapping left open: PyYAML reports line 4, column 10 (and where the mapping began)."""
+
+
+@pytest.mark.parametrize("command", ["emit --layer-formats", "emit --hls4ml-config", "search run"])
+def test_malformed_yaml_is_one_error_line(tmp_path: Path, tiny_model: Path, capsys, command: str) -> None:
+    """One line naming the file, the line and the column, without the parser's quoted
+    context (its source lines and caret)."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(BAD_YAML)
+    out = tmp_path / "out"
+    args = {"emit --layer-formats": ["emit", tiny_model, "--layer-formats", bad, "--out", out],
+            "emit --hls4ml-config": ["emit", tiny_model, "--hls4ml-config", bad, "--out", out],
+            "search run": ["search", "run", bad, "--out", out]}[command]
+    code, text = run_cli(args, capsys)
+    line = _only_error_line(code, text)
+    assert str(bad) in line and "not valid YAML at line 4, column 10: expected ',' or '}'" in line, line
+    assert "^" not in text and "<unicode string>" not in text
+    assert [line for line in text.splitlines() if line.strip()] == [line]
+    assert listing(tmp_path) == ["bad.yaml"]
+
+
+def test_a_search_worker_reports_one_error_line(tmp_path: Path, capsys, monkeypatch) -> None:
+    """A search worker process (`python -m keras2clash.search.study`) prints what stops it as
+    one line and exits 2; the parent then reports the failed worker."""
+    from keras2clash.search import study
+
+    code = study.worker_main([str(tmp_path / "nowhere"), "sqlite:///unused.db", "1", "3"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error: search worker 3: ") and "is not a search folder" in err
+    assert len(err.strip().splitlines()) == 1
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp_path / "study.db"))
+
+    monkeypatch.setattr(study, "open_folder", full)
+    assert study.worker_main([str(tmp_path), "sqlite:///unused.db", "1", "0"]) == 2
+    assert capsys.readouterr().err.strip() == f"error: search worker 0: {tmp_path / 'study.db'}: No space left on device"
