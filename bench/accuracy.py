@@ -8,7 +8,8 @@ golden model (== the hardware, bit for bit: tests/test_examples.py, tests/test_e
 the weights fitted to their width (`--weight-format fit`, the default) and in the layer's
 format (`same`, the 2021 thesis' contract). The digits examples are also counted on all
 1,797 digits (examples/all_digits.py): their test sets of 360 count in steps of 0.28 points,
-coarser than the 0.25 pt criterion of issue 11, so there one float near-tie decides it.
+coarser than the 0.25 pt criterion (hardware within 0.25 pt of Keras float), so there one
+float near-tie decides it.
 jet_hgq is left out: its formats come from the quantization-aware model, not from --format.
 """
 

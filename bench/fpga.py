@@ -15,8 +15,8 @@ Two parts, both through `keras2clash pnr` (yosys + nextpnr, keras2clash.fpga):
 - a sweep of the pipeline knob (`--pipeline`, adder levels per register stage) on one
   example: Fmax and latency (cycles and ns) against the pipeline depth, plotted.
 
-One placement seed moves these designs by 5 to 20 MHz (session 20: cnn_variants 96.7 / 102.9,
-mlp_tanh 79.7 to 87.1 on the same code), so `--seeds` places and routes each design once per
+One placement seed moves these designs by 5 to 20 MHz (on the same code: cnn_variants 96.7 /
+102.9, mlp_tanh 79.7 to 87.1), so `--seeds` places and routes each design once per
 seed: the row keeps every seed's figure (`seeds`) and reports the best, with its seed, so the
 row can be reproduced (`keras2clash pnr P --seed N`).
 

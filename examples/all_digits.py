@@ -1,7 +1,7 @@
 """All 1,797 of sklearn's digits in the input layout of a digits example (train and test splits).
 
 Why: a test set of 360 images counts accuracy in steps of 0.28 points, coarser than the
-criterion it is held to (issue 11: hardware accuracy within 0.25 pt of Keras float), so one
+criterion it is held to (hardware accuracy within 0.25 pt of Keras float), so one
 float near-tie decides it. What the fixed-point datapath costs is a property of the
 datapath, not of generalisation: on the same inputs, Keras float and the golden model
 (== the hardware) can be compared on every image there is, which resolves 0.056 pt.

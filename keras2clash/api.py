@@ -347,7 +347,7 @@ def _check_limit(limit: int | None) -> None:
         raise K2CError(f"the number of samples must be at least 1, got {limit}")
 
 
-# --- HDL testbenches, RTL simulation, synthesis smoke (issue 4: testbench.py, rtlsim.py, synth.py)
+# --- HDL testbenches, RTL simulation, synthesis smoke (verify: testbench.py, rtlsim.py, synth.py)
 
 
 def testbench(

@@ -1,6 +1,8 @@
 """The `keras2clash` command line: emit, hdl, simulate, run, ... and pnr (place and route).
 
-User mistakes (`K2CError`) become one line on stderr and exit code 2, never a traceback.
+User mistakes (`K2CError`) and what the operating system reports (`OSError`: no space left,
+permission denied, an I/O error) become one line on stderr and exit code 2, never a
+traceback.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from keras2clash import api, procs
-from keras2clash.errors import K2CError
+from keras2clash.errors import K2CError, os_error_text
 from keras2clash.hw.plan import DEFAULT_PIPELINE
 from keras2clash.quant.autoformat import DEFAULT_WEIGHT_FORMAT
 from keras2clash.report.comparison import to_markdown
@@ -282,8 +284,9 @@ def _interrupted() -> int:
 
 
 def main() -> None:
-    """Console entry point: user errors are one line and a non-zero exit, no traceback;
-    Ctrl-C stops every tool it started and exits 130 (SIGTERM: 143; procs.py)."""
+    """Console entry point: user errors and operating-system errors are one line and exit
+    code 2, no traceback; Ctrl-C stops every tool it started and exits 130 (SIGTERM: 143;
+    procs.py)."""
     with procs.interrupt_handling():
         code = _main()
     sys.exit(code)
@@ -297,6 +300,9 @@ def _main() -> int:
     except K2CError as exc:
         _error(str(exc))
         return exc.exit_code
+    except OSError as exc:  # the environment, not a bug: the path and the errno's text
+        _error(os_error_text(exc))
+        return K2CError.exit_code
     except typer.Abort:
         return _interrupted()
     except typer.Exit as exc:
@@ -316,7 +322,7 @@ def _main() -> int:
     return result if isinstance(result, int) else 0
 
 
-# --- issue 4: testbenches, RTL simulation, synthesis smoke ----------------------------------
+# --- Verification in the HDLs: testbenches, RTL simulation, synthesis smoke -----------------
 
 
 @app.command()
@@ -358,7 +364,7 @@ def synth(
     api.synth(project)
 
 
-# --- issue 5: hardware model, options, reports ------------------------------------------
+# --- Hardware figures before any HDL: the exact model's options and the project reports -----
 
 
 @app.command()
@@ -425,7 +431,7 @@ def report(
         err.print(f"[green]✓[/green] wrote {', '.join(str(out_dir / n) for n in reportcmd.OUTPUT_FILES)}")
 
 
-# --- issue 13: debugging from the command line (keras2clash.debug) --------------------------
+# --- Debugging: the golden model's outputs and per-layer trace (keras2clash.debug) ----------
 
 DEBUG_MODEL_HELP = "A .keras, legacy .h5 or JSON config (+ pickled weights), or a project written by 'keras2clash emit'."
 
@@ -518,7 +524,7 @@ def predict(
     err.print(f"[green]✓[/green] {len(result)} samples, outputs in {result.output_format}: {escape(str(out))}")
 
 
-# --- issue 12: place and route on an FPGA -----------------------------------------------
+# --- Place and route on an FPGA (keras2clash.fpga) ------------------------------------------
 
 
 @app.command()
@@ -601,7 +607,7 @@ class _StepProgress:
             self.bar.update(task, description=f"{step}: {escape(detail)}")
 
 
-# --- issue 14: co-design search ---------------------------------------------------------
+# --- Co-design search: the network and its hardware together (keras2clash.search) -----------
 
 search_app = typer.Typer(
     no_args_is_help=True,

@@ -15,7 +15,10 @@
   for --force (moved back), and parent folders created for it are removed.
 - **The umask is respected**: folders get `0o777 & ~umask` like `mkdir` would give them
   (`tempfile.mkdtemp` alone makes them 0700).
-- Every problem is a `K2CError`: one `error: ...` line naming the path, exit code 2.
+- Every problem is a `K2CError`: one `error: ...` line naming the path, exit code 2. That
+  includes what the operating system reports while a folder is being written (no space
+  left, a read-only or immutable place, an I/O error, a directory where a file goes): the
+  file it names, seen at its final place, and the output that was not written.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from keras2clash.errors import K2CError
+from keras2clash.errors import K2CError, os_error_text
 from keras2clash.procs import deferred_interrupt
 
 _TMP_NAME_CHARS = 40
@@ -260,7 +263,10 @@ def atomic_directory(out: Path, force: bool = False) -> Iterator[Path]:
         _remove_created(created)
         raise K2CError(f"cannot create output directory {out} ({_reason(exc)})") from None
     try:
-        yield tmp
+        try:
+            yield tmp
+        except OSError as exc:
+            raise K2CError(f"{os_error_text(_at_final_place(exc, tmp, out))}; nothing was written to {out}") from None
         try:
             with deferred_interrupt():  # a Ctrl-C in the rename would leave neither the old nor the new
                 _publish(tmp, out, force)
@@ -270,6 +276,26 @@ def atomic_directory(out: Path, force: bool = False) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
         _remove_created(created)
         raise
+
+
+def _at_final_place(exc: OSError, tmp: Path, out: Path) -> OSError:
+    """`exc` with the paths inside the temporary folder `tmp` named where they were going
+    (`out/...`): the temporary folder is removed, the user knows `out`."""
+
+    def inside(text: str, folder: Path) -> bool:
+        return text == str(folder) or text.startswith(str(folder) + os.sep)
+
+    def moved(name: object) -> str | None:
+        if name is None:
+            return None
+        text = os.fsdecode(name)  # type: ignore[arg-type]
+        return str(out) + text[len(str(tmp)):] if inside(text, tmp) else text
+
+    names = [name for name in (moved(exc.filename), moved(exc.filename2)) if name is not None]
+    written = [name for name in names if inside(name, out)]
+    if len(names) == 2 and len(written) == 1:  # a copy into the output: the file being written
+        names = written
+    return OSError(exc.errno, exc.strerror or str(exc), *names[:1], None, *names[1:])
 
 
 def work_dir(path: Path | str) -> Path:

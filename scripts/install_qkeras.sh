@@ -7,7 +7,7 @@
 # ruff; and hgq2 ships its own `qkeras` package (a compatibility layer for HGQ2 layers),
 # into which qkeras-v3's files would be mixed: `qkeras/qlayers.py` next to hgq2's
 # `qkeras/qlayers/` package, which Python prefers, hence the
-# `ImportError: get_auto_range_constraint_initializer` of issue 13. So qkeras-v3 and the one
+# `ImportError: get_auto_range_constraint_initializer`. So qkeras-v3 and the one
 # module it needs that the venv lacks (networkx, for qkeras.qtools) go, without their
 # declared dependencies, into a directory of their own, VENV/qkeras-v3, put ahead of
 # site-packages by a .pth file. Idempotent and quiet; fails loudly.

@@ -35,23 +35,55 @@ def random_dense_model(layers: list[tuple[int, str]], n_in: int, seed: int, scal
     return model
 
 
-def run_cli(args: list[str], capsys) -> tuple[int, str]:
-    """The console entry point in-process: (exit code, stderr + stdout)."""
+def run_cli(args: list, capsys) -> tuple[int, str]:
+    """The console entry point in-process: (exit code, stderr + stdout). Arguments may be
+    paths. An exception that escapes main() is what a user sees as a traceback with exit
+    code 1: it is returned that way, as a `Traceback: ...` line."""
     import sys
 
     from keras2clash import cli
 
     old = sys.argv
-    sys.argv = ["keras2clash", *args]
+    sys.argv = ["keras2clash", *map(str, args)]
     try:
         cli.main()
         code = 0
     except SystemExit as exc:
         code = int(exc.code or 0)
+    except Exception as exc:  # noqa: BLE001 - a traceback is what the tests rule out
+        code = 1
+        print(f"Traceback: {type(exc).__name__}: {exc}", file=sys.stderr)
     finally:
         sys.argv = old
     captured = capsys.readouterr()
     return code, captured.err + captured.out
+
+
+def error_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("error:")]
+
+
+def listing(folder: Path) -> list[str]:
+    """Everything under `folder` (hidden names too), to show nothing was left behind."""
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*")) if folder.exists() else []
+
+
+def cli_command(*args: str) -> list[str]:
+    """The command line as a separate Python process (same interpreter, same package)."""
+    import sys
+
+    return [sys.executable, "-c", "import sys; from keras2clash.cli import main; sys.argv[0] = 'keras2clash'; main()",
+            *args]
+
+
+def cli_env(**extra: str) -> dict[str, str]:
+    """The environment of such a process: it imports the keras2clash the tests import."""
+    import keras2clash
+
+    package_root = Path(keras2clash.__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(package_root), "TF_CPP_MIN_LOG_LEVEL": "3", **extra}
+    env.pop("COLUMNS", None)
+    return env
 
 
 def assert_clash_matches_golden(project, x_raw, seed: int):

@@ -1,4 +1,4 @@
-"""Issue 11's accuracy criterion: at 1,7,8, with emit's defaults, the hardware's accuracy on
+"""The accuracy criterion: at 1,7,8, with emit's defaults, the hardware's accuracy on
 every digits example (each has a sigmoid or softmax output) is within 0.25 pt of Keras float.
 
 The hardware's classes are the golden model's (bit for bit: tests/test_examples.py and

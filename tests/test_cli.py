@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import subprocess
+import sys
+import time
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+import keras2clash
+from keras2clash.errors import K2CError
 
-from helpers import run_cli, random_dense_model
+from helpers import cli_env, needs_toolchain, random_dense_model, run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 DIGITS = ROOT / "examples" / "digits_dense"
+IRIS = ROOT / "examples" / "iris"
 
 
 @pytest.fixture(scope="module")
@@ -135,3 +141,126 @@ def test_installed_console_script_prints_no_traceback(tmp_path: Path) -> None:
 def test_usage_errors_are_short(capsys, args, message) -> None:
     code, err = run_cli(args, capsys)
     assert code == 2 and message in err and "Traceback" not in err
+
+
+@pytest.fixture(scope="module")
+def tiny_project(tmp_path_factory, tiny_model: Path) -> Path:
+    return keras2clash.emit(tiny_model, "1,7,8", tmp_path_factory.mktemp("p") / "net", show=False)
+
+
+# --- checks before any work -------------------------------------------------------------------
+
+
+@needs_toolchain
+def test_run_checks_the_data_before_the_first_step(tmp_path: Path, capsys) -> None:
+    data = tmp_path / "wrong.npz"
+    np.savez(data, x=np.zeros((5, 3)), y=np.zeros(5))  # iris has 4 inputs
+    work = tmp_path / "work"
+    work.mkdir()
+    t0 = time.monotonic()
+    code, err = run_cli(["run", str(IRIS / "iris.keras"), "--data", str(data), "--out", str(work / "iris")], capsys)
+    assert code == 2 and "the model expects (N, 4)" in err
+    assert list(work.iterdir()) == []  # no project left behind
+    assert time.monotonic() - t0 < 20  # no Clash run first (three HDLs take ~22 s on iris)
+
+def test_report_rejects_a_bad_dsp_target_before_any_work(tiny_project: Path, capsys) -> None:
+    before = sorted(p.relative_to(tiny_project) for p in tiny_project.rglob("*"))
+    code, err = run_cli(["report", str(tiny_project), "--dsp", "altera"], capsys)
+    assert code == 2 and "bad --dsp 'altera'" in err and "ice40" in err
+    assert sorted(p.relative_to(tiny_project) for p in tiny_project.rglob("*")) == before  # Clash never ran
+
+
+# --- labels, usage, extreme inputs, unsupported layers ----------------------------------------
+
+
+@pytest.mark.parametrize("label", [-0.5, 0.5, 1.25, float("nan")])
+def test_float_labels_are_not_truncated(tmp_path: Path, tiny_project: Path, capsys, label: float) -> None:
+    from keras2clash.data import load_dataset
+
+    data = tmp_path / "d.npz"
+    np.savez(data, x=np.zeros((3, 4)), y=np.array([0.0, 1.0, label]))
+    with pytest.raises(K2CError, match="labels must be whole class numbers"):
+        load_dataset(data, (4,), 2)
+    code, err = run_cli(["testbench", str(tiny_project), "--data", str(data)], capsys)
+    assert code == 2 and "label 2 is" in err
+
+def test_whole_float_labels_are_classes(tmp_path: Path) -> None:
+    from keras2clash.data import load_dataset
+
+    data = tmp_path / "d.npz"
+    np.savez(data, x=np.zeros((3, 4)), y=np.array([0.0, 1.0, 1.0]))
+    assert load_dataset(data, (4,), 2).y.tolist() == [0, 1, 1]
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["emit"], "Missing argument"),
+        (["bogus"], "No such command 'bogus'"),
+        (["emit", "m.keras", "--frmat", "1,7,8"], "No such option: --frmat"),
+        (["simulate", "p", "--data", "d.npz", "-n", "0"], "Invalid value for '-n'"),
+    ],
+)
+def test_usage_errors_are_one_error_line(capsys, args, message) -> None:
+    code, err = run_cli(args, capsys)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], err
+
+@pytest.fixture()
+def extreme_data(tmp_path: Path) -> Path:
+    x = np.array([[1e308, -1e308, 3e38, 1e-320], [-1e300, 1e300, 0, 1], [5e38, -5e38, 1e20, -1e20]])
+    path = tmp_path / "extreme.npz"
+    np.savez(path, x=x, y=np.array([0, 1, 2]))
+    return path
+
+def _no_runtime_warnings(capsys, args: list[str]) -> tuple[int, str]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # a leaked numpy warning fails the command
+        code, err = run_cli(args, capsys)
+    assert "RuntimeWarning" not in err and "Traceback" not in err, err
+    return code, err
+
+def test_no_runtime_warnings_on_extreme_inputs(tmp_path: Path, capsys, extreme_data: Path) -> None:
+    from keras2clash.backend.project import load_project
+    from keras2clash.quant.golden import quantize_inputs
+
+    project = keras2clash.emit(IRIS / "iris.keras", "1,7,8", tmp_path / "iris", show=False)
+    code, err = _no_runtime_warnings(capsys, ["testbench", str(project), "--data", str(extreme_data)])
+    assert code == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        raw = quantize_inputs(load_project(project).plans, np.load(extreme_data)["x"])
+    assert raw.tolist() == [[32767, -32768, 32767, 0], [-32768, 32767, 0, 256], [32767, -32768, 32767, -32768]]
+    # profiling and calibrating need finite float activations: one clear error
+    code, err = _no_runtime_warnings(capsys, ["profile", str(IRIS / "iris.keras"), "--data", str(extreme_data)])
+    assert code == 2 and "overflows float64" in err
+    code, err = _no_runtime_warnings(capsys, ["sweep", str(IRIS / "iris.keras"), "--data", str(extreme_data),
+                                              "-f", "1,7,8"])
+    assert code == 0
+
+def test_lambda_layer_is_an_unsupported_layer(tmp_path: Path, capsys) -> None:
+    import keras
+
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, name="d"),
+                              keras.layers.Lambda(lambda t: t * 2, name="double"), keras.layers.Dense(2)])
+    keras_file = tmp_path / "lam.keras"
+    model.save(keras_file)
+    json_file = tmp_path / "lam.json"
+    json_file.write_text(model.to_json())
+    import pickle
+
+    (tmp_path / "lam.pkl").write_bytes(pickle.dumps(model.get_weights()))
+    for path in (keras_file, json_file):
+        code, err = run_cli(["emit", str(path), "--out", str(tmp_path / "o")], capsys)
+        assert code == 2, err
+        assert "unsupported layer Lambda 'double'" in err and "safe_mode" not in err
+        assert not (tmp_path / "o").exists()
+
+def test_missing_model_file_does_not_import_tensorflow(tmp_path: Path) -> None:
+    probe = ("import sys; from keras2clash.cli import main; sys.argv = ['keras2clash', 'emit', sys.argv[1], "
+             "'--out', sys.argv[2]]\ntry:\n    main()\nexcept SystemExit as e:\n"
+             "    print(e.code, 'tensorflow' in sys.modules, 'keras' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "nope.keras"), str(tmp_path / "o")],
+                          capture_output=True, text=True, env=cli_env(), timeout=60)
+    assert "model file not found" in proc.stderr
+    assert proc.stdout.split() == ["2", "False", "False"]

@@ -1,6 +1,6 @@
 """Convolutional networks end to end: golden model == Clash simulation, bit for bit.
 
-Covers issue 3's acceptance in CI: the thesis CNN on its whole test set, its Table 1
+In CI: the thesis CNN on its whole test set, its Table 1
 configurations against the thesis' latencies (20 images back to back each), idle gaps and
 output stalls, and small random networks for every layer option (same padding, strides,
 average and max pooling, batch-norm folding, no bias, non-divisor parallelism, cycles > 1).

@@ -1,4 +1,4 @@
-"""keras2clash.predict and keras2clash.trace (issue 13, item 4): the golden model's outputs
+"""keras2clash.predict and keras2clash.trace: the golden model's outputs
 without files, every layer against Keras' output of the same layer, the CLI's exit codes."""
 
 from __future__ import annotations

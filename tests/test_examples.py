@@ -1,4 +1,4 @@
-"""The shipped examples with branches or the layers of issue 11, each on its whole test set:
+"""The shipped examples with branches, depthwise or 1-D layers, each on its whole test set:
 golden == Clash simulation (back to back, and under random input gaps and output stalls),
 the Verilog in Verilator equal too, the hardware model's accept and output cycles equal the
 simulation's, and hardware accuracy within 0.5 pt of Keras float.

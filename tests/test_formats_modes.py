@@ -1,4 +1,4 @@
-"""Formats a quantized network needs (issue 13): unsigned, negative integer or fraction
+"""Formats a quantized network needs: unsigned, negative integer or fraction
 bits, truncate/wrap modes. Quantizing against fractions.Fraction, the golden model's
 requantization against a reference on Python integers, the plan's refusals, and one Clash
 simulation of a network mixing them, bit-exact against the golden model."""

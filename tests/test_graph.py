@@ -1,4 +1,4 @@
-"""Networks as graphs (issue 10): merges in the golden model, the branch structure, the
+"""Networks as graphs: merges in the golden model, the branch structure, the
 FIFO depths of the hardware model, and random graph-shaped networks bit-exact through the
 Clash simulation with the hardware model's cycles.
 """
@@ -99,10 +99,6 @@ def test_non_series_parallel_graph_names_the_layer() -> None:
 
 
 # --- random graph-shaped Keras models ---------------------------------------------------
-
-
-def _conv(keras, layers, x, filters, kernel, name, rng, activation=None, strides=1):
-    return layers.Conv2D(filters, kernel, padding="same", strides=strides, activation=activation, name=name)(x)
 
 
 def build_graph_model(seed: int, kind: str, op: str, image: bool):

@@ -1,4 +1,4 @@
-"""hls4ml configurations (issue 13): reading one into formats and knobs, writing ours in
+"""hls4ml configurations: reading one into formats and knobs, writing ours in
 that shape, the round trip on examples/digits_dense with a Clash simulation, and one clear
 error for each setting we cannot build."""
 
@@ -6,14 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 import yaml
 
 import keras2clash as k2c
 from keras2clash.backend.project import load_project
 from keras2clash.errors import K2CError
-from keras2clash.hw.plan import LayerFormats
 from keras2clash.network import load_model, plan_network
 from keras2clash.quant.formats import FixedFormat, parse_format
 from keras2clash.quant.hls4ml import CONFIG_FILE, knobs_for_reuse, read_hls4ml, resolve, to_hls4ml

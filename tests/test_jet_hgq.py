@@ -1,4 +1,4 @@
-"""The quantization-aware example (examples/jet_hgq, issue 13): the committed HGQ2 model ==
+"""The quantization-aware example (examples/jet_hgq): the committed HGQ2 model ==
 golden model bit for bit on every output of the whole test set; the Clash simulation and
 the Verilog in Verilator equal the golden model (100 samples in CI, the whole set with
 -m slow); and (-m slow) a small HGQ2 network with the formats the example does not reach

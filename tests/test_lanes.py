@@ -34,7 +34,7 @@ def test_lanes_option() -> None:
 def test_mlp_tanh_balanced_to_ecp5_85k_is_serial() -> None:
     """mlp_tanh within the routable 132 multipliers: both BatchNormalizations one channel a
     cycle (their beats come once per II of 65), 132 -> 78 multipliers, the same II, 58 cycles
-    more latency (the session-27 prototype's figures, 104.6 MHz after place and route)."""
+    more latency (hw/lanes.py's measurement on the LFE5U-85F)."""
     from keras2clash.network import load_network
 
     model = EXAMPLES / "mlp_tanh" / "mlp_tanh.keras"

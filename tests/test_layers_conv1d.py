@@ -1,5 +1,5 @@
 """The 1-D family (Conv1D, MaxPooling1D, AveragePooling1D), dilated convolutions (Conv2D and
-Conv1D) and Dense applied to a tensor (issue 11, items 5, 6 and 7).
+Conv1D) and Dense applied to a tensor.
 
 Each layer is checked three ways: its IR record (the 2-D record one row high, the dilation,
 the pads, the Keras class kept), the golden model at a wide format against Keras' own float

@@ -1,4 +1,4 @@
-"""Depthwise and separable convolutions (issue 11, item 6): DepthwiseConv2D/1D and
+"""Depthwise and separable convolutions: DepthwiseConv2D/1D and
 SeparableConv2D/1D through the frontend, the golden model (against Keras float at a wide
 format and against plain loops at the contract level), the plan's multipliers, and random
 models golden == Clash simulation with the hardware model's cycles, also under stalls.

@@ -1,4 +1,4 @@
-"""Global pooling, average pooling 'same' and BatchNormalization anywhere (issue 11).
+"""Global pooling, average pooling 'same' and BatchNormalization anywhere.
 
 Each layer's golden model is checked against an independent reference over random
 options (Keras' own float output at a wide format, or exact rationals), the passes keep a

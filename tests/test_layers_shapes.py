@@ -1,4 +1,4 @@
-"""Shape layers (issue 11, item 3): ZeroPadding1D/2D, Cropping1D/2D, UpSampling1D/2D,
+"""Shape layers: ZeroPadding1D/2D, Cropping1D/2D, UpSampling1D/2D,
 Reshape and Permute.
 
 They move values and compute nothing, so the golden model must equal Keras exactly on a

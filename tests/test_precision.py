@@ -19,7 +19,6 @@ from keras2clash.quant import profile
 from keras2clash.errors import K2CError
 from keras2clash.quant.formats import parse_format as F
 from keras2clash.quant.layerformats import (
-    FormatConfig,
     load_config,
     parse_layer_format,
     resolve_formats,
@@ -414,7 +413,7 @@ def test_mixed_per_layer_formats_are_bit_exact_in_clash(tmp_path: Path, capsys) 
 
 def test_auto_12_bits_never_below_any_uniform_on_its_calibration_data(digits) -> None:
     """`run --format auto` calibrates on the data it reports on: there the chosen formats are
-    at least as accurate as every uniform 12-bit format (the literal acceptance of issue 6),
+    at least as accurate as every uniform 12-bit format (on the data it reports on),
     because auto keeps a uniform format when one does better on the calibration data."""
     _, ir, x, y, _, _ = digits
     report = autoformat.auto_formats(ir, x, 12, y)

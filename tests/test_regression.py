@@ -1,4 +1,4 @@
-"""Regression models and autoencoders (issue 13, item 5): no labels or real-valued targets,
+"""Regression models and autoencoders: no labels or real-valued targets,
 scored by max absolute error and MSE against Keras and the targets, beside the bit-exact
 count; the task detected from the labels and the output layer, or given."""
 

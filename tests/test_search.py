@@ -1,4 +1,4 @@
-"""The co-design search (issue 14): description validation, a candidate's figures against
+"""The co-design search: description validation, a candidate's figures against
 the hardware and golden models, resume without re-running, two workers on one study,
 results and emit; the slow test simulates the emitted top candidate in Clash."""
 

@@ -12,7 +12,6 @@ module K2C.Activation
   , requantize
   , linear
   , relu
-  , sigmoidPlan
   , argmax
   ) where
 
@@ -23,7 +22,7 @@ import Clash.Prelude
 -- the requantized value. Two functions, not their composition, so that the
 -- pipelined engine ("K2C.Engine") registers each on its own: a saturating
 -- rounding's carry chain and an activation's comparisons are never one path
--- (they were mobilenet_digits' critical path on ECP5, 48 logic levels).
+-- (together they would be mobilenet_digits' critical path on ECP5, 48 logic levels).
 --
 -- @t@ ('TableRegs'): registers after the activated one, 2 when the activation
 -- reads a table ("K2C.Lut"). The activated register is then the block RAM's
@@ -34,7 +33,7 @@ import Clash.Prelude
 -- 5.6 + 7.0 ns route + multiplexer, 13.8 ns). The second is a fabric register
 -- the placer puts between the block RAM's row and the engine's result
 -- register, which can be far apart: with the tables in one row of block RAMs
--- and the result register beside the multipliers, that one route was
+-- and the result register beside the multipliers, that one route would be
 -- mlp_tanh's critical path (10.2 ns, OUTREG -> result register).
 -- 0 for every other activation.
 data Finish (t :: Nat) acc o = Finish (acc -> o) (o -> o)
@@ -72,37 +71,6 @@ linear = id
 -- | @max(r, 0)@, exact.
 relu :: (KnownNat oi, KnownNat fo) => SFixed oi fo -> SFixed oi fo
 relu = max 0
-
--- | Contract step 5: the PLAN sigmoid of Amin, Curtis and Hayes-Gill (1997),
--- evaluated on the raw bits of the requantized value.
---
--- The work width @Max (oi + 1) 4@ integer bits is one bit wider than the
--- input, so @|minBound|@ does not overflow, and at least wide enough for the
--- breakpoint 5.0. The result lies in @[0, 1]@ and is saturated into the output
--- format at the end (which matters only when the format cannot hold 1.0).
-sigmoidPlan
-  :: forall oi fo
-   . (KnownNat oi, KnownNat fo)
-  => SFixed oi fo -> SFixed oi fo
-sigmoidPlan r = resizeF (sf (SNat @fo) folded :: SFixed (Max (oi + 1) 4) fo)
-  where
-    a = abs (widen r)
-    -- PLAN: four segments with power-of-two slopes (shifts).
-    y | a >= c 5 1       = one                     -- |x| >= 5
-      | a >= c 19 8      = (a `shiftR` 5) + c 27 32 -- 2.375 <= |x| < 5: x/32 + 0.84375
-      | a >= one         = (a `shiftR` 3) + c 5 8   -- 1 <= |x| < 2.375: x/8 + 0.625
-      | otherwise        = (a `shiftR` 2) + c 1 2   -- |x| < 1: x/4 + 0.5
-    -- sigmoid(-x) = 1 - sigmoid(x)
-    folded = if r < 0 then one - y else y
-    one    = c 1 1
-
-    widen :: SFixed oi fo -> Signed (Max (oi + 1) 4 + fo)
-    widen = resize . unSF
-
-    -- The constant @num / den@ in the output's fraction bits, rounded as the
-    -- contract says, @c(v) = floor(v * 2^fo + 1/2)@, at elaboration time.
-    c :: Integer -> Integer -> Signed (Max (oi + 1) 4 + fo)
-    c num den = fromInteger ((shiftL (2 * num) (natToNum @fo) + den) `div` (2 * den))
 
 -- | The index of the largest element; ties go to the lowest index. A balanced
 -- tree of comparisons that keeps the left (lower-index) candidate unless the

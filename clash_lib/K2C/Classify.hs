@@ -86,9 +86,9 @@ argmaxTree values input = result <$> beat <*> best
     result held winner = fmap (\x -> (x, winner)) held
 
     -- A leaf's value does not depend on whether the beat is valid (an empty beat's winner is
-    -- never read): gating every value with the valid bit gave that one flip-flop a pin per
-    -- value bit, and its copy's route to a leaf comparison was mlp_tanh's critical path on
-    -- ECP5 (a fan-out copy -> 6.0 ns of route -> the softmax's first comparison, 12.6 ns).
+    -- never read): gating every value with the valid bit would give that one flip-flop a pin
+    -- per value bit, and its copy's route to a leaf comparison would be mlp_tanh's critical
+    -- path on ECP5 (a fan-out copy -> 6.0 ns of route -> the softmax's first comparison, 12.6 ns).
     candidate :: Index (2 ^ TreeDepth n) -> Maybe t -> (a, Index n)
     candidate i held
       | toInteger i < natToNum @n = (values (fromJustX held) !! i, fromInteger (toInteger i))

@@ -294,8 +294,8 @@ engineWith SNat (Loading source) load next operands weights finish (input, ready
     -- before them. open drives the select of every bit of the window (5,135
     -- pins on inception_digits, copied 80 times), so its input logic is a
     -- LUT or two from flip-flops and the input's valid (the word counter's
-    -- increment and comparison were inception_digits' critical path on ECP5,
-    -- 12.2 ns).
+    -- increment and comparison there would be inception_digits' critical path
+    -- on ECP5, 12.2 ns).
     single   = natToNum @(g * b) == (1 :: Integer)
     penult   = if single then pure False else register (natToNum @(g * b) == (2 :: Integer))
                  ((== maxBound - 1) <$> wordNext)
@@ -345,9 +345,9 @@ engineWith SNat (Loading source) load next operands weights finish (input, ready
     -- The window has no enable: whenever the engine is open it loads the
     -- input (the window accepted, or one it does not use: a window is only
     -- read in the steps after its acceptance), otherwise it advances. Its
-    -- select is the 'open' flip-flop, where an enable (accepted or busy) was
-    -- a LUT's output before every bit of a wide window (the thesis CNN at 130
-    -- multipliers on ECP5: conv_2's 2,304 bits, the critical path).
+    -- select is the 'open' flip-flop, where an enable (accepted or busy) would
+    -- be a LUT's output before every bit of a wide window (the thesis CNN at
+    -- 130 multipliers on ECP5: conv_2's 2,304 bits, the critical path).
     window :: Signal dom held
     window = delay (deepErrorX "engine: no window yet")
                    (mux open (load <$> source input) (next <$> window))

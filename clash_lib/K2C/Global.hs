@@ -25,8 +25,8 @@ each later one, plus an output register, so the next image can stream in
 while a result waits for downstream. The input beat is registered before it
 is combined: the block before is often a queue read from LUT RAM
 ("K2C.Fifo"), and its read multiplexers, the comparison or sum and the
-running register's multiplexer were one path (conv1d_waves on ECP5: 19 logic
-levels, 10.5 ns).
+running register's multiplexer would be one path (conv1d_waves on ECP5: 19
+logic levels, 10.5 ns).
 Storage: @c@ running values (@i + f@ bits for max, @i + f + CLog 2 n + 2@ for
 the sum), the input beat (@c * (i + f)@ bits and a valid bit), @c * (i + f)@
 output bits, an @Index n@ counter and a flag.

@@ -27,14 +27,14 @@ entry per line in ASCII binary, MSB first, each read by an asynchronous ROM
 its own copy (a @Vec c@ beat is @c@ ROMs).
 
 Why slices: a table deeper than a block RAM's deepest mode at its width
-(ECP5's DP16KD: 1024 words of 18 bits, 2048 of 9) was split by synthesis
+(ECP5's DP16KD: 1024 words of 18 bits, 2048 of 9) is split by synthesis
 into block RAMs stacked in depth, with a multiplexer on their outputs, after
-the block RAM's slow read (5.6 ns): the critical path of iris and
+the block RAM's slow read (5.6 ns): that would be the critical path of iris and
 mobilenet_digits (block RAM -> multiplexer -> register, 10 to 12 ns). Slices
 as narrow as the deepest mode (9 bits for up to 2048 words) are each one
 block RAM, read side by side, no multiplexer (iris' softmax table of 1155
-14-bit words: two block RAMs, where synthesis had used one and LUTs for the
-words past 1024). The compiler chooses the slices (keras2clash/backend/activations.py).
+14-bit words: two block RAMs, where synthesis on its own uses one and LUTs for
+the words past 1024). The compiler chooses the slices (keras2clash/backend/activations.py).
 
 = Timing
 

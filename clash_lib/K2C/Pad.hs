@@ -69,7 +69,7 @@ pad h w top bottom left right value (input, readyOut)
     -- only the clock enable of these registers, so downstream's ready (a
     -- window's ready, itself logic) meets no counter and no comparator on its
     -- way (mobilenet_digits on ECP5: ready -> the position's increment -> its
-    -- comparators -> the flag was its 9.95 ns critical path, 5 levels).
+    -- comparators -> the flag would be its 9.95 ns critical path, 5 levels).
     -- (Not named "inside": a SystemVerilog keyword, and Clash names the
     -- register after it.)
     inImage     = register (isIn origin) (mux moved nextInImage inImage)

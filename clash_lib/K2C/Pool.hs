@@ -36,18 +36,18 @@ channel), which equals @floor ((2 S + a b) / (2 a b))@ exactly.
 
 'maxPool' and 'avgPool': those of 'K2C.Window.window' with @(kh, kw) = (ph, pw)@,
 then a "K2C.Pipe" stage of @d = PoolDepth ph pw@ registers (its queue of @d + 2@
-results): a window's reduction was one combinational path from the window's
-output register into the next block (cnn_variants on ECP5: a 3x3 maximum,
-four comparisons in a row, into a Flatten's buffer, 69 logic levels, 26.6 ns),
-then two comparisons per stage (14.0 ns); now one per stage. The first stage
-only registers the window: since session 23 the window generator offers a
-window in its last pixel's cycle, from the pixel's source, without a register
-of its own (session 24: the thesis CNN on ECP5, a FIFO's LUT-RAM read -> the
-first comparison -> a register, 12.45 ns).
+results), one comparison per stage: a window's whole reduction as one
+combinational path into the next block takes 26.6 ns (cnn_variants on ECP5: a
+3x3 maximum, four comparisons in a row, into a Flatten's buffer, 69 logic
+levels), two comparisons per stage 14.0 ns. The first stage only registers the
+window: the window generator offers a window in its last pixel's cycle, from
+the pixel's source, without a register of its own, so a comparison there would
+follow a FIFO's LUT-RAM read (the thesis CNN on ECP5: the read -> the first
+comparison -> a register, 12.45 ns).
 'avgPoolSame': the same with @d = AvgSameDepth ph pw = PoolDepth ph pw + 2@, the
 sums' stages then a register after each of the two divisions, and the two
-position counters (@Index h2@, @Index w2@). (Before session 24 its sums and
-divisions were combinational, from the window into the next block.)
+position counters (@Index h2@, @Index w2@): combinational sums and divisions
+would be one path from the window into the next block.
 
 (@-fconstraint-solver-iterations=8@ above: GHC's default of 4 runs out while
 the typelits plugins solve the 'KnownNat' of the wide sum type.)
@@ -112,7 +112,7 @@ avgPool h w ph pw sh sw = window h w ph pw sh sw |> pooled toWide' 0 (+) average
 -- @final@ (the average's division) comes before the last register and @out@ (a
 -- resize: wires) after it. @unit@ pads a tree to a power of two (a maximum's
 -- 'minBound', a sum's 0). A 3x3 maximum with two comparisons per register stage
--- was cnn_variants' critical path at 120 multipliers (ECP5: 14.0 ns, 22 levels).
+-- would be cnn_variants' critical path at 120 multipliers (ECP5: 14.0 ns, 22 levels).
 pooled
   :: forall dom ph pw c a r b
    . ( HiddenClockResetEnable dom, KnownNat ph, KnownNat pw, KnownNat c, 1 <= ph, 1 <= pw
@@ -209,8 +209,8 @@ type AvgSameDepth ph pw = PoolDepth ph pw + 2
 -- @floor ((2 S + a b) / (2 a b))@, since @floor (floor y / c) = floor (y / c)@
 -- for an integer @c > 0@): constant divisions chosen at run time. The window's
 -- position is a counter of the sums coming out of the tree, in raster order.
--- (Before session 24 the sums and both divisions were one combinational path
--- from the window into the next block.)
+-- (Without these registers the sums and both divisions would be one
+-- combinational path from the window into the next block.)
 divideByPosition
   :: forall dom h2 w2 ph pw c i f
    . ( HiddenClockResetEnable dom, KnownNat h2, KnownNat w2, KnownNat ph, KnownNat pw

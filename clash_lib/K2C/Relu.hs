@@ -54,7 +54,7 @@ reluFamily tCmp tRaw floor0 cap k = reluSelect . reluProduct tCmp tRaw floor0 ca
 -- 'reluSelect' after it, the two halves of a pipelined ReLU (a register
 -- between them: "K2C.Pipe".'K2C.Pipe.mapP2') when the slope is a constant
 -- multiplication, not a shift: its adders, the rounding's carry chain and the
--- saturation were one path (mlp_tanh's LeakyReLU(0.1) on ECP5: 40 levels, 15.9 ns).
+-- saturation would be one path (mlp_tanh's LeakyReLU(0.1) on ECP5: 40 levels, 15.9 ns).
 reluProduct
   :: forall kb ii fi oi fo
    . (KnownNat kb, KnownNat ii, KnownNat fi, KnownNat oi, KnownNat fo)

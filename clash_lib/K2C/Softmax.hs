@@ -150,7 +150,7 @@ softmaxS s table = pipeS (SNat @(SoftmaxDepth (n + 1) fo)) stages
         -- the fabric, splits that route (mlp_tanh on ECP5: a table's output register -> 7.8 ns
         -- of route -> the first sum, 11.6 ns).
         tableNear = stageReg tableData
-        -- the sum in two stages: the adder tree of ten 30-bit exponentials in one cycle was
+        -- the sum in two stages: the adder tree of ten 30-bit exponentials in one cycle would be
         -- mobilenet_digits' critical path (four carry chains, 15 ns on ECP5)
         partials = stageReg (fmap (\(es, t) -> (es, groupSums es, t)) <$> tableNear)
         sums = stageReg (fmap (\(es, ps, t) -> (es, sum ps, t)) <$> partials)

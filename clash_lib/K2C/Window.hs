@@ -38,7 +38,7 @@ last pixel moves in (the shifted value, through one multiplexer), and if
 downstream does not take it then, it waits in the shift register (@pending@)
 and no pixel moves in until it goes. Downstream (an engine, a window queue,
 a pooling pipe) has a register of its own for what it takes, so a second
-copy here (an output register, before session 23) only duplicated it: @K@
+copy here (an output register) would only duplicate it: @K@ more
 flip-flops per window generator (resnet_digits: 1,200-1,760 per 3x3
 convolution). An engine loads from the shift register itself, the cycle
 after it took the window ('windowHeld', 'intoHeld'): the register still
@@ -129,9 +129,9 @@ windowHeld SNat SNat kh kw SNat SNat (input, readyOut) = ((output, readyIn), win
     origin    = Position (Axis 0 0) (Axis 0 0)
     -- Whether the pixel at the position completes a window, registered from
     -- the next position (the same value in every cycle): the comparators stay
-    -- off the path from the input's valid to the output's valid (and, before
-    -- session 23, to an output register's clock enable of @kh * kw * c@
-    -- values: mobilenet_digits on ECP5, 23.5 ns).
+    -- off the path from the input's valid to the output's valid, which drives
+    -- wide clock enables downstream (with the comparators on it, a clock
+    -- enable of @kh * kw * c@ values takes 23.5 ns: mobilenet_digits on ECP5).
     endsWindow = register (completesWindow kh kw origin) (completesWindow kh kw <$> positionNext)
     -- A completed window that downstream did not take in the cycle its last
     -- pixel came waits in the shift register; no pixel moves in until it goes.

@@ -1,4 +1,4 @@
-{-# LANGUAGE DataKinds, NoImplicitPrelude, FlexibleContexts #-}
+{-# LANGUAGE DataKinds, NoImplicitPrelude, FlexibleContexts, TypeApplications #-}
 {-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver #-}
 {-|
 The network: one function per Keras layer, composed left to right with '|>'.
@@ -13,6 +13,7 @@ import Clash.Prelude
 
 import K2C.Activation
 import K2C.Dense (dense)
+import K2C.Relu (hardSigmoid)
 import K2C.Stream (Stream, (|>))
 import qualified Weights as W
 
@@ -40,14 +41,14 @@ dense_0 pe cycles levels = dense pe cycles levels W.dense_0 finish
     finish :: Finish 0 Acc0 Act
     finish = Finish requantize relu
 
--- | Keras layer dense_1: 5 -> 3, sigmoid.
+-- | Keras layer dense_1: 5 -> 3, hard_sigmoid (work width 40: bits + 2 frac + 8).
 dense_1
   :: HiddenClockResetEnable dom
   => SNat 3 -> SNat 2 -> SNat 0 -> Stream dom (Vec 5 Act) (Vec 3 Act)
 dense_1 pe cycles levels = dense pe cycles levels W.dense_1 finish
   where
     finish :: Finish 0 Acc1 Act
-    finish = Finish requantize sigmoidPlan
+    finish = Finish requantize (hardSigmoid @40)
 
 -- | The whole network.
 network

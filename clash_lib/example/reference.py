@@ -46,8 +46,8 @@ LAYERS = [
         ([-1, 0, 0, 0.75], -1.5),           # bias decides the sign near 0
         ([0.5, 0.5, -1.25, 1 / 256], 2 / 256),  # half-LSB products: rounding ties
     ]),
-    ("dense_1", 3, 2, 0, "sigmoid", [
-        ([1, -1, 0, 0, 0], 0),              # x0 - x1: breakpoints, negatives
+    ("dense_1", 3, 2, 0, "hard_sigmoid", [
+        ([1, -1, 0, 0, 0], 0),              # x0 - x1: both clip points (+-3), negatives
         ([0, 0, 0.5, -0.25, 0.125], -0.75),
         ([0, -2, 2, 0, -1 / 256], 0.5),     # saturates both ways (incl. -128.0)
     ]),
@@ -86,23 +86,13 @@ def requantize(acc, cf):
     return max(LO, min(HI, r))
 
 
-def sigmoid_plan(r):
-    c = lambda num, den: (2 * num * ONE + den) // (2 * den)   # floor(v*2^fo + 1/2)
-    a = abs(r)
-    if a >= 5 * ONE:
-        y = ONE
-    elif a >= c(19, 8):
-        y = (a >> 5) + c(27, 32)
-    elif a >= ONE:
-        y = (a >> 3) + c(5, 8)
-    else:
-        y = (a >> 2) + c(1, 2)
-    if r < 0:
-        y = ONE - y
-    return max(LO, min(HI, y))
+def hard_sigmoid(r):
+    """clip(x + 3, 0, 6) / 6, rounded half up: floor((2 v 2^fo + 6 2^fo) / (12 2^fo))."""
+    v = max(0, min(6 * ONE, r + 3 * ONE))
+    return max(LO, min(HI, (2 * v * ONE + 6 * ONE) // (12 * ONE)))
 
 
-ACTIVATIONS = {"relu": lambda r: max(r, 0), "sigmoid": sigmoid_plan, "linear": lambda r: r}
+ACTIVATIONS = {"relu": lambda r: max(r, 0), "hard_sigmoid": hard_sigmoid, "linear": lambda r: r}
 
 
 def layer_forward(layer, xs):

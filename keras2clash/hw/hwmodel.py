@@ -38,7 +38,7 @@ from keras2clash.hw.blocks import (  # noqa: F401  (re-exported: the model's bui
 )
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.hw.resources import (  # noqa: F401  (re-exported)
-    HwFigures, LayerResources, layer_interval, layer_resources, multiplier_efficiency, top_fifo_bits,
+    HwFigures, LayerResources, layer_resources, top_fifo_bits,
 )
 
 # --- running the model -----------------------------------------------------------------

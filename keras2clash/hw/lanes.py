@@ -9,7 +9,7 @@ every `c / k + 1` cycles, with `k` multipliers. Measured on mlp_tanh balanced to
 (II 65): 132 -> 78 multipliers, latency 301 -> 359 cycles, and after place and route on the
 LFE5U-85F 122.0 / 118.5 MHz (router1, seeds 1 / 2; whole beats: router2 at best 95.1,
 router1 not routed after 33 minutes): the 32 multipliers of a whole beat, spread along the
-DSP rows and read from one LUT-RAM queue, were its critical path.
+DSP rows and read from one LUT-RAM queue, are its critical path.
 
 `with_lanes` gives every BatchNormalization the fewest lanes (a divisor of its channels)
 for which the exact II of the whole design (`hw.hwmodel`, FIFOs sized again) is no longer

@@ -18,7 +18,7 @@ from typing import Any
 from keras2clash.errors import K2CError
 from keras2clash.ir import layers as ir
 from keras2clash.ir.graph import Graph, as_graph
-from keras2clash.ir.layers import COMPUTE_TYPES, HARDWARE_TYPES, MERGE_OPS, POOL_TYPES, WINDOW_TYPES, Layer
+from keras2clash.ir.layers import COMPUTE_TYPES, HARDWARE_TYPES, MERGE_OPS, WINDOW_TYPES, Layer
 from keras2clash.quant.formats import FixedFormat
 
 LAYER_TYPES = HARDWARE_TYPES
@@ -127,7 +127,7 @@ class LayerPlan:
         activation is a table one and not left to the Top): the first register after the
         block RAM's read becomes its output register, the second is a fabric register
         between the block RAM's row and the engine's result register (mlp_tanh on ECP5:
-        that route alone was 10.2 ns); else 0."""
+        that route alone takes 10.2 ns); else 0."""
         table = self.table_activation and not self.top_activation
         return 2 * int(self.is_compute and self.pipeline > 0 and table)
 

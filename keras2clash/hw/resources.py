@@ -243,11 +243,6 @@ def batchnorm_storage(plan: LayerPlan) -> tuple[int, int]:
     return regs, (BATCHNORM_DEPTH + 2) * lanes * out_bits
 
 
-def layer_interval(plan: LayerPlan) -> int:
-    """A compute layer's own busy cycles per image: windows x G*b (a lower bound of the II)."""
-    return plan.windows_per_image * plan.groups * plan.cycles
-
-
 def shape_storage(plan: LayerPlan) -> tuple[int, int]:
     """(line-buffer bits, register bits) of a shape layer (the blocks' haddocks): Pad and
     Crop store nothing; Upsample one input row (block RAM) and its output register; a

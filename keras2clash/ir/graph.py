@@ -56,16 +56,6 @@ class Graph:
     def output_shape(self) -> Shape:
         return self.shape_of(self.output)
 
-    @property
-    def is_chain(self) -> bool:
-        """Every layer reads the previous one (or the input) and no tensor is read twice."""
-        previous = self.input_name
-        for layer in self.layers:
-            if layer.inputs != (previous,):
-                return False
-            previous = layer.name
-        return previous == self.output
-
     def with_layers(self, layers: Sequence[Layer], output: str | None = None) -> Graph:
         return replace(self, layers=tuple(layers), output=output or self.output)
 

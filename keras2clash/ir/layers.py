@@ -15,7 +15,6 @@ Some kinds exist only between the frontend and the passes (`Identity`, `Activati
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
@@ -329,7 +328,3 @@ def record_from_dict(data: dict[str, Any]) -> Layer:
     if cls is Merge:
         values["op"] = kind
     return cls(**values)
-
-
-def n_values(shape: Shape) -> int:
-    return math.prod(shape)

@@ -86,11 +86,6 @@ class Act:
         return "table"
 
     @property
-    def is_vector(self) -> bool:
-        """Softmax works on a whole beat, the others element by element."""
-        return self.kind == "softmax"
-
-    @property
     def monotone(self) -> bool:
         if self.kind == "relu":
             return all(k >= 0 for k in self.slopes)

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from keras2clash.errors import K2CError
+from keras2clash.errors import K2CError, yaml_problem
 from keras2clash.hw.plan import LayerFormats, LayerPlan
 from keras2clash.ir.graph import Graph
 from keras2clash.ir.layers import COMPUTE_TYPES
@@ -186,9 +186,11 @@ def _load(path: Path) -> Any:
     import yaml  # a dependency (JSON is YAML too)
 
     try:
-        return yaml.safe_load(path.read_text())
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise K2CError(f"{path} is not UTF-8 text (expected an hls4ml YAML or JSON config)") from None
     except yaml.YAMLError as exc:
-        raise K2CError(f"{path} is not valid YAML: {exc}") from None
+        raise K2CError(f"{path} is not valid YAML {yaml_problem(exc)}") from None
 
 
 @dataclass(frozen=True)

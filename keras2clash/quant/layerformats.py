@@ -38,7 +38,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from keras2clash.errors import K2CError
+from keras2clash.errors import K2CError, yaml_problem
 from keras2clash.quant.formats import FixedFormat, make_format, parse_format
 from keras2clash.hw.plan import LayerFormats
 
@@ -182,7 +182,10 @@ def load_config(path: str | Path) -> FormatConfig:
     path = Path(path)
     if not path.is_file():
         raise K2CError(f"layer formats file not found: {path}")
-    text = path.read_text()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise K2CError(f"{path} is not UTF-8 text (expected JSON or YAML layer formats)") from None
     if path.suffix.lower() in (".yaml", ".yml"):
         try:
             import yaml  # type: ignore[import-untyped]
@@ -193,7 +196,7 @@ def load_config(path: str | Path) -> FormatConfig:
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
-            raise K2CError(f"{path} is not valid YAML: {exc}") from None
+            raise K2CError(f"{path} is not valid YAML {yaml_problem(exc)}") from None
     else:
         try:
             data = json.loads(text)

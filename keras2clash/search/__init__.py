@@ -1,4 +1,4 @@
-"""Co-design search: the network and its hardware evolved together (issue 14).
+"""Co-design search: the network and its hardware evolved together.
 
 A search description (`description`: YAML or JSON, validated) names the space of networks
 (templates with a base design), of hardware (formats, processing elements and cycles, or a

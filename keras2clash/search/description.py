@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from keras2clash.errors import K2CError
+from keras2clash.errors import K2CError, yaml_problem
 from keras2clash.quant.formats import FixedFormat, parse_format
 
 METRICS: dict[str, str] = {
@@ -305,7 +305,7 @@ def _parse_text(text: str, source: str) -> Any:
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise K2CError(f"search description {source}: not valid YAML ({' '.join(str(exc).split())})") from None
+        raise K2CError(f"search description {source} is not valid YAML {yaml_problem(exc)}") from None
 
 
 def load_description(path: str | Path) -> Description:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from keras2clash.errors import K2CError
+from keras2clash.errors import K2CError, os_error_text
 from keras2clash.search.description import Description, parse_description
 
 MANIFEST = "search.json"
@@ -267,6 +267,10 @@ def worker_main(argv: list[str] | None = None) -> int:
         work(open_folder(root, storage), int(target), int(worker), single_thread=True)
     except KeyboardInterrupt:
         return 130
+    except (K2CError, OSError) as exc:  # one line, as the command line prints it
+        text = os_error_text(exc) if isinstance(exc, OSError) else str(exc)
+        print(f"error: search worker {worker}: {text}", file=sys.stderr)
+        return K2CError.exit_code
     return 0
 
 

@@ -271,7 +271,7 @@ def rtlsim(
     if simulator not in SIMULATORS:
         raise K2CError(f"unknown simulator {simulator!r}; choose from {', '.join(SIMULATORS)}")
     sim = SIMULATORS[simulator]
-    tools = require_simulator(sim)
+    require_simulator(sim)  # before any work: a missing simulator is one error line
     project = load_project(project_dir)
     if limit is None:
         limit = sim.default_samples

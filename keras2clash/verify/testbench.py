@@ -50,7 +50,6 @@ DATA_FROM_HDL = "../../../tb/"
 GAMMA = 0x9E3779B97F4A7C15
 MIX1 = 0xBF58476D1CE4E5B9
 MIX2 = 0x94D049BB133111EB
-MASK64 = (1 << 64) - 1
 OUT_SEED_XOR = 0x5BD1E995
 """splitmix64's constants (K2C.Sim's); the m_axis_tready stalls draw from seed ^ OUT_SEED_XOR."""
 DRAIN_CYCLES = 64
@@ -93,20 +92,6 @@ class TbSpec:
 
 def _hex_width(bits: int) -> int:
     return 4 * math.ceil(bits / 4)
-
-
-# --- the random idle cycles, identical to K2C.Sim -------------------------------------
-
-
-def splitmix64(seed: int):
-    """The stream K2C.Sim's `randoms` draws from: 31-bit non-negative integers."""
-    state = seed & MASK64
-    while True:
-        state = (state + GAMMA) & MASK64
-        z = state
-        z = ((z ^ (z >> 30)) * MIX1) & MASK64
-        z = ((z ^ (z >> 27)) * MIX2) & MASK64
-        yield (z ^ (z >> 31)) >> 33
 
 
 # --- packing (K2C.Axi) -----------------------------------------------------------------
@@ -253,7 +238,7 @@ def read_spec(project_root: Path) -> TbSpec:
 
 def tb_context(spec: TbSpec) -> dict:
     """What the testbench templates are filled with: the run's numbers and the splitmix64
-    constants, passed in from here so the HDL draws exactly the gaps `splitmix64` does."""
+    constants, passed in from here so the HDL draws exactly the gaps K2C.Sim draws."""
     return {
         "spec": spec,
         "module": TB_MODULE,

@@ -63,22 +63,18 @@ def requantize(acc, cf, out):
     return sat(r, out)
 
 
-def sigmoid_plan(r, out):
-    fo = out[1]
-    one = 1 << fo
-    c = lambda num, den: (2 * num * one + den) // (2 * den)
-    a = abs(r)
-    if a >= 5 * one:
-        y = one
-    elif a >= c(19, 8):
-        y = (a >> 5) + c(27, 32)
-    elif a >= one:
-        y = (a >> 3) + c(5, 8)
-    else:
-        y = (a >> 2) + c(1, 2)
-    if r < 0:
-        y = one - y
-    return sat(y, out)
+def hard_sigmoid(r, out):
+    """docs/contract.md's hard_sigmoid on the output format's raw value:
+    v = clip(r + 3*2^f, 0, 6*2^f), y = floor((2 v 2^f + 6 2^f) / (12 2^f)),
+    saturated."""
+    one = 1 << out[1]
+    v = max(0, min(6 * one, r + 3 * one))
+    return sat((2 * v * one + 6 * one) // (12 * one), out)
+
+
+def hard_sigmoid_width(out):
+    """The work width the compiler gives K2C.Relu.hardSigmoid (bits + 2 frac + 8)."""
+    return sum(out) + 2 * out[1] + 8
 
 
 def finish(case, acc):
@@ -90,8 +86,8 @@ def finish(case, acc):
         return r
     if fn == "relu":
         return max(r, 0)
-    if fn == "sigmoid":
-        return sigmoid_plan(r, case["out"])
+    if fn == "hard_sigmoid":
+        return hard_sigmoid(r, case["out"])
     raise ValueError(fn)
 
 
@@ -121,7 +117,7 @@ def engine_values(case, window):
 
 def conv_windows(case, image):
     """Windows of a valid conv in raster order, flattened (i, j, c) row-major."""
-    h, w, c = case["h"], case["w_img"], case["c"]
+    h, w = case["h"], case["w_img"]
     kh, kw, sh, sw = case["kh"], case["kw"], case["sh"], case["sw"]
     h2, w2 = (h - kh) // sh + 1, (w - kw) // sw + 1
     out = []
@@ -312,7 +308,7 @@ def make_conv_case(rng, name, h, w_img, c, kh, kw, sh, sw, f, p, b, a, w, bias, 
 def all_cases():
     rng = random.Random(20240601)
     cases = []
-    fns = ["acc", "linear", "relu", "sigmoid"]
+    fns = ["acc", "linear", "relu", "hard_sigmoid"]
     # 1. every (p, b) for f = 7, k = 10, format 1,7,8, exact accumulator.
     f, k = 7, 10
     acc = exact_acc(F178, F178, F178, k)
@@ -325,7 +321,7 @@ def all_cases():
     # 2. format 1,3,4 everywhere, exact accumulator, assorted knobs.
     acc = exact_acc(F134, F134, F134, 9)
     for p, b in [(1, 1), (2, 3), (5, 9), (3, 4), (4, 2), (5, 1)]:
-        for fn in ["acc", "sigmoid"]:
+        for fn in ["acc", "hard_sigmoid"]:
             cases.append(make_engine_case(
                 rng, "f134_p%d_b%d_%s" % (p, b, fn), 5, 9, p, b, F134, F134, F134, acc, fn,
                 F134, stalls=True, gaps=True))
@@ -348,8 +344,8 @@ def all_cases():
                 F134, F134, acc, "acc", None, n_windows=8, stalls=(b % 2 == 0),
                 gaps=True, extreme=0.5))
         cases.append(make_engine_case(
-            rng, "narrow_p%d_b%d_sig" % (p, b), 3, 12, p, b, F134, F134, F134, (4, 8),
-            "sigmoid", F134, n_windows=8, stalls=True, extreme=0.5))
+            rng, "narrow_p%d_b%d_hsig" % (p, b), 3, 12, p, b, F134, F134, F134, (4, 8),
+            "hard_sigmoid", F134, n_windows=8, stalls=True, extreme=0.5))
     # 5. edges: one filter, one input, and G*b = 1 with heavy stalls.
     cases.append(make_engine_case(rng, "edge_k1", 4, 1, 2, 1, F178, F178, F178,
                                   exact_acc(F178, F178, F178, 1), "acc", None,
@@ -403,8 +399,11 @@ def haskell_case(case, folder):
     prefix = os.path.join(folder, case["name"])
     acc = sfixed(case["acc"])
     out = acc if case["finish"] == "acc" else sfixed(case["out"])
-    fn = {"acc": "Finish id id", "linear": "Finish requantize linear", "relu": "Finish requantize relu",
-          "sigmoid": "Finish requantize sigmoidPlan"}[case["finish"]]
+    if case["finish"] == "hard_sigmoid":
+        fn = "Finish requantize (hardSigmoid @%d)" % hard_sigmoid_width(case["out"])
+    else:
+        fn = {"acc": "Finish id id", "linear": "Finish requantize linear",
+              "relu": "Finish requantize relu"}[case["finish"]]
     rom = "(WeightRom %s :: WeightRom %d %d %d %s %s)" % (
         json.dumps(prefix + ".mem"), case["groups"] * case["b"], case["p"], case["ch"],
         sfixed(case["w"]), sfixed(case["bias"]))
@@ -428,8 +427,9 @@ import Clash.Prelude (SFixed, SNat (..), Vec)
 import Data.Proxy (Proxy (..))
 
 import Driver (runConvCase, runEngineCase)
-import K2C.Activation (Finish (..), linear, relu, requantize, sigmoidPlan)
+import K2C.Activation (Finish (..), linear, relu, requantize)
 import K2C.Memory (WeightRom (..))
+import K2C.Relu (hardSigmoid)
 
 cases :: [IO ()]
 cases =

@@ -16,7 +16,7 @@ Verilog checks):
 > /tmp/k2c-stream-test/run
 
 (@-fconstraint-solver-iterations=8@: the 'KnownNat' of @PoolDepth ph pw@, a
-sum of three terms since session 24, takes GHC's solver more than its default
+sum of three terms, takes GHC's solver more than its default
 4 rounds in the pooling cases' polymorphic timing check.)
 -}
 module Main (main) where
