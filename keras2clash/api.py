@@ -85,7 +85,7 @@ def emit(
     `fmt` is the fixed-point format `"sign,int,frac"`; `parallelism` gives the processing
     elements of each dense/conv2d layer (`"1,2,5"` or a list), default one each; `cycles`
     how many cycles each PE spends on one window (default 1: a full dot product a cycle).
-    Precision (README: Precision tools): `layer_formats` is a config file path, a mapping
+    Precision (docs/guide/formats.md): `layer_formats` is a config file path, a mapping
     {layer: LayerFormats | format} or a `layerformats.FormatConfig`; `input_format` the
     input's format; `fmt="auto"` with `bits` and `calibration` (.npz) chooses per-layer
     formats (`autoformat`). Weights/biases that saturate are reported and in manifest.json.
@@ -95,7 +95,7 @@ def emit(
     keras2clash.hw.allocate).
     `softmax="argmax"` leaves an output softmax out (the outputs are the logits).
     `pipeline`: adder-tree levels per register stage of the compute layers (0: a whole dot
-    product in one cycle), one value or one per layer (README: Timing).
+    product in one cycle), one value or one per layer (docs/guide/knobs.md).
     `hls4ml_config`: an hls4ml config (YAML/JSON file or dict; quant.hls4ml) for the formats
     and, through its ReuseFactor, the knobs. The project always gets `hls4ml_config.yml`,
     its formats and knobs in that shape.

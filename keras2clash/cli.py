@@ -50,7 +50,7 @@ TASK_HELP = ("auto | classifier (accuracy against labels y) | regression (output
              "integer labels or one-hot rows mean a classifier; no y, one output or real-valued targets, regression.")
 WEIGHT_FORMAT_HELP = ("fit (default): weights in the layer format's width, with the integer bits each layer's "
                       "largest weight needs and the rest in the fraction; same: in the layer's format, as the "
-                      "2021 thesis (README: Per-layer formats).")
+                      "2021 thesis (docs/guide/formats.md).")
 HLS4ML_HELP = ("An hls4ml config (YAML/JSON: Model and LayerName sections, Precision with ap_fixed types, "
                "ReuseFactor -> --parallelism/--cycles); --layer-formats/--layer-format refine it. Every project "
                "gets hls4ml_config.yml, its own formats and knobs in that shape.")

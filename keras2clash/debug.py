@@ -32,7 +32,7 @@ class Prediction:
     `raw` are the output port's integers, `values` the reals they stand for
     (`raw * 2^-frac` of `output_format`); `classes` is what the core's class output gives
     (the argmax of the output layer's values before a monotone activation, lowest index on
-    ties: docs/contract.md), meaningful for a classifier; `input_raw` the quantized inputs
+    ties: docs/guide/contract.md), meaningful for a classifier; `input_raw` the quantized inputs
     the core reads."""
 
     raw: np.ndarray  # (N, n_out) int64

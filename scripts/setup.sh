@@ -40,5 +40,5 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   fi
   echo "$want" > "$stamp"
 fi
-# QKeras (qkeras-v3) for the QKeras frontend and its tests: not a pip dependency (docs/qkeras.md)
+# QKeras (qkeras-v3) for the QKeras frontend and its tests: not a pip dependency (docs/guide/quantization-aware.md)
 ./scripts/install_qkeras.sh .venv

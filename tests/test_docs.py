@@ -120,6 +120,35 @@ def test_no_history_in_prose(page: str) -> None:
     assert not bad, "history in the docs:\n" + "\n".join(bad)
 
 
+DOC_REFERENCE = re.compile(r"docs/[\w/.-]+?\.md(?:,? \(?\"(?P<section>[^\"]+)\")?")
+"""A page the code cites, with the section it names when it names one in quotes."""
+CODE_TREES = ("keras2clash", "clash_lib", "bench", "examples", "scripts", "tests")
+
+
+def _headings(page: Path) -> list[str]:
+    return [line.lstrip("#").strip() for line in page.read_text().splitlines() if line.startswith("#")]
+
+
+def test_code_cites_pages_and_sections_that_exist() -> None:
+    """Comments, docstrings, help texts and generated files cite docs pages by path (and
+    section): each cited page exists and has the cited section."""
+    bad = []
+    for tree in CODE_TREES:
+        for path in sorted((ROOT / tree).rglob("*")):
+            if path.suffix not in {".py", ".hs", ".j2", ".sh"} or not path.is_file():
+                continue
+            for n, line in enumerate(path.read_text().splitlines(), 1):
+                for m in DOC_REFERENCE.finditer(line):
+                    page = ROOT / m.group(0).split(".md")[0].rstrip(",( ")
+                    page = page.with_suffix(".md")
+                    where = f"{path.relative_to(ROOT)}:{n}: {m.group(0)}"
+                    if not page.is_file():
+                        bad.append(f"{where}: no such page")
+                    elif m["section"] and not any(m["section"] in h for h in _headings(page)):
+                        bad.append(f"{where}: no section {m['section']!r}")
+    assert not bad, "\n".join(bad)
+
+
 # ---------------------------------------------------------------------------------------------
 # the figures
 

@@ -741,7 +741,7 @@ def bn(name: str, **kwargs: Any) -> layers.BatchNormalization:
 
 
 def folded(model: keras.Model, layer: str, norm: str) -> tuple[np.ndarray, np.ndarray]:
-    """The folding rule of docs/architecture.md, written out independently."""
+    """The folding rule of docs/architecture/index.md (padding and folding), written out independently."""
     source, bn_layer = model.get_layer(layer), model.get_layer(norm)
     kernel = keras_weight(model, layer, "kernel")
     bias = keras_weight(model, layer, "bias") if source.use_bias else np.zeros(kernel.shape[-1])

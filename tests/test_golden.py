@@ -1,4 +1,4 @@
-"""The golden model against an independent exact-rational reading of docs/contract.md."""
+"""The golden model against an independent exact-rational reading of docs/guide/contract.md."""
 
 from __future__ import annotations
 

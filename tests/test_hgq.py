@@ -1,6 +1,6 @@
 """HGQ2 (quantization-aware Keras 3 models, `hgq` package) in the frontend: the formats read
 from the quantizers, the refusals, and the exactness proof of our reading of HGQ2's
-semantics (docs/hgq2.md): an independent integer re-computation from those formats alone
+semantics (docs/guide/quantization-aware.md): an independent integer re-computation from those formats alone
 equals the HGQ2 model's own forward pass on every output, bit for bit."""
 
 from __future__ import annotations

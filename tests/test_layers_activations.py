@@ -1,4 +1,4 @@
-"""Activations (docs/contract.md, Activations): the golden model against the exact definitions
+"""Activations (docs/guide/contract.md, Activations): the golden model against the exact definitions
 (rationals where exact is claimed, the compiler's enumerated maximum error for tables, the
 softmax bound), the Keras 3 definitions against Keras itself, the frontend's fused/standalone
 decisions and refusals, and golden == Clash simulation (cycles == hardware model) on random
@@ -112,7 +112,7 @@ def test_tables_stay_within_their_stated_maximum_error(fi, fo, name, data) -> No
 @pytest.mark.parametrize(("name", "lsb"), [("sigmoid", 0.62), ("tanh", 0.5), ("elu", 0.5), ("gelu", 0.5),
                                            ("softplus", 1.0), ("selu", 0.62)])
 def test_stated_errors_at_1_7_8(name: str, lsb: float) -> None:
-    """The figures in docs/contract.md: sigmoid within about one output LSB (the PLAN one was ~5)."""
+    """The figures in docs/guide/contract.md: sigmoid within about one output LSB (the PLAN one was ~5)."""
     f = FixedFormat(1, 7, 8)
     assert acts.table(name, f, f).max_error_lsb == pytest.approx(lsb, abs=0.01)
     assert acts.table("tanh", f, f).exact and acts.table("tanh", f, f).shift == 0

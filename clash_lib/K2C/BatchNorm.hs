@@ -8,7 +8,7 @@ channel of a beat, @y = activation (requantize (x * scale + offset))@ with the
 inference-time constants @scale = gamma / sqrt (var + eps)@ and
 @offset = beta - mean * scale@ (generated into @Weights.hs@ as 'Vec's).
 
-= Arithmetic (docs/contract.md, "BatchNormalization")
+= Arithmetic (docs/guide/contract.md, "BatchNormalization")
 
 The scale is stored in the layer's weight format @SFixed iw fw@, the offset in
 its bias format @SFixed ib fb@. The product ('K2C.Merge.mulExact',

@@ -11,7 +11,7 @@ processing elements (PEs) each see only the window of their own channel.
 
 An image is @h * w@ beats of @Vec c a@ in raster order; the output is
 @h2 * w2@ beats of @Vec (c * m) o@, @m@ the depth multiplier. Output channel
-@f = ch_in * m + j@ is the dense contract (docs/contract.md) over the
+@f = ch_in * m + j@ is the dense contract (docs/guide/contract.md) over the
 @K = kh * kw@ values of input channel @ch_in = f \`div\` m@ in the window, in
 Keras kernel order (@i * kw + j'@ for kernel row @i@, column @j'@), with its
 own filter: the accumulator is exact for @n_in = K@.

@@ -21,7 +21,7 @@ the accumulator register @SFixed ci cf@ holds
 where @sat@ saturates to the range of @SFixed ci cf@ (clamps to its minimum
 or maximum; never wraps) and every sum inside @sat@ is exact. @acc_(b-1)@ is
 the filter's result. When the accumulator has the contract's exact width
-(@cf = af + wf@, @ci@ from docs/contract.md, bias in the weight format) no
+(@cf = af + wf@, @ci@ from docs/guide/contract.md, bias in the weight format) no
 partial sum can reach the clamps, so @acc_(b-1)@ is the exact dot product
 plus bias whatever @b@ is. A narrower accumulator chosen by a user saturates
 in exactly this order, chunk by chunk.

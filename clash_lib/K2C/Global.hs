@@ -7,7 +7,7 @@ Global pooling (Keras @GlobalMaxPooling1D/2D@, @GlobalAveragePooling1D/2D@):
 each channel reduced over all @n = H * W@ beats of an image (a 1-D sequence is
 an image one row high), one output beat per image.
 
-= Arithmetic (docs/contract.md, "Global pooling")
+= Arithmetic (docs/guide/contract.md, "Global pooling")
 
 * Max: per channel maximum of the @n@ values (exact).
 * Average: per channel, on raw integers, @floor ((2 * sum + n) / (2 * n))@:

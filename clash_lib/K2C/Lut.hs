@@ -2,7 +2,7 @@
              TypeApplications, TypeOperators, FlexibleContexts, NoStarIsType #-}
 {-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver #-}
 {-|
-Table activations (docs/contract.md, "Activations: tables"): sigmoid, tanh, elu,
+Table activations (docs/guide/contract.md, "Activations", table functions): sigmoid, tanh, elu,
 selu, softplus, softsign, silu, gelu, exponential.
 
 = Arithmetic

@@ -8,7 +8,7 @@ A layer's weights live in a file (@weights/<layer>.mem@, one word per line in
 ASCII binary, MSB first) rather than in Haskell constants: Clash elaborates
 much faster and emits far smaller HDL when the ROM is a @$readmemb@ file.
 
-= Word layout (docs/architecture.md, "Two space-time knobs")
+= Word layout (docs/reference/project.md, "Weight memory files")
 
 A layer with @F@ filters (neurons) over windows of @K@ values, computed by @p@
 processing elements in @b@ cycles per window, has @G = ceil(F / p)@ groups

@@ -16,7 +16,7 @@ result with 'K2C.Activation.requantize' (round to nearest, ties toward
 Every function here is exact: its result type holds every possible result,
 so nothing wraps, saturates or rounds before the final 'requantize'. All
 work is done on the raw 'Signed' integers (no 'resizeF', whose Clash 1.6.4
-version wraps in some conversions; docs/clash-notes.md).
+version wraps in some conversions; docs/architecture/hardware.md, "Clash 1.6.4 notes").
 
 * @addExact@, @subExact@: both operands are aligned to
   @SFixed (1 + Max i1 i2) (Max f1 f2)@ (sign extension and a left shift, both

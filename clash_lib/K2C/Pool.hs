@@ -10,7 +10,7 @@ per-channel reduction of each window, pipelined in 'PoolDepth' register stages
 down the rows (and, for the average, the rounded division), a register after
 every level.
 
-= Arithmetic (docs/architecture.md, "Arithmetic of the new layers")
+= Arithmetic (docs/guide/contract.md, "Convolution and pooling")
 
 * Max: per channel maximum of the @N = ph * pw@ window values (exact; a
   balanced tree of comparators).

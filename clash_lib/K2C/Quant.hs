@@ -3,7 +3,7 @@
              AllowAmbiguousTypes #-}
 {-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver -fconstraint-solver-iterations=10 #-}
 {-|
-Requantization to any format the contract states (docs/contract.md, Formats):
+Requantization to any format the contract states (docs/guide/contract.md, Formats):
 unsigned, negative integer or fraction bits, rounding to nearest (ties up or
 to even) or truncating,
 saturating or wrapping.

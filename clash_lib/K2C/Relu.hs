@@ -3,7 +3,7 @@
              AllowAmbiguousTypes #-}
 {-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver -fconstraint-solver-iterations=0 #-}
 {-|
-The exact piecewise activations (docs/contract.md, "Activations: exact"): the
+The exact piecewise activations (docs/guide/contract.md, "Activations", exact functions): the
 ReLU family (Keras ReLU with threshold, max_value and negative_slope; relu6;
 leaky_relu; PReLU, one slope per channel) and hard_sigmoid / hard_silu.
 

@@ -6,7 +6,7 @@ The simulation harness behind every emitted @Sim.hs@ (not synthesized).
 
 It drives the top entity's AXI4-Stream ports (K2C.Axi) cycle by cycle.
 
-Sim protocol (docs/architecture.md): stdin holds @N@, then @N@ lines of the
+Sim protocol (docs/reference/project.md, "The simulation protocol"): stdin holds @N@, then @N@ lines of the
 flattened input's raw integers (row-major); stdout gets @N@ lines
 @accept_cycle output_cycle class raw_0 ... raw_{m-1}@, each printed as its
 output beat moves. Each sample is cut into @k@ beats of @c@ values (the last

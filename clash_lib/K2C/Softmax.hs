@@ -3,7 +3,7 @@
              AllowAmbiguousTypes #-}
 {-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver -fconstraint-solver-iterations=16 #-}
 {-|
-Softmax over one beat (the last axis), computed for real (docs/contract.md,
+Softmax over one beat (the last axis), computed for real (docs/guide/contract.md,
 "Activations: softmax").
 
 = Arithmetic

@@ -5,7 +5,7 @@ The weight memories, one per Keras layer.
 
 @WeightRom d p ch w bias@: @d = G * b@ words, each holding for @p@ processing
 elements @ch@ weights in format @w@ and a bias field in format @bias@
-(docs/architecture.md, "Two space-time knobs"; @G = ceil(F / p)@ groups,
+(docs/reference/project.md, "Weight memory files"; @G = ceil(F / p)@ groups,
 @b@ cycles per group, @ch = ceil(K / b)@). The files are read relative to the
 working directory of @clash@ and of the simulation.
 -}

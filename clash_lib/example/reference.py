@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Independent integer model of docs/contract.md for the example network.
+"""Independent integer model of docs/guide/contract.md for the example network.
 
 Plain python3 integers, standard library only, written without looking at the
 Clash code. It
@@ -13,7 +13,7 @@ Clash code. It
   ../test/engine/reference.py (inputs back to back, downstream always ready).
 
 Each layer has two knobs: p processing elements and b cycles per group
-(docs/architecture.md, "Two space-time knobs"); the ROM words and the
+(docs/reference/project.md, "Weight memory files"); the ROM words and the
 accumulation follow from them. A third, the adder levels per pipeline stage,
 sets only the timing (dense_0 is pipelined, dense_1 is not).
 

@@ -9,7 +9,7 @@ class a mixture of two correlated Gaussians in 16-D (random means and covariance
 fixed seed, overlapping so that even the float network stays below ~90% like the real
 task); features standardised on the training set, clipped to [-6, 6] and rounded to
 multiples of 2^-10 (HGQ2 rounds its float32 input as `floor(x 2^f + 1/2)` in float32, exact
-on such values: docs/hgq2.md). 20,000 training and 2,000 test samples.
+on such values: docs/guide/quantization-aware.md). 20,000 training and 2,000 test samples.
 
 (a) `jet_qat.keras`: the same network of HGQ2 layers (`QDense`), trained quantization-aware:
     weights 6 bits (KBI b=5 plus the sign, i=1: steps of 1/16 in [-2, 2), SAT_SYM, not

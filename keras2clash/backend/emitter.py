@@ -141,7 +141,7 @@ def _vec_type(shape: Sequence[int], elem: str) -> str:
 
 
 def _beat_type(shape: Sequence[int], elem: str) -> str:
-    """A beat carries the last axis (docs/architecture.md, Beats)."""
+    """A beat carries the last axis (docs/architecture/hardware.md, Streams)."""
     return _vec_type(shape[-1:], elem)
 
 

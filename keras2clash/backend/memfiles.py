@@ -1,6 +1,6 @@
 """Weight memory files: the ROM contents of each compute layer, one word per line.
 
-The layout is the one `K2C.Memory` unpacks (docs/architecture.md, "two knobs"): word
+The layout is the one `K2C.Memory` unpacks (docs/reference/project.md, "Weight memory files"): word
 `g*b + t` holds, for PE j, filter `g*p + j`'s chunk t of `ch` weights and a bias field (the
 real bias in chunk 0, zero in the others); PE 0 in the most significant bits; within a PE
 the ch weights (window element t*ch first) then the bias field. Weights are W-bit and the

@@ -58,7 +58,7 @@ class Project:
 
     @property
     def beat_width(self) -> int:
-        """Values per input beat: the input's last axis (docs/architecture.md, Beats)."""
+        """Values per input beat: the input's last axis (docs/architecture/hardware.md, Streams)."""
         return self.input_shape[-1]
 
     @property

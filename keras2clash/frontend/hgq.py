@@ -1,5 +1,5 @@
 """Quantization-aware models built with HGQ2 (the `hgq` package, Keras 3): their layers as IR
-records and their quantizers as per-tensor formats (docs/hgq2.md has the semantics this
+records and their quantizers as per-tensor formats (docs/guide/quantization-aware.md has the semantics this
 module relies on, with references into HGQ2's source).
 
 An HGQ2 layer (QDense, QConv1D/2D, QEinsumDense, QBatchNormDense) quantizes its *input* with
@@ -80,7 +80,7 @@ class TensorFormat:
     overflow_mode: str  # one of OVERFLOW_MODES
     granularity: str = "tensor"  # one of GRANULARITIES
     widened: bool = False
-    stochastic: bool = False  # stated S_RND / S_RND_CONV: deterministic at inference (docs/hgq2.md)
+    stochastic: bool = False  # stated S_RND / S_RND_CONV: deterministic at inference (docs/guide/quantization-aware.md)
 
     @property
     def bits(self) -> int:
@@ -225,7 +225,7 @@ def constant_format(layer: Any, role: str, quantizer: Any, values: np.ndarray) -
 # --- the one conversion to the compiler's format ------------------------------------------
 
 
-#: HGQ2 modes a data format computes exactly, as the compiler's (docs/contract.md, Formats).
+#: HGQ2 modes a data format computes exactly, as the compiler's (docs/guide/contract.md, Formats).
 BUILT_ROUNDING = {"RND": "nearest", "RND_CONV": "nearest_even", "TRN": "truncate"}
 BUILT_OVERFLOW = {"SAT": "saturate", "WRAP": "wrap"}
 
@@ -448,7 +448,7 @@ def format_config(model: Any, graph: Graph) -> Any:
     def no_relu_before_wrap(tensor: str, fmt: TensorFormat, what: str) -> None:
         """A standalone ReLU (one the passes could not fuse into its producer) runs after the
         producer's requantization; HGQ2 wraps the ReLU's output, and a wrap does not commute
-        with a ReLU (docs/hgq2.md)."""
+        with a ReLU (docs/guide/quantization-aware.md)."""
         if tensor in relus_read and fmt.overflow_mode == "WRAP":
             raise K2CError(
                 f"{what} passes a standalone ReLU layer before HGQ2 layer '{fmt.layer}''s WRAP {fmt.role} "

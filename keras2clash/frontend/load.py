@@ -248,7 +248,7 @@ def import_layer_packages(config: Any) -> None:
             import qkeras.qlayers  # noqa: F401  (registers its layers and quantizers with Keras)
         except ImportError as exc:
             raise K2CError(f"the model holds QKeras layers (package 'qkeras'), which cannot be imported ({exc}): "
-                           "install qkeras-v3 as scripts/install_qkeras.sh does (docs/qkeras.md)") from None
+                           "install qkeras-v3 as scripts/install_qkeras.sh does (docs/guide/quantization-aware.md)") from None
 
 
 def _config_layers(node: Any) -> list[tuple[str, str]]:

@@ -1,5 +1,5 @@
 """Quantization-aware models built with QKeras (qkeras-v3, Keras 3): their layers as IR
-records and their quantizers as per-tensor formats (docs/qkeras.md has the semantics this
+records and their quantizers as per-tensor formats (docs/guide/quantization-aware.md has the semantics this
 module relies on, with references into QKeras' source).
 
 A QKeras layer (QDense, QConv1D/2D) multiplies its input, as it comes, by its quantized

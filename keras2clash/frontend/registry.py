@@ -16,7 +16,7 @@ from keras2clash.errors import K2CError
 from keras2clash.ir import layers as ir
 from keras2clash.quant import activations
 
-#: Activation names the hardware implements (docs/contract.md, quant.activations).
+#: Activation names the hardware implements (docs/guide/contract.md, quant.activations).
 SUPPORTED_ACTIVATIONS: tuple[str, ...] = tuple(n for n in activations.NAMES if n != "prelu")
 
 Shape = tuple[int, ...]

@@ -5,7 +5,7 @@ of a dot product (K2C.Engine; 0 = none). Each level is a carry chain and a route
 a stage also pays a register's clock-to-Q and setup and the routes into and out of it. The
 most levels whose delay fits the clock period is the shallowest pipeline (the least latency)
 that leaves the adder tree off the critical path. The delays are measured after place and
-route (README, Place and route; `bench/fpga.py`), on the slowest family we target, so the
+route (docs/guide/place-and-route.md; `bench/fpga.py`), on the slowest family we target, so the
 same choice also holds on the faster ones.
 """
 

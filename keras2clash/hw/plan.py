@@ -302,7 +302,7 @@ def format_to_json(fmt: FixedFormat) -> list[Any]:
 
 DEFAULT_PIPELINE = 2
 """Adder levels per pipeline stage when the user gives none: two carry chains a cycle (ECP5:
-the adder tree then no longer sets the clock; README, Place and route)."""
+the adder tree then no longer sets the clock; docs/guide/place-and-route.md)."""
 MAX_PIPELINE_LEVELS = 32
 """More levels than any adder tree has (2^32 terms): beyond, the value means nothing new."""
 
@@ -345,7 +345,7 @@ def queue_depth(chunk: int, levels: int, cycles: int, steps: int, table_regs: in
 def accumulator_format(
     in_fmt: FixedFormat, w_fmt: FixedFormat, n_in: int, b_fmt: FixedFormat | None = None
 ) -> FixedFormat:
-    """The exact accumulator of docs/contract.md step 3: it can never overflow.
+    """The exact accumulator of docs/guide/contract.md step 3: it can never overflow.
 
     Fraction bits cf = max(fa + fw, fb) (nothing is dropped). Clash integer bits
     ci = max((1+ia) + (1+iw), 1+ib) + ceil(log2(n_in+1)) + 1; our `int` field excludes the
@@ -543,7 +543,7 @@ PLAIN_ACTIVATIONS = ("linear", "relu")
 
 def relu_before_requantize(plan: LayerPlan) -> bool:
     """Whether `plan` applies its fused relu to the exact value *before* the requantization
-    (docs/contract.md, Formats): needed when the output format wraps, because a wrap does
+    (docs/guide/contract.md, Formats): needed when the output format wraps, because a wrap does
     not commute with a relu (a large positive value wraps negative, a negative one wraps
     positive) and quantization-aware models (HGQ2) quantize the relu's output. For a
     saturating format both orders are equal (`q` is monotone with `q(0) = 0`), so the
@@ -555,7 +555,7 @@ def relu_before_requantize(plan: LayerPlan) -> bool:
 def _check_formats(plan: LayerPlan) -> None:
     """One clear error, naming the layer and the setting, for a format the hardware cannot
     build exactly: unsigned formats, negative fields and the truncate/wrap modes are built
-    for weights, biases, the input and the output of a requantizing layer (docs/contract.md,
+    for weights, biases, the input and the output of a requantizing layer (docs/guide/contract.md,
     Formats); everything else rounds to nearest and saturates on native formats."""
     where = f"layer '{plan.name}' ({plan.type})"
     out, act = plan.out_fmt, plan.activation

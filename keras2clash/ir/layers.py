@@ -294,7 +294,7 @@ POOL_TYPES = ("maxpool2d", "avgpool2d")
 WINDOW_TYPES = ("conv2d", "depthwise2d", *POOL_TYPES)
 """Kinds built on the window generator (K2C.Window, with K2C.Pad in front when padded)."""
 SHAPE_TYPES = ("zeropad2d", "crop2d", "upsample2d", "reshape")
-"""Kinds that only move values (docs/contract.md: no arithmetic; they keep their input's format)."""
+"""Kinds that only move values (docs/guide/contract.md: no arithmetic; they keep their input's format)."""
 GLOBAL_POOL_TYPES = ("globalmaxpool", "globalavgpool")
 HARDWARE_TYPES = (*COMPUTE_TYPES, *POOL_TYPES, "flatten", *MERGE_OPS, *SHAPE_TYPES, *GLOBAL_POOL_TYPES,
                   "batchnorm", "activation")

@@ -1,5 +1,5 @@
 """Activation functions: their Keras 3 definitions and what the hardware computes instead
-(docs/contract.md, "Activations"), on raw integers.
+(docs/guide/contract.md, "Activations"), on raw integers.
 
 An activation is named by a canonical text (`"sigmoid"`, `"leaky_relu(negative_slope=0.2)"`,
 `"relu(max_value=6.0)"`, `"prelu(alpha=[0.25, 0.1])"`): the IR records, the plan and the
@@ -439,7 +439,7 @@ class SoftmaxTable:
     """Softmax over n values on (fi, fo): `e_i = exp_table[min((max - r_i) >> shift, len - 1)]`
     (fraction bits `frac`, the last entry 0), `S = sum e_i`, `y_i = floor((2 e_i 2^fo + S) /
     (2 S))` saturated. `error_bound` bounds |hardware - Keras| per output (derivation in
-    docs/contract.md): `(2 rho + (n + 1) eta) / (1 - rho - n eta) + 2^-(fo+1)`."""
+    docs/guide/contract.md): `(2 rho + (n + 1) eta) / (1 - rho - n eta) + 2^-(fo+1)`."""
 
     shift: int
     frac: int

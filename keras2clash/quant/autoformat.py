@@ -1,6 +1,6 @@
 """Automatic per-layer formats for a total width of N bits (`--format auto --bits N`).
 
-The rule (README: Precision tools): with every value's width fixed at N bits, each extra
+The rule (docs/guide/formats.md): with every value's width fixed at N bits, each extra
 integer bit costs a fraction bit, so each quantity gets the *fewest integer bits such that
 nothing saturates on the calibration data*, and all remaining bits go to the fraction:
 
@@ -8,7 +8,7 @@ nothing saturates on the calibration data*, and all remaining bits go to the fra
 - per compute layer, weights: the kernel's values; bias: the bias values;
 - per compute layer, output: the pre-activation sums on the calibration data (float), as
   far as their saturation can change the result: the hardware saturates the requantized
-  sum to the output format and then applies the activation (docs/contract.md, steps 4-5),
+  sum to the output format and then applies the activation (docs/guide/contract.md, steps 4-5),
   so for `relu` only positive sums count (negatives become 0 either way), for `sigmoid`
   sums are clipped to [-5, 5] (PLAN is flat beyond) and its outputs (up to 1.0) must fit,
   for `linear`/`softmax` every sum counts;

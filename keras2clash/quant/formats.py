@@ -1,4 +1,4 @@
-"""Fixed-point formats and the one quantization rule (docs/contract.md).
+"""Fixed-point formats and the one quantization rule (docs/guide/contract.md).
 
 A format is the thesis' `(sign, int, frac)` triple plus the two modes a quantization-aware
 model may ask for: how a value between two steps is rounded (`nearest`, ties toward +inf,

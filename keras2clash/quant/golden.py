@@ -1,4 +1,4 @@
-"""The golden model: docs/contract.md in numpy integers.
+"""The golden model: docs/guide/contract.md in numpy integers.
 
 This is the reference every hardware simulation must equal bit for bit. It works on raw
 integers only (no floats after quantization), vectorised over a whole test set, so a few
@@ -241,7 +241,7 @@ def avgpool2d(x: np.ndarray, plan: LayerPlan) -> np.ndarray:
 
 def global_pool(x: np.ndarray, plan: LayerPlan) -> np.ndarray:
     """Per channel maximum (exact) or floor((2*sum + n) / (2*n)) over all n = H*W positions
-    of an image (docs/contract.md, global pooling); output (C,) or (1, 1, C)."""
+    of an image (docs/guide/contract.md, global pooling); output (C,) or (1, 1, C)."""
     flat = np.asarray(x).reshape(len(x), -1, plan.input_shape[-1])
     if plan.type == "globalmaxpool":
         out = flat.max(axis=1)
@@ -271,7 +271,7 @@ def _requantize(raw: np.ndarray, frac: int, out: FixedFormat) -> np.ndarray:
 
 
 def merge(xs: Sequence[np.ndarray], plan: LayerPlan) -> np.ndarray:
-    """A merge layer on raw inputs (docs/contract.md, merges): the operands are aligned
+    """A merge layer on raw inputs (docs/guide/contract.md, merges): the operands are aligned
     exactly to the widest fraction, combined exactly, then requantized to the output format
     once (round half up, saturate) and activated. Concatenate requantizes each operand."""
     fmts = plan.input_formats
@@ -402,7 +402,7 @@ def output_logits(plans: Sequence[LayerPlan], params: Mapping[str, QuantizedLaye
 def predict(plans: Sequence[LayerPlan], params: Mapping[str, QuantizedLayer],
             x_raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The outputs (N, n_out) and the predicted classes: the argmax of the output layer's
-    values before a monotone activation (docs/contract.md, predicted class), as the Top does."""
+    values before a monotone activation (docs/guide/contract.md, predicted class), as the Top does."""
     values = run_all(plans, params, x_raw)
     out = values[plans[-1].name]
     return out.reshape(len(out), -1), predict_classes(output_logits(plans, params, values))

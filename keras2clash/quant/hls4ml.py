@@ -14,7 +14,7 @@ returns, or its YAML file) looks like
         ReuseFactor: 4
       dense_1_relu: {Precision: {result: ap_ufixed<8,4>}}
 
-What each setting becomes here (README: hls4ml configurations):
+What each setting becomes here (docs/guide/hls4ml.md):
 - `Precision` types (`quant.aptypes`): `weight` (`scale` for a BatchNormalization), `bias`,
   `result` (the layer's output format) exactly, modes included; a string sets all three.
   `Model.Precision` (or its `default`) replaces `--format`; model-level `weight`, `bias`,
@@ -62,7 +62,7 @@ LAYER_KEYS = {"Precision", "ReuseFactor", "Strategy", "Trace", "table_size"}
 PRECISION_KEYS = {"default": "all", "weight": "weight", "scale": "weight", "bias": "bias", "result": "output",
                   "accum": "accumulator_bits", "table": None, "exp_table": None, "inv_table": None}
 """Precision keys -> LayerFormats fields; the activation tables' types (None) are read and
-not used: the compiler sizes its tables itself (docs/contract.md, table functions)."""
+not used: the compiler sizes its tables itself (docs/guide/contract.md, table functions)."""
 STRATEGIES = ("latency", "resource", "resource_unrolled", "distributed_arithmetic")
 CONFIG_FILE = "hls4ml_config.yml"
 """What `emit` writes into a project: its formats and knobs as an hls4ml config."""
@@ -241,7 +241,7 @@ def resolve(config: Hls4mlConfig, graph: Graph) -> Resolved:
         kind = by_name[target].type
         if target not in with_params:
             if kind != "activation" and kind not in _MERGES:
-                continue  # pooling, flatten, reshapes keep their input's format (README)
+                continue  # pooling, flatten, reshapes keep their input's format (docs/guide/contract.md, shape layers)
             if _has_weights(formats):
                 raise K2CError(f"{here}: a {kind} layer has no weights or bias; give it a result only")
             formats = LayerFormats(output=formats.output)
@@ -339,6 +339,6 @@ def hls4ml_yaml(plans: Sequence[LayerPlan], default: FixedFormat | None = None) 
     """`to_hls4ml` as YAML text (keys in layer order)."""
     import yaml
 
-    header = ("# keras2clash's formats and knobs as an hls4ml config (README: hls4ml configurations).\n"
+    header = ("# keras2clash's formats and knobs as an hls4ml config (docs/guide/hls4ml.md).\n"
               "# ReuseFactor = groups x cycles per window; ap types state both modes.\n")
     return header + yaml.safe_dump(to_hls4ml(plans, default), sort_keys=False, default_flow_style=False)

@@ -1,4 +1,4 @@
-"""Per-layer precision from the command line and from config files (README: Precision tools).
+"""Per-layer precision from the command line and from config files (docs/guide/formats.md).
 
 Two ways to say which format each compute layer uses, in the spirit of hls4ml's per-layer
 precision. Both end as `{layer name: plan.LayerFormats}` plus an optional input format and
@@ -13,7 +13,7 @@ FIELD is `w` (weights), `b` (bias), `o` (layer output = activation), `acc` (accu
 total width in bits, or `exact`), or `all` (w, b and o at once; later fields override it).
 Long names work too: `weight(s)`, `bias`, `output`/`out`/`result`, `accumulator`/`accum`.
 A field not given takes the default: weights and output the model-wide `--format`, the bias
-the layer's weight format, the accumulator the exact width (docs/contract.md, step 3).
+the layer's weight format, the accumulator the exact width (docs/guide/contract.md, step 3).
 
 Config file (`--layer-formats FILE`, JSON; YAML too when PyYAML is installed):
 

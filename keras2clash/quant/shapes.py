@@ -1,5 +1,5 @@
 """The shape layers on a batch of values: zero padding, cropping, nearest upsampling and
-reshapes (docs/contract.md: they move values and compute nothing, so the raw integers of
+reshapes (docs/guide/contract.md: they move values and compute nothing, so the raw integers of
 the golden model and the floats of `profile.float_forward` go through the same code).
 """
 

@@ -92,7 +92,7 @@ class Comparison:
         rows = [
             ("Keras float", pct(self.keras_float_accuracy), "float32 reference"),
             (f"Keras outputs rounded to {self.format}", pct(self.keras_rounded_accuracy), "the thesis' 'after rounding'"),
-            (f"golden model {self.format}", pct(self.golden_accuracy), "numpy integers, docs/contract.md"),
+            (f"golden model {self.format}", pct(self.golden_accuracy), "numpy integers, docs/guide/contract.md"),
         ]
         if self.sim_accuracy is not None:
             rows.append((
@@ -115,7 +115,7 @@ class Comparison:
         rows = [
             ("Keras float", *cells(self.keras_float_errors), "float32 reference"),
             (f"Keras outputs rounded to {self.format}", *cells(self.keras_rounded_errors), "the output resolution alone"),
-            (f"golden model {self.format}", *cells(self.golden_errors), "numpy integers, docs/contract.md"),
+            (f"golden model {self.format}", *cells(self.golden_errors), "numpy integers, docs/guide/contract.md"),
         ]
         if self.sim_errors is not None:
             rows.append(("Clash simulation", *cells(self.sim_errors), f"bit-exact vs golden: {self.bit_exact}/{self.samples}"))

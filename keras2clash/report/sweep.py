@@ -7,7 +7,7 @@ the Clash simulation confirming the golden model. Keras is loaded and run once; 
 format then costs one golden-model run (vectorised numpy), so a 15-format sweep of the
 digits network takes seconds.
 
-Format lists (`--formats`, repeatable; README: Precision tools):
+Format lists (`--formats`, repeatable; docs/guide/formats.md):
 
 - `1,7,8` one format;
 - `1,5,6;1,7,8` several (`;` separated);

@@ -6,7 +6,7 @@ that are known to exist and to be in range. Every mistake is one `K2CError` nami
 file and the key path (`hardware.parallelism[2]`), including unknown keys: a misspelt
 `constriants:` would otherwise silently search without constraints.
 
-The format (README: Co-design search, with a complete example):
+The format (docs/guide/search.md, with a complete example):
 
 - `name`, `seed`, `trials` (finished trials the search stops at), `population` (NSGA-II);
 - `data`: `dataset: digits` (sklearn's 8x8 digits, the examples' split) or `train`/`test`

@@ -2,7 +2,7 @@
 
 The simulator streams samples through the design's ready/valid input, back to back, and
 prints one line per sample: the cycle its input was accepted, the cycle its output left,
-the argmax class and the raw output integers (docs/architecture.md, "Sim protocol").
+the argmax class and the raw output integers (docs/reference/project.md, "The simulation protocol").
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from keras2clash.fsutil import atomic_directory
 LANGUAGES = {"verilog": "--verilog", "vhdl": "--vhdl", "systemverilog": "--systemverilog"}
 """HDL name -> clash flag. Output lands in DIR/hdl/<language>/."""
 
-INSTALL_HINT = "run ./scripts/setup.sh (it installs the Debian toolchain listed in the README)"
+INSTALL_HINT = "run ./scripts/setup.sh (it installs the Debian toolchain)"
 TOP_MODULE = "Top"
 SIM_MODULE = "Sim"
 BUILD_DIR = ".build"

@@ -3,11 +3,11 @@
 
 It implements, from the documentation and not from the Haskell code,
 
-* the arithmetic: docs/contract.md per filter, with the chunked saturating
+* the arithmetic: docs/guide/contract.md per filter, with the chunked saturating
   accumulator of K2C.Filter: acc_0 = sat(S_0), acc_t = sat(acc_(t-1) + S_t),
   S_t = sum of chunk t's exact products + bias field t (bias in chunk 0 only),
   all aligned to the accumulator's fraction bits;
-* the ROM layout of docs/architecture.md ("Two space-time knobs");
+* the ROM layout of docs/reference/project.md ("Weight memory files");
 * the cycle rules of K2C.Engine (its module header: steps, pipeline depth D,
   output queue of depth Q), driven by the same input
   schedule and downstream-ready pattern as the simulation.
@@ -64,7 +64,7 @@ def requantize(acc, cf, out):
 
 
 def hard_sigmoid(r, out):
-    """docs/contract.md's hard_sigmoid on the output format's raw value:
+    """docs/guide/contract.md's hard_sigmoid on the output format's raw value:
     v = clip(r + 3*2^f, 0, 6*2^f), y = floor((2 v 2^f + 6 2^f) / (12 2^f)),
     saturated."""
     one = 1 << out[1]
