@@ -294,6 +294,60 @@ def accuracy_table() -> str:
     return render("accuracy_table.md.j2", rows=data["examples"], format=data["format"])
 
 
+WIDTHS_WITHIN_POINTS = 1.0
+"""The overview of bench/widths.json names, per example, the narrowest width from which the
+golden model stays within this many accuracy points of Keras float."""
+
+
+def widths_examples() -> list[dict[str, Any]]:
+    """bench/widths.json's examples, each with its rows by total bits."""
+    return load("widths.json")["examples"]
+
+
+def widths_of(example: str) -> dict[str, Any]:
+    for row in widths_examples():
+        if row["example"] == example:
+            return row
+    raise BenchError(f"no example {example!r} in bench/widths.json; it has "
+                     f"{', '.join(r['example'] for r in widths_examples())}")
+
+
+def widths_levels_off(row: dict[str, Any]) -> int | None:
+    """The narrowest width from which every wider row of `row` has the golden model within
+    WIDTHS_WITHIN_POINTS of Keras float (None: not even the widest)."""
+    floor = row["keras_float"] - WIDTHS_WITHIN_POINTS / 100 * row["images"]
+    bits = None
+    for r in sorted(row["rows"], key=lambda r: r["bits"], reverse=True):
+        if r["golden"] < floor:
+            break
+        bits = r["bits"]
+    return bits
+
+
+def widths_table(example: str | None = None) -> str:
+    """Accuracy against total bits (bench/widths.py): with no example, the golden model of
+    every example at every format (a column per example); with one, its Keras rounded, Keras
+    weights rounded and golden model at every format."""
+    data = load("widths.json")
+    if example is not None:
+        row = widths_of(example)
+        n = row["images"]
+        rows = [{"format": r["format"], "bits": r["bits"], "keras_rounded": r["keras_rounded"] / n,
+                 "keras_weights_rounded": r["keras_weights_rounded"] / n, "golden": r["golden"] / n,
+                 "below_float": 100 * (row["keras_float"] - r["golden"]) / n}
+                for r in sorted(row["rows"], key=lambda r: r["bits"])]
+        return render("widths_example_table.md.j2", example=example, images=n, keras_float=row["keras_float"] / n,
+                      rows=rows, weight_format=data["weight_format"])
+    examples = widths_examples()
+    formats = sorted({(r["bits"], r["format"]) for e in examples for r in e["rows"]})
+    golden = [{r["format"]: r["golden"] / e["images"] for r in e["rows"]} for e in examples]
+    rows = [{"format": f, "bits": b, "cells": [g.get(f) for g in golden]} for b, f in formats]
+    return render("widths_table.md.j2", examples=examples, rows=rows,
+                  keras_float=[e["keras_float"] / e["images"] for e in examples],
+                  levels_off=[widths_levels_off(e) for e in examples], within=f"{WIDTHS_WITHIN_POINTS:g}",
+                  weight_format=data["weight_format"], formats=data["formats"])
+
+
 def toolchain_table() -> str:
     """How long each step of the flow takes on one model (bench/results.json)."""
     data = load("results.json")
@@ -426,8 +480,8 @@ def search_front(folder: str) -> str:
     return results_md(f"{folder.rstrip('/')}/results.md")
 
 
-MACROS = (headline_table, fpga_table, sweep_table, accuracy_table, toolchain_table, configurations_table,
-          fmax, fmax_seeds, latency_ns, latency_cycles, ii_cycles, images_per_second, resource, resource_share,
+MACROS = (headline_table, fpga_table, sweep_table, accuracy_table, widths_table, toolchain_table,
+          configurations_table, fmax, fmax_seeds, latency_ns, latency_cycles, ii_cycles, images_per_second, resource, resource_share,
           resources, part, accuracy, bench_value, results_md, jet_hgq_results, search_front)
 """The functions page authors call from Markdown (`{{ fmax("iris", "ecp5-85k") }}`)."""
 

@@ -127,6 +127,41 @@ def accuracy() -> Figure:
     return fig
 
 
+def widths() -> Figure:
+    """The golden model's accuracy against total bits, a line per example; each line ends in a
+    dotted step to its Keras float accuracy, at the right. Two panels: the whole range, and
+    the top of it, where the examples level off."""
+    import matplotlib
+
+    rows = benchdocs.widths_examples()
+    colours = matplotlib.colormaps["tab10"].colors
+    bits = sorted({r["bits"] for e in rows for r in e["rows"]})
+    float_x = bits[-1] + 3
+    floats = [100 * e["keras_float"] / e["images"] for e in rows]
+    fig = Figure(figsize=(10, 4.6), dpi=DPI, layout="constrained")
+    axes = fig.subplots(1, 2)
+    for k, e in enumerate(rows):
+        points = sorted((r["bits"], 100 * r["golden"] / e["images"]) for r in e["rows"])
+        for ax in axes:
+            ax.plot([b for b, _ in points], [a for _, a in points], marker=".", ms=5, lw=1.2,
+                    color=colours[k % len(colours)], label=e["example"] if ax is axes[0] else None)
+            ax.plot([points[-1][0], float_x], [points[-1][1], floats[k]], ":", color=colours[k % len(colours)])
+            ax.plot([float_x], [floats[k]], "*", ms=9, color=colours[k % len(colours)])
+    ticks = [b for b in bits if b % 4 == 0 or b == bits[0]] + [float_x]
+    for ax in axes:
+        ax.set_xticks(ticks, [str(b) for b in ticks[:-1]] + ["float"])
+        ax.set_xlabel("total bits (uniform format)")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylim(0, 100)
+    axes[0].set_ylabel("test set accuracy (%)")
+    axes[0].set_title("golden model (= hardware) against Keras float (★)")
+    low = min(floats) - 5
+    axes[1].set_ylim(low, 100)
+    axes[1].set_title(f"zoom: the top {100 - low:.0f} points")
+    fig.legend(loc="outside lower center", ncols=min(len(rows), 5), fontsize=8)
+    return fig
+
+
 def toolchain() -> Figure:
     data = benchdocs.load("results.json")
     tools = data["tools"]
@@ -142,4 +177,4 @@ def toolchain() -> Figure:
 
 
 PLOTS = {"fmax.png": fmax, "latency.png": latency, "resources.png": resources, "pipeline.png": pipeline,
-         "accuracy.png": accuracy, "toolchain.png": toolchain}
+         "accuracy.png": accuracy, "widths.png": widths, "toolchain.png": toolchain}

@@ -71,7 +71,10 @@ def benchmarks() -> None:
     sweeps = [d for d in benchdocs.devices() if benchdocs.sweep(d)]
     page = benchdocs.render("benchmarks.md.j2", headline=benchdocs.headline_table(), devices=devices,
                             sweep=benchdocs.sweep_table(sweeps[0]) if sweeps else "",
-                            accuracy=benchdocs.accuracy_table(), configurations=benchdocs.configurations_table(),
+                            accuracy=benchdocs.accuracy_table(), widths=benchdocs.widths_table(),
+                            width_examples=[{"example": e["example"], "table": benchdocs.widths_table(e["example"])}
+                                            for e in benchdocs.widths_examples()],
+                            configurations=benchdocs.configurations_table(),
                             toolchain=benchdocs.toolchain_table())
     write("benchmarks/index.md", page, "../bench/")
     for name, plot in benchplots.PLOTS.items():

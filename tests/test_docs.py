@@ -51,7 +51,7 @@ def test_site_builds_strict(tmp_path: Path) -> None:
     assert "keras2clash.emit" in api and "Comparison" in api
     bench = (site / "benchmarks/index.html").read_text()
     assert benchdocs.fmax("iris", "ecp5-85k") in bench
-    for plot in ("fmax.png", "latency.png", "resources.png", "accuracy.png", "toolchain.png"):
+    for plot in ("fmax.png", "latency.png", "resources.png", "accuracy.png", "widths.png", "toolchain.png"):
         assert (site / "benchmarks" / plot).stat().st_size > 1000, plot
     assert seconds < 120, f"the docs build took {seconds:.0f} s"
 
@@ -180,6 +180,63 @@ def test_macros_read_the_bench_json() -> None:
     assert benchdocs.fmax_seeds("iris").startswith("seeds " if len(seeds) > 1 else "seed ")
     mult = next(u for u in row["report"]["utilisation"] if u["resource"] == "multipliers")
     assert benchdocs.resource_share("iris", kind="mult") == f"{100 * mult['used'] / mult['available']:.2f}%"
+
+
+def _cells(line: str) -> list[str]:
+    return [cell.strip() for cell in line.strip().strip("|").split("|")]
+
+
+def test_widths_table_reads_the_bench_json() -> None:
+    """The widths macro: one example's rows, and the overview (a column per example), are
+    bench/widths.json's counts as percentages."""
+    assert benchdocs.widths_table in benchdocs.MACROS
+    data = benchdocs.load("widths.json")
+    example = next(e for e in data["examples"] if e["example"] == "thesis_cnn")
+    n = example["images"]
+    lines = [line for line in benchdocs.widths_table("thesis_cnn").split("\n") if line.endswith(" pt |")]
+    rows = sorted(example["rows"], key=lambda r: r["bits"])
+    assert len(lines) == len(rows) > 0
+    for line, row in zip(lines, rows):
+        assert _cells(line) == [row["format"], str(row["bits"]), f"{100 * row['keras_rounded'] / n:.2f}%",
+                                f"{100 * row['keras_weights_rounded'] / n:.2f}%", f"{100 * row['golden'] / n:.2f}%",
+                                f"{100 * (example['keras_float'] - row['golden']) / n:+.2f} pt"]
+    assert f"Keras float {100 * example['keras_float'] / n:.2f}%" in benchdocs.widths_table("thesis_cnn")
+
+    table = benchdocs.widths_table().split("\n")
+    names = [e["example"] for e in data["examples"]]
+    assert _cells(table[0]) == ["format", "bits", *names]
+    assert _cells(table[2]) == ["test images", "", *(f"{e['images']:,}" for e in data["examples"])]
+    assert _cells(table[3]) == ["Keras float", "", *(f"{100 * e['keras_float'] / e['images']:.1f}%"
+                                                     for e in data["examples"])]
+    body = {_cells(line)[0]: _cells(line) for line in table[4:] if line.startswith("| ")}
+    for e in data["examples"]:
+        column = 2 + names.index(e["example"])
+        for row in e["rows"]:
+            assert body[row["format"]][1] == str(row["bits"])
+            assert body[row["format"]][column] == f"{100 * row['golden'] / e['images']:.1f}%"
+    with pytest.raises(benchdocs.BenchError, match="no example"):
+        benchdocs.widths_table("no_such_example")
+
+
+def test_widths_agree_with_the_accuracy_bench() -> None:
+    """bench/widths.json and bench/accuracy.json count the same test sets with the same
+    default weight format: at accuracy.json's format they agree."""
+    fmt = benchdocs.load("accuracy.json")["format"]
+    for e in benchdocs.widths_examples():
+        accuracy = benchdocs.accuracy_of(e["example"])
+        row = next((r for r in e["rows"] if r["format"] == fmt), None)
+        if accuracy is None or row is None:
+            continue
+        right = accuracy["test"]["right"]
+        assert (e["images"], e["keras_float"], row["golden"]) == (
+            accuracy["test"]["images"], right["keras_float"], right[benchdocs.DEFAULT_WEIGHT_FORMAT]), e["example"]
+
+
+def test_widths_levels_off() -> None:
+    row = {"images": 100, "keras_float": 90, "rows": [
+        {"bits": 4, "golden": 95}, {"bits": 6, "golden": 80}, {"bits": 8, "golden": 89}, {"bits": 10, "golden": 91}]}
+    assert benchdocs.widths_levels_off(row) == 8
+    assert benchdocs.widths_levels_off({**row, "keras_float": 99}) is None
 
 
 def test_number_formats() -> None:

@@ -295,6 +295,15 @@ def test_digits_sweep_thesis_formats_under_60_s(tmp_path: Path, capsys) -> None:
     assert "1,7,8" in (tmp_path / "s" / "sweep.md").read_text()
 
 
+@pytest.mark.parametrize("example", ["resnet_digits", "inception_digits"])
+def test_sweep_of_merge_layers(example: str) -> None:
+    """Add and Concatenate outputs count among the saturated values like any layer output."""
+    folder = ROOT / "examples" / example
+    result = sweep(folder / f"{example}.keras", folder / "test.npz", ["1,2,3;1,7,8"], limit=20, show=False)
+    assert [r.label for r in result.rows] == ["1,2,3", "1,7,8"]
+    assert result.rows[0].saturated_values > result.rows[1].saturated_values == 0
+
+
 def test_sweep_cli_errors(tmp_path: Path, capsys) -> None:
     args = ["sweep", str(DIGITS / "digits_dense.keras"), "--data", str(DIGITS / "test.npz")]
     code, err = run_cli([*args, "--formats", "auto"], capsys)

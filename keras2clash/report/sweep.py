@@ -319,7 +319,8 @@ def evaluate(
             kernel, bias = layer_params(ir[p.name])
             sat_params += count_saturated(kernel, p.w_fmt)[0]
             sat_params += count_saturated(bias, p.b_fmt)[0]
-    layer_fmts = {p.name: LayerFormats(p.w_fmt, p.b_fmt, p.out_fmt) for p in plans if p.has_params}
+    # every layer's formats: saturation counts the compute layers' and the merge layers' outputs
+    layer_fmts = {p.name: LayerFormats(p.w_fmt, p.b_fmt, p.out_fmt) for p in plans}
     sat = saturation(ir, traces, x, plans[0].in_fmt, layer_fmts)
     return SweepRow(
         label=choice.label, bits=choice.bits, uniform=choice.uniform,
