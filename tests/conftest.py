@@ -10,7 +10,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 # Files whose tests share nothing (no module fixtures) and each take minutes: under
 # pytest-xdist (scripts/test.sh, --dist loadgroup) their tests spread over the workers one by
 # one; every other file stays on one worker, so that its module fixtures are built once.
-SPREAD_FILES = {"tests/test_examples.py"}
+SPREAD_FILES = {"tests/test_examples.py", "tests/test_docs.py"}
 
 
 def pytest_collection_modifyitems(config, items) -> None:

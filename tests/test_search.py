@@ -322,15 +322,16 @@ def test_cross_validation_accuracy(tmp_path: Path) -> None:
     assert json.loads((models / f"{key}.json").read_text())["epochs"] == [1, 1, 1]
 
 
-def test_readme_example_is_the_example_description() -> None:
-    """The README's complete description parses, and says what examples/search_digits runs."""
+def test_docs_example_is_the_example_description() -> None:
+    """The docs' complete description (docs/guide/search.md) parses, and says what
+    examples/search_digits runs."""
     from dataclasses import replace
 
     from keras2clash.search.description import load_description, parse_description
 
-    readme = (ROOT / "README.md").read_text()
-    block = readme[readme.index("```yaml\n", readme.index("### The description")) + 8:]
-    shown = parse_description(block[:block.index("```")], "README.md")
+    page = (ROOT / "docs/guide/search.md").read_text()
+    block = page[page.index("```yaml\n", page.index("## The description")) + 8:]
+    shown = parse_description(block[:block.index("```")], "docs/guide/search.md")
     example = load_description(ROOT / "examples/search_digits/search.yaml")
     assert replace(shown, text="", source="") == replace(example, text="", source="")
 

@@ -7,7 +7,9 @@ contents (gotcha 8), so every run uses -fclash-no-cache and a fresh build folder
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -90,7 +92,11 @@ def hdl_files(project: Path, language: str) -> list[Path]:
 def build_simulator(project: Path) -> Path:
     """Compile Sim.hs with GHC -O2 into DIR/.build/sim (a Clash-semantics simulator).
 
-    The executable is rebuilt when any Haskell source or weight file is newer than it.
+    The executable is rebuilt when any Haskell source or weight file is newer than it. The
+    blocks (clash_lib/K2C) are the same in every project, so their compiled objects are shared
+    between projects through the object cache (`block_cache`); the paths given to GHC are
+    relative to the project, because GHC recompiles a module whose flags (output folder
+    included) differ from those it was compiled with.
     """
     ghc = require_tool("ghc")
     project = Path(project).resolve()
@@ -100,12 +106,97 @@ def build_simulator(project: Path) -> Path:
     if exe.exists() and all(src.stat().st_mtime <= exe.stat().st_mtime for src in sources):
         return exe
     build.mkdir(parents=True, exist_ok=True)
-    tmp_exe = build / "sim.tmp"
-    cmd = [
-        ghc, "-O2", "-threaded", "-rtsopts", *_search_path_flags(),
-        "-outputdir", str(build / "obj"), "-o", str(tmp_exe), SIM_MODULE + ".hs",
-    ]
-    env_log = build / "ghc.log"
-    _run(cmd, project, "ghc (building the simulator)", log=env_log)
-    os.replace(tmp_exe, exe)
+    rel = Path(BUILD_DIR, "sim")
+    flags = ["-O2", "-threaded", "-rtsopts", *_search_path_flags(), "-outputdir", str(rel / "obj")]
+    cache = BlockCache(ghc, flags, project / "clash_lib" / "K2C")
+    cache.restore(build / "obj" / "K2C")
+    cmd = [ghc, *flags, "-o", str(rel / "sim.tmp"), SIM_MODULE + ".hs"]
+    _run(cmd, project, "ghc (building the simulator)", log=build / "ghc.log")
+    cache.store(build / "obj" / "K2C")
+    os.replace(build / "sim.tmp", exe)
     return exe
+
+
+def cache_root() -> Path | None:
+    """Where compiled blocks are kept between projects: $K2C_CACHE_DIR (empty: no cache), else
+    $XDG_CACHE_HOME/keras2clash, else ~/.cache/keras2clash."""
+    configured = os.environ.get("K2C_CACHE_DIR")
+    if configured is not None:
+        return Path(configured) if configured else None
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "keras2clash"
+
+
+_IMPORT = re.compile(r"^import\s+(?:qualified\s+)?K2C\.(\w+)", re.MULTILINE)
+
+
+class BlockCache:
+    """Compiled objects (.o, .hi) of the K2C blocks, one folder per module and key.
+
+    A module's key hashes the compiler (its path, size and time), the flags, its source and the
+    keys of the K2C modules it imports, so an entry is only ever used for the same source
+    compiled the same way against the same blocks. GHC still checks what it is given (source
+    time against object time, and the interface hashes of every import) and recompiles anything
+    that does not fit, so the cache can make a build faster but never different. The cache is
+    best effort: a folder that cannot be read or written is the same as an empty one.
+    """
+
+    def __init__(self, ghc: str, flags: list[str], blocks: Path) -> None:
+        self.root = cache_root()
+        self.keys: dict[str, str] = {}
+        if self.root is None or not blocks.is_dir():
+            return
+        stat = Path(ghc).resolve().stat()
+        compiler = f"{Path(ghc).resolve()}:{stat.st_size}:{stat.st_mtime_ns}:{' '.join(flags)}"
+        sources = {path.stem: path.read_text() for path in blocks.glob("*.hs")}
+
+        def key(name: str, seen: tuple[str, ...] = ()) -> str:
+            if name not in self.keys:
+                imports = sorted(set(_IMPORT.findall(sources[name])) & sources.keys() - {name, *seen})
+                digest = hashlib.sha256(compiler.encode())
+                digest.update(sources[name].encode())
+                for dep in imports:
+                    digest.update(f"{dep}={key(dep, (*seen, name))}".encode())
+                self.keys[name] = digest.hexdigest()[:32]
+            return self.keys[name]
+
+        for name in sources:
+            key(name)
+
+    def _entry(self, name: str) -> Path:
+        assert self.root is not None
+        return self.root / "ghc" / f"{name}-{self.keys[name]}"
+
+    def restore(self, objdir: Path) -> None:
+        """Copy every cached module into OBJDIR, newer than its source."""
+        for name in self.keys:
+            entry = self._entry(name)
+            try:
+                if not (entry / f"{name}.o").is_file() or not (entry / f"{name}.hi").is_file():
+                    continue
+                objdir.mkdir(parents=True, exist_ok=True)
+                for suffix in (".hi", ".o"):
+                    target = objdir / f"{name}{suffix}"
+                    shutil.copyfile(entry / f"{name}{suffix}", target)
+                    os.utime(target)
+            except OSError:
+                continue
+
+    def store(self, objdir: Path) -> None:
+        """Keep the modules OBJDIR has and the cache has not (whole entries, by rename)."""
+        for name in self.keys:
+            entry = self._entry(name)
+            built = [objdir / f"{name}{suffix}" for suffix in (".hi", ".o")]
+            if entry.exists() or not all(path.is_file() for path in built):
+                continue
+            try:
+                entry.parent.mkdir(parents=True, exist_ok=True)
+                tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=entry.parent))
+                for path in built:
+                    shutil.copyfile(path, tmp / path.name)
+                try:
+                    tmp.rename(entry)
+                except OSError:  # another build stored it meanwhile
+                    shutil.rmtree(tmp, ignore_errors=True)
+            except OSError:
+                continue
