@@ -14,18 +14,11 @@ import pytest
 import keras2clash
 from keras2clash.errors import K2CError
 
-from helpers import cli_env, needs_toolchain, random_dense_model, run_cli
+from helpers import cli_env, needs_toolchain, run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 DIGITS = ROOT / "examples" / "digits_dense"
 IRIS = ROOT / "examples" / "iris"
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("m") / "tiny.keras"
-    random_dense_model([(3, "relu"), (2, "sigmoid")], n_in=4, seed=2).save(path)
-    return path
 
 
 @pytest.fixture(scope="module")

@@ -22,13 +22,6 @@ ROOT = Path(__file__).resolve().parent.parent
 IRIS = ROOT / "examples" / "iris"
 
 
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("m") / "tiny.keras"
-    random_dense_model([(3, "relu"), (2, "sigmoid")], n_in=4, seed=2).save(path)
-    return path
-
 @pytest.fixture(scope="module")
 def tiny_project(tmp_path_factory, tiny_model: Path) -> Path:
     return keras2clash.emit(tiny_model, "1,7,8", tmp_path_factory.mktemp("p") / "net", show=False)

@@ -17,7 +17,6 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from keras2clash import api, fsutil
@@ -29,29 +28,13 @@ ROOT = Path(__file__).resolve().parent.parent
 IRIS = ROOT / "examples" / "iris"
 
 
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory) -> Path:
-    """4 inputs, weights up to about 3 in magnitude (so narrow-integer formats saturate)."""
-    path = tmp_path_factory.mktemp("m") / "tiny.keras"
-    random_dense_model([(3, "relu"), (2, "linear")], n_in=4, seed=5, scale=1.5).save(path)
-    return path
-
-@pytest.fixture(scope="module")
-def tiny_data(tmp_path_factory) -> Path:
-    rng = np.random.default_rng(3)
-    path = tmp_path_factory.mktemp("d") / "tiny.npz"
-    np.savez(path, x=rng.normal(0, 1, (6, 4)).astype("float32"), y=rng.integers(0, 2, 6))
-    return path
-
-
-def test_out_dot_is_refused_cleanly(tmp_path: Path, tiny_model: Path, capsys, monkeypatch) -> None:
+def test_out_dot_is_refused_cleanly(tmp_path: Path, saturating_model: Path, capsys, monkeypatch) -> None:
     """`--out .` is refused (with or without --force): one error line, no `..tmp-*` folder."""
     here = tmp_path / "here"
     here.mkdir()
     monkeypatch.chdir(here)
     for extra in ([], ["--force"]):
-        code, text = run_cli(["emit", tiny_model, "--out", ".", *extra], capsys)
+        code, text = run_cli(["emit", saturating_model, "--out", ".", *extra], capsys)
         assert code == 2, text
         assert len(error_lines(text)) == 1 and "current directory" in text
         assert listing(tmp_path) == ["here"]
@@ -68,19 +51,19 @@ def _tmpfs(path: Path, options: str = "size=4m"):
     finally:
         subprocess.run(["umount", str(path)], check=False)
 
-def test_out_on_a_mount_point_is_refused(tmp_path: Path, tiny_model: Path, capsys, monkeypatch) -> None:
+def test_out_on_a_mount_point_is_refused(tmp_path: Path, saturating_model: Path, capsys, monkeypatch) -> None:
     """An output on a mount point cannot be renamed into place, so it is refused before any
     work: one error line, no `.NAME.tmp-*` folder."""
     mount = tmp_path / "mnt"
     with _tmpfs(mount) as mounted:
         if not mounted:  # no permission to mount: make the check see a mount point
             monkeypatch.setattr(os.path, "ismount", lambda p: Path(p) == mount)
-        code, text = run_cli(["emit", tiny_model, "--out", mount], capsys)
+        code, text = run_cli(["emit", saturating_model, "--out", mount], capsys)
         assert code == 2, text
         assert len(error_lines(text)) == 1 and "mount point" in text
         assert listing(tmp_path) == ["mnt"] and listing(mount) == []
 
-def test_rename_across_devices_fails_cleanly(tmp_path: Path, tiny_model: Path, capsys, monkeypatch) -> None:
+def test_rename_across_devices_fails_cleanly(tmp_path: Path, saturating_model: Path, capsys, monkeypatch) -> None:
     """When the final rename fails (EXDEV here), one error line, exit 2, and no
     `.NAME.tmp-*` / `.NAME.old-*` folder left behind."""
     out = tmp_path / "net"
@@ -96,7 +79,7 @@ def test_rename_across_devices_fails_cleanly(tmp_path: Path, tiny_model: Path, c
     monkeypatch.setattr(os, "replace", crossing(os.replace))
     monkeypatch.setattr(fsutil, "rename_noreplace", crossing(getattr(fsutil, "rename_noreplace", os.rename)),
                         raising=False)
-    code, text = run_cli(["emit", tiny_model, "--out", out], capsys)
+    code, text = run_cli(["emit", saturating_model, "--out", out], capsys)
     assert code == 2, text
     assert len(error_lines(text)) == 1 and str(out) in text
     assert listing(tmp_path) == []
@@ -106,7 +89,7 @@ def _chattr(path: Path, flag: str) -> bool:
                                                                  capture_output=True).returncode == 0
 
 @pytest.mark.parametrize("how", ["immutable", "read-only"])
-def test_unwritable_parent_is_refused_before_any_work(tmp_path: Path, tiny_model: Path, capsys, monkeypatch,
+def test_unwritable_parent_is_refused_before_any_work(tmp_path: Path, saturating_model: Path, capsys, monkeypatch,
                                                       how: str) -> None:
     """A read-only or immutable parent is refused before the model is loaded: one line,
     exit 2."""
@@ -126,12 +109,12 @@ def test_unwritable_parent_is_refused_before_any_work(tmp_path: Path, tiny_model
         else:  # root ignores mode bits: a read-only file system is what stops root
             if not stack.enter_context(_tmpfs(parent, "ro,size=1m")):
                 pytest.skip("no permission to mount a read-only tmpfs")
-        code, text = run_cli(["emit", tiny_model, "--out", parent / "net"], capsys)
+        code, text = run_cli(["emit", saturating_model, "--out", parent / "net"], capsys)
         assert code == 2, text
         assert len(error_lines(text)) == 1 and str(parent) in text and "Traceback" not in text
         assert listing(parent) == []
 
-def test_folder_appearing_meanwhile_is_not_replaced(tmp_path: Path, tiny_model: Path, capsys, monkeypatch) -> None:
+def test_folder_appearing_meanwhile_is_not_replaced(tmp_path: Path, saturating_model: Path, capsys, monkeypatch) -> None:
     """A folder that appears at --out between the early check and the final rename is kept:
     without --force nothing is replaced, one error line."""
     from keras2clash.backend import emitter
@@ -145,7 +128,7 @@ def test_folder_appearing_meanwhile_is_not_replaced(tmp_path: Path, tiny_model: 
         return real(*args, **kwargs)
 
     monkeypatch.setattr(emitter, "write_project", racing)
-    code, text = run_cli(["emit", tiny_model, "--out", out], capsys)
+    code, text = run_cli(["emit", saturating_model, "--out", out], capsys)
     assert code == 2, text
     assert len(error_lines(text)) == 1 and "use --force" in text
     assert (out / "precious.txt").read_text() == "keep me"
@@ -192,13 +175,13 @@ def test_no_replace_without_renameat2(tmp_path: Path, monkeypatch) -> None:
     assert report.read_text() == "3" and listing(tmp_path) == ["net", "net/p", "r.json"]
 
 @pytest.mark.parametrize("mask", [0o022, 0o027])
-def test_emitted_folders_respect_the_umask(tmp_path: Path, tiny_model: Path, mask: int) -> None:
+def test_emitted_folders_respect_the_umask(tmp_path: Path, saturating_model: Path, mask: int) -> None:
     """Emitted folders have the umask's modes, though they start as mkdtemp's 0700 folders."""
     import keras2clash as k2c
 
     old = os.umask(mask)
     try:
-        out = k2c.emit(tiny_model, "1,7,8", tmp_path / "net", show=False)
+        out = k2c.emit(saturating_model, "1,7,8", tmp_path / "net", show=False)
         other = tmp_path / "deeper" / "folder"
         with fsutil.atomic_directory(other) as tmp:
             (tmp / "f").write_text("x")
@@ -207,25 +190,25 @@ def test_emitted_folders_respect_the_umask(tmp_path: Path, tiny_model: Path, mas
     for folder in (out, out / "weights", other, other.parent):
         assert folder.stat().st_mode & 0o777 == 0o777 & ~mask, folder
 
-def test_overlong_name_is_refused(tmp_path: Path, tiny_model: Path, capsys) -> None:
+def test_overlong_name_is_refused(tmp_path: Path, saturating_model: Path, capsys) -> None:
     """A 300-character --name or output name (longer than the file system allows) is one error line."""
-    code, text = run_cli(["emit", tiny_model, "--out", tmp_path / "net", "--name", "a" * 300], capsys)
+    code, text = run_cli(["emit", saturating_model, "--out", tmp_path / "net", "--name", "a" * 300], capsys)
     assert code == 2, text
     assert len(error_lines(text)) == 1 and "--name" in text
-    code, text = run_cli(["emit", tiny_model, "--out", tmp_path / ("n" * 300)], capsys)
+    code, text = run_cli(["emit", saturating_model, "--out", tmp_path / ("n" * 300)], capsys)
     assert code == 2, text
     assert len(error_lines(text)) == 1 and "longer than" in text
     assert listing(tmp_path) == []
 
-def test_unwritable_report_files_are_refused_before_the_run(tmp_path: Path, tiny_model: Path, capsys) -> None:
+def test_unwritable_report_files_are_refused_before_the_run(tmp_path: Path, saturating_model: Path, capsys) -> None:
     """`options --json` (and simulate's --json/--markdown) to an unwritable path is refused
     before the run, exit 2 (not 1, the mismatch code)."""
     blocker = tmp_path / "file.txt"
     blocker.write_text("not a folder")
-    code, text = run_cli(["options", tiny_model, "--json", blocker / "o.json"], capsys)
+    code, text = run_cli(["options", saturating_model, "--json", blocker / "o.json"], capsys)
     assert code == 2, text
     assert len(error_lines(text)) == 1 and str(blocker) in text
-    code, text = run_cli(["options", tiny_model, "--csv", tmp_path], capsys)
+    code, text = run_cli(["options", saturating_model, "--csv", tmp_path], capsys)
     assert code == 2 and "is a directory" in text, text
     # simulate checks its report files before it even reads the project
     code, text = run_cli(["simulate", tmp_path / "no-project", "--data", IRIS / "test.npz",
@@ -234,20 +217,20 @@ def test_unwritable_report_files_are_refused_before_the_run(tmp_path: Path, tiny
     # an existing report file is replaced only with --force
     existing = tmp_path / "o.json"
     existing.write_text("old")
-    code, text = run_cli(["options", tiny_model, "--json", existing], capsys)
+    code, text = run_cli(["options", saturating_model, "--json", existing], capsys)
     assert code == 2 and "use --force" in text and existing.read_text() == "old", text
-    code, text = run_cli(["options", tiny_model, "--json", existing, "--force"], capsys)
+    code, text = run_cli(["options", saturating_model, "--json", existing, "--force"], capsys)
     assert code == 0, text
     assert json.loads(existing.read_text())
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file.txt", "o.json"]
 
-def test_profile_and_report_refuse_a_non_empty_out_dir(tmp_path: Path, tiny_model: Path, tiny_data: Path,
+def test_profile_and_report_refuse_a_non_empty_out_dir(tmp_path: Path, saturating_model: Path, tiny_data: Path,
                                                        capsys) -> None:
     """profile and report refuse a non-empty --out-dir without --force, as sweep does."""
     import keras2clash as k2c
 
-    project = k2c.emit(tiny_model, "1,7,8", tmp_path / "net", show=False)
-    for args in (["profile", tiny_model, "--data", tiny_data],
+    project = k2c.emit(saturating_model, "1,7,8", tmp_path / "net", show=False)
+    for args in (["profile", saturating_model, "--data", tiny_data],
                  ["report", project, "--no-yosys"]):
         out = tmp_path / f"out-{args[0]}"
         out.mkdir()
@@ -261,13 +244,13 @@ def test_profile_and_report_refuse_a_non_empty_out_dir(tmp_path: Path, tiny_mode
         assert not (out / "precious.txt").exists() and any(out.glob(f"{args[0]}.json"))
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
-def test_simulate_in_a_read_only_project_fails_cleanly(tmp_path: Path, tiny_model: Path, tiny_data: Path,
+def test_simulate_in_a_read_only_project_fails_cleanly(tmp_path: Path, saturating_model: Path, tiny_data: Path,
                                                         capsys) -> None:
     """simulate builds in DIR/.build: in an immutable project folder that is one error line
     naming it, exit 2, before any work."""
     import keras2clash as k2c
 
-    project = k2c.emit(tiny_model, "1,7,8", tmp_path / "net", show=False)
+    project = k2c.emit(saturating_model, "1,7,8", tmp_path / "net", show=False)
     if not _chattr(project, "+i"):
         pytest.skip("chattr +i is not available on this file system")
     try:
@@ -306,7 +289,7 @@ def test_a_full_file_system_is_one_error_line(tmp_path: Path, capsys) -> None:
         assert listing(mount) == []
 
 
-def test_a_file_system_turned_read_only_mid_run(tmp_path: Path, tiny_model: Path, capsys, monkeypatch) -> None:
+def test_a_file_system_turned_read_only_mid_run(tmp_path: Path, saturating_model: Path, capsys, monkeypatch) -> None:
     """The output's file system becomes read-only after the early checks, while the model
     loads: one line naming the output, and nothing written."""
     import keras2clash.network as network
@@ -322,13 +305,13 @@ def test_a_file_system_turned_read_only_mid_run(tmp_path: Path, tiny_model: Path
         if not mounted:
             pytest.skip("no permission to mount a tmpfs")
         monkeypatch.setattr(network, "load_model", load_then_lock)
-        code, text = run_cli(["emit", tiny_model, "--out", parent / "net"], capsys)
+        code, text = run_cli(["emit", saturating_model, "--out", parent / "net"], capsys)
         line = _only_error_line(code, text)
         assert str(parent / "net") in line and "Read-only file system" in line
         assert listing(parent) == []
 
 
-def test_a_directory_where_a_file_goes(tmp_path: Path, tiny_model: Path, capsys, monkeypatch) -> None:
+def test_a_directory_where_a_file_goes(tmp_path: Path, saturating_model: Path, capsys, monkeypatch) -> None:
     """A weight file's name is taken by a directory while emit writes the project: one line
     naming the file at its final place, and the temporary folder is removed."""
     from keras2clash.backend import emitter
@@ -343,7 +326,7 @@ def test_a_directory_where_a_file_goes(tmp_path: Path, tiny_model: Path, capsys,
         return real(*args, **kwargs)
 
     monkeypatch.setattr(emitter, "memfile_text", take_the_next_name)
-    code, text = run_cli(["emit", tiny_model, "--out", out], capsys)
+    code, text = run_cli(["emit", saturating_model, "--out", out], capsys)
     line = _only_error_line(code, text)
     assert f"{out / 'weights' / 'dense_1.mem'}: Is a directory" in line
     assert f"nothing was written to {out}" in line
@@ -381,14 +364,14 @@ BAD_YAML = "default: 1,7,8\nlayers:\n  dense_0: {w: 1,7,8\n  dense_1: [\n"
 
 
 @pytest.mark.parametrize("command", ["emit --layer-formats", "emit --hls4ml-config", "search run"])
-def test_malformed_yaml_is_one_error_line(tmp_path: Path, tiny_model: Path, capsys, command: str) -> None:
+def test_malformed_yaml_is_one_error_line(tmp_path: Path, saturating_model: Path, capsys, command: str) -> None:
     """One line naming the file, the line and the column, without the parser's quoted
     context (its source lines and caret)."""
     bad = tmp_path / "bad.yaml"
     bad.write_text(BAD_YAML)
     out = tmp_path / "out"
-    args = {"emit --layer-formats": ["emit", tiny_model, "--layer-formats", bad, "--out", out],
-            "emit --hls4ml-config": ["emit", tiny_model, "--hls4ml-config", bad, "--out", out],
+    args = {"emit --layer-formats": ["emit", saturating_model, "--layer-formats", bad, "--out", out],
+            "emit --hls4ml-config": ["emit", saturating_model, "--hls4ml-config", bad, "--out", out],
             "search run": ["search", "run", bad, "--out", out]}[command]
     code, text = run_cli(args, capsys)
     line = _only_error_line(code, text)

@@ -19,19 +19,10 @@ from keras2clash.hw.plan import LayerFormats, LayerPlan, make_plan
 from keras2clash.quant import golden
 from keras2clash.quant.formats import FixedFormat, MAX_BITS, count_saturated, parse_format, quantize
 
-from helpers import error_lines, listing, needs_toolchain, random_dense_model, run_cli
+from helpers import error_lines, listing, needs_toolchain, run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 IRIS = ROOT / "examples" / "iris"
-
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory) -> Path:
-    """4 inputs, weights up to about 3 in magnitude (so narrow-integer formats saturate)."""
-    path = tmp_path_factory.mktemp("m") / "tiny.keras"
-    random_dense_model([(3, "relu"), (2, "linear")], n_in=4, seed=5, scale=1.5).save(path)
-    return path
 
 
 def _reference_quantize(x: float, fmt: FixedFormat) -> int:
@@ -82,14 +73,14 @@ def test_iris_at_64_bits_keeps_its_accuracy_in_the_golden_model() -> None:
     assert np.mean(classes == data.y) > 0.8
 
 @pytest.mark.parametrize("fmt", ["1,0,55", "1,0,60", "1,0,63", "1,63,0", "1,31,32"])
-def test_wide_formats_emit_exact_weight_files(tmp_path: Path, tiny_model: Path, capsys, fmt: str) -> None:
+def test_wide_formats_emit_exact_weight_files(tmp_path: Path, saturating_model: Path, capsys, fmt: str) -> None:
     """From 55 to 64 bits the weight files hold exactly the quantized, saturated weights (a
     saturated weight rounded in float would become 2^(W-1), which does not fit W bits)."""
     from keras2clash.backend.memfiles import rom_table
 
     out = tmp_path / "net"
     # the weights in the wide format itself (`same`; the default `fit` would move their bits)
-    code, text = run_cli(["emit", tiny_model, "--format", fmt, "--weight-format", "same", "--out", out], capsys)
+    code, text = run_cli(["emit", saturating_model, "--format", fmt, "--weight-format", "same", "--out", out], capsys)
     assert code == 0, text
     from keras2clash.backend.project import load_project
 
@@ -97,7 +88,7 @@ def test_wide_formats_emit_exact_weight_files(tmp_path: Path, tiny_model: Path, 
     f = parse_format(fmt)
     import keras
 
-    weights = keras.models.load_model(tiny_model).get_weights()
+    weights = keras.models.load_model(saturating_model).get_weights()
     for plan, (kernel, bias) in zip(project.compute_plans, zip(weights[::2], weights[1::2])):
         params = project.params[plan.name]
         assert params.kernel.tolist() == [[_reference_quantize(float(v), f) for v in row] for row in kernel]
@@ -237,10 +228,10 @@ def test_average_pooling_exact_at_64_bits() -> None:
         assert golden.avgpool2d(x, plan).reshape(-1).tolist() == [want]
 
 @pytest.mark.parametrize("extra", [["--format", "1,0,0"], ["--layer-format", "dense_1:o=1,0,0"]])
-def test_one_bit_format_is_refused_at_emit(tmp_path: Path, tiny_model: Path, capsys, extra) -> None:
+def test_one_bit_format_is_refused_at_emit(tmp_path: Path, saturating_model: Path, capsys, extra) -> None:
     """A 1-bit format would fail the Verilog lint (Clash writes a zero-width bit slice): emit
     refuses it with one clear line and writes nothing."""
-    code, text = run_cli(["emit", tiny_model, "--out", tmp_path / "net", *extra], capsys)
+    code, text = run_cli(["emit", saturating_model, "--out", tmp_path / "net", *extra], capsys)
     assert code == 2, text
     assert len(error_lines(text)) == 1 and "at least 2 bits" in text and "1,0,0" in text
     assert listing(tmp_path) == []

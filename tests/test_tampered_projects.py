@@ -9,36 +9,19 @@ import json
 import shutil
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from keras2clash.errors import K2CError
 
-from helpers import error_lines, needs_toolchain, random_dense_model, run_cli
-
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory) -> Path:
-    """4 inputs, weights up to about 3 in magnitude (so narrow-integer formats saturate)."""
-    path = tmp_path_factory.mktemp("m") / "tiny.keras"
-    random_dense_model([(3, "relu"), (2, "linear")], n_in=4, seed=5, scale=1.5).save(path)
-    return path
-
-@pytest.fixture(scope="module")
-def tiny_data(tmp_path_factory) -> Path:
-    rng = np.random.default_rng(3)
-    path = tmp_path_factory.mktemp("d") / "tiny.npz"
-    np.savez(path, x=rng.normal(0, 1, (6, 4)).astype("float32"), y=rng.integers(0, 2, 6))
-    return path
+from helpers import error_lines, needs_toolchain, run_cli
 
 
 @pytest.fixture(scope="module")
-def built_project(tmp_path_factory, tiny_model: Path) -> Path:
+def built_project(tmp_path_factory, saturating_model: Path) -> Path:
     """An emitted project with its Verilog (Clash runs once for the module)."""
     import keras2clash as k2c
 
-    project = k2c.emit(tiny_model, "1,7,8", tmp_path_factory.mktemp("built") / "net", [2, 1], show=False)
+    project = k2c.emit(saturating_model, "1,7,8", tmp_path_factory.mktemp("built") / "net", [2, 1], show=False)
     if shutil.which("clash"):
         from keras2clash.verify import toolchain
 
