@@ -3,9 +3,11 @@ golden == Clash simulation (back to back, and under random input gaps and output
 the Verilog in Verilator equal too, the hardware model's accept and output cycles equal the
 simulation's, and hardware accuracy within 0.5 pt of Keras float.
 
-Each example costs 2 to 4 minutes (one Clash build, one Verilator build); the graph examples
-and mobilenet_digits (depthwise, separable, ReLU6, BatchNorm, zero padding, global pooling,
-softmax) run in CI, the other two with `-m slow`.
+Each example costs minutes (one Clash build, one Verilator build, 360 images three times):
+inception_digits (branches joined by a Concatenate) and mobilenet_digits (depthwise, separable,
+ReLU6, BatchNorm, zero padding, global pooling, softmax) run by default; resnet_digits (its
+residual Adds are in the random graphs of tests/test_graph.py by default), mlp_tanh and
+conv1d_waves with `-m slow`.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 @needs_toolchain
 @pytest.mark.parametrize(("example", "parallelism"), [
-    ("resnet_digits", [4, 4, 4, 6, 6, 6, 5]),
+    pytest.param("resnet_digits", [4, 4, 4, 6, 6, 6, 5], marks=pytest.mark.slow),
     ("inception_digits", [4, 3, 3, 5, 2, 5]),
     ("mobilenet_digits", [4, 4, 8, 4, 6, 5]),
     pytest.param("mlp_tanh", [8, 6, 5], marks=pytest.mark.slow),

@@ -29,15 +29,18 @@ pytestmark = [needs_toolchain, pytest.mark.toolchain]
 
 # (example folder, model file, parallelism): one line per example
 EXAMPLES = [
-    ("iris", "iris.keras", [3, 2]),
-    ("digits_dense", "digits_dense.keras", None),
-    ("thesis_cnn", "thesis_cnn.keras", [8, 8, 5]),
+    pytest.param(("iris", "iris.keras", [3, 2]), id="iris"),
+    pytest.param(("digits_dense", "digits_dense.keras", None), id="digits_dense"),
+    # a CNN's Verilog and VHDL build and its whole test set under backpressure take minutes;
+    # CNNs reach the RTL simulators in the default run through test_multi_beat_images_in_icarus
+    # and the examples' Verilator checks (tests/test_examples.py)
+    pytest.param(("thesis_cnn", "thesis_cnn.keras", [8, 8, 5]), id="thesis_cnn", marks=pytest.mark.slow),
 ]
 BACKPRESSURE_IMAGES = 200
 GAP_MAX, SEED = 5, 7
 
 
-@pytest.fixture(scope="module", params=EXAMPLES, ids=[e[0] for e in EXAMPLES])
+@pytest.fixture(scope="module", params=EXAMPLES)
 def example(request, tmp_path_factory):
     """(project dir, test set) with Verilog and VHDL generated."""
     folder, model, parallelism = request.param
