@@ -11,6 +11,15 @@ import pytest
 
 TOOLS = ("clash", "ghc", "verilator")
 
+FLOW_COMMANDS = [
+    (["emit", "MODEL", "--out", "OUT"], "emit"),
+    (["hdl", "PROJECT"], "hdl"),
+    (["simulate", "PROJECT", "--data", "DATA"], "simulate"),
+    (["rtlsim", "PROJECT", "--data", "DATA"], "rtlsim"),
+    (["run", "MODEL", "--data", "DATA", "--out", "OUT"], "run"),
+]
+"""The commands of the main flow as (CLI words with placeholders, the api function they call)."""
+
 
 def have_toolchain() -> bool:
     return all(shutil.which(tool) for tool in TOOLS)

@@ -20,7 +20,7 @@ import pytest
 import keras2clash
 from keras2clash import api, procs
 
-from helpers import cli_command, cli_env, needs_toolchain, random_dense_model, run_cli
+from helpers import FLOW_COMMANDS, cli_command, cli_env, needs_toolchain, run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 IRIS = ROOT / "examples" / "iris"
@@ -69,22 +69,11 @@ def assert_no_processes_under(path: Path) -> None:
             pass
     assert not left, "child processes left running:\n" + "\n".join(left)
 
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("m") / "tiny.keras"
-    random_dense_model([(3, "relu"), (2, "sigmoid")], n_in=4, seed=2).save(path)
-    return path
 
 
 @pytest.mark.parametrize(
     ("command", "function"),
-    [
-        (["emit", "MODEL", "--out", "OUT"], "emit"),
-        (["hdl", "PROJECT"], "hdl"),
-        (["simulate", "PROJECT", "--data", "DATA"], "simulate"),
-        (["rtlsim", "PROJECT", "--data", "DATA"], "rtlsim"),
-        (["run", "MODEL", "--data", "DATA", "--out", "OUT"], "run"),
-    ],
+    FLOW_COMMANDS,
 )
 def test_interrupt_exits_130_with_a_message(tmp_path: Path, monkeypatch, capsys, command, function) -> None:
     def interrupted(*args, **kwargs):

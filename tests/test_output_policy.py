@@ -22,7 +22,7 @@ import pytest
 from keras2clash import api, fsutil
 from keras2clash.errors import K2CError
 
-from helpers import error_lines, listing, random_dense_model, run_cli
+from helpers import FLOW_COMMANDS, error_lines, listing, random_dense_model, run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 IRIS = ROOT / "examples" / "iris"
@@ -335,12 +335,7 @@ def test_a_directory_where_a_file_goes(tmp_path: Path, saturating_model: Path, c
 
 @pytest.mark.parametrize(
     ("command", "function"),
-    [
-        (["emit", "MODEL", "--out", "OUT"], "emit"),
-        (["hdl", "PROJECT"], "hdl"),
-        (["simulate", "PROJECT", "--data", "DATA"], "simulate"),
-        (["rtlsim", "PROJECT", "--data", "DATA"], "rtlsim"),
-        (["run", "MODEL", "--data", "DATA", "--out", "OUT"], "run"),
+    FLOW_COMMANDS + [
         (["testbench", "PROJECT", "--data", "DATA"], "testbench"),
         (["synth", "PROJECT"], "synth"),
     ],
