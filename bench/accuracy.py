@@ -49,16 +49,22 @@ def _points(right: dict[str, int], n: int) -> dict[str, float]:
     return {w: round(100.0 * (right["keras_float"] - right[w]) / n, 3) for w in WEIGHT_FORMATS}
 
 
+def chosen_examples(parser: argparse.ArgumentParser, text: str) -> list[str]:
+    """The `--examples` list (comma-separated), each one of EXAMPLES, or the parser's error."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = sorted(set(names) - set(EXAMPLES))
+    if unknown:
+        parser.error(f"--examples: unknown {', '.join(unknown)} (known: {', '.join(EXAMPLES)})")
+    return names
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--examples", default=",".join(EXAMPLES))
     parser.add_argument("--format", default="1,7,8")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "accuracy.json")
     args = parser.parse_args()
-    names = [n.strip() for n in args.examples.split(",") if n.strip()]
-    unknown = sorted(set(names) - set(EXAMPLES))
-    if unknown:
-        parser.error(f"--examples: unknown {', '.join(unknown)} (known: {', '.join(EXAMPLES)})")
+    names = chosen_examples(parser, args.examples)
 
     import keras
     from rich.console import Console

@@ -36,9 +36,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
-EXAMPLES = ("iris", "digits_dense", "thesis_cnn", "cnn_variants", "mobilenet_digits", "resnet_digits",
-            "inception_digits", "mlp_tanh", "conv1d_waves")
+from accuracy import EXAMPLES, chosen_examples  # noqa: E402  (the same classifier examples)
 FORMATS = "1,0,1:1,16,17;1,0,2:1,15,17"
 """Every width from 2 to 34 bits (see the module docstring)."""
 
@@ -73,10 +73,7 @@ def main() -> None:
     parser.add_argument("--formats", default=FORMATS, help=f"a sweep format list (default {FORMATS})")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "widths.json")
     args = parser.parse_args()
-    names = [n.strip() for n in args.examples.split(",") if n.strip()]
-    unknown = sorted(set(names) - set(EXAMPLES))
-    if unknown:
-        parser.error(f"--examples: unknown {', '.join(unknown)} (known: {', '.join(EXAMPLES)})")
+    names = chosen_examples(parser, args.examples)
 
     from rich.console import Console
     from rich.table import Table
