@@ -35,7 +35,9 @@ want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "setup: installing keras2clash (editable) and its dependencies into .venv"
   log=.venv/pip-install.log
-  if ! { .venv/bin/pip install --upgrade pip && .venv/bin/pip install -e ".[test,docs]"; } >"$log" 2>&1; then
+  # the build backend goes into .venv too: the packaging test builds the wheel without build isolation
+  build_requires="$(.venv/bin/python -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"])')"
+  if ! { .venv/bin/pip install --upgrade pip $build_requires && .venv/bin/pip install -e ".[test,docs]"; } >"$log" 2>&1; then
     tail -30 "$log"; echo "setup: pip install failed (full log: $log)" >&2; exit 1
   fi
   echo "$want" > "$stamp"
