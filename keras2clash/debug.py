@@ -58,7 +58,7 @@ class _Source:
 
     def keras(self) -> Any:
         if self.keras_model is None and self.model_path is not None:
-            from keras2clash.frontend import load_keras_model
+            from keras2clash.frontend.load import load_keras_model
 
             if not self.model_path.is_file():
                 raise K2CError(f"{self.model_path} is missing: trace compares with the Keras model the project "
@@ -145,7 +145,8 @@ def trace(model: Any, x: Any, fmt: str | FixedFormat | None = None, *, limit: in
     convolution's own output; a softmax left out (`softmax="argmax"`) compares the
     logits with Keras' values before the softmax; a record Keras has no tensor for (the
     depthwise half of a SeparableConv2D) is listed without a Keras column."""
-    from keras2clash.frontend import to_graph, walk
+    from keras2clash.frontend import walk
+    from keras2clash.frontend.convert import to_graph
     from keras2clash.frontend.keras_ref import PRE_ACTIVATION, keras_layer_outputs
 
     source = _resolve(model, fmt, options)

@@ -18,7 +18,8 @@ from rich.console import Console
 
 from keras2clash.errors import K2CError
 from keras2clash.ir.graph import Graph
-from keras2clash.hw.plan import LayerFormats, LayerPlan, compute_layers, make_plan, parse_int_list
+from keras2clash.hw.plan import LayerFormats, LayerPlan
+from keras2clash.hw.planner import compute_layers, make_plan, parse_int_list
 from keras2clash.quant.formats import FixedFormat, parse_format
 from keras2clash.quant.autoformat import DEFAULT_WEIGHT_FORMAT
 from keras2clash.quant.golden import QuantizedLayer
@@ -34,7 +35,7 @@ def as_format(fmt: str | FixedFormat) -> FixedFormat:
 
 def load_model(model: Any, weights: str | Path | None = None) -> tuple[Any, Graph]:
     """A model file or `keras.Model` -> (the Keras model, its graph IR after the passes)."""
-    from keras2clash.frontend import load_keras_model, to_graph
+    from keras2clash.frontend.convert import load_keras_model, to_graph
 
     keras_model = model if is_keras_model(model) else load_keras_model(model, weights=weights)
     return keras_model, to_graph(keras_model)

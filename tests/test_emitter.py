@@ -12,7 +12,7 @@ import keras2clash as k2c
 from keras2clash.backend.emitter import cabal_package_name, haskell_names
 from keras2clash.errors import K2CError
 from keras2clash.backend.memfiles import rom_words
-from keras2clash.hw.plan import make_plan
+from keras2clash.hw.planner import make_plan
 from keras2clash.quant.formats import parse_format
 from keras2clash.quant.golden import QuantizedLayer
 

@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 import keras2clash as k2c
 from keras2clash.backend.project import load_project
 from keras2clash.errors import K2CError
-from keras2clash.hw.plan import LayerFormats, LayerPlan, make_plan
+from keras2clash.hw.plan import LayerFormats, LayerPlan
+from keras2clash.hw.planner import make_plan
 from keras2clash.quant import golden
 from keras2clash.quant.aptypes import ap_type, parse_ap_type
 from keras2clash.quant.formats import FixedFormat, make_format, parse_format, quantize, requantize

@@ -962,7 +962,7 @@ def test_subclass_of_a_supported_layer_is_not_trusted() -> None:
 def test_dense_on_rank_2_input() -> None:
     """A Dense on a sequence is applied per step: a 1x1 Conv2D one row high (the model
     must still end in a vector); rank 4 and more is refused."""
-    from keras2clash.frontend import to_graph
+    from keras2clash.frontend.convert import to_graph
 
     graph = to_graph(seq((3, 4), layers.Dense(2, name="d2d"), layers.Flatten(), layers.Dense(2)))
     record = graph["d2d"]
@@ -1022,7 +1022,7 @@ def test_zero_padding_folds_into_the_convolution() -> None:
 
 def test_graph_that_is_not_series_parallel_is_rejected() -> None:
     """t1 feeds the first merge and, past it, the second: no fork/join nesting builds that."""
-    from keras2clash.frontend import to_graph
+    from keras2clash.frontend.convert import to_graph
     from keras2clash.ir.structure import structure
 
     inp = keras.Input((4,))

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from keras2clash.quant import golden
 from keras2clash.quant.formats import FixedFormat, parse_format
-from keras2clash.hw.plan import make_plan
+from keras2clash.hw.planner import make_plan
 
 F16 = parse_format("1,7,8")
 

@@ -13,7 +13,8 @@ from keras2clash.quant import golden
 from keras2clash.quant.formats import FixedFormat
 from keras2clash.quant.golden import QuantizedLayer
 from keras2clash.backend.memfiles import rom_table
-from keras2clash.hw.plan import LayerFormats, make_plan
+from keras2clash.hw.plan import LayerFormats
+from keras2clash.hw.planner import make_plan
 
 
 def _same_pads(size: int, k: int, s: int) -> tuple[int, int, int]:

@@ -18,7 +18,7 @@ import pytest
 
 from keras2clash.hw import hwmodel
 from keras2clash.quant.formats import parse_format
-from keras2clash.hw.plan import make_plan
+from keras2clash.hw.planner import make_plan
 
 from helpers import needs_toolchain
 
@@ -180,7 +180,7 @@ def test_dsp_budget_on_a_network_with_branches() -> None:
     hold the layers before the fork back ('no periodic steady state within 100000 images').
     The figures are those of the design as emitted (window and branch FIFOs sized)."""
     from keras2clash.hw.allocate import balanced
-    from keras2clash.hw.plan import with_knobs
+    from keras2clash.hw.planner import with_knobs
 
     plans = _example_plans("resnet_digits")
     alloc = balanced(plans, 156)
@@ -198,7 +198,7 @@ def test_dsp_budget_counts_every_multiplier() -> None:
     the whole design, these products included, stays within it."""
     from keras2clash.errors import K2CError
     from keras2clash.hw.allocate import balanced
-    from keras2clash.hw.plan import with_knobs
+    from keras2clash.hw.planner import with_knobs
 
     plans = _example_plans("mlp_tanh")
     fixed = sum(p.multipliers for p in plans if not p.is_compute)

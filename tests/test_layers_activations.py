@@ -165,7 +165,7 @@ def test_definitions_match_keras(make) -> None:
 def _ir(*layers_, shape=(4,)):
     import keras
 
-    from keras2clash.frontend import to_graph
+    from keras2clash.frontend.convert import to_graph
 
     model = keras.Sequential([keras.Input(shape), *layers_])
     return [(layer.type, layer.name, layer.activation) for layer in to_graph(model)]

@@ -110,7 +110,7 @@ def test_conv1d_record_and_golden_match_keras(options, seed) -> None:
     format equals Keras' float output of the layer within rounding."""
     import keras
 
-    from keras2clash.frontend import to_graph
+    from keras2clash.frontend.convert import to_graph
 
     o = options
     conv = keras.layers.Conv1D(o["filters"], o["kernel"], strides=o["strides"], padding=o["padding"],
@@ -165,7 +165,7 @@ def test_dense_on_tensor_is_a_1x1_conv(shape, units, bn, seed) -> None:
     the Dense name and class; a BatchNormalization and ReLU after it fold and fuse into it."""
     import keras
 
-    from keras2clash.frontend import to_graph
+    from keras2clash.frontend.convert import to_graph
 
     stack = [keras.layers.Dense(units, name="per_pos")]
     if bn:
@@ -194,7 +194,7 @@ def test_pool1d_record_and_golden_match_keras(kind, steps, channels, pool, strid
     real padding takes the 2-D path's refusal (Keras' border divisor)."""
     import keras
 
-    from keras2clash.frontend import to_graph
+    from keras2clash.frontend.convert import to_graph
 
     assume(padding == "same" or pool <= steps)
     layer = getattr(keras.layers, kind)(pool, strides=strides, padding=padding, name="pool")
@@ -214,7 +214,7 @@ def test_zero_padding1d_folds_into_conv1d(left, right, padding, seed) -> None:
     fold_padding); the golden model equals Keras."""
     import keras
 
-    from keras2clash.frontend import to_graph
+    from keras2clash.frontend.convert import to_graph
 
     L = keras.layers
     model = _randomize(_sequence(6, 2, L.ZeroPadding1D((left, right), name="zp"),
@@ -237,7 +237,7 @@ def test_zero_padding1d_folds_into_conv1d(left, right, padding, seed) -> None:
 def test_conv1d_refusals(build, fragments) -> None:
     import keras
 
-    from keras2clash.frontend import to_graph
+    from keras2clash.frontend.convert import to_graph
 
     with pytest.raises(K2CError) as info:
         to_graph(build(keras.layers))

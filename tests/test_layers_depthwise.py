@@ -18,7 +18,8 @@ from keras import layers
 from keras2clash.errors import K2CError
 from keras2clash.frontend.convert import to_graph
 from keras2clash.frontend.keras_ref import predict_float
-from keras2clash.hw.plan import LayerFormats, LayerPlan, make_plan
+from keras2clash.hw.plan import LayerFormats, LayerPlan
+from keras2clash.hw.planner import make_plan
 from keras2clash.hw.resources import layer_resources
 from keras2clash.ir import layers as ir
 from keras2clash.ir.graph import Graph

@@ -22,7 +22,8 @@ from helpers import assert_clash_matches_golden, needs_toolchain
 from keras2clash.errors import K2CError
 from keras2clash.frontend.convert import to_graph
 from keras2clash.hw import hwmodel
-from keras2clash.hw.plan import LayerFormats, make_plan
+from keras2clash.hw.plan import LayerFormats
+from keras2clash.hw.planner import make_plan
 from keras2clash.hw.resources import layer_resources
 from keras2clash.ir import layers as ir
 from keras2clash.quant import golden
@@ -97,7 +98,7 @@ def test_global_average_equals_exact_rationals(n, c, fmt, seed) -> None:
     plan = make_plan([{"type": "globalavgpool", "name": "g", "input_shape": (1, n, c), "output_shape": (c,)},
                       {"type": "dense", "name": "d", "input_shape": (c,), "output_shape": (1,),
                        "weights": {"kernel": np.ones((c, 1)), "bias": np.zeros(1)}}], f)[0]
-    got = golden.global_pool(x, plan)
+    got = golden.layer(plan, {}, [x])
     for s in range(3):
         for k in range(c):
             mean = Fraction(sum(int(v) for v in x[s, 0, :, k]), n)

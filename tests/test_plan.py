@@ -7,7 +7,8 @@ import pytest
 
 from keras2clash.errors import K2CError
 from keras2clash.quant.formats import FixedFormat, parse_format
-from keras2clash.hw.plan import accumulator_format, make_plan, parse_parallelism
+from keras2clash.hw.plan import accumulator_format
+from keras2clash.hw.planner import make_plan, parse_parallelism
 
 
 def _dense(name: str, n_in: int, n_out: int, act: str = "relu") -> dict:

@@ -24,7 +24,8 @@ from keras2clash.quant.layerformats import (
     resolve_formats,
     resolve_user_formats,
 )
-from keras2clash.hw.plan import LayerFormats, make_plan
+from keras2clash.hw.plan import LayerFormats
+from keras2clash.hw.planner import make_plan
 from keras2clash.backend.project import load_project
 from keras2clash.report.sweep import format_range, parse_format_specs, sweep
 

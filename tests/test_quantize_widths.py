@@ -15,7 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from keras2clash.hw.plan import LayerFormats, LayerPlan, make_plan
+from keras2clash.hw.plan import LayerFormats, LayerPlan
+from keras2clash.hw.planner import make_plan
 from keras2clash.quant import golden
 from keras2clash.quant.formats import FixedFormat, MAX_BITS, count_saturated, parse_format, quantize
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import keras2clash as k2c
 from keras2clash.quant.formats import parse_format
 from keras2clash.frontend.convert import parse
-from keras2clash.hw.plan import make_plan
+from keras2clash.hw.planner import make_plan
 from keras2clash.hw.summary import design_summary
 
 ROOT = Path(__file__).resolve().parent.parent

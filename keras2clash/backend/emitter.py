@@ -24,10 +24,9 @@ from keras2clash.errors import K2CError
 from keras2clash.quant.formats import MIN_HARDWARE_BITS, FixedFormat
 from keras2clash.quant.golden import QuantizedLayer
 from keras2clash.backend.memfiles import memfile_text
-from keras2clash.backend.shape_entries import shape_entry
 from keras2clash.hw.blocks import stages_table
 from keras2clash.hw.plan import LayerPlan, relu_before_requantize
-from keras2clash.ir.layers import SHAPE_TYPES
+from keras2clash.kinds import kind_of
 from keras2clash.ir.structure import Chain, Parallel, structure
 from keras2clash.backend.activations import ActivationCode, activation_code
 from keras2clash.quant import activations as acts
@@ -167,15 +166,15 @@ IMPORTS = {
     "avgpool2d": "import qualified K2C.Pool as Pool",
     "flatten": "import qualified K2C.Collect as Collect",
     "merge": "import qualified K2C.Merge as Merge",
-    "globalmaxpool": "import qualified K2C.Global as Global",
-    "globalavgpool": "import qualified K2C.Global as Global",
+    "global": "import qualified K2C.Global as Global",
     "batchnorm": "import qualified K2C.BatchNorm as BatchNorm",
     "branches": "import K2C.Branch (branches)",
     "fifo": "import K2C.Fifo (fifo)",
     "window_direct": "import K2C.Conv (direct)",
     "window_queued": "import K2C.Conv (queued)",
-    "crop2d": "import qualified K2C.Crop as Crop",
-    "upsample2d": "import qualified K2C.Upsample as Upsample",
+    "collect": "import qualified K2C.Collect as Collect",
+    "crop": "import qualified K2C.Crop as Crop",
+    "upsample": "import qualified K2C.Upsample as Upsample",
     "scatter": "import qualified K2C.Scatter as Scatter",
     "relu": "import qualified K2C.Relu as Relu",
     "table": "import qualified K2C.Lut as Lut",
@@ -287,12 +286,6 @@ def _layer_entry(plan: LayerPlan, fn: str, code: ActivationCode | None = None,
             window += f" {{- pads -}} {_snats(*plan.pads)} {{- windows -}} {_snats(*plan.output_shape[:2])}"
             entry["notes"].append("Each window is divided by its count of non-padding values (Keras 'same').")
         entry["body"] = _pad_stage(plan, "minBound" if plan.type == "maxpool2d" else "0") + [f"{block} {window}"]
-    elif plan.type in ("globalmaxpool", "globalavgpool"):
-        beats = math.prod(plan.input_shape[:-1])
-        kind = "maximum" if plan.type == "globalmaxpool" else "rounded mean"
-        entry["doc"] = f"{shapes}, global {kind} per channel over {beats} beat(s)"
-        block = "Global.globalMax" if plan.type == "globalmaxpool" else "Global.globalAverage"
-        entry["body"] = [f"{block} (SNat @{beats})"]
     elif plan.type == "batchnorm":
         assert plan.w_fmt is not None and plan.b_fmt is not None
         entry["doc"] = (f"{shapes}, BatchNormalization per channel: x * scale ({plan.w_fmt}) + offset "
@@ -318,9 +311,11 @@ def _layer_entry(plan: LayerPlan, fn: str, code: ActivationCode | None = None,
         entry["notes"] = notes + entry["notes"]
         entry["uses"] += [] if plan.out_fmt.is_plain else ["quant"]
         entry["body"] = entry["body"] + vector_stage
-    elif plan.type in SHAPE_TYPES:
-        shape = shape_entry(plan)
-        entry.update(shape, notes=entry["notes"] + shape.get("notes", []))
+    elif (home := kind_of(plan.type)) is not None:
+        own = home.entry(plan, fn)
+        activation_uses = [_activation_import(plan)] if code is not None else []
+        entry.update(doc=own.doc, body=list(own.body) + vector_stage, uses=list(own.uses) + activation_uses,
+                     notes=entry["notes"] + list(own.notes))
     elif plan.type == "activation":
         assert code is not None
         entry["doc"] = f"{plan.activation} ({_shape_text(plan.output_shape)}), {plan.in_fmt} -> {plan.out_fmt}, per beat"

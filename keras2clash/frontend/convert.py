@@ -25,9 +25,10 @@ from keras2clash.ir.passes import run_passes
 if TYPE_CHECKING:
     import keras
 
-# The converters register themselves on import.
+# The converters register themselves on import (the kinds' with the kinds).
+import keras2clash.kinds  # noqa: E402,F401
 from keras2clash.frontend import (  # noqa: E402,F401
-    activations, depthwise, globalpool, hgq, images, layers, qkeras, sequences, shapes,
+    activations, depthwise, hgq, images, layers, qkeras, sequences,
 )
 from keras2clash.frontend.images import same_pads  # noqa: E402,F401  (API)
 from keras2clash.frontend.registry import (  # noqa: E402,F401  (API)

@@ -1,4 +1,4 @@
-"""Converters of the image layers: Conv2D, MaxPooling2D, AveragePooling2D, ZeroPadding2D; and
+"""Converters of the image layers: Conv2D, MaxPooling2D, AveragePooling2D; and
 the record builders the 1-D layers share (`frontend.sequences`)."""
 
 from __future__ import annotations
@@ -153,15 +153,3 @@ def pool_record(layer: Any, state: ConversionState, pool_size: tuple[int, int],
     cls = ir.MaxPool2D if kind.startswith("MaxPooling") else ir.AvgPool2D
     return cls(**state.common(layer, out), pool_size=pool_size, strides=strides, padding=padding, pads=pads,
                source_class=kind)
-
-
-@register_converter("ZeroPadding2D")
-def _convert_zero_padding2d(layer: Any, state: ConversionState) -> ir.Layer:
-    """Zeros around the image; the pass `fold_padding` moves them into the next layer where
-    that computes the same, otherwise a K2C.Pad block."""
-    _check_image_layer(layer, state)
-    (top, bottom), (left, right) = (tuple(int(v) for v in pair) for pair in layer.padding)
-    h, w, c = state.shape
-    out = (h + top + bottom, w + left + right, c)
-    _check_keras_shape(layer, state, out)
-    return ir.ZeroPad2D(**state.common(layer, out), pads=(top, bottom, left, right))

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 
 from keras2clash.errors import K2CError
 from keras2clash.hw.hwmodel import HwFigures, figures_many
-from keras2clash.hw.plan import LayerPlan, with_knobs
+from keras2clash.hw.plan import LayerPlan
+from keras2clash.hw.planner import with_knobs
 
 
 def _ceil(a: int, b: int) -> int:

@@ -31,7 +31,7 @@ stalls, not only for an always-ready sink:
   the window moved, `M_k + 1` (input ready is `not pending`).
 - Pad (`K2C.Pad`): a wire inside the image; border pixels are offered the cycle after the
   previous output beat moved, without waiting for input.
-- Crop, Upsample, Scatter and the reshapes: `hw.shape_blocks`.
+- Crop, Upsample, Scatter and the reshapes: `kinds.shapes`.
 - Collect (`K2C.Collect`): the vector is valid the cycle after its n-th beat; the next
   image's first beat waits until the cycle after the vector moves.
 - Global (`K2C.Global`): one result per image, completed by its last beat, valid the cycle
@@ -66,341 +66,10 @@ from typing import Any
 import numpy as np
 
 from keras2clash.hw.plan import LayerPlan
-from keras2clash.hw.shape_blocks import _Scatter, shape_blocks
-from keras2clash.ir.layers import GLOBAL_POOL_TYPES, SHAPE_TYPES
+from keras2clash.hw.events import (CLAMP, INPUT_SLICE, NEG, OUTPUT_SLICE, Collect, Engine, Fork, Global, Join,  # noqa: F401
+                                   Pad, Queue, Scatter, Sink, Window, pipe_block)
+from keras2clash.kinds import kind_of
 from keras2clash.ir.structure import Chain, Parallel, structure
-
-NEG = -(1 << 40)
-"""'Never' (a cycle before everything)."""
-_CLAMP = -(1 << 39)
-
-
-# --- the blocks as event recurrences ----------------------------------------------------
-
-
-class _Sink:
-    """The AXI master port with m_axis_tready always high: a result moves when valid."""
-
-    def __init__(self) -> None:
-        self.times: list[Any] = []
-
-    def ready_at(self, v):
-        return v
-
-    def accept(self, v):
-        self.times.append(v)
-        return v
-
-    def state(self):
-        return []
-
-
-class _Engine:
-    """K2C.Engine (dense, and conv2d after its window generator): S steps per window, D
-    pipeline cycles after the last step, an output queue of Q results."""
-
-    def __init__(self, steps, depth, queue, down, mx) -> None:
-        self.S, self.D, self.Q, self.down, self.mx = steps, depth, queue, down, mx
-        self.A = NEG                      # the previous window's accept cycle
-        self.hist = [NEG] * int(np.max(queue))   # the last results' move cycles, newest last
-
-    def _lagged(self):
-        """M_(i-Q): the move cycle of the result Q windows back (per configuration)."""
-        if isinstance(self.Q, np.ndarray):
-            rows = np.stack([np.broadcast_to(h, self.Q.shape) for h in self.hist])
-            return rows[len(self.hist) - self.Q, np.arange(self.Q.size)]
-        return self.hist[len(self.hist) - self.Q]
-
-    def ready_at(self, v):
-        mx = self.mx
-        return mx(mx(v, self.A + self.S), self._lagged() + 1)
-
-    def accept(self, v):
-        a = self.ready_at(v)
-        valid = self.mx(a + self.S + self.D, self.hist[-1]) + 1
-        self.A = a
-        self.hist = self.hist[1:] + [self.down.accept(valid)]
-        return a
-
-    def state(self):
-        return [self.A, *self.hist]
-
-    def set_state(self, values):
-        self.A, self.hist = values[0], list(values[1:])
-
-
-class _Queue:
-    """K2C.Fifo of `depth` beats (Top's output slice): beat k moves in when fewer than `depth`
-    beats are held (`max(V, m_(k-depth) + 1)`) and is valid from `max(q_k, m_(k-1)) + 1`."""
-
-    def __init__(self, depth, down, mx) -> None:
-        self.down, self.mx = down, mx
-        self.hist = [NEG] * depth  # the last beats' move cycles, newest last
-
-    def ready_at(self, v):
-        return self.mx(v, self.hist[0] + 1)
-
-    def accept(self, v):
-        q = self.ready_at(v)
-        self.hist = self.hist[1:] + [self.down.accept(self.mx(q, self.hist[-1]) + 1)]
-        return q
-
-    def state(self):
-        return list(self.hist)
-
-    def set_state(self, values):
-        self.hist = list(values)
-
-
-OUTPUT_SLICE = 2
-"""Top's output FIFO (Top.hs `OutputSlice`): the class and scores registered before the ports."""
-INPUT_SLICE = 2
-"""Top's input FIFO (Top.hs `InputSlice`): the beats registered between the ports and the network."""
-
-
-class _Window:
-    """K2C.Window (conv2d and pooling): line buffers and one window register, which is also the
-    output: a window is offered in the cycle its last pixel moves in."""
-
-    def __init__(self, h, w, kh, kw, sh, sw, down, mx) -> None:
-        rows = [r >= kh - 1 and (r - kh + 1) % sh == 0 for r in range(h)]
-        cols = [x >= kw - 1 and (x - kw + 1) % sw == 0 for x in range(w)]
-        self.completes = [rows[r] and cols[x] for r in range(h) for x in range(w)]
-        self.n = h * w
-        self.pos = 0
-        self.down, self.mx = down, mx
-        self.ready = NEG
-
-    def ready_at(self, v):
-        return self.mx(v, self.ready)
-
-    def accept(self, v):
-        q = self.mx(v, self.ready)
-        if self.completes[self.pos]:
-            self.ready = self.down.accept(q) + 1
-        self.pos = (self.pos + 1) % self.n
-        return q
-
-    def state(self):
-        return [self.ready]
-
-    def set_state(self, values):
-        (self.ready,) = values
-
-
-class _Pad:
-    """K2C.Pad: a wire inside the image, border pixels emitted without waiting for input."""
-
-    def __init__(self, h, w, pads, down, mx) -> None:
-        top, bottom, left, right = pads
-        self.hp, self.wp = top + h + bottom, left + w + right
-        self.inside = [top <= r < top + h and left <= x < left + w
-                       for r in range(self.hp) for x in range(self.wp)]
-        self.last_inside = (top + h - 1) * self.wp + left + w - 1
-        self.n = self.hp * self.wp
-        self.pos = 0
-        self.down, self.mx = down, mx
-        self.M = -1  # the first output beat is offered in cycle 0
-
-    def _border(self) -> None:
-        self.M = self.down.accept(self.M + 1)
-        self.pos = (self.pos + 1) % self.n
-
-    def ready_at(self, v):
-        """Border pixels first (they need no input), then the downstream's answer."""
-        while not self.inside[self.pos]:
-            self._border()
-        return self.down.ready_at(self.mx(v, self.M + 1))
-
-    def accept(self, v):
-        while not self.inside[self.pos]:
-            self._border()
-        self.M = self.down.accept(self.mx(v, self.M + 1))
-        moved = self.M
-        last = self.pos == self.last_inside
-        self.pos = (self.pos + 1) % self.n
-        if last:  # the trailing border of this image: no input needed
-            while self.pos != 0:
-                self._border()
-        return moved
-
-    def state(self):
-        return [self.M]
-
-    def set_state(self, values):
-        (self.M,) = values
-
-
-class _Collect:
-    """K2C.Collect (flatten after convolutions): n beats -> one vector."""
-
-    def __init__(self, n, down, mx) -> None:
-        self.n, self.down, self.mx = n, down, mx
-        self.count = 0
-        self.ready = NEG
-
-    def ready_at(self, v):
-        return self.mx(v, self.ready) if self.count == 0 else v
-
-    def accept(self, v):
-        q = self.mx(v, self.ready) if self.count == 0 else v
-        self.count += 1
-        if self.count == self.n:
-            self.ready = self.down.accept(q + 1) + 1
-            self.count = 0
-        return q
-
-    def state(self):
-        return [self.ready]
-
-    def set_state(self, values):
-        (self.ready,) = values
-
-
-class _Global:
-    """K2C.Global (global max/average pooling): an input register, a running per-channel
-    register over the n beats of an image, and an output register. A beat accepted in `q`
-    is combined in `c = max(q + 1, P)` (P: the cycle combining resumes after a pending
-    result), and the input register takes the next beat from `c` on. The n-th beat,
-    combined in `c`, gives the result valid from `max(c, M_prev) + 1` (it waits in the
-    running register while the previous result has not left), which is also when combining
-    resumes."""
-
-    def __init__(self, n, down, mx) -> None:
-        self.n, self.down, self.mx = n, down, mx
-        self.count = 0
-        self.ready = NEG  # the cycle the input register is free again (the last beat's c)
-        self.resume = NEG  # P
-        self.M = NEG
-
-    def ready_at(self, v):
-        return self.mx(v, self.ready)
-
-    def accept(self, v):
-        q = self.mx(v, self.ready)
-        c = self.mx(q + 1, self.resume)
-        self.ready = c
-        self.count += 1
-        if self.count == self.n:
-            valid = self.mx(c, self.M) + 1
-            self.M = self.down.accept(valid)
-            self.resume = valid
-            self.count = 0
-        return q
-
-    def state(self):
-        return [self.ready, self.resume, self.M]
-
-    def set_state(self, values):
-        self.ready, self.resume, self.M = values
-
-
-class _Join:
-    """K2C.Branch's join after one K2C.Fifo per branch, as one n-input join.
-
-    Branch i's FIFO has depth `D_i` (None: unbounded, to measure what the design needs).
-    A beat is offered to it in cycle `v`; it enters in `q = max(v, F(k - D_i) + 1)` for its
-    k-th beat (a FIFO's ready is `count < depth`, and the beat D_i earlier leaves in the
-    cycle the join fires it, F). Beat k of every FIFO is valid from `max(q_k, F_(k-1)) + 1`;
-    all FIFOs' beats move together (the join fires) when all are valid and downstream is
-    ready. For `F(k - D_i)` to be known when the k-th beat arrives, D_i must be at least
-    the beats that FIFO can hold in the event order (`need`): `fifo_depths` guarantees it,
-    and that bound is also what keeps the design free of deadlock under any stalls.
-    """
-
-    def __init__(self, n, down, mx, depths=None) -> None:
-        self.n, self.down, self.mx = n, down, mx
-        self.depths = list(depths) if depths is not None else [None] * n
-        self.keep = max([d for d in self.depths if d is not None], default=1)
-        self.queues: list[list[Any]] = [[] for _ in range(n)]
-        self.fired: list[Any] = [NEG] * self.keep  # the last `keep` fire cycles, newest last
-        self.need = [0] * n  # most beats a FIFO holds in the event order (this one included)
-
-    def port(self, i: int) -> _JoinPort:
-        return _JoinPort(self, i)
-
-    def ready_at(self, i, v):
-        """Check that FIFO i can take a beat in the event order. A fork asks its branch heads
-        before any branch has taken the beat, so a FIFO that heads a branch must have room
-        then: that is what `need` measures (the beats it holds with the next one)."""
-        depth = self.depths[i]
-        self.need[i] = max(self.need[i], len(self.queues[i]) + 1)
-        if depth is None or len(self.queues[i]) < depth:
-            return v
-        raise RuntimeError(f"hwmodel: branch FIFO {i} of depth {depth} is asked for more beats than "
-                           "the event order allows (depth below the structural bound)")
-
-    def free_from(self, i):
-        """The first cycle the FIFO has room for its next beat: after the beat D earlier fired."""
-        depth = self.depths[i]
-        if depth is None:
-            return NEG
-        back = depth - len(self.queues[i])  # how many fires ago that beat left
-        return self.fired[-back] + 1 if back <= len(self.fired) else NEG
-
-    def push(self, i, q) -> None:
-        self.queues[i].append(q)
-        self.need[i] = max(self.need[i], len(self.queues[i]))
-        while all(self.queues):
-            heads = [queue.pop(0) for queue in self.queues]
-            valid = self.fired[-1]
-            for h in heads:
-                valid = self.mx(valid, h)
-            self.fired.append(self.down.accept(valid + 1))
-            del self.fired[0]
-
-    def state(self):
-        return [*self.fired, *(q for queue in self.queues for q in queue)]
-
-    def shape(self):
-        return tuple(len(queue) for queue in self.queues)
-
-    def set_state(self, values, shape):
-        self.fired = list(values[:self.keep])
-        rest = list(values[self.keep:])
-        self.queues = []
-        for n in shape:
-            self.queues.append(rest[:n])
-            rest = rest[n:]
-
-
-class _JoinPort:
-    """A branch's FIFO, as its branch's last block sees it."""
-
-    def __init__(self, join: _Join, i: int) -> None:
-        self.join, self.i = join, i
-
-    def ready_at(self, v):
-        self.join.ready_at(self.i, v)
-        return self.join.mx(v, self.join.free_from(self.i))
-
-    def accept(self, v):
-        q = self.ready_at(v)
-        self.join.push(self.i, q)
-        return q
-
-
-class _Fork:
-    """K2C.Branch's fork: the beat moves into every branch in the first cycle in which every
-    branch head is ready (each stays ready until it accepts)."""
-
-    def __init__(self, heads, join: _Join, mx) -> None:
-        self.heads, self.join, self.mx = heads, join, mx
-
-    def ready_at(self, v):
-        q = v
-        for head in self.heads:
-            q = self.mx(q, head.ready_at(q))
-        for head in self.heads:  # a later head's wait may end after an earlier head's
-            q = self.mx(q, head.ready_at(q))
-        return q
-
-    def accept(self, v):
-        q = self.ready_at(v)
-        for head in self.heads:
-            head.accept(q)
-        return q
-
 
 def _geometry(plan: LayerPlan) -> tuple[int, int, int, int, int, int]:
     """The window generator's image, window and strides; a dilated convolution's window is
@@ -493,17 +162,9 @@ def pool_stage_depth(plan: LayerPlan) -> int:
     return pool_depth(*plan.kernel_size) + (AVG_SAME_DIVISIONS if plan.exclude_pads else 0)
 
 
-def _pipe_block(d: int, down, mx, blocks: list) -> Any:
-    """A stage on K2C.Pipe with d registers: the engine's rules with one step, depth d - 1 and
-    a queue of d + 2."""
-    block = _Engine(1, d - 1, d + 2, down, mx)
-    blocks.append(block)
-    return block
-
-
 def _softmax_block(plan: LayerPlan, down, mx, blocks: list) -> Any:
     """K2C.Softmax.softmaxS on K2C.Pipe: one beat a cycle, softmax_depth register stages."""
-    return _pipe_block(softmax_depth(plan.out_fmt.frac, plan.output_shape[-1]), down, mx, blocks)
+    return pipe_block(softmax_depth(plan.out_fmt.frac, plan.output_shape[-1]), down, mx, blocks)
 
 
 def has_map_stage(plan: LayerPlan) -> bool:
@@ -553,51 +214,49 @@ def _batchnorm_blocks(plan: LayerPlan, down, mx, blocks: list) -> Any:
     and a Collect of its `lane_chunks` beats per vector."""
     n = plan.lane_chunks
     if n > 1:
-        down = _Collect(n, down, mx)
+        down = Collect(n, down, mx)
         blocks.append(down)
-    down = _pipe_block(BATCHNORM_DEPTH, down, mx, blocks)
+    down = pipe_block(BATCHNORM_DEPTH, down, mx, blocks)
     if n > 1:
-        down = _Scatter(n, down, mx)
+        down = Scatter(n, down, mx)
         blocks.append(down)
     return down
 
 
 def _layer_blocks(plan: LayerPlan, knobs, down, mx, blocks: list) -> Any:
     """The blocks of one layer (emitter.py), built from its consumer backwards; its head."""
+    home = kind_of(plan.type)
     if is_softmax(plan):  # the pipelined softmax after the layer's own blocks
         down = _softmax_block(plan, down, mx, blocks)
     if has_map_stage(plan):
-        down = _pipe_block(map_depth(plan), down, mx, blocks)
+        down = pipe_block(map_depth(plan), down, mx, blocks)
     if plan.is_merge:  # the merge's own stage (K2C.Pipe.mapP after the join)
-        down = _pipe_block(MERGE_DEPTH, down, mx, blocks)
+        down = pipe_block(MERGE_DEPTH, down, mx, blocks)
     if plan.type == "batchnorm":
         down = _batchnorm_blocks(plan, down, mx, blocks)
     if has_pool_stage(plan):
-        down = _pipe_block(pool_stage_depth(plan), down, mx, blocks)
+        down = pipe_block(pool_stage_depth(plan), down, mx, blocks)
     if plan.is_compute:
         steps, depth, queue = knobs[plan.name]
-        down = _Engine(steps, depth, queue, down, mx)
+        down = Engine(steps, depth, queue, down, mx)
         blocks.append(down)
     if plan.is_windowed:
         if plan.window_fifo:
-            down = _Queue(plan.window_fifo, down, mx)
+            down = Queue(plan.window_fifo, down, mx)
             blocks.append(down)
-        down = _Window(*_geometry(plan), down, mx)
+        down = Window(*_geometry(plan), down, mx)
         blocks.append(down)
         if any(plan.pads):
-            down = _Pad(*plan.input_shape[:2], plan.pads, down, mx)
+            down = Pad(*plan.input_shape[:2], plan.pads, down, mx)
             blocks.append(down)
         if plan.input_fifo:
-            down = _Queue(plan.input_fifo, down, mx)
+            down = Queue(plan.input_fifo, down, mx)
             blocks.append(down)
     elif plan.type == "flatten":
-        down = _Collect(math.prod(plan.input_shape[:-1]), down, mx)
+        down = Collect(math.prod(plan.input_shape[:-1]), down, mx)
         blocks.append(down)
-    elif plan.type in SHAPE_TYPES:
-        down = shape_blocks(plan, down, mx, blocks)
-    elif plan.type in GLOBAL_POOL_TYPES:
-        down = _Global(math.prod(plan.input_shape[:-1]), down, mx)
-        blocks.append(down)
+    elif home is not None:
+        down = home.blocks(plan, down, mx, blocks)
     elif not (plan.is_compute or plan.is_merge or plan.type in ("batchnorm", "activation")):
         raise ValueError(f"no timing model for layer type {plan.type!r}")
     return down
@@ -609,12 +268,12 @@ def _chain_blocks(chain: Chain, by_name, knobs, down, mx, blocks: list, joins: l
         item = items[k]
         if isinstance(item, Parallel):
             merge = by_name[items[k + 1]]
-            join = _Join(len(item.branches), down, mx, depths.get(merge.name) if depths is not None else None)
+            join = Join(len(item.branches), down, mx, depths.get(merge.name) if depths is not None else None)
             joins.append((merge.name, join))
             blocks.append(join)
             heads = [_chain_blocks(branch, by_name, knobs, join.port(i), mx, blocks, joins, depths)
                      for i, branch in enumerate(item.branches)]
-            down = _Fork(heads, join, mx)
+            down = Fork(heads, join, mx)
         else:
             down = _layer_blocks(by_name[item], knobs, down, mx, blocks)
     return down
@@ -629,12 +288,12 @@ def _build(plans: Sequence[LayerPlan], knobs: Sequence[tuple[Any, Any, Any]], mx
         depths = {p.name: p.fifo_depths for p in plans if p.is_merge and p.fifo_depths}
     from keras2clash.quant.golden import splits_output
 
-    sink = _Sink()
-    blocks: list[Any] = [_Queue(OUTPUT_SLICE, sink, mx)]
+    sink = Sink()
+    blocks: list[Any] = [Queue(OUTPUT_SLICE, sink, mx)]
     last = blocks[0]
     if splits_output(plans[-1]) and is_softmax(plans[-1]):  # Top's softmax, after the class
         last = _softmax_block(plans[-1], last, mx, blocks)
-    last = _pipe_block(class_depth(plans[-1].output_shape[-1]), last, mx, blocks)  # Top's classify
+    last = pipe_block(class_depth(plans[-1].output_shape[-1]), last, mx, blocks)  # Top's classify
     if splits_output(plans[-1]):  # Top applies the output activation: not in the network
         if plans[-1].type == "activation" and len(plans) > 1:
             plans = plans[:-1]
@@ -645,7 +304,7 @@ def _build(plans: Sequence[LayerPlan], knobs: Sequence[tuple[Any, Any, Any]], mx
     chain = structure(_with_inputs(plans), source, plans[-1].name)
     first = _chain_blocks(chain, {p.name: p for p in plans}, by_knob, last, mx, blocks,
                           joins if joins is not None else [], depths)
-    first = _Queue(INPUT_SLICE, first, mx)
+    first = Queue(INPUT_SLICE, first, mx)
     blocks.append(first)
     return first, blocks, sink
 

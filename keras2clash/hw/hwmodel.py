@@ -1,6 +1,6 @@
 """The exact hardware model: cycles, multipliers and on-chip memory of a planned network.
 
-Given the plans (`plan.make_plan`: layers, formats, each compute layer's `pe` and
+Given the plans (`planner.make_plan`: layers, formats, each compute layer's `pe` and
 `cycles`), this module predicts, without Clash:
 
 - **latency**: cycles from the first beat of the first image being accepted to its output
@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from keras2clash.hw.blocks import (  # noqa: F401  (re-exported: the model's building blocks)
-    _CLAMP, NEG, _build, _geometry, _Join, _knobs, beats_per_image,
+    CLAMP, NEG, _build, _geometry, Join, _knobs, beats_per_image,
 )
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.hw.resources import (  # noqa: F401  (re-exported)
@@ -93,7 +93,7 @@ def _simulate_batch(plans: Sequence[LayerPlan], knobs, n_configs: int, images: i
             break
         ref = last + 1
         snap = (_signature(blocks),
-                np.stack([np.broadcast_to(np.maximum(np.asarray(s) - ref, _CLAMP), (n_configs,))
+                np.stack([np.broadcast_to(np.maximum(np.asarray(s) - ref, CLAMP), (n_configs,))
                           for b in blocks for s in b.state()]))
         for lag in range(1, min(max_period, len(snaps)) + 1):
             if snaps[-lag][0] != snap[0]:
@@ -117,19 +117,19 @@ def _simulate_batch(plans: Sequence[LayerPlan], knobs, n_configs: int, images: i
 
 def _signature(blocks) -> tuple:
     """How many values each block's state holds (a join's FIFOs hold a varying number)."""
-    return tuple(b.shape() if isinstance(b, _Join) else len(b.state()) for b in blocks)
+    return tuple(b.shape() if isinstance(b, Join) else len(b.state()) for b in blocks)
 
 
 def _snapshot(blocks, ref: int) -> tuple[tuple, tuple[int, ...]]:
-    return _signature(blocks), tuple(max(int(v) - ref, _CLAMP) for b in blocks for v in b.state())
+    return _signature(blocks), tuple(max(int(v) - ref, CLAMP) for b in blocks for v in b.state())
 
 
 def _restore(blocks, snap: tuple[tuple, Sequence[int]], ref: int) -> None:
     signature, rel = snap
-    values = [NEG if r <= _CLAMP else ref + r for r in rel]
+    values = [NEG if r <= CLAMP else ref + r for r in rel]
     i = 0
     for b, shape in zip(blocks, signature):
-        if isinstance(b, _Join):
+        if isinstance(b, Join):
             n = 1 + sum(shape)
             b.set_state(values[i:i + n], shape)
         else:
@@ -184,7 +184,7 @@ def steady_state(plans: Sequence[LayerPlan], knobs=None, max_period: int = 4,
             signature, values = rel
 
             def virtual(j: int) -> tuple[tuple[tuple, tuple[int, ...]], int]:
-                return (signature, tuple(r if r <= _CLAMP else r + j * d for r, d in zip(values, delta))), \
+                return (signature, tuple(r if r <= CLAMP else r + j * d for r, d in zip(values, delta))), \
                     ref + j * period
 
             def affine(j: int) -> bool:
@@ -281,7 +281,7 @@ def branch_needs(plans: Sequence[LayerPlan]) -> dict[str, list[int]]:
     on the knobs, so two images with unbounded FIFOs measure it."""
     if not any(p.is_merge for p in plans):
         return {}
-    joins: list[tuple[str, _Join]] = []
+    joins: list[tuple[str, Join]] = []
     first, _, _ = _build(plans, [_knobs(p) for p in plans if p.is_compute], max, joins, depths={})
     beats = beats_per_image(plans)
     ref = 0

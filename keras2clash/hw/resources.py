@@ -10,8 +10,7 @@ from typing import Any
 from keras2clash.hw.blocks import (AVG_SAME_DIVISIONS, BATCHNORM_DEPTH, MERGE_DEPTH, _geometry, has_map_stage,
                                    has_pool_stage, is_table, map_depth, pool_stage_depth, splits_activation)
 from keras2clash.hw.plan import LayerPlan, tree_stages
-from keras2clash.hw.shape_blocks import rebeat_groups
-from keras2clash.ir.layers import GLOBAL_POOL_TYPES, SHAPE_TYPES
+from keras2clash.kinds import kind_of
 
 
 def _tree_registers(n: int) -> int:
@@ -29,13 +28,6 @@ def relu_product_bits(plan: LayerPlan) -> int:
     fi = plan.act_in_fmt.container
     c = acts.relu_constants(acts.parse(plan.activation), plan.act_in_fmt, plan.out_fmt)
     return 1 + plan.out_fmt.hw_bits + acts.slope_bits(c.slopes) + fi.hw_bits + 2
-
-
-def global_running_bits(plan: LayerPlan) -> int:
-    """K2C.Global's running value per channel: the input width for a maximum; for a sum
-    the width that holds `2*sum + n` of n = H*W values (`W + clog2(n) + 2`)."""
-    n = math.prod(plan.input_shape[:-1])
-    return plan.in_fmt.hw_bits + (0 if plan.type == "globalmaxpool" else (n - 1).bit_length() + 2)
 
 
 @dataclass(frozen=True)
@@ -80,11 +72,13 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
         regs += pipeline_register_bits(plan)
     if plan.type == "flatten":
         regs += plan.n_in * in_bits
-    if plan.type in SHAPE_TYPES:
-        line, regs = shape_storage(plan)
-    if plan.type in GLOBAL_POOL_TYPES:  # input beat, running register (exact sum or max), output register
-        regs += plan.input_shape[-1] * (in_bits + global_running_bits(plan) + out_bits) + 1
-    fifo = plan.queue_depth * plan.filters * out_bits if plan.is_compute else 0  # the output queue
+    home = kind_of(plan.type)
+    if home is not None:
+        own = home.storage(plan)
+        line, regs, fifo_own = line + own.line_buffer_bits, regs + own.register_bits, own.fifo_bits
+    else:
+        fifo_own = 0
+    fifo = fifo_own + (plan.queue_depth * plan.filters * out_bits if plan.is_compute else 0)  # the output queue
     if plan.window_fifo:  # windows queued before the engine (a depthwise window holds every channel's)
         lanes = plan.input_shape[-1] if plan.type == "depthwise2d" else 1
         fifo += plan.window_fifo * lanes * plan.window * in_bits
@@ -241,18 +235,3 @@ def batchnorm_storage(plan: LayerPlan) -> tuple[int, int]:
         counters = 3 * (n - 1).bit_length() + 2  # the chunk's, the Scatter's and the Collect's; their flags
         regs += constants + offsets + channels * (in_bits + out_bits) + counters
     return regs, (BATCHNORM_DEPTH + 2) * lanes * out_bits
-
-
-def shape_storage(plan: LayerPlan) -> tuple[int, int]:
-    """(line-buffer bits, register bits) of a shape layer (the blocks' haddocks): Pad and
-    Crop store nothing; Upsample one input row (block RAM) and its output register; a
-    beat-width reshape the Collect shift register and the Scatter register."""
-    bits = plan.in_fmt.hw_bits
-    if plan.type == "upsample2d":  # the line buffer is read only for repeated rows of w > 1 pixels
-        c, w = plan.input_shape[-1], plan.input_shape[1]
-        return (w * c * bits if plan.size[0] > 1 and w > 1 else 0), c * bits
-    if plan.type == "reshape":
-        g_in, g_out = rebeat_groups(plan)
-        group = g_in * plan.input_shape[-1]
-        return 0, (group * bits if g_in > 1 else 0) + (group * bits if g_out > 1 else 0)
-    return 0, 0

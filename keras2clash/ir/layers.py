@@ -16,9 +16,11 @@ Some kinds exist only between the frontend and the passes (`Identity`, `Activati
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
+
+from keras2clash.errors import K2CError
 
 Shape = tuple[int, ...]
 
@@ -145,27 +147,6 @@ class AvgPool2D(Pool2D):
 
 
 @dataclass(frozen=True)
-class GlobalPool(Layer):
-    """Keras GlobalMax/AveragePooling1D/2D: one value per channel over a whole image (a 1-D
-    sequence is an image one row high). The output is `(C,)`, or `(1, 1, C)` with keepdims:
-    either way the hardware's single beat per image."""
-
-    keepdims: bool = False
-
-
-@dataclass(frozen=True)
-class GlobalMaxPool(GlobalPool):
-    type: ClassVar[str] = "globalmaxpool"
-    keras_class: ClassVar[str] = "GlobalMaxPooling2D"
-
-
-@dataclass(frozen=True)
-class GlobalAvgPool(GlobalPool):
-    type: ClassVar[str] = "globalavgpool"
-    keras_class: ClassVar[str] = "GlobalAveragePooling2D"
-
-
-@dataclass(frozen=True)
 class Flatten(Layer):
     """Row-major reshape of an image's beats into one vector (Keras Flatten, channels last)."""
 
@@ -237,78 +218,34 @@ class BatchNorm(Layer):
             return self.shift - self.mean * self.scale
 
 
-# --- shape layers: they move values, no arithmetic (the hardware builds them too) --------
-
-
-@dataclass(frozen=True)
-class ZeroPad2D(Layer):
-    """Keras ZeroPadding2D (or ZeroPadding1D, `source_class`, one row high): `pads` (top,
-    bottom, left, right) zeros around the image. The pass `fold_padding` folds it into a
-    Conv2D or valid AveragePooling2D (or a next ZeroPad2D) that alone reads it; elsewhere it
-    is a K2C.Pad."""
-
-    pads: tuple[int, int, int, int] = (0, 0, 0, 0)
-    source_class: str = ""
-
-    type: ClassVar[str] = "zeropad2d"
-    keras_class: ClassVar[str] = "ZeroPadding2D"
-
-
-@dataclass(frozen=True)
-class Crop2D(Layer):
-    """Keras Cropping2D (and Cropping1D, one row high): `crops` (top, bottom, left, right)
-    rows and columns dropped from the image's border (K2C.Crop)."""
-
-    crops: tuple[int, int, int, int] = (0, 0, 0, 0)
-
-    type: ClassVar[str] = "crop2d"
-    keras_class: ClassVar[str] = "Cropping2D"
-
-
-@dataclass(frozen=True)
-class Upsample2D(Layer):
-    """Keras UpSampling2D / UpSampling1D with nearest interpolation: each pixel repeated
-    `size` = (sh, sw) times down and across (K2C.Upsample, one row of line buffer)."""
-
-    size: tuple[int, int] = (1, 1)
-
-    type: ClassVar[str] = "upsample2d"
-    keras_class: ClassVar[str] = "UpSampling2D"
-
-
-@dataclass(frozen=True)
-class Reshape(Layer):
-    """Keras Reshape (or a Permute that only moves size-1 axes): the same values in the same
-    row-major order, regrouped into beats of the output's last axis. Equal last axes: a
-    relabelling (a wire); otherwise a beat-width converter (K2C.Collect then K2C.Scatter
-    over groups of lcm(C_in, C_out) values). `source_class` says which Keras class."""
-
-    source_class: str = "Reshape"
-
-    type: ClassVar[str] = "reshape"
-    keras_class: ClassVar[str] = "Reshape"
-
-
 COMPUTE_TYPES = ("dense", "conv2d", "depthwise2d")
 POOL_TYPES = ("maxpool2d", "avgpool2d")
 WINDOW_TYPES = ("conv2d", "depthwise2d", *POOL_TYPES)
 """Kinds built on the window generator (K2C.Window, with K2C.Pad in front when padded)."""
-SHAPE_TYPES = ("zeropad2d", "crop2d", "upsample2d", "reshape")
-"""Kinds that only move values (docs/guide/contract.md: no arithmetic; they keep their input's format)."""
-GLOBAL_POOL_TYPES = ("globalmaxpool", "globalavgpool")
-HARDWARE_TYPES = (*COMPUTE_TYPES, *POOL_TYPES, "flatten", *MERGE_OPS, *SHAPE_TYPES, *GLOBAL_POOL_TYPES,
+HARDWARE_TYPES = (*COMPUTE_TYPES, *POOL_TYPES, "flatten", *MERGE_OPS,
                   "batchnorm", "activation")
-"""Every `type` the hardware stages (plan, golden model, emitter, hardware model) build."""
+"""The `type`s the hardware stages build themselves; the kinds of `keras2clash.kinds` too."""
 
 RECORDS: dict[str, type[Layer]] = {
     cls.type: cls for cls in (Dense, Conv2D, DepthwiseConv2D, MaxPool2D, AvgPool2D, Flatten, Identity, Activation,
-                              BatchNorm, ZeroPad2D, Crop2D, Upsample2D, Reshape, GlobalMaxPool, GlobalAvgPool)
+                              BatchNorm)
 }
+"""Record type -> record class: these, and those the kinds register (`register_record`)."""
+
+R = TypeVar("R", bound=type[Layer])
+
+
+def register_record(cls: R) -> R:
+    """Register a kind's record class for the dictionary IR (`record_from_dict`)."""
+    RECORDS[cls.type] = cls
+    return cls
 
 
 def record_from_dict(data: dict[str, Any]) -> Layer:
     """A record from its dictionary-IR form (`Graph.to_dict`), weights included."""
     kind = data["type"]
+    if kind not in MERGE_OPS and kind not in RECORDS:
+        raise K2CError(f"layer '{data.get('name')}': unknown layer type {kind!r} in the dictionary IR")
     cls: type[Layer] = Merge if kind in MERGE_OPS else RECORDS[kind]
     names = {f.name for f in fields(cls)}
     values: dict[str, Any] = {}

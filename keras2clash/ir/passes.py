@@ -33,6 +33,8 @@ import numpy as np
 
 from keras2clash.errors import K2CError
 from keras2clash.ir import layers as ir
+from keras2clash.kinds import kind_of
+from keras2clash.kinds.shapes import ZeroPad2D
 from keras2clash.ir.graph import Graph
 from keras2clash.ir.shape_passes import fold_reshapes
 from keras2clash.quant import activations
@@ -64,13 +66,13 @@ def fold_padding(graph: Graph) -> Graph:
     MaxPooling2D whose own padding is -infinity, a Cropping2D, ...) it stays a padding
     layer of its own (K2C.Pad); one with no padding at all is removed."""
     for layer in graph.layers:
-        if not isinstance(layer, ir.ZeroPad2D):
+        if not isinstance(layer, ZeroPad2D):
             continue
         if not any(layer.pads):
             return fold_padding(graph.without(layer))
         readers = graph.consumers(layer.name)
         target = readers[0] if len(readers) == 1 else None
-        if not isinstance(target, (ir.Conv2D, ir.DepthwiseConv2D, ir.AvgPool2D, ir.ZeroPad2D)) or (
+        if not isinstance(target, (ir.Conv2D, ir.DepthwiseConv2D, ir.AvgPool2D, ZeroPad2D)) or (
                 isinstance(target, ir.AvgPool2D) and any(target.pads)):
             continue
         pads = tuple(a + b for a, b in zip(layer.pads, target.pads))
@@ -182,7 +184,7 @@ def check_network(graph: Graph) -> Graph:
             "nested models with clashing names); every layer needs its own name"
         )
     for layer in graph.layers:
-        if layer.type not in ir.HARDWARE_TYPES:
+        if layer.type not in ir.HARDWARE_TYPES and kind_of(layer.type) is None:
             raise K2CError(f"layer '{layer.name}' ({layer.keras_class}) has no hardware block")
         for tensor, shape in zip(layer.inputs, layer.input_shapes):
             if graph.shape_of(tensor) != shape:

@@ -13,20 +13,21 @@ from __future__ import annotations
 from dataclasses import replace
 
 from keras2clash.ir import layers as ir
+from keras2clash.kinds.shapes import Reshape
 from keras2clash.ir.graph import Graph
 
 
 def fold_reshapes(graph: Graph) -> Graph:
     for layer in graph.layers:
-        if not isinstance(layer, ir.Reshape):
+        if not isinstance(layer, Reshape):
             continue
         readers = graph.consumers(layer.name)
         target = readers[0] if len(readers) == 1 else None
-        if not isinstance(target, (ir.Reshape, ir.Flatten)):
+        if not isinstance(target, (Reshape, ir.Flatten)):
             continue
         folded = replace(target, input_shapes=layer.input_shapes, fused=(*layer.fused, layer.name, *target.fused))
         graph = graph.replaced(target, folded).without(layer)
-        if isinstance(folded, ir.Reshape) and folded.output_shape == folded.input_shape:
+        if isinstance(folded, Reshape) and folded.output_shape == folded.input_shape:
             graph = graph.without(graph[folded.name])  # the second reshape undid the first
         return fold_reshapes(graph)
     return graph

@@ -35,7 +35,8 @@ import numpy as np
 
 from keras2clash.errors import K2CError
 from keras2clash.quant.formats import FixedFormat, count_saturated, make_format
-from keras2clash.hw.plan import LayerFormats, make_plan
+from keras2clash.hw.plan import LayerFormats
+from keras2clash.hw.planner import make_plan
 from keras2clash.ir.graph import as_graph
 from keras2clash.ir.layers import MERGE_OPS
 from keras2clash.quant.profile import LayerTrace, float_forward, layer_params, require_finite

@@ -10,34 +10,17 @@ slower, still exact.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from keras2clash.quant import activations
-from keras2clash.quant.formats import FixedFormat, quantize, requantize, saturate
-from keras2clash.ir.layers import SHAPE_TYPES
-from keras2clash.quant.shapes import move_layer
+from keras2clash.quant.exact import INT64_SAFE_BITS, QuantizedLayer, _exact, requantize_to
+from keras2clash.quant.formats import FixedFormat, quantize, saturate
 from keras2clash.hw.plan import LayerPlan, accumulator_format, relu_before_requantize
 from keras2clash.ir.graph import as_graph
-
-INT64_SAFE_BITS = 62
-"""Accumulators up to this width are computed in int64 (leaves headroom for rounding)."""
-
-
-@dataclass(frozen=True)
-class QuantizedLayer:
-    """A compute layer's parameters as the ROM stores them (raw integers).
-
-    `kernel` is (K, filters) with K in window order (conv: (i*kw + j)*C + c, i.e. the Keras
-    kernel (kh, kw, C, F) reshaped row-major; depthwise: i*kw + j of the filter's own
-    channel, the record's (kh, kw, C*m) reshaped); `bias` is (filters,) in the bias format.
-    """
-
-    kernel: np.ndarray
-    bias: np.ndarray
-
+from keras2clash.kinds import kind_of
 
 def quantize_params(plans: Sequence[LayerPlan], ir: Any = None) -> dict[str, QuantizedLayer]:
     """Round every compute layer's kernel and bias to its formats (contract: quantize).
@@ -61,34 +44,6 @@ def quantize_params(plans: Sequence[LayerPlan], ir: Any = None) -> dict[str, Qua
             bias=quantize(record.bias, plan.b_fmt),
         )
     return params
-
-
-def _exact(values: np.ndarray, extra_bits: int) -> np.ndarray:
-    """`values` in a dtype that holds them grown by `extra_bits` bits: int64 while that
-    fits INT64_SAFE_BITS, Python integers (object) beyond, so nothing can wrap."""
-    values = np.asarray(values)
-    if values.dtype == object or values.size == 0:
-        return values
-    top = max(int(values.max()), -int(values.min()), 1)
-    return values.astype(object) if top.bit_length() + 1 + extra_bits > INT64_SAFE_BITS else values
-
-
-def _round_shift(acc: np.ndarray, shift: int) -> np.ndarray:
-    """Contract step 4: divide by 2^shift rounding half up (shift > 0), or scale up exactly."""
-    if shift > 0:
-        acc = _exact(acc, 1) if shift < INT64_SAFE_BITS else np.asarray(acc).astype(object)
-        return (acc + (1 << (shift - 1))) >> shift
-    return _exact(acc, -shift) << (-shift)
-
-
-def requantize_to(raw: np.ndarray, frac: int, out: FixedFormat) -> np.ndarray:
-    """Contract step 4 from raw values with `frac` fraction bits to `out`'s raw values: its
-    rounding (nearest: half up; truncate: floor) at its `frac`, its overflow (saturate or
-    wrap) on its W-bit codes, in a dtype wide enough for every step (formats.requantize)."""
-    if out.is_plain:  # the default contract (the common case, int64 throughout)
-        return saturate(_round_shift(raw, frac - out.frac), out)
-    grow = max(out.frac - frac, 0) + max(-out.frac, 0) + 2
-    return requantize(_exact(raw, grow), frac, out)
 
 
 def _plan_constant(numerator: int, denominator: int, frac: int) -> int:
@@ -239,19 +194,6 @@ def avgpool2d(x: np.ndarray, plan: LayerPlan) -> np.ndarray:
     return np.asarray((2 * win.sum(axis=(3, 4)) + count) // (2 * count), dtype=np.int64)  # in range
 
 
-def global_pool(x: np.ndarray, plan: LayerPlan) -> np.ndarray:
-    """Per channel maximum (exact) or floor((2*sum + n) / (2*n)) over all n = H*W positions
-    of an image (docs/guide/contract.md, global pooling); output (C,) or (1, 1, C)."""
-    flat = np.asarray(x).reshape(len(x), -1, plan.input_shape[-1])
-    if plan.type == "globalmaxpool":
-        out = flat.max(axis=1)
-    else:
-        n = flat.shape[1]
-        wide = plan.in_fmt.hw_bits + n.bit_length() + 2 > INT64_SAFE_BITS
-        out = (2 * flat.astype(object if wide else np.int64).sum(axis=1) + n) // (2 * n)
-    return np.asarray(out, dtype=np.int64).reshape(len(x), *plan.output_shape)
-
-
 def batchnorm(x: np.ndarray, plan: LayerPlan, params: QuantizedLayer) -> np.ndarray:
     """A BatchNormalization not folded: per channel `x * scale + offset` exactly (product
     with fa + fw fraction bits, offset aligned, both to cf = max(fa + fw, fb)), then one
@@ -307,6 +249,9 @@ def merge(xs: Sequence[np.ndarray], plan: LayerPlan) -> np.ndarray:
 
 def layer(plan: LayerPlan, params: Mapping[str, QuantizedLayer], xs: Sequence[np.ndarray]) -> np.ndarray:
     """One layer on its inputs' raw values (batch first, shapes without the batch axis)."""
+    home = kind_of(plan.type)
+    if home is not None:
+        return home.golden(plan, xs, params.get(plan.name))
     h = xs[0]
     if plan.type == "dense":
         return dense(h, plan, params[plan.name])
@@ -320,14 +265,10 @@ def layer(plan: LayerPlan, params: Mapping[str, QuantizedLayer], xs: Sequence[np
         return avgpool2d(h, plan)
     if plan.type == "flatten":
         return h.reshape(len(h), -1)  # row-major, like Keras channels-last Flatten
-    if plan.type in ("globalmaxpool", "globalavgpool"):
-        return global_pool(h, plan)
     if plan.type == "batchnorm":
         return batchnorm(h, plan, params[plan.name])
     if plan.is_merge:
         return merge(xs, plan)
-    if plan.type in SHAPE_TYPES:
-        return move_layer(plan, h)  # values moved, not changed (quant/shapes.py)
     if plan.type == "activation":
         return activations.apply(h, plan.activation, plan.in_fmt.container, plan.out_fmt.container)
     raise ValueError(f"no golden model for layer type {plan.type!r}")

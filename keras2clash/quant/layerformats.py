@@ -2,7 +2,7 @@
 
 Two ways to say which format each compute layer uses, in the spirit of hls4ml's per-layer
 precision. Both end as `{layer name: plan.LayerFormats}` plus an optional input format and
-model-wide default, which `plan.make_plan` takes as they are.
+model-wide default, which `planner.make_plan` takes as they are.
 
 Command line, one `--layer-format` per layer (repeatable):
 

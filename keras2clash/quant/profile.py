@@ -25,8 +25,8 @@ import numpy as np
 
 from keras2clash.errors import K2CError
 from keras2clash.ir.graph import as_graph
-from keras2clash.ir.layers import MERGE_OPS, SHAPE_TYPES
-from keras2clash.quant.shapes import move_layer
+from keras2clash.ir.layers import MERGE_OPS
+from keras2clash.kinds import kind_of
 
 PERCENTILES = (0.1, 1.0, 50.0, 99.0, 99.9)
 KINDS = ("weights", "bias", "pre-activation", "output")
@@ -128,7 +128,11 @@ def _float_forward(graph: Any, x: np.ndarray, params: Mapping[str, tuple[np.ndar
         kind = layer.type
         h = values[layer.inputs[0]]
         pre = None
-        if kind in ("dense", "conv2d", "depthwise2d"):
+        home = kind_of(kind)
+        if home is not None:
+            own = params.get(layer.name) if params is not None else None
+            pre, h = home.float_step(layer, [values[t] for t in layer.inputs], own)
+        elif kind in ("dense", "conv2d", "depthwise2d"):
             kernel, bias = params[layer.name] if params is not None and layer.name in params else (layer.kernel, layer.bias)
             kernel = np.asarray(kernel, dtype=np.float64)
             bias = np.asarray(bias, dtype=np.float64)
@@ -147,10 +151,6 @@ def _float_forward(graph: Any, x: np.ndarray, params: Mapping[str, tuple[np.ndar
             h = _windows(h, layer, layer.pool_size, -np.inf).max(axis=(3, 4))
         elif kind == "avgpool2d":
             h = _float_avgpool(h, layer)
-        elif kind in ("globalmaxpool", "globalavgpool"):
-            flat = h.reshape(len(h), -1, h.shape[-1])
-            h = (flat.max(axis=1) if kind == "globalmaxpool" else flat.mean(axis=1)).reshape(
-                len(h), *layer.output_shape)
         elif kind == "batchnorm":
             scale, offset = params[layer.name] if params is not None and layer.name in params else layer_params(layer)
             pre = h * np.asarray(scale, dtype=np.float64) + np.asarray(offset, dtype=np.float64)
@@ -159,8 +159,6 @@ def _float_forward(graph: Any, x: np.ndarray, params: Mapping[str, tuple[np.ndar
             h = h.reshape(len(h), -1)
         elif kind in MERGE_OPS:
             h = float_activation(float_merge(kind, [values[t] for t in layer.inputs]), layer.activation)
-        elif kind in SHAPE_TYPES:
-            h = move_layer(layer, h)
         elif kind == "activation":
             h = float_activation(h, layer.activation)
         else:

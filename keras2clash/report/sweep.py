@@ -38,7 +38,8 @@ import numpy as np
 from keras2clash.quant.autoformat import AutoFormats, choose_formats, saturation
 from keras2clash.errors import K2CError
 from keras2clash.quant.formats import FixedFormat, count_saturated, make_format, parse_format
-from keras2clash.hw.plan import LayerFormats, LayerPlan, make_plan
+from keras2clash.hw.plan import LayerFormats, LayerPlan
+from keras2clash.hw.planner import make_plan
 
 DEFAULT_FORMATS = "1,2,3:1,16,17"
 """The thesis' sweep (Table 3): 6 to 34 bits."""

@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 
 from keras2clash.errors import K2CError
-from keras2clash.hw.plan import LayerFormats, compute_layers
+from keras2clash.hw.plan import LayerFormats
+from keras2clash.hw.planner import compute_layers
 from keras2clash.hw.resources import HwFigures
 from keras2clash.search.description import Constraints, DataSpec, Description, Goals, TrainingSpec
 from keras2clash.search.space import Candidate, NetworkSpec, build_model
@@ -122,7 +123,7 @@ def plan_options(candidate: Candidate, graph: Any) -> dict[str, Any]:
     if hw.budget is not None:
         options["dsp_budget"] = hw.budget
     else:
-        from keras2clash.hw.plan import make_plan
+        from keras2clash.hw.planner import make_plan
 
         plans = [p for p in make_plan(graph, fmts[0]) if p.is_compute]
         assert hw.parallelism is not None and hw.cycles is not None

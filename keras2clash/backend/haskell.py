@@ -1,0 +1,39 @@
+"""Helpers for the Haskell text of a layer kind: its template (a file of jinja2 macros beside
+the kind's module, `keras2clash/kinds/<kind>.hs.j2`) and the small spellings every kind
+shares. The text itself lives in the templates; Python passes them the numbers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+_env = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(str(Path(__file__).resolve().parent.parent / "kinds")),
+    trim_blocks=True,
+    lstrip_blocks=True,
+    undefined=jinja2.StrictUndefined,
+)
+
+
+class KindTemplate:
+    """A kind's macros: `template.pad(h, w, ...)` renders the macro `pad` as a string."""
+
+    def __init__(self, name: str) -> None:
+        self._module = _env.get_template(name).module
+
+    def __getattr__(self, macro: str) -> Any:
+        render = getattr(self._module, macro)
+        return lambda *args, **kwargs: str(render(*args, **kwargs))
+
+
+def kind_template(name: str) -> KindTemplate:
+    """The macros of `keras2clash/kinds/<name>`."""
+    return KindTemplate(name)
+
+
+def shape_text(shape: Sequence[int]) -> str:
+    """`8x8x3`: a tensor shape in the generated comments."""
+    return "x".join(map(str, shape))

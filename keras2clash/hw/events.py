@@ -1,0 +1,436 @@
+"""The stream blocks of the emitted network as event recurrences: one class per Clash block.
+
+A block is told the cycle `v` from which a beat is offered to it (`ready_at`, `accept`) and
+answers the cycle in which the beat moves; it pushes each output to its consumer (`down`) as
+soon as the output's valid cycle is known. `mx` is the maximum of two cycle values (Python
+`max`, or `numpy.maximum` when one model run evaluates many configurations at once). `state`
+and `set_state` give the hardware model the snapshots it finds the steady state with. The
+rules are the blocks' haddocks (clash_lib/K2C/*.hs) rewritten as recurrences; `hw.blocks`
+says how the network's blocks are put together.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+NEG = -(1 << 40)
+"""'Never' (a cycle before everything)."""
+CLAMP = -(1 << 39)
+
+
+class Sink:
+    """The AXI master port with m_axis_tready always high: a result moves when valid."""
+
+    def __init__(self) -> None:
+        self.times: list[Any] = []
+
+    def ready_at(self, v):
+        return v
+
+    def accept(self, v):
+        self.times.append(v)
+        return v
+
+    def state(self):
+        return []
+
+
+class Engine:
+    """K2C.Engine (dense, and conv2d after its window generator): S steps per window, D
+    pipeline cycles after the last step, an output queue of Q results."""
+
+    def __init__(self, steps, depth, queue, down, mx) -> None:
+        self.S, self.D, self.Q, self.down, self.mx = steps, depth, queue, down, mx
+        self.A = NEG                      # the previous window's accept cycle
+        self.hist = [NEG] * int(np.max(queue))   # the last results' move cycles, newest last
+
+    def _lagged(self):
+        """M_(i-Q): the move cycle of the result Q windows back (per configuration)."""
+        if isinstance(self.Q, np.ndarray):
+            rows = np.stack([np.broadcast_to(h, self.Q.shape) for h in self.hist])
+            return rows[len(self.hist) - self.Q, np.arange(self.Q.size)]
+        return self.hist[len(self.hist) - self.Q]
+
+    def ready_at(self, v):
+        mx = self.mx
+        return mx(mx(v, self.A + self.S), self._lagged() + 1)
+
+    def accept(self, v):
+        a = self.ready_at(v)
+        valid = self.mx(a + self.S + self.D, self.hist[-1]) + 1
+        self.A = a
+        self.hist = self.hist[1:] + [self.down.accept(valid)]
+        return a
+
+    def state(self):
+        return [self.A, *self.hist]
+
+    def set_state(self, values):
+        self.A, self.hist = values[0], list(values[1:])
+
+
+class Queue:
+    """K2C.Fifo of `depth` beats (Top's output slice): beat k moves in when fewer than `depth`
+    beats are held (`max(V, m_(k-depth) + 1)`) and is valid from `max(q_k, m_(k-1)) + 1`."""
+
+    def __init__(self, depth, down, mx) -> None:
+        self.down, self.mx = down, mx
+        self.hist = [NEG] * depth  # the last beats' move cycles, newest last
+
+    def ready_at(self, v):
+        return self.mx(v, self.hist[0] + 1)
+
+    def accept(self, v):
+        q = self.ready_at(v)
+        self.hist = self.hist[1:] + [self.down.accept(self.mx(q, self.hist[-1]) + 1)]
+        return q
+
+    def state(self):
+        return list(self.hist)
+
+    def set_state(self, values):
+        self.hist = list(values)
+
+
+OUTPUT_SLICE = 2
+"""Top's output FIFO (Top.hs `OutputSlice`): the class and scores registered before the ports."""
+INPUT_SLICE = 2
+"""Top's input FIFO (Top.hs `InputSlice`): the beats registered between the ports and the network."""
+
+
+class Window:
+    """K2C.Window (conv2d and pooling): line buffers and one window register, which is also the
+    output: a window is offered in the cycle its last pixel moves in."""
+
+    def __init__(self, h, w, kh, kw, sh, sw, down, mx) -> None:
+        rows = [r >= kh - 1 and (r - kh + 1) % sh == 0 for r in range(h)]
+        cols = [x >= kw - 1 and (x - kw + 1) % sw == 0 for x in range(w)]
+        self.completes = [rows[r] and cols[x] for r in range(h) for x in range(w)]
+        self.n = h * w
+        self.pos = 0
+        self.down, self.mx = down, mx
+        self.ready = NEG
+
+    def ready_at(self, v):
+        return self.mx(v, self.ready)
+
+    def accept(self, v):
+        q = self.mx(v, self.ready)
+        if self.completes[self.pos]:
+            self.ready = self.down.accept(q) + 1
+        self.pos = (self.pos + 1) % self.n
+        return q
+
+    def state(self):
+        return [self.ready]
+
+    def set_state(self, values):
+        (self.ready,) = values
+
+
+class Pad:
+    """K2C.Pad: a wire inside the image, border pixels emitted without waiting for input."""
+
+    def __init__(self, h, w, pads, down, mx) -> None:
+        top, bottom, left, right = pads
+        self.hp, self.wp = top + h + bottom, left + w + right
+        self.inside = [top <= r < top + h and left <= x < left + w
+                       for r in range(self.hp) for x in range(self.wp)]
+        self.last_inside = (top + h - 1) * self.wp + left + w - 1
+        self.n = self.hp * self.wp
+        self.pos = 0
+        self.down, self.mx = down, mx
+        self.M = -1  # the first output beat is offered in cycle 0
+
+    def _border(self) -> None:
+        self.M = self.down.accept(self.M + 1)
+        self.pos = (self.pos + 1) % self.n
+
+    def ready_at(self, v):
+        """Border pixels first (they need no input), then the downstream's answer."""
+        while not self.inside[self.pos]:
+            self._border()
+        return self.down.ready_at(self.mx(v, self.M + 1))
+
+    def accept(self, v):
+        while not self.inside[self.pos]:
+            self._border()
+        self.M = self.down.accept(self.mx(v, self.M + 1))
+        moved = self.M
+        last = self.pos == self.last_inside
+        self.pos = (self.pos + 1) % self.n
+        if last:  # the trailing border of this image: no input needed
+            while self.pos != 0:
+                self._border()
+        return moved
+
+    def state(self):
+        return [self.M]
+
+    def set_state(self, values):
+        (self.M,) = values
+
+
+class Collect:
+    """K2C.Collect (flatten after convolutions): n beats -> one vector."""
+
+    def __init__(self, n, down, mx) -> None:
+        self.n, self.down, self.mx = n, down, mx
+        self.count = 0
+        self.ready = NEG
+
+    def ready_at(self, v):
+        return self.mx(v, self.ready) if self.count == 0 else v
+
+    def accept(self, v):
+        q = self.mx(v, self.ready) if self.count == 0 else v
+        self.count += 1
+        if self.count == self.n:
+            self.ready = self.down.accept(q + 1) + 1
+            self.count = 0
+        return q
+
+    def state(self):
+        return [self.ready]
+
+    def set_state(self, values):
+        (self.ready,) = values
+
+
+class Global:
+    """K2C.Global (global max/average pooling): an input register, a running per-channel
+    register over the n beats of an image, and an output register. A beat accepted in `q`
+    is combined in `c = max(q + 1, P)` (P: the cycle combining resumes after a pending
+    result), and the input register takes the next beat from `c` on. The n-th beat,
+    combined in `c`, gives the result valid from `max(c, M_prev) + 1` (it waits in the
+    running register while the previous result has not left), which is also when combining
+    resumes."""
+
+    def __init__(self, n, down, mx) -> None:
+        self.n, self.down, self.mx = n, down, mx
+        self.count = 0
+        self.ready = NEG  # the cycle the input register is free again (the last beat's c)
+        self.resume = NEG  # P
+        self.M = NEG
+
+    def ready_at(self, v):
+        return self.mx(v, self.ready)
+
+    def accept(self, v):
+        q = self.mx(v, self.ready)
+        c = self.mx(q + 1, self.resume)
+        self.ready = c
+        self.count += 1
+        if self.count == self.n:
+            valid = self.mx(c, self.M) + 1
+            self.M = self.down.accept(valid)
+            self.resume = valid
+            self.count = 0
+        return q
+
+    def state(self):
+        return [self.ready, self.resume, self.M]
+
+    def set_state(self, values):
+        self.ready, self.resume, self.M = values
+
+
+class Join:
+    """K2C.Branch's join after one K2C.Fifo per branch, as one n-input join.
+
+    Branch i's FIFO has depth `D_i` (None: unbounded, to measure what the design needs).
+    A beat is offered to it in cycle `v`; it enters in `q = max(v, F(k - D_i) + 1)` for its
+    k-th beat (a FIFO's ready is `count < depth`, and the beat D_i earlier leaves in the
+    cycle the join fires it, F). Beat k of every FIFO is valid from `max(q_k, F_(k-1)) + 1`;
+    all FIFOs' beats move together (the join fires) when all are valid and downstream is
+    ready. For `F(k - D_i)` to be known when the k-th beat arrives, D_i must be at least
+    the beats that FIFO can hold in the event order (`need`): `fifo_depths` guarantees it,
+    and that bound is also what keeps the design free of deadlock under any stalls.
+    """
+
+    def __init__(self, n, down, mx, depths=None) -> None:
+        self.n, self.down, self.mx = n, down, mx
+        self.depths = list(depths) if depths is not None else [None] * n
+        self.keep = max([d for d in self.depths if d is not None], default=1)
+        self.queues: list[list[Any]] = [[] for _ in range(n)]
+        self.fired: list[Any] = [NEG] * self.keep  # the last `keep` fire cycles, newest last
+        self.need = [0] * n  # most beats a FIFO holds in the event order (this one included)
+
+    def port(self, i: int) -> JoinPort:
+        return JoinPort(self, i)
+
+    def ready_at(self, i, v):
+        """Check that FIFO i can take a beat in the event order. A fork asks its branch heads
+        before any branch has taken the beat, so a FIFO that heads a branch must have room
+        then: that is what `need` measures (the beats it holds with the next one)."""
+        depth = self.depths[i]
+        self.need[i] = max(self.need[i], len(self.queues[i]) + 1)
+        if depth is None or len(self.queues[i]) < depth:
+            return v
+        raise RuntimeError(f"hwmodel: branch FIFO {i} of depth {depth} is asked for more beats than "
+                           "the event order allows (depth below the structural bound)")
+
+    def free_from(self, i):
+        """The first cycle the FIFO has room for its next beat: after the beat D earlier fired."""
+        depth = self.depths[i]
+        if depth is None:
+            return NEG
+        back = depth - len(self.queues[i])  # how many fires ago that beat left
+        return self.fired[-back] + 1 if back <= len(self.fired) else NEG
+
+    def push(self, i, q) -> None:
+        self.queues[i].append(q)
+        self.need[i] = max(self.need[i], len(self.queues[i]))
+        while all(self.queues):
+            heads = [queue.pop(0) for queue in self.queues]
+            valid = self.fired[-1]
+            for h in heads:
+                valid = self.mx(valid, h)
+            self.fired.append(self.down.accept(valid + 1))
+            del self.fired[0]
+
+    def state(self):
+        return [*self.fired, *(q for queue in self.queues for q in queue)]
+
+    def shape(self):
+        return tuple(len(queue) for queue in self.queues)
+
+    def set_state(self, values, shape):
+        self.fired = list(values[:self.keep])
+        rest = list(values[self.keep:])
+        self.queues = []
+        for n in shape:
+            self.queues.append(rest[:n])
+            rest = rest[n:]
+
+
+class JoinPort:
+    """A branch's FIFO, as its branch's last block sees it."""
+
+    def __init__(self, join: Join, i: int) -> None:
+        self.join, self.i = join, i
+
+    def ready_at(self, v):
+        self.join.ready_at(self.i, v)
+        return self.join.mx(v, self.join.free_from(self.i))
+
+    def accept(self, v):
+        q = self.ready_at(v)
+        self.join.push(self.i, q)
+        return q
+
+
+class Fork:
+    """K2C.Branch's fork: the beat moves into every branch in the first cycle in which every
+    branch head is ready (each stays ready until it accepts)."""
+
+    def __init__(self, heads, join: Join, mx) -> None:
+        self.heads, self.join, self.mx = heads, join, mx
+
+    def ready_at(self, v):
+        q = v
+        for head in self.heads:
+            q = self.mx(q, head.ready_at(q))
+        for head in self.heads:  # a later head's wait may end after an earlier head's
+            q = self.mx(q, head.ready_at(q))
+        return q
+
+    def accept(self, v):
+        q = self.ready_at(v)
+        for head in self.heads:
+            head.accept(q)
+        return q
+
+
+class Crop:
+    """K2C.Crop: kept pixels are a wire, dropped ones move when offered."""
+
+    def __init__(self, h, w, crops, down, mx) -> None:
+        top, bottom, left, right = crops
+        self.kept = [top <= r < h - bottom and left <= x < w - right for r in range(h) for x in range(w)]
+        self.pos = 0
+        self.down, self.mx = down, mx
+
+    def ready_at(self, v):
+        return self.down.ready_at(v) if self.kept[self.pos] else v
+
+    def accept(self, v):
+        moved = self.down.accept(v) if self.kept[self.pos] else v
+        self.pos = (self.pos + 1) % len(self.kept)
+        return moved
+
+    def state(self):
+        return []
+
+    def set_state(self, values):
+        pass
+
+
+class Upsample:
+    """K2C.Upsample: every input pixel loads its copies into the output register in turn;
+    the row's later copies follow the row's last pixel without waiting for input."""
+
+    def __init__(self, w, size, down, mx) -> None:
+        self.w, (self.sh, self.sw) = w, size
+        self.x = 0  # column of the next input pixel
+        self.down, self.mx = down, mx
+        self.M = NEG  # the cycle the last beat moved
+
+    def _emit(self, load) -> None:
+        self.M = self.down.accept(load + 1)
+
+    def ready_at(self, v):
+        return self.mx(v, self.M)
+
+    def accept(self, v):
+        q = self.mx(v, self.M)
+        self._emit(q)
+        for _ in range(self.sw - 1):
+            self._emit(self.M)
+        self.x += 1
+        if self.x == self.w:  # the row's other copies, from the line buffer
+            self.x = 0
+            for _ in range((self.sh - 1) * self.w * self.sw):
+                self._emit(self.M)
+        return q
+
+    def state(self):
+        return [self.M]
+
+    def set_state(self, values):
+        (self.M,) = values
+
+
+class Scatter:
+    """K2C.Scatter: one vector -> n beats."""
+
+    def __init__(self, n, down, mx) -> None:
+        self.n, self.down, self.mx = n, down, mx
+        self.ready = NEG
+
+    def ready_at(self, v):
+        return self.mx(v, self.ready)
+
+    def accept(self, v):
+        q = self.mx(v, self.ready)
+        moved = q
+        for _ in range(self.n):
+            moved = self.down.accept(moved + 1)
+        self.ready = moved + 1
+        return q
+
+    def state(self):
+        return [self.ready]
+
+    def set_state(self, values):
+        (self.ready,) = values
+
+
+def pipe_block(d: int, down: Any, mx: Any, blocks: list[Any]) -> Engine:
+    """A stage on K2C.Pipe with d registers: the engine's rules with one step, depth d - 1 and
+    a queue of d + 2."""
+    block = Engine(1, d - 1, d + 2, down, mx)
+    blocks.append(block)
+    return block

@@ -1,0 +1,107 @@
+"""What a layer kind is: the one class every stage asks about a layer.
+
+A kind (`Kind`) owns, in its module under `keras2clash.kinds`, everything that differs
+between kinds: its IR record(s) and their Keras converters, its format rule, its plan, its
+golden-model step, its float step (profiles and traces), its blocks in the hardware model
+and their storage, and its entry in the generated Haskell (the text in a template beside
+the module). The stages (frontend, passes, plan, hardware model, golden model, backend)
+iterate over the graph and ask each layer's kind; none of them names a kind.
+
+The defaults here are those of a kind that moves values and computes nothing (the shape
+kinds): the output keeps its input's format, nothing is stored beyond the blocks' own
+registers, and no constant is quantized.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from keras2clash.errors import K2CError
+from keras2clash.hw.plan import LayerFormats, LayerPlan
+from keras2clash.ir.layers import Layer
+from keras2clash.quant.formats import FixedFormat
+
+
+@dataclass(frozen=True)
+class Storage:
+    """On-chip memory bits of one layer's own blocks (`hw.resources.LayerResources`)."""
+
+    line_buffer_bits: int = 0  # block RAM line buffers
+    register_bits: int = 0  # data registers
+    fifo_bits: int = 0  # LUT RAM FIFOs
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A layer's part of the generated Network.hs: the haddock line, the notes under it, the
+    stages composed with `|>` (Haskell text rendered from the kind's template), and the
+    K2C blocks it imports (`backend.emitter.IMPORTS`)."""
+
+    doc: str
+    body: tuple[str, ...]
+    notes: tuple[str, ...] = ()
+    uses: tuple[str, ...] = ()
+
+
+class Kind:
+    """One layer kind. A subclass names its IR records in `records` (their `type`s are the
+    kind's keys in the registry) and overrides what differs from a value-moving kind."""
+
+    records: ClassVar[tuple[type[Layer], ...]] = ()
+    keeps_format: ClassVar[bool] = True
+    """The output keeps the input's format (no format of its own, no override allowed)."""
+
+    @property
+    def types(self) -> tuple[str, ...]:
+        return tuple(record.type for record in self.records)
+
+    # --- the plan ----------------------------------------------------------------------
+
+    def plan_fields(self, layer: Layer) -> dict[str, Any]:
+        """The plan's fields that come from the record (its geometry)."""
+        return {}
+
+    def plan(self, layer: Layer, common: Mapping[str, Any], override: LayerFormats | None,
+             fmt: FixedFormat) -> LayerPlan:
+        """The layer's plan: `common` holds the fields every plan has (name, shapes, input
+        format, ...), `override` the user's formats for this layer, `fmt` the default."""
+        if override is not None:
+            raise K2CError(f"layer '{layer.name}' ({layer.type}) has no formats of its own; it keeps its input's")
+        return LayerPlan(out_fmt=common["in_fmt"], **common, **self.plan_fields(layer))
+
+    def check(self, plan: LayerPlan) -> None:
+        """One clear error for formats the kind's blocks cannot build exactly."""
+
+    # --- the golden model and the float model -------------------------------------------
+
+    def golden(self, plan: LayerPlan, xs: Sequence[np.ndarray], params: Any) -> np.ndarray:
+        """The layer on its inputs' raw integers (batch first); `params` its quantized
+        constants (`quant.golden.QuantizedLayer`) or None."""
+        raise NotImplementedError(f"{type(self).__name__}.golden")
+
+    def float_step(self, layer: Layer, xs: Sequence[np.ndarray],
+                   params: tuple[np.ndarray, np.ndarray] | None) -> tuple[np.ndarray | None, np.ndarray]:
+        """The layer in float64: (the values before its activation, or None when it has
+        none, and its outputs). `params` may replace its constants."""
+        raise NotImplementedError(f"{type(self).__name__}.float_step")
+
+    # --- the hardware model --------------------------------------------------------------
+
+    def blocks(self, plan: LayerPlan, down: Any, mx: Any, blocks: list[Any]) -> Any:
+        """The layer's own blocks (`hw.events`) in front of `down`, appended to `blocks`
+        from the consumer backwards; returns the first (what the producer feeds)."""
+        raise NotImplementedError(f"{type(self).__name__}.blocks")
+
+    def storage(self, plan: LayerPlan) -> Storage:
+        """The memory of the layer's own blocks (activation stages are counted apart)."""
+        return Storage()
+
+    # --- the backend ---------------------------------------------------------------------
+
+    def entry(self, plan: LayerPlan, fn: str) -> Entry:
+        """The layer in Network.hs; `fn` is its Haskell name (Weights.hs uses it too)."""
+        raise NotImplementedError(f"{type(self).__name__}.entry")

@@ -1,0 +1,58 @@
+"""The exact integer arithmetic of the contract (docs/guide/contract.md) on raw values: the
+golden model's building blocks, shared by the kinds' golden steps (`keras2clash.kinds`).
+
+Everything is vectorised numpy; values that could outgrow int64 are computed in Python
+integers (object arrays), so nothing can wrap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from keras2clash.quant.formats import FixedFormat, requantize, saturate
+
+INT64_SAFE_BITS = 62
+"""Accumulators up to this width are computed in int64 (leaves headroom for rounding)."""
+
+
+@dataclass(frozen=True)
+class QuantizedLayer:
+    """A compute layer's parameters as the ROM stores them (raw integers).
+
+    `kernel` is (K, filters) with K in window order (conv: (i*kw + j)*C + c, i.e. the Keras
+    kernel (kh, kw, C, F) reshaped row-major; depthwise: i*kw + j of the filter's own
+    channel, the record's (kh, kw, C*m) reshaped); `bias` is (filters,) in the bias format.
+    """
+
+    kernel: np.ndarray
+    bias: np.ndarray
+
+
+def _exact(values: np.ndarray, extra_bits: int) -> np.ndarray:
+    """`values` in a dtype that holds them grown by `extra_bits` bits: int64 while that
+    fits INT64_SAFE_BITS, Python integers (object) beyond, so nothing can wrap."""
+    values = np.asarray(values)
+    if values.dtype == object or values.size == 0:
+        return values
+    top = max(int(values.max()), -int(values.min()), 1)
+    return values.astype(object) if top.bit_length() + 1 + extra_bits > INT64_SAFE_BITS else values
+
+
+def _round_shift(acc: np.ndarray, shift: int) -> np.ndarray:
+    """Contract step 4: divide by 2^shift rounding half up (shift > 0), or scale up exactly."""
+    if shift > 0:
+        acc = _exact(acc, 1) if shift < INT64_SAFE_BITS else np.asarray(acc).astype(object)
+        return (acc + (1 << (shift - 1))) >> shift
+    return _exact(acc, -shift) << (-shift)
+
+
+def requantize_to(raw: np.ndarray, frac: int, out: FixedFormat) -> np.ndarray:
+    """Contract step 4 from raw values with `frac` fraction bits to `out`'s raw values: its
+    rounding (nearest: half up; truncate: floor) at its `frac`, its overflow (saturate or
+    wrap) on its W-bit codes, in a dtype wide enough for every step (formats.requantize)."""
+    if out.is_plain:  # the default contract (the common case, int64 throughout)
+        return saturate(_round_shift(raw, frac - out.frac), out)
+    grow = max(out.frac - frac, 0) + max(-out.frac, 0) + 2
+    return requantize(_exact(raw, grow), frac, out)
