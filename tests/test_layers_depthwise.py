@@ -17,6 +17,7 @@ from keras import layers
 
 from keras2clash.errors import K2CError
 from keras2clash.frontend.convert import to_graph
+from keras2clash.kinds.flatten import Flatten
 from keras2clash.frontend.keras_ref import predict_float
 from keras2clash.hw.plan import LayerFormats, LayerPlan
 from keras2clash.hw.planner import make_plan
@@ -121,7 +122,7 @@ def _plan(h, w, c, m, k, s, pads, fmt, acc_bits, pe, cycles, act):
     record = ir.DepthwiseConv2D(name="dw", inputs=("input",), input_shapes=((h, w, c),), output_shape=(h2, w2, c * m),
                                 kernel=np.zeros((kh, kw, c * m)), bias=np.zeros(c * m), activation=act,
                                 kernel_size=k, strides=s, pads=pads, depth_multiplier=m)
-    flat = ir.Flatten(name="f", inputs=("dw",), input_shapes=((h2, w2, c * m),), output_shape=(h2 * w2 * c * m,))
+    flat = Flatten(name="f", inputs=("dw",), input_shapes=((h2, w2, c * m),), output_shape=(h2 * w2 * c * m,))
     dense = ir.Dense(name="d", inputs=("f",), input_shapes=((h2 * w2 * c * m,),), output_shape=(1,))
     graph = Graph(name="g", input_name="input", input_shape=(h, w, c), layers=(record, flat, dense), output="d")
     formats = {"dw": LayerFormats(output=fmt, accumulator_bits=acc_bits)}

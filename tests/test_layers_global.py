@@ -21,6 +21,7 @@ from keras import layers
 from helpers import assert_clash_matches_golden, needs_toolchain
 from keras2clash.errors import K2CError
 from keras2clash.frontend.convert import to_graph
+from keras2clash.kinds.pool import AvgPool2D
 from keras2clash.hw import hwmodel
 from keras2clash.hw.plan import LayerFormats
 from keras2clash.hw.planner import make_plan
@@ -163,7 +164,7 @@ def test_average_pooling_same_divisor_equals_exact_rationals(h, w, ph, pw, sh, s
     f = parse_format("1,7,8")
     (top, bottom), (left, right) = same_pads(h, ph, sh), same_pads(w, pw, sw)
     h2, w2 = -(-h // sh), -(-w // sw)
-    record = ir.AvgPool2D(name="ap", inputs=("input",), input_shapes=((h, w, 1),), output_shape=(h2, w2, 1),
+    record = AvgPool2D(name="ap", inputs=("input",), input_shapes=((h, w, 1),), output_shape=(h2, w2, 1),
                           pool_size=(ph, pw), strides=(sh, sw), padding="same", pads=(top, bottom, left, right))
     plan = make_plan([record.__dict__ | {"type": "avgpool2d", "input_shape": (h, w, 1)},
                       {"type": "flatten", "name": "f", "input_shape": (h2, w2, 1), "output_shape": (h2 * w2,)},
@@ -171,7 +172,7 @@ def test_average_pooling_same_divisor_equals_exact_rationals(h, w, ph, pw, sh, s
                        "weights": {"kernel": np.ones((h2 * w2, 1)), "bias": np.zeros(1)}}], f)[0]
     assert plan.exclude_pads == any(plan.pads)
     x = np.random.default_rng(seed).integers(f.raw_min, f.raw_max + 1, size=(2, h, w, 1))
-    got = golden.avgpool2d(x, plan)
+    got = golden.layer(plan, {}, [x])
     for i in range(h2):
         for j in range(w2):
             rows = [r for r in range(i * sh - top, i * sh - top + ph) if 0 <= r < h]

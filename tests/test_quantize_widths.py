@@ -226,7 +226,7 @@ def test_average_pooling_exact_at_64_bits() -> None:
     for values in ([fmt.raw_max] * 4, [fmt.raw_min] * 4, [fmt.raw_max, fmt.raw_max, fmt.raw_min, 7]):
         x = np.array(values, dtype=np.int64).reshape(1, 2, 2, 1)
         want = (2 * sum(values) + 4) // 8
-        assert golden.avgpool2d(x, plan).reshape(-1).tolist() == [want]
+        assert golden.layer(plan, {}, [x]).reshape(-1).tolist() == [want]
 
 @pytest.mark.parametrize("extra", [["--format", "1,0,0"], ["--layer-format", "dense_1:o=1,0,0"]])
 def test_one_bit_format_is_refused_at_emit(tmp_path: Path, saturating_model: Path, capsys, extra) -> None:

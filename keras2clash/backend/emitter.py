@@ -27,6 +27,7 @@ from keras2clash.backend.memfiles import memfile_text
 from keras2clash.hw.blocks import stages_table
 from keras2clash.hw.plan import LayerPlan, relu_before_requantize
 from keras2clash.kinds import kind_of
+from keras2clash.kinds.window import pad_stage, padding_doc, source_doc
 from keras2clash.ir.structure import Chain, Parallel, structure
 from keras2clash.backend.activations import ActivationCode, activation_code
 from keras2clash.quant import activations as acts
@@ -162,8 +163,7 @@ IMPORTS = {
     "conv2d_dilated": "import qualified K2C.Dilated as Dilated",
     "depthwise2d": "import qualified K2C.Depthwise as Depthwise",
     "pad": "import qualified K2C.Pad as Pad",
-    "maxpool2d": "import qualified K2C.Pool as Pool",
-    "avgpool2d": "import qualified K2C.Pool as Pool",
+    "pool": "import qualified K2C.Pool as Pool",
     "flatten": "import qualified K2C.Collect as Collect",
     "merge": "import qualified K2C.Merge as Merge",
     "global": "import qualified K2C.Global as Global",
@@ -199,16 +199,6 @@ def requantizer(fmt: FixedFormat) -> str:
     overflow = "Saturate" if fmt.overflow == "saturate" else "Wrap"
     return (f"Quant.requantizeTo @{fmt.bits} @{fmt.raw_frac - fmt.frac} Quant.{rounding} Quant.{overflow} "
             f"{bool(fmt.sign)}")
-
-
-def _pad_stage(plan: LayerPlan, value: str) -> list[str]:
-    """An explicit padding stage in front of a windowed layer (none when there is no padding)."""
-    if not any(plan.pads):
-        return []
-    h, w = plan.input_shape[:2]
-    top, bottom, left, right = plan.pads
-    return [f"Pad.pad {{- image -}} {_snats(h, w)} {{- top bottom left right -}} "
-            f"{_snats(top, bottom, left, right)} {value}"]
 
 
 def _layer_entry(plan: LayerPlan, fn: str, code: ActivationCode | None = None,
@@ -274,18 +264,6 @@ def _layer_entry(plan: LayerPlan, fn: str, code: ActivationCode | None = None,
         entry.update(doc=depthwise["doc"], body=depthwise["body"] + vector_stage)
         entry["uses"] += depthwise["uses"]
         entry["notes"] += depthwise["notes"]
-    elif plan.type in ("maxpool2d", "avgpool2d"):
-        (ph, pw), (sh, sw) = plan.kernel_size, plan.strides
-        h, w = plan.padded_input_shape[:2]
-        kind = "max" if plan.type == "maxpool2d" else "average"
-        entry["doc"] = f"{_source_doc(plan)}{shapes}, {ph}x{pw} {kind} pooling, stride {sh}x{sw}, padding {_padding_doc(plan)}"
-        block = "Pool.maxPool" if plan.type == "maxpool2d" else "Pool.avgPool"
-        window = f"{{- image -}} {_snats(h, w)} {{- pool -}} {_snats(ph, pw)} {{- stride -}} {_snats(sh, sw)}"
-        if plan.exclude_pads:
-            block = "Pool.avgPoolSame"
-            window += f" {{- pads -}} {_snats(*plan.pads)} {{- windows -}} {_snats(*plan.output_shape[:2])}"
-            entry["notes"].append("Each window is divided by its count of non-padding values (Keras 'same').")
-        entry["body"] = _pad_stage(plan, "minBound" if plan.type == "maxpool2d" else "0") + [f"{block} {window}"]
     elif plan.type == "batchnorm":
         assert plan.w_fmt is not None and plan.b_fmt is not None
         entry["doc"] = (f"{shapes}, BatchNormalization per channel: x * scale ({plan.w_fmt}) + offset "
@@ -300,11 +278,6 @@ def _layer_entry(plan: LayerPlan, fn: str, code: ActivationCode | None = None,
                                   f"every {plan.lane_chunks + 1} cycles: the rate its producer sets.")
         entry.update(requantizes=True, hw_activation=code.name if elementwise and code is not None else "linear",
                      constants=_batchnorm_constants(plan, fn))
-    elif plan.type == "flatten":
-        beats = math.prod(plan.input_shape[:-1])
-        entry["doc"] = f"flatten {_shape_text(plan.input_shape)} to {plan.n_out} (row-major, channels last)"
-        entry["notes"].append(f"Collects {beats} beat(s) of {plan.input_shape[-1]} into one vector.")
-        entry["body"] = [f"Collect.collect (SNat @{beats})"]
     elif plan.is_merge:
         notes = entry["notes"]
         entry.update(_merge_entry(plan, code.name if elementwise and code is not None else "linear"))
@@ -354,26 +327,19 @@ def _vec_literal(raw: Sequence[int]) -> str:
     return " :> ".join(f"({v})" if v < 0 else str(v) for v in (int(r) for r in raw)) + " :> Nil"
 
 
-def _source_doc(plan: LayerPlan) -> str:
-    """The Keras class, when the hardware builds it as another kind (a 1-D layer one row high)."""
-    if plan.source_class == "Dense":
-        return "Dense applied per position (a 1x1 convolution), "
-    return f"{plan.source_class} (one row high), " if plan.source_class.endswith("1D") else ""
-
-
 def _conv_entry(plan: LayerPlan, fn: str, shapes: str) -> dict[str, Any]:
     """A convolution: `Conv.conv2d`, or `Dilated.conv2dDilated` (a window of the dilated
     extent, then the taps) when dilated."""
     (kh, kw), (sh, sw), (dh, dw) = plan.kernel_size, plan.strides, plan.dilation
     h, w = plan.padded_input_shape[:2]
     dilated = (dh, dw) != (1, 1)
-    doc = (f"{_source_doc(plan)}{shapes}, {kh}x{kw} kernel, stride {sh}x{sw}"
+    doc = (f"{source_doc(plan)}{shapes}, {kh}x{kw} kernel, stride {sh}x{sw}"
            + (f", dilation {dh}x{dw}" if dilated else "")
-           + f", padding {_padding_doc(plan)}, {_activation_doc(plan)}")
+           + f", padding {padding_doc(plan)}, {_activation_doc(plan)}")
     block = (f"Dilated.conv2dDilated {{- image -}} {_snats(h, w)} {{- kernel -}} {_snats(kh, kw)} "
              f"{{- dilation -}} {_snats(dh, dw)}" if dilated else
              f"Conv.conv2d {{- image -}} {_snats(h, w)} {{- kernel -}} {_snats(kh, kw)}")
-    body = _input_queue(plan) + _pad_stage(plan, "0") + [
+    body = _input_queue(plan) + pad_stage(plan, "0") + [
         f"{block} {{- stride -}} {_snats(sh, sw)} pe cycles levels {_window_queue(plan)} W.{fn} finish"]
     notes = [f"The window generator spans the dilated extent {plan.extent[0]}x{plan.extent[1]}; "
              "the taps are selected by wires."] if dilated else []
@@ -417,8 +383,8 @@ def _depthwise_entry(plan: LayerPlan, fn: str, shapes: str) -> dict[str, Any]:
     m = plan.filters // plan.input_shape[-1]
     return {
         "doc": (f"{shapes}, depthwise {kh}x{kw} kernel, depth multiplier {m}, stride {sh}x{sw}, "
-                f"padding {_padding_doc(plan)}, {_activation_doc(plan)}"),
-        "body": _input_queue(plan) + _pad_stage(plan, "0") + [
+                f"padding {padding_doc(plan)}, {_activation_doc(plan)}"),
+        "body": _input_queue(plan) + pad_stage(plan, "0") + [
             f"Depthwise.depthwise2d {{- image -}} {_snats(h, w)} {{- kernel -}} {_snats(kh, kw)} "
             f"{{- stride -}} {_snats(sh, sw)} {{- depth multiplier -}} {_snats(m)} pe cycles levels {_window_queue(plan)} W.{fn} finish"],
         "notes": _queue_notes(plan),
@@ -484,15 +450,6 @@ def _merge_entry(plan: LayerPlan, activation: str) -> dict[str, Any]:
 
 def _zip_nested(xs: Sequence[str]) -> str:
     return xs[0] if len(xs) == 1 else f"zip {xs[0]} ({_zip_nested(xs[1:])})" if len(xs) > 2 else f"zip {xs[0]} {xs[1]}"
-
-
-def _padding_doc(plan: LayerPlan) -> str:
-    if not any(plan.pads):
-        return "valid"
-    top, bottom, left, right = plan.pads
-    if plan.source_class == "Conv1D" and (top, bottom, right) == (0, 0, 0):
-        return f"causal (left {left})"
-    return f"same (top {top}, bottom {bottom}, left {left}, right {right})"
 
 
 def _stage(plan: LayerPlan, entry: dict[str, Any]) -> str:

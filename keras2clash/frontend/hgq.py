@@ -39,6 +39,7 @@ from keras2clash.frontend.registry import (
     ConversionState, _activation, _activation_name, _single_input, _to_numpy, keras_converter, register_converter,
 )
 from keras2clash.ir import layers as ir
+from keras2clash.kinds.flatten import Flatten
 from keras2clash.kinds.shapes import Reshape
 from keras2clash.ir.graph import Graph
 from keras2clash.quant.formats import MAX_BITS, MIN_HARDWARE_BITS, FixedFormat, grid_frac, make_format
@@ -399,7 +400,7 @@ def model_quant(model: Any) -> dict[str, LayerQuant]:
 # --- the whole model's formats ------------------------------------------------------------
 
 #: Records that pass a tensor on unchanged (a quantizer after them sees the same values).
-_TRANSPARENT = (ir.Flatten, Reshape, ir.Identity)
+_TRANSPARENT = (Flatten, Reshape, ir.Identity)
 
 
 def _is_relu(record: ir.Layer) -> bool:

@@ -1,4 +1,4 @@
-"""Converters of the image layers: Conv2D, MaxPooling2D, AveragePooling2D; and
+"""Converters of the image layers: Conv2D; and the window geometry the windowed kinds share; and
 the record builders the 1-D layers share (`frontend.sequences`)."""
 
 from __future__ import annotations
@@ -126,30 +126,3 @@ def conv_record(layer: Any, state: ConversionState, kernel: Any, bias: Any, stri
     return ir.Conv2D(**state.common(layer, out), kernel=kernel, bias=bias, use_bias=bool(layer.use_bias),
                      activation=_activation(layer), kernel_size=kernel_size, strides=strides,
                      padding=padding, pads=pads, dilation=dilation, source_class=type(layer).__name__)
-
-
-@register_converter("MaxPooling2D", "AveragePooling2D")
-def _convert_pool2d(layer: Any, state: ConversionState) -> ir.Layer:
-    """Max/average pooling over (ph, pw) windows per channel; strides default to the pool."""
-    _check_image_layer(layer, state)
-    return pool_record(layer, state, _pair(layer, "pool_size", layer.pool_size),
-                       _pair(layer, "strides", layer.strides))
-
-
-def pool_record(layer: Any, state: ConversionState, pool_size: tuple[int, int],
-                strides: tuple[int, int]) -> ir.Pool2D:
-    """The pooling record of a 2-D (or 1-D, one row high) max or average pooling.
-
-    'same' max pooling pads with -infinity (never chosen); 'same' average pooling pads with
-    zeros and divides each window by its count of non-padding values, as Keras does (the
-    record keeps padding='same' with its pads; a ZeroPadding2D folded in front instead
-    makes padding='valid', whose zeros count).
-    """
-    kind = type(layer).__name__
-    padding = _padding(layer)
-    (out_h, out_w), pads = _window_geometry(layer, state.shape, pool_size, strides, padding, "pool_size")
-    out = (out_h, out_w, state.shape[2])
-    _check_keras_shape(layer, state, out)
-    cls = ir.MaxPool2D if kind.startswith("MaxPooling") else ir.AvgPool2D
-    return cls(**state.common(layer, out), pool_size=pool_size, strides=strides, padding=padding, pads=pads,
-               source_class=kind)

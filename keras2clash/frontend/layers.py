@@ -46,24 +46,6 @@ def _convert_dense(layer: Any, state: ConversionState) -> ir.Layer:
                     use_bias=bool(layer.use_bias), activation=activation)
 
 
-@register_converter("Flatten")
-def _convert_flatten(layer: Any, state: ConversionState) -> ir.Layer:
-    """Rank>1 -> 1-D row-major reshape. On a 1-D input it is the identity (removed by the
-    passes, which also merges consecutive Flattens)."""
-    _single_input(layer, state)
-    if len(state.shape) == 1:
-        return ir.Identity(**state.common(layer, state.shape), source_class="Flatten")
-    if getattr(layer, "data_format", "channels_last") == "channels_first":
-        raise K2CError(
-            f"Flatten layer '{layer.name}' uses data_format='channels_first', which "
-            "transposes its input before flattening; only channels_last is supported"
-        )
-    return ir.Flatten(**state.common(layer, (math.prod(state.shape),)))
-
-
-# --- normalisation and activations (folded and fused by the passes) --------------------
-
-
 @register_converter("BatchNormalization")
 def _convert_batch_normalization(layer: Any, state: ConversionState) -> ir.Layer:
     """Inference-time batch normalisation as a per-channel scale and shift.

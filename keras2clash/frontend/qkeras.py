@@ -34,7 +34,9 @@ from keras2clash.frontend.registry import (
     ConversionState, _activation_name, _to_numpy, keras_converter, register_converter,
 )
 from keras2clash.ir import layers as ir
+from keras2clash.kinds.flatten import Flatten
 from keras2clash.kinds.global_pool import GlobalMaxPool
+from keras2clash.kinds.pool import MaxPool2D
 from keras2clash.kinds.shapes import Reshape
 from keras2clash.ir.graph import Graph
 from keras2clash.quant.formats import MAX_BITS, MIN_HARDWARE_BITS, NEAREST_EVEN, SATURATE, FixedFormat, grid_frac, make_format
@@ -246,7 +248,7 @@ def _producer(layer: Any) -> Any:
 
 #: Records whose outputs are some of their input's values (moved, or the maximum of a
 #: window: exact in float32 too), so in the input's format.
-_KEEPS_FORMAT = (ir.Flatten, Reshape, ir.Identity, ir.MaxPool2D, GlobalMaxPool)
+_KEEPS_FORMAT = (Flatten, Reshape, ir.Identity, MaxPool2D, GlobalMaxPool)
 
 
 def format_config(model: Any, graph: Graph, input_format: FixedFormat | None = None) -> Any:

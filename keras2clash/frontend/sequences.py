@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from keras2clash.errors import K2CError
-from keras2clash.frontend.images import _check_image_layer, conv_record, pool_record
+from keras2clash.frontend.images import _check_image_layer, conv_record
 from keras2clash.frontend.registry import (
     ConversionState, _kernel_and_bias, register_converter,
 )
@@ -68,17 +68,6 @@ def _convert_conv1d(layer: Any, state: ConversionState) -> ir.Layer:
                        strides=(1, _one(layer, "strides", layer.strides)),
                        dilation=(1, _one(layer, "dilation_rate", layer.dilation_rate)),
                        padding=_padding_1d(layer, ("valid", "same", "causal")))
-
-
-@register_converter("MaxPooling1D", "AveragePooling1D")
-def _convert_pool1d(layer: Any, state: ConversionState) -> ir.Layer:
-    """1-D max/average pooling -> the 2-D pooling record of pool (1, p), strides (1, s):
-    the same code path as the 2-D layers (`images.pool_record`), padding rules included."""
-    _check_sequence_layer(layer, state)
-    _padding_1d(layer, ("valid", "same"))
-    pool = _one(layer, "pool_size", layer.pool_size)
-    stride = _one(layer, "strides", layer.strides if layer.strides is not None else pool)
-    return pool_record(layer, state, (1, pool), (1, stride))
 
 
 def dense_on_tensor(layer: Any, state: ConversionState) -> ir.Layer:

@@ -69,15 +69,8 @@ from keras2clash.hw.plan import LayerPlan
 from keras2clash.hw.events import (CLAMP, INPUT_SLICE, NEG, OUTPUT_SLICE, Collect, Engine, Fork, Global, Join,  # noqa: F401
                                    Pad, Queue, Scatter, Sink, Window, pipe_block)
 from keras2clash.kinds import kind_of
+from keras2clash.kinds.window import front_blocks
 from keras2clash.ir.structure import Chain, Parallel, structure
-
-def _geometry(plan: LayerPlan) -> tuple[int, int, int, int, int, int]:
-    """The window generator's image, window and strides; a dilated convolution's window is
-    its dilated extent (the tap selection after it is wires)."""
-    h, w = plan.padded_input_shape[:2]
-    (kh, kw), (sh, sw) = plan.extent, plan.strides
-    return h, w, kh, kw, sh, sw
-
 
 def _knobs(plan: LayerPlan) -> tuple[int, int, int]:
     """What the engine's timing depends on: S = G*b steps, pipeline depth D, queue depth Q."""
@@ -131,35 +124,6 @@ constant multiplication)."""
 
 BATCHNORM_DEPTH = 3
 """K2C.BatchNorm's BatchNormDepth: the input beat, the products, then the finished values."""
-
-
-def axis_depth(n: int) -> int:
-    """K2C.Pool's AxisDepth n: a register after every level of a balanced tree over n values
-    (ceil(log2 n) levels), one register when there is no level."""
-    return max(1, (n - 1).bit_length())
-
-
-def pool_depth(ph: int, pw: int) -> int:
-    """K2C.Pool's PoolDepth ph pw: the window registered (the generator offers it straight from
-    the pixel's source), then the tree along the rows and the one down the rows (3 for windows
-    of at most 2x2; a 3x3 maximum has 5: one comparison per register stage)."""
-    return 1 + axis_depth(pw) + axis_depth(ph)
-
-
-def has_pool_stage(plan: LayerPlan) -> bool:
-    """Whether a layer is a pooling, which reduces its windows on K2C.Pipe (`maxPool`,
-    `avgPool`, `avgPoolSame`)."""
-    return plan.type in ("maxpool2d", "avgpool2d")
-
-
-AVG_SAME_DIVISIONS = 2
-"""K2C.Pool.AvgSameDepth - PoolDepth: the registered divisions by the window's rows, then columns."""
-
-
-def pool_stage_depth(plan: LayerPlan) -> int:
-    """A pooling's K2C.Pipe registers: PoolDepth, and for Keras 'same' average pooling
-    (`avgPoolSame`, AvgSameDepth) one more after each of its two divisions."""
-    return pool_depth(*plan.kernel_size) + (AVG_SAME_DIVISIONS if plan.exclude_pads else 0)
 
 
 def _softmax_block(plan: LayerPlan, down, mx, blocks: list) -> Any:
@@ -230,33 +194,18 @@ def _layer_blocks(plan: LayerPlan, knobs, down, mx, blocks: list) -> Any:
         down = _softmax_block(plan, down, mx, blocks)
     if has_map_stage(plan):
         down = pipe_block(map_depth(plan), down, mx, blocks)
+    if home is not None:
+        return home.blocks(plan, down, mx, blocks)
     if plan.is_merge:  # the merge's own stage (K2C.Pipe.mapP after the join)
         down = pipe_block(MERGE_DEPTH, down, mx, blocks)
     if plan.type == "batchnorm":
         down = _batchnorm_blocks(plan, down, mx, blocks)
-    if has_pool_stage(plan):
-        down = pipe_block(pool_stage_depth(plan), down, mx, blocks)
     if plan.is_compute:
         steps, depth, queue = knobs[plan.name]
         down = Engine(steps, depth, queue, down, mx)
         blocks.append(down)
     if plan.is_windowed:
-        if plan.window_fifo:
-            down = Queue(plan.window_fifo, down, mx)
-            blocks.append(down)
-        down = Window(*_geometry(plan), down, mx)
-        blocks.append(down)
-        if any(plan.pads):
-            down = Pad(*plan.input_shape[:2], plan.pads, down, mx)
-            blocks.append(down)
-        if plan.input_fifo:
-            down = Queue(plan.input_fifo, down, mx)
-            blocks.append(down)
-    elif plan.type == "flatten":
-        down = Collect(math.prod(plan.input_shape[:-1]), down, mx)
-        blocks.append(down)
-    elif home is not None:
-        down = home.blocks(plan, down, mx, blocks)
+        down = front_blocks(plan, down, mx, blocks)
     elif not (plan.is_compute or plan.is_merge or plan.type in ("batchnorm", "activation")):
         raise ValueError(f"no timing model for layer type {plan.type!r}")
     return down

@@ -34,9 +34,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from keras2clash.hw.blocks import (  # noqa: F401  (re-exported: the model's building blocks)
-    CLAMP, NEG, _build, _geometry, Join, _knobs, beats_per_image,
+    CLAMP, NEG, _build, Join, _knobs, beats_per_image,
 )
 from keras2clash.hw.plan import LayerPlan
+from keras2clash.kinds.window import generator_geometry
 from keras2clash.hw.resources import (  # noqa: F401  (re-exported)
     HwFigures, LayerResources, layer_resources, top_fifo_bits,
 )
@@ -309,7 +310,7 @@ MAX_WINDOW_FIFO = 64
 def _window_spacing(plan: LayerPlan) -> int:
     """The fewest cycles between two windows of one image at one pixel a cycle (K2C.Conv):
     `sw` within a row, `sh*w - (w2-1)*sw` from a row's last window to the next row's first."""
-    _, w, _, kw, sh, sw = _geometry(plan)
+    _, w, _, kw, sh, sw = generator_geometry(plan)
     w2 = (w - kw) // sw + 1
     return min(sw, sh * w - (w2 - 1) * sw)
 

@@ -81,9 +81,6 @@ def _geometry(layer: Layer) -> dict[str, Any]:
         size, extra = layer.kernel_size, {"dilation": tuple(layer.dilation)}
     elif isinstance(layer, ir.DepthwiseConv2D):
         size, extra = layer.kernel_size, {}
-    elif isinstance(layer, ir.Pool2D):
-        size, extra = layer.pool_size, {}
-        extra["exclude_pads"] = isinstance(layer, ir.AvgPool2D) and layer.padding == "same" and any(layer.pads)
     else:
         return {}
     if getattr(layer, "source_class", "") not in ("", layer.keras_class):
@@ -222,12 +219,6 @@ def _check_formats(plan: LayerPlan) -> None:
         if not out.is_plain:
             raise K2CError(f"{where}: output format {out}: a {plan.type} rounds to nearest and saturates on a "
                            "signed format; give it one like 1,7,8")
-    elif plan.type == "avgpool2d" and (plan.in_fmt.frac < 0 or not plan.in_fmt.default_modes):
-        raise K2CError(
-            f"{where}: average pooling rounds to nearest on its input format {plan.in_fmt}, which asks for "
-            "other modes or has negative fraction bits; give its producer a format with frac >= 0 and the "
-            "default modes"
-        )
 
 
 def _compute_plan(common: dict[str, Any], override: LayerFormats, fmt: FixedFormat, pe: int,

@@ -7,17 +7,10 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from keras2clash.hw.blocks import (AVG_SAME_DIVISIONS, BATCHNORM_DEPTH, MERGE_DEPTH, _geometry, has_map_stage,
-                                   has_pool_stage, is_table, map_depth, pool_stage_depth, splits_activation)
+from keras2clash.hw.blocks import BATCHNORM_DEPTH, MERGE_DEPTH, has_map_stage, is_table, map_depth, splits_activation
 from keras2clash.hw.plan import LayerPlan, tree_stages
 from keras2clash.kinds import kind_of
-
-
-def _tree_registers(n: int) -> int:
-    """Values registered by K2C.Pool.treeStages over n leaves: 2^(lv-j) after level j of
-    lv = ceil(log2 n) levels (the padding included), one value when there is no level."""
-    lv = (n - 1).bit_length()
-    return sum(1 << (lv - j) for j in range(1, lv + 1)) or 1
+from keras2clash.kinds.window import window_storage
 
 
 def relu_product_bits(plan: LayerPlan) -> int:
@@ -55,13 +48,9 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
     in_bits = plan.in_fmt.hw_bits
     out_bits = plan.out_fmt.hw_bits
     line = regs = 0
-    if plan.is_windowed:
-        _, w, kh, kw, _, _ = _geometry(plan)
-        c = plan.input_shape[-1]
-        line = w * (kh - 1) * c * in_bits
-        # the window shift register (also the output), the kept line-buffer word, and for w = 1 the bypass (K2C.Window)
-        word = (kh - 1) * c * in_bits
-        regs += kh * kw * c * in_bits + word * (2 if w == 1 else 1)
+    if plan.is_windowed and kind_of(plan.type) is None:
+        window = window_storage(plan)
+        line, regs = window.line_buffer_bits, window.register_bits
     if plan.is_compute:
         assert plan.acc_fmt is not None
         # the engine's window (rotating chunks); a depthwise engine holds every channel's
@@ -70,8 +59,6 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
         regs += plan.pe * plan.acc_fmt.hw_bits if plan.cycles > 1 or plan.pipeline else 0  # accumulators
         regs += plan.filters * out_bits if plan.groups > 1 else 0  # result register R
         regs += pipeline_register_bits(plan)
-    if plan.type == "flatten":
-        regs += plan.n_in * in_bits
     home = kind_of(plan.type)
     if home is not None:
         own = home.storage(plan)
@@ -82,22 +69,12 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
     if plan.window_fifo:  # windows queued before the engine (a depthwise window holds every channel's)
         lanes = plan.input_shape[-1] if plan.type == "depthwise2d" else 1
         fifo += plan.window_fifo * lanes * plan.window * in_bits
-    if plan.input_fifo:  # input pixels queued before the padding and the window generator
+    if plan.input_fifo and kind_of(plan.type) is None:  # input pixels queued before the padding and the window generator
         fifo += plan.input_fifo * plan.input_shape[-1] * in_bits
     channels = plan.output_shape[-1]
     if plan.type == "batchnorm":
         bn_regs, bn_fifo = batchnorm_storage(plan)
         regs, fifo = regs + bn_regs, fifo + bn_fifo
-    if has_pool_stage(plan):  # K2C.Pool on K2C.Pipe: the trees along and down the rows, their queue
-        ph, pw = plan.kernel_size
-        wide = in_bits + (ph - 1).bit_length() + (pw - 1).bit_length() + 2  # K2C.Pool.WideSum
-        row_bits = in_bits if plan.type == "maxpool2d" else wide
-        depth = pool_stage_depth(plan)
-        window = ph * pw * channels * in_bits  # the entry stage: the window registered
-        regs += window + channels * row_bits * (ph * _tree_registers(pw) + _tree_registers(ph)) + depth
-        if plan.exclude_pads:  # avgPoolSame: the two divisions' registered results
-            regs += AVG_SAME_DIVISIONS * channels * wide
-        fifo += (depth + 2) * channels * out_bits
     if has_map_stage(plan):  # K2C.Pipe.mapP (mapP2, mapTable): the registered results and their queue
         depth = map_depth(plan)
         regs += channels * out_bits * (1 + int(is_table(plan))) + depth  # mapTable: the read, its output register

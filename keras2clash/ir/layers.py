@@ -122,39 +122,6 @@ class DepthwiseConv2D(Layer):
 
 
 @dataclass(frozen=True)
-class Pool2D(Layer):
-    """Max or average pooling per channel; 'same' max pooling pads with -infinity.
-    `source_class` is the Keras class (a 1-D pooling is this record one row high); empty
-    means the record's own `keras_class`."""
-
-    pool_size: tuple[int, int] = (2, 2)
-    strides: tuple[int, int] = (2, 2)
-    padding: str = "valid"
-    pads: tuple[int, int, int, int] = (0, 0, 0, 0)
-    source_class: str = ""
-
-
-@dataclass(frozen=True)
-class MaxPool2D(Pool2D):
-    type: ClassVar[str] = "maxpool2d"
-    keras_class: ClassVar[str] = "MaxPooling2D"
-
-
-@dataclass(frozen=True)
-class AvgPool2D(Pool2D):
-    type: ClassVar[str] = "avgpool2d"
-    keras_class: ClassVar[str] = "AveragePooling2D"
-
-
-@dataclass(frozen=True)
-class Flatten(Layer):
-    """Row-major reshape of an image's beats into one vector (Keras Flatten, channels last)."""
-
-    type: ClassVar[str] = "flatten"
-    keras_class: ClassVar[str] = "Flatten"
-
-
-@dataclass(frozen=True)
 class Merge(Layer):
     """A Keras merge layer: `op` is one of MERGE_OPS. Element-wise ops take inputs of one
     shape; `concatenate` joins the last axis. An activation after it may be fused."""
@@ -222,12 +189,12 @@ COMPUTE_TYPES = ("dense", "conv2d", "depthwise2d")
 POOL_TYPES = ("maxpool2d", "avgpool2d")
 WINDOW_TYPES = ("conv2d", "depthwise2d", *POOL_TYPES)
 """Kinds built on the window generator (K2C.Window, with K2C.Pad in front when padded)."""
-HARDWARE_TYPES = (*COMPUTE_TYPES, *POOL_TYPES, "flatten", *MERGE_OPS,
+HARDWARE_TYPES = (*COMPUTE_TYPES, *MERGE_OPS,
                   "batchnorm", "activation")
 """The `type`s the hardware stages build themselves; the kinds of `keras2clash.kinds` too."""
 
 RECORDS: dict[str, type[Layer]] = {
-    cls.type: cls for cls in (Dense, Conv2D, DepthwiseConv2D, MaxPool2D, AvgPool2D, Flatten, Identity, Activation,
+    cls.type: cls for cls in (Dense, Conv2D, DepthwiseConv2D, Identity, Activation,
                               BatchNorm)
 }
 """Record type -> record class: these, and those the kinds register (`register_record`)."""

@@ -34,6 +34,7 @@ import numpy as np
 from keras2clash.errors import K2CError
 from keras2clash.ir import layers as ir
 from keras2clash.kinds import kind_of
+from keras2clash.kinds.pool import AvgPool2D
 from keras2clash.kinds.shapes import ZeroPad2D
 from keras2clash.ir.graph import Graph
 from keras2clash.ir.shape_passes import fold_reshapes
@@ -72,14 +73,14 @@ def fold_padding(graph: Graph) -> Graph:
             return fold_padding(graph.without(layer))
         readers = graph.consumers(layer.name)
         target = readers[0] if len(readers) == 1 else None
-        if not isinstance(target, (ir.Conv2D, ir.DepthwiseConv2D, ir.AvgPool2D, ZeroPad2D)) or (
-                isinstance(target, ir.AvgPool2D) and any(target.pads)):
+        if not isinstance(target, (ir.Conv2D, ir.DepthwiseConv2D, AvgPool2D, ZeroPad2D)) or (
+                isinstance(target, AvgPool2D) and any(target.pads)):
             continue
         pads = tuple(a + b for a, b in zip(layer.pads, target.pads))
         folded = replace(target, pads=pads, input_shapes=layer.input_shapes,
                          fused=(*target.fused, *layer.fused, layer.name),
                          **({"padding": "same"} if isinstance(target, (ir.Conv2D, ir.DepthwiseConv2D)) else
-                            {"padding": "valid"} if isinstance(target, ir.AvgPool2D) else {}))
+                            {"padding": "valid"} if isinstance(target, AvgPool2D) else {}))
         return fold_padding(graph.replaced(target, folded).without(layer))
     return graph
 

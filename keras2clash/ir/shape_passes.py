@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from keras2clash.ir import layers as ir
+from keras2clash.kinds.flatten import Flatten
 from keras2clash.kinds.shapes import Reshape
 from keras2clash.ir.graph import Graph
 
@@ -23,7 +24,7 @@ def fold_reshapes(graph: Graph) -> Graph:
             continue
         readers = graph.consumers(layer.name)
         target = readers[0] if len(readers) == 1 else None
-        if not isinstance(target, (Reshape, ir.Flatten)):
+        if not isinstance(target, (Reshape, Flatten)):
             continue
         folded = replace(target, input_shapes=layer.input_shapes, fused=(*layer.fused, layer.name, *target.fused))
         graph = graph.replaced(target, folded).without(layer)

@@ -7,12 +7,12 @@ kind's records (`ir.layers.RECORDS`) and Keras converters (`frontend.registry`).
 
 from __future__ import annotations
 
-from keras2clash.kinds import global_pool, shapes
+from keras2clash.kinds import flatten, global_pool, pool, shapes
 from keras2clash.kinds.base import Entry, Kind, Storage
 
 __all__ = ["KINDS", "Entry", "Kind", "Storage", "kind_of"]
 
-KINDS: dict[str, Kind] = {t: kind for kind in (*shapes.KINDS, *global_pool.KINDS) for t in kind.types}
+KINDS: dict[str, Kind] = {t: kind for kind in (*pool.KINDS, *flatten.KINDS, *shapes.KINDS, *global_pool.KINDS) for t in kind.types}
 """Record type -> its kind."""
 
 

@@ -38,6 +38,7 @@ from keras2clash.hw.plan import LayerPlan
 from keras2clash.ir import layers as ir
 from keras2clash.ir.layers import Layer, register_record
 from keras2clash.kinds.base import Entry, Kind, Storage
+from keras2clash.kinds.flatten import Flatten
 
 Shape = tuple[int, ...]
 HASKELL = kind_template("shapes.hs.j2")
@@ -195,7 +196,7 @@ def _reshape_record(layer: Any, state: ConversionState, out: Shape, source_class
     if tuple(out) == tuple(state.shape):
         return ir.Identity(**state.common(layer, out), source_class=source_class)
     if len(out) == 1:
-        return ir.Flatten(**state.common(layer, out))
+        return Flatten(**state.common(layer, out))
     return Reshape(**state.common(layer, out), source_class=source_class)
 
 

@@ -56,3 +56,20 @@ def requantize_to(raw: np.ndarray, frac: int, out: FixedFormat) -> np.ndarray:
         return saturate(_round_shift(raw, frac - out.frac), out)
     grow = max(out.frac - frac, 0) + max(-out.frac, 0) + 2
     return requantize(_exact(raw, grow), frac, out)
+
+
+def pad_images(x: np.ndarray, pads: tuple[int, int, int, int], value: int | float) -> np.ndarray:
+    """(N, H, W, C) -> padded with `value` on top, bottom, left, right."""
+    top, bottom, left, right = pads
+    return np.pad(x, ((0, 0), (top, bottom), (left, right), (0, 0)), constant_values=value)
+
+
+def windows(x: np.ndarray, kernel: tuple[int, int], dilation: tuple[int, int], strides: tuple[int, int],
+            out_hw: tuple[int, int]) -> np.ndarray:
+    """All windows of (N, H, W, C) padded images -> (N, H2, W2, kh, kw, C), strided: window
+    (i, j) spans the dilated extent from input pixel (i*sh, j*sw), tap (r, s) reads pixel
+    (i*sh + r*dh, j*sw + s*dw). Raw integers and floats alike."""
+    (kh, kw), (dh, dw), (sh, sw), (h2, w2) = kernel, dilation, strides, out_hw
+    view = np.lib.stride_tricks.sliding_window_view(x, ((kh - 1) * dh + 1, (kw - 1) * dw + 1), axis=(1, 2))
+    view = view[:, : (h2 - 1) * sh + 1 : sh, : (w2 - 1) * sw + 1 : sw, :, ::dh, ::dw]
+    return np.moveaxis(view, 3, -1)  # N, H2, W2, kh, kw, C

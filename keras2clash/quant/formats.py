@@ -266,7 +266,7 @@ def _round_and_clamp(x: np.ndarray, fmt: FixedFormat) -> tuple[np.ndarray, np.nd
         else:
             up = np.zeros(y.shape, dtype=bool)
     high = (low + up) >= float(fmt.q_max + 1)  # a power of two: an exact comparison
-    under = low < float(fmt.q_min)
+    under = (low + up) < float(fmt.q_min)  # a value that rounds up onto q_min fits
     inside = ~(high | under)
     q = np.where(inside, low, 0.0).astype(np.int64) + (up & inside)
     q[high] = fmt.q_max

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from keras2clash.quant import activations
-from keras2clash.quant.exact import INT64_SAFE_BITS, QuantizedLayer, _exact, requantize_to
+from keras2clash.quant.exact import INT64_SAFE_BITS, QuantizedLayer, _exact, pad_images, requantize_to, windows
 from keras2clash.quant.formats import FixedFormat, quantize, saturate
 from keras2clash.hw.plan import LayerPlan, accumulator_format, relu_before_requantize
 from keras2clash.ir.graph import as_graph
@@ -135,22 +135,9 @@ def dense(x: np.ndarray, plan: LayerPlan, params: QuantizedLayer) -> np.ndarray:
     return _neurons(x.reshape(len(x), -1), plan, params)
 
 
-def pad_images(x: np.ndarray, pads: tuple[int, int, int, int], value: int) -> np.ndarray:
-    """(N, H, W, C) -> padded with `value` on top, bottom, left, right."""
-    top, bottom, left, right = pads
-    return np.pad(x, ((0, 0), (top, bottom), (left, right), (0, 0)), constant_values=value)
-
-
 def windows_of(x: np.ndarray, plan: LayerPlan) -> np.ndarray:
-    """All windows of (N, H, W, C) padded images -> (N, H2, W2, kh, kw, C), strided: window
-    (i, j) spans the dilated extent from input pixel (i*sh, j*sw), tap (r, s) reads pixel
-    (i*sh + r*dh, j*sw + s*dw)."""
-    (eh, ew), (dh, dw) = plan.extent, plan.dilation
-    sh, sw = plan.strides
-    h2, w2 = plan.output_shape[0], plan.output_shape[1]
-    view = np.lib.stride_tricks.sliding_window_view(x, (eh, ew), axis=(1, 2))  # N,H',W',C,eh,ew
-    view = view[:, : (h2 - 1) * sh + 1 : sh, : (w2 - 1) * sw + 1 : sw, :, ::dh, ::dw]
-    return np.moveaxis(view, 3, -1)  # N, H2, W2, kh, kw, C
+    """All windows of a layer's padded input images (`exact.windows`)."""
+    return windows(x, plan.kernel_size, plan.dilation, plan.strides, plan.output_shape[:2])
 
 
 def conv2d(x: np.ndarray, plan: LayerPlan, params: QuantizedLayer) -> np.ndarray:
@@ -171,27 +158,6 @@ def depthwise2d(x: np.ndarray, plan: LayerPlan, params: QuantizedLayer) -> np.nd
     own = np.repeat(win, m, axis=-1)  # channel c*m + j reads channel c
     out = _neurons(own.reshape(n * h2 * w2, plan.window, plan.filters), plan, params, _per_filter)
     return out.reshape(n, h2, w2, plan.filters)
-
-
-def maxpool2d(x: np.ndarray, plan: LayerPlan) -> np.ndarray:
-    """Per channel maximum; 'same' padding counts as the format's minimum (never chosen)."""
-    win = windows_of(pad_images(x, plan.pads, plan.in_fmt.raw_min), plan)
-    return win.max(axis=(3, 4))
-
-
-def avgpool2d(x: np.ndarray, plan: LayerPlan) -> np.ndarray:
-    """Per channel floor((2*sum + N) / (2*N)): the average rounded half up, exactly.
-
-    N is the pool size, or with 'same' padding (`exclude_pads`) each window's count of
-    non-padding values (Keras' rule), counted here by pooling an image of ones."""
-    size = plan.kernel_size[0] * plan.kernel_size[1]
-    wide = plan.in_fmt.hw_bits + size.bit_length() + 2 > INT64_SAFE_BITS  # 2*sum + count, exactly
-    win = windows_of(pad_images(x, plan.pads, 0), plan).astype(object if wide else np.int64)
-    count: Any = size
-    if plan.exclude_pads:
-        ones = np.ones((1, *plan.input_shape[:2], 1), dtype=np.int64)
-        count = windows_of(pad_images(ones, plan.pads, 0), plan).sum(axis=(3, 4))[0]  # (H2, W2, 1)
-    return np.asarray((2 * win.sum(axis=(3, 4)) + count) // (2 * count), dtype=np.int64)  # in range
 
 
 def batchnorm(x: np.ndarray, plan: LayerPlan, params: QuantizedLayer) -> np.ndarray:
@@ -259,12 +225,6 @@ def layer(plan: LayerPlan, params: Mapping[str, QuantizedLayer], xs: Sequence[np
         return conv2d(h, plan, params[plan.name])
     if plan.type == "depthwise2d":
         return depthwise2d(h, plan, params[plan.name])
-    if plan.type == "maxpool2d":
-        return maxpool2d(h, plan)
-    if plan.type == "avgpool2d":
-        return avgpool2d(h, plan)
-    if plan.type == "flatten":
-        return h.reshape(len(h), -1)  # row-major, like Keras channels-last Flatten
     if plan.type == "batchnorm":
         return batchnorm(h, plan, params[plan.name])
     if plan.is_merge:

@@ -63,16 +63,6 @@ def _windows(x: np.ndarray, layer: Any, size: Sequence[int], fill: float) -> np.
     return np.moveaxis(view, 3, -1)
 
 
-def _float_avgpool(x: np.ndarray, layer: Any) -> np.ndarray:
-    """Average pooling; with 'same' padding each window divides by its count of non-padding
-    values (Keras), with folded ZeroPadding2D ('valid') by the pool size."""
-    total = _windows(x, layer, layer.pool_size, 0.0).sum(axis=(3, 4))
-    if layer.padding == "same" and any(layer.pads):
-        ones = np.ones((1, *x.shape[1:3], 1))
-        return total / _windows(ones, layer, layer.pool_size, 0.0).sum(axis=(3, 4))
-    return total / (layer.pool_size[0] * layer.pool_size[1])
-
-
 def layer_params(layer: Any) -> tuple[np.ndarray, np.ndarray]:
     """The constants a layer stores: a Dense/Conv2D's kernel and bias, a BatchNormalization's
     per-channel scale (stored in the weight format) and offset (in the bias format)."""
@@ -147,16 +137,10 @@ def _float_forward(graph: Any, x: np.ndarray, params: Mapping[str, tuple[np.ndar
                 flat = win.reshape(n * h2 * w2, -1) @ kernel.reshape(-1, kernel.shape[-1])
                 pre = (flat + bias).reshape(n, h2, w2, kernel.shape[-1])
             h = float_activation(pre, layer.activation)
-        elif kind == "maxpool2d":
-            h = _windows(h, layer, layer.pool_size, -np.inf).max(axis=(3, 4))
-        elif kind == "avgpool2d":
-            h = _float_avgpool(h, layer)
         elif kind == "batchnorm":
             scale, offset = params[layer.name] if params is not None and layer.name in params else layer_params(layer)
             pre = h * np.asarray(scale, dtype=np.float64) + np.asarray(offset, dtype=np.float64)
             h = float_activation(pre, layer.activation)
-        elif kind == "flatten":
-            h = h.reshape(len(h), -1)
         elif kind in MERGE_OPS:
             h = float_activation(float_merge(kind, [values[t] for t in layer.inputs]), layer.activation)
         elif kind == "activation":
