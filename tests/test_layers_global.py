@@ -21,6 +21,7 @@ from keras import layers
 from helpers import assert_clash_matches_golden, needs_toolchain
 from keras2clash.errors import K2CError
 from keras2clash.frontend.convert import to_graph
+from keras2clash.kinds.batchnorm import BatchNorm
 from keras2clash.kinds.pool import AvgPool2D
 from keras2clash.hw import hwmodel
 from keras2clash.hw.plan import LayerFormats
@@ -244,7 +245,7 @@ def test_batchnorm_multiply_add_equals_exact_rationals(fa, fw, fb, fo, c, act, s
     then the activation: for every mix of fraction widths (either side of the output)."""
     a, wt, b, o = (FixedFormat(1, 4, fa), FixedFormat(1, 3, fw), FixedFormat(1, 5, fb), FixedFormat(1, 4, fo))
     rng = np.random.default_rng(seed)
-    record = ir.BatchNorm(name="bn", inputs=("input",), input_shapes=((c,),), output_shape=(c,),
+    record = BatchNorm(name="bn", inputs=("input",), input_shapes=((c,),), output_shape=(c,),
                           scale=rng.uniform(-8, 8, c), shift=rng.uniform(-30, 30, c), mean=rng.uniform(-1, 1, c),
                           activation=act)
     head = ir.Dense(name="d", inputs=("bn",), input_shapes=((c,),), output_shape=(1,),
@@ -255,7 +256,7 @@ def test_batchnorm_multiply_add_equals_exact_rationals(fa, fw, fb, fo, c, act, s
     plan = make_plan(graph, o, layer_formats={"bn": LayerFormats(weight=wt, bias=b, output=o)}, input_fmt=a)[0]
     params = golden.quantize_params([plan])["bn"]
     x = rng.integers(a.raw_min, a.raw_max + 1, size=(5, c))
-    got = golden.batchnorm(x, plan, params)
+    got = golden.layer(plan, {plan.name: params}, [x])
     for s in range(5):
         for k in range(c):
             exact = (Fraction(int(x[s, k]), 2 ** fa) * Fraction(int(params.kernel[k]), 2 ** fw)

@@ -164,7 +164,6 @@ IMPORTS = {
     "depthwise2d": "import qualified K2C.Depthwise as Depthwise",
     "pad": "import qualified K2C.Pad as Pad",
     "pool": "import qualified K2C.Pool as Pool",
-    "flatten": "import qualified K2C.Collect as Collect",
     "merge": "import qualified K2C.Merge as Merge",
     "global": "import qualified K2C.Global as Global",
     "batchnorm": "import qualified K2C.BatchNorm as BatchNorm",
@@ -264,20 +263,6 @@ def _layer_entry(plan: LayerPlan, fn: str, code: ActivationCode | None = None,
         entry.update(doc=depthwise["doc"], body=depthwise["body"] + vector_stage)
         entry["uses"] += depthwise["uses"]
         entry["notes"] += depthwise["notes"]
-    elif plan.type == "batchnorm":
-        assert plan.w_fmt is not None and plan.b_fmt is not None
-        entry["doc"] = (f"{shapes}, BatchNormalization per channel: x * scale ({plan.w_fmt}) + offset "
-                        f"({plan.b_fmt}) exactly, requantized to {plan.out_fmt}, {_activation_doc(plan)}")
-        entry["notes"].append(f"{plan.channel_lanes} multiplier(s), registered; the sum, rounding and "
-                              "activation registered (two stages).")
-        entry["body"] = _batchnorm_body(plan, fn) + vector_stage
-        if plan.lane_chunks > 1:
-            entry["uses"] += ["scatter", "flatten"]
-            entry["notes"].append(f"Serial: {plan.channel_lanes} of the {plan.output_shape[-1]} channels a cycle "
-                                  f"(the beat scattered into {plan.lane_chunks} and collected again), one beat "
-                                  f"every {plan.lane_chunks + 1} cycles: the rate its producer sets.")
-        entry.update(requantizes=True, hw_activation=code.name if elementwise and code is not None else "linear",
-                     constants=_batchnorm_constants(plan, fn))
     elif plan.is_merge:
         notes = entry["notes"]
         entry.update(_merge_entry(plan, code.name if elementwise and code is not None else "linear"))
@@ -287,8 +272,11 @@ def _layer_entry(plan: LayerPlan, fn: str, code: ActivationCode | None = None,
     elif (home := kind_of(plan.type)) is not None:
         own = home.entry(plan, fn)
         activation_uses = [_activation_import(plan)] if code is not None else []
-        entry.update(doc=own.doc, body=list(own.body) + vector_stage, uses=list(own.uses) + activation_uses,
-                     notes=entry["notes"] + list(own.notes))
+        quant_uses = ["quant"] if home.requantizes and not plan.out_fmt.is_plain else []
+        entry.update(doc=own.doc, body=list(own.body) + (vector_stage if home.fuses_activation else []),
+                     uses=list(own.uses) + activation_uses + quant_uses, notes=entry["notes"] + list(own.notes))
+        if home.requantizes:
+            entry.update(requantizes=True, hw_activation=code.name if elementwise and code is not None else "linear")
     elif plan.type == "activation":
         assert code is not None
         entry["doc"] = f"{plan.activation} ({_shape_text(plan.output_shape)}), {plan.in_fmt} -> {plan.out_fmt}, per beat"
@@ -302,29 +290,6 @@ def _layer_entry(plan: LayerPlan, fn: str, code: ActivationCode | None = None,
         entry.update(requantizer=f"({entry['requantizer']} . relu)", hw_activation="linear")
         entry["notes"].append(f"The ReLU acts on the exact value, before the wrapping requantization to {plan.out_fmt}.")
     return entry
-
-
-def _batchnorm_body(plan: LayerPlan, fn: str) -> list[str]:
-    """K2C.BatchNorm over whole beats, or `batchNormLanes` on `lanes` channels a cycle
-    between a Scatter and a Collect of the beat's `lane_chunks`."""
-    n = plan.lane_chunks
-    if n == 1:
-        return [f"BatchNorm.batchNorm W.{fn}_scale W.{fn}_offset activation"]
-    return [f"Scatter.scatter (SNat @{n})", f"BatchNorm.batchNormLanes (SNat @{n}) W.{fn}_scale W.{fn}_offset activation",
-            f"Collect.collect (SNat @{n})"]
-
-
-def _batchnorm_constants(plan: LayerPlan, fn: str) -> dict[str, Any]:
-    """The Weights.hs names and types of a BatchNormalization's constants."""
-    assert plan.w_fmt is not None and plan.b_fmt is not None
-    return {"fn": fn, "name": plan.name, "channels": plan.output_shape[-1],
-            "scale_type": plan.w_fmt.clash_type, "scale_frac": plan.w_fmt.raw_frac, "scale_fmt": str(plan.w_fmt),
-            "offset_type": plan.b_fmt.clash_type, "offset_frac": plan.b_fmt.raw_frac, "offset_fmt": str(plan.b_fmt)}
-
-
-def _vec_literal(raw: Sequence[int]) -> str:
-    """Raw integers as a Vec literal (negative ones in parentheses)."""
-    return " :> ".join(f"({v})" if v < 0 else str(v) for v in (int(r) for r in raw)) + " :> Nil"
 
 
 def _conv_entry(plan: LayerPlan, fn: str, shapes: str) -> dict[str, Any]:
@@ -529,13 +494,14 @@ def build_context(name: str, plans: Sequence[LayerPlan],
     layers = [_layer_entry(plan, fn, codes[plan.name], split and k == len(plans) - 1)
               for k, (plan, fn) in enumerate(zip(plans, fns))]
     compute = [entry for entry in layers if entry["compute"]]
-    constants = []
-    for plan, entry in zip(plans, layers):
-        if "constants" in entry:
+    layer_weights: list[tuple[tuple[str, ...], str]] = []
+    for plan, fn in zip(plans, fns):
+        if plan.kind is not None and plan.kind.has_params:
             if params is None:
                 raise ValueError(f"layer {plan.name!r}: its constants need the quantized parameters")
-            constants.append({**entry["constants"], "scale": _vec_literal(params[plan.name].kernel),
-                              "offset": _vec_literal(params[plan.name].bias)})
+            own = plan.kind.weights(plan, fn, params[plan.name])
+            if own is not None:
+                layer_weights.append(own)
     network_args = []
     for entry in compute:
         p_var, b_var = f"p_{entry['fn']}", f"b_{entry['fn']}"
@@ -573,9 +539,8 @@ def build_context(name: str, plans: Sequence[LayerPlan],
         "format_types": format_types,
         "layers": layers,
         "compute_layers": compute,
-        "constant_layers": constants,
-        "weights_exports": [e["fn"] for e in compute] + [f"{c['fn']}_{k}" for c in constants
-                                                         for k in ("scale", "offset")]
+        "layer_weights": [text for _, text in layer_weights],
+        "weights_exports": [e["fn"] for e in compute] + [name for names, _ in layer_weights for name in names]
                            + [c.table_name for c in codes.values() if c is not None and c.table_name],
         "imports": imports,
         "network_args": network_args,

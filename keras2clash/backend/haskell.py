@@ -37,3 +37,8 @@ def kind_template(name: str) -> KindTemplate:
 def shape_text(shape: Sequence[int]) -> str:
     """`8x8x3`: a tensor shape in the generated comments."""
     return "x".join(map(str, shape))
+
+
+def vec_literal(raw: Sequence[int]) -> str:
+    """Raw integers as a Vec literal (negative ones in parentheses)."""
+    return " :> ".join(f"({v})" if v < 0 else str(v) for v in (int(r) for r in raw)) + " :> Nil"

@@ -3,15 +3,12 @@ and the merges (Add, ..., Concatenate); the activation layers are in `frontend.a
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
-import numpy as np
 
 from keras2clash.errors import K2CError
 from keras2clash.frontend.registry import (
-    ConversionState, _activation, _check_keras_shape, _kernel_and_bias, _single_input, _to_numpy,
-    register_converter,
+    ConversionState, _activation, _check_keras_shape, _kernel_and_bias, _single_input, register_converter,
 )
 from keras2clash.frontend.sequences import dense_on_tensor
 from keras2clash.ir import layers as ir
@@ -44,33 +41,6 @@ def _convert_dense(layer: Any, state: ConversionState) -> ir.Layer:
     kernel, bias = _kernel_and_bias(layer, (n_in, n_out))
     return ir.Dense(**state.common(layer, (n_out,)), kernel=kernel, bias=bias,
                     use_bias=bool(layer.use_bias), activation=activation)
-
-
-@register_converter("BatchNormalization")
-def _convert_batch_normalization(layer: Any, state: ConversionState) -> ir.Layer:
-    """Inference-time batch normalisation as a per-channel scale and shift.
-
-    Keras computes `(x - mean) / sqrt(var + eps) * gamma + beta` per channel of the last
-    axis; with `g = gamma / sqrt(var + eps)` that is `g * x + (beta - mean * g)` (gamma = 1
-    when scale=False, beta = 0 when center=False). The pass `fold_batchnorm` folds it into
-    the linear Dense/Conv2D before it; elsewhere it is a per-channel multiply-add. The axis
-    is checked against the Keras shape (a 1-D tensor is one row high only in the IR).
-    """
-    _single_input(layer, state)
-    rank = len(state.keras_shape) + 1  # with the batch axis
-    axes = layer.axis if isinstance(layer.axis, (list, tuple)) else [layer.axis]
-    if len(axes) != 1 or int(axes[0]) % rank != rank - 1:
-        raise K2CError(
-            f"BatchNormalization layer '{layer.name}' normalises axis {layer.axis} of an "
-            f"input of shape {state.keras_shape}; only the last (channels) axis is supported"
-        )
-    mean = _to_numpy(layer.moving_mean)
-    variance = _to_numpy(layer.moving_variance)
-    gamma = _to_numpy(layer.gamma) if layer.scale else np.ones_like(mean)
-    beta = _to_numpy(layer.beta) if layer.center else np.zeros_like(mean)
-    with np.errstate(all="ignore"):
-        g = gamma / np.sqrt(variance + float(layer.epsilon))
-    return ir.BatchNorm(**state.common(layer, state.shape), scale=g, shift=beta, mean=mean)
 
 
 # --- merges -------------------------------------------------------------------------------

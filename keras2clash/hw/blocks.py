@@ -63,7 +63,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-import numpy as np
 
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.hw.events import (CLAMP, INPUT_SLICE, NEG, OUTPUT_SLICE, Collect, Engine, Fork, Global, Join,  # noqa: F401
@@ -122,9 +121,6 @@ MAP2_DEPTH = 3
 """K2C.Pipe.mapP2's: the input beat, then an activation cut in two (a ReLU-family slope's
 constant multiplication)."""
 
-BATCHNORM_DEPTH = 3
-"""K2C.BatchNorm's BatchNormDepth: the input beat, the products, then the finished values."""
-
 
 def _softmax_block(plan: LayerPlan, down, mx, blocks: list) -> Any:
     """K2C.Softmax.softmaxS on K2C.Pipe: one beat a cycle, softmax_depth register stages."""
@@ -155,7 +151,8 @@ def stages_table(plan: LayerPlan) -> bool:
     own (`mapTable`) rather than sharing their last register: the block RAM's read needs a
     register after it (its output register) before the queue, which those blocks do not
     have (a compute layer's engine has it: LayerPlan.table_regs)."""
-    return is_table(plan) and not plan.top_activation and (plan.type == "batchnorm" or plan.is_merge)
+    no_register = plan.is_merge or (plan.kind is not None and not plan.kind.table_after_register)
+    return is_table(plan) and not plan.top_activation and no_register
 
 
 def splits_activation(plan: LayerPlan) -> bool:
@@ -173,20 +170,6 @@ def map_depth(plan: LayerPlan) -> int:
     return MAP_TABLE_DEPTH if is_table(plan) else MAP_DEPTH
 
 
-def _batchnorm_blocks(plan: LayerPlan, down, mx, blocks: list) -> Any:
-    """K2C.BatchNorm on K2C.Pipe; a serial one (`lanes`: `batchNormLanes`) between a Scatter
-    and a Collect of its `lane_chunks` beats per vector."""
-    n = plan.lane_chunks
-    if n > 1:
-        down = Collect(n, down, mx)
-        blocks.append(down)
-    down = pipe_block(BATCHNORM_DEPTH, down, mx, blocks)
-    if n > 1:
-        down = Scatter(n, down, mx)
-        blocks.append(down)
-    return down
-
-
 def _layer_blocks(plan: LayerPlan, knobs, down, mx, blocks: list) -> Any:
     """The blocks of one layer (emitter.py), built from its consumer backwards; its head."""
     home = kind_of(plan.type)
@@ -198,15 +181,13 @@ def _layer_blocks(plan: LayerPlan, knobs, down, mx, blocks: list) -> Any:
         return home.blocks(plan, down, mx, blocks)
     if plan.is_merge:  # the merge's own stage (K2C.Pipe.mapP after the join)
         down = pipe_block(MERGE_DEPTH, down, mx, blocks)
-    if plan.type == "batchnorm":
-        down = _batchnorm_blocks(plan, down, mx, blocks)
     if plan.is_compute:
         steps, depth, queue = knobs[plan.name]
         down = Engine(steps, depth, queue, down, mx)
         blocks.append(down)
     if plan.is_windowed:
         down = front_blocks(plan, down, mx, blocks)
-    elif not (plan.is_compute or plan.is_merge or plan.type in ("batchnorm", "activation")):
+    elif not (plan.is_compute or plan.is_merge or plan.type == "activation"):
         raise ValueError(f"no timing model for layer type {plan.type!r}")
     return down
 

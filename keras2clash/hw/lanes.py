@@ -43,6 +43,11 @@ def resolve_lanes(lanes: str | None, dsp_budget: object) -> str:
     return choice
 
 
+def _serial(plan: LayerPlan) -> bool:
+    """Whether the layer's kind can take fewer channels a cycle than a beat has (`Kind.lanes_knob`)."""
+    return plan.kind is not None and plan.kind.lanes_knob
+
+
 def divisors(n: int) -> list[int]:
     """The divisors of n, ascending."""
     return [d for d in range(1, n + 1) if n % d == 0]
@@ -53,12 +58,12 @@ def with_lanes(plans: Sequence[LayerPlan]) -> list[LayerPlan]:
     module's docstring); the FIFOs sized for the result."""
     from keras2clash.hw.hwmodel import timing, with_fifos
 
-    current = with_fifos([replace(p, lanes=0) if p.type == "batchnorm" else p for p in plans])
-    if not any(p.type == "batchnorm" for p in current):
+    current = with_fifos([replace(p, lanes=0) if _serial(p) else p for p in plans])
+    if not any(_serial(p) for p in current):
         return current
     target = timing(current).ii
     for index, plan in enumerate(current):
-        if plan.type != "batchnorm":
+        if not _serial(plan):
             continue
         options = divisors(plan.output_shape[-1])[:-1]  # below all channels (lanes = 0)
 

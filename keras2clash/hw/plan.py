@@ -13,10 +13,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from keras2clash.ir.layers import COMPUTE_TYPES, HARDWARE_TYPES, MERGE_OPS, WINDOW_TYPES, Layer
 from keras2clash.quant.formats import FixedFormat
+from keras2clash.registry import kind_of
+
+if TYPE_CHECKING:
+    from keras2clash.kinds.base import Kind
 
 LAYER_TYPES = HARDWARE_TYPES
 _FORMAT_FIELDS = ("in_fmt", "out_fmt", "w_fmt", "b_fmt", "acc_fmt")
@@ -69,6 +73,11 @@ class LayerPlan:
     layer: Layer | None = field(default=None, compare=False, repr=False)  # the IR record (weights)
 
     @property
+    def kind(self) -> Kind | None:
+        """The layer's kind (`keras2clash.kinds`); None while the stages build it themselves."""
+        return kind_of(self.type)
+
+    @property
     def is_compute(self) -> bool:
         return self.type in COMPUTE_TYPES
 
@@ -76,7 +85,12 @@ class LayerPlan:
     def has_params(self) -> bool:
         """Layers with quantized constants: the compute layers' ROMs, a BatchNormalization's
         per-channel scale (weight format) and offset (bias format)."""
-        return self.is_compute or self.type == "batchnorm"
+        return self.kind.has_params if self.kind is not None else self.is_compute
+
+    @property
+    def requantizes(self) -> bool:
+        """Its output is one requantization of an exact value (`Kind.requantizes`)."""
+        return self.kind.requantizes if self.kind is not None else self.type in REQUANTIZING_TYPES
 
     @property
     def is_windowed(self) -> bool:
@@ -209,8 +223,8 @@ class LayerPlan:
     def multipliers(self) -> int:
         if self.type == "multiply":  # an element-wise product of n inputs: n - 1 per value
             return (len(self.inputs) - 1) * self.output_shape[-1]
-        if self.type == "batchnorm":  # one per channel of a beat, all in the same cycle, or one per lane
-            return self.channel_lanes + self.activation_multipliers
+        if self.kind is not None:
+            return self.kind.multipliers(self) + self.activation_multipliers
         return (self.pe * self.chunk if self.is_compute else 0) + self.activation_multipliers
 
     @property
@@ -241,9 +255,8 @@ class LayerPlan:
 
     @property
     def rom_bits(self) -> int:
-        if self.type == "batchnorm":  # the per-channel constants (scale, offset)
-            assert self.w_fmt is not None and self.b_fmt is not None
-            return self.output_shape[-1] * (self.w_fmt.hw_bits + self.b_fmt.hw_bits)
+        if self.kind is not None:
+            return self.kind.rom_bits(self)
         if not self.is_compute:
             return 0
         assert self.w_fmt is not None and self.b_fmt is not None
@@ -357,7 +370,7 @@ def accumulator_format(
     return FixedFormat(1, clash_int - 1, max(in_fmt.frac + w_fmt.frac, b_fmt.frac))
 
 
-REQUANTIZING_TYPES = frozenset(COMPUTE_TYPES) | {"batchnorm"} | (frozenset(MERGE_OPS) - {"average", "concatenate"})
+REQUANTIZING_TYPES = frozenset(COMPUTE_TYPES) | (frozenset(MERGE_OPS) - {"average", "concatenate"})
 """Layers whose output is one requantization of an exact value (K2C.Quant.requantizeTo):
 their output format may be unsigned, have negative fields and any rounding/overflow mode."""
 PLAIN_ACTIVATIONS = ("linear", "relu")
@@ -371,5 +384,5 @@ def relu_before_requantize(plan: LayerPlan) -> bool:
     positive) and quantization-aware models (HGQ2) quantize the relu's output. For a
     saturating format both orders are equal (`q` is monotone with `q(0) = 0`), so the
     default order, requantize then activate, is kept there."""
-    return (plan.type in REQUANTIZING_TYPES and plan.activation == "relu"
+    return (plan.requantizes and plan.activation == "relu"
             and plan.out_fmt.overflow == "wrap")

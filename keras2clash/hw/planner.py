@@ -16,6 +16,7 @@ from keras2clash.ir import layers as ir
 from keras2clash.ir.graph import Graph, as_graph
 from keras2clash.ir.layers import COMPUTE_TYPES, MERGE_OPS, Layer
 from keras2clash.kinds import kind_of
+from keras2clash.kinds.base import check_requantized_output
 from keras2clash.quant.activations import check as check_activation
 from keras2clash.quant.formats import FixedFormat
 from keras2clash.quant.golden import splits_output
@@ -153,8 +154,6 @@ def make_plan(
             else:
                 plan = LayerPlan(out_fmt=override.output or fmt, in_fmts=in_fmts,
                                  input_shapes=tuple(tuple(s) for s in layer.input_shapes), **common)
-        elif kind == "batchnorm":
-            plan = _batchnorm_plan(common, override, fmt)
         elif kind not in COMPUTE_TYPES:
             if layer.name in overrides:
                 raise K2CError(f"layer '{layer.name}' ({kind}) has no formats of its own; it keeps its input's")
@@ -176,18 +175,6 @@ def _mark_top_activation(plans: list[LayerPlan]) -> list[LayerPlan]:
     return plans
 
 
-def _batchnorm_plan(common: dict[str, Any], override: LayerFormats, fmt: FixedFormat) -> LayerPlan:
-    """A BatchNormalization the passes could not fold: scale in the weight format, offset in
-    the bias format, the exact accumulator of one product plus the offset (n_in = 1)."""
-    if override.accumulator_bits is not None:
-        raise K2CError(f"layer '{common['name']}' (batchnorm) always has an exact accumulator; "
-                       "give it weight, bias and output formats only")
-    w_fmt = override.weight or fmt
-    b_fmt = override.bias or w_fmt
-    acc = accumulator_format(common["in_fmt"], w_fmt, 1, b_fmt)
-    return LayerPlan(out_fmt=override.output or fmt, w_fmt=w_fmt, b_fmt=b_fmt, acc_fmt=acc, **common)
-
-
 def _check_activation(plan: LayerPlan, layer: Layer) -> None:
     """One clear error, naming the layer, for an activation its formats cannot take."""
     kind = getattr(layer, "source_class", None) or layer.keras_class
@@ -202,12 +189,7 @@ def _check_formats(plan: LayerPlan) -> None:
     where = f"layer '{plan.name}' ({plan.type})"
     out, act = plan.out_fmt, plan.activation
     if plan.type in REQUANTIZING_TYPES:
-        if not out.is_plain and act not in PLAIN_ACTIVATIONS:
-            raise K2CError(
-                f"{where}: output format {out} needs a linear or relu activation (the {act} activation "
-                "rounds to nearest and saturates on a signed format); give it a signed format with the "
-                "default modes, e.g. 1,7,8"
-            )
+        check_requantized_output(plan)
     elif plan.type == "activation":
         if (not plan.in_fmt.is_plain or not out.is_plain) and (act not in PLAIN_ACTIVATIONS or out != plan.in_fmt):
             raise K2CError(

@@ -3,11 +3,10 @@ on-chip memory bits the blocks' haddocks give (ROM, line buffers, data registers
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from keras2clash.hw.blocks import BATCHNORM_DEPTH, MERGE_DEPTH, has_map_stage, is_table, map_depth, splits_activation
+from keras2clash.hw.blocks import MERGE_DEPTH, has_map_stage, is_table, map_depth, splits_activation
 from keras2clash.hw.plan import LayerPlan, tree_stages
 from keras2clash.kinds import kind_of
 from keras2clash.kinds.window import window_storage
@@ -72,9 +71,6 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
     if plan.input_fifo and kind_of(plan.type) is None:  # input pixels queued before the padding and the window generator
         fifo += plan.input_fifo * plan.input_shape[-1] * in_bits
     channels = plan.output_shape[-1]
-    if plan.type == "batchnorm":
-        bn_regs, bn_fifo = batchnorm_storage(plan)
-        regs, fifo = regs + bn_regs, fifo + bn_fifo
     if has_map_stage(plan):  # K2C.Pipe.mapP (mapP2, mapTable): the registered results and their queue
         depth = map_depth(plan)
         regs += channels * out_bits * (1 + int(is_table(plan))) + depth  # mapTable: the read, its output register
@@ -193,22 +189,3 @@ class HwFigures:
 
 def multiplier_efficiency(macs: int, multipliers: int, ii: float) -> float:
     return macs / (multipliers * ii) if multipliers and ii else 0.0
-
-
-def batchnorm_storage(plan: LayerPlan) -> tuple[int, int]:
-    """(register bits, queue bits) of K2C.BatchNorm on K2C.Pipe: the input beat, the
-    products, the finished values and the queue, each `channel_lanes` wide; a serial one
-    (`batchNormLanes`) also registers its chunk's constants beside the input and keeps a
-    chunk counter, between the Scatter's and the Collect's registers of a whole beat."""
-    assert plan.w_fmt is not None and plan.b_fmt is not None
-    in_bits, out_bits, lanes = plan.in_fmt.hw_bits, plan.out_fmt.hw_bits, plan.channel_lanes
-    product = in_bits + plan.w_fmt.hw_bits  # K2C.Merge.mulExact: SFixed (ia + iw) (fa + fw)
-    regs = lanes * (in_bits + product + out_bits) + BATCHNORM_DEPTH
-    n = plan.lane_chunks
-    if n > 1:
-        constants = lanes * (plan.w_fmt.hw_bits + plan.b_fmt.hw_bits)
-        offsets = lanes * plan.b_fmt.hw_bits  # carried beside the products
-        channels = plan.output_shape[-1]
-        counters = 3 * (n - 1).bit_length() + 2  # the chunk's, the Scatter's and the Collect's; their flags
-        regs += constants + offsets + channels * (in_bits + out_bits) + counters
-    return regs, (BATCHNORM_DEPTH + 2) * lanes * out_bits

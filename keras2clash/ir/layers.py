@@ -160,42 +160,15 @@ class Activation(Layer):
     type: ClassVar[str] = "activation"
 
 
-@dataclass(frozen=True)
-class BatchNorm(Layer):
-    """Inference-time batch normalisation of the last axis: `scale * x + shift` per channel
-    (scale = gamma / sqrt(var + eps); the record keeps `shift` = beta and `mean` apart, so
-    the per-channel offset is `shift - mean * scale`, `offset`).
-
-    The pass `fold_batchnorm` folds it into a linear Dense/Conv2D that alone feeds it;
-    anywhere else it stays, and the hardware builds it as a per-channel multiply-add (type
-    "batchnorm" is then a hardware kind; an activation after it may be fused)."""
-
-    activation: str = "linear"  # type: ignore[assignment]
-    scale: np.ndarray = field(default_factory=lambda: np.zeros(0), compare=False)
-    shift: np.ndarray = field(default_factory=lambda: np.zeros(0), compare=False)
-    mean: np.ndarray = field(default_factory=lambda: np.zeros(0), compare=False)
-
-    type: ClassVar[str] = "batchnorm"
-    keras_class: ClassVar[str] = "BatchNormalization"
-
-    @property
-    def offset(self) -> np.ndarray:
-        """The per-channel constant added after the scale: `shift - mean * scale`."""
-        with np.errstate(all="ignore"):
-            return self.shift - self.mean * self.scale
-
-
 COMPUTE_TYPES = ("dense", "conv2d", "depthwise2d")
 POOL_TYPES = ("maxpool2d", "avgpool2d")
 WINDOW_TYPES = ("conv2d", "depthwise2d", *POOL_TYPES)
 """Kinds built on the window generator (K2C.Window, with K2C.Pad in front when padded)."""
-HARDWARE_TYPES = (*COMPUTE_TYPES, *MERGE_OPS,
-                  "batchnorm", "activation")
+HARDWARE_TYPES = (*COMPUTE_TYPES, *MERGE_OPS, "activation")
 """The `type`s the hardware stages build themselves; the kinds of `keras2clash.kinds` too."""
 
 RECORDS: dict[str, type[Layer]] = {
-    cls.type: cls for cls in (Dense, Conv2D, DepthwiseConv2D, Identity, Activation,
-                              BatchNorm)
+    cls.type: cls for cls in (Dense, Conv2D, DepthwiseConv2D, Identity, Activation)
 }
 """Record type -> record class: these, and those the kinds register (`register_record`)."""
 

@@ -34,6 +34,7 @@ import numpy as np
 from keras2clash.errors import K2CError
 from keras2clash.ir import layers as ir
 from keras2clash.kinds import kind_of
+from keras2clash.kinds.batchnorm import BatchNorm
 from keras2clash.kinds.pool import AvgPool2D
 from keras2clash.kinds.shapes import ZeroPad2D
 from keras2clash.ir.graph import Graph
@@ -93,7 +94,7 @@ def fold_batchnorm(graph: Graph) -> Graph:
     other readers) the BatchNormalization stays: the hardware builds it as a per-channel
     multiply-add (`batchnorm`)."""
     for layer in graph.layers:
-        if not isinstance(layer, ir.BatchNorm):
+        if not isinstance(layer, BatchNorm):
             continue
         _check_finite_batchnorm(layer)
         target = _batchnorm_target(graph, layer)
@@ -112,7 +113,7 @@ def fold_batchnorm(graph: Graph) -> Graph:
     return graph
 
 
-def _batchnorm_target(graph: Graph, layer: ir.BatchNorm) -> ir.Dense | ir.Conv2D | ir.DepthwiseConv2D | None:
+def _batchnorm_target(graph: Graph, layer: BatchNorm) -> ir.Dense | ir.Conv2D | ir.DepthwiseConv2D | None:
     """The linear Dense/Conv2D/DepthwiseConv2D a BatchNormalization folds into (per output
     channel: the kernels' last axis), or None: it stays."""
     (source,) = layer.inputs
@@ -122,7 +123,7 @@ def _batchnorm_target(graph: Graph, layer: ir.BatchNorm) -> ir.Dense | ir.Conv2D
     return target if len(graph.consumers(source)) == 1 else None
 
 
-def _check_finite_batchnorm(layer: ir.BatchNorm) -> None:
+def _check_finite_batchnorm(layer: BatchNorm) -> None:
     """Statistics with a negative variance or non-finite values have no hardware value."""
     if not (np.all(np.isfinite(layer.scale)) and np.all(np.isfinite(layer.offset))):
         raise K2CError(
@@ -144,7 +145,7 @@ def _fusable(graph: Graph, layer: ir.Activation) -> bool:
     one function to every neuron, the standalone stage one slope per channel."""
     (source,) = layer.inputs
     target = None if source == graph.input_name else graph[source]
-    if not isinstance(target, (ir.Dense, ir.Conv2D, ir.DepthwiseConv2D, ir.Merge, ir.BatchNorm)) or (
+    if not isinstance(target, (ir.Dense, ir.Conv2D, ir.DepthwiseConv2D, ir.Merge, BatchNorm)) or (
             target.activation != "linear"):
         return False
     if len(graph.consumers(source)) > 1:

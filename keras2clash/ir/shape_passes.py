@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from keras2clash.ir import layers as ir
 from keras2clash.kinds.flatten import Flatten
 from keras2clash.kinds.shapes import Reshape
 from keras2clash.ir.graph import Graph

@@ -1,21 +1,18 @@
-"""The registry of layer kinds: every kind the hardware builds, keyed by its records' `type`.
+"""The layer kinds: one module each (`kinds.base` says what a kind owns).
 
-A kind lives in one module of this package (`kinds.base` says what it owns); the stages look
-a layer's kind up here (`kind_of`) and never name one. Importing this package registers every
-kind's records (`ir.layers.RECORDS`) and Keras converters (`frontend.registry`).
+Importing this package registers every kind with `keras2clash.registry` (where the stages
+look a layer's kind up: `kind_of`), its records with `ir.layers.RECORDS` and its Keras
+converters with `frontend.registry`.
 """
 
 from __future__ import annotations
 
-from keras2clash.kinds import flatten, global_pool, pool, shapes
+from keras2clash.kinds import batchnorm, flatten, global_pool, pool, shapes
 from keras2clash.kinds.base import Entry, Kind, Storage
+from keras2clash.registry import kind_of, kinds, register
 
-__all__ = ["KINDS", "Entry", "Kind", "Storage", "kind_of"]
+__all__ = ["Entry", "Kind", "Storage", "kind_of", "kinds"]
 
-KINDS: dict[str, Kind] = {t: kind for kind in (*pool.KINDS, *flatten.KINDS, *shapes.KINDS, *global_pool.KINDS) for t in kind.types}
-"""Record type -> its kind."""
-
-
-def kind_of(type_name: str) -> Kind | None:
-    """The kind of records of `type_name`, None for kinds the stages still build themselves."""
-    return KINDS.get(type_name)
+for _module in (batchnorm, flatten, global_pool, pool, shapes):
+    for _kind in _module.KINDS:
+        register(_kind)

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from keras2clash.errors import K2CError
-from keras2clash.hw.plan import LayerFormats, LayerPlan
+from keras2clash.hw.plan import PLAIN_ACTIVATIONS, LayerFormats, LayerPlan
 from keras2clash.ir.layers import Layer
 from keras2clash.quant.formats import FixedFormat
 
@@ -54,6 +54,20 @@ class Kind:
     records: ClassVar[tuple[type[Layer], ...]] = ()
     keeps_format: ClassVar[bool] = True
     """The output keeps the input's format (no format of its own, no override allowed)."""
+    requantizes: ClassVar[bool] = False
+    """The output is one requantization of an exact value (K2C.Quant.requantizeTo): its format
+    may be unsigned, have negative fields and any rounding/overflow mode."""
+    fuses_activation: ClassVar[bool] = False
+    """An activation after it fuses into it (`ir.passes.fuse_activations`)."""
+    has_params: ClassVar[bool] = False
+    """It stores quantized constants (`quantize`, `constants`)."""
+    lanes_knob: ClassVar[bool] = False
+    """It can compute fewer channels a cycle than a beat has (`plan.lanes`, `hw.lanes`)."""
+    table_after_register: ClassVar[bool] = True
+    """A table activation can read its block RAM in the kind's last register stage (else it
+    gets a stage of its own, `hw.blocks.stages_table`)."""
+    weight_name: ClassVar[str] = "weight"
+    """What hls4ml calls its weight format's precision."""
 
     @property
     def types(self) -> tuple[str, ...]:
@@ -75,6 +89,24 @@ class Kind:
 
     def check(self, plan: LayerPlan) -> None:
         """One clear error for formats the kind's blocks cannot build exactly."""
+
+    def multipliers(self, plan: LayerPlan) -> int:
+        """Multipliers of the kind's own blocks (a fused activation's are counted apart)."""
+        return 0
+
+    def rom_bits(self, plan: LayerPlan) -> int:
+        """Bits of its stored constants."""
+        return 0
+
+    # --- constants ---------------------------------------------------------------------
+
+    def constants(self, layer: Layer) -> tuple[np.ndarray, np.ndarray]:
+        """Its constants as floats, (weights, biases), as `quantize` stores them."""
+        raise NotImplementedError(f"{type(self).__name__} has no constants")
+
+    def quantize(self, layer: Layer, plan: LayerPlan) -> Any:
+        """Its constants rounded to the plan's formats (`quant.exact.QuantizedLayer`)."""
+        raise NotImplementedError(f"{type(self).__name__} has no constants")
 
     # --- the golden model and the float model -------------------------------------------
 
@@ -105,3 +137,20 @@ class Kind:
     def entry(self, plan: LayerPlan, fn: str) -> Entry:
         """The layer in Network.hs; `fn` is its Haskell name (Weights.hs uses it too)."""
         raise NotImplementedError(f"{type(self).__name__}.entry")
+
+    def weights(self, plan: LayerPlan, fn: str, params: Any) -> tuple[tuple[str, ...], str] | None:
+        """Its definitions in Weights.hs: the names exported and the Haskell text; None."""
+        return None
+
+
+def check_requantized_output(plan: LayerPlan) -> None:
+    """A requantizing kind's output format: unsigned formats, negative fields and the
+    truncate/wrap modes are built for a linear or relu activation only (docs/guide/contract.md,
+    Formats); the other activations round to nearest and saturate on native formats."""
+    out, act = plan.out_fmt, plan.activation
+    if not out.is_plain and act not in PLAIN_ACTIVATIONS:
+        raise K2CError(
+            f"layer '{plan.name}' ({plan.type}): output format {out} needs a linear or relu activation (the {act} "
+            "activation rounds to nearest and saturates on a signed format); give it a signed format with the "
+            "default modes, e.g. 1,7,8"
+        )

@@ -39,6 +39,7 @@ from keras2clash.hw.plan import LayerFormats
 from keras2clash.hw.planner import make_plan
 from keras2clash.ir.graph import as_graph
 from keras2clash.ir.layers import MERGE_OPS
+from keras2clash.kinds import kind_of
 from keras2clash.quant.profile import LayerTrace, float_forward, layer_params, require_finite
 
 SIGMOID_FLAT = 5.0
@@ -213,7 +214,8 @@ def fitted_weights(ir: Any, fmt: FixedFormat) -> dict[str, LayerFormats]:
     container would be wider than `fmt`."""
     layers: dict[str, LayerFormats] = {}
     for layer in as_graph(ir):
-        if layer.type != "batchnorm" and getattr(layer, "kernel", None) is None:
+        home = kind_of(layer.type)
+        if not (home.has_params if home is not None else getattr(layer, "kernel", None) is not None):
             continue
         kernel, _ = layer_params(layer)
         if kernel.size:

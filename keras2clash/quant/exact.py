@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from keras2clash.quant import activations
 from keras2clash.quant.formats import FixedFormat, requantize, saturate
 
 INT64_SAFE_BITS = 62
@@ -73,3 +74,18 @@ def windows(x: np.ndarray, kernel: tuple[int, int], dilation: tuple[int, int], s
     view = np.lib.stride_tricks.sliding_window_view(x, ((kh - 1) * dh + 1, (kw - 1) * dw + 1), axis=(1, 2))
     view = view[:, : (h2 - 1) * sh + 1 : sh, : (w2 - 1) * sw + 1 : sw, :, ::dh, ::dw]
     return np.moveaxis(view, 3, -1)  # N, H2, W2, kh, kw, C
+
+
+def activate(r: np.ndarray, activation: str, fmt: FixedFormat) -> np.ndarray:
+    """Apply a fused hardware activation to requantized raw values (results stay in `fmt`;
+    softmax works over the last axis). quant.activations holds the arithmetic."""
+    return activations.apply(r, activation, fmt.container, fmt.container)
+
+
+def finish(acc: np.ndarray, frac: int, out: FixedFormat, activation: str, relu_first: bool) -> np.ndarray:
+    """Contract steps 4 and 5 on an exact value with `frac` fraction bits: requantize to `out`,
+    then the fused activation; with `relu_first` a relu before a wrapping requantization
+    (HGQ2's order, which a wrap does not commute with: `hw.plan.relu_before_requantize`)."""
+    if relu_first:
+        return np.asarray(requantize_to(np.maximum(acc, 0), frac, out), dtype=np.int64)
+    return np.asarray(activate(requantize_to(acc, frac, out), activation, out), dtype=np.int64)

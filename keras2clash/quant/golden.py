@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 
 from keras2clash.quant import activations
-from keras2clash.quant.exact import INT64_SAFE_BITS, QuantizedLayer, _exact, pad_images, requantize_to, windows
+from keras2clash.quant import exact
+from keras2clash.quant.exact import INT64_SAFE_BITS, activate, QuantizedLayer, pad_images, requantize_to, windows
 from keras2clash.quant.formats import FixedFormat, quantize, saturate
 from keras2clash.hw.plan import LayerPlan, accumulator_format, relu_before_requantize
 from keras2clash.ir.graph import as_graph
@@ -34,9 +35,8 @@ def quantize_params(plans: Sequence[LayerPlan], ir: Any = None) -> dict[str, Qua
             continue
         assert plan.w_fmt is not None and plan.b_fmt is not None
         record = plan.layer if plan.layer is not None else records[plan.name]
-        if plan.type == "batchnorm":  # per channel: scale (weight format), offset (bias format)
-            params[plan.name] = QuantizedLayer(kernel=quantize(record.scale, plan.w_fmt),
-                                               bias=quantize(record.offset, plan.b_fmt))
+        if plan.kind is not None:
+            params[plan.name] = plan.kind.quantize(record, plan)
             continue
         kernel = np.asarray(record.kernel).reshape(plan.window, plan.filters)
         params[plan.name] = QuantizedLayer(
@@ -69,12 +69,6 @@ def sigmoid_plan(r: np.ndarray, fmt: FixedFormat) -> np.ndarray:
     )
     y = np.where(r < 0, one - y, y)
     return saturate(y, fmt)
-
-
-def activate(r: np.ndarray, activation: str, fmt: FixedFormat) -> np.ndarray:
-    """Apply a fused hardware activation to requantized raw values (results stay in `fmt`;
-    softmax works over the last axis). quant.activations holds the arithmetic."""
-    return activations.apply(r, activation, fmt.container, fmt.container)
 
 
 def _matmul(xs: np.ndarray, kernel: np.ndarray) -> np.ndarray:
@@ -114,13 +108,8 @@ def _accumulate(windows: np.ndarray, plan: LayerPlan, params: QuantizedLayer, do
 
 
 def finish(acc: np.ndarray, frac: int, plan: LayerPlan) -> np.ndarray:
-    """Contract steps 4 and 5 on an exact value with `frac` fraction bits: requantize to the
-    output format, then the fused activation; a relu before a wrapping requantization
-    (`relu_before_requantize`: HGQ2's order, which a wrap does not commute with)."""
-    if relu_before_requantize(plan):
-        return np.asarray(requantize_to(np.maximum(acc, 0), frac, plan.out_fmt), dtype=np.int64)
-    r = requantize_to(acc, frac, plan.out_fmt)
-    return np.asarray(activate(r, plan.hw_activation, plan.out_fmt), dtype=np.int64)
+    """Contract steps 4 and 5 for `plan` (`exact.finish`)."""
+    return exact.finish(acc, frac, plan.out_fmt, plan.hw_activation, relu_before_requantize(plan))
 
 
 def _neurons(windows: np.ndarray, plan: LayerPlan, params: QuantizedLayer, dot=_matmul) -> np.ndarray:
@@ -158,19 +147,6 @@ def depthwise2d(x: np.ndarray, plan: LayerPlan, params: QuantizedLayer) -> np.nd
     own = np.repeat(win, m, axis=-1)  # channel c*m + j reads channel c
     out = _neurons(own.reshape(n * h2 * w2, plan.window, plan.filters), plan, params, _per_filter)
     return out.reshape(n, h2, w2, plan.filters)
-
-
-def batchnorm(x: np.ndarray, plan: LayerPlan, params: QuantizedLayer) -> np.ndarray:
-    """A BatchNormalization not folded: per channel `x * scale + offset` exactly (product
-    with fa + fw fraction bits, offset aligned, both to cf = max(fa + fw, fb)), then one
-    requantization (round half up, saturate) to the output format and the activation."""
-    assert plan.w_fmt is not None and plan.b_fmt is not None and plan.acc_fmt is not None
-    dtype = object if plan.acc_fmt.bits > INT64_SAFE_BITS else np.int64
-    fa, fw, fb = plan.in_fmt.raw_frac, plan.w_fmt.raw_frac, plan.b_fmt.raw_frac
-    cf = max(fa + fw, fb)
-    acc = ((np.asarray(x).astype(dtype) * params.kernel.astype(dtype)) << (cf - fa - fw)) \
-        + (params.bias.astype(dtype) << (cf - fb))
-    return finish(acc, cf, plan)
 
 
 def _requantize(raw: np.ndarray, frac: int, out: FixedFormat) -> np.ndarray:
@@ -225,8 +201,6 @@ def layer(plan: LayerPlan, params: Mapping[str, QuantizedLayer], xs: Sequence[np
         return conv2d(h, plan, params[plan.name])
     if plan.type == "depthwise2d":
         return depthwise2d(h, plan, params[plan.name])
-    if plan.type == "batchnorm":
-        return batchnorm(h, plan, params[plan.name])
     if plan.is_merge:
         return merge(xs, plan)
     if plan.type == "activation":

@@ -53,6 +53,7 @@ from keras2clash.errors import K2CError, yaml_problem
 from keras2clash.hw.plan import LayerFormats, LayerPlan
 from keras2clash.ir.graph import Graph
 from keras2clash.ir.layers import COMPUTE_TYPES
+from keras2clash.registry import kind_of
 from keras2clash.quant.aptypes import ap_type
 from keras2clash.quant.formats import FixedFormat, parse_format
 from keras2clash.quant.layerformats import FormatConfig, merge_layer_formats
@@ -223,7 +224,8 @@ def resolve(config: Hls4mlConfig, graph: Graph) -> Resolved:
     format, and the knobs from the reuse factors."""
     by_name = graph.by_name()
     layers: dict[str, LayerFormats] = {}
-    with_params = {layer.name for layer in graph if layer.type in COMPUTE_TYPES or layer.type == "batchnorm"}
+    with_params = {layer.name for layer in graph
+                   if layer.type in COMPUTE_TYPES or ((home := kind_of(layer.type)) is not None and home.has_params)}
     model = config.model_formats
     if model != LayerFormats():
         for layer in graph:
@@ -317,7 +319,7 @@ def to_hls4ml(plans: Sequence[LayerPlan], default: FixedFormat | None = None) ->
     for p in plans:
         precision: dict[str, str] = {}
         if p.w_fmt is not None:
-            precision["scale" if p.type == "batchnorm" else "weight"] = ap_type(p.w_fmt)
+            precision[p.kind.weight_name if p.kind is not None else "weight"] = ap_type(p.w_fmt)
         if p.b_fmt is not None:
             precision["bias"] = ap_type(p.b_fmt)
         if p.has_params or p.is_merge or p.type == "activation":

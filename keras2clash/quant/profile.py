@@ -66,8 +66,9 @@ def _windows(x: np.ndarray, layer: Any, size: Sequence[int], fill: float) -> np.
 def layer_params(layer: Any) -> tuple[np.ndarray, np.ndarray]:
     """The constants a layer stores: a Dense/Conv2D's kernel and bias, a BatchNormalization's
     per-channel scale (stored in the weight format) and offset (in the bias format)."""
-    if layer.type == "batchnorm":
-        return np.asarray(layer.scale, dtype=np.float64), np.asarray(layer.offset, dtype=np.float64)
+    home = kind_of(layer.type)
+    if home is not None:
+        return home.constants(layer)
     return np.asarray(layer.kernel), np.asarray(layer.bias)
 
 
@@ -136,10 +137,6 @@ def _float_forward(graph: Any, x: np.ndarray, params: Mapping[str, tuple[np.ndar
                 n, h2, w2 = win.shape[:3]
                 flat = win.reshape(n * h2 * w2, -1) @ kernel.reshape(-1, kernel.shape[-1])
                 pre = (flat + bias).reshape(n, h2, w2, kernel.shape[-1])
-            h = float_activation(pre, layer.activation)
-        elif kind == "batchnorm":
-            scale, offset = params[layer.name] if params is not None and layer.name in params else layer_params(layer)
-            pre = h * np.asarray(scale, dtype=np.float64) + np.asarray(offset, dtype=np.float64)
             h = float_activation(pre, layer.activation)
         elif kind in MERGE_OPS:
             h = float_activation(float_merge(kind, [values[t] for t in layer.inputs]), layer.activation)

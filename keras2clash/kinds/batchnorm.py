@@ -1,0 +1,200 @@
+"""The batch normalization kind: a Keras BatchNormalization the passes could not fold.
+
+Inference-time batch normalisation of the last axis is `scale * x + offset` per channel
+(scale = gamma / sqrt(var + eps), offset = beta - mean * scale). The pass `fold_batchnorm`
+folds it into a linear Dense/Conv2D/DepthwiseConv2D that alone feeds it; anywhere else the
+hardware builds it as a per-channel multiply-add (an activation after it may be fused).
+
+Formats (docs/guide/contract.md): the scale in the weight format, the offset in the bias
+format, the product and the offset summed exactly (fraction bits max(fa + fw, fb)), then one
+requantization to the output format and the activation.
+
+Block: `K2C.BatchNorm` on `K2C.Pipe` (`BATCHNORM_DEPTH` registers: the input beat, the
+products, the finished values); a serial one (`lanes`, chosen by `hw.lanes`) is
+`batchNormLanes` on `lanes` channels a cycle between a `K2C.Scatter` and a `K2C.Collect` of
+the beat's `lane_chunks`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from keras2clash.backend.haskell import kind_template, shape_text, vec_literal
+from keras2clash.errors import K2CError
+from keras2clash.frontend.registry import ConversionState, _single_input, _to_numpy, register_converter
+from keras2clash.hw.events import Collect, Scatter, pipe_block
+from keras2clash.hw.plan import LayerFormats, LayerPlan, accumulator_format, relu_before_requantize
+from keras2clash.ir.layers import Layer, register_record
+from keras2clash.kinds.base import Entry, Kind, Storage, check_requantized_output
+from keras2clash.quant import activations
+from keras2clash.quant.exact import INT64_SAFE_BITS, QuantizedLayer, finish
+from keras2clash.quant.formats import FixedFormat, quantize
+
+HASKELL = kind_template("batchnorm.hs.j2")
+
+BATCHNORM_DEPTH = 3
+"""K2C.BatchNorm's BatchNormDepth: the input beat, the products, then the finished values."""
+
+
+@register_record
+@dataclass(frozen=True)
+class BatchNorm(Layer):
+    """Inference-time batch normalisation of the last axis: `scale * x + shift` per channel
+    (scale = gamma / sqrt(var + eps); the record keeps `shift` = beta and `mean` apart, so
+    the per-channel offset is `shift - mean * scale`, `offset`)."""
+
+    activation: str = "linear"  # type: ignore[assignment]
+    scale: np.ndarray = field(default_factory=lambda: np.zeros(0), compare=False)
+    shift: np.ndarray = field(default_factory=lambda: np.zeros(0), compare=False)
+    mean: np.ndarray = field(default_factory=lambda: np.zeros(0), compare=False)
+
+    type: ClassVar[str] = "batchnorm"
+    keras_class: ClassVar[str] = "BatchNormalization"
+
+    @property
+    def offset(self) -> np.ndarray:
+        """The per-channel constant added after the scale: `shift - mean * scale`."""
+        with np.errstate(all="ignore"):
+            return self.shift - self.mean * self.scale
+
+
+@register_converter("BatchNormalization")
+def _convert_batch_normalization(layer: Any, state: ConversionState) -> Layer:
+    """Keras computes `(x - mean) / sqrt(var + eps) * gamma + beta` per channel of the last
+    axis; with `g = gamma / sqrt(var + eps)` that is `g * x + (beta - mean * g)` (gamma = 1
+    when scale=False, beta = 0 when center=False). The axis is checked against the Keras
+    shape (a 1-D tensor is one row high only in the IR)."""
+    _single_input(layer, state)
+    rank = len(state.keras_shape) + 1  # with the batch axis
+    axes = layer.axis if isinstance(layer.axis, (list, tuple)) else [layer.axis]
+    if len(axes) != 1 or int(axes[0]) % rank != rank - 1:
+        raise K2CError(
+            f"BatchNormalization layer '{layer.name}' normalises axis {layer.axis} of an "
+            f"input of shape {state.keras_shape}; only the last (channels) axis is supported"
+        )
+    mean = _to_numpy(layer.moving_mean)
+    variance = _to_numpy(layer.moving_variance)
+    gamma = _to_numpy(layer.gamma) if layer.scale else np.ones_like(mean)
+    beta = _to_numpy(layer.beta) if layer.center else np.zeros_like(mean)
+    with np.errstate(all="ignore"):
+        g = gamma / np.sqrt(variance + float(layer.epsilon))
+    return BatchNorm(**state.common(layer, state.shape), scale=g, shift=beta, mean=mean)
+
+
+class BatchNormKind(Kind):
+    records = (BatchNorm,)
+    keeps_format = False
+    requantizes = True
+    fuses_activation = True
+    has_params = True
+    lanes_knob = True
+    table_after_register = False
+    weight_name = "scale"
+
+    def plan(self, layer: Layer, common: Mapping[str, Any], override: LayerFormats | None,
+             fmt: FixedFormat) -> LayerPlan:
+        """Scale in the weight format, offset in the bias format, the exact accumulator of one
+        product plus the offset (n_in = 1)."""
+        override = override or LayerFormats()
+        if override.accumulator_bits is not None:
+            raise K2CError(f"layer '{layer.name}' (batchnorm) always has an exact accumulator; "
+                           "give it weight, bias and output formats only")
+        w_fmt = override.weight or fmt
+        b_fmt = override.bias or w_fmt
+        acc = accumulator_format(common["in_fmt"], w_fmt, 1, b_fmt)
+        return LayerPlan(out_fmt=override.output or fmt, w_fmt=w_fmt, b_fmt=b_fmt, acc_fmt=acc, **common)
+
+    def check(self, plan: LayerPlan) -> None:
+        check_requantized_output(plan)
+
+    def multipliers(self, plan: LayerPlan) -> int:
+        """One per channel of a beat, all in the same cycle, or one per lane."""
+        return plan.channel_lanes
+
+    def rom_bits(self, plan: LayerPlan) -> int:
+        """The per-channel constants (scale, offset)."""
+        assert plan.w_fmt is not None and plan.b_fmt is not None
+        return plan.output_shape[-1] * (plan.w_fmt.hw_bits + plan.b_fmt.hw_bits)
+
+    def constants(self, layer: Layer) -> tuple[np.ndarray, np.ndarray]:
+        """Scale (stored in the weight format) and offset (in the bias format), as floats."""
+        assert isinstance(layer, BatchNorm)
+        return np.asarray(layer.scale, dtype=np.float64), np.asarray(layer.offset, dtype=np.float64)
+
+    def quantize(self, layer: Layer, plan: LayerPlan) -> QuantizedLayer:
+        assert isinstance(layer, BatchNorm) and plan.w_fmt is not None and plan.b_fmt is not None
+        return QuantizedLayer(kernel=quantize(layer.scale, plan.w_fmt), bias=quantize(layer.offset, plan.b_fmt))
+
+    def golden(self, plan: LayerPlan, xs: Sequence[np.ndarray], params: Any) -> np.ndarray:
+        """Per channel `x * scale + offset` exactly (product with fa + fw fraction bits, offset
+        aligned, both to cf = max(fa + fw, fb)), one requantization, the activation."""
+        assert plan.w_fmt is not None and plan.b_fmt is not None and plan.acc_fmt is not None
+        dtype = object if plan.acc_fmt.bits > INT64_SAFE_BITS else np.int64
+        fa, fw, fb = plan.in_fmt.raw_frac, plan.w_fmt.raw_frac, plan.b_fmt.raw_frac
+        cf = max(fa + fw, fb)
+        acc = ((np.asarray(xs[0]).astype(dtype) * params.kernel.astype(dtype)) << (cf - fa - fw)) \
+            + (params.bias.astype(dtype) << (cf - fb))
+        return finish(acc, cf, plan.out_fmt, plan.hw_activation, relu_before_requantize(plan))
+
+    def float_step(self, layer: Layer, xs: Sequence[np.ndarray],
+                   params: tuple[np.ndarray, np.ndarray] | None) -> tuple[np.ndarray | None, np.ndarray]:
+        scale, offset = params if params is not None else self.constants(layer)
+        pre = xs[0] * np.asarray(scale, dtype=np.float64) + np.asarray(offset, dtype=np.float64)
+        return pre, activations.keras_float(activations.parse(layer.activation), pre)
+
+    def blocks(self, plan: LayerPlan, down: Any, mx: Any, blocks: list[Any]) -> Any:
+        n = plan.lane_chunks
+        if n > 1:
+            down = Collect(n, down, mx)
+            blocks.append(down)
+        down = pipe_block(BATCHNORM_DEPTH, down, mx, blocks)
+        if n > 1:
+            down = Scatter(n, down, mx)
+            blocks.append(down)
+        return down
+
+    def storage(self, plan: LayerPlan) -> Storage:
+        """The input beat, the products, the finished values and the queue, each `channel_lanes`
+        wide; a serial one also registers its chunk's constants beside the input and keeps a
+        chunk counter, between the Scatter's and the Collect's registers of a whole beat."""
+        assert plan.w_fmt is not None and plan.b_fmt is not None
+        in_bits, out_bits, lanes = plan.in_fmt.hw_bits, plan.out_fmt.hw_bits, plan.channel_lanes
+        product = in_bits + plan.w_fmt.hw_bits  # K2C.Merge.mulExact: SFixed (ia + iw) (fa + fw)
+        regs = lanes * (in_bits + product + out_bits) + BATCHNORM_DEPTH
+        n = plan.lane_chunks
+        if n > 1:
+            constants = lanes * (plan.w_fmt.hw_bits + plan.b_fmt.hw_bits)
+            offsets = lanes * plan.b_fmt.hw_bits  # carried beside the products
+            channels = plan.output_shape[-1]
+            counters = 3 * (n - 1).bit_length() + 2  # the chunk's, the Scatter's and the Collect's; their flags
+            regs += constants + offsets + channels * (in_bits + out_bits) + counters
+        return Storage(register_bits=regs, fifo_bits=(BATCHNORM_DEPTH + 2) * lanes * out_bits)
+
+    def entry(self, plan: LayerPlan, fn: str) -> Entry:
+        assert plan.w_fmt is not None and plan.b_fmt is not None
+        shapes = f"{shape_text(plan.input_shape)} -> {shape_text(plan.output_shape)}"
+        n = plan.lane_chunks
+        notes = (HASKELL.stages_note(plan.channel_lanes),)
+        if n == 1:
+            return Entry(doc=HASKELL.doc(shapes, plan.w_fmt, plan.b_fmt, plan.out_fmt, plan.activation),
+                         body=(HASKELL.batch_norm(fn),), notes=notes, uses=("batchnorm",))
+        return Entry(doc=HASKELL.doc(shapes, plan.w_fmt, plan.b_fmt, plan.out_fmt, plan.activation),
+                     body=(HASKELL.scatter(n), HASKELL.batch_norm_lanes(n, fn), HASKELL.collect(n)),
+                     notes=(*notes, HASKELL.serial_note(plan.channel_lanes, plan.output_shape[-1], n)),
+                     uses=("batchnorm", "scatter", "collect"))
+
+    def weights(self, plan: LayerPlan, fn: str, params: QuantizedLayer) -> tuple[tuple[str, ...], str]:
+        """Weights.hs: the scale and offset Vecs of raw integers."""
+        assert plan.w_fmt is not None and plan.b_fmt is not None
+        c = {"fn": fn, "name": plan.name, "channels": plan.output_shape[-1],
+             "scale_type": plan.w_fmt.clash_type, "scale_frac": plan.w_fmt.raw_frac, "scale_fmt": str(plan.w_fmt),
+             "offset_type": plan.b_fmt.clash_type, "offset_frac": plan.b_fmt.raw_frac, "offset_fmt": str(plan.b_fmt),
+             "scale": vec_literal(params.kernel), "offset": vec_literal(params.bias)}
+        return (f"{fn}_scale", f"{fn}_offset"), HASKELL.constants(c)
+
+
+KINDS = (BatchNormKind(),)
