@@ -442,7 +442,7 @@ def _debug_options(format: Optional[str], layer_format, layer_formats, input_for
     options = {"layer_formats": _user_formats(layer_formats, layer_format, input_format), "bits": bits,
                "calibration": calibration, "weights": weights, "softmax": None if softmax == "exact" else softmax,
                "weight_format": weight_format}
-    return {"fmt": format, **{k: v for k, v in options.items() if v is not None}}
+    return {"design": format, **{k: v for k, v in options.items() if v is not None}}
 
 
 @app.command()
