@@ -168,23 +168,37 @@ def _path(value: str | Path | None) -> Path | None:
 class DesignOptions:
     """The knobs that decide a network's hardware (docs/guide/knobs.md, docs/guide/formats.md).
 
-    `format`: the uniform fixed-point format, or "auto": per-layer formats chosen from
-    `calibration` (.npz) at `bits` total width. `layer_formats`: per-layer, default and input
-    formats on top of it (`--layer-formats`, `--layer-format`, `--input-format`); None: none
-    given. `parallelism` and `cycles`: processing elements and cycles per window of each
-    dense/conv2d/depthwise2d layer (None: 1 each), or `dsp_budget`: the balanced knobs within that
-    many multipliers. `pipeline`: adder-tree levels per register stage, one for every compute
-    layer or one each (None: hw.plan.DEFAULT_PIPELINE). `lanes`: a BatchNormalization's
-    channels a cycle (None: auto under a budget, full otherwise). `softmax`: an output softmax
-    computed (exact) or left out (argmax). `weight_format`: weights fitted to their largest
-    value (fit) or in the layer's format (same). `hls4ml_config`: formats and, through its
-    ReuseFactor, knobs from an hls4ml config. `weights`: the pickled weight list of a JSON
-    model config.
+    `DesignOptions.of` builds it from strings (the command line's text) or Python values (a
+    list for a tuple, "ecp5-85k" for a budget, a file for a config) and refuses a bad one with
+    a `K2CError` naming it; the fields hold the parsed values, and a record made or changed
+    (`dataclasses.replace`) with field values directly checks them the same way.
 
-    The fields take their parsed values; given strings or other Python values (a list for a
-    tuple, "ecp5-85k" for a budget, a file for a config) they are parsed as the command line
-    parses them, and a bad one is refused with a `K2CError`. `DesignOptions.of` is the keyword
-    form."""
+    Attributes:
+        format: The uniform fixed-point format (`--format`), or "auto": per-layer formats
+            chosen from `calibration` at `bits` total width (quant.autoformat).
+        layer_formats: Per-layer, default and input formats on top of `format`
+            (`--layer-formats`, `--layer-format`, `--input-format`); None: none given.
+        bits: The total width of every value under `format="auto"`.
+        calibration: The calibration set (.npz, array x) of `format="auto"`.
+        parallelism: Processing elements of each dense/conv2d/depthwise2d layer (None: 1 each).
+        cycles: Cycles each processing element spends on a window (None: 1 each, a whole
+            dot product a cycle).
+        pipeline: Adder-tree levels per register stage, one for every compute layer or one
+            each (0: a whole dot product in one cycle; None: hw.plan.DEFAULT_PIPELINE).
+        dsp_budget: Multipliers to balance `parallelism` and `cycles` within, for the
+            smallest initiation interval (hw.allocate; a device's is the share the open flow
+            routes: fpga.devices.Device.multiplier_budget); None: the knobs as given.
+        lanes: A BatchNormalization's channels a cycle: "auto" the fewest that keep the
+            initiation interval, "full" a whole beat (None: auto under a budget, else full).
+        softmax: An output softmax computed ("exact") or left out ("argmax": the outputs
+            are the logits, the class the same).
+        weight_format: "fit": each layer's weights in the format's width with the integer
+            bits their largest value needs (quant.autoformat.fitted_weights); "same": in the
+            layer's format.
+        hls4ml_config: An hls4ml config's formats and, through its ReuseFactor, the knobs
+            (quant.hls4ml).
+        weights: The pickled weight list of a model given as a JSON config.
+    """
 
     format: FixedFormat | Auto = parse_format(DEFAULT_FORMAT)
     layer_formats: FormatConfig | None = None
