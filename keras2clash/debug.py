@@ -79,8 +79,7 @@ def _resolve(model: Any, design: DesignOptions | str | FixedFormat | None, knobs
     if isinstance(model, (str, Path)) and Path(model).is_dir() and (Path(model) / MANIFEST).is_file():
         model = load_project(model)
     if isinstance(model, (Network, Project)) and (design is not None or knobs):
-        # a record states a format at least
-        stated = design.changed() or ("format",) if isinstance(design, DesignOptions) else ()
+        stated = (design.changed() or ("format",)) if isinstance(design, DesignOptions) else ()  # a format at least
         given = sorted(knobs) + list(stated) + (["format"] if isinstance(design, (str, FixedFormat)) else [])
         raise K2CError(f"{', '.join(given)}: options for planning a Keras model; a planned network or "
                        "an emitted project has its formats already")

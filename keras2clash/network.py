@@ -19,11 +19,12 @@ from rich.console import Console
 from keras2clash.design import DEFAULT_FORMAT, DesignKnobs, DesignOptions, SoftmaxMode, per_layer
 from keras2clash.errors import K2CError
 from keras2clash.ir.graph import Graph
+from keras2clash.hw.lanes import resolve_lanes, with_lanes
 from keras2clash.hw.plan import LayerFormats, LayerPlan, compute_layers, make_plan
 from keras2clash.quant.formats import FixedFormat
 from keras2clash.quant.golden import QuantizedLayer
 from keras2clash.quant.hls4ml import Hls4mlConfig
-from keras2clash.quant.layerformats import FormatConfig, is_auto
+from keras2clash.quant.layerformats import FormatConfig, is_auto, resolve_formats
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -70,16 +71,13 @@ def plan_network(
     multiplier budget), the plan, the branch FIFO depths (hardware model) and the quantized
     parameters of a graph, as `design` states them: a `design.DesignOptions`, or just the
     format with the other knobs as keywords (`plan_network(graph, "1,7,8", parallelism="1,2,5")`;
-    keywords given with a record replace its fields). `fifos=False` skips the FIFO depths
-    (precision tools that never emit). `softmax="argmax"` leaves a softmax at the output out
-    (the scores are then the requantized logits; the class is the same), `"exact"` (default)
-    computes it. `lanes`: a BatchNormalization's channels a cycle, `"auto"` the fewest that
-    keep the II (hw.lanes; the default under `dsp_budget`) or `"full"` (otherwise the default)."""
+    keywords given with a record replace its fields; `DesignOptions` says what each knob
+    does). `fifos=False` skips the FIFO depths (precision tools that never emit).
+    `keras_model`: the model the graph came from (a quantization-aware one brings its own
+    formats)."""
     from keras2clash.hw.hwmodel import with_fifos
-    from keras2clash.hw.lanes import resolve_lanes, with_lanes
     from keras2clash.quant.autoformat import parameter_overflow
     from keras2clash.quant.golden import quantize_params
-    from keras2clash.quant.layerformats import resolve_formats
 
     design = DesignOptions.of(design, **knobs)
     layer_formats, parallelism, cycles = design.layer_formats, design.parallelism, design.cycles
