@@ -23,9 +23,9 @@ ROOT = benchdocs.ROOT
 
 API = [
     {"title": "Compile, simulate, run",
-     "text": "The steps of the flow, each a function.",
+     "text": "The steps of the flow, each a function; the design knobs in one record.",
      "entries": ["keras2clash.emit", "keras2clash.hdl",
-                 "keras2clash.simulate", "keras2clash.run",
+                 "keras2clash.simulate", "keras2clash.run", "keras2clash.DesignOptions",
                  "keras2clash.api.testbench", "keras2clash.api.rtlsim",
                  "keras2clash.api.synth"]},
     {"title": "Golden model and debugging",
@@ -88,7 +88,7 @@ def benchmarks() -> None:
             figure.savefig(f, format="png")
 
 
-write("reference/cli.md", cli_page(), "../keras2clash/cli.py")
+write("reference/cli.md", cli_page(), "../keras2clash/cli/")
 write("reference/api.md", benchdocs.render("api.md.j2", sections=API), "../keras2clash/__init__.py")
 write("changelog.md", (ROOT / "CHANGELOG.md").read_text(), "../CHANGELOG.md")
 benchmarks()

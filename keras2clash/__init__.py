@@ -4,6 +4,8 @@ Python API (the CLI calls the same functions):
 
     import keras2clash as k2c
     k2c.emit("model.keras", "1,7,8", "build/net", parallelism=[1, 2, 5])
+    design = k2c.DesignOptions.of("1,5,10", parallelism=[1, 2, 5], pipeline="auto@150")
+    k2c.emit("model.keras", design, "build/net5")  # the same knobs as one record
     k2c.hdl("build/net", ["verilog", "vhdl"])
     comparison = k2c.simulate("build/net", "test.npz")
     out = k2c.predict(model, x, "1,7,8")          # golden model outputs, nothing written
@@ -21,8 +23,9 @@ __version__ = "0.1.0"
 
 from keras2clash.api import emit, hdl, run, simulate  # noqa: E402
 from keras2clash.debug import Prediction, predict, trace  # noqa: E402
+from keras2clash.design import DesignOptions  # noqa: E402
 from keras2clash.errors import K2CError  # noqa: E402
 from keras2clash.quant.formats import FixedFormat, parse_format  # noqa: E402
 
-__all__ = ["FixedFormat", "K2CError", "Prediction", "emit", "hdl", "parse_format", "predict", "run", "simulate",
+__all__ = ["DesignOptions", "FixedFormat", "K2CError", "Prediction", "emit", "hdl", "parse_format", "predict", "run", "simulate",
            "trace", "__version__"]

@@ -7,9 +7,11 @@ decisions of its own beyond argument normalisation, so the CLI and the API canno
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from rich.console import Console
@@ -20,15 +22,18 @@ from keras2clash.quant import golden
 from keras2clash.verify import toolchain
 from keras2clash.data import check_task, load_test_set, read_npz
 from keras2clash.errors import K2CError
-from keras2clash.quant.autoformat import DEFAULT_WEIGHT_FORMAT
+from keras2clash.design import DEFAULT_FORMAT, DesignKnobs, DesignOptions
 from keras2clash.quant.formats import FixedFormat
 from keras2clash.quant.hls4ml import CONFIG_FILE as HLS4ML_FILE, hls4ml_yaml
 from keras2clash.fsutil import atomic_directory, check_writable_target, work_dir
-from keras2clash.network import load_network
+from keras2clash.network import Network, load_network
 from keras2clash.backend.project import SOURCE_MODEL, load_project, write_project_data
 from keras2clash.report.comparison import Comparison, RungErrors, accuracy, error_figures, render
 from keras2clash.verify.simulate import SimResult, run_simulator
 from keras2clash.hw.summary import design_summary, render_summary
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 console = Console(stderr=True)
 
@@ -60,61 +65,60 @@ def hdl_name(text: str) -> str:
 
 def emit(
     model: Any,
-    fmt: str | FixedFormat = "1,7,8",
+    design: DesignOptions | str | FixedFormat = DEFAULT_FORMAT,
     out: str | Path = "build/net",
     parallelism: str | Sequence[int] | None = None,
     *,
-    cycles: str | Sequence[int] | None = None,
-    weights: str | Path | None = None,
     name: str | None = None,
     force: bool = False,
     show: bool = True,
-    layer_formats: Any = None,
-    input_format: str | FixedFormat | None = None,
-    bits: int | None = None,
-    calibration: str | Path | None = None,
-    dsp_budget: int | str | None = None,
-    softmax: str = "exact",
-    pipeline: str | int | Sequence[int] | None = None,
-    hls4ml_config: Any = None,
-    weight_format: str = DEFAULT_WEIGHT_FORMAT,
-    lanes: str | None = None,
+    **knobs: Unpack[DesignKnobs],
 ) -> Path:
     """Parse a Keras model (file or object) and write a Clash project to `out`.
 
-    `fmt` is the fixed-point format `"sign,int,frac"`; `parallelism` gives the processing
-    elements of each dense/conv2d layer (`"1,2,5"` or a list), default one each; `cycles`
-    how many cycles each PE spends on one window (default 1: a full dot product a cycle).
-    Precision (docs/guide/formats.md): `layer_formats` is a config file path, a mapping
-    {layer: LayerFormats | format} or a `layerformats.FormatConfig`; `input_format` the
-    input's format; `fmt="auto"` with `bits` and `calibration` (.npz) chooses per-layer
-    formats (`autoformat`). Weights/biases that saturate are reported and in manifest.json.
-    `dsp_budget` chooses `parallelism` and `cycles` instead: the balanced allocation with the
-    smallest initiation interval within that many multipliers, or a device's (`"ecp5-85k"`: the
-    132 of its 156 that the open flow routes, `fpga.devices.Device.multiplier_budget`;
-    keras2clash.hw.allocate).
-    `softmax="argmax"` leaves an output softmax out (the outputs are the logits).
-    `pipeline`: adder-tree levels per register stage of the compute layers (0: a whole dot
-    product in one cycle), one value or one per layer (docs/guide/knobs.md).
-    `hls4ml_config`: an hls4ml config (YAML/JSON file or dict; quant.hls4ml) for the formats
-    and, through its ReuseFactor, the knobs. The project always gets `hls4ml_config.yml`,
-    its formats and knobs in that shape.
-    `weight_format="fit"` (default): each layer's weights keep the format's width with the
-    integer bits their largest value needs (autoformat.fitted_weights); `"same"`: the format.
-    `lanes`: a BatchNormalization's channels a cycle, `"auto"` the fewest that keep the II
-    (keras2clash.hw.lanes; the default with `dsp_budget`), `"full"` a whole beat (otherwise).
+    `design` holds the knobs: a `DesignOptions`, or just the fixed-point format
+    (`"sign,int,frac"`, default 1,7,8) with the other knobs as keywords, as strings or Python
+    values: `emit(model, "1,7,8", out, [1, 2, 5], cycles=[1, 9, 1], pipeline="auto@150")`
+    (`parallelism`, the processing elements of each dense/conv2d layer, may come fourth).
+    Keywords given with a record replace its fields. `DesignOptions` says what each knob does.
+    Weights and biases that saturate are reported and in manifest.json; the project always
+    gets `hls4ml_config.yml`, its formats and knobs in hls4ml's shape. `name`: the top
+    entity's (default: the Keras model's name); `force` replaces a non-empty `out`.
     """
-    out = Path(out)
+    design = _design(design, parallelism, knobs)
+    with _emitting(model, design, Path(out), name=name, force=force, show=show):
+        pass
+    return Path(out)
+
+
+def _design(design: DesignOptions | str | FixedFormat, parallelism: str | Sequence[int] | None,
+            knobs: DesignKnobs) -> DesignOptions:
+    """`emit`'s and `run`'s keyword form as the one record (`parallelism` may come positionally)."""
+    if parallelism is not None:
+        knobs = {**knobs, "parallelism": parallelism}
+    return DesignOptions.of(design, **knobs)
+
+
+@contextmanager
+def _emitting(model: Any, design: DesignOptions, out: Path, *, name: str | None, force: bool, show: bool,
+              inputs: Callable[[DesignOptions], DesignOptions] | None = None,
+              fits: Callable[[Network], None] | None = None) -> Iterator[Path]:
+    """emit's steps, which `run` continues: the name and the output folder checked (then
+    `inputs`: run's other inputs, which may complete the design) before the slow model load;
+    the network planned (`fits`: whether run's test set fits it) and written into a fresh
+    temporary folder, yielded; that folder becomes `out` when the block ends without an error,
+    so an error or Ctrl-C leaves nothing."""
     if name is not None:
         hdl_name(name)  # a bad --name fails before any work
     check_writable_target(out, force)  # before the slow model load
-    network = load_network(model, fmt, weights=weights, parallelism=parallelism, cycles=cycles,
-                           layer_formats=layer_formats, input_format=input_format, bits=bits,
-                           calibration=calibration, dsp_budget=dsp_budget, console=console, softmax=softmax,
-                           pipeline=pipeline, hls4ml=hls4ml_config, weight_format=weight_format, lanes=lanes)
+    if inputs is not None:
+        design = inputs(design)
+    network = load_network(model, design, console=console)
+    if fits is not None:
+        fits(network)
     with atomic_directory(out, force=force) as tmp:
         _write_project(network, tmp, name, show)
-    return out
+        yield tmp
 
 
 def _write_project(network: Any, root: Path, name: str | None, show: bool) -> None:
@@ -291,55 +295,47 @@ def _run_with_progress(exe: Path, root: Path, x_raw: np.ndarray, n_out: int, ext
 def run(
     model: Any,
     data: str | Path,
-    fmt: str | FixedFormat = "1,7,8",
+    design: DesignOptions | str | FixedFormat = DEFAULT_FORMAT,
     out: str | Path = "build/net",
     parallelism: str | Sequence[int] | None = None,
     *,
-    cycles: str | Sequence[int] | None = None,
     languages: Sequence[str] = ("verilog", "vhdl", "systemverilog"),
     limit: int | None = None,
-    weights: str | Path | None = None,
+    name: str | None = None,
     force: bool = False,
-    layer_formats: Any = None,
-    input_format: str | FixedFormat | None = None,
-    bits: int | None = None,
-    calibration: str | Path | None = None,
-    dsp_budget: int | str | None = None,
-    softmax: str = "exact",
-    pipeline: str | int | Sequence[int] | None = None,
     task: str = "auto",
-    weight_format: str = DEFAULT_WEIGHT_FORMAT,
-    lanes: str | None = None,
+    **knobs: Unpack[DesignKnobs],
 ) -> Comparison:
-    """emit -> hdl -> simulate, as the demo does (`fmt="auto"` calibrates on `data` unless
-    `calibration` is given).
+    """emit -> hdl -> simulate, as the demo does: `emit`'s design and keywords, then the HDL
+    in `languages` and the Clash simulation of the first `limit` samples of `data`
+    (`format="auto"` calibrates on `data` unless `calibration` is given).
 
     Every input is checked before the first step: the output folder, the data file (also
     against the model), the HDL names and the tools. The project is built in a temporary
     folder that becomes `out` when all steps are done: an error or Ctrl-C leaves nothing."""
     out = Path(out)
-    check_writable_target(out, force)
-    read_npz(data, "data")  # exists and is an .npz: before the slow model load
-    _check_languages(languages)
-    _check_limit(limit)
-    check_task(task)
-    _require_tools(languages, lint=True, simulate=True)
-    if isinstance(fmt, str) and fmt.strip().lower() == "auto" and calibration is None:
-        calibration = data
-        console.print(f"[yellow]--format auto: calibrating on the test set {data} "
-                      "(give --calibration for a separate calibration set)[/yellow]")
-    network = load_network(model, fmt, weights=weights, parallelism=parallelism, cycles=cycles,
-                           layer_formats=layer_formats, input_format=input_format, bits=bits,
-                           calibration=calibration, dsp_budget=dsp_budget, console=console, softmax=softmax,
-                           pipeline=pipeline, weight_format=weight_format, lanes=lanes)
-    last = network.plans[-1]
-    load_test_set(data, network.plans[0].input_shape, last.n_out, last.activation, task)  # fits the model
-    with atomic_directory(out, force=force) as tmp:
-        _write_project(network, tmp, None, show=True)
+
+    def inputs(design: DesignOptions) -> DesignOptions:
+        read_npz(data, "data")  # exists and is an .npz: before the slow model load
+        _check_languages(languages)
+        _check_limit(limit)
+        check_task(task)
+        _require_tools(languages, lint=True, simulate=True)
+        if design.format == "auto" and design.calibration is None:
+            console.print(f"[yellow]--format auto: calibrating on the test set {data} "
+                          "(give --calibration for a separate calibration set)[/yellow]")
+            return replace(design, calibration=Path(data))
+        return design
+
+    def fits(network: Network) -> None:
+        last = network.plans[-1]
+        load_test_set(data, network.plans[0].input_shape, last.n_out, last.activation, task)
+
+    with _emitting(model, _design(design, parallelism, knobs), out, name=name, force=force, show=True,
+                   inputs=inputs, fits=fits) as tmp:
         console.print(f"[green]✓[/green] emitted Clash project: {out}")
         hdl(tmp, languages, shown_as=out)
-        comparison = simulate(tmp, data, limit, task=task)
-    return comparison
+        return simulate(tmp, data, limit, task=task)
 
 
 def _check_limit(limit: int | None) -> None:

@@ -13,16 +13,20 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from keras2clash.design import DEFAULT_FORMAT, DesignKnobs, DesignOptions
 from keras2clash.errors import K2CError
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.ir.graph import Graph
 from keras2clash.quant import golden
 from keras2clash.quant.formats import FixedFormat
 from keras2clash.report.trace import LayerTrace, Trace, error_stats
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 
 @dataclass(frozen=True)
@@ -67,24 +71,22 @@ class _Source:
         return self.keras_model
 
 
-DEFAULT_FORMAT = "1,7,8"
-
-
-def _resolve(model: Any, fmt: str | FixedFormat | None, options: dict[str, Any]) -> _Source:
+def _resolve(model: Any, design: DesignOptions | str | FixedFormat | None, knobs: DesignKnobs) -> _Source:
     """A Network, a Project, an emitted project folder, a keras.Model or a model file."""
     from keras2clash.backend.project import MANIFEST, SOURCE_MODEL, Project, load_project
     from keras2clash.network import Network, load_network
 
     if isinstance(model, (str, Path)) and Path(model).is_dir() and (Path(model) / MANIFEST).is_file():
         model = load_project(model)
-    given = sorted(options) + (["format"] if fmt is not None else [])
-    if isinstance(model, (Network, Project)) and given:
+    if isinstance(model, (Network, Project)) and (design is not None or knobs):
+        stated = (design.changed() or ("format",)) if isinstance(design, DesignOptions) else ()  # a format at least
+        given = sorted(knobs) + list(stated) + (["format"] if isinstance(design, (str, FixedFormat)) else [])
         raise K2CError(f"{', '.join(given)}: options for planning a Keras model; a planned network or "
                        "an emitted project has its formats already")
     if isinstance(model, Project):
         return _Source(model.name, model.plans, model.params, model_path=model.root / SOURCE_MODEL)
     if not isinstance(model, Network):
-        model = load_network(model, DEFAULT_FORMAT if fmt is None else fmt, **options)
+        model = load_network(model, DEFAULT_FORMAT if design is None else design, **knobs)
     return _Source(model.name, model.plans, model.params, keras_model=model.keras_model)
 
 
@@ -114,17 +116,18 @@ def _inputs(x: Any, input_shape: tuple[int, ...], limit: int | None) -> np.ndarr
     return x.astype(np.float64).reshape(len(x), *input_shape)[:limit]
 
 
-def predict(model: Any, x: Any, fmt: str | FixedFormat | None = None, *, limit: int | None = None,
-            **options: Any) -> Prediction:
+def predict(model: Any, x: Any, design: DesignOptions | str | FixedFormat | None = None, *, limit: int | None = None,
+            **knobs: Unpack[DesignKnobs]) -> Prediction:
     """The golden model's outputs for inputs `x` (an array, or an .npz file's `x`; the first
     `limit` samples): raw integers, the reals they stand for,
     and the core's class output. Nothing is written to disk.
 
     `model` is a `keras.Model`, a model file (.keras, .h5, JSON config), a planned
-    `network.Network` or an emitted project folder (its formats; `fmt` and `options` are
-    then refused). For a Keras model, `fmt` (default 1,7,8) and `options`
-    (`layer_formats`, `input_format`, `bits`, `calibration`, `softmax`, ...) are `emit`'s."""
-    source = _resolve(model, fmt, options)
+    `network.Network` or an emitted project folder (its formats; `design` and the knobs are
+    then refused). For a Keras model, `design` (a `DesignOptions`, or the format, default
+    1,7,8) and the knobs (`layer_formats`, `input_format`, `bits`, `calibration`, `softmax`,
+    ...) are `emit`'s."""
+    source = _resolve(model, design, knobs)
     xs = _inputs(x, source.plans[0].input_shape, limit)
     x_raw = golden.quantize_inputs(source.plans, xs)
     raw, classes = golden.predict(source.plans, source.params, x_raw)
@@ -133,8 +136,8 @@ def predict(model: Any, x: Any, fmt: str | FixedFormat | None = None, *, limit: 
                       output_format=out_fmt, input_raw=x_raw, input_format=source.plans[0].in_fmt)
 
 
-def trace(model: Any, x: Any, fmt: str | FixedFormat | None = None, *, limit: int | None = None,
-          **options: Any) -> Trace:
+def trace(model: Any, x: Any, design: DesignOptions | str | FixedFormat | None = None, *, limit: int | None = None,
+          **knobs: Unpack[DesignKnobs]) -> Trace:
     """Every layer's fixed-point output (raw and real) on inputs `x` beside Keras' float
     output of the same layer, with error statistics (`report.trace`). `model` as for
     `predict`; the Keras model is needed (a project's `source_model.keras`).
@@ -149,7 +152,7 @@ def trace(model: Any, x: Any, fmt: str | FixedFormat | None = None, *, limit: in
     from keras2clash.frontend.convert import to_graph
     from keras2clash.frontend.keras_ref import PRE_ACTIVATION, keras_layer_outputs
 
-    source = _resolve(model, fmt, options)
+    source = _resolve(model, design, knobs)
     keras_model = source.keras()
     if keras_model is None:
         raise K2CError("trace compares with Keras: give the Keras model (or a file, or a project), "

@@ -12,25 +12,27 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
+from keras2clash.design import DEFAULT_FORMAT, DesignKnobs, DesignOptions, SoftmaxMode, per_layer
 from keras2clash.errors import K2CError
 from keras2clash.ir.graph import Graph
+from keras2clash.hw.lanes import resolve_lanes, with_lanes
 from keras2clash.hw.plan import LayerFormats, LayerPlan
-from keras2clash.hw.planner import compute_layers, make_plan, parse_int_list
-from keras2clash.quant.formats import FixedFormat, parse_format
-from keras2clash.quant.autoformat import DEFAULT_WEIGHT_FORMAT
+from keras2clash.hw.planner import compute_layers, make_plan
+from keras2clash.quant.formats import FixedFormat
 from keras2clash.quant.golden import QuantizedLayer
+from keras2clash.quant.hls4ml import Hls4mlConfig
+from keras2clash.quant.layerformats import FormatConfig, is_auto, resolve_formats
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 
 def is_keras_model(obj: Any) -> bool:
     return type(obj).__module__.startswith("keras") and hasattr(obj, "layers")
-
-
-def as_format(fmt: str | FixedFormat) -> FixedFormat:
-    return fmt if isinstance(fmt, FixedFormat) else parse_format(str(fmt))
 
 
 def load_model(model: Any, weights: str | Path | None = None) -> tuple[Any, Graph]:
@@ -57,86 +59,49 @@ class Network:
         return self.graph.name
 
 
-def int_list(value: str | Sequence[int] | None, n: int, what: str) -> list[int] | None:
-    if value is None or isinstance(value, str):
-        return parse_int_list(value, n, what)
-    return list(value)
-
-
-def pipeline_levels(value: str | int | Sequence[int] | None, n: int) -> int | list[int] | None:
-    """`--pipeline`: one number for every compute layer ("2"), one per layer ("2,0,1"), or
-    "auto" / "auto@MHZ": the fewest registers for that clock (hw/clock.py, 100 MHz)."""
-    if isinstance(value, str):
-        from keras2clash.hw.clock import auto_clock, auto_levels
-
-        mhz = auto_clock(value)
-        if mhz is not None:
-            return auto_levels(mhz)
-    if isinstance(value, str) and "," not in value:
-        try:
-            return int(value)
-        except ValueError:
-            raise K2CError(f"bad pipeline {value!r}: expected adder levels per register stage, "
-                           "one number (e.g. 2), one per dense/conv2d/depthwise2d layer (e.g. 2,0,1), "
-                           "or auto / auto@MHZ (e.g. auto@150)") from None
-    return value if isinstance(value, int) else int_list(value, n, "pipeline")
-
-
 def plan_network(
     graph: Graph,
-    fmt: str | FixedFormat = "1,7,8",
+    design: DesignOptions | str | FixedFormat = DEFAULT_FORMAT,
     *,
-    parallelism: str | Sequence[int] | None = None,
-    cycles: str | Sequence[int] | None = None,
-    pipeline: str | int | Sequence[int] | None = None,
-    layer_formats: Any = None,
-    input_format: str | FixedFormat | None = None,
-    bits: int | None = None,
-    calibration: str | Path | None = None,
-    dsp_budget: int | str | None = None,
     fifos: bool = True,
     console: Console | None = None,
     keras_model: Any = None,
-    softmax: str = "exact",
-    hls4ml: Any = None,
-    weight_format: str = DEFAULT_WEIGHT_FORMAT,
-    lanes: str | None = None,
+    **knobs: Unpack[DesignKnobs],
 ) -> Network:
     """Formats (uniform, per layer, or automatic), knobs (given, or balanced for a
     multiplier budget), the plan, the branch FIFO depths (hardware model) and the quantized
-    parameters of a graph. `fifos=False` skips the FIFO depths (precision tools that never
-    emit). `softmax="argmax"` leaves a softmax at the output out (the scores are then the
-    requantized logits; the class is the same), `"exact"` (default) computes it. `lanes`:
-    a BatchNormalization's channels a cycle, `"auto"` the fewest that keep the II (hw.lanes;
-    the default under `dsp_budget`) or `"full"` (otherwise the default)."""
+    parameters of a graph, as `design` states them: a `design.DesignOptions`, or just the
+    format with the other knobs as keywords (`plan_network(graph, "1,7,8", parallelism="1,2,5")`;
+    keywords given with a record replace its fields; `DesignOptions` says what each knob
+    does). `fifos=False` skips the FIFO depths (precision tools that never emit).
+    `keras_model`: the model the graph came from (a quantization-aware one brings its own
+    formats)."""
     from keras2clash.hw.hwmodel import with_fifos
-    from keras2clash.hw.lanes import resolve_lanes, with_lanes
     from keras2clash.quant.autoformat import parameter_overflow
     from keras2clash.quant.golden import quantize_params
-    from keras2clash.quant.layerformats import is_auto, resolve_formats
 
-    if hls4ml is not None:  # its formats first, --layer-formats/--layer-format on top; its knobs
-        layer_formats, parallelism, cycles = _with_hls4ml(graph, hls4ml, layer_formats, parallelism, cycles,
-                                                          dsp_budget)
-    lanes = resolve_lanes(lanes, dsp_budget)
-    graph = softmax_mode(graph, softmax)
-    layer_formats = _model_formats(keras_model, graph, layer_formats, input_format, fmt)
-    fixed = fmt if is_auto(fmt) else as_format(fmt)
+    design = DesignOptions.of(design, **knobs)
+    layer_formats, parallelism, cycles = design.layer_formats, design.parallelism, design.cycles
+    if design.hls4ml_config is not None:  # its formats first, --layer-formats/--layer-format on top; its knobs
+        layer_formats, parallelism, cycles = _with_hls4ml(graph, design.hls4ml_config, layer_formats, parallelism,
+                                                          cycles, design.dsp_budget)
+    lanes = resolve_lanes(design.lanes, design.dsp_budget)
+    graph = softmax_mode(graph, design.softmax)
+    layer_formats = _model_formats(keras_model, graph, layer_formats, design.format)
     n_compute = len(compute_layers(graph))
-    pes = int_list(parallelism, n_compute, "parallelism")
-    cyc = int_list(cycles, n_compute, "cycles")
-    levels = pipeline_levels(pipeline, n_compute)
-    formats = resolve_formats(graph, fixed, layer_formats=layer_formats, input_format=input_format,
-                              bits=bits, calibration=calibration)
-    formats = _weight_formats(graph, formats, weight_format)
+    pes = per_layer(parallelism, n_compute, "parallelism")
+    cyc = per_layer(cycles, n_compute, "cycles")
+    levels = design.pipeline if isinstance(design.pipeline, int) else per_layer(design.pipeline, n_compute,
+                                                                                 "pipeline")
+    formats = resolve_formats(graph, design.format, layer_formats=layer_formats, bits=design.bits,
+                              calibration=design.calibration)
+    formats = _weight_formats(graph, formats, design.weight_format)
     if formats.auto is not None and console is not None:
         from keras2clash.quant.autoformat import render as render_auto
 
         render_auto(formats.auto, console)
-    if dsp_budget is not None:
-        from keras2clash.fpga.devices import multiplier_budget
-
-        pes, cyc = _balanced_knobs(graph, formats, multiplier_budget(dsp_budget), pes, cyc, levels, console)
+    if design.dsp_budget is not None:
+        pes, cyc = _balanced_knobs(graph, formats, design.dsp_budget, pes, cyc, levels, console)
     plans = make_plan(graph, formats.default, pes, cycles=cyc, layer_formats=formats.layers or None,
                       input_fmt=formats.input, pipeline=levels)
     if fifos:
@@ -152,11 +117,9 @@ def _weight_formats(graph: Graph, formats: Any, weight_format: str) -> Any:
     (autoformat.fitted_weights); its other fields set by hand stay on top."""
     from dataclasses import replace
 
-    from keras2clash.quant.autoformat import WEIGHT_FORMATS, fitted_weights
+    from keras2clash.quant.autoformat import fitted_weights
     from keras2clash.quant.layerformats import merge_layer_formats
 
-    if weight_format not in WEIGHT_FORMATS:
-        raise K2CError(f"bad --weight-format {weight_format!r}: one of {', '.join(WEIGHT_FORMATS)}")
     if weight_format == "same":
         return formats
     layers = dict(formats.layers)
@@ -167,7 +130,8 @@ def _weight_formats(graph: Graph, formats: Any, weight_format: str) -> Any:
     return replace(formats, layers=layers)
 
 
-def _model_formats(keras_model: Any, graph: Graph, layer_formats: Any, input_format: Any, fmt: Any) -> Any:
+def _model_formats(keras_model: Any, graph: Graph, layer_formats: FormatConfig | None,
+                   fmt: FixedFormat | str) -> FormatConfig | None:
     """A quantization-aware (HGQ2, QKeras) model brings its own formats (frontend.hgq /
     frontend.qkeras format_config; a QKeras model may take the user's input format):
     they replace the uniform format, and formats given as well are refused rather than
@@ -175,49 +139,41 @@ def _model_formats(keras_model: Any, graph: Graph, layer_formats: Any, input_for
     if keras_model is None:
         return layer_formats
     from keras2clash.frontend import hgq, qkeras
-    from keras2clash.quant.layerformats import is_auto, resolve_user_formats
 
     if qkeras.is_qkeras_model(keras_model):
-        given = resolve_user_formats(layer_formats, None, input_format)  # the CLI's --input-format comes so
+        given = layer_formats or FormatConfig()
         if given.layers or given.default is not None or is_auto(fmt):
             raise K2CError("a QKeras model brings its own formats (its quantizers); do not give per-layer or "
                            "automatic formats with it (only --input-format, when it does not quantize its input)")
         return qkeras.format_config(keras_model, graph, given.input)
     if not hgq.is_hgq_model(keras_model):
         return layer_formats
-    if layer_formats is not None or input_format is not None or is_auto(fmt):
+    if layer_formats is not None or is_auto(fmt):
         raise K2CError("an HGQ2 model brings its own formats (its quantizers); do not give per-layer, "
                        "input or automatic formats with it")
     return hgq.format_config(keras_model, graph)
 
 
-def _with_hls4ml(graph: Graph, config: Any, layer_formats: Any, parallelism: Any, cycles: Any,
-                 dsp_budget: Any) -> tuple[Any, Any, Any]:
-    """An hls4ml config (file, dict or Hls4mlConfig; quant.hls4ml) matched to the graph: the
-    user's other format settings applied on top of its formats, and its reuse factors as the
-    knobs (refused together with --parallelism/--cycles/--dsp-budget)."""
-    from keras2clash.quant.hls4ml import Hls4mlConfig, read_hls4ml, resolve
-    from keras2clash.quant.layerformats import resolve_user_formats
+def _with_hls4ml(graph: Graph, config: Hls4mlConfig, layer_formats: FormatConfig | None,
+                 parallelism: Sequence[int] | None, cycles: Sequence[int] | None,
+                 dsp_budget: int | None) -> tuple[FormatConfig, Sequence[int] | None, Sequence[int] | None]:
+    """An hls4ml config (quant.hls4ml) matched to the graph: the user's other format settings
+    applied on top of its formats, and its reuse factors as the knobs (refused together with
+    --parallelism/--cycles/--dsp-budget)."""
+    from keras2clash.quant.hls4ml import resolve
 
-    resolved = resolve(config if isinstance(config, Hls4mlConfig) else read_hls4ml(config), graph)
+    resolved = resolve(config, graph)
     if resolved.parallelism is not None:
         if parallelism is not None or cycles is not None or dsp_budget is not None:
             raise K2CError("the hls4ml config states ReuseFactor: give no --parallelism, --cycles or --dsp-budget")
         parallelism, cycles = resolved.parallelism, resolved.cycles
-    return resolved.formats.merged(resolve_user_formats(layer_formats)), parallelism, cycles
+    return resolved.formats.merged(layer_formats or FormatConfig()), parallelism, cycles
 
 
-SOFTMAX_MODES = ("exact", "argmax")
-"""How a softmax at the output is built: computed (exact), or left out (argmax: the
-outputs are the logits, the predicted class is the same)."""
-
-
-def softmax_mode(graph: Graph, mode: str) -> Graph:
-    """The graph with its output softmax removed when `mode` is "argmax"."""
+def softmax_mode(graph: Graph, mode: SoftmaxMode) -> Graph:
+    """The graph with its output softmax removed when `mode` is "argmax" (design.SOFTMAX_MODES)."""
     from dataclasses import replace
 
-    if mode not in SOFTMAX_MODES:
-        raise K2CError(f"bad softmax mode {mode!r}: use one of {', '.join(SOFTMAX_MODES)}")
     last = graph[graph.output]
     if mode == "exact" or last.activation != "softmax":
         return graph
@@ -249,8 +205,10 @@ def _balanced_knobs(graph: Graph, formats: Any, budget: int, pes, cyc, levels, c
     return alloc.parallelism, alloc.cycles
 
 
-def load_network(model: Any, fmt: str | FixedFormat = "1,7,8", *, weights: str | Path | None = None,
-                 **options: Any) -> Network:
-    """`plan_network(load_model(model))`: see both."""
-    keras_model, graph = load_model(model, weights)
-    return plan_network(graph, fmt, keras_model=keras_model, **options)
+def load_network(model: Any, design: DesignOptions | str | FixedFormat = DEFAULT_FORMAT, *, fifos: bool = True,
+                 console: Console | None = None, **knobs: Unpack[DesignKnobs]) -> Network:
+    """`plan_network(load_model(model))`: see both (the model's weights file, for a JSON
+    config, is the design's `weights`)."""
+    design = DesignOptions.of(design, **knobs)
+    keras_model, graph = load_model(model, design.weights)
+    return plan_network(graph, design, fifos=fifos, console=console, keras_model=keras_model)

@@ -56,7 +56,7 @@ def test_read_resolves_formats_and_knobs(digits_graph) -> None:
     assert resolved.formats.layers["dense_2"].accumulator_bits == 22
     # R <= K: R cycles, every neuron in parallel; R = 78 = 2 x K(39): two groups of 12
     assert resolved.parallelism == [39, 12, 10] and resolved.cycles == [8, 39, 4]
-    net = plan_network(digits_graph, "1,7,8", hls4ml=CONFIG, fifos=False)
+    net = plan_network(digits_graph, "1,7,8", hls4ml_config=CONFIG, fifos=False)
     assert to_hls4ml(net.plans, net.formats.default)["LayerName"]["dense_2"]["ReuseFactor"] == 78
 
 
@@ -69,7 +69,7 @@ def test_model_level_tensor_precision_and_defaults(digits_graph) -> None:
     assert resolved.cycles == [2, 2, 2] and resolved.parallelism == [39, 24, 10]
     # the sigmoid output cannot take a truncating, wrapping format: one error naming the layer
     with pytest.raises(K2CError, match=r"layer 'dense_3' \(dense\): output format 1,3,8,trn,wrap needs a linear or relu"):
-        plan_network(digits_graph, "1,7,8", hls4ml=config, fifos=False)
+        plan_network(digits_graph, "1,7,8", hls4ml_config=config, fifos=False)
 
 
 def test_reuse_factor_to_knobs() -> None:
@@ -98,12 +98,12 @@ def test_reuse_factor_to_knobs() -> None:
 def test_bad_configs_name_the_setting(digits_graph, change, message) -> None:
     config = {"Model": {"Precision": "ap_fixed<16,8,AP_RND,AP_SAT>"}, **change}
     with pytest.raises(K2CError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        plan_network(digits_graph, "1,7,8", hls4ml=config, fifos=False)
+        plan_network(digits_graph, "1,7,8", hls4ml_config=config, fifos=False)
 
 
 def test_reuse_factor_and_knob_options_conflict(digits_graph) -> None:
     with pytest.raises(K2CError, match="give no --parallelism"):
-        plan_network(digits_graph, "1,7,8", hls4ml=CONFIG, parallelism="1,1,1", fifos=False)
+        plan_network(digits_graph, "1,7,8", hls4ml_config=CONFIG, parallelism="1,1,1", fifos=False)
 
 
 @needs_toolchain

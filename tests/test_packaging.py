@@ -25,6 +25,7 @@ def test_wheel_emits_and_builds_a_project(tmp_path: Path) -> None:
     assert "keras2clash/backend/templates/Network.hs.j2" in names
     assert "keras2clash/backend/templates/tb_top.v.j2" in names
     assert "keras2clash/search/study.py" in names  # every sub-package (pyproject packages)
+    assert "keras2clash/cli/params.py" in names and "keras2clash/__main__.py" in names
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
     script = (

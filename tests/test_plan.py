@@ -60,18 +60,18 @@ def test_pipeline_auto_picks_the_levels_for_the_clock() -> None:
     period (hw/clock.py); the default depth is what auto gives at 100 MHz."""
     from keras2clash.hw.clock import ECP5_STAGE, auto_levels
     from keras2clash.hw.plan import DEFAULT_PIPELINE
-    from keras2clash.network import pipeline_levels
+    from keras2clash.design import pipeline_levels
 
-    assert auto_levels(100.0) == DEFAULT_PIPELINE == pipeline_levels("auto", 3) == 2
-    assert [pipeline_levels(v, 3) for v in ("auto@150", "AUTO@200MHz", "auto @ 66", "auto@40")] == [1, 1, 4, 7]
+    assert auto_levels(100.0) == DEFAULT_PIPELINE == pipeline_levels("auto") == 2
+    assert [pipeline_levels(v) for v in ("auto@150", "AUTO@200MHz", "auto @ 66", "auto@40")] == [1, 1, 4, 7]
     for mhz in (40.0, 66.0, 100.0, 150.0):  # the chosen stage fits the period, one more level would not
         levels = auto_levels(mhz)
         assert ECP5_STAGE.register_ns + levels * ECP5_STAGE.level_ns <= 1000.0 / mhz
         assert ECP5_STAGE.register_ns + (levels + 1) * ECP5_STAGE.level_ns > 1000.0 / mhz
     with pytest.raises(K2CError, match="target clock must be 1 to 1000 MHz"):
-        pipeline_levels("auto@0", 3)
+        pipeline_levels("auto@0")
     with pytest.raises(K2CError, match="or auto / auto@MHZ"):
-        pipeline_levels("fast", 3)
+        pipeline_levels("fast")
 
 
 def test_engine_depth_counts_the_result_register_with_two_groups_or_more() -> None:

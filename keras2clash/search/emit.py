@@ -116,8 +116,7 @@ def emit(root: str | Path, number: int, out: str | Path, *, force: bool = False,
                        f"the search recorded {recorded}" + ("" if cached else " (the network was trained again: "
                                                              "is the training deterministic on this machine?)"))
     path = test_data_file(folder.root, template, data)
-    options = plan_options(candidate, network.graph)
-    api.emit(model, out=out, force=force, show=False, **options)
+    api.emit(model, plan_options(candidate, network.graph), out, force=force, show=False)
     result = EmitResult(number, out, path, ev, not cached)
     if simulate:
         from keras2clash.backend.project import load_project

@@ -17,15 +17,16 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from keras2clash.design import DesignOptions
 from keras2clash.errors import K2CError
 from keras2clash.hw.plan import LayerFormats
-from keras2clash.hw.planner import compute_layers
+from keras2clash.hw.planner import compute_layers, make_plan
 from keras2clash.hw.resources import HwFigures
 from keras2clash.search.description import Constraints, DataSpec, Description, Goals, TrainingSpec
 from keras2clash.search.space import Candidate, NetworkSpec, build_model
@@ -109,27 +110,23 @@ def plan_candidate(candidate: Candidate, keras_model: Any) -> Any:
     from keras2clash.network import load_model, plan_network
 
     _, graph = load_model(keras_model)
-    return plan_network(graph, **plan_options(candidate, graph), keras_model=keras_model)
+    return plan_network(graph, plan_options(candidate, graph), keras_model=keras_model)
 
 
-def plan_options(candidate: Candidate, graph: Any) -> dict[str, Any]:
-    """The `plan_network` (and `api.emit`) keyword arguments of a candidate's hardware."""
+def plan_options(candidate: Candidate, graph: Any) -> DesignOptions:
+    """The design (`plan_network`'s and `api.emit`'s) of a candidate's hardware."""
     hw = candidate.hardware
     layers = compute_layers(graph)
     fmts = hw.formats
-    options: dict[str, Any] = {"fmt": fmts[0], "pipeline": hw.pipeline, "softmax": hw.softmax}
-    if len(set(fmts)) > 1:
-        options["layer_formats"] = {layer.name: LayerFormats(f, f, f) for layer, f in zip(layers, fmts)}
+    layer_formats = ({layer.name: LayerFormats(f, f, f) for layer, f in zip(layers, fmts)}
+                     if len(set(fmts)) > 1 else None)
+    design = DesignOptions.of(fmts[0], pipeline=hw.pipeline, softmax=hw.softmax, layer_formats=layer_formats)
     if hw.budget is not None:
-        options["dsp_budget"] = hw.budget
-    else:
-        from keras2clash.hw.planner import make_plan
-
-        plans = [p for p in make_plan(graph, fmts[0]) if p.is_compute]
-        assert hw.parallelism is not None and hw.cycles is not None
-        options["parallelism"] = [min(pe, p.filters) for pe, p in zip(hw.parallelism, plans)]
-        options["cycles"] = [min(c, p.window) for c, p in zip(hw.cycles, plans)]
-    return options
+        return replace(design, dsp_budget=hw.budget)
+    plans = [p for p in make_plan(graph, fmts[0]) if p.is_compute]
+    assert hw.parallelism is not None and hw.cycles is not None
+    return replace(design, parallelism=tuple(min(pe, p.filters) for pe, p in zip(hw.parallelism, plans)),
+                   cycles=tuple(min(c, p.window) for c, p in zip(hw.cycles, plans)))
 
 
 def hardware_figures(network: Any) -> HwFigures:
