@@ -417,3 +417,21 @@ def test_global_pool_held_back_by_a_slow_layer_cycle_exact(tmp_path, kind) -> No
     assert_clash_matches_golden(project, golden.quantize_inputs(project.plans, x), 3)
     t = hwmodel.timing(project.plans, 7)
     assert np.all(np.diff(t.accept_cycle)[-2:] > 2)  # held back: the later images wait
+
+
+@needs_toolchain
+def test_join_whose_steady_state_spans_five_images(tmp_path) -> None:
+    """BatchNorm -> Add with the network input: with the branch FIFOs the planner sizes, the
+    steady state repeats every 5 images (II 3.6 cycles), not every image; the model finds it
+    and its accept and output cycles over 12 images equal the Clash simulation's."""
+    from keras2clash import api
+    from keras2clash.backend.project import load_project
+
+    model = _randomize(_model_1d(3, 3), 11)
+    out = tmp_path / "net"
+    api.emit(model, "1,7,8", out, [1], show=False)
+    project = load_project(out)
+    assert [p.fifo_depths for p in project.plans if p.fifo_depths] == [(5, 5)]
+    assert hwmodel.steady_state(project.plans) == (3.6, 5)
+    x = np.random.default_rng(11).uniform(-1.5, 1.5, size=(12, 3, 3))
+    assert_clash_matches_golden(project, golden.quantize_inputs(project.plans, x), 11)

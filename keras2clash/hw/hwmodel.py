@@ -151,12 +151,13 @@ AFFINE_LIMIT = 1 << 24
 """Images an affine extrapolation may jump at most; past it the run goes on image by image."""
 
 
-def steady_state(plans: Sequence[LayerPlan], knobs=None, max_period: int = 4,
-                 max_images: int = 100_000, depths=None) -> tuple[float, int]:
+def steady_state(plans: Sequence[LayerPlan], knobs=None, max_images: int = 100_000,
+                 depths=None) -> tuple[float, int]:
     """The exact steady-state II (and its period in images) of one configuration.
 
     Images are fed back to back until the blocks' state, relative to the image's first offer
-    cycle, repeats. A slow bottleneck far downstream can take many images to back the
+    cycle, repeats (any earlier state: behind a join with deep FIFOs the period can be several
+    images long). A slow bottleneck far downstream can take many images to back the
     pipeline up (its backlog grows by a few cycles per image); when two successive images
     change the relative state by the same vector, the run is affine until some comparison
     in a block flips, and each comparison between quantities that move linearly flips at
@@ -171,14 +172,15 @@ def steady_state(plans: Sequence[LayerPlan], knobs=None, max_period: int = 4,
     ref, images = 0, 0
     rels: list[tuple[tuple, tuple[int, ...]]] = []
     refs: list[int] = []
+    seen: dict[tuple[tuple, tuple[int, ...]], int] = {}  # a state -> its index in rels
     # Affine jumps assume each comparison flips at most once along the extrapolation; a
     # join's window of fire cycles breaks that, so graphs with merges run image by image.
     jumps = not any(p.is_merge for p in plans)
     while images < max_images:
         rel = _snapshot(blocks, ref)
-        for lag in range(1, min(max_period, len(rels)) + 1):
-            if rels[-lag] == rel:
-                return (ref - refs[-lag]) / lag, lag
+        if rel in seen:
+            lag = len(rels) - seen[rel]
+            return (ref - refs[-lag]) / lag, lag
         if jumps and len(rels) >= 2 and ref - refs[-1] == refs[-1] - refs[-2] and rel[0] == rels[-1][0] == rels[-2][0] \
                 and all(a - b == b - c for a, b, c in zip(rel[1], rels[-1][1], rels[-2][1])):
             period, delta = ref - refs[-1], [a - b for a, b in zip(rel[1], rels[-1][1])]
@@ -199,6 +201,7 @@ def steady_state(plans: Sequence[LayerPlan], knobs=None, max_period: int = 4,
                 hi *= 2
             if hi > AFFINE_LIMIT:  # no break found: keep feeding images one by one
                 jumps = False  # (a safety net: not seen on chains)
+                seen[rel] = len(rels)
                 rels.append(rel)
                 refs.append(ref)
                 ref = _one_image(first, beats, ref)
@@ -211,8 +214,9 @@ def steady_state(plans: Sequence[LayerPlan], knobs=None, max_period: int = 4,
             state, ref = virtual(hi)
             _restore(blocks, state, ref)
             images += hi
-            rels, refs = [], []
+            rels, refs, seen = [], [], {}
             continue
+        seen[rel] = len(rels)
         rels.append(rel)
         refs.append(ref)
         ref = _one_image(first, beats, ref)
