@@ -22,6 +22,7 @@ from keras2clash.ir.graph import Graph
 from keras2clash.hw.lanes import resolve_lanes, with_lanes
 from keras2clash.hw.plan import LayerFormats, LayerPlan
 from keras2clash.hw.planner import compute_layers, make_plan
+from keras2clash.kinds import kind_of
 from keras2clash.quant.formats import FixedFormat
 from keras2clash.quant.golden import QuantizedLayer
 from keras2clash.quant.hls4ml import Hls4mlConfig
@@ -177,7 +178,7 @@ def softmax_mode(graph: Graph, mode: SoftmaxMode) -> Graph:
     last = graph[graph.output]
     if mode == "exact" or last.activation != "softmax":
         return graph
-    if last.type == "activation":
+    if (home := kind_of(last.type)) is not None and home.activation_only:
         return graph.without(last)
     return graph.replaced(last, replace(last, activation="linear"))
 

@@ -117,7 +117,7 @@ def _fits(value: int, bits: int, what: str, plan: LayerPlan) -> int:
 def activation_code(plan: LayerPlan, fn: str, type_name: dict[FixedFormat, str]) -> ActivationCode | None:
     """The Haskell of `plan`'s activation (None for linear, which needs none)."""
     act = acts.parse(plan.activation)
-    if act.is_linear and plan.type != "activation":
+    if act.is_linear and not plan.activation_only:
         return None
     fi, fo = plan.act_in_fmt, plan.out_fmt
     a, b = type_name[fi], type_name[fo]

@@ -270,18 +270,13 @@ def _layer_entry(plan: LayerPlan, fn: str, code: ActivationCode | None = None,
         entry["uses"] += [] if plan.out_fmt.is_plain else ["quant"]
         entry["body"] = entry["body"] + vector_stage
     elif (home := kind_of(plan.type)) is not None:
-        own = home.entry(plan, fn)
+        own = home.entry(plan, fn, code.stage() if code is not None else None)
         activation_uses = [_activation_import(plan)] if code is not None else []
         quant_uses = ["quant"] if home.requantizes and not plan.out_fmt.is_plain else []
         entry.update(doc=own.doc, body=list(own.body) + (vector_stage if home.fuses_activation else []),
                      uses=list(own.uses) + activation_uses + quant_uses, notes=entry["notes"] + list(own.notes))
         if home.requantizes:
             entry.update(requantizes=True, hw_activation=code.name if elementwise and code is not None else "linear")
-    elif plan.type == "activation":
-        assert code is not None
-        entry["doc"] = f"{plan.activation} ({_shape_text(plan.output_shape)}), {plan.in_fmt} -> {plan.out_fmt}, per beat"
-        entry["body"] = [code.stage()]
-        entry["uses"] = [_activation_import(plan)]
     else:
         raise ValueError(f"no emitter for layer type {plan.type!r}")
     if any(plan.pads):
@@ -511,7 +506,7 @@ def build_context(name: str, plans: Sequence[LayerPlan],
                              "doc": f"adder levels per pipeline stage of {entry['name']} (0: not pipelined)"})
     by_name = {plan.name: (plan, entry) for plan, entry in zip(plans, layers)}
     source = plans[0].inputs[0] if plans[0].inputs else "input"
-    built = plans[:-1] if split and plans[-1].type == "activation" and len(plans) > 1 else plans
+    built = plans[:-1] if split and plans[-1].activation_only and len(plans) > 1 else plans
     shape = structure(built, source, built[-1].name)
     fifo_args: list[dict[str, Any]] = []
     composition = _render_chain(shape, by_name, fifo_args, "  ")
@@ -561,7 +556,7 @@ def build_context(name: str, plans: Sequence[LayerPlan],
                                   if split else "none: the output is the logits"),
         "activations": [c for c in codes.values() if c is not None],
         "tables": [c for c in codes.values() if c is not None and c.table_name],
-        "uses_maps": bool(fifo_args) or any(c is not None and (c.vector or p.type == "activation")
+        "uses_maps": bool(fifo_args) or any(c is not None and (c.vector or p.activation_only)
                                             for p, c in ((p, codes[p.name]) for p in plans)),
         "in_fmt": first.in_fmt.container,  # the hardware types (FixedFormat.container)
         "out_fmt": last.out_fmt.container,

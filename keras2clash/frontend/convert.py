@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 # The converters register themselves on import (the kinds' with the kinds).
 import keras2clash.kinds  # noqa: E402,F401
 from keras2clash.frontend import (  # noqa: E402,F401
-    activations, depthwise, hgq, images, layers, qkeras, sequences,
+    depthwise, hgq, images, layers, qkeras, sequences,
 )
 from keras2clash.frontend.images import same_pads  # noqa: E402,F401  (API)
 from keras2clash.frontend.registry import (  # noqa: E402,F401  (API)

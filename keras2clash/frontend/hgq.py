@@ -39,6 +39,7 @@ from keras2clash.frontend.registry import (
     ConversionState, _activation, _activation_name, _single_input, _to_numpy, keras_converter, register_converter,
 )
 from keras2clash.ir import layers as ir
+from keras2clash.kinds.activation import Activation
 from keras2clash.kinds.flatten import Flatten
 from keras2clash.kinds.shapes import Reshape
 from keras2clash.ir.graph import Graph
@@ -404,7 +405,7 @@ _TRANSPARENT = (Flatten, Reshape, ir.Identity)
 
 
 def _is_relu(record: ir.Layer) -> bool:
-    return isinstance(record, ir.Activation) and record.activation == "relu"
+    return isinstance(record, Activation) and record.activation == "relu"
 
 
 def format_config(model: Any, graph: Graph) -> Any:

@@ -1,5 +1,5 @@
-"""Converters of the vector and graph layers: identities, Dense, Flatten, BatchNormalization
-and the merges (Add, ..., Concatenate); the activation layers are in `frontend.activations`."""
+"""Converters of the vector and graph layers: identities, Dense and the merges (Add, ...,
+Concatenate); the other kinds' converters are in their modules (`keras2clash.kinds`)."""
 
 from __future__ import annotations
 

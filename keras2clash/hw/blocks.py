@@ -135,7 +135,7 @@ def has_map_stage(plan: LayerPlan) -> bool:
 
     if is_softmax(plan):
         return False
-    if plan.type == "activation" or stages_table(plan):
+    if plan.activation_only or stages_table(plan):
         return True
     act, fi, fo = activations.parse(plan.activation), plan.act_in_fmt, plan.out_fmt
     return activations.per_channel(act, fi, fo) or activations.multiplies(act, fi, fo)
@@ -187,7 +187,7 @@ def _layer_blocks(plan: LayerPlan, knobs, down, mx, blocks: list) -> Any:
         blocks.append(down)
     if plan.is_windowed:
         down = front_blocks(plan, down, mx, blocks)
-    elif not (plan.is_compute or plan.is_merge or plan.type == "activation"):
+    elif not (plan.is_compute or plan.is_merge):
         raise ValueError(f"no timing model for layer type {plan.type!r}")
     return down
 
@@ -225,7 +225,7 @@ def _build(plans: Sequence[LayerPlan], knobs: Sequence[tuple[Any, Any, Any]], mx
         last = _softmax_block(plans[-1], last, mx, blocks)
     last = pipe_block(class_depth(plans[-1].output_shape[-1]), last, mx, blocks)  # Top's classify
     if splits_output(plans[-1]):  # Top applies the output activation: not in the network
-        if plans[-1].type == "activation" and len(plans) > 1:
+        if plans[-1].activation_only and len(plans) > 1:
             plans = plans[:-1]
         else:
             plans = [*plans[:-1], replace(plans[-1], activation="linear")]

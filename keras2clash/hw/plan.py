@@ -88,6 +88,11 @@ class LayerPlan:
         return self.kind.has_params if self.kind is not None else self.is_compute
 
     @property
+    def activation_only(self) -> bool:
+        """A standalone activation layer (`Kind.activation_only`)."""
+        return self.kind is not None and self.kind.activation_only
+
+    @property
     def requantizes(self) -> bool:
         """Its output is one requantization of an exact value (`Kind.requantizes`)."""
         return self.kind.requantizes if self.kind is not None else self.type in REQUANTIZING_TYPES
@@ -153,7 +158,7 @@ class LayerPlan:
     def act_in_fmt(self) -> FixedFormat:
         """The format the activation reads: a standalone one its input's, a fused one the
         layer's output format (it follows the requantization)."""
-        return self.in_fmt if self.type == "activation" else self.out_fmt
+        return self.in_fmt if self.activation_only else self.out_fmt
 
     @property
     def activation_doc(self) -> str:

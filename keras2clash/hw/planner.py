@@ -9,14 +9,14 @@ from typing import Any
 
 from keras2clash.errors import K2CError
 from keras2clash.hw.plan import (
-    DEFAULT_PIPELINE, LAYER_TYPES, MAX_PIPELINE_LEVELS, PLAIN_ACTIVATIONS, REQUANTIZING_TYPES, LayerFormats, LayerPlan,
+    DEFAULT_PIPELINE, LAYER_TYPES, MAX_PIPELINE_LEVELS, REQUANTIZING_TYPES, LayerFormats, LayerPlan,
     accumulator_format,
 )
 from keras2clash.ir import layers as ir
 from keras2clash.ir.graph import Graph, as_graph
 from keras2clash.ir.layers import COMPUTE_TYPES, MERGE_OPS, Layer
 from keras2clash.kinds import kind_of
-from keras2clash.kinds.base import check_requantized_output
+from keras2clash.kinds.base import check_requantized_output, refuse_constant_formats
 from keras2clash.quant.activations import check as check_activation
 from keras2clash.quant.formats import FixedFormat
 from keras2clash.quant.golden import splits_output
@@ -146,14 +146,10 @@ def make_plan(
         if home is not None:
             plan = home.plan(layer, common, overrides.get(layer.name), fmt)
             home.check(plan)
-        elif kind in MERGE_OPS or kind == "activation":
-            if override.weight is not None or override.bias is not None or override.accumulator_bits is not None:
-                raise K2CError(f"layer '{layer.name}' ({kind}) has no weights or accumulator; give it an output format only")
-            if kind == "activation":  # standalone: keeps its input's format unless given one
-                plan = LayerPlan(out_fmt=override.output or in_fmts[0], **common)
-            else:
-                plan = LayerPlan(out_fmt=override.output or fmt, in_fmts=in_fmts,
-                                 input_shapes=tuple(tuple(s) for s in layer.input_shapes), **common)
+        elif kind in MERGE_OPS:
+            override = refuse_constant_formats(layer, override)
+            plan = LayerPlan(out_fmt=override.output or fmt, in_fmts=in_fmts,
+                             input_shapes=tuple(tuple(s) for s in layer.input_shapes), **common)
         elif kind not in COMPUTE_TYPES:
             if layer.name in overrides:
                 raise K2CError(f"layer '{layer.name}' ({kind}) has no formats of its own; it keeps its input's")
@@ -187,16 +183,9 @@ def _check_formats(plan: LayerPlan) -> None:
     for weights, biases, the input and the output of a requantizing layer (docs/guide/contract.md,
     Formats); everything else rounds to nearest and saturates on native formats."""
     where = f"layer '{plan.name}' ({plan.type})"
-    out, act = plan.out_fmt, plan.activation
+    out = plan.out_fmt
     if plan.type in REQUANTIZING_TYPES:
         check_requantized_output(plan)
-    elif plan.type == "activation":
-        if (not plan.in_fmt.is_plain or not out.is_plain) and (act not in PLAIN_ACTIVATIONS or out != plan.in_fmt):
-            raise K2CError(
-                f"{where}: the {act} activation from {plan.in_fmt} to {out} is built on signed formats with "
-                "the default modes only (relu or linear keeps any format when the output format is the input's); "
-                "give this layer or its producer a format like 1,7,8"
-            )
     elif plan.is_merge:  # average, concatenate: they round on their own
         if not out.is_plain:
             raise K2CError(f"{where}: output format {out}: a {plan.type} rounds to nearest and saturates on a "

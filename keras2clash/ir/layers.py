@@ -148,27 +148,15 @@ class Identity(Layer):
     type: ClassVar[str] = "identity"
 
 
-@dataclass(frozen=True)
-class Activation(Layer):
-    """A separate activation layer (Activation, ReLU, LeakyReLU, PReLU, ELU, Softmax): fused
-    into the layer before it by the passes where possible, otherwise a standalone hardware
-    stage (`activation` is the canonical text of `quant.activations`)."""
-
-    activation: str = "linear"  # type: ignore[assignment]
-    source_class: str = "Activation"
-
-    type: ClassVar[str] = "activation"
-
-
 COMPUTE_TYPES = ("dense", "conv2d", "depthwise2d")
 POOL_TYPES = ("maxpool2d", "avgpool2d")
 WINDOW_TYPES = ("conv2d", "depthwise2d", *POOL_TYPES)
 """Kinds built on the window generator (K2C.Window, with K2C.Pad in front when padded)."""
-HARDWARE_TYPES = (*COMPUTE_TYPES, *MERGE_OPS, "activation")
+HARDWARE_TYPES = (*COMPUTE_TYPES, *MERGE_OPS)
 """The `type`s the hardware stages build themselves; the kinds of `keras2clash.kinds` too."""
 
 RECORDS: dict[str, type[Layer]] = {
-    cls.type: cls for cls in (Dense, Conv2D, DepthwiseConv2D, Identity, Activation)
+    cls.type: cls for cls in (Dense, Conv2D, DepthwiseConv2D, Identity)
 }
 """Record type -> record class: these, and those the kinds register (`register_record`)."""
 

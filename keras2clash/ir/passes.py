@@ -34,6 +34,7 @@ import numpy as np
 from keras2clash.errors import K2CError
 from keras2clash.ir import layers as ir
 from keras2clash.kinds import kind_of
+from keras2clash.kinds.activation import Activation
 from keras2clash.kinds.batchnorm import BatchNorm
 from keras2clash.kinds.pool import AvgPool2D
 from keras2clash.kinds.shapes import ZeroPad2D
@@ -138,7 +139,7 @@ def _absorb(graph: Graph, layer: ir.Layer) -> Graph:
     return graph.without(graph[layer.name])
 
 
-def _fusable(graph: Graph, layer: ir.Activation) -> bool:
+def _fusable(graph: Graph, layer: Activation) -> bool:
     """An activation fuses into the Dense/(depthwise) Conv2D/BatchNormalization/merge before it
     when that layer is linear
     and has no other reader. A PReLU with several slopes stays standalone: the engines apply
@@ -159,7 +160,7 @@ def fuse_activations(graph: Graph) -> Graph:
     standalone: set[str] = set()
     while True:
         layer = next((other for other in graph.layers
-                      if isinstance(other, ir.Activation) and other.name not in standalone), None)
+                      if isinstance(other, Activation) and other.name not in standalone), None)
         if layer is None:
             return graph
         (source,) = layer.inputs

@@ -66,6 +66,9 @@ class Kind:
     table_after_register: ClassVar[bool] = True
     """A table activation can read its block RAM in the kind's last register stage (else it
     gets a stage of its own, `hw.blocks.stages_table`)."""
+    activation_only: ClassVar[bool] = False
+    """Its function is its activation (a standalone activation layer): the activation reads
+    its input's format, and the Top may apply it after taking the class."""
     weight_name: ClassVar[str] = "weight"
     """What hls4ml calls its weight format's precision."""
 
@@ -134,13 +137,22 @@ class Kind:
 
     # --- the backend ---------------------------------------------------------------------
 
-    def entry(self, plan: LayerPlan, fn: str) -> Entry:
-        """The layer in Network.hs; `fn` is its Haskell name (Weights.hs uses it too)."""
+    def entry(self, plan: LayerPlan, fn: str, stage: str | None = None) -> Entry:
+        """The layer in Network.hs; `fn` is its Haskell name (Weights.hs uses it too), `stage`
+        its activation as a stream stage (`backend.activations`), None when linear."""
         raise NotImplementedError(f"{type(self).__name__}.entry")
 
     def weights(self, plan: LayerPlan, fn: str, params: Any) -> tuple[tuple[str, ...], str] | None:
         """Its definitions in Weights.hs: the names exported and the Haskell text; None."""
         return None
+
+
+def refuse_constant_formats(layer: Layer, override: LayerFormats | None) -> LayerFormats:
+    """The override of a kind without weights or accumulator: an output format only."""
+    override = override or LayerFormats()
+    if override.weight is not None or override.bias is not None or override.accumulator_bits is not None:
+        raise K2CError(f"layer '{layer.name}' ({layer.type}) has no weights or accumulator; give it an output format only")
+    return override
 
 
 def check_requantized_output(plan: LayerPlan) -> None:

@@ -174,7 +174,7 @@ class BatchNormKind(Kind):
             regs += constants + offsets + channels * (in_bits + out_bits) + counters
         return Storage(register_bits=regs, fifo_bits=(BATCHNORM_DEPTH + 2) * lanes * out_bits)
 
-    def entry(self, plan: LayerPlan, fn: str) -> Entry:
+    def entry(self, plan: LayerPlan, fn: str, stage: str | None = None) -> Entry:
         assert plan.w_fmt is not None and plan.b_fmt is not None
         shapes = f"{shape_text(plan.input_shape)} -> {shape_text(plan.output_shape)}"
         n = plan.lane_chunks

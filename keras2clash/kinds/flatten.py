@@ -73,7 +73,7 @@ class FlattenKind(Kind):
         """K2C.Collect's shift register: the whole vector."""
         return Storage(register_bits=plan.n_in * plan.in_fmt.hw_bits)
 
-    def entry(self, plan: LayerPlan, fn: str) -> Entry:
+    def entry(self, plan: LayerPlan, fn: str, stage: str | None = None) -> Entry:
         return Entry(doc=HASKELL.doc(shape_text(plan.input_shape), plan.n_out),
                      body=(HASKELL.collect(_beats(plan)),),
                      notes=(HASKELL.note(_beats(plan), plan.input_shape[-1]),), uses=("collect",))

@@ -122,7 +122,7 @@ class _GlobalKind(Kind):
         """The reduction's name in the haddock and the block's Haskell."""
         raise NotImplementedError
 
-    def entry(self, plan: LayerPlan, fn: str) -> Entry:
+    def entry(self, plan: LayerPlan, fn: str, stage: str | None = None) -> Entry:
         beats = _positions(plan.input_shape)
         reduction, body = self.haskell(beats)
         shapes = f"{shape_text(plan.input_shape)} -> {shape_text(plan.output_shape)}"

@@ -176,7 +176,7 @@ class _PoolKind(Windowed):
         return Storage(line_buffer_bits=window.line_buffer_bits, register_bits=window.register_bits + regs,
                        fifo_bits=window.fifo_bits + (depth + 2) * channels * plan.out_fmt.hw_bits)
 
-    def entry(self, plan: LayerPlan, fn: str) -> Entry:
+    def entry(self, plan: LayerPlan, fn: str, stage: str | None = None) -> Entry:
         (ph, pw), (sh, sw) = plan.kernel_size, plan.strides
         h, w = generator_geometry(plan)[:2]
         shapes = f"{shape_text(plan.input_shape)} -> {shape_text(plan.output_shape)}"

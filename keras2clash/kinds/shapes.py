@@ -270,7 +270,7 @@ class ZeroPadKind(_Moves):
         blocks.append(Pad(*_image(plan), plan.pads, down, mx))
         return blocks[-1]
 
-    def entry(self, plan: LayerPlan, fn: str) -> Entry:
+    def entry(self, plan: LayerPlan, fn: str, stage: str | None = None) -> Entry:
         return Entry(doc=HASKELL.pad_doc(_shapes(plan), *plan.pads), body=(HASKELL.pad(*_image(plan), *plan.pads),),
                      uses=("pad",))
 
@@ -291,7 +291,7 @@ class CropKind(_Moves):
         blocks.append(Crop(*_image(plan), plan.crops, down, mx))
         return blocks[-1]
 
-    def entry(self, plan: LayerPlan, fn: str) -> Entry:
+    def entry(self, plan: LayerPlan, fn: str, stage: str | None = None) -> Entry:
         return Entry(doc=HASKELL.crop_doc(_shapes(plan), *plan.crops), body=(HASKELL.crop(*_image(plan), *plan.crops),),
                      notes=(HASKELL.crop_note(),), uses=("crop",))
 
@@ -316,7 +316,7 @@ class UpsampleKind(_Moves):
         bits, c, w = plan.in_fmt.hw_bits, plan.input_shape[-1], _image(plan)[1]
         return Storage(line_buffer_bits=w * c * bits if plan.size[0] > 1 and w > 1 else 0, register_bits=c * bits)
 
-    def entry(self, plan: LayerPlan, fn: str) -> Entry:
+    def entry(self, plan: LayerPlan, fn: str, stage: str | None = None) -> Entry:
         w = _image(plan)[1]
         return Entry(doc=HASKELL.upsample_doc(_shapes(plan), *plan.size), body=(HASKELL.upsample(w, *plan.size),),
                      notes=(HASKELL.upsample_note(w),), uses=("upsample",))
@@ -356,7 +356,7 @@ class ReshapeKind(_Moves):
         group = g_in * plan.input_shape[-1] * plan.in_fmt.hw_bits
         return Storage(register_bits=(group if g_in > 1 else 0) + (group if g_out > 1 else 0))
 
-    def entry(self, plan: LayerPlan, fn: str) -> Entry:
+    def entry(self, plan: LayerPlan, fn: str, stage: str | None = None) -> Entry:
         """A relabelling is a wire (`id`); otherwise Collect g_in beats, Scatter into g_out."""
         g_in, g_out = rebeat_groups(plan)
         c_in, c_out = plan.input_shape[-1], plan.output_shape[-1]

@@ -231,7 +231,7 @@ def resolve(config: Hls4mlConfig, graph: Graph) -> Resolved:
         for layer in graph:
             if layer.name in with_params:
                 layers[layer.name] = model
-            elif model.output is not None and (layer.type == "activation" or layer.type in _MERGES):
+            elif model.output is not None and (_output_only(layer.type) or layer.type in _MERGES):
                 layers[layer.name] = LayerFormats(output=model.output)
     input_fmt = None
     for name, formats in config.layers.items():
@@ -242,7 +242,7 @@ def resolve(config: Hls4mlConfig, graph: Graph) -> Resolved:
         target, formats = _own_layer(name, formats, by_name, here)
         kind = by_name[target].type
         if target not in with_params:
-            if kind != "activation" and kind not in _MERGES:
+            if not _output_only(kind) and kind not in _MERGES:
                 continue  # pooling, flatten, reshapes keep their input's format (docs/guide/contract.md, shape layers)
             if _has_weights(formats):
                 raise K2CError(f"{here}: a {kind} layer has no weights or bias; give it a result only")
@@ -266,6 +266,12 @@ def _is_input(name: str, graph: Graph) -> bool:
 
 
 _MERGES = frozenset({"add", "subtract", "multiply", "average", "maximum", "minimum", "concatenate"})
+
+
+def _output_only(type_name: str) -> bool:
+    """A kind whose only format is its output's (a standalone activation)."""
+    home = kind_of(type_name)
+    return home is not None and not home.keeps_format and not home.has_params
 
 
 def _own_layer(name: str, formats: LayerFormats, by_name: Mapping[str, Any], where: str) -> tuple[str, LayerFormats]:
@@ -322,7 +328,7 @@ def to_hls4ml(plans: Sequence[LayerPlan], default: FixedFormat | None = None) ->
             precision[p.kind.weight_name if p.kind is not None else "weight"] = ap_type(p.w_fmt)
         if p.b_fmt is not None:
             precision["bias"] = ap_type(p.b_fmt)
-        if p.has_params or p.is_merge or p.type == "activation":
+        if p.has_params or p.is_merge or p.activation_only:
             precision["result"] = ap_type(p.out_fmt)
         if p.is_compute and not p.exact_accumulator and p.acc_fmt is not None:
             precision["accum"] = ap_type(replace(p.acc_fmt, rounding="truncate"))

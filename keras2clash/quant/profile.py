@@ -140,8 +140,6 @@ def _float_forward(graph: Any, x: np.ndarray, params: Mapping[str, tuple[np.ndar
             h = float_activation(pre, layer.activation)
         elif kind in MERGE_OPS:
             h = float_activation(float_merge(kind, [values[t] for t in layer.inputs]), layer.activation)
-        elif kind == "activation":
-            h = float_activation(h, layer.activation)
         else:
             raise ValueError(f"no float model for layer type {kind!r}")
         values[layer.name] = h
