@@ -20,7 +20,7 @@ from keras2clash.backend.project import load_project
 from keras2clash.errors import K2CError
 from keras2clash.hw.plan import LayerFormats, LayerPlan
 from keras2clash.hw.planner import make_plan
-from keras2clash.quant import golden
+from keras2clash.quant import exact, golden
 from keras2clash.quant.aptypes import ap_type, parse_ap_type
 from keras2clash.quant.formats import FixedFormat, make_format, parse_format, quantize, requantize
 
@@ -73,7 +73,7 @@ def test_requantize_equals_the_fraction_reference(spec, frac, raws) -> None:
     # the golden model's entry point agrees, in int64 when it fits
     small = [r for r in raws if abs(r) < 1 << 30]
     if small:
-        assert golden.requantize_to(np.array(small, dtype=np.int64), frac, fmt).tolist() == \
+        assert exact.requantize_to(np.array(small, dtype=np.int64), frac, fmt).tolist() == \
             [reference_code(Fraction(r, 1 << frac), fmt) * fmt.step for r in small]
 
 

@@ -64,7 +64,7 @@ def test_merge_golden_equals_exact_rationals(op, n, data, out, activation) -> No
     plan = LayerPlan(name="m", type=op, input_shape=(width,), output_shape=(out_width,), activation=activation,
                      in_fmt=in_fmts[0], out_fmt=out, inputs=tuple(f"t{i}" for i in range(n)),
                      in_fmts=tuple(in_fmts), input_shapes=((width,),) * n)
-    got = golden.merge([r[None, :] for r in raws], plan)[0]
+    got = golden.layer(plan, {}, [r[None, :] for r in raws])[0]
     values = [[Fraction(int(v), 1 << f.frac) for v in r] for r, f in zip(raws, in_fmts)]
     if op == "concatenate":
         want = [_round_sat(v, out) for vs in values for v in vs]

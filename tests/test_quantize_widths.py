@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from keras2clash.hw.plan import LayerFormats, LayerPlan
 from keras2clash.hw.planner import make_plan
-from keras2clash.quant import golden
+from keras2clash.quant import exact, golden
 from keras2clash.quant.formats import FixedFormat, MAX_BITS, count_saturated, parse_format, quantize
 
 from helpers import error_lines, listing, needs_toolchain, run_cli
@@ -153,7 +153,7 @@ def test_golden_dense_exact_at_any_width(data, n_in, n_out, in_fmt, w_fmt, b_fmt
             r = _round_sat(acc, out_fmt)
             # sigmoid: the table itself is tested in tests/test_layers_activations.py
             want.append(max(r, 0) if act == "relu" else
-                        int(golden.activate(np.array([r]), "sigmoid", out_fmt)[0]) if act == "sigmoid" else r)
+                        int(exact.activate(np.array([r]), "sigmoid", out_fmt)[0]) if act == "sigmoid" else r)
         assert row.tolist() == want
 
 @settings(max_examples=150, deadline=None)
@@ -198,14 +198,14 @@ MERGES = ("add", "subtract", "multiply", "average", "maximum", "minimum", "conca
 @settings(max_examples=200, deadline=None)
 @given(op=st.sampled_from(MERGES), n=st.integers(2, 3), data=st.data(), out=wide_formats)
 def test_golden_merges_exact_at_any_width(op, n, data, out) -> None:
-    """Merges (golden.merge) stay exact with operands and outputs up to 64 bits."""
+    """Merges (their golden step) stay exact with operands and outputs up to 64 bits."""
     n = 2 if op == "subtract" else n
     in_fmts = [data.draw(wide_formats) for _ in range(n)]
     raws = [np.array(data.draw(st.lists(_raws(f), min_size=2, max_size=2)), dtype=np.int64) for f in in_fmts]
     plan = LayerPlan(name="m", type=op, input_shape=(2,), output_shape=(2 * n if op == "concatenate" else 2,),
                      activation="linear", in_fmt=in_fmts[0], out_fmt=out, inputs=tuple(f"t{i}" for i in range(n)),
                      in_fmts=tuple(in_fmts), input_shapes=((2,),) * n)
-    got = golden.merge([r[None, :] for r in raws], plan)[0]
+    got = golden.layer(plan, {}, [r[None, :] for r in raws])[0]
     values = [[Fraction(int(v), 2**f.frac) for v in r] for r, f in zip(raws, in_fmts)]
     if op == "concatenate":
         want = [_round_sat(v, out) for vs in values for v in vs]

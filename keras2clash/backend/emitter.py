@@ -26,6 +26,7 @@ from keras2clash.quant.golden import QuantizedLayer
 from keras2clash.backend.memfiles import memfile_text
 from keras2clash.hw.blocks import stages_table
 from keras2clash.hw.plan import LayerPlan, relu_before_requantize
+from keras2clash.backend.haskell import beat_type, format_type_name, shape_text, vec_type
 from keras2clash.kinds import kind_of
 from keras2clash.kinds.window import pad_stage, padding_doc, source_doc
 from keras2clash.ir.structure import Chain, Parallel, structure
@@ -125,32 +126,8 @@ def cabal_package_name(name: str) -> str:
     return "-".join(parts) or "net"
 
 
-def format_type_name(fmt: FixedFormat) -> str:
-    """The type alias of a format's hardware container (FixedFormat.container): formats
-    that share a container (modes, unsigned, negative fields) share its type."""
-    c = fmt.container
-    return f"Q{c.sign}_{c.int}_{c.frac}"
-
-
-def _vec_type(shape: Sequence[int], elem: str) -> str:
-    """Nested Vec for a shape, row-major: (8, 8) -> Vec 8 (Vec 8 e)."""
-    inner = elem
-    for dim in reversed(shape):
-        inner = f"Vec {dim} ({inner})" if " " in inner else f"Vec {dim} {inner}"
-    return inner
-
-
-def _beat_type(shape: Sequence[int], elem: str) -> str:
-    """A beat carries the last axis (docs/architecture/hardware.md, Streams)."""
-    return _vec_type(shape[-1:], elem)
-
-
 def _snats(*values: int) -> str:
     return " ".join(f"(SNat @{v})" for v in values)
-
-
-def _shape_text(shape: Sequence[int]) -> str:
-    return "x".join(map(str, shape))
 
 
 def _activation_doc(plan: LayerPlan) -> str:
@@ -207,8 +184,8 @@ def _layer_entry(plan: LayerPlan, fn: str, code: ActivationCode | None = None,
     in_elem, out_elem = format_type_name(plan.in_fmt), format_type_name(plan.out_fmt)
     entry: dict[str, Any] = {
         "name": plan.name, "fn": fn, "type": plan.type, "compute": plan.is_compute, "merge": False,
-        "in_type": _beat_type(plan.input_shape, in_elem),
-        "out_type": _beat_type(plan.output_shape, out_elem),
+        "in_type": beat_type(plan.input_shape, in_elem),
+        "out_type": beat_type(plan.output_shape, out_elem),
         "out_elem": out_elem, "notes": [], "uses": [plan.type], "requantizes": False,
         "requantizer": requantizer(plan.out_fmt),
     }
@@ -224,7 +201,7 @@ def _layer_entry(plan: LayerPlan, fn: str, code: ActivationCode | None = None,
     if code is not None:
         entry["notes"].append(f"Activation {code.doc}" + (" (applied in Top, after the class)" if at_output else ""))
         entry["uses"].append(_activation_import(plan))
-    shapes = f"{_shape_text(plan.input_shape)} -> {_shape_text(plan.output_shape)}"
+    shapes = f"{shape_text(plan.input_shape)} -> {shape_text(plan.output_shape)}"
     if plan.is_compute:
         assert plan.acc_fmt is not None and plan.w_fmt is not None and plan.b_fmt is not None
         entry.update(
@@ -263,20 +240,15 @@ def _layer_entry(plan: LayerPlan, fn: str, code: ActivationCode | None = None,
         entry.update(doc=depthwise["doc"], body=depthwise["body"] + vector_stage)
         entry["uses"] += depthwise["uses"]
         entry["notes"] += depthwise["notes"]
-    elif plan.is_merge:
-        notes = entry["notes"]
-        entry.update(_merge_entry(plan, code.name if elementwise and code is not None else "linear"))
-        entry["notes"] = notes + entry["notes"]
-        entry["uses"] += [] if plan.out_fmt.is_plain else ["quant"]
-        entry["body"] = entry["body"] + vector_stage
     elif (home := kind_of(plan.type)) is not None:
         own = home.entry(plan, fn, code.stage() if code is not None else None)
         activation_uses = [_activation_import(plan)] if code is not None else []
         quant_uses = ["quant"] if home.requantizes and not plan.out_fmt.is_plain else []
         entry.update(doc=own.doc, body=list(own.body) + (vector_stage if home.fuses_activation else []),
                      uses=list(own.uses) + activation_uses + quant_uses, notes=entry["notes"] + list(own.notes))
-        if home.requantizes:
-            entry.update(requantizes=True, hw_activation=code.name if elementwise and code is not None else "linear")
+        if home.fuses_activation:
+            entry["hw_activation"] = code.name if elementwise and code is not None else "linear"
+        entry.update(requantizes=home.requantizes, **own.fields)
     else:
         raise ValueError(f"no emitter for layer type {plan.type!r}")
     if any(plan.pads):
@@ -352,64 +324,11 @@ def _depthwise_entry(plan: LayerPlan, fn: str, shapes: str) -> dict[str, Any]:
     }
 
 
-MERGE_EXACT_FN = {"add": "Merge.addExact", "subtract": "Merge.subExact", "multiply": "Merge.mulExact",
-                  "maximum": "Merge.maxExact", "minimum": "Merge.minExact", "average": "Merge.addExact"}
-"""The exact (widening) binary operation each merge folds its operands with."""
-
-
-def _nested(items: Sequence[str]) -> str:
-    """`a`, `(a, b)`, `(a, (b, c))`: how `branches` nests its branches' outputs."""
-    return items[0] if len(items) == 1 else f"({items[0]}, {_nested(items[1:])})"
-
-
 def _activation_import(plan: LayerPlan) -> str:
     from keras2clash.quant.activations import parse
 
     act = parse(plan.activation)
     return {"relu": "relu", "hard": "relu", "softmax": "softmax"}.get(act.family, "table")
-
-
-def _merge_entry(plan: LayerPlan, activation: str) -> dict[str, Any]:
-    """A merge layer: a stage on the joined tuple of its inputs' beats with a register after it
-    (K2C.Pipe.mapP): the join's branch FIFOs are LUT RAM read combinationally, so without it
-    two FIFO reads, the exact arithmetic, the requantization and the activation would be one
-    path into the next FIFO's write (10.46 ns on resnet_digits@ecp5-85k: 95.6 MHz)."""
-    n = len(plan.inputs)
-    in_types = [_beat_type(shape, format_type_name(fmt))
-                for shape, fmt in zip(plan.input_shapes, plan.input_formats)]
-    xs = [f"x{i}" for i in range(n)]
-    sources = ", ".join(plan.inputs)
-    shape = _shape_text(plan.output_shape)
-    if plan.type == "concatenate":
-        body = " ++ ".join(f"map activation {x}" for x in xs)
-        doc = f"Concatenate of {sources} along the last axis -> {shape}"
-    else:
-        elems = [f"v{i}" for i in range(n)]
-        fn = MERGE_EXACT_FN[plan.type]
-        exact = elems[-1]
-        for e in reversed(elems[:-1]):
-            exact = f"{fn} {e} ({exact})" if " " in exact else f"{fn} {e} {exact}"
-        if plan.type == "average":
-            exact = f"Merge.average (SNat @{n}) ({exact})"
-        lam = f"\\{elems[0]} {elems[1]} -> activation ({exact})" if n == 2 else \
-            f"\\{elems[0]} {_nested(elems[1:])} -> activation ({exact})"
-        zipped = f"{xs[0]} {xs[1]}" if n == 2 else f"{xs[0]} ({_zip_nested(xs[1:])})"
-        body = f"zipWith ({lam}) {zipped}"
-        doc = f"{plan.type.capitalize()} of {sources} ({shape}), element-wise"
-    return {
-        "in_type": f"{in_types[0]}, {_nested(in_types[1:])}",  # the template adds the parentheses
-        "doc": f"{doc}, {_activation_doc(plan)}; the exact result requantized to {plan.out_fmt}",
-        "body": [f"mapP (\\{_nested(xs)} -> {body})"],
-        "merge": True, "hw_activation": activation,
-        "rounds_itself": plan.type == "average",  # Merge.average rounds and saturates
-        "uses": ["merge"],
-        "notes": [f"Operand formats {', '.join(str(f) for f in plan.input_formats)}: aligned exactly "
-                  "(docs: arithmetic contract, merges)."],
-    }
-
-
-def _zip_nested(xs: Sequence[str]) -> str:
-    return xs[0] if len(xs) == 1 else f"zip {xs[0]} ({_zip_nested(xs[1:])})" if len(xs) > 2 else f"zip {xs[0]} {xs[1]}"
 
 
 def _stage(plan: LayerPlan, entry: dict[str, Any]) -> str:
@@ -541,15 +460,15 @@ def build_context(name: str, plans: Sequence[LayerPlan],
         "network_args": network_args,
         "composition": composition,
         "has_branches": bool(fifo_args),
-        "input_type": _beat_type(first.input_shape, format_type_name(first.in_fmt)),
+        "input_type": beat_type(first.input_shape, format_type_name(first.in_fmt)),
         "input_doc": input_doc,
         "beats_per_image": beats,
         "beat_width": first.input_shape[-1],
         "n_in": first.n_in,
         "n_out": last.n_out,
-        "output_type": _vec_type(last.output_shape, format_type_name(last.out_fmt)),
+        "output_type": vec_type(last.output_shape, format_type_name(last.out_fmt)),
         "output_note": f", after {last.activation}" if not acts.parse(last.activation).is_linear else "",
-        "logits_type": _vec_type(last.output_shape, format_type_name(logits_fmt)),
+        "logits_type": vec_type(last.output_shape, format_type_name(logits_fmt)),
         "output_activation": output_activation,
         "output_stream": output_stream,
         "output_activation_doc": (f"{last.activation}, applied after the class is taken from the values before it"
@@ -563,7 +482,7 @@ def build_context(name: str, plans: Sequence[LayerPlan],
         "in_label": _container_label(first.in_fmt),
         "out_label": _container_label(last.out_fmt),
         "pe_literals": " ".join(f"(SNat @{arg['value']})" for arg in network_args),
-        "input_shape_text": _shape_text(first.input_shape),
+        "input_shape_text": shape_text(first.input_shape),
     }
 
 

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from keras2clash.quant.formats import FixedFormat
+
 import jinja2
 
 _env = jinja2.Environment(
@@ -16,6 +18,26 @@ _env = jinja2.Environment(
     lstrip_blocks=True,
     undefined=jinja2.StrictUndefined,
 )
+
+
+def format_type_name(fmt: FixedFormat) -> str:
+    """The type alias of a format's hardware container (FixedFormat.container): formats
+    that share a container (modes, unsigned, negative fields) share its type."""
+    c = fmt.container
+    return f"Q{c.sign}_{c.int}_{c.frac}"
+
+
+def vec_type(shape: Sequence[int], elem: str) -> str:
+    """Nested Vec for a shape, row-major: (8, 8) -> Vec 8 (Vec 8 e)."""
+    inner = elem
+    for dim in reversed(shape):
+        inner = f"Vec {dim} ({inner})" if " " in inner else f"Vec {dim} {inner}"
+    return inner
+
+
+def beat_type(shape: Sequence[int], elem: str) -> str:
+    """A beat carries the last axis (docs/architecture/hardware.md, Streams)."""
+    return vec_type(shape[-1:], elem)
 
 
 class KindTemplate:

@@ -110,10 +110,6 @@ def is_softmax(plan: LayerPlan) -> bool:
 MAP_DEPTH = 1
 """K2C.Pipe.mapP's register stages: a standalone activation, a per-channel one after a layer."""
 
-MERGE_DEPTH = 1
-"""A merge's register stages (K2C.Pipe.mapP on the joined beats: the exact arithmetic, the
-requantization and the activation, then a register)."""
-
 MAP_TABLE_DEPTH = 2
 """K2C.Pipe.mapTable's: a table activation's block RAM read, then its output register."""
 
@@ -179,8 +175,6 @@ def _layer_blocks(plan: LayerPlan, knobs, down, mx, blocks: list) -> Any:
         down = pipe_block(map_depth(plan), down, mx, blocks)
     if home is not None:
         return home.blocks(plan, down, mx, blocks)
-    if plan.is_merge:  # the merge's own stage (K2C.Pipe.mapP after the join)
-        down = pipe_block(MERGE_DEPTH, down, mx, blocks)
     if plan.is_compute:
         steps, depth, queue = knobs[plan.name]
         down = Engine(steps, depth, queue, down, mx)

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
-from keras2clash.ir.layers import COMPUTE_TYPES, HARDWARE_TYPES, MERGE_OPS, WINDOW_TYPES, Layer
+from keras2clash.ir.layers import COMPUTE_TYPES, HARDWARE_TYPES, WINDOW_TYPES, Layer
 from keras2clash.quant.formats import FixedFormat
 from keras2clash.registry import kind_of
 
@@ -269,7 +269,8 @@ class LayerPlan:
 
     @property
     def is_merge(self) -> bool:
-        return self.type in MERGE_OPS
+        """It joins several inputs (`Kind.joins`)."""
+        return self.kind is not None and self.kind.joins
 
     @property
     def input_formats(self) -> tuple[FixedFormat, ...]:
@@ -375,7 +376,7 @@ def accumulator_format(
     return FixedFormat(1, clash_int - 1, max(in_fmt.frac + w_fmt.frac, b_fmt.frac))
 
 
-REQUANTIZING_TYPES = frozenset(COMPUTE_TYPES) | (frozenset(MERGE_OPS) - {"average", "concatenate"})
+REQUANTIZING_TYPES = frozenset(COMPUTE_TYPES)
 """Layers whose output is one requantization of an exact value (K2C.Quant.requantizeTo):
 their output format may be unsigned, have negative fields and any rounding/overflow mode."""
 PLAIN_ACTIVATIONS = ("linear", "relu")

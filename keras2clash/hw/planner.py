@@ -14,9 +14,9 @@ from keras2clash.hw.plan import (
 )
 from keras2clash.ir import layers as ir
 from keras2clash.ir.graph import Graph, as_graph
-from keras2clash.ir.layers import COMPUTE_TYPES, MERGE_OPS, Layer
+from keras2clash.ir.layers import COMPUTE_TYPES, Layer
 from keras2clash.kinds import kind_of
-from keras2clash.kinds.base import check_requantized_output, refuse_constant_formats
+from keras2clash.kinds.base import check_requantized_output
 from keras2clash.quant.activations import check as check_activation
 from keras2clash.quant.formats import FixedFormat
 from keras2clash.quant.golden import splits_output
@@ -140,16 +140,14 @@ def make_plan(
             output_shape=tuple(layer.output_shape), activation=layer.activation, in_fmt=in_fmts[0],
             inputs=tuple(layer.inputs), layer=layer,
         )
+        if len(in_fmts) > 1:
+            common["in_fmts"] = in_fmts
         if home is None:
             common.update(_geometry(layer))
         override = overrides.get(layer.name, LayerFormats())
         if home is not None:
             plan = home.plan(layer, common, overrides.get(layer.name), fmt)
             home.check(plan)
-        elif kind in MERGE_OPS:
-            override = refuse_constant_formats(layer, override)
-            plan = LayerPlan(out_fmt=override.output or fmt, in_fmts=in_fmts,
-                             input_shapes=tuple(tuple(s) for s in layer.input_shapes), **common)
         elif kind not in COMPUTE_TYPES:
             if layer.name in overrides:
                 raise K2CError(f"layer '{layer.name}' ({kind}) has no formats of its own; it keeps its input's")
@@ -182,14 +180,8 @@ def _check_formats(plan: LayerPlan) -> None:
     build exactly: unsigned formats, negative fields and the truncate/wrap modes are built
     for weights, biases, the input and the output of a requantizing layer (docs/guide/contract.md,
     Formats); everything else rounds to nearest and saturates on native formats."""
-    where = f"layer '{plan.name}' ({plan.type})"
-    out = plan.out_fmt
     if plan.type in REQUANTIZING_TYPES:
         check_requantized_output(plan)
-    elif plan.is_merge:  # average, concatenate: they round on their own
-        if not out.is_plain:
-            raise K2CError(f"{where}: output format {out}: a {plan.type} rounds to nearest and saturates on a "
-                           "signed format; give it one like 1,7,8")
 
 
 def _compute_plan(common: dict[str, Any], override: LayerFormats, fmt: FixedFormat, pe: int,

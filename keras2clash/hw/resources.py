@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from keras2clash.hw.blocks import MERGE_DEPTH, has_map_stage, is_table, map_depth, splits_activation
+from keras2clash.hw.blocks import has_map_stage, is_table, map_depth, splits_activation
 from keras2clash.hw.plan import LayerPlan, tree_stages
 from keras2clash.kinds import kind_of
 from keras2clash.kinds.window import window_storage
@@ -77,12 +77,6 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
         if splits_activation(plan):  # the input beat, the registered halves: K2C.Relu.ReluProduct
             regs += channels * (plan.act_in_fmt.hw_bits + relu_product_bits(plan))
         fifo += (depth + 2) * channels * out_bits
-    if plan.is_merge:  # the branch FIFOs (LUT RAM) in front of the join
-        for depth, shape, fmt in zip(plan.fifo_depths, plan.input_shapes, plan.input_formats):
-            fifo += depth * shape[-1] * fmt.hw_bits
-        # its own stage (K2C.Pipe.mapP): the registered result and its queue
-        regs += plan.output_shape[-1] * out_bits + MERGE_DEPTH
-        fifo += (MERGE_DEPTH + 2) * plan.output_shape[-1] * out_bits
     return LayerResources(
         name=plan.name, type=plan.type, pe=plan.pe if plan.is_compute else 0,
         cycles=plan.cycles if plan.is_compute else 0, groups=plan.groups if plan.is_compute else 0,

@@ -24,8 +24,6 @@ from keras2clash.errors import K2CError
 
 Shape = tuple[int, ...]
 
-MERGE_OPS = ("add", "subtract", "multiply", "average", "maximum", "minimum", "concatenate")
-"""Keras merge layers the hardware builds (the record's `type`)."""
 
 
 @dataclass(frozen=True)
@@ -121,21 +119,6 @@ class DepthwiseConv2D(Layer):
     keras_class: ClassVar[str] = "DepthwiseConv2D"
 
 
-@dataclass(frozen=True)
-class Merge(Layer):
-    """A Keras merge layer: `op` is one of MERGE_OPS. Element-wise ops take inputs of one
-    shape; `concatenate` joins the last axis. An activation after it may be fused."""
-
-    op: str = "add"
-    activation: str = "linear"  # type: ignore[assignment]
-
-    keras_class: ClassVar[str] = "Merge"
-
-    @property
-    def type(self) -> str:  # type: ignore[override]
-        return self.op
-
-
 # --- kinds that only live until the passes ---------------------------------------------
 
 
@@ -152,7 +135,7 @@ COMPUTE_TYPES = ("dense", "conv2d", "depthwise2d")
 POOL_TYPES = ("maxpool2d", "avgpool2d")
 WINDOW_TYPES = ("conv2d", "depthwise2d", *POOL_TYPES)
 """Kinds built on the window generator (K2C.Window, with K2C.Pad in front when padded)."""
-HARDWARE_TYPES = (*COMPUTE_TYPES, *MERGE_OPS)
+HARDWARE_TYPES = COMPUTE_TYPES
 """The `type`s the hardware stages build themselves; the kinds of `keras2clash.kinds` too."""
 
 RECORDS: dict[str, type[Layer]] = {
@@ -161,6 +144,11 @@ RECORDS: dict[str, type[Layer]] = {
 """Record type -> record class: these, and those the kinds register (`register_record`)."""
 
 R = TypeVar("R", bound=type[Layer])
+
+
+def register_record_type(type_name: str, cls: type[Layer]) -> None:
+    """Register a record class that serves several types (its `type` is a field's value)."""
+    RECORDS[type_name] = cls
 
 
 def register_record(cls: R) -> R:
@@ -172,9 +160,9 @@ def register_record(cls: R) -> R:
 def record_from_dict(data: dict[str, Any]) -> Layer:
     """A record from its dictionary-IR form (`Graph.to_dict`), weights included."""
     kind = data["type"]
-    if kind not in MERGE_OPS and kind not in RECORDS:
+    if kind not in RECORDS:
         raise K2CError(f"layer '{data.get('name')}': unknown layer type {kind!r} in the dictionary IR")
-    cls: type[Layer] = Merge if kind in MERGE_OPS else RECORDS[kind]
+    cls = RECORDS[kind]
     names = {f.name for f in fields(cls)}
     values: dict[str, Any] = {}
     for key, value in data.items():
@@ -190,6 +178,6 @@ def record_from_dict(data: dict[str, Any]) -> Layer:
     values["output_shape"] = tuple(values["output_shape"])
     values.setdefault("inputs", ())
     values["fused"] = tuple(values.get("fused", ()))
-    if cls is Merge:
+    if "op" in names:  # a record serving several types (a merge) keeps its type in `op`
         values["op"] = kind
     return cls(**values)

@@ -36,6 +36,7 @@ from keras2clash.ir import layers as ir
 from keras2clash.kinds import kind_of
 from keras2clash.kinds.activation import Activation
 from keras2clash.kinds.batchnorm import BatchNorm
+from keras2clash.kinds.merge import Merge
 from keras2clash.kinds.pool import AvgPool2D
 from keras2clash.kinds.shapes import ZeroPad2D
 from keras2clash.ir.graph import Graph
@@ -49,7 +50,7 @@ def _describe(graph: Graph, tensor: str) -> str:
     if tensor == graph.input_name:
         return "the model input"
     layer = graph[tensor]
-    if isinstance(layer, ir.Merge):
+    if isinstance(layer, Merge):
         kind = layer.op.capitalize()
     else:
         kind = getattr(layer, "source_class", "") or layer.keras_class
@@ -146,7 +147,7 @@ def _fusable(graph: Graph, layer: Activation) -> bool:
     one function to every neuron, the standalone stage one slope per channel."""
     (source,) = layer.inputs
     target = None if source == graph.input_name else graph[source]
-    if not isinstance(target, (ir.Dense, ir.Conv2D, ir.DepthwiseConv2D, ir.Merge, BatchNorm)) or (
+    if not isinstance(target, (ir.Dense, ir.Conv2D, ir.DepthwiseConv2D, Merge, BatchNorm)) or (
             target.activation != "linear"):
         return False
     if len(graph.consumers(source)) > 1:

@@ -15,7 +15,7 @@ registers, and no constant is quantized.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
@@ -45,6 +45,7 @@ class Entry:
     body: tuple[str, ...]
     notes: tuple[str, ...] = ()
     uses: tuple[str, ...] = ()
+    fields: Mapping[str, object] = field(default_factory=dict)  # more of Network.hs.j2's per-layer fields
 
 
 class Kind:
@@ -66,6 +67,8 @@ class Kind:
     table_after_register: ClassVar[bool] = True
     """A table activation can read its block RAM in the kind's last register stage (else it
     gets a stage of its own, `hw.blocks.stages_table`)."""
+    joins: ClassVar[bool] = False
+    """It reads several inputs (a merge: the join of K2C.Branch in front of it)."""
     activation_only: ClassVar[bool] = False
     """Its function is its activation (a standalone activation layer): the activation reads
     its input's format, and the Top may apply it after taking the class."""

@@ -38,13 +38,18 @@ from keras2clash.quant.formats import FixedFormat, count_saturated, make_format
 from keras2clash.hw.plan import LayerFormats
 from keras2clash.hw.planner import make_plan
 from keras2clash.ir.graph import as_graph
-from keras2clash.ir.layers import MERGE_OPS
 from keras2clash.kinds import kind_of
 from keras2clash.quant.profile import LayerTrace, float_forward, layer_params, require_finite
 
 SIGMOID_FLAT = 5.0
 """PLAN's sigmoid is constant (0 or 1) beyond |x| >= 5: saturating there changes nothing."""
 
+
+
+def _joins(type_name: str) -> bool:
+    """A merge: its formats are its output's only, fitted to its values."""
+    home = kind_of(type_name)
+    return home is not None and home.joins
 
 def split(bits: int, int_bits: int) -> FixedFormat:
     """The format `1,int,N-1-int`."""
@@ -111,7 +116,7 @@ def saturation(
     over, worst = _count(x, input_fmt)
     rows = [Saturation("input", inputs=over, worst=worst)]
     for layer, trace in zip(as_graph(ir), traces):
-        if trace.type in MERGE_OPS:
+        if _joins(trace.type):
             o_fmt = formats.get(layer.name, LayerFormats()).output or default
             assert o_fmt is not None
             o, ow = _count(trace.out, o_fmt)
@@ -179,7 +184,7 @@ def choose_formats(
     input_fmt = input_format or split(bits, fit_int_bits(x, bits)[0])
     layers: dict[str, LayerFormats] = {}
     for layer, trace in zip(as_graph(ir), traces):
-        if trace.type in MERGE_OPS:
+        if _joins(trace.type):
             layers[layer.name] = LayerFormats(output=split(bits, fit_int_bits(trace.out, bits)[0]))
             continue
         if trace.pre is None:

@@ -17,7 +17,7 @@ import numpy as np
 
 from keras2clash.quant import activations
 from keras2clash.quant import exact
-from keras2clash.quant.exact import INT64_SAFE_BITS, activate, QuantizedLayer, pad_images, requantize_to, windows
+from keras2clash.quant.exact import INT64_SAFE_BITS, QuantizedLayer, pad_images, windows
 from keras2clash.quant.formats import FixedFormat, quantize, saturate
 from keras2clash.hw.plan import LayerPlan, accumulator_format, relu_before_requantize
 from keras2clash.ir.graph import as_graph
@@ -149,46 +149,6 @@ def depthwise2d(x: np.ndarray, plan: LayerPlan, params: QuantizedLayer) -> np.nd
     return out.reshape(n, h2, w2, plan.filters)
 
 
-def _requantize(raw: np.ndarray, frac: int, out: FixedFormat) -> np.ndarray:
-    """Contract step 4 from any fraction width to `out` (its modes; plain: half up, saturate)."""
-    return requantize_to(raw, frac, out)
-
-
-def merge(xs: Sequence[np.ndarray], plan: LayerPlan) -> np.ndarray:
-    """A merge layer on raw inputs (docs/guide/contract.md, merges): the operands are aligned
-    exactly to the widest fraction, combined exactly, then requantized to the output format
-    once (round half up, saturate) and activated. Concatenate requantizes each operand."""
-    fmts = plan.input_formats
-    out = plan.out_fmt
-    wide = sum(f.hw_bits for f in fmts) + len(fmts) + out.hw_bits > INT64_SAFE_BITS
-    vals = [np.asarray(x).astype(object if wide else np.int64) for x in xs]
-    if plan.type == "concatenate":
-        parts = [_requantize(v, f.raw_frac, out) for v, f in zip(vals, fmts)]
-        return np.asarray(activate(np.concatenate(parts, axis=-1), plan.hw_activation, out), dtype=np.int64)
-    if plan.type == "multiply":
-        acc, frac = vals[0], fmts[0].raw_frac
-        for v, f in zip(vals[1:], fmts[1:]):
-            acc, frac = acc * v, frac + f.raw_frac
-        return finish(acc, frac, plan)
-    frac = max(f.raw_frac for f in fmts)
-    aligned = [v << (frac - f.raw_frac) for v, f in zip(vals, fmts)]
-    if plan.type == "average":
-        n = len(aligned)
-        total = sum(aligned[1:], aligned[0])
-        scale = 1 << out.frac
-        r = saturate((2 * total * scale + n * (1 << frac)) // (2 * n * (1 << frac)), out)
-        return np.asarray(activate(r, plan.hw_activation, out), dtype=np.int64)
-    exact = {
-        "add": lambda: sum(aligned[1:], aligned[0]),
-        "subtract": lambda: aligned[0] - aligned[1],
-        "maximum": lambda: np.maximum.reduce(aligned),
-        "minimum": lambda: np.minimum.reduce(aligned),
-    }.get(plan.type)
-    if exact is None:
-        raise ValueError(f"no golden model for merge {plan.type!r}")
-    return finish(exact(), frac, plan)
-
-
 def layer(plan: LayerPlan, params: Mapping[str, QuantizedLayer], xs: Sequence[np.ndarray]) -> np.ndarray:
     """One layer on its inputs' raw values (batch first, shapes without the batch axis)."""
     home = kind_of(plan.type)
@@ -201,8 +161,6 @@ def layer(plan: LayerPlan, params: Mapping[str, QuantizedLayer], xs: Sequence[np
         return conv2d(h, plan, params[plan.name])
     if plan.type == "depthwise2d":
         return depthwise2d(h, plan, params[plan.name])
-    if plan.is_merge:
-        return merge(xs, plan)
     raise ValueError(f"no golden model for layer type {plan.type!r}")
 
 

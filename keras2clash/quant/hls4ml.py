@@ -231,7 +231,7 @@ def resolve(config: Hls4mlConfig, graph: Graph) -> Resolved:
         for layer in graph:
             if layer.name in with_params:
                 layers[layer.name] = model
-            elif model.output is not None and (_output_only(layer.type) or layer.type in _MERGES):
+            elif model.output is not None and _output_only(layer.type):
                 layers[layer.name] = LayerFormats(output=model.output)
     input_fmt = None
     for name, formats in config.layers.items():
@@ -242,7 +242,7 @@ def resolve(config: Hls4mlConfig, graph: Graph) -> Resolved:
         target, formats = _own_layer(name, formats, by_name, here)
         kind = by_name[target].type
         if target not in with_params:
-            if not _output_only(kind) and kind not in _MERGES:
+            if not _output_only(kind):
                 continue  # pooling, flatten, reshapes keep their input's format (docs/guide/contract.md, shape layers)
             if _has_weights(formats):
                 raise K2CError(f"{here}: a {kind} layer has no weights or bias; give it a result only")
@@ -265,7 +265,6 @@ def _is_input(name: str, graph: Graph) -> bool:
     return name not in graph.by_name() and bool(re.fullmatch(r"input(_layer)?(_\d+)?|.+_input", name))
 
 
-_MERGES = frozenset({"add", "subtract", "multiply", "average", "maximum", "minimum", "concatenate"})
 
 
 def _output_only(type_name: str) -> bool:

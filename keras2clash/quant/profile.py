@@ -25,7 +25,6 @@ import numpy as np
 
 from keras2clash.errors import K2CError
 from keras2clash.ir.graph import as_graph
-from keras2clash.ir.layers import MERGE_OPS
 from keras2clash.kinds import kind_of
 
 PERCENTILES = (0.1, 1.0, 50.0, 99.0, 99.9)
@@ -70,18 +69,6 @@ def layer_params(layer: Any) -> tuple[np.ndarray, np.ndarray]:
     if home is not None:
         return home.constants(layer)
     return np.asarray(layer.kernel), np.asarray(layer.bias)
-
-
-def float_merge(op: str, xs: Sequence[np.ndarray]) -> np.ndarray:
-    """A Keras merge layer in float (before its activation)."""
-    if op == "concatenate":
-        return np.concatenate(xs, axis=-1)
-    if op == "subtract":
-        return xs[0] - xs[1]
-    reduce = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum, "minimum": np.minimum,
-              "average": np.add}[op]
-    out = reduce.reduce(np.stack(xs), axis=0)
-    return out / len(xs) if op == "average" else out
 
 
 def float_forward(
@@ -138,8 +125,6 @@ def _float_forward(graph: Any, x: np.ndarray, params: Mapping[str, tuple[np.ndar
                 flat = win.reshape(n * h2 * w2, -1) @ kernel.reshape(-1, kernel.shape[-1])
                 pre = (flat + bias).reshape(n, h2, w2, kernel.shape[-1])
             h = float_activation(pre, layer.activation)
-        elif kind in MERGE_OPS:
-            h = float_activation(float_merge(kind, [values[t] for t in layer.inputs]), layer.activation)
         else:
             raise ValueError(f"no float model for layer type {kind!r}")
         values[layer.name] = h

@@ -1,0 +1,276 @@
+"""The merge kinds: Add, Subtract, Multiply, Average, Maximum, Minimum (element-wise, inputs
+of one shape) and Concatenate (along the last axis, the axis a beat carries).
+
+Arithmetic (docs/guide/contract.md, merges): the operands are aligned exactly to the widest
+fraction and combined exactly, then requantized to the output format once and activated;
+Average divides and rounds on its own, Concatenate requantizes each operand.
+
+Blocks: the join of `K2C.Branch` after one `K2C.Fifo` per branch (sized by the hardware
+model, `hw.hwmodel.fifo_depths`), then a stage on the joined beats with a register after it
+(`K2C.Pipe.mapP`): the branch FIFOs are LUT RAM read combinationally, so without it two FIFO
+reads, the exact arithmetic, the requantization and the activation would be one path into the
+next FIFO's write (10.46 ns on resnet_digits@ecp5-85k: 95.6 MHz).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from keras2clash.backend.haskell import beat_type, format_type_name, kind_template, shape_text
+from keras2clash.errors import K2CError
+from keras2clash.frontend.registry import ConversionState, _check_keras_shape, register_converter
+from keras2clash.hw.events import pipe_block
+from keras2clash.hw.plan import LayerFormats, LayerPlan, relu_before_requantize
+from keras2clash.ir.layers import Layer, register_record_type
+from keras2clash.kinds.base import Entry, Kind, Storage, check_requantized_output, refuse_constant_formats
+from keras2clash.quant import activations
+from keras2clash.quant.exact import INT64_SAFE_BITS, activate, finish, requantize_to
+from keras2clash.quant.formats import FixedFormat, saturate
+
+HASKELL = kind_template("merge.hs.j2")
+
+ELEMENTWISE_OPS = ("add", "subtract", "multiply", "average", "maximum", "minimum")
+MERGE_DEPTH = 1
+"""A merge's register stages (K2C.Pipe.mapP on the joined beats: the exact arithmetic, the
+requantization and the activation, then a register)."""
+
+
+@dataclass(frozen=True)
+class Merge(Layer):
+    """A Keras merge layer: `op` is one of ELEMENTWISE_OPS or `concatenate`. Element-wise ops
+    take inputs of one shape; `concatenate` joins the last axis. An activation after it may
+    be fused."""
+
+    op: str = "add"
+    activation: str = "linear"  # type: ignore[assignment]
+
+    keras_class: ClassVar[str] = "Merge"
+
+    @property
+    def type(self) -> str:  # type: ignore[override]
+        return self.op
+
+
+for _op in (*ELEMENTWISE_OPS, "concatenate"):
+    register_record_type(_op, Merge)
+
+_KERAS_OPS = {"Add": "add", "Subtract": "subtract", "Multiply": "multiply", "Average": "average",
+              "Maximum": "maximum", "Minimum": "minimum"}
+
+
+@register_converter(*_KERAS_OPS)
+def _convert_elementwise_merge(layer: Any, state: ConversionState) -> Layer:
+    """Add, Subtract, Multiply, Average, Maximum, Minimum of inputs of one shape."""
+    kind = type(layer).__name__
+    if len(state.inputs) < 2 or (kind == "Subtract" and len(state.inputs) != 2):
+        raise K2CError(f"{kind} layer '{layer.name}' reads {len(state.inputs)} tensor(s); "
+                       + ("it takes exactly two" if kind == "Subtract" else "it takes two or more"))
+    if any(shape != state.shape for shape in state.shapes):
+        raise K2CError(
+            f"{kind} layer '{layer.name}' merges tensors of shapes "
+            f"{', '.join(map(str, state.shapes))}; only equal shapes are supported (no broadcasting)"
+        )
+    _check_keras_shape(layer, state, state.shape)
+    return Merge(**state.common(layer, state.shape), op=_KERAS_OPS[kind])
+
+
+@register_converter("Concatenate")
+def _convert_concatenate(layer: Any, state: ConversionState) -> Layer:
+    """Concatenation along the last axis (the channels of images, the values of vectors):
+    the axis a beat carries, so it is a per-beat join."""
+    rank = len(state.keras_shape)  # as Keras counts the axis
+    if len(state.inputs) < 2:
+        raise K2CError(f"Concatenate layer '{layer.name}' reads {len(state.inputs)} tensor; it takes two or more")
+    if int(layer.axis) not in (-1, rank):
+        raise K2CError(
+            f"Concatenate layer '{layer.name}' joins axis {layer.axis} of rank-{rank} inputs; "
+            "only the last axis (channels, or the values of a vector) is supported"
+        )
+    if any(len(s) != len(state.shape) or s[:-1] != state.shape[:-1] for s in state.shapes):
+        raise K2CError(
+            f"Concatenate layer '{layer.name}' joins tensors of shapes "
+            f"{', '.join(map(str, state.shapes))}: all axes but the last must agree"
+        )
+    out = (*state.shape[:-1], sum(s[-1] for s in state.shapes))
+    _check_keras_shape(layer, state, out)
+    return Merge(**state.common(layer, out), op="concatenate")
+
+
+def _nested(items: Sequence[str]) -> str:
+    """`a`, `(a, b)`, `(a, (b, c))`: how `branches` nests its branches' outputs."""
+    return items[0] if len(items) == 1 else f"({items[0]}, {_nested(items[1:])})"
+
+
+def _zip_nested(xs: Sequence[str]) -> str:
+    return xs[0] if len(xs) == 1 else f"zip {xs[0]} ({_zip_nested(xs[1:])})" if len(xs) > 2 else f"zip {xs[0]} {xs[1]}"
+
+
+class _MergeKind(Kind):
+    """What every merge shares: several inputs, formats aligned exactly, the join's stage."""
+
+    keeps_format = False
+    fuses_activation = True
+    joins = True
+    rounds_itself: ClassVar[bool] = False
+    """It rounds and saturates on its own (Merge.average), no requantization after it."""
+
+    def plan(self, layer: Layer, common: Mapping[str, Any], override: LayerFormats | None,
+             fmt: FixedFormat) -> LayerPlan:
+        """An output format of its own (the default), the input formats one per input."""
+        override = refuse_constant_formats(layer, override)
+        return LayerPlan(out_fmt=override.output or fmt, input_shapes=tuple(tuple(s) for s in layer.input_shapes),
+                         **common)
+
+    def check(self, plan: LayerPlan) -> None:
+        if not plan.out_fmt.is_plain:
+            raise K2CError(f"layer '{plan.name}' ({plan.type}): output format {plan.out_fmt}: a {plan.type} rounds to "
+                           "nearest and saturates on a signed format; give it one like 1,7,8")
+
+    def float_step(self, layer: Layer, xs: Sequence[np.ndarray],
+                   params: tuple[np.ndarray, np.ndarray] | None) -> tuple[np.ndarray | None, np.ndarray]:
+        pre = self.float_merge(xs)
+        return None, activations.keras_float(activations.parse(layer.activation), pre)
+
+    def float_merge(self, xs: Sequence[np.ndarray]) -> np.ndarray:
+        """The Keras layer in float (before its activation)."""
+        raise NotImplementedError
+
+    def blocks(self, plan: LayerPlan, down: Any, mx: Any, blocks: list[Any]) -> Any:
+        """Its own stage (K2C.Pipe.mapP after the join; the join is the graph's, `hw.blocks`)."""
+        return pipe_block(MERGE_DEPTH, down, mx, blocks)
+
+    def storage(self, plan: LayerPlan) -> Storage:
+        """The branch FIFOs (LUT RAM) in front of the join; its stage's registered result and queue."""
+        fifo = sum(depth * shape[-1] * fmt.hw_bits
+                   for depth, shape, fmt in zip(plan.fifo_depths, plan.input_shapes, plan.input_formats))
+        out = plan.output_shape[-1] * plan.out_fmt.hw_bits
+        return Storage(register_bits=out + MERGE_DEPTH, fifo_bits=fifo + (MERGE_DEPTH + 2) * out)
+
+    def body(self, plan: LayerPlan, xs: Sequence[str]) -> tuple[str, str]:
+        """The stage's lambda body over the joined beats `xs`, and the haddock's first part."""
+        raise NotImplementedError
+
+    def entry(self, plan: LayerPlan, fn: str, stage: str | None = None) -> Entry:
+        n = len(plan.inputs)
+        in_types = [beat_type(shape, format_type_name(fmt)) for shape, fmt in zip(plan.input_shapes, plan.input_formats)]
+        xs = [f"x{i}" for i in range(n)]
+        body, what = self.body(plan, xs)
+        formats = ", ".join(str(f) for f in plan.input_formats)
+        return Entry(doc=HASKELL.doc(what, plan.activation, plan.out_fmt), body=(HASKELL.stage(_nested(xs), body),),
+                     notes=(HASKELL.operands_note(formats),), uses=("merge",),
+                     fields={"in_type": f"{in_types[0]}, {_nested(in_types[1:])}",  # the template adds the parentheses
+                             "merge": True, "rounds_itself": self.rounds_itself})
+
+
+EXACT_FN = {"add": "Merge.addExact", "subtract": "Merge.subExact", "multiply": "Merge.mulExact",
+            "maximum": "Merge.maxExact", "minimum": "Merge.minExact", "average": "Merge.addExact"}
+"""The exact (widening) binary operation each merge folds its operands with."""
+
+
+class ElementwiseKind(_MergeKind):
+    """Add, Subtract, Multiply, Maximum, Minimum: the exact result requantized once."""
+
+    records = (Merge,)
+    requantizes = True
+
+    def __init__(self, op: str) -> None:
+        self.op = op
+
+    @property
+    def types(self) -> tuple[str, ...]:
+        return (self.op,)
+
+    def check(self, plan: LayerPlan) -> None:
+        if self.requantizes:
+            check_requantized_output(plan)
+        else:
+            super().check(plan)
+
+    def multipliers(self, plan: LayerPlan) -> int:
+        """A product of n inputs: n - 1 per value."""
+        return (len(plan.inputs) - 1) * plan.output_shape[-1] if self.op == "multiply" else 0
+
+    def float_merge(self, xs: Sequence[np.ndarray]) -> np.ndarray:
+        if self.op == "subtract":
+            return xs[0] - xs[1]
+        reduce = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum, "minimum": np.minimum,
+                  "average": np.add}[self.op]
+        out = reduce.reduce(np.stack(xs), axis=0)
+        return out / len(xs) if self.op == "average" else out
+
+    def golden(self, plan: LayerPlan, xs: Sequence[np.ndarray], params: Any) -> np.ndarray:
+        fmts, out = plan.input_formats, plan.out_fmt
+        wide = sum(f.hw_bits for f in fmts) + len(fmts) + out.hw_bits > INT64_SAFE_BITS
+        vals = [np.asarray(x).astype(object if wide else np.int64) for x in xs]
+        if self.op == "multiply":
+            acc, frac = vals[0], fmts[0].raw_frac
+            for v, f in zip(vals[1:], fmts[1:]):
+                acc, frac = acc * v, frac + f.raw_frac
+            return finish(acc, frac, out, plan.hw_activation, relu_before_requantize(plan))
+        frac = max(f.raw_frac for f in fmts)
+        aligned = [v << (frac - f.raw_frac) for v, f in zip(vals, fmts)]
+        if self.op == "average":
+            n = len(aligned)
+            total = sum(aligned[1:], aligned[0])
+            r = saturate((2 * total * (1 << out.frac) + n * (1 << frac)) // (2 * n * (1 << frac)), out)
+            return np.asarray(activate(r, plan.hw_activation, out), dtype=np.int64)
+        exact = {
+            "add": lambda: sum(aligned[1:], aligned[0]),
+            "subtract": lambda: aligned[0] - aligned[1],
+            "maximum": lambda: np.maximum.reduce(aligned),
+            "minimum": lambda: np.minimum.reduce(aligned),
+        }[self.op]()
+        return finish(exact, frac, out, plan.hw_activation, relu_before_requantize(plan))
+
+    def body(self, plan: LayerPlan, xs: Sequence[str]) -> tuple[str, str]:
+        n = len(xs)
+        elems = [f"v{i}" for i in range(n)]
+        exact = elems[-1]
+        for e in reversed(elems[:-1]):
+            exact = f"{EXACT_FN[self.op]} {e} ({exact})" if " " in exact else f"{EXACT_FN[self.op]} {e} {exact}"
+        if self.op == "average":
+            exact = HASKELL.average(n, exact)
+        lam = f"\\{elems[0]} {elems[1]} -> activation ({exact})" if n == 2 else \
+            f"\\{elems[0]} {_nested(elems[1:])} -> activation ({exact})"
+        zipped = f"{xs[0]} {xs[1]}" if n == 2 else f"{xs[0]} ({_zip_nested(xs[1:])})"
+        return HASKELL.zip_with(lam, zipped), HASKELL.elementwise_doc(
+            self.op.capitalize(), ", ".join(plan.inputs), shape_text(plan.output_shape))
+
+
+class ConcatenateKind(_MergeKind):
+    records = (Merge,)
+
+    @property
+    def types(self) -> tuple[str, ...]:
+        return ("concatenate",)
+
+    def float_merge(self, xs: Sequence[np.ndarray]) -> np.ndarray:
+        return np.concatenate(xs, axis=-1)
+
+    def golden(self, plan: LayerPlan, xs: Sequence[np.ndarray], params: Any) -> np.ndarray:
+        """Each operand requantized to the output format, then joined and activated."""
+        fmts, out = plan.input_formats, plan.out_fmt
+        wide = sum(f.hw_bits for f in fmts) + len(fmts) + out.hw_bits > INT64_SAFE_BITS
+        parts = [requantize_to(np.asarray(x).astype(object if wide else np.int64), f.raw_frac, out)
+                 for x, f in zip(xs, fmts)]
+        return np.asarray(activate(np.concatenate(parts, axis=-1), plan.hw_activation, out), dtype=np.int64)
+
+    def body(self, plan: LayerPlan, xs: Sequence[str]) -> tuple[str, str]:
+        return HASKELL.concat_body(xs), HASKELL.concat_doc(", ".join(plan.inputs), shape_text(plan.output_shape))
+
+
+class AverageKind(ElementwiseKind):
+    """Average: the sum divided by n, rounded and saturated by Merge.average itself."""
+
+    requantizes = False
+    rounds_itself = True
+
+    def __init__(self) -> None:
+        super().__init__("average")
+
+
+KINDS = (*(ElementwiseKind(op) for op in ELEMENTWISE_OPS if op != "average"), AverageKind(), ConcatenateKind())
