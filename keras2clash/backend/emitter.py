@@ -143,7 +143,7 @@ IMPORTS = {
     "pool": "import qualified K2C.Pool as Pool",
     "merge": "import qualified K2C.Merge as Merge",
     "global": "import qualified K2C.Global as Global",
-    "batchnorm": "import qualified K2C.BatchNorm as BatchNorm",
+    "batch_norm": "import qualified K2C.BatchNorm as BatchNorm",
     "branches": "import K2C.Branch (branches)",
     "fifo": "import K2C.Fifo (fifo)",
     "window_direct": "import K2C.Conv (direct)",

@@ -151,17 +151,9 @@ def stages_table(plan: LayerPlan) -> bool:
     return is_table(plan) and not plan.top_activation and no_register
 
 
-def splits_activation(plan: LayerPlan) -> bool:
-    """Whether the layer's activation is cut in two register stages (`mapP2`): a ReLU-family
-    slope that is a constant multiplication (quant.activations.multiplies)."""
-    from keras2clash.quant import activations
-
-    return activations.multiplies(activations.parse(plan.activation), plan.act_in_fmt, plan.out_fmt)
-
-
 def map_depth(plan: LayerPlan) -> int:
     """The register stages of the layer's activation stage (`has_map_stage`)."""
-    if splits_activation(plan):
+    if plan.splits_activation:
         return MAP2_DEPTH
     return MAP_TABLE_DEPTH if is_table(plan) else MAP_DEPTH
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from keras2clash.ir.layers import COMPUTE_TYPES, HARDWARE_TYPES, WINDOW_TYPES, Layer
+from keras2clash.quant import activations
 from keras2clash.quant.formats import FixedFormat
 from keras2clash.registry import kind_of
 
@@ -99,8 +100,8 @@ class LayerPlan:
 
     @property
     def is_windowed(self) -> bool:
-        """Built on the window generator (K2C.Window): convolutions and pooling."""
-        return self.type in WINDOW_TYPES
+        """Built on the window generator (K2C.Window): convolutions and pooling (`Kind.windowed`)."""
+        return self.kind.windowed if self.kind is not None else self.type in WINDOW_TYPES
 
     @property
     def n_in(self) -> int:
@@ -150,9 +151,7 @@ class LayerPlan:
     @property
     def table_activation(self) -> bool:
         """Whether the activation reads a table (K2C.Lut, quant.activations' table family)."""
-        from keras2clash.quant.activations import parse
-
-        return parse(self.activation).family == "table"
+        return activations.parse(self.activation).family == "table"
 
     @property
     def act_in_fmt(self) -> FixedFormat:
@@ -163,9 +162,7 @@ class LayerPlan:
     @property
     def activation_doc(self) -> str:
         """What the hardware computes for the activation, with its error (quant.activations)."""
-        from keras2clash.quant.activations import describe
-
-        return describe(self.activation, self.act_in_fmt, self.out_fmt, self.output_shape[-1])
+        return activations.describe(self.activation, self.act_in_fmt, self.out_fmt, self.output_shape[-1])
 
     @property
     def groups(self) -> int:
@@ -226,8 +223,6 @@ class LayerPlan:
 
     @property
     def multipliers(self) -> int:
-        if self.type == "multiply":  # an element-wise product of n inputs: n - 1 per value
-            return (len(self.inputs) - 1) * self.output_shape[-1]
         if self.kind is not None:
             return self.kind.multipliers(self) + self.activation_multipliers
         return (self.pe * self.chunk if self.is_compute else 0) + self.activation_multipliers
@@ -244,14 +239,18 @@ class LayerPlan:
         return self.output_shape[-1] // self.channel_lanes
 
     @property
+    def splits_activation(self) -> bool:
+        """Whether the activation is cut in two register stages (`mapP2`): a ReLU-family slope
+        that is a constant multiplication (quant.activations.multiplies)."""
+        return activations.multiplies(activations.parse(self.activation), self.act_in_fmt, self.out_fmt)
+
+    @property
     def activation_multipliers(self) -> int:
         """A ReLU-family slope that is a constant multiplication (LeakyReLU(0.1), PReLU;
-        hw.blocks.splits_activation): one product per channel of a beat, which yosys maps to
-        a DSP block each (mlp_tanh's 24 LeakyReLU products took 23 MULT18X18D beside the
-        132 the budget counted)."""
-        from keras2clash.hw.blocks import splits_activation
-
-        return self.output_shape[-1] if self.activation != "linear" and splits_activation(self) else 0
+        `splits_activation`): one product per channel of a beat, which yosys maps to a DSP
+        block each (mlp_tanh's 24 LeakyReLU products took 23 MULT18X18D beside the 132 the
+        budget counted)."""
+        return self.output_shape[-1] if self.activation != "linear" and self.splits_activation else 0
 
     @property
     def macs(self) -> int:

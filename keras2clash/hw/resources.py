@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from keras2clash.hw.blocks import has_map_stage, is_table, map_depth, splits_activation
+from keras2clash.hw.blocks import has_map_stage, is_table, map_depth
 from keras2clash.hw.plan import LayerPlan, tree_stages
 from keras2clash.kinds import kind_of
 from keras2clash.kinds.window import window_storage
@@ -74,7 +74,7 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
     if has_map_stage(plan):  # K2C.Pipe.mapP (mapP2, mapTable): the registered results and their queue
         depth = map_depth(plan)
         regs += channels * out_bits * (1 + int(is_table(plan))) + depth  # mapTable: the read, its output register
-        if splits_activation(plan):  # the input beat, the registered halves: K2C.Relu.ReluProduct
+        if plan.splits_activation:  # the input beat, the registered halves: K2C.Relu.ReluProduct
             regs += channels * (plan.act_in_fmt.hw_bits + relu_product_bits(plan))
         fifo += (depth + 2) * channels * out_bits
     return LayerResources(

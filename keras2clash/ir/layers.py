@@ -132,9 +132,9 @@ class Identity(Layer):
 
 
 COMPUTE_TYPES = ("dense", "conv2d", "depthwise2d")
-POOL_TYPES = ("maxpool2d", "avgpool2d")
-WINDOW_TYPES = ("conv2d", "depthwise2d", *POOL_TYPES)
-"""Kinds built on the window generator (K2C.Window, with K2C.Pad in front when padded)."""
+WINDOW_TYPES = ("conv2d", "depthwise2d")
+"""The compute kinds built on the window generator (K2C.Window, with K2C.Pad in front when
+padded); the other kinds say it themselves (`Kind.windowed`)."""
 HARDWARE_TYPES = COMPUTE_TYPES
 """The `type`s the hardware stages build themselves; the kinds of `keras2clash.kinds` too."""
 

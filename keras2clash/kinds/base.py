@@ -67,6 +67,8 @@ class Kind:
     table_after_register: ClassVar[bool] = True
     """A table activation can read its block RAM in the kind's last register stage (else it
     gets a stage of its own, `hw.blocks.stages_table`)."""
+    windowed: ClassVar[bool] = False
+    """It is built on the window generator (`kinds.window`)."""
     joins: ClassVar[bool] = False
     """It reads several inputs (a merge: the join of K2C.Branch in front of it)."""
     activation_only: ClassVar[bool] = False

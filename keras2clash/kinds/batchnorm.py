@@ -181,11 +181,11 @@ class BatchNormKind(Kind):
         notes = (HASKELL.stages_note(plan.channel_lanes),)
         if n == 1:
             return Entry(doc=HASKELL.doc(shapes, plan.w_fmt, plan.b_fmt, plan.out_fmt, plan.activation),
-                         body=(HASKELL.batch_norm(fn),), notes=notes, uses=("batchnorm",))
+                         body=(HASKELL.batch_norm(fn),), notes=notes, uses=("batch_norm",))
         return Entry(doc=HASKELL.doc(shapes, plan.w_fmt, plan.b_fmt, plan.out_fmt, plan.activation),
                      body=(HASKELL.scatter(n), HASKELL.batch_norm_lanes(n, fn), HASKELL.collect(n)),
                      notes=(*notes, HASKELL.serial_note(plan.channel_lanes, plan.output_shape[-1], n)),
-                     uses=("batchnorm", "scatter", "collect"))
+                     uses=("batch_norm", "scatter", "collect"))
 
     def weights(self, plan: LayerPlan, fn: str, params: QuantizedLayer) -> tuple[tuple[str, ...], str]:
         """Weights.hs: the scale and offset Vecs of raw integers."""

@@ -81,5 +81,7 @@ def source_doc(plan: LayerPlan) -> str:
 class Windowed(Kind):
     """A kind built on the window generator (`plan.is_windowed`)."""
 
+    windowed = True
+
     def front(self, plan: LayerPlan, down: Any, mx: Any, blocks: list[Any]) -> Any:
         return front_blocks(plan, down, mx, blocks)
