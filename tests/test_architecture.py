@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import keras2clash.kinds
+import keras2clash.kinds  # noqa: F401  (registers every kind)
 from keras2clash.registry import kinds
 
 ROOT = Path(__file__).resolve().parent.parent
