@@ -100,7 +100,7 @@ def test_dense_equals_exact_reference(data, n_in: int, n_out: int, fmt: FixedFor
     kernel = np.array(data.draw(st.lists(raw, min_size=n_in * n_out, max_size=n_in * n_out))).reshape(n_in, n_out)
     bias = np.array(data.draw(st.lists(raw, min_size=n_out, max_size=n_out)))
     xs = np.array(data.draw(st.lists(st.lists(raw, min_size=n_in, max_size=n_in), min_size=1, max_size=4)))
-    got = golden.dense(xs, plan, golden.QuantizedLayer(kernel, bias))
+    got = golden.layer(plan, {plan.name: golden.QuantizedLayer(kernel, bias)}, [xs])
     for x, row in zip(xs, got):
         if act in ("sigmoid", "softmax"):  # the activation itself: tests/test_layers_activations.py
             linear = _ref_dense(list(x), kernel, bias, fmt, fmt, fmt, "linear")
@@ -114,7 +114,7 @@ def test_extremes_saturate_never_wrap() -> None:
     plan = make_plan([_layer(4, 2, "linear")], fmt)[0]
     kernel = np.array([[fmt.raw_min, fmt.raw_max]] * 4)
     x = np.array([[fmt.raw_min] * 4, [fmt.raw_max] * 4])
-    out = golden.dense(x, plan, golden.QuantizedLayer(kernel, np.array([fmt.raw_max, fmt.raw_min])))
+    out = golden.layer(plan, {plan.name: golden.QuantizedLayer(kernel, np.array([fmt.raw_max, fmt.raw_min]))}, [x])
     assert out.tolist() == [[fmt.raw_max, fmt.raw_min], [fmt.raw_min, fmt.raw_max]]
 
 
@@ -124,7 +124,7 @@ def test_64_bit_formats_use_exact_python_integers() -> None:
     assert plan.acc_fmt is not None and plan.acc_fmt.bits > golden.INT64_SAFE_BITS
     x = np.array([[fmt.raw_max, fmt.raw_max, 1]])
     kernel = np.array([[1 << 32], [-(1 << 32)], [3]])
-    out = golden.dense(x, plan, golden.QuantizedLayer(kernel, np.array([5])))
+    out = golden.layer(plan, {plan.name: golden.QuantizedLayer(kernel, np.array([5]))}, [x])
     assert out.tolist() == _ref_dense_list(x[0], kernel, [5], fmt)
 
 

@@ -81,7 +81,7 @@ def test_conv2d_equals_loops(h, w, c, f, kh, kw, sh, sw, padding, seed) -> None:
     x = rng.integers(fmt.raw_min, fmt.raw_max + 1, (2, h, w, c))
     kernel = rng.integers(fmt.raw_min, fmt.raw_max + 1, (kh * kw * c, f))
     bias = rng.integers(fmt.raw_min, fmt.raw_max + 1, f)
-    got = golden.conv2d(x, plan, QuantizedLayer(kernel, bias))
+    got = golden.layer(plan, {plan.name: QuantizedLayer(kernel, bias)}, [x])
     assert got.tolist() == _ref_conv(x, kernel, bias, plan).tolist()
 
 
@@ -122,9 +122,9 @@ def test_narrow_accumulator_saturates_per_chunk_in_order() -> None:
     kernel = np.array([[16], [16], [16], [16]])  # 1.0 each
     params = QuantizedLayer(kernel, np.array([0]))
     # exact: 7 + 7 - 7 - 7 = 0; chunked: sat(14) = 7.996, then 7.996 - 14 = -6.004 -> -6.0
-    assert golden.dense(x, plan, params).tolist() == [[-96]]
+    assert golden.layer(plan, {plan.name: params}, [x]).tolist() == [[-96]]
     exact = make_plan(ir, fmt, [1], cycles=[2])[0]
-    assert golden.dense(x, exact, params).tolist() == [[0]]
+    assert golden.layer(exact, {exact.name: params}, [x]).tolist() == [[0]]
 
 
 def test_bias_format_may_differ_from_weights() -> None:
@@ -135,7 +135,7 @@ def test_bias_format_may_differ_from_weights() -> None:
     assert plan.acc_fmt.frac == 10  # max(4 + 4, 10)
     params = golden.quantize_params([plan], ir)
     assert params["d"].bias.tolist() == [65]
-    out = golden.dense(np.array([[16]]), plan, params["d"])  # 1.0 * 0.5 + 0.06348 -> 0.5625 (9/16)
+    out = golden.layer(plan, {plan.name: params["d"]}, [np.array([[16]])])  # 1.0 * 0.5 + 0.06348 -> 0.5625 (9/16)
     assert out.tolist() == [[9]]
 
 

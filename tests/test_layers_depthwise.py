@@ -18,11 +18,13 @@ from keras import layers
 from keras2clash.errors import K2CError
 from keras2clash.frontend.convert import to_graph
 from keras2clash.kinds.flatten import Flatten
+from keras2clash.kinds.conv import Conv2D
+from keras2clash.kinds.dense import Dense
+from keras2clash.kinds.depthwise import DepthwiseConv2D
 from keras2clash.frontend.keras_ref import predict_float
 from keras2clash.hw.plan import LayerFormats, LayerPlan
 from keras2clash.hw.planner import make_plan
 from keras2clash.hw.resources import layer_resources
-from keras2clash.ir import layers as ir
 from keras2clash.ir.graph import Graph
 from keras2clash.quant import golden
 from keras2clash.quant.formats import FixedFormat, saturate
@@ -103,7 +105,7 @@ def test_keras_channel_order_is_c_times_m_plus_j() -> None:
     kernel[1, 1, 1, 2] = 1.0  # channel 1, multiplier 2 -> output channel 5
     dw.set_weights([kernel])
     record = to_graph(model)["dw"]
-    assert isinstance(record, ir.DepthwiseConv2D) and record.kernel.shape == (3, 3, 6)
+    assert isinstance(record, DepthwiseConv2D) and record.kernel.shape == (3, 3, 6)
     assert np.flatnonzero(record.kernel[1, 1]) == [5]
     x = np.zeros((1, 3, 3, 2))
     x[0, 1, 1, 1] = 0.5
@@ -119,11 +121,11 @@ def _plan(h, w, c, m, k, s, pads, fmt, acc_bits, pe, cycles, act):
     kh, kw = k
     top, bottom, left, right = pads
     h2, w2 = (h + top + bottom - kh) // s[0] + 1, (w + left + right - kw) // s[1] + 1
-    record = ir.DepthwiseConv2D(name="dw", inputs=("input",), input_shapes=((h, w, c),), output_shape=(h2, w2, c * m),
+    record = DepthwiseConv2D(name="dw", inputs=("input",), input_shapes=((h, w, c),), output_shape=(h2, w2, c * m),
                                 kernel=np.zeros((kh, kw, c * m)), bias=np.zeros(c * m), activation=act,
                                 kernel_size=k, strides=s, pads=pads, depth_multiplier=m)
     flat = Flatten(name="f", inputs=("dw",), input_shapes=((h2, w2, c * m),), output_shape=(h2 * w2 * c * m,))
-    dense = ir.Dense(name="d", inputs=("f",), input_shapes=((h2 * w2 * c * m,),), output_shape=(1,))
+    dense = Dense(name="d", inputs=("f",), input_shapes=((h2 * w2 * c * m,),), output_shape=(1,))
     graph = Graph(name="g", input_name="input", input_shape=(h, w, c), layers=(record, flat, dense), output="d")
     formats = {"dw": LayerFormats(output=fmt, accumulator_bits=acc_bits)}
     return make_plan(graph, fmt, [pe, 1], formats, [cycles, 1])[0]
@@ -183,7 +185,7 @@ def test_golden_equals_loops(h, w, c, m, k, s, pads, fmt, narrow, act, data) -> 
     x = rng.integers(fmt.raw_min, fmt.raw_max + 1, (2, h, w, c))
     kernel = rng.integers(fmt.raw_min, fmt.raw_max + 1, (window, c * m))
     bias = rng.integers(fmt.raw_min, fmt.raw_max + 1, c * m)
-    got = golden.depthwise2d(x, plan, golden.QuantizedLayer(kernel=kernel, bias=bias))
+    got = golden.layer(plan, {plan.name: golden.QuantizedLayer(kernel=kernel, bias=bias)}, [x])
     assert np.array_equal(got, _loops(x, kernel, bias, plan, m))
 
 
@@ -223,9 +225,9 @@ def test_separable_becomes_depthwise_then_pointwise_conv() -> None:
     model.set_weights([rng.uniform(0.5, 1.5, w.shape).astype("float32") for w in model.get_weights()])
     graph = to_graph(model)
     dw, pw = graph["sep_depthwise"], graph["sep"]
-    assert isinstance(dw, ir.DepthwiseConv2D) and dw.output_shape == (4, 4, 6) and not dw.use_bias
+    assert isinstance(dw, DepthwiseConv2D) and dw.output_shape == (4, 4, 6) and not dw.use_bias
     assert dw.activation == "linear" and not np.any(dw.bias)
-    assert isinstance(pw, ir.Conv2D) and pw.kernel.shape == (1, 1, 6, 4) and pw.inputs == ("sep_depthwise",)
+    assert isinstance(pw, Conv2D) and pw.kernel.shape == (1, 1, 6, 4) and pw.inputs == ("sep_depthwise",)
     assert pw.activation == "relu" and pw.fused == ("bn", "act")
     # the intermediate tensor has its own format when asked
     plans = make_plan(graph, FixedFormat(1, 7, 8), layer_formats={"sep_depthwise": FixedFormat(1, 3, 12)})

@@ -22,12 +22,12 @@ from helpers import assert_clash_matches_golden, needs_toolchain
 from keras2clash.errors import K2CError
 from keras2clash.frontend.convert import to_graph
 from keras2clash.kinds.batchnorm import BatchNorm
+from keras2clash.kinds.dense import Dense
 from keras2clash.kinds.pool import AvgPool2D
 from keras2clash.hw import hwmodel
 from keras2clash.hw.plan import LayerFormats
 from keras2clash.hw.planner import make_plan
 from keras2clash.hw.resources import layer_resources
-from keras2clash.ir import layers as ir
 from keras2clash.quant import golden
 from keras2clash.quant.formats import FixedFormat, parse_format
 
@@ -248,7 +248,7 @@ def test_batchnorm_multiply_add_equals_exact_rationals(fa, fw, fb, fo, c, act, s
     record = BatchNorm(name="bn", inputs=("input",), input_shapes=((c,),), output_shape=(c,),
                           scale=rng.uniform(-8, 8, c), shift=rng.uniform(-30, 30, c), mean=rng.uniform(-1, 1, c),
                           activation=act)
-    head = ir.Dense(name="d", inputs=("bn",), input_shapes=((c,),), output_shape=(1,),
+    head = Dense(name="d", inputs=("bn",), input_shapes=((c,),), output_shape=(1,),
                     kernel=np.ones((c, 1)), bias=np.zeros(1))
     from keras2clash.ir.graph import Graph
 

@@ -24,7 +24,7 @@ from keras2clash.quant.layerformats import (
     resolve_formats,
     resolve_user_formats,
 )
-from keras2clash.hw.plan import LayerFormats
+from keras2clash.hw.plan import LayerFormats, accumulator_format
 from keras2clash.hw.planner import make_plan
 from keras2clash.backend.project import load_project
 from keras2clash.report.sweep import format_range, parse_format_specs, sweep
@@ -411,7 +411,7 @@ def test_mixed_per_layer_formats_are_bit_exact_in_clash(tmp_path: Path, capsys) 
     project = load_project(out)
     import dataclasses
 
-    exact = [dataclasses.replace(p, acc_fmt=golden.accumulator_format(p.in_fmt, p.w_fmt, p.window, p.b_fmt),
+    exact = [dataclasses.replace(p, acc_fmt=accumulator_format(p.in_fmt, p.w_fmt, p.window, p.b_fmt),
                                  exact_accumulator=True) if p.is_compute else p for p in project.plans]
     x_raw = golden.quantize_inputs(project.plans, x)
     differ = np.any(golden.run(project.plans, project.params, x_raw) != golden.run(exact, project.params, x_raw), axis=1)

@@ -143,7 +143,7 @@ def test_golden_dense_exact_at_any_width(data, n_in, n_out, in_fmt, w_fmt, b_fmt
     bias = np.array(data.draw(st.lists(_raws(b_fmt), min_size=n_out, max_size=n_out)), dtype=np.int64)
     xs = np.array(data.draw(st.lists(st.lists(_raws(in_fmt), min_size=n_in, max_size=n_in), min_size=1, max_size=3)),
                   dtype=np.int64)
-    got = golden.dense(xs, plan, golden.QuantizedLayer(kernel, bias))
+    got = golden.layer(plan, {plan.name: golden.QuantizedLayer(kernel, bias)}, [xs])
     assert got.dtype == np.int64
     for x, row in zip(xs, got):
         want = []
@@ -173,7 +173,7 @@ def test_golden_narrow_accumulator_exact_at_any_width(data, n_in, in_fmt, w_fmt,
                       dtype=np.int64).reshape(n_in, 2)
     bias = np.array(data.draw(st.lists(_raws(w_fmt), min_size=2, max_size=2)), dtype=np.int64)
     x = np.array(data.draw(st.lists(_raws(in_fmt), min_size=n_in, max_size=n_in)), dtype=np.int64)
-    got = golden.dense(x[None, :], plan, golden.QuantizedLayer(kernel, bias))[0].tolist()
+    got = golden.layer(plan, {plan.name: golden.QuantizedLayer(kernel, bias)}, [x[None, :]])[0].tolist()
     sat = lambda v, f: max(f.raw_min, min(f.raw_max, v))  # noqa: E731
     shift = acc_fmt.frac - (in_fmt.frac + w_fmt.frac)
     want = []

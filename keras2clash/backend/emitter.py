@@ -28,7 +28,6 @@ from keras2clash.hw.blocks import stages_table
 from keras2clash.hw.plan import LayerPlan, relu_before_requantize
 from keras2clash.backend.haskell import beat_type, format_type_name, shape_text, vec_type
 from keras2clash.kinds import kind_of
-from keras2clash.kinds.window import pad_stage, padding_doc, source_doc
 from keras2clash.ir.structure import Chain, Parallel, structure
 from keras2clash.backend.activations import ActivationCode, activation_code
 from keras2clash.quant import activations as acts
@@ -126,14 +125,6 @@ def cabal_package_name(name: str) -> str:
     return "-".join(parts) or "net"
 
 
-def _snats(*values: int) -> str:
-    return " ".join(f"(SNat @{v})" for v in values)
-
-
-def _activation_doc(plan: LayerPlan) -> str:
-    return plan.activation
-
-
 IMPORTS = {
     "dense": "import qualified K2C.Dense as Dense",
     "conv2d": "import qualified K2C.Conv as Conv",
@@ -179,149 +170,44 @@ def requantizer(fmt: FixedFormat) -> str:
 
 def _layer_entry(plan: LayerPlan, fn: str, code: ActivationCode | None = None,
                  at_output: bool = False) -> dict[str, Any]:
-    """Everything one layer's Haskell function needs. `code` is its activation; `at_output`
-    says the Top applies it (after taking the class from the values before it)."""
+    """Everything one layer's Haskell function needs: its kind's entry (`Kind.entry`) and the
+    parts every kind shares (types, the output format's container, the fused activation).
+    `code` is its activation; `at_output` says the Top applies it (after taking the class
+    from the values before it)."""
+    home = kind_of(plan.type)
+    if home is None:
+        raise ValueError(f"no emitter for layer type {plan.type!r}")
     in_elem, out_elem = format_type_name(plan.in_fmt), format_type_name(plan.out_fmt)
-    entry: dict[str, Any] = {
-        "name": plan.name, "fn": fn, "type": plan.type, "compute": plan.is_compute, "merge": False,
-        "in_type": beat_type(plan.input_shape, in_elem),
-        "out_type": beat_type(plan.output_shape, out_elem),
-        "out_elem": out_elem, "notes": [], "uses": [plan.type], "requantizes": False,
-        "requantizer": requantizer(plan.out_fmt),
-    }
+    notes, uses = [], []
     if not plan.out_fmt.is_plain:
-        entry["uses"].append("quant")
-        entry["notes"].append(f"Output format {plan.out_fmt} in its container {plan.out_fmt.container} "
-                              "(docs: arithmetic contract, formats).")
+        notes.append(f"Output format {plan.out_fmt} in its container {plan.out_fmt.container} "
+                     "(docs: arithmetic contract, formats).")
+        uses += ["quant"] if home.requantizes else []
     # an activation of its own stage after the layer (per channel, or cut in two: mapP2), or
     # one inside the layer's last register stage (elementwise)
     staged = code is not None and (code.vector or code.product_body is not None or stages_table(plan))
     elementwise = code is not None and not staged and not at_output
     vector_stage = [code.stage()] if code is not None and staged and not at_output else []
     if code is not None:
-        entry["notes"].append(f"Activation {code.doc}" + (" (applied in Top, after the class)" if at_output else ""))
-        entry["uses"].append(_activation_import(plan))
-    shapes = f"{shape_text(plan.input_shape)} -> {shape_text(plan.output_shape)}"
-    if plan.is_compute:
-        assert plan.acc_fmt is not None and plan.w_fmt is not None and plan.b_fmt is not None
-        entry.update(
-            pe=plan.pe, cycles=plan.cycles, levels=plan.pipeline, rom_depth=plan.rom_depth, chunk=plan.chunk,
-            table_regs=plan.table_regs,
-            acc_clash=plan.acc_fmt.clash_type, w_clash=plan.w_fmt.clash_type, b_clash=plan.b_fmt.clash_type,
-            hw_activation=code.name if elementwise and code is not None else "linear",
-            rom_doc=(
-                f"{plan.rom_depth} words ({plan.groups} group(s) x {plan.cycles} chunk(s)) x {plan.pe} "
-                f"PE(s) x ({plan.chunk} weights {plan.w_fmt} + bias {plan.b_fmt})"
-            ),
-        )
-        entry["notes"].append(
-            f"{plan.pe} processing element(s) x {plan.chunk} multiplier(s), {plan.cycles} cycle(s) per "
-            f"window; {plan.groups} group(s)" + (f", the last with {plan.pad} padding filter(s)" if plan.pad else "")
-        )
-        entry["notes"].append(
-            f"Pipeline: {plan.pipeline} adder level(s) per stage, {plan.pipe_depth - plan.loads_late} register "
-            f"stage(s) after the last step, output queue of {plan.queue_depth}" if plan.pipeline else
-            f"Not pipelined: the {plan.tree_levels}-level adder tree, accumulator and activation in one cycle; "
-            f"output queue of {plan.queue_depth}")
-        if plan.loads_late:
-            entry["notes"].append("The engine loads each window from the window generator's shift register "
-                                  "the cycle after accepting it (one LUT per window bit; one cycle of latency).")
-        exactness = "exact" if plan.exact_accumulator else "narrower than exact: saturates per chunk"
-        entry["notes"].append(f"Accumulator {plan.acc_fmt.clash_type} ({exactness}; docs: arithmetic contract).")
-    if plan.type == "dense":
-        entry["doc"] = f"{plan.n_in} -> {plan.n_out}, {_activation_doc(plan)}"
-        entry["body"] = [f"Dense.dense pe cycles levels W.{fn} finish"] + vector_stage
-    elif plan.type == "conv2d":
-        conv = _conv_entry(plan, fn, shapes)
-        entry.update(doc=conv["doc"], body=conv["body"] + vector_stage, uses=conv["uses"] + entry["uses"][1:])
-        entry["notes"] += conv["notes"]
-    elif plan.type == "depthwise2d":
-        depthwise = _depthwise_entry(plan, fn, shapes)
-        entry.update(doc=depthwise["doc"], body=depthwise["body"] + vector_stage)
-        entry["uses"] += depthwise["uses"]
-        entry["notes"] += depthwise["notes"]
-    elif (home := kind_of(plan.type)) is not None:
-        own = home.entry(plan, fn, code.stage() if code is not None else None)
-        activation_uses = [_activation_import(plan)] if code is not None else []
-        quant_uses = ["quant"] if home.requantizes and not plan.out_fmt.is_plain else []
-        entry.update(doc=own.doc, body=list(own.body) + (vector_stage if home.fuses_activation else []),
-                     uses=list(own.uses) + activation_uses + quant_uses, notes=entry["notes"] + list(own.notes))
-        if home.fuses_activation:
-            entry["hw_activation"] = code.name if elementwise and code is not None else "linear"
-        entry.update(requantizes=home.requantizes, **own.fields)
-    else:
-        raise ValueError(f"no emitter for layer type {plan.type!r}")
+        notes.append(f"Activation {code.doc}" + (" (applied in Top, after the class)" if at_output else ""))
+        uses.append(_activation_import(plan))
+    own = home.entry(plan, fn, code.stage() if code is not None else None)
+    entry: dict[str, Any] = {
+        "name": plan.name, "fn": fn, "type": plan.type, "compute": False, "merge": False,
+        "in_type": beat_type(plan.input_shape, in_elem), "out_type": beat_type(plan.output_shape, out_elem),
+        "out_elem": out_elem, "requantizer": requantizer(plan.out_fmt), "requantizes": home.requantizes,
+        "doc": own.doc, "body": list(own.body) + (vector_stage if home.fuses_activation else []),
+        "notes": notes + list(own.notes), "uses": list(own.uses) + uses,
+    }
+    if home.fuses_activation:
+        entry["hw_activation"] = code.name if elementwise and code is not None else "linear"
+    entry.update(own.fields)
     if any(plan.pads):
         entry["uses"].append("pad")
     if relu_before_requantize(plan) and "hw_activation" in entry:  # HGQ2's order (docs: contract, formats)
         entry.update(requantizer=f"({entry['requantizer']} . relu)", hw_activation="linear")
         entry["notes"].append(f"The ReLU acts on the exact value, before the wrapping requantization to {plan.out_fmt}.")
     return entry
-
-
-def _conv_entry(plan: LayerPlan, fn: str, shapes: str) -> dict[str, Any]:
-    """A convolution: `Conv.conv2d`, or `Dilated.conv2dDilated` (a window of the dilated
-    extent, then the taps) when dilated."""
-    (kh, kw), (sh, sw), (dh, dw) = plan.kernel_size, plan.strides, plan.dilation
-    h, w = plan.padded_input_shape[:2]
-    dilated = (dh, dw) != (1, 1)
-    doc = (f"{source_doc(plan)}{shapes}, {kh}x{kw} kernel, stride {sh}x{sw}"
-           + (f", dilation {dh}x{dw}" if dilated else "")
-           + f", padding {padding_doc(plan)}, {_activation_doc(plan)}")
-    block = (f"Dilated.conv2dDilated {{- image -}} {_snats(h, w)} {{- kernel -}} {_snats(kh, kw)} "
-             f"{{- dilation -}} {_snats(dh, dw)}" if dilated else
-             f"Conv.conv2d {{- image -}} {_snats(h, w)} {{- kernel -}} {_snats(kh, kw)}")
-    body = _input_queue(plan) + pad_stage(plan, "0") + [
-        f"{block} {{- stride -}} {_snats(sh, sw)} pe cycles levels {_window_queue(plan)} W.{fn} finish"]
-    notes = [f"The window generator spans the dilated extent {plan.extent[0]}x{plan.extent[1]}; "
-             "the taps are selected by wires."] if dilated else []
-    notes += _queue_notes(plan)
-    uses = ["conv2d_dilated" if dilated else "conv2d", _window_queue_use(plan)] + (["fifo"] if plan.input_fifo else [])
-    return {"doc": doc, "body": body, "notes": notes, "uses": uses}
-
-
-def _window_queue(plan: LayerPlan) -> str:
-    """The stage between a convolution's window generator and its engine (K2C.Conv.WindowQueue):
-    a FIFO of windows, or `direct` (the engine loads from the generator's register)."""
-    return f"{{- window queue -}} (queued (SNat @{plan.window_fifo}))" if plan.window_fifo else "{- window queue -} direct"
-
-
-def _window_queue_use(plan: LayerPlan) -> str:
-    """The import `_window_queue` needs."""
-    return "window_queued" if plan.window_fifo else "window_direct"
-
-
-def _input_queue(plan: LayerPlan) -> list[str]:
-    """A FIFO of input pixels in front of a convolution's padding and window generator."""
-    return [f"fifo {{- input queue -}} (SNat @{plan.input_fifo})"] if plan.input_fifo else []
-
-
-def _queue_notes(plan: LayerPlan) -> list[str]:
-    """Why a convolution has a FIFO (hw.hwmodel.window_fifos, input_fifos)."""
-    if plan.window_fifo:
-        return [f"A FIFO of {plan.window_fifo} windows between the window generator and the engine "
-                "(hardware model: the generator's bursts would otherwise hold the layers before it back)."]
-    if plan.input_fifo:
-        return [f"A FIFO of {plan.input_fifo} input pixels before the window generator (hardware model: "
-                "the generator's bursts would otherwise hold the layers before it back; narrower than "
-                "a FIFO of windows with the same throughput)."]
-    return []
-
-
-def _depthwise_entry(plan: LayerPlan, fn: str, shapes: str) -> dict[str, Any]:
-    """A depthwise convolution: [Pad] |> K2C.Depthwise (window, per-channel regrouping, engine)."""
-    (kh, kw), (sh, sw) = plan.kernel_size, plan.strides
-    h, w = plan.padded_input_shape[:2]
-    m = plan.filters // plan.input_shape[-1]
-    return {
-        "doc": (f"{shapes}, depthwise {kh}x{kw} kernel, depth multiplier {m}, stride {sh}x{sw}, "
-                f"padding {padding_doc(plan)}, {_activation_doc(plan)}"),
-        "body": _input_queue(plan) + pad_stage(plan, "0") + [
-            f"Depthwise.depthwise2d {{- image -}} {_snats(h, w)} {{- kernel -}} {_snats(kh, kw)} "
-            f"{{- stride -}} {_snats(sh, sw)} {{- depth multiplier -}} {_snats(m)} pe cycles levels {_window_queue(plan)} W.{fn} finish"],
-        "notes": _queue_notes(plan),
-        "uses": [_window_queue_use(plan)] + (["fifo"] if plan.input_fifo else []),
-    }
 
 
 def _activation_import(plan: LayerPlan) -> str:

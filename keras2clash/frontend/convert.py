@@ -1,7 +1,7 @@
 """A Keras model to the graph IR: each layer call through its converter (`frontend.registry`;
-the converters are in `frontend.layers`, `frontend.images`, `frontend.depthwise` and, for
-HGQ2 quantization-aware layers, `frontend.hgq`; one
-Keras layer may become several records, the last one named after it), then the passes.
+the converters are in their kinds' modules, `keras2clash.kinds`, and for the
+quantization-aware layers in `frontend.hgq` and `frontend.qkeras`; one Keras layer may become
+several records, the last one named after it), then the passes.
 
 A converter does not look at its neighbours: removing Dropout, folding BatchNormalization
 and padding, fusing activations and the whole-network checks are passes (`ir.passes`),
@@ -27,9 +27,7 @@ if TYPE_CHECKING:
 
 # The converters register themselves on import (the kinds' with the kinds).
 import keras2clash.kinds  # noqa: E402,F401
-from keras2clash.frontend import (  # noqa: E402,F401
-    depthwise, hgq, images, layers, qkeras, sequences,
-)
+from keras2clash.frontend import hgq, layers, qkeras  # noqa: E402,F401
 from keras2clash.frontend.images import same_pads  # noqa: E402,F401  (API)
 from keras2clash.frontend.registry import (  # noqa: E402,F401  (API)
     SUPPORTED_ACTIVATIONS, ConversionState, _converter_for, image_shape, keras_output_shape,

@@ -40,6 +40,7 @@ from keras2clash.frontend.registry import (
 )
 from keras2clash.ir import layers as ir
 from keras2clash.kinds.activation import Activation
+from keras2clash.kinds.dense import Dense
 from keras2clash.kinds.flatten import Flatten
 from keras2clash.kinds.shapes import Reshape
 from keras2clash.ir.graph import Graph
@@ -367,7 +368,7 @@ def _convert_einsum_dense(layer: Any, state: ConversionState) -> ir.Layer:
     n_in, n_out = state.shape[0], int(kernel.shape[-1])
     if kernel.shape != (n_in, n_out):  # pragma: no cover - Keras builds it so
         raise K2CError(f"QEinsumDense layer '{layer.name}' has kernel {kernel.shape}, expected {(n_in, n_out)}")
-    record = ir.Dense(**state.common(layer, (n_out,)), kernel=kernel,
+    record = Dense(**state.common(layer, (n_out,)), kernel=kernel,
                       bias=np.zeros(n_out) if bias is None else bias.reshape(-1),
                       use_bias=bias is not None, activation=_activation(layer))
     _check_layer(layer, record)

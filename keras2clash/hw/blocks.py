@@ -68,7 +68,6 @@ from keras2clash.hw.plan import LayerPlan
 from keras2clash.hw.events import (CLAMP, INPUT_SLICE, NEG, OUTPUT_SLICE, Collect, Engine, Fork, Global, Join,  # noqa: F401
                                    Pad, Queue, Scatter, Sink, Window, pipe_block)
 from keras2clash.kinds import kind_of
-from keras2clash.kinds.window import front_blocks
 from keras2clash.ir.structure import Chain, Parallel, structure
 
 def _knobs(plan: LayerPlan) -> tuple[int, int, int]:
@@ -161,21 +160,13 @@ def map_depth(plan: LayerPlan) -> int:
 def _layer_blocks(plan: LayerPlan, knobs, down, mx, blocks: list) -> Any:
     """The blocks of one layer (emitter.py), built from its consumer backwards; its head."""
     home = kind_of(plan.type)
+    if home is None:
+        raise ValueError(f"no timing model for layer type {plan.type!r}")
     if is_softmax(plan):  # the pipelined softmax after the layer's own blocks
         down = _softmax_block(plan, down, mx, blocks)
     if has_map_stage(plan):
         down = pipe_block(map_depth(plan), down, mx, blocks)
-    if home is not None:
-        return home.blocks(plan, down, mx, blocks)
-    if plan.is_compute:
-        steps, depth, queue = knobs[plan.name]
-        down = Engine(steps, depth, queue, down, mx)
-        blocks.append(down)
-    if plan.is_windowed:
-        down = front_blocks(plan, down, mx, blocks)
-    elif not (plan.is_compute or plan.is_merge):
-        raise ValueError(f"no timing model for layer type {plan.type!r}")
-    return down
+    return home.blocks(plan, down, mx, blocks, knobs[plan.name] if home.has_knobs else None)
 
 
 def _chain_blocks(chain: Chain, by_name, knobs, down, mx, blocks: list, joins: list, depths=None) -> Any:

@@ -37,6 +37,7 @@ from keras2clash.hw.blocks import (  # noqa: F401  (re-exported: the model's bui
     CLAMP, NEG, _build, Join, _knobs, beats_per_image,
 )
 from keras2clash.hw.plan import LayerPlan
+from keras2clash.kinds.engine import EngineKind
 from keras2clash.kinds.window import generator_geometry
 from keras2clash.hw.resources import (  # noqa: F401  (re-exported)
     HwFigures, LayerResources, layer_resources, top_fifo_bits,
@@ -367,8 +368,8 @@ MAX_INPUT_FIFO = 64
 
 def _window_bits(plan: LayerPlan) -> int:
     """Values per window entry (a depthwise window holds every channel's)."""
-    lanes = plan.input_shape[-1] if plan.type == "depthwise2d" else 1
-    return lanes * plan.window
+    assert isinstance(plan.kind, EngineKind)
+    return plan.kind.lanes(plan) * plan.window
 
 
 def input_fifos(plans: Sequence[LayerPlan], windows: Mapping[str, int]) -> dict[str, int]:

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
-from keras2clash.ir.layers import COMPUTE_TYPES, HARDWARE_TYPES, WINDOW_TYPES, Layer
+from keras2clash.ir.layers import Layer
 from keras2clash.quant import activations
 from keras2clash.quant.formats import FixedFormat
 from keras2clash.registry import kind_of
@@ -23,7 +23,6 @@ from keras2clash.registry import kind_of
 if TYPE_CHECKING:
     from keras2clash.kinds.base import Kind
 
-LAYER_TYPES = HARDWARE_TYPES
 _FORMAT_FIELDS = ("in_fmt", "out_fmt", "w_fmt", "b_fmt", "acc_fmt")
 
 
@@ -42,7 +41,7 @@ class LayerPlan:
     """One layer as the hardware builds it."""
 
     name: str
-    type: str  # one of LAYER_TYPES
+    type: str  # a kind's type (keras2clash.kinds)
     input_shape: tuple[int, ...]
     output_shape: tuple[int, ...]
     activation: str  # the Keras activation, kept for reports
@@ -75,18 +74,19 @@ class LayerPlan:
 
     @property
     def kind(self) -> Kind | None:
-        """The layer's kind (`keras2clash.kinds`); None while the stages build it themselves."""
+        """The layer's kind (`keras2clash.kinds`); None for a type no kind builds."""
         return kind_of(self.type)
 
     @property
     def is_compute(self) -> bool:
-        return self.type in COMPUTE_TYPES
+        """A layer with the space-time knobs (`Kind.has_knobs`: the filter engine's kinds)."""
+        return self.kind is not None and self.kind.has_knobs
 
     @property
     def has_params(self) -> bool:
         """Layers with quantized constants: the compute layers' ROMs, a BatchNormalization's
         per-channel scale (weight format) and offset (bias format)."""
-        return self.kind.has_params if self.kind is not None else self.is_compute
+        return self.kind is not None and self.kind.has_params
 
     @property
     def activation_only(self) -> bool:
@@ -96,12 +96,12 @@ class LayerPlan:
     @property
     def requantizes(self) -> bool:
         """Its output is one requantization of an exact value (`Kind.requantizes`)."""
-        return self.kind.requantizes if self.kind is not None else self.type in REQUANTIZING_TYPES
+        return self.kind is not None and self.kind.requantizes
 
     @property
     def is_windowed(self) -> bool:
         """Built on the window generator (K2C.Window): convolutions and pooling (`Kind.windowed`)."""
-        return self.kind.windowed if self.kind is not None else self.type in WINDOW_TYPES
+        return self.kind is not None and self.kind.windowed
 
     @property
     def n_in(self) -> int:
@@ -118,13 +118,9 @@ class LayerPlan:
 
     @property
     def window(self) -> int:
-        """K: inputs of one dot product (dense: n_in; conv2d: kh*kw*C; depthwise2d: kh*kw,
-        its own channel's window only)."""
-        if self.type == "conv2d":
-            return self.kernel_size[0] * self.kernel_size[1] * self.input_shape[-1]
-        if self.type == "depthwise2d":
-            return self.kernel_size[0] * self.kernel_size[1]
-        return self.n_in
+        """K: inputs of one dot product (`Kind.window`: dense n_in; conv2d kh*kw*C; depthwise2d
+        kh*kw, its own channel's window only)."""
+        return self.kind.window(self.kernel_size, self.input_shape) if self.kind is not None else self.n_in
 
     @property
     def extent(self) -> tuple[int, int]:
@@ -218,14 +214,12 @@ class LayerPlan:
 
     @property
     def windows_per_image(self) -> int:
-        """Dot products (conv2d, pools) per image; 1 for dense."""
-        return math.prod(self.output_shape[:-1]) if self.type != "dense" else 1
+        """Dot products (conv2d, pools) per image; 1 for dense (`Kind.windows_per_image`)."""
+        return self.kind.windows_per_image(self) if self.kind is not None else math.prod(self.output_shape[:-1])
 
     @property
     def multipliers(self) -> int:
-        if self.kind is not None:
-            return self.kind.multipliers(self) + self.activation_multipliers
-        return (self.pe * self.chunk if self.is_compute else 0) + self.activation_multipliers
+        return (self.kind.multipliers(self) if self.kind is not None else 0) + self.activation_multipliers
 
     @property
     def channel_lanes(self) -> int:
@@ -259,12 +253,7 @@ class LayerPlan:
 
     @property
     def rom_bits(self) -> int:
-        if self.kind is not None:
-            return self.kind.rom_bits(self)
-        if not self.is_compute:
-            return 0
-        assert self.w_fmt is not None and self.b_fmt is not None
-        return self.rom_depth * self.pe * (self.chunk * self.w_fmt.hw_bits + self.b_fmt.hw_bits)
+        return self.kind.rom_bits(self) if self.kind is not None else 0
 
     @property
     def is_merge(self) -> bool:
@@ -375,9 +364,6 @@ def accumulator_format(
     return FixedFormat(1, clash_int - 1, max(in_fmt.frac + w_fmt.frac, b_fmt.frac))
 
 
-REQUANTIZING_TYPES = frozenset(COMPUTE_TYPES)
-"""Layers whose output is one requantization of an exact value (K2C.Quant.requantizeTo):
-their output format may be unsigned, have negative fields and any rounding/overflow mode."""
 PLAIN_ACTIVATIONS = ("linear", "relu")
 """The activations exact on any format (they keep every value in range and on the grid)."""
 

@@ -7,9 +7,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from keras2clash.hw.blocks import has_map_stage, is_table, map_depth
-from keras2clash.hw.plan import LayerPlan, tree_stages
-from keras2clash.kinds import kind_of
-from keras2clash.kinds.window import window_storage
+from keras2clash.hw.plan import LayerPlan
 
 
 def relu_product_bits(plan: LayerPlan) -> int:
@@ -44,32 +42,10 @@ class LayerResources:
 
 
 def layer_resources(plan: LayerPlan) -> LayerResources:
-    in_bits = plan.in_fmt.hw_bits
     out_bits = plan.out_fmt.hw_bits
-    line = regs = 0
-    if plan.is_windowed and kind_of(plan.type) is None:
-        window = window_storage(plan)
-        line, regs = window.line_buffer_bits, window.register_bits
-    if plan.is_compute:
-        assert plan.acc_fmt is not None
-        # the engine's window (rotating chunks); a depthwise engine holds every channel's
-        lanes = plan.input_shape[-1] if plan.type == "depthwise2d" else 1
-        regs += lanes * plan.cycles * plan.chunk * in_bits
-        regs += plan.pe * plan.acc_fmt.hw_bits if plan.cycles > 1 or plan.pipeline else 0  # accumulators
-        regs += plan.filters * out_bits if plan.groups > 1 else 0  # result register R
-        regs += pipeline_register_bits(plan)
-    home = kind_of(plan.type)
-    if home is not None:
-        own = home.storage(plan)
-        line, regs, fifo_own = line + own.line_buffer_bits, regs + own.register_bits, own.fifo_bits
-    else:
-        fifo_own = 0
-    fifo = fifo_own + (plan.queue_depth * plan.filters * out_bits if plan.is_compute else 0)  # the output queue
-    if plan.window_fifo:  # windows queued before the engine (a depthwise window holds every channel's)
-        lanes = plan.input_shape[-1] if plan.type == "depthwise2d" else 1
-        fifo += plan.window_fifo * lanes * plan.window * in_bits
-    if plan.input_fifo and kind_of(plan.type) is None:  # input pixels queued before the padding and the window generator
-        fifo += plan.input_fifo * plan.input_shape[-1] * in_bits
+    assert plan.kind is not None
+    own = plan.kind.storage(plan)
+    line, regs, fifo = own.line_buffer_bits, own.register_bits, own.fifo_bits
     channels = plan.output_shape[-1]
     if has_map_stage(plan):  # K2C.Pipe.mapP (mapP2, mapTable): the registered results and their queue
         depth = map_depth(plan)
@@ -102,37 +78,6 @@ def top_fifo_bits(plans) -> int:
     if splits_output(last) and is_softmax(last):
         bits += (softmax_depth(last.out_fmt.frac, n) + 2) * result
     return bits
-
-
-def chunk_sum_bits(plan: LayerPlan) -> int:
-    """K2C.Filter's ChunkBits: the exact width of a chunk's sum (products, bias, growth)."""
-    assert plan.w_fmt is not None and plan.b_fmt is not None and plan.acc_fmt is not None
-    a, w, b = plan.in_fmt.container, plan.w_fmt.container, plan.b_fmt.container  # what the hardware holds
-    product = (a.sign + a.int) + (w.sign + w.int)
-    return max(product, b.sign + b.int) + plan.tree_levels + plan.acc_fmt.frac
-
-
-def pipeline_register_bits(plan: LayerPlan) -> int:
-    """A pipelined engine's data registers (K2C.Engine, K2C.Filter.adderTree): the operands
-    twice (a chunk of the window per PE, which synthesis shares where the PEs share the window,
-    and the weight word), the ch + 1 terms of every PE twice (the product registers), the tree's nodes after every
-    `pipeline`-th level and, before an accumulating adder, after the last (nodes fed only by
-    zero padding are constants, removed), the requantized and the activated results (and a table
-    activation's two registers after its read: LayerPlan.table_regs); plus the
-    valid/counter tag beside each stage."""
-    if not plan.is_compute or plan.pipeline == 0:
-        return 0
-    assert plan.w_fmt is not None and plan.b_fmt is not None
-    terms, width = plan.chunk + 1, chunk_sum_bits(plan)
-    tag = 4 + max(plan.groups - 1, 0).bit_length()
-    levels = list(range(plan.pipeline, plan.tree_levels + 1, plan.pipeline))
-    if len(levels) < tree_stages(plan.chunk, plan.pipeline, plan.cycles):  # the last level, before the accumulators
-        levels.append(plan.tree_levels)
-    chunks = plan.pe if plan.type == "depthwise2d" else 1
-    operands = chunks * plan.chunk * plan.in_fmt.hw_bits + plan.pe * (plan.chunk * plan.w_fmt.hw_bits + plan.b_fmt.hw_bits)
-    data = 2 * operands + plan.pe * width * (2 * terms + sum(-(-terms // 2 ** j) for j in levels))
-    finish = (2 + plan.table_regs) * plan.pe * plan.out_fmt.hw_bits  # requantized, activated, a table's two registers
-    return data + finish + tag * (7 + plan.table_regs + len(levels))
 
 
 def activation_table_bits(plan: LayerPlan) -> int:

@@ -16,7 +16,8 @@ from rich.console import Console
 from rich.table import Table
 
 from keras2clash.hw.hwmodel import layer_resources, timing
-from keras2clash.hw.plan import COMPUTE_TYPES, LayerPlan
+from keras2clash.hw.plan import LayerPlan
+from keras2clash.registry import kind_of
 
 
 def frame_bits(plan: LayerPlan) -> int:
@@ -53,7 +54,7 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
     for column in ("layer", "type", "p", "b", "mults", "ROM", "line buf", "frame", "regs"):
         table.add_column(column, justify="left" if column in ("layer", "type") else "right")
     for layer in summary["layers"]:
-        compute = layer["type"] in COMPUTE_TYPES
+        compute = (home := kind_of(layer["type"])) is not None and home.has_knobs
         table.add_row(
             layer["name"], layer["type"] + (f" ({layer['source_class']})" if layer.get("source_class") else ""),
             str(layer["pe"]) if compute else "-",

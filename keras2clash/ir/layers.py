@@ -1,4 +1,5 @@
-"""The IR's node records: one frozen dataclass per layer kind, with its attributes and weights.
+"""The IR's node records: the base every layer kind's record extends (the records themselves
+live in their kinds' modules, `keras2clash.kinds`, and register here for the dictionary IR).
 
 A record names its producers in `inputs` (layer names, or the network input's name): the
 edges of the graph are those named tensors, one per layer output, so a fork is a tensor
@@ -8,14 +9,13 @@ the batch axis; images are channels_last `(H, W, C)`.
 Records are immutable: a pass returns new records (`dataclasses.replace`), so a graph
 before and after a pass can be compared and nothing changes behind a stage's back.
 
-Some kinds exist only between the frontend and the passes (`Identity`, `Activation`,
-`BatchNorm`): the converters record what Keras has, the passes
-(`ir.passes`) remove, fold and fuse them into the kinds the hardware builds.
+`Identity` exists only between the frontend and the passes (`ir.passes` removes it), so it
+lives here.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any, ClassVar, TypeVar
 
 import numpy as np
@@ -58,67 +58,6 @@ class Layer:
                 if isinstance(getattr(self, f.name), np.ndarray)}
 
 
-# --- kinds the hardware builds ---------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Dense(Layer):
-    """`kernel` (n_in, n_out), `bias` (n_out,) float64 (zeros without a bias)."""
-
-    kernel: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)), compare=False)
-    bias: np.ndarray = field(default_factory=lambda: np.zeros(0), compare=False)
-    use_bias: bool = True
-    activation: str = "linear"  # type: ignore[assignment]
-
-    type: ClassVar[str] = "dense"
-    keras_class: ClassVar[str] = "Dense"
-
-
-@dataclass(frozen=True)
-class Conv2D(Layer):
-    """`kernel` (kh, kw, C, F), `bias` (F,); `pads` (top, bottom, left, right) are explicit
-    zero padding ('same' follows the TF rule, see `frontend.convert.same_pads`, on the
-    dilated extent). `dilation` (dh, dw): tap (i, j) reads input pixel (i*dh, j*dw) of the
-    window. `source_class` is the Keras class it came from (Conv2D, Conv1D, or a Dense
-    applied per position of a tensor), for reports and the generated Haskell."""
-
-    kernel: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 0, 0)), compare=False)
-    bias: np.ndarray = field(default_factory=lambda: np.zeros(0), compare=False)
-    use_bias: bool = True
-    activation: str = "linear"  # type: ignore[assignment]
-    kernel_size: tuple[int, int] = (1, 1)
-    strides: tuple[int, int] = (1, 1)
-    padding: str = "valid"
-    pads: tuple[int, int, int, int] = (0, 0, 0, 0)
-    dilation: tuple[int, int] = (1, 1)
-    source_class: str = "Conv2D"
-
-    type: ClassVar[str] = "conv2d"
-    keras_class: ClassVar[str] = "Conv2D"
-
-
-@dataclass(frozen=True)
-class DepthwiseConv2D(Layer):
-    """A depthwise convolution (Keras DepthwiseConv2D, and the first half of a separable
-    one): output channel `f = c*m + j` (m = `depth_multiplier`) is the kh x kw window of
-    input channel `c = f // m` times its own filter. `kernel` is (kh, kw, C*m), Keras'
-    (kh, kw, C, m) reshaped, so that a per-output-channel scale (a folded BatchNorm)
-    broadcasts over its last axis as for Conv2D; `bias` (C*m,)."""
-
-    kernel: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 0)), compare=False)
-    bias: np.ndarray = field(default_factory=lambda: np.zeros(0), compare=False)
-    use_bias: bool = True
-    activation: str = "linear"  # type: ignore[assignment]
-    kernel_size: tuple[int, int] = (1, 1)
-    strides: tuple[int, int] = (1, 1)
-    padding: str = "valid"
-    pads: tuple[int, int, int, int] = (0, 0, 0, 0)
-    depth_multiplier: int = 1
-
-    type: ClassVar[str] = "depthwise2d"
-    keras_class: ClassVar[str] = "DepthwiseConv2D"
-
-
 # --- kinds that only live until the passes ---------------------------------------------
 
 
@@ -131,15 +70,8 @@ class Identity(Layer):
     type: ClassVar[str] = "identity"
 
 
-COMPUTE_TYPES = ("dense", "conv2d", "depthwise2d")
-WINDOW_TYPES = ("conv2d", "depthwise2d")
-"""The compute kinds built on the window generator (K2C.Window, with K2C.Pad in front when
-padded); the other kinds say it themselves (`Kind.windowed`)."""
-HARDWARE_TYPES = COMPUTE_TYPES
-"""The `type`s the hardware stages build themselves; the kinds of `keras2clash.kinds` too."""
-
 RECORDS: dict[str, type[Layer]] = {
-    cls.type: cls for cls in (Dense, Conv2D, DepthwiseConv2D, Identity)
+    cls.type: cls for cls in (Identity,)
 }
 """Record type -> record class: these, and those the kinds register (`register_record`)."""
 

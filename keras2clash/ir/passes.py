@@ -36,6 +36,9 @@ from keras2clash.ir import layers as ir
 from keras2clash.kinds import kind_of
 from keras2clash.kinds.activation import Activation
 from keras2clash.kinds.batchnorm import BatchNorm
+from keras2clash.kinds.conv import Conv2D
+from keras2clash.kinds.dense import Dense
+from keras2clash.kinds.depthwise import DepthwiseConv2D
 from keras2clash.kinds.merge import Merge
 from keras2clash.kinds.pool import AvgPool2D
 from keras2clash.kinds.shapes import ZeroPad2D
@@ -76,13 +79,13 @@ def fold_padding(graph: Graph) -> Graph:
             return fold_padding(graph.without(layer))
         readers = graph.consumers(layer.name)
         target = readers[0] if len(readers) == 1 else None
-        if not isinstance(target, (ir.Conv2D, ir.DepthwiseConv2D, AvgPool2D, ZeroPad2D)) or (
+        if not isinstance(target, (Conv2D, DepthwiseConv2D, AvgPool2D, ZeroPad2D)) or (
                 isinstance(target, AvgPool2D) and any(target.pads)):
             continue
         pads = tuple(a + b for a, b in zip(layer.pads, target.pads))
         folded = replace(target, pads=pads, input_shapes=layer.input_shapes,
                          fused=(*target.fused, *layer.fused, layer.name),
-                         **({"padding": "same"} if isinstance(target, (ir.Conv2D, ir.DepthwiseConv2D)) else
+                         **({"padding": "same"} if isinstance(target, (Conv2D, DepthwiseConv2D)) else
                             {"padding": "valid"} if isinstance(target, AvgPool2D) else {}))
         return fold_padding(graph.replaced(target, folded).without(layer))
     return graph
@@ -115,12 +118,12 @@ def fold_batchnorm(graph: Graph) -> Graph:
     return graph
 
 
-def _batchnorm_target(graph: Graph, layer: BatchNorm) -> ir.Dense | ir.Conv2D | ir.DepthwiseConv2D | None:
+def _batchnorm_target(graph: Graph, layer: BatchNorm) -> Dense | Conv2D | DepthwiseConv2D | None:
     """The linear Dense/Conv2D/DepthwiseConv2D a BatchNormalization folds into (per output
     channel: the kernels' last axis), or None: it stays."""
     (source,) = layer.inputs
     target = None if source == graph.input_name else graph[source]
-    if not isinstance(target, (ir.Dense, ir.Conv2D, ir.DepthwiseConv2D)) or target.activation != "linear":
+    if not isinstance(target, (Dense, Conv2D, DepthwiseConv2D)) or target.activation != "linear":
         return None
     return target if len(graph.consumers(source)) == 1 else None
 
@@ -147,7 +150,7 @@ def _fusable(graph: Graph, layer: Activation) -> bool:
     one function to every neuron, the standalone stage one slope per channel."""
     (source,) = layer.inputs
     target = None if source == graph.input_name else graph[source]
-    if not isinstance(target, (ir.Dense, ir.Conv2D, ir.DepthwiseConv2D, Merge, BatchNorm)) or (
+    if not isinstance(target, (Dense, Conv2D, DepthwiseConv2D, Merge, BatchNorm)) or (
             target.activation != "linear"):
         return False
     if len(graph.consumers(source)) > 1:
@@ -188,7 +191,7 @@ def check_network(graph: Graph) -> Graph:
             "nested models with clashing names); every layer needs its own name"
         )
     for layer in graph.layers:
-        if layer.type not in ir.HARDWARE_TYPES and kind_of(layer.type) is None:
+        if kind_of(layer.type) is None:
             raise K2CError(f"layer '{layer.name}' ({layer.keras_class}) has no hardware block")
         for tensor, shape in zip(layer.inputs, layer.input_shapes):
             if graph.shape_of(tensor) != shape:
@@ -197,7 +200,7 @@ def check_network(graph: Graph) -> Graph:
     if len(graph.output_shape) != 1:
         raise K2CError(f"model '{graph.name}' outputs shape {graph.output_shape}; a vector is needed "
                        "(end with Flatten and Dense)")
-    if not any(isinstance(layer, ir.Dense) for layer in graph.layers):
+    if not any(isinstance(layer, Dense) for layer in graph.layers):
         raise K2CError(f"model '{graph.name}' has no Dense layer; at least one is needed")
     return graph
 

@@ -7,12 +7,12 @@ converters with `frontend.registry`.
 
 from __future__ import annotations
 
-from keras2clash.kinds import activation, batchnorm, flatten, global_pool, merge, pool, shapes
+from keras2clash.kinds import activation, batchnorm, conv, dense, depthwise, flatten, global_pool, merge, pool, shapes
 from keras2clash.kinds.base import Entry, Kind, Storage
 from keras2clash.registry import kind_of, kinds, register
 
 __all__ = ["Entry", "Kind", "Storage", "kind_of", "kinds"]
 
-for _module in (activation, batchnorm, flatten, global_pool, merge, pool, shapes):
+for _module in (activation, batchnorm, conv, dense, depthwise, flatten, global_pool, merge, pool, shapes):
     for _kind in _module.KINDS:
         register(_kind)

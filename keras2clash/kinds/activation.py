@@ -146,7 +146,7 @@ class ActivationKind(Kind):
                    params: tuple[np.ndarray, np.ndarray] | None) -> tuple[np.ndarray | None, np.ndarray]:
         return None, activations.keras_float(activations.parse(layer.activation), xs[0])
 
-    def blocks(self, plan: LayerPlan, down: Any, mx: Any, blocks: list[Any]) -> Any:
+    def blocks(self, plan: LayerPlan, down: Any, mx: Any, blocks: list[Any], knobs: Any = None) -> Any:
         return down  # the activation's own stage is all (hw.blocks.has_map_stage)
 
     def entry(self, plan: LayerPlan, fn: str, stage: str | None = None) -> Entry:

@@ -14,6 +14,7 @@ registers, and no constant is quantized.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -60,6 +61,8 @@ class Kind:
     may be unsigned, have negative fields and any rounding/overflow mode."""
     fuses_activation: ClassVar[bool] = False
     """An activation after it fuses into it (`ir.passes.fuse_activations`)."""
+    has_knobs: ClassVar[bool] = False
+    """It has the space-time knobs pe, cycles and pipeline (the filter engine's kinds)."""
     has_params: ClassVar[bool] = False
     """It stores quantized constants (`quantize`, `constants`)."""
     lanes_knob: ClassVar[bool] = False
@@ -98,6 +101,14 @@ class Kind:
     def check(self, plan: LayerPlan) -> None:
         """One clear error for formats the kind's blocks cannot build exactly."""
 
+    def window(self, kernel_size: tuple[int, int], input_shape: tuple[int, ...]) -> int:
+        """K: the inputs of one dot product, for a record or a plan of the kind."""
+        return math.prod(input_shape)
+
+    def windows_per_image(self, plan: LayerPlan) -> int:
+        """Dot products (windows) per image."""
+        return math.prod(plan.output_shape[:-1])
+
     def multipliers(self, plan: LayerPlan) -> int:
         """Multipliers of the kind's own blocks (a fused activation's are counted apart)."""
         return 0
@@ -131,9 +142,11 @@ class Kind:
 
     # --- the hardware model --------------------------------------------------------------
 
-    def blocks(self, plan: LayerPlan, down: Any, mx: Any, blocks: list[Any]) -> Any:
+    def blocks(self, plan: LayerPlan, down: Any, mx: Any, blocks: list[Any], knobs: Any = None) -> Any:
         """The layer's own blocks (`hw.events`) in front of `down`, appended to `blocks`
-        from the consumer backwards; returns the first (what the producer feeds)."""
+        from the consumer backwards; returns the first (what the producer feeds). `knobs`:
+        a kind with knobs gets its engine's (S, D, Q), arrays when the model runs many
+        configurations at once."""
         raise NotImplementedError(f"{type(self).__name__}.blocks")
 
     def storage(self, plan: LayerPlan) -> Storage:

@@ -146,7 +146,7 @@ class BatchNormKind(Kind):
         pre = xs[0] * np.asarray(scale, dtype=np.float64) + np.asarray(offset, dtype=np.float64)
         return pre, activations.keras_float(activations.parse(layer.activation), pre)
 
-    def blocks(self, plan: LayerPlan, down: Any, mx: Any, blocks: list[Any]) -> Any:
+    def blocks(self, plan: LayerPlan, down: Any, mx: Any, blocks: list[Any], knobs: Any = None) -> Any:
         n = plan.lane_chunks
         if n > 1:
             down = Collect(n, down, mx)

@@ -65,7 +65,7 @@ class FlattenKind(Kind):
                    params: tuple[np.ndarray, np.ndarray] | None) -> tuple[np.ndarray | None, np.ndarray]:
         return None, xs[0].reshape(len(xs[0]), -1)
 
-    def blocks(self, plan: LayerPlan, down: Any, mx: Any, blocks: list[Any]) -> Any:
+    def blocks(self, plan: LayerPlan, down: Any, mx: Any, blocks: list[Any], knobs: Any = None) -> Any:
         blocks.append(Collect(_beats(plan), down, mx))
         return blocks[-1]
 

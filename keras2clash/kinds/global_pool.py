@@ -109,7 +109,7 @@ class _GlobalKind(Kind):
         h = xs[0]
         return None, self.float_reduce(h.reshape(len(h), -1, h.shape[-1])).reshape(len(h), *layer.output_shape)
 
-    def blocks(self, plan: LayerPlan, down: Any, mx: Any, blocks: list[Any]) -> Any:
+    def blocks(self, plan: LayerPlan, down: Any, mx: Any, blocks: list[Any], knobs: Any = None) -> Any:
         blocks.append(Global(_positions(plan.input_shape), down, mx))
         return blocks[-1]
 

@@ -139,7 +139,7 @@ class _MergeKind(Kind):
         """The Keras layer in float (before its activation)."""
         raise NotImplementedError
 
-    def blocks(self, plan: LayerPlan, down: Any, mx: Any, blocks: list[Any]) -> Any:
+    def blocks(self, plan: LayerPlan, down: Any, mx: Any, blocks: list[Any], knobs: Any = None) -> Any:
         """Its own stage (K2C.Pipe.mapP after the join; the join is the graph's, `hw.blocks`)."""
         return pipe_block(MERGE_DEPTH, down, mx, blocks)
 

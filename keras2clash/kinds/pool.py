@@ -159,7 +159,7 @@ class _PoolKind(Windowed):
         """The width of the values K2C.Pool's trees register."""
         return plan.in_fmt.hw_bits
 
-    def blocks(self, plan: LayerPlan, down: Any, mx: Any, blocks: list[Any]) -> Any:
+    def blocks(self, plan: LayerPlan, down: Any, mx: Any, blocks: list[Any], knobs: Any = None) -> Any:
         down = pipe_block(pool_stage_depth(plan), down, mx, blocks)
         return self.front(plan, down, mx, blocks)
 

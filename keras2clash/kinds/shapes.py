@@ -266,7 +266,7 @@ class ZeroPadKind(_Moves):
         top, bottom, left, right = layer.pads
         return np.pad(x, ((0, 0), (top, bottom), (left, right), (0, 0)), constant_values=0)
 
-    def blocks(self, plan: LayerPlan, down: Any, mx: Any, blocks: list[Any]) -> Any:
+    def blocks(self, plan: LayerPlan, down: Any, mx: Any, blocks: list[Any], knobs: Any = None) -> Any:
         blocks.append(Pad(*_image(plan), plan.pads, down, mx))
         return blocks[-1]
 
@@ -287,7 +287,7 @@ class CropKind(_Moves):
         h, w = x.shape[1], x.shape[2]
         return x[:, top:h - bottom, left:w - right]
 
-    def blocks(self, plan: LayerPlan, down: Any, mx: Any, blocks: list[Any]) -> Any:
+    def blocks(self, plan: LayerPlan, down: Any, mx: Any, blocks: list[Any], knobs: Any = None) -> Any:
         blocks.append(Crop(*_image(plan), plan.crops, down, mx))
         return blocks[-1]
 
@@ -306,7 +306,7 @@ class UpsampleKind(_Moves):
     def move(self, layer: Any, x: np.ndarray) -> np.ndarray:
         return np.repeat(np.repeat(x, layer.size[0], axis=1), layer.size[1], axis=2)
 
-    def blocks(self, plan: LayerPlan, down: Any, mx: Any, blocks: list[Any]) -> Any:
+    def blocks(self, plan: LayerPlan, down: Any, mx: Any, blocks: list[Any], knobs: Any = None) -> Any:
         blocks.append(Upsample(_image(plan)[1], plan.size, down, mx))
         return blocks[-1]
 
@@ -340,7 +340,7 @@ class ReshapeKind(_Moves):
     def move(self, layer: Any, x: np.ndarray) -> np.ndarray:
         return x.reshape(len(x), *layer.output_shape)  # row-major: the order beats carry the values in
 
-    def blocks(self, plan: LayerPlan, down: Any, mx: Any, blocks: list[Any]) -> Any:
+    def blocks(self, plan: LayerPlan, down: Any, mx: Any, blocks: list[Any], knobs: Any = None) -> Any:
         g_in, g_out = rebeat_groups(plan)
         if g_out > 1:
             down = Scatter(g_out, down, mx)

@@ -16,10 +16,9 @@ from typing import Any
 import numpy as np
 
 from keras2clash.quant import activations
-from keras2clash.quant import exact
-from keras2clash.quant.exact import INT64_SAFE_BITS, QuantizedLayer, pad_images, windows
+from keras2clash.quant.exact import INT64_SAFE_BITS, QuantizedLayer
 from keras2clash.quant.formats import FixedFormat, quantize, saturate
-from keras2clash.hw.plan import LayerPlan, accumulator_format, relu_before_requantize
+from keras2clash.hw.plan import LayerPlan, relu_before_requantize
 from keras2clash.ir.graph import as_graph
 from keras2clash.kinds import kind_of
 
@@ -33,16 +32,9 @@ def quantize_params(plans: Sequence[LayerPlan], ir: Any = None) -> dict[str, Qua
     for plan in plans:
         if not plan.has_params:
             continue
-        assert plan.w_fmt is not None and plan.b_fmt is not None
+        assert plan.kind is not None
         record = plan.layer if plan.layer is not None else records[plan.name]
-        if plan.kind is not None:
-            params[plan.name] = plan.kind.quantize(record, plan)
-            continue
-        kernel = np.asarray(record.kernel).reshape(plan.window, plan.filters)
-        params[plan.name] = QuantizedLayer(
-            kernel=quantize(kernel, plan.w_fmt),
-            bias=quantize(record.bias, plan.b_fmt),
-        )
+        params[plan.name] = plan.kind.quantize(record, plan)
     return params
 
 
@@ -71,97 +63,12 @@ def sigmoid_plan(r: np.ndarray, fmt: FixedFormat) -> np.ndarray:
     return saturate(y, fmt)
 
 
-def _matmul(xs: np.ndarray, kernel: np.ndarray) -> np.ndarray:
-    """Every filter over the same window: (M, K) x (K, F) -> (M, F)."""
-    return xs @ kernel
-
-
-def _per_filter(xs: np.ndarray, kernel: np.ndarray) -> np.ndarray:
-    """Each filter over its own window (depthwise): (M, K, F) x (K, F) -> (M, F)."""
-    return (xs * kernel).sum(axis=1)
-
-
-def _accumulate(windows: np.ndarray, plan: LayerPlan, params: QuantizedLayer, dot=_matmul) -> np.ndarray:
-    """Contract step 3 on (M, K) windows -> (M, filters) accumulator raw values (frac cf);
-    `dot` multiplies window chunks (axis 1) with kernel chunks (axis 0).
-
-    Exact accumulator: one exact sum. A narrower (user-chosen) accumulator saturates after
-    each of the `cycles` chunks, in chunk order, exactly as the hardware register does:
-    acc_0 = sat(chunk_0 + bias), acc_t = sat(acc_{t-1} + chunk_t).
-    """
-    assert plan.acc_fmt is not None and plan.w_fmt is not None and plan.b_fmt is not None
-    exact = accumulator_format(plan.in_fmt, plan.w_fmt, plan.window, plan.b_fmt)
-    wide = max(exact.bits, plan.acc_fmt.bits) > INT64_SAFE_BITS  # every partial sum fits `exact`
-    dtype = object if wide else np.int64
-    xs = windows.astype(dtype)
-    kernel = params.kernel.astype(dtype)
-    product_shift = plan.acc_fmt.frac - (plan.in_fmt.raw_frac + plan.w_fmt.raw_frac)
-    bias = params.bias.astype(dtype) << (plan.acc_fmt.frac - plan.b_fmt.raw_frac)
-    if plan.exact_accumulator:
-        return (dot(xs, kernel) << product_shift) + bias
-    acc = None
-    ch = plan.chunk
-    for t in range(plan.cycles):
-        part = dot(xs[:, t * ch:(t + 1) * ch], kernel[t * ch:(t + 1) * ch]) << product_shift
-        acc = saturate(part + bias, plan.acc_fmt) if acc is None else saturate(acc + part, plan.acc_fmt)
-    return acc
-
-
-def finish(acc: np.ndarray, frac: int, plan: LayerPlan) -> np.ndarray:
-    """Contract steps 4 and 5 for `plan` (`exact.finish`)."""
-    return exact.finish(acc, frac, plan.out_fmt, plan.hw_activation, relu_before_requantize(plan))
-
-
-def _neurons(windows: np.ndarray, plan: LayerPlan, params: QuantizedLayer, dot=_matmul) -> np.ndarray:
-    """(M, K) windows -> (M, filters) activated raw outputs ((M, K, filters) for `_per_filter`)."""
-    acc = _accumulate(windows, plan, params, dot)
-    assert plan.acc_fmt is not None
-    return finish(acc, plan.acc_fmt.frac, plan)
-
-
-def dense(x: np.ndarray, plan: LayerPlan, params: QuantizedLayer) -> np.ndarray:
-    """One dense layer on a batch of raw inputs (N, n_in) -> raw outputs (N, n_out)."""
-    return _neurons(x.reshape(len(x), -1), plan, params)
-
-
-def windows_of(x: np.ndarray, plan: LayerPlan) -> np.ndarray:
-    """All windows of a layer's padded input images (`exact.windows`)."""
-    return windows(x, plan.kernel_size, plan.dilation, plan.strides, plan.output_shape[:2])
-
-
-def conv2d(x: np.ndarray, plan: LayerPlan, params: QuantizedLayer) -> np.ndarray:
-    """(N, H, W, C) raw -> (N, H2, W2, F) raw: zero padding, then the dense contract per window."""
-    padded = pad_images(x, plan.pads, 0)
-    win = windows_of(padded, plan)
-    n, h2, w2 = win.shape[:3]
-    out = _neurons(win.reshape(n * h2 * w2, plan.window), plan, params)
-    return out.reshape(n, h2, w2, plan.filters)
-
-
-def depthwise2d(x: np.ndarray, plan: LayerPlan, params: QuantizedLayer) -> np.ndarray:
-    """(N, H, W, C) raw -> (N, H2, W2, C*m) raw: zero padding, then the dense contract per
-    window and output channel f over the K = kh*kw values of input channel f // m."""
-    win = windows_of(pad_images(x, plan.pads, 0), plan)  # N, H2, W2, kh, kw, C
-    n, h2, w2 = win.shape[:3]
-    m = plan.filters // plan.input_shape[-1]
-    own = np.repeat(win, m, axis=-1)  # channel c*m + j reads channel c
-    out = _neurons(own.reshape(n * h2 * w2, plan.window, plan.filters), plan, params, _per_filter)
-    return out.reshape(n, h2, w2, plan.filters)
-
-
 def layer(plan: LayerPlan, params: Mapping[str, QuantizedLayer], xs: Sequence[np.ndarray]) -> np.ndarray:
     """One layer on its inputs' raw values (batch first, shapes without the batch axis)."""
     home = kind_of(plan.type)
-    if home is not None:
-        return home.golden(plan, xs, params.get(plan.name))
-    h = xs[0]
-    if plan.type == "dense":
-        return dense(h, plan, params[plan.name])
-    if plan.type == "conv2d":
-        return conv2d(h, plan, params[plan.name])
-    if plan.type == "depthwise2d":
-        return depthwise2d(h, plan, params[plan.name])
-    raise ValueError(f"no golden model for layer type {plan.type!r}")
+    if home is None:
+        raise ValueError(f"no golden model for layer type {plan.type!r}")
+    return home.golden(plan, xs, params.get(plan.name))
 
 
 def run_all(

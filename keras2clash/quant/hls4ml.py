@@ -42,7 +42,6 @@ wrote and planning again gives the same formats (and a config written again is t
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -52,7 +51,6 @@ from typing import Any
 from keras2clash.errors import K2CError, yaml_problem
 from keras2clash.hw.plan import LayerFormats, LayerPlan
 from keras2clash.ir.graph import Graph
-from keras2clash.ir.layers import COMPUTE_TYPES
 from keras2clash.registry import kind_of
 from keras2clash.quant.aptypes import ap_type
 from keras2clash.quant.formats import FixedFormat, parse_format
@@ -224,8 +222,7 @@ def resolve(config: Hls4mlConfig, graph: Graph) -> Resolved:
     format, and the knobs from the reuse factors."""
     by_name = graph.by_name()
     layers: dict[str, LayerFormats] = {}
-    with_params = {layer.name for layer in graph
-                   if layer.type in COMPUTE_TYPES or ((home := kind_of(layer.type)) is not None and home.has_params)}
+    with_params = {layer.name for layer in graph if (home := kind_of(layer.type)) is not None and home.has_params}
     model = config.model_formats
     if model != LayerFormats():
         for layer in graph:
@@ -288,7 +285,7 @@ def _own_layer(name: str, formats: LayerFormats, by_name: Mapping[str, Any], whe
 
 
 def _knobs(config: Hls4mlConfig, graph: Graph) -> tuple[list[int] | None, list[int] | None]:
-    computes = [layer for layer in graph if layer.type in COMPUTE_TYPES]
+    computes = [layer for layer in graph if (home := kind_of(layer.type)) is not None and home.has_knobs]
     if config.model_reuse is None and not any(c.name in config.reuse for c in computes):
         return None, None
     pes, cycles = [], []
@@ -303,12 +300,9 @@ def _knobs(config: Hls4mlConfig, graph: Graph) -> tuple[list[int] | None, list[i
 
 def _geometry(layer: Any) -> tuple[int, int]:
     """(K, F) of a compute layer: the window and the filters (plan.LayerPlan.window/filters)."""
-    filters = layer.output_shape[-1]
-    if layer.type == "conv2d":
-        return math.prod(layer.kernel_size) * layer.input_shape[-1], filters
-    if layer.type == "depthwise2d":
-        return math.prod(layer.kernel_size), filters
-    return math.prod(layer.input_shape), filters
+    home = kind_of(layer.type)
+    assert home is not None
+    return home.window(getattr(layer, "kernel_size", (1, 1)), layer.input_shape), layer.output_shape[-1]
 
 
 def to_hls4ml(plans: Sequence[LayerPlan], default: FixedFormat | None = None) -> dict[str, Any]:

@@ -49,26 +49,12 @@ def float_activation(z: np.ndarray, activation: str) -> np.ndarray:
     return keras_float(parse(activation), z)
 
 
-def _windows(x: np.ndarray, layer: Any, size: Sequence[int], fill: float) -> np.ndarray:
-    """(N, H, W, C) -> (N, H2, W2, kh, kw, C): padded, strided, dilated windows (as
-    golden.windows_of)."""
-    top, bottom, left, right = layer.pads
-    x = np.pad(x, ((0, 0), (top, bottom), (left, right), (0, 0)), constant_values=fill)
-    (kh, kw), (dh, dw) = size, getattr(layer, "dilation", (1, 1))
-    sh, sw = layer.strides
-    h2, w2 = layer.output_shape[0], layer.output_shape[1]
-    view = np.lib.stride_tricks.sliding_window_view(x, ((kh - 1) * dh + 1, (kw - 1) * dw + 1), axis=(1, 2))
-    view = view[:, : (h2 - 1) * sh + 1 : sh, : (w2 - 1) * sw + 1 : sw, :, ::dh, ::dw]
-    return np.moveaxis(view, 3, -1)
-
-
 def layer_params(layer: Any) -> tuple[np.ndarray, np.ndarray]:
     """The constants a layer stores: a Dense/Conv2D's kernel and bias, a BatchNormalization's
     per-channel scale (stored in the weight format) and offset (in the bias format)."""
     home = kind_of(layer.type)
-    if home is not None:
-        return home.constants(layer)
-    return np.asarray(layer.kernel), np.asarray(layer.bias)
+    assert home is not None and home.has_params
+    return home.constants(layer)
 
 
 def float_forward(
@@ -104,29 +90,11 @@ def _float_forward(graph: Any, x: np.ndarray, params: Mapping[str, tuple[np.ndar
     traces: list[LayerTrace] = []
     for layer in graph:
         kind = layer.type
-        h = values[layer.inputs[0]]
-        pre = None
         home = kind_of(kind)
-        if home is not None:
-            own = params.get(layer.name) if params is not None else None
-            pre, h = home.float_step(layer, [values[t] for t in layer.inputs], own)
-        elif kind in ("dense", "conv2d", "depthwise2d"):
-            kernel, bias = params[layer.name] if params is not None and layer.name in params else (layer.kernel, layer.bias)
-            kernel = np.asarray(kernel, dtype=np.float64)
-            bias = np.asarray(bias, dtype=np.float64)
-            if kind == "dense":
-                pre = h.reshape(len(h), -1) @ kernel.reshape(-1, kernel.shape[-1]) + bias
-            elif kind == "depthwise2d":  # output channel c*m + j: channel c's window, its own filter
-                win = np.repeat(_windows(h, layer, layer.kernel_size, 0.0), layer.depth_multiplier, axis=-1)
-                pre = np.einsum("nhwijf,ijf->nhwf", win, kernel.reshape(win.shape[3:])) + bias
-            else:
-                win = _windows(h, layer, layer.kernel_size, 0.0)
-                n, h2, w2 = win.shape[:3]
-                flat = win.reshape(n * h2 * w2, -1) @ kernel.reshape(-1, kernel.shape[-1])
-                pre = (flat + bias).reshape(n, h2, w2, kernel.shape[-1])
-            h = float_activation(pre, layer.activation)
-        else:
+        if home is None:
             raise ValueError(f"no float model for layer type {kind!r}")
+        own = params.get(layer.name) if params is not None else None
+        pre, h = home.float_step(layer, [values[t] for t in layer.inputs], own)
         values[layer.name] = h
         traces.append(LayerTrace(layer.name, kind, layer.activation, pre, h))
     return traces

@@ -379,9 +379,9 @@ def _networks(r: _Reader) -> dict[str, NetworkSpace]:
     if not data:
         raise r.fail("at least one network template (dense, cnn) is needed")
     spaces: dict[str, NetworkSpace] = {}
-    for kind in data:
-        sub = r.sub(kind)
-        spaces[kind] = _dense(sub) if kind == "dense" else _cnn(sub)
+    for template in data:
+        sub = r.sub(template)
+        spaces[template] = _dense(sub) if template == "dense" else _cnn(sub)
     return spaces
 
 

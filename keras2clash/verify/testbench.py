@@ -129,9 +129,9 @@ def cycles_per_image(project: Project) -> int:
     layer walks its ROM once per window, plus a couple of cycles per layer."""
     total = 0
     for plan in project.plans:
-        if getattr(plan, "is_compute", plan.type == "dense"):
-            depth = getattr(plan, "rom_depth", None) or plan.groups
-            windows = getattr(plan, "windows_per_image", 1) or 1
+        if plan.is_compute:
+            depth = plan.rom_depth
+            windows = plan.windows_per_image
             total += depth * windows + 2
         else:
             total += 1

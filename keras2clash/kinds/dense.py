@@ -1,0 +1,84 @@
+"""The dense kind: Keras Dense on a vector (a Dense on a sequence or an image is a 1x1
+convolution, `kinds.conv.dense_on_tensor`), on the filter engine (`kinds.engine`).
+
+Block: `K2C.Dense`, the engine fed the whole input vector as its one window (K = n_in).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from keras2clash.backend.haskell import kind_template
+from keras2clash.errors import K2CError
+from keras2clash.frontend.registry import ConversionState, _activation, _kernel_and_bias, _single_input, register_converter
+from keras2clash.hw.plan import LayerPlan
+from keras2clash.ir.layers import Layer, register_record
+from keras2clash.kinds.base import Entry
+from keras2clash.kinds.conv import dense_on_tensor
+from keras2clash.kinds.engine import EngineKind, neurons
+from keras2clash.quant import activations
+
+HASKELL = kind_template("dense.hs.j2")
+
+
+@register_record
+@dataclass(frozen=True)
+class Dense(Layer):
+    """`kernel` (n_in, n_out), `bias` (n_out,) float64 (zeros without a bias)."""
+
+    kernel: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)), compare=False)
+    bias: np.ndarray = field(default_factory=lambda: np.zeros(0), compare=False)
+    use_bias: bool = True
+    activation: str = "linear"  # type: ignore[assignment]
+
+    type: ClassVar[str] = "dense"
+    keras_class: ClassVar[str] = "Dense"
+
+
+
+@register_converter("Dense")
+def _convert_dense(layer: Any, state: ConversionState) -> Layer:
+    _single_input(layer, state)
+    if getattr(layer, "quantization_mode", None) is not None:
+        raise K2CError(
+            f"Dense layer '{layer.name}' is Keras-quantized ({layer.quantization_mode}); "
+            "give keras2clash the float model"
+        )
+    if len(state.shape) != 1:
+        return dense_on_tensor(layer, state)  # per position: a 1x1 Conv2D
+    activation = _activation(layer)
+    n_in, n_out = state.shape[0], int(layer.units)
+    kernel, bias = _kernel_and_bias(layer, (n_in, n_out))
+    return Dense(**state.common(layer, (n_out,)), kernel=kernel, bias=bias,
+                 use_bias=bool(layer.use_bias), activation=activation)
+
+
+class DenseKind(EngineKind):
+    records = (Dense,)
+    filter_word = "neuron"
+
+    def windows_per_image(self, plan: LayerPlan) -> int:
+        return 1
+
+    def golden(self, plan: LayerPlan, xs: Sequence[np.ndarray], params: Any) -> np.ndarray:
+        """(N, n_in) raw -> (N, n_out) raw."""
+        return neurons(xs[0].reshape(len(xs[0]), -1), plan, params)
+
+    def float_step(self, layer: Layer, xs: Sequence[np.ndarray],
+                   params: tuple[np.ndarray, np.ndarray] | None) -> tuple[np.ndarray | None, np.ndarray]:
+        kernel, bias = params if params is not None else self.constants(layer)
+        kernel = np.asarray(kernel, dtype=np.float64)
+        h = xs[0]
+        pre = h.reshape(len(h), -1) @ kernel.reshape(-1, kernel.shape[-1]) + np.asarray(bias, dtype=np.float64)
+        return pre, activations.keras_float(activations.parse(layer.activation), pre)
+
+    def entry(self, plan: LayerPlan, fn: str, stage: str | None = None) -> Entry:
+        return self.compute_entry(plan, HASKELL.doc(plan.n_in, plan.n_out, plan.activation), [HASKELL.dense(fn)],
+                                  [], ["dense"])
+
+
+KINDS = (DenseKind(),)

@@ -1,0 +1,256 @@
+"""What the kinds on the filter engine share (dense, conv2d, depthwise2d): the space-time
+knobs, the exact accumulation, the engine's block and storage, and its part of Network.hs.
+
+`K2C.Engine` computes `G = ceil(F / pe)` groups of `pe` dot products per window, each in
+`cycles` steps of `ch = ceil(K / cycles)` products (`hw.plan.LayerPlan`: window, chunk,
+groups, pipe_depth, queue_depth); its weights are a ROM of `G * cycles` words. The exact
+hardware model (`hw.events.Engine`): window `i` is accepted in `a_i = max(V_i, a_(i-1) + S,
+M_(i-Q) + 1)` and its result is valid from `max(a_i + S + D, M_(i-1)) + 1` (S = G*b steps,
+D the pipeline depth, Q the output queue).
+
+Arithmetic (docs/guide/contract.md, steps 3-5): the products and the bias summed exactly in
+the accumulator format (a narrower accumulator chosen by the user saturates after each of the
+`cycles` chunks, in chunk order, as the hardware register does), then one requantization to
+the output format and the activation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any, ClassVar
+
+import numpy as np
+
+from keras2clash.backend.haskell import kind_template
+from keras2clash.errors import K2CError
+from keras2clash.hw.events import Engine
+from keras2clash.hw.plan import (
+    MAX_PIPELINE_LEVELS, LayerFormats, LayerPlan, accumulator_format, relu_before_requantize, tree_stages,
+)
+from keras2clash.ir.layers import Layer
+from keras2clash.kinds.base import Entry, Kind, Storage, check_requantized_output
+from keras2clash.kinds.window import front_blocks, window_storage
+from keras2clash.quant.exact import INT64_SAFE_BITS, QuantizedLayer, finish
+from keras2clash.quant.formats import FixedFormat, quantize, saturate
+
+HASKELL = kind_template("engine.hs.j2")
+
+Dot = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+def matmul(xs: np.ndarray, kernel: np.ndarray) -> np.ndarray:
+    """Every filter over the same window: (M, K) x (K, F) -> (M, F)."""
+    return xs @ kernel
+
+
+def per_filter(xs: np.ndarray, kernel: np.ndarray) -> np.ndarray:
+    """Each filter over its own window (depthwise): (M, K, F) x (K, F) -> (M, F)."""
+    return (xs * kernel).sum(axis=1)
+
+
+def narrow_accumulator(exact: FixedFormat, bits: int, layer: str) -> FixedFormat:
+    """A user-chosen accumulator width: same fraction bits, fewer integer bits (saturating)."""
+    if bits < exact.frac + 1:
+        raise K2CError(
+            f"accumulator of layer '{layer}': {bits} bits cannot hold its {exact.frac} exact "
+            f"fraction bits plus a sign bit (at least {exact.frac + 1})"
+        )
+    if bits >= exact.bits:
+        return exact
+    return FixedFormat(1, bits - 1 - exact.frac, exact.frac)
+
+
+def accumulate(windows: np.ndarray, plan: LayerPlan, params: QuantizedLayer, dot: Dot = matmul) -> np.ndarray:
+    """Contract step 3 on (M, K) windows -> (M, filters) accumulator raw values (frac cf);
+    `dot` multiplies window chunks (axis 1) with kernel chunks (axis 0).
+
+    Exact accumulator: one exact sum. A narrower (user-chosen) accumulator saturates after
+    each of the `cycles` chunks, in chunk order, exactly as the hardware register does:
+    acc_0 = sat(chunk_0 + bias), acc_t = sat(acc_{t-1} + chunk_t).
+    """
+    assert plan.acc_fmt is not None and plan.w_fmt is not None and plan.b_fmt is not None
+    exact = accumulator_format(plan.in_fmt, plan.w_fmt, plan.window, plan.b_fmt)
+    wide = max(exact.bits, plan.acc_fmt.bits) > INT64_SAFE_BITS  # every partial sum fits `exact`
+    dtype = object if wide else np.int64
+    xs = windows.astype(dtype)
+    kernel = params.kernel.astype(dtype)
+    product_shift = plan.acc_fmt.frac - (plan.in_fmt.raw_frac + plan.w_fmt.raw_frac)
+    bias = params.bias.astype(dtype) << (plan.acc_fmt.frac - plan.b_fmt.raw_frac)
+    if plan.exact_accumulator:
+        return (dot(xs, kernel) << product_shift) + bias
+    acc = None
+    ch = plan.chunk
+    for t in range(plan.cycles):
+        part = dot(xs[:, t * ch:(t + 1) * ch], kernel[t * ch:(t + 1) * ch]) << product_shift
+        acc = saturate(part + bias, plan.acc_fmt) if acc is None else saturate(acc + part, plan.acc_fmt)
+    return acc
+
+
+def neurons(windows: np.ndarray, plan: LayerPlan, params: QuantizedLayer, dot: Dot = matmul) -> np.ndarray:
+    """(M, K) windows -> (M, filters) activated raw outputs ((M, K, filters) for `per_filter`)."""
+    acc = accumulate(windows, plan, params, dot)
+    assert plan.acc_fmt is not None
+    return finish(acc, plan.acc_fmt.frac, plan.out_fmt, plan.hw_activation, relu_before_requantize(plan))
+
+
+def chunk_sum_bits(plan: LayerPlan) -> int:
+    """K2C.Filter's ChunkBits: the exact width of a chunk's sum (products, bias, growth)."""
+    assert plan.w_fmt is not None and plan.b_fmt is not None and plan.acc_fmt is not None
+    a, w, b = plan.in_fmt.container, plan.w_fmt.container, plan.b_fmt.container  # what the hardware holds
+    product = (a.sign + a.int) + (w.sign + w.int)
+    return max(product, b.sign + b.int) + plan.tree_levels + plan.acc_fmt.frac
+
+
+class EngineKind(Kind):
+    """A kind on the filter engine: knobs, constants in a ROM, requantized outputs."""
+
+    keeps_format = False
+    requantizes = True
+    fuses_activation = True
+    has_params = True
+    has_knobs = True
+    filter_word: ClassVar[str] = "filter"  # what the knobs' errors call an output channel
+    window_per_pe: ClassVar[bool] = False
+    """Each PE reads a window of its own (depthwise), not one window shared by all PEs."""
+
+    def lanes(self, plan: LayerPlan) -> int:
+        """Channels of the engine's window (a depthwise engine holds every channel's)."""
+        return 1
+
+    def plan(self, layer: Layer, common: Mapping[str, Any], override: LayerFormats | None,
+             fmt: FixedFormat) -> LayerPlan:
+        """Weights, bias and output in their formats (the default), the knobs the planner gives
+        (`pe`, `cycles`, `pipeline` in `common`), the exact accumulator or a narrower one."""
+        override = override or LayerFormats()
+        w_fmt = override.weight or fmt
+        b_fmt = override.bias or w_fmt
+        plan = LayerPlan(out_fmt=override.output or fmt, w_fmt=w_fmt, b_fmt=b_fmt, **common,
+                         **self.plan_fields(layer))
+        levels, pe, cycles = plan.pipeline, plan.pe, plan.cycles
+        if not 0 <= levels <= MAX_PIPELINE_LEVELS:
+            raise K2CError(
+                f"pipeline {levels} out of range for layer '{plan.name}': it must be between 0 (not "
+                f"pipelined) and {MAX_PIPELINE_LEVELS} adder levels per register stage"
+            )
+        if not 1 <= pe <= plan.filters:
+            raise K2CError(
+                f"parallelism {pe} out of range for layer '{plan.name}': it must be between 1 "
+                f"and {plan.filters} (its {self.filter_word} count)"
+            )
+        if not 1 <= cycles <= plan.window:
+            raise K2CError(
+                f"cycles {cycles} out of range for layer '{plan.name}': it must be "
+                f"between 1 and {plan.window} (its window size)"
+            )
+        exact = accumulator_format(plan.in_fmt, w_fmt, plan.window, b_fmt)
+        acc = exact if override.accumulator_bits is None else narrow_accumulator(
+            exact, override.accumulator_bits, plan.name)
+        return replace(plan, acc_fmt=acc, exact_accumulator=acc == exact)
+
+    def check(self, plan: LayerPlan) -> None:
+        check_requantized_output(plan)
+
+    def multipliers(self, plan: LayerPlan) -> int:
+        return plan.pe * plan.chunk
+
+    def rom_bits(self, plan: LayerPlan) -> int:
+        assert plan.w_fmt is not None and plan.b_fmt is not None
+        return plan.rom_depth * plan.pe * (plan.chunk * plan.w_fmt.hw_bits + plan.b_fmt.hw_bits)
+
+    def constants(self, layer: Layer) -> tuple[np.ndarray, np.ndarray]:
+        return np.asarray(getattr(layer, "kernel")), np.asarray(getattr(layer, "bias"))
+
+    def quantize(self, layer: Layer, plan: LayerPlan) -> QuantizedLayer:
+        """The kernel as (K, filters) in window order, the bias (filters,)."""
+        assert plan.w_fmt is not None and plan.b_fmt is not None
+        kernel, bias = self.constants(layer)
+        return QuantizedLayer(kernel=quantize(kernel.reshape(plan.window, plan.filters), plan.w_fmt),
+                              bias=quantize(bias, plan.b_fmt))
+
+    def blocks(self, plan: LayerPlan, down: Any, mx: Any, blocks: list[Any], knobs: Any = None) -> Any:
+        """The engine (S = G*b steps, depth D, queue Q: `knobs`, arrays when the model runs many
+        configurations at once), behind the window generator when windowed."""
+        steps, depth, queue = knobs if knobs is not None else (plan.groups * plan.cycles, plan.pipe_depth,
+                                                               plan.queue_depth)
+        down = Engine(steps, depth, queue, down, mx)
+        blocks.append(down)
+        return front_blocks(plan, down, mx, blocks) if plan.is_windowed else down
+
+    def storage(self, plan: LayerPlan) -> Storage:
+        """The engine's window (rotating chunks), accumulators, result register, pipeline
+        registers and output queue; the window generator's and its FIFOs when windowed."""
+        assert plan.acc_fmt is not None
+        in_bits, out_bits = plan.in_fmt.hw_bits, plan.out_fmt.hw_bits
+        regs = self.lanes(plan) * plan.cycles * plan.chunk * in_bits
+        regs += plan.pe * plan.acc_fmt.hw_bits if plan.cycles > 1 or plan.pipeline else 0  # accumulators
+        regs += plan.filters * out_bits if plan.groups > 1 else 0  # result register R
+        regs += self.pipeline_register_bits(plan)
+        fifo = plan.queue_depth * plan.filters * out_bits  # the output queue
+        fifo += plan.window_fifo * self.lanes(plan) * plan.window * in_bits  # windows queued before the engine
+        line = 0
+        if plan.is_windowed:
+            window = window_storage(plan)
+            line, regs, fifo = window.line_buffer_bits, regs + window.register_bits, fifo + window.fifo_bits
+        return Storage(line_buffer_bits=line, register_bits=regs, fifo_bits=fifo)
+
+    def pipeline_register_bits(self, plan: LayerPlan) -> int:
+        """A pipelined engine's data registers (K2C.Engine, K2C.Filter.adderTree): the operands
+        twice (a chunk of the window per PE, which synthesis shares where the PEs share the
+        window, and the weight word), the ch + 1 terms of every PE twice (the product
+        registers), the tree's nodes after every `pipeline`-th level and, before an
+        accumulating adder, after the last (nodes fed only by zero padding are constants,
+        removed), the requantized and the activated results (and a table activation's two
+        registers after its read: LayerPlan.table_regs); plus the valid/counter tag beside
+        each stage."""
+        if plan.pipeline == 0:
+            return 0
+        assert plan.w_fmt is not None and plan.b_fmt is not None
+        terms, width = plan.chunk + 1, chunk_sum_bits(plan)
+        tag = 4 + max(plan.groups - 1, 0).bit_length()
+        levels = list(range(plan.pipeline, plan.tree_levels + 1, plan.pipeline))
+        if len(levels) < tree_stages(plan.chunk, plan.pipeline, plan.cycles):  # the last level, before the accumulators
+            levels.append(plan.tree_levels)
+        chunks = plan.pe if self.window_per_pe else 1
+        operands = chunks * plan.chunk * plan.in_fmt.hw_bits + plan.pe * (
+            plan.chunk * plan.w_fmt.hw_bits + plan.b_fmt.hw_bits)
+        data = 2 * operands + plan.pe * width * (2 * terms + sum(-(-terms // 2 ** j) for j in levels))
+        finished = (2 + plan.table_regs) * plan.pe * plan.out_fmt.hw_bits  # requantized, activated, a table's two
+        return data + finished + tag * (7 + plan.table_regs + len(levels))
+
+    def engine_notes(self, plan: LayerPlan) -> tuple[str, ...]:
+        """The engine's haddock notes: PEs, pipeline, the late load, the accumulator."""
+        assert plan.acc_fmt is not None
+        notes = [HASKELL.pe_note(plan.pe, plan.chunk, plan.cycles, plan.groups, plan.pad),
+                 HASKELL.pipeline_note(plan.pipeline, plan.pipe_depth - plan.loads_late, plan.queue_depth)
+                 if plan.pipeline else HASKELL.unpipelined_note(plan.tree_levels, plan.queue_depth)]
+        if plan.loads_late:
+            notes.append(HASKELL.late_note())
+        exactness = "exact" if plan.exact_accumulator else "narrower than exact: saturates per chunk"
+        notes.append(HASKELL.accumulator_note(plan.acc_fmt.clash_type, exactness))
+        return tuple(notes)
+
+    def engine_fields(self, plan: LayerPlan) -> dict[str, object]:
+        """Network.hs.j2's and Weights.hs.j2's fields of an engine: its knobs and ROM."""
+        assert plan.acc_fmt is not None and plan.w_fmt is not None and plan.b_fmt is not None
+        return {"compute": True, "pe": plan.pe, "cycles": plan.cycles, "levels": plan.pipeline,
+                "rom_depth": plan.rom_depth, "chunk": plan.chunk, "table_regs": plan.table_regs,
+                "acc_clash": plan.acc_fmt.clash_type, "w_clash": plan.w_fmt.clash_type,
+                "b_clash": plan.b_fmt.clash_type,
+                "rom_doc": HASKELL.rom_doc(plan.rom_depth, plan.groups, plan.cycles, plan.pe, plan.chunk,
+                                           plan.w_fmt, plan.b_fmt)}
+
+    def queues(self, plan: LayerPlan) -> tuple[list[str], str, list[str], list[str]]:
+        """A windowed engine's FIFOs: the input queue stage, the window queue argument, their
+        notes and the imports they need."""
+        input_queue = [HASKELL.input_queue(plan.input_fifo)] if plan.input_fifo else []
+        window_queue = HASKELL.window_queued(plan.window_fifo) if plan.window_fifo else HASKELL.window_direct()
+        notes = ([HASKELL.window_fifo_note(plan.window_fifo)] if plan.window_fifo else
+                 [HASKELL.input_fifo_note(plan.input_fifo)] if plan.input_fifo else [])
+        uses = ["window_queued" if plan.window_fifo else "window_direct"] + (["fifo"] if plan.input_fifo else [])
+        return input_queue, window_queue, notes, uses
+
+    def compute_entry(self, plan: LayerPlan, doc: str, body: Sequence[str], notes: Sequence[str],
+                      uses: Sequence[str]) -> Entry:
+        return Entry(doc=doc, body=tuple(body), notes=(*self.engine_notes(plan), *notes), uses=tuple(uses),
+                     fields=self.engine_fields(plan))
