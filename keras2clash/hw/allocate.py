@@ -27,7 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from keras2clash.errors import K2CError
-from keras2clash.hw.hwmodel import HwFigures, figures_many
+from keras2clash.hw.hwmodel import figures_many
+from keras2clash.hw.resources import HwFigures
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.hw.planner import with_knobs
 

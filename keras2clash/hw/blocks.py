@@ -65,8 +65,7 @@ from typing import Any
 
 
 from keras2clash.hw.plan import LayerPlan
-from keras2clash.hw.events import (CLAMP, INPUT_SLICE, NEG, OUTPUT_SLICE, Collect, Engine, Fork, Global, Join,  # noqa: F401
-                                   Pad, Queue, Scatter, Sink, Window, pipe_block)
+from keras2clash.hw.events import INPUT_SLICE, OUTPUT_SLICE, Fork, Join, Queue, Sink, pipe_block
 from keras2clash.kinds import kind_of
 from keras2clash.ir.structure import Chain, Parallel, structure
 

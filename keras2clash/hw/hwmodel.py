@@ -33,15 +33,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from keras2clash.hw.blocks import (  # noqa: F401  (re-exported: the model's building blocks)
-    CLAMP, NEG, _build, Join, _knobs, beats_per_image,
-)
+from keras2clash.hw.blocks import _build, _knobs, beats_per_image
+from keras2clash.hw.events import CLAMP, NEG, Join
 from keras2clash.hw.plan import LayerPlan
+from keras2clash.hw.resources import HwFigures, LayerResources, layer_resources, top_fifo_bits
 from keras2clash.kinds.engine import EngineKind
 from keras2clash.kinds.window import generator_geometry
-from keras2clash.hw.resources import (  # noqa: F401  (re-exported)
-    HwFigures, LayerResources, layer_resources, top_fifo_bits,
-)
 
 # --- running the model -----------------------------------------------------------------
 

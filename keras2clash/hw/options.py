@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from keras2clash.errors import K2CError
-from keras2clash.hw.hwmodel import HwFigures, figures_many
+from keras2clash.hw.hwmodel import figures_many
+from keras2clash.hw.resources import HwFigures
 from keras2clash.hw.plan import LayerPlan
 
 SORT_KEYS = ("latency", "interval", "multipliers")

@@ -15,7 +15,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from keras2clash.hw.hwmodel import layer_resources, timing
+from keras2clash.hw.hwmodel import timing
+from keras2clash.hw.resources import layer_resources
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.registry import kind_of
 

@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from keras2clash.errors import K2CError
-from keras2clash.hw.hwmodel import HwFigures, figures
+from keras2clash.hw.hwmodel import figures
+from keras2clash.hw.resources import HwFigures
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.hw.planner import with_knobs  # noqa: F401  (with_knobs re-exported)
 from keras2clash.verify.synth import run_yosys_stats, stat_cells
