@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from keras2clash.backend.haskell import kind_template, shape_text, vec_literal
+from keras2clash.backend.haskell import KindTemplate, kind_template, shape_text, vec_literal
 from keras2clash.errors import K2CError
 from keras2clash.frontend.registry import ConversionState, _single_input, _to_numpy, register_converter
 from keras2clash.hw.events import Collect, Scatter, pipe_block
@@ -94,6 +94,9 @@ class BatchNormKind(Kind):
     lanes_knob = True
     table_after_register = False
     weight_name = "scale"
+    texts: ClassVar[KindTemplate] = HASKELL
+    """The haddock's and Weights.hs's text (`doc`, `constants`): a kind on this arithmetic and
+    block with other constants names itself there."""
 
     def plan(self, layer: Layer, common: Mapping[str, Any], override: LayerFormats | None,
              fmt: FixedFormat) -> LayerPlan:
@@ -126,8 +129,10 @@ class BatchNormKind(Kind):
         return np.asarray(layer.scale, dtype=np.float64), np.asarray(layer.offset, dtype=np.float64)
 
     def quantize(self, layer: Layer, plan: LayerPlan) -> QuantizedLayer:
-        assert isinstance(layer, BatchNorm) and plan.w_fmt is not None and plan.b_fmt is not None
-        return QuantizedLayer(kernel=quantize(layer.scale, plan.w_fmt), bias=quantize(layer.offset, plan.b_fmt))
+        """The scale in the weight format, the offset in the bias format."""
+        assert plan.w_fmt is not None and plan.b_fmt is not None
+        scale, offset = self.constants(layer)
+        return QuantizedLayer(kernel=quantize(scale, plan.w_fmt), bias=quantize(offset, plan.b_fmt))
 
     def golden(self, plan: LayerPlan, xs: Sequence[np.ndarray], params: Any) -> np.ndarray:
         """Per channel `x * scale + offset` exactly (product with fa + fw fraction bits, offset
@@ -180,9 +185,9 @@ class BatchNormKind(Kind):
         n = plan.lane_chunks
         notes = (HASKELL.stages_note(plan.channel_lanes),)
         if n == 1:
-            return Entry(doc=HASKELL.doc(shapes, plan.w_fmt, plan.b_fmt, plan.out_fmt, plan.activation),
+            return Entry(doc=self.texts.doc(shapes, plan.w_fmt, plan.b_fmt, plan.out_fmt, plan.activation),
                          body=(HASKELL.batch_norm(fn),), notes=notes, uses=("batch_norm",))
-        return Entry(doc=HASKELL.doc(shapes, plan.w_fmt, plan.b_fmt, plan.out_fmt, plan.activation),
+        return Entry(doc=self.texts.doc(shapes, plan.w_fmt, plan.b_fmt, plan.out_fmt, plan.activation),
                      body=(HASKELL.scatter(n), HASKELL.batch_norm_lanes(n, fn), HASKELL.collect(n)),
                      notes=(*notes, HASKELL.serial_note(plan.channel_lanes, plan.output_shape[-1], n)),
                      uses=("batch_norm", "scatter", "collect"))
@@ -194,7 +199,7 @@ class BatchNormKind(Kind):
              "scale_type": plan.w_fmt.clash_type, "scale_frac": plan.w_fmt.raw_frac, "scale_fmt": str(plan.w_fmt),
              "offset_type": plan.b_fmt.clash_type, "offset_frac": plan.b_fmt.raw_frac, "offset_fmt": str(plan.b_fmt),
              "scale": vec_literal(params.kernel), "offset": vec_literal(params.bias)}
-        return (f"{fn}_scale", f"{fn}_offset"), HASKELL.constants(c)
+        return (f"{fn}_scale", f"{fn}_offset"), self.texts.constants(c)
 
 
 KINDS = (BatchNormKind(),)
