@@ -16,8 +16,8 @@ not yet taken from the output queue), at most @Q@ ('K2C.Engine.QueueDepth').
 * counters: the word @Index (G * b)@, the chunk @Index b@, the group
   @Index G@ (all 0 when idle), a busy flag, the credit count @Index (Q + 1)@;
 * flags, each registered from next values: @lastWord@, @room@ (fewer than
-  @Q@ windows held), @open@ (idle or busy with the last word), @penult@ (the
-  word after the next is the last), and with @e = 1@ @openAhead@.
+  @Q@ windows held), @open@ (idle or busy with the last word), @penult@ (the word
+  counter at the last word but one), and with @e = 1@ @openAhead@.
 
 = Why every output is a flip-flop or one LUT from flip-flops
 
