@@ -1,6 +1,8 @@
 """The documentation's claims checked against the tool: the iris timing paragraph and its
 diagram (docs/guide/integration.md) against the Clash simulation and the hardware model, the
-offline cabal recipe against an emitted project, the exit codes docs/reference/project.md states.
+offline cabal recipe against an emitted project, the blocks' offline cabal recipe
+(docs/architecture/verification.md) against the cabal file, the exit codes
+docs/reference/project.md states.
 """
 
 from __future__ import annotations
@@ -133,6 +135,30 @@ def test_cabal_recipe_works_after_a_plain_cabal_run(tmp_path: Path) -> None:
     assert list((project / "verilog").rglob("*.v"))
     config = (project / ".cabal" / "config").read_text()
     assert not re.search(r"^\s*repository\b", config, re.M)
+
+
+VERIFICATION_PAGE = ROOT / "docs" / "architecture" / "verification.md"
+
+
+def _docs_blocks_recipe() -> str:
+    """The sh block of docs/architecture/verification.md's section on the blocks' test benches."""
+    text = VERIFICATION_PAGE.read_text()
+    part = text[text.index("## The blocks' test benches"):]
+    return part.split("```sh", 1)[1].split("```", 1)[0].strip()
+
+
+def test_blocks_recipe_runs_every_test_suite_offline() -> None:
+    """The recipe runs every test-suite of the blocks' cabal file, offline, with the
+    repository's repository-free config: the one tests/test_blocks.py runs the suites with,
+    comments only, like an emitted project's."""
+    recipe = _docs_blocks_recipe()
+    prefix = "CABAL_DIR=$PWD/.cabal cabal --offline test "
+    assert recipe.startswith(prefix) and "\n" not in recipe
+    suites = re.findall(r"^test-suite (\S+)", (ROOT / "clash_lib" / "keras2clash-blocks.cabal").read_text(), re.M)
+    assert suites and recipe.removeprefix(prefix).split() == suites
+    config = (ROOT / ".cabal" / "config").read_text()
+    assert all(not line.strip() or line.startswith("--") for line in config.splitlines())
+    assert '".cabal" / "config"' in (ROOT / "tests" / "test_blocks.py").read_text()
 
 
 def test_usage_and_interrupt_codes_are_in_the_docs() -> None:

@@ -10,15 +10,15 @@ replays the stimulus into the generated Verilog (Icarus or Verilator
 @--binary --timing@) and compares every cycle @in_ready@ and, when valid,
 @out_data@; it prints "N mismatches".
 
-> ghc -O1 -i../.. -outputdir /tmp/k2c-branch/cosim/obj -o /tmp/k2c-branch/cosim/gen Cosim.hs
-> /tmp/k2c-branch/cosim/gen /tmp/k2c-branch/cosim
+@cabal test branch --test-option=--vectors --test-option=DIR@ writes them
+into DIR, with @beats.txt@: per top, the output beats the replay must see
+(lines @<top>: N output beats in C cycles@). tests/test_blocks.py replays them.
 -}
-module Main (main) where
+module Cosim (writeVectors) where
 
 import Clash.Prelude hiding (split)
 import qualified Prelude as P
 import Clash.Signal.Internal (Signal ((:-)))
-import System.Environment (getArgs)
 import System.Random (StdGen, mkStdGen, randomRs, split)
 
 import Tops
@@ -27,12 +27,14 @@ import Tops
 cycles :: Int
 cycles = 4000
 
-main :: IO ()
-main = do
-  [dir] <- getArgs
-  vectors dir "residual_top" residualTop (mkStdGen 11)
-  vectors dir "average_shift_top" averageShiftTop (mkStdGen 12)
-  vectors dir "average_divide_top" averageDivideTop (mkStdGen 13)
+-- | Write every top's testbench and vectors into @dir@, and @dir/beats.txt@.
+writeVectors :: FilePath -> IO ()
+writeVectors dir = do
+  counts <- P.sequence
+    [ vectors dir "residual_top" residualTop (mkStdGen 11)
+    , vectors dir "average_shift_top" averageShiftTop (mkStdGen 12)
+    , vectors dir "average_divide_top" averageDivideTop (mkStdGen 13) ]
+  P.writeFile (dir P.++ "/beats.txt") (P.unlines counts)
 
 type Top a b
   =  Clock System -> Reset System -> Enable System
@@ -41,13 +43,14 @@ type Top a b
 
 vectors
   :: forall a b . (BitPack a, BitPack b, NFDataX a, NFDataX b)
-  => FilePath -> String -> Top a b -> StdGen -> IO ()
+  => FilePath -> String -> Top a b -> StdGen -> IO String
 vectors dir name top gen = do
   P.writeFile (dir P.++ "/" P.++ name P.++ ".in") (P.unlines (P.map stimulus rows))
   P.writeFile (dir P.++ "/" P.++ name P.++ ".expect") (P.unlines (P.map response rows))
   P.writeFile (dir P.++ "/tb_" P.++ name P.++ ".v")
               (testbench name (widthOf @(Maybe a)) (widthOf @(Maybe b)))
-  P.putStrLn (name P.++ ": " P.++ show moved P.++ " output beats in " P.++ show cycles P.++ " cycles")
+  P.putStrLn line
+  P.return line
   where
     (g1, rest) = split gen
     (g2, g3) = split rest
@@ -58,6 +61,7 @@ vectors dir name top gen = do
     (output, readyIn) = top clockGen resetGen enableGen input readyOut
     input = source gaps beats readyIn
     rows = P.take cycles (sample (bundle (input, readyOut, output, readyIn)))
+    line = name P.++ ": " P.++ show moved P.++ " output beats in " P.++ show cycles P.++ " cycles"
     moved = P.length [() | (_, True, Just _, _) <- rows]
     stimulus (i, r, _, _) = bits (pack i) P.++ bits (pack r)
     response (_, _, o, r) = bits (pack o) P.++ bits (pack r)

@@ -1,6 +1,6 @@
 {-# LANGUAGE DataKinds, NoImplicitPrelude, TemplateHaskell #-}
 {-|
-Negative control for run.sh's loop check: 'branches' whose branches do NOT
+Negative control for the loop check of tests/test_blocks.py: 'branches' whose branches do NOT
 end in a fifo (breaking its precondition) makes a combinational loop, which
 Verilator must report. If it does not, the check proves nothing.
 -}

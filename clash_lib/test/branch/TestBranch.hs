@@ -4,7 +4,9 @@
 {-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver -fconstraint-solver-iterations=8 #-}
 {-|
 Self-checking tests of K2C.Fifo, K2C.Branch and K2C.Merge in the Clash
-simulation (exit code 1 on any failure).
+simulation (exit code 1 on any failure): the cabal test-suite @branch@. With
+@--vectors DIR@ it also writes the replay vectors of the tops in "Tops"
+("Cosim"), which tests/test_blocks.py replays on their Verilog.
 
 * Streams: every case runs 300 random beats under five traffic patterns
   (random idle gaps at the input, random downstream stalls). Each cycle the
@@ -26,7 +28,8 @@ import Clash.Prelude hiding (split)
 import qualified Prelude as P
 import Clash.Signal.Internal (Signal ((:-)))
 import Control.Monad (unless)
-import System.Exit (exitFailure)
+import System.Environment (getArgs)
+import System.Exit (die, exitFailure)
 import System.Random (StdGen, mkStdGen, randomRs, split)
 
 import K2C.Activation (requantize)
@@ -35,17 +38,29 @@ import K2C.Fifo (fifo)
 import K2C.Merge
 import K2C.Stream (Stream, mapS, (|>))
 
+import Cosim (writeVectors)
 import Reference
 import Stages (hold)
 
 main :: IO ()
 main = do
+  vectors <- vectorsFolder
   streamFailures <- P.concat <$> P.mapM report (P.zipWith ($) streamCases (P.map mkStdGen [1 ..]))
   mergeFailures  <- P.concat <$> P.mapM report (P.zipWith ($) mergeCases (P.map mkStdGen [100 ..]))
   let failures = streamFailures P.++ mergeFailures
   P.putStrLn (show (P.length streamCases P.+ P.length mergeCases) P.++ " cases, "
               P.++ show (P.length failures) P.++ " failures")
   unless (P.null failures) exitFailure
+  P.mapM_ writeVectors vectors
+
+-- | The folder of @--vectors DIR@, if given.
+vectorsFolder :: IO (Maybe FilePath)
+vectorsFolder = do
+  args <- getArgs
+  case args of
+    []               -> P.return Nothing
+    ["--vectors", d] -> P.return (Just d)
+    _                -> die "usage: branch [--vectors DIR]"
 
 -- | A case's name, failures and notes.
 type Outcome = (String, [String], [String])

@@ -2,7 +2,7 @@
              FlexibleContexts, MonoLocalBinds, TypeOperators, NoStarIsType #-}
 {-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver #-}
 {-|
-Synthesizable tops for K2C.Fifo, K2C.Branch and K2C.Merge (run.sh turns them
+Synthesizable tops for K2C.Fifo, K2C.Branch and K2C.Merge (tests/test_blocks.py turns them
 into Verilog, lints them, and replays the Clash simulation on them):
 
 * @residual_top@: a 3-way fork/join (nested 'branches') whose branches are

@@ -1,7 +1,7 @@
 {-# LANGUAGE DataKinds, NoImplicitPrelude, TypeApplications, TemplateHaskell #-}
 {-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver #-}
 {-|
-A small conv2d top entity for the HDL checks of run.sh (clash --verilog,
+A small conv2d top entity for the HDL checks of tests/test_blocks.py (clash --verilog,
 verilator --lint-only, and a Verilator run compared with reference.py).
 Its geometry must match the case @convtop@ in reference.py: a 6x5x2 image,
 3x2 kernels, strides (1, 2), 3 filters, p = 2, b = 4 (ch = 3, G = 2), one

@@ -1,4 +1,4 @@
-// Verilator harness for ConvTop.hs (see run.sh): drives the case file
+// Verilator harness for ConvTop.hs (tests/test_blocks.py builds and runs it): drives the case file
 // convtop.in (Driver.hs format: "count pattern", then "gap raw..." per pixel)
 // through the generated Verilog and prints the trace lines "A t" (an input
 // beat moved) and "O t raws" (an output beat moved), cycles counted from the

@@ -1,4 +1,4 @@
-// Verilator harness for clash_lib/example (see run.sh): feeds input.txt (Sim
+// Verilator harness for clash_lib/example (tests/test_blocks.py builds and runs it): feeds input.txt (Sim
 // protocol) to the AXI4-Stream ports back to back with m_axis_tready high and
 // prints "accept_cycle output_cycle class raw..." per sample, as K2C.Sim does,
 // so the output must equal example/expected.txt.

@@ -8,16 +8,16 @@ writes, per top, a Verilog testbench plus its stimulus and expected-response
 files. The testbench replays the stimulus into the generated Verilog and
 compares, every cycle, @in_ready@ and (when valid) @out_data@.
 
-> ghc -O2 -i../.. -outputdir /tmp/k2c-cosim/obj -o /tmp/k2c-cosim/gen Cosim.hs
-> /tmp/k2c-cosim/gen /tmp/k2c-cosim     # writes tb_<top>.v, <top>.in, <top>.expect
-> # then, per top, with Clash's Verilog in /tmp/k2c-tops/hdl/Tops.<top>/:
-> iverilog -o sim tb_window_top.v /tmp/k2c-tops/hdl/Tops.windowTop/window_top.v && vvp sim
+@cabal test stream --test-option=--vectors --test-option=DIR@ writes them
+(tb_<top>.v, <top>.in, <top>.expect) into DIR; tests/test_blocks.py then
+replays each in Icarus on Clash's Verilog of the top:
+
+> iverilog -o sim tb_window_top.v <hdl>/Tops.windowTop/window_top.v && vvp -n sim
 -}
-module Main (main) where
+module Cosim (writeVectors) where
 
 import Clash.Prelude hiding (split)
 import qualified Prelude as P
-import System.Environment (getArgs)
 import System.Random (StdGen, mkStdGen, randomRs, split)
 
 import Harness (Traffic (..), gapsFor, readyFor, source)
@@ -27,9 +27,9 @@ import Tops
 cycles :: Int
 cycles = 3000
 
-main :: IO ()
-main = do
-  [dir] <- getArgs
+-- | Write every top's testbench and vectors into @dir@.
+writeVectors :: FilePath -> IO ()
+writeVectors dir = do
   vectors dir "window_top" windowTop (mkStdGen 1)
   vectors dir "window_column_top" windowColumnTop (mkStdGen 2)
   vectors dir "window_row_top" windowRowTop (mkStdGen 3)

@@ -9,11 +9,14 @@ to back per run, each run under every traffic pattern of "Harness" (idle input
 gaps, downstream stalls). Timing claims of the module headers are checked
 exactly where they apply (downstream always ready). Exit code 1 on any failure.
 
-Build and run (from clash_lib/test/stream; @run_all.sh@ does this and the
-Verilog checks):
+The cabal test-suite @stream@ (from the repository root, offline as in
+docs/architecture/verification.md):
 
-> ghc -O2 -i../.. -outputdir /tmp/k2c-stream-test -o /tmp/k2c-stream-test/run TestStream.hs
-> /tmp/k2c-stream-test/run
+> cabal test stream
+> cabal test stream --test-option=--vectors --test-option=DIR
+
+With @--vectors DIR@ it also writes the cycle-exact replay vectors of the
+tops in "Tops" ("Cosim"), which tests/test_blocks.py replays on their Verilog.
 
 (@-fconstraint-solver-iterations=8@: the 'KnownNat' of @PoolDepth ph pw@, a
 sum of three terms, takes GHC's solver more than its default
@@ -23,7 +26,8 @@ module Main (main) where
 
 import Clash.Prelude hiding (window, split)
 import qualified Prelude as P
-import System.Exit (exitFailure)
+import System.Environment (getArgs)
+import System.Exit (die, exitFailure)
 import System.Random (StdGen, mkStdGen, randomRs, split)
 import Control.Monad (unless)
 
@@ -33,6 +37,7 @@ import K2C.Pool (PoolDepth, avgPool, maxPool)
 import K2C.Stream (Stream, (|>))
 import K2C.Window (window)
 
+import Cosim (writeVectors)
 import Harness
 import Reference
 
@@ -41,11 +46,22 @@ type Outcome = (String, [String], [String])
 
 main :: IO ()
 main = do
+  vectors <- vectorsFolder
   let outcomes = P.zipWith ($) cases (P.map mkStdGen [1 ..])
   failures <- P.concat <$> P.mapM report outcomes
   P.putStrLn (show (P.length outcomes) P.++ " cases, "
               P.++ show (P.length failures) P.++ " failures")
   unless (P.null failures) exitFailure
+  P.mapM_ writeVectors vectors
+
+-- | The folder of @--vectors DIR@, if given.
+vectorsFolder :: IO (Maybe FilePath)
+vectorsFolder = do
+  args <- getArgs
+  case args of
+    []               -> P.return Nothing
+    ["--vectors", d] -> P.return (Just d)
+    _                -> die "usage: stream [--vectors DIR]"
 
 report :: Outcome -> IO [String]
 report (name, failures, notes) = do
