@@ -327,16 +327,14 @@ def test_conv_engines_load_from_the_window_register(thesis_ir) -> None:
     (K2C.Conv.queued) it loads the FIFO's output as it accepts; dense engines likewise."""
     from dataclasses import replace
 
-    from keras2clash.backend import emitter
-
     plans = _plans(thesis_ir, [16, 16, 1], [3, 29, 32], pipeline=2)
     by_name = {p.name: p for p in plans}
     conv_1, conv_2, dense = by_name["conv_1"], by_name["conv_2"], by_name["dense"]
     assert (conv_1.loads_late, conv_2.loads_late, dense.loads_late) == (1, 1, 0)
     queued = replace(conv_2, window_fifo=4)
     assert queued.loads_late == 0 and queued.pipe_depth == conv_2.pipe_depth - 1
-    assert emitter._window_queue(conv_2) == "{- window queue -} direct"
-    assert emitter._window_queue(queued) == "{- window queue -} (queued (SNat @4))"
+    assert conv_2.kind.queues(conv_2)[1] == "{- window queue -} direct"
+    assert queued.kind.queues(queued)[1] == "{- window queue -} (queued (SNat @4))"
     assert all(p.loads_late == 0 for p in plans if not p.is_compute)
     # Every conv's load cycle is one cycle of latency; with the FIFOs the planner sizes, none
     # of throughput (without them a result, and the credit it frees, a cycle later can cost a

@@ -33,6 +33,9 @@ module K2C.Pipe
   , mapP2
   , mapTable
   , stageReg
+  , MapDepth
+  , MapTableDepth
+  , Map2Depth
   ) where
 
 import Clash.Prelude
@@ -64,7 +67,10 @@ pipeS SNat pipe (input, readyOut) = (output, readyIn)
 -- A table read ("K2C.Lut") just before the register becomes a block RAM with
 -- a synchronous read. Two cycles of latency with downstream ready.
 mapP :: (HiddenClockResetEnable dom, NFDataX b) => (a -> b) -> Stream dom a b
-mapP f = pipeS d1 (stageReg . fmap (fmap f))
+mapP f = pipeS (SNat @MapDepth) (stageReg . fmap (fmap f))
+
+-- | 'mapP''s registers.
+type MapDepth = 1
 
 -- | A table activation ("K2C.Lut") as a stream stage of two registers: the
 -- first becomes the block RAM's synchronous read, the second its output
@@ -73,7 +79,10 @@ mapP f = pipeS d1 (stageReg . fmap (fmap f))
 -- after the clock from the block RAM's read ('K2C.Activation.Finish' does the
 -- same inside an engine). Three cycles of latency with downstream ready.
 mapTable :: (HiddenClockResetEnable dom, NFDataX b) => (a -> b) -> Stream dom a b
-mapTable f = pipeS d2 (stageReg . stageReg . fmap (fmap f))
+mapTable f = pipeS (SNat @MapTableDepth) (stageReg . stageReg . fmap (fmap f))
+
+-- | 'mapTable''s registers.
+type MapTableDepth = 2
 
 -- | Two functions, each followed by a register, after a register of the input
 -- beat: 'mapP' for a function too deep for one cycle, cut in two (@g . f@;
@@ -83,7 +92,10 @@ mapTable f = pipeS d2 (stageReg . stageReg . fmap (fmap f))
 -- (mlp_tanh on ECP5: the queue's read into a MULT18X18D, 16.7 ns). Four cycles
 -- of latency with downstream ready.
 mapP2 :: (HiddenClockResetEnable dom, NFDataX a, NFDataX m, NFDataX b) => (a -> m) -> (m -> b) -> Stream dom a b
-mapP2 f g = pipeS d3 (stageReg . fmap (fmap g) . stageReg . fmap (fmap f) . stageReg)
+mapP2 f g = pipeS (SNat @Map2Depth) (stageReg . fmap (fmap g) . stageReg . fmap (fmap f) . stageReg)
+
+-- | 'mapP2''s registers.
+type Map2Depth = 3
 
 -- | One pipeline register for beats: the valid bit reset, the data not (no
 -- reset and no logic after a ROM read lets synthesis absorb the register into

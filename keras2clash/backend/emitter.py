@@ -24,7 +24,7 @@ from keras2clash.errors import K2CError
 from keras2clash.quant.formats import MIN_HARDWARE_BITS, FixedFormat
 from keras2clash.quant.golden import QuantizedLayer
 from keras2clash.backend.memfiles import memfile_text
-from keras2clash.hw.blocks import stages_table
+from keras2clash.hw.blocks import stages_table, timing_checks
 from keras2clash.hw.plan import LayerPlan, relu_before_requantize
 from keras2clash.backend.haskell import beat_type, format_type_name, shape_text, vec_type
 from keras2clash.kinds import kind_of
@@ -132,6 +132,10 @@ IMPORTS = {
     "depthwise2d": "import qualified K2C.Depthwise as Depthwise",
     "pad": "import qualified K2C.Pad as Pad",
     "pool": "import qualified K2C.Pool as Pool",
+    "engine": "import qualified K2C.Engine as Engine",
+    "pipe_types": "import qualified K2C.Pipe as Pipe",
+    "classify": "import qualified K2C.Classify as Classify",
+    "type_equality": "import Data.Type.Equality ((:~:) (Refl))",
     "merge": "import qualified K2C.Merge as Merge",
     "global": "import qualified K2C.Global as Global",
     "batch_norm": "import qualified K2C.BatchNorm as BatchNorm",
@@ -320,7 +324,11 @@ def build_context(name: str, plans: Sequence[LayerPlan],
         layers[0]["uses"] += ["branches", "fifo"]
     bodies = [line for entry in layers for line in entry.get("body", [])]
     pipes = [f for f in ("mapP", "mapP2", "mapTable") if any(f"{f} " in line for line in bodies)]
-    used = sorted({IMPORTS[u] for entry in layers for u in entry["uses"]}
+    fn_of = {plan.name: fn for plan, fn in zip(plans, fns)}
+    timing = [{"name": f"{fn_of.get(owner, owner)}_{depth.label}", "type": depth.type, "value": depth.value,
+               "uses": depth.uses} for owner, depth in timing_checks(plans)]
+    timing_uses = {"type_equality"} | {t["uses"] for t in timing}
+    used = sorted({IMPORTS[u] for entry in layers for u in entry["uses"]} | {IMPORTS[u] for u in timing_uses}
                   | ({f"import K2C.Pipe ({', '.join(pipes)})"} if pipes else set()))
     imports = ["import K2C.Activation (Finish (..), linear, relu, requantize)"] + used
     last_code = codes[plans[-1].name]
@@ -338,6 +346,7 @@ def build_context(name: str, plans: Sequence[LayerPlan],
         "version": __version__,
         "format_types": format_types,
         "layers": layers,
+        "timing": timing,
         "compute_layers": compute,
         "layer_weights": [text for _, text in layer_weights],
         "weights_exports": [e["fn"] for e in compute] + [name for names, _ in layer_weights for name in names]

@@ -63,11 +63,16 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-
-from keras2clash.hw.plan import LayerPlan
+from keras2clash.backend.haskell import kind_template
 from keras2clash.hw.events import INPUT_SLICE, OUTPUT_SLICE, Fork, Join, Queue, Sink, pipe_block
-from keras2clash.kinds import kind_of
+from keras2clash.hw.plan import LayerPlan
 from keras2clash.ir.structure import Chain, Parallel, structure
+from keras2clash.kinds import kind_of
+from keras2clash.kinds.base import Depth
+
+STAGES = kind_template("stages.hs.j2")
+"""The type-level depths of the activation stages and of Top's class (`timing_checks`)."""
+
 
 def _knobs(plan: LayerPlan) -> tuple[int, int, int]:
     """What the engine's timing depends on: S = G*b steps, pipeline depth D, queue depth Q."""
@@ -200,11 +205,7 @@ def _build(plans: Sequence[LayerPlan], knobs: Sequence[tuple[Any, Any, Any]], mx
     if splits_output(plans[-1]) and is_softmax(plans[-1]):  # Top's softmax, after the class
         last = _softmax_block(plans[-1], last, mx, blocks)
     last = pipe_block(class_depth(plans[-1].output_shape[-1]), last, mx, blocks)  # Top's classify
-    if splits_output(plans[-1]):  # Top applies the output activation: not in the network
-        if plans[-1].activation_only and len(plans) > 1:
-            plans = plans[:-1]
-        else:
-            plans = [*plans[:-1], replace(plans[-1], activation="linear")]
+    plans = network_plans(plans)
     by_knob = dict(zip([p.name for p in plans if p.is_compute], knobs))
     source = plans[0].inputs[0] if plans[0].inputs else "input"
     chain = structure(_with_inputs(plans), source, plans[-1].name)
@@ -213,6 +214,43 @@ def _build(plans: Sequence[LayerPlan], knobs: Sequence[tuple[Any, Any, Any]], mx
     first = Queue(INPUT_SLICE, first, mx)
     blocks.append(first)
     return first, blocks, sink
+
+
+def network_plans(plans: Sequence[LayerPlan]) -> list[LayerPlan]:
+    """The layers as the network builds them: when the Top applies the output layer's
+    activation after taking the class (`golden.splits_output`), the network leaves it out."""
+    from keras2clash.quant.golden import splits_output
+
+    if not splits_output(plans[-1]):
+        return list(plans)
+    if plans[-1].activation_only and len(plans) > 1:
+        return list(plans[:-1])
+    return [*plans[:-1], replace(plans[-1], activation="linear")]
+
+
+def timing_checks(plans: Sequence[LayerPlan]) -> list[tuple[str, Depth]]:
+    """Every register depth the model counts, with the layer it belongs to ("top" for Top's
+    class and output softmax), beside the block's type-level expression of it (`Depth`)."""
+    from keras2clash.quant.golden import splits_output
+
+    checks: list[tuple[str, Depth]] = []
+    for plan in network_plans(plans):
+        assert plan.kind is not None
+        checks += [(plan.name, depth) for depth in plan.kind.depths(plan)]
+        n, fo = plan.output_shape[-1], plan.out_fmt.frac
+        if is_softmax(plan):
+            checks.append((plan.name, Depth("softmax", STAGES.softmax_depth(n, fo), softmax_depth(fo, n), "softmax")))
+        if has_map_stage(plan):
+            expr = (STAGES.map2_depth() if plan.splits_activation else
+                    STAGES.map_table_depth() if is_table(plan) else STAGES.map_depth())
+            checks.append((plan.name, Depth("activation", expr, map_depth(plan), "pipe_types")))
+    last = plans[-1]
+    n = last.output_shape[-1]
+    checks.append(("top", Depth("class", STAGES.class_depth(n), class_depth(n), "classify")))
+    if splits_output(last) and is_softmax(last):
+        fo = last.out_fmt.frac
+        checks.append(("top", Depth("softmax", STAGES.softmax_depth(n, fo), softmax_depth(fo, n), "softmax")))
+    return checks
 
 
 def _with_inputs(plans: Sequence[LayerPlan]) -> list[LayerPlan]:

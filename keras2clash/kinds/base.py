@@ -37,6 +37,18 @@ class Storage:
 
 
 @dataclass(frozen=True)
+class Depth:
+    """A register depth the hardware model counts, and the block's type-level expression of
+    the same depth: the emitted Network.hs states `type :~: value` for each, so the project
+    does not compile when the Python model and the Clash block disagree."""
+
+    label: str  # what it is, in the name of the check (pipe, queue, stage, ...)
+    type: str  # the Haskell type, e.g. `Pool.PoolDepth 2 2`
+    value: int  # the hardware model's number
+    uses: str  # the import (backend.emitter.IMPORTS) that names `type`
+
+
+@dataclass(frozen=True)
 class Entry:
     """A layer's part of the generated Network.hs: the haddock line, the notes under it, the
     stages composed with `|>` (Haskell text rendered from the kind's template), and the
@@ -159,6 +171,10 @@ class Kind:
         """The layer in Network.hs; `fn` is its Haskell name (Weights.hs uses it too), `stage`
         its activation as a stream stage (`backend.activations`), None when linear."""
         raise NotImplementedError(f"{type(self).__name__}.entry")
+
+    def depths(self, plan: LayerPlan) -> tuple[Depth, ...]:
+        """The register depths of its own blocks that the hardware model counts."""
+        return ()
 
     def weights(self, plan: LayerPlan, fn: str, params: Any) -> tuple[tuple[str, ...], str] | None:
         """Its definitions in Weights.hs: the names exported and the Haskell text; None."""

@@ -29,7 +29,7 @@ from keras2clash.frontend.registry import ConversionState, _single_input, _to_nu
 from keras2clash.hw.events import Collect, Scatter, pipe_block
 from keras2clash.hw.plan import LayerFormats, LayerPlan, accumulator_format, relu_before_requantize
 from keras2clash.ir.layers import Layer, register_record
-from keras2clash.kinds.base import Entry, Kind, Storage, check_requantized_output
+from keras2clash.kinds.base import Depth, Entry, Kind, Storage, check_requantized_output
 from keras2clash.quant import activations
 from keras2clash.quant.exact import INT64_SAFE_BITS, QuantizedLayer, finish
 from keras2clash.quant.formats import FixedFormat, quantize
@@ -161,6 +161,9 @@ class BatchNormKind(Kind):
             down = Scatter(n, down, mx)
             blocks.append(down)
         return down
+
+    def depths(self, plan: LayerPlan) -> tuple[Depth, ...]:
+        return (Depth("stage", HASKELL.depth(), BATCHNORM_DEPTH, "batch_norm"),)
 
     def storage(self, plan: LayerPlan) -> Storage:
         """The input beat, the products, the finished values and the queue, each `channel_lanes`

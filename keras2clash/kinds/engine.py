@@ -29,7 +29,7 @@ from keras2clash.hw.plan import (
     MAX_PIPELINE_LEVELS, LayerFormats, LayerPlan, accumulator_format, relu_before_requantize, tree_stages,
 )
 from keras2clash.ir.layers import Layer
-from keras2clash.kinds.base import Entry, Kind, Storage, check_requantized_output
+from keras2clash.kinds.base import Depth, Entry, Kind, Storage, check_requantized_output
 from keras2clash.kinds.window import front_blocks, window_storage
 from keras2clash.quant.exact import INT64_SAFE_BITS, QuantizedLayer, finish
 from keras2clash.quant.formats import FixedFormat, quantize, saturate
@@ -217,6 +217,12 @@ class EngineKind(Kind):
         data = 2 * operands + plan.pe * width * (2 * terms + sum(-(-terms // 2 ** j) for j in levels))
         finished = (2 + plan.table_regs) * plan.pe * plan.out_fmt.hw_bits  # requantized, activated, a table's two
         return data + finished + tag * (7 + plan.table_regs + len(levels))
+
+    def depths(self, plan: LayerPlan) -> tuple[Depth, ...]:
+        """D (without the late load e, which is the window generator's) and Q (K2C.Engine)."""
+        shape = (plan.chunk, plan.pipeline, plan.groups, plan.cycles, plan.table_regs)
+        return (Depth("pipe", HASKELL.pipe_depth(*shape), plan.pipe_depth - plan.loads_late, "engine"),
+                Depth("queue", HASKELL.queue_depth(*shape, plan.loads_late), plan.queue_depth, "engine"))
 
     def engine_notes(self, plan: LayerPlan) -> tuple[str, ...]:
         """The engine's haddock notes: PEs, pipeline, the late load, the accumulator."""

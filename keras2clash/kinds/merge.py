@@ -26,12 +26,13 @@ from keras2clash.frontend.registry import ConversionState, _check_keras_shape, r
 from keras2clash.hw.events import pipe_block
 from keras2clash.hw.plan import LayerFormats, LayerPlan, relu_before_requantize
 from keras2clash.ir.layers import Layer, register_record_type
-from keras2clash.kinds.base import Entry, Kind, Storage, check_requantized_output, refuse_constant_formats
+from keras2clash.kinds.base import Depth, Entry, Kind, Storage, check_requantized_output, refuse_constant_formats
 from keras2clash.quant import activations
 from keras2clash.quant.exact import INT64_SAFE_BITS, activate, finish, requantize_to
 from keras2clash.quant.formats import FixedFormat, saturate
 
 HASKELL = kind_template("merge.hs.j2")
+STAGES = kind_template("stages.hs.j2")
 
 ELEMENTWISE_OPS = ("add", "subtract", "multiply", "average", "maximum", "minimum")
 MERGE_DEPTH = 1
@@ -142,6 +143,9 @@ class _MergeKind(Kind):
     def blocks(self, plan: LayerPlan, down: Any, mx: Any, blocks: list[Any], knobs: Any = None) -> Any:
         """Its own stage (K2C.Pipe.mapP after the join; the join is the graph's, `hw.blocks`)."""
         return pipe_block(MERGE_DEPTH, down, mx, blocks)
+
+    def depths(self, plan: LayerPlan) -> tuple[Depth, ...]:
+        return (Depth("stage", STAGES.map_depth(), MERGE_DEPTH, "pipe_types"),)
 
     def storage(self, plan: LayerPlan) -> Storage:
         """The branch FIFOs (LUT RAM) in front of the join; its stage's registered result and queue."""

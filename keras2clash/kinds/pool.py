@@ -31,7 +31,7 @@ from keras2clash.frontend.sequences import _check_sequence_layer, _one, _padding
 from keras2clash.hw.events import pipe_block
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.ir.layers import Layer, register_record
-from keras2clash.kinds.base import Entry, Storage
+from keras2clash.kinds.base import Depth, Entry, Storage
 from keras2clash.kinds.window import Windowed, generator_geometry, pad_stage, padding_doc, source_doc, window_storage
 from keras2clash.quant.exact import INT64_SAFE_BITS, pad_images, windows
 
@@ -162,6 +162,11 @@ class _PoolKind(Windowed):
     def blocks(self, plan: LayerPlan, down: Any, mx: Any, blocks: list[Any], knobs: Any = None) -> Any:
         down = pipe_block(pool_stage_depth(plan), down, mx, blocks)
         return self.front(plan, down, mx, blocks)
+
+    def depths(self, plan: LayerPlan) -> tuple[Depth, ...]:
+        ph, pw = plan.kernel_size
+        expr = HASKELL.avg_same_depth(ph, pw) if plan.exclude_pads else HASKELL.pool_depth(ph, pw)
+        return (Depth("pool", expr, pool_stage_depth(plan), "pool"),)
 
     def storage(self, plan: LayerPlan) -> Storage:
         """The window generator's, then K2C.Pool on K2C.Pipe: the window registered, the trees
