@@ -27,10 +27,26 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples"))
 
-EXAMPLES = ("iris", "digits_dense", "thesis_cnn", "cnn_variants", "mobilenet_digits", "resnet_digits",
-            "inception_digits", "mlp_tanh", "conv1d_waves")
-DIGITS = {"digits_dense", "thesis_cnn", "cnn_variants", "mobilenet_digits", "resnet_digits", "inception_digits",
-          "mlp_tanh"}
+EXAMPLES = (
+    "iris",
+    "digits_dense",
+    "thesis_cnn",
+    "cnn_variants",
+    "mobilenet_digits",
+    "resnet_digits",
+    "inception_digits",
+    "mlp_tanh",
+    "conv1d_waves",
+)
+DIGITS = {
+    "digits_dense",
+    "thesis_cnn",
+    "cnn_variants",
+    "mobilenet_digits",
+    "resnet_digits",
+    "inception_digits",
+    "mlp_tanh",
+}
 WEIGHT_FORMATS = ("fit", "same")
 
 
@@ -67,11 +83,11 @@ def main() -> None:
     names = chosen_examples(parser, args.examples)
 
     import keras
+    from all_digits import all_digits
     from rich.console import Console
     from rich.progress import track
     from rich.table import Table
 
-    from all_digits import all_digits
     from keras2clash.fsutil import atomic_write_text
     from keras2clash.network import load_network
 
@@ -98,8 +114,14 @@ def main() -> None:
         for part, label in (("test", row["example"]), ("all_digits", "  all digits")):
             if part in row:
                 r = row[part]["right"]
-                table.add_row(label, f"{row[part]['images']:,}", str(r["keras_float"]), str(r["fit"]), str(r["same"]),
-                              f"{row[part]['points_below_float']['fit']:+.2f} pt")
+                table.add_row(
+                    label,
+                    f"{row[part]['images']:,}",
+                    str(r["keras_float"]),
+                    str(r["fit"]),
+                    str(r["same"]),
+                    f"{row[part]['points_below_float']['fit']:+.2f} pt",
+                )
     Console().print(table)
     results = {"format": args.format, "date": time.strftime("%Y-%m-%d"), "examples": rows}
     atomic_write_text(args.out, json.dumps(results, indent=2) + "\n")

@@ -39,9 +39,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-EXAMPLES = ["iris", "digits_dense", "cnn_variants", "mobilenet_digits", "conv1d_waves", "jet_hgq/jet_qat",
-            "thesis_cnn@ecp5-85k",
-            "resnet_digits@ecp5-85k", "inception_digits@ecp5-85k", "mlp_tanh@ecp5-85k"]
+EXAMPLES = [
+    "iris",
+    "digits_dense",
+    "cnn_variants",
+    "mobilenet_digits",
+    "conv1d_waves",
+    "jet_hgq/jet_qat",
+    "thesis_cnn@ecp5-85k",
+    "resnet_digits@ecp5-85k",
+    "inception_digits@ecp5-85k",
+    "mlp_tanh@ecp5-85k",
+]
 """Every example at its defaults where they fit the LFE5U-85F's 156 multipliers; the four that
 need more at one PE per layer (thesis_cnn 217, resnet_digits 533, inception_digits 407, mlp_tanh
 176) balanced to the part (`keras2clash pnr` refuses a design with more multipliers than the part;
@@ -52,8 +61,17 @@ need more at one PE per layer (thesis_cnn 217, resnet_digits 533, inception_digi
 the iCE40 UP5K (`--fpga ice40-up5k --freq 24 --examples iris@ice40-up5k:argmax`)."""
 
 
-def _design(spec: str, work: Path, pipeline: int | None, fpga: str, freq: float, route: bool,
-            router: str = "router1", placer: str | None = None, seeds: tuple[int, ...] = (1,)) -> dict:
+def _design(
+    spec: str,
+    work: Path,
+    pipeline: int | None,
+    fpga: str,
+    freq: float,
+    route: bool,
+    router: str = "router1",
+    placer: str | None = None,
+    seeds: tuple[int, ...] = (1,),
+) -> dict:
     from keras2clash import api
     from keras2clash.fpga.flow import pnr
 
@@ -63,10 +81,11 @@ def _design(spec: str, work: Path, pipeline: int | None, fpga: str, freq: float,
     t0 = time.monotonic()
     model = ROOT / "examples" / f"{example if '/' in example else f'{example}/{example}'}.keras"
     out = out.with_name(out.name.replace("/", "_"))
-    api.emit(model, "1,7,8", out, show=False, pipeline=pipeline,
-             dsp_budget=budget or None, softmax=softmax or "exact")
-    reports = [pnr(out, fpga, freq_mhz=freq, route=route, router=router, placer=placer, seed=seed,
-                   force=True).to_dict() for seed in seeds]
+    api.emit(model, "1,7,8", out, show=False, pipeline=pipeline, dsp_budget=budget or None, softmax=softmax or "exact")
+    reports = [
+        pnr(out, fpga, freq_mhz=freq, route=route, router=router, placer=placer, seed=seed, force=True).to_dict()
+        for seed in seeds
+    ]
     return _best(spec, out, reports, time.monotonic() - t0)
 
 
@@ -90,10 +109,14 @@ def _row(spec: str, project_dir: Path, report: dict, seconds: float) -> dict:
     fmax = report["fmax_mhz"]
     return {
         "example": spec,
-        "parallelism": [p.pe for p in project.compute_plans], "cycles": [p.cycles for p in project.compute_plans],
+        "parallelism": [p.pe for p in project.compute_plans],
+        "cycles": [p.cycles for p in project.compute_plans],
         "pipeline": [p.pipeline for p in project.compute_plans],
-        "latency_cycles": int(t.first_latency), "ii_cycles": float(t.ii),
-        "fmax_mhz": fmax, "routed": report["routed"], "target_mhz": report["target_mhz"],
+        "latency_cycles": int(t.first_latency),
+        "ii_cycles": float(t.ii),
+        "fmax_mhz": fmax,
+        "routed": report["routed"],
+        "target_mhz": report["target_mhz"],
         "latency_ns": None if not fmax else t.first_latency * 1e3 / fmax,
         "images_per_second": None if not fmax else fmax * 1e6 / t.ii,
         "report": report,
@@ -109,10 +132,12 @@ def _adopt(item: str, fpga: str) -> dict:
     spec, sep, folders = item.partition("=")
     if not sep or not folders:
         raise SystemExit(f"--adopt {item!r}: SPEC=PROJECT[,PROJECT...], e.g. digits_dense=/tmp/dd")
-    runs = [(Path(f), json.loads((Path(f) / "pnr" / fpga / "summary.json").read_text()))
-            for f in folders.split(",")]
-    seconds = sum(report.get("seconds", {}).get(k, 0.0) for _, report in runs
-                  for k in ("HDL generation", "synthesis", "place and route"))
+    runs = [(Path(f), json.loads((Path(f) / "pnr" / fpga / "summary.json").read_text())) for f in folders.split(",")]
+    seconds = sum(
+        report.get("seconds", {}).get(k, 0.0)
+        for _, report in runs
+        for k in ("HDL generation", "synthesis", "place and route")
+    )
     best_dir = max(runs, key=lambda run: (bool(run[1]["routed"]), run[1]["fmax_mhz"] or 0.0))[0]
     return _best(spec, best_dir, [report for _, report in runs], seconds)
 
@@ -156,8 +181,13 @@ def main() -> None:
     parser.add_argument("--router", default="router1", choices=ROUTERS)
     parser.add_argument("--placer", default=None, help="nextpnr --placer (default: the device's, fpga/devices.py)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "fpga.json")
-    parser.add_argument("--adopt", action="append", default=[], metavar="SPEC=PROJECT[,PROJECT...]",
-                        help="record `keras2clash pnr PROJECT --fpga FPGA` runs made by hand (one per seed) as SPEC's row")
+    parser.add_argument(
+        "--adopt",
+        action="append",
+        default=[],
+        metavar="SPEC=PROJECT[,PROJECT...]",
+        help="record `keras2clash pnr PROJECT --fpga FPGA` runs made by hand (one per seed) as SPEC's row",
+    )
     args = parser.parse_args()
     from keras2clash.errors import K2CError
 
@@ -173,8 +203,13 @@ def main() -> None:
     old = json.loads(args.out.read_text()) if args.out.exists() else {}
     if old.get("fpga") != args.fpga:
         old = {}
-    results = {"date": time.strftime("%Y-%m-%d"), "machine": f"{platform.machine()}, {platform.processor() or ''}",
-               "fpga": args.fpga, "examples": old.get("examples", []), "sweep": [] if args.sweep else old.get("sweep", [])}
+    results = {
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": f"{platform.machine()}, {platform.processor() or ''}",
+        "fpga": args.fpga,
+        "examples": old.get("examples", []),
+        "sweep": [] if args.sweep else old.get("sweep", []),
+    }
 
     def put(row: dict) -> None:
         results["examples"] = [r for r in results["examples"] if r["example"] != row["example"]] + [row]
@@ -188,8 +223,11 @@ def main() -> None:
         work = Path(tmp)
         for level in [int(v) for v in args.levels.split(",") if v != ""] if args.sweep else []:
             print(f"sweep {args.sweep} pipeline {level}", flush=True)
-            results["sweep"].append(_design(args.sweep, work, level, args.fpga, args.freq, not args.no_route,
-                                            args.router, args.placer, seeds))
+            results["sweep"].append(
+                _design(
+                    args.sweep, work, level, args.fpga, args.freq, not args.no_route, args.router, args.placer, seeds
+                )
+            )
             save()
         if results["sweep"]:
             _plot(results["sweep"], args.out.with_name("fpga_pipeline.png"))
@@ -199,8 +237,11 @@ def main() -> None:
         for example in [e for e in args.examples.split(",") if e]:
             print(f"example {example}", flush=True)
             try:
-                put(_design(example, work, None, args.fpga, args.freq, not args.no_route, args.router,
-                            args.placer, seeds))
+                put(
+                    _design(
+                        example, work, None, args.fpga, args.freq, not args.no_route, args.router, args.placer, seeds
+                    )
+                )
             except K2CError as exc:  # recorded, and the other designs still run
                 put({"example": example, "error": str(exc)})
             save()

@@ -44,9 +44,9 @@ def _timed(fn, *args, **kwargs):
 
 
 def _clash_sim(project, data: Path, n: int):
+    from keras2clash.data import load_dataset
     from keras2clash.quant import golden
     from keras2clash.verify import toolchain
-    from keras2clash.data import load_dataset
     from keras2clash.verify.simulate import run_simulator
 
     ds = load_dataset(data, project.input_shape, project.n_out).head(n)
@@ -67,21 +67,25 @@ def main() -> None:
     args = parser.parse_args()
 
     import keras2clash as k2c
-    from keras2clash.hw import hwmodel
-    from keras2clash.hw import options
-    from keras2clash.verify import toolchain
-    from keras2clash.hw.allocate import balanced
     from keras2clash.backend.project import load_project
+    from keras2clash.hw import hwmodel, options
+    from keras2clash.hw.allocate import balanced
     from keras2clash.network import load_network
+    from keras2clash.verify import toolchain
 
     fmt = "1,7,8"
     data = THESIS / "test.npz"
     model_path = THESIS / "thesis_cnn.keras"
     work = Path(tempfile.mkdtemp(prefix="k2c-bench-"))
     results: dict = {
-        "model": "thesis_cnn", "format": fmt, "date": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "machine": {"python": platform.python_version(), "platform": platform.platform(),
-                    "processor": platform.processor() or platform.machine()},
+        "model": "thesis_cnn",
+        "format": fmt,
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "machine": {
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "processor": platform.processor() or platform.machine(),
+        },
     }
     try:
         # -- the model's speed
@@ -90,8 +94,10 @@ def main() -> None:
         opts_c = options.explore(base, "thesis_cnn", cycles_too=True)
         alloc, alloc_s = _timed(balanced, base, BUDGET)
         results["model_speed"] = {
-            "options_configurations": len(opts.options), "options_seconds": opts.seconds,
-            "options_cycles_too_configurations": len(opts_c.options), "options_cycles_too_seconds": opts_c.seconds,
+            "options_configurations": len(opts.options),
+            "options_seconds": opts.seconds,
+            "options_cycles_too_configurations": len(opts_c.options),
+            "options_cycles_too_seconds": opts_c.seconds,
             "dsp_budget_seconds": alloc_s,
         }
 
@@ -103,20 +109,33 @@ def main() -> None:
         sim, exact, build_s, sim_s = _clash_sim(project, data, args.images)
         cycles = int(sim.output_cycle[-1]) + 1
         speed = {
-            "emit_seconds": emit_s, "clash_verilog_seconds": verilog_s, "ghc_build_seconds": build_s,
-            "clash_sim": {"images": args.images, "bit_exact": exact, "cycles": cycles, "seconds": sim_s,
-                          "cycles_per_second": cycles / sim_s, "images_per_second": args.images / sim_s},
+            "emit_seconds": emit_s,
+            "clash_verilog_seconds": verilog_s,
+            "ghc_build_seconds": build_s,
+            "clash_sim": {
+                "images": args.images,
+                "bit_exact": exact,
+                "cycles": cycles,
+                "seconds": sim_s,
+                "cycles_per_second": cycles / sim_s,
+                "images_per_second": args.images / sim_s,
+            },
         }
         if not args.skip_verilator and shutil.which("verilator"):
             rtl = k2c.api.rtlsim(project_dir, data, "verilator", args.images, show=False)
             model_t = hwmodel.timing(project.plans, args.images)
             speed["verilator"] = {
-                "images": args.images, "passed": rtl.passed, "cycles": rtl.cycles, "seconds": rtl.seconds,
-                "build_seconds": rtl.build_seconds, "cycles_per_second": rtl.cycles_per_second,
+                "images": args.images,
+                "passed": rtl.passed,
+                "cycles": rtl.cycles,
+                "seconds": rtl.seconds,
+                "build_seconds": rtl.build_seconds,
+                "cycles_per_second": rtl.cycles_per_second,
                 "images_per_second": args.images / rtl.seconds if rtl.seconds else None,
                 "model_equals_verilator_cycles": bool(
                     np.array_equal(rtl.accept_cycles(), model_t.accept_cycle)
-                    and np.array_equal(rtl.output_cycles(), model_t.output_cycle)),
+                    and np.array_equal(rtl.output_cycles(), model_t.output_cycle)
+                ),
             }
         results["tools"] = speed
 
@@ -127,20 +146,32 @@ def main() -> None:
             plans = load_network(model_path, fmt, parallelism=pes, cycles=cyc).plans
             fig = hwmodel.figures(plans)
             model_t = hwmodel.timing(plans, args.config_images)
-            root = k2c.emit(model_path, fmt, work / f"cfg_{'_'.join(map(str, pes))}_{'_'.join(map(str, cyc))}",
-                            pes, cycles=cyc)
+            root = k2c.emit(
+                model_path, fmt, work / f"cfg_{'_'.join(map(str, pes))}_{'_'.join(map(str, cyc))}", pes, cycles=cyc
+            )
             sim, exact, _, _ = _clash_sim(load_project(root), data, args.config_images)
-            rows.append({
-                "config": options.config_label(pes, cyc), "parallelism": pes, "cycles": cyc,
-                "dsp_budget": BUDGET if is_budget else None,
-                "latency": fig.latency, "ii": fig.ii, "multipliers": fig.multipliers, "macs": fig.macs,
-                "efficiency": fig.efficiency, "memory_bits": fig.memory_bits,
-                "images_per_second_at_100MHz": fig.images_per_second(100.0),
-                "sim_latency": sim.first_latency, "sim_interval": sim.interval,
-                "sim_bit_exact": f"{exact}/{args.config_images}",
-                "model_equals_sim": bool(np.array_equal(model_t.accept_cycle, sim.accept_cycle)
-                                         and np.array_equal(model_t.output_cycle, sim.output_cycle)),
-            })
+            rows.append(
+                {
+                    "config": options.config_label(pes, cyc),
+                    "parallelism": pes,
+                    "cycles": cyc,
+                    "dsp_budget": BUDGET if is_budget else None,
+                    "latency": fig.latency,
+                    "ii": fig.ii,
+                    "multipliers": fig.multipliers,
+                    "macs": fig.macs,
+                    "efficiency": fig.efficiency,
+                    "memory_bits": fig.memory_bits,
+                    "images_per_second_at_100MHz": fig.images_per_second(100.0),
+                    "sim_latency": sim.first_latency,
+                    "sim_interval": sim.interval,
+                    "sim_bit_exact": f"{exact}/{args.config_images}",
+                    "model_equals_sim": bool(
+                        np.array_equal(model_t.accept_cycle, sim.accept_cycle)
+                        and np.array_equal(model_t.output_cycle, sim.output_cycle)
+                    ),
+                }
+            )
         results["configurations"] = rows
     finally:
         shutil.rmtree(work, ignore_errors=True)

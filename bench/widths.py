@@ -39,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from accuracy import EXAMPLES, chosen_examples  # noqa: E402  (the same classifier examples)
+
 FORMATS = "1,0,1:1,16,17;1,0,2:1,15,17"
 """Every width from 2 to 34 bits (see the module docstring)."""
 
@@ -60,10 +61,18 @@ def example_rows(name: str, formats: str) -> dict:
         "images": n,
         "keras_float": _count(result.keras_float, n),
         "seconds": round(result.seconds, 1),
-        "rows": [{"format": r.label, "bits": r.bits, "keras_rounded": _count(r.keras_rounded, n),
-                  "keras_weights_rounded": _count(r.keras_weights_rounded, n), "golden": _count(r.golden, n),
-                  "saturated_params": r.saturated_params, "saturated_values": r.saturated_values}
-                 for r in result.rows],
+        "rows": [
+            {
+                "format": r.label,
+                "bits": r.bits,
+                "keras_rounded": _count(r.keras_rounded, n),
+                "keras_weights_rounded": _count(r.keras_weights_rounded, n),
+                "golden": _count(r.golden, n),
+                "saturated_params": r.saturated_params,
+                "saturated_values": r.saturated_values,
+            }
+            for r in result.rows
+        ],
     }
 
 
@@ -91,9 +100,12 @@ def main() -> None:
         row = example_rows(name, args.formats)
         examples.append(row)
         best = max(r["golden"] for r in row["rows"])
-        console.print(f"[{k}/{len(names)}] {name}: {row['seconds']:.1f} s; Keras float "
-                      f"{row['keras_float']}/{row['images']}, golden {min(r['golden'] for r in row['rows'])} "
-                      f"to {best}/{row['images']}  (total {time.perf_counter() - started:.0f} s)", soft_wrap=True)
+        console.print(
+            f"[{k}/{len(names)}] {name}: {row['seconds']:.1f} s; Keras float "
+            f"{row['keras_float']}/{row['images']}, golden {min(r['golden'] for r in row['rows'])} "
+            f"to {best}/{row['images']}  (total {time.perf_counter() - started:.0f} s)",
+            soft_wrap=True,
+        )
     total = time.perf_counter() - started
 
     table = Table(title=f"golden model (weights {DEFAULT_WEIGHT_FORMAT}): accuracy on the test set against total bits")
@@ -103,15 +115,23 @@ def main() -> None:
         table.add_column(row["example"], justify="right")
     table.add_row("Keras float", "", *(f"{100 * r['keras_float'] / r['images']:.1f}" for r in examples))
     for i, fmt in enumerate(examples[0]["rows"] if examples else []):
-        table.add_row(fmt["format"], str(fmt["bits"]),
-                      *(f"{100 * r['rows'][i]['golden'] / r['images']:.1f}" for r in examples))
+        table.add_row(
+            fmt["format"], str(fmt["bits"]), *(f"{100 * r['rows'][i]['golden'] / r['images']:.1f}" for r in examples)
+        )
     Console().print(table)
 
-    results = {"date": time.strftime("%Y-%m-%d"),
-               "machine": {"python": platform.python_version(), "platform": platform.platform(),
-                           "processor": platform.processor() or platform.machine()},
-               "formats": args.formats, "weight_format": DEFAULT_WEIGHT_FORMAT, "seconds": round(total, 1),
-               "examples": examples}
+    results = {
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": {
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "processor": platform.processor() or platform.machine(),
+        },
+        "formats": args.formats,
+        "weight_format": DEFAULT_WEIGHT_FORMAT,
+        "seconds": round(total, 1),
+        "examples": examples,
+    }
     atomic_write_text(args.out, json.dumps(results, indent=2) + "\n")
     print(f"wrote {args.out} in {total:.0f} s")
 

@@ -18,7 +18,7 @@ import json
 import math
 import sys
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +68,7 @@ def percent(value: float, digits: int = 2) -> str:
 
 def rate(value: float) -> str:
     """Images (or cycles) a second, three significant digits: '16.6M', '447k', '886'."""
-    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):  # noqa: B007  (read after the break)
         if value >= scale:
             value /= scale
             break
@@ -94,7 +94,7 @@ def knobs(values: list[int]) -> str:
 # the bench files
 
 
-@lru_cache(maxsize=None)
+@cache
 def load(name: str) -> dict[str, Any]:
     """bench/NAME, parsed (cached: the files do not change during one build)."""
     path = BENCH / name
@@ -157,26 +157,40 @@ def _design(row: dict[str, Any], device: str) -> Design:
     report = row.get("report", {})
     example, _, rest = row["example"].partition("@")
     budget, _, variant = rest.partition(":")
-    used = {RESOURCES[u["resource"]]: int(u["used"]) for u in report.get("utilisation", [])
-            if u["resource"] in RESOURCES}
-    available = {RESOURCES[u["resource"]]: int(u["available"]) for u in report.get("utilisation", [])
-                 if u["resource"] in RESOURCES}
+    used = {
+        RESOURCES[u["resource"]]: int(u["used"]) for u in report.get("utilisation", []) if u["resource"] in RESOURCES
+    }
+    available = {
+        RESOURCES[u["resource"]]: int(u["available"])
+        for u in report.get("utilisation", [])
+        if u["resource"] in RESOURCES
+    }
     return Design(
-        spec=row["example"], example=example, budget=budget or None, variant=variant or None,
-        device=report.get("device", device), part=report.get("part", ""),
-        parallelism=list(row.get("parallelism", [])), cycles=list(row.get("cycles", [])),
+        spec=row["example"],
+        example=example,
+        budget=budget or None,
+        variant=variant or None,
+        device=report.get("device", device),
+        part=report.get("part", ""),
+        parallelism=list(row.get("parallelism", [])),
+        cycles=list(row.get("cycles", [])),
         pipeline=list(row.get("pipeline", [])),
-        fmax_mhz=float(row["fmax_mhz"]), target_mhz=float(row.get("target_mhz", 0.0)),
-        latency_cycles=int(row["latency_cycles"]), ii_cycles=float(row["ii_cycles"]),
-        latency_ns=float(row["latency_ns"]), images_per_second=float(row["images_per_second"]),
-        seed=report.get("seed"), routed=bool(row.get("routed", False)),
+        fmax_mhz=float(row["fmax_mhz"]),
+        target_mhz=float(row.get("target_mhz", 0.0)),
+        latency_cycles=int(row["latency_cycles"]),
+        ii_cycles=float(row["ii_cycles"]),
+        latency_ns=float(row["latency_ns"]),
+        images_per_second=float(row["images_per_second"]),
+        seed=report.get("seed"),
+        routed=bool(row.get("routed", False)),
         seeds=tuple((int(s["seed"]), float(s["fmax_mhz"])) for s in row.get("seeds", []) if s.get("routed")),
-        used=used, available=available,
+        used=used,
+        available=available,
         pnr_seconds=report.get("seconds", {}).get("place and route"),
     )
 
 
-@lru_cache(maxsize=None)
+@cache
 def fpga_files() -> dict[str, str]:
     """Device name -> the bench file that holds its place-and-route results (bench/fpga*.json)."""
     files = {}
@@ -220,8 +234,9 @@ def design(example: str, device: str) -> Design:
         return matches[0]
     names = ", ".join(row.spec for row in rows)
     if matches:
-        raise BenchError(f"{example!r} names several designs on {device}: use one of "
-                         f"{', '.join(row.spec for row in matches)}")
+        raise BenchError(
+            f"{example!r} names several designs on {device}: use one of {', '.join(row.spec for row in matches)}"
+        )
     raise BenchError(f"no design {example!r} on {device}; bench has {names}")
 
 
@@ -241,12 +256,16 @@ def accuracy_of(example: str) -> dict[str, Any] | None:
 # Markdown
 
 
-@lru_cache(maxsize=None)
+@cache
 def environment() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
-                             keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(thousands=thousands, mhz=mhz, ns=ns, percent=percent, rate=rate, seconds=seconds,
-                       knobs=knobs)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(thousands=thousands, mhz=mhz, ns=ns, percent=percent, rate=rate, seconds=seconds, knobs=knobs)
     return env
 
 
@@ -259,8 +278,11 @@ def _accuracy_cell(example: str) -> dict[str, Any] | None:
     if row is None:
         return None
     test = row["test"]
-    return {"images": test["images"], "keras": test["right"]["keras_float"] / test["images"],
-            "hardware": test["right"][DEFAULT_WEIGHT_FORMAT] / test["images"]}
+    return {
+        "images": test["images"],
+        "keras": test["right"]["keras_float"] / test["images"],
+        "hardware": test["right"][DEFAULT_WEIGHT_FORMAT] / test["images"],
+    }
 
 
 def headline_table() -> str:
@@ -268,16 +290,16 @@ def headline_table() -> str:
     (Keras float and the hardware, whose outputs equal the golden model's bit for bit), Fmax,
     latency, II and resources."""
     rows = [{"design": d, "accuracy": _accuracy_cell(d.example)} for device in devices() for d in designs(device)]
-    return render("headline.md.j2", rows=rows, weight_format=DEFAULT_WEIGHT_FORMAT,
-                  format=load("accuracy.json")["format"])
+    return render(
+        "headline.md.j2", rows=rows, weight_format=DEFAULT_WEIGHT_FORMAT, format=load("accuracy.json")["format"]
+    )
 
 
 def fpga_table(device: str) -> str:
     """The place-and-route results on `device` (bench/fpga.json, bench/fpga_ice40.json)."""
     rows = designs(device)
     part = rows[0].part if rows else ""
-    return render("fpga_table.md.j2", rows=rows, device=device, part=part,
-                  available=rows[0].available if rows else {})
+    return render("fpga_table.md.j2", rows=rows, device=device, part=part, available=rows[0].available if rows else {})
 
 
 def sweep_table(device: str = "ecp5-85k") -> str:
@@ -308,8 +330,9 @@ def widths_of(example: str) -> dict[str, Any]:
     for row in widths_examples():
         if row["example"] == example:
             return row
-    raise BenchError(f"no example {example!r} in bench/widths.json; it has "
-                     f"{', '.join(r['example'] for r in widths_examples())}")
+    raise BenchError(
+        f"no example {example!r} in bench/widths.json; it has {', '.join(r['example'] for r in widths_examples())}"
+    )
 
 
 def widths_levels_off(row: dict[str, Any]) -> int | None:
@@ -332,35 +355,58 @@ def widths_table(example: str | None = None) -> str:
     if example is not None:
         row = widths_of(example)
         n = row["images"]
-        rows = [{"format": r["format"], "bits": r["bits"], "keras_rounded": r["keras_rounded"] / n,
-                 "keras_weights_rounded": r["keras_weights_rounded"] / n, "golden": r["golden"] / n,
-                 "below_float": 100 * (row["keras_float"] - r["golden"]) / n}
-                for r in sorted(row["rows"], key=lambda r: r["bits"])]
-        return render("widths_example_table.md.j2", example=example, images=n, keras_float=row["keras_float"] / n,
-                      rows=rows, weight_format=data["weight_format"])
+        rows = [
+            {
+                "format": r["format"],
+                "bits": r["bits"],
+                "keras_rounded": r["keras_rounded"] / n,
+                "keras_weights_rounded": r["keras_weights_rounded"] / n,
+                "golden": r["golden"] / n,
+                "below_float": 100 * (row["keras_float"] - r["golden"]) / n,
+            }
+            for r in sorted(row["rows"], key=lambda r: r["bits"])
+        ]
+        return render(
+            "widths_example_table.md.j2",
+            example=example,
+            images=n,
+            keras_float=row["keras_float"] / n,
+            rows=rows,
+            weight_format=data["weight_format"],
+        )
     examples = widths_examples()
     formats = sorted({(r["bits"], r["format"]) for e in examples for r in e["rows"]})
     golden = [{r["format"]: r["golden"] / e["images"] for r in e["rows"]} for e in examples]
     rows = [{"format": f, "bits": b, "cells": [g.get(f) for g in golden]} for b, f in formats]
-    return render("widths_table.md.j2", examples=examples, rows=rows,
-                  keras_float=[e["keras_float"] / e["images"] for e in examples],
-                  levels_off=[widths_levels_off(e) for e in examples], within=f"{WIDTHS_WITHIN_POINTS:g}",
-                  weight_format=data["weight_format"], formats=data["formats"])
+    return render(
+        "widths_table.md.j2",
+        examples=examples,
+        rows=rows,
+        keras_float=[e["keras_float"] / e["images"] for e in examples],
+        levels_off=[widths_levels_off(e) for e in examples],
+        within=f"{WIDTHS_WITHIN_POINTS:g}",
+        weight_format=data["weight_format"],
+        formats=data["formats"],
+    )
 
 
 def toolchain_table() -> str:
     """How long each step of the flow takes on one model (bench/results.json)."""
     data = load("results.json")
-    return render("toolchain_table.md.j2", model=data["model"], format=data["format"], tools=data["tools"],
-                  speed=data["model_speed"])
+    return render(
+        "toolchain_table.md.j2",
+        model=data["model"],
+        format=data["format"],
+        tools=data["tools"],
+        speed=data["model_speed"],
+    )
 
 
 def configurations_table() -> str:
     """The space-time configurations of bench/results.json: the hardware model's cycles and
     multipliers next to the Clash simulation's."""
     data = load("results.json")
-    return render("configurations_table.md.j2", model=data["model"], format=data["format"],
-                  rows=data["configurations"])
+    return render("configurations_table.md.j2", model=data["model"], format=data["format"], rows=data["configurations"])
 
 
 # single figures for prose
@@ -420,8 +466,7 @@ def fmax_seeds(example: str, device: str = "ecp5-85k") -> str:
     if not seeds:
         raise BenchError(f"no placement seeds recorded for {d.spec} on {device}")
     word = "seeds" if len(seeds) > 1 else "seed"
-    return (f"{word} {' / '.join(str(s) for s, _ in seeds)}: "
-            f"{' / '.join(f'{f:.1f}' for _, f in seeds)} MHz")
+    return f"{word} {' / '.join(str(s) for s, _ in seeds)}: {' / '.join(f'{f:.1f}' for _, f in seeds)} MHz"
 
 
 def part(device: str = "ecp5-85k") -> str:
@@ -480,9 +525,30 @@ def search_front(folder: str) -> str:
     return results_md(f"{folder.rstrip('/')}/results.md")
 
 
-MACROS = (headline_table, fpga_table, sweep_table, accuracy_table, widths_table, toolchain_table,
-          configurations_table, fmax, fmax_seeds, latency_ns, latency_cycles, ii_cycles, images_per_second, resource, resource_share,
-          resources, part, accuracy, bench_value, results_md, jet_hgq_results, search_front)
+MACROS = (
+    headline_table,
+    fpga_table,
+    sweep_table,
+    accuracy_table,
+    widths_table,
+    toolchain_table,
+    configurations_table,
+    fmax,
+    fmax_seeds,
+    latency_ns,
+    latency_cycles,
+    ii_cycles,
+    images_per_second,
+    resource,
+    resource_share,
+    resources,
+    part,
+    accuracy,
+    bench_value,
+    results_md,
+    jet_hgq_results,
+    search_front,
+)
 """The functions page authors call from Markdown (`{{ fmax("iris", "ecp5-85k") }}`)."""
 
 
@@ -514,8 +580,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.check:
         if new != text:
-            print(f"{args.readme}: the headline table differs from bench/*.json; "
-                  "run `./scripts/docs.sh readme`", file=sys.stderr)
+            print(
+                f"{args.readme}: the headline table differs from bench/*.json; run `./scripts/docs.sh readme`",
+                file=sys.stderr,
+            )
             return 1
         return 0
     if new != text:

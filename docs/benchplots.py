@@ -6,9 +6,8 @@ generator (docs/gen_pages.py) writes them as PNG.
 
 from __future__ import annotations
 
-from matplotlib.figure import Figure
-
 import benchdocs
+from matplotlib.figure import Figure
 
 DPI = 110
 COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple")
@@ -26,8 +25,15 @@ def _device_colours() -> dict[str, str]:
     return {device: COLOURS[i % len(COLOURS)] for i, device in enumerate(benchdocs.devices())}
 
 
-def _barh(values: list[float], labels: list[str], colours: list[str], xlabel: str, title: str,
-          text: list[str], log: bool = False) -> Figure:
+def _barh(
+    values: list[float],
+    labels: list[str],
+    colours: list[str],
+    xlabel: str,
+    title: str,
+    text: list[str],
+    log: bool = False,
+) -> Figure:
     fig = Figure(figsize=(8, 0.35 * len(values) + 1.2), dpi=DPI, layout="constrained")
     ax = fig.subplots()
     y = range(len(values))
@@ -48,15 +54,24 @@ def _legend(fig: Figure, ax) -> None:
     from matplotlib.patches import Patch
 
     parts = {d.device: d.part for d in _all_designs()}
-    ax.legend(handles=[Patch(color=c, label=f"{parts.get(dev, dev)} ({dev})") for dev, c in _device_colours().items()],
-              loc="lower right", fontsize=8)
+    ax.legend(
+        handles=[Patch(color=c, label=f"{parts.get(dev, dev)} ({dev})") for dev, c in _device_colours().items()],
+        loc="lower right",
+        fontsize=8,
+    )
 
 
 def fmax() -> Figure:
     rows = _all_designs()
     colours = _device_colours()
-    fig = _barh([d.fmax_mhz for d in rows], [_label(d) for d in rows], [colours[d.device] for d in rows],
-                "Fmax after routing (MHz)", "Fmax per design and part", [benchdocs.mhz(d.fmax_mhz) for d in rows])
+    fig = _barh(
+        [d.fmax_mhz for d in rows],
+        [_label(d) for d in rows],
+        [colours[d.device] for d in rows],
+        "Fmax after routing (MHz)",
+        "Fmax per design and part",
+        [benchdocs.mhz(d.fmax_mhz) for d in rows],
+    )
     _legend(fig, fig.axes[0])
     return fig
 
@@ -64,10 +79,15 @@ def fmax() -> Figure:
 def latency() -> Figure:
     rows = _all_designs()
     colours = _device_colours()
-    fig = _barh([d.latency_ns for d in rows], [_label(d) for d in rows], [colours[d.device] for d in rows],
-                "latency at Fmax (ns, log scale)", "Latency per design and part",
-                [f"{benchdocs.ns(d.latency_ns)} ({benchdocs.thousands(d.latency_cycles)} cycles)" for d in rows],
-                log=True)
+    fig = _barh(
+        [d.latency_ns for d in rows],
+        [_label(d) for d in rows],
+        [colours[d.device] for d in rows],
+        "latency at Fmax (ns, log scale)",
+        "Latency per design and part",
+        [f"{benchdocs.ns(d.latency_ns)} ({benchdocs.thousands(d.latency_cycles)} cycles)" for d in rows],
+        log=True,
+    )
     _legend(fig, fig.axes[0])
     return fig
 
@@ -80,8 +100,13 @@ def resources() -> Figure:
     height = 0.8 / len(kinds)
     for k, (key, name) in enumerate(kinds):
         shares = [100 * d.used.get(key, 0) / d.available[key] if d.available.get(key) else 0 for d in rows]
-        ax.barh([i + (k - (len(kinds) - 1) / 2) * height for i in range(len(rows))], shares, height=height,
-                label=name, color=COLOURS[k])
+        ax.barh(
+            [i + (k - (len(kinds) - 1) / 2) * height for i in range(len(rows))],
+            shares,
+            height=height,
+            label=name,
+            color=COLOURS[k],
+        )
     ax.set_yticks(range(len(rows)), [_label(d) for d in rows])
     ax.invert_yaxis()
     ax.set_xlabel("share of the part (%)")
@@ -117,8 +142,13 @@ def accuracy() -> Figure:
     for k, (key, name) in enumerate(rungs):
         values = [100 * r["test"]["right"][key] / r["test"]["images"] for r in rows]
         lowest = min(lowest, *values)
-        ax.bar([i + (k - (len(rungs) - 1) / 2) * width for i in range(len(rows))], values, width=width, label=name,
-               color=COLOURS[k])
+        ax.bar(
+            [i + (k - (len(rungs) - 1) / 2) * width for i in range(len(rows))],
+            values,
+            width=width,
+            label=name,
+            color=COLOURS[k],
+        )
     ax.set_xticks(range(len(rows)), [r["example"] for r in rows], rotation=30, ha="right")
     ax.set_ylim(max(0.0, lowest - 3), 100)
     ax.set_ylabel("test set accuracy (%)")
@@ -143,8 +173,15 @@ def widths() -> Figure:
     for k, e in enumerate(rows):
         points = sorted((r["bits"], 100 * r["golden"] / e["images"]) for r in e["rows"])
         for ax in axes:
-            ax.plot([b for b, _ in points], [a for _, a in points], marker=".", ms=5, lw=1.2,
-                    color=colours[k % len(colours)], label=e["example"] if ax is axes[0] else None)
+            ax.plot(
+                [b for b, _ in points],
+                [a for _, a in points],
+                marker=".",
+                ms=5,
+                lw=1.2,
+                color=colours[k % len(colours)],
+                label=e["example"] if ax is axes[0] else None,
+            )
             ax.plot([points[-1][0], float_x], [points[-1][1], floats[k]], ":", color=colours[k % len(colours)])
             ax.plot([float_x], [floats[k]], "*", ms=9, color=colours[k % len(colours)])
     ticks = [b for b in bits if b % 4 == 0 or b == bits[0]] + [float_x]
@@ -165,16 +202,34 @@ def widths() -> Figure:
 def toolchain() -> Figure:
     data = benchdocs.load("results.json")
     tools = data["tools"]
-    steps = [("emit", tools["emit_seconds"]), ("clash --verilog", tools["clash_verilog_seconds"]),
-             ("ghc -O2 simulator", tools["ghc_build_seconds"]),
-             (f"Clash simulation, {tools['clash_sim']['images']} images", tools["clash_sim"]["seconds"])]
+    steps = [
+        ("emit", tools["emit_seconds"]),
+        ("clash --verilog", tools["clash_verilog_seconds"]),
+        ("ghc -O2 simulator", tools["ghc_build_seconds"]),
+        (f"Clash simulation, {tools['clash_sim']['images']} images", tools["clash_sim"]["seconds"]),
+    ]
     if "verilator" in tools:
-        steps += [("Verilator build", tools["verilator"]["build_seconds"]),
-                  (f"Verilator, {tools['verilator']['images']} images", tools["verilator"]["seconds"])]
-    return _barh([s for _, s in steps], [name for name, _ in steps], [COLOURS[0]] * len(steps),
-                 "seconds (log scale)", f"Toolchain: {data['model']} at {data['format']}",
-                 [benchdocs.seconds(s) for _, s in steps], log=True)
+        steps += [
+            ("Verilator build", tools["verilator"]["build_seconds"]),
+            (f"Verilator, {tools['verilator']['images']} images", tools["verilator"]["seconds"]),
+        ]
+    return _barh(
+        [s for _, s in steps],
+        [name for name, _ in steps],
+        [COLOURS[0]] * len(steps),
+        "seconds (log scale)",
+        f"Toolchain: {data['model']} at {data['format']}",
+        [benchdocs.seconds(s) for _, s in steps],
+        log=True,
+    )
 
 
-PLOTS = {"fmax.png": fmax, "latency.png": latency, "resources.png": resources, "pipeline.png": pipeline,
-         "accuracy.png": accuracy, "widths.png": widths, "toolchain.png": toolchain}
+PLOTS = {
+    "fmax.png": fmax,
+    "latency.png": latency,
+    "resources.png": resources,
+    "pipeline.png": pipeline,
+    "accuracy.png": accuracy,
+    "widths.png": widths,
+    "toolchain.png": toolchain,
+}

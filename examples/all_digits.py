@@ -13,7 +13,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-
 from digits8 import digits_8x8
 from digits14 import digits_14x14
 

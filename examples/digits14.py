@@ -52,7 +52,7 @@ def save_reproducibly(model: keras.Model, path: Path) -> None:
                 ids: dict[str, str] = {}
                 text = re.sub(
                     r'"shared_object_id": (\d+)',
-                    lambda m: f'"shared_object_id": {ids.setdefault(m.group(1), str(len(ids) + 1))}',
+                    lambda m: f'"shared_object_id": {ids.setdefault(m.group(1), str(len(ids) + 1))}',  # noqa: B023
                     data.decode(),
                 )
                 data = text.encode()

@@ -14,10 +14,9 @@ from pathlib import Path
 
 import keras
 import numpy as np
+from digits14 import SEED, save_reproducibly
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
-
-from digits14 import SEED, save_reproducibly
 
 FRAC_BITS = 8
 """Fractional bits of the fixed-point check (format 1,7,8: step 2^-8, range [-128, 128))."""
@@ -36,8 +35,9 @@ def fixed(x, frac: int = FRAC_BITS):
     return keras.ops.clip(keras.ops.floor(x / step + 0.5) * step, -128.0, 128.0 - step)
 
 
-def fixed_point_accuracy(build_model: Callable[..., keras.Model], model: keras.Model,
-                         x: np.ndarray, y: np.ndarray) -> float:
+def fixed_point_accuracy(
+    build_model: Callable[..., keras.Model], model: keras.Model, x: np.ndarray, y: np.ndarray
+) -> float:
     """Accuracy with weights, biases and every layer output in the 1,7,8 format
     (`build_model(quantized=True)` rounds every layer output and ends in linear logits)."""
     quantized = build_model(quantized=True)
@@ -50,9 +50,15 @@ def fixed_point_accuracy(build_model: Callable[..., keras.Model], model: keras.M
     return float(np.mean(predicted == y))
 
 
-def train_example(name: str, build_model: Callable[..., keras.Model], here: Path, doc: str,
-                  data: Callable[[], tuple[np.ndarray, ...]] = digits_8x8, epochs: int = 60,
-                  fixed_point_check: bool = True) -> None:
+def train_example(
+    name: str,
+    build_model: Callable[..., keras.Model],
+    here: Path,
+    doc: str,
+    data: Callable[[], tuple[np.ndarray, ...]] = digits_8x8,
+    epochs: int = 60,
+    fixed_point_check: bool = True,
+) -> None:
     """Parse `--epochs`/`--out`, train, save `<name>.keras` and `test.npz`, print accuracies.
 
     `data()` returns (x_train, x_test, y_train, y_test); `fixed_point_check` needs a

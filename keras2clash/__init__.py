@@ -27,5 +27,17 @@ from keras2clash.design import DesignOptions  # noqa: E402
 from keras2clash.errors import K2CError  # noqa: E402
 from keras2clash.quant.formats import FixedFormat, parse_format  # noqa: E402
 
-__all__ = ["DesignOptions", "FixedFormat", "K2CError", "Prediction", "emit", "hdl", "parse_format", "predict", "run", "simulate",
-           "trace", "__version__"]
+__all__ = [
+    "DesignOptions",
+    "FixedFormat",
+    "K2CError",
+    "Prediction",
+    "emit",
+    "hdl",
+    "parse_format",
+    "predict",
+    "run",
+    "simulate",
+    "trace",
+    "__version__",
+]

@@ -17,20 +17,20 @@ import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from keras2clash.quant import golden
-
-from keras2clash.verify import toolchain
-from keras2clash.data import check_task, load_test_set, read_npz
-from keras2clash.errors import K2CError
-from keras2clash.design import DEFAULT_FORMAT, DesignKnobs, DesignOptions
-from keras2clash.quant.formats import FixedFormat
-from keras2clash.quant.hls4ml import CONFIG_FILE as HLS4ML_FILE, hls4ml_yaml
-from keras2clash.fsutil import atomic_directory, check_writable_target, work_dir
-from keras2clash.network import Network, load_network
 from keras2clash.backend.project import SOURCE_MODEL, load_project, write_project_data
-from keras2clash.report.comparison import Comparison, RungErrors, accuracy, error_figures, render
-from keras2clash.verify.simulate import SimResult, run_simulator
+from keras2clash.data import check_task, load_test_set, read_npz
+from keras2clash.design import DEFAULT_FORMAT, DesignKnobs, DesignOptions
+from keras2clash.errors import K2CError
+from keras2clash.fsutil import atomic_directory, check_writable_target, work_dir
 from keras2clash.hw.summary import design_summary, render_summary
+from keras2clash.network import Network, load_network
+from keras2clash.quant import golden
+from keras2clash.quant.formats import FixedFormat
+from keras2clash.quant.hls4ml import CONFIG_FILE as HLS4ML_FILE
+from keras2clash.quant.hls4ml import hls4ml_yaml
+from keras2clash.report.comparison import Comparison, RungErrors, accuracy, error_figures, render
+from keras2clash.verify import toolchain
+from keras2clash.verify.simulate import SimResult, run_simulator
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -39,8 +39,28 @@ console = Console(stderr=True)
 
 
 HDL_KEYWORDS = {
-    "module", "input", "output", "wire", "reg", "begin", "end", "signal", "entity", "architecture",
-    "process", "type", "logic", "port", "in", "out", "is", "of", "and", "or", "not", "case",
+    "module",
+    "input",
+    "output",
+    "wire",
+    "reg",
+    "begin",
+    "end",
+    "signal",
+    "entity",
+    "architecture",
+    "process",
+    "type",
+    "logic",
+    "port",
+    "in",
+    "out",
+    "is",
+    "of",
+    "and",
+    "or",
+    "not",
+    "case",
 }
 
 
@@ -58,8 +78,10 @@ def hdl_name(text: str) -> str:
     if ident in HDL_KEYWORDS:
         ident += "_net"
     if len(ident) > MAX_NAME_LENGTH:
-        raise K2CError(f"name {text[:40]!r}... is {len(ident)} characters as an HDL name; at most "
-                       f"{MAX_NAME_LENGTH} (it names files): give a shorter --name")
+        raise K2CError(
+            f"name {text[:40]!r}... is {len(ident)} characters as an HDL name; at most "
+            f"{MAX_NAME_LENGTH} (it names files): give a shorter --name"
+        )
     return ident
 
 
@@ -91,8 +113,9 @@ def emit(
     return Path(out)
 
 
-def _design(design: DesignOptions | str | FixedFormat, parallelism: str | Sequence[int] | None,
-            knobs: DesignKnobs) -> DesignOptions:
+def _design(
+    design: DesignOptions | str | FixedFormat, parallelism: str | Sequence[int] | None, knobs: DesignKnobs
+) -> DesignOptions:
     """`emit`'s and `run`'s keyword form as the one record (`parallelism` may come positionally)."""
     if parallelism is not None:
         knobs = {**knobs, "parallelism": parallelism}
@@ -100,9 +123,17 @@ def _design(design: DesignOptions | str | FixedFormat, parallelism: str | Sequen
 
 
 @contextmanager
-def _emitting(model: Any, design: DesignOptions, out: Path, *, name: str | None, force: bool, show: bool,
-              inputs: Callable[[DesignOptions], DesignOptions] | None = None,
-              fits: Callable[[Network], None] | None = None) -> Iterator[Path]:
+def _emitting(
+    model: Any,
+    design: DesignOptions,
+    out: Path,
+    *,
+    name: str | None,
+    force: bool,
+    show: bool,
+    inputs: Callable[[DesignOptions], DesignOptions] | None = None,
+    fits: Callable[[Network], None] | None = None,
+) -> Iterator[Path]:
     """emit's steps, which `run` continues: the name and the output folder checked (then
     `inputs`: run's other inputs, which may complete the design) before the slow model load;
     the network planned (`fits`: whether run's test set fits it) and written into a fresh
@@ -131,16 +162,22 @@ def _write_project(network: Any, root: Path, name: str | None, show: bool) -> No
     net_name = hdl_name(name or network.name)
     summary = design_summary(network.plans)
     write_project(root, net_name, network.plans, network.params)
-    write_project_data(root, net_name, net_name, network.plans, network.params,
-                       extra={"precision": precision, "design": summary})
+    write_project_data(
+        root, net_name, net_name, network.plans, network.params, extra={"precision": precision, "design": summary}
+    )
     network.keras_model.save(root / SOURCE_MODEL)
     (root / HLS4ML_FILE).write_text(hls4ml_yaml(network.plans, network.formats.default))
     if show:
         render_summary(summary, console)
 
 
-def hdl(project_dir: str | Path, languages: Sequence[str] = ("verilog",), lint: bool = True,
-        *, shown_as: str | Path | None = None) -> dict[str, Path]:
+def hdl(
+    project_dir: str | Path,
+    languages: Sequence[str] = ("verilog",),
+    lint: bool = True,
+    *,
+    shown_as: str | Path | None = None,
+) -> dict[str, Path]:
     """Generate HDL with Clash for each language; lint Verilog with Verilator if present.
     (`shown_as`: the folder named in the messages, when `project_dir` is a temporary one.)"""
     _check_languages(languages)
@@ -226,8 +263,9 @@ def simulate(
     return comp
 
 
-def _classifier_comparison(project: Any, dataset: Any, outputs: np.ndarray | None, gold_classes: np.ndarray,
-                           sim: SimResult, exact: int) -> Comparison:
+def _classifier_comparison(
+    project: Any, dataset: Any, outputs: np.ndarray | None, gold_classes: np.ndarray, sim: SimResult, exact: int
+) -> Comparison:
     """The ladder's accuracies against the labels."""
     from keras2clash.frontend.keras_ref import rounded_classes
 
@@ -247,14 +285,23 @@ def _classifier_comparison(project: Any, dataset: Any, outputs: np.ndarray | Non
 
 def _ladder_fields(project: Any, dataset: Any, sim: SimResult, exact: int) -> dict[str, Any]:
     """What every comparison states whatever the task: the design and the simulation."""
-    return dict(model=project.name, format=project.formats_label,
-                parallelism=[p.pe for p in project.compute_plans], cycles=[p.cycles for p in project.compute_plans],
-                samples=len(dataset), bit_exact=exact, first_latency=sim.first_latency, interval=sim.interval,
-                multipliers=sum(p.multipliers for p in project.plans), output_cycles_last=int(sim.output_cycle[-1]))
+    return dict(
+        model=project.name,
+        format=project.formats_label,
+        parallelism=[p.pe for p in project.compute_plans],
+        cycles=[p.cycles for p in project.compute_plans],
+        samples=len(dataset),
+        bit_exact=exact,
+        first_latency=sim.first_latency,
+        interval=sim.interval,
+        multipliers=sum(p.multipliers for p in project.plans),
+        output_cycles_last=int(sim.output_cycle[-1]),
+    )
 
 
-def _regression_comparison(project: Any, dataset: Any, outputs: np.ndarray | None, gold: np.ndarray,
-                           sim: SimResult, exact: int) -> Comparison:
+def _regression_comparison(
+    project: Any, dataset: Any, outputs: np.ndarray | None, gold: np.ndarray, sim: SimResult, exact: int
+) -> Comparison:
     """The ladder's output values (reals) against Keras float and against the targets."""
     from keras2clash.quant.formats import quantize
 
@@ -263,8 +310,10 @@ def _regression_comparison(project: Any, dataset: Any, outputs: np.ndarray | Non
     def rung(values: np.ndarray | None, keras_too: bool = True) -> RungErrors | None:
         if values is None:
             return None
-        return RungErrors(vs_keras=error_figures(values, outputs) if keras_too and outputs is not None else None,
-                          vs_targets=None if dataset.y is None else error_figures(values, dataset.y))
+        return RungErrors(
+            vs_keras=error_figures(values, outputs) if keras_too and outputs is not None else None,
+            vs_targets=None if dataset.y is None else error_figures(values, dataset.y),
+        )
 
     rounded = None
     if outputs is not None:
@@ -322,8 +371,10 @@ def run(
         check_task(task)
         _require_tools(languages, lint=True, simulate=True)
         if design.format == "auto" and design.calibration is None:
-            console.print(f"[yellow]--format auto: calibrating on the test set {data} "
-                          "(give --calibration for a separate calibration set)[/yellow]")
+            console.print(
+                f"[yellow]--format auto: calibrating on the test set {data} "
+                "(give --calibration for a separate calibration set)[/yellow]"
+            )
             return replace(design, calibration=Path(data))
         return design
 
@@ -331,8 +382,9 @@ def run(
         last = network.plans[-1]
         load_test_set(data, network.plans[0].input_shape, last.n_out, last.activation, task)
 
-    with _emitting(model, _design(design, parallelism, knobs), out, name=name, force=force, show=True,
-                   inputs=inputs, fits=fits) as tmp:
+    with _emitting(
+        model, _design(design, parallelism, knobs), out, name=name, force=force, show=True, inputs=inputs, fits=fits
+    ) as tmp:
         console.print(f"[green]✓[/green] emitted Clash project: {out}")
         hdl(tmp, languages, shown_as=out)
         return simulate(tmp, data, limit, task=task)
@@ -378,7 +430,13 @@ def rtlsim(
     with Progress(*columns, console=console, transient=True) as bar:
         task = bar.add_task("rtl", total=None)
         result = rtl.rtlsim(
-            project_dir, data, simulator, limit, gap_max=gap_max, seed=seed, max_cycles=max_cycles,
+            project_dir,
+            data,
+            simulator,
+            limit,
+            gap_max=gap_max,
+            seed=seed,
+            max_cycles=max_cycles,
             status=lambda text: bar.update(task, description=text),
             progress=lambda k, total: bar.update(task, completed=k, total=total),
         )

@@ -17,7 +17,6 @@ import numpy as np
 
 from keras2clash.errors import K2CError
 
-
 TASKS = ("auto", "classifier", "regression")
 """How a test set is scored: `classifier` (accuracy of the predicted class against labels),
 `regression` (the output values against Keras and against real-valued targets: maximum
@@ -96,17 +95,17 @@ def _labels(path: Path, y: np.ndarray, n: int, n_classes: int) -> np.ndarray:
     if y.ndim == 2 and y.shape[1] == n_classes:
         y = np.argmax(y, axis=1)
     if y.ndim != 1 or len(y) != n:
-        raise K2CError(
-            f"data file {path}: labels have shape {tuple(y.shape)}, expected ({n},) or ({n}, {n_classes})"
-        )
+        raise K2CError(f"data file {path}: labels have shape {tuple(y.shape)}, expected ({n},) or ({n}, {n_classes})")
     if not (np.issubdtype(y.dtype, np.integer) or np.issubdtype(y.dtype, np.floating) or y.dtype == np.bool_):
         raise K2CError(f"data file {path}: labels are {y.dtype}, not class numbers")
     if np.issubdtype(y.dtype, np.floating):  # 2.0 is class 2; 2.5 or -0.5 is no class (never truncated)
         whole = np.isfinite(y) & (y == np.floor(y))
         if not np.all(whole):
             bad = int(np.argmin(whole))
-            raise K2CError(f"data file {path}: labels must be whole class numbers 0..{n_classes - 1}; "
-                           f"label {bad} is {float(y[bad])}")
+            raise K2CError(
+                f"data file {path}: labels must be whole class numbers 0..{n_classes - 1}; "
+                f"label {bad} is {float(y[bad])}"
+            )
     if len(y) and (y.min() < 0 or y.max() >= n_classes):
         raise K2CError(f"data file {path}: labels must be classes 0..{n_classes - 1}")
     return y.astype(np.int64)
@@ -133,13 +132,13 @@ def detect_task(y: np.ndarray | None, n_out: int, output_activation: str, task: 
         return "regression"
     if y.ndim == 1:
         return "classifier"
-    one_hot = (y.ndim == 2 and y.shape[1] == n_out and np.all((y == 0) | (y == 1))
-               and np.all(np.sum(y, axis=1) == 1))
+    one_hot = y.ndim == 2 and y.shape[1] == n_out and np.all((y == 0) | (y == 1)) and np.all(np.sum(y, axis=1) == 1)
     return "classifier" if one_hot else "regression"
 
 
-def load_test_set(path: Path | str, input_shape: tuple[int, ...], n_out: int, output_activation: str,
-                  task: str = "auto") -> Dataset:
+def load_test_set(
+    path: Path | str, input_shape: tuple[int, ...], n_out: int, output_activation: str, task: str = "auto"
+) -> Dataset:
     """A test set for a classifier (`load_dataset`'s checks) or a regression model (inputs,
     and real targets reshaped to (N, n_out) when the file has `y`), the task chosen by
     `detect_task`."""
@@ -149,8 +148,10 @@ def load_test_set(path: Path | str, input_shape: tuple[int, ...], n_out: int, ou
     y = arrays.get("y", arrays.get("y_test"))
     kind = detect_task(y, n_out, output_activation, task)
     if x is None or (y is None and kind == "classifier"):
-        raise K2CError(f"data file {path} needs arrays 'x' and 'y'; it has {sorted(arrays)} (a regression "
-                       "model or an autoencoder needs only x: --task regression)")
+        raise K2CError(
+            f"data file {path} needs arrays 'x' and 'y'; it has {sorted(arrays)} (a regression "
+            "model or an autoencoder needs only x: --task regression)"
+        )
     x = _inputs(path, x, input_shape).astype(np.float64)
     if kind == "classifier":
         return Dataset(x, _labels(path, y, len(x), n_out))
@@ -160,8 +161,10 @@ def load_test_set(path: Path | str, input_shape: tuple[int, ...], n_out: int, ou
 def _targets(path: Path, y: np.ndarray, n: int, n_out: int) -> np.ndarray:
     """Real-valued targets as (N, n_out) float64: one value per output, finite."""
     if len(y) != n or y.size != n * n_out:
-        raise K2CError(f"data file {path}: targets have shape {tuple(y.shape)}, expected ({n}, {n_out}) "
-                       f"(one value per model output)")
+        raise K2CError(
+            f"data file {path}: targets have shape {tuple(y.shape)}, expected ({n}, {n_out}) "
+            f"(one value per model output)"
+        )
     if not (np.issubdtype(y.dtype, np.number) or y.dtype == np.bool_):
         raise K2CError(f"data file {path}: targets are {y.dtype}, not numbers")
     if not np.all(np.isfinite(y)):

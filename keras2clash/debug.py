@@ -65,8 +65,10 @@ class _Source:
             from keras2clash.frontend.load import load_keras_model
 
             if not self.model_path.is_file():
-                raise K2CError(f"{self.model_path} is missing: trace compares with the Keras model the project "
-                               "was emitted from; emit the project again")
+                raise K2CError(
+                    f"{self.model_path} is missing: trace compares with the Keras model the project "
+                    "was emitted from; emit the project again"
+                )
             return load_keras_model(self.model_path)
         return self.keras_model
 
@@ -81,8 +83,10 @@ def _resolve(model: Any, design: DesignOptions | str | FixedFormat | None, knobs
     if isinstance(model, (Network, Project)) and (design is not None or knobs):
         stated = (design.changed() or ("format",)) if isinstance(design, DesignOptions) else ()  # a format at least
         given = sorted(knobs) + list(stated) + (["format"] if isinstance(design, (str, FixedFormat)) else [])
-        raise K2CError(f"{', '.join(given)}: options for planning a Keras model; a planned network or "
-                       "an emitted project has its formats already")
+        raise K2CError(
+            f"{', '.join(given)}: options for planning a Keras model; a planned network or "
+            "an emitted project has its formats already"
+        )
     if isinstance(model, Project):
         return _Source(model.name, model.plans, model.params, model_path=model.root / SOURCE_MODEL)
     if not isinstance(model, Network):
@@ -116,8 +120,14 @@ def _inputs(x: Any, input_shape: tuple[int, ...], limit: int | None) -> np.ndarr
     return x.astype(np.float64).reshape(len(x), *input_shape)[:limit]
 
 
-def predict(model: Any, x: Any, design: DesignOptions | str | FixedFormat | None = None, *, limit: int | None = None,
-            **knobs: Unpack[DesignKnobs]) -> Prediction:
+def predict(
+    model: Any,
+    x: Any,
+    design: DesignOptions | str | FixedFormat | None = None,
+    *,
+    limit: int | None = None,
+    **knobs: Unpack[DesignKnobs],
+) -> Prediction:
     """The golden model's outputs for inputs `x` (an array, or an .npz file's `x`; the first
     `limit` samples): raw integers, the reals they stand for,
     and the core's class output. Nothing is written to disk.
@@ -132,12 +142,24 @@ def predict(model: Any, x: Any, design: DesignOptions | str | FixedFormat | None
     x_raw = golden.quantize_inputs(source.plans, xs)
     raw, classes = golden.predict(source.plans, source.params, x_raw)
     out_fmt = source.plans[-1].out_fmt
-    return Prediction(raw=np.asarray(raw, dtype=np.int64), values=out_fmt.to_real(raw), classes=classes,
-                      output_format=out_fmt, input_raw=x_raw, input_format=source.plans[0].in_fmt)
+    return Prediction(
+        raw=np.asarray(raw, dtype=np.int64),
+        values=out_fmt.to_real(raw),
+        classes=classes,
+        output_format=out_fmt,
+        input_raw=x_raw,
+        input_format=source.plans[0].in_fmt,
+    )
 
 
-def trace(model: Any, x: Any, design: DesignOptions | str | FixedFormat | None = None, *, limit: int | None = None,
-          **knobs: Unpack[DesignKnobs]) -> Trace:
+def trace(
+    model: Any,
+    x: Any,
+    design: DesignOptions | str | FixedFormat | None = None,
+    *,
+    limit: int | None = None,
+    **knobs: Unpack[DesignKnobs],
+) -> Trace:
     """Every layer's fixed-point output (raw and real) on inputs `x` beside Keras' float
     output of the same layer, with error statistics (`report.trace`). `model` as for
     `predict`; the Keras model is needed (a project's `source_model.keras`).
@@ -155,8 +177,10 @@ def trace(model: Any, x: Any, design: DesignOptions | str | FixedFormat | None =
     source = _resolve(model, design, knobs)
     keras_model = source.keras()
     if keras_model is None:
-        raise K2CError("trace compares with Keras: give the Keras model (or a file, or a project), "
-                       "not a network planned from a graph alone")
+        raise K2CError(
+            "trace compares with Keras: give the Keras model (or a file, or a project), "
+            "not a network planned from a graph alone"
+        )
     xs = _inputs(x, source.plans[0].input_shape, limit)
     graph = to_graph(keras_model)  # before --softmax argmax: which fused layers it had
     nodes = walk.layer_nodes(keras_model)
@@ -172,12 +196,34 @@ def trace(model: Any, x: Any, design: DesignOptions | str | FixedFormat | None =
     first = source.plans[0]
     input_name = first.inputs[0] if first.inputs else "input"
     keras_input = walk.input_name(keras_model)
-    rows = [_row(input_name, "input", "InputLayer", keras_input, (), "the inputs quantized to "
-                 f"{first.in_fmt}", first.in_fmt, raw[input_name], floats[keras_input])]
+    rows = [
+        _row(
+            input_name,
+            "input",
+            "InputLayer",
+            keras_input,
+            (),
+            f"the inputs quantized to {first.in_fmt}",
+            first.in_fmt,
+            raw[input_name],
+            floats[keras_input],
+        )
+    ]
     for plan, target in zip(source.plans, targets):
         key = None if target.layer is None else target.layer + (PRE_ACTIVATION if target.pre_activation else "")
-        rows.append(_row(plan.name, plan.type, target.keras_class, target.layer, target.fused, target.note,
-                         plan.out_fmt, raw[plan.name], None if key is None else floats[key]))
+        rows.append(
+            _row(
+                plan.name,
+                plan.type,
+                target.keras_class,
+                target.layer,
+                target.fused,
+                target.note,
+                plan.out_fmt,
+                raw[plan.name],
+                None if key is None else floats[key],
+            )
+        )
     return Trace(model=source.name, samples=len(xs), layers=rows)
 
 
@@ -198,8 +244,9 @@ def _applies_softmax(layer: Any) -> bool:
     return type(layer).__name__ == "Softmax" or getattr(activation, "__name__", "") == "softmax"
 
 
-def _keras_target(plan: LayerPlan, graph: Graph, order: dict[str, int], classes: dict[str, str],
-                  softmaxes: set[str]) -> _Target:
+def _keras_target(
+    plan: LayerPlan, graph: Graph, order: dict[str, int], classes: dict[str, str], softmaxes: set[str]
+) -> _Target:
     """Which Keras layer's output equals `plan`'s (see `trace`), with a note saying why."""
     record = graph.by_name().get(plan.name)
     fused = tuple(record.fused) if record is not None else ()
@@ -210,8 +257,7 @@ def _keras_target(plan: LayerPlan, graph: Graph, order: dict[str, int], classes:
     after = sorted((n for n in (plan.name, *fused) if order.get(n, -1) >= order[plan.name]), key=order.__getitem__)
     before = [n for n in fused if n in order and order[n] < order[plan.name]]
     notes = [f"{classes[n]} '{n}' folded in" for n in before]
-    notes += [f"{classes[n]} '{n}' {'folded' if classes[n] == 'BatchNormalization' else 'fused'} in"
-              for n in after[1:]]
+    notes += [f"{classes[n]} '{n}' {'folded' if classes[n] == 'BatchNormalization' else 'fused'} in" for n in after[1:]]
     pre = False
     applying = [n for n in after if n in softmaxes]
     if record is not None and record.activation == "softmax" and plan.activation != "softmax" and applying:
@@ -220,17 +266,36 @@ def _keras_target(plan: LayerPlan, graph: Graph, order: dict[str, int], classes:
         if k > 0 and classes[after[k]] in ("Activation", "Softmax"):  # a softmax layer: the tensor before it
             after = after[:k]
         else:  # the layer's own activation: its output without it
-            after, pre = after[:k + 1], True
+            after, pre = after[: k + 1], True
     last = after[-1]
     return _Target(last, classes[last], fused, "; ".join(notes), pre)
 
 
-def _row(name: str, kind: str, keras_class: str, keras_layer: str | None, fused: tuple[str, ...], note: str,
-         fmt: FixedFormat, raw: np.ndarray, keras: np.ndarray | None) -> LayerTrace:
+def _row(
+    name: str,
+    kind: str,
+    keras_class: str,
+    keras_layer: str | None,
+    fused: tuple[str, ...],
+    note: str,
+    fmt: FixedFormat,
+    raw: np.ndarray,
+    keras: np.ndarray | None,
+) -> LayerTrace:
     raw = np.asarray(raw, dtype=np.int64).reshape(len(raw), -1)
     fixed = fmt.to_real(raw)
     if keras is not None and keras.shape != fixed.shape:  # never expected: say so instead of comparing wrongly
         keras, note = None, f"Keras output {keras.shape[1:]} values, hardware {fixed.shape[1:]}: not compared"
-    return LayerTrace(name=name, kind=kind, keras_class=keras_class, keras_layer=keras_layer, fused=fused,
-                      note=note, fmt=fmt, raw=raw, fixed=fixed, keras=keras,
-                      stats=None if keras is None else error_stats(fixed, keras, fmt, raw))
+    return LayerTrace(
+        name=name,
+        kind=kind,
+        keras_class=keras_class,
+        keras_layer=keras_layer,
+        fused=fused,
+        note=note,
+        fmt=fmt,
+        raw=raw,
+        fixed=fixed,
+        keras=keras,
+        stats=None if keras is None else error_stats(fixed, keras, fmt, raw),
+    )

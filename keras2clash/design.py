@@ -76,7 +76,8 @@ def int_list(value: str | Iterable[int] | None, what: str) -> tuple[int, ...] | 
         return None if parsed is None else tuple(parsed)
     values = tuple(value) if isinstance(value, Iterable) else (value,)
     if not isinstance(value, Iterable) or not all(
-            isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in values):
+        isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in values
+    ):
         raise K2CError(f"bad {what} {value!r}: expected whole numbers, one per dense/conv2d/depthwise2d layer")
     return tuple(int(v) for v in values)
 
@@ -99,9 +100,11 @@ def pipeline_levels(value: str | int | Iterable[int] | None) -> int | tuple[int,
             try:
                 return int(value)
             except ValueError:
-                raise K2CError(f"bad pipeline {value!r}: expected adder levels per register stage, "
-                               "one number (e.g. 2), one per dense/conv2d/depthwise2d layer (e.g. 2,0,1), "
-                               "or auto / auto@MHZ (e.g. auto@150)") from None
+                raise K2CError(
+                    f"bad pipeline {value!r}: expected adder levels per register stage, "
+                    "one number (e.g. 2), one per dense/conv2d/depthwise2d layer (e.g. 2,0,1), "
+                    "or auto / auto@MHZ (e.g. auto@150)"
+                ) from None
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         return int(value)
     return int_list(value, "pipeline")
@@ -140,8 +143,11 @@ def total_bits(value: int | None) -> int | None:
     return int(value)
 
 
-def user_formats(layer_formats: UserFormats | None = None, layer_format_options: Sequence[str] | None = None,
-                 input_format: str | FixedFormat | None = None) -> FormatConfig | None:
+def user_formats(
+    layer_formats: UserFormats | None = None,
+    layer_format_options: Sequence[str] | None = None,
+    input_format: str | FixedFormat | None = None,
+) -> FormatConfig | None:
     """`--layer-formats FILE`, `--layer-format ...` and `--input-format` as one FormatConfig,
     later ones on top (quant.layerformats.resolve_user_formats); None when none is given (an
     HGQ2 model refuses formats given with it, even empty ones)."""
@@ -219,20 +225,26 @@ class DesignOptions:
             object.__setattr__(self, name, parse(getattr(self, name)))
 
     @classmethod
-    def of(cls, design: DesignOptions | str | FixedFormat = DEFAULT_FORMAT,
-           **knobs: Unpack[DesignKnobs]) -> DesignOptions:
+    def of(
+        cls, design: DesignOptions | str | FixedFormat = DEFAULT_FORMAT, **knobs: Unpack[DesignKnobs]
+    ) -> DesignOptions:
         """The record a keyword call stands for: `design` (a record, or just its format) with
         the knobs given as keywords on top; `input_format` goes into `layer_formats`.
         `DesignOptions.of("1,7,8", parallelism="1,2,5")`."""
         values: dict[str, object] = dict(knobs)
         unknown = sorted(set(values) - set(DesignKnobs.__annotations__))
         if unknown:
-            raise TypeError(f"unknown design option(s) {', '.join(map(repr, unknown))}; the options are "
-                            f"{', '.join(DesignKnobs.__annotations__)}")
+            raise TypeError(
+                f"unknown design option(s) {', '.join(map(repr, unknown))}; the options are "
+                f"{', '.join(DesignKnobs.__annotations__)}"
+            )
         input_format = values.pop("input_format", None)
         if input_format is not None:
-            base = values["layer_formats"] if "layer_formats" in values else (
-                design.layer_formats if isinstance(design, DesignOptions) else None)
+            base = (
+                values["layer_formats"]
+                if "layer_formats" in values
+                else (design.layer_formats if isinstance(design, DesignOptions) else None)
+            )
             values["layer_formats"] = user_formats(base, None, input_format)  # type: ignore[arg-type]
         if isinstance(design, DesignOptions):
             return replace(design, **values) if values else design  # type: ignore[arg-type]

@@ -62,9 +62,11 @@ def _check_names(target: Path, what: str) -> None:
         name_max = 255
     too_long = [part for part in target.parts if len(os.fsencode(part)) > name_max]
     if too_long:
-        raise K2CError(f"cannot write {what} {target.parent / (too_long[0][:40] + '...')}: a name "
-                       f"{len(os.fsencode(too_long[0]))} bytes long is longer than the {name_max} bytes "
-                       "the file system allows")
+        raise K2CError(
+            f"cannot write {what} {target.parent / (too_long[0][:40] + '...')}: a name "
+            f"{len(os.fsencode(too_long[0]))} bytes long is longer than the {name_max} bytes "
+            "the file system allows"
+        )
 
 
 def _check_parent(target: Path, what: str) -> None:
@@ -89,8 +91,10 @@ def check_writable_target(out: Path, force: bool) -> None:
     except OSError:
         cwd = None
     if cwd is not None and (out == cwd or out in cwd.parents):
-        raise K2CError(f"output directory {out} is the current directory or holds it; it cannot be "
-                       f"replaced: give a new folder, e.g. {out / 'net'}")
+        raise K2CError(
+            f"output directory {out} is the current directory or holds it; it cannot be "
+            f"replaced: give a new folder, e.g. {out / 'net'}"
+        )
     _check_target(out, force)
 
 
@@ -107,8 +111,10 @@ def _check_existing(out: Path, force: bool) -> None:
     if os.path.lexists(out) and not out.is_dir():
         raise K2CError(f"output path {out} exists and is not a directory")
     if out.is_dir() and os.path.ismount(out):
-        raise K2CError(f"output directory {out} is a mount point; it cannot be replaced by renaming: "
-                       f"give a folder inside it, e.g. {out / 'net'}")
+        raise K2CError(
+            f"output directory {out} is a mount point; it cannot be replaced by renaming: "
+            f"give a folder inside it, e.g. {out / 'net'}"
+        )
     if out.is_dir():
         try:
             filled = any(out.iterdir())
@@ -227,8 +233,10 @@ def _publish(tmp: Path, out: Path, force: bool) -> None:
             if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
                 raise
     if not force:
-        raise K2CError(f"output directory {out} appeared (or was filled) while keras2clash was writing it; "
-                       "nothing was replaced: use --force to replace it")
+        raise K2CError(
+            f"output directory {out} appeared (or was filled) while keras2clash was writing it; "
+            "nothing was replaced: use --force to replace it"
+        )
     old = Path(tempfile.mkdtemp(prefix=f".{out.name[:_TMP_NAME_CHARS]}.old-", dir=out.parent))
     aside = old / "replaced"
     try:
@@ -242,8 +250,10 @@ def _publish(tmp: Path, out: Path, force: bool) -> None:
         try:
             os.rename(aside, out)  # put it back
         except OSError as exc:
-            raise K2CError(f"replacing {out} failed and it could not be put back ({_reason(exc)}); "
-                           f"the previous contents are kept at {aside}") from None
+            raise K2CError(
+                f"replacing {out} failed and it could not be put back ({_reason(exc)}); "
+                f"the previous contents are kept at {aside}"
+            ) from None
         shutil.rmtree(old, ignore_errors=True)
         raise
     shutil.rmtree(old, ignore_errors=True)  # the replaced contents, only once the new ones are in place
@@ -289,7 +299,7 @@ def _at_final_place(exc: OSError, tmp: Path, out: Path) -> OSError:
         if name is None:
             return None
         text = os.fsdecode(name)  # type: ignore[arg-type]
-        return str(out) + text[len(str(tmp)):] if inside(text, tmp) else text
+        return str(out) + text[len(str(tmp)) :] if inside(text, tmp) else text
 
     names = [name for name in (moved(exc.filename), moved(exc.filename2)) if name is not None]
     written = [name for name in names if inside(name, out)]
@@ -307,8 +317,9 @@ def work_dir(path: Path | str) -> Path:
         probe = tempfile.mkdtemp(prefix=".k2c-probe-", dir=path)
         os.rmdir(probe)
     except OSError as exc:
-        raise K2CError(f"cannot write the working folder {path} ({_reason(exc)}); "
-                       "is the project folder read-only?") from None
+        raise K2CError(
+            f"cannot write the working folder {path} ({_reason(exc)}); is the project folder read-only?"
+        ) from None
     return path
 
 
@@ -332,8 +343,9 @@ def write_output_file(path: Path | str, text: str | bytes, force: bool = False) 
             try:
                 rename_noreplace(tmp, path)
             except FileExistsError:
-                raise K2CError(f"output file {path} appeared while keras2clash was writing it; "
-                               "use --force to replace it") from None
+                raise K2CError(
+                    f"output file {path} appeared while keras2clash was writing it; use --force to replace it"
+                ) from None
         done = True
     except OSError as exc:
         raise K2CError(f"cannot write output file {path} ({_reason(exc)})") from None

@@ -18,10 +18,10 @@ from rich.console import Console
 
 from keras2clash.design import DEFAULT_FORMAT, DesignKnobs, DesignOptions, SoftmaxMode, per_layer
 from keras2clash.errors import K2CError
-from keras2clash.ir.graph import Graph
 from keras2clash.hw.lanes import resolve_lanes, with_lanes
 from keras2clash.hw.plan import LayerFormats, LayerPlan
 from keras2clash.hw.planner import compute_layers, make_plan
+from keras2clash.ir.graph import Graph
 from keras2clash.kinds import kind_of
 from keras2clash.quant.formats import FixedFormat
 from keras2clash.quant.golden import QuantizedLayer
@@ -84,18 +84,19 @@ def plan_network(
     design = DesignOptions.of(design, **knobs)
     layer_formats, parallelism, cycles = design.layer_formats, design.parallelism, design.cycles
     if design.hls4ml_config is not None:  # its formats first, --layer-formats/--layer-format on top; its knobs
-        layer_formats, parallelism, cycles = _with_hls4ml(graph, design.hls4ml_config, layer_formats, parallelism,
-                                                          cycles, design.dsp_budget)
+        layer_formats, parallelism, cycles = _with_hls4ml(
+            graph, design.hls4ml_config, layer_formats, parallelism, cycles, design.dsp_budget
+        )
     lanes = resolve_lanes(design.lanes, design.dsp_budget)
     graph = softmax_mode(graph, design.softmax)
     layer_formats = _model_formats(keras_model, graph, layer_formats, design.format)
     n_compute = len(compute_layers(graph))
     pes = per_layer(parallelism, n_compute, "parallelism")
     cyc = per_layer(cycles, n_compute, "cycles")
-    levels = design.pipeline if isinstance(design.pipeline, int) else per_layer(design.pipeline, n_compute,
-                                                                                 "pipeline")
-    formats = resolve_formats(graph, design.format, layer_formats=layer_formats, bits=design.bits,
-                              calibration=design.calibration)
+    levels = design.pipeline if isinstance(design.pipeline, int) else per_layer(design.pipeline, n_compute, "pipeline")
+    formats = resolve_formats(
+        graph, design.format, layer_formats=layer_formats, bits=design.bits, calibration=design.calibration
+    )
     formats = _weight_formats(graph, formats, design.weight_format)
     if formats.auto is not None and console is not None:
         from keras2clash.quant.autoformat import render as render_auto
@@ -103,13 +104,26 @@ def plan_network(
         render_auto(formats.auto, console)
     if design.dsp_budget is not None:
         pes, cyc = _balanced_knobs(graph, formats, design.dsp_budget, pes, cyc, levels, console)
-    plans = make_plan(graph, formats.default, pes, cycles=cyc, layer_formats=formats.layers or None,
-                      input_fmt=formats.input, pipeline=levels)
+    plans = make_plan(
+        graph,
+        formats.default,
+        pes,
+        cycles=cyc,
+        layer_formats=formats.layers or None,
+        input_fmt=formats.input,
+        pipeline=levels,
+    )
     if fifos:
         plans = with_lanes(plans) if lanes == "auto" else with_fifos(plans)
         _report_lanes(plans, console)
-    return Network(graph=graph, plans=plans, params=quantize_params(plans), formats=formats,
-                   overflow=parameter_overflow(plans, graph), keras_model=keras_model)
+    return Network(
+        graph=graph,
+        plans=plans,
+        params=quantize_params(plans),
+        formats=formats,
+        overflow=parameter_overflow(plans, graph),
+        keras_model=keras_model,
+    )
 
 
 def _weight_formats(graph: Graph, formats: Any, weight_format: str) -> Any:
@@ -131,8 +145,9 @@ def _weight_formats(graph: Graph, formats: Any, weight_format: str) -> Any:
     return replace(formats, layers=layers)
 
 
-def _model_formats(keras_model: Any, graph: Graph, layer_formats: FormatConfig | None,
-                   fmt: FixedFormat | str) -> FormatConfig | None:
+def _model_formats(
+    keras_model: Any, graph: Graph, layer_formats: FormatConfig | None, fmt: FixedFormat | str
+) -> FormatConfig | None:
     """A quantization-aware (HGQ2, QKeras) model brings its own formats (frontend.hgq /
     frontend.qkeras format_config; a QKeras model may take the user's input format):
     they replace the uniform format, and formats given as well are refused rather than
@@ -144,20 +159,29 @@ def _model_formats(keras_model: Any, graph: Graph, layer_formats: FormatConfig |
     if qkeras.is_qkeras_model(keras_model):
         given = layer_formats or FormatConfig()
         if given.layers or given.default is not None or is_auto(fmt):
-            raise K2CError("a QKeras model brings its own formats (its quantizers); do not give per-layer or "
-                           "automatic formats with it (only --input-format, when it does not quantize its input)")
+            raise K2CError(
+                "a QKeras model brings its own formats (its quantizers); do not give per-layer or "
+                "automatic formats with it (only --input-format, when it does not quantize its input)"
+            )
         return qkeras.format_config(keras_model, graph, given.input)
     if not hgq.is_hgq_model(keras_model):
         return layer_formats
     if layer_formats is not None or is_auto(fmt):
-        raise K2CError("an HGQ2 model brings its own formats (its quantizers); do not give per-layer, "
-                       "input or automatic formats with it")
+        raise K2CError(
+            "an HGQ2 model brings its own formats (its quantizers); do not give per-layer, "
+            "input or automatic formats with it"
+        )
     return hgq.format_config(keras_model, graph)
 
 
-def _with_hls4ml(graph: Graph, config: Hls4mlConfig, layer_formats: FormatConfig | None,
-                 parallelism: Sequence[int] | None, cycles: Sequence[int] | None,
-                 dsp_budget: int | None) -> tuple[FormatConfig, Sequence[int] | None, Sequence[int] | None]:
+def _with_hls4ml(
+    graph: Graph,
+    config: Hls4mlConfig,
+    layer_formats: FormatConfig | None,
+    parallelism: Sequence[int] | None,
+    cycles: Sequence[int] | None,
+    dsp_budget: int | None,
+) -> tuple[FormatConfig, Sequence[int] | None, Sequence[int] | None]:
     """An hls4ml config (quant.hls4ml) matched to the graph: the user's other format settings
     applied on top of its formats, and its reuse factors as the knobs (refused together with
     --parallelism/--cycles/--dsp-budget)."""
@@ -187,8 +211,10 @@ def _report_lanes(plans: Sequence[LayerPlan], console: Console | None) -> None:
     """One line per serial BatchNormalization (hw.lanes)."""
     serial = [p for p in plans if p.lane_chunks > 1]
     if console is not None and serial:
-        console.print("serial BatchNormalization (the same II): " + ", ".join(
-            f"{p.name} {p.channel_lanes} of {p.output_shape[-1]} channels a cycle" for p in serial))
+        console.print(
+            "serial BatchNormalization (the same II): "
+            + ", ".join(f"{p.name} {p.channel_lanes} of {p.output_shape[-1]} channels a cycle" for p in serial)
+        )
 
 
 def _balanced_knobs(graph: Graph, formats: Any, budget: int, pes, cyc, levels, console) -> tuple[list[int], list[int]]:
@@ -198,16 +224,23 @@ def _balanced_knobs(graph: Graph, formats: Any, budget: int, pes, cyc, levels, c
 
     if pes is not None or cyc is not None:
         raise K2CError("give either --dsp-budget or --parallelism/--cycles, not both")
-    plans = make_plan(graph, formats.default, layer_formats=formats.layers or None, input_fmt=formats.input,
-                      pipeline=levels)
+    plans = make_plan(
+        graph, formats.default, layer_formats=formats.layers or None, input_fmt=formats.input, pipeline=levels
+    )
     alloc = balanced(plans, budget)
     if console is not None:
         console.print(alloc.summary())
     return alloc.parallelism, alloc.cycles
 
 
-def load_network(model: Any, design: DesignOptions | str | FixedFormat = DEFAULT_FORMAT, *, fifos: bool = True,
-                 console: Console | None = None, **knobs: Unpack[DesignKnobs]) -> Network:
+def load_network(
+    model: Any,
+    design: DesignOptions | str | FixedFormat = DEFAULT_FORMAT,
+    *,
+    fifos: bool = True,
+    console: Console | None = None,
+    **knobs: Unpack[DesignKnobs],
+) -> Network:
     """`plan_network(load_model(model))`: see both (the model's weights file, for a JSON
     config, is the design's `weights`)."""
     design = DesignOptions.of(design, **knobs)

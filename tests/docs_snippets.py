@@ -71,8 +71,9 @@ def parse_marker(text: str, where: str) -> tuple[str, str | None]:
         if not reason:
             raise DocsTestError(f"{where}: `docs-test: skip` needs a reason: <!-- docs-test: skip (why) -->")
         return "skip", reason
-    raise DocsTestError(f"{where}: unknown marker `docs-test:{text}`; use `docs-test: slow` or "
-                        "`docs-test: skip (reason)`")
+    raise DocsTestError(
+        f"{where}: unknown marker `docs-test:{text}`; use `docs-test: slow` or `docs-test: skip (reason)`"
+    )
 
 
 def _unindent_admonitions(text: str) -> str:
@@ -108,8 +109,10 @@ def parse(text: str, page: str) -> list[Block]:
         if token.type == "inline":
             for child in token.children or []:
                 if child.type == "html_inline" and MARKER.search(child.content):
-                    raise DocsTestError(f"{page}:{token.map[0] + 1}: a docs-test marker must stand alone on the "
-                                        "line just before its code block")
+                    raise DocsTestError(
+                        f"{page}:{token.map[0] + 1}: a docs-test marker must stand alone on the "
+                        "line just before its code block"
+                    )
             continue
         if token.type == "html_block" and MARKER.search(token.content):
             line = token.map[0] + 1
@@ -125,8 +128,10 @@ def parse(text: str, page: str) -> list[Block]:
             lang = (token.info.split() or [""])[0].strip("{}.").lower()
             first = token.map[0] + 2  # the fence line is map[0] (0-based); code starts below it
             if lang in LOOKALIKES:
-                raise DocsTestError(f"{page}:{first - 1}: a ```{lang} block: write ```sh or ```python "
-                                    "(run by the tests) or ```text (shown only)")
+                raise DocsTestError(
+                    f"{page}:{first - 1}: a ```{lang} block: write ```sh or ```python "
+                    "(run by the tests) or ```text (shown only)"
+                )
             marker = reason = None
             if pending is not None:
                 if pending[2] != token.map[0]:
@@ -134,8 +139,10 @@ def parse(text: str, page: str) -> list[Block]:
                 marker, reason = pending[0], pending[1]
                 pending = None
                 if lang not in RUN:
-                    raise DocsTestError(f"{page}:{first - 1}: a docs-test marker on a ```{lang or 'plain'} block, "
-                                        "which is not run anyway")
+                    raise DocsTestError(
+                        f"{page}:{first - 1}: a docs-test marker on a ```{lang or 'plain'} block, "
+                        "which is not run anyway"
+                    )
             blocks.append(Block(page, first, RUN.get(lang, lang), token.content, marker, reason))
         elif pending is not None and token.map is not None and token.map[0] >= pending[2]:
             raise DocsTestError(f"{page}:{pending[2]}: marker not followed by a code block")
@@ -172,20 +179,30 @@ class Runner:
     def _sh(self, block: Block) -> None:
         script = "trap 'echo \"docs-test: failed at script line $LINENO\" >&2' ERR\n" + block.code
         try:
-            result = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", script], cwd=self.folder, env=self.env,
-                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    text=True, timeout=self.timeout)
+            result = subprocess.run(
+                ["bash", "-e", "-o", "pipefail", "-c", script],
+                cwd=self.folder,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                timeout=self.timeout,
+            )
         except subprocess.TimeoutExpired as err:
-            raise DocsTestError(f"{block.page}:{block.line}: the block took more than {self.timeout:.0f} s\n"
-                                f"{_tail(err.stdout or '')}") from None
+            raise DocsTestError(
+                f"{block.page}:{block.line}: the block took more than {self.timeout:.0f} s\n{_tail(err.stdout or '')}"
+            ) from None
         if result.returncode != 0:
             m = re.search(r"docs-test: failed at script line (\d+)", result.stdout)
             line = block.line + int(m[1]) - 2 if m else block.line
             lines = block.code.split("\n")
             command = lines[line - block.line] if 0 <= line - block.line < len(lines) else ""
             output = re.sub(r"docs-test: failed at script line \d+\n?", "", result.stdout)
-            raise DocsTestError(f"{block.page}:{line}: `{command.strip()}` exited with {result.returncode} "
-                                f"(block at line {block.line})\n{_tail(output)}")
+            raise DocsTestError(
+                f"{block.page}:{line}: `{command.strip()}` exited with {result.returncode} "
+                f"(block at line {block.line})\n{_tail(output)}"
+            )
 
     def _python(self, block: Block) -> None:
         # Padded so that a traceback's line numbers are the page's.
@@ -196,14 +213,15 @@ class Runner:
         os.environ["PATH"] = self.env["PATH"]
         try:
             exec(compile(source, block.page, "exec"), self.namespace)
-        except BaseException as err:  # noqa: BLE001: a snippet's SystemExit or KeyboardInterrupt too
+        except BaseException as err:  # a snippet's SystemExit or KeyboardInterrupt too
             if isinstance(err, KeyboardInterrupt):
                 raise
             frames = [f for f in traceback.extract_tb(err.__traceback__) if f.filename == block.page]
             line = frames[-1].lineno if frames else block.line
             text = "".join(traceback.format_exception(err))
-            raise DocsTestError(f"{block.page}:{line}: {type(err).__name__}: {err} (block at line {block.line})\n"
-                                f"{_tail(text)}") from None
+            raise DocsTestError(
+                f"{block.page}:{line}: {type(err).__name__}: {err} (block at line {block.line})\n{_tail(text)}"
+            ) from None
         finally:
             os.chdir(cwd)
             if old_path is None:

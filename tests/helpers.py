@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -37,9 +37,10 @@ def random_dense_model(layers: list[tuple[int, str]], n_in: int, seed: int, scal
     import keras
 
     rng = np.random.default_rng(seed)
-    model = keras.Sequential([keras.Input((n_in,))] + [
-        keras.layers.Dense(units, activation=act, name=f"dense_{i}") for i, (units, act) in enumerate(layers)
-    ])
+    model = keras.Sequential(
+        [keras.Input((n_in,))]
+        + [keras.layers.Dense(units, activation=act, name=f"dense_{i}") for i, (units, act) in enumerate(layers)]
+    )
     model.set_weights([rng.normal(0, scale, w.shape).astype("float32") for w in model.get_weights()])
     return model
 
@@ -81,8 +82,12 @@ def cli_command(*args: str) -> list[str]:
     """The command line as a separate Python process (same interpreter, same package)."""
     import sys
 
-    return [sys.executable, "-c", "import sys; from keras2clash.cli import main; sys.argv[0] = 'keras2clash'; main()",
-            *args]
+    return [
+        sys.executable,
+        "-c",
+        "import sys; from keras2clash.cli import main; sys.argv[0] = 'keras2clash'; main()",
+        *args,
+    ]
 
 
 def cli_env(**extra: str) -> dict[str, str]:

@@ -30,8 +30,10 @@ def all_digits():
     return all_digits
 
 
-@pytest.mark.parametrize("example", ["digits_dense", "thesis_cnn", "cnn_variants", "mobilenet_digits",
-                                     "resnet_digits", "inception_digits", "mlp_tanh"])
+@pytest.mark.parametrize(
+    "example",
+    ["digits_dense", "thesis_cnn", "cnn_variants", "mobilenet_digits", "resnet_digits", "inception_digits", "mlp_tanh"],
+)
 def test_hardware_accuracy_within_a_quarter_point_of_keras_float(all_digits, example: str) -> None:
     import keras
 
@@ -40,10 +42,14 @@ def test_hardware_accuracy_within_a_quarter_point_of_keras_float(all_digits, exa
     path = EXAMPLES / example / f"{example}.keras"
     x, y = all_digits(EXAMPLES / example)
     assert len(y) == 1797 and np.array_equal(np.bincount(y), np.bincount(np.asarray(_digit_labels())))
-    keras_right = int(np.sum(np.argmax(keras.models.load_model(path, compile=False).predict(x, verbose=0), axis=1) == y))
+    keras_right = int(
+        np.sum(np.argmax(keras.models.load_model(path, compile=False).predict(x, verbose=0), axis=1) == y)
+    )
     hardware_right = int(np.sum(debug.predict(path, x, "1,7,8").classes == y))
     below = 100.0 * (keras_right - hardware_right) / len(y)
-    assert below <= CRITERION_POINTS, f"{example}: {hardware_right} right against Keras float's {keras_right} ({below:.2f} pt)"
+    assert below <= CRITERION_POINTS, (
+        f"{example}: {hardware_right} right against Keras float's {keras_right} ({below:.2f} pt)"
+    )
     assert keras_right >= 0.97 * len(y)  # a trained model, not an untrained one agreeing with itself
 
 

@@ -34,13 +34,22 @@ def _names(node: ast.expr) -> set[str]:
 def _reads_a_type(node: ast.expr) -> bool:
     """`plan.type`, `layer.type`, `record.type`, or a local named `kind`/`type_name`."""
     return (isinstance(node, ast.Attribute) and node.attr == "type") or (
-        isinstance(node, ast.Name) and node.id in ("kind", "type_name"))
+        isinstance(node, ast.Name) and node.id in ("kind", "type_name")
+    )
 
 
 def test_no_stage_switches_on_a_kind_with_a_home() -> None:
     homed = {t for kind in kinds() for t in kind.types}
-    assert {"zeropad2d", "flatten", "maxpool2d", "globalavgpool", "batchnorm", "activation", "add",
-            "concatenate"} <= homed
+    assert {
+        "zeropad2d",
+        "flatten",
+        "maxpool2d",
+        "globalavgpool",
+        "batchnorm",
+        "activation",
+        "add",
+        "concatenate",
+    } <= homed
     switches = []
     for path in sorted(PACKAGE.rglob("*.py")):
         if (PACKAGE / "kinds") in path.parents:
@@ -55,3 +64,11 @@ def test_no_stage_switches_on_a_kind_with_a_home() -> None:
                 if named:
                     switches.append(f"{path.relative_to(ROOT)}:{node.lineno}: {sorted(named)}")
     assert not switches, "stages naming kinds that live in keras2clash/kinds:\n" + "\n".join(switches)
+
+
+def test_ruff_lints_and_formats_everything() -> None:
+    """`ruff check` and `ruff format --check` pass on every Python file (pyproject's [tool.ruff])."""
+    ruff = Path(sys.executable).parent / "ruff"
+    for args in (["check"], ["format", "--check"]):
+        proc = subprocess.run([str(ruff), *args, "."], cwd=ROOT, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]

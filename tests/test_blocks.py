@@ -32,8 +32,7 @@ LOOPS = re.compile(r"UNOPTFLAT|ALWCOMBORDER|Circular combinational")
 
 def _run(cmd: list[str], cwd: Path, what: str, timeout: int = 1800, **kwargs) -> str:
     """Run a tool; fail the test with its output's tail when it exits non-zero."""
-    proc = subprocess.run([str(c) for c in cmd], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, **kwargs)
+    proc = subprocess.run([str(c) for c in cmd], cwd=cwd, capture_output=True, text=True, timeout=timeout, **kwargs)
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, f"{what} failed (exit {proc.returncode})\n{output[-3000:]}"
     return output
@@ -54,7 +53,7 @@ def _field(stanza: str, field: str) -> list[str]:
         match = re.match(rf"(\s*){field}:(.*)", line)
         if match:
             values = match.group(2)
-            for more in lines[i + 1:]:
+            for more in lines[i + 1 :]:
                 if more.strip().startswith("--"):
                     continue
                 if not more.strip() or len(more) - len(more.lstrip()) <= len(match.group(1)):
@@ -65,6 +64,7 @@ def _field(stanza: str, field: str) -> list[str]:
 
 
 # --------------------------------------------------------------------- no toolchain needed
+
 
 def test_library_exposes_every_block() -> None:
     """`cabal build` compiles every K2C block, the engine's parts included."""
@@ -91,6 +91,7 @@ def test_engine_case_modules_are_up_to_date(tmp_path: Path) -> None:
 
 # --------------------------------------------------------------------- cabal
 
+
 @pytest.fixture(scope="module")
 def cabal(tmp_path_factory):
     """Run `cabal --offline test SUITE`: the repository's repository-free config copied into a
@@ -102,8 +103,15 @@ def cabal(tmp_path_factory):
     env = {**os.environ, "CABAL_DIR": str(root / "home")}
 
     def test(suite: str, *options: object, cwd: Path = ROOT, builddir: Path = root / "dist") -> str:
-        cmd = ["cabal", "--offline", "test", suite, f"--builddir={builddir}", "--test-show-details=direct",
-               *(f"--test-option={option}" for option in options)]
+        cmd = [
+            "cabal",
+            "--offline",
+            "test",
+            suite,
+            f"--builddir={builddir}",
+            "--test-show-details=direct",
+            *(f"--test-option={option}" for option in options),
+        ]
         return _run(cmd, cwd, f"cabal test {suite}", timeout=3600, env=env)
 
     test.env = env
@@ -114,8 +122,22 @@ def _clash_verilog(source: Path, out: Path, *search: Path, cwd: Path = LIB) -> P
     """`clash --verilog` of SOURCE with the blocks and SEARCH on the search path; the HDL
     folder (one subfolder per top entity)."""
     out.mkdir(parents=True, exist_ok=True)
-    _run(["clash", f"-i{LIB}", *(f"-i{path}" for path in search), source, "--verilog", "-fclash-no-cache",
-          "-fclash-hdldir", out / "hdl", "-outputdir", out / "obj"], cwd, f"clash --verilog {source.name}")
+    _run(
+        [
+            "clash",
+            f"-i{LIB}",
+            *(f"-i{path}" for path in search),
+            source,
+            "--verilog",
+            "-fclash-no-cache",
+            "-fclash-hdldir",
+            out / "hdl",
+            "-outputdir",
+            out / "obj",
+        ],
+        cwd,
+        f"clash --verilog {source.name}",
+    )
     return out / "hdl"
 
 
@@ -150,8 +172,16 @@ def test_stream_bench(cabal, tmp_path: Path) -> None:
         # through a Pad and its Window that no bit follows; yosys checks bit by bit instead.
         _run(["verilator", "--lint-only", "-Wno-WIDTH", "-Wno-UNOPTFLAT", *verilog], folder, f"lint {folder.name}")
         top = next(folder.glob("*.sdc")).stem  # Clash writes one constraints file, named after the top
-        _run(["yosys", "-q", "-p", f"read_verilog -sv {' '.join(verilog)}; hierarchy -top {top}; proc; flatten; "
-              "check -assert"], folder, f"yosys loop check {folder.name}")
+        _run(
+            [
+                "yosys",
+                "-q",
+                "-p",
+                f"read_verilog -sv {' '.join(verilog)}; hierarchy -top {top}; proc; flatten; check -assert",
+            ],
+            folder,
+            f"yosys loop check {folder.name}",
+        )
 
     replays = _vectors(vectors)
     assert len(replays) >= 8
@@ -189,9 +219,26 @@ def test_branch_bench(cabal, tmp_path: Path) -> None:
     for top, tb in replays:
         verilog = _verilog_of(hdl, top)
         _run(["iverilog", "-o", f"ivl_{top}", tb, verilog], vectors, f"iverilog {top}")
-        _run(["verilator", "--binary", "--timing", "-Wno-fatal", "-Wno-WIDTH", "-Wno-UNUSEDSIGNAL",
-              "--top-module", "tb", "-Mdir", f"vl_{top}", "-MAKEFLAGS", "OPT_FAST=-O1", tb, verilog],
-             vectors, f"verilator {top}")
+        _run(
+            [
+                "verilator",
+                "--binary",
+                "--timing",
+                "-Wno-fatal",
+                "-Wno-WIDTH",
+                "-Wno-UNUSEDSIGNAL",
+                "--top-module",
+                "tb",
+                "-Mdir",
+                f"vl_{top}",
+                "-MAKEFLAGS",
+                "OPT_FAST=-O1",
+                tb,
+                verilog,
+            ],
+            vectors,
+            f"verilator {top}",
+        )
         for sim in (["vvp", "-n", f"ivl_{top}"], [vectors / f"vl_{top}" / "Vtb"]):
             out = _run(sim, vectors, f"{sim[0]} {top}")
             assert f" {beats[top]} output beats, 0 mismatches" in out, f"{sim[0]} {top}\n{out[-2000:]}"
@@ -230,21 +277,47 @@ def test_engine_bench(cabal, tmp_path: Path) -> None:
     # Only the blocks on the search path: the example's folder is the working directory already
     # (naming it too would make Clash see each weight file twice).
     verilog = _clash_verilog(LIB / "example" / "Top.hs", example, cwd=LIB / "example")
-    out = _verilator_run(verilog / "Top.topEntity", "network", here / "example_tb.cpp", example / "obj", [],
-                         stdin=(LIB / "example" / "input.txt").read_text())
+    out = _verilator_run(
+        verilog / "Top.topEntity",
+        "network",
+        here / "example_tb.cpp",
+        example / "obj",
+        [],
+        stdin=(LIB / "example" / "input.txt").read_text(),
+    )
     assert out == (LIB / "example" / "expected.txt").read_text(), "example: Verilator output differs from expected.txt"
 
 
-def _verilator_run(folder: Path, top: str, testbench: Path, objdir: Path, args: list[Path],
-                   stdin: str | None = None) -> str:
+def _verilator_run(
+    folder: Path, top: str, testbench: Path, objdir: Path, args: list[Path], stdin: str | None = None
+) -> str:
     """Lint FOLDER's Verilog, build it with a C++ testbench, run it from FOLDER (where the
     weight files are); its standard output."""
     verilog = sorted(p.name for p in folder.glob("*.v"))
     _run(["verilator", "--lint-only", "-Wno-WIDTH", "--top-module", top, *verilog], folder, f"lint {top}")
-    _run(["verilator", "--cc", "--exe", "--build", "-Wno-WIDTH", "-Wno-fatal", "--top-module", top,
-          "-Mdir", objdir, "-MAKEFLAGS", "OPT_FAST=-O1", *verilog, testbench], folder, f"verilator {top}")
-    proc = subprocess.run([str(objdir / f"V{top}"), *map(str, args)], cwd=folder, input=stdin,
-                          capture_output=True, text=True, timeout=600)
+    _run(
+        [
+            "verilator",
+            "--cc",
+            "--exe",
+            "--build",
+            "-Wno-WIDTH",
+            "-Wno-fatal",
+            "--top-module",
+            top,
+            "-Mdir",
+            objdir,
+            "-MAKEFLAGS",
+            "OPT_FAST=-O1",
+            *verilog,
+            testbench,
+        ],
+        folder,
+        f"verilator {top}",
+    )
+    proc = subprocess.run(
+        [str(objdir / f"V{top}"), *map(str, args)], cwd=folder, input=stdin, capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return proc.stdout
 
@@ -252,25 +325,41 @@ def _verilator_run(folder: Path, top: str, testbench: Path, objdir: Path, args: 
 # --------------------------------------------------------------------- mutants
 
 MUTANTS = [
-    ("fifo-ready-when-full", "Fifo.hs",
-     "readyIn  = register True  (step <$> accepted <*> removed <*> readyIn <*> (not <$> nearFull) <*> pure True)",
-     "readyIn  = register True  (step <$> accepted <*> removed <*> readyIn <*> pure True <*> pure True)"),
-    ("fifo-ready-passthrough", "Fifo.hs", "fifo SNat (input, readyOut) = (output, readyIn)",
-     "fifo SNat (input, readyOut) = (output, readyIn .||. readyOut)"),
+    (
+        "fifo-ready-when-full",
+        "Fifo.hs",
+        "readyIn  = register True  (step <$> accepted <*> removed <*> readyIn <*> (not <$> nearFull) <*> pure True)",
+        "readyIn  = register True  (step <$> accepted <*> removed <*> readyIn <*> pure True <*> pure True)",
+    ),
+    (
+        "fifo-ready-passthrough",
+        "Fifo.hs",
+        "fifo SNat (input, readyOut) = (output, readyIn)",
+        "fifo SNat (input, readyOut) = (output, readyIn .||. readyOut)",
+    ),
     ("fork-ungated", "Branch.hs", "offer otherReady = mux otherReady input (pure Nothing)", "offer _ = input"),
     ("join-ungated", "Branch.hs", "take1  = readyOut .&&. valid2", "take1  = readyOut"),
-    ("average-ties-down", "Merge.hs", "+ fromInteger (shiftL count (natToNum @f))",
-     "+ fromInteger (shiftL count (natToNum @f)) - 1"),
-    ("widen-no-shift", "Merge.hs", "shiftL (resize (unSF x)) (natToNum @fo - natToNum @f)",
-     "shiftL (resize (unSF x)) 0"),
+    (
+        "average-ties-down",
+        "Merge.hs",
+        "+ fromInteger (shiftL count (natToNum @f))",
+        "+ fromInteger (shiftL count (natToNum @f)) - 1",
+    ),
+    (
+        "widen-no-shift",
+        "Merge.hs",
+        "shiftL (resize (unSF x)) (natToNum @fo - natToNum @f)",
+        "shiftL (resize (unSF x)) 0",
+    ),
 ]
 
 
 @pytest.mark.slow
 @needs_toolchain
 @pytest.mark.parametrize(("name", "block", "rule", "broken"), MUTANTS, ids=[m[0] for m in MUTANTS])
-def test_branch_bench_catches_a_broken_rule(cabal, tmp_path: Path, name: str, block: str, rule: str,
-                                            broken: str) -> None:
+def test_branch_bench_catches_a_broken_rule(
+    cabal, tmp_path: Path, name: str, block: str, rule: str, broken: str
+) -> None:
     """A copy of the blocks with one rule of Fifo, Branch or Merge broken: the `branch` suite
     must fail (a test that cannot fail proves nothing). A whole library build each."""
     copy = tmp_path / "clash_lib"
@@ -279,9 +368,24 @@ def test_branch_bench_catches_a_broken_rule(cabal, tmp_path: Path, name: str, bl
     text = source.read_text()
     assert text.count(rule) == 1, f"mutant {name} does not apply"
     source.write_text(text.replace(rule, broken))
-    proc = subprocess.run(["cabal", "--offline", "test", "branch", f"--builddir={tmp_path / 'dist'}",
-                           "--disable-optimization", "--test-show-details=direct"],
-                          cwd=copy, env=cabal.env, capture_output=True, text=True, timeout=3600)
+    proc = subprocess.run(
+        [
+            "cabal",
+            "--offline",
+            "test",
+            "branch",
+            f"--builddir={tmp_path / 'dist'}",
+            "--disable-optimization",
+            "--test-show-details=direct",
+        ],
+        cwd=copy,
+        env=cabal.env,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
     output = proc.stdout + proc.stderr
     assert proc.returncode != 0, f"mutant {name} survived"
-    assert re.search(r"^FAIL ", output, re.M), f"mutant {name}: the suite failed without a failing case\n{output[-2000:]}"
+    assert re.search(r"^FAIL ", output, re.M), (
+        f"mutant {name}: the suite failed without a failing case\n{output[-2000:]}"
+    )

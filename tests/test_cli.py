@@ -12,9 +12,8 @@ import numpy as np
 import pytest
 
 import keras2clash
-from keras2clash.errors import K2CError
-
 from helpers import cli_env, needs_toolchain, run_cli
+from keras2clash.errors import K2CError
 
 ROOT = Path(__file__).resolve().parent.parent
 DIGITS = ROOT / "examples" / "digits_dense"
@@ -26,8 +25,14 @@ def conv_model(tmp_path_factory) -> Path:
     import keras
 
     path = tmp_path_factory.mktemp("m") / "conv.keras"
-    keras.Sequential([keras.Input((4, 4, 4, 1)), keras.layers.Conv3D(2, 3, name="conv_a"),
-                      keras.layers.Flatten(), keras.layers.Dense(2)]).save(path)
+    keras.Sequential(
+        [
+            keras.Input((4, 4, 4, 1)),
+            keras.layers.Conv3D(2, 3, name="conv_a"),
+            keras.layers.Flatten(),
+            keras.layers.Dense(2),
+        ]
+    ).save(path)
     return path
 
 
@@ -122,9 +127,17 @@ def test_hdl_needs_a_project(tmp_path: Path, capsys) -> None:
 
 def test_installed_console_script_prints_no_traceback(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [str(ROOT / ".venv" / "bin" / "keras2clash"), "emit", str(DIGITS / "digits_dense.keras"),
-         "--format", "1,7", "--out", str(tmp_path / "o")],
-        capture_output=True, text=True,
+        [
+            str(ROOT / ".venv" / "bin" / "keras2clash"),
+            "emit",
+            str(DIGITS / "digits_dense.keras"),
+            "--format",
+            "1,7",
+            "--out",
+            str(tmp_path / "o"),
+        ],
+        capture_output=True,
+        text=True,
     )
     assert proc.returncode == 2
     assert "bad format '1,7'" in proc.stderr and "Traceback" not in proc.stderr
@@ -156,6 +169,7 @@ def test_run_checks_the_data_before_the_first_step(tmp_path: Path, capsys) -> No
     assert list(work.iterdir()) == []  # no project left behind
     assert time.monotonic() - t0 < 20  # no Clash run first (three HDLs take ~22 s on iris)
 
+
 def test_report_rejects_a_bad_dsp_target_before_any_work(tiny_project: Path, capsys) -> None:
     before = sorted(p.relative_to(tiny_project) for p in tiny_project.rglob("*"))
     code, err = run_cli(["report", str(tiny_project), "--dsp", "altera"], capsys)
@@ -177,12 +191,14 @@ def test_float_labels_are_not_truncated(tmp_path: Path, tiny_project: Path, caps
     code, err = run_cli(["testbench", str(tiny_project), "--data", str(data)], capsys)
     assert code == 2 and "label 2 is" in err
 
+
 def test_whole_float_labels_are_classes(tmp_path: Path) -> None:
     from keras2clash.data import load_dataset
 
     data = tmp_path / "d.npz"
     np.savez(data, x=np.zeros((3, 4)), y=np.array([0.0, 1.0, 1.0]))
     assert load_dataset(data, (4,), 2).y.tolist() == [0, 1, 1]
+
 
 @pytest.mark.parametrize(
     ("args", "message"),
@@ -199,6 +215,7 @@ def test_usage_errors_are_one_error_line(capsys, args, message) -> None:
     assert code == 2
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], err
 
+
 @pytest.fixture()
 def extreme_data(tmp_path: Path) -> Path:
     x = np.array([[1e308, -1e308, 3e38, 1e-320], [-1e300, 1e300, 0, 1], [5e38, -5e38, 1e20, -1e20]])
@@ -206,12 +223,14 @@ def extreme_data(tmp_path: Path) -> Path:
     np.savez(path, x=x, y=np.array([0, 1, 2]))
     return path
 
+
 def _no_runtime_warnings(capsys, args: list[str]) -> tuple[int, str]:
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)  # a leaked numpy warning fails the command
         code, err = run_cli(args, capsys)
     assert "RuntimeWarning" not in err and "Traceback" not in err, err
     return code, err
+
 
 def test_no_runtime_warnings_on_extreme_inputs(tmp_path: Path, capsys, extreme_data: Path) -> None:
     from keras2clash.backend.project import load_project
@@ -227,15 +246,23 @@ def test_no_runtime_warnings_on_extreme_inputs(tmp_path: Path, capsys, extreme_d
     # profiling and calibrating need finite float activations: one clear error
     code, err = _no_runtime_warnings(capsys, ["profile", str(IRIS / "iris.keras"), "--data", str(extreme_data)])
     assert code == 2 and "overflows float64" in err
-    code, err = _no_runtime_warnings(capsys, ["sweep", str(IRIS / "iris.keras"), "--data", str(extreme_data),
-                                              "-f", "1,7,8"])
+    code, err = _no_runtime_warnings(
+        capsys, ["sweep", str(IRIS / "iris.keras"), "--data", str(extreme_data), "-f", "1,7,8"]
+    )
     assert code == 0
+
 
 def test_lambda_layer_is_an_unsupported_layer(tmp_path: Path, capsys) -> None:
     import keras
 
-    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, name="d"),
-                              keras.layers.Lambda(lambda t: t * 2, name="double"), keras.layers.Dense(2)])
+    model = keras.Sequential(
+        [
+            keras.Input((4,)),
+            keras.layers.Dense(3, name="d"),
+            keras.layers.Lambda(lambda t: t * 2, name="double"),
+            keras.layers.Dense(2),
+        ]
+    )
     keras_file = tmp_path / "lam.keras"
     model.save(keras_file)
     json_file = tmp_path / "lam.json"
@@ -249,11 +276,19 @@ def test_lambda_layer_is_an_unsupported_layer(tmp_path: Path, capsys) -> None:
         assert "unsupported layer Lambda 'double'" in err and "safe_mode" not in err
         assert not (tmp_path / "o").exists()
 
+
 def test_missing_model_file_does_not_import_tensorflow(tmp_path: Path) -> None:
-    probe = ("import sys; from keras2clash.cli import main; sys.argv = ['keras2clash', 'emit', sys.argv[1], "
-             "'--out', sys.argv[2]]\ntry:\n    main()\nexcept SystemExit as e:\n"
-             "    print(e.code, 'tensorflow' in sys.modules, 'keras' in sys.modules)")
-    proc = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "nope.keras"), str(tmp_path / "o")],
-                          capture_output=True, text=True, env=cli_env(), timeout=60)
+    probe = (
+        "import sys; from keras2clash.cli import main; sys.argv = ['keras2clash', 'emit', sys.argv[1], "
+        "'--out', sys.argv[2]]\ntry:\n    main()\nexcept SystemExit as e:\n"
+        "    print(e.code, 'tensorflow' in sys.modules, 'keras' in sys.modules)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe, str(tmp_path / "nope.keras"), str(tmp_path / "o")],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        timeout=60,
+    )
     assert "model file not found" in proc.stderr
     assert proc.stdout.split() == ["2", "False", "False"]

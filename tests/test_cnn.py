@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 import keras2clash as k2c
-
 from helpers import needs_toolchain
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,9 +63,14 @@ def _random_cnn(layers, input_shape, seed):
 
     rng = np.random.default_rng(seed)
     model = keras.Sequential([keras.Input(input_shape), *layers])
-    model.set_weights([rng.normal(0, 0.7, w.shape).astype("float32") if "variance" not in v.path
-                       else rng.uniform(0.5, 2.0, w.shape).astype("float32")
-                       for w, v in zip(model.get_weights(), model.weights)])
+    model.set_weights(
+        [
+            rng.normal(0, 0.7, w.shape).astype("float32")
+            if "variance" not in v.path
+            else rng.uniform(0.5, 2.0, w.shape).astype("float32")
+            for w, v in zip(model.get_weights(), model.weights)
+        ]
+    )
     return model
 
 
@@ -75,16 +79,40 @@ def _cases():
 
     return {
         "same_stride2_nobias": (
-            [L.Conv2D(3, 3, strides=2, padding="same", use_bias=False, activation="relu", name="c"),
-             L.Flatten(name="f"), L.Dense(3, name="d")], (7, 6, 2), [2, 3], [5, 4]),
+            [
+                L.Conv2D(3, 3, strides=2, padding="same", use_bias=False, activation="relu", name="c"),
+                L.Flatten(name="f"),
+                L.Dense(3, name="d"),
+            ],
+            (7, 6, 2),
+            [2, 3],
+            [5, 4],
+        ),
         "avgpool_batchnorm": (
-            [L.Conv2D(4, (2, 3), name="c"), L.BatchNormalization(name="bn"), L.ReLU(name="r"),
-             L.AveragePooling2D(2, name="p"), L.Flatten(name="f"), L.Dense(2, activation="sigmoid", name="d")],
-            (7, 9, 1), [3, 1], [1, 2]),
+            [
+                L.Conv2D(4, (2, 3), name="c"),
+                L.BatchNormalization(name="bn"),
+                L.ReLU(name="r"),
+                L.AveragePooling2D(2, name="p"),
+                L.Flatten(name="f"),
+                L.Dense(2, activation="sigmoid", name="d"),
+            ],
+            (7, 9, 1),
+            [3, 1],
+            [1, 2],
+        ),
         "maxpool_same_strides": (
-            [L.Conv2D(2, 3, padding="same", name="c", activation="sigmoid"),
-             L.MaxPooling2D(3, strides=2, padding="same", name="p"), L.Conv2D(3, 1, name="c1"),
-             L.Flatten(name="f"), L.Dense(4, name="d")], (6, 5, 3), [2, 3, 3], [27, 1, 7]),
+            [
+                L.Conv2D(2, 3, padding="same", name="c", activation="sigmoid"),
+                L.MaxPooling2D(3, strides=2, padding="same", name="p"),
+                L.Conv2D(3, 1, name="c1"),
+                L.Flatten(name="f"),
+                L.Dense(4, name="d"),
+            ],
+            (6, 5, 3),
+            [2, 3, 3],
+            [27, 1, 7],
+        ),
     }
 
 

@@ -27,8 +27,14 @@ def _cnn():
     h = keras.layers.Dropout(0.2, name="drop")(h)
     out = keras.layers.Dense(3, activation="softmax", name="out")(h)
     model = keras.Model(inp, out, name="cnn")
-    model.set_weights([np.abs(rng.normal(1, 0.2, w.shape)).astype("float32") if "variance" in w.path
-                       else rng.normal(0, 0.5, w.shape).astype("float32") for w in model.weights])
+    model.set_weights(
+        [
+            np.abs(rng.normal(1, 0.2, w.shape)).astype("float32")
+            if "variance" in w.path
+            else rng.normal(0, 0.5, w.shape).astype("float32")
+            for w in model.weights
+        ]
+    )
     return model
 
 
@@ -53,7 +59,7 @@ def test_predict_is_the_golden_model_and_writes_nothing(tmp_path: Path, monkeypa
     x_raw = golden.quantize_inputs(network.plans, cnn_x)
     raw, classes = golden.predict(network.plans, network.params, x_raw)
     assert np.array_equal(result.raw, raw) and np.array_equal(result.classes, classes)
-    assert np.array_equal(result.values, raw * 2.0 ** -10) and str(result.output_format) == "1,5,10"
+    assert np.array_equal(result.values, raw * 2.0**-10) and str(result.output_format) == "1,5,10"
     assert np.array_equal(result.input_raw, x_raw) and len(result) == 24
     keras_out = cnn.predict(cnn_x, verbose=0)
     assert np.max(np.abs(result.values - keras_out)) < 0.02  # close to Keras, and in [0, 1]: a softmax
@@ -96,11 +102,11 @@ def test_trace_maps_every_record_to_its_keras_tensor(cnn, cnn_x) -> None:
     values = golden.run_all(network.plans, network.params, golden.quantize_inputs(network.plans, cnn_x))
     for row in tr.layers:
         assert np.array_equal(row.raw, values[row.name].reshape(24, -1))
-        assert np.array_equal(row.fixed, row.raw * 2.0 ** -8)
+        assert np.array_equal(row.fixed, row.raw * 2.0**-8)
     s = tr["input"].stats
     assert 0.45 < s.max_lsb <= 0.5 and s.max_abs == pytest.approx(s.max_lsb / 256)
     err = np.abs(tr["sep"].fixed - tr["sep"].keras)
-    assert tr["sep"].stats.mse == pytest.approx(np.mean(err ** 2)) and tr["sep"].stats.max_abs == err.max()
+    assert tr["sep"].stats.mse == pytest.approx(np.mean(err**2)) and tr["sep"].stats.max_abs == err.max()
     # the first layer over a threshold, in network order
     over = [r.name for r in tr.layers if r.stats is not None and r.stats.max_lsb > 1.0]
     assert tr.first_divergence(1.0).name == over[0] and tr.first_divergence(1e9) is None
@@ -140,8 +146,14 @@ def test_trace_reaches_inside_a_nested_model() -> None:
 
     import keras2clash as k2c
 
-    inner = keras.Sequential([keras.Input((4,)), keras.layers.Dense(5, activation="tanh", name="inner_a"),
-                              keras.layers.Dense(3, name="inner_b")], name="inner")
+    inner = keras.Sequential(
+        [
+            keras.Input((4,)),
+            keras.layers.Dense(5, activation="tanh", name="inner_a"),
+            keras.layers.Dense(3, name="inner_b"),
+        ],
+        name="inner",
+    )
     inp = keras.Input((4,))
     model = keras.Model(inp, keras.layers.Dense(2, name="head")(inner(inp)))
     x = np.random.default_rng(6).uniform(-1, 1, (16, 4))
@@ -166,8 +178,9 @@ def test_cli_trace_exit_codes(tmp_path: Path, cli_files, capsys) -> None:
     code, out = run_cli(["trace", str(model), "--data", str(data), "--format", "1,3,6"], capsys)
     assert code == 0 and "dense_0" in out and "first divergence" not in out
     plot = tmp_path / "t.png"
-    code, out = run_cli(["trace", str(model), "--data", str(data), "--format", "1,3,6", "--threshold", "1",
-                         "--plot", str(plot)], capsys)
+    code, out = run_cli(
+        ["trace", str(model), "--data", str(data), "--format", "1,3,6", "--threshold", "1", "--plot", str(plot)], capsys
+    )
     assert code == 1 and "first divergence: layer 'dense_0'" in out and plot.read_bytes()[:4] == b"\x89PNG"
     code, out = run_cli(["trace", str(model), "--data", str(data), "--threshold", "1000"], capsys)
     assert code == 0 and "no layer exceeds max_lsb 1000" in out

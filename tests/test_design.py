@@ -9,44 +9,72 @@ from pathlib import Path
 
 import pytest
 
+from helpers import random_dense_model
 from keras2clash.design import DesignOptions, per_layer
 from keras2clash.errors import K2CError
 from keras2clash.quant.formats import FixedFormat, parse_format
 from keras2clash.quant.layerformats import FormatConfig
 
-from helpers import random_dense_model
-
 
 def test_strings_and_python_values_make_the_same_record(tmp_path: Path) -> None:
-    text = DesignOptions.of("1,5,6", parallelism="2,3", cycles="1,4", pipeline="2,0", dsp_budget="12",
-                            lanes=" Full ", calibration=str(tmp_path / "c.npz"), input_format="0,1,6")
-    values = DesignOptions.of(FixedFormat(1, 5, 6), parallelism=[2, 3], cycles=(1, 4), pipeline=[2, 0],
-                              dsp_budget=12, lanes="full", calibration=tmp_path / "c.npz",
-                              layer_formats=FormatConfig(input=parse_format("0,1,6")))
+    text = DesignOptions.of(
+        "1,5,6",
+        parallelism="2,3",
+        cycles="1,4",
+        pipeline="2,0",
+        dsp_budget="12",
+        lanes=" Full ",
+        calibration=str(tmp_path / "c.npz"),
+        input_format="0,1,6",
+    )
+    values = DesignOptions.of(
+        FixedFormat(1, 5, 6),
+        parallelism=[2, 3],
+        cycles=(1, 4),
+        pipeline=[2, 0],
+        dsp_budget=12,
+        lanes="full",
+        calibration=tmp_path / "c.npz",
+        layer_formats=FormatConfig(input=parse_format("0,1,6")),
+    )
     assert text == values
     assert text.parallelism == (2, 3) and text.pipeline == (2, 0) and text.dsp_budget == 12
-    assert text.changed() == ("format", "layer_formats", "calibration", "parallelism", "cycles", "pipeline",
-                              "dsp_budget", "lanes")
+    assert text.changed() == (
+        "format",
+        "layer_formats",
+        "calibration",
+        "parallelism",
+        "cycles",
+        "pipeline",
+        "dsp_budget",
+        "lanes",
+    )
     assert DesignOptions.of("auto", bits=8).format == "auto"
-    assert DesignOptions.of(pipeline="auto@150").pipeline == 1 and DesignOptions.of(dsp_budget="ecp5-85k").dsp_budget == 132
+    assert (
+        DesignOptions.of(pipeline="auto@150").pipeline == 1
+        and DesignOptions.of(dsp_budget="ecp5-85k").dsp_budget == 132
+    )
     assert DesignOptions() == DesignOptions.of() and DesignOptions().changed() == ()
 
 
-@pytest.mark.parametrize(("knobs", "message"), [
-    ({"parallelism": "1,x"}, "bad parallelism '1,x': expected comma-separated integers"),
-    ({"cycles": [1.5, 2]}, "bad cycles [1.5, 2]: expected whole numbers"),
-    ({"pipeline": "fast"}, "bad pipeline 'fast'"),
-    ({"pipeline": "auto@0"}, "target clock must be 1 to 1000 MHz"),
-    ({"dsp_budget": "altera"}, "bad --dsp-budget 'altera'"),
-    ({"dsp_budget": 0}, "at least 1 multiplier"),
-    ({"lanes": "half"}, "bad --lanes 'half'"),
-    ({"softmax": "probabilities"}, "bad softmax mode 'probabilities'"),
-    ({"weight_format": "tight"}, "bad --weight-format 'tight'"),
-    ({"bits": 65}, "bad --bits 65"),
-    ({"input_format": "1,7"}, "bad format '1,7'"),
-    ({"layer_formats": {"dense_0": "1,x,8"}}, "layer 'dense_0'"),
-    ({"hls4ml_config": {"Model": {"Foo": 1}}}, "key(s) Foo not read"),
-])
+@pytest.mark.parametrize(
+    ("knobs", "message"),
+    [
+        ({"parallelism": "1,x"}, "bad parallelism '1,x': expected comma-separated integers"),
+        ({"cycles": [1.5, 2]}, "bad cycles [1.5, 2]: expected whole numbers"),
+        ({"pipeline": "fast"}, "bad pipeline 'fast'"),
+        ({"pipeline": "auto@0"}, "target clock must be 1 to 1000 MHz"),
+        ({"dsp_budget": "altera"}, "bad --dsp-budget 'altera'"),
+        ({"dsp_budget": 0}, "at least 1 multiplier"),
+        ({"lanes": "half"}, "bad --lanes 'half'"),
+        ({"softmax": "probabilities"}, "bad softmax mode 'probabilities'"),
+        ({"weight_format": "tight"}, "bad --weight-format 'tight'"),
+        ({"bits": 65}, "bad --bits 65"),
+        ({"input_format": "1,7"}, "bad format '1,7'"),
+        ({"layer_formats": {"dense_0": "1,x,8"}}, "layer 'dense_0'"),
+        ({"hls4ml_config": {"Model": {"Foo": 1}}}, "key(s) Foo not read"),
+    ],
+)
 def test_one_error_per_bad_value(knobs: dict, message: str) -> None:
     with pytest.raises(K2CError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
         DesignOptions.of("1,7,8", **knobs)
@@ -81,10 +109,24 @@ def test_values_per_layer_are_counted_against_the_model() -> None:
 def test_the_command_line_builds_the_keywords_record() -> None:
     from keras2clash.cli.params import design_options
 
-    cli = design_options("1,5,6", layer_format=["dense_0:o=1,3,6"], input_format="0,1,6", parallelism="2,1",
-                         pipeline="auto", softmax="argmax", weight_format="same")
-    keywords = DesignOptions.of("1,5,6", layer_formats={"dense_0": {"o": "1,3,6"}}, input_format="0,1,6",
-                                parallelism=[2, 1], pipeline=2, softmax="argmax", weight_format="same")
+    cli = design_options(
+        "1,5,6",
+        layer_format=["dense_0:o=1,3,6"],
+        input_format="0,1,6",
+        parallelism="2,1",
+        pipeline="auto",
+        softmax="argmax",
+        weight_format="same",
+    )
+    keywords = DesignOptions.of(
+        "1,5,6",
+        layer_formats={"dense_0": {"o": "1,3,6"}},
+        input_format="0,1,6",
+        parallelism=[2, 1],
+        pipeline=2,
+        softmax="argmax",
+        weight_format="same",
+    )
     assert cli == keywords
     assert design_options() == DesignOptions()
 
@@ -93,10 +135,12 @@ def test_load_network_takes_the_record_or_its_keywords() -> None:
     from keras2clash.network import load_network
 
     model = random_dense_model([(5, "relu"), (3, "softmax")], n_in=4, seed=1)
-    by_keywords = load_network(model, "1,5,6", parallelism="5,1", cycles=[1, 5], pipeline=0, softmax="argmax",
-                               fifos=False)
-    by_record = load_network(model, DesignOptions.of("1,5,6", parallelism=(5, 1), cycles="1,5", pipeline="0",
-                                                     softmax="argmax"), fifos=False)
+    by_keywords = load_network(
+        model, "1,5,6", parallelism="5,1", cycles=[1, 5], pipeline=0, softmax="argmax", fifos=False
+    )
+    by_record = load_network(
+        model, DesignOptions.of("1,5,6", parallelism=(5, 1), cycles="1,5", pipeline="0", softmax="argmax"), fifos=False
+    )
     assert by_keywords.plans == by_record.plans
     assert [(p.pe, p.cycles) for p in by_record.plans if p.is_compute] == [(5, 1), (1, 5)]
     with pytest.raises(K2CError, match=r"bad cycles '1,5,1': 3 value\(s\) given, the model has 2"):

@@ -34,16 +34,30 @@ README_MAX_BYTES = 15 * 1024
 def test_site_builds_strict(tmp_path: Path) -> None:
     """`mkdocs build --strict` (broken links, missing pages, failing macros and generated pages
     all fail it), in seconds."""
-    env = dict(os.environ, DISABLE_MKDOCS_2_WARNING="true", NO_MKDOCS_2_WARNING="1",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    env = dict(
+        os.environ,
+        DISABLE_MKDOCS_2_WARNING="true",
+        NO_MKDOCS_2_WARNING="1",
+        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    )
     start = time.monotonic()
-    result = subprocess.run([str(venv_bin(ROOT) / "mkdocs"), "build", "--strict", "--site-dir", str(tmp_path / "site")],
-                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [str(venv_bin(ROOT) / "mkdocs"), "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     seconds = time.monotonic() - start
     site = tmp_path / "site"
-    for page in ("reference/cli/index.html", "reference/api/index.html", "benchmarks/index.html",
-                 "changelog/index.html"):
+    for page in (
+        "reference/cli/index.html",
+        "reference/api/index.html",
+        "benchmarks/index.html",
+        "changelog/index.html",
+    ):
         assert (site / page).is_file(), page
     cli = (site / "reference/cli/index.html").read_text()
     assert "keras2clash emit" in cli and "--parallelism" in cli
@@ -99,10 +113,10 @@ def test_page_snippets(page: str, slow: bool, tmp_path: Path) -> None:
 def test_readme_headline_table_is_generated() -> None:
     """The table between the headline markers is what `./scripts/docs.sh readme` writes."""
     text = (ROOT / "README.md").read_text()
-    assert benchdocs.HEADLINE_START in text and benchdocs.HEADLINE_END in text, \
-        "README.md needs the headline markers"
-    assert benchdocs.readme_with_headline(text) == text, \
+    assert benchdocs.HEADLINE_START in text and benchdocs.HEADLINE_END in text, "README.md needs the headline markers"
+    assert benchdocs.readme_with_headline(text) == text, (
         "README.md's headline table differs from bench/*.json: run ./scripts/docs.sh readme"
+    )
 
 
 def test_readme_size() -> None:
@@ -115,8 +129,11 @@ def test_readme_size() -> None:
 @pytest.mark.parametrize("page", PAGES)
 def test_no_history_in_prose(page: str) -> None:
     """No line names a development session or an issue number: the docs describe the tool as it is."""
-    bad = [f"{page}:{i}: {line.strip()}" for i, line in enumerate((ROOT / page).read_text().split("\n"), 1)
-           if HISTORY.search(line)]
+    bad = [
+        f"{page}:{i}: {line.strip()}"
+        for i, line in enumerate((ROOT / page).read_text().split("\n"), 1)
+        if HISTORY.search(line)
+    ]
     assert not bad, "history in the docs:\n" + "\n".join(bad)
 
 
@@ -174,7 +191,8 @@ def test_macros_read_the_bench_json() -> None:
         benchdocs.fmax("iris", "xc7a35t")
     table = benchdocs.fpga_table("ecp5-85k").split("\n")
     assert len([line for line in table if line.startswith("| ") and "MHz" in line]) == len(
-        [r for r in benchdocs.load("fpga.json")["examples"] if r["routed"]])
+        [r for r in benchdocs.load("fpga.json")["examples"] if r["routed"]]
+    )
     assert benchdocs.bench_value("results.json", "tools.clash_sim.images") == "100"
     seeds = [s for s in row["seeds"] if s["routed"]]
     assert benchdocs.fmax_seeds("iris").startswith("seeds " if len(seeds) > 1 else "seed ")
@@ -197,17 +215,25 @@ def test_widths_table_reads_the_bench_json() -> None:
     rows = sorted(example["rows"], key=lambda r: r["bits"])
     assert len(lines) == len(rows) > 0
     for line, row in zip(lines, rows):
-        assert _cells(line) == [row["format"], str(row["bits"]), f"{100 * row['keras_rounded'] / n:.2f}%",
-                                f"{100 * row['keras_weights_rounded'] / n:.2f}%", f"{100 * row['golden'] / n:.2f}%",
-                                f"{100 * (example['keras_float'] - row['golden']) / n:+.2f} pt"]
+        assert _cells(line) == [
+            row["format"],
+            str(row["bits"]),
+            f"{100 * row['keras_rounded'] / n:.2f}%",
+            f"{100 * row['keras_weights_rounded'] / n:.2f}%",
+            f"{100 * row['golden'] / n:.2f}%",
+            f"{100 * (example['keras_float'] - row['golden']) / n:+.2f} pt",
+        ]
     assert f"Keras float {100 * example['keras_float'] / n:.2f}%" in benchdocs.widths_table("thesis_cnn")
 
     table = benchdocs.widths_table().split("\n")
     names = [e["example"] for e in data["examples"]]
     assert _cells(table[0]) == ["format", "bits", *names]
     assert _cells(table[2]) == ["test images", "", *(f"{e['images']:,}" for e in data["examples"])]
-    assert _cells(table[3]) == ["Keras float", "", *(f"{100 * e['keras_float'] / e['images']:.1f}%"
-                                                     for e in data["examples"])]
+    assert _cells(table[3]) == [
+        "Keras float",
+        "",
+        *(f"{100 * e['keras_float'] / e['images']:.1f}%" for e in data["examples"]),
+    ]
     body = {_cells(line)[0]: _cells(line) for line in table[4:] if line.startswith("| ")}
     for e in data["examples"]:
         column = 2 + names.index(e["example"])
@@ -229,12 +255,23 @@ def test_widths_agree_with_the_accuracy_bench() -> None:
             continue
         right = accuracy["test"]["right"]
         assert (e["images"], e["keras_float"], row["golden"]) == (
-            accuracy["test"]["images"], right["keras_float"], right[benchdocs.DEFAULT_WEIGHT_FORMAT]), e["example"]
+            accuracy["test"]["images"],
+            right["keras_float"],
+            right[benchdocs.DEFAULT_WEIGHT_FORMAT],
+        ), e["example"]
 
 
 def test_widths_levels_off() -> None:
-    row = {"images": 100, "keras_float": 90, "rows": [
-        {"bits": 4, "golden": 95}, {"bits": 6, "golden": 80}, {"bits": 8, "golden": 89}, {"bits": 10, "golden": 91}]}
+    row = {
+        "images": 100,
+        "keras_float": 90,
+        "rows": [
+            {"bits": 4, "golden": 95},
+            {"bits": 6, "golden": 80},
+            {"bits": 8, "golden": 89},
+            {"bits": 10, "golden": 91},
+        ],
+    }
     assert benchdocs.widths_levels_off(row) == 8
     assert benchdocs.widths_levels_off({**row, "keras_float": 99}) is None
 
@@ -276,7 +313,11 @@ def test_parser_finds_blocks_in_order_with_lines() -> None:
     text = "# T\n\n```sh\necho a\n```\n\ntext\n\n```python\nx = 1\n```\n\n```text\nshown\n```\n\n```\nplain\n```\n"
     blocks = _blocks(text)
     assert [(b.lang, b.line, b.code) for b in blocks] == [
-        ("sh", 4, "echo a\n"), ("python", 10, "x = 1\n"), ("text", 14, "shown\n"), ("", 18, "plain\n")]
+        ("sh", 4, "echo a\n"),
+        ("python", 10, "x = 1\n"),
+        ("text", 14, "shown\n"),
+        ("", 18, "plain\n"),
+    ]
     assert [b.runs for b in blocks] == [True, True, False, False]
 
 
@@ -327,16 +368,22 @@ def test_lookalike_languages_fail() -> None:
 
 
 def test_blocks_in_lists_and_admonitions() -> None:
-    text = ("1. Step:\n\n   ```sh\n   echo list\n   ```\n\n"
-            "!!! note\n    Inside:\n\n    <!-- docs-test: slow -->\n    ```python\n    y = 2\n    ```\n\nafter\n")
+    text = (
+        "1. Step:\n\n   ```sh\n   echo list\n   ```\n\n"
+        "!!! note\n    Inside:\n\n    <!-- docs-test: slow -->\n    ```python\n    y = 2\n    ```\n\nafter\n"
+    )
     blocks = _blocks(text)
     assert [(b.lang, b.line, b.code, b.marker) for b in blocks] == [
-        ("sh", 4, "echo list\n", None), ("python", 12, "y = 2\n", "slow")]
+        ("sh", 4, "echo list\n", None),
+        ("python", 12, "y = 2\n", "slow"),
+    ]
 
 
 def test_runner_sh_and_python_share_the_folder(tmp_path: Path) -> None:
-    blocks = _blocks("```sh\necho 41 > n.txt\n```\n\n```python\nn = int(open('n.txt').read())\n```\n\n"
-                     "```python\nassert n == 41\nopen('m.txt', 'w').write(str(n + 1))\n```\n\n```sh\ntest \"$(cat m.txt)\" = 42\n```\n")
+    blocks = _blocks(
+        "```sh\necho 41 > n.txt\n```\n\n```python\nn = int(open('n.txt').read())\n```\n\n"
+        "```python\nassert n == 41\nopen('m.txt', 'w').write(str(n + 1))\n```\n\n```sh\ntest \"$(cat m.txt)\" = 42\n```\n"
+    )
     runner = Runner(tmp_path, venv_bin(ROOT))
     for block in blocks:
         runner.run(block)
@@ -357,5 +404,4 @@ def test_runner_reports_page_line_and_output(tmp_path: Path) -> None:
 
 def test_runner_puts_the_venv_on_path(tmp_path: Path) -> None:
     runner = Runner(tmp_path, venv_bin(ROOT))
-    runner.run(_blocks(f"```sh\ntest \"$(command -v python)\" = {venv_bin(ROOT) / 'python'}\n```\n")[0])
-
+    runner.run(_blocks(f'```sh\ntest "$(command -v python)" = {venv_bin(ROOT) / "python"}\n```\n')[0])

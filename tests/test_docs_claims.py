@@ -16,9 +16,8 @@ from pathlib import Path
 import pytest
 
 import keras2clash
-from keras2clash import procs
-
 from helpers import needs_toolchain, random_dense_model
+from keras2clash import procs
 
 ROOT = Path(__file__).resolve().parent.parent
 IRIS = ROOT / "examples" / "iris"
@@ -38,7 +37,7 @@ def _docs_timing_claim() -> tuple[re.Match, str]:
     text = INTEGRATION_PAGE.read_text()
     head = re.search(r"Iris emitted at parallelism `([\d,]+)`, `--pipeline (\d+)`, `--softmax (\w+)`", text)
     assert head, "the iris timing paragraph of docs/guide/integration.md"
-    return head, text[head.end():]
+    return head, text[head.end() :]
 
 
 def _docs_timing_diagram() -> tuple[dict[str, list[str]], dict[str, list[int]]]:
@@ -52,13 +51,13 @@ def _docs_timing_diagram() -> tuple[dict[str, list[str]], dict[str, list[int]]]:
     rows: dict[str, list[str]] = {}
     markers: dict[str, list[int]] = {}
     for line in lines[2:]:
-        name = line[:first - 1].strip()
+        name = line[: first - 1].strip()
         if "^" in line:
             columns = [i - first for i, ch in enumerate(line) if ch == "^"]
             assert all(c % 5 == 0 for c in columns), f"a '^' of {name!r} between two cycles"
             markers[name] = [c // 5 for c in columns]
         else:
-            rows[name] = line[first - 3:].split()
+            rows[name] = line[first - 3 :].split()
     assert all(len(v) == len(cycles) for v in rows.values())
     return rows, markers
 
@@ -70,8 +69,9 @@ def test_docs_iris_timing_matches_the_simulation(tmp_path: Path) -> None:
     interval (between results) are the simulation's and the hardware model's."""
     head, _ = _docs_timing_claim()
     parallelism, pipeline, softmax = head.group(1), int(head.group(2)), head.group(3)
-    project = keras2clash.emit(IRIS / "iris.keras", "1,7,8", tmp_path / "iris", parallelism, show=False,
-                               pipeline=pipeline, softmax=softmax)
+    project = keras2clash.emit(
+        IRIS / "iris.keras", "1,7,8", tmp_path / "iris", parallelism, show=False, pipeline=pipeline, softmax=softmax
+    )
     comp = keras2clash.simulate(project, IRIS / "test.npz", 8, keras=False, show=False)
     rows, markers = _docs_timing_diagram()
     moves, results = markers["beat moves"], markers["result moves"]
@@ -88,8 +88,9 @@ def test_docs_iris_timing_matches_the_simulation(tmp_path: Path) -> None:
     design = json.loads((p.root / "manifest.json").read_text())["design"]  # the hardware model's figures
     assert (design["latency"], design["interval"]) == (comp.first_latency, comp.interval)
     data = load_dataset(IRIS / "test.npz", p.input_shape, p.n_out).head(8)
-    sim = simulate.run_simulator(toolchain.build_simulator(p.root), p.root, golden.quantize_inputs(p.plans, data.x),
-                                 p.n_out)
+    sim = simulate.run_simulator(
+        toolchain.build_simulator(p.root), p.root, golden.quantize_inputs(p.plans, data.x), p.n_out
+    )
     shown = len(rows["s_axis_tready"])
     accepts = [int(c) for c in sim.accept_cycle if c < shown]
     outputs = [int(c) for c in sim.output_cycle if c < shown]
@@ -106,7 +107,7 @@ def test_docs_iris_timing_matches_the_simulation(tmp_path: Path) -> None:
 def _docs_cabal_recipe() -> list[str]:
     """The sh block of the offline cabal section of docs/guide/integration.md."""
     text = INTEGRATION_PAGE.read_text()
-    part = text[text.index("### Offline build with cabal"):]
+    part = text[text.index("### Offline build with cabal") :]
     return part.split("```sh", 1)[1].split("```", 1)[0].strip().splitlines()
 
 
@@ -126,9 +127,14 @@ def test_cabal_recipe_works_after_a_plain_cabal_run(tmp_path: Path) -> None:
     model = random_dense_model([(3, "relu")], n_in=2, seed=9)
     project = keras2clash.emit(model, "1,7,8", tmp_path / "net", show=False)
     env = {**os.environ, "HOME": str(tmp_path / "home")}
-    first = subprocess.run(["cabal", "run", "clash", "--", "-iclash_lib", "Top", "--verilog", "-fclash-hdldir", "first"],
-                           cwd=project, env={**env, "CABAL_DIR": str(project / ".cabal")},
-                           capture_output=True, text=True, timeout=900)
+    first = subprocess.run(
+        ["cabal", "run", "clash", "--", "-iclash_lib", "Top", "--verilog", "-fclash-hdldir", "first"],
+        cwd=project,
+        env={**env, "CABAL_DIR": str(project / ".cabal")},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     recipe = " && ".join(line.replace("build/iris", str(project)) for line in _docs_cabal_recipe())
     proc = subprocess.run(["bash", "-c", recipe], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, (first.stderr[-1500:], proc.stderr[-2000:])
@@ -143,7 +149,7 @@ VERIFICATION_PAGE = ROOT / "docs" / "architecture" / "verification.md"
 def _docs_blocks_recipe() -> str:
     """The sh block of docs/architecture/verification.md's section on the blocks' test benches."""
     text = VERIFICATION_PAGE.read_text()
-    part = text[text.index("## The blocks' test benches"):]
+    part = text[text.index("## The blocks' test benches") :]
     return part.split("```sh", 1)[1].split("```", 1)[0].strip()
 
 

@@ -14,10 +14,9 @@ import numpy as np
 import pytest
 
 import keras2clash as k2c
-from keras2clash.verify import toolchain
-from keras2clash.backend.project import load_project
-
 from helpers import needs_toolchain, random_dense_model
+from keras2clash.backend.project import load_project
+from keras2clash.verify import toolchain
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = [needs_toolchain, pytest.mark.toolchain]
@@ -31,7 +30,9 @@ def _expected_cycles(project_dir: Path) -> tuple[int, int]:
 
     plans = load_project(project_dir).compute_plans
     last = plans[-1]
-    top = class_depth(last.filters) + 1 + (softmax_depth(last.out_fmt.frac, last.filters) + 1 if is_softmax(last) else 0)
+    top = (
+        class_depth(last.filters) + 1 + (softmax_depth(last.out_fmt.frac, last.filters) + 1 if is_softmax(last) else 0)
+    )
     return sum(p.rom_depth + p.pipe_depth + 1 for p in plans) + 2 + top, max(p.rom_depth for p in plans)
 
 
@@ -80,9 +81,14 @@ def test_flatten_of_a_2d_input(tmp_path: Path) -> None:
     import keras
 
     rng = np.random.default_rng(7)
-    model = keras.Sequential([keras.Input((3, 4)), keras.layers.Flatten(name="flatten"),
-                              keras.layers.Dense(5, activation="relu", name="dense"),
-                              keras.layers.Dense(2, name="out")])
+    model = keras.Sequential(
+        [
+            keras.Input((3, 4)),
+            keras.layers.Flatten(name="flatten"),
+            keras.layers.Dense(5, activation="relu", name="dense"),
+            keras.layers.Dense(2, name="out"),
+        ]
+    )
     model.set_weights([rng.normal(0, 1, w.shape).astype("float32") for w in model.get_weights()])
     project = k2c.emit(model, "1,5,6", tmp_path / "net", [3, 2])
     assert "flatten =\n  Collect.collect (SNat @3)" in (project / "Network.hs").read_text()
@@ -108,9 +114,19 @@ def test_demo_digits_all_hdls_via_cli(tmp_path: Path) -> None:
     out = tmp_path / "digits"
     report = tmp_path / "report.json"
     proc = subprocess.run(
-        [str(ROOT / ".venv" / "bin" / "keras2clash"), "run", str(example / "digits_dense.keras"),
-         "--data", str(example / "test.npz"), "--out", str(out), "--json", str(report)],
-        capture_output=True, text=True,
+        [
+            str(ROOT / ".venv" / "bin" / "keras2clash"),
+            "run",
+            str(example / "digits_dense.keras"),
+            "--data",
+            str(example / "test.npz"),
+            "--out",
+            str(out),
+            "--json",
+            str(report),
+        ],
+        capture_output=True,
+        text=True,
     )
     assert proc.returncode == 0, proc.stderr
     import json
@@ -128,7 +144,10 @@ def test_cabal_route_works_offline(tmp_path: Path) -> None:
     assert (project / ".cabal" / "config").is_file()  # the repository-free config ships with the project
     proc = subprocess.run(
         ["cabal", "run", "clash", "--", "-iclash_lib", "Top", "--verilog", "-fclash-hdldir", "hdl-cabal"],
-        cwd=project, capture_output=True, text=True, env={**__import__("os").environ, "CABAL_DIR": str(project / ".cabal")},
+        cwd=project,
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, "CABAL_DIR": str(project / ".cabal")},
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert list((project / "hdl-cabal").rglob("*.v"))
@@ -138,8 +157,10 @@ def test_layer_names_that_clash_prelude_exports(tmp_path: Path) -> None:
     import keras
 
     rng = np.random.default_rng(1)
-    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, activation="relu", name="d1"),
-                              keras.layers.Dense(2, name="map")], name="register")
+    model = keras.Sequential(
+        [keras.Input((4,)), keras.layers.Dense(3, activation="relu", name="d1"), keras.layers.Dense(2, name="map")],
+        name="register",
+    )
     model.set_weights([rng.normal(0, 1, w.shape).astype("float32") for w in model.get_weights()])
     project = k2c.emit(model, "1,7,8", tmp_path / "net")
     assert "d1_layer p_d1_layer b_d1_layer" in (project / "Network.hs").read_text()

@@ -9,14 +9,13 @@ import numpy as np
 import pytest
 
 import keras2clash as k2c
+from helpers import random_dense_model
 from keras2clash.backend.emitter import cabal_package_name, haskell_names
-from keras2clash.errors import K2CError
 from keras2clash.backend.memfiles import rom_words
+from keras2clash.errors import K2CError
 from keras2clash.hw.planner import make_plan
 from keras2clash.quant.formats import parse_format
 from keras2clash.quant.golden import QuantizedLayer
-
-from helpers import random_dense_model
 
 
 @pytest.fixture(scope="module")
@@ -27,18 +26,36 @@ def model():
 def test_project_layout_and_readable_network(tmp_path: Path, model) -> None:
     out = k2c.emit(model, "1,7,8", tmp_path / "net", [2, 3], name="tiny", weight_format="same")  # weights SFixed 8 8
     files = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
-    for expected in ["Network.hs", "Weights.hs", "Top.hs", "Sim.hs", "bin/Clash.hs", "tiny.cabal",
-                     "cabal.project", "manifest.json", "golden.npz", "source_model.keras",
-                     "weights/dense_0.mem", "weights/dense_1.mem", "clash_lib/K2C/Dense.hs"]:
+    for expected in [
+        "Network.hs",
+        "Weights.hs",
+        "Top.hs",
+        "Sim.hs",
+        "bin/Clash.hs",
+        "tiny.cabal",
+        "cabal.project",
+        "manifest.json",
+        "golden.npz",
+        "source_model.keras",
+        "weights/dense_0.mem",
+        "weights/dense_1.mem",
+        "clash_lib/K2C/Dense.hs",
+    ]:
         assert expected in files
     network = (out / "Network.hs").read_text()
-    assert ("network p_dense_0 b_dense_0 l_dense_0 p_dense_1 b_dense_1 l_dense_1 =\n"
-            "  dense_0 p_dense_0 b_dense_0 l_dense_0\n  |> dense_1 p_dense_1 b_dense_1 l_dense_1\n") in network
-    assert ("  => SNat 2  -- ^ processing elements of dense_0\n  -> SNat 1  -- ^ cycles per window of dense_0\n"
-            "  -> SNat 2  -- ^ adder levels per pipeline stage of dense_0 (0: not pipelined)\n"
-            "  -> SNat 3  -- ^ processing elements of dense_1") in network
+    assert (
+        "network p_dense_0 b_dense_0 l_dense_0 p_dense_1 b_dense_1 l_dense_1 =\n"
+        "  dense_0 p_dense_0 b_dense_0 l_dense_0\n  |> dense_1 p_dense_1 b_dense_1 l_dense_1\n"
+    ) in network
+    assert (
+        "  => SNat 2  -- ^ processing elements of dense_0\n  -> SNat 1  -- ^ cycles per window of dense_0\n"
+        "  -> SNat 2  -- ^ adder levels per pipeline stage of dense_0 (0: not pipelined)\n"
+        "  -> SNat 3  -- ^ processing elements of dense_1"
+    ) in network
     assert "dense_1 pe cycles levels =\n  Dense.dense pe cycles levels W.dense_1 finish" in network
-    assert "finish = Finish requantize linear  -- a register stage each" in network  # the output's sigmoid is applied in Top
+    assert (
+        "finish = Finish requantize linear  -- a register stage each" in network
+    )  # the output's sigmoid is applied in Top
     assert "outputActivation = map dense_1_sigmoid" in network and "dense_1_sigmoid = Lut.lut" in network
     weights = (out / "Weights.hs").read_text()
     assert 'dense_0 :: WeightRom 3 2 4 (SFixed 8 8) (SFixed 8 8)\ndense_0 = WeightRom "weights/dense_0.mem"' in weights
@@ -49,14 +66,24 @@ def test_project_layout_and_readable_network(tmp_path: Path, model) -> None:
 
 def test_memory_words_decode_back_to_the_parameters() -> None:
     fmt = parse_format("1,3,4")
-    ir = [{"type": "dense", "name": "d", "input_shape": (3,), "output_shape": (5,), "activation": "relu",
-           "use_bias": True, "fused": [], "weights": {}}]
+    ir = [
+        {
+            "type": "dense",
+            "name": "d",
+            "input_shape": (3,),
+            "output_shape": (5,),
+            "activation": "relu",
+            "use_bias": True,
+            "fused": [],
+            "weights": {},
+        }
+    ]
     plan = make_plan(ir, fmt, [2])[0]
     kernel = np.arange(-7, 8).reshape(3, 5)
     bias = np.array([-128, 127, 0, 1, -1])
     words = rom_words(plan, QuantizedLayer(kernel, bias))
     assert len(words) == 3 and all(len(w) == 2 * 4 * 8 for w in words)
-    values = [int(w[i:i + 8], 2) for w in words for i in range(0, len(w), 8)]
+    values = [int(w[i : i + 8], 2) for w in words for i in range(0, len(w), 8)]
     values = [v - 256 if v >= 128 else v for v in values]
     neurons = np.array(values).reshape(6, 4)  # 3 words x 2 PEs, each 3 weights + bias
     assert neurons[:5, :3].tolist() == kernel.T.tolist()
@@ -66,10 +93,21 @@ def test_memory_words_decode_back_to_the_parameters() -> None:
 
 def test_haskell_names_are_valid_and_unique() -> None:
     assert haskell_names(["dense_1", "Dense-2", "1st", "type", "dense_1"]) == [
-        "dense_1", "dense_2", "layer_1st", "type_layer", "dense_1_1"]
+        "dense_1",
+        "dense_2",
+        "layer_1st",
+        "type_layer",
+        "dense_1_1",
+    ]
     # names Clash.Prelude exports would be ambiguous in the generated modules
     assert haskell_names(["d1", "map", "register", "d1024", "d1025", "conv"]) == [
-        "d1_layer", "map_layer", "register_layer", "d1024_layer", "d1025", "conv"]
+        "d1_layer",
+        "map_layer",
+        "register_layer",
+        "d1024_layer",
+        "d1025",
+        "conv",
+    ]
     assert haskell_names(["layer", "names", "value"]) == ["layer", "names", "value"]  # the list's comment words
 
 
@@ -136,8 +174,10 @@ def test_sliced_table_files_and_haskell(tmp_path: Path) -> None:
     low = (out / "weights" / "output_softmax.1.mem").read_text().split()
     assert not (out / "weights" / "output_softmax.mem").exists()
     table = activations.softmax_table(parse_format("1,7,8"), parse_format("1,7,8"), 3)
-    assert [int(h + lo, 2) for h, lo in zip(high, low)] == [v & (2 ** 14 - 1) for v in table.values]
+    assert [int(h + lo, 2) for h, lo in zip(high, low)] == [v & (2**14 - 1) for v in table.values]
     assert {len(w) for w in high} == {5} and {len(w) for w in low} == {9}
     weights = (out / "Weights.hs").read_text()
-    assert ('output_softmax = bitTable ((tableFile "weights/output_softmax.0.mem" :: TableRom 1155 (BitVector 5)) '
-            '`beside` (tableFile "weights/output_softmax.1.mem" :: TableRom 1155 (BitVector 9)))') in weights
+    assert (
+        'output_softmax = bitTable ((tableFile "weights/output_softmax.0.mem" :: TableRom 1155 (BitVector 5)) '
+        '`beside` (tableFile "weights/output_softmax.1.mem" :: TableRom 1155 (BitVector 9)))'
+    ) in weights

@@ -18,10 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from helpers import needs_toolchain
 from keras2clash.hw import hwmodel
 from keras2clash.quant import golden
-
-from helpers import needs_toolchain
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -31,13 +30,16 @@ WHOLE = 360
 
 
 @needs_toolchain
-@pytest.mark.parametrize(("example", "parallelism", "clash_images"), [
-    pytest.param("resnet_digits", [4, 4, 4, 6, 6, 6, 5], WHOLE, marks=pytest.mark.slow),
-    ("inception_digits", [4, 3, 3, 5, 2, 5], 60),
-    ("mobilenet_digits", [4, 4, 8, 4, 6, 5], 60),
-    pytest.param("mlp_tanh", [8, 6, 5], WHOLE, marks=pytest.mark.slow),
-    pytest.param("conv1d_waves", [4, 6, 4, 2], WHOLE, marks=pytest.mark.slow),
-])
+@pytest.mark.parametrize(
+    ("example", "parallelism", "clash_images"),
+    [
+        pytest.param("resnet_digits", [4, 4, 4, 6, 6, 6, 5], WHOLE, marks=pytest.mark.slow),
+        ("inception_digits", [4, 3, 3, 5, 2, 5], 60),
+        ("mobilenet_digits", [4, 4, 8, 4, 6, 5], 60),
+        pytest.param("mlp_tanh", [8, 6, 5], WHOLE, marks=pytest.mark.slow),
+        pytest.param("conv1d_waves", [4, 6, 4, 2], WHOLE, marks=pytest.mark.slow),
+    ],
+)
 def test_example_whole_test_set(tmp_path: Path, example: str, parallelism: list[int], clash_images: int) -> None:
     from keras2clash import api
     from keras2clash.backend.project import load_project

@@ -14,8 +14,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_cli import run_cli
 
 import keras2clash as k2c
+from helpers import needs_toolchain, random_dense_model
 from keras2clash.backend.project import load_project
 from keras2clash.errors import K2CError
 from keras2clash.hw.plan import LayerFormats, LayerPlan
@@ -23,9 +25,6 @@ from keras2clash.hw.planner import make_plan
 from keras2clash.quant import exact, golden
 from keras2clash.quant.aptypes import ap_type, parse_ap_type
 from keras2clash.quant.formats import FixedFormat, make_format, parse_format, quantize, requantize
-
-from helpers import needs_toolchain, random_dense_model
-from test_cli import run_cli
 
 F = parse_format
 
@@ -48,14 +47,19 @@ def reference_code(v: Fraction, fmt: FixedFormat) -> int:
 
 formats = st.builds(
     lambda sign, integer, frac, r, o: (sign, integer, frac, r, o),
-    st.sampled_from([0, 1]), st.integers(-12, 20), st.integers(-12, 30),
-    st.sampled_from(["nearest", "nearest_even", "truncate"]), st.sampled_from(["saturate", "wrap"]),
+    st.sampled_from([0, 1]),
+    st.integers(-12, 20),
+    st.integers(-12, 30),
+    st.sampled_from(["nearest", "nearest_even", "truncate"]),
+    st.sampled_from(["saturate", "wrap"]),
 ).filter(lambda t: 1 <= t[0] + t[1] + t[2] <= 40)
 
 
 @settings(max_examples=300, deadline=None)
-@given(formats, st.lists(st.floats(allow_nan=False, allow_infinity=False, min_value=-1e9, max_value=1e9),
-                         min_size=1, max_size=8))
+@given(
+    formats,
+    st.lists(st.floats(allow_nan=False, allow_infinity=False, min_value=-1e9, max_value=1e9), min_size=1, max_size=8),
+)
 def test_quantize_equals_the_fraction_reference(spec, values) -> None:
     fmt = make_format(*spec)
     got = quantize(np.array(values), fmt)
@@ -73,28 +77,32 @@ def test_requantize_equals_the_fraction_reference(spec, frac, raws) -> None:
     # the golden model's entry point agrees, in int64 when it fits
     small = [r for r in raws if abs(r) < 1 << 30]
     if small:
-        assert exact.requantize_to(np.array(small, dtype=np.int64), frac, fmt).tolist() == \
-            [reference_code(Fraction(r, 1 << frac), fmt) * fmt.step for r in small]
+        assert exact.requantize_to(np.array(small, dtype=np.int64), frac, fmt).tolist() == [
+            reference_code(Fraction(r, 1 << frac), fmt) * fmt.step for r in small
+        ]
 
 
-@pytest.mark.parametrize(("text", "fmt", "container"), [
-    ("1,7,8", FixedFormat(1, 7, 8), "1,7,8"),
-    ("0,4,4", FixedFormat(0, 4, 4), "1,4,4"),
-    ("1,-3,10", FixedFormat(1, -3, 10), "1,0,10"),
-    ("1,11,-4", FixedFormat(1, 11, -4), "1,11,0"),
-    ("1,7,8,trn,wrap", FixedFormat(1, 7, 8, "truncate", "wrap"), "1,7,8"),
-    (" 0 , 3 , 2 , truncate ", FixedFormat(0, 3, 2, "truncate"), "1,3,2"),
-    ("ap_fixed<16,8>", FixedFormat(1, 7, 8, "truncate", "wrap"), "1,7,8"),
-    ("ap_fixed<16,8,AP_RND,AP_SAT>", FixedFormat(1, 7, 8), "1,7,8"),
-    ("ap_ufixed<8,4,AP_RND,AP_SAT>", FixedFormat(0, 4, 4), "1,4,4"),
-    ("ap_fixed<8,-2,AP_TRN,AP_SAT>", FixedFormat(1, -3, 10, "truncate"), "1,0,10"),
-    ("fixed<4,8,RND,SAT>", FixedFormat(1, 7, -4), "1,7,0"),
-    ("ap_int<6>", FixedFormat(1, 5, 0, "truncate", "wrap"), "1,5,0"),
-    ("ap_uint<6>", FixedFormat(0, 6, 0, "truncate", "wrap"), "1,6,0"),
-    ("1,3,4,rnd_conv", FixedFormat(1, 3, 4, "nearest_even"), "1,3,4"),
-    ("0,2,2,nearest_even,wrap", FixedFormat(0, 2, 2, "nearest_even", "wrap"), "1,2,2"),
-    ("ap_fixed<8,4,AP_RND_CONV,AP_SAT>", FixedFormat(1, 3, 4, "nearest_even"), "1,3,4"),
-])
+@pytest.mark.parametrize(
+    ("text", "fmt", "container"),
+    [
+        ("1,7,8", FixedFormat(1, 7, 8), "1,7,8"),
+        ("0,4,4", FixedFormat(0, 4, 4), "1,4,4"),
+        ("1,-3,10", FixedFormat(1, -3, 10), "1,0,10"),
+        ("1,11,-4", FixedFormat(1, 11, -4), "1,11,0"),
+        ("1,7,8,trn,wrap", FixedFormat(1, 7, 8, "truncate", "wrap"), "1,7,8"),
+        (" 0 , 3 , 2 , truncate ", FixedFormat(0, 3, 2, "truncate"), "1,3,2"),
+        ("ap_fixed<16,8>", FixedFormat(1, 7, 8, "truncate", "wrap"), "1,7,8"),
+        ("ap_fixed<16,8,AP_RND,AP_SAT>", FixedFormat(1, 7, 8), "1,7,8"),
+        ("ap_ufixed<8,4,AP_RND,AP_SAT>", FixedFormat(0, 4, 4), "1,4,4"),
+        ("ap_fixed<8,-2,AP_TRN,AP_SAT>", FixedFormat(1, -3, 10, "truncate"), "1,0,10"),
+        ("fixed<4,8,RND,SAT>", FixedFormat(1, 7, -4), "1,7,0"),
+        ("ap_int<6>", FixedFormat(1, 5, 0, "truncate", "wrap"), "1,5,0"),
+        ("ap_uint<6>", FixedFormat(0, 6, 0, "truncate", "wrap"), "1,6,0"),
+        ("1,3,4,rnd_conv", FixedFormat(1, 3, 4, "nearest_even"), "1,3,4"),
+        ("0,2,2,nearest_even,wrap", FixedFormat(0, 2, 2, "nearest_even", "wrap"), "1,2,2"),
+        ("ap_fixed<8,4,AP_RND_CONV,AP_SAT>", FixedFormat(1, 3, 4, "nearest_even"), "1,3,4"),
+    ],
+)
 def test_format_syntax(text: str, fmt: FixedFormat, container: str) -> None:
     got = parse_format(text)
     assert got == fmt and str(got.container) == container
@@ -129,17 +137,20 @@ def test_raw_values_and_ranges() -> None:
     assert u.to_real(quantize(np.array([-1.0, 1.3, 9.0]), u)).tolist() == [0.0, 1.25, 3.875]
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("2,3,4", "sign must be 1"),
-    ("1,-9,4", "at least 1"),
-    ("1,7,8,up", "rounding 'up' unknown"),
-    ("1,7,8,trn,clip", "overflow 'clip' unknown"),
-    ("1,-40,70", "container"),
-    ("ap_fixed<16,8,AP_RND_INF>", r"AP_RND_INF \(rounds ties away from zero\) is not built"),
-    ("ap_fixed<16,8,AP_RND,AP_SAT_SYM>", r"AP_SAT_SYM \(saturates symmetrically\)"),
-    ("ap_fixed<16,8,AP_RND,AP_SAT,2>", "saturation bits N=2"),
-    ("ap_fixed<16>", "takes W,I"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("2,3,4", "sign must be 1"),
+        ("1,-9,4", "at least 1"),
+        ("1,7,8,up", "rounding 'up' unknown"),
+        ("1,7,8,trn,clip", "overflow 'clip' unknown"),
+        ("1,-40,70", "container"),
+        ("ap_fixed<16,8,AP_RND_INF>", r"AP_RND_INF \(rounds ties away from zero\) is not built"),
+        ("ap_fixed<16,8,AP_RND,AP_SAT_SYM>", r"AP_SAT_SYM \(saturates symmetrically\)"),
+        ("ap_fixed<16,8,AP_RND,AP_SAT,2>", "saturation bits N=2"),
+        ("ap_fixed<16>", "takes W,I"),
+    ],
+)
 def test_bad_formats(text: str, message: str) -> None:
     with pytest.raises(K2CError, match=message):
         parse_format(text)
@@ -147,8 +158,12 @@ def test_bad_formats(text: str, message: str) -> None:
 
 def test_plan_refuses_what_it_cannot_build() -> None:
     ir = random_dense_model([(4, "relu"), (3, "sigmoid")], n_in=5, seed=1)
-    make_plan(ir_graph(ir), F("1,7,8"), layer_formats={"dense_0": LayerFormats(F("0,2,6"), F("1,-2,9"), F("0,3,5,trn,wrap"))})
-    with pytest.raises(K2CError, match=r"layer 'dense_1' \(dense\): output format 1,3,4,trn,sat needs a linear or relu"):
+    make_plan(
+        ir_graph(ir), F("1,7,8"), layer_formats={"dense_0": LayerFormats(F("0,2,6"), F("1,-2,9"), F("0,3,5,trn,wrap"))}
+    )
+    with pytest.raises(
+        K2CError, match=r"layer 'dense_1' \(dense\): output format 1,3,4,trn,sat needs a linear or relu"
+    ):
         make_plan(ir_graph(ir), F("1,7,8"), layer_formats={"dense_1": LayerFormats(output=F("1,3,4,trn"))})
 
 
@@ -174,19 +189,41 @@ def test_unsigned_negative_int_truncate_wrap_bit_exact_in_clash(tmp_path: Path, 
     model_path = tmp_path / "m.keras"
     model.save(model_path)
     cfg = tmp_path / "formats.json"
-    cfg.write_text(json.dumps({"input": "0,3,5", "layers": {
-        "dense_0": {"w": "1,-1,8", "b": "1,4,-1", "o": "0,2,4,trn,sat"},
-        "dense_1": {"w": "ap_fixed<6,1,AP_TRN,AP_WRAP>", "b": "0,3,3", "o": "1,2,3,rnd_conv,wrap"},
-        "dense_2": {"w": "1,1,5", "o": "ap_fixed<5,7,AP_RND,AP_SAT>"},
-        "dense_3": {"w": "1,2,5", "o": "1,3,4,trn,wrap", "acc": 14},
-    }}))
+    cfg.write_text(
+        json.dumps(
+            {
+                "input": "0,3,5",
+                "layers": {
+                    "dense_0": {"w": "1,-1,8", "b": "1,4,-1", "o": "0,2,4,trn,sat"},
+                    "dense_1": {"w": "ap_fixed<6,1,AP_TRN,AP_WRAP>", "b": "0,3,3", "o": "1,2,3,rnd_conv,wrap"},
+                    "dense_2": {"w": "1,1,5", "o": "ap_fixed<5,7,AP_RND,AP_SAT>"},
+                    "dense_3": {"w": "1,2,5", "o": "1,3,4,trn,wrap", "acc": 14},
+                },
+            }
+        )
+    )
     out = tmp_path / "net"
-    code, err = run_cli(["emit", str(model_path), "--out", str(out), "--layer-formats", str(cfg),
-                         "--parallelism", "3,5,2,1", "--cycles", "2,1,3,2"], capsys)
+    code, err = run_cli(
+        [
+            "emit",
+            str(model_path),
+            "--out",
+            str(out),
+            "--layer-formats",
+            str(cfg),
+            "--parallelism",
+            "3,5,2,1",
+            "--cycles",
+            "2,1,3,2",
+        ],
+        capsys,
+    )
     assert code == 0, err
     project = load_project(out)
     plans = {p.name: p for p in project.plans}
-    assert plans["dense_2"].out_fmt == FixedFormat(1, 6, -2) and plans["dense_1"].in_fmt == FixedFormat(0, 2, 4, "truncate")
+    assert plans["dense_2"].out_fmt == FixedFormat(1, 6, -2) and plans["dense_1"].in_fmt == FixedFormat(
+        0, 2, 4, "truncate"
+    )
     rng = np.random.default_rng(2)
     x = rng.uniform(-1, 9, (60, 8)).astype("float32")
     x_raw = golden.quantize_inputs(project.plans, x)

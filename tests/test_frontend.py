@@ -6,8 +6,9 @@ import json
 import os
 import pickle
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -104,9 +105,7 @@ def assert_same_ir(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> None:
     """Identical IR: same metadata and bit-identical weight arrays."""
     assert len(a) == len(b)
     for la, lb in zip(a, b):
-        assert {k: v for k, v in la.items() if k != "weights"} == {
-            k: v for k, v in lb.items() if k != "weights"
-        }
+        assert {k: v for k, v in la.items() if k != "weights"} == {k: v for k, v in lb.items() if k != "weights"}
         assert sorted(la["weights"]) == sorted(lb["weights"])
         for key in la["weights"]:
             assert la["weights"][key].dtype == np.float64
@@ -233,9 +232,7 @@ def test_reference_ir_structure(reference: keras.Model, reference_ir: list[dict[
     np.testing.assert_array_equal(
         d1["weights"]["kernel"], np.asarray(reference.get_layer("d1").kernel, dtype=np.float64)
     )
-    np.testing.assert_array_equal(
-        d3["weights"]["bias"], np.asarray(reference.get_layer("d3").bias, dtype=np.float64)
-    )
+    np.testing.assert_array_equal(d3["weights"]["bias"], np.asarray(reference.get_layer("d3").bias, dtype=np.float64))
     assert_matches_keras(reference, ir)
 
 
@@ -250,14 +247,18 @@ def test_every_load_route_gives_identical_ir(
     assert_same_ir(parse(saved[route], weights=weights), reference_ir)
 
 
-def test_str_paths_and_in_memory_model(saved: dict[str, Path], reference: keras.Model, reference_ir: list[dict[str, Any]]) -> None:
+def test_str_paths_and_in_memory_model(
+    saved: dict[str, Path], reference: keras.Model, reference_ir: list[dict[str, Any]]
+) -> None:
     assert load_keras_model(reference) is reference
     assert_same_ir(parse(reference), reference_ir)
     assert_same_ir(parse(str(saved["keras"])), reference_ir)
     assert_same_ir(parse(str(saved["json_explicit"]), weights=str(saved["explicit_weights"])), reference_ir)
 
 
-def test_explicit_weights_override_the_file_beside(tmp_path: Path, saved: dict[str, Path], reference: keras.Model) -> None:
+def test_explicit_weights_override_the_file_beside(
+    tmp_path: Path, saved: dict[str, Path], reference: keras.Model
+) -> None:
     shutil.copy(saved["json_beside_pkl"], tmp_path / "net.json")
     shutil.copy(saved["json_beside_pkl"].with_suffix(".pkl"), tmp_path / "net.pkl")
     doubled = [2 * w for w in reference.get_weights()]
@@ -273,10 +274,63 @@ KERAS2_THESIS_CONFIG = {
     "config": {
         "name": "sequential",
         "layers": [
-            {"class_name": "InputLayer", "config": {"batch_input_shape": [None, 64], "dtype": "float32", "sparse": False, "ragged": False, "name": "dense_input"}},
-            {"class_name": "Dense", "config": {"name": "dense", "trainable": True, "dtype": "float32", "units": 39, "activation": "relu", "use_bias": True, "kernel_initializer": {"class_name": "GlorotUniform", "config": {"seed": None}}, "bias_initializer": {"class_name": "Zeros", "config": {}}, "kernel_regularizer": None, "bias_regularizer": None, "activity_regularizer": None, "kernel_constraint": None, "bias_constraint": None}},
-            {"class_name": "Dropout", "config": {"name": "dropout", "trainable": True, "dtype": "float32", "rate": 0.2, "noise_shape": None, "seed": None}},
-            {"class_name": "Dense", "config": {"name": "dense_1", "trainable": True, "dtype": "float32", "units": 10, "activation": "sigmoid", "use_bias": True, "kernel_initializer": {"class_name": "GlorotUniform", "config": {"seed": None}}, "bias_initializer": {"class_name": "Zeros", "config": {}}, "kernel_regularizer": None, "bias_regularizer": None, "activity_regularizer": None, "kernel_constraint": None, "bias_constraint": None}},
+            {
+                "class_name": "InputLayer",
+                "config": {
+                    "batch_input_shape": [None, 64],
+                    "dtype": "float32",
+                    "sparse": False,
+                    "ragged": False,
+                    "name": "dense_input",
+                },
+            },
+            {
+                "class_name": "Dense",
+                "config": {
+                    "name": "dense",
+                    "trainable": True,
+                    "dtype": "float32",
+                    "units": 39,
+                    "activation": "relu",
+                    "use_bias": True,
+                    "kernel_initializer": {"class_name": "GlorotUniform", "config": {"seed": None}},
+                    "bias_initializer": {"class_name": "Zeros", "config": {}},
+                    "kernel_regularizer": None,
+                    "bias_regularizer": None,
+                    "activity_regularizer": None,
+                    "kernel_constraint": None,
+                    "bias_constraint": None,
+                },
+            },
+            {
+                "class_name": "Dropout",
+                "config": {
+                    "name": "dropout",
+                    "trainable": True,
+                    "dtype": "float32",
+                    "rate": 0.2,
+                    "noise_shape": None,
+                    "seed": None,
+                },
+            },
+            {
+                "class_name": "Dense",
+                "config": {
+                    "name": "dense_1",
+                    "trainable": True,
+                    "dtype": "float32",
+                    "units": 10,
+                    "activation": "sigmoid",
+                    "use_bias": True,
+                    "kernel_initializer": {"class_name": "GlorotUniform", "config": {"seed": None}},
+                    "bias_initializer": {"class_name": "Zeros", "config": {}},
+                    "kernel_regularizer": None,
+                    "bias_regularizer": None,
+                    "activity_regularizer": None,
+                    "kernel_constraint": None,
+                    "bias_constraint": None,
+                },
+            },
         ],
     },
     "keras_version": "2.4.0",
@@ -291,7 +345,7 @@ def test_keras2_thesis_json_config(tmp_path: Path) -> None:
     arrays = [rng.normal(size=s).astype(np.float32) for s in [(64, 39), (39,), (39, 10), (10,)]]
     (tmp_path / "weights.pkl").write_bytes(pickle.dumps(arrays))
     ir = parse(tmp_path)
-    assert [(l["name"], l["activation"], l["input_shape"], l["output_shape"]) for l in ir] == [
+    assert [(lay["name"], lay["activation"], lay["input_shape"], lay["output_shape"]) for lay in ir] == [
         ("dense", "relu", (64,), (39,)),
         ("dense_1", "sigmoid", (39,), (10,)),
     ]
@@ -363,8 +417,16 @@ def test_cnn_examples_ir(example: str, expected: list[tuple[Any, ...]]) -> None:
         pytest.skip(f"{path} not trained yet")
     ir = parse(path)
     got = [
-        (l["type"], l["name"], l["input_shape"], l["output_shape"], l["activation"], l["fused"], l.get("pads"))
-        for l in ir
+        (
+            lay["type"],
+            lay["name"],
+            lay["input_shape"],
+            lay["output_shape"],
+            lay["activation"],
+            lay["fused"],
+            lay.get("pads"),
+        )
+        for lay in ir
     ]
     assert got == expected
 
@@ -389,7 +451,9 @@ IDENTITIES: dict[str, Callable[[str], layers.Layer]] = {
 
 @pytest.mark.parametrize("identity", list(IDENTITIES.values()), ids=list(IDENTITIES))
 def test_inference_identities_disappear(identity: Callable[[str], layers.Layer]) -> None:
-    model = seq((4,), identity("n1"), layers.Dense(3, name="a"), identity("n2"), layers.Dense(2, name="b"), identity("n3"))
+    model = seq(
+        (4,), identity("n1"), layers.Dense(3, name="a"), identity("n2"), layers.Dense(2, name="b"), identity("n3")
+    )
     ir = to_ir(model)
     assert [layer["name"] for layer in ir] == ["a", "b"]
     assert_matches_keras(model, ir)
@@ -417,7 +481,7 @@ def test_linear_activation_layer_is_recorded_as_fused() -> None:
 def test_activation_layers_fuse_into_linear_dense(layer: Callable[[], layers.Layer], activation: str) -> None:
     model = seq((4,), layers.Dense(3, name="d"), layer(), layers.Dense(2, name="out"))
     ir = to_ir(model)
-    assert [(l["name"], l["activation"], l["fused"]) for l in ir] == [
+    assert [(lay["name"], lay["activation"], lay["fused"]) for lay in ir] == [
         ("d", activation, ["act"]),
         ("out", "linear", []),
     ]
@@ -435,14 +499,19 @@ def test_activation_layers_fuse_into_linear_dense(layer: Callable[[], layers.Lay
 def test_softmax_layer_fuses_at_the_output(layer: Callable[[], layers.Layer]) -> None:
     model = seq((4,), layers.Dense(3, name="d"), layers.Dropout(0.1, name="x"), layer())
     ir = to_ir(model)
-    assert [(l["name"], l["activation"], l["fused"]) for l in ir] == [("d", "softmax", ["sm"])]
+    assert [(lay["name"], lay["activation"], lay["fused"]) for lay in ir] == [("d", "softmax", ["sm"])]
     assert_matches_keras(model, ir)
 
 
 def test_dense_softmax_at_output_and_dropout_after_it() -> None:
-    model = seq((4,), layers.Dense(3, activation="relu", name="h"), layers.Dense(2, activation="softmax", name="o"), layers.Dropout(0.3))
+    model = seq(
+        (4,),
+        layers.Dense(3, activation="relu", name="h"),
+        layers.Dense(2, activation="softmax", name="o"),
+        layers.Dropout(0.3),
+    )
     ir = to_ir(model)
-    assert [l["activation"] for l in ir] == ["relu", "softmax"]
+    assert [lay["activation"] for lay in ir] == ["relu", "softmax"]
 
 
 def test_activation_fuses_across_dropout() -> None:
@@ -461,14 +530,14 @@ def test_flatten_rules() -> None:
         layers.Dense(2, name="o"),
     )
     ir = to_ir(model)
-    assert [(l["type"], l["name"], l["input_shape"], l["output_shape"]) for l in ir] == [
+    assert [(lay["type"], lay["name"], lay["input_shape"], lay["output_shape"]) for lay in ir] == [
         ("flatten", "f1", (2, 3, 4), (24,)),
         ("dense", "d", (24,), (5,)),
         ("dense", "o", (5,), (2,)),
     ]
     assert_matches_keras(model, ir)
     one_d = to_ir(seq((4,), layers.Flatten(name="f"), layers.Dense(2, name="d")))
-    assert [l["name"] for l in one_d] == ["d"]
+    assert [lay["name"] for lay in one_d] == ["d"]
 
 
 def test_float64_input_is_accepted() -> None:
@@ -487,16 +556,18 @@ def test_functional_chain_matches_sequential() -> None:
     functional = keras.Model(inp, out)
     sequential = seq((2, 2), *[functional.get_layer(n) for n in ("f", "d", "r", "dr", "o")])
     assert_same_ir(to_ir(functional), to_ir(sequential))
-    assert [l["name"] for l in to_ir(functional)] == ["f", "d", "o"]
+    assert [lay["name"] for lay in to_ir(functional)] == ["f", "d", "o"]
     assert_matches_keras(functional, to_ir(functional))
 
 
 def test_nested_sequential_is_inlined() -> None:
-    inner = keras.Sequential([keras.Input((3,)), layers.Dense(2, name="inner_d"), layers.ReLU(name="inner_r")], name="inner")
+    inner = keras.Sequential(
+        [keras.Input((3,)), layers.Dense(2, name="inner_d"), layers.ReLU(name="inner_r")], name="inner"
+    )
     inp = keras.Input((4,))
     model = keras.Model(inp, inner(layers.Dense(3, name="outer_d")(inp)))
     ir = to_ir(model)
-    assert [(l["name"], l["activation"], l["fused"]) for l in ir] == [
+    assert [(lay["name"], lay["activation"], lay["fused"]) for lay in ir] == [
         ("outer_d", "linear", []),
         ("inner_d", "relu", ["inner_r"]),
     ]
@@ -505,8 +576,18 @@ def test_nested_sequential_is_inlined() -> None:
 
 def test_supported_layers_lists_the_registry() -> None:
     names = supported_layers()
-    for name in ("Dense", "Flatten", "Dropout", "Activation", "ReLU", "Softmax", "Conv2D",
-                 "MaxPooling2D", "AveragePooling2D", "BatchNormalization"):
+    for name in (
+        "Dense",
+        "Flatten",
+        "Dropout",
+        "Activation",
+        "ReLU",
+        "Softmax",
+        "Conv2D",
+        "MaxPooling2D",
+        "AveragePooling2D",
+        "BatchNormalization",
+    ):
         assert name in names
     assert "Conv1D" in names and "Conv3D" not in names and names == sorted(names)
 
@@ -586,19 +667,41 @@ CONV_CASES = [
 @pytest.mark.parametrize("case", CONV_CASES, ids=[f"conv{i}" for i in range(len(CONV_CASES))])
 def test_conv2d_ir_and_forward_pass(case: tuple[Any, ...]) -> None:
     shape, filters, kernel, strides, padding, bias, activation, pads, out_hw = case
-    conv = layers.Conv2D(filters, kernel, strides=strides, padding=padding, use_bias=bias, activation=activation, name="conv")
-    model = randomize(seq(shape, conv, layers.Flatten(name="f"), layers.Dense(3, name="d")), seed=len(CONV_CASES) + sum(shape))
+    conv = layers.Conv2D(
+        filters, kernel, strides=strides, padding=padding, use_bias=bias, activation=activation, name="conv"
+    )
+    model = randomize(
+        seq(shape, conv, layers.Flatten(name="f"), layers.Dense(3, name="d")), seed=len(CONV_CASES) + sum(shape)
+    )
     ir = to_ir(model)
-    assert [l["type"] for l in ir] == ["conv2d", "flatten", "dense"]
+    assert [lay["type"] for lay in ir] == ["conv2d", "flatten", "dense"]
     c, f, d = ir
-    assert set(c) == {"type", "name", "inputs", "input_shape", "input_shapes", "output_shape", "activation", "use_bias", "fused",
-                      "kernel_size", "strides", "padding", "pads", "dilation", "source_class", "weights"}
+    assert set(c) == {
+        "type",
+        "name",
+        "inputs",
+        "input_shape",
+        "input_shapes",
+        "output_shape",
+        "activation",
+        "use_bias",
+        "fused",
+        "kernel_size",
+        "strides",
+        "padding",
+        "pads",
+        "dilation",
+        "source_class",
+        "weights",
+    }
     assert c["name"] == "conv" and c["fused"] == []
     assert (c["input_shape"], c["output_shape"]) == (shape, (*out_hw, filters))
     assert c["output_shape"] == keras_output_shape(model, "conv")
     assert (c["kernel_size"], c["strides"], c["padding"], c["pads"]) == (kernel, strides, padding, pads)
     assert (c["activation"], c["use_bias"]) == (activation, bias)
-    assert all(type(v) is int for key in ("input_shape", "output_shape", "kernel_size", "strides", "pads") for v in c[key])
+    assert all(
+        type(v) is int for key in ("input_shape", "output_shape", "kernel_size", "strides", "pads") for v in c[key]
+    )
     assert c["weights"]["kernel"].dtype == np.float64 and c["weights"]["bias"].dtype == np.float64
     np.testing.assert_array_equal(c["weights"]["kernel"], keras_weight(model, "conv", "kernel"))
     assert c["weights"]["kernel"].shape == (*kernel, shape[2], filters)
@@ -633,11 +736,16 @@ def test_pool2d_ir_and_forward_pass(case: tuple[Any, ...]) -> None:
     shape, kind, pool, strides, padding, pads, out_hw = case
     cls, ir_type = POOL_CLASSES[kind]
     model = randomize(
-        seq(shape, cls(pool, strides=strides, padding=padding, name="pool"), layers.Flatten(name="f"), layers.Dense(3, name="d")),
+        seq(
+            shape,
+            cls(pool, strides=strides, padding=padding, name="pool"),
+            layers.Flatten(name="f"),
+            layers.Dense(3, name="d"),
+        ),
         seed=sum(shape),
     )
     ir = to_ir(model)
-    assert [l["type"] for l in ir] == [ir_type, "flatten", "dense"]
+    assert [lay["type"] for lay in ir] == [ir_type, "flatten", "dense"]
     p = ir[0]
     assert p == {
         "type": ir_type,
@@ -675,13 +783,20 @@ def conv_pool_configs(draw: st.DrawFn) -> dict[str, Any]:
     max_pool = draw(st.booleans())
     return {
         "shape": (height, width, draw(st.integers(1, 3))),
-        "conv": {"filters": draw(st.integers(1, 3)), "kernel_size": kernel, "strides": strides,
-                 "padding": padding, "use_bias": draw(st.booleans())},
+        "conv": {
+            "filters": draw(st.integers(1, 3)),
+            "kernel_size": kernel,
+            "strides": strides,
+            "padding": padding,
+            "use_bias": draw(st.booleans()),
+        },
         "bn": draw(st.booleans()),
         "pool_class": layers.MaxPooling2D if max_pool else layers.AveragePooling2D,
-        "pool": {"pool_size": (draw(st.integers(1, min(3, h2))), draw(st.integers(1, min(3, w2)))),
-                 "strides": draw(st.sampled_from([None, 1, 2])),
-                 "padding": draw(st.sampled_from(["valid", "same"])) if max_pool else "valid"},
+        "pool": {
+            "pool_size": (draw(st.integers(1, min(3, h2))), draw(st.integers(1, min(3, w2)))),
+            "strides": draw(st.sampled_from([None, 1, 2])),
+            "padding": draw(st.sampled_from(["valid", "same"])) if max_pool else "valid",
+        },
         "seed": draw(st.integers(0, 2**16)),
     }
 
@@ -693,8 +808,11 @@ def test_random_conv_pool_models_match_keras(config: dict[str, Any]) -> None:
     # wrongly for one input channel, strides (1, s>1) and an output width of 1 (it reads
     # every s-th row and leaves garbage); Keras is no oracle there, so skip that corner.
     shape, conv = config["shape"], config["conv"]
-    out_w = (-(-shape[1] // conv["strides"][1]) if conv["padding"] == "same"
-             else (shape[1] - conv["kernel_size"][1]) // conv["strides"][1] + 1)
+    out_w = (
+        -(-shape[1] // conv["strides"][1])
+        if conv["padding"] == "same"
+        else (shape[1] - conv["kernel_size"][1]) // conv["strides"][1] + 1
+    )
     assume(not (shape[2] == 1 and conv["strides"][0] == 1 and conv["strides"][1] > 1 and out_w == 1))
     stack: list[layers.Layer] = [layers.Conv2D(**conv, name="c")]
     if config["bn"]:
@@ -702,7 +820,7 @@ def test_random_conv_pool_models_match_keras(config: dict[str, Any]) -> None:
     stack += [config["pool_class"](**config["pool"], name="p"), layers.Flatten(name="f"), layers.Dense(2, name="d")]
     model = randomize(seq(config["shape"], *stack), seed=config["seed"])
     ir = to_ir(model)
-    assert [l["name"] for l in ir] == ["c", "p", "f", "d"]
+    assert [lay["name"] for lay in ir] == ["c", "p", "f", "d"]
     for layer in ir[:2]:
         assert layer["output_shape"] == keras_output_shape(model, layer["name"])
     assert_matches_keras(model, ir)
@@ -726,7 +844,7 @@ def test_activation_layers_fuse_into_linear_conv2d() -> None:
         seed=11,
     )
     ir = to_ir(model)
-    assert [(l["name"], l["activation"], l["fused"]) for l in ir] == [
+    assert [(lay["name"], lay["activation"], lay["fused"]) for lay in ir] == [
         ("c1", "relu", ["r1"]),
         ("c2", "sigmoid", ["s2"]),
         ("c3", "relu", ["lin"]),
@@ -773,7 +891,7 @@ def test_batch_normalization_folds_into_conv2d_and_dense(center: bool, scale: bo
         seed=3 + 2 * center + scale,
     )
     ir = to_ir(model)
-    assert [(l["name"], l["activation"], l["fused"], l["use_bias"]) for l in ir] == [
+    assert [(lay["name"], lay["activation"], lay["fused"], lay["use_bias"]) for lay in ir] == [
         ("c", "relu", ["bn_c", "r"], True),
         ("p", "linear", [], False),
         ("f", "linear", [], False),
@@ -808,7 +926,7 @@ def test_batch_normalization_after_training_and_twice_in_a_row() -> None:
     model.fit(x, rng.normal(size=(64, 2)).astype(np.float32), epochs=3, batch_size=16, verbose=0)
     assert not np.allclose(keras_weight(model, "bn1", "moving_variance"), 1.0)
     ir = to_ir(model)
-    assert [(l["name"], l["fused"]) for l in ir] == [("c", ["bn1", "bn2", "a"]), ("f", []), ("d", [])]
+    assert [(lay["name"], lay["fused"]) for lay in ir] == [("c", ["bn1", "bn2", "a"]), ("f", []), ("d", [])]
     np.testing.assert_allclose(run_ir(ir, x), np.asarray(model(x, training=False)), rtol=1e-4, atol=1e-5)
 
 
@@ -824,7 +942,7 @@ def test_conv_functional_model_and_load_routes(tmp_path: Path) -> None:
     out = layers.Dense(3, activation="softmax", name="o")(x)
     model = randomize(keras.Model(inp, out), seed=8)
     ir = to_ir(model)
-    assert [(l["type"], l["output_shape"]) for l in ir] == [
+    assert [(lay["type"], lay["output_shape"]) for lay in ir] == [
         ("conv2d", (6, 6, 4)),
         ("avgpool2d", (3, 3, 4)),
         ("maxpool2d", (2, 2, 4)),
@@ -894,7 +1012,7 @@ def test_activation_layer_with_unsupported_function(activation: str) -> None:
 )
 def test_relu_with_non_default_arguments_fuses(kwargs: dict[str, float], activation: str) -> None:
     ir = to_ir(seq((4,), layers.Dense(3, name="d"), layers.ReLU(name="capped", **kwargs)))
-    assert [(l["name"], l["activation"], l["fused"]) for l in ir] == [("d", activation, ["capped"])]
+    assert [(lay["name"], lay["activation"], lay["fused"]) for lay in ir] == [("d", activation, ["capped"])]
 
 
 @pytest.mark.parametrize(
@@ -908,27 +1026,32 @@ def test_relu_with_non_default_arguments_fuses(kwargs: dict[str, float], activat
 )
 def test_activation_after_nonlinear_dense_is_standalone(second: Callable[[], layers.Layer]) -> None:
     ir = to_ir(seq((4,), layers.Dense(3, activation="relu", name="d"), second()))
-    assert [(l["type"], l["name"]) for l in ir] == [("dense", "d"), ("activation", "act2")]
+    assert [(lay["type"], lay["name"]) for lay in ir] == [("dense", "d"), ("activation", "act2")]
 
 
 def test_standalone_activations_where_nothing_can_take_them() -> None:
     ir = to_ir(seq((4,), layers.ReLU(name="first"), layers.Dense(2, name="d")))
-    assert [(l["type"], l["name"], l["activation"]) for l in ir] == [("activation", "first", "relu"), ("dense", "d", "linear")]
+    assert [(lay["type"], lay["name"], lay["activation"]) for lay in ir] == [
+        ("activation", "first", "relu"),
+        ("dense", "d", "linear"),
+    ]
     ir = to_ir(seq((2, 2), layers.Flatten(name="f"), layers.Activation("sigmoid", name="sig"), layers.Dense(2)))
-    assert [l["type"] for l in ir] == ["flatten", "activation", "dense"]
+    assert [lay["type"] for lay in ir] == ["flatten", "activation", "dense"]
     ir = to_ir(seq((4,), layers.Dense(3, name="d"), layers.ReLU(name="r1"), layers.Activation("sigmoid", name="s2")))
-    assert [(l["name"], l["activation"]) for l in ir] == [("d", "relu"), ("s2", "sigmoid")]
+    assert [(lay["name"], lay["activation"]) for lay in ir] == [("d", "relu"), ("s2", "sigmoid")]
 
 
 def test_softmax_inside_the_network() -> None:
     ir = to_ir(seq((4,), layers.Dense(3, activation="softmax", name="mid"), layers.Dense(2, name="o")))
-    assert [(l["name"], l["activation"]) for l in ir] == [("mid", "softmax"), ("o", "linear")]
+    assert [(lay["name"], lay["activation"]) for lay in ir] == [("mid", "softmax"), ("o", "linear")]
     ir = to_ir(seq((4,), layers.Dense(3, name="mid"), layers.Softmax(name="sm"), layers.Dense(2, name="o")))
-    assert [(l["name"], l["activation"], l["fused"]) for l in ir][0] == ("mid", "softmax", ["sm"])
+    assert [(lay["name"], lay["activation"], lay["fused"]) for lay in ir][0] == ("mid", "softmax", ["sm"])
 
 
 def test_softmax_over_a_non_last_axis() -> None:
-    rejects(lambda: seq((4,), layers.Dense(3, name="d"), layers.Softmax(axis=0, name="sm0")), "'sm0'", "axis 0", "last axis")
+    rejects(
+        lambda: seq((4,), layers.Dense(3, name="d"), layers.Softmax(axis=0, name="sm0")), "'sm0'", "axis 0", "last axis"
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -940,10 +1063,18 @@ def test_softmax_over_a_non_last_axis() -> None:
     ("build", "cls", "name"),
     [
         (lambda: seq((4,), layers.LayerNormalization(name="ln"), layers.Dense(2)), "LayerNormalization", "ln"),
-        (lambda: seq((4, 4, 4, 1), layers.UpSampling3D(name="up"), layers.Flatten(), layers.Dense(2)), "UpSampling3D", "up"),
+        (
+            lambda: seq((4, 4, 4, 1), layers.UpSampling3D(name="up"), layers.Flatten(), layers.Dense(2)),
+            "UpSampling3D",
+            "up",
+        ),
         (lambda: seq((5, 3), layers.LSTM(4, name="lstm"), layers.Dense(2)), "LSTM", "lstm"),
         (lambda: seq((4,), layers.Lambda(lambda t: t * 2, name="lam"), layers.Dense(2)), "Lambda", "lam"),
-        (lambda: seq((6,), layers.RepeatVector(2, name="resh"), layers.Flatten(), layers.Dense(2)), "RepeatVector", "resh"),
+        (
+            lambda: seq((6,), layers.RepeatVector(2, name="resh"), layers.Flatten(), layers.Dense(2)),
+            "RepeatVector",
+            "resh",
+        ),
     ],
 )
 def test_unsupported_layer_classes(build: Callable[[], keras.Model], cls: str, name: str) -> None:
@@ -966,9 +1097,18 @@ def test_dense_on_rank_2_input() -> None:
 
     graph = to_graph(seq((3, 4), layers.Dense(2, name="d2d"), layers.Flatten(), layers.Dense(2)))
     record = graph["d2d"]
-    assert (record.type, record.source_class, record.kernel_size, record.output_shape) == ("conv2d", "Dense", (1, 1), (1, 3, 2))
-    rejects(lambda: seq((2, 3, 4, 5), layers.Dense(2, name="d4d"), layers.Flatten(), layers.Dense(2)),
-            "Dense layer 'd4d'", "(2, 3, 4, 5)", "add a Flatten or Reshape before it")
+    assert (record.type, record.source_class, record.kernel_size, record.output_shape) == (
+        "conv2d",
+        "Dense",
+        (1, 1),
+        (1, 3, 2),
+    )
+    rejects(
+        lambda: seq((2, 3, 4, 5), layers.Dense(2, name="d4d"), layers.Flatten(), layers.Dense(2)),
+        "Dense layer 'd4d'",
+        "(2, 3, 4, 5)",
+        "add a Flatten or Reshape before it",
+    )
 
 
 def test_flatten_channels_first() -> None:
@@ -980,7 +1120,11 @@ def test_flatten_channels_first() -> None:
 
 
 def test_model_without_dense() -> None:
-    rejects(lambda: keras.Sequential([keras.Input((4,)), layers.Dropout(0.1)], name="nodense"), "'nodense'", "no Dense layer")
+    rejects(
+        lambda: keras.Sequential([keras.Input((4,)), layers.Dropout(0.1)], name="nodense"),
+        "'nodense'",
+        "no Dense layer",
+    )
     rejects(lambda: keras.Sequential([keras.Input((2, 2)), layers.Flatten()], name="flatonly"), "no Dense layer")
 
 
@@ -1004,20 +1148,32 @@ def test_merge_is_a_graph_node() -> None:
     b = layers.Dense(3, name="b")(a)
     model = keras.Model(inp, layers.Dense(2, name="o")(layers.Add(name="merge")([a, b])))
     ir = to_ir(model)
-    assert [(l["name"], l["type"], l["inputs"]) for l in ir] == [
-        ("a", "dense", ["input"]), ("b", "dense", ["a"]), ("merge", "add", ["a", "b"]), ("o", "dense", ["merge"])]
+    assert [(lay["name"], lay["type"], lay["inputs"]) for lay in ir] == [
+        ("a", "dense", ["input"]),
+        ("b", "dense", ["a"]),
+        ("merge", "add", ["a", "b"]),
+        ("o", "dense", ["merge"]),
+    ]
     assert ir[2]["input_shapes"] == [(3,), (3,)] and ir[2]["output_shape"] == (3,)
 
 
 def test_zero_padding_folds_into_the_convolution() -> None:
-    model = randomize(seq((6, 6, 1), layers.ZeroPadding2D(((1, 2), (0, 1)), name="zp"), layers.Conv2D(2, 3, name="c"),
-                          layers.Flatten(name="f"), layers.Dense(2, name="d")), seed=3)
+    model = randomize(
+        seq(
+            (6, 6, 1),
+            layers.ZeroPadding2D(((1, 2), (0, 1)), name="zp"),
+            layers.Conv2D(2, 3, name="c"),
+            layers.Flatten(name="f"),
+            layers.Dense(2, name="d"),
+        ),
+        seed=3,
+    )
     ir = to_ir(model)
-    assert [l["type"] for l in ir] == ["conv2d", "flatten", "dense"]
+    assert [lay["type"] for lay in ir] == ["conv2d", "flatten", "dense"]
     assert ir[0]["pads"] == (1, 2, 0, 1) and ir[0]["input_shape"] == (6, 6, 1) and ir[0]["fused"] == ["zp"]
     assert_matches_keras(model, ir)
     standalone = to_ir(seq((8, 8, 1), layers.ZeroPadding2D(name="zp"), layers.Flatten(name="fl"), layers.Dense(2)))
-    assert [l["type"] for l in standalone] == ["zeropad2d", "flatten", "dense"]  # a K2C.Pad of its own
+    assert [lay["type"] for lay in standalone] == ["zeropad2d", "flatten", "dense"]  # a K2C.Pad of its own
 
 
 def test_graph_that_is_not_series_parallel_is_rejected() -> None:
@@ -1112,11 +1268,26 @@ def image(*stack: layers.Layer, shape: tuple[int, ...] = (8, 8, 2)) -> keras.Mod
     ("build", "fragments"),
     [
         (lambda: image(layers.Conv2D(4, 3, groups=2, name="grp")), ["Conv2D layer 'grp'", "groups=2", "grouped"]),
-        (lambda: image(layers.Conv2D(2, 3, activation="mish", name="th")), ["'th'", "activation 'mish'", "linear, relu, relu6"]),
-        (lambda: image(layers.Conv2D(2, 3, data_format="channels_first", name="cf"), shape=(2, 8, 8)), ["Conv2D layer 'cf'", "data_format='channels_first'", "channels_last"]),
-        (lambda: image(layers.MaxPooling2D(2, data_format="channels_first", name="pcf"), shape=(2, 8, 8)), ["MaxPooling2D layer 'pcf'", "channels_first"]),
-        (lambda: image(layers.AveragePooling2D(2, data_format="channels_first", name="acf"), shape=(2, 8, 8)), ["AveragePooling2D layer 'acf'", "channels_first"]),
-        (lambda: seq((8, 8, 1), layers.Conv2D(2, 3, name="c"), layers.Dense(2, name="dd")), ["model", "outputs shape (6, 6, 2)", "end with Flatten and Dense"]),
+        (
+            lambda: image(layers.Conv2D(2, 3, activation="mish", name="th")),
+            ["'th'", "activation 'mish'", "linear, relu, relu6"],
+        ),
+        (
+            lambda: image(layers.Conv2D(2, 3, data_format="channels_first", name="cf"), shape=(2, 8, 8)),
+            ["Conv2D layer 'cf'", "data_format='channels_first'", "channels_last"],
+        ),
+        (
+            lambda: image(layers.MaxPooling2D(2, data_format="channels_first", name="pcf"), shape=(2, 8, 8)),
+            ["MaxPooling2D layer 'pcf'", "channels_first"],
+        ),
+        (
+            lambda: image(layers.AveragePooling2D(2, data_format="channels_first", name="acf"), shape=(2, 8, 8)),
+            ["AveragePooling2D layer 'acf'", "channels_first"],
+        ),
+        (
+            lambda: seq((8, 8, 1), layers.Conv2D(2, 3, name="c"), layers.Dense(2, name="dd")),
+            ["model", "outputs shape (6, 6, 2)", "end with Flatten and Dense"],
+        ),
     ],
 )
 def test_conv_and_pool_rejections(build: Callable[[], keras.Model], fragments: list[str]) -> None:
@@ -1126,7 +1297,10 @@ def test_conv_and_pool_rejections(build: Callable[[], keras.Model], fragments: l
 @pytest.mark.parametrize(
     ("build", "fragments"),
     [
-        (lambda: image(layers.Conv2D(2, 3, name="c"), bn("bn_axis", axis=1)), ["BatchNormalization layer 'bn_axis'", "axis 1", "(6, 6, 2)", "only the last (channels) axis"]),
+        (
+            lambda: image(layers.Conv2D(2, 3, name="c"), bn("bn_axis", axis=1)),
+            ["BatchNormalization layer 'bn_axis'", "axis 1", "(6, 6, 2)", "only the last (channels) axis"],
+        ),
         (lambda: image(layers.Conv2D(2, 3, name="c"), bn("bn_axis", axis=-2)), ["'bn_axis'", "axis -2"]),
         (lambda: seq((3, 4), bn("bn_1d", axis=1), layers.Flatten(), layers.Dense(2)), ["'bn_1d'", "axis 1", "(3, 4)"]),
     ],
@@ -1147,17 +1321,44 @@ def test_batch_normalization_with_negative_variance() -> None:
 @pytest.mark.parametrize(
     ("build", "cls", "name", "reason"),
     [
-        (lambda: seq((4, 4, 4, 1), layers.Conv3D(2, 3, name="c3"), layers.Flatten(), layers.Dense(2)), "Conv3D", "c3", "only 1-D and 2-D convolutions"),
+        (
+            lambda: seq((4, 4, 4, 1), layers.Conv3D(2, 3, name="c3"), layers.Flatten(), layers.Dense(2)),
+            "Conv3D",
+            "c3",
+            "only 1-D and 2-D convolutions",
+        ),
         (lambda: image(layers.Conv2DTranspose(2, 3, name="tr")), "Conv2DTranspose", "tr", "transposed"),
-        (lambda: seq((4, 4, 4, 1), layers.AveragePooling3D(2, name="ap3"), layers.Flatten(), layers.Dense(2)), "AveragePooling3D", "ap3", "only 1-D and 2-D pooling"),
-        (lambda: seq((4, 4, 4, 1), layers.GlobalMaxPooling3D(name="gmp3"), layers.Dense(2)), "GlobalMaxPooling3D", "gmp3", "3-D global pooling"),
+        (
+            lambda: seq((4, 4, 4, 1), layers.AveragePooling3D(2, name="ap3"), layers.Flatten(), layers.Dense(2)),
+            "AveragePooling3D",
+            "ap3",
+            "only 1-D and 2-D pooling",
+        ),
+        (
+            lambda: seq((4, 4, 4, 1), layers.GlobalMaxPooling3D(name="gmp3"), layers.Dense(2)),
+            "GlobalMaxPooling3D",
+            "gmp3",
+            "3-D global pooling",
+        ),
         (lambda: seq((5, 3), layers.LSTM(4, name="lstm_a"), layers.Dense(2)), "LSTM", "lstm_a", "feeds its state back"),
         (lambda: seq((5, 3), layers.GRU(4, name="gru_a"), layers.Dense(2)), "GRU", "gru_a", "feeds its state back"),
-        (lambda: seq((5, 3), layers.LayerNormalization(name="ln"), layers.Flatten(), layers.Dense(2)), "LayerNormalization", "ln", "BatchNormalization is supported"),
-        (lambda: seq((5,), layers.Embedding(8, 3, name="emb"), layers.Flatten(), layers.Dense(2)), "Embedding", "emb", "table lookup"),
+        (
+            lambda: seq((5, 3), layers.LayerNormalization(name="ln"), layers.Flatten(), layers.Dense(2)),
+            "LayerNormalization",
+            "ln",
+            "BatchNormalization is supported",
+        ),
+        (
+            lambda: seq((5,), layers.Embedding(8, 3, name="emb"), layers.Flatten(), layers.Dense(2)),
+            "Embedding",
+            "emb",
+            "table lookup",
+        ),
     ],
 )
-def test_unsupported_layer_classes_name_the_reason(build: Callable[[], keras.Model], cls: str, name: str, reason: str) -> None:
+def test_unsupported_layer_classes_name_the_reason(
+    build: Callable[[], keras.Model], cls: str, name: str, reason: str
+) -> None:
     message = rejects(build, f"unsupported layer {cls} '{name}' (", reason, "supported layers:", "Conv2D")
     assert "\n" not in message
 
@@ -1167,12 +1368,18 @@ def test_padding_other_than_valid_or_same() -> None:
     for layer in (layers.Conv2D(2, 3, name="odd"), layers.MaxPooling2D(2, name="odd")):
         model = image(layer)
         model.get_layer("odd").padding = "causal"
-        rejects(lambda: model, f"{type(layer).__name__} layer 'odd'", "padding='causal'", "'valid' and 'same'")
+        rejects(
+            lambda model=model: model, f"{type(layer).__name__} layer 'odd'", "padding='causal'", "'valid' and 'same'"
+        )
 
 
 @pytest.mark.parametrize(
     "layer",
-    [lambda: layers.Conv2D(2, 3, name="img_layer"), lambda: layers.MaxPooling2D(2, name="img_layer"), lambda: layers.AveragePooling2D(2, name="img_layer")],
+    [
+        lambda: layers.Conv2D(2, 3, name="img_layer"),
+        lambda: layers.MaxPooling2D(2, name="img_layer"),
+        lambda: layers.AveragePooling2D(2, name="img_layer"),
+    ],
 )
 @pytest.mark.parametrize("shape", [(64,), (8, 8), (2, 8, 8, 1)])
 def test_image_layers_need_rank_3_input(layer: Callable[[], layers.Layer], shape: tuple[int, ...]) -> None:

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from keras2clash.hw.planner import make_plan
 from keras2clash.quant import exact, golden
 from keras2clash.quant.formats import FixedFormat, parse_format
-from keras2clash.hw.planner import make_plan
 
 F16 = parse_format("1,7,8")
 
@@ -43,13 +43,21 @@ def _ref_sigmoid(r: int, fmt: FixedFormat) -> int:
     return _sat(y, fmt)
 
 
-def _ref_dense(x: list[int], kernel: np.ndarray, bias: np.ndarray, in_fmt: FixedFormat,
-               w_fmt: FixedFormat, out_fmt: FixedFormat, act: str) -> list[int]:
+def _ref_dense(
+    x: list[int],
+    kernel: np.ndarray,
+    bias: np.ndarray,
+    in_fmt: FixedFormat,
+    w_fmt: FixedFormat,
+    out_fmt: FixedFormat,
+    act: str,
+) -> list[int]:
     """Exact real arithmetic: sum(x*w) + b as a Fraction, then round half up, saturate."""
     out = []
     for n in range(kernel.shape[1]):
-        acc = sum(Fraction(int(xi), 2**in_fmt.frac) * Fraction(int(wi), 2**w_fmt.frac)
-                  for xi, wi in zip(x, kernel[:, n]))
+        acc = sum(
+            Fraction(int(xi), 2**in_fmt.frac) * Fraction(int(wi), 2**w_fmt.frac) for xi, wi in zip(x, kernel[:, n])
+        )
         acc += Fraction(int(bias[n]), 2**w_fmt.frac)
         r = _sat(_round_half_up(acc * 2**out_fmt.frac), out_fmt)
         if act == "relu":
@@ -62,8 +70,19 @@ def _ref_dense(x: list[int], kernel: np.ndarray, bias: np.ndarray, in_fmt: Fixed
 
 @pytest.mark.parametrize(
     ("r", "expected"),
-    [(0, 128), (255, 191), (256, 192), (-256, 64), (607, 235), (608, 235), (1279, 255),
-     (1280, 256), (-1280, 0), (32767, 256), (-32768, 0)],
+    [
+        (0, 128),
+        (255, 191),
+        (256, 192),
+        (-256, 64),
+        (607, 235),
+        (608, 235),
+        (1279, 255),
+        (1280, 256),
+        (-1280, 0),
+        (32767, 256),
+        (-32768, 0),
+    ],
 )
 def test_sigmoid_breakpoints_at_1_7_8(r: int, expected: int) -> None:
     assert golden.sigmoid_plan(np.array([r]), F16).tolist() == [expected]
@@ -82,8 +101,16 @@ def test_sigmoid_is_close_to_the_real_one() -> None:
 
 
 def _layer(n_in: int, n_out: int, act: str) -> dict:
-    return {"type": "dense", "name": "d", "input_shape": (n_in,), "output_shape": (n_out,),
-            "activation": act, "use_bias": True, "fused": [], "weights": {}}
+    return {
+        "type": "dense",
+        "name": "d",
+        "input_shape": (n_in,),
+        "output_shape": (n_out,),
+        "activation": act,
+        "use_bias": True,
+        "fused": [],
+        "weights": {},
+    }
 
 
 @settings(max_examples=200, deadline=None)

@@ -9,12 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from keras2clash.quant import golden
-from keras2clash.quant.formats import FixedFormat
-from keras2clash.quant.golden import QuantizedLayer
 from keras2clash.backend.memfiles import rom_table
 from keras2clash.hw.plan import LayerFormats
 from keras2clash.hw.planner import make_plan
+from keras2clash.quant import golden
+from keras2clash.quant.formats import FixedFormat
+from keras2clash.quant.golden import QuantizedLayer
 
 
 def _same_pads(size: int, k: int, s: int) -> tuple[int, int, int]:
@@ -32,8 +32,18 @@ def _conv_ir(h, w, c, f, k, s, padding, act="relu", kind="conv2d"):
     else:
         h2, w2 = (h - kh) // sh + 1, (w - kw) // sw + 1
         top = bottom = left = right = 0
-    layer = {"type": kind, "name": "l", "input_shape": (h, w, c), "strides": s, "padding": padding,
-             "pads": (top, bottom, left, right), "activation": act, "fused": [], "use_bias": True, "weights": {}}
+    layer = {
+        "type": kind,
+        "name": "l",
+        "input_shape": (h, w, c),
+        "strides": s,
+        "padding": padding,
+        "pads": (top, bottom, left, right),
+        "activation": act,
+        "fused": [],
+        "use_bias": True,
+        "weights": {},
+    }
     if kind == "conv2d":
         layer.update(kernel_size=k, output_shape=(h2, w2, f))
     else:
@@ -48,7 +58,7 @@ def _ref_conv(x, kernel, bias, plan):
     top, bottom, left, right = plan.pads
     n, h, w, c = x.shape
     xp = np.zeros((n, h + top + bottom, w + left + right, c), dtype=object)
-    xp[:, top:top + h, left:left + w] = x
+    xp[:, top : top + h, left : left + w] = x
     h2, w2, f = plan.output_shape
     k4 = kernel.reshape(kh, kw, c, f)
     out = np.zeros((n, h2, w2, f), dtype=np.int64)
@@ -70,9 +80,16 @@ def _ref_conv(x, kernel, bias, plan):
 
 @settings(max_examples=40, deadline=None)
 @given(
-    h=st.integers(3, 7), w=st.integers(3, 7), c=st.integers(1, 3), f=st.integers(1, 4),
-    kh=st.integers(1, 3), kw=st.integers(1, 3), sh=st.integers(1, 3), sw=st.integers(1, 3),
-    padding=st.sampled_from(["valid", "same"]), seed=st.integers(0, 10_000),
+    h=st.integers(3, 7),
+    w=st.integers(3, 7),
+    c=st.integers(1, 3),
+    f=st.integers(1, 4),
+    kh=st.integers(1, 3),
+    kw=st.integers(1, 3),
+    sh=st.integers(1, 3),
+    sw=st.integers(1, 3),
+    padding=st.sampled_from(["valid", "same"]),
+    seed=st.integers(0, 10_000),
 )
 def test_conv2d_equals_loops(h, w, c, f, kh, kw, sh, sw, padding, seed) -> None:
     fmt = FixedFormat(1, 3, 4)
@@ -113,8 +130,18 @@ def test_pooling_equals_loops(padding, k, s) -> None:
 
 def test_narrow_accumulator_saturates_per_chunk_in_order() -> None:
     fmt = FixedFormat(1, 3, 4)
-    ir = [{"type": "dense", "name": "d", "input_shape": (4,), "output_shape": (1,), "activation": "linear",
-           "use_bias": True, "fused": [], "weights": {}}]
+    ir = [
+        {
+            "type": "dense",
+            "name": "d",
+            "input_shape": (4,),
+            "output_shape": (1,),
+            "activation": "linear",
+            "use_bias": True,
+            "fused": [],
+            "weights": {},
+        }
+    ]
     # 4 inputs in 2 chunks; an 12-bit accumulator (frac 8) holds [-8, 8).
     plan = make_plan(ir, fmt, [1], {"d": LayerFormats(accumulator_bits=12)}, cycles=[2])[0]
     assert plan.acc_fmt == FixedFormat(1, 3, 8) and not plan.exact_accumulator
@@ -128,8 +155,18 @@ def test_narrow_accumulator_saturates_per_chunk_in_order() -> None:
 
 
 def test_bias_format_may_differ_from_weights() -> None:
-    ir = [{"type": "dense", "name": "d", "input_shape": (1,), "output_shape": (1,), "activation": "linear",
-           "use_bias": True, "fused": [], "weights": {"kernel": np.array([[0.5]]), "bias": np.array([0.0625 + 1 / 1024])}}]
+    ir = [
+        {
+            "type": "dense",
+            "name": "d",
+            "input_shape": (1,),
+            "output_shape": (1,),
+            "activation": "linear",
+            "use_bias": True,
+            "fused": [],
+            "weights": {"kernel": np.array([[0.5]]), "bias": np.array([0.0625 + 1 / 1024])},
+        }
+    ]
     fmt = FixedFormat(1, 3, 4)
     plan = make_plan(ir, fmt, layer_formats={"d": LayerFormats(bias=FixedFormat(1, 1, 10))})[0]
     assert plan.acc_fmt.frac == 10  # max(4 + 4, 10)
@@ -140,16 +177,26 @@ def test_bias_format_may_differ_from_weights() -> None:
 
 
 def test_rom_table_chunks_and_bias_field() -> None:
-    ir = [{"type": "dense", "name": "d", "input_shape": (5,), "output_shape": (3,), "activation": "relu",
-           "use_bias": True, "fused": [], "weights": {}}]
+    ir = [
+        {
+            "type": "dense",
+            "name": "d",
+            "input_shape": (5,),
+            "output_shape": (3,),
+            "activation": "relu",
+            "use_bias": True,
+            "fused": [],
+            "weights": {},
+        }
+    ]
     plan = make_plan(ir, FixedFormat(1, 7, 8), [2], cycles=[2])[0]
     assert (plan.groups, plan.chunk, plan.rom_depth) == (2, 3, 4)
     kernel = np.arange(1, 16).reshape(5, 3)  # kernel[i, o]
     table = rom_table(plan, QuantizedLayer(kernel, np.array([-1, -2, -3])))
     assert table.shape == (4, 2, 4)
     # word g*b + t, PE j -> filter g*p + j, chunk t
-    assert table[0, 0].tolist() == [1, 4, 7, -1]      # filter 0, inputs 0..2, bias
-    assert table[1, 0].tolist() == [10, 13, 0, 0]     # filter 0, inputs 3..4 + pad, no bias
-    assert table[0, 1].tolist() == [2, 5, 8, -2]      # filter 1
-    assert table[2, 0].tolist() == [3, 6, 9, -3]      # filter 2 (group 1)
-    assert table[3, 1].tolist() == [0, 0, 0, 0]       # padding filter 3
+    assert table[0, 0].tolist() == [1, 4, 7, -1]  # filter 0, inputs 0..2, bias
+    assert table[1, 0].tolist() == [10, 13, 0, 0]  # filter 0, inputs 3..4 + pad, no bias
+    assert table[0, 1].tolist() == [2, 5, 8, -2]  # filter 1
+    assert table[2, 0].tolist() == [3, 6, 9, -3]  # filter 2 (group 1)
+    assert table[3, 1].tolist() == [0, 0, 0, 0]  # padding filter 3

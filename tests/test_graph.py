@@ -12,13 +12,12 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from helpers import assert_clash_matches_golden, needs_toolchain
 from keras2clash.errors import K2CError
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.ir.structure import Chain, Parallel, structure
 from keras2clash.quant import golden
 from keras2clash.quant.formats import FixedFormat
-
-from helpers import assert_clash_matches_golden, needs_toolchain
 
 MERGES = ("add", "subtract", "multiply", "average", "maximum", "minimum", "concatenate")
 
@@ -52,18 +51,34 @@ fmts = st.builds(lambda i, f: FixedFormat(1, i, f), st.integers(0, 8), st.intege
 
 
 @settings(max_examples=300, deadline=None)
-@given(op=st.sampled_from(MERGES), n=st.integers(2, 4), data=st.data(), out=fmts,
-       activation=st.sampled_from(["linear", "relu"]))
+@given(
+    op=st.sampled_from(MERGES),
+    n=st.integers(2, 4),
+    data=st.data(),
+    out=fmts,
+    activation=st.sampled_from(["linear", "relu"]),
+)
 def test_merge_golden_equals_exact_rationals(op, n, data, out, activation) -> None:
     n = 2 if op == "subtract" else n
     in_fmts = [data.draw(fmts) for _ in range(n)]
     width = 3
-    raws = [np.array(data.draw(st.lists(st.integers(f.raw_min, f.raw_max), min_size=width, max_size=width)))
-            for f in in_fmts]
+    raws = [
+        np.array(data.draw(st.lists(st.integers(f.raw_min, f.raw_max), min_size=width, max_size=width)))
+        for f in in_fmts
+    ]
     out_width = width * n if op == "concatenate" else width
-    plan = LayerPlan(name="m", type=op, input_shape=(width,), output_shape=(out_width,), activation=activation,
-                     in_fmt=in_fmts[0], out_fmt=out, inputs=tuple(f"t{i}" for i in range(n)),
-                     in_fmts=tuple(in_fmts), input_shapes=((width,),) * n)
+    plan = LayerPlan(
+        name="m",
+        type=op,
+        input_shape=(width,),
+        output_shape=(out_width,),
+        activation=activation,
+        in_fmt=in_fmts[0],
+        out_fmt=out,
+        inputs=tuple(f"t{i}" for i in range(n)),
+        in_fmts=tuple(in_fmts),
+        input_shapes=((width,),) * n,
+    )
     got = golden.layer(plan, {}, [r[None, :] for r in raws])[0]
     values = [[Fraction(int(v), 1 << f.frac) for v in r] for r, f in zip(raws, in_fmts)]
     if op == "concatenate":
@@ -84,16 +99,40 @@ class _N:
 
 
 def test_residual_and_inception_structure() -> None:
-    nodes = [_N("stem", "in"), _N("c1", "stem"), _N("c2", "c1"), _N("add", "c2", "stem"), _N("a", "add"),
-             _N("b", "a"), _N("d", "a"), _N("cat", "b", "d", "a"), _N("o", "cat")]
+    nodes = [
+        _N("stem", "in"),
+        _N("c1", "stem"),
+        _N("c2", "c1"),
+        _N("add", "c2", "stem"),
+        _N("a", "add"),
+        _N("b", "a"),
+        _N("d", "a"),
+        _N("cat", "b", "d", "a"),
+        _N("o", "cat"),
+    ]
     chain = structure(nodes, "in", "o")
-    assert chain == Chain(("stem", Parallel((Chain(("c1", "c2")), Chain(()))), "add", "a",
-                           Parallel((Chain(("b",)), Chain(("d",)), Chain(()))), "cat", "o"))
+    assert chain == Chain(
+        (
+            "stem",
+            Parallel((Chain(("c1", "c2")), Chain(()))),
+            "add",
+            "a",
+            Parallel((Chain(("b",)), Chain(("d",)), Chain(()))),
+            "cat",
+            "o",
+        )
+    )
 
 
 def test_non_series_parallel_graph_names_the_layer() -> None:
-    nodes = [_N("t1", "in"), _N("t2", "in"), _N("m1", "t1", "t2"), _N("m2", "m1", "t1"), _N("m3", "m2", "t2"),
-             _N("o", "m3")]
+    nodes = [
+        _N("t1", "in"),
+        _N("t2", "in"),
+        _N("m1", "t1", "t2"),
+        _N("m2", "m1", "t1"),
+        _N("m3", "m2", "t2"),
+        _N("o", "m3"),
+    ]
     with pytest.raises(K2CError, match="layer '(t1|t2)'|merge layer"):
         structure(nodes, "in", "o")
 
@@ -125,9 +164,15 @@ def build_graph_model(seed: int, kind: str, op: str, image: bool):
         def unit(x, name, f=5, k=None):
             return layers.Dense(f, name=name)(x)
 
-    merge = {"add": layers.Add, "subtract": layers.Subtract, "multiply": layers.Multiply,
-             "average": layers.Average, "maximum": layers.Maximum, "minimum": layers.Minimum,
-             "concatenate": layers.Concatenate}[op]
+    merge = {
+        "add": layers.Add,
+        "subtract": layers.Subtract,
+        "multiply": layers.Multiply,
+        "average": layers.Average,
+        "maximum": layers.Maximum,
+        "minimum": layers.Minimum,
+        "concatenate": layers.Concatenate,
+    }[op]
     if kind == "residual":
         branch = unit(layers.ReLU(name="b_relu")(unit(stem, "b1")), "b2")
         short = stem if rng.random() < 0.5 else unit(stem, "proj", k=1)
@@ -157,8 +202,9 @@ def test_golden_follows_keras_on_random_graphs() -> None:
     from keras2clash.network import load_network
 
     rng = np.random.default_rng(0)
-    for seed, (kind, op, image) in enumerate([(k, o, i) for k in ("residual", "inception", "nested")
-                                             for o in MERGES for i in (False, True)]):
+    for seed, (kind, op, image) in enumerate(
+        [(k, o, i) for k in ("residual", "inception", "nested") for o in MERGES for i in (False, True)]
+    ):
         model = build_graph_model(seed, kind, op, image)
         network = load_network(model, "1,9,14", fifos=False)
         x = rng.uniform(0, 1, size=(8, *model.inputs[0].shape[1:])).astype(np.float32)
@@ -184,11 +230,20 @@ def test_fifo_depths_cover_the_structural_lag() -> None:
 
 @needs_toolchain
 @pytest.mark.parametrize("op", MERGES)  # every merge kind in every CI run (the simplest graph, then a drawn one)
-@settings(max_examples=int(__import__("os").environ.get("K2C_GRAPH_EXAMPLES", "2")), deadline=None,
-          suppress_health_check=list(HealthCheck), phases=[Phase.explicit, Phase.generate])  # no shrinking:
+@settings(
+    max_examples=int(__import__("os").environ.get("K2C_GRAPH_EXAMPLES", "2")),
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    phases=[Phase.explicit, Phase.generate],
+)  # no shrinking:
 # each example compiles a Clash project (~30 s); the failing example is printed as drawn
-@given(seed=st.integers(0, 10_000), kind=st.sampled_from(["residual", "inception", "nested"]),
-       image=st.booleans(), fmt=st.sampled_from(["1,7,8", "1,4,6", "1,5,10"]), knobs=st.integers(0, 10_000))
+@given(
+    seed=st.integers(0, 10_000),
+    kind=st.sampled_from(["residual", "inception", "nested"]),
+    image=st.booleans(),
+    fmt=st.sampled_from(["1,7,8", "1,4,6", "1,5,10"]),
+    knobs=st.integers(0, 10_000),
+)
 def test_random_graphs_bit_exact_in_clash(tmp_path_factory, op, seed, kind, image, fmt, knobs) -> None:
     from keras2clash import api
     from keras2clash.backend.project import load_project

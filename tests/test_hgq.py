@@ -166,13 +166,21 @@ def test_formats_read_from_the_quantizers():
     assert H.to_fixed_format(d1.kernel) == FixedFormat(1, max(d1.kernel.int_bits, 0), d1.kernel.frac_bits)
 
 
-@pytest.mark.parametrize("iq1,iq2", [
-    (SAT_MLP["iq1"], SAT_MLP["iq2"]),
-    (datalane(i0=1, f0=3, overflow_mode="WRAP", round_mode="TRN"),
-     datalane(k0=0, i0=1, f0=3, overflow_mode="WRAP", round_mode="TRN")),
-    (datalane(i0=1, f0=4, overflow_mode="SAT_SYM", round_mode="RND_CONV"),
-     datalane(k0=0, i0=-1, f0=6, overflow_mode="SAT", round_mode="S_RND")),
-], ids=["rnd-sat", "trn-wrap-unsigned", "conv-satsym-negint-stochastic"])
+@pytest.mark.parametrize(
+    "iq1,iq2",
+    [
+        (SAT_MLP["iq1"], SAT_MLP["iq2"]),
+        (
+            datalane(i0=1, f0=3, overflow_mode="WRAP", round_mode="TRN"),
+            datalane(k0=0, i0=1, f0=3, overflow_mode="WRAP", round_mode="TRN"),
+        ),
+        (
+            datalane(i0=1, f0=4, overflow_mode="SAT_SYM", round_mode="RND_CONV"),
+            datalane(k0=0, i0=-1, f0=6, overflow_mode="SAT", round_mode="S_RND"),
+        ),
+    ],
+    ids=["rnd-sat", "trn-wrap-unsigned", "conv-satsym-negint-stochastic"],
+)
 def test_integer_model_equals_hgq2_forward_pass(iq1, iq2):
     """Inputs up to 4x beyond the formats' ranges, so saturation and wrapping happen."""
     model = mlp(iq1, iq2)
@@ -206,8 +214,9 @@ def test_conv2d_and_einsum_dense_exact():
     inp = keras.Input((6, 6, 2))
     x = QConv2D(3, 3, activation="relu", iq_conf=datalane(i0=1, f0=4, overflow_mode="SAT"), name="c")(inp)
     x = keras.layers.Flatten(name="flatten")(x)  # named: Keras counts Flattens per session
-    out = QEinsumDense("ba,ac->bc", 4, bias_axes="c", iq_conf=datalane(k0=0, i0=2, f0=3, overflow_mode="SAT"),
-                       name="e")(x)
+    out = QEinsumDense(
+        "ba,ac->bc", 4, bias_axes="c", iq_conf=datalane(k0=0, i0=2, f0=3, overflow_mode="SAT"), name="e"
+    )(x)
     model = keras.Model(inp, out)
     randomise_weight_bits(model.get_layer("c"))
     model.get_layer("c").bias.assign(np.array([0.3, -0.2, 0.1], dtype="float32"))
@@ -215,8 +224,9 @@ def test_conv2d_and_einsum_dense_exact():
     assert [(r.name, r.type) for r in graph.layers] == [("c", "conv2d"), ("flatten", "flatten"), ("e", "dense")]
     quant = H.model_quant(model)
     x = grid_inputs((32, 6, 6, 2), scale=2.0)
-    acc, frac = conv_acc(np.ldexp(x.astype(np.float64), IN_FRAC).astype(np.int64), IN_FRAC, model.get_layer("c"),
-                         quant["c"])
+    acc, frac = conv_acc(
+        np.ldexp(x.astype(np.float64), IN_FRAC).astype(np.int64), IN_FRAC, model.get_layer("c"), quant["c"]
+    )
     acc, frac = dense_acc(relu(acc).reshape(len(x), -1), frac, model.get_layer("e"), quant["e"])
     assert_exact(np.asarray(model(x)), acc, frac)
     np.testing.assert_array_equal(graph["c"].kernel, H.quantized_weights(model.get_layer("c"))[0])
@@ -232,16 +242,28 @@ def assert_golden_equals_hgq2(model, x) -> None:
     np.testing.assert_array_equal(network.plans[-1].out_fmt.to_real(raw), np.asarray(model(x), dtype=np.float64))
 
 
-@pytest.mark.parametrize("iq1,iq2", [
-    (datalane(i0=1, f0=3, overflow_mode="WRAP", round_mode="TRN"),
-     datalane(k0=0, i0=1, f0=3, overflow_mode="WRAP", round_mode="TRN")),
-    (datalane(k0=0, i0=2, f0=-1, overflow_mode="WRAP"),  # unsigned input: negative inputs wrap
-     datalane(i0=0, f0=3, overflow_mode="WRAP")),  # signed: relu(x) >= 1 wraps negative
-    (datalane(i0=-1, f0=6, overflow_mode="SAT", round_mode="TRN"),
-     datalane(k0=0, i0=3, f0=-1, overflow_mode="SAT_SYM", round_mode="S_RND")),
-    (datalane(i0=1, f0=2, overflow_mode="WRAP", round_mode="RND_CONV"),
-     datalane(k0=0, i0=1, f0=2, overflow_mode="SAT", round_mode="S_RND_CONV")),
-], ids=["trn-wrap-unsigned", "neg-frac-signed-wrap-after-relu", "neg-int-trn-unsigned-satsym", "conv-ties-to-even"])
+@pytest.mark.parametrize(
+    "iq1,iq2",
+    [
+        (
+            datalane(i0=1, f0=3, overflow_mode="WRAP", round_mode="TRN"),
+            datalane(k0=0, i0=1, f0=3, overflow_mode="WRAP", round_mode="TRN"),
+        ),
+        (
+            datalane(k0=0, i0=2, f0=-1, overflow_mode="WRAP"),  # unsigned input: negative inputs wrap
+            datalane(i0=0, f0=3, overflow_mode="WRAP"),
+        ),  # signed: relu(x) >= 1 wraps negative
+        (
+            datalane(i0=-1, f0=6, overflow_mode="SAT", round_mode="TRN"),
+            datalane(k0=0, i0=3, f0=-1, overflow_mode="SAT_SYM", round_mode="S_RND"),
+        ),
+        (
+            datalane(i0=1, f0=2, overflow_mode="WRAP", round_mode="RND_CONV"),
+            datalane(k0=0, i0=1, f0=2, overflow_mode="SAT", round_mode="S_RND_CONV"),
+        ),
+    ],
+    ids=["trn-wrap-unsigned", "neg-frac-signed-wrap-after-relu", "neg-int-trn-unsigned-satsym", "conv-ties-to-even"],
+)
 def test_golden_model_equals_hgq2_any_homogeneous_format(iq1, iq2):
     """Every k/i/f with RND/TRN and SAT/WRAP (SAT_SYM unsigned) is built as stated; a relu
     fused into a layer acts before the next layer's wrapping quantizer (HGQ2's order)."""
@@ -285,16 +307,22 @@ def test_heterogeneous_activation_quantizer_is_refused():
     inp = keras.Input((4,))
     model = keras.Model(inp, QDense(2, name="hq")(inp))  # HGQ2's default: per-element activations
     model.get_layer("hq").iq.quantizer._f.assign(np.array([[3, 4, 4, 4]], dtype="float32"))
-    with pytest.raises(K2CError, match=r"'hq' \(QDense\), input quantizer is heterogeneous \(channel granularity: "
-                                       r"k in \[1\], i in \[2\], f in \[3, 4\]\).*heterogeneous_axis=\(\)"):
+    with pytest.raises(
+        K2CError,
+        match=r"'hq' \(QDense\), input quantizer is heterogeneous \(channel granularity: "
+        r"k in \[1\], i in \[2\], f in \[3, 4\]\).*heterogeneous_axis=\(\)",
+    ):
         to_graph(model)
 
 
-@pytest.mark.parametrize("conf,match", [
-    (QuantizerConfig("dummy", "datalane"), "q_type 'dummy' is not a fixed-point quantizer"),
-    (datalane(overflow_mode="WRAP_SM"), "overflow_mode 'WRAP_SM' cannot be built"),
-    (datalane(scaler=2.0), "scaler=2.0"),
-])
+@pytest.mark.parametrize(
+    "conf,match",
+    [
+        (QuantizerConfig("dummy", "datalane"), "q_type 'dummy' is not a fixed-point quantizer"),
+        (datalane(overflow_mode="WRAP_SM"), "overflow_mode 'WRAP_SM' cannot be built"),
+        (datalane(scaler=2.0), "scaler=2.0"),
+    ],
+)
 def test_bad_quantizer_settings_are_refused(conf, match):
     inp = keras.Input((4,))
     model = keras.Model(inp, QDense(2, iq_conf=conf, name="bad")(inp))
@@ -325,25 +353,32 @@ def test_to_fixed_format_builds_homogeneous_formats_and_refuses_the_rest():
     assert H.to_fixed_format(H.TensorFormat("L", "output", True, 3, -2, "RND", "SAT")) == parse_format("1,3,-2")
     # SAT_SYM is SAT when unsigned; signed it drops the most negative code: refused
     assert H.to_fixed_format(H.TensorFormat("L", "input", False, 2, 2, "RND", "SAT_SYM")) == parse_format("0,2,2")
-    with pytest.raises(K2CError, match=r"HGQ2 layer 'L', input quantizer \(signed, 2 integer and 2 fraction bits, "
-                                       r"RND, SAT_SYM\): cannot be built exactly: overflow_mode SAT_SYM on a signed"):
+    with pytest.raises(
+        K2CError,
+        match=r"HGQ2 layer 'L', input quantizer \(signed, 2 integer and 2 fraction bits, "
+        r"RND, SAT_SYM\): cannot be built exactly: overflow_mode SAT_SYM on a signed",
+    ):
         H.to_fixed_format(H.TensorFormat("L", "input", True, 2, 2, "RND", "SAT_SYM"))
     with pytest.raises(K2CError, match=r"'L', output quantizer .*round_mode RND_INF \(built: RND, RND_CONV, TRN\)"):
         H.to_fixed_format(H.TensorFormat("L", "output", True, 2, 2, "RND_INF", "WRAP"))
     # ties to even (and its stochastic name, deterministic at inference) is built
-    assert H.to_fixed_format(H.TensorFormat("L", "output", True, 2, 2, "RND_CONV", "WRAP")) == \
-        parse_format("1,2,2,rnd_conv,wrap")
+    assert H.to_fixed_format(H.TensorFormat("L", "output", True, 2, 2, "RND_CONV", "WRAP")) == parse_format(
+        "1,2,2,rnd_conv,wrap"
+    )
     # a constant only needs a container: widened exactly
     assert H.to_fixed_format(H.TensorFormat("L", "kernel", True, -3, 7, "RND", "SAT_SYM")) == FixedFormat(1, 0, 7)
     assert H.to_fixed_format(H.TensorFormat("L", "bias", False, 0, 0, "RND", "WRAP")) == FixedFormat(1, 0, 1)
 
 
-@pytest.mark.parametrize("conf,match", [
-    (datalane(round_mode="RND_INF"), "round_mode RND_INF"),
-    (datalane(round_mode="RND_ZERO"), "round_mode RND_ZERO"),
-    (datalane(overflow_mode="SAT_SYM"), "overflow_mode SAT_SYM on a signed format"),
-    (datalane(round_mode="TRN_ZERO"), "round_mode TRN_ZERO"),
-])
+@pytest.mark.parametrize(
+    "conf,match",
+    [
+        (datalane(round_mode="RND_INF"), "round_mode RND_INF"),
+        (datalane(round_mode="RND_ZERO"), "round_mode RND_ZERO"),
+        (datalane(overflow_mode="SAT_SYM"), "overflow_mode SAT_SYM on a signed format"),
+        (datalane(round_mode="TRN_ZERO"), "round_mode TRN_ZERO"),
+    ],
+)
 def test_unbuildable_activation_modes_are_refused_with_layer_and_setting(conf, match):
     """One K2CError naming the layer, the quantizer and the setting, when the network is loaded."""
     from keras2clash.network import load_network
@@ -376,15 +411,19 @@ def test_standalone_relu_before_a_wrapping_quantizer_is_refused():
     wrap = datalane(k0=0, i0=1, f0=3, overflow_mode="WRAP")
     inp = keras.Input((4,))
     model = keras.Model(inp, QDense(2, iq_conf=wrap, name="a")(keras.layers.ReLU(name="r")(inp)))
-    with pytest.raises(K2CError, match=r"the network input passes a standalone ReLU layer before HGQ2 layer 'a''s WRAP "
-                                       r"input quantizer"):
+    with pytest.raises(
+        K2CError,
+        match=r"the network input passes a standalone ReLU layer before HGQ2 layer 'a''s WRAP "
+        r"input quantizer",
+    ):
         H.format_config(model, to_graph(model))
     h = QDense(3, activation="relu", iq_conf=datalane(overflow_mode="SAT"), name="h")(inp)
     model = keras.Model(inp, QDense(2, iq_conf=wrap, name="b")(keras.layers.ReLU(name="r2")(h)))
     with pytest.raises(K2CError, match=r"output of 'h' passes a standalone ReLU layer before HGQ2 layer 'b''s WRAP"):
         H.format_config(model, to_graph(model))
-    sat = keras.Model(inp, QDense(2, iq_conf=datalane(k0=0, i0=1, f0=3, overflow_mode="SAT"), name="c")(
-        keras.layers.ReLU()(h)))
+    sat = keras.Model(
+        inp, QDense(2, iq_conf=datalane(k0=0, i0=1, f0=3, overflow_mode="SAT"), name="c")(keras.layers.ReLU()(h))
+    )
     assert H.format_config(sat, to_graph(sat)).layers["h"].output.overflow == "saturate"  # commutes: built
 
 

@@ -8,16 +8,15 @@ from pathlib import Path
 
 import pytest
 import yaml
+from test_cli import run_cli
 
 import keras2clash as k2c
+from helpers import needs_toolchain
 from keras2clash.backend.project import load_project
 from keras2clash.errors import K2CError
 from keras2clash.network import load_model, plan_network
 from keras2clash.quant.formats import FixedFormat, parse_format
 from keras2clash.quant.hls4ml import CONFIG_FILE, knobs_for_reuse, read_hls4ml, resolve, to_hls4ml
-
-from helpers import needs_toolchain
-from test_cli import run_cli
 
 F = parse_format
 DIGITS = Path(__file__).resolve().parents[1] / "examples" / "digits_dense"
@@ -25,14 +24,33 @@ CONFIG = {
     "Model": {"Precision": "ap_fixed<16,8,AP_RND,AP_SAT>", "ReuseFactor": 1, "Strategy": "Latency"},
     "LayerName": {
         "input_layer": {"Precision": {"result": "ap_ufixed<7,1,AP_RND,AP_SAT>"}},
-        "dense_1": {"Precision": {"weight": "ap_fixed<8,2,AP_RND,AP_SAT>", "bias": "ap_fixed<6,4,AP_TRN,AP_SAT>",
-                                  "result": "ap_ufixed<10,4,AP_TRN,AP_SAT>"}, "ReuseFactor": 8, "Trace": False},
+        "dense_1": {
+            "Precision": {
+                "weight": "ap_fixed<8,2,AP_RND,AP_SAT>",
+                "bias": "ap_fixed<6,4,AP_TRN,AP_SAT>",
+                "result": "ap_ufixed<10,4,AP_TRN,AP_SAT>",
+            },
+            "ReuseFactor": 8,
+            "Trace": False,
+        },
         "dense_1_relu": {"Precision": {"result": "ap_ufixed<10,4,AP_TRN,AP_SAT>"}},
-        "dense_2": {"Precision": {"weight": "ap_fixed<8,0,AP_RND,AP_SAT>", "bias": "ap_fixed<8,2,AP_RND,AP_SAT>",
-                                  "result": "ap_fixed<10,5,AP_RND,AP_WRAP>", "accum": "ap_fixed<22,9>"},
-                    "ReuseFactor": 78},
-        "dense_3": {"Precision": {"weight": "ap_fixed<8,3,AP_RND,AP_SAT>", "bias": "ap_fixed<4,6,AP_RND,AP_SAT>",
-                                  "result": "ap_fixed<16,8,AP_RND,AP_SAT>"}, "ReuseFactor": 4},
+        "dense_2": {
+            "Precision": {
+                "weight": "ap_fixed<8,0,AP_RND,AP_SAT>",
+                "bias": "ap_fixed<8,2,AP_RND,AP_SAT>",
+                "result": "ap_fixed<10,5,AP_RND,AP_WRAP>",
+                "accum": "ap_fixed<22,9>",
+            },
+            "ReuseFactor": 78,
+        },
+        "dense_3": {
+            "Precision": {
+                "weight": "ap_fixed<8,3,AP_RND,AP_SAT>",
+                "bias": "ap_fixed<4,6,AP_RND,AP_SAT>",
+                "result": "ap_fixed<16,8,AP_RND,AP_SAT>",
+            },
+            "ReuseFactor": 4,
+        },
     },
 }
 STATED = {  # what CONFIG states, as our formats
@@ -61,14 +79,17 @@ def test_read_resolves_formats_and_knobs(digits_graph) -> None:
 
 
 def test_model_level_tensor_precision_and_defaults(digits_graph) -> None:
-    config = {"Model": {"Precision": {"default": "ap_fixed<12,4>", "weight": "ap_fixed<8,1,AP_RND,AP_SAT>"},
-                        "ReuseFactor": 2}}
+    config = {
+        "Model": {"Precision": {"default": "ap_fixed<12,4>", "weight": "ap_fixed<8,1,AP_RND,AP_SAT>"}, "ReuseFactor": 2}
+    }
     resolved = resolve(read_hls4ml(config), digits_graph)
     assert resolved.formats.default == FixedFormat(1, 3, 8, "truncate", "wrap")  # ap types truncate and wrap
     assert all(lf.weight == F("1,0,7") and lf.output is None for lf in resolved.formats.layers.values())
     assert resolved.cycles == [2, 2, 2] and resolved.parallelism == [39, 24, 10]
     # the sigmoid output cannot take a truncating, wrapping format: one error naming the layer
-    with pytest.raises(K2CError, match=r"layer 'dense_3' \(dense\): output format 1,3,8,trn,wrap needs a linear or relu"):
+    with pytest.raises(
+        K2CError, match=r"layer 'dense_3' \(dense\): output format 1,3,8,trn,wrap needs a linear or relu"
+    ):
         plan_network(digits_graph, "1,7,8", hls4ml_config=config, fifos=False)
 
 
@@ -83,18 +104,30 @@ def test_reuse_factor_to_knobs() -> None:
         knobs_for_reuse(64 * 17, 64, 39, "d")
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    ({"LayerType": {"Dense": {}}}, "section(s) LayerType not read"),
-    ({"Model": {"Precision": "ap_fixed<16,8>", "Foo": 1}}, "Model: key(s) Foo not read"),
-    ({"Model": {"Precision": "ap_fixed<16,8,AP_RND_INF>"}}, "AP_RND_INF"),
-    ({"Model": {"Precision": "ap_fixed<16,8>", "ReuseFactor": 0}}, "ReuseFactor must be an integer >= 1"),
-    ({"LayerName": {"dense_9": {"Precision": "ap_fixed<8,2>"}}}, "layer 'dense_9': no such layer"),
-    ({"LayerName": {"dense_1": {"Precision": {"weights": "ap_fixed<8,2>"}}}}, "Precision key 'weights' is not read"),
-    ({"LayerName": {"dense_1": {"ReuseFactor": 100}}}, "layer 'dense_1': ReuseFactor 100 cannot be built"),
-    ({"LayerName": {"dense_1": {"Precision": {"result": "ap_ufixed<8,4,AP_RND,AP_SAT>"}},
-                    "dense_1_relu": {"Precision": {"result": "ap_ufixed<8,3,AP_RND,AP_SAT>"}}}},
-     "differs from layer 'dense_1''s result"),
-])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"LayerType": {"Dense": {}}}, "section(s) LayerType not read"),
+        ({"Model": {"Precision": "ap_fixed<16,8>", "Foo": 1}}, "Model: key(s) Foo not read"),
+        ({"Model": {"Precision": "ap_fixed<16,8,AP_RND_INF>"}}, "AP_RND_INF"),
+        ({"Model": {"Precision": "ap_fixed<16,8>", "ReuseFactor": 0}}, "ReuseFactor must be an integer >= 1"),
+        ({"LayerName": {"dense_9": {"Precision": "ap_fixed<8,2>"}}}, "layer 'dense_9': no such layer"),
+        (
+            {"LayerName": {"dense_1": {"Precision": {"weights": "ap_fixed<8,2>"}}}},
+            "Precision key 'weights' is not read",
+        ),
+        ({"LayerName": {"dense_1": {"ReuseFactor": 100}}}, "layer 'dense_1': ReuseFactor 100 cannot be built"),
+        (
+            {
+                "LayerName": {
+                    "dense_1": {"Precision": {"result": "ap_ufixed<8,4,AP_RND,AP_SAT>"}},
+                    "dense_1_relu": {"Precision": {"result": "ap_ufixed<8,3,AP_RND,AP_SAT>"}},
+                }
+            },
+            "differs from layer 'dense_1''s result",
+        ),
+    ],
+)
 def test_bad_configs_name_the_setting(digits_graph, change, message) -> None:
     config = {"Model": {"Precision": "ap_fixed<16,8,AP_RND,AP_SAT>"}, **change}
     with pytest.raises(K2CError, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -114,8 +147,9 @@ def test_digits_dense_config_round_trips_bit_exact(tmp_path: Path, capsys) -> No
     given = tmp_path / "hls4ml.yml"
     given.write_text(yaml.safe_dump(CONFIG))
     out = tmp_path / "net"
-    code, err = run_cli(["emit", str(DIGITS / "digits_dense.keras"), "--out", str(out),
-                         "--hls4ml-config", str(given)], capsys)
+    code, err = run_cli(
+        ["emit", str(DIGITS / "digits_dense.keras"), "--out", str(out), "--hls4ml-config", str(given)], capsys
+    )
     assert code == 0, err
     project = load_project(out)
     plans = {p.name: p for p in project.plans}
@@ -133,8 +167,10 @@ def test_digits_dense_config_round_trips_bit_exact(tmp_path: Path, capsys) -> No
     assert written["LayerName"]["input"]["Precision"]["result"] == "ap_ufixed<7,1,AP_RND,AP_SAT>"
 
     again = tmp_path / "again"
-    code, err = run_cli(["emit", str(DIGITS / "digits_dense.keras"), "--out", str(again),
-                         "--hls4ml-config", str(out / CONFIG_FILE)], capsys)
+    code, err = run_cli(
+        ["emit", str(DIGITS / "digits_dense.keras"), "--out", str(again), "--hls4ml-config", str(out / CONFIG_FILE)],
+        capsys,
+    )
     assert code == 0, err
     assert (again / CONFIG_FILE).read_text() == (out / CONFIG_FILE).read_text()
     assert [p.to_json() for p in load_project(again).plans] == [p.to_json() for p in project.plans]

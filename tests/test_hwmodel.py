@@ -16,11 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from keras2clash.hw import hwmodel
-from keras2clash.quant.formats import parse_format
-from keras2clash.hw.planner import make_plan
-
 from helpers import needs_toolchain
+from keras2clash.hw import hwmodel
+from keras2clash.hw.planner import make_plan
+from keras2clash.quant.formats import parse_format
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -38,7 +37,10 @@ MEASURED = {  # (latency, II, multipliers) of the thesis CNN at 1,7,8, cycles 1,
     # registers (1 + 1) and its class stage over 10 values (ClassDepth = 2 + 4, and a queue).
     # The model equals the Clash simulation cycle for cycle (test_model_equals_clash_simulation
     # runs (1, 1, 1) among its configurations).
-    (1, 1, 1): (2383, 2319, 217), (2, 2, 2): (1218, 1175, 434), (4, 4, 2): (638, 603, 740), (8, 8, 5): (356, 328, 1544),
+    (1, 1, 1): (2383, 2319, 217),
+    (2, 2, 2): (1218, 1175, 434),
+    (4, 4, 2): (638, 603, 740),
+    (8, 8, 5): (356, 328, 1544),
 }
 THESIS_II = {(1, 1, 1): 2304, (2, 2, 2): 1168, (4, 4, 2): 600, (8, 8, 5): 316}
 
@@ -161,8 +163,8 @@ def test_pixel_fifo_replaces_a_wide_window_fifo(thesis_ir) -> None:
 
 
 def test_budget_too_small(thesis_ir) -> None:
-    from keras2clash.hw.allocate import balanced
     from keras2clash.errors import K2CError
+    from keras2clash.hw.allocate import balanced
 
     with pytest.raises(K2CError, match="at least 3"):
         balanced(_plans(thesis_ir), 2)
@@ -205,10 +207,18 @@ def test_dsp_budget_counts_every_multiplier() -> None:
     assert fixed == 32 + 24
     alloc = balanced(plans, 156)
     assert alloc.figures.multipliers <= 156 and alloc.budget == 156
-    assert sum(p * -(-plan.window // b) for p, b, plan in zip(
-        alloc.parallelism, alloc.cycles, [p for p in plans if p.is_compute])) <= 156 - fixed - 24
-    with pytest.raises(K2CError, match=r"at least 83 \(one multiplier per dense/conv2d layer and 80 in "
-                                       r"bn_1, dense_2's activation, bn_2\)"):
+    assert (
+        sum(
+            p * -(-plan.window // b)
+            for p, b, plan in zip(alloc.parallelism, alloc.cycles, [p for p in plans if p.is_compute])
+        )
+        <= 156 - fixed - 24
+    )
+    with pytest.raises(
+        K2CError,
+        match=r"at least 83 \(one multiplier per dense/conv2d layer and 80 in "
+        r"bn_1, dense_2's activation, bn_2\)",
+    ):
         balanced(plans, 82)
     # dense_2's LeakyReLU(0.1): a constant product per neuron, a DSP block each on ECP5
     assert [p.activation_multipliers for p in plans if p.is_compute] == [0, 24, 0]
@@ -245,10 +255,10 @@ SIM_CONFIGS = [
 
 def _simulate(example: str, out: Path, n: int, pes=None, cycles=None, dsp_budget=None):
     import keras2clash as k2c
+    from keras2clash.backend.project import load_project
+    from keras2clash.data import load_dataset
     from keras2clash.quant import golden
     from keras2clash.verify import toolchain
-    from keras2clash.data import load_dataset
-    from keras2clash.backend.project import load_project
     from keras2clash.verify.simulate import run_simulator
 
     model = EXAMPLES / example / f"{example}.keras"
@@ -263,8 +273,11 @@ def _simulate(example: str, out: Path, n: int, pes=None, cycles=None, dsp_budget
 
 @needs_toolchain
 @pytest.mark.toolchain
-@pytest.mark.parametrize(("example", "pes", "cycles", "n"), SIM_CONFIGS,
-                         ids=[f"{e}-{'.'.join(map(str, p))}-{'.'.join(map(str, c))}" for e, p, c, _ in SIM_CONFIGS])
+@pytest.mark.parametrize(
+    ("example", "pes", "cycles", "n"),
+    SIM_CONFIGS,
+    ids=[f"{e}-{'.'.join(map(str, p))}-{'.'.join(map(str, c))}" for e, p, c, _ in SIM_CONFIGS],
+)
 def test_model_equals_clash_simulation(tmp_path: Path, example, pes, cycles, n) -> None:
     project, sim, exact = _simulate(example, tmp_path / "net", n, pes, cycles)
     assert exact == n
@@ -297,11 +310,21 @@ def test_report_on_iris_with_yosys(tmp_path: Path, capsys) -> None:
     # softmax="argmax": the figures checked are the engines' (a real softmax adds dividers);
     # pipeline=0: with registered products yosys' synth_ice40 -dsp leaves b = 1 multipliers in
     # LUTs (SB_MAC16 inference; nextpnr-ecp5's MULT18X18D count equals the model's either way)
-    project = k2c.emit(EXAMPLES / "iris" / "iris.keras", "1,7,8", tmp_path / "iris", [3, 2], softmax="argmax",
-                       pipeline=0)
+    project = k2c.emit(
+        EXAMPLES / "iris" / "iris.keras", "1,7,8", tmp_path / "iris", [3, 2], softmax="argmax", pipeline=0
+    )
     old = sys.argv
-    sys.argv = ["keras2clash", "report", str(project), "--config", "3:1,2:1", "--config", "1:4,1:8",
-                "--out-dir", str(tmp_path / "rep")]
+    sys.argv = [
+        "keras2clash",
+        "report",
+        str(project),
+        "--config",
+        "3:1,2:1",
+        "--config",
+        "1:4,1:8",
+        "--out-dir",
+        str(tmp_path / "rep"),
+    ]
     try:
         cli.main()
     except SystemExit as exc:

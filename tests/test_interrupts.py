@@ -18,13 +18,11 @@ import numpy as np
 import pytest
 
 import keras2clash
-from keras2clash import api, procs
-
 from helpers import FLOW_COMMANDS, cli_command, cli_env, needs_toolchain, run_cli
+from keras2clash import api, procs
 
 ROOT = Path(__file__).resolve().parent.parent
 IRIS = ROOT / "examples" / "iris"
-
 
 
 def processes_under(path: Path) -> list[str]:
@@ -45,6 +43,7 @@ def processes_under(path: Path) -> list[str]:
             found.append(f"{entry.name}: {cmdline.strip()} (in {cwd})")
     return found
 
+
 def wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen | None = None):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -56,6 +55,7 @@ def wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen | None
             pytest.fail(f"the command ended (exit {proc.returncode}) before {what}:\n{err[-3000:]}")
         time.sleep(0.05)
     pytest.fail(f"timed out waiting for {what}")
+
 
 def assert_no_processes_under(path: Path) -> None:
     deadline = time.monotonic() + 5
@@ -70,7 +70,6 @@ def assert_no_processes_under(path: Path) -> None:
     assert not left, "child processes left running:\n" + "\n".join(left)
 
 
-
 @pytest.mark.parametrize(
     ("command", "function"),
     FLOW_COMMANDS,
@@ -80,15 +79,24 @@ def test_interrupt_exits_130_with_a_message(tmp_path: Path, monkeypatch, capsys,
         raise KeyboardInterrupt
 
     monkeypatch.setattr(api, function, interrupted)
-    args = [{"MODEL": str(tmp_path / "m.keras"), "OUT": str(tmp_path / "o"), "PROJECT": str(tmp_path),
-             "DATA": str(tmp_path / "d.npz")}.get(a, a) for a in command]
+    args = [
+        {
+            "MODEL": str(tmp_path / "m.keras"),
+            "OUT": str(tmp_path / "o"),
+            "PROJECT": str(tmp_path),
+            "DATA": str(tmp_path / "d.npz"),
+        }.get(a, a)
+        for a in command
+    ]
     code, err = run_cli(args, capsys)
     assert code == 130
     assert "interrupted" in err and "Traceback" not in err
 
+
 def _spawn_tree(marker: str) -> list[str]:
     """A tool that starts a tool: a shell running two sleeps in the background and waiting."""
     return ["sh", "-c", f"sleep {marker} & sleep {marker} & echo started; wait"]
+
 
 def _fake_simulator(tmp_path: Path, marker: str) -> Path:
     exe = tmp_path / "sim"
@@ -96,12 +104,15 @@ def _fake_simulator(tmp_path: Path, marker: str) -> Path:
     exe.chmod(0o755)
     return exe
 
-def _interrupt_once_running(marker: str, stop: threading.Event, fired: threading.Event,
-                            timeout: float = 120.0) -> threading.Thread:
+
+def _interrupt_once_running(
+    marker: str, stop: threading.Event, fired: threading.Event, timeout: float = 120.0
+) -> threading.Thread:
     """Ctrl-C (SIGINT to this process) once both of the tool's sleeps run, not after a fixed
     delay that may come before the tool starts. `stop` disarms it; `fired` says it fired.
     (A suite started as a background job inherits SIGINT ignored, and Python keeps SIG_IGN, so
     the test installs the command line's handlers itself, as `cli.main` does.)"""
+
     def fire() -> None:
         deadline = time.monotonic() + timeout
         while not stop.is_set() and time.monotonic() < deadline:
@@ -115,13 +126,16 @@ def _interrupt_once_running(marker: str, stop: threading.Event, fired: threading
     thread.start()
     return thread
 
+
 @pytest.mark.parametrize("runner", ["toolchain", "simulation", "rtl"])
 def test_interrupt_stops_the_whole_tool_process_tree(tmp_path: Path, runner: str) -> None:
     from keras2clash.verify import rtlsim, simulate, toolchain
 
     marker = f"{300 + uuid.uuid4().int % 1000}.{uuid.uuid4().int % 10**6:06d}"  # a unique sleep length
     assert threading.current_thread() is threading.main_thread(), "signals reach only the main thread"
-    inherited = signal.getsignal(signal.SIGINT)  # SIG_IGN in a suite started as a background job (for a failure's message)
+    inherited = signal.getsignal(
+        signal.SIGINT
+    )  # SIG_IGN in a suite started as a background job (for a failure's message)
     stop, fired = threading.Event(), threading.Event()
     interrupter = _interrupt_once_running(marker, stop, fired)
     try:
@@ -136,8 +150,10 @@ def test_interrupt_stops_the_whole_tool_process_tree(tmp_path: Path, runner: str
                 rtlsim._run_streaming(_spawn_tree(marker), tmp_path, 1, None)
             time.sleep(5)  # where the interrupt lands if nothing stopped the tool's call
     except Exception as exc:  # "DID NOT RAISE", or the tool's own error after it ended early
-        raise AssertionError(f"{exc} (SIGINT handler before the test: {inherited!r}; "
-                             f"interrupter {'fired' if fired.is_set() else 'did not fire'})") from exc
+        raise AssertionError(
+            f"{exc} (SIGINT handler before the test: {inherited!r}; "
+            f"interrupter {'fired' if fired.is_set() else 'did not fire'})"
+        ) from exc
     finally:
         stop.set()
         interrupter.join()
@@ -146,13 +162,20 @@ def test_interrupt_stops_the_whole_tool_process_tree(tmp_path: Path, runner: str
         time.sleep(0.1)
     assert_no_processes_under(Path(marker))
 
+
 def test_interrupt_is_not_ignored_when_started_with_sigint_ignored(tmp_path: Path, tiny_model: Path) -> None:
     """A script's background job starts with SIGINT ignored; Ctrl-C must still stop it."""
     out = tmp_path / "work" / "net"
     out.parent.mkdir()
-    proc = subprocess.Popen(cli_command("emit", str(tiny_model), "--out", str(out)), cwd=tmp_path, env=cli_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    proc = subprocess.Popen(
+        cli_command("emit", str(tiny_model), "--out", str(out)),
+        cwd=tmp_path,
+        env=cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
     try:
         _wait_for_tensorflow(proc)
         proc.send_signal(signal.SIGINT)
@@ -163,11 +186,18 @@ def test_interrupt_is_not_ignored_when_started_with_sigint_ignored(tmp_path: Pat
     assert "interrupted" in err
     assert list(out.parent.iterdir()) == []
 
+
 def test_sigterm_stops_a_command_with_code_143(tmp_path: Path, tiny_model: Path) -> None:
     out = tmp_path / "work" / "net"
     out.parent.mkdir()
-    proc = subprocess.Popen(cli_command("emit", str(tiny_model), "--out", str(out)), cwd=tmp_path, env=cli_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        cli_command("emit", str(tiny_model), "--out", str(out)),
+        cwd=tmp_path,
+        env=cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         _wait_for_tensorflow(proc)
         proc.terminate()
@@ -177,6 +207,7 @@ def test_sigterm_stops_a_command_with_code_143(tmp_path: Path, tiny_model: Path)
     assert proc.returncode == 143, err[-2000:]
     assert "error: terminated" in err and "Traceback" not in err
     assert list(out.parent.iterdir()) == []
+
 
 def _wait_for_tensorflow(proc: subprocess.Popen) -> None:
     """The model is being loaded: TensorFlow's library is mapped into the process."""
@@ -189,6 +220,7 @@ def _wait_for_tensorflow(proc: subprocess.Popen) -> None:
 
     wait_for(loading, 60, "the model load", proc)
 
+
 def _tool_running(under: Path, tool: str):
     """A process of `tool` (e.g. ghc: /usr/lib/ghc/bin/ghc-stage2) runs under `under`."""
 
@@ -197,6 +229,7 @@ def _tool_running(under: Path, tool: str):
         return any(re.fullmatch(rf"{tool}(-[\w.]+)?", Path(p).name) for p in programs)
 
     return running
+
 
 @needs_toolchain
 @pytest.mark.parametrize("step", ["emit", "hdl", "simulate"])
@@ -207,9 +240,15 @@ def test_run_interrupted_at_each_step(tmp_path: Path, step: str) -> None:
     work.mkdir()
     out = work / "iris"
     proc = subprocess.Popen(
-        cli_command("run", str(IRIS / "iris.keras"), "--data", str(IRIS / "test.npz"), "--out", str(out),
-                    "--verilog", "-n", "5"),
-        cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        cli_command(
+            "run", str(IRIS / "iris.keras"), "--data", str(IRIS / "test.npz"), "--out", str(out), "--verilog", "-n", "5"
+        ),
+        cwd=tmp_path,
+        env=cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         if step == "emit":
             _wait_for_tensorflow(proc)
@@ -225,6 +264,7 @@ def test_run_interrupted_at_each_step(tmp_path: Path, step: str) -> None:
     assert "error: interrupted" in err and "Traceback" not in err
     assert list(work.iterdir()) == [], "left behind: " + ", ".join(p.name for p in work.iterdir())
     assert_no_processes_under(work)
+
 
 def test_an_interrupted_emit_leaves_nothing(tmp_path: Path, tiny_model: Path, monkeypatch) -> None:
     """Interrupted in the middle of writing the project: no project, no temporary folder."""

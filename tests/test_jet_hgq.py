@@ -117,8 +117,9 @@ def test_small_hgq2_network_wrap_after_relu_in_clash_and_verilator(tmp_path):
     keras.utils.set_random_seed(11)
     inp = keras.Input((4,))
     h = QDense(5, activation="relu", iq_conf=datalane(k0=1, i0=2, f0=-1, overflow_mode="WRAP"), name="h1")(inp)
-    h = QDense(4, activation="relu", iq_conf=datalane(k0=1, i0=0, f0=3, overflow_mode="WRAP", round_mode="TRN"),
-               name="h2")(h)
+    h = QDense(
+        4, activation="relu", iq_conf=datalane(k0=1, i0=0, f0=3, overflow_mode="WRAP", round_mode="TRN"), name="h2"
+    )(h)
     model = keras.Model(inp, QDense(3, iq_conf=datalane(k0=0, i0=1, f0=2, overflow_mode="SAT"), name="h3")(h))
     rng = np.random.default_rng(3)
     x = (np.round(rng.normal(0, 3, (40, 4)) * 2**10) / 2**10).astype(np.float32)

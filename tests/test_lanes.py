@@ -12,13 +12,12 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from helpers import assert_clash_matches_golden, needs_toolchain
 from keras2clash.errors import K2CError
 from keras2clash.hw import hwmodel
 from keras2clash.hw.hwmodel import with_fifos
 from keras2clash.hw.lanes import divisors, resolve_lanes, with_lanes
 from keras2clash.quant import golden
-
-from helpers import assert_clash_matches_golden, needs_toolchain
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -41,7 +40,9 @@ def test_mlp_tanh_balanced_to_ecp5_85k_is_serial() -> None:
     serial = load_network(model, "1,7,8", dsp_budget="ecp5-85k").plans
     full = load_network(model, "1,7,8", dsp_budget="ecp5-85k", lanes="full").plans
     assert {p.name: (p.lanes, p.lane_chunks) for p in serial if p.type == "batchnorm"} == {
-        "bn_1": (1, 32), "bn_2": (1, 24)}
+        "bn_1": (1, 32),
+        "bn_2": (1, 24),
+    }
     assert all(p.lanes == 0 for p in full)
     s, f = hwmodel.figures(serial), hwmodel.figures(full)
     assert (f.multipliers, f.ii, f.latency) == (132, 65, 301)
@@ -80,8 +81,14 @@ def _model(seed: int, channels: int, conv_channels: int):
     for layer in model.layers:  # trained-looking statistics (fresh ones are the identity)
         if isinstance(layer, L.BatchNormalization):
             gamma, beta, mean, var = layer.get_weights()
-            layer.set_weights([rng.uniform(0.5, 2, gamma.shape), rng.uniform(-0.5, 0.5, beta.shape),
-                               rng.uniform(-0.3, 0.3, mean.shape), rng.uniform(0.3, 2, var.shape)])
+            layer.set_weights(
+                [
+                    rng.uniform(0.5, 2, gamma.shape),
+                    rng.uniform(-0.5, 0.5, beta.shape),
+                    rng.uniform(-0.3, 0.3, mean.shape),
+                    rng.uniform(0.3, 2, var.shape),
+                ]
+            )
     return model
 
 
@@ -108,10 +115,16 @@ def test_auto_lanes_keep_the_ii_and_are_the_fewest(channels) -> None:
 
 @needs_toolchain
 @pytest.mark.toolchain
-@settings(max_examples=2, deadline=None, suppress_health_check=list(HealthCheck),
-          phases=[Phase.explicit, Phase.generate])
-@given(seed=st.integers(0, 1000), channels=st.sampled_from([4, 6, 12]), conv_channels=st.sampled_from([2, 4]),
-       pick=st.lists(st.integers(0, 5), min_size=3, max_size=3), fmt=st.sampled_from(["1,7,8", "1,5,10"]))
+@settings(
+    max_examples=2, deadline=None, suppress_health_check=list(HealthCheck), phases=[Phase.explicit, Phase.generate]
+)
+@given(
+    seed=st.integers(0, 1000),
+    channels=st.sampled_from([4, 6, 12]),
+    conv_channels=st.sampled_from([2, 4]),
+    pick=st.lists(st.integers(0, 5), min_size=3, max_size=3),
+    fmt=st.sampled_from(["1,7,8", "1,5,10"]),
+)
 def test_any_lanes_bit_exact_in_clash(tmp_path_factory, seed, channels, conv_channels, pick, fmt) -> None:
     """Random lanes (any divisor of each BatchNormalization's channels, also where the II
     suffers): Clash == golden model, and the model's accept and output cycles are the

@@ -17,16 +17,26 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from helpers import needs_toolchain
 from keras2clash.errors import K2CError
 from keras2clash.hw import hwmodel
 from keras2clash.quant import activations as acts
 from keras2clash.quant import golden
 from keras2clash.quant.formats import FixedFormat
 
-from helpers import needs_toolchain
-
-TABLE_NAMES = ("sigmoid", "tanh", "elu", "elu(alpha=0.5)", "selu", "softplus", "softsign", "silu", "gelu",
-               "gelu(approximate=True)", "exponential")
+TABLE_NAMES = (
+    "sigmoid",
+    "tanh",
+    "elu",
+    "elu(alpha=0.5)",
+    "selu",
+    "softplus",
+    "softsign",
+    "silu",
+    "gelu",
+    "gelu(approximate=True)",
+    "exponential",
+)
 
 
 def _round_sat(value: Fraction, fmt: FixedFormat) -> int:
@@ -46,9 +56,14 @@ def _inputs(fmt: FixedFormat, data) -> np.ndarray:
 
 
 @settings(max_examples=300, deadline=None)
-@given(fi=formats, fo=formats, data=st.data(),
-       t=st.sampled_from([0.0, 0.25, -0.5, 1.0, 0.1]), cap=st.sampled_from([None, 6.0, 1.5, 0.6]),
-       k=st.sampled_from([0.0, 0.25, 0.125, 0.3, -0.5, 1.5]))
+@given(
+    fi=formats,
+    fo=formats,
+    data=st.data(),
+    t=st.sampled_from([0.0, 0.25, -0.5, 1.0, 0.1]),
+    cap=st.sampled_from([None, 6.0, 1.5, 0.6]),
+    k=st.sampled_from([0.0, 0.25, 0.125, 0.3, -0.5, 1.5]),
+)
 def test_relu_family_is_the_exact_value_rounded_once(fi, fo, data, t, cap, k) -> None:
     """y = x > t ? min(round(x'), round(m)) : round(k_q (x - t_q)), rationals; and when the
     constants are representable this is exactly Keras' value rounded half up."""
@@ -69,7 +84,7 @@ def test_relu_family_is_the_exact_value_rounded_once(fi, fo, data, t, cap, k) ->
             want = _round_sat(kq * (x - tq), fo)
         assert y == want
         representable = kq == Fraction(k) and tq == Fraction(t)
-        if representable and (cap is None or _round_sat(Fraction(cap), fo) * 2 ** -fo.frac == cap):
+        if representable and (cap is None or _round_sat(Fraction(cap), fo) * 2**-fo.frac == cap):
             keras_value = Fraction(float(acts.keras_float(act, np.array([float(x)]))[0]))
             assert y == _round_sat(keras_value, fo)
 
@@ -89,8 +104,12 @@ def test_hard_functions_are_the_exact_rational_rounded_once(fi, fo, data, kind) 
 
 
 @settings(max_examples=150, deadline=None)
-@given(fi=st.builds(lambda i, f: FixedFormat(1, i, f), st.integers(0, 7), st.integers(0, 10)),
-       fo=formats, name=st.sampled_from(TABLE_NAMES), data=st.data())
+@given(
+    fi=st.builds(lambda i, f: FixedFormat(1, i, f), st.integers(0, 7), st.integers(0, 10)),
+    fo=formats,
+    name=st.sampled_from(TABLE_NAMES),
+    data=st.data(),
+)
 def test_tables_stay_within_their_stated_maximum_error(fi, fo, name, data) -> None:
     """Every input's error is at most the figure the compiler states, which is attained;
     `exact` tables give the correctly rounded value everywhere."""
@@ -98,7 +117,7 @@ def test_tables_stay_within_their_stated_maximum_error(fi, fo, name, data) -> No
     assert len(t.values) <= acts.TABLE_MAX_ENTRIES
     r = np.arange(fi.raw_min, fi.raw_max + 1)
     y = acts.apply(r, name, fi, fo)
-    f = acts.keras_float(acts.parse(name), r * 2.0 ** -fi.frac)
+    f = acts.keras_float(acts.parse(name), r * 2.0**-fi.frac)
     clipped = np.clip(f, fo.raw_min * fo.lsb, fo.raw_max * fo.lsb)
     err = np.abs(y * fo.lsb - clipped)
     assert err.max() <= t.max_error + 1e-12 and math.isclose(err.max(), t.max_error)
@@ -109,8 +128,9 @@ def test_tables_stay_within_their_stated_maximum_error(fi, fo, name, data) -> No
     assert acts.apply(np.array([one]), name, fi, fo)[0] == y[one - fi.raw_min]
 
 
-@pytest.mark.parametrize(("name", "lsb"), [("sigmoid", 0.62), ("tanh", 0.5), ("elu", 0.5), ("gelu", 0.5),
-                                           ("softplus", 1.0), ("selu", 0.62)])
+@pytest.mark.parametrize(
+    ("name", "lsb"), [("sigmoid", 0.62), ("tanh", 0.5), ("elu", 0.5), ("gelu", 0.5), ("softplus", 1.0), ("selu", 0.62)]
+)
 def test_stated_errors_at_1_7_8(name: str, lsb: float) -> None:
     """The figures in docs/guide/contract.md: sigmoid within about one output LSB (the PLAN one was ~5)."""
     f = FixedFormat(1, 7, 8)
@@ -119,13 +139,20 @@ def test_stated_errors_at_1_7_8(name: str, lsb: float) -> None:
 
 
 @settings(max_examples=150, deadline=None)
-@given(fi=st.builds(lambda i, f: FixedFormat(1, i, f), st.integers(1, 7), st.integers(2, 10)),
-       fo=st.builds(lambda f: FixedFormat(1, 1, f), st.integers(2, 12)), data=st.data(), n=st.integers(1, 12))
+@given(
+    fi=st.builds(lambda i, f: FixedFormat(1, i, f), st.integers(1, 7), st.integers(2, 10)),
+    fo=st.builds(lambda f: FixedFormat(1, 1, f), st.integers(2, 12)),
+    data=st.data(),
+    n=st.integers(1, 12),
+)
 def test_softmax_within_its_bound(fi, fo, data, n) -> None:
-    r = np.array(data.draw(st.lists(st.lists(st.integers(fi.raw_min, fi.raw_max), min_size=n, max_size=n),
-                                    min_size=1, max_size=10)))
+    r = np.array(
+        data.draw(
+            st.lists(st.lists(st.integers(fi.raw_min, fi.raw_max), min_size=n, max_size=n), min_size=1, max_size=10)
+        )
+    )
     y = acts.apply(r, "softmax", fi, fo)
-    p = acts.keras_float(acts.parse("softmax"), r * 2.0 ** -fi.frac)
+    p = acts.keras_float(acts.parse("softmax"), r * 2.0**-fi.frac)
     bound = acts.softmax_table(fi, fo, n).error_bound
     assert np.all(np.abs(y * fo.lsb - p) <= bound + 1e-12)
 
@@ -139,16 +166,38 @@ def test_softmax_bound_at_1_7_8() -> None:
 # --- the Keras 3 definitions against Keras itself ---------------------------------------
 
 
-@pytest.mark.parametrize("make", [
-    lambda k: (k.layers.ReLU(max_value=0.6, threshold=0.1, negative_slope=0.25), "relu(max_value=0.6, negative_slope=0.25, threshold=0.1)"),
-    lambda k: (k.layers.ReLU(negative_slope=0.3, threshold=0.2), "relu(negative_slope=0.3, threshold=0.2)"),
-    lambda k: (k.layers.ReLU(max_value=6.0), "relu6"),
-    lambda k: (k.layers.LeakyReLU(0.1), "leaky_relu(negative_slope=0.1)"),
-    lambda k: (k.layers.ELU(alpha=0.7), "elu(alpha=0.7)"),
-    *[(lambda name: lambda k: (k.layers.Activation(name), name))(name) for name in
-      ("sigmoid", "tanh", "selu", "softplus", "softsign", "silu", "gelu", "exponential", "hard_sigmoid",
-       "hard_silu", "relu6", "leaky_relu", "softmax", "elu")],
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda k: (
+            k.layers.ReLU(max_value=0.6, threshold=0.1, negative_slope=0.25),
+            "relu(max_value=0.6, negative_slope=0.25, threshold=0.1)",
+        ),
+        lambda k: (k.layers.ReLU(negative_slope=0.3, threshold=0.2), "relu(negative_slope=0.3, threshold=0.2)"),
+        lambda k: (k.layers.ReLU(max_value=6.0), "relu6"),
+        lambda k: (k.layers.LeakyReLU(0.1), "leaky_relu(negative_slope=0.1)"),
+        lambda k: (k.layers.ELU(alpha=0.7), "elu(alpha=0.7)"),
+        *[
+            (lambda name: lambda k: (k.layers.Activation(name), name))(name)  # noqa: B023  (bound by the outer lambda)
+            for name in (
+                "sigmoid",
+                "tanh",
+                "selu",
+                "softplus",
+                "softsign",
+                "silu",
+                "gelu",
+                "exponential",
+                "hard_sigmoid",
+                "hard_silu",
+                "relu6",
+                "leaky_relu",
+                "softmax",
+                "elu",
+            )
+        ],
+    ],
+)
 def test_definitions_match_keras(make) -> None:
     import keras
 
@@ -174,11 +223,21 @@ def _ir(*layers_, shape=(4,)):
 def test_fused_and_standalone_activations() -> None:
     from keras import layers as L
 
-    got = _ir(L.Activation("tanh", name="at_input"), L.Dense(3, name="d"), L.LeakyReLU(0.5, name="lk"),
-              L.Activation("sigmoid", name="again"), L.Dense(2, activation="gelu", name="d2"),
-              L.Softmax(name="sm"))
-    assert got == [("activation", "at_input", "tanh"), ("dense", "d", "leaky_relu(negative_slope=0.5)"),
-                   ("activation", "again", "sigmoid"), ("dense", "d2", "gelu"), ("activation", "sm", "softmax")]
+    got = _ir(
+        L.Activation("tanh", name="at_input"),
+        L.Dense(3, name="d"),
+        L.LeakyReLU(0.5, name="lk"),
+        L.Activation("sigmoid", name="again"),
+        L.Dense(2, activation="gelu", name="d2"),
+        L.Softmax(name="sm"),
+    )
+    assert got == [
+        ("activation", "at_input", "tanh"),
+        ("dense", "d", "leaky_relu(negative_slope=0.5)"),
+        ("activation", "again", "sigmoid"),
+        ("dense", "d2", "gelu"),
+        ("activation", "sm", "softmax"),
+    ]
 
 
 @pytest.mark.parametrize(("slope", "split"), [(0.1, True), (0.3, True), (0.125, False), (0.0, False), (0.5, False)])
@@ -206,8 +265,9 @@ def test_constant_slopes_get_two_register_stages(tmp_path: Path, slope, split) -
     assert (has_map_stage(plan), map_depth(plan)) == ((True, 3) if split else (False, 1))
     # the input beat and the registered halves: 4 x (16 + 1 + 16 + 17 + 16 + 2) bits more than
     # one stage's results
-    assert layer_resources(plan).register_bits - layer_resources(replace(plan, activation="relu")).register_bits \
-        == (4 * (16 + 16 + 52) + 3 if split else 0)
+    assert layer_resources(plan).register_bits - layer_resources(replace(plan, activation="relu")).register_bits == (
+        4 * (16 + 16 + 52) + 3 if split else 0
+    )
 
 
 def test_prelu_per_channel_is_standalone_and_per_position_refused() -> None:
@@ -215,14 +275,24 @@ def test_prelu_per_channel_is_standalone_and_per_position_refused() -> None:
     from keras import layers as L
 
     init = keras.initializers.RandomUniform(0.1, 0.4, seed=1)
-    got = _ir(L.Conv2D(3, 2, name="c"), L.PReLU(alpha_initializer=init, shared_axes=[1, 2], name="p"),
-              L.Flatten(name="f"), L.Dense(2, name="d"), shape=(3, 3, 1))
+    got = _ir(
+        L.Conv2D(3, 2, name="c"),
+        L.PReLU(alpha_initializer=init, shared_axes=[1, 2], name="p"),
+        L.Flatten(name="f"),
+        L.Dense(2, name="d"),
+        shape=(3, 3, 1),
+    )
     assert got[1][0] == "activation" and got[1][2].startswith("prelu(alpha=[")
     one = _ir(L.Dense(3, name="d"), L.PReLU(name="p"), L.Dense(2, name="d2"))  # alpha 0: one slope
     assert one[0] == ("dense", "d", "prelu(alpha=[0.0, 0.0, 0.0])")
     with pytest.raises(K2CError, match=r"PReLU layer 'p'.*one slope per channel"):
-        _ir(L.Conv2D(3, 2, name="c"), L.PReLU(alpha_initializer=init, name="p"), L.Flatten(), L.Dense(2),
-            shape=(3, 3, 1))
+        _ir(
+            L.Conv2D(3, 2, name="c"),
+            L.PReLU(alpha_initializer=init, name="p"),
+            L.Flatten(),
+            L.Dense(2),
+            shape=(3, 3, 1),
+        )
 
 
 def test_unsupported_activation_is_named() -> None:
@@ -242,8 +312,8 @@ def test_wide_inputs_get_a_bounded_table(name: str) -> None:
         assert not t.exact and len(t.values) <= acts.TABLE_MAX_ENTRIES
         r = np.array([int(v) for v in rng.integers(-(1 << 62), 1 << 62, 2000)], dtype=object) >> (64 - fi.bits)
         y = acts.apply(r, name, fi, fo)
-        f = acts.keras_float(acts.parse(name), np.array([float(v) for v in r]) * 2.0 ** -fi.frac)
-        err = np.abs(y * 2.0 ** -fo.frac - np.clip(f, fo.raw_min * fo.lsb, fo.raw_max * fo.lsb))
+        f = acts.keras_float(acts.parse(name), np.array([float(v) for v in r]) * 2.0**-fi.frac)
+        err = np.abs(y * 2.0**-fo.frac - np.clip(f, fo.raw_min * fo.lsb, fo.raw_max * fo.lsb))
         assert err.max() <= t.max_error + 1e-15
     assert acts.table("sigmoid", FixedFormat(1, 11, 12), FixedFormat(1, 11, 12)).max_error < 2.1e-3  # 1/64 buckets
 
@@ -252,8 +322,8 @@ def test_softmax_at_64_bits() -> None:
     f = FixedFormat(1, 0, 63)
     r = np.array([[f.raw_max, 0, f.raw_min, -(1 << 60)]], dtype=object)
     y = acts.apply(r, "softmax", f, f)
-    p = acts.keras_float(acts.parse("softmax"), np.array([[float(v) for v in r[0]]]) * 2.0 ** -63)
-    assert np.all(np.abs(y * 2.0 ** -63 - p) <= acts.softmax_table(f, f, 4).error_bound)
+    p = acts.keras_float(acts.parse("softmax"), np.array([[float(v) for v in r[0]]]) * 2.0**-63)
+    assert np.all(np.abs(y * 2.0**-63 - p) <= acts.softmax_table(f, f, 4).error_bound)
 
 
 # --- the class before a monotone output activation, and softmax=argmax ------------------
@@ -290,8 +360,9 @@ def test_softmax_argmax_mode_leaves_the_output_softmax_out() -> None:
     assert [p.type for p in exact.plans] == ["dense"] and exact.plans[-1].activation == "softmax"
     assert logits.plans[-1].activation == "linear"
     x = golden.quantize_inputs(exact.plans, np.random.default_rng(0).normal(size=(20, 3)))
-    assert np.array_equal(golden.predict(exact.plans, exact.params, x)[1],
-                          golden.predict(logits.plans, logits.params, x)[1])
+    assert np.array_equal(
+        golden.predict(exact.plans, exact.params, x)[1], golden.predict(logits.plans, logits.params, x)[1]
+    )
     with pytest.raises(K2CError, match="bad softmax mode"):
         load_network(model, "1,7,8", softmax="probabilities")
 
@@ -347,8 +418,11 @@ def test_a_table_read_gets_the_block_rams_output_register() -> None:
     assert plans["d2"].table_regs == 0 and plans["conv"].table_regs == 0  # softmax, linear
     assert plans["conv_tanh"].pipe_depth == replace(plans["conv_tanh"], activation="linear").pipe_depth + 2
     assert {n for n, p in plans.items() if blocks.stages_table(p)} == {"add", "bn"}
-    tables = {n: blocks.map_depth(p) for n, p in plans.items()
-              if blocks.has_map_stage(p) and blocks.is_table(p) and not p.top_activation}
+    tables = {
+        n: blocks.map_depth(p)
+        for n, p in plans.items()
+        if blocks.has_map_stage(p) and blocks.is_table(p) and not p.top_activation
+    }
     assert tables == {"at_input": 2, "elu_flat": 2, "add": 2, "gelu_sa": 2, "bn": 2, "softplus_sa": 2}
     assert plans["head"].top_activation and not plans["d4"].top_activation
     unpipelined = load_network(_mixed_model(1, 0.3, 1.0, 6.0, 0.1, "sigmoid"), "1,7,8", pipeline=0).plans
@@ -356,12 +430,18 @@ def test_a_table_read_gets_the_block_rams_output_register() -> None:
 
 
 @needs_toolchain
-@settings(max_examples=2, deadline=None, suppress_health_check=list(HealthCheck),
-          phases=[Phase.explicit, Phase.generate])
-@given(seed=st.integers(0, 1000), slope=st.sampled_from([0.125, 0.3, 0.05]),
-       alpha=st.sampled_from([1.0, 0.7]), cap=st.sampled_from([0.6, 6.0]),
-       threshold=st.sampled_from([0.0, 0.1]), head=st.sampled_from(["sigmoid", "softmax", "exponential"]),
-       fmt=st.sampled_from(["1,7,8", "1,4,7", "1,5,10"]))
+@settings(
+    max_examples=2, deadline=None, suppress_health_check=list(HealthCheck), phases=[Phase.explicit, Phase.generate]
+)
+@given(
+    seed=st.integers(0, 1000),
+    slope=st.sampled_from([0.125, 0.3, 0.05]),
+    alpha=st.sampled_from([1.0, 0.7]),
+    cap=st.sampled_from([0.6, 6.0]),
+    threshold=st.sampled_from([0.0, 0.1]),
+    head=st.sampled_from(["sigmoid", "softmax", "exponential"]),
+    fmt=st.sampled_from(["1,7,8", "1,4,7", "1,5,10"]),
+)
 def test_mixed_activations_bit_exact_in_clash(tmp_path_factory, seed, slope, alpha, cap, threshold, head, fmt) -> None:
     from keras2clash import api
     from keras2clash.backend.project import load_project

@@ -15,12 +15,11 @@ import pytest
 from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 
+from helpers import assert_clash_matches_golden, needs_toolchain
 from keras2clash.errors import K2CError
 from keras2clash.hw.resources import layer_resources
 from keras2clash.quant import golden
 from keras2clash.quant.formats import FixedFormat
-
-from helpers import assert_clash_matches_golden, needs_toolchain
 
 WIDE = FixedFormat(1, 9, 14)
 """A format wide enough that the golden model is Keras' float output up to rounding."""
@@ -43,7 +42,7 @@ def _layer_error_bound(network, name: str, x: np.ndarray) -> float:
     input is exact up to one rounding: input and weight rounding (half an LSB each, times
     the other operand's magnitude per product), the output rounding, and float32 slack."""
     plan = next(p for p in network.plans if p.name == name)
-    lsb = 2.0 ** -WIDE.frac
+    lsb = 2.0**-WIDE.frac
     kernel = np.abs(np.asarray(plan.layer.kernel))
     x_max = float(np.max(np.abs(x))) + lsb
     return lsb * (0.5 * kernel.sum(axis=tuple(range(kernel.ndim - 1))).max() + 0.5 * plan.window * x_max + 1) + 1e-4
@@ -62,15 +61,16 @@ def _golden_vs_keras(model, name: str, x: np.ndarray, keras_name: str | None = N
     got = WIDE.to_real(values[name]).reshape(len(x), -1)
     want = keras.Model(model.inputs, model.get_layer(keras_name or name).output).predict(x, verbose=0)
     want = want.reshape(len(x), -1)
-    bound = _layer_error_bound(network, name, x) if name in network.params else 2.0 ** -WIDE.frac
+    bound = _layer_error_bound(network, name, x) if name in network.params else 2.0**-WIDE.frac
     assert np.max(np.abs(got - want)) <= bound, (np.max(np.abs(got - want)), bound)
 
 
 def _sequence(steps: int, channels: int, *stack):
     import keras
 
-    return keras.Sequential([keras.Input((steps, channels)), *stack, keras.layers.Flatten(),
-                             keras.layers.Dense(2, name="head")])
+    return keras.Sequential(
+        [keras.Input((steps, channels)), *stack, keras.layers.Flatten(), keras.layers.Dense(2, name="head")]
+    )
 
 
 # --- Conv1D ----------------------------------------------------------------------------------
@@ -86,9 +86,17 @@ def conv1d_options(draw):
     strides = draw(st.integers(1, 3)) if dilation == 1 else 1
     padding = draw(st.sampled_from(["valid", "same", "causal"]))
     assume(padding != "valid" or (kernel - 1) * dilation + 1 <= steps)
-    return dict(steps=steps, channels=draw(st.integers(1, 3)), filters=draw(st.integers(1, 4)), kernel=kernel,
-                strides=strides, padding=padding, dilation=dilation, use_bias=draw(st.booleans()),
-                activation=draw(st.sampled_from(["linear", "relu"])))
+    return dict(
+        steps=steps,
+        channels=draw(st.integers(1, 3)),
+        filters=draw(st.integers(1, 4)),
+        kernel=kernel,
+        strides=strides,
+        padding=padding,
+        dilation=dilation,
+        use_bias=draw(st.booleans()),
+        activation=draw(st.sampled_from(["linear", "relu"])),
+    )
 
 
 def _expected_pads(steps: int, kernel: int, strides: int, dilation: int, padding: str) -> tuple[int, int, int, int]:
@@ -113,13 +121,24 @@ def test_conv1d_record_and_golden_match_keras(options, seed) -> None:
     from keras2clash.frontend.convert import to_graph
 
     o = options
-    conv = keras.layers.Conv1D(o["filters"], o["kernel"], strides=o["strides"], padding=o["padding"],
-                               dilation_rate=o["dilation"], use_bias=o["use_bias"], activation=o["activation"],
-                               name="conv")
+    conv = keras.layers.Conv1D(
+        o["filters"],
+        o["kernel"],
+        strides=o["strides"],
+        padding=o["padding"],
+        dilation_rate=o["dilation"],
+        use_bias=o["use_bias"],
+        activation=o["activation"],
+        name="conv",
+    )
     model = _randomize(_sequence(o["steps"], o["channels"], conv), seed)
     record = to_graph(model)["conv"]
     assert (record.type, record.source_class) == ("conv2d", "Conv1D")
-    assert (record.kernel_size, record.strides, record.dilation) == ((1, o["kernel"]), (1, o["strides"]), (1, o["dilation"]))
+    assert (record.kernel_size, record.strides, record.dilation) == (
+        (1, o["kernel"]),
+        (1, o["strides"]),
+        (1, o["dilation"]),
+    )
     assert record.pads == _expected_pads(o["steps"], o["kernel"], o["strides"], o["dilation"], o["padding"])
     assert record.kernel.shape == (1, o["kernel"], o["channels"], o["filters"])
     x = np.random.default_rng(seed).uniform(-1, 1, (4, o["steps"], o["channels"]))
@@ -130,9 +149,18 @@ def test_conv1d_record_and_golden_match_keras(options, seed) -> None:
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(h=st.integers(3, 9), w=st.integers(3, 9), c=st.integers(1, 2), f=st.integers(1, 3),
-       kh=st.integers(1, 3), kw=st.integers(1, 3), dh=st.integers(1, 3), dw=st.integers(1, 3),
-       padding=st.sampled_from(["valid", "same"]), seed=st.integers(0, 10_000))
+@given(
+    h=st.integers(3, 9),
+    w=st.integers(3, 9),
+    c=st.integers(1, 2),
+    f=st.integers(1, 3),
+    kh=st.integers(1, 3),
+    kw=st.integers(1, 3),
+    dh=st.integers(1, 3),
+    dw=st.integers(1, 3),
+    padding=st.sampled_from(["valid", "same"]),
+    seed=st.integers(0, 10_000),
+)
 def test_dilated_conv2d_golden_matches_keras(h, w, c, f, kh, kw, dh, dw, padding, seed) -> None:
     """A dilated Conv2D: 'same' pads follow TF's rule on the dilated extent; the golden
     model equals Keras within rounding; the window generator spans the extent (its storage
@@ -144,8 +172,9 @@ def test_dilated_conv2d_golden_matches_keras(h, w, c, f, kh, kw, dh, dw, padding
     eh, ew = (kh - 1) * dh + 1, (kw - 1) * dw + 1
     assume(padding == "same" or (eh <= h and ew <= w))
     conv = keras.layers.Conv2D(f, (kh, kw), dilation_rate=(dh, dw), padding=padding, activation="relu", name="conv")
-    model = _randomize(keras.Sequential([keras.Input((h, w, c)), conv, keras.layers.Flatten(),
-                                         keras.layers.Dense(2)]), seed)
+    model = _randomize(
+        keras.Sequential([keras.Input((h, w, c)), conv, keras.layers.Flatten(), keras.layers.Dense(2)]), seed
+    )
     x = np.random.default_rng(seed).uniform(-1, 1, (3, h, w, c))
     _golden_vs_keras(model, "conv", x)
     plan = next(p for p in load_network(model, "1,7,8", fifos=False).plans if p.name == "conv")
@@ -158,8 +187,12 @@ def test_dilated_conv2d_golden_matches_keras(h, w, c, f, kh, kw, dh, dw, padding
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(shape=st.sampled_from([(5, 3), (4, 1), (3, 4, 2), (2, 2, 3)]), units=st.integers(1, 4),
-       bn=st.booleans(), seed=st.integers(0, 10_000))
+@given(
+    shape=st.sampled_from([(5, 3), (4, 1), (3, 4, 2), (2, 2, 3)]),
+    units=st.integers(1, 4),
+    bn=st.booleans(),
+    seed=st.integers(0, 10_000),
+)
 def test_dense_on_tensor_is_a_1x1_conv(shape, units, bn, seed) -> None:
     """Dense on (steps, C) or (H, W, C) applies per position: a 1x1 Conv2D record keeping
     the Dense name and class; a BatchNormalization and ReLU after it fold and fuse into it."""
@@ -185,9 +218,15 @@ def test_dense_on_tensor_is_a_1x1_conv(shape, units, bn, seed) -> None:
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(kind=st.sampled_from(["MaxPooling1D", "AveragePooling1D"]), steps=st.integers(2, 10),
-       channels=st.integers(1, 3), pool=st.integers(1, 3), strides=st.one_of(st.none(), st.integers(1, 3)),
-       padding=st.sampled_from(["valid", "same"]), seed=st.integers(0, 10_000))
+@given(
+    kind=st.sampled_from(["MaxPooling1D", "AveragePooling1D"]),
+    steps=st.integers(2, 10),
+    channels=st.integers(1, 3),
+    pool=st.integers(1, 3),
+    strides=st.one_of(st.none(), st.integers(1, 3)),
+    padding=st.sampled_from(["valid", "same"]),
+    seed=st.integers(0, 10_000),
+)
 def test_pool1d_record_and_golden_match_keras(kind, steps, channels, pool, strides, padding, seed) -> None:
     """1-D pooling is the 2-D pooling record with pool (1, p), strides (1, s); the golden
     model equals Keras (max: exactly; average: within one rounding). Average 'same' with
@@ -207,8 +246,12 @@ def test_pool1d_record_and_golden_match_keras(kind, steps, channels, pool, strid
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(left=st.integers(0, 3), right=st.integers(0, 3), padding=st.sampled_from(["valid", "same", "causal"]),
-       seed=st.integers(0, 10_000))
+@given(
+    left=st.integers(0, 3),
+    right=st.integers(0, 3),
+    padding=st.sampled_from(["valid", "same", "causal"]),
+    seed=st.integers(0, 10_000),
+)
 def test_zero_padding1d_folds_into_conv1d(left, right, padding, seed) -> None:
     """ZeroPadding1D((l, r)) before a Conv1D adds (0, 0, l, r) to its pads (pass
     fold_padding); the golden model equals Keras."""
@@ -217,8 +260,9 @@ def test_zero_padding1d_folds_into_conv1d(left, right, padding, seed) -> None:
     from keras2clash.frontend.convert import to_graph
 
     L = keras.layers
-    model = _randomize(_sequence(6, 2, L.ZeroPadding1D((left, right), name="zp"),
-                                 L.Conv1D(3, 3, padding=padding, name="conv")), seed)
+    model = _randomize(
+        _sequence(6, 2, L.ZeroPadding1D((left, right), name="zp"), L.Conv1D(3, 3, padding=padding, name="conv")), seed
+    )
     record = to_graph(model)["conv"]
     base = _expected_pads(6 + left + right, 3, 1, 1, padding)
     assert record.pads == (0, 0, base[2] + left, base[3] + right)
@@ -229,11 +273,23 @@ def test_zero_padding1d_folds_into_conv1d(left, right, padding, seed) -> None:
 # --- refusals ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("build", "fragments"), [
-    (lambda L: _sequence(8, 4, L.Conv1D(4, 3, groups=2, name="grp")), ["Conv1D layer 'grp'", "groups=2", "grouped"]),
-    (lambda L: _sequence(4, 8, L.Conv1D(2, 3, data_format="channels_first", name="cf")), ["Conv1D layer 'cf'", "channels_first"]),
-    (lambda L: _sequence(8, 2, L.MaxPooling1D(2, data_format="channels_first", name="pcf")), ["MaxPooling1D layer 'pcf'", "channels_first"]),
-])
+@pytest.mark.parametrize(
+    ("build", "fragments"),
+    [
+        (
+            lambda L: _sequence(8, 4, L.Conv1D(4, 3, groups=2, name="grp")),
+            ["Conv1D layer 'grp'", "groups=2", "grouped"],
+        ),
+        (
+            lambda L: _sequence(4, 8, L.Conv1D(2, 3, data_format="channels_first", name="cf")),
+            ["Conv1D layer 'cf'", "channels_first"],
+        ),
+        (
+            lambda L: _sequence(8, 2, L.MaxPooling1D(2, data_format="channels_first", name="pcf")),
+            ["MaxPooling1D layer 'pcf'", "channels_first"],
+        ),
+    ],
+)
 def test_conv1d_refusals(build, fragments) -> None:
     import keras
 
@@ -256,19 +312,32 @@ def _model_1d(rng):
     L = keras.layers
     steps = int(rng.integers(8, 14))
     pool = int(rng.integers(1, 3))
-    return keras.Sequential([
-        keras.Input((steps, int(rng.integers(1, 3)))),
-        L.ZeroPadding1D((int(rng.integers(0, 3)), int(rng.integers(0, 3))), name="pad_a"),
-        L.Conv1D(int(rng.integers(1, 4)), int(rng.integers(1, 4)), strides=int(rng.integers(1, 3)),
-                 padding=str(rng.choice(["valid", "same"])), activation="relu", name="conv_a"),
-        L.MaxPooling1D(pool, padding="same", name="pool_a"),
-        L.Dense(int(rng.integers(1, 4)), activation="relu", name="per_step"),
-        L.Conv1D(int(rng.integers(1, 3)), int(rng.integers(2, 4)), dilation_rate=int(rng.integers(1, 3)),
-                 padding="causal", name="conv_b"),
-        L.AveragePooling1D(int(rng.integers(1, 3)), name="avg_b"),
-        L.Flatten(name="flat"),
-        L.Dense(3, name="head"),
-    ])
+    return keras.Sequential(
+        [
+            keras.Input((steps, int(rng.integers(1, 3)))),
+            L.ZeroPadding1D((int(rng.integers(0, 3)), int(rng.integers(0, 3))), name="pad_a"),
+            L.Conv1D(
+                int(rng.integers(1, 4)),
+                int(rng.integers(1, 4)),
+                strides=int(rng.integers(1, 3)),
+                padding=str(rng.choice(["valid", "same"])),
+                activation="relu",
+                name="conv_a",
+            ),
+            L.MaxPooling1D(pool, padding="same", name="pool_a"),
+            L.Dense(int(rng.integers(1, 4)), activation="relu", name="per_step"),
+            L.Conv1D(
+                int(rng.integers(1, 3)),
+                int(rng.integers(2, 4)),
+                dilation_rate=int(rng.integers(1, 3)),
+                padding="causal",
+                name="conv_b",
+            ),
+            L.AveragePooling1D(int(rng.integers(1, 3)), name="avg_b"),
+            L.Flatten(name="flat"),
+            L.Dense(3, name="head"),
+        ]
+    )
 
 
 def _model_2d(rng):
@@ -278,24 +347,32 @@ def _model_2d(rng):
 
     L = keras.layers
     h, w = int(rng.integers(5, 8)), int(rng.integers(5, 8))
-    return keras.Sequential([
-        keras.Input((h, w, int(rng.integers(1, 3)))),
-        L.Conv2D(int(rng.integers(1, 4)), (int(rng.integers(1, 3)), int(rng.integers(2, 4))),
-                 dilation_rate=(int(rng.integers(1, 3)), int(rng.integers(2, 4))),
-                 padding=str(rng.choice(["valid", "same"])), activation="relu", name="conv_dil"),
-        L.Dense(int(rng.integers(1, 4)), name="per_pixel"),
-        L.BatchNormalization(name="bn"),
-        L.ReLU(name="relu"),
-        L.MaxPooling2D(2, padding="same", name="pool"),
-        L.Flatten(name="flat"),
-        L.Dense(3, name="head"),
-    ])
+    return keras.Sequential(
+        [
+            keras.Input((h, w, int(rng.integers(1, 3)))),
+            L.Conv2D(
+                int(rng.integers(1, 4)),
+                (int(rng.integers(1, 3)), int(rng.integers(2, 4))),
+                dilation_rate=(int(rng.integers(1, 3)), int(rng.integers(2, 4))),
+                padding=str(rng.choice(["valid", "same"])),
+                activation="relu",
+                name="conv_dil",
+            ),
+            L.Dense(int(rng.integers(1, 4)), name="per_pixel"),
+            L.BatchNormalization(name="bn"),
+            L.ReLU(name="relu"),
+            L.MaxPooling2D(2, padding="same", name="pool"),
+            L.Flatten(name="flat"),
+            L.Dense(3, name="head"),
+        ]
+    )
 
 
 @needs_toolchain
 @pytest.mark.parametrize("kind", ["1d", "2d"])
-@settings(max_examples=2, deadline=None, phases=[Phase.explicit, Phase.generate],
-          suppress_health_check=list(HealthCheck))
+@settings(
+    max_examples=2, deadline=None, phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck)
+)
 @given(seed=st.integers(0, 10_000))
 def test_random_models_bit_exact_in_clash(tmp_path_factory, kind, seed) -> None:
     """Random models combining the new layers, random knobs: golden == Clash simulation on
@@ -346,13 +423,38 @@ def test_conv1d_model_through_cli_run_rtlsim_and_sweep(tmp_path, capsys) -> None
     model.save(tmp_path / "m.keras")
     np.savez(tmp_path / "test.npz", x=x, y=np.argmax(model.predict(x, verbose=0), axis=1))
     out = tmp_path / "out"
-    code, text = run_cli(["run", str(tmp_path / "m.keras"), "--data", str(tmp_path / "test.npz"), "--out", str(out),
-                          "--verilog", "--json", str(tmp_path / "run.json")], capsys)
+    code, text = run_cli(
+        [
+            "run",
+            str(tmp_path / "m.keras"),
+            "--data",
+            str(tmp_path / "test.npz"),
+            "--out",
+            str(out),
+            "--verilog",
+            "--json",
+            str(tmp_path / "run.json"),
+        ],
+        capsys,
+    )
     assert code == 0, text
     assert json.loads((tmp_path / "run.json").read_text())["bit_exact"] == len(x)
     assert "Conv1D" in (out / "Network.hs").read_text()
     code, text = run_cli(["rtlsim", str(out), "--data", str(tmp_path / "test.npz"), "-n", "4"], capsys)
     assert code == 0 and "BIT-EXACT" in text, text
-    code, text = run_cli(["sweep", str(tmp_path / "m.keras"), "--data", str(tmp_path / "test.npz"),
-                          "-f", "1,3,4;1,7,8", "--confirm", "1,7,8", "-o", str(tmp_path / "sw")], capsys)
+    code, text = run_cli(
+        [
+            "sweep",
+            str(tmp_path / "m.keras"),
+            "--data",
+            str(tmp_path / "test.npz"),
+            "-f",
+            "1,3,4;1,7,8",
+            "--confirm",
+            "1,7,8",
+            "-o",
+            str(tmp_path / "sw"),
+        ],
+        capsys,
+    )
     assert code == 0, text

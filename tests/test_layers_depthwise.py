@@ -15,21 +15,20 @@ from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 from keras import layers
 
+from helpers import assert_clash_matches_golden, needs_toolchain
 from keras2clash.errors import K2CError
 from keras2clash.frontend.convert import to_graph
-from keras2clash.kinds.flatten import Flatten
-from keras2clash.kinds.conv import Conv2D
-from keras2clash.kinds.dense import Dense
-from keras2clash.kinds.depthwise import DepthwiseConv2D
 from keras2clash.frontend.keras_ref import predict_float
 from keras2clash.hw.plan import LayerFormats, LayerPlan
 from keras2clash.hw.planner import make_plan
 from keras2clash.hw.resources import layer_resources
 from keras2clash.ir.graph import Graph
+from keras2clash.kinds.conv import Conv2D
+from keras2clash.kinds.dense import Dense
+from keras2clash.kinds.depthwise import DepthwiseConv2D
+from keras2clash.kinds.flatten import Flatten
 from keras2clash.quant import golden
 from keras2clash.quant.formats import FixedFormat, saturate
-
-from helpers import assert_clash_matches_golden, needs_toolchain
 
 WIDE = FixedFormat(1, 9, 14)
 
@@ -51,23 +50,31 @@ def _layer(kind: str, options: dict, name: str = "dw") -> layers.Layer:
     return getattr(layers, kind)(name=name, **opts)
 
 
-options = st.fixed_dictionaries({
-    "kernel_size": st.tuples(st.integers(1, 3), st.integers(1, 4)),
-    "strides": st.integers(1, 3).map(lambda s: (s, s)),  # TF's depthwise kernel takes equal strides only
-    "padding": st.sampled_from(["valid", "same"]),
-    "depth_multiplier": st.integers(1, 3),
-    "use_bias": st.booleans(),
-    "activation": st.sampled_from(["linear", "relu"]),  # sigmoid: PLAN, not Keras' function
-    "filters": st.integers(1, 4),
-})
+options = st.fixed_dictionaries(
+    {
+        "kernel_size": st.tuples(st.integers(1, 3), st.integers(1, 4)),
+        "strides": st.integers(1, 3).map(lambda s: (s, s)),  # TF's depthwise kernel takes equal strides only
+        "padding": st.sampled_from(["valid", "same"]),
+        "depth_multiplier": st.integers(1, 3),
+        "use_bias": st.booleans(),
+        "activation": st.sampled_from(["linear", "relu"]),  # sigmoid: PLAN, not Keras' function
+        "filters": st.integers(1, 4),
+    }
+)
 
 
 # --- golden model at a wide format against Keras float ----------------------------------
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(kind=st.sampled_from(["DepthwiseConv2D", "DepthwiseConv1D", "SeparableConv2D", "SeparableConv1D"]),
-       opts=options, h=st.integers(3, 6), w=st.integers(4, 8), c=st.integers(1, 3), seed=st.integers(0, 99))
+@given(
+    kind=st.sampled_from(["DepthwiseConv2D", "DepthwiseConv1D", "SeparableConv2D", "SeparableConv1D"]),
+    opts=options,
+    h=st.integers(3, 6),
+    w=st.integers(4, 8),
+    c=st.integers(1, 3),
+    seed=st.integers(0, 99),
+)
 def test_golden_equals_keras_float_within_rounding(kind, opts, h, w, c, seed) -> None:
     """The layer's golden output at 1,9,14 equals Keras' float output within the rounding of
     the weights (2^-15 each, times the inputs' size) and of the output (2^-15 per layer)."""
@@ -121,9 +128,19 @@ def _plan(h, w, c, m, k, s, pads, fmt, acc_bits, pe, cycles, act):
     kh, kw = k
     top, bottom, left, right = pads
     h2, w2 = (h + top + bottom - kh) // s[0] + 1, (w + left + right - kw) // s[1] + 1
-    record = DepthwiseConv2D(name="dw", inputs=("input",), input_shapes=((h, w, c),), output_shape=(h2, w2, c * m),
-                                kernel=np.zeros((kh, kw, c * m)), bias=np.zeros(c * m), activation=act,
-                                kernel_size=k, strides=s, pads=pads, depth_multiplier=m)
+    record = DepthwiseConv2D(
+        name="dw",
+        inputs=("input",),
+        input_shapes=((h, w, c),),
+        output_shape=(h2, w2, c * m),
+        kernel=np.zeros((kh, kw, c * m)),
+        bias=np.zeros(c * m),
+        activation=act,
+        kernel_size=k,
+        strides=s,
+        pads=pads,
+        depth_multiplier=m,
+    )
     flat = Flatten(name="f", inputs=("dw",), input_shapes=((h2, w2, c * m),), output_shape=(h2 * w2 * c * m,))
     dense = Dense(name="d", inputs=("f",), input_shapes=((h2 * w2 * c * m,),), output_shape=(1,))
     graph = Graph(name="g", input_name="input", input_shape=(h, w, c), layers=(record, flat, dense), output="d")
@@ -139,7 +156,7 @@ def _loops(x, kernel, bias, plan: LayerPlan, m: int) -> np.ndarray:
     top, bottom, left, right = plan.pads
     n, h, w, c = x.shape
     xp = np.zeros((n, h + top + bottom, w + left + right, c), dtype=object)
-    xp[:, top:top + h, left:left + w] = x
+    xp[:, top : top + h, left : left + w] = x
     acc_fmt, out_fmt = plan.acc_fmt, plan.out_fmt
     h2, w2, f = plan.output_shape
     out = np.zeros((n, h2, w2, f), dtype=object)
@@ -147,11 +164,14 @@ def _loops(x, kernel, bias, plan: LayerPlan, m: int) -> np.ndarray:
         for i in range(h2):
             for j in range(w2):
                 for o in range(f):
-                    terms = [int(xp[b, i * sh + di, j * sw + dj, o // m]) * int(kernel[di * kw + dj, o])
-                             for di in range(kh) for dj in range(kw)]
+                    terms = [
+                        int(xp[b, i * sh + di, j * sw + dj, o // m]) * int(kernel[di * kw + dj, o])
+                        for di in range(kh)
+                        for dj in range(kw)
+                    ]
                     acc = None
                     for t in range(plan.cycles):
-                        part = sum(terms[t * plan.chunk:(t + 1) * plan.chunk])
+                        part = sum(terms[t * plan.chunk : (t + 1) * plan.chunk])
                         part <<= acc_fmt.frac - plan.in_fmt.frac - plan.w_fmt.frac
                         if acc is None:
                             part += int(bias[o]) << (acc_fmt.frac - plan.b_fmt.frac)
@@ -164,11 +184,19 @@ def _loops(x, kernel, bias, plan: LayerPlan, m: int) -> np.ndarray:
 
 
 @settings(max_examples=60, deadline=None)
-@given(h=st.integers(1, 5), w=st.integers(1, 6), c=st.integers(1, 3), m=st.integers(1, 3),
-       k=st.tuples(st.integers(1, 3), st.integers(1, 3)), s=st.tuples(st.integers(1, 2), st.integers(1, 2)),
-       pads=st.tuples(*[st.integers(0, 1)] * 4), fmt=st.builds(lambda i, f: FixedFormat(1, i, f), st.integers(0, 4),
-                                                                st.integers(0, 5)),
-       narrow=st.integers(0, 6), act=st.sampled_from(["linear", "relu"]), data=st.data())
+@given(
+    h=st.integers(1, 5),
+    w=st.integers(1, 6),
+    c=st.integers(1, 3),
+    m=st.integers(1, 3),
+    k=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+    s=st.tuples(st.integers(1, 2), st.integers(1, 2)),
+    pads=st.tuples(*[st.integers(0, 1)] * 4),
+    fmt=st.builds(lambda i, f: FixedFormat(1, i, f), st.integers(0, 4), st.integers(0, 5)),
+    narrow=st.integers(0, 6),
+    act=st.sampled_from(["linear", "relu"]),
+    data=st.data(),
+)
 def test_golden_equals_loops(h, w, c, m, k, s, pads, fmt, narrow, act, data) -> None:
     """Exact integers, any knobs, also a narrower (saturating) accumulator: the golden model
     is the contract per output channel over its own channel's kh*kw window."""
@@ -196,10 +224,17 @@ def test_multipliers_are_per_channel_window() -> None:
     """pe = C*m and cycles = 1: C*m*kh*kw multipliers, not the C*m*kh*kw*C of a Conv2D with
     the depthwise kernel spread over all channels; the ROM holds only the real weights."""
     c, m, kh, kw = 4, 2, 3, 3
-    model = keras.Sequential([keras.Input((8, 8, c)), layers.DepthwiseConv2D((kh, kw), depth_multiplier=m, name="dw"),
-                              layers.Flatten(), layers.Dense(2)])
-    dense_conv = keras.Sequential([keras.Input((8, 8, c)), layers.Conv2D(c * m, (kh, kw), name="conv"),
-                                   layers.Flatten(), layers.Dense(2)])
+    model = keras.Sequential(
+        [
+            keras.Input((8, 8, c)),
+            layers.DepthwiseConv2D((kh, kw), depth_multiplier=m, name="dw"),
+            layers.Flatten(),
+            layers.Dense(2),
+        ]
+    )
+    dense_conv = keras.Sequential(
+        [keras.Input((8, 8, c)), layers.Conv2D(c * m, (kh, kw), name="conv"), layers.Flatten(), layers.Dense(2)]
+    )
     dw = make_plan(to_graph(model), FixedFormat(1, 7, 8), [c * m, 1], cycles=[1, 1])[0]
     conv = make_plan(to_graph(dense_conv), FixedFormat(1, 7, 8), [c * m, 1], cycles=[1, 1])[0]
     assert dw.window == kh * kw and dw.filters == c * m
@@ -218,9 +253,16 @@ def test_multipliers_are_per_channel_window() -> None:
 
 
 def test_separable_becomes_depthwise_then_pointwise_conv() -> None:
-    model = keras.Sequential([keras.Input((6, 6, 3)), layers.SeparableConv2D(4, 3, depth_multiplier=2, name="sep"),
-                              layers.BatchNormalization(name="bn"), layers.ReLU(name="act"),
-                              layers.Flatten(), layers.Dense(2)])
+    model = keras.Sequential(
+        [
+            keras.Input((6, 6, 3)),
+            layers.SeparableConv2D(4, 3, depth_multiplier=2, name="sep"),
+            layers.BatchNormalization(name="bn"),
+            layers.ReLU(name="act"),
+            layers.Flatten(),
+            layers.Dense(2),
+        ]
+    )
     rng = np.random.default_rng(1)
     model.set_weights([rng.uniform(0.5, 1.5, w.shape).astype("float32") for w in model.get_weights()])
     graph = to_graph(model)
@@ -235,10 +277,17 @@ def test_separable_becomes_depthwise_then_pointwise_conv() -> None:
 
 
 def test_batchnorm_activation_and_padding_fold_into_depthwise() -> None:
-    model = keras.Sequential([keras.Input((6, 6, 2)), layers.ZeroPadding2D(1, name="zp"),
-                              layers.DepthwiseConv2D(3, depth_multiplier=2, name="dw"),
-                              layers.BatchNormalization(name="bn"), layers.Activation("relu", name="act"),
-                              layers.Flatten(), layers.Dense(2)])
+    model = keras.Sequential(
+        [
+            keras.Input((6, 6, 2)),
+            layers.ZeroPadding2D(1, name="zp"),
+            layers.DepthwiseConv2D(3, depth_multiplier=2, name="dw"),
+            layers.BatchNormalization(name="bn"),
+            layers.Activation("relu", name="act"),
+            layers.Flatten(),
+            layers.Dense(2),
+        ]
+    )
     rng = np.random.default_rng(3)
     model.set_weights([rng.uniform(0.5, 1.5, w.shape).astype("float32") for w in model.get_weights()])
     graph = to_graph(model)
@@ -252,8 +301,15 @@ def test_batchnorm_activation_and_padding_fold_into_depthwise() -> None:
 
 def test_zero_padding_folds_into_a_separable_convolutions_depthwise_part() -> None:
     """MobileNet's stride-2 block: ZeroPadding2D then a valid SeparableConv2D."""
-    model = keras.Sequential([keras.Input((8, 8, 3)), layers.ZeroPadding2D(1, name="pad"),
-                              layers.SeparableConv2D(5, 3, strides=2, name="sep"), layers.Flatten(), layers.Dense(2)])
+    model = keras.Sequential(
+        [
+            keras.Input((8, 8, 3)),
+            layers.ZeroPadding2D(1, name="pad"),
+            layers.SeparableConv2D(5, 3, strides=2, name="sep"),
+            layers.Flatten(),
+            layers.Dense(2),
+        ]
+    )
     _set_random_weights(model, 4)
     graph = to_graph(model)
     dw = graph["sep_depthwise"]
@@ -265,10 +321,19 @@ def test_zero_padding_folds_into_a_separable_convolutions_depthwise_part() -> No
     assert np.max(np.abs(got - predict_float(model, x))) < 0.01
 
 
-@pytest.mark.parametrize(("layer", "fragments"), [
-    (lambda: layers.DepthwiseConv2D(3, dilation_rate=2, name="dil"), ["DepthwiseConv2D layer 'dil'", "dilation_rate", "no dilation"]),
-    (lambda: layers.SeparableConv2D(2, 3, dilation_rate=(1, 2), name="dil"), ["SeparableConv2D layer 'dil'", "dilation_rate"]),
-])
+@pytest.mark.parametrize(
+    ("layer", "fragments"),
+    [
+        (
+            lambda: layers.DepthwiseConv2D(3, dilation_rate=2, name="dil"),
+            ["DepthwiseConv2D layer 'dil'", "dilation_rate", "no dilation"],
+        ),
+        (
+            lambda: layers.SeparableConv2D(2, 3, dilation_rate=(1, 2), name="dil"),
+            ["SeparableConv2D layer 'dil'", "dilation_rate"],
+        ),
+    ],
+)
 def test_refusals_name_layer_and_reason(layer, fragments) -> None:
     model = keras.Sequential([keras.Input((8, 8, 2)), layer(), layers.Flatten(), layers.Dense(2)])
     with pytest.raises(K2CError) as info:
@@ -280,8 +345,14 @@ def test_refusals_name_layer_and_reason(layer, fragments) -> None:
 def test_emitted_network_names_the_depthwise_block(tmp_path: Path) -> None:
     from keras2clash import api
 
-    model = keras.Sequential([keras.Input((5, 5, 2)), layers.DepthwiseConv2D(3, padding="same", name="dw"),
-                              layers.Flatten(), layers.Dense(2, name="d")])
+    model = keras.Sequential(
+        [
+            keras.Input((5, 5, 2)),
+            layers.DepthwiseConv2D(3, padding="same", name="dw"),
+            layers.Flatten(),
+            layers.Dense(2, name="d"),
+        ]
+    )
     api.emit(model, "1,7,8", tmp_path / "net", [2, 1], cycles=[3, 1], show=False)
     text = (tmp_path / "net" / "Network.hs").read_text()
     assert "import qualified K2C.Depthwise as Depthwise" in text
@@ -294,39 +365,60 @@ def test_emitted_network_names_the_depthwise_block(tmp_path: Path) -> None:
 
 def _model_2d(seed: int) -> keras.Model:
     rng = np.random.default_rng(seed)
-    model = keras.Sequential([
-        keras.Input((8, 7, 2)),
-        layers.Conv2D(3, 3, padding="same", activation="relu", name="conv"),
-        layers.DepthwiseConv2D(int(rng.integers(2, 4)), strides=2, padding="same", depth_multiplier=2,
-                               activation="relu", name="dw"),
-        layers.SeparableConv2D(4, (2, 3), depth_multiplier=int(rng.integers(1, 3)), use_bias=bool(rng.integers(2)),
-                               activation="relu", name="sep"),
-        layers.MaxPooling2D((1, 2), name="pool"),
-        layers.Flatten(name="flat"),
-        layers.Dense(3, name="out"),
-    ])
+    model = keras.Sequential(
+        [
+            keras.Input((8, 7, 2)),
+            layers.Conv2D(3, 3, padding="same", activation="relu", name="conv"),
+            layers.DepthwiseConv2D(
+                int(rng.integers(2, 4)), strides=2, padding="same", depth_multiplier=2, activation="relu", name="dw"
+            ),
+            layers.SeparableConv2D(
+                4,
+                (2, 3),
+                depth_multiplier=int(rng.integers(1, 3)),
+                use_bias=bool(rng.integers(2)),
+                activation="relu",
+                name="sep",
+            ),
+            layers.MaxPooling2D((1, 2), name="pool"),
+            layers.Flatten(name="flat"),
+            layers.Dense(3, name="out"),
+        ]
+    )
     _set_random_weights(model, seed)
     return model
 
 
 def _model_1d(seed: int) -> keras.Model:
     rng = np.random.default_rng(seed)
-    model = keras.Sequential([
-        keras.Input((12, 3)),
-        layers.DepthwiseConv1D(3, strides=int(rng.integers(1, 3)), padding="same", depth_multiplier=2,
-                               activation="relu", name="dw1"),
-        layers.SeparableConv1D(4, int(rng.integers(2, 4)), padding=str(rng.choice(["valid", "same"])),
-                               activation="sigmoid", name="sep1"),
-        layers.Flatten(name="flat"),
-        layers.Dense(3, name="out"),
-    ])
+    model = keras.Sequential(
+        [
+            keras.Input((12, 3)),
+            layers.DepthwiseConv1D(
+                3, strides=int(rng.integers(1, 3)), padding="same", depth_multiplier=2, activation="relu", name="dw1"
+            ),
+            layers.SeparableConv1D(
+                4,
+                int(rng.integers(2, 4)),
+                padding=str(rng.choice(["valid", "same"])),
+                activation="sigmoid",
+                name="sep1",
+            ),
+            layers.Flatten(name="flat"),
+            layers.Dense(3, name="out"),
+        ]
+    )
     _set_random_weights(model, seed)
     return model
 
 
 @needs_toolchain
-@settings(max_examples=2, deadline=None, phases=[Phase.explicit, Phase.generate],
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=2,
+    deadline=None,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @example(kind="2d", seed=0, knobs=1)
 @example(kind="1d", seed=1, knobs=2)
 @given(kind=st.sampled_from(["2d", "1d"]), seed=st.integers(0, 1000), knobs=st.integers(0, 1000))

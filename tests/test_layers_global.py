@@ -21,13 +21,13 @@ from keras import layers
 from helpers import assert_clash_matches_golden, needs_toolchain
 from keras2clash.errors import K2CError
 from keras2clash.frontend.convert import to_graph
-from keras2clash.kinds.batchnorm import BatchNorm
-from keras2clash.kinds.dense import Dense
-from keras2clash.kinds.pool import AvgPool2D
 from keras2clash.hw import hwmodel
 from keras2clash.hw.plan import LayerFormats
 from keras2clash.hw.planner import make_plan
 from keras2clash.hw.resources import layer_resources
+from keras2clash.kinds.batchnorm import BatchNorm
+from keras2clash.kinds.dense import Dense
+from keras2clash.kinds.pool import AvgPool2D
 from keras2clash.quant import golden
 from keras2clash.quant.formats import FixedFormat, parse_format
 
@@ -41,8 +41,12 @@ def _randomize(model: keras.Model, seed: int) -> keras.Model:
     for layer in model.layers:
         if isinstance(layer, layers.BatchNormalization):
             c = layer.moving_mean.shape[0]
-            values = {"gamma": rng.uniform(0.5, 1.5, c), "beta": rng.normal(0, 0.4, c),
-                      "moving_mean": rng.normal(0, 0.4, c), "moving_variance": rng.uniform(0.3, 2.0, c)}
+            values = {
+                "gamma": rng.uniform(0.5, 1.5, c),
+                "beta": rng.normal(0, 0.4, c),
+                "moving_mean": rng.normal(0, 0.4, c),
+                "moving_variance": rng.uniform(0.3, 2.0, c),
+            }
             for name, v in values.items():
                 if getattr(layer, name, None) is not None:
                     getattr(layer, name).assign(v.astype("float32"))
@@ -58,8 +62,8 @@ def _golden_vs_keras(model: keras.Model, name: str, x: np.ndarray, fmt: FixedFor
     plans = make_plan(graph, fmt)
     params = golden.quantize_params(plans)
     x_raw = golden.quantize_inputs(plans, x)
-    got = golden.run_all(plans, params, x_raw)[name] / 2.0 ** fmt.frac
-    ref = keras.Model(model.inputs[0], model.get_layer(name).output)(x_raw / 2.0 ** fmt.frac).numpy()
+    got = golden.run_all(plans, params, x_raw)[name] / 2.0**fmt.frac
+    ref = keras.Model(model.inputs[0], model.get_layer(name).output)(x_raw / 2.0**fmt.frac).numpy()
     return got, np.asarray(ref, dtype=np.float64).reshape(got.shape)
 
 
@@ -71,12 +75,23 @@ def _dense_head(x: Any) -> Any:
 
 
 @FAST
-@given(h=st.integers(1, 6), w=st.integers(1, 7), c=st.integers(1, 4), one_d=st.booleans(),
-       kind=st.sampled_from(["max", "average"]), keepdims=st.booleans(), seed=st.integers(0, 999))
+@given(
+    h=st.integers(1, 6),
+    w=st.integers(1, 7),
+    c=st.integers(1, 4),
+    one_d=st.booleans(),
+    kind=st.sampled_from(["max", "average"]),
+    keepdims=st.booleans(),
+    seed=st.integers(0, 999),
+)
 def test_global_pooling_golden_equals_keras(h, w, c, one_d, kind, keepdims, seed) -> None:
     """Max is exact; the average is Keras' mean rounded half up to the format (one LSB/2)."""
-    cls = {("max", False): layers.GlobalMaxPooling2D, ("average", False): layers.GlobalAveragePooling2D,
-           ("max", True): layers.GlobalMaxPooling1D, ("average", True): layers.GlobalAveragePooling1D}
+    cls = {
+        ("max", False): layers.GlobalMaxPooling2D,
+        ("average", False): layers.GlobalAveragePooling2D,
+        ("max", True): layers.GlobalMaxPooling1D,
+        ("average", True): layers.GlobalAveragePooling1D,
+    }
     shape = (w, c) if one_d else (h, w, c)
     inp = keras.Input(shape)
     out = cls[(kind, one_d)](keepdims=keepdims, name="gp")(inp)
@@ -86,20 +101,34 @@ def test_global_pooling_golden_equals_keras(h, w, c, one_d, kind, keepdims, seed
     assert graph["gp"].output_shape == ((1, 1, c) if keepdims else (c,))
     x = np.random.default_rng(seed).uniform(-4, 4, size=(5, *shape))
     got, want = _golden_vs_keras(model, "gp", x)
-    lsb = 2.0 ** -WIDE.frac
+    lsb = 2.0**-WIDE.frac
     assert np.all(np.abs(got - want) <= (0 if kind == "max" else lsb / 2) + 1e-5)
 
 
 @settings(max_examples=40, deadline=None)
-@given(n=st.integers(1, 40), c=st.integers(1, 3), fmt=st.sampled_from(["1,3,4", "1,7,8", "1,20,40"]),
-       seed=st.integers(0, 999))
+@given(
+    n=st.integers(1, 40),
+    c=st.integers(1, 3),
+    fmt=st.sampled_from(["1,3,4", "1,7,8", "1,20,40"]),
+    seed=st.integers(0, 999),
+)
 def test_global_average_equals_exact_rationals(n, c, fmt, seed) -> None:
     """floor(mean * 2^f + 1/2) on the raw values, for any count, also beyond int64 sums."""
     f = parse_format(fmt)
     x = np.random.default_rng(seed).integers(f.raw_min, f.raw_max + 1, size=(3, 1, n, c))
-    plan = make_plan([{"type": "globalavgpool", "name": "g", "input_shape": (1, n, c), "output_shape": (c,)},
-                      {"type": "dense", "name": "d", "input_shape": (c,), "output_shape": (1,),
-                       "weights": {"kernel": np.ones((c, 1)), "bias": np.zeros(1)}}], f)[0]
+    plan = make_plan(
+        [
+            {"type": "globalavgpool", "name": "g", "input_shape": (1, n, c), "output_shape": (c,)},
+            {
+                "type": "dense",
+                "name": "d",
+                "input_shape": (c,),
+                "output_shape": (1,),
+                "weights": {"kernel": np.ones((c, 1)), "bias": np.zeros(1)},
+            },
+        ],
+        f,
+    )[0]
     got = golden.layer(plan, {}, [x])
     for s in range(3):
         for k in range(c):
@@ -109,8 +138,9 @@ def test_global_average_equals_exact_rationals(n, c, fmt, seed) -> None:
 
 def test_global_pooling_refuses_channels_first() -> None:
     inp = keras.Input((2, 5, 5))
-    model = keras.Model(inp, layers.Dense(2)(layers.GlobalAveragePooling2D(data_format="channels_first",
-                                                                             name="gcf")(inp)))
+    model = keras.Model(
+        inp, layers.Dense(2)(layers.GlobalAveragePooling2D(data_format="channels_first", name="gcf")(inp))
+    )
     with pytest.raises(K2CError, match="GlobalAveragePooling2D layer 'gcf'.*channels_first"):
         to_graph(model)
 
@@ -135,9 +165,17 @@ def test_global_pool_resources_and_timing_rule() -> None:
 
 
 @FAST
-@given(h=st.integers(1, 7), w=st.integers(1, 8), c=st.integers(1, 3), ph=st.integers(1, 4),
-       pw=st.integers(1, 4), sh=st.integers(1, 3), sw=st.integers(1, 3), one_d=st.booleans(),
-       seed=st.integers(0, 999))
+@given(
+    h=st.integers(1, 7),
+    w=st.integers(1, 8),
+    c=st.integers(1, 3),
+    ph=st.integers(1, 4),
+    pw=st.integers(1, 4),
+    sh=st.integers(1, 3),
+    sw=st.integers(1, 3),
+    one_d=st.booleans(),
+    seed=st.integers(0, 999),
+)
 def test_average_pooling_same_golden_equals_keras(h, w, c, ph, pw, sh, sw, one_d, seed) -> None:
     """Keras divides each window by its count of non-padding values; so does the golden
     model (within half an LSB). 1-D: a 2-D pool one row high (the IR form of a 1-D pool)."""
@@ -150,12 +188,19 @@ def test_average_pooling_same_golden_equals_keras(h, w, c, ph, pw, sh, sw, one_d
     assert record.padding == "same"
     x = np.random.default_rng(seed).uniform(-4, 4, size=(4, h, w, c))
     got, want = _golden_vs_keras(model, "ap", x)
-    assert np.all(np.abs(got - want) <= 2.0 ** -WIDE.frac / 2 + 1e-5)
+    assert np.all(np.abs(got - want) <= 2.0**-WIDE.frac / 2 + 1e-5)
 
 
 @settings(max_examples=60, deadline=None)
-@given(h=st.integers(1, 9), w=st.integers(1, 9), ph=st.integers(1, 5), pw=st.integers(1, 5),
-       sh=st.integers(1, 3), sw=st.integers(1, 3), seed=st.integers(0, 999))
+@given(
+    h=st.integers(1, 9),
+    w=st.integers(1, 9),
+    ph=st.integers(1, 5),
+    pw=st.integers(1, 5),
+    sh=st.integers(1, 3),
+    sw=st.integers(1, 3),
+    seed=st.integers(0, 999),
+)
 def test_average_pooling_same_divisor_equals_exact_rationals(h, w, ph, pw, sh, sw, seed) -> None:
     """Per output position: the values of the window that lie inside the image, their exact
     mean rounded half up (the count taken from the geometry, not from the golden model's
@@ -165,12 +210,30 @@ def test_average_pooling_same_divisor_equals_exact_rationals(h, w, ph, pw, sh, s
     f = parse_format("1,7,8")
     (top, bottom), (left, right) = same_pads(h, ph, sh), same_pads(w, pw, sw)
     h2, w2 = -(-h // sh), -(-w // sw)
-    record = AvgPool2D(name="ap", inputs=("input",), input_shapes=((h, w, 1),), output_shape=(h2, w2, 1),
-                          pool_size=(ph, pw), strides=(sh, sw), padding="same", pads=(top, bottom, left, right))
-    plan = make_plan([record.__dict__ | {"type": "avgpool2d", "input_shape": (h, w, 1)},
-                      {"type": "flatten", "name": "f", "input_shape": (h2, w2, 1), "output_shape": (h2 * w2,)},
-                      {"type": "dense", "name": "d", "input_shape": (h2 * w2,), "output_shape": (1,),
-                       "weights": {"kernel": np.ones((h2 * w2, 1)), "bias": np.zeros(1)}}], f)[0]
+    record = AvgPool2D(
+        name="ap",
+        inputs=("input",),
+        input_shapes=((h, w, 1),),
+        output_shape=(h2, w2, 1),
+        pool_size=(ph, pw),
+        strides=(sh, sw),
+        padding="same",
+        pads=(top, bottom, left, right),
+    )
+    plan = make_plan(
+        [
+            record.__dict__ | {"type": "avgpool2d", "input_shape": (h, w, 1)},
+            {"type": "flatten", "name": "f", "input_shape": (h2, w2, 1), "output_shape": (h2 * w2,)},
+            {
+                "type": "dense",
+                "name": "d",
+                "input_shape": (h2 * w2,),
+                "output_shape": (1,),
+                "weights": {"kernel": np.ones((h2 * w2, 1)), "bias": np.zeros(1)},
+            },
+        ],
+        f,
+    )[0]
     assert plan.exclude_pads == any(plan.pads)
     x = np.random.default_rng(seed).integers(f.raw_min, f.raw_max + 1, size=(2, h, w, 1))
     got = golden.layer(plan, {}, [x])
@@ -193,7 +256,7 @@ def test_zero_padding_folded_into_average_pooling_counts_its_zeros() -> None:
     record = to_graph(model)["ap"]
     assert record.padding == "valid" and record.pads == (1, 1, 1, 1)
     got, want = _golden_vs_keras(model, "ap", np.random.default_rng(0).uniform(-2, 2, (3, 4, 4, 1)))
-    assert np.all(np.abs(got - want) <= 2.0 ** -WIDE.frac / 2 + 1e-5)
+    assert np.all(np.abs(got - want) <= 2.0**-WIDE.frac / 2 + 1e-5)
 
 
 # --- BatchNormalization anywhere ----------------------------------------------------------
@@ -221,8 +284,12 @@ def _bn_model(position: str, center: bool, scale: bool, seed: int) -> keras.Mode
 
 
 @FAST
-@given(position=st.sampled_from(["input", "after_relu", "after_maxpool", "after_add", "shared", "dense_relu"]),
-       center=st.booleans(), scale=st.booleans(), seed=st.integers(0, 999))
+@given(
+    position=st.sampled_from(["input", "after_relu", "after_maxpool", "after_add", "shared", "dense_relu"]),
+    center=st.booleans(),
+    scale=st.booleans(),
+    seed=st.integers(0, 999),
+)
 def test_batchnorm_anywhere_golden_equals_keras(position, center, scale, seed) -> None:
     """Not folded: a 'batchnorm' hardware layer, within the rounding of its scale and
     offset (1,9,14 weights) and of its output (half an LSB)."""
@@ -233,23 +300,38 @@ def test_batchnorm_anywhere_golden_equals_keras(position, center, scale, seed) -
     x = np.random.default_rng(seed).uniform(-2, 2, size=(4, *shape))
     got, want = _golden_vs_keras(model, "bn", x)
     # |x| < 2^9 at most; the scale's rounding error (2^-15) times |x| plus the offset's and the output's
-    bound = float(np.max(np.abs(want))) * 2 ** -14 + 2 ** -13 + 1e-4
+    bound = float(np.max(np.abs(want))) * 2**-14 + 2**-13 + 1e-4
     assert np.max(np.abs(got - want)) <= bound
 
 
 @settings(max_examples=60, deadline=None)
-@given(fa=st.integers(0, 12), fw=st.integers(0, 12), fb=st.integers(0, 12), fo=st.integers(0, 12),
-       c=st.integers(1, 4), act=st.sampled_from(["linear", "relu"]), seed=st.integers(0, 999))
+@given(
+    fa=st.integers(0, 12),
+    fw=st.integers(0, 12),
+    fb=st.integers(0, 12),
+    fo=st.integers(0, 12),
+    c=st.integers(1, 4),
+    act=st.sampled_from(["linear", "relu"]),
+    seed=st.integers(0, 999),
+)
 def test_batchnorm_multiply_add_equals_exact_rationals(fa, fw, fb, fo, c, act, seed) -> None:
     """x * scale + offset exactly, rounded half up once to the output format, saturated,
     then the activation: for every mix of fraction widths (either side of the output)."""
     a, wt, b, o = (FixedFormat(1, 4, fa), FixedFormat(1, 3, fw), FixedFormat(1, 5, fb), FixedFormat(1, 4, fo))
     rng = np.random.default_rng(seed)
-    record = BatchNorm(name="bn", inputs=("input",), input_shapes=((c,),), output_shape=(c,),
-                          scale=rng.uniform(-8, 8, c), shift=rng.uniform(-30, 30, c), mean=rng.uniform(-1, 1, c),
-                          activation=act)
-    head = Dense(name="d", inputs=("bn",), input_shapes=((c,),), output_shape=(1,),
-                    kernel=np.ones((c, 1)), bias=np.zeros(1))
+    record = BatchNorm(
+        name="bn",
+        inputs=("input",),
+        input_shapes=((c,),),
+        output_shape=(c,),
+        scale=rng.uniform(-8, 8, c),
+        shift=rng.uniform(-30, 30, c),
+        mean=rng.uniform(-1, 1, c),
+        activation=act,
+    )
+    head = Dense(
+        name="d", inputs=("bn",), input_shapes=((c,),), output_shape=(1,), kernel=np.ones((c, 1)), bias=np.zeros(1)
+    )
     from keras2clash.ir.graph import Graph
 
     graph = Graph(name="m", input_name="input", input_shape=(c,), layers=(record, head), output="d")
@@ -259,9 +341,10 @@ def test_batchnorm_multiply_add_equals_exact_rationals(fa, fw, fb, fo, c, act, s
     got = golden.layer(plan, {plan.name: params}, [x])
     for s in range(5):
         for k in range(c):
-            exact = (Fraction(int(x[s, k]), 2 ** fa) * Fraction(int(params.kernel[k]), 2 ** fw)
-                     + Fraction(int(params.bias[k]), 2 ** fb))
-            r = min(max((exact * 2 ** fo + Fraction(1, 2)).__floor__(), o.raw_min), o.raw_max)
+            exact = Fraction(int(x[s, k]), 2**fa) * Fraction(int(params.kernel[k]), 2**fw) + Fraction(
+                int(params.bias[k]), 2**fb
+            )
+            r = min(max((exact * 2**fo + Fraction(1, 2)).__floor__(), o.raw_min), o.raw_max)
             assert got[s, k] == (max(r, 0) if act == "relu" else r)
 
 
@@ -288,7 +371,7 @@ def test_batchnorm_after_1d_input() -> None:
     model = _randomize(keras.Model(inp, _dense_head(layers.BatchNormalization(axis=2, name="bn")(inp))), 1)
     got, want = _golden_vs_keras(model, "bn", np.random.default_rng(2).uniform(-2, 2, (3, 6, 3)))
     assert to_graph(model)["bn"].input_shape == (1, 6, 3)
-    assert np.max(np.abs(got - want)) <= 2 ** -12
+    assert np.max(np.abs(got - want)) <= 2**-12
 
 
 def test_autoformat_and_profile_handle_the_new_kinds() -> None:
@@ -350,15 +433,23 @@ def _bit_exact_in_clash(tmp_path_factory, model: keras.Model, fmt: str, rng: np.
     want, exe = assert_clash_matches_golden(project, x_raw, seed)
 
 
-CLASH = settings(max_examples=2, deadline=None, suppress_health_check=list(HealthCheck),
-                 phases=[Phase.explicit, Phase.generate])  # no shrinking: each example builds Clash
+CLASH = settings(
+    max_examples=2, deadline=None, suppress_health_check=list(HealthCheck), phases=[Phase.explicit, Phase.generate]
+)  # no shrinking: each example builds Clash
 
 
 @needs_toolchain
 @CLASH
-@given(h=st.integers(1, 7), w=st.integers(3, 7), c=st.integers(1, 3), k=st.integers(2, 3),
-       stride=st.integers(1, 2), keepdims=st.booleans(), fmt=st.sampled_from(["1,7,8", "1,4,6"]),
-       seed=st.integers(0, 10_000))
+@given(
+    h=st.integers(1, 7),
+    w=st.integers(3, 7),
+    c=st.integers(1, 3),
+    k=st.integers(2, 3),
+    stride=st.integers(1, 2),
+    keepdims=st.booleans(),
+    fmt=st.sampled_from(["1,7,8", "1,4,6"]),
+    seed=st.integers(0, 10_000),
+)
 def test_random_2d_models_bit_exact_in_clash(tmp_path_factory, h, w, c, k, stride, keepdims, fmt, seed) -> None:
     rng = np.random.default_rng(seed)
     model = _randomize(_model_2d(h, w, c, k, stride, keepdims), seed)
@@ -367,8 +458,9 @@ def test_random_2d_models_bit_exact_in_clash(tmp_path_factory, h, w, c, k, strid
 
 @needs_toolchain
 @settings(CLASH, max_examples=1)
-@given(steps=st.integers(2, 9), c=st.integers(1, 4), fmt=st.sampled_from(["1,7,8", "1,5,10"]),
-       seed=st.integers(0, 10_000))
+@given(
+    steps=st.integers(2, 9), c=st.integers(1, 4), fmt=st.sampled_from(["1,7,8", "1,5,10"]), seed=st.integers(0, 10_000)
+)
 def test_random_1d_models_bit_exact_in_clash(tmp_path_factory, steps, c, fmt, seed) -> None:
     rng = np.random.default_rng(seed)
     model = _randomize(_model_1d(steps, c), seed)

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from keras import layers
 
+from helpers import assert_clash_matches_golden, needs_toolchain
 from keras2clash.errors import K2CError
 from keras2clash.frontend.convert import to_graph
 from keras2clash.hw.planner import make_plan
@@ -19,8 +20,6 @@ from keras2clash.hw.resources import layer_resources
 from keras2clash.kinds.rescaling import Rescaling
 from keras2clash.quant import golden
 from keras2clash.quant.formats import parse_format
-
-from helpers import assert_clash_matches_golden, needs_toolchain
 
 WIDE = parse_format("1,9,14")
 
@@ -53,11 +52,11 @@ def test_golden_equals_keras(shape, per_channel, seed) -> None:
     params = golden.quantize_params(plans)
     x = rng.uniform(-3, 3, (8, *shape))
     x_raw = golden.quantize_inputs(plans, x)
-    got = golden.run_all(plans, params, x_raw)["rescale"] / 2.0 ** WIDE.frac
-    x_real = x_raw / 2.0 ** WIDE.frac
+    got = golden.run_all(plans, params, x_raw)["rescale"] / 2.0**WIDE.frac
+    x_real = x_raw / 2.0**WIDE.frac
     want = x_real * np.asarray(scale) + np.asarray(offset)
     w_step, b_step = 2.0 ** -plans[0].w_fmt.frac, 2.0 ** -plans[0].b_fmt.frac
-    bound = np.abs(x_real) * w_step / 2 + b_step / 2 + 2.0 ** -WIDE.frac
+    bound = np.abs(x_real) * w_step / 2 + b_step / 2 + 2.0**-WIDE.frac
     assert np.all(np.abs(got.reshape(want.shape) - want) <= bound)
 
 
@@ -73,9 +72,10 @@ def test_arithmetic_equals_exact_rationals() -> None:
     got = golden.layer(plan, {"rescale": params}, [x])
     for row, out in zip(x, got):
         for k in range(3):
-            exact = (Fraction(int(row[k]), 2 ** a.frac) * Fraction(int(params.kernel[k]), 2 ** plan.w_fmt.frac)
-                     + Fraction(int(params.bias[k]), 2 ** plan.b_fmt.frac))
-            raw = (exact * 2 ** o_fmt.frac + Fraction(1, 2)).__floor__()
+            exact = Fraction(int(row[k]), 2**a.frac) * Fraction(int(params.kernel[k]), 2**plan.w_fmt.frac) + Fraction(
+                int(params.bias[k]), 2**plan.b_fmt.frac
+            )
+            raw = (exact * 2**o_fmt.frac + Fraction(1, 2)).__floor__()
             assert out[k] == min(max(raw, o_fmt.raw_min), o_fmt.raw_max)
 
 
@@ -91,15 +91,19 @@ def test_record_and_resources() -> None:
     assert graph.to_dict()[0]["type"] == "rescaling"
 
 
-@pytest.mark.parametrize(("scale", "offset", "fragments"), [
-    ([[1.0] * 4, [2.0] * 4, [3.0] * 4], 0.0, ["'rescale'", "varies along an axis other than the channels"]),
-    ([1.0, 2.0], 0.0, ["'rescale'", "does not broadcast"]),
-    (float("nan"), 0.0, ["'rescale'", "NaN or infinite scale"]),
-])
+@pytest.mark.parametrize(
+    ("scale", "offset", "fragments"),
+    [
+        ([[1.0] * 4, [2.0] * 4, [3.0] * 4], 0.0, ["'rescale'", "varies along an axis other than the channels"]),
+        ([1.0, 2.0], 0.0, ["'rescale'", "does not broadcast"]),
+        (float("nan"), 0.0, ["'rescale'", "NaN or infinite scale"]),
+    ],
+)
 def test_refusals(scale, offset, fragments) -> None:
     inp = keras.Input((3, 4))
-    model = keras.Model(inp, layers.Dense(2)(layers.Flatten()(layers.Rescaling(scale, offset=offset,
-                                                                                name="rescale")(inp))))
+    model = keras.Model(
+        inp, layers.Dense(2)(layers.Flatten()(layers.Rescaling(scale, offset=offset, name="rescale")(inp)))
+    )
     with pytest.raises(K2CError) as info:
         to_graph(model)
     for fragment in fragments:

@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 from keras import layers
 
+from helpers import assert_clash_matches_golden, needs_toolchain
 from keras2clash.errors import K2CError
 from keras2clash.frontend.convert import to_graph
 from keras2clash.frontend.registry import image_shape
@@ -31,8 +32,6 @@ from keras2clash.network import load_network
 from keras2clash.quant import golden
 from keras2clash.quant.formats import FixedFormat
 from keras2clash.quant.profile import float_forward
-
-from helpers import assert_clash_matches_golden, needs_toolchain
 
 WIDE = "1,9,14"
 WIDE_FMT = FixedFormat(1, 9, 14)
@@ -46,14 +45,22 @@ def _randomize(model: keras.Model, seed: int) -> keras.Model:
 
 def _with_head(input_shape: tuple[int, ...], *stack: layers.Layer) -> keras.Model:
     """Input -> stack -> Flatten -> Dense: the smallest network the hardware builds."""
-    return _randomize(keras.Sequential([keras.Input(input_shape), *stack, layers.Flatten(name="flat"),
-                                        layers.Dense(3, name="head")]), 0)
+    return _randomize(
+        keras.Sequential([keras.Input(input_shape), *stack, layers.Flatten(name="flat"), layers.Dense(3, name="head")]),
+        0,
+    )
 
 
 def _reader(rank: int) -> list[layers.Layer]:
     """A layer that reads a rank-`rank` tensor without folding a Reshape into itself (as the
     Flatten of `_with_head` would, `ir.shape_passes.fold_reshapes`): an upsampling by 1."""
-    return [layers.UpSampling2D(1, name="keep")] if rank == 3 else [layers.UpSampling1D(1, name="keep")] if rank == 2 else []
+    return (
+        [layers.UpSampling2D(1, name="keep")]
+        if rank == 3
+        else [layers.UpSampling1D(1, name="keep")]
+        if rank == 2
+        else []
+    )
 
 
 def assert_golden_equals_keras(model: keras.Model, names: list[str], seed: int = 0) -> None:
@@ -179,11 +186,17 @@ def test_reshape_any_order_keeping_target(source, data) -> None:
 def test_reshapes_fold_into_the_next_reshape_or_flatten() -> None:
     """Reshape -> Reshape is one Reshape (none when it undoes the first); Reshape -> Flatten
     is one Flatten."""
-    model = _with_head((4, 6), layers.Reshape((2, 2, 6), name="r1"), layers.Reshape((8, 3), name="r2"),
-                       layers.UpSampling1D(1, name="keep"))
+    model = _with_head(
+        (4, 6),
+        layers.Reshape((2, 2, 6), name="r1"),
+        layers.Reshape((8, 3), name="r2"),
+        layers.UpSampling1D(1, name="keep"),
+    )
     graph = to_graph(model)
     assert [(layer.name, layer.type, layer.input_shape) for layer in graph][:2] == [
-        ("r2", "reshape", (1, 4, 6)), ("keep", "upsample2d", (1, 8, 3))]
+        ("r2", "reshape", (1, 4, 6)),
+        ("keep", "upsample2d", (1, 8, 3)),
+    ]
     assert graph["r2"].fused == ("r1",)
     assert_golden_equals_keras(model, ["r2"])
     undone = _with_head((4, 6), layers.Reshape((8, 3), name="r1"), layers.Reshape((4, 6), name="r2"))
@@ -192,12 +205,15 @@ def test_reshapes_fold_into_the_next_reshape_or_flatten() -> None:
     assert flat["flat"].input_shape == (1, 4, 6) and flat["flat"].fused == ("r1",)
 
 
-@pytest.mark.parametrize(("source", "dims", "kind"), [
-    ((3, 1, 4), (2, 1, 3), "reshape"),  # (1, 3, 4): a relabelling
-    ((1, 5), (2, 1), "reshape"),        # (5, 1): five beats of one value
-    ((4, 1), (2, 1), "reshape"),        # (1, 4): one beat of four
-    ((2, 3), (1, 2), None),             # the identity permutation
-])
+@pytest.mark.parametrize(
+    ("source", "dims", "kind"),
+    [
+        ((3, 1, 4), (2, 1, 3), "reshape"),  # (1, 3, 4): a relabelling
+        ((1, 5), (2, 1), "reshape"),  # (5, 1): five beats of one value
+        ((4, 1), (2, 1), "reshape"),  # (1, 4): one beat of four
+        ((2, 3), (1, 2), None),  # the identity permutation
+    ],
+)
 def test_permute_of_size_one_axes(source, dims, kind) -> None:
     model = _with_head(source, layers.Permute(dims, name="perm"), *_reader(len(source)))
     names = {layer.name: layer.type for layer in to_graph(model)}
@@ -207,9 +223,19 @@ def test_permute_of_size_one_axes(source, dims, kind) -> None:
 
 
 def test_reshape_from_a_vector_is_a_scatter() -> None:
-    model = _randomize(keras.Sequential([
-        keras.Input((5,)), layers.Dense(12, name="d0"), layers.Reshape((2, 2, 3), name="rs"),
-        layers.Conv2D(2, 2, name="c"), layers.Flatten(), layers.Dense(2, name="d1")]), 1)
+    model = _randomize(
+        keras.Sequential(
+            [
+                keras.Input((5,)),
+                layers.Dense(12, name="d0"),
+                layers.Reshape((2, 2, 3), name="rs"),
+                layers.Conv2D(2, 2, name="c"),
+                layers.Flatten(),
+                layers.Dense(2, name="d1"),
+            ]
+        ),
+        1,
+    )
     assert _types(model) == ["dense", "reshape", "conv2d", "flatten", "dense"]
     assert_golden_equals_keras(model, ["rs"])
     plans = load_network(model, "1,7,8", fifos=False).plans
@@ -221,8 +247,12 @@ def test_reshape_from_a_vector_is_a_scatter() -> None:
 
 
 def test_padding_folds_into_convolution_and_next_padding() -> None:
-    model = _with_head((5, 5, 1), layers.ZeroPadding2D(1, name="zp1"), layers.ZeroPadding2D(((0, 1), (2, 0)), name="zp2"),
-                       layers.Conv2D(2, 3, name="c"))
+    model = _with_head(
+        (5, 5, 1),
+        layers.ZeroPadding2D(1, name="zp1"),
+        layers.ZeroPadding2D(((0, 1), (2, 0)), name="zp2"),
+        layers.Conv2D(2, 3, name="c"),
+    )
     (conv, *_) = to_graph(model).layers
     assert conv.type == "conv2d" and conv.pads == (1, 2, 3, 1) and conv.fused == ("zp1", "zp2")
     assert conv.input_shape == (5, 5, 1)
@@ -250,18 +280,31 @@ def test_padding_with_two_readers_stays() -> None:
 # --- refusals: one K2CError naming the layer, its class and the reason --------------------
 
 
-@pytest.mark.parametrize(("build", "fragments"), [
-    (lambda: _with_head((4, 4, 1), layers.UpSampling2D(2, interpolation="bilinear", name="bil")),
-     ["UpSampling2D layer 'bil'", "interpolation='bilinear'", "only 'nearest'"]),
-    (lambda: _with_head((4, 6), layers.Permute((2, 1), name="tr")),
-     ["Permute layer 'tr'", "dims=(2, 1)", "a transpose needs a frame buffer"]),
-    (lambda: _with_head((2, 3, 4), layers.Permute((3, 1, 2), name="tr3")),
-     ["Permute layer 'tr3'", "a transpose needs a frame buffer"]),
-    (lambda: _with_head((8,), layers.Reshape((2, 2, 1, 2), name="r4")),
-     ["Reshape layer 'r4'", "only vectors, sequences"]),
-    (lambda: _with_head((4, 4, 1), layers.ZeroPadding2D(1, data_format="channels_first", name="zcf")),
-     ["ZeroPadding2D layer 'zcf'", "channels_last"]),
-])
+@pytest.mark.parametrize(
+    ("build", "fragments"),
+    [
+        (
+            lambda: _with_head((4, 4, 1), layers.UpSampling2D(2, interpolation="bilinear", name="bil")),
+            ["UpSampling2D layer 'bil'", "interpolation='bilinear'", "only 'nearest'"],
+        ),
+        (
+            lambda: _with_head((4, 6), layers.Permute((2, 1), name="tr")),
+            ["Permute layer 'tr'", "dims=(2, 1)", "a transpose needs a frame buffer"],
+        ),
+        (
+            lambda: _with_head((2, 3, 4), layers.Permute((3, 1, 2), name="tr3")),
+            ["Permute layer 'tr3'", "a transpose needs a frame buffer"],
+        ),
+        (
+            lambda: _with_head((8,), layers.Reshape((2, 2, 1, 2), name="r4")),
+            ["Reshape layer 'r4'", "only vectors, sequences"],
+        ),
+        (
+            lambda: _with_head((4, 4, 1), layers.ZeroPadding2D(1, data_format="channels_first", name="zcf")),
+            ["ZeroPadding2D layer 'zcf'", "channels_last"],
+        ),
+    ],
+)
 def test_refusals(build, fragments) -> None:
     with pytest.raises(K2CError) as info:
         to_graph(build())
@@ -280,9 +323,9 @@ def _image_ops(draw, shape: tuple[int, int, int], stack: list[Callable[[], layer
         ops = ["pad", "conv", "relabel"] + ["crop"] * (h * w > 1) + ["up"] * (h * w <= 12) + ["pool"] * (min(h, w) >= 2)
         op = draw(st.sampled_from(ops))
         if op == "pad":
-            t, b, l, r = draw(st.tuples(sides, sides, sides, sides))
-            stack.append(partial(layers.ZeroPadding2D, ((t, b), (l, r)), name=f"zp_{k}"))
-            shape = (h + t + b, w + l + r, ch)
+            t, b, left, r = draw(st.tuples(sides, sides, sides, sides))
+            stack.append(partial(layers.ZeroPadding2D, ((t, b), (left, r)), name=f"zp_{k}"))
+            shape = (h + t + b, w + left + r, ch)
         elif op == "crop":
             top = draw(st.integers(0, h - 1))
             bottom = draw(st.integers(0, h - 1 - top))
@@ -365,9 +408,13 @@ def test_random_shape_models_golden_equals_keras(build) -> None:
     """Every shape layer of a random chain equals Keras on the quantized input."""
     model = build()
     graph_names = {layer.name for layer in to_graph(model)}
-    names = [layer.name for layer in model.layers if layer.name in graph_names
-             and type(layer).__name__ in ("ZeroPadding1D", "ZeroPadding2D", "Cropping1D", "Cropping2D",
-                                           "UpSampling1D", "UpSampling2D", "Reshape")]
+    names = [
+        layer.name
+        for layer in model.layers
+        if layer.name in graph_names
+        and type(layer).__name__
+        in ("ZeroPadding1D", "ZeroPadding2D", "Cropping1D", "Cropping2D", "UpSampling1D", "UpSampling2D", "Reshape")
+    ]
     assert_golden_equals_keras(model, names)
     hwmodel.timing(load_network(model, "1,7,8", fifos=False).plans, 2)  # the model runs
 
@@ -387,12 +434,25 @@ def _branch_model() -> keras.Model:
 
 def _sequence_model() -> keras.Model:
     """1-D layers, a Permute of a size-1 axis, a scatter from a dense vector into a sequence."""
-    return _randomize(keras.Sequential([
-        keras.Input((5, 2)), layers.ZeroPadding1D((2, 1), name="zp1"), layers.UpSampling1D(2, name="up1"),
-        layers.Cropping1D((1, 3), name="crop1"), layers.Reshape((1, 12, 2), name="to_image"),
-        layers.Permute((2, 1, 3), name="perm"), layers.Reshape((24,), name="flat"), layers.Dense(6, name="d"),
-        layers.Reshape((3, 2), name="scatter"), layers.UpSampling1D(1, name="up_one"),
-        layers.Flatten(name="f2"), layers.Dense(3, name="head")]), 6)
+    return _randomize(
+        keras.Sequential(
+            [
+                keras.Input((5, 2)),
+                layers.ZeroPadding1D((2, 1), name="zp1"),
+                layers.UpSampling1D(2, name="up1"),
+                layers.Cropping1D((1, 3), name="crop1"),
+                layers.Reshape((1, 12, 2), name="to_image"),
+                layers.Permute((2, 1, 3), name="perm"),
+                layers.Reshape((24,), name="flat"),
+                layers.Dense(6, name="d"),
+                layers.Reshape((3, 2), name="scatter"),
+                layers.UpSampling1D(1, name="up_one"),
+                layers.Flatten(name="f2"),
+                layers.Dense(3, name="head"),
+            ]
+        ),
+        6,
+    )
 
 
 def test_vectorised_model_equals_one_configuration_at_a_time() -> None:
@@ -401,15 +461,22 @@ def test_vectorised_model_equals_one_configuration_at_a_time() -> None:
     from dataclasses import replace
 
     plans = load_network(_sequence_model(), "1,7,8", fifos=False).plans
-    configs = [[replace(p, pe=min(k, p.filters), cycles=min(b, p.window)) if p.is_compute else p for p in plans]
-               for k in (1, 2, 3) for b in (1, 2)]
+    configs = [
+        [replace(p, pe=min(k, p.filters), cycles=min(b, p.window)) if p.is_compute else p for p in plans]
+        for k in (1, 2, 3)
+        for b in (1, 2)
+    ]
     expected = [(hwmodel.timing(c, 1).first_latency, hwmodel.steady_state(c)[0]) for c in configs]
     assert hwmodel.timings(configs) == expected
 
 
 @needs_toolchain
-@settings(max_examples=3, deadline=None, phases=[Phase.explicit, Phase.generate],
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=3,
+    deadline=None,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(build=shape_models(), seed=st.integers(0, 1000))
 @example(build=_branch_model, seed=1)
 @example(build=_sequence_model, seed=2)
@@ -442,8 +509,11 @@ def test_shape_models_in_verilog(tmp_path, build) -> None:
     api.emit(model, "1,7,8", out, None, show=False)
     rng = np.random.default_rng(3)
     data = tmp_path / "data.npz"
-    np.savez(data, x=rng.uniform(-1.5, 1.5, size=(12, *model.inputs[0].shape[1:])).astype(np.float32),
-             y=rng.integers(0, int(model.outputs[0].shape[-1]), 12))
+    np.savez(
+        data,
+        x=rng.uniform(-1.5, 1.5, size=(12, *model.inputs[0].shape[1:])).astype(np.float32),
+        y=rng.integers(0, int(model.outputs[0].shape[-1]), 12),
+    )
     api.hdl(out, ["verilog"])
     result = api.rtlsim(out, data, "verilator", gap_max=3, seed=5, show=False)
     assert result.ok and result.passed == len(result.samples) == 12

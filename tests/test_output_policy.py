@@ -19,10 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from helpers import FLOW_COMMANDS, error_lines, listing, random_dense_model, run_cli
 from keras2clash import api, fsutil
 from keras2clash.errors import K2CError
-
-from helpers import FLOW_COMMANDS, error_lines, listing, random_dense_model, run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 IRIS = ROOT / "examples" / "iris"
@@ -39,6 +38,7 @@ def test_out_dot_is_refused_cleanly(tmp_path: Path, saturating_model: Path, caps
         assert len(error_lines(text)) == 1 and "current directory" in text
         assert listing(tmp_path) == ["here"]
 
+
 @contextlib.contextmanager
 def _tmpfs(path: Path, options: str = "size=4m"):
     path.mkdir()
@@ -50,6 +50,7 @@ def _tmpfs(path: Path, options: str = "size=4m"):
         yield True
     finally:
         subprocess.run(["umount", str(path)], check=False)
+
 
 def test_out_on_a_mount_point_is_refused(tmp_path: Path, saturating_model: Path, capsys, monkeypatch) -> None:
     """An output on a mount point cannot be renamed into place, so it is refused before any
@@ -63,6 +64,7 @@ def test_out_on_a_mount_point_is_refused(tmp_path: Path, saturating_model: Path,
         assert len(error_lines(text)) == 1 and "mount point" in text
         assert listing(tmp_path) == ["mnt"] and listing(mount) == []
 
+
 def test_rename_across_devices_fails_cleanly(tmp_path: Path, saturating_model: Path, capsys, monkeypatch) -> None:
     """When the final rename fails (EXDEV here), one error line, exit 2, and no
     `.NAME.tmp-*` / `.NAME.old-*` folder left behind."""
@@ -73,24 +75,31 @@ def test_rename_across_devices_fails_cleanly(tmp_path: Path, saturating_model: P
             if Path(dst) == out:
                 raise OSError(errno.EXDEV, os.strerror(errno.EXDEV), str(dst))
             return real(src, dst, *args, **kwargs)
+
         return rename
 
     monkeypatch.setattr(os, "rename", crossing(os.rename))
     monkeypatch.setattr(os, "replace", crossing(os.replace))
-    monkeypatch.setattr(fsutil, "rename_noreplace", crossing(getattr(fsutil, "rename_noreplace", os.rename)),
-                        raising=False)
+    monkeypatch.setattr(
+        fsutil, "rename_noreplace", crossing(getattr(fsutil, "rename_noreplace", os.rename)), raising=False
+    )
     code, text = run_cli(["emit", saturating_model, "--out", out], capsys)
     assert code == 2, text
     assert len(error_lines(text)) == 1 and str(out) in text
     assert listing(tmp_path) == []
 
+
 def _chattr(path: Path, flag: str) -> bool:
-    return shutil.which("chattr") is not None and subprocess.run(["chattr", flag, str(path)],
-                                                                 capture_output=True).returncode == 0
+    return (
+        shutil.which("chattr") is not None
+        and subprocess.run(["chattr", flag, str(path)], capture_output=True).returncode == 0
+    )
+
 
 @pytest.mark.parametrize("how", ["immutable", "read-only"])
-def test_unwritable_parent_is_refused_before_any_work(tmp_path: Path, saturating_model: Path, capsys, monkeypatch,
-                                                      how: str) -> None:
+def test_unwritable_parent_is_refused_before_any_work(
+    tmp_path: Path, saturating_model: Path, capsys, monkeypatch, how: str
+) -> None:
     """A read-only or immutable parent is refused before the model is loaded: one line,
     exit 2."""
     import keras2clash.network as network
@@ -114,7 +123,10 @@ def test_unwritable_parent_is_refused_before_any_work(tmp_path: Path, saturating
         assert len(error_lines(text)) == 1 and str(parent) in text and "Traceback" not in text
         assert listing(parent) == []
 
-def test_folder_appearing_meanwhile_is_not_replaced(tmp_path: Path, saturating_model: Path, capsys, monkeypatch) -> None:
+
+def test_folder_appearing_meanwhile_is_not_replaced(
+    tmp_path: Path, saturating_model: Path, capsys, monkeypatch
+) -> None:
     """A folder that appears at --out between the early check and the final rename is kept:
     without --force nothing is replaced, one error line."""
     from keras2clash.backend import emitter
@@ -133,6 +145,7 @@ def test_folder_appearing_meanwhile_is_not_replaced(tmp_path: Path, saturating_m
     assert len(error_lines(text)) == 1 and "use --force" in text
     assert (out / "precious.txt").read_text() == "keep me"
     assert listing(tmp_path) == ["net", "net/precious.txt"]
+
 
 def test_forced_replacement_keeps_the_original_when_the_rename_fails(tmp_path: Path, monkeypatch) -> None:
     """--force: the old folder is moved aside, and put back if the new one cannot be
@@ -157,6 +170,7 @@ def test_forced_replacement_keeps_the_original_when_the_rename_fails(tmp_path: P
         (tmp / "new.txt").write_text("new")
     assert listing(tmp_path) == ["o", "o/new.txt"]
 
+
 def test_no_replace_without_renameat2(tmp_path: Path, monkeypatch) -> None:
     """Where renameat2 is missing, the name is claimed with mkdir/link first, so a
     folder or file that appeared meanwhile is still never replaced."""
@@ -174,6 +188,7 @@ def test_no_replace_without_renameat2(tmp_path: Path, monkeypatch) -> None:
     fsutil.write_output_file(report, "3", force=True)
     assert report.read_text() == "3" and listing(tmp_path) == ["net", "net/p", "r.json"]
 
+
 @pytest.mark.parametrize("mask", [0o022, 0o027])
 def test_emitted_folders_respect_the_umask(tmp_path: Path, saturating_model: Path, mask: int) -> None:
     """Emitted folders have the umask's modes, though they start as mkdtemp's 0700 folders."""
@@ -190,6 +205,7 @@ def test_emitted_folders_respect_the_umask(tmp_path: Path, saturating_model: Pat
     for folder in (out, out / "weights", other, other.parent):
         assert folder.stat().st_mode & 0o777 == 0o777 & ~mask, folder
 
+
 def test_overlong_name_is_refused(tmp_path: Path, saturating_model: Path, capsys) -> None:
     """A 300-character --name or output name (longer than the file system allows) is one error line."""
     code, text = run_cli(["emit", saturating_model, "--out", tmp_path / "net", "--name", "a" * 300], capsys)
@@ -199,6 +215,7 @@ def test_overlong_name_is_refused(tmp_path: Path, saturating_model: Path, capsys
     assert code == 2, text
     assert len(error_lines(text)) == 1 and "longer than" in text
     assert listing(tmp_path) == []
+
 
 def test_unwritable_report_files_are_refused_before_the_run(tmp_path: Path, saturating_model: Path, capsys) -> None:
     """`options --json` (and simulate's --json/--markdown) to an unwritable path is refused
@@ -211,8 +228,9 @@ def test_unwritable_report_files_are_refused_before_the_run(tmp_path: Path, satu
     code, text = run_cli(["options", saturating_model, "--csv", tmp_path], capsys)
     assert code == 2 and "is a directory" in text, text
     # simulate checks its report files before it even reads the project
-    code, text = run_cli(["simulate", tmp_path / "no-project", "--data", IRIS / "test.npz",
-                          "--markdown", blocker / "r.md"], capsys)
+    code, text = run_cli(
+        ["simulate", tmp_path / "no-project", "--data", IRIS / "test.npz", "--markdown", blocker / "r.md"], capsys
+    )
     assert code == 2 and str(blocker) in text and "not an emitted" not in text, text
     # an existing report file is replaced only with --force
     existing = tmp_path / "o.json"
@@ -224,14 +242,15 @@ def test_unwritable_report_files_are_refused_before_the_run(tmp_path: Path, satu
     assert json.loads(existing.read_text())
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file.txt", "o.json"]
 
-def test_profile_and_report_refuse_a_non_empty_out_dir(tmp_path: Path, saturating_model: Path, tiny_data: Path,
-                                                       capsys) -> None:
+
+def test_profile_and_report_refuse_a_non_empty_out_dir(
+    tmp_path: Path, saturating_model: Path, tiny_data: Path, capsys
+) -> None:
     """profile and report refuse a non-empty --out-dir without --force, as sweep does."""
     import keras2clash as k2c
 
     project = k2c.emit(saturating_model, "1,7,8", tmp_path / "net", show=False)
-    for args in (["profile", saturating_model, "--data", tiny_data],
-                 ["report", project, "--no-yosys"]):
+    for args in (["profile", saturating_model, "--data", tiny_data], ["report", project, "--no-yosys"]):
         out = tmp_path / f"out-{args[0]}"
         out.mkdir()
         (out / "precious.txt").write_text("keep me")
@@ -244,8 +263,10 @@ def test_profile_and_report_refuse_a_non_empty_out_dir(tmp_path: Path, saturatin
         assert not (out / "precious.txt").exists() and any(out.glob(f"{args[0]}.json"))
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
-def test_simulate_in_a_read_only_project_fails_cleanly(tmp_path: Path, saturating_model: Path, tiny_data: Path,
-                                                        capsys) -> None:
+
+def test_simulate_in_a_read_only_project_fails_cleanly(
+    tmp_path: Path, saturating_model: Path, tiny_data: Path, capsys
+) -> None:
     """simulate builds in DIR/.build: in an immutable project folder that is one error line
     naming it, exit 2, before any work."""
     import keras2clash as k2c
@@ -335,7 +356,8 @@ def test_a_directory_where_a_file_goes(tmp_path: Path, saturating_model: Path, c
 
 @pytest.mark.parametrize(
     ("command", "function"),
-    FLOW_COMMANDS + [
+    FLOW_COMMANDS
+    + [
         (["testbench", "PROJECT", "--data", "DATA"], "testbench"),
         (["synth", "PROJECT"], "synth"),
     ],
@@ -348,8 +370,15 @@ def test_io_errors_are_one_error_line(tmp_path: Path, monkeypatch, capsys, comma
         raise OSError(errno.EIO, os.strerror(errno.EIO), disk)
 
     monkeypatch.setattr(api, function, failing)
-    args = [{"MODEL": str(tmp_path / "m.keras"), "OUT": str(tmp_path / "o"), "PROJECT": str(tmp_path),
-             "DATA": str(tmp_path / "d.npz")}.get(a, a) for a in command]
+    args = [
+        {
+            "MODEL": str(tmp_path / "m.keras"),
+            "OUT": str(tmp_path / "o"),
+            "PROJECT": str(tmp_path),
+            "DATA": str(tmp_path / "d.npz"),
+        }.get(a, a)
+        for a in command
+    ]
     code, text = run_cli(args, capsys)
     assert _only_error_line(code, text) == f"error: {disk}: {os.strerror(errno.EIO)}"
 
@@ -365,9 +394,11 @@ def test_malformed_yaml_is_one_error_line(tmp_path: Path, saturating_model: Path
     bad = tmp_path / "bad.yaml"
     bad.write_text(BAD_YAML)
     out = tmp_path / "out"
-    args = {"emit --layer-formats": ["emit", saturating_model, "--layer-formats", bad, "--out", out],
-            "emit --hls4ml-config": ["emit", saturating_model, "--hls4ml-config", bad, "--out", out],
-            "search run": ["search", "run", bad, "--out", out]}[command]
+    args = {
+        "emit --layer-formats": ["emit", saturating_model, "--layer-formats", bad, "--out", out],
+        "emit --hls4ml-config": ["emit", saturating_model, "--hls4ml-config", bad, "--out", out],
+        "search run": ["search", "run", bad, "--out", out],
+    }[command]
     code, text = run_cli(args, capsys)
     line = _only_error_line(code, text)
     assert str(bad) in line and "not valid YAML at line 4, column 10: expected ',' or '}'" in line, line
@@ -391,4 +422,6 @@ def test_a_search_worker_reports_one_error_line(tmp_path: Path, capsys, monkeypa
 
     monkeypatch.setattr(study, "open_folder", full)
     assert study.worker_main([str(tmp_path), "sqlite:///unused.db", "1", "0"]) == 2
-    assert capsys.readouterr().err.strip() == f"error: search worker 0: {tmp_path / 'study.db'}: No space left on device"
+    assert (
+        capsys.readouterr().err.strip() == f"error: search worker 0: {tmp_path / 'study.db'}: No space left on device"
+    )

@@ -16,8 +16,22 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @needs_toolchain
 def test_wheel_emits_and_builds_a_project(tmp_path: Path) -> None:
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                    "-w", str(tmp_path / "dist"), str(ROOT)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path / "dist"),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
+    )
     (wheel,) = (tmp_path / "dist").glob("keras2clash-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     blocks = sorted(n for n in names if n.startswith("keras2clash/clash_lib/K2C/"))
@@ -37,5 +51,6 @@ def test_wheel_emits_and_builds_a_project(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(site)}
     proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert sorted(p.name for p in (tmp_path / "net" / "clash_lib" / "K2C").glob("*.hs")) == \
-        sorted(Path(n).name for n in blocks)
+    assert sorted(p.name for p in (tmp_path / "net" / "clash_lib" / "K2C").glob("*.hs")) == sorted(
+        Path(n).name for n in blocks
+    )

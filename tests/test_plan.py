@@ -6,15 +6,20 @@ import numpy as np
 import pytest
 
 from keras2clash.errors import K2CError
-from keras2clash.quant.formats import FixedFormat, parse_format
 from keras2clash.hw.plan import accumulator_format
 from keras2clash.hw.planner import make_plan, parse_parallelism
+from keras2clash.quant.formats import FixedFormat, parse_format
 
 
 def _dense(name: str, n_in: int, n_out: int, act: str = "relu") -> dict:
     return {
-        "type": "dense", "name": name, "input_shape": (n_in,), "output_shape": (n_out,),
-        "activation": act, "use_bias": True, "fused": [],
+        "type": "dense",
+        "name": name,
+        "input_shape": (n_in,),
+        "output_shape": (n_out,),
+        "activation": act,
+        "use_bias": True,
+        "fused": [],
         "weights": {"kernel": np.zeros((n_in, n_out)), "bias": np.zeros(n_out)},
     }
 
@@ -38,8 +43,14 @@ def test_non_divisor_parallelism_pads_the_last_word() -> None:
 
 @pytest.mark.parametrize(
     ("text", "fragment"),
-    [("1,2", "2 value"), ("1,x,2", "comma-separated integers"), ("0,1,1", "between 1 and 39"),
-     ("40,1,1", "between 1 and 39"), ("1,1,11", "between 1 and 10"), ("-1,1,1", "between 1 and 39")],
+    [
+        ("1,2", "2 value"),
+        ("1,x,2", "comma-separated integers"),
+        ("0,1,1", "between 1 and 39"),
+        ("40,1,1", "between 1 and 39"),
+        ("1,1,11", "between 1 and 10"),
+        ("-1,1,1", "between 1 and 39"),
+    ],
 )
 def test_parallelism_errors_name_the_problem(text: str, fragment: str) -> None:
     with pytest.raises(K2CError, match=fragment):
@@ -58,9 +69,9 @@ def test_per_layer_formats_chain_input_formats() -> None:
 def test_pipeline_auto_picks_the_levels_for_the_clock() -> None:
     """`--pipeline auto[@MHZ]`: the most adder levels a stage whose measured delay fits the
     period (hw/clock.py); the default depth is what auto gives at 100 MHz."""
+    from keras2clash.design import pipeline_levels
     from keras2clash.hw.clock import ECP5_STAGE, auto_levels
     from keras2clash.hw.plan import DEFAULT_PIPELINE
-    from keras2clash.design import pipeline_levels
 
     assert auto_levels(100.0) == DEFAULT_PIPELINE == pipeline_levels("auto") == 2
     assert [pipeline_levels(v) for v in ("auto@150", "AUTO@200MHz", "auto @ 66", "auto@40")] == [1, 1, 4, 7]

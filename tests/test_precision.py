@@ -11,12 +11,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_cli import run_cli
 
 import keras2clash as k2c
-from keras2clash.quant import autoformat
-from keras2clash.quant import golden
-from keras2clash.quant import profile
+from helpers import needs_toolchain, random_dense_model
+from keras2clash.backend.project import load_project
 from keras2clash.errors import K2CError
+from keras2clash.hw.plan import LayerFormats, accumulator_format
+from keras2clash.hw.planner import make_plan
+from keras2clash.quant import autoformat, golden, profile
 from keras2clash.quant.formats import parse_format as F
 from keras2clash.quant.layerformats import (
     load_config,
@@ -24,13 +27,7 @@ from keras2clash.quant.layerformats import (
     resolve_formats,
     resolve_user_formats,
 )
-from keras2clash.hw.plan import LayerFormats, accumulator_format
-from keras2clash.hw.planner import make_plan
-from keras2clash.backend.project import load_project
 from keras2clash.report.sweep import format_range, parse_format_specs, sweep
-
-from helpers import needs_toolchain, random_dense_model
-from test_cli import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 DIGITS = ROOT / "examples" / "digits_dense"
@@ -87,9 +84,11 @@ def test_layer_format_cli_syntax() -> None:
     assert lf == LayerFormats(F("1,3,12"), F("1,7,8"), F("1,5,10"), 24)
     assert parse_layer_format("d:1,5,10") == ("d", LayerFormats(F("1,5,10"), F("1,5,10"), F("1,5,10")))
     assert parse_layer_format("d:all=1,5,10:b=1,9,2:acc=exact")[1] == LayerFormats(
-        F("1,5,10"), F("1,9,2"), F("1,5,10"), None)
+        F("1,5,10"), F("1,9,2"), F("1,5,10"), None
+    )
     assert parse_layer_format("d:weights=1,1,1:result=1,2,2:accum=9")[1] == LayerFormats(
-        weight=F("1,1,1"), output=F("1,2,2"), accumulator_bits=9)
+        weight=F("1,1,1"), output=F("1,2,2"), accumulator_bits=9
+    )
 
 
 @pytest.mark.parametrize(
@@ -109,11 +108,18 @@ def test_bad_layer_format(text: str, message: str) -> None:
 
 def test_json_config_and_cli_refinement(tmp_path: Path) -> None:
     cfg = tmp_path / "formats.json"
-    cfg.write_text(json.dumps({
-        "default": "1,5,6", "input": [1, 1, 6],
-        "layers": {"dense_0": {"weight": "1,2,9", "bias": "1,5,4", "output": "1,4,5", "accumulator": 20},
-                   "dense_1": "1,3,4"},
-    }))
+    cfg.write_text(
+        json.dumps(
+            {
+                "default": "1,5,6",
+                "input": [1, 1, 6],
+                "layers": {
+                    "dense_0": {"weight": "1,2,9", "bias": "1,5,4", "output": "1,4,5", "accumulator": 20},
+                    "dense_1": "1,3,4",
+                },
+            }
+        )
+    )
     config = resolve_user_formats(cfg, ["dense_0:o=1,6,3", "dense_1:acc=30"], None)
     assert config.default == F("1,5,6") and config.input == F("1,1,6")
     assert config.layers["dense_0"] == LayerFormats(F("1,2,9"), F("1,5,4"), F("1,6,3"), 20)
@@ -123,7 +129,11 @@ def test_json_config_and_cli_refinement(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("content", "message"),
-    [("{not json", "not valid JSON"), ('{"layerz": {}}', "unknown key"), ('{"layers": {"d": {"w": [1, 2]}}}', "three integers")],
+    [
+        ("{not json", "not valid JSON"),
+        ('{"layerz": {}}', "unknown key"),
+        ('{"layers": {"d": {"w": [1, 2]}}}', "three integers"),
+    ],
 )
 def test_bad_config_files(tmp_path: Path, content: str, message: str) -> None:
     cfg = tmp_path / "f.json"
@@ -183,8 +193,10 @@ def test_float_forward_equals_keras(digits) -> None:
     assert np.all(traces[0].out == np.maximum(traces[0].pre, 0))
 
 
-@pytest.mark.parametrize(("values", "bits"), [([1.0], 1), ([-1.0], 0), ([0.99], 0), ([-1.5, 0.2], 1),
-                                              ([0.0], 0), ([24.78], 5), ([-40.56], 6)])
+@pytest.mark.parametrize(
+    ("values", "bits"),
+    [([1.0], 1), ([-1.0], 0), ([0.99], 0), ([-1.5, 0.2], 1), ([0.0], 0), ([24.78], 5), ([-40.56], 6)],
+)
 def test_int_bits_needed(values, bits) -> None:
     assert profile.int_bits_needed(np.array(values)) == bits
 
@@ -210,8 +222,17 @@ def test_profile_outputs(digits, tmp_path: Path) -> None:
 
 
 def test_profile_cli(tmp_path: Path, capsys) -> None:
-    code, out = run_cli(["profile", str(DIGITS / "digits_dense.keras"), "--data", str(DIGITS / "test.npz"),
-                         "--out-dir", str(tmp_path / "p")], capsys)
+    code, out = run_cli(
+        [
+            "profile",
+            str(DIGITS / "digits_dense.keras"),
+            "--data",
+            str(DIGITS / "test.npz"),
+            "--out-dir",
+            str(tmp_path / "p"),
+        ],
+        capsys,
+    )
     assert code == 0, out
     assert (tmp_path / "p" / "profile.png").stat().st_size > 0
 
@@ -267,8 +288,7 @@ def test_auto_beats_every_uniform_format_when_ranges_differ(digits) -> None:
     model, _, x, y, x_cal, y_cal = digits
     ir = to_ir(_rescaled_digits(model))
     report = autoformat.auto_formats(ir, x_cal, 12, y_cal)
-    auto_test = autoformat.golden_accuracy(ir, x, y, report.auto.input_fmt, report.auto.layers,
-                                           report.auto.input_fmt)
+    auto_test = autoformat.golden_accuracy(ir, x, y, report.auto.input_fmt, report.auto.layers, report.auto.input_fmt)
     uniform_test = [autoformat.golden_accuracy(ir, x, y, autoformat.split(12, i)) for i in range(12)]
     assert auto_test >= max(uniform_test) + 0.02  # hindsight-best uniform on the test set itself
     assert report.auto.saturated == 0 and report.uniform_saturated > 0
@@ -279,8 +299,20 @@ def test_auto_beats_every_uniform_format_when_ranges_differ(digits) -> None:
 
 def test_digits_sweep_thesis_formats_under_60_s(tmp_path: Path, capsys) -> None:
     started = time.perf_counter()
-    code, out = run_cli(["sweep", str(DIGITS / "digits_dense.keras"), "--data", str(DIGITS / "test.npz"),
-                         "--formats", THESIS, "--auto", "--out-dir", str(tmp_path / "s")], capsys)
+    code, out = run_cli(
+        [
+            "sweep",
+            str(DIGITS / "digits_dense.keras"),
+            "--data",
+            str(DIGITS / "test.npz"),
+            "--formats",
+            THESIS,
+            "--auto",
+            "--out-dir",
+            str(tmp_path / "s"),
+        ],
+        capsys,
+    )
     seconds = time.perf_counter() - started
     assert code == 0, out
     assert seconds < 60
@@ -342,8 +374,21 @@ def test_emit_auto_needs_bits_and_calibration(tmp_path: Path, capsys) -> None:
 def test_emit_auto_writes_the_chosen_formats(tmp_path: Path, capsys) -> None:
     # Inputs only (no labels): the per-layer choice is used as it is.
     np.savez(tmp_path / "calib.npz", x=np.load(DIGITS / "test.npz")["x"])
-    code, err = run_cli(["emit", str(DIGITS / "digits_dense.keras"), "--format", "auto", "--bits", "12",
-                         "--calibration", str(tmp_path / "calib.npz"), "--out", str(tmp_path / "a")], capsys)
+    code, err = run_cli(
+        [
+            "emit",
+            str(DIGITS / "digits_dense.keras"),
+            "--format",
+            "auto",
+            "--bits",
+            "12",
+            "--calibration",
+            str(tmp_path / "calib.npz"),
+            "--out",
+            str(tmp_path / "a"),
+        ],
+        capsys,
+    )
     assert code == 0, err
     plans = {p.name: p for p in load_project(tmp_path / "a").plans}
     assert plans["dense_2"].out_fmt == F("1,5,6") and plans["dense_1"].in_fmt == F("1,1,10")
@@ -355,8 +400,21 @@ def test_emit_auto_writes_the_chosen_formats(tmp_path: Path, capsys) -> None:
 
 def test_emit_auto_keeps_a_better_uniform_format(tmp_path: Path, capsys) -> None:
     # With labels, the test set as calibration: 1,8,3 beats the per-layer choice there.
-    code, err = run_cli(["emit", str(DIGITS / "digits_dense.keras"), "--format", "auto", "--bits", "12",
-                         "--calibration", str(DIGITS / "test.npz"), "--out", str(tmp_path / "a")], capsys)
+    code, err = run_cli(
+        [
+            "emit",
+            str(DIGITS / "digits_dense.keras"),
+            "--format",
+            "auto",
+            "--bits",
+            "12",
+            "--calibration",
+            str(DIGITS / "test.npz"),
+            "--out",
+            str(tmp_path / "a"),
+        ],
+        capsys,
+    )
     assert code == 0, err
     assert "auto keeps the uniform format 1,8,3" in err
     plans = load_project(tmp_path / "a").plans
@@ -369,8 +427,14 @@ def test_emit_auto_keeps_a_better_uniform_format(tmp_path: Path, capsys) -> None
 @needs_toolchain
 @pytest.mark.toolchain
 def test_sweep_confirms_golden_in_clash_at_6_12_16_bits(tmp_path: Path) -> None:
-    result = sweep(DIGITS / "digits_dense.keras", DIGITS / "test.npz", ["1,2,3;1,5,6;1,7,8"],
-                   confirm_bits="6,12,16", out_dir=tmp_path / "s", show=False)
+    result = sweep(
+        DIGITS / "digits_dense.keras",
+        DIGITS / "test.npz",
+        ["1,2,3;1,5,6;1,7,8"],
+        confirm_bits="6,12,16",
+        out_dir=tmp_path / "s",
+        show=False,
+    )
     confirmed = [r for r in result.rows if r.bit_exact is not None]
     assert [r.label for r in confirmed] == ["1,2,3", "1,5,6", "1,7,8"]
     for r in confirmed:
@@ -388,14 +452,35 @@ def test_mixed_per_layer_formats_are_bit_exact_in_clash(tmp_path: Path, capsys) 
     model_path = tmp_path / "m.keras"
     model.save(model_path)
     cfg = tmp_path / "formats.json"
-    cfg.write_text(json.dumps({"input": "1,3,6", "layers": {
-        "dense_0": {"w": "1,2,9", "b": "1,5,4", "o": "1,4,5", "acc": 18},
-        "dense_1": {"w": "1,3,4", "b": "1,1,10", "o": "1,1,6"},
-    }}))
+    cfg.write_text(
+        json.dumps(
+            {
+                "input": "1,3,6",
+                "layers": {
+                    "dense_0": {"w": "1,2,9", "b": "1,5,4", "o": "1,4,5", "acc": 18},
+                    "dense_1": {"w": "1,3,4", "b": "1,1,10", "o": "1,1,6"},
+                },
+            }
+        )
+    )
     out = tmp_path / "net"
-    code, err = run_cli(["emit", str(model_path), "--out", str(out), "--layer-formats", str(cfg),
-                         "--layer-format", "dense_2:w=1,1,12:b=1,6,2:o=1,5,8:acc=22",
-                         "--parallelism", "3,2,1", "--cycles", "3,2,1"], capsys)
+    code, err = run_cli(
+        [
+            "emit",
+            str(model_path),
+            "--out",
+            str(out),
+            "--layer-formats",
+            str(cfg),
+            "--layer-format",
+            "dense_2:w=1,1,12:b=1,6,2:o=1,5,8:acc=22",
+            "--parallelism",
+            "3,2,1",
+            "--cycles",
+            "3,2,1",
+        ],
+        capsys,
+    )
     assert code == 0, err
     plans = {p.name: p for p in load_project(out).plans}
     assert plans["dense_0"].in_fmt == F("1,3,6") and plans["dense_1"].in_fmt == F("1,4,5")
@@ -411,10 +496,16 @@ def test_mixed_per_layer_formats_are_bit_exact_in_clash(tmp_path: Path, capsys) 
     project = load_project(out)
     import dataclasses
 
-    exact = [dataclasses.replace(p, acc_fmt=accumulator_format(p.in_fmt, p.w_fmt, p.window, p.b_fmt),
-                                 exact_accumulator=True) if p.is_compute else p for p in project.plans]
+    exact = [
+        dataclasses.replace(p, acc_fmt=accumulator_format(p.in_fmt, p.w_fmt, p.window, p.b_fmt), exact_accumulator=True)
+        if p.is_compute
+        else p
+        for p in project.plans
+    ]
     x_raw = golden.quantize_inputs(project.plans, x)
-    differ = np.any(golden.run(project.plans, project.params, x_raw) != golden.run(exact, project.params, x_raw), axis=1)
+    differ = np.any(
+        golden.run(project.plans, project.params, x_raw) != golden.run(exact, project.params, x_raw), axis=1
+    )
     assert differ.sum() > 10
 
     comp = k2c.simulate(out, data, keras=False, show=False)

@@ -18,12 +18,11 @@ from qkeras.qconvolutional import QConv2D  # noqa: E402
 from qkeras.qlayers import QActivation, QDense  # noqa: E402
 from qkeras.quantizers import binary, quantized_bits, quantized_relu  # noqa: E402
 
+from helpers import assert_clash_matches_golden, needs_toolchain  # noqa: E402
 from keras2clash.errors import K2CError  # noqa: E402
 from keras2clash.network import load_network  # noqa: E402
 from keras2clash.quant import golden  # noqa: E402
 from keras2clash.quant.formats import FixedFormat, parse_format  # noqa: E402
-
-from helpers import assert_clash_matches_golden, needs_toolchain  # noqa: E402
 
 
 def q(bits, integer, **kw):
@@ -84,8 +83,10 @@ def test_golden_model_equals_qkeras_on_every_output():
     # the test can fail: rounding ties up (the default mode) instead of to even differs
     from dataclasses import replace
 
-    ties_up = [replace(p, in_fmt=p.in_fmt.with_modes("nearest"), out_fmt=p.out_fmt.with_modes("nearest"))
-               for p in network.plans]
+    ties_up = [
+        replace(p, in_fmt=p.in_fmt.with_modes("nearest"), out_fmt=p.out_fmt.with_modes("nearest"))
+        for p in network.plans
+    ]
     raw = golden.run(ties_up, network.params, golden.quantize_inputs(ties_up, x))
     assert np.any(ties_up[-1].out_fmt.to_real(raw) != want)
 
@@ -94,8 +95,15 @@ def test_conv2d_model_equals_qkeras():
     keras.utils.set_random_seed(0)
     inp = keras.Input((6, 6, 2))
     x = QActivation(quantized_relu(4, 1), name="qin")(inp)  # unsigned input: negatives -> 0
-    x = QConv2D(3, (3, 3), kernel_quantizer=q(4, 0), bias_quantizer=q(5, 1), activation=quantized_relu(6, 3),
-                padding="same", name="c1")(x)
+    x = QConv2D(
+        3,
+        (3, 3),
+        kernel_quantizer=q(4, 0),
+        bias_quantizer=q(5, 1),
+        activation=quantized_relu(6, 3),
+        padding="same",
+        name="c1",
+    )(x)
     x = keras.layers.MaxPooling2D(2, name="p")(x)  # keeps its input's format
     x = keras.layers.Flatten(name="f")(x)
     out = QDense(4, kernel_quantizer=q(4, 0), bias_quantizer=q(5, 1), name="d")(x)  # the exact accumulator
@@ -127,23 +135,44 @@ def one_layer(**kw):
     return keras.Model(inp, QDense(2, name="bad", **{**base, **kw})(x))
 
 
-@pytest.mark.parametrize("kw,match", [
-    (dict(activation=quantized_bits(6, 2, alpha=1, use_stochastic_rounding=True)),
-     r"'bad' \(QDense\), activation quantized_bits\(6,2,0,alpha=1,use_stochastic_rounding=1\): "
-     r"use_stochastic_rounding=True is a stochastic quantizer"),
-    (dict(kernel_quantizer=quantized_bits(4, 0, alpha="auto")),
-     r"'bad' \(QDense\), kernel_quantizer .*alpha='auto' scales each channel by a float"),
-    (dict(activation=quantized_bits(6, 2, alpha="auto_po2")),
-     r"'bad' \(QDense\), activation .*alpha='auto_po2' scales the activations"),
-    (dict(activation=quantized_bits(6, 2, 1, alpha=1)),
-     r"'bad' \(QDense\), activation .*symmetric=1 on a signed quantizer"),
-    (dict(activation=binary()), r"'bad' \(QDense\), activation .*the quantizer binary has no fixed-point format"),
-    (dict(activation=quantized_relu(4, 1, negative_slope=0.25)), r"negative_slope=0.25"),
-    (dict(activation="sigmoid"), r"'bad' \(QDense\) applies activation 'sigmoid' in float32"),
-    (dict(kernel_quantizer=None), r"'bad' \(QDense\): kernel_quantizer=None multiplies by the float kernel"),
-    (dict(iq=quantized_bits(6, 2, alpha=1, qnoise_factor=0.5)), r"'qin' \(QActivation\).*qnoise_factor=0.5"),
-], ids=["stochastic", "alpha-auto", "alpha-auto-po2-activation", "symmetric", "binary", "leaky", "sigmoid",
-        "float-kernel", "qnoise"])
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        (
+            dict(activation=quantized_bits(6, 2, alpha=1, use_stochastic_rounding=True)),
+            r"'bad' \(QDense\), activation quantized_bits\(6,2,0,alpha=1,use_stochastic_rounding=1\): "
+            r"use_stochastic_rounding=True is a stochastic quantizer",
+        ),
+        (
+            dict(kernel_quantizer=quantized_bits(4, 0, alpha="auto")),
+            r"'bad' \(QDense\), kernel_quantizer .*alpha='auto' scales each channel by a float",
+        ),
+        (
+            dict(activation=quantized_bits(6, 2, alpha="auto_po2")),
+            r"'bad' \(QDense\), activation .*alpha='auto_po2' scales the activations",
+        ),
+        (
+            dict(activation=quantized_bits(6, 2, 1, alpha=1)),
+            r"'bad' \(QDense\), activation .*symmetric=1 on a signed quantizer",
+        ),
+        (dict(activation=binary()), r"'bad' \(QDense\), activation .*the quantizer binary has no fixed-point format"),
+        (dict(activation=quantized_relu(4, 1, negative_slope=0.25)), r"negative_slope=0.25"),
+        (dict(activation="sigmoid"), r"'bad' \(QDense\) applies activation 'sigmoid' in float32"),
+        (dict(kernel_quantizer=None), r"'bad' \(QDense\): kernel_quantizer=None multiplies by the float kernel"),
+        (dict(iq=quantized_bits(6, 2, alpha=1, qnoise_factor=0.5)), r"'qin' \(QActivation\).*qnoise_factor=0.5"),
+    ],
+    ids=[
+        "stochastic",
+        "alpha-auto",
+        "alpha-auto-po2-activation",
+        "symmetric",
+        "binary",
+        "leaky",
+        "sigmoid",
+        "float-kernel",
+        "qnoise",
+    ],
+)
 def test_unbuildable_settings_are_refused_naming_layer_and_setting(kw, match):
     with pytest.raises(K2CError, match=match):
         load_network(one_layer(**kw), "1,7,8")
@@ -154,8 +183,11 @@ def test_standalone_qactivation_is_refused():
     x = QActivation(q(6, 2), name="qin")(inp)
     x = QDense(3, kernel_quantizer=q(4, 0), bias_quantizer=q(4, 0), activation=q(6, 2), name="d1")(x)
     out = QActivation(q(4, 1), name="again")(x)
-    with pytest.raises(K2CError, match=r"QActivation 'again' is a standalone requantization.*'d1' quantizes its "
-                                       r"output already"):
+    with pytest.raises(
+        K2CError,
+        match=r"QActivation 'again' is a standalone requantization.*'d1' quantizes its "
+        r"output already",
+    ):
         load_network(keras.Model(inp, out), "1,7,8")
 
 
@@ -167,11 +199,17 @@ def test_saved_qkeras_model_loads_and_converts(tmp_path):
     path = tmp_path / "qk.keras"
     model.save(path)
     loaded, _ = load_model(str(path))
-    assert [type(layer).__name__ for layer in loaded.layers[1:]] == ["QActivation", "QDense", "QDense",
-                                                                      "QActivation", "QDense"]
+    assert [type(layer).__name__ for layer in loaded.layers[1:]] == [
+        "QActivation",
+        "QDense",
+        "QDense",
+        "QActivation",
+        "QDense",
+    ]
     x = grid((200, 16))
-    np.testing.assert_array_equal(golden_outputs(load_network(str(path), "1,7,8"), x),
-                                  np.asarray(model(x), dtype=np.float64))
+    np.testing.assert_array_equal(
+        golden_outputs(load_network(str(path), "1,7,8"), x), np.asarray(model(x), dtype=np.float64)
+    )
 
 
 @needs_toolchain
@@ -212,10 +250,11 @@ def test_cli_emit_takes_the_model_formats_and_an_input_format(tmp_path, capsys):
     code, text = run_cli(["emit", str(tmp_path / "m.keras"), "--out", str(tmp_path / "no")], capsys)
     assert code != 0 and not (tmp_path / "no").exists()
     assert "does not quantize its input" in " ".join(text.split())
-    code, text = run_cli(["emit", str(tmp_path / "m.keras"), "--out", str(tmp_path / "net"),
-                          "--input-format", "1,3,4"], capsys)
+    code, text = run_cli(
+        ["emit", str(tmp_path / "m.keras"), "--out", str(tmp_path / "net"), "--input-format", "1,3,4"], capsys
+    )
     assert code == 0, text
-    layer, = json.loads((tmp_path / "net" / "manifest.json").read_text())["layers"]
+    (layer,) = json.loads((tmp_path / "net" / "manifest.json").read_text())["layers"]
     assert layer["in_fmt"] == [1, 3, 4] and layer["out_fmt"] == [0, 2, 4, "nearest_even", "saturate"]
 
 
@@ -228,8 +267,15 @@ def test_clash_simulation_of_a_conv_pool_model_equals_qkeras(tmp_path):
 
     inp = keras.Input((5, 5, 2))
     x = QActivation(quantized_relu(4, 1), name="qin")(inp)
-    x = QConv2D(3, (3, 3), kernel_quantizer=q(4, 0), bias_quantizer=q(5, 1), activation=quantized_relu(6, 3),
-                padding="same", name="c1")(x)
+    x = QConv2D(
+        3,
+        (3, 3),
+        kernel_quantizer=q(4, 0),
+        bias_quantizer=q(5, 1),
+        activation=quantized_relu(6, 3),
+        padding="same",
+        name="c1",
+    )(x)
     x = keras.layers.MaxPooling2D(2, padding="same", name="p")(x)
     x = keras.layers.Flatten(name="f")(x)
     out = QDense(3, kernel_quantizer=q(4, 0), bias_quantizer=q(5, 1), activation=q(8, 3), name="d")(x)

@@ -11,10 +11,9 @@ import pytest
 from rich.console import Console
 
 import keras2clash as k2c
+from helpers import needs_toolchain, run_cli
 from keras2clash.data import detect_task, load_test_set
 from keras2clash.report.comparison import Comparison, ErrorFigures, RungErrors, error_figures, render, to_markdown
-
-from helpers import needs_toolchain, run_cli
 
 
 @pytest.mark.parametrize(
@@ -64,15 +63,32 @@ def test_error_figures() -> None:
 
 def _regression_comparison(targets: bool) -> Comparison:
     def rung(keras: float | None, target: float) -> RungErrors:
-        return RungErrors(None if keras is None else ErrorFigures(keras, keras ** 2),
-                          ErrorFigures(target, target ** 2) if targets else None)
+        return RungErrors(
+            None if keras is None else ErrorFigures(keras, keras**2),
+            ErrorFigures(target, target**2) if targets else None,
+        )
 
-    return Comparison(model="reg", format="1,7,8", parallelism=[1, 1], cycles=[1, 1], samples=10,
-                      keras_float_accuracy=None, keras_rounded_accuracy=None, golden_accuracy=None,
-                      sim_accuracy=None, bit_exact=10, class_match=None, first_latency=12, interval=4.0,
-                      multipliers=9, task="regression", keras_float_errors=rung(None, 0.5),
-                      keras_rounded_errors=rung(0.001953, 0.5), golden_errors=rung(0.0123, 0.51),
-                      sim_errors=rung(0.0123, 0.51))
+    return Comparison(
+        model="reg",
+        format="1,7,8",
+        parallelism=[1, 1],
+        cycles=[1, 1],
+        samples=10,
+        keras_float_accuracy=None,
+        keras_rounded_accuracy=None,
+        golden_accuracy=None,
+        sim_accuracy=None,
+        bit_exact=10,
+        class_match=None,
+        first_latency=12,
+        interval=4.0,
+        multipliers=9,
+        task="regression",
+        keras_float_errors=rung(None, 0.5),
+        keras_rounded_errors=rung(0.001953, 0.5),
+        golden_errors=rung(0.0123, 0.51),
+        sim_errors=rung(0.0123, 0.51),
+    )
 
 
 def test_the_table_adapts_to_regression() -> None:
@@ -87,7 +103,9 @@ def test_the_table_adapts_to_regression() -> None:
     text = console.export_text()
     assert "MSE vs targets" in text and "accuracy" not in text and "BIT-EXACT" in text
     assert to_markdown(comp).splitlines()[:2] == [
-        "| rung | max |err| vs Keras | MSE vs Keras | MSE vs targets | note |", "|---|---:|---:|---:|---|"]
+        "| rung | max |err| vs Keras | MSE vs Keras | MSE vs targets | note |",
+        "|---|---:|---:|---:|---|",
+    ]
     no_targets = _regression_comparison(targets=False)
     assert no_targets.columns() == ("rung", "max |err| vs Keras", "MSE vs Keras", "note")
     assert all(len(row) == 4 for row in no_targets.rows())
@@ -107,8 +125,14 @@ def test_a_trained_regression_model_in_clash(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     x = rng.uniform(-1, 1, (600, 3)).astype("float32")
     y = (np.sin(2 * x[:, 0]) + 0.5 * x[:, 1] * x[:, 2])[:, None].astype("float32")
-    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(12, activation="relu", name="hidden"),
-                              keras.layers.Dense(1, name="value")], name="regress")
+    model = keras.Sequential(
+        [
+            keras.Input((3,)),
+            keras.layers.Dense(12, activation="relu", name="hidden"),
+            keras.layers.Dense(1, name="value"),
+        ],
+        name="regress",
+    )
     model.compile(optimizer=keras.optimizers.Adam(0.03), loss="mse")
     model.fit(x[:500], y[:500], epochs=3, batch_size=32, verbose=0)
     np.savez(tmp_path / "test.npz", x=x[500:], y=y[500:])
@@ -119,7 +143,7 @@ def test_a_trained_regression_model_in_clash(tmp_path: Path) -> None:
     assert comp.sim_errors == comp.golden_errors and comp.golden_accuracy is None
     assert comp.keras_float_errors.vs_targets.mse == pytest.approx(keras_mse, rel=1e-5)
     assert comp.keras_float_errors.vs_targets.mse < 0.2  # it learned something
-    assert comp.keras_rounded_errors.vs_keras.max_abs <= 2 ** -11  # half an LSB
+    assert comp.keras_rounded_errors.vs_keras.max_abs <= 2**-11  # half an LSB
     assert 0 < comp.golden_errors.vs_keras.max_abs < 0.02
     assert comp.golden_errors.vs_targets.mse == pytest.approx(keras_mse, abs=0.01)
 
@@ -133,8 +157,14 @@ def test_an_autoencoder_without_labels_in_clash(tmp_path: Path, capsys) -> None:
     import keras
 
     rng = np.random.default_rng(1)
-    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(3, activation="relu", name="code"),
-                              keras.layers.Dense(8, activation="sigmoid", name="decoded")], name="autoencoder")
+    model = keras.Sequential(
+        [
+            keras.Input((8,)),
+            keras.layers.Dense(3, activation="relu", name="code"),
+            keras.layers.Dense(8, activation="sigmoid", name="decoded"),
+        ],
+        name="autoencoder",
+    )
     model.set_weights([rng.normal(0, 0.8, w.shape).astype("float32") for w in model.get_weights()])
     x = rng.uniform(0, 1, (40, 8))
     np.savez(tmp_path / "x.npz", x=x)
@@ -157,9 +187,8 @@ def test_an_autoencoder_without_labels_in_clash(tmp_path: Path, capsys) -> None:
 def test_testbench_of_an_autoencoder(tmp_path: Path) -> None:
     """The HDL testbench (`keras2clash testbench`, then `rtlsim`) takes a test set without
     labels; real targets are kept beside the expected outputs, class labels as labels."""
-    from keras2clash.verify.testbench import write_testbench
-
     from helpers import random_dense_model
+    from keras2clash.verify.testbench import write_testbench
 
     model = random_dense_model([(3, "relu"), (6, "sigmoid")], n_in=6, seed=7)
     project = k2c.emit(model, "1,4,9", tmp_path / "net", show=False)

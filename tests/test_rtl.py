@@ -15,14 +15,11 @@ import numpy as np
 import pytest
 
 import keras2clash as k2c
-from keras2clash.verify import rtlsim
-from keras2clash.verify import testbench
-from keras2clash.verify import toolchain
-from keras2clash.errors import K2CError
-from keras2clash.backend.project import load_project
-from keras2clash.verify.simulate import run_simulator
-
 from helpers import needs_toolchain
+from keras2clash.backend.project import load_project
+from keras2clash.errors import K2CError
+from keras2clash.verify import rtlsim, testbench, toolchain
+from keras2clash.verify.simulate import run_simulator
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = [needs_toolchain, pytest.mark.toolchain]
@@ -45,8 +42,9 @@ def example(request, tmp_path_factory):
     """(project dir, test set) with Verilog and VHDL generated."""
     folder, model, parallelism = request.param
     data = ROOT / "examples" / folder / "test.npz"
-    project = k2c.emit(ROOT / "examples" / folder / model, "1,7,8",
-                       tmp_path_factory.mktemp(folder) / "net", parallelism)
+    project = k2c.emit(
+        ROOT / "examples" / folder / model, "1,7,8", tmp_path_factory.mktemp(folder) / "net", parallelism
+    )
     for language in ("verilog", "vhdl"):
         toolchain.generate_hdl(project, language)
     return Path(project), data
@@ -63,8 +61,8 @@ def _tiled(data: Path, out: Path, at_least: int) -> Path:
 
 def _clash_cycles(project: Path, data: Path, limit: int | None, gap_max: int, seed: int):
     """The Clash simulation's (accept, output) cycles and raw outputs for the same stream."""
-    from keras2clash.quant import golden
     from keras2clash.data import load_dataset
+    from keras2clash.quant import golden
 
     p = load_project(project)
     x = golden.quantize_inputs(p.plans, load_dataset(data, p.input_shape, p.n_out).head(limit).x)
@@ -134,9 +132,14 @@ def test_multi_beat_images_in_icarus(tmp_path: Path) -> None:
     import keras
 
     rng = np.random.default_rng(7)
-    model = keras.Sequential([keras.Input((3, 4)), keras.layers.Flatten(name="flatten"),
-                              keras.layers.Dense(5, activation="relu", name="dense"),
-                              keras.layers.Dense(2, name="out")])
+    model = keras.Sequential(
+        [
+            keras.Input((3, 4)),
+            keras.layers.Flatten(name="flatten"),
+            keras.layers.Dense(5, activation="relu", name="dense"),
+            keras.layers.Dense(2, name="out"),
+        ]
+    )
     model.set_weights([rng.normal(0, 1, w.shape).astype("float32") for w in model.get_weights()])
     project = Path(k2c.emit(model, "1,5,6", tmp_path / "net", [3, 2]))
     data = tmp_path / "d.npz"
@@ -182,8 +185,7 @@ def test_misplaced_tlast_raises_the_sticky_error(iris) -> None:
     spec = tb.spec
     # clear tlast on the first beat (a vector input: every beat is an image's last); the
     # sticky flag is a register: it is high from the next cycle on
-    _edit_line(tb.directory / "input.hex", 0,
-               lambda h: f"{int(h, 16) & ~(1 << spec.tdata_in):0{len(h)}x}")
+    _edit_line(tb.directory / "input.hex", 0, lambda h: f"{int(h, 16) & ~(1 << spec.tdata_in):0{len(h)}x}")
     result = rtlsim.run_testbench(load_project(project), "icarus", tb)
     assert any("tlast_error rose in cycle 1" in m for m in result.messages)
     assert not result.ok
@@ -225,7 +227,8 @@ def test_data_that_does_not_fit_is_refused_whole(iris, tmp_path: Path) -> None:
     before = sorted(p.name for p in project.iterdir())
     proc = subprocess.run(
         [str(ROOT / ".venv" / "bin" / "keras2clash"), "testbench", str(project), "--data", str(bad)],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     assert proc.returncode == 2
     assert "the model expects (N, 4)" in proc.stderr

@@ -42,19 +42,32 @@ def write(tmp: Path, text: str, name: str = "search.yaml") -> Path:
     return path
 
 
-@pytest.mark.parametrize("old,new,message", [
-    ("constraints: {multipliers: 100}", "constriants: {multipliers: 100}", "top level: unknown key 'constriants'"),
-    ('formats: ["1,7,8", "1,4,6"]', 'formats: ["1,7,8", "1,4"]', "hardware.formats[1]: bad format '1,4'"),
-    ("base: {layers: [8]}", "base: {layers: [9]}", "networks.dense.base.layers[0]: 9 is not in the space's choices"),
-    ("layers: [1, 1]", "layers: [2, 1]", "networks.dense.layers: [2, 1]: need 0 <= min <= max"),
-    ("goals: {pareto: [accuracy, multipliers]}", "goals: {pareto: [accuracy, luts]}",
-     "goals.pareto[1]: expected one of accuracy"),
-    ("goals: {pareto: [accuracy, multipliers]}", "goals: {weights: {accuracy: 1, ii: 0}}",
-     "goals.weights.ii: expected a non-zero number"),
-    ("constraints: {multipliers: 100}", "constraints: {device: ecp5-999k}", "constraints.device: unknown FPGA"),
-    ("epochs: 1", "epochs: 0", "training.epochs: 0 out of range"),
-    ("parallelism: [1, 2]", "parallelism: [1, 1]", "hardware.parallelism[1]: 1 appears twice"),
-])
+@pytest.mark.parametrize(
+    "old,new,message",
+    [
+        ("constraints: {multipliers: 100}", "constriants: {multipliers: 100}", "top level: unknown key 'constriants'"),
+        ('formats: ["1,7,8", "1,4,6"]', 'formats: ["1,7,8", "1,4"]', "hardware.formats[1]: bad format '1,4'"),
+        (
+            "base: {layers: [8]}",
+            "base: {layers: [9]}",
+            "networks.dense.base.layers[0]: 9 is not in the space's choices",
+        ),
+        ("layers: [1, 1]", "layers: [2, 1]", "networks.dense.layers: [2, 1]: need 0 <= min <= max"),
+        (
+            "goals: {pareto: [accuracy, multipliers]}",
+            "goals: {pareto: [accuracy, luts]}",
+            "goals.pareto[1]: expected one of accuracy",
+        ),
+        (
+            "goals: {pareto: [accuracy, multipliers]}",
+            "goals: {weights: {accuracy: 1, ii: 0}}",
+            "goals.weights.ii: expected a non-zero number",
+        ),
+        ("constraints: {multipliers: 100}", "constraints: {device: ecp5-999k}", "constraints.device: unknown FPGA"),
+        ("epochs: 1", "epochs: 0", "training.epochs: 0 out of range"),
+        ("parallelism: [1, 2]", "parallelism: [1, 1]", "hardware.parallelism[1]: 1 appears twice"),
+    ],
+)
 def test_description_errors_name_the_key(tmp_path: Path, capsys, old: str, new: str, message: str) -> None:
     assert old in TINY
     desc = write(tmp_path, TINY.replace(old, new))
@@ -74,8 +87,17 @@ def test_description_reads_everything(tmp_path: Path) -> None:
     assert desc.constraints.multipliers == 28 and desc.constraints.ii == 50.0  # the device's 28 are fewer
     assert desc.goals.directions == ["maximize", "minimize"] and desc.max_compute == 2
     assert [str(f) for f in desc.hardware.formats] == ["1,7,8", "1,4,6"]
-    assert base_params(desc) == [{"dense.layers": 1, "dense.units_0": 8, "hw.format": "1,7,8", "hw.pe_0": 1,
-                                  "hw.pe_1": 1, "hw.cycles_0": 1, "hw.cycles_1": 1}]
+    assert base_params(desc) == [
+        {
+            "dense.layers": 1,
+            "dense.units_0": 8,
+            "hw.format": "1,7,8",
+            "hw.pe_0": 1,
+            "hw.pe_1": 1,
+            "hw.cycles_0": 1,
+            "hw.cycles_1": 1,
+        }
+    ]
 
 
 def _candidate(desc, params: dict):
@@ -103,8 +125,18 @@ def test_candidate_figures_are_the_hardware_and_golden_models(tmp_path: Path) ->
     data = ev_module.load_data(desc.data, desc.seed)
     with np.load(ROOT / "examples/digits_dense/test.npz") as ref:
         assert np.array_equal(data.shaped(data.x_test, "dense"), ref["x"]) and np.array_equal(data.y_test, ref["y"])
-    candidate = _candidate(desc, {"dense.units_0": 8, "hw.format": "1,4,6", "hw.pe_0": 2, "hw.pe_1": 2,
-                                  "hw.cycles_0": 2, "hw.cycles_1": 1, "hw.pipeline": 1})
+    candidate = _candidate(
+        desc,
+        {
+            "dense.units_0": 8,
+            "hw.format": "1,4,6",
+            "hw.pe_0": 2,
+            "hw.pe_1": 2,
+            "hw.cycles_0": 2,
+            "hw.cycles_1": 1,
+            "hw.pipeline": 1,
+        },
+    )
     models = tmp_path / "models"
     ev = ev_module.evaluate(candidate, desc, data, models)
     assert ev.trained and ev.feasible and (models / f"{candidate.network.key}.keras").is_file()
@@ -114,7 +146,12 @@ def test_candidate_figures_are_the_hardware_and_golden_models(tmp_path: Path) ->
     model = keras.models.load_model(models / f"{candidate.network.key}.keras")
     network = load_network(model, "1,4,6", parallelism=[2, 2], cycles=[2, 1], pipeline=1, softmax="argmax")
     fig = hwmodel.figures(network.plans)
-    assert (ev.multipliers, ev.ii, ev.latency, ev.memory_bits) == (fig.multipliers, fig.ii, fig.latency, fig.memory_bits)
+    assert (ev.multipliers, ev.ii, ev.latency, ev.memory_bits) == (
+        fig.multipliers,
+        fig.ii,
+        fig.latency,
+        fig.memory_bits,
+    )
     assert ev.multipliers == 2 * 32 + 2 * 8 and ev.parallelism == [2, 2] and ev.cycles == [2, 1]
     assert ev.images_per_second == pytest.approx(100e6 / fig.ii)
     x = data.x_test.reshape(len(data.x_test), -1)
@@ -177,8 +214,11 @@ def test_resume_does_not_rerun_finished_trials(finished_search) -> None:
     assert len(complete) == 4 and len(resumed_calls) == 2  # only the two missing ones ran
     for before in first[:2]:  # the finished trials are untouched
         after = trials[before.number]
-        assert (after.values, after.params, after.datetime_complete) == (before.values, before.params,
-                                                                         before.datetime_complete)
+        assert (after.values, after.params, after.datetime_complete) == (
+            before.values,
+            before.params,
+            before.datetime_complete,
+        )
     assert trials[0].user_attrs.get("base") and trials[0].params["dense.units_0"] == 8  # the base design first
     assert trials[3].user_attrs["retry_of"] == 2 and trials[3].params == first[2].params  # the interrupted one again
 
@@ -194,8 +234,9 @@ def test_show_and_emit(finished_search, tmp_path: Path, capsys) -> None:
     assert (out / "pareto.png").stat().st_size > 10_000 and len(data["trials"]) == 5 and data["best"]
     trials = {t["number"]: t for t in data["trials"]}
     top = trials[data["best"][0]]
-    code, text = run_cli(["search", "emit", str(out), "--trial", str(top["number"]), "--out", str(tmp_path / "p")],
-                         capsys)
+    code, text = run_cli(
+        ["search", "emit", str(out), "--trial", str(top["number"]), "--out", str(tmp_path / "p")], capsys
+    )
     assert code == 0, text
     project = load_project(tmp_path / "p")
     fig = hwmodel.figures(project.plans)
@@ -206,8 +247,9 @@ def test_show_and_emit(finished_search, tmp_path: Path, capsys) -> None:
     assert code == 2 and "no trial 99" in text and not (tmp_path / "q").exists()
     untrained = [t for t in data["trials"] if t["evaluation"] and not t["evaluation"]["trained"]]
     if untrained:
-        code, text = run_cli(["search", "emit", str(out), "--trial", str(untrained[0]["number"]), "--out",
-                              str(tmp_path / "r")], capsys)
+        code, text = run_cli(
+            ["search", "emit", str(out), "--trial", str(untrained[0]["number"]), "--out", str(tmp_path / "r")], capsys
+        )
         assert code == 2 and "was not trained: its hardware breaks the constraints" in text
 
 
@@ -240,7 +282,6 @@ def test_emitted_top_candidate_is_bit_exact_in_clash(finished_search, tmp_path: 
     """The top candidate, emitted, equals the golden model in the Clash simulation, back to
     back and under stalls, with the hardware model's accept and output cycles."""
     from helpers import assert_clash_matches_golden
-
     from keras2clash.backend.project import load_project
     from keras2clash.quant import golden
     from keras2clash.search.emit import emit
@@ -267,8 +308,9 @@ def test_balanced_knobs_and_weighted_goal(tmp_path: Path) -> None:
     from keras2clash.search.description import load_description
     from keras2clash.search.space import build_model
 
-    text = (TINY.replace("  parallelism: [1, 2]\n  cycles: [1, 2]\n", "  knobs: balanced\n  budgets: [24, ecp5-25k]\n")
-            .replace("goals: {pareto: [accuracy, multipliers]}", "goals: {weights: {accuracy: 1, multipliers: -0.01}}"))
+    text = TINY.replace(
+        "  parallelism: [1, 2]\n  cycles: [1, 2]\n", "  knobs: balanced\n  budgets: [24, ecp5-25k]\n"
+    ).replace("goals: {pareto: [accuracy, multipliers]}", "goals: {weights: {accuracy: 1, multipliers: -0.01}}")
     desc = load_description(write(tmp_path, text))
     assert desc.hardware.budgets == (24, 23) and desc.goals.directions == ["maximize"]  # 85% of ecp5-25k's 28
     candidate = _candidate(desc, {"dense.units_0": 8, "hw.format": "1,7,8", "hw.budget": 24, "hw.pipeline": 2})
@@ -307,8 +349,18 @@ def test_cross_validation_accuracy(tmp_path: Path) -> None:
     assert len(data.x_train) == 1437 and len(data.x_val) == 0
     held = np.sort(np.concatenate([h for _, h in data.folds]))
     assert np.array_equal(held, np.arange(1437))  # every training image held out once
-    candidate = _candidate(desc, {"dense.units_0": 4, "hw.format": "1,7,8", "hw.pe_0": 1, "hw.pe_1": 1,
-                                  "hw.cycles_0": 1, "hw.cycles_1": 1, "hw.pipeline": 2})
+    candidate = _candidate(
+        desc,
+        {
+            "dense.units_0": 4,
+            "hw.format": "1,7,8",
+            "hw.pe_0": 1,
+            "hw.pe_1": 1,
+            "hw.cycles_0": 1,
+            "hw.cycles_1": 1,
+            "hw.pipeline": 2,
+        },
+    )
     models = tmp_path / "models"
     ev = ev_module.evaluate(candidate, desc, data, models)
     key = candidate.network.key
@@ -330,8 +382,8 @@ def test_docs_example_is_the_example_description() -> None:
     from keras2clash.search.description import load_description, parse_description
 
     page = (ROOT / "docs/guide/search.md").read_text()
-    block = page[page.index("```yaml\n", page.index("## The description")) + 8:]
-    shown = parse_description(block[:block.index("```")], "docs/guide/search.md")
+    block = page[page.index("```yaml\n", page.index("## The description")) + 8 :]
+    shown = parse_description(block[: block.index("```")], "docs/guide/search.md")
     example = load_description(ROOT / "examples/search_digits/search.yaml")
     assert replace(shown, text="", source="") == replace(example, text="", source="")
 
@@ -358,8 +410,10 @@ def test_npz_data_relative_to_the_description(tmp_path: Path) -> None:
     x, y = (digits.data / 16).astype(np.float32), digits.target
     np.savez(tmp_path / "spec/data/train.npz", x=x[:400], y=y[:400])
     np.savez(tmp_path / "spec/data/test.npz", x=x[400:500], y=y[400:500])
-    text = TINY.replace("data: {dataset: digits, validation: 0.2}",
-                        "data: {train: data/train.npz, test: data/test.npz, validation: 0.25}")
+    text = TINY.replace(
+        "data: {dataset: digits, validation: 0.2}",
+        "data: {train: data/train.npz, test: data/test.npz, validation: 0.25}",
+    )
     desc = load_description(write(tmp_path / "spec", text))
     summary = study_module.run(desc, tmp_path / "elsewhere" / "run", trials=1, show=False)
     again = study_module.open_folder(tmp_path / "elsewhere" / "run").description()

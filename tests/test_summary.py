@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import keras2clash as k2c
-from keras2clash.quant.formats import parse_format
 from keras2clash.frontend.convert import parse
 from keras2clash.hw.planner import make_plan
 from keras2clash.hw.summary import design_summary
+from keras2clash.quant.formats import parse_format
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -26,7 +26,11 @@ def test_thesis_cnn_storage_is_line_buffers_not_frames() -> None:
     for name in ("conv_1", "pool_1", "conv_2", "pool_2"):
         assert layers[name]["line_buffer_bits"] < layers[name]["frame_bits"]
     assert layers["conv_2"]["rom_bits"] == 16 * (144 * 16 + 16)  # 16 words, 1 PE, 144 weights + bias
-    assert (summary["latency"], summary["interval"], summary["multipliers"]) == (2383, 2319, 217)  # test_hwmodel.MEASURED
+    assert (summary["latency"], summary["interval"], summary["multipliers"]) == (
+        2383,
+        2319,
+        217,
+    )  # test_hwmodel.MEASURED
 
 
 def test_emit_stores_the_design_summary(tmp_path: Path) -> None:

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from keras2clash.errors import K2CError
-
 from helpers import error_lines, needs_toolchain, run_cli
+from keras2clash.errors import K2CError
 
 
 @pytest.fixture(scope="module")
@@ -28,14 +27,17 @@ def built_project(tmp_path_factory, saturating_model: Path) -> Path:
         toolchain.generate_hdl(project, "verilog")
     return project
 
+
 @pytest.fixture
 def copy_of(built_project: Path, tmp_path: Path) -> Path:
     copy = tmp_path / "net"
     shutil.copytree(built_project, copy, symlinks=True)
     return copy
 
+
 def _first_mem(project: Path) -> Path:
     return sorted((project / "weights").glob("*.mem"))[0]
+
 
 @needs_toolchain
 def test_hdl_refuses_a_malformed_weight_file(copy_of: Path, capsys) -> None:
@@ -48,6 +50,7 @@ def test_hdl_refuses_a_malformed_weight_file(copy_of: Path, capsys) -> None:
     assert len(error_lines(text)) == 1 and str(victim) in text
     assert not (copy_of / "hdl").exists()
 
+
 @needs_toolchain
 def test_simulate_names_the_malformed_weight_file(copy_of: Path, tiny_data: Path, capsys) -> None:
     """simulate's error on a malformed .mem names the file."""
@@ -56,6 +59,7 @@ def test_simulate_names_the_malformed_weight_file(copy_of: Path, tiny_data: Path
     code, text = run_cli(["simulate", copy_of, "--data", tiny_data], capsys)
     assert code == 2, text
     assert len(error_lines(text)) == 1 and str(victim) in text
+
 
 @needs_toolchain
 def test_rtlsim_notices_a_deleted_weight_file(copy_of: Path, tiny_data: Path, capsys) -> None:
@@ -66,6 +70,7 @@ def test_rtlsim_notices_a_deleted_weight_file(copy_of: Path, tiny_data: Path, ca
     assert code == 2, text
     assert len(error_lines(text)) == 1 and str(victim) in text and "missing" in text
 
+
 @needs_toolchain
 def test_edited_manifest_is_refused(copy_of: Path, tiny_data: Path, capsys) -> None:
     """An edited manifest (`pe`) is refused by every command (it would report BIT-EXACT with
@@ -74,11 +79,16 @@ def test_edited_manifest_is_refused(copy_of: Path, tiny_data: Path, capsys) -> N
     manifest = json.loads(path.read_text())
     manifest["layers"][0]["pe"] = 3
     path.write_text(json.dumps(manifest, indent=2))
-    for args in (["simulate", copy_of, "--data", tiny_data], ["hdl", copy_of], ["options", copy_of],
-                 ["rtlsim", copy_of, "--data", tiny_data]):
+    for args in (
+        ["simulate", copy_of, "--data", tiny_data],
+        ["hdl", copy_of],
+        ["options", copy_of],
+        ["rtlsim", copy_of, "--data", tiny_data],
+    ):
         code, text = run_cli(args, capsys)
         assert code == 2, (args, text)
         assert len(error_lines(text)) == 1 and "manifest.json was changed after emit" in text
+
 
 def test_integrity_record_covers_every_emitted_weight_file(copy_of: Path) -> None:
     """The manifest records a hash of golden.npz and of every weights/*.mem; an intact

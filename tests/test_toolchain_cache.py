@@ -39,8 +39,9 @@ def test_second_project_reuses_the_compiled_blocks(tmp_path: Path, monkeypatch) 
     exe = toolchain.build_simulator(second.root)
     assert not [name for name in _compiled(second.root) if name.startswith("K2C.")]
     x = golden.quantize_inputs(second.plans, np.random.default_rng(0).uniform(-2, 2, (20, 5)))
-    assert np.array_equal(run_simulator(exe, second.root, x, second.n_out).outputs,
-                          golden.run(second.plans, second.params, x))
+    assert np.array_equal(
+        run_simulator(exe, second.root, x, second.n_out).outputs, golden.run(second.plans, second.params, x)
+    )
 
     # A block that differs from the cached one is compiled again, with its importers.
     third = load_project(k2c.emit(model, "1,5,6", tmp_path / "c", show=False))

@@ -60,8 +60,15 @@ def test_fit_is_the_default_of_emit_and_same_keeps_the_layer_format(tmp_path: Pa
 def test_fit_stays_under_formats_set_by_hand(tmp_path: Path) -> None:
     from keras2clash.network import load_network
 
-    plans = {p.name: p for p in load_network(_model(tmp_path), "1,5,6", weight_format="fit",
-                                             layer_formats={"dense_1": LayerFormats(weight=parse_format("1,3,4"))}).plans}
+    plans = {
+        p.name: p
+        for p in load_network(
+            _model(tmp_path),
+            "1,5,6",
+            weight_format="fit",
+            layer_formats={"dense_1": LayerFormats(weight=parse_format("1,3,4"))},
+        ).plans
+    }
     assert str(plans["dense_0"].w_fmt) == str(parse_format("1,2,9"))  # the default's 12 bits
     assert str(plans["dense_1"].w_fmt) == "1,3,4"
 
@@ -86,8 +93,12 @@ def test_fit_is_closer_to_keras(tmp_path: Path) -> None:
     x = np.random.default_rng(0).uniform(-1, 1, (200, 5))
     want = keras.models.load_model(path).predict(x, verbose=0)
     fine = {name: LayerFormats(output=parse_format("1,7,16")) for name in ("dense_0", "dense_1")}
-    err = {w: np.abs(debug.predict(path, x, "1,7,8", weight_format=w, layer_formats=fine,
-                                   input_format="1,7,16").values - want).mean() for w in ("same", "fit")}
+    err = {
+        w: np.abs(
+            debug.predict(path, x, "1,7,8", weight_format=w, layer_formats=fine, input_format="1,7,16").values - want
+        ).mean()
+        for w in ("same", "fit")
+    }
     assert err["fit"] < err["same"] / 2, err  # what is left is mostly the biases' rounding (1,7,8)
 
 
@@ -112,7 +123,9 @@ def test_predict_and_trace_take_the_weight_format_of_a_model_not_of_a_project(tm
     raw = {}
     for option in ([], ["--weight-format", "same"]):
         out = tmp_path / f"out{len(option)}.npz"
-        code, err = run_cli(["predict", str(path), "--data", str(tmp_path / "x.npz"), "--out", str(out), *option], capsys)
+        code, err = run_cli(
+            ["predict", str(path), "--data", str(tmp_path / "x.npz"), "--out", str(out), *option], capsys
+        )
         assert code == 0, err
         raw[len(option)] = np.load(out)["raw"]
     from keras2clash import debug
@@ -122,6 +135,7 @@ def test_predict_and_trace_take_the_weight_format_of_a_model_not_of_a_project(tm
     assert not np.array_equal(raw[0], raw[2])
     code, err = run_cli(["emit", str(path), "--out", str(tmp_path / "p")], capsys)
     assert code == 0, err
-    code, err = run_cli(["trace", str(tmp_path / "p"), "--data", str(tmp_path / "x.npz"), "--weight-format", "same"],
-                        capsys)
+    code, err = run_cli(
+        ["trace", str(tmp_path / "p"), "--data", str(tmp_path / "x.npz"), "--weight-format", "same"], capsys
+    )
     assert code == 2 and "weight_format" in err and "options for planning a Keras model" in err

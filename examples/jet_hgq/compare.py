@@ -70,15 +70,20 @@ def _compute(network) -> list:
 
 def formats_table(ptq, qat) -> list[str]:
     """Per compute layer: both networks' operand and output formats (container bits)."""
-    def cell(p) -> str:
-        return (f"{p.in_fmt} x {p.w_fmt} -> {p.out_fmt} ({p.in_fmt.hw_bits} x {p.w_fmt.hw_bits} bits)")
 
-    rows = ["| layer | multipliers | PTQ 6 bits: input x weight -> output | QAT (HGQ2): input x weight -> output |",
-            "|---|---|---|---|"]
+    def cell(p) -> str:
+        return f"{p.in_fmt} x {p.w_fmt} -> {p.out_fmt} ({p.in_fmt.hw_bits} x {p.w_fmt.hw_bits} bits)"
+
+    rows = [
+        "| layer | multipliers | PTQ 6 bits: input x weight -> output | QAT (HGQ2): input x weight -> output |",
+        "|---|---|---|---|",
+    ]
     for a, b in zip(_compute(ptq.network), _compute(qat.network)):
         rows.append(f"| {a.name} | {a.multipliers} | {cell(a)} | {cell(b)} |")
-    for label, f in (("multipliers", lambda r: str(r.multipliers)),
-                     ("weight memory (bits)", lambda r: f"{r.weight_bits:,}")):
+    for label, f in (
+        ("multipliers", lambda r: str(r.multipliers)),
+        ("weight memory (bits)", lambda r: f"{r.weight_bits:,}"),
+    ):
         rows.append(f"| **{label}** | | {f(ptq)} | {f(qat)} |")
     return rows
 
@@ -105,8 +110,11 @@ def same_formats(network):
     from keras2clash.quant.layerformats import FormatConfig
 
     plans = _compute(network)
-    return FormatConfig(default=None, input=plans[0].in_fmt, layers={
-        p.name: LayerFormats(weight=p.w_fmt, bias=p.b_fmt, output=p.out_fmt) for p in plans})
+    return FormatConfig(
+        default=None,
+        input=plans[0].in_fmt,
+        layers={p.name: LayerFormats(weight=p.w_fmt, bias=p.b_fmt, output=p.out_fmt) for p in plans},
+    )
 
 
 def hardware_runs(qat_model_path: Path, test: Path, build: Path) -> tuple[Exactness, Exactness, str]:
@@ -138,9 +146,9 @@ def main() -> None:
     parser.add_argument("--no-hardware", action="store_true", help="Skip the Clash and Verilator runs.")
     args = parser.parse_args()
 
+    import hgq  # noqa: F401  (registers HGQ2's layers for loading)
     import keras
 
-    import hgq  # noqa: F401  (registers HGQ2's layers for loading)
     from keras2clash.network import load_network
 
     test = np.load(args.dir / "test.npz")
@@ -183,11 +191,22 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             build = args.build or Path(tmp)
             clash, verilator, timing = hardware_runs(args.dir / "jet_qat.keras", args.dir / "test.npz", build)
-        lines += [f"| golden model vs Clash simulation | {clash} |",
-                  f"| golden model vs Verilog in Verilator | {verilator} |",
-                  "", f"Hardware (one processing element per layer): {timing}."]
-    lines += ["", "Formats (`S,I,F[,modes]`: sign, integer and fraction bits; the hardware holds each in the "
-              "container whose width is shown):", ""] + formats_table(ptq, qat) + [""]
+        lines += [
+            f"| golden model vs Clash simulation | {clash} |",
+            f"| golden model vs Verilog in Verilator | {verilator} |",
+            "",
+            f"Hardware (one processing element per layer): {timing}.",
+        ]
+    lines += (
+        [
+            "",
+            "Formats (`S,I,F[,modes]`: sign, integer and fraction bits; the hardware holds each in the "
+            "container whose width is shown):",
+            "",
+        ]
+        + formats_table(ptq, qat)
+        + [""]
+    )
     text = "\n".join(lines)
     tmp_out = args.out.with_name(f".{args.out.name}.tmp")
     tmp_out.write_text(text)

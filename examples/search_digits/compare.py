@@ -58,21 +58,30 @@ def main() -> None:
         fmt = ev.hardware.split(";")[0].strip()
         return ev.test_accuracy >= acc and narrow(fmt) and (ev.multipliers < mults or ev.ii < ii)
 
-    print(f"reference examples/digits_dense at 1,7,8, pe 1,1,1: golden test accuracy {100 * acc:.2f}%, "
-          f"{mults} multipliers, II {ii:g}\n")
-    for title, rows in (("on the Pareto front (selected on validation or cross-validation)", res.best),
-                        ("among every trained feasible candidate (selected on test: context only)",
-                         sorted((r for r in res.rows if r.usable),
-                                key=lambda r: (-r.evaluation.test_accuracy, r.evaluation.multipliers)))):
+    print(
+        f"reference examples/digits_dense at 1,7,8, pe 1,1,1: golden test accuracy {100 * acc:.2f}%, "
+        f"{mults} multipliers, II {ii:g}\n"
+    )
+    for title, rows in (
+        ("on the Pareto front (selected on validation or cross-validation)", res.best),
+        (
+            "among every trained feasible candidate (selected on test: context only)",
+            sorted(
+                (r for r in res.rows if r.usable), key=lambda r: (-r.evaluation.test_accuracy, r.evaluation.multipliers)
+            ),
+        ),
+    ):
         winners = [r for r in rows if beats(r)]
         print(f"{len(winners)} candidate(s) {title} at least as accurate with fewer multipliers or a smaller II:\n")
         print("| trial | network | format | pe:cycles | mult. | II | accuracy (val./CV) | accuracy (test) |")
         print("|---|---|---|---|---:|---:|---:|---:|")
         for r in winners[:10]:
             ev = r.evaluation
-            print(f"| {r.number} | {ev.network} | {ev.hardware.split(';')[0]} | "
-                  f"{','.join(f'{p}:{c}' for p, c in zip(ev.parallelism, ev.cycles))} | {ev.multipliers} | "
-                  f"{ev.ii:g} | {100 * ev.accuracy:.2f}% | {100 * ev.test_accuracy:.2f}% |")
+            print(
+                f"| {r.number} | {ev.network} | {ev.hardware.split(';')[0]} | "
+                f"{','.join(f'{p}:{c}' for p, c in zip(ev.parallelism, ev.cycles))} | {ev.multipliers} | "
+                f"{ev.ii:g} | {100 * ev.accuracy:.2f}% | {100 * ev.test_accuracy:.2f}% |"
+            )
         print()
 
 

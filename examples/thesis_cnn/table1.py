@@ -30,20 +30,45 @@ def main() -> None:
     args = parser.parse_args()
     rows = []
     for parallelism, thesis in THESIS_ROWS.items():
-        project = k2c.emit(HERE / "thesis_cnn.keras", "1,7,8", args.out / "_".join(map(str, parallelism)),
-                           list(parallelism), force=True)
+        project = k2c.emit(
+            HERE / "thesis_cnn.keras",
+            "1,7,8",
+            args.out / "_".join(map(str, parallelism)),
+            list(parallelism),
+            force=True,
+        )
         comp = k2c.simulate(project, HERE / "test.npz", args.n, keras=False, show=False)
         if comp.bit_exact != comp.samples:
             raise SystemExit(f"{parallelism}: simulation differs from the golden model")
-        rows.append({"parallelism": list(parallelism), "latency": comp.first_latency, "thesis_latency": thesis,
-                     "interval": comp.interval, "multipliers": comp.multipliers,
-                     "bit_exact": f"{comp.bit_exact}/{comp.samples}"})
+        rows.append(
+            {
+                "parallelism": list(parallelism),
+                "latency": comp.first_latency,
+                "thesis_latency": thesis,
+                "interval": comp.interval,
+                "multipliers": comp.multipliers,
+                "bit_exact": f"{comp.bit_exact}/{comp.samples}",
+            }
+        )
     table = Table(title=f"Thesis CNN at 1,7,8: Table 1, measured in Clash simulation ({args.n} images back to back)")
-    for column in ("parallelism", "latency (cycles)", "thesis latency", "initiation interval", "multipliers", "bit-exact"):
+    for column in (
+        "parallelism",
+        "latency (cycles)",
+        "thesis latency",
+        "initiation interval",
+        "multipliers",
+        "bit-exact",
+    ):
         table.add_column(column, justify="right")
     for row in rows:
-        table.add_row(",".join(map(str, row["parallelism"])), str(row["latency"]), str(row["thesis_latency"]),
-                      f"{row['interval']:.0f}", str(row["multipliers"]), row["bit_exact"])
+        table.add_row(
+            ",".join(map(str, row["parallelism"])),
+            str(row["latency"]),
+            str(row["thesis_latency"]),
+            f"{row['interval']:.0f}",
+            str(row["multipliers"]),
+            row["bit_exact"],
+        )
     Console().print(table)
     (args.out / "table1.json").write_text(json.dumps(rows, indent=2) + "\n")
 

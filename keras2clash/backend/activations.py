@@ -49,7 +49,7 @@ class ActivationCode:
             return [(f"{self.table_name}.mem", self.table_words)]
         files, start = [], 0
         for j, width in enumerate(widths):
-            files.append((f"{self.table_name}.{j}.mem", tuple(w[start:start + width] for w in self.table_words)))
+            files.append((f"{self.table_name}.{j}.mem", tuple(w[start : start + width] for w in self.table_words)))
             start += width
         return files
 
@@ -59,8 +59,9 @@ class ActivationCode:
         if len(files) == 1:
             return f'tableFile "weights/{files[0][0]}"'
         entries = len(self.table_words)
-        parts = [f'(tableFile "weights/{name}" :: TableRom {entries} (BitVector {len(lines[0])}))'
-                 for name, lines in files]
+        parts = [
+            f'(tableFile "weights/{name}" :: TableRom {entries} (BitVector {len(lines[0])}))' for name, lines in files
+        ]
         return f"bitTable ({' `beside` '.join(parts)})"  # concatenation: either association
 
     def stage(self) -> str:
@@ -109,8 +110,10 @@ def _words(values: tuple[int, ...], bits: int) -> tuple[str, ...]:
 
 def _fits(value: int, bits: int, what: str, plan: LayerPlan) -> int:
     if not -(1 << (bits - 1)) <= value < (1 << (bits - 1)):
-        raise K2CError(f"layer '{plan.name}': activation '{plan.activation}' has a {what} outside "
-                       f"the range of its input format {plan.act_in_fmt}")
+        raise K2CError(
+            f"layer '{plan.name}': activation '{plan.activation}' has a {what} outside "
+            f"the range of its input format {plan.act_in_fmt}"
+        )
     return value
 
 
@@ -142,13 +145,22 @@ def activation_code(plan: LayerPlan, fn: str, type_name: dict[FixedFormat, str])
             kb = acts.slope_bits(c.slopes) - acts.SLOPE_FRAC
             (ii, fi_), (oi, fo_) = ((1 + max(f.int, 0), f.raw_frac) for f in (fi, fo))
             mid = f"Relu.ReluProduct {kb} {ii} {fi_} {oi} {fo_}"
-            product = (f"zipWith (Relu.reluProduct {args}) ({slopes})" if vector
-                       else f"Relu.reluProduct {args} {_slope(c.slopes[0])}")
-            body = (f"map Relu.reluSelect . {name}_product" if vector else f"Relu.reluSelect . {name}_product")
-            return ActivationCode(name, vector, signature, body, doc + "; in two register stages: the "
-                                  "comparison and the slope's product, then the rounding and the choice",
-                                  product_signature=f"Vec {n} {a} -> Vec {n} ({mid})" if vector else f"{a} -> {mid}",
-                                  product_body=product)
+            product = (
+                f"zipWith (Relu.reluProduct {args}) ({slopes})"
+                if vector
+                else f"Relu.reluProduct {args} {_slope(c.slopes[0])}"
+            )
+            body = f"map Relu.reluSelect . {name}_product" if vector else f"Relu.reluSelect . {name}_product"
+            return ActivationCode(
+                name,
+                vector,
+                signature,
+                body,
+                doc + "; in two register stages: the "
+                "comparison and the slope's product, then the rounding and the choice",
+                product_signature=f"Vec {n} {a} -> Vec {n} ({mid})" if vector else f"{a} -> {mid}",
+                product_body=product,
+            )
         head = f"Relu.reluFamily {args}"
         if not vector:
             return ActivationCode(name, False, scalar, f"{head} {_slope(c.slopes[0])}", doc)
@@ -161,13 +173,22 @@ def activation_code(plan: LayerPlan, fn: str, type_name: dict[FixedFormat, str])
         t = acts.softmax_table(fi, fo, n)
         eb = t.frac + 2
         width = eb + fo.frac + 4 + math.ceil(math.log2(n + 1))
-        return ActivationCode(name, True,
-                              f"(HiddenClockResetEnable dom, NFDataX t) => Stream dom (Vec {n} {a}, t) (Vec {n} {b}, t)",
-                              f"Softmax.softmaxS @{width} (SNat @{t.shift}) W.{name}", doc,
-                              name, f"TableRom {len(t.values)} (Signed {eb})", _words(t.values, eb), stream=True)
+        return ActivationCode(
+            name,
+            True,
+            f"(HiddenClockResetEnable dom, NFDataX t) => Stream dom (Vec {n} {a}, t) (Vec {n} {b}, t)",
+            f"Softmax.softmaxS @{width} (SNat @{t.shift}) W.{name}",
+            doc,
+            name,
+            f"TableRom {len(t.values)} (Signed {eb})",
+            _words(t.values, eb),
+            stream=True,
+        )
     t = acts.table(plan.activation, fi, fo)
     low = f"(SNat @{t.shift}) {_lit(t.low)} W.{name}"
-    body = (f"Lut.lut {low}" if t.tail_slope is None else
-            f"Lut.lutLinear {low} {_lit(t.tail_from)} {_slope(t.tail_slope)}")
-    return ActivationCode(name, False, scalar, body, doc, name,
-                          f"TableRom {len(t.values)} ({fo.clash_type})", _words(t.values, fo.bits))
+    body = (
+        f"Lut.lut {low}" if t.tail_slope is None else f"Lut.lutLinear {low} {_lit(t.tail_from)} {_slope(t.tail_slope)}"
+    )
+    return ActivationCode(
+        name, False, scalar, body, doc, name, f"TableRom {len(t.values)} ({fo.clash_type})", _words(t.values, fo.bits)
+    )

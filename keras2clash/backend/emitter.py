@@ -12,26 +12,26 @@ import keyword
 import math
 import re
 import shutil
-from dataclasses import replace
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
 from keras2clash import __version__
-from keras2clash.errors import K2CError
-from keras2clash.quant.formats import MIN_HARDWARE_BITS, FixedFormat
-from keras2clash.quant.golden import QuantizedLayer
+from keras2clash.backend.activations import ActivationCode, activation_code
+from keras2clash.backend.haskell import beat_type, format_type_name, shape_text, vec_type
 from keras2clash.backend.memfiles import memfile_text
+from keras2clash.errors import K2CError
 from keras2clash.hw.blocks import stages_table, timing_checks
 from keras2clash.hw.plan import LayerPlan, relu_before_requantize
-from keras2clash.backend.haskell import beat_type, format_type_name, shape_text, vec_type
-from keras2clash.kinds import kind_of
 from keras2clash.ir.structure import Chain, Parallel, structure
-from keras2clash.backend.activations import ActivationCode, activation_code
+from keras2clash.kinds import kind_of
 from keras2clash.quant import activations as acts
-from keras2clash.quant.golden import splits_output
+from keras2clash.quant.formats import MIN_HARDWARE_BITS, FixedFormat
+from keras2clash.quant.golden import QuantizedLayer, splits_output
+
 
 def _clash_lib() -> Path:
     """The predefined blocks: package data in an installed wheel (keras2clash/clash_lib), the
@@ -47,12 +47,43 @@ SIMULATION_ONLY = {"K2C.Sim"}
 """Blocks that drive simulations and are not part of the synthesizable library."""
 
 HASKELL_RESERVED = {
-    "case", "class", "data", "default", "deriving", "do", "else", "foreign", "if", "import",
-    "in", "infix", "infixl", "infixr", "instance", "let", "module", "newtype", "of", "then",
-    "type", "where",
+    "case",
+    "class",
+    "data",
+    "default",
+    "deriving",
+    "do",
+    "else",
+    "foreign",
+    "if",
+    "import",
+    "in",
+    "infix",
+    "infixl",
+    "infixr",
+    "instance",
+    "let",
+    "module",
+    "newtype",
+    "of",
+    "then",
+    "type",
+    "where",
     # names the generated modules define or import unqualified
-    "network", "topEntity", "main", "pe", "activation", "finish", "linear", "relu",
-    "requantize", "argmax", "mapS", "romWords", "simMain", "cycles",
+    "network",
+    "topEntity",
+    "main",
+    "pe",
+    "activation",
+    "finish",
+    "linear",
+    "relu",
+    "requantize",
+    "argmax",
+    "mapS",
+    "romWords",
+    "simMain",
+    "cycles",
     "outputActivation",
 }
 
@@ -80,8 +111,6 @@ def haskell_arg(expr: str) -> str:
 
 
 _env.filters["arg"] = haskell_arg
-
-
 
 
 @functools.cache
@@ -168,12 +197,14 @@ def requantizer(fmt: FixedFormat) -> str:
         return "requantize"
     rounding = {"nearest": "Nearest", "nearest_even": "NearestEven", "truncate": "Truncate"}[fmt.rounding]
     overflow = "Saturate" if fmt.overflow == "saturate" else "Wrap"
-    return (f"Quant.requantizeTo @{fmt.bits} @{fmt.raw_frac - fmt.frac} Quant.{rounding} Quant.{overflow} "
-            f"{bool(fmt.sign)}")
+    return (
+        f"Quant.requantizeTo @{fmt.bits} @{fmt.raw_frac - fmt.frac} Quant.{rounding} Quant.{overflow} {bool(fmt.sign)}"
+    )
 
 
-def _layer_entry(plan: LayerPlan, fn: str, code: ActivationCode | None = None,
-                 at_output: bool = False) -> dict[str, Any]:
+def _layer_entry(
+    plan: LayerPlan, fn: str, code: ActivationCode | None = None, at_output: bool = False
+) -> dict[str, Any]:
     """Everything one layer's Haskell function needs: its kind's entry (`Kind.entry`) and the
     parts every kind shares (types, the output format's container, the fused activation).
     `code` is its activation; `at_output` says the Top applies it (after taking the class
@@ -184,8 +215,10 @@ def _layer_entry(plan: LayerPlan, fn: str, code: ActivationCode | None = None,
     in_elem, out_elem = format_type_name(plan.in_fmt), format_type_name(plan.out_fmt)
     notes, uses = [], []
     if not plan.out_fmt.is_plain:
-        notes.append(f"Output format {plan.out_fmt} in its container {plan.out_fmt.container} "
-                     "(docs: arithmetic contract, formats).")
+        notes.append(
+            f"Output format {plan.out_fmt} in its container {plan.out_fmt.container} "
+            "(docs: arithmetic contract, formats)."
+        )
         uses += ["quant"] if home.requantizes else []
     # an activation of its own stage after the layer (per channel, or cut in two: mapP2), or
     # one inside the layer's last register stage (elementwise)
@@ -197,11 +230,20 @@ def _layer_entry(plan: LayerPlan, fn: str, code: ActivationCode | None = None,
         uses.append(_activation_import(plan))
     own = home.entry(plan, fn, code.stage() if code is not None else None)
     entry: dict[str, Any] = {
-        "name": plan.name, "fn": fn, "type": plan.type, "compute": False, "merge": False,
-        "in_type": beat_type(plan.input_shape, in_elem), "out_type": beat_type(plan.output_shape, out_elem),
-        "out_elem": out_elem, "requantizer": requantizer(plan.out_fmt), "requantizes": home.requantizes,
-        "doc": own.doc, "body": list(own.body) + (vector_stage if home.fuses_activation else []),
-        "notes": notes + list(own.notes), "uses": list(own.uses) + uses,
+        "name": plan.name,
+        "fn": fn,
+        "type": plan.type,
+        "compute": False,
+        "merge": False,
+        "in_type": beat_type(plan.input_shape, in_elem),
+        "out_type": beat_type(plan.output_shape, out_elem),
+        "out_elem": out_elem,
+        "requantizer": requantizer(plan.out_fmt),
+        "requantizes": home.requantizes,
+        "doc": own.doc,
+        "body": list(own.body) + (vector_stage if home.fuses_activation else []),
+        "notes": notes + list(own.notes),
+        "uses": list(own.uses) + uses,
     }
     if home.fuses_activation:
         entry["hw_activation"] = code.name if elementwise and code is not None else "linear"
@@ -210,7 +252,9 @@ def _layer_entry(plan: LayerPlan, fn: str, code: ActivationCode | None = None,
         entry["uses"].append("pad")
     if relu_before_requantize(plan) and "hw_activation" in entry:  # HGQ2's order (docs: contract, formats)
         entry.update(requantizer=f"({entry['requantizer']} . relu)", hw_activation="linear")
-        entry["notes"].append(f"The ReLU acts on the exact value, before the wrapping requantization to {plan.out_fmt}.")
+        entry["notes"].append(
+            f"The ReLU acts on the exact value, before the wrapping requantization to {plan.out_fmt}."
+        )
     return entry
 
 
@@ -225,8 +269,9 @@ def _stage(plan: LayerPlan, entry: dict[str, Any]) -> str:
     return f"{entry['fn']} p_{entry['fn']} b_{entry['fn']} l_{entry['fn']}" if plan.is_compute else entry["fn"]
 
 
-def _render_chain(chain: Chain, by_name: dict[str, tuple[LayerPlan, dict[str, Any]]],
-                  fifo_args: list[dict[str, Any]], indent: str) -> str:
+def _render_chain(
+    chain: Chain, by_name: dict[str, tuple[LayerPlan, dict[str, Any]]], fifo_args: list[dict[str, Any]], indent: str
+) -> str:
     """The Haskell composition of a chain: layers joined by `|>`, each parallel block a
     `branches` of its branch chains (each ending in its FIFO), then the merge layer."""
     stages: list[str] = []
@@ -240,17 +285,23 @@ def _render_chain(chain: Chain, by_name: dict[str, tuple[LayerPlan, dict[str, An
     return f"\n{indent}|> ".join(stages) if stages else "id"
 
 
-def _render_parallel(block: Parallel, merge: LayerPlan, entry: dict[str, Any],
-                     by_name: dict[str, tuple[LayerPlan, dict[str, Any]]],
-                     fifo_args: list[dict[str, Any]], indent: str) -> str:
+def _render_parallel(
+    block: Parallel,
+    merge: LayerPlan,
+    entry: dict[str, Any],
+    by_name: dict[str, tuple[LayerPlan, dict[str, Any]]],
+    fifo_args: list[dict[str, Any]],
+    indent: str,
+) -> str:
     inner = indent + "    "
     branches = []
     for i, branch in enumerate(block.branches):
         var = f"d_{entry['fn']}_{i}"
         depth = merge.fifo_depths[i] if merge.fifo_depths else 2
         head = _render_chain(branch, by_name, fifo_args, inner + "  ") if branch.items else ""
-        fifo_args.append({"var": var, "value": depth,
-                          "doc": f"FIFO depth of branch {i} into {merge.name} (from the hardware model)"})
+        fifo_args.append(
+            {"var": var, "value": depth, "doc": f"FIFO depth of branch {i} into {merge.name} (from the hardware model)"}
+        )
         branches.append(f"({head}\n{inner}  |> fifo {var})" if head else f"(fifo {var})")
     text = branches[-1]
     for k, branch in enumerate(reversed(branches[:-1])):
@@ -258,45 +309,60 @@ def _render_parallel(block: Parallel, merge: LayerPlan, entry: dict[str, Any],
     return text
 
 
-def _activation_codes(plans: Sequence[LayerPlan], fns: Sequence[str],
-                      type_names: dict[FixedFormat, str]) -> dict[str, ActivationCode | None]:
+def _activation_codes(
+    plans: Sequence[LayerPlan], fns: Sequence[str], type_names: dict[FixedFormat, str]
+) -> dict[str, ActivationCode | None]:
     """Every layer's activation code; a name that clashes with a layer's gets `_act`."""
     taken = set(fns)
     codes: dict[str, ActivationCode | None] = {}
     for plan, fn in zip(plans, fns):
         code = activation_code(plan, fn, type_names)
         if code is not None and code.name in taken:
-            code = replace(code, name=code.name + "_act",
-                           body=code.body.replace(f"W.{code.name}", f"W.{code.name}_act")
-                                         .replace(code.product_name, code.name + "_act_product"),
-                           table_name=code.table_name and code.table_name + "_act")
+            code = replace(
+                code,
+                name=code.name + "_act",
+                body=code.body.replace(f"W.{code.name}", f"W.{code.name}_act").replace(
+                    code.product_name, code.name + "_act_product"
+                ),
+                table_name=code.table_name and code.table_name + "_act",
+            )
         if code is not None:
             taken.add(code.name)
         codes[plan.name] = code
     return codes
 
 
-def build_context(name: str, plans: Sequence[LayerPlan],
-                  params: dict[str, QuantizedLayer] | None = None) -> dict[str, Any]:
+def build_context(
+    name: str, plans: Sequence[LayerPlan], params: dict[str, QuantizedLayer] | None = None
+) -> dict[str, Any]:
     """Everything the templates need, computed here so the templates stay declarative.
     `params` supplies the constants generated into Weights.hs (BatchNormalization)."""
     fns = haskell_names([p.name for p in plans])
-    formats = sorted({p.in_fmt for p in plans} | {p.out_fmt for p in plans}
-                     | {p.w_fmt for p in plans if p.w_fmt is not None}
-                     | {p.b_fmt for p in plans if p.b_fmt is not None})
+    formats = sorted(
+        {p.in_fmt for p in plans}
+        | {p.out_fmt for p in plans}
+        | {p.w_fmt for p in plans if p.w_fmt is not None}
+        | {p.b_fmt for p in plans if p.b_fmt is not None}
+    )
     containers: dict[FixedFormat, list[str]] = {}
     for f in formats:
         containers.setdefault(f.container, []).append(str(f))
     format_types = [
-        {"name": format_type_name(c), "clash": c.clash_type, "bits": c.bits,
-         "label": ", ".join(labels) + ("" if labels == [str(c)] else f" held in {c}")}
+        {
+            "name": format_type_name(c),
+            "clash": c.clash_type,
+            "bits": c.bits,
+            "label": ", ".join(labels) + ("" if labels == [str(c)] else f" held in {c}"),
+        }
         for c, labels in sorted(containers.items())
     ]
     type_names = {f: format_type_name(f) for f in formats}
     split = splits_output(plans[-1])
     codes = _activation_codes(plans, fns, type_names)
-    layers = [_layer_entry(plan, fn, codes[plan.name], split and k == len(plans) - 1)
-              for k, (plan, fn) in enumerate(zip(plans, fns))]
+    layers = [
+        _layer_entry(plan, fn, codes[plan.name], split and k == len(plans) - 1)
+        for k, (plan, fn) in enumerate(zip(plans, fns))
+    ]
     compute = [entry for entry in layers if entry["compute"]]
     layer_weights: list[tuple[tuple[str, ...], str]] = []
     for plan, fn in zip(plans, fns):
@@ -311,8 +377,13 @@ def build_context(name: str, plans: Sequence[LayerPlan],
         p_var, b_var = f"p_{entry['fn']}", f"b_{entry['fn']}"
         network_args.append({"var": p_var, "value": entry["pe"], "doc": f"processing elements of {entry['name']}"})
         network_args.append({"var": b_var, "value": entry["cycles"], "doc": f"cycles per window of {entry['name']}"})
-        network_args.append({"var": f"l_{entry['fn']}", "value": entry["levels"],
-                             "doc": f"adder levels per pipeline stage of {entry['name']} (0: not pipelined)"})
+        network_args.append(
+            {
+                "var": f"l_{entry['fn']}",
+                "value": entry["levels"],
+                "doc": f"adder levels per pipeline stage of {entry['name']} (0: not pipelined)",
+            }
+        )
     by_name = {plan.name: (plan, entry) for plan, entry in zip(plans, layers)}
     source = plans[0].inputs[0] if plans[0].inputs else "input"
     built = plans[:-1] if split and plans[-1].activation_only and len(plans) > 1 else plans
@@ -325,21 +396,39 @@ def build_context(name: str, plans: Sequence[LayerPlan],
     bodies = [line for entry in layers for line in entry.get("body", [])]
     pipes = [f for f in ("mapP", "mapP2", "mapTable") if any(f"{f} " in line for line in bodies)]
     fn_of = {plan.name: fn for plan, fn in zip(plans, fns)}
-    timing = [{"name": f"{fn_of.get(owner, owner)}_{depth.label}", "type": depth.type, "value": depth.value,
-               "uses": depth.uses} for owner, depth in timing_checks(plans)]
+    timing = [
+        {
+            "name": f"{fn_of.get(owner, owner)}_{depth.label}",
+            "type": depth.type,
+            "value": depth.value,
+            "uses": depth.uses,
+        }
+        for owner, depth in timing_checks(plans)
+    ]
     timing_uses = {"type_equality"} | {t["uses"] for t in timing}
-    used = sorted({IMPORTS[u] for entry in layers for u in entry["uses"]} | {IMPORTS[u] for u in timing_uses}
-                  | ({f"import K2C.Pipe ({', '.join(pipes)})"} if pipes else set()))
+    used = sorted(
+        {IMPORTS[u] for entry in layers for u in entry["uses"]}
+        | {IMPORTS[u] for u in timing_uses}
+        | ({f"import K2C.Pipe ({', '.join(pipes)})"} if pipes else set())
+    )
     imports = ["import K2C.Activation (Finish (..), linear, relu, requantize)"] + used
     last_code = codes[plans[-1].name]
     output_stream = last_code.name if split and last_code is not None and last_code.stream else None
-    output_activation = ("id" if not split or last_code is None or output_stream else
-                         last_code.name if last_code.vector else f"map {last_code.name}")
+    output_activation = (
+        "id"
+        if not split or last_code is None or output_stream
+        else last_code.name
+        if last_code.vector
+        else f"map {last_code.name}"
+    )
     logits_fmt = plans[-1].act_in_fmt if split else plans[-1].out_fmt
     first, last = plans[0], plans[-1]
     beats = math.prod(first.input_shape[:-1])
-    input_doc = (f"one pixel's {first.input_shape[-1]} channel(s); an image is {beats} beats in raster order"
-                 if beats > 1 else f"the whole {first.input_shape[-1]}-value input vector")
+    input_doc = (
+        f"one pixel's {first.input_shape[-1]} channel(s); an image is {beats} beats in raster order"
+        if beats > 1
+        else f"the whole {first.input_shape[-1]}-value input vector"
+    )
     return {
         "name": name,
         "package": cabal_package_name(name),
@@ -349,8 +438,9 @@ def build_context(name: str, plans: Sequence[LayerPlan],
         "timing": timing,
         "compute_layers": compute,
         "layer_weights": [text for _, text in layer_weights],
-        "weights_exports": [e["fn"] for e in compute] + [name for names, _ in layer_weights for name in names]
-                           + [c.table_name for c in codes.values() if c is not None and c.table_name],
+        "weights_exports": [e["fn"] for e in compute]
+        + [name for names, _ in layer_weights for name in names]
+        + [c.table_name for c in codes.values() if c is not None and c.table_name],
         "imports": imports,
         "network_args": network_args,
         "composition": composition,
@@ -366,12 +456,15 @@ def build_context(name: str, plans: Sequence[LayerPlan],
         "logits_type": vec_type(last.output_shape, format_type_name(logits_fmt)),
         "output_activation": output_activation,
         "output_stream": output_stream,
-        "output_activation_doc": (f"{last.activation}, applied after the class is taken from the values before it"
-                                  if split else "none: the output is the logits"),
+        "output_activation_doc": (
+            f"{last.activation}, applied after the class is taken from the values before it"
+            if split
+            else "none: the output is the logits"
+        ),
         "activations": [c for c in codes.values() if c is not None],
         "tables": [c for c in codes.values() if c is not None and c.table_name],
-        "uses_maps": bool(fifo_args) or any(c is not None and (c.vector or p.activation_only)
-                                            for p, c in ((p, codes[p.name]) for p in plans)),
+        "uses_maps": bool(fifo_args)
+        or any(c is not None and (c.vector or p.activation_only) for p, c in ((p, codes[p.name]) for p in plans)),
         "in_fmt": first.in_fmt.container,  # the hardware types (FixedFormat.container)
         "out_fmt": last.out_fmt.container,
         "in_label": _container_label(first.in_fmt),
@@ -402,7 +495,12 @@ def check_buildable(plans: Sequence[LayerPlan]) -> None:
     formats narrower than MIN_HARDWARE_BITS (a 1-bit `SFixed 1 0`)."""
     for plan in plans:
         fields = [("input", f) for f in (plan.in_fmts or (plan.in_fmt,))]
-        fields += [("weight", plan.w_fmt), ("bias", plan.b_fmt), ("output", plan.out_fmt), ("accumulator", plan.acc_fmt)]
+        fields += [
+            ("weight", plan.w_fmt),
+            ("bias", plan.b_fmt),
+            ("output", plan.out_fmt),
+            ("accumulator", plan.acc_fmt),
+        ]
         for what, fmt in fields:
             if fmt is not None and fmt.hw_bits < MIN_HARDWARE_BITS:
                 raise K2CError(
@@ -412,9 +510,7 @@ def check_buildable(plans: Sequence[LayerPlan]) -> None:
                 )
 
 
-def write_project(
-    root: Path, name: str, plans: Sequence[LayerPlan], params: dict[str, QuantizedLayer]
-) -> None:
+def write_project(root: Path, name: str, plans: Sequence[LayerPlan], params: dict[str, QuantizedLayer]) -> None:
     """Render the Haskell modules, copy the blocks, write the weight memory files."""
     check_buildable(plans)
     context = build_context(name, plans, params)
@@ -425,9 +521,7 @@ def write_project(
     (root / ".cabal").mkdir()
     for target, template in TEMPLATES.items():
         (root / target).write_text(_env.get_template(template).render(**context))
-    (root / f"{context['package']}.cabal").write_text(
-        _env.get_template("project.cabal.j2").render(**context)
-    )
+    (root / f"{context['package']}.cabal").write_text(_env.get_template("project.cabal.j2").render(**context))
     blocks = root / "clash_lib" / "K2C"
     blocks.mkdir(parents=True)
     for source in sorted((CLASH_LIB / "K2C").glob("*.hs")):

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from keras2clash.quant.formats import FixedFormat
-
 import jinja2
+
+from keras2clash.quant.formats import FixedFormat
 
 _env = jinja2.Environment(
     loader=jinja2.FileSystemLoader(str(Path(__file__).resolve().parent.parent / "kinds")),

@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 from bitstring import Bits
 
-from keras2clash.quant.golden import QuantizedLayer
 from keras2clash.hw.plan import LayerPlan
+from keras2clash.quant.golden import QuantizedLayer
 
 
 def rom_table(plan: LayerPlan, params: QuantizedLayer) -> np.ndarray:

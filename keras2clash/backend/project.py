@@ -17,8 +17,8 @@ import numpy as np
 
 from keras2clash import __version__
 from keras2clash.errors import K2CError
-from keras2clash.quant.golden import QuantizedLayer
 from keras2clash.hw.plan import LayerPlan
+from keras2clash.quant.golden import QuantizedLayer
 
 MANIFEST = "manifest.json"
 PARAMS = "golden.npz"
@@ -73,7 +73,11 @@ class Project:
 
 
 def write_project_data(
-    root: Path, name: str, top: str, plans: list[LayerPlan], params: dict[str, QuantizedLayer],
+    root: Path,
+    name: str,
+    top: str,
+    plans: list[LayerPlan],
+    params: dict[str, QuantizedLayer],
     extra: dict[str, Any] | None = None,
 ) -> None:
     """Write the manifest and the golden parameters into a (temporary) project folder.
@@ -116,11 +120,15 @@ def verify_integrity(root: Path, manifest: dict[str, Any]) -> None:
     again = "emit the project again (keras2clash emit ... --force)"
     record = manifest.get(INTEGRITY)
     if not isinstance(record, dict) or not isinstance(record.get("files"), dict):
-        raise K2CError(f"{root / MANIFEST} has no integrity record (emitted by an older keras2clash, or "
-                       f"edited), so its weight files cannot be checked; {again}")
+        raise K2CError(
+            f"{root / MANIFEST} has no integrity record (emitted by an older keras2clash, or "
+            f"edited), so its weight files cannot be checked; {again}"
+        )
     if record.get("manifest_sha256") != _manifest_hash(manifest):
-        raise K2CError(f"{root / MANIFEST} was changed after emit (it no longer matches the hash recorded "
-                       f"in it); the project would be simulated and reported with wrong figures; {again}")
+        raise K2CError(
+            f"{root / MANIFEST} was changed after emit (it no longer matches the hash recorded "
+            f"in it); the project would be simulated and reported with wrong figures; {again}"
+        )
     listed = set(record["files"])
     for path in sorted((root / WEIGHTS_DIR).glob("*.mem")):
         if path.relative_to(root).as_posix() not in listed:
@@ -131,8 +139,9 @@ def verify_integrity(root: Path, manifest: dict[str, Any]) -> None:
         if not path.is_file():
             raise K2CError(f"{kind} {path} is missing (deleted after emit); {again}")
         if _file_hash(path) != digest:
-            raise K2CError(f"{kind} {path} was changed after emit (its sha256 differs from the one in "
-                           f"{MANIFEST}); {again}")
+            raise K2CError(
+                f"{kind} {path} was changed after emit (its sha256 differs from the one in {MANIFEST}); {again}"
+            )
 
 
 def load_project(root: Path | str) -> Project:

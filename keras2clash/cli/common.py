@@ -5,7 +5,6 @@ HDLs chosen, a Clash simulation that must equal the golden model."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -23,13 +22,13 @@ err = Console(stderr=True)
 """Progress and confirmations (stderr); tables go to stdout."""
 
 
-def check_reports(force: bool, *paths: Optional[Path]) -> None:
+def check_reports(force: bool, *paths: Path | None) -> None:
     """Report files are checked before any work (fsutil: the output policy)."""
     for path in paths:
         check_output_file(path, force)
 
 
-def write_reports(comp: Comparison, json_out: Optional[Path], markdown: Optional[Path], force: bool = False) -> None:
+def write_reports(comp: Comparison, json_out: Path | None, markdown: Path | None, force: bool = False) -> None:
     if json_out is not None:
         write_output_file(json_out, comp.to_json() + "\n", force)
     if markdown is not None:
@@ -39,8 +38,9 @@ def write_reports(comp: Comparison, json_out: Optional[Path], markdown: Optional
 def require_exact(comp: Comparison) -> None:
     """Exit code 1 when the Clash simulation differs from the golden model."""
     if not comp.all_exact:
-        raise K2CError(f"simulation differs from the golden model on {comp.samples - (comp.bit_exact or 0)} sample(s)",
-                       exit_code=1)
+        raise K2CError(
+            f"simulation differs from the golden model on {comp.samples - (comp.bit_exact or 0)} sample(s)", exit_code=1
+        )
 
 
 def languages(verilog: bool, vhdl: bool, systemverilog: bool, default: tuple[str, ...]) -> list[str]:

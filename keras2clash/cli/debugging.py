@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import numpy as np
 import typer
@@ -22,28 +22,48 @@ from keras2clash.fsutil import write_output_file
 from keras2clash.report.trace import METRICS, render
 
 
-def _design(format: Optional[str], layer_format: Optional[list[str]], layer_formats: Optional[Path],
-            input_format: Optional[str], bits: Optional[int], calibration: Optional[Path], softmax: str,
-            weights: Optional[Path], weight_format: Optional[str]) -> Optional[DesignOptions]:
+def _design(
+    format: str | None,
+    layer_format: list[str] | None,
+    layer_formats: Path | None,
+    input_format: str | None,
+    bits: int | None,
+    calibration: Path | None,
+    softmax: str,
+    weights: Path | None,
+    weight_format: str | None,
+) -> DesignOptions | None:
     """The design the options state for a model file; None when none is given (a project
     refuses any)."""
-    design = params.design_options(format, layer_formats=layer_formats, layer_format=layer_format,
-                                   input_format=input_format, bits=bits, calibration=calibration, softmax=softmax,
-                                   weight_format=weight_format, weights=weights)
+    design = params.design_options(
+        format,
+        layer_formats=layer_formats,
+        layer_format=layer_format,
+        input_format=input_format,
+        bits=bits,
+        calibration=calibration,
+        softmax=softmax,
+        weight_format=weight_format,
+        weights=weights,
+    )
     return None if format is None and design == DesignOptions() else design
 
 
 @app.command()
 def trace(
     model: params.DebugModel,
-    data: Annotated[Path, typer.Option(
-        "--data", "-d", help="Inputs .npz with an array x (labels are not needed).")],
+    data: Annotated[Path, typer.Option("--data", "-d", help="Inputs .npz with an array x (labels are not needed).")],
     format: params.DebugFormat = None,
-    threshold: Annotated[Optional[float], typer.Option(
-        "--threshold", "-t", min=0, help="Report the first layer whose --metric exceeds this; exit 1 if one does.")] = None,
-    metric: Annotated[str, typer.Option(
-        "--metric", help="max_lsb (largest error in output LSBs) | max_abs | mean_abs | mse.")] = "max_lsb",
-    plot: Annotated[Optional[Path], typer.Option("--plot", help="Write a PNG of the per-layer error.")] = None,
+    threshold: Annotated[
+        float | None,
+        typer.Option(
+            "--threshold", "-t", min=0, help="Report the first layer whose --metric exceeds this; exit 1 if one does."
+        ),
+    ] = None,
+    metric: Annotated[
+        str, typer.Option("--metric", help="max_lsb (largest error in output LSBs) | max_abs | mean_abs | mse.")
+    ] = "max_lsb",
+    plot: Annotated[Path | None, typer.Option("--plot", help="Write a PNG of the per-layer error.")] = None,
     n: params.Limit = None,
     force: params.ForcePlot = False,
     layer_format: params.LayerFormat = None,
@@ -60,8 +80,9 @@ def trace(
         raise K2CError(f"unknown --metric {metric!r}; choose from {', '.join(METRICS)}")
     check_reports(force, plot)
     read_npz(data, "data")  # before the slow model load
-    design = _design(format, layer_format, layer_formats, input_format, bits, calibration, softmax, weights,
-                     weight_format)
+    design = _design(
+        format, layer_format, layer_formats, input_format, bits, calibration, softmax, weights, weight_format
+    )
     result = debug.trace(model, data, design, limit=n)
     first = render(result, Console(width=max(Console().width, 120)), threshold=threshold, metric=metric)
     if plot is not None:
@@ -75,8 +96,7 @@ def trace(
 def predict(
     model: params.DebugModel,
     data: Annotated[Path, typer.Option("--data", "-d", help="Inputs .npz with an array x.")],
-    out: Annotated[Path, typer.Option(
-        "--out", "-o", help="Write raw, values, classes (and input_raw) to this .npz.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Write raw, values, classes (and input_raw) to this .npz.")],
     format: params.DebugFormat = None,
     n: params.Limit = None,
     force: params.ForceOutFile = False,
@@ -92,11 +112,19 @@ def predict(
     """The golden model's (= the hardware's) outputs for the inputs in --data, as an .npz."""
     check_reports(force, out)
     read_npz(data, "data")
-    design = _design(format, layer_format, layer_formats, input_format, bits, calibration, softmax, weights,
-                     weight_format)
+    design = _design(
+        format, layer_format, layer_formats, input_format, bits, calibration, softmax, weights, weight_format
+    )
     result = debug.predict(model, data, design, limit=n)
     buffer = io.BytesIO()
-    np.savez(buffer, raw=result.raw, values=result.values, classes=result.classes, input_raw=result.input_raw,
-             output_format=np.array(str(result.output_format)), input_format=np.array(str(result.input_format)))
+    np.savez(
+        buffer,
+        raw=result.raw,
+        values=result.values,
+        classes=result.classes,
+        input_raw=result.input_raw,
+        output_format=np.array(str(result.output_format)),
+        input_format=np.array(str(result.input_format)),
+    )
     write_output_file(out, buffer.getvalue(), force)
     err.print(f"[green]✓[/green] {len(result)} samples, outputs in {result.output_format}: {escape(str(out))}")

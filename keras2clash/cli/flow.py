@@ -4,7 +4,7 @@ function of the same name."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -24,8 +24,9 @@ def emit(
     parallelism: params.Parallelism = None,
     cycles: params.Cycles = None,
     weights: params.Weights = None,
-    name: Annotated[Optional[str], typer.Option(
-        "--name", help="Name of the top entity (default: the Keras model name).")] = None,
+    name: Annotated[
+        str | None, typer.Option("--name", help="Name of the top entity (default: the Keras model name).")
+    ] = None,
     force: params.Force = False,
     layer_format: params.LayerFormat = None,
     layer_formats: params.LayerFormats = None,
@@ -41,9 +42,22 @@ def emit(
 ) -> None:
     """Parse MODEL and write a Clash project (network, weights, memory files) to --out."""
     design = params.design_options(
-        format, layer_formats=layer_formats, layer_format=layer_format, input_format=input_format, bits=bits,
-        calibration=calibration, parallelism=parallelism, cycles=cycles, pipeline=pipeline, dsp_budget=dsp_budget,
-        lanes=lanes, softmax=softmax, weight_format=weight_format, hls4ml_config=hls4ml_config, weights=weights)
+        format,
+        layer_formats=layer_formats,
+        layer_format=layer_format,
+        input_format=input_format,
+        bits=bits,
+        calibration=calibration,
+        parallelism=parallelism,
+        cycles=cycles,
+        pipeline=pipeline,
+        dsp_budget=dsp_budget,
+        lanes=lanes,
+        softmax=softmax,
+        weight_format=weight_format,
+        hls4ml_config=hls4ml_config,
+        weights=weights,
+    )
     path = api.emit(model, design, out, name=name, force=force)
     err.print(f"[green]✓[/green] emitted {path}")
 
@@ -67,8 +81,9 @@ def simulate(
     n: params.Limit = None,
     json_out: params.ComparisonJson = None,
     markdown: params.ComparisonMarkdown = None,
-    gap_max: Annotated[int, typer.Option(
-        "--gap-max", min=0, help="Random idle cycles (0..K) between inputs and random output stalls.")] = 0,
+    gap_max: Annotated[
+        int, typer.Option("--gap-max", min=0, help="Random idle cycles (0..K) between inputs and random output stalls.")
+    ] = 0,
     seed: params.GapSeed = 1,
     force: params.ForceReports = False,
     task: params.Task = "auto",
@@ -112,9 +127,21 @@ def run(
     langs = languages(verilog, vhdl, systemverilog, ("verilog", "vhdl", "systemverilog"))
     check_reports(force, json_out, markdown)
     design = params.design_options(
-        format, layer_formats=layer_formats, layer_format=layer_format, input_format=input_format, bits=bits,
-        calibration=calibration, parallelism=parallelism, cycles=cycles, pipeline=pipeline, dsp_budget=dsp_budget,
-        lanes=lanes, softmax=softmax, weight_format=weight_format, weights=weights)
+        format,
+        layer_formats=layer_formats,
+        layer_format=layer_format,
+        input_format=input_format,
+        bits=bits,
+        calibration=calibration,
+        parallelism=parallelism,
+        cycles=cycles,
+        pipeline=pipeline,
+        dsp_budget=dsp_budget,
+        lanes=lanes,
+        softmax=softmax,
+        weight_format=weight_format,
+        weights=weights,
+    )
     comp = api.run(model, data, design, out, languages=langs, limit=n, force=force, task=task)
     write_reports(comp, json_out, markdown, force)
     require_exact(comp)

@@ -4,7 +4,7 @@ configurations side by side, measured (report)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -19,18 +19,21 @@ from keras2clash.hw import options as opts
 
 @app.command()
 def options(
-    model: Annotated[Path, typer.Argument(
-        help="A model file (.keras, .h5, JSON config) or an emitted project directory.")],
+    model: Annotated[
+        Path, typer.Argument(help="A model file (.keras, .h5, JSON config) or an emitted project directory.")
+    ],
     format: params.SourceFormat = params.DEFAULT_FORMAT,
     sort: Annotated[str, typer.Option("--sort", help="latency | interval | multipliers")] = "interval",
-    cycles_too: Annotated[bool, typer.Option(
-        "--cycles-too", help="Also vary the cycles knob (layer-wise Pareto-pruned).")] = False,
-    max_rows: Annotated[int, typer.Option(
-        "--max", min=1, help="Show at most N rows (JSON/CSV hold every configuration).")] = 40,
+    cycles_too: Annotated[
+        bool, typer.Option("--cycles-too", help="Also vary the cycles knob (layer-wise Pareto-pruned).")
+    ] = False,
+    max_rows: Annotated[
+        int, typer.Option("--max", min=1, help="Show at most N rows (JSON/CSV hold every configuration).")
+    ] = 40,
     pareto: Annotated[bool, typer.Option("--pareto", help="Show only Pareto-optimal configurations.")] = False,
     dsp_budget: params.DspBudgetShown = None,
-    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write every configuration as JSON.")] = None,
-    csv_out: Annotated[Optional[Path], typer.Option("--csv", help="Write every configuration as CSV.")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write every configuration as JSON.")] = None,
+    csv_out: Annotated[Path | None, typer.Option("--csv", help="Write every configuration as CSV.")] = None,
     weights: params.Weights = None,
     force: params.ForceTables = False,
 ) -> None:
@@ -52,19 +55,32 @@ def options(
 
 @app.command()
 def report(
-    source_path: Annotated[Path, typer.Argument(
-        metavar="DIR", help="An emitted project directory, or a model file (with --format).")],
-    config: Annotated[Optional[list[str]], typer.Option(
-        "--config", help="PE:CYCLES per dense/conv2d layer, e.g. 8:1,8:1,5:1 (repeatable). "
-                         "Default: the project's own.")] = None,
+    source_path: Annotated[
+        Path, typer.Argument(metavar="DIR", help="An emitted project directory, or a model file (with --format).")
+    ],
+    config: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--config",
+            help="PE:CYCLES per dense/conv2d layer, e.g. 8:1,8:1,5:1 (repeatable). Default: the project's own.",
+        ),
+    ] = None,
     clock_mhz: Annotated[float, typer.Option("--clock-mhz", min=0.001, help="Clock for images/s.")] = 100.0,
-    yosys: Annotated[bool, typer.Option(
-        "--yosys/--no-yosys", help="Measure each configuration with Clash + Yosys.")] = True,
-    dsp: Annotated[str, typer.Option(
-        "--dsp", help="Yosys target: ice40 (synth_ice40 -dsp), xilinx (synth_xilinx, DSP48E1) or none "
-                      "(generic synth; slow).")] = "ice40",
-    out_dir: Annotated[Optional[Path], typer.Option(
-        "--out-dir", "-o", help="Write report.md/.json/.png (and the configurations' projects) here.")] = None,
+    yosys: Annotated[
+        bool, typer.Option("--yosys/--no-yosys", help="Measure each configuration with Clash + Yosys.")
+    ] = True,
+    dsp: Annotated[
+        str,
+        typer.Option(
+            "--dsp",
+            help="Yosys target: ice40 (synth_ice40 -dsp), xilinx (synth_xilinx, DSP48E1) or none "
+            "(generic synth; slow).",
+        ),
+    ] = "ice40",
+    out_dir: Annotated[
+        Path | None,
+        typer.Option("--out-dir", "-o", help="Write report.md/.json/.png (and the configurations' projects) here."),
+    ] = None,
     dsp_budget: params.DspBudgetAdded = None,
     format: params.SourceFormat = params.DEFAULT_FORMAT,
     weights: params.Weights = None,
@@ -83,8 +99,17 @@ def report(
     if not configs and dsp_budget is None:
         configs = [([p.pe for p in source.plans if p.is_compute], [p.cycles for p in source.plans if p.is_compute])]
     with err.status("report") as status:
-        result = reportcmd.report_to(source, configs, out_dir, force=force, clock_mhz=clock_mhz, yosys=yosys,
-                                     dsp=dsp, budget=multipliers(dsp_budget), status=status.update)
+        result = reportcmd.report_to(
+            source,
+            configs,
+            out_dir,
+            force=force,
+            clock_mhz=clock_mhz,
+            yosys=yosys,
+            dsp=dsp,
+            budget=multipliers(dsp_budget),
+            status=status.update,
+        )
     reportcmd.render(result, Console())
     if out_dir is not None:
         err.print(f"[green]✓[/green] wrote {', '.join(str(out_dir / n) for n in reportcmd.OUTPUT_FILES)}")

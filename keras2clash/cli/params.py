@@ -11,7 +11,7 @@ The design knobs (`--format`, `--parallelism`, `--pipeline`, ...) become one
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -21,43 +21,65 @@ from keras2clash.quant.autoformat import DEFAULT_WEIGHT_FORMAT
 
 # --- help texts -----------------------------------------------------------------------------
 
-FORMAT_HELP = ("Fixed-point format sign,int,frac (the thesis' notation): 1,7,8 = 16 bits = SFixed 8 8 = "
-               "ap_fixed<16,8,AP_RND,AP_SAT>; 0,4,4 is unsigned, negative int/frac allowed, modes after it "
-               "(1,7,8,trn,wrap), or an ap_fixed<W,I,Q,O> type.")
+FORMAT_HELP = (
+    "Fixed-point format sign,int,frac (the thesis' notation): 1,7,8 = 16 bits = SFixed 8 8 = "
+    "ap_fixed<16,8,AP_RND,AP_SAT>; 0,4,4 is unsigned, negative int/frac allowed, modes after it "
+    "(1,7,8,trn,wrap), or an ap_fixed<W,I,Q,O> type."
+)
 PAR_HELP = "Processing elements per dense/conv2d layer, e.g. 1,2,5 (each 1..filters; default 1 each)."
-PIPE_HELP = ("Adder-tree levels per register stage in every dense/conv2d layer's dot product, one "
-             "number or one per layer, e.g. 2 or 2,0,1 (0: the whole dot product in one cycle; "
-             f"default {DEFAULT_PIPELINE} = auto), or auto / auto@MHZ: the fewest registers for that "
-             "clock on ECP5 (auto = 100 MHz). Fewer levels: a faster clock, a few cycles more latency.")
+PIPE_HELP = (
+    "Adder-tree levels per register stage in every dense/conv2d layer's dot product, one "
+    "number or one per layer, e.g. 2 or 2,0,1 (0: the whole dot product in one cycle; "
+    f"default {DEFAULT_PIPELINE} = auto), or auto / auto@MHZ: the fewest registers for that "
+    "clock on ECP5 (auto = 100 MHz). Fewer levels: a faster clock, a few cycles more latency."
+)
 CYC_HELP = "Cycles per window per dense/conv2d layer, e.g. 1,9,1 (each 1..window size; default 1 each)."
-LF_HELP = ("Per-layer formats NAME:w=S,I,F:b=S,I,F:o=S,I,F:acc=BITS (or NAME:S,I,F), repeatable; "
-           "w weights, b bias, o output, acc accumulator width.")
-LFS_HELP = "Per-layer formats from a JSON (or YAML) file: {\"default\", \"input\", \"layers\": {NAME: {...}}}."
+LF_HELP = (
+    "Per-layer formats NAME:w=S,I,F:b=S,I,F:o=S,I,F:acc=BITS (or NAME:S,I,F), repeatable; "
+    "w weights, b bias, o output, acc accumulator width."
+)
+LFS_HELP = 'Per-layer formats from a JSON (or YAML) file: {"default", "input", "layers": {NAME: {...}}}.'
 IN_HELP = "Format of the network's input (default: --format)."
 BITS_HELP = "Total width of every value for --format auto."
 CAL_HELP = "Calibration set .npz (array x) for --format auto: the layer outputs' ranges."
-SOFTMAX_HELP = ("exact: compute a softmax at the output (exp table, exact division); argmax: leave it out, "
-                "the outputs are the logits (same predicted class, no softmax hardware).")
-TASK_HELP = ("auto | classifier (accuracy against labels y) | regression (output values against Keras and the "
-             "targets y, if any: max |err| and MSE; an autoencoder's data may hold only x). auto: a softmax output, "
-             "integer labels or one-hot rows mean a classifier; no y, one output or real-valued targets, regression.")
-WEIGHT_FORMAT_HELP = ("fit (default): weights in the layer format's width, with the integer bits each layer's "
-                      "largest weight needs and the rest in the fraction; same: in the layer's format, as the "
-                      "2021 thesis (docs/guide/formats.md).")
-HLS4ML_HELP = ("An hls4ml config (YAML/JSON: Model and LayerName sections, Precision with ap_fixed types, "
-               "ReuseFactor -> --parallelism/--cycles); --layer-formats/--layer-format refine it. Every project "
-               "gets hls4ml_config.yml, its own formats and knobs in that shape.")
-BUDGET_HELP = ("Multiplier budget, a number or a device (ecp5-85k: 132 of its 156 MULT18X18D, what nextpnr "
-               "routes; ice40-up5k: its 8): choose --parallelism "
-               "and --cycles of every dense/conv2d layer for the smallest initiation interval within it "
-               "(balanced allocation, exact model).")
-LANES_HELP = ("Channels a BatchNormalization computes a cycle: 'auto' the fewest that keep the initiation "
-              "interval (fewer multipliers, a few cycles more latency), 'full' a whole beat a cycle. "
-              "Default: auto with --dsp-budget, full without.")
-STORAGE_HELP = ("An optuna storage URL shared by several workers or machines (e.g. postgresql://..., or "
-                "sqlite:////shared/search.db). Default: DIR/search.db.")
+SOFTMAX_HELP = (
+    "exact: compute a softmax at the output (exp table, exact division); argmax: leave it out, "
+    "the outputs are the logits (same predicted class, no softmax hardware)."
+)
+TASK_HELP = (
+    "auto | classifier (accuracy against labels y) | regression (output values against Keras and the "
+    "targets y, if any: max |err| and MSE; an autoencoder's data may hold only x). auto: a softmax output, "
+    "integer labels or one-hot rows mean a classifier; no y, one output or real-valued targets, regression."
+)
+WEIGHT_FORMAT_HELP = (
+    "fit (default): weights in the layer format's width, with the integer bits each layer's "
+    "largest weight needs and the rest in the fraction; same: in the layer's format, as the "
+    "2021 thesis (docs/guide/formats.md)."
+)
+HLS4ML_HELP = (
+    "An hls4ml config (YAML/JSON: Model and LayerName sections, Precision with ap_fixed types, "
+    "ReuseFactor -> --parallelism/--cycles); --layer-formats/--layer-format refine it. Every project "
+    "gets hls4ml_config.yml, its own formats and knobs in that shape."
+)
+BUDGET_HELP = (
+    "Multiplier budget, a number or a device (ecp5-85k: 132 of its 156 MULT18X18D, what nextpnr "
+    "routes; ice40-up5k: its 8): choose --parallelism "
+    "and --cycles of every dense/conv2d layer for the smallest initiation interval within it "
+    "(balanced allocation, exact model)."
+)
+LANES_HELP = (
+    "Channels a BatchNormalization computes a cycle: 'auto' the fewest that keep the initiation "
+    "interval (fewer multipliers, a few cycles more latency), 'full' a whole beat a cycle. "
+    "Default: auto with --dsp-budget, full without."
+)
+STORAGE_HELP = (
+    "An optuna storage URL shared by several workers or machines (e.g. postgresql://..., or "
+    "sqlite:////shared/search.db). Default: DIR/search.db."
+)
 MODEL_HELP = "A .keras, legacy .h5, or JSON config (+ pickled weights)."
-DEBUG_MODEL_HELP = "A .keras, legacy .h5 or JSON config (+ pickled weights), or a project written by 'keras2clash emit'."
+DEBUG_MODEL_HELP = (
+    "A .keras, legacy .h5 or JSON config (+ pickled weights), or a project written by 'keras2clash emit'."
+)
 PROJECT_HELP = "A directory written by 'keras2clash emit'."
 TEST_DATA_HELP = "Test set .npz with arrays x and y."
 LIMIT_HELP = "Use only the first N samples."
@@ -93,8 +115,8 @@ Project = Annotated[Path, typer.Argument(help=PROJECT_HELP)]
 """An emitted project (hdl, simulate, testbench, rtlsim, synth, pnr)."""
 SearchFolder = Annotated[Path, typer.Argument(metavar="DIR", help="A search folder (search run --out).")]
 TestData = Annotated[Path, typer.Option("--data", "-d", help=TEST_DATA_HELP)]
-Limit = Annotated[Optional[int], typer.Option("-n", min=1, help=LIMIT_HELP)]
-Weights = Annotated[Optional[Path], typer.Option("--weights", help="Pickled weight list for a JSON config.")]
+Limit = Annotated[int | None, typer.Option("-n", min=1, help=LIMIT_HELP)]
+Weights = Annotated[Path | None, typer.Option("--weights", help="Pickled weight list for a JSON config.")]
 
 # --- what a command writes ------------------------------------------------------------------
 
@@ -106,10 +128,10 @@ ForceTables = Annotated[bool, _force("Replace existing --json/--csv files.")]
 ForcePlot = Annotated[bool, _force("Replace an existing --plot file.")]
 ForceOutFile = Annotated[bool, _force("Replace an existing --out file.")]
 ForcePnr = Annotated[bool, _force("Replace PROJECT/pnr/FPGA and existing --json/--markdown files.")]
-ComparisonJson = Annotated[Optional[Path], _json("Also write the comparison as JSON.")]
-ComparisonMarkdown = Annotated[Optional[Path], _markdown("Also write the comparison as markdown.")]
-ReportJson = Annotated[Optional[Path], _json("Also write the report as JSON.")]
-ReportMarkdown = Annotated[Optional[Path], _markdown("Also write the report as markdown.")]
+ComparisonJson = Annotated[Path | None, _json("Also write the comparison as JSON.")]
+ComparisonMarkdown = Annotated[Path | None, _markdown("Also write the comparison as markdown.")]
+ReportJson = Annotated[Path | None, _json("Also write the report as JSON.")]
+ReportMarkdown = Annotated[Path | None, _markdown("Also write the report as markdown.")]
 Verilog = Annotated[bool, typer.Option("--verilog", help="Generate Verilog.")]
 Vhdl = Annotated[bool, typer.Option("--vhdl", help="Generate VHDL.")]
 SystemVerilog = Annotated[bool, typer.Option("--systemverilog", help="Generate SystemVerilog.")]
@@ -117,8 +139,12 @@ SystemVerilog = Annotated[bool, typer.Option("--systemverilog", help="Generate S
 # --- simulation -----------------------------------------------------------------------------
 
 Task = Annotated[str, typer.Option("--task", help=TASK_HELP)]
-GapMax = Annotated[int, typer.Option(
-    "--gap-max", min=0, help="Random idle cycles (0..K) before input beats and random m_axis_tready stalls.")]
+GapMax = Annotated[
+    int,
+    typer.Option(
+        "--gap-max", min=0, help="Random idle cycles (0..K) before input beats and random m_axis_tready stalls."
+    ),
+]
 """Stalls of an HDL testbench (testbench, rtlsim)."""
 GapSeed = Annotated[int, typer.Option("--seed", help="Seed for --gap-max.")]
 
@@ -128,45 +154,67 @@ Format = Annotated[str, _format(FORMAT_HELP)]
 """The format of a design (emit, run)."""
 SourceFormat = Annotated[str, _format(FORMAT_HELP + " (model files only)")]
 """The format of a model file, where a project may be given instead (options, report)."""
-DebugFormat = Annotated[Optional[str], _format(FORMAT_HELP + f" Default {DEFAULT_FORMAT} (not for a project).")]
+DebugFormat = Annotated[str | None, _format(FORMAT_HELP + f" Default {DEFAULT_FORMAT} (not for a project).")]
 """The format of a model file, refused for a project (trace, predict)."""
-Parallelism = Annotated[Optional[str], typer.Option("--parallelism", "-p", help=PAR_HELP)]
-Cycles = Annotated[Optional[str], typer.Option("--cycles", "-c", help=CYC_HELP)]
-Pipeline = Annotated[Optional[str], typer.Option("--pipeline", help=PIPE_HELP)]
-LayerFormat = Annotated[Optional[list[str]], typer.Option("--layer-format", help=LF_HELP)]
-LayerFormats = Annotated[Optional[Path], typer.Option("--layer-formats", help=LFS_HELP)]
-InputFormat = Annotated[Optional[str], typer.Option("--input-format", help=IN_HELP)]
-Bits = Annotated[Optional[int], typer.Option("--bits", min=1, max=64, help=BITS_HELP)]
-Calibration = Annotated[Optional[Path], typer.Option("--calibration", help=CAL_HELP)]
-RunCalibration = Annotated[Optional[Path], typer.Option("--calibration", help=CAL_HELP + " Default: --data.")]
-DspBudget = Annotated[Optional[str], _dsp_budget(BUDGET_HELP)]
-DspBudgetShown = Annotated[Optional[str], _dsp_budget(BUDGET_HELP + " Shows configurations within it.")]
-DspBudgetAdded = Annotated[Optional[str], _dsp_budget(BUDGET_HELP + " Adds that configuration.")]
-Lanes = Annotated[Optional[str], typer.Option("--lanes", help=LANES_HELP)]
+Parallelism = Annotated[str | None, typer.Option("--parallelism", "-p", help=PAR_HELP)]
+Cycles = Annotated[str | None, typer.Option("--cycles", "-c", help=CYC_HELP)]
+Pipeline = Annotated[str | None, typer.Option("--pipeline", help=PIPE_HELP)]
+LayerFormat = Annotated[list[str] | None, typer.Option("--layer-format", help=LF_HELP)]
+LayerFormats = Annotated[Path | None, typer.Option("--layer-formats", help=LFS_HELP)]
+InputFormat = Annotated[str | None, typer.Option("--input-format", help=IN_HELP)]
+Bits = Annotated[int | None, typer.Option("--bits", min=1, max=64, help=BITS_HELP)]
+Calibration = Annotated[Path | None, typer.Option("--calibration", help=CAL_HELP)]
+RunCalibration = Annotated[Path | None, typer.Option("--calibration", help=CAL_HELP + " Default: --data.")]
+DspBudget = Annotated[str | None, _dsp_budget(BUDGET_HELP)]
+DspBudgetShown = Annotated[str | None, _dsp_budget(BUDGET_HELP + " Shows configurations within it.")]
+DspBudgetAdded = Annotated[str | None, _dsp_budget(BUDGET_HELP + " Adds that configuration.")]
+Lanes = Annotated[str | None, typer.Option("--lanes", help=LANES_HELP)]
 Softmax = Annotated[str, typer.Option("--softmax", help=SOFTMAX_HELP)]
 WeightFormat = Annotated[str, typer.Option("--weight-format", help=WEIGHT_FORMAT_HELP)]
-DebugWeightFormat = Annotated[Optional[str], typer.Option("--weight-format", help=WEIGHT_FORMAT_HELP + " Not for a project.")]
-Hls4ml = Annotated[Optional[Path], typer.Option("--hls4ml-config", help=HLS4ML_HELP)]
+DebugWeightFormat = Annotated[
+    str | None, typer.Option("--weight-format", help=WEIGHT_FORMAT_HELP + " Not for a project.")
+]
+Hls4ml = Annotated[Path | None, typer.Option("--hls4ml-config", help=HLS4ML_HELP)]
 
 # --- the co-design search -------------------------------------------------------------------
 
-Storage = Annotated[Optional[str], typer.Option("--storage", help=STORAGE_HELP)]
-FolderStorage = Annotated[Optional[str], typer.Option("--storage", help="The storage URL, if not the one DIR records.")]
+Storage = Annotated[str | None, typer.Option("--storage", help=STORAGE_HELP)]
+FolderStorage = Annotated[str | None, typer.Option("--storage", help="The storage URL, if not the one DIR records.")]
 Top = Annotated[int, typer.Option("--top", min=1, help="Rows of the table of best candidates.")]
 
 
-def design_options(format: str | None = None, *, layer_formats: Path | None = None,
-                   layer_format: list[str] | None = None, input_format: str | None = None, bits: int | None = None,
-                   calibration: Path | None = None, parallelism: str | None = None, cycles: str | None = None,
-                   pipeline: str | None = None, dsp_budget: str | None = None, lanes: str | None = None,
-                   softmax: str = "exact", weight_format: str | None = None, hls4ml_config: Path | None = None,
-                   weights: Path | None = None) -> DesignOptions:
+def design_options(
+    format: str | None = None,
+    *,
+    layer_formats: Path | None = None,
+    layer_format: list[str] | None = None,
+    input_format: str | None = None,
+    bits: int | None = None,
+    calibration: Path | None = None,
+    parallelism: str | None = None,
+    cycles: str | None = None,
+    pipeline: str | None = None,
+    dsp_budget: str | None = None,
+    lanes: str | None = None,
+    softmax: str = "exact",
+    weight_format: str | None = None,
+    hls4ml_config: Path | None = None,
+    weights: Path | None = None,
+) -> DesignOptions:
     """The design the options state (None: the option is not given, its default holds); the
     record checks every value (`design.DesignOptions`)."""
     return DesignOptions.of(
         DEFAULT_FORMAT if format is None else format,
         layer_formats=user_formats(layer_formats, layer_format, input_format),
-        bits=bits, calibration=calibration, parallelism=parallelism, cycles=cycles, pipeline=pipeline,
-        dsp_budget=dsp_budget, lanes=lanes, softmax=softmax,
+        bits=bits,
+        calibration=calibration,
+        parallelism=parallelism,
+        cycles=cycles,
+        pipeline=pipeline,
+        dsp_budget=dsp_budget,
+        lanes=lanes,
+        softmax=softmax,
         weight_format=DEFAULT_WEIGHT_FORMAT if weight_format is None else weight_format,
-        hls4ml_config=hls4ml_config, weights=weights)
+        hls4ml_config=hls4ml_config,
+        weights=weights,
+    )

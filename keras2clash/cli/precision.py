@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -23,28 +23,50 @@ from keras2clash.report.sweep import sweep as run_sweep
 def sweep(
     model: params.Model,
     data: params.TestData,
-    formats: Annotated[Optional[list[str]], typer.Option(
-        "--formats", "--format", "-f",
-        help="Formats: 1,7,8 | '1,5,6;1,7,8' | a range 1,2,3:1,16,17 (int and frac step by one together) "
-             "| auto (with --bits); repeatable. Default: 1,2,3:1,16,17.")] = None,
-    bits: Annotated[Optional[str], typer.Option("--bits", help="Widths for --formats auto, e.g. 6,12,16.")] = None,
+    formats: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--formats",
+            "--format",
+            "-f",
+            help="Formats: 1,7,8 | '1,5,6;1,7,8' | a range 1,2,3:1,16,17 (int and frac step by one together) "
+            "| auto (with --bits); repeatable. Default: 1,2,3:1,16,17.",
+        ),
+    ] = None,
+    bits: Annotated[str | None, typer.Option("--bits", help="Widths for --formats auto, e.g. 6,12,16.")] = None,
     auto: Annotated[bool, typer.Option("--auto", help="Also sweep auto per-layer formats at every width.")] = False,
-    calibration: Annotated[Optional[Path], typer.Option(
-        "--calibration", help="Calibration .npz for auto formats (default: --data).")] = None,
-    confirm: Annotated[Optional[list[str]], typer.Option(
-        "--confirm", help="Confirm this format in the Clash simulation (repeatable).")] = None,
-    confirm_bits: Annotated[Optional[str], typer.Option(
-        "--confirm-bits", help="Confirm every swept format of these widths, e.g. 6,12,16.")] = None,
-    out_dir: Annotated[Optional[Path], typer.Option(
-        "--out-dir", "-o", help="Write sweep.md/.csv/.json/.png (and confirmed projects) here.")] = None,
+    calibration: Annotated[
+        Path | None, typer.Option("--calibration", help="Calibration .npz for auto formats (default: --data).")
+    ] = None,
+    confirm: Annotated[
+        list[str] | None, typer.Option("--confirm", help="Confirm this format in the Clash simulation (repeatable).")
+    ] = None,
+    confirm_bits: Annotated[
+        str | None, typer.Option("--confirm-bits", help="Confirm every swept format of these widths, e.g. 6,12,16.")
+    ] = None,
+    out_dir: Annotated[
+        Path | None,
+        typer.Option("--out-dir", "-o", help="Write sweep.md/.csv/.json/.png (and confirmed projects) here."),
+    ] = None,
     force: params.ForceOutDir = False,
     n: params.Limit = None,
     weights: params.Weights = None,
 ) -> None:
     """Accuracy against bit width: Keras rounded, weights rounded, golden model (hardware), Clash simulation."""
-    result = run_sweep(model, data, formats or [DEFAULT_FORMATS], bits=bits, auto=auto, calibration=calibration,
-                       confirm=confirm or (), confirm_bits=confirm_bits, out_dir=out_dir, force=force, limit=n,
-                       weights=weights)
+    result = run_sweep(
+        model,
+        data,
+        formats or [DEFAULT_FORMATS],
+        bits=bits,
+        auto=auto,
+        calibration=calibration,
+        confirm=confirm or (),
+        confirm_bits=confirm_bits,
+        out_dir=out_dir,
+        force=force,
+        limit=n,
+        weights=weights,
+    )
     if out_dir is not None:
         err.print(f"[green]✓[/green] wrote {out_dir}/sweep.md, .csv, .json, .png")
     bad = [r.label for r in result.rows if r.bit_exact is not None and r.bit_exact != r.sim_samples]
@@ -56,8 +78,9 @@ def sweep(
 def profile(
     model: params.Model,
     data: Annotated[Path, typer.Option("--data", "-d", help="Calibration .npz (array x).")],
-    out_dir: Annotated[Optional[Path], typer.Option(
-        "--out-dir", "-o", help="Write profile.md/.csv/.json/.png here.")] = None,
+    out_dir: Annotated[
+        Path | None, typer.Option("--out-dir", "-o", help="Write profile.md/.csv/.json/.png here.")
+    ] = None,
     n: params.Limit = None,
     weights: params.Weights = None,
     force: params.ForceOutDir = False,

@@ -4,7 +4,7 @@ group of its own (`keras2clash search run|show|emit`)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -17,7 +17,7 @@ from keras2clash.errors import K2CError
 search_app = typer.Typer(
     no_args_is_help=True,
     help="Co-design search: evolve the network and its hardware together (optuna NSGA-II, exact hardware "
-         "model, golden model), then emit a candidate.",
+    "model, golden model), then emit a candidate.",
 )
 app.add_typer(search_app, name="search")
 
@@ -27,14 +27,15 @@ app.add_typer(search_app, name="search")
 
 @search_app.command("run")
 def search_run(
-    description: Annotated[Path, typer.Argument(
-        help="The search description (YAML, or JSON by its .json suffix).")],
-    out: Annotated[Path, typer.Option(
-        "--out", "-o", help="The search folder: created, or resumed if it holds this search.")],
+    description: Annotated[Path, typer.Argument(help="The search description (YAML, or JSON by its .json suffix).")],
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="The search folder: created, or resumed if it holds this search.")
+    ],
     workers: Annotated[int, typer.Option("--workers", "-w", min=1, help="Worker processes on this machine.")] = 1,
     storage: params.Storage = None,
-    trials: Annotated[Optional[int], typer.Option(
-        "--trials", min=1, help="Finished trials to stop at (default: the description's).")] = None,
+    trials: Annotated[
+        int | None, typer.Option("--trials", min=1, help="Finished trials to stop at (default: the description's).")
+    ] = None,
     top: params.Top = 15,
 ) -> None:
     """Run (or resume) a co-design search; results.md/.json and pareto.png land in --out."""
@@ -46,8 +47,10 @@ def search_run(
     res = results.collect(summary.folder, desc)
     results.render(res, Console(), limit=top)
     results.write_results(res, summary.folder.root)
-    err.print(f"[green]✓[/green] {summary.finished} finished trials ({summary.finished - summary.finished_before} "
-              f"this run, {summary.seconds:.0f} s); wrote {', '.join(str(out / n) for n in results.RESULT_FILES)}")
+    err.print(
+        f"[green]✓[/green] {summary.finished} finished trials ({summary.finished - summary.finished_before} "
+        f"this run, {summary.seconds:.0f} s); wrote {', '.join(str(out / n) for n in results.RESULT_FILES)}"
+    )
 
 
 @search_app.command("show")
@@ -71,9 +74,10 @@ def search_emit(
     folder: params.SearchFolder,
     trial: Annotated[int, typer.Option("--trial", "-t", min=0, help="The candidate's trial number (search show).")],
     out: params.ProjectOut,
-    simulate: Annotated[bool, typer.Option(
-        "--simulate", help="Also run the Clash simulation: bit-exact and the model's cycles?")] = False,
-    n: Annotated[Optional[int], typer.Option("-n", min=1, help="Simulate only the first N test samples.")] = None,
+    simulate: Annotated[
+        bool, typer.Option("--simulate", help="Also run the Clash simulation: bit-exact and the model's cycles?")
+    ] = False,
+    n: Annotated[int | None, typer.Option("-n", min=1, help="Simulate only the first N test samples.")] = None,
     storage: params.FolderStorage = None,
     force: params.Force = False,
 ) -> None:
@@ -82,15 +86,19 @@ def search_emit(
 
     result = emit_candidate(folder, trial, out, force=force, simulate=simulate, limit=n, storage=storage)
     ev = result.evaluation
-    err.print(f"[green]✓[/green] trial {trial} ({escape(ev.network)}; {escape(ev.hardware)}) emitted to {out}: "
-              f"{ev.multipliers} multipliers, II {ev.ii:g}, latency {ev.latency} cycles, golden test accuracy "
-              f"{100 * ev.test_accuracy:.2f}%" + (" (network trained again)" if result.retrained else ""))
+    err.print(
+        f"[green]✓[/green] trial {trial} ({escape(ev.network)}; {escape(ev.hardware)}) emitted to {out}: "
+        f"{ev.multipliers} multipliers, II {ev.ii:g}, latency {ev.latency} cycles, golden test accuracy "
+        f"{100 * ev.test_accuracy:.2f}%" + (" (network trained again)" if result.retrained else "")
+    )
     comp = result.comparison
     if comp is None:
         err.print(f"next: keras2clash simulate {out} --data {result.data}; keras2clash hdl {out}")
         return
-    err.print(f"Clash simulation: {comp.bit_exact}/{comp.samples} bit-exact with the golden model, accuracy "
-              f"{100 * comp.sim_accuracy:.2f}%; first latency {comp.first_latency} cycles (model {ev.latency}), "
-              f"mean interval {comp.interval:g} (model {result.model_interval:g}, steady-state II {ev.ii:g})")
+    err.print(
+        f"Clash simulation: {comp.bit_exact}/{comp.samples} bit-exact with the golden model, accuracy "
+        f"{100 * comp.sim_accuracy:.2f}%; first latency {comp.first_latency} cycles (model {ev.latency}), "
+        f"mean interval {comp.interval:g} (model {result.model_interval:g}, steady-state II {ev.ii:g})"
+    )
     if not result.confirmed:
         raise K2CError("the Clash simulation differs from the golden model or the hardware model", exit_code=1)

@@ -50,8 +50,10 @@ class BramFold:
     @property
     def summary(self) -> str:
         checked = checked_note(self.checked_cycles)
-        return (f"{self.ports_folded} read ports of {self.block_rams} DP16KD registered inside the blocks "
-                f"(REGMODE=OUTREG; {self.flip_flops_removed:,} fabric flip-flops absorbed{checked})")
+        return (
+            f"{self.ports_folded} read ports of {self.block_rams} DP16KD registered inside the blocks "
+            f"(REGMODE=OUTREG; {self.flip_flops_removed:,} fabric flip-flops absorbed{checked})"
+        )
 
 
 @dataclass(frozen=True)
@@ -86,9 +88,14 @@ def _plan(net: Netlist, ram: dict[str, Any], port: _Port) -> tuple[Control, dict
     """(the flip-flops' control, {flip-flop: the data net that replaces its Q}) if the port's
     output register can take over the flip-flops after it."""
     clock = pin(ram, f"CLK{port.clock_side}")
-    if not isinstance(clock, int) or _param(ram, f"CLK{port.clock_side}MUX", f"CLK{port.clock_side}") != f"CLK{port.clock_side}":
+    if (
+        not isinstance(clock, int)
+        or _param(ram, f"CLK{port.clock_side}MUX", f"CLK{port.clock_side}") != f"CLK{port.clock_side}"
+    ):
         return None
-    if any(_param(ram, f"REGMODE_{s}", "NOREG") != "NOREG" or pin(ram, f"RST{s}") not in ("0", "x") for s in port.sides):
+    if any(
+        _param(ram, f"REGMODE_{s}", "NOREG") != "NOREG" or pin(ram, f"RST{s}") not in ("0", "x") for s in port.sides
+    ):
         return None
     control = None
     ffs: dict[str, int] = {}

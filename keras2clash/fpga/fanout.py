@@ -59,14 +59,19 @@ class FanoutSplit:
 
     @property
     def summary(self) -> str:
-        dsp = (f"; {self.operands:,} copies of operand flip-flops shared by several MULT18X18D, one per block"
-               if self.operands else "")
+        dsp = (
+            f"; {self.operands:,} copies of operand flip-flops shared by several MULT18X18D, one per block"
+            if self.operands
+            else ""
+        )
         if not self.flip_flops and not self.luts:
             return f"no flip-flop or LUT drives more than {self.limit} pins{dsp}"
         how = "grouped by a first placement" if self.placed else "grouped by name"
-        return (f"{self.flip_flops:,} flip-flops and {self.luts:,} LUTs driving more than {self.limit} pins "
-                f"copied ({self.copies - self.operands:,} copies, readers {how}; the largest fan-out was "
-                f"{self.largest:,}){dsp}")
+        return (
+            f"{self.flip_flops:,} flip-flops and {self.luts:,} LUTs driving more than {self.limit} pins "
+            f"copied ({self.copies - self.operands:,} copies, readers {how}; the largest fan-out was "
+            f"{self.largest:,}){dsp}"
+        )
 
 
 def _next_bit(module: dict[str, Any]) -> int:
@@ -172,8 +177,9 @@ def _split_dsp_operands(module: dict[str, Any], net: Netlist, fresh: int) -> tup
     return copies, fresh
 
 
-def split_module(module: dict[str, Any], limit: int,
-                 locations: Mapping[str, Location] | None = None, dsp_operands: bool = True) -> FanoutSplit:
+def split_module(
+    module: dict[str, Any], limit: int, locations: Mapping[str, Location] | None = None, dsp_operands: bool = True
+) -> FanoutSplit:
     """Give every TRELLIS_FF and LUT4 of `module` that drives more than `limit` pins copies,
     so that each copy drives at most `limit` of them (edited in place); readers grouped by
     `locations` (cell name -> chip coordinates) where every reader has one, else by name.
@@ -196,9 +202,11 @@ def split_module(module: dict[str, Any], limit: int,
         q = cell["connections"][out][0]
         if not isinstance(q, int) or q in net.port_bits:
             continue
-        readers = [(reader, pin, net.cells[reader]["connections"][pin].count(q))
-                   for reader, pin in sorted(set(net.readers[q]))
-                   if net.cells[reader].get("type") not in KEEP_ON_ORIGINAL]
+        readers = [
+            (reader, pin, net.cells[reader]["connections"][pin].count(q))
+            for reader, pin in sorted(set(net.readers[q]))
+            if net.cells[reader].get("type") not in KEEP_ON_ORIGINAL
+        ]
         pins = sum(r[2] for r in readers)
         if pins <= limit:
             continue
@@ -238,7 +246,12 @@ def placed_locations(placed: Mapping[str, Any]) -> dict[str, Location]:
     return {**split, **where}
 
 
-def split_netlist(netlist: dict[str, Any], top: str, limit: int,
-                  locations: Mapping[str, Location] | None = None, dsp_operands: bool = True) -> FanoutSplit:
+def split_netlist(
+    netlist: dict[str, Any],
+    top: str,
+    limit: int,
+    locations: Mapping[str, Location] | None = None,
+    dsp_operands: bool = True,
+) -> FanoutSplit:
     """`split_module` on module `top` of a yosys JSON netlist."""
     return split_module(netlist["modules"][top], limit, locations, dsp_operands)

@@ -41,8 +41,8 @@ from pathlib import Path
 
 from keras2clash import procs
 from keras2clash.errors import K2CError
-from keras2clash.fpga.devices import Device, Tool, get_device
 from keras2clash.fpga import bramregs
+from keras2clash.fpga.devices import Device, Tool, get_device
 from keras2clash.fpga.dspregs import DspFold, fold_netlist
 from keras2clash.fpga.fanout import FanoutSplit, placed_locations, split_netlist
 from keras2clash.fpga.harness import CLOCK, HARNESS_TOP, TIED_TOP, harness, ports, tied
@@ -59,8 +59,12 @@ Progress = Callable[[str, str], object]
 """progress(step, detail): `step` (one of STEPS) has started or moved on; called again with
 "done" as detail when it finished, "skipped" when there was nothing to do."""
 
-_PLACE_MARKERS = ("Running main analytical placer", "Creating initial analytic placement",
-                  "Running simulated annealing placer", "Placed ")
+_PLACE_MARKERS = (
+    "Running main analytical placer",
+    "Creating initial analytic placement",
+    "Running simulated annealing placer",
+    "Placed ",
+)
 _ROUTE_MARKERS = ("Routing..", "Routing globals", "Running router", "Setting up routing queue")
 
 
@@ -85,8 +89,9 @@ def require(tool: Tool, device: Device) -> str:
         found = find_executable(name)
         if found:
             return found
-    raise K2CError(f"{' or '.join(repr(n) for n in tool.candidates)} not found (needed for {device.name}): "
-                   f"{tool.install}")
+    raise K2CError(
+        f"{' or '.join(repr(n) for n in tool.candidates)} not found (needed for {device.name}): {tool.install}"
+    )
 
 
 def require_tools(device: Device) -> Tools:
@@ -99,10 +104,13 @@ def top_port_bits(verilog: str, top: str) -> int:
     return sum(port.width for port in ports(verilog, top))
 
 
-def _synthesise(tools: Tools, device: Device, folder: Path, work: Path, sources: str, top: str,
-                block_roms: bool, ff_queues: int = 0) -> None:
+def _synthesise(
+    tools: Tools, device: Device, folder: Path, work: Path, sources: str, top: str, block_roms: bool, ff_queues: int = 0
+) -> None:
     """yosys, run from the HDL folder (the ROM files load relative to it), to work/design.json."""
-    script = f"read_verilog {sources}; {device.synth_script(top, _rel(work / 'design.json', folder), block_roms, ff_queues)}"
+    script = (
+        f"read_verilog {sources}; {device.synth_script(top, _rel(work / 'design.json', folder), block_roms, ff_queues)}"
+    )
     run_tool([tools.yosys, "-q", "-l", _rel(work / "synth.log", folder), "-p", script], folder, work / "synth.log")
 
 
@@ -132,9 +140,13 @@ def failure_summary(log_text: str, output: str = "") -> str:
     "Device utilisation"), then the last lines of its log; long lines cut."""
     lines = log_text.splitlines() + output.strip().splitlines()
     errors = list(dict.fromkeys(line.strip() for line in lines if "ERROR" in line))
-    over = list(dict.fromkeys(
-        f"{m.group(1)} {m.group(2)} of {m.group(3)} ({m.group(4)}%)" for line in lines
-        if (m := re.search(r"Info:\s+(\w+):\s+(\d+)\s*/\s*(\d+)\s+(\d+)%", line)) and int(m.group(4)) > 100))
+    over = list(
+        dict.fromkeys(
+            f"{m.group(1)} {m.group(2)} of {m.group(3)} ({m.group(4)}%)"
+            for line in lines
+            if (m := re.search(r"Info:\s+(\w+):\s+(\d+)\s*/\s*(\d+)\s+(\d+)%", line)) and int(m.group(4)) > 100
+        )
+    )
     parts = []
     if errors:
         parts.append("\n".join(_cut(e) for e in errors[:5]))
@@ -208,10 +220,26 @@ crowds the DSP rows it can stall in its last arcs (mobilenet_digits: 194 arcs le
 minutes), where router2 (negotiated congestion) routed in 5."""
 
 
-def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MHZ, seed: int = 1,
-        router: str = "router1", placer: str | None = None, route: bool = True, force: bool = False, dsp_registers: bool = True,
-        bram_registers: bool = True, check_cycles: int = 0, block_roms: bool = True, max_fanout: int | None = None, fanout_placement: bool = False,
-        ff_queues: int = 0, ports: str = "auto", progress: Progress | None = None) -> PnrReport:
+def pnr(
+    project_dir: str | Path,
+    fpga: str,
+    *,
+    freq_mhz: float = DEFAULT_FREQ_MHZ,
+    seed: int = 1,
+    router: str = "router1",
+    placer: str | None = None,
+    route: bool = True,
+    force: bool = False,
+    dsp_registers: bool = True,
+    bram_registers: bool = True,
+    check_cycles: int = 0,
+    block_roms: bool = True,
+    max_fanout: int | None = None,
+    fanout_placement: bool = False,
+    ff_queues: int = 0,
+    ports: str = "auto",
+    progress: Progress | None = None,
+) -> PnrReport:
     """Place and route PROJECT on `fpga` (module docstring); returns the report."""
     from keras2clash.backend.project import load_project
     from keras2clash.fsutil import atomic_directory, check_writable_target, write_output_file
@@ -252,8 +280,10 @@ def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MH
     top_verilog = (folder / f"{project.top}.v").read_text()
     port_bits = top_port_bits(top_verilog, project.top)
     if port_bits > device.io_pins and ports == "pins":
-        raise K2CError(f"--ports pins: {project.top} has {port_bits} port bits, the {device.package} package of "
-                       f"{device.name} {device.io_pins} IO pins; use --ports scan (or auto)")
+        raise K2CError(
+            f"--ports pins: {project.top} has {port_bits} port bits, the {device.package} package of "
+            f"{device.name} {device.io_pins} IO pins; use --ports scan (or auto)"
+        )
     off_pins = port_bits > device.io_pins or ports == "scan"
     out_of_context = off_pins and device.out_of_context
     ecp5 = device.family == "ecp5"  # the clock enable tied high (fpga/harness.py: not on iCE40)
@@ -280,22 +310,48 @@ def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MH
             queues = ff_queues if device.family == "ecp5" else 0  # iCE40 has no LUT RAM
             _synthesise(tools, device, folder, work, sources, top, block, queues)
             rom_note = "in block RAM (every registered ROM of two words or more)" if block else ""
-            if block and (used := netlist_cells(work / "design.json", top, f"{device.block_ram_cell}$")) > device.block_rams:
-                rom_note = (f"weight ROMs left to yosys: in block RAM they would need {used} "
-                            f"{device.block_ram_cell} of {device.block_rams}")
+            if (
+                block
+                and (used := netlist_cells(work / "design.json", top, f"{device.block_ram_cell}$")) > device.block_rams
+            ):
+                rom_note = (
+                    f"weight ROMs left to yosys: in block RAM they would need {used} "
+                    f"{device.block_ram_cell} of {device.block_rams}"
+                )
                 tell("synthesis", rom_note)
                 _synthesise(tools, device, folder, work, sources, top, False, queues)
             fold = bram_fold = None
             if device.family == "ecp5" and (dsp_registers or bram_registers):
-                fold, bram_fold = _fold_registers(work / "design.json", top, check_cycles, tell,
-                                                  dsp=dsp_registers, bram=bram_registers)
+                fold, bram_fold = _fold_registers(
+                    work / "design.json", top, check_cycles, tell, dsp=dsp_registers, bram=bram_registers
+                )
             seconds["synthesis"] = time.monotonic() - t1
             tell("synthesis", "done")
 
             # nextpnr: packing + placement + routing in one run; the log tells where it is
-            args = [tools.nextpnr, *device.nextpnr_args, "--package", device.package, "--json", "design.json",
-                    "--report", "report.json", "--detailed-timing-report", "--freq", f"{freq_mhz:g}",
-                    "--seed", str(seed), "--placer", placer, "--router", router, "--timing-allow-fail", "-l", "pnr.log", "-q"]
+            args = [
+                tools.nextpnr,
+                *device.nextpnr_args,
+                "--package",
+                device.package,
+                "--json",
+                "design.json",
+                "--report",
+                "report.json",
+                "--detailed-timing-report",
+                "--freq",
+                f"{freq_mhz:g}",
+                "--seed",
+                str(seed),
+                "--placer",
+                placer,
+                "--router",
+                router,
+                "--timing-allow-fail",
+                "-l",
+                "pnr.log",
+                "-q",
+            ]
             if device.family == "ecp5" and device.clock_pin:  # the clock on a primary clock pin
                 (work / "pins.lpf").write_text(f'LOCATE COMP "{CLOCK}" SITE "{device.clock_pin}";\n')
                 args += ["--lpf", "pins.lpf", "--lpf-allow-unconstrained"]
@@ -309,8 +365,11 @@ def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MH
             if not route:
                 args.append("--no-route")
             state = {"step": "placement", "since": time.monotonic()}
-            tell("placement", f"{Path(tools.nextpnr).name} {' '.join(device.nextpnr_args)}"
-                              + (" --out-of-context" if out_of_context else ""))
+            tell(
+                "placement",
+                f"{Path(tools.nextpnr).name} {' '.join(device.nextpnr_args)}"
+                + (" --out-of-context" if out_of_context else ""),
+            )
 
             def on_log(text: str) -> None:
                 if state["step"] == "placement" and route and any(m in text for m in _ROUTE_MARKERS):
@@ -331,7 +390,9 @@ def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MH
         except _ToolFailed as exc:
             failed = _keep_failed(work, out)
             log = failed / exc.log.name
-            raise K2CError(f"{exc} on {device.name}; its log is {log}:\n{_tail(log, exc.output)}", exit_code=1) from None
+            raise K2CError(
+                f"{exc} on {device.name}; its log is {log}:\n{_tail(log, exc.output)}", exit_code=1
+            ) from None
 
         try:
             data = json.loads((work / "report.json").read_text())
@@ -343,25 +404,41 @@ def pnr(project_dir: str | Path, fpga: str, *, freq_mhz: float = DEFAULT_FREQ_MH
         if not clocks:  # --no-route: the post-placement estimate is in the log only
             clocks = log_fmax((work / "pnr.log").read_text(errors="replace"))
         report = PnrReport(
-            project=project.name, top=project.top, device=device.name, part=device.part, package=device.package,
-            routed=route, out_of_context=out_of_context, port_bits=port_bits, io_pins=device.io_pins,
+            project=project.name,
+            top=project.top,
+            device=device.name,
+            part=device.part,
+            package=device.package,
+            routed=route,
+            out_of_context=out_of_context,
+            port_bits=port_bits,
+            io_pins=device.io_pins,
             harness_flip_flops=scan.flip_flops if scan is not None else 0,
             dsp_registers=fold.summary if fold is not None else "",
-            bram_registers=bram_fold.summary if bram_fold is not None else "", weight_roms=rom_note,
+            bram_registers=bram_fold.summary if bram_fold is not None else "",
+            weight_roms=rom_note,
             queues=f"up to {queues} words in flip-flops, deeper in LUT RAM" if queues else "",
             fanout=fanout.summary if fanout is not None else "",
-            target_mhz=freq_mhz, seed=seed, router=router, placer=placer, utilisation=util, clocks=clocks, critical_path=critical,
-            io_paths=io_paths, latency_cycles=t.first_latency, interval_cycles=t.ii,
+            target_mhz=freq_mhz,
+            seed=seed,
+            router=router,
+            placer=placer,
+            utilisation=util,
+            clocks=clocks,
+            critical_path=critical,
+            io_paths=io_paths,
+            latency_cycles=t.first_latency,
+            interval_cycles=t.ii,
             seconds={k: round(v, 1) for k, v in seconds.items()},
-            tools={"yosys": tools.yosys, "nextpnr": tools.nextpnr}, logs=str(out),
+            tools={"yosys": tools.yosys, "nextpnr": tools.nextpnr},
+            logs=str(out),
         )
         write_output_file(work / "summary.json", report.to_json() + "\n", force=True)
         write_output_file(work / "summary.md", to_markdown(report), force=True)
     return report
 
 
-def _split_fanout(work: Path, top: str, limit: int, args: list[str], tell: Progress,
-                  by_placement: bool) -> FanoutSplit:
+def _split_fanout(work: Path, top: str, limit: int, args: list[str], tell: Progress, by_placement: bool) -> FanoutSplit:
     """fpga/fanout.py on work/design.json, rewritten in place. `by_placement`: a first
     placement (the same nextpnr run without routing, its netlist written to placed.json, log
     place0.log) tells where each reader sits, so each copy serves a compact region of them;
@@ -387,13 +464,16 @@ def _check_multipliers(project, device) -> None:
     without DSP blocks (iCE40 HX) builds them in LUTs, so it is not refused."""
     needed = sum(plan.multipliers for plan in project.plans)
     if device.multipliers and needed > device.multipliers:
-        raise K2CError(f"{project.top} needs {needed} multipliers, the {device.part} has {device.multipliers} "
-                       f"{device.multiplier_cell}: emit it again with --dsp-budget {device.name} (balanced to the "
-                       f"part), or fewer processing elements (--parallelism/--cycles)")
+        raise K2CError(
+            f"{project.top} needs {needed} multipliers, the {device.part} has {device.multipliers} "
+            f"{device.multiplier_cell}: emit it again with --dsp-budget {device.name} (balanced to the "
+            f"part), or fewer processing elements (--parallelism/--cycles)"
+        )
 
 
-def _fold_registers(design_json: Path, top: str, check_cycles: int, tell: Progress, *, dsp: bool = True,
-                    bram: bool = True) -> tuple[DspFold | None, bramregs.BramFold | None]:
+def _fold_registers(
+    design_json: Path, top: str, check_cycles: int, tell: Progress, *, dsp: bool = True, bram: bool = True
+) -> tuple[DspFold | None, bramregs.BramFold | None]:
     """Rewrite yosys' ECP5 netlist with the multiplier registers inside the DSP blocks (`dsp`)
     and the registers after block-RAM reads inside the block RAMs (`bram`); with
     `check_cycles`, first prove the rewrite on that many cycles of random inputs
@@ -410,10 +490,16 @@ def _fold_registers(design_json: Path, top: str, check_cycles: int, tell: Progre
         result = simulate_equal(before, netlist, top, design_json.parent / "dsp_check", cycles=check_cycles)
         if not result.equal:
             log = design_json.parent / "dsp_check.log"
-            log.write_text(f"{result.differ} of {result.cycles} random cycles differ, the first at cycle "
-                           f"{result.first}; the miter and its testbench are in dsp_check/\n")
-            raise _ToolFailed(f"the {what}-register rewrite changed {top}'s outputs (run with --no-dsp-registers "
-                              "or --no-bram-registers, and report it)", log, "")
+            log.write_text(
+                f"{result.differ} of {result.cycles} random cycles differ, the first at cycle "
+                f"{result.first}; the miter and its testbench are in dsp_check/\n"
+            )
+            raise _ToolFailed(
+                f"the {what}-register rewrite changed {top}'s outputs (run with --no-dsp-registers "
+                "or --no-bram-registers, and report it)",
+                log,
+                "",
+            )
         fold = replace(fold, checked_cycles=result.cycles) if fold is not None else None
         bram_fold = replace(bram_fold, checked_cycles=result.cycles) if bram_fold is not None else None
     design_json.write_text(json.dumps(netlist))

@@ -24,7 +24,9 @@ HARNESS_TOP = "k2c_harness"
 TIED_TOP = "k2c_pins"
 CLOCK, RESET, ENABLE = "clk", "rst", "en"
 
-_PORT = re.compile(r"\b(input|output|inout)\b\s*(?:wire|reg|logic|signed|\s)*(?:\[\s*(\d+)\s*:\s*(\d+)\s*\])?\s*\\?([\w$]+)")
+_PORT = re.compile(
+    r"\b(input|output|inout)\b\s*(?:wire|reg|logic|signed|\s)*(?:\[\s*(\d+)\s*:\s*(\d+)\s*\])?\s*\\?([\w$]+)"
+)
 
 
 @dataclass(frozen=True)
@@ -46,14 +48,20 @@ def ports(verilog: str, top: str) -> list[Port]:
     if match is None:
         raise K2CError(f"no module {top} in the generated Verilog")
     header = re.sub(r"//[^\n]*", "", match.group(1))
-    return [Port(direction, name, abs(int(msb) - int(lsb)) + 1 if msb else 1)
-            for direction, msb, lsb, name in _PORT.findall(header)]
+    return [
+        Port(direction, name, abs(int(msb) - int(lsb)) + 1 if msb else 1)
+        for direction, msb, lsb, name in _PORT.findall(header)
+    ]
 
 
 def _environment() -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.PackageLoader("keras2clash.fpga", "templates"),
-                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
-                              keep_trailing_newline=True)
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("keras2clash.fpga", "templates"),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
 
 
 def _enable(found: list[Port]) -> bool:
@@ -90,7 +98,19 @@ def harness(verilog: str, top: str, tie_enable: bool = True) -> Harness:
     in_bits, out_bits = (sum(p["width"] for p in side) for side in (inputs, outputs))
     if in_bits < 2 or out_bits < 2:
         raise K2CError(f"{top}: a scan harness needs at least two input and two output port bits")
-    text = _environment().get_template("harness.v.j2").render(
-        name=HARNESS_TOP, top=top, clock=CLOCK, reset=RESET, enable=ENABLE if enable else None,
-        inputs=inputs, outputs=outputs, in_bits=in_bits, out_bits=out_bits)
+    text = (
+        _environment()
+        .get_template("harness.v.j2")
+        .render(
+            name=HARNESS_TOP,
+            top=top,
+            clock=CLOCK,
+            reset=RESET,
+            enable=ENABLE if enable else None,
+            inputs=inputs,
+            outputs=outputs,
+            in_bits=in_bits,
+            out_bits=out_bits,
+        )
+    )
     return Harness(text, in_bits + out_bits)

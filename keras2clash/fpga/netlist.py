@@ -104,6 +104,7 @@ def connect(cell: dict[str, Any], name: str, bit: Bit) -> None:
 
 def rename(module: dict[str, Any], mapping: dict[int, int]) -> None:
     """Replace net bits per `mapping` in every cell, port and net name of the module."""
+
     def fix(bits: list[Bit]) -> list[Bit]:
         return [mapping.get(b, b) if isinstance(b, int) else b for b in bits]
 

@@ -117,8 +117,9 @@ class PnrReport:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["utilisation"] = [{**asdict(u), "percent": round(u.percent, 2)} for u in self.utilisation]
-        data.update(fmax_mhz=self.fmax_mhz, met=self.met, latency_ns=self.latency_ns,
-                    images_per_second=self.images_per_second)
+        data.update(
+            fmax_mhz=self.fmax_mhz, met=self.met, latency_ns=self.latency_ns, images_per_second=self.images_per_second
+        )
         return data
 
     def to_json(self) -> str:
@@ -140,8 +141,10 @@ def _path(entry: dict[str, Any]) -> TimingPath:
         return f"{end.get('cell', '?')}.{end.get('port', '?')}"
 
     return TimingPath(
-        from_clock=str(entry.get("from", "")), to_clock=str(entry.get("to", "")),
-        start=where(steps[0] if steps else None, "from"), end=where(steps[-1] if steps else None, "to"),
+        from_clock=str(entry.get("from", "")),
+        to_clock=str(entry.get("to", "")),
+        start=where(steps[0] if steps else None, "from"),
+        end=where(steps[-1] if steps else None, "to"),
         delay_ns=float(sum(s.get("delay", 0.0) for s in steps)),
         logic_ns=float(sum(s.get("delay", 0.0) for s in logic)),
         routing_ns=float(sum(s.get("delay", 0.0) for s in routing)),
@@ -149,8 +152,9 @@ def _path(entry: dict[str, Any]) -> TimingPath:
     )
 
 
-def parse_nextpnr(data: dict[str, Any], device: Device, netlist_flip_flops: int | None = None
-                  ) -> tuple[list[Utilisation], list[ClockFmax], TimingPath | None, list[TimingPath]]:
+def parse_nextpnr(
+    data: dict[str, Any], device: Device, netlist_flip_flops: int | None = None
+) -> tuple[list[Utilisation], list[ClockFmax], TimingPath | None, list[TimingPath]]:
     """(utilisation, clocks, critical register path, IO paths) of a nextpnr `--report` JSON."""
     if not isinstance(data, dict) or "utilization" not in data:
         raise K2CError("nextpnr's report has no 'utilization' section (not a nextpnr --report file?)")
@@ -164,22 +168,32 @@ def parse_nextpnr(data: dict[str, Any], device: Device, netlist_flip_flops: int 
     if device.ff_resource is not None:
         rows.append(row("flip-flops", device.ff_resource, device.flip_flops))
     else:
-        rows.append(Utilisation("flip-flops", "SB_DFF*", netlist_flip_flops or 0,
-                                int(util.get(device.lut_resource, {}).get("available", device.flip_flops))))
+        rows.append(
+            Utilisation(
+                "flip-flops",
+                "SB_DFF*",
+                netlist_flip_flops or 0,
+                int(util.get(device.lut_resource, {}).get("available", device.flip_flops)),
+            )
+        )
     mult = row("multipliers", device.multiplier_cell, device.multipliers)
     rows.append(mult if device.multiplier_cell in util else Utilisation("multipliers", device.multiplier_cell, 0, 0))
     rows.append(row("block RAM", device.block_ram_cell, device.block_rams))
     if device.spram_kbits:
         rows.append(row("SPRAM", "ICESTORM_SPRAM", device.spram_kbits // 256))
 
-    clocks = [ClockFmax(name, float(v.get("achieved", 0.0)), float(v.get("constraint", 0.0)))
-              for name, v in sorted((data.get("fmax") or {}).items())]
+    clocks = [
+        ClockFmax(name, float(v.get("achieved", 0.0)), float(v.get("constraint", 0.0)))
+        for name, v in sorted((data.get("fmax") or {}).items())
+    ]
     paths = [_path(p) for p in data.get("critical_paths") or []]
     register = [p for p in paths if ASYNC not in (p.from_clock, p.to_clock)]
     slowest = min(clocks, key=lambda c: c.achieved_mhz, default=None)
     critical = None
     if register:
-        same = [p for p in register if slowest is not None and slowest.clock in p.from_clock and slowest.clock in p.to_clock]
+        same = [
+            p for p in register if slowest is not None and slowest.clock in p.from_clock and slowest.clock in p.to_clock
+        ]
         critical = max(same or register, key=lambda p: p.delay_ns)
     io = [p for p in paths if ASYNC in (p.from_clock, p.to_clock)]
     return rows, clocks, critical, io
@@ -198,7 +212,7 @@ def log_fmax(log_text: str) -> list[ClockFmax]:
 
 
 def _short(name: str, width: int = 60) -> str:
-    return name if len(name) <= width else "…" + name[-(width - 1):]
+    return name if len(name) <= width else "…" + name[-(width - 1) :]
 
 
 def to_markdown(report: PnrReport) -> str:
@@ -206,8 +220,10 @@ def to_markdown(report: PnrReport) -> str:
     mode = "routed" if report.routed else "placed only (--no-route: post-placement estimate)"
     ctx = ", out of context (no IO buffers)" if report.out_of_context else ""
     if report.harness_flip_flops:
-        ctx = (f", behind a scan harness (every port a register of a shift chain; "
-               f"its {report.harness_flip_flops} flip-flops are included below)")
+        ctx = (
+            f", behind a scan harness (every port a register of a shift chain; "
+            f"its {report.harness_flip_flops} flip-flops are included below)"
+        )
     lines = [
         f"# {report.project} on {report.device} ({report.part}, {report.package})",
         "",
@@ -236,17 +252,29 @@ def to_markdown(report: PnrReport) -> str:
         lines.append("| Fmax | no clocked path |")
     else:
         lines.append(f"| Fmax | {fmax:.2f} MHz ({'met' if report.met else 'NOT met'}) |")
-    lines.append(f"| latency | {report.latency_cycles} cycles"
-                 + (f" = {report.latency_ns:,.1f} ns |" if report.latency_ns is not None else " |"))
-    lines.append(f"| initiation interval | {report.interval_cycles:g} cycles"
-                 + (f" = {report.images_per_second:,.0f} images/s |" if report.images_per_second else " |"))
+    lines.append(
+        f"| latency | {report.latency_cycles} cycles"
+        + (f" = {report.latency_ns:,.1f} ns |" if report.latency_ns is not None else " |")
+    )
+    lines.append(
+        f"| initiation interval | {report.interval_cycles:g} cycles"
+        + (f" = {report.images_per_second:,.0f} images/s |" if report.images_per_second else " |")
+    )
     cp = report.critical_path
     if cp is None and not report.routed:
-        lines += ["", "Critical path: nextpnr reports paths after routing only; Fmax above is its post-placement estimate."]
+        lines += [
+            "",
+            "Critical path: nextpnr reports paths after routing only; Fmax above is its post-placement estimate.",
+        ]
     if cp is not None:
-        lines += ["", f"Critical path: {cp.delay_ns:.2f} ns ({cp.logic_ns:.2f} ns logic, {cp.routing_ns:.2f} ns routing), "
-                      f"{cp.logic_levels} logic levels", "",
-                  f"- from `{_short(cp.start)}`", f"- to `{_short(cp.end)}`"]
+        lines += [
+            "",
+            f"Critical path: {cp.delay_ns:.2f} ns ({cp.logic_ns:.2f} ns logic, {cp.routing_ns:.2f} ns routing), "
+            f"{cp.logic_levels} logic levels",
+            "",
+            f"- from `{_short(cp.start)}`",
+            f"- to `{_short(cp.end)}`",
+        ]
     if report.io_paths:
         lines += ["", "Unclocked IO paths (port to register, register to port, port to port):", ""]
         for p in report.io_paths:
@@ -262,10 +290,12 @@ def render(report: PnrReport, console) -> None:
     """Tables on the terminal."""
     from rich.table import Table
 
-    title = (f"{report.project} on {report.device} ({report.part}): "
-             + ("routed" if report.routed else "placed (estimate)")
-             + (", out of context" if report.out_of_context else "")
-             + (f", scan harness (+{report.harness_flip_flops} flip-flops)" if report.harness_flip_flops else ""))
+    title = (
+        f"{report.project} on {report.device} ({report.part}): "
+        + ("routed" if report.routed else "placed (estimate)")
+        + (", out of context" if report.out_of_context else "")
+        + (f", scan harness (+{report.harness_flip_flops} flip-flops)" if report.harness_flip_flops else "")
+    )
     table = Table(title=title)
     for column in ("resource", "cell", "used", "available", "%"):
         table.add_column(column, justify="left" if column in ("resource", "cell") else "right")
@@ -287,13 +317,18 @@ def render(report: PnrReport, console) -> None:
         console.print("Fmax: no clocked path")
     else:
         verdict = "[green]met[/green]" if report.met else "[red]not met[/red]"
-        console.print(f"Fmax {fmax:.2f} MHz (target {report.target_mhz:g} MHz: {verdict}); latency "
-                      f"{report.latency_cycles} cycles = {report.latency_ns:,.1f} ns; II {report.interval_cycles:g} "
-                      f"cycles = {report.images_per_second:,.0f} images/s")
+        console.print(
+            f"Fmax {fmax:.2f} MHz (target {report.target_mhz:g} MHz: {verdict}); latency "
+            f"{report.latency_cycles} cycles = {report.latency_ns:,.1f} ns; II {report.interval_cycles:g} "
+            f"cycles = {report.images_per_second:,.0f} images/s"
+        )
     cp = report.critical_path
     if cp is not None:
-        console.print(f"critical path {cp.delay_ns:.2f} ns, {cp.logic_levels} logic levels: "
-                      f"{_short(cp.start)} -> {_short(cp.end)}", highlight=False)
+        console.print(
+            f"critical path {cp.delay_ns:.2f} ns, {cp.logic_levels} logic levels: "
+            f"{_short(cp.start)} -> {_short(cp.end)}",
+            highlight=False,
+        )
     if report.seconds:
         console.print("time: " + ", ".join(f"{step} {s:.0f} s" for step, s in report.seconds.items()))
     console.print(f"logs: {report.logs}", highlight=False)

@@ -30,8 +30,13 @@ import keras2clash.kinds  # noqa: E402,F401
 from keras2clash.frontend import hgq, layers, qkeras  # noqa: E402,F401
 from keras2clash.frontend.images import same_pads  # noqa: E402,F401  (API)
 from keras2clash.frontend.registry import (  # noqa: E402,F401  (API)
-    SUPPORTED_ACTIVATIONS, ConversionState, _converter_for, image_shape, keras_output_shape,
-    register_converter, supported_layers,
+    SUPPORTED_ACTIVATIONS,
+    ConversionState,
+    _converter_for,
+    image_shape,
+    keras_output_shape,
+    register_converter,
+    supported_layers,
 )
 
 Shape = tuple[int, ...]
@@ -67,8 +72,11 @@ def raw_graph(model: keras.Model) -> Graph:
     records: list[ir.Layer] = []
     for node in nodes:
         inputs = [source if name == keras_input else name for name in node.inputs]
-        state = ConversionState(shapes=[shapes[name] for name in inputs], inputs=inputs,
-                                keras_shapes=[keras_shapes[name] for name in inputs])
+        state = ConversionState(
+            shapes=[shapes[name] for name in inputs],
+            inputs=inputs,
+            keras_shapes=[keras_shapes[name] for name in inputs],
+        )
         produced = _converter_for(node.layer)(node.layer, state)
         for record in produced if isinstance(produced, tuple) else (produced,):  # the last is the layer's output
             records.append(record)

@@ -36,14 +36,20 @@ import numpy as np
 
 from keras2clash.errors import K2CError
 from keras2clash.frontend.registry import (
-    ConversionState, _activation, _activation_name, _single_input, _to_numpy, keras_converter, register_converter,
+    ConversionState,
+    _activation,
+    _activation_name,
+    _single_input,
+    _to_numpy,
+    keras_converter,
+    register_converter,
 )
 from keras2clash.ir import layers as ir
+from keras2clash.ir.graph import Graph
 from keras2clash.kinds.activation import Activation
 from keras2clash.kinds.dense import Dense
 from keras2clash.kinds.flatten import Flatten
 from keras2clash.kinds.shapes import Reshape
-from keras2clash.ir.graph import Graph
 from keras2clash.quant.formats import MAX_BITS, MIN_HARDWARE_BITS, FixedFormat, grid_frac, make_format
 
 ROUND_MODES: dict[str, str] = {
@@ -96,8 +102,10 @@ class TensorFormat:
 
     def describe(self) -> str:
         sign = "signed" if self.keep_negative else "unsigned"
-        return (f"{sign}, {self.int_bits} integer and {self.frac_bits} fraction bits, "
-                f"{self.round_mode}, {self.overflow_mode}")
+        return (
+            f"{sign}, {self.int_bits} integer and {self.frac_bits} fraction bits, "
+            f"{self.round_mode}, {self.overflow_mode}"
+        )
 
 
 @dataclass(frozen=True)
@@ -142,28 +150,44 @@ def _state(layer: Any, role: str, quantizer: Any) -> _Stated:
     where = f"HGQ2 layer '{layer.name}' ({type(layer).__name__}), {role} quantizer"
     config = quantizer.config
     if config.q_type not in ("kif", "kbi"):
-        raise K2CError(f"{where}: q_type '{config.q_type}' is not a fixed-point quantizer "
-                       "(a minifloat or dummy quantizer has no fixed-point format); use 'kif' or 'kbi'")
+        raise K2CError(
+            f"{where}: q_type '{config.q_type}' is not a fixed-point quantizer "
+            "(a minifloat or dummy quantizer has no fixed-point format); use 'kif' or 'kbi'"
+        )
     for setting in ("scaler", "affine"):
         if getattr(config, setting, None) is not None:
-            raise K2CError(f"{where}: {setting}={getattr(config, setting)!r} (a scaled fixed-point "
-                           "value) is not supported; use a quantizer without scaler or affine")
+            raise K2CError(
+                f"{where}: {setting}={getattr(config, setting)!r} (a scaled fixed-point "
+                "value) is not supported; use a quantizer without scaler or affine"
+            )
     internal = quantizer.quantizer
     round_mode, overflow_mode = str(internal.round_mode).upper(), str(internal.overflow_mode).upper()
     stochastic = round_mode.startswith("S_")
     base_round = round_mode[2:] if stochastic else round_mode
     if base_round not in ROUND_MODES:
-        raise K2CError(f"{where}: round_mode '{round_mode}' is not supported; HGQ2's modes are "
-                       f"{', '.join(ROUND_MODES)} (and S_ variants)")
+        raise K2CError(
+            f"{where}: round_mode '{round_mode}' is not supported; HGQ2's modes are "
+            f"{', '.join(ROUND_MODES)} (and S_ variants)"
+        )
     if overflow_mode not in OVERFLOW_MODES:
-        raise K2CError(f"{where}: overflow_mode '{overflow_mode}' cannot be built (a reflecting wrap); "
-                       f"use one of {', '.join(OVERFLOW_MODES)}")
+        raise K2CError(
+            f"{where}: overflow_mode '{overflow_mode}' cannot be built (a reflecting wrap); "
+            f"use one of {', '.join(OVERFLOW_MODES)}"
+        )
     k, i, f = (np.asarray(_to_numpy(v)) for v in internal.kif)
     shape = np.broadcast_shapes(k.shape, i.shape, f.shape)
     k, i, f = (np.broadcast_to(a, shape).astype(np.int64) for a in (k, i, f))
-    return _Stated(k=k, i=np.maximum(i, -f), f=f, live=(k + i + f) > 0, round_mode=base_round,
-                   overflow_mode=overflow_mode, stochastic=stochastic, granularity=_granularity(shape),
-                   is_weight=bool(getattr(internal, "_is_weight", False)))
+    return _Stated(
+        k=k,
+        i=np.maximum(i, -f),
+        f=f,
+        live=(k + i + f) > 0,
+        round_mode=base_round,
+        overflow_mode=overflow_mode,
+        stochastic=stochastic,
+        granularity=_granularity(shape),
+        is_weight=bool(getattr(internal, "_is_weight", False)),
+    )
 
 
 def data_format(layer: Any, role: str, quantizer: Any) -> TensorFormat:
@@ -174,8 +198,10 @@ def data_format(layer: Any, role: str, quantizer: Any) -> TensorFormat:
     triples = {(int(k), int(i), int(f)) for k, i, f in zip(stated.k.flat, stated.i.flat, stated.f.flat)}
     if not stated.live.all():
         dead = int((~stated.live).sum())
-        raise K2CError(f"{where}: {dead} of {stated.live.size} elements have no bits (k + i + f <= 0: "
-                       "HGQ2 outputs 0 there); a pruned input cannot be built per tensor")
+        raise K2CError(
+            f"{where}: {dead} of {stated.live.size} elements have no bits (k + i + f <= 0: "
+            "HGQ2 outputs 0 there); a pruned input cannot be built per tensor"
+        )
     if len(triples) > 1:
         ks, is_, fs = (sorted({t[n] for t in triples}) for n in range(3))
         raise K2CError(
@@ -184,10 +210,18 @@ def data_format(layer: Any, role: str, quantizer: Any) -> TensorFormat:
             "cannot be widened exactly. Quantize activations per tensor, e.g. build the model inside "
             "hgq.config.QuantizerConfigScope(place='datalane', heterogeneous_axis=())"
         )
-    (k, i, f), = triples
-    return TensorFormat(layer=str(layer.name), role=role, keep_negative=bool(k), int_bits=i, frac_bits=f,
-                        round_mode=stated.round_mode, overflow_mode=stated.overflow_mode,
-                        granularity=stated.granularity, stochastic=stated.stochastic)
+    ((k, i, f),) = triples
+    return TensorFormat(
+        layer=str(layer.name),
+        role=role,
+        keep_negative=bool(k),
+        int_bits=i,
+        frac_bits=f,
+        round_mode=stated.round_mode,
+        overflow_mode=stated.overflow_mode,
+        granularity=stated.granularity,
+        stochastic=stated.stochastic,
+    )
 
 
 def _frac_needed(values: np.ndarray, most: int) -> int:
@@ -217,13 +251,23 @@ def constant_format(layer: Any, role: str, quantizer: Any, values: np.ndarray) -
     most_f = int(live_f.max()) if live_f.size else 0
     frac = _frac_needed(values, most_f)
     signed = bool(np.any(values < 0))
-    triples = {(int(k), int(i), int(f)) for k, i, f, alive in
-               zip(stated.k.flat, stated.i.flat, stated.f.flat, stated.live.flat) if alive}
-    return TensorFormat(layer=str(layer.name), role=role, keep_negative=signed,
-                        int_bits=_int_needed(values, frac, signed), frac_bits=frac,
-                        round_mode=stated.round_mode, overflow_mode=stated.overflow_mode,
-                        granularity=stated.granularity, widened=len(triples) > 1 or not stated.live.all(),
-                        stochastic=stated.stochastic)
+    triples = {
+        (int(k), int(i), int(f))
+        for k, i, f, alive in zip(stated.k.flat, stated.i.flat, stated.f.flat, stated.live.flat)
+        if alive
+    }
+    return TensorFormat(
+        layer=str(layer.name),
+        role=role,
+        keep_negative=signed,
+        int_bits=_int_needed(values, frac, signed),
+        frac_bits=frac,
+        round_mode=stated.round_mode,
+        overflow_mode=stated.overflow_mode,
+        granularity=stated.granularity,
+        widened=len(triples) > 1 or not stated.live.all(),
+        stochastic=stated.stochastic,
+    )
 
 
 # --- the one conversion to the compiler's format ------------------------------------------
@@ -264,14 +308,23 @@ def to_fixed_format(record: TensorFormat) -> FixedFormat:
     if record.round_mode not in BUILT_ROUNDING:
         unsupported.append(f"round_mode {record.round_mode} (built: {', '.join(BUILT_ROUNDING)})")
     if overflow_mode not in BUILT_OVERFLOW:
-        unsupported.append(f"overflow_mode {overflow_mode} on a signed format (built: {', '.join(BUILT_OVERFLOW)}; "
-                           "SAT_SYM only when unsigned)")
+        unsupported.append(
+            f"overflow_mode {overflow_mode} on a signed format (built: {', '.join(BUILT_OVERFLOW)}; "
+            "SAT_SYM only when unsigned)"
+        )
     if unsupported:
-        raise K2CError(f"{where}: cannot be built exactly: {'; '.join(unsupported)}; train the model with "
-                       "round_mode='RND', 'RND_CONV' or 'TRN' and overflow_mode='SAT' or 'WRAP' on this quantizer")
+        raise K2CError(
+            f"{where}: cannot be built exactly: {'; '.join(unsupported)}; train the model with "
+            "round_mode='RND', 'RND_CONV' or 'TRN' and overflow_mode='SAT' or 'WRAP' on this quantizer"
+        )
     try:
-        return make_format(int(record.keep_negative), record.int_bits, record.frac_bits,
-                           BUILT_ROUNDING[record.round_mode], BUILT_OVERFLOW[overflow_mode])
+        return make_format(
+            int(record.keep_negative),
+            record.int_bits,
+            record.frac_bits,
+            BUILT_ROUNDING[record.round_mode],
+            BUILT_OVERFLOW[overflow_mode],
+        )
     except K2CError as exc:
         raise K2CError(f"{where}: {exc}") from None
 
@@ -292,12 +345,15 @@ def _check_layer(layer: Any, record: ir.Layer) -> None:
             f"hardware reproduces bit for bit; use {' or '.join(EXACT_ACTIVATIONS)}"
         )
     if not layer.enable_iq:
-        raise K2CError(f"HGQ2 layer '{layer.name}' ({type(layer).__name__}) has enable_iq=False: its "
-                       "input is not quantized by the layer; keep the input quantizer")
+        raise K2CError(
+            f"HGQ2 layer '{layer.name}' ({type(layer).__name__}) has enable_iq=False: its "
+            "input is not quantized by the layer; keep the input quantizer"
+        )
 
 
-def layer_quant(layer: Any, kernel: np.ndarray | None, bias: np.ndarray | None,
-                activation: str = "linear") -> LayerQuant:
+def layer_quant(
+    layer: Any, kernel: np.ndarray | None, bias: np.ndarray | None, activation: str = "linear"
+) -> LayerQuant:
     """All formats of one HGQ2 layer (its quantized `kernel` and `bias` as HGQ2 computes them)."""
     bq = getattr(layer, "bq", None)
     return LayerQuant(
@@ -354,9 +410,14 @@ def _convert_einsum_dense(layer: Any, state: ConversionState) -> ir.Layer:
     _single_input(layer, state)
     equation = str(layer.equation).replace(" ", "")
     match = _DENSE_EQUATION.match(equation)
-    dense = (match is not None and len(state.shape) == 1 and match.group(1) == match.group(5)
-             and match.group(2) == match.group(3) and match.group(4) == match.group(6)
-             and len({match.group(1), match.group(2), match.group(4)}) == 3)
+    dense = (
+        match is not None
+        and len(state.shape) == 1
+        and match.group(1) == match.group(5)
+        and match.group(2) == match.group(3)
+        and match.group(4) == match.group(6)
+        and len({match.group(1), match.group(2), match.group(4)}) == 3
+    )
     bias_axes = getattr(layer, "bias_axes", None)
     if not dense or bias_axes not in (None, match.group(4) if match else None):
         raise K2CError(
@@ -368,9 +429,13 @@ def _convert_einsum_dense(layer: Any, state: ConversionState) -> ir.Layer:
     n_in, n_out = state.shape[0], int(kernel.shape[-1])
     if kernel.shape != (n_in, n_out):  # pragma: no cover - Keras builds it so
         raise K2CError(f"QEinsumDense layer '{layer.name}' has kernel {kernel.shape}, expected {(n_in, n_out)}")
-    record = Dense(**state.common(layer, (n_out,)), kernel=kernel,
-                      bias=np.zeros(n_out) if bias is None else bias.reshape(-1),
-                      use_bias=bias is not None, activation=_activation(layer))
+    record = Dense(
+        **state.common(layer, (n_out,)),
+        kernel=kernel,
+        bias=np.zeros(n_out) if bias is None else bias.reshape(-1),
+        use_bias=bias is not None,
+        activation=_activation(layer),
+    )
     _check_layer(layer, record)
     layer_quant(layer, kernel, bias, record.activation)
     return record
@@ -392,8 +457,9 @@ def model_quant(model: Any) -> dict[str, LayerQuant]:
     """Every HGQ2 compute layer's formats, by layer name, in model order."""
     result: dict[str, LayerQuant] = {}
     for layer in _all_layers(model):
-        if type(layer).__name__ in ("QDense", "QBatchNormDense", "QConv1D", "QConv2D", "QEinsumDense") \
-                and type(layer).__module__.startswith("hgq."):
+        if type(layer).__name__ in ("QDense", "QBatchNormDense", "QConv1D", "QConv2D", "QEinsumDense") and type(
+            layer
+        ).__module__.startswith("hgq."):
             kernel, bias = quantized_weights(layer)
             result[str(layer.name)] = layer_quant(layer, kernel, bias, _activation_name(layer.activation))
     return result
@@ -445,8 +511,10 @@ def format_config(model: Any, graph: Graph) -> Any:
     def input_of(records: list[ir.Layer], what: str) -> TensorFormat | None:
         formats = {quant[r.name].input for r in records}
         if len(formats) > 1:
-            raise K2CError(f"{what} is read by HGQ2 layers {', '.join(r.name for r in records)} whose input "
-                           "quantizers differ; one tensor needs one format")
+            raise K2CError(
+                f"{what} is read by HGQ2 layers {', '.join(r.name for r in records)} whose input "
+                "quantizers differ; one tensor needs one format"
+            )
         return next(iter(formats), None)
 
     def no_relu_before_wrap(tensor: str, fmt: TensorFormat, what: str) -> None:
@@ -468,8 +536,10 @@ def format_config(model: Any, graph: Graph) -> Any:
     for record in graph.layers:
         if record.name not in quant:
             if not (isinstance(record, _TRANSPARENT) or _is_relu(record)):
-                raise K2CError(f"layer '{record.name}' ({record.keras_class}) is not an HGQ2 layer; "
-                               "a quantization-aware model must quantize every compute layer")
+                raise K2CError(
+                    f"layer '{record.name}' ({record.keras_class}) is not an HGQ2 layer; "
+                    "a quantization-aware model must quantize every compute layer"
+                )
             continue
         q = quant[record.name]
         assert q.input is not None and q.kernel is not None  # _check_layer
@@ -478,9 +548,11 @@ def format_config(model: Any, graph: Graph) -> Any:
         after = input_of(readers(record.name), f"the output of '{record.name}'")
         if q.output is not None:
             if after is not None and to_fixed_format(after) != to_fixed_format(q.output):
-                raise K2CError(f"HGQ2 layer '{record.name}' quantizes its output ({q.output.describe()}) and "
-                               f"'{after.layer}' quantizes it again ({after.describe()}): two different "
-                               "requantizations of one tensor are not built; disable one of them")
+                raise K2CError(
+                    f"HGQ2 layer '{record.name}' quantizes its output ({q.output.describe()}) and "
+                    f"'{after.layer}' quantizes it again ({after.describe()}): two different "
+                    "requantizations of one tensor are not built; disable one of them"
+                )
             no_relu_before_wrap(record.name, q.output, f"the output of '{record.name}'")
             out = to_fixed_format(q.output)
         elif after is not None:

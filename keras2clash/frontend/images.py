@@ -7,7 +7,8 @@ from typing import Any
 
 from keras2clash.errors import K2CError
 from keras2clash.frontend.registry import (
-    ConversionState, _single_input,
+    ConversionState,
+    _single_input,
 )
 
 Shape = tuple[int, ...]
@@ -21,7 +22,12 @@ def same_pads(size: int, kernel: int, stride: int) -> tuple[int, int]:
 
 
 def _window_geometry(
-    layer: Any, shape: Shape, window: tuple[int, int], strides: tuple[int, int], padding: str, what: str,
+    layer: Any,
+    shape: Shape,
+    window: tuple[int, int],
+    strides: tuple[int, int],
+    padding: str,
+    what: str,
 ) -> tuple[tuple[int, int], tuple[int, int, int, int]]:
     """Output (H2, W2) and pads (top, bottom, left, right) of a sliding 2-D window."""
     kind = type(layer).__name__
@@ -76,8 +82,7 @@ def _pair(layer: Any, what: str, value: Any) -> tuple[int, int]:
     pair = tuple(int(v) for v in value)
     if len(pair) != 2 or min(pair) < 1:
         raise K2CError(
-            f"{type(layer).__name__} layer '{layer.name}' has {what}={value}; two positive "
-            "integers are needed"
+            f"{type(layer).__name__} layer '{layer.name}' has {what}={value}; two positive integers are needed"
         )
     return pair  # type: ignore[return-value]
 

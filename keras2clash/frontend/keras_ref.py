@@ -74,8 +74,10 @@ def keras_layer_outputs(model, x: np.ndarray, pre_activation: tuple[str, ...] = 
         values[str(node.layer.name)] = node.layer(arg, training=False)
         if node.layer.name in pre_activation:
             values[str(node.layer.name) + PRE_ACTIVATION] = _without_activation(node.layer, arg)
-    return {name: np.asarray(keras.ops.convert_to_numpy(v), dtype=np.float64).reshape(len(x), -1)
-            for name, v in values.items()}
+    return {
+        name: np.asarray(keras.ops.convert_to_numpy(v), dtype=np.float64).reshape(len(x), -1)
+        for name, v in values.items()
+    }
 
 
 PRE_ACTIVATION = ":pre_activation"

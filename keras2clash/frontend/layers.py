@@ -5,16 +5,24 @@ from __future__ import annotations
 
 from typing import Any
 
-
 from keras2clash.frontend.registry import (
-    ConversionState, _single_input, register_converter,
+    ConversionState,
+    _single_input,
+    register_converter,
 )
 from keras2clash.ir import layers as ir
 
 
 @register_converter(
-    "Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D", "GaussianNoise",
-    "GaussianDropout", "AlphaDropout", "ActivityRegularization", "Identity",
+    "Dropout",
+    "SpatialDropout1D",
+    "SpatialDropout2D",
+    "SpatialDropout3D",
+    "GaussianNoise",
+    "GaussianDropout",
+    "AlphaDropout",
+    "ActivityRegularization",
+    "Identity",
 )
 def _convert_inference_identity(layer: Any, state: ConversionState) -> ir.Layer:
     """Layers whose `call` returns its input unchanged unless training=True (Keras 3 source

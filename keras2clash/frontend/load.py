@@ -51,9 +51,7 @@ def load_keras_model(
         import keras
 
         if not isinstance(source, keras.Model):
-            raise K2CError(
-                f"expected a keras.Model or a model file path, got {type(source).__name__}"
-            )
+            raise K2CError(f"expected a keras.Model or a model file path, got {type(source).__name__}")
         if weights is not None:
             raise K2CError("weights= is only used with a JSON config, not with a keras.Model")
         return source
@@ -68,9 +66,7 @@ def load_keras_model(
     if suffix == ".json":
         return _load_json(path, weights)
     if weights is not None:
-        raise K2CError(
-            f"weights= is only used with a JSON config; {path} already holds its weights"
-        )
+        raise K2CError(f"weights= is only used with a JSON config; {path} already holds its weights")
     if suffix == ".keras":
         return _load_keras_archive(path)
     if suffix in (".h5", ".hdf5"):
@@ -124,9 +120,7 @@ def _load_h5(path: Path) -> keras.Model:
             has_config = "model_config" in handle.attrs
             config_text = handle.attrs["model_config"] if has_config else None
     except OSError as exc:
-        raise K2CError(
-            f"corrupt HDF5 file {path}: cannot be read ({_first_line(exc)})"
-        ) from None
+        raise K2CError(f"corrupt HDF5 file {path}: cannot be read ({_first_line(exc)})") from None
     if not has_config:
         raise K2CError(
             f"HDF5 file {path} holds no model architecture (a weights-only file?); "
@@ -166,14 +160,9 @@ def _load_json(path: Path, weights: str | os.PathLike[str] | None) -> keras.Mode
     except UnicodeDecodeError:
         raise K2CError(f"bad JSON config {path}: not UTF-8 text") from None
     except json.JSONDecodeError as exc:
-        raise K2CError(
-            f"bad JSON config {path}: {exc.msg} at line {exc.lineno} column {exc.colno}"
-        ) from None
+        raise K2CError(f"bad JSON config {path}: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     if not isinstance(config, dict) or "class_name" not in config or "config" not in config:
-        raise K2CError(
-            f"bad JSON config {path}: not a Keras model config (expected the output of "
-            "model.to_json())"
-        )
+        raise K2CError(f"bad JSON config {path}: not a Keras model config (expected the output of model.to_json())")
     reject_code_layers(config)
     model = _model_from_config(config, text, path)
     weights_path = _find_weights(path) if weights is None else Path(weights)
@@ -196,9 +185,7 @@ def _model_from_config(config: dict[str, Any], text: str, path: Path) -> keras.M
 
             model = saving_utils.model_from_config(config)
     except Exception as exc:  # unknown layer classes, malformed layer configs, ...
-        raise K2CError(
-            f"cannot rebuild a model from JSON config {path}: {_first_line(exc)}"
-        ) from None
+        raise K2CError(f"cannot rebuild a model from JSON config {path}: {_first_line(exc)}") from None
     if not isinstance(model, keras.Model):
         raise K2CError(f"JSON config {path} describes a {type(model).__name__}, not a model")
     if not model.built:
@@ -241,14 +228,18 @@ def import_layer_packages(config: Any) -> None:
         try:
             import hgq  # noqa: F401  (registers its layers with Keras)
         except ImportError:
-            raise K2CError("the model holds HGQ2 layers (package 'hgq'), which is not installed: "
-                           "pip install 'keras2clash[hgq]' (or hgq2)") from None
+            raise K2CError(
+                "the model holds HGQ2 layers (package 'hgq'), which is not installed: "
+                "pip install 'keras2clash[hgq]' (or hgq2)"
+            ) from None
     if "qkeras" in modules:
         try:
             import qkeras.qlayers  # noqa: F401  (registers its layers and quantizers with Keras)
         except ImportError as exc:
-            raise K2CError(f"the model holds QKeras layers (package 'qkeras'), which cannot be imported ({exc}): "
-                           "install qkeras-v3 as scripts/install_qkeras.sh does (docs/guide/quantization-aware.md)") from None
+            raise K2CError(
+                f"the model holds QKeras layers (package 'qkeras'), which cannot be imported ({exc}): "
+                "install qkeras-v3 as scripts/install_qkeras.sh does (docs/guide/quantization-aware.md)"
+            ) from None
 
 
 def _config_layers(node: Any) -> list[tuple[str, str]]:
@@ -276,8 +267,7 @@ def _find_weights(config_path: Path) -> Path:
             return candidate
     tried = ", ".join(c.name for c in candidates)
     raise K2CError(
-        f"no weights found for JSON config {config_path}: looked for {tried} in "
-        f"{config_path.parent}; pass weights=PATH"
+        f"no weights found for JSON config {config_path}: looked for {tried} in {config_path.parent}; pass weights=PATH"
     )
 
 
@@ -287,22 +277,16 @@ def _read_weight_pickle(path: Path) -> list[np.ndarray]:
         with path.open("rb") as handle:
             obj = pickle.load(handle)
     except Exception as exc:  # UnpicklingError, EOFError, missing classes, ...
-        raise K2CError(
-            f"cannot read weights pickle {path}: {type(exc).__name__}: {_first_line(exc)}"
-        ) from None
+        raise K2CError(f"cannot read weights pickle {path}: {type(exc).__name__}: {_first_line(exc)}") from None
     if not isinstance(obj, (list, tuple)):
         raise K2CError(
-            f"weights pickle {path} holds a {type(obj).__name__}, expected the list "
-            "returned by model.get_weights()"
+            f"weights pickle {path} holds a {type(obj).__name__}, expected the list returned by model.get_weights()"
         )
     arrays: list[np.ndarray] = []
     for index, item in enumerate(obj):
         array = np.asarray(item)
         if array.dtype.kind not in "fiu":
-            raise K2CError(
-                f"weights pickle {path}: entry {index} is not a numeric array "
-                f"(dtype {array.dtype})"
-            )
+            raise K2CError(f"weights pickle {path}: entry {index} is not a numeric array (dtype {array.dtype})")
         arrays.append(array)
     return arrays
 
@@ -311,10 +295,7 @@ def _install_weights(model: keras.Model, arrays: list[np.ndarray], path: Path) -
     """Check count and shapes against the config before `set_weights` (whose errors are vague)."""
     variables = model.weights
     if len(arrays) != len(variables):
-        raise K2CError(
-            f"weights pickle {path} has {len(arrays)} arrays but the model config needs "
-            f"{len(variables)}"
-        )
+        raise K2CError(f"weights pickle {path} has {len(arrays)} arrays but the model config needs {len(variables)}")
     for index, (array, variable) in enumerate(zip(arrays, variables)):
         if tuple(array.shape) != tuple(variable.shape):
             raise K2CError(
@@ -322,5 +303,3 @@ def _install_weights(model: keras.Model, arrays: list[np.ndarray], path: Path) -
                 f"weight '{variable.path}' needs {tuple(variable.shape)}"
             )
     model.set_weights(arrays)
-
-

@@ -31,15 +31,27 @@ import numpy as np
 
 from keras2clash.errors import K2CError
 from keras2clash.frontend.registry import (
-    ConversionState, _activation_name, _to_numpy, keras_converter, register_converter,
+    ConversionState,
+    _activation_name,
+    _to_numpy,
+    keras_converter,
+    register_converter,
 )
 from keras2clash.ir import layers as ir
+from keras2clash.ir.graph import Graph
 from keras2clash.kinds.flatten import Flatten
 from keras2clash.kinds.global_pool import GlobalMaxPool
 from keras2clash.kinds.pool import MaxPool2D
 from keras2clash.kinds.shapes import Reshape
-from keras2clash.ir.graph import Graph
-from keras2clash.quant.formats import MAX_BITS, MIN_HARDWARE_BITS, NEAREST_EVEN, SATURATE, FixedFormat, grid_frac, make_format
+from keras2clash.quant.formats import (
+    MAX_BITS,
+    MIN_HARDWARE_BITS,
+    NEAREST_EVEN,
+    SATURATE,
+    FixedFormat,
+    grid_frac,
+    make_format,
+)
 
 #: Keras activations a QKeras layer may apply in float32 instead of a quantizer: exact on the
 #: accumulator (the layer's output is then the exact accumulator, as QKeras leaves it).
@@ -60,12 +72,16 @@ def _common_checks(where: str, quantizer: Any) -> None:
     rounded value: stochastic rounding (random in training; a model that asks for it was
     trained for it), a partial quantization noise."""
     if getattr(quantizer, "use_stochastic_rounding", False):
-        raise K2CError(f"{where}: use_stochastic_rounding=True is a stochastic quantizer, which no "
-                       "deterministic hardware reproduces; train with use_stochastic_rounding=False")
+        raise K2CError(
+            f"{where}: use_stochastic_rounding=True is a stochastic quantizer, which no "
+            "deterministic hardware reproduces; train with use_stochastic_rounding=False"
+        )
     noise = getattr(quantizer, "qnoise_factor", 1.0)
     if noise is not None and float(_to_numpy(noise)) != 1.0:
-        raise K2CError(f"{where}: qnoise_factor={float(_to_numpy(noise))} mixes the float value into the "
-                       "output (only 1.0 quantizes fully); use qnoise_factor=1.0")
+        raise K2CError(
+            f"{where}: qnoise_factor={float(_to_numpy(noise))} mixes the float value into the "
+            "output (only 1.0 quantizes fully); use qnoise_factor=1.0"
+        )
 
 
 def data_format(layer: Any, role: str, quantizer: Any) -> FixedFormat:
@@ -74,34 +90,44 @@ def data_format(layer: Any, role: str, quantizer: Any) -> FixedFormat:
     where = _where(layer, role, quantizer)
     kind = type(quantizer).__name__
     if kind not in ("quantized_bits", "quantized_relu") or not _is_qkeras(quantizer):
-        raise K2CError(f"{where}: the quantizer {kind} has no fixed-point format; use quantized_bits or "
-                       "quantized_relu")
+        raise K2CError(f"{where}: the quantizer {kind} has no fixed-point format; use quantized_bits or quantized_relu")
     _common_checks(where, quantizer)
     bits, integer = int(quantizer.bits), int(np.asarray(_to_numpy(quantizer.integer)).reshape(-1)[0])
     if np.asarray(_to_numpy(quantizer.integer)).size != 1:
         raise K2CError(f"{where}: integer={quantizer.integer} per element; one format per tensor is built")
     if kind == "quantized_bits":
         sign = int(bool(quantizer.keep_negative))
-        if quantizer.alpha is not None and (isinstance(quantizer.alpha, str) or np.any(_to_numpy(quantizer.alpha) != 1)):
-            raise K2CError(f"{where}: alpha={quantizer.alpha!r} scales the activations by a value computed at run "
-                           "time (or a float); only alpha=None or 1 (plain fixed point) is built for activations")
+        if quantizer.alpha is not None and (
+            isinstance(quantizer.alpha, str) or np.any(_to_numpy(quantizer.alpha) != 1)
+        ):
+            raise K2CError(
+                f"{where}: alpha={quantizer.alpha!r} scales the activations by a value computed at run "
+                "time (or a float); only alpha=None or 1 (plain fixed point) is built for activations"
+            )
         if sign and quantizer.symmetric:
-            raise K2CError(f"{where}: symmetric=1 on a signed quantizer excludes the most negative code, which no "
-                           "format's saturation does; use symmetric=0")
+            raise K2CError(
+                f"{where}: symmetric=1 on a signed quantizer excludes the most negative code, which no "
+                "format's saturation does; use symmetric=0"
+            )
         if bits - sign < 1:
             raise K2CError(f"{where}: {bits} bit with keep_negative makes a sign (binary) quantizer, not fixed point")
         frac = bits - sign - integer
     else:
         sign = 0
         if quantizer.use_sigmoid:
-            raise K2CError(f"{where}: use_sigmoid={quantizer.use_sigmoid} applies a sigmoid first; use_sigmoid=0 "
-                           "is built")
+            raise K2CError(
+                f"{where}: use_sigmoid={quantizer.use_sigmoid} applies a sigmoid first; use_sigmoid=0 is built"
+            )
         if quantizer.negative_slope:
-            raise K2CError(f"{where}: negative_slope={quantizer.negative_slope} (a leaky quantized relu) is not "
-                           "built; use negative_slope=0")
+            raise K2CError(
+                f"{where}: negative_slope={quantizer.negative_slope} (a leaky quantized relu) is not "
+                "built; use negative_slope=0"
+            )
         if quantizer.relu_upper_bound and not quantizer.is_quantized_clip:
-            raise K2CError(f"{where}: relu_upper_bound={quantizer.relu_upper_bound} with is_quantized_clip=False "
-                           "caps outputs off the format's grid; use the format's own bound")
+            raise K2CError(
+                f"{where}: relu_upper_bound={quantizer.relu_upper_bound} with is_quantized_clip=False "
+                "caps outputs off the format's grid; use the format's own bound"
+            )
         frac = bits - integer
     try:
         return make_format(sign, integer, frac, NEAREST_EVEN, SATURATE)
@@ -121,20 +147,26 @@ def constant_format(layer: Any, role: str, quantizer: Any, values: np.ndarray) -
     where = _where(layer, role, quantizer)
     _common_checks(where, quantizer)
     if type(quantizer).__name__ == "quantized_bits" and quantizer.alpha == "auto":
-        raise K2CError(f"{where}: alpha='auto' scales each channel by a float, so the weights are not fixed "
-                       "point; use alpha='auto_po2' (power-of-two scales), 1 or None")
+        raise K2CError(
+            f"{where}: alpha='auto' scales each channel by a float, so the weights are not fixed "
+            "point; use alpha='auto_po2' (power-of-two scales), 1 or None"
+        )
     frac = _grid(values)
     if frac is None:
-        raise K2CError(f"{where}: the quantized {role} values are not on one power-of-two grid of at most "
-                       f"{MAX_BITS} bits, so no format holds them exactly")
+        raise K2CError(
+            f"{where}: the quantized {role} values are not on one power-of-two grid of at most "
+            f"{MAX_BITS} bits, so no format holds them exactly"
+        )
     frac = max(frac, 0)
     top = int(np.max(np.abs(np.ldexp(values, frac)), initial=0))
     integer = max(max(top, 0).bit_length() - frac, 0)
     frac += max(0, MIN_HARDWARE_BITS - (1 + integer + frac))
     fmt = FixedFormat(1, integer, frac)
     if fmt.bits > MAX_BITS:
-        raise K2CError(f"{where}: its values need {fmt.bits} bits ({fmt}), at most {MAX_BITS} supported, "
-                       "so it cannot be widened safely")
+        raise K2CError(
+            f"{where}: its values need {fmt.bits} bits ({fmt}), at most {MAX_BITS} supported, "
+            "so it cannot be widened safely"
+        )
     return fmt
 
 
@@ -158,14 +190,18 @@ def quantized_weights(layer: Any) -> tuple[np.ndarray, np.ndarray | None]:
 
     where = f"QKeras layer '{layer.name}' ({type(layer).__name__})"
     if not layer.kernel_quantizer:
-        raise K2CError(f"{where}: kernel_quantizer=None multiplies by the float kernel, which is not fixed point; "
-                       "give it a kernel_quantizer (e.g. quantized_bits(8, 0, alpha=1))")
+        raise K2CError(
+            f"{where}: kernel_quantizer=None multiplies by the float kernel, which is not fixed point; "
+            "give it a kernel_quantizer (e.g. quantized_bits(8, 0, alpha=1))"
+        )
     kernel = _to_numpy(layer.kernel_quantizer_internal(keras.ops.convert_to_tensor(layer.kernel)))
     if not layer.use_bias:
         return kernel, None
     if not layer.bias_quantizer:
-        raise K2CError(f"{where}: bias_quantizer=None adds the float bias, which is not fixed point; give it a "
-                       "bias_quantizer (e.g. quantized_bits(8, 3, alpha=1))")
+        raise K2CError(
+            f"{where}: bias_quantizer=None adds the float bias, which is not fixed point; give it a "
+            "bias_quantizer (e.g. quantized_bits(8, 3, alpha=1))"
+        )
     return kernel, _to_numpy(layer.bias_quantizer_internal(keras.ops.convert_to_tensor(layer.bias)))
 
 
@@ -176,9 +212,11 @@ def _activation_parts(layer: Any) -> tuple[str, Any]:
         return "linear", activation
     name = _activation_name(activation)
     if name not in EXACT_ACTIVATIONS:
-        raise K2CError(f"QKeras layer '{layer.name}' ({type(layer).__name__}) applies activation '{name}' in "
-                       "float32 without a quantizer, which no fixed-point hardware reproduces bit for bit; use "
-                       f"{' or '.join(EXACT_ACTIVATIONS)}, or a quantizer (quantized_bits, quantized_relu)")
+        raise K2CError(
+            f"QKeras layer '{layer.name}' ({type(layer).__name__}) applies activation '{name}' in "
+            "float32 without a quantizer, which no fixed-point hardware reproduces bit for bit; use "
+            f"{' or '.join(EXACT_ACTIVATIONS)}, or a quantizer (quantized_bits, quantized_relu)"
+        )
     return name, None
 
 
@@ -272,15 +310,20 @@ def format_config(model: Any, graph: Graph, input_format: FixedFormat | None = N
             continue
         fmt = data_format(layer, "activation", layer.activation)
         source = _producer(layer)
-        readers = [r for r in model.layers if r._inbound_nodes and type(r).__name__ != "InputLayer"
-                   and _producer(r) is source]
+        readers = [
+            r for r in model.layers if r._inbound_nodes and type(r).__name__ != "InputLayer" and _producer(r) is source
+        ]
         if type(source).__name__ == "InputLayer":
             if len(readers) != 1:
-                raise K2CError(f"QActivation '{layer.name}' quantizes the network input, which other layers read "
-                               "unquantized too; one tensor needs one format")
+                raise K2CError(
+                    f"QActivation '{layer.name}' quantizes the network input, which other layers read "
+                    "unquantized too; one tensor needs one format"
+                )
             if input_format is not None and input_format != fmt:
-                raise K2CError(f"QActivation '{layer.name}' states the input format {fmt}; do not give another "
-                               f"input format ({input_format})")
+                raise K2CError(
+                    f"QActivation '{layer.name}' states the input format {fmt}; do not give another "
+                    f"input format ({input_format})"
+                )
             in_fmt = fmt
             continue
         reason = None
@@ -291,18 +334,24 @@ def format_config(model: Any, graph: Graph, input_format: FixedFormat | None = N
         elif len(readers) != 1:
             reason = f"other layers read '{source.name}' unquantized too"
         if reason is not None:
-            raise K2CError(f"QActivation '{layer.name}' is a standalone requantization, which is not built: "
-                           f"{reason}; put the quantizer on the layer (activation=...) or right after it")
+            raise K2CError(
+                f"QActivation '{layer.name}' is a standalone requantization, which is not built: "
+                f"{reason}; put the quantizer on the layer (activation=...) or right after it"
+            )
         if _activation_name(source.activation) != "linear":
-            raise K2CError(f"QActivation '{layer.name}' quantizes the output of '{source.name}' after its float "
-                           f"activation '{_activation_name(source.activation)}'; use activation=None there and "
-                           "quantized_relu in the QActivation")
+            raise K2CError(
+                f"QActivation '{layer.name}' quantizes the output of '{source.name}' after its float "
+                f"activation '{_activation_name(source.activation)}'; use activation=None there and "
+                "quantized_relu in the QActivation"
+            )
         fused[str(source.name)] = fmt
     if in_fmt is None:
         in_fmt = input_format
     if in_fmt is None:
-        raise K2CError("the QKeras model does not quantize its input (QKeras layers multiply whatever comes in); "
-                       "make its first layer a QActivation(quantized_bits(...)) or give --input-format")
+        raise K2CError(
+            "the QKeras model does not quantize its input (QKeras layers multiply whatever comes in); "
+            "make its first layer a QActivation(quantized_bits(...)) or give --input-format"
+        )
 
     layers: dict[str, LayerFormats] = {}
     fmts: dict[str, FixedFormat] = {graph.input_name: in_fmt}
@@ -313,9 +362,11 @@ def format_config(model: Any, graph: Graph, input_format: FixedFormat | None = N
             continue
         layer = by_name.get(record.name)
         if layer is None or type(layer).__name__ not in COMPUTE_CLASSES or not _is_qkeras(layer):
-            raise K2CError(f"layer '{record.name}' ({record.keras_class}) is not a QKeras compute layer; a "
-                           "QKeras model must quantize every compute layer (QDense, QConv1D, QConv2D), with only "
-                           "Flatten/Reshape/QActivation/MaxPooling between them")
+            raise K2CError(
+                f"layer '{record.name}' ({record.keras_class}) is not a QKeras compute layer; a "
+                "QKeras model must quantize every compute layer (QDense, QConv1D, QConv2D), with only "
+                "Flatten/Reshape/QActivation/MaxPooling between them"
+            )
         q = layer_quant(layer)
         bias = q.bias if q.bias is not None else q.kernel
         out = q.output or fused.get(record.name)

@@ -7,8 +7,9 @@ Supporting a new Keras class means writing one converter and registering it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -50,11 +51,15 @@ class ConversionState:
 
     def common(self, layer: Any, output_shape: Shape) -> dict[str, Any]:
         """The fields every record has."""
-        return {"name": str(layer.name), "inputs": tuple(self.inputs),
-                "input_shapes": tuple(tuple(s) for s in self.shapes), "output_shape": tuple(output_shape)}
+        return {
+            "name": str(layer.name),
+            "inputs": tuple(self.inputs),
+            "input_shapes": tuple(tuple(s) for s in self.shapes),
+            "output_shape": tuple(output_shape),
+        }
 
 
-Converter = Callable[[Any, ConversionState], 'ir.Layer | tuple[ir.Layer, ...]']
+Converter = Callable[[Any, ConversionState], "ir.Layer | tuple[ir.Layer, ...]"]
 """A converter returns a record, or several in order (a separable convolution), the last
 named after the Keras layer."""
 _CONVERTERS: dict[str, dict[str, Converter]] = {}
@@ -102,14 +107,18 @@ _UNSUPPORTED_HINTS: dict[str, str] = {
     "Dot": "the Dot merge layer is not supported (element-wise merges and Concatenate are)",
 }
 for _kind in ("LSTM", "GRU", "SimpleRNN", "RNN", "Bidirectional", "ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D"):
-    _UNSUPPORTED_HINTS[_kind] = ("a recurrent layer feeds its state back from one time step to the next; the "
-                                 "streaming pipeline is feed-forward")
+    _UNSUPPORTED_HINTS[_kind] = (
+        "a recurrent layer feeds its state back from one time step to the next; the streaming pipeline is feed-forward"
+    )
 for _kind in ("MultiHeadAttention", "Attention", "AdditiveAttention", "GroupedQueryAttention"):
-    _UNSUPPORTED_HINTS[_kind] = ("attention multiplies two activations and needs the whole sequence before "
-                                 "its first output; not built")
+    _UNSUPPORTED_HINTS[_kind] = (
+        "attention multiplies two activations and needs the whole sequence before its first output; not built"
+    )
 for _kind in ("LayerNormalization", "GroupNormalization", "UnitNormalization", "RMSNormalization"):
-    _UNSUPPORTED_HINTS[_kind] = ("per-sample normalization needs the sample's statistics (a mean, a square "
-                                 "root, a division) before any output; BatchNormalization is supported")
+    _UNSUPPORTED_HINTS[_kind] = (
+        "per-sample normalization needs the sample's statistics (a mean, a square "
+        "root, a division) before any output; BatchNormalization is supported"
+    )
 _UNSUPPORTED_HINTS["Embedding"] = "integer token inputs with a table lookup are not supported"
 for _kind in ("ZeroPadding3D", "Cropping3D", "UpSampling3D"):
     _UNSUPPORTED_HINTS[_kind] = "only the 1-D and 2-D versions of this layer are supported"
@@ -168,9 +177,7 @@ def _activation(layer: Any) -> str:
 
 def _single_input(layer: Any, state: ConversionState) -> None:
     if len(state.inputs) != 1:
-        raise K2CError(
-            f"layer '{layer.name}' ({type(layer).__name__}) reads {len(state.inputs)} tensors; it takes one"
-        )
+        raise K2CError(f"layer '{layer.name}' ({type(layer).__name__}) reads {len(state.inputs)} tensors; it takes one")
 
 
 def _to_numpy(variable: Any) -> np.ndarray:
@@ -184,9 +191,7 @@ def _kernel_and_bias(layer: Any, kernel_shape: tuple[int, ...]) -> tuple[np.ndar
     kind = type(layer).__name__
     kernel = _to_numpy(layer.kernel)
     if kernel.shape != kernel_shape:
-        raise K2CError(
-            f"{kind} layer '{layer.name}' has kernel shape {kernel.shape}, expected {kernel_shape}"
-        )
+        raise K2CError(f"{kind} layer '{layer.name}' has kernel shape {kernel.shape}, expected {kernel_shape}")
     n_out = kernel_shape[-1]
     bias = _to_numpy(layer.bias) if layer.use_bias else np.zeros(n_out, dtype=np.float64)
     if not (np.all(np.isfinite(kernel)) and np.all(np.isfinite(bias))):
@@ -201,8 +206,7 @@ def _check_keras_shape(layer: Any, state: ConversionState, out: Shape) -> None:
         return
     if image_shape(expected) != tuple(out):  # pragma: no cover - would be a frontend bug
         raise K2CError(
-            f"{type(layer).__name__} layer '{layer.name}': computed output shape {out} but "
-            f"Keras says {expected}"
+            f"{type(layer).__name__} layer '{layer.name}': computed output shape {out} but Keras says {expected}"
         )
 
 

@@ -43,6 +43,7 @@ def _padding_1d(layer: Any, allowed: tuple[str, ...]) -> str:
     if padding not in allowed:
         raise K2CError(
             f"{type(layer).__name__} layer '{layer.name}' uses padding='{layer.padding}'; only "
-            + ", ".join(f"'{p}'" for p in allowed) + " are supported"
+            + ", ".join(f"'{p}'" for p in allowed)
+            + " are supported"
         )
     return padding

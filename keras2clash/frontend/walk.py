@@ -41,14 +41,9 @@ def check_model_kind(model: keras.Model) -> None:
 def single_io(model: keras.Model) -> None:
     if len(model.inputs) != 1:
         names = ", ".join(t.name for t in model.inputs)
-        raise K2CError(
-            f"model '{model.name}' has {len(model.inputs)} inputs ({names}); exactly one "
-            "is supported"
-        )
+        raise K2CError(f"model '{model.name}' has {len(model.inputs)} inputs ({names}); exactly one is supported")
     if len(model.outputs) != 1:
-        raise K2CError(
-            f"model '{model.name}' has {len(model.outputs)} outputs; exactly one is supported"
-        )
+        raise K2CError(f"model '{model.name}' has {len(model.outputs)} outputs; exactly one is supported")
 
 
 def input_shape(model: keras.Model) -> tuple[int, ...]:
@@ -66,10 +61,7 @@ def input_shape(model: keras.Model) -> tuple[int, ...]:
     tensor = inputs[0]
     dtype = str(tensor.dtype)
     if not dtype.startswith(("float", "bfloat")):
-        raise K2CError(
-            f"model '{model.name}' input '{tensor.name}' has dtype {dtype}; only float "
-            "inputs are supported"
-        )
+        raise K2CError(f"model '{model.name}' input '{tensor.name}' has dtype {dtype}; only float inputs are supported")
     shape = tuple(tensor.shape[1:])
     if not shape or any(d is None for d in shape):
         raise K2CError(

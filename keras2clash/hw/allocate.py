@@ -20,17 +20,16 @@ a layer that would sit idle gets fewer. Here, with a layer's own busy cycles per
 
 from __future__ import annotations
 
-import itertools
-
 import bisect
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from keras2clash.errors import K2CError
 from keras2clash.hw.hwmodel import figures_many
-from keras2clash.hw.resources import HwFigures
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.hw.planner import with_knobs
+from keras2clash.hw.resources import HwFigures
 
 
 def _ceil(a: int, b: int) -> int:
@@ -91,10 +90,12 @@ class Allocation:
     def summary(self) -> str:
         f = self.figures
         label = ",".join(f"{p}:{b}" for p, b in zip(f.parallelism, f.cycles))
-        return (f"balanced within {self.budget} multipliers: pe:cycles {label} -> II {f.ii:g} cycles "
-                f"(layers' busy bound {self.min_target}), latency {f.latency}, {f.multipliers} multipliers, "
-                f"multiplier efficiency {100 * f.efficiency:.1f}% ({self.evaluated} allocations checked "
-                f"with the exact model)")
+        return (
+            f"balanced within {self.budget} multipliers: pe:cycles {label} -> II {f.ii:g} cycles "
+            f"(layers' busy bound {self.min_target}), latency {f.latency}, {f.multipliers} multipliers, "
+            f"multiplier efficiency {100 * f.efficiency:.1f}% ({self.evaluated} allocations checked "
+            f"with the exact model)"
+        )
 
 
 def balanced(plans: Sequence[LayerPlan], budget: int) -> Allocation:
@@ -112,19 +113,26 @@ def balanced(plans: Sequence[LayerPlan], budget: int) -> Allocation:
 
     geometry = plans
     plans = with_deep_branch_fifos(
-        [replace(p, window_fifo=MAX_WINDOW_FIFO) if p.is_compute and p.is_windowed else p for p in plans])
+        [replace(p, window_fifo=MAX_WINDOW_FIFO) if p.is_compute and p.is_windowed else p for p in plans]
+    )
     compute = [p for p in plans if p.is_compute]
     if not compute:
         raise K2CError("the model has no dense/conv2d layer to allocate multipliers to")
-    fixed = {f"{p.name}'s activation" if p.is_compute else p.name:
-             p.activation_multipliers if p.is_compute else p.multipliers for p in plans}
+    fixed = {
+        f"{p.name}'s activation" if p.is_compute else p.name: p.activation_multipliers
+        if p.is_compute
+        else p.multipliers
+        for p in plans
+    }
     fixed = {name: n for name, n in fixed.items() if n}  # what the engines' knobs do not change
     fronts = [layer_front(p) for p in compute]
     floor = sum(f.multipliers[-1] for f in fronts)
     if budget < floor + sum(fixed.values()):
-        others = (f" and {sum(fixed.values())} in {', '.join(fixed)}" if fixed else "")
-        raise K2CError(f"multiplier budget {budget} too small: the model needs at least "
-                       f"{floor + sum(fixed.values())} (one multiplier per dense/conv2d layer{others})")
+        others = f" and {sum(fixed.values())} in {', '.join(fixed)}" if fixed else ""
+        raise K2CError(
+            f"multiplier budget {budget} too small: the model needs at least "
+            f"{floor + sum(fixed.values())} (one multiplier per dense/conv2d layer{others})"
+        )
     shared = budget - sum(fixed.values())  # what the engines may share
     targets = sorted({b for f in fronts for b in f.busy})
 

@@ -182,16 +182,23 @@ def _chain_blocks(chain: Chain, by_name, knobs, down, mx, blocks: list, joins: l
             join = Join(len(item.branches), down, mx, depths.get(merge.name) if depths is not None else None)
             joins.append((merge.name, join))
             blocks.append(join)
-            heads = [_chain_blocks(branch, by_name, knobs, join.port(i), mx, blocks, joins, depths)
-                     for i, branch in enumerate(item.branches)]
+            heads = [
+                _chain_blocks(branch, by_name, knobs, join.port(i), mx, blocks, joins, depths)
+                for i, branch in enumerate(item.branches)
+            ]
             down = Fork(heads, join, mx)
         else:
             down = _layer_blocks(by_name[item], knobs, down, mx, blocks)
     return down
 
 
-def _build(plans: Sequence[LayerPlan], knobs: Sequence[tuple[Any, Any, Any]], mx, joins: list | None = None,
-           depths: dict[str, Sequence[int | None]] | None = None):
+def _build(
+    plans: Sequence[LayerPlan],
+    knobs: Sequence[tuple[Any, Any, Any]],
+    mx,
+    joins: list | None = None,
+    depths: dict[str, Sequence[int | None]] | None = None,
+):
     """The blocks of the emitted network (emitter.py), from the sink backwards.
     `knobs`: (S = G*b, D, Q) per compute layer in plan order, ints or arrays; `depths`
     the branch FIFO depths per merge (default: the plans' `fifo_depths`)."""
@@ -209,8 +216,9 @@ def _build(plans: Sequence[LayerPlan], knobs: Sequence[tuple[Any, Any, Any]], mx
     by_knob = dict(zip([p.name for p in plans if p.is_compute], knobs))
     source = plans[0].inputs[0] if plans[0].inputs else "input"
     chain = structure(_with_inputs(plans), source, plans[-1].name)
-    first = _chain_blocks(chain, {p.name: p for p in plans}, by_knob, last, mx, blocks,
-                          joins if joins is not None else [], depths)
+    first = _chain_blocks(
+        chain, {p.name: p for p in plans}, by_knob, last, mx, blocks, joins if joins is not None else [], depths
+    )
     first = Queue(INPUT_SLICE, first, mx)
     blocks.append(first)
     return first, blocks, sink
@@ -241,8 +249,13 @@ def timing_checks(plans: Sequence[LayerPlan]) -> list[tuple[str, Depth]]:
         if is_softmax(plan):
             checks.append((plan.name, Depth("softmax", STAGES.softmax_depth(n, fo), softmax_depth(fo, n), "softmax")))
         if has_map_stage(plan):
-            expr = (STAGES.map2_depth() if plan.splits_activation else
-                    STAGES.map_table_depth() if is_table(plan) else STAGES.map_depth())
+            expr = (
+                STAGES.map2_depth()
+                if plan.splits_activation
+                else STAGES.map_table_depth()
+                if is_table(plan)
+                else STAGES.map_depth()
+            )
             checks.append((plan.name, Depth("activation", expr, map_depth(plan), "pipe_types")))
     last = plans[-1]
     n = last.output_shape[-1]

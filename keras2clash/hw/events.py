@@ -43,8 +43,8 @@ class Engine:
 
     def __init__(self, steps, depth, queue, down, mx) -> None:
         self.S, self.D, self.Q, self.down, self.mx = steps, depth, queue, down, mx
-        self.A = NEG                      # the previous window's accept cycle
-        self.hist = [NEG] * int(np.max(queue))   # the last results' move cycles, newest last
+        self.A = NEG  # the previous window's accept cycle
+        self.hist = [NEG] * int(np.max(queue))  # the last results' move cycles, newest last
 
     def _lagged(self):
         """M_(i-Q): the move cycle of the result Q windows back (per configuration)."""
@@ -136,8 +136,7 @@ class Pad:
     def __init__(self, h, w, pads, down, mx) -> None:
         top, bottom, left, right = pads
         self.hp, self.wp = top + h + bottom, left + w + right
-        self.inside = [top <= r < top + h and left <= x < left + w
-                       for r in range(self.hp) for x in range(self.wp)]
+        self.inside = [top <= r < top + h and left <= x < left + w for r in range(self.hp) for x in range(self.wp)]
         self.last_inside = (top + h - 1) * self.wp + left + w - 1
         self.n = self.hp * self.wp
         self.pos = 0
@@ -269,8 +268,10 @@ class Join:
         self.need[i] = max(self.need[i], len(self.queues[i]) + 1)
         if depth is None or len(self.queues[i]) < depth:
             return v
-        raise RuntimeError(f"hwmodel: branch FIFO {i} of depth {depth} is asked for more beats than "
-                           "the event order allows (depth below the structural bound)")
+        raise RuntimeError(
+            f"hwmodel: branch FIFO {i} of depth {depth} is asked for more beats than "
+            "the event order allows (depth below the structural bound)"
+        )
 
     def free_from(self, i):
         """The first cycle the FIFO has room for its next beat: after the beat D earlier fired."""
@@ -298,8 +299,8 @@ class Join:
         return tuple(len(queue) for queue in self.queues)
 
     def set_state(self, values, shape):
-        self.fired = list(values[:self.keep])
-        rest = list(values[self.keep:])
+        self.fired = list(values[: self.keep])
+        rest = list(values[self.keep :])
         self.queues = []
         for n in shape:
             self.queues.append(rest[:n])

@@ -70,12 +70,15 @@ def _knob_arrays(configs: Sequence[Sequence[LayerPlan]]) -> list[tuple[np.ndarra
 
 def _as_arrays(keys: Sequence[Sequence[tuple[int, int, int]]]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Per compute layer, the (S, D, Q) of every configuration as three int arrays."""
-    return [tuple(np.array([key[i][j] for key in keys], dtype=np.int64) for j in range(3))  # type: ignore[misc]
-            for i in range(len(keys[0]))]
+    return [
+        tuple(np.array([key[i][j] for key in keys], dtype=np.int64) for j in range(3))  # type: ignore[misc]
+        for i in range(len(keys[0]))
+    ]
 
 
-def _simulate_batch(plans: Sequence[LayerPlan], knobs, n_configs: int, images: int | None,
-                    max_images: int = 24, max_period: int = 4):
+def _simulate_batch(
+    plans: Sequence[LayerPlan], knobs, n_configs: int, images: int | None, max_images: int = 24, max_period: int = 4
+):
     """Run the event model on arrays of `n_configs` configurations. With `images` given,
     exactly that many images; otherwise until every configuration's state repeats."""
     first, blocks, sink = _build(plans, knobs, np.maximum)
@@ -91,9 +94,16 @@ def _simulate_batch(plans: Sequence[LayerPlan], knobs, n_configs: int, images: i
         if images is not None and n >= images:
             break
         ref = last + 1
-        snap = (_signature(blocks),
-                np.stack([np.broadcast_to(np.maximum(np.asarray(s) - ref, CLAMP), (n_configs,))
-                          for b in blocks for s in b.state()]))
+        snap = (
+            _signature(blocks),
+            np.stack(
+                [
+                    np.broadcast_to(np.maximum(np.asarray(s) - ref, CLAMP), (n_configs,))
+                    for b in blocks
+                    for s in b.state()
+                ]
+            ),
+        )
         for lag in range(1, min(max_period, len(snaps)) + 1):
             if snaps[-lag][0] != snap[0]:
                 continue
@@ -110,7 +120,7 @@ def _simulate_batch(plans: Sequence[LayerPlan], knobs, n_configs: int, images: i
                 accepts.append(q)
             last = q
         n += 1
-    outputs = sink.times[:len(accepts)]
+    outputs = sink.times[: len(accepts)]
     return accepts, outputs, refs, found_lag, found_at
 
 
@@ -130,10 +140,10 @@ def _restore(blocks, snap: tuple[tuple, Sequence[int]], ref: int) -> None:
     for b, shape in zip(blocks, signature):
         if isinstance(b, Join):
             n = 1 + sum(shape)
-            b.set_state(values[i:i + n], shape)
+            b.set_state(values[i : i + n], shape)
         else:
             n = shape
-            b.set_state(values[i:i + n])
+            b.set_state(values[i : i + n])
         i += n
 
 
@@ -149,8 +159,7 @@ AFFINE_LIMIT = 1 << 24
 """Images an affine extrapolation may jump at most; past it the run goes on image by image."""
 
 
-def steady_state(plans: Sequence[LayerPlan], knobs=None, max_images: int = 100_000,
-                 depths=None) -> tuple[float, int]:
+def steady_state(plans: Sequence[LayerPlan], knobs=None, max_images: int = 100_000, depths=None) -> tuple[float, int]:
     """The exact steady-state II (and its period in images) of one configuration.
 
     Images are fed back to back until the blocks' state, relative to the image's first offer
@@ -179,14 +188,22 @@ def steady_state(plans: Sequence[LayerPlan], knobs=None, max_images: int = 100_0
         if rel in seen:
             lag = len(rels) - seen[rel]
             return (ref - refs[-lag]) / lag, lag
-        if jumps and len(rels) >= 2 and ref - refs[-1] == refs[-1] - refs[-2] and rel[0] == rels[-1][0] == rels[-2][0] \
-                and all(a - b == b - c for a, b, c in zip(rel[1], rels[-1][1], rels[-2][1])):
+        if (
+            jumps
+            and len(rels) >= 2
+            and ref - refs[-1] == refs[-1] - refs[-2]
+            and rel[0] == rels[-1][0] == rels[-2][0]
+            and all(a - b == b - c for a, b, c in zip(rel[1], rels[-1][1], rels[-2][1]))
+        ):
             period, delta = ref - refs[-1], [a - b for a, b in zip(rel[1], rels[-1][1])]
             signature, values = rel
 
+            # virtual and affine run within this iteration only: the loop's values are theirs
             def virtual(j: int) -> tuple[tuple[tuple, tuple[int, ...]], int]:
-                return (signature, tuple(r if r <= CLAMP else r + j * d for r, d in zip(values, delta))), \
-                    ref + j * period
+                return (
+                    signature,  # noqa: B023
+                    tuple(r if r <= CLAMP else r + j * d for r, d in zip(values, delta)),  # noqa: B023
+                ), ref + j * period  # noqa: B023
 
             def affine(j: int) -> bool:
                 state, start = virtual(j)
@@ -234,7 +251,7 @@ def timing(plans: Sequence[LayerPlan], images: int = 0) -> Timing:
             if j == 0:
                 accepts.append(last)
     acc = np.array(accepts, dtype=np.int64)
-    out = np.array(sink.times[:len(accepts)], dtype=np.int64)
+    out = np.array(sink.times[: len(accepts)], dtype=np.int64)
     return Timing(acc, out, ii, period)
 
 
@@ -301,8 +318,7 @@ def with_deep_branch_fifos(plans: Sequence[LayerPlan]) -> list[LayerPlan]:
     steady state (resnet_digits within 156 multipliers)."""
     need = branch_needs(plans)
     deep = max(beats_per_image(plans), 2) + 1
-    return [replace(p, fifo_depths=tuple(n + deep for n in need[p.name])) if p.name in need else p
-            for p in plans]
+    return [replace(p, fifo_depths=tuple(n + deep for n in need[p.name])) if p.name in need else p for p in plans]
 
 
 MAX_WINDOW_FIFO = 64
@@ -330,8 +346,7 @@ def window_fifos(plans: Sequence[LayerPlan]) -> dict[str, int]:
     does not need loses it. Branch FIFOs are taken as the plans give them (`with_fifo_depths`
     first; `plan_network` then sizes them again).
     """
-    convs = [p for p in plans if p.is_compute and p.is_windowed
-             and p.groups * p.cycles > _window_spacing(p)]
+    convs = [p for p in plans if p.is_compute and p.is_windowed and p.groups * p.cycles > _window_spacing(p)]
     if not convs:
         return {}
 
@@ -385,8 +400,10 @@ def input_fifos(plans: Sequence[LayerPlan], windows: Mapping[str, int]) -> dict[
     choice: dict[str, int] = {}
 
     def ii(inputs: Mapping[str, int]) -> float:
-        trial = [replace(p, window_fifo=0 if p.name in inputs else windows.get(p.name, 0),
-                         input_fifo=inputs.get(p.name, 0)) for p in plans]
+        trial = [
+            replace(p, window_fifo=0 if p.name in inputs else windows.get(p.name, 0), input_fifo=inputs.get(p.name, 0))
+            for p in plans
+        ]
         return steady_state(trial)[0]
 
     best = ii({})
@@ -408,9 +425,12 @@ def with_window_fifos(plans: Sequence[LayerPlan]) -> list[LayerPlan]:
     plans = [replace(p, input_fifo=0) for p in plans]
     windows = window_fifos(plans)
     inputs = input_fifos(plans, windows)
-    return [replace(p, window_fifo=0 if p.name in inputs else windows.get(p.name, 0),
-                    input_fifo=inputs.get(p.name, 0)) if p.is_compute and p.is_windowed else p
-            for p in plans]
+    return [
+        replace(p, window_fifo=0 if p.name in inputs else windows.get(p.name, 0), input_fifo=inputs.get(p.name, 0))
+        if p.is_compute and p.is_windowed
+        else p
+        for p in plans
+    ]
 
 
 def with_fifo_depths(plans: Sequence[LayerPlan]) -> list[LayerPlan]:
@@ -479,8 +499,9 @@ def figures_many(plans: Sequence[LayerPlan], configs: Sequence[Config]) -> list[
     compute = [i for i, p in enumerate(plans) if p.is_compute]
     if not configs:
         return []
-    keys = [tuple(_knobs(replace(plans[i], pe=p, cycles=b)) for i, p, b in zip(compute, pes, cyc))
-            for pes, cyc in configs]
+    keys = [
+        tuple(_knobs(replace(plans[i], pe=p, cycles=b)) for i, p, b in zip(compute, pes, cyc)) for pes, cyc in configs
+    ]
     unique = list(dict.fromkeys(keys))
     latency, ii = timing_batch(plans, _as_arrays(unique))
     where = {k: n for n, k in enumerate(unique)}
@@ -505,11 +526,17 @@ def _assemble(pes, cyc, latency, ii, compute_res, fixed, plans) -> HwFigures:
     layers = [by_name[p.name] for p in plans]
     top = top_fifo_bits(plans)
     return HwFigures(
-        parallelism=pes, cycles=cyc, latency=latency, ii=ii,
-        multipliers=sum(r.multipliers for r in layers), macs=sum(r.macs for r in layers),
-        memory_bits=sum(r.memory_bits for r in layers) + top, rom_bits=sum(r.rom_bits for r in layers),
+        parallelism=pes,
+        cycles=cyc,
+        latency=latency,
+        ii=ii,
+        multipliers=sum(r.multipliers for r in layers),
+        macs=sum(r.macs for r in layers),
+        memory_bits=sum(r.memory_bits for r in layers) + top,
+        rom_bits=sum(r.rom_bits for r in layers),
         line_buffer_bits=sum(r.line_buffer_bits for r in layers),
-        register_bits=sum(r.register_bits for r in layers), fifo_bits=sum(r.fifo_bits for r in layers) + top,
+        register_bits=sum(r.register_bits for r in layers),
+        fifo_bits=sum(r.fifo_bits for r in layers) + top,
         layers=layers,
     )
 
@@ -520,6 +547,12 @@ def figures(plans: Sequence[LayerPlan], latency: int | None = None, ii: float | 
         t = timing(plans)
         latency, ii = t.first_latency, t.ii
     compute = [p for p in plans if p.is_compute]
-    return _assemble([p.pe for p in compute], [p.cycles for p in compute], latency, ii,
-                     [layer_resources(p) for p in compute],
-                     [layer_resources(p) for p in plans if not p.is_compute], plans)
+    return _assemble(
+        [p.pe for p in compute],
+        [p.cycles for p in compute],
+        latency,
+        ii,
+        [layer_resources(p) for p in compute],
+        [layer_resources(p) for p in plans if not p.is_compute],
+        plans,
+    )

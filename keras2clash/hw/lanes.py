@@ -38,8 +38,10 @@ def resolve_lanes(lanes: str | None, dsp_budget: object) -> str:
         return "auto" if dsp_budget is not None else "full"
     choice = lanes.strip().lower()
     if choice not in LANES_CHOICES:
-        raise K2CError(f"bad --lanes {lanes!r}: expected 'auto' (a BatchNormalization computes the fewest "
-                       "channels a cycle that keep the initiation interval) or 'full' (a whole beat a cycle)")
+        raise K2CError(
+            f"bad --lanes {lanes!r}: expected 'auto' (a BatchNormalization computes the fewest "
+            "channels a cycle that keep the initiation interval) or 'full' (a whole beat a cycle)"
+        )
     return choice
 
 
@@ -67,8 +69,8 @@ def with_lanes(plans: Sequence[LayerPlan]) -> list[LayerPlan]:
             continue
         options = divisors(plan.output_shape[-1])[:-1]  # below all channels (lanes = 0)
 
-        def trial(k: int) -> list[LayerPlan]:
-            return with_fifos([replace(p, lanes=k) if i == index else p for i, p in enumerate(current)])
+        def trial(k: int) -> list[LayerPlan]:  # called within this iteration only
+            return with_fifos([replace(p, lanes=k) if i == index else p for i, p in enumerate(current)])  # noqa: B023
 
         lo, hi, best = 0, len(options), None
         while lo < hi:  # the smallest option whose II is the target's

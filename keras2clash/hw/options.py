@@ -29,8 +29,8 @@ from typing import Any
 
 from keras2clash.errors import K2CError
 from keras2clash.hw.hwmodel import figures_many
-from keras2clash.hw.resources import HwFigures
 from keras2clash.hw.plan import LayerPlan
+from keras2clash.hw.resources import HwFigures
 
 SORT_KEYS = ("latency", "interval", "multipliers")
 
@@ -64,7 +64,7 @@ def layer_choices(plan: LayerPlan, cycles_too: bool = False) -> list[tuple[int, 
             if key not in pairs or (p, b) < pairs[key]:
                 pairs[key] = (p, b)
     front, best = [], None
-    for (mult, steps), pb in sorted(pairs.items()):
+    for (_mult, steps), pb in sorted(pairs.items()):
         if best is None or steps < best:
             front.append(pb)
             best = steps
@@ -104,10 +104,19 @@ class Option:
     def to_json(self) -> dict[str, Any]:
         f = self.figures
         return {
-            "parallelism": f.parallelism, "cycles": f.cycles, "latency": f.latency, "ii": f.ii,
-            "multipliers": f.multipliers, "macs": f.macs, "efficiency": f.efficiency,
-            "memory_bits": f.memory_bits, "rom_bits": f.rom_bits, "line_buffer_bits": f.line_buffer_bits,
-            "register_bits": f.register_bits, "pareto_ii": self.pareto_ii, "pareto_latency": self.pareto_latency,
+            "parallelism": f.parallelism,
+            "cycles": f.cycles,
+            "latency": f.latency,
+            "ii": f.ii,
+            "multipliers": f.multipliers,
+            "macs": f.macs,
+            "efficiency": f.efficiency,
+            "memory_bits": f.memory_bits,
+            "rom_bits": f.rom_bits,
+            "line_buffer_bits": f.line_buffer_bits,
+            "register_bits": f.register_bits,
+            "pareto_ii": self.pareto_ii,
+            "pareto_latency": self.pareto_latency,
             "balanced": self.balanced,
         }
 
@@ -130,24 +139,49 @@ class OptionsResult:
     def sorted(self, key: str = "interval") -> list[Option]:
         if key not in SORT_KEYS:
             raise K2CError(f"bad sort key {key!r}: one of {', '.join(SORT_KEYS)}")
+
         def k(o: Option):
             f = o.figures
             figs = {"latency": f.latency, "interval": f.ii, "multipliers": f.multipliers}
             return (figs[key], *(figs[x] for x in SORT_KEYS if x != key), f.parallelism, f.cycles)
+
         return sorted(self.options, key=k)
 
     def to_json(self) -> str:
-        return json.dumps({
-            "model": self.model, "compute_layers": self.layers, "cycles_too": self.cycles_too,
-            "configurations": len(self.options), "seconds": self.seconds, "dsp_budget": self.budget,
-            "notes": self.notes, "options": [o.to_json() for o in self.sorted("multipliers")],
-        }, indent=2)
+        return json.dumps(
+            {
+                "model": self.model,
+                "compute_layers": self.layers,
+                "cycles_too": self.cycles_too,
+                "configurations": len(self.options),
+                "seconds": self.seconds,
+                "dsp_budget": self.budget,
+                "notes": self.notes,
+                "options": [o.to_json() for o in self.sorted("multipliers")],
+            },
+            indent=2,
+        )
 
     def to_csv(self) -> str:
         buf = io.StringIO()
         writer = csv.writer(buf)
-        cols = ["config", "parallelism", "cycles", "latency", "ii", "multipliers", "macs", "efficiency", "memory_bits",
-                "rom_bits", "line_buffer_bits", "register_bits", "pareto_ii", "pareto_latency", "balanced"]
+        cols = [
+            "config",
+            "parallelism",
+            "cycles",
+            "latency",
+            "ii",
+            "multipliers",
+            "macs",
+            "efficiency",
+            "memory_bits",
+            "rom_bits",
+            "line_buffer_bits",
+            "register_bits",
+            "pareto_ii",
+            "pareto_latency",
+            "balanced",
+        ]
         writer.writerow(cols)
         for o in self.sorted("multipliers"):
             row = o.to_json()
@@ -158,8 +192,9 @@ class OptionsResult:
         return buf.getvalue()
 
 
-def explore(plans: Sequence[LayerPlan], model: str = "", cycles_too: bool = False,
-            budget: int | None = None) -> OptionsResult:
+def explore(
+    plans: Sequence[LayerPlan], model: str = "", cycles_too: bool = False, budget: int | None = None
+) -> OptionsResult:
     """Every useful configuration of the network `plans` (its own knobs are ignored)."""
     t0 = time.perf_counter()
     configs = all_configs(plans, cycles_too)
@@ -195,8 +230,13 @@ def _pareto_text(o: Option) -> str:
     return "+".join(marks)
 
 
-def render(result: OptionsResult, console: Any = None, sort: str = "interval", max_rows: int | None = 40,
-           pareto_only: bool = False) -> None:
+def render(
+    result: OptionsResult,
+    console: Any = None,
+    sort: str = "interval",
+    max_rows: int | None = 40,
+    pareto_only: bool = False,
+) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -208,9 +248,11 @@ def render(result: OptionsResult, console: Any = None, sort: str = "interval", m
         rows = [o for o in rows if o.figures.multipliers <= result.budget or o.balanced]
     shown = rows if max_rows is None else rows[:max_rows]
     n_pareto = sum(1 for o in result.options if o.pareto_ii or o.pareto_latency)
-    title = (f"{result.model}: {len(result.options)} configurations ({'pe and cycles' if result.cycles_too else 'pe'}), "
-             f"{n_pareto} Pareto-optimal, model {1000 * result.seconds:.0f} ms; sorted by {sort}"
-             + (f"; showing {len(shown)} of {len(rows)}" if len(shown) < len(rows) else ""))
+    title = (
+        f"{result.model}: {len(result.options)} configurations ({'pe and cycles' if result.cycles_too else 'pe'}), "
+        f"{n_pareto} Pareto-optimal, model {1000 * result.seconds:.0f} ms; sorted by {sort}"
+        + (f"; showing {len(shown)} of {len(rows)}" if len(shown) < len(rows) else "")
+    )
     from rich import box
 
     table = Table(title=title, caption=f"pe:cycles of {', '.join(result.layers)}", box=box.SIMPLE_HEAD)
@@ -221,12 +263,21 @@ def render(result: OptionsResult, console: Any = None, sort: str = "interval", m
     for o in shown:
         f = o.figures
         style = "bold green" if o.balanced else ("cyan" if o.pareto_ii else None)
-        table.add_row(o.label + (" *" if o.balanced else ""), f"{f.latency:,}", _ii_text(f.ii),
-                      f"{f.multipliers:,}", f"{f.memory_bits:,}", f"{100 * f.efficiency:.1f}%",
-                      _pareto_text(o), style=style)
+        table.add_row(
+            o.label + (" *" if o.balanced else ""),
+            f"{f.latency:,}",
+            _ii_text(f.ii),
+            f"{f.multipliers:,}",
+            f"{f.memory_bits:,}",
+            f"{100 * f.efficiency:.1f}%",
+            _pareto_text(o),
+            style=style,
+        )
     console.print(table)
-    console.print("cycles: latency = first input beat accepted -> output; II = steady-state cycles per image, "
-                  "back to back. MAC eff. = MACs / (multipliers x II). Pareto: II or latency vs multipliers.")
+    console.print(
+        "cycles: latency = first input beat accepted -> output; II = steady-state cycles per image, "
+        "back to back. MAC eff. = MACs / (multipliers x II). Pareto: II or latency vs multipliers."
+    )
     for note in result.notes:
         console.print(f"* {note}")
 

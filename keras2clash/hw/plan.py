@@ -69,7 +69,9 @@ class LayerPlan:
     window_fifo: int = 0  # a convolution's FIFO of windows before its engine (hwmodel.window_fifos); 0: none
     input_fifo: int = 0  # a convolution's FIFO of input pixels before its padding and window generator; 0: none
     top_activation: bool = False  # the output layer's activation, applied in Top after the class (golden.splits_output)
-    lanes: int = 0  # batchnorm: channels a cycle (K2C.BatchNorm.batchNormLanes, a divisor of C below C); 0: all C (hw.lanes)
+    lanes: int = (
+        0  # batchnorm: channels a cycle (K2C.BatchNorm.batchNormLanes, a divisor of C below C); 0: all C (hw.lanes)
+    )
     layer: Layer | None = field(default=None, compare=False, repr=False)  # the IR record (weights)
 
     @property
@@ -191,8 +193,15 @@ class LayerPlan:
     @property
     def queue_depth(self) -> int:
         """Q: the engine's output queue, the most windows it holds at once (QueueDepth)."""
-        return queue_depth(self.chunk, self.pipeline, self.cycles, self.groups * self.cycles, self.table_regs,
-                           self.groups, self.loads_late)
+        return queue_depth(
+            self.chunk,
+            self.pipeline,
+            self.cycles,
+            self.groups * self.cycles,
+            self.table_regs,
+            self.groups,
+            self.loads_late,
+        )
 
     @property
     def rom_depth(self) -> int:
@@ -287,8 +296,17 @@ class LayerPlan:
         for key in _FORMAT_FIELDS:
             value = fields.get(key)
             fields[key] = None if value is None else FixedFormat(*value)
-        for key in ("input_shape", "output_shape", "kernel_size", "strides", "pads", "crops", "size", "dilation",
-                    "inputs"):
+        for key in (
+            "input_shape",
+            "output_shape",
+            "kernel_size",
+            "strides",
+            "pads",
+            "crops",
+            "size",
+            "dilation",
+            "inputs",
+        ):
             if key in fields:
                 fields[key] = tuple(fields[key])
         fields["in_fmts"] = tuple(FixedFormat(*v) for v in fields.get("in_fmts", ()))
@@ -339,8 +357,9 @@ def pipe_depth(chunk: int, levels: int, cycles: int, table_regs: int = 0, groups
     return 7 + table_regs + tree_stages(chunk, levels, cycles) + int(groups >= 2)
 
 
-def queue_depth(chunk: int, levels: int, cycles: int, steps: int, table_regs: int = 0, groups: int = 1,
-                late: int = 0) -> int:
+def queue_depth(
+    chunk: int, levels: int, cycles: int, steps: int, table_regs: int = 0, groups: int = 1, late: int = 0
+) -> int:
     """Q (K2C.Engine's QueueDepth): 2 + (D + e + 1) // S, the fewest windows in flight for which
     an always-ready downstream never holds the input back (`late` = e, LayerPlan.loads_late)."""
     return 2 + (pipe_depth(chunk, levels, cycles, table_regs, groups) + late + 1) // steps
@@ -375,5 +394,4 @@ def relu_before_requantize(plan: LayerPlan) -> bool:
     positive) and quantization-aware models (HGQ2) quantize the relu's output. For a
     saturating format both orders are equal (`q` is monotone with `q(0) = 0`), so the
     default order, requantize then activate, is kept there."""
-    return (plan.requantizes and plan.activation == "relu"
-            and plan.out_fmt.overflow == "wrap")
+    return plan.requantizes and plan.activation == "relu" and plan.out_fmt.overflow == "wrap"

@@ -9,7 +9,9 @@ from typing import Any
 
 from keras2clash.errors import K2CError
 from keras2clash.hw.plan import (
-    DEFAULT_PIPELINE, LayerFormats, LayerPlan,
+    DEFAULT_PIPELINE,
+    LayerFormats,
+    LayerPlan,
 )
 from keras2clash.ir.graph import Graph, as_graph
 from keras2clash.ir.layers import Layer
@@ -93,8 +95,9 @@ def make_plan(
             raise K2CError(
                 f"{what} has {len(values)} value(s), the model has {len(computes)} dense/conv2d/depthwise2d layer(s)"
             )
-    overrides = {name: (o if isinstance(o, LayerFormats) else LayerFormats(o, o, o))
-                 for name, o in (layer_formats or {}).items()}
+    overrides = {
+        name: (o if isinstance(o, LayerFormats) else LayerFormats(o, o, o)) for name, o in (layer_formats or {}).items()
+    }
     unknown = set(overrides) - {layer.name for layer in graph}
     if unknown:
         raise K2CError(f"format given for unknown layer(s): {', '.join(sorted(unknown))}")
@@ -108,9 +111,14 @@ def make_plan(
             raise K2CError(f"layer '{layer.name}': type {layer.type!r} has no hardware block")
         in_fmts = tuple(out_fmts[t] for t in layer.inputs)
         common: dict[str, Any] = dict(
-            name=layer.name, type=layer.type, input_shape=tuple(layer.input_shape),
-            output_shape=tuple(layer.output_shape), activation=layer.activation, in_fmt=in_fmts[0],
-            inputs=tuple(layer.inputs), layer=layer,
+            name=layer.name,
+            type=layer.type,
+            input_shape=tuple(layer.input_shape),
+            output_shape=tuple(layer.output_shape),
+            activation=layer.activation,
+            in_fmt=in_fmts[0],
+            inputs=tuple(layer.inputs),
+            layer=layer,
         )
         if len(in_fmts) > 1:
             common["in_fmts"] = in_fmts

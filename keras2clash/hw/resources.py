@@ -54,11 +54,19 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
             regs += channels * (plan.act_in_fmt.hw_bits + relu_product_bits(plan))
         fifo += (depth + 2) * channels * out_bits
     return LayerResources(
-        name=plan.name, type=plan.type, pe=plan.pe if plan.is_compute else 0,
-        cycles=plan.cycles if plan.is_compute else 0, groups=plan.groups if plan.is_compute else 0,
+        name=plan.name,
+        type=plan.type,
+        pe=plan.pe if plan.is_compute else 0,
+        cycles=plan.cycles if plan.is_compute else 0,
+        groups=plan.groups if plan.is_compute else 0,
         steps=plan.groups * plan.cycles if plan.is_compute else 0,
-        multipliers=plan.multipliers, macs=plan.macs, rom_bits=plan.rom_bits,
-        line_buffer_bits=line, register_bits=regs, fifo_bits=fifo, table_bits=activation_table_bits(plan),
+        multipliers=plan.multipliers,
+        macs=plan.macs,
+        rom_bits=plan.rom_bits,
+        line_buffer_bits=line,
+        register_bits=regs,
+        fifo_bits=fifo,
+        table_bits=activation_table_bits(plan),
     )
 
 
@@ -91,7 +99,9 @@ def activation_table_bits(plan: LayerPlan) -> int:
         table = activations.softmax_table(plan.act_in_fmt, plan.out_fmt, beat)
         return len(table.values) * (table.frac + 2) * beat
     if act.family == "table":
-        return len(activations.table(plan.activation, plan.act_in_fmt, plan.out_fmt).values) * plan.out_fmt.hw_bits * beat
+        return (
+            len(activations.table(plan.activation, plan.act_in_fmt, plan.out_fmt).values) * plan.out_fmt.hw_bits * beat
+        )
     return 0
 
 

@@ -16,8 +16,8 @@ from rich.console import Console
 from rich.table import Table
 
 from keras2clash.hw.hwmodel import timing
-from keras2clash.hw.resources import layer_resources
 from keras2clash.hw.plan import LayerPlan
+from keras2clash.hw.resources import layer_resources
 from keras2clash.registry import kind_of
 
 
@@ -33,42 +33,61 @@ def design_summary(plans: Sequence[LayerPlan]) -> dict[str, Any]:
     layers = []
     for plan in plans:
         res = layer_resources(plan)
-        layers.append({
-            "name": plan.name, "type": plan.type, "pe": res.pe, "cycles": res.cycles,
-            "multipliers": res.multipliers, "rom_bits": res.rom_bits,
-            "line_buffer_bits": res.line_buffer_bits, "frame_bits": frame_bits(plan),
-            "register_bits": res.register_bits, "source_class": plan.source_class,
-            "activation": plan.activation, "activation_table_bits": res.table_bits,
-            "activation_doc": plan.activation_doc if plan.activation != "linear" else "",
-        })
+        layers.append(
+            {
+                "name": plan.name,
+                "type": plan.type,
+                "pe": res.pe,
+                "cycles": res.cycles,
+                "multipliers": res.multipliers,
+                "rom_bits": res.rom_bits,
+                "line_buffer_bits": res.line_buffer_bits,
+                "frame_bits": frame_bits(plan),
+                "register_bits": res.register_bits,
+                "source_class": plan.source_class,
+                "activation": plan.activation,
+                "activation_table_bits": res.table_bits,
+                "activation_doc": plan.activation_doc if plan.activation != "linear" else "",
+            }
+        )
     t = timing(list(plans))
-    return {"layers": layers, "latency": t.first_latency, "interval": t.ii,
-            "multipliers": sum(layer["multipliers"] for layer in layers),
-            "memory_bits": sum(layer["rom_bits"] + layer["line_buffer_bits"] + layer["register_bits"]
-                               for layer in layers)}
+    return {
+        "layers": layers,
+        "latency": t.first_latency,
+        "interval": t.ii,
+        "multipliers": sum(layer["multipliers"] for layer in layers),
+        "memory_bits": sum(layer["rom_bits"] + layer["line_buffer_bits"] + layer["register_bits"] for layer in layers),
+    }
 
 
 def render_summary(summary: dict[str, Any], console: Console) -> None:
-    table = Table(title="design (exact hardware model); storage in bits",
-                  caption="p: processing elements, b: cycles per window; frame: what storing the "
-                          "layer's whole input would take instead of its line buffers")
+    table = Table(
+        title="design (exact hardware model); storage in bits",
+        caption="p: processing elements, b: cycles per window; frame: what storing the "
+        "layer's whole input would take instead of its line buffers",
+    )
     for column in ("layer", "type", "p", "b", "mults", "ROM", "line buf", "frame", "regs"):
         table.add_column(column, justify="left" if column in ("layer", "type") else "right")
     for layer in summary["layers"]:
         compute = (home := kind_of(layer["type"])) is not None and home.has_knobs
         table.add_row(
-            layer["name"], layer["type"] + (f" ({layer['source_class']})" if layer.get("source_class") else ""),
+            layer["name"],
+            layer["type"] + (f" ({layer['source_class']})" if layer.get("source_class") else ""),
             str(layer["pe"]) if compute else "-",
-            str(layer["cycles"]) if compute else "-", f"{layer['multipliers']:,}", f"{layer['rom_bits']:,}",
-            f"{layer['line_buffer_bits']:,}", f"{layer['frame_bits']:,}" if layer["frame_bits"] else "-",
+            str(layer["cycles"]) if compute else "-",
+            f"{layer['multipliers']:,}",
+            f"{layer['rom_bits']:,}",
+            f"{layer['line_buffer_bits']:,}",
+            f"{layer['frame_bits']:,}" if layer["frame_bits"] else "-",
             f"{layer['register_bits']:,}",
         )
     console.print(table)
     for layer in summary["layers"]:
         if layer.get("activation_doc"):
             tables = layer.get("activation_table_bits", 0)
-            console.print(f"{layer['name']}: {layer['activation_doc']}"
-                          + (f"; tables {tables:,} bits" if tables else ""))
+            console.print(
+                f"{layer['name']}: {layer['activation_doc']}" + (f"; tables {tables:,} bits" if tables else "")
+            )
     console.print(
         f"latency {summary['latency']} cycles (first input beat -> output), initiation interval "
         f"{summary['interval']:g} cycles, {summary['multipliers']:,} multipliers, "

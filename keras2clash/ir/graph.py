@@ -62,8 +62,11 @@ class Graph:
     def without(self, layer: Layer) -> Graph:
         """Remove a one-input layer, its consumers reading its input instead."""
         (source,) = layer.inputs
-        rewired = [replace(other, inputs=tuple(source if t == layer.name else t for t in other.inputs))
-                   for other in self.layers if other is not layer]
+        rewired = [
+            replace(other, inputs=tuple(source if t == layer.name else t for t in other.inputs))
+            for other in self.layers
+            if other is not layer
+        ]
         return self.with_layers(rewired, source if self.output == layer.name else self.output)
 
     def replaced(self, old: Layer, new: Layer) -> Graph:
@@ -74,9 +77,13 @@ class Graph:
         rows = []
         for layer in self.layers:
             row: dict[str, Any] = {
-                "type": layer.type, "name": layer.name, "inputs": list(layer.inputs),
-                "input_shape": layer.input_shape, "input_shapes": list(layer.input_shapes),
-                "output_shape": layer.output_shape, "activation": layer.activation,
+                "type": layer.type,
+                "name": layer.name,
+                "inputs": list(layer.inputs),
+                "input_shape": layer.input_shape,
+                "input_shapes": list(layer.input_shapes),
+                "output_shape": layer.output_shape,
+                "activation": layer.activation,
                 "fused": list(layer.fused),
             }
             row["use_bias"] = False
@@ -99,8 +106,13 @@ class Graph:
             layers.append(record_from_dict(row))
             previous = layers[-1].name
         first = layers[0]
-        return Graph(name=name, input_name=input_name, input_shape=tuple(first.input_shape),
-                     layers=tuple(layers), output=previous)
+        return Graph(
+            name=name,
+            input_name=input_name,
+            input_shape=tuple(first.input_shape),
+            layers=tuple(layers),
+            output=previous,
+        )
 
 
 def as_graph(ir: Graph | Sequence[dict[str, Any]]) -> Graph:

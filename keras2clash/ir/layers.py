@@ -25,7 +25,6 @@ from keras2clash.errors import K2CError
 Shape = tuple[int, ...]
 
 
-
 @dataclass(frozen=True)
 class Layer:
     """What every node has: its Keras name, its producers, its shapes, fused Keras layers."""
@@ -50,12 +49,14 @@ class Layer:
     def attributes(self) -> dict[str, Any]:
         """The kind's own fields (for the dictionary IR), weights excluded."""
         base = {f.name for f in fields(Layer)}
-        return {f.name: getattr(self, f.name) for f in fields(self)
-                if f.name not in base and not isinstance(getattr(self, f.name), np.ndarray)}
+        return {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if f.name not in base and not isinstance(getattr(self, f.name), np.ndarray)
+        }
 
     def weights(self) -> dict[str, np.ndarray]:
-        return {f.name: getattr(self, f.name) for f in fields(self)
-                if isinstance(getattr(self, f.name), np.ndarray)}
+        return {f.name: getattr(self, f.name) for f in fields(self) if isinstance(getattr(self, f.name), np.ndarray)}
 
 
 # --- kinds that only live until the passes ---------------------------------------------
@@ -70,9 +71,7 @@ class Identity(Layer):
     type: ClassVar[str] = "identity"
 
 
-RECORDS: dict[str, type[Layer]] = {
-    cls.type: cls for cls in (Identity,)
-}
+RECORDS: dict[str, type[Layer]] = {cls.type: cls for cls in (Identity,)}
 """Record type -> record class: these, and those the kinds register (`register_record`)."""
 
 R = TypeVar("R", bound=type[Layer])

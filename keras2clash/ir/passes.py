@@ -33,6 +33,8 @@ import numpy as np
 
 from keras2clash.errors import K2CError
 from keras2clash.ir import layers as ir
+from keras2clash.ir.graph import Graph
+from keras2clash.ir.shape_passes import fold_reshapes
 from keras2clash.kinds import kind_of
 from keras2clash.kinds.activation import Activation
 from keras2clash.kinds.batchnorm import BatchNorm
@@ -42,8 +44,6 @@ from keras2clash.kinds.depthwise import DepthwiseConv2D
 from keras2clash.kinds.merge import Merge
 from keras2clash.kinds.pool import AvgPool2D
 from keras2clash.kinds.shapes import ZeroPad2D
-from keras2clash.ir.graph import Graph
-from keras2clash.ir.shape_passes import fold_reshapes
 from keras2clash.quant import activations
 
 Pass = Callable[[Graph], Graph]
@@ -80,13 +80,23 @@ def fold_padding(graph: Graph) -> Graph:
         readers = graph.consumers(layer.name)
         target = readers[0] if len(readers) == 1 else None
         if not isinstance(target, (Conv2D, DepthwiseConv2D, AvgPool2D, ZeroPad2D)) or (
-                isinstance(target, AvgPool2D) and any(target.pads)):
+            isinstance(target, AvgPool2D) and any(target.pads)
+        ):
             continue
         pads = tuple(a + b for a, b in zip(layer.pads, target.pads))
-        folded = replace(target, pads=pads, input_shapes=layer.input_shapes,
-                         fused=(*target.fused, *layer.fused, layer.name),
-                         **({"padding": "same"} if isinstance(target, (Conv2D, DepthwiseConv2D)) else
-                            {"padding": "valid"} if isinstance(target, AvgPool2D) else {}))
+        folded = replace(
+            target,
+            pads=pads,
+            input_shapes=layer.input_shapes,
+            fused=(*target.fused, *layer.fused, layer.name),
+            **(
+                {"padding": "same"}
+                if isinstance(target, (Conv2D, DepthwiseConv2D))
+                else {"padding": "valid"}
+                if isinstance(target, AvgPool2D)
+                else {}
+            ),
+        )
         return fold_padding(graph.replaced(target, folded).without(layer))
     return graph
 
@@ -150,8 +160,7 @@ def _fusable(graph: Graph, layer: Activation) -> bool:
     one function to every neuron, the standalone stage one slope per channel."""
     (source,) = layer.inputs
     target = None if source == graph.input_name else graph[source]
-    if not isinstance(target, (Dense, Conv2D, DepthwiseConv2D, Merge, BatchNorm)) or (
-            target.activation != "linear"):
+    if not isinstance(target, (Dense, Conv2D, DepthwiseConv2D, Merge, BatchNorm)) or (target.activation != "linear"):
         return False
     if len(graph.consumers(source)) > 1:
         return False
@@ -163,15 +172,19 @@ def fuse_activations(graph: Graph) -> Graph:
     stay as standalone hardware stages (type "activation", a combinational stage per beat)."""
     standalone: set[str] = set()
     while True:
-        layer = next((other for other in graph.layers
-                      if isinstance(other, Activation) and other.name not in standalone), None)
+        layer = next(
+            (other for other in graph.layers if isinstance(other, Activation) and other.name not in standalone), None
+        )
         if layer is None:
             return graph
         (source,) = layer.inputs
         if layer.activation == "linear":
-            graph = graph.with_layers([
-                replace(other, fused=(*other.fused, layer.name)) if other.name == source else other
-                for other in graph.layers])
+            graph = graph.with_layers(
+                [
+                    replace(other, fused=(*other.fused, layer.name)) if other.name == source else other
+                    for other in graph.layers
+                ]
+            )
             graph = graph.without(graph[layer.name])
         elif not _fusable(graph, layer):
             standalone.add(layer.name)
@@ -195,18 +208,26 @@ def check_network(graph: Graph) -> Graph:
             raise K2CError(f"layer '{layer.name}' ({layer.keras_class}) has no hardware block")
         for tensor, shape in zip(layer.inputs, layer.input_shapes):
             if graph.shape_of(tensor) != shape:
-                raise K2CError(f"layer '{layer.name}' expects {shape} from '{tensor}', which gives "
-                               f"{graph.shape_of(tensor)}")
+                raise K2CError(
+                    f"layer '{layer.name}' expects {shape} from '{tensor}', which gives {graph.shape_of(tensor)}"
+                )
     if len(graph.output_shape) != 1:
-        raise K2CError(f"model '{graph.name}' outputs shape {graph.output_shape}; a vector is needed "
-                       "(end with Flatten and Dense)")
+        raise K2CError(
+            f"model '{graph.name}' outputs shape {graph.output_shape}; a vector is needed (end with Flatten and Dense)"
+        )
     if not any(isinstance(layer, Dense) for layer in graph.layers):
         raise K2CError(f"model '{graph.name}' has no Dense layer; at least one is needed")
     return graph
 
 
-PASSES: tuple[Pass, ...] = (remove_identities, fold_padding, fold_reshapes, fold_batchnorm, fuse_activations,
-                            check_network)
+PASSES: tuple[Pass, ...] = (
+    remove_identities,
+    fold_padding,
+    fold_reshapes,
+    fold_batchnorm,
+    fuse_activations,
+    check_network,
+)
 """The passes, in the order they run."""
 
 

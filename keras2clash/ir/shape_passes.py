@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from keras2clash.ir.graph import Graph
 from keras2clash.kinds.flatten import Flatten
 from keras2clash.kinds.shapes import Reshape
-from keras2clash.ir.graph import Graph
 
 
 def fold_reshapes(graph: Graph) -> Graph:

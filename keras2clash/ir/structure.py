@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, Union
+from typing import Protocol
 
 from keras2clash.errors import K2CError
 
@@ -39,7 +39,7 @@ class Parallel:
 class Chain:
     """Items composed left to right: layer names and Parallel blocks (empty: the identity)."""
 
-    items: tuple[Union[str, Parallel], ...]
+    items: tuple[str | Parallel, ...]
 
     def layer_names(self) -> list[str]:
         names: list[str] = []
@@ -70,7 +70,7 @@ def structure(nodes: Sequence[Node], source: str, sink: str) -> Chain:
     by_name = {node.name: node for node in nodes}
     dom = _dominators(nodes, source)
 
-    def chain(tensor: str, start: str) -> list[Union[str, Parallel]]:
+    def chain(tensor: str, start: str) -> list[str | Parallel]:
         if tensor == start:
             return []
         node = by_name[tensor]

@@ -94,7 +94,8 @@ def _convert_prelu(layer: Any, state: ConversionState) -> Layer:
         raise K2CError(
             f"PReLU layer '{layer.name}' learns a slope per position (alpha shape {alpha.shape}, "
             f"shared_axes={layer.shared_axes}); only one slope per channel is supported: set "
-            "shared_axes to every axis but the last (e.g. shared_axes=[1, 2] after a Conv2D)")
+            "shared_axes to every axis but the last (e.g. shared_axes=[1, 2] after a Conv2D)"
+        )
     slopes = per_channel[0]
     if not np.all(np.isfinite(slopes)):
         raise K2CError(f"PReLU layer '{layer.name}' has NaN or infinite slopes")
@@ -111,8 +112,7 @@ def _convert_softmax(layer: Any, state: ConversionState) -> Layer:
     rank = len(state.keras_shape) + 1  # with the batch axis
     if len(axes) != 1 or axes[0] not in (-1, rank - 1):
         raise K2CError(
-            f"Softmax layer '{layer.name}' normalises over axis {axis}; only the last "
-            "axis (-1) is supported"
+            f"Softmax layer '{layer.name}' normalises over axis {axis}; only the last axis (-1) is supported"
         )
     return _record(layer, state, "softmax")
 
@@ -122,8 +122,9 @@ class ActivationKind(Kind):
     keeps_format = False
     activation_only = True
 
-    def plan(self, layer: Layer, common: Mapping[str, Any], override: LayerFormats | None,
-             fmt: FixedFormat) -> LayerPlan:
+    def plan(
+        self, layer: Layer, common: Mapping[str, Any], override: LayerFormats | None, fmt: FixedFormat
+    ) -> LayerPlan:
         """Its output keeps its input's format unless given one."""
         override = refuse_constant_formats(layer, override)
         return LayerPlan(out_fmt=override.output or common["in_fmt"], **common)
@@ -142,8 +143,9 @@ class ActivationKind(Kind):
     def golden(self, plan: LayerPlan, xs: Sequence[np.ndarray], params: Any) -> np.ndarray:
         return activations.apply(xs[0], plan.activation, plan.in_fmt.container, plan.out_fmt.container)
 
-    def float_step(self, layer: Layer, xs: Sequence[np.ndarray],
-                   params: tuple[np.ndarray, np.ndarray] | None) -> tuple[np.ndarray | None, np.ndarray]:
+    def float_step(
+        self, layer: Layer, xs: Sequence[np.ndarray], params: tuple[np.ndarray, np.ndarray] | None
+    ) -> tuple[np.ndarray | None, np.ndarray]:
         return None, activations.keras_float(activations.parse(layer.activation), xs[0])
 
     def blocks(self, plan: LayerPlan, down: Any, mx: Any, blocks: list[Any], knobs: Any = None) -> Any:
@@ -151,8 +153,9 @@ class ActivationKind(Kind):
 
     def entry(self, plan: LayerPlan, fn: str, stage: str | None = None) -> Entry:
         assert stage is not None
-        return Entry(doc=HASKELL.doc(plan.activation, shape_text(plan.output_shape), plan.in_fmt, plan.out_fmt),
-                     body=(stage,))
+        return Entry(
+            doc=HASKELL.doc(plan.activation, shape_text(plan.output_shape), plan.in_fmt, plan.out_fmt), body=(stage,)
+        )
 
 
 KINDS = (ActivationKind(),)

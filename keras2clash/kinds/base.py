@@ -102,8 +102,9 @@ class Kind:
         """The plan's fields that come from the record (its geometry)."""
         return {}
 
-    def plan(self, layer: Layer, common: Mapping[str, Any], override: LayerFormats | None,
-             fmt: FixedFormat) -> LayerPlan:
+    def plan(
+        self, layer: Layer, common: Mapping[str, Any], override: LayerFormats | None, fmt: FixedFormat
+    ) -> LayerPlan:
         """The layer's plan: `common` holds the fields every plan has (name, shapes, input
         format, ...), `override` the user's formats for this layer, `fmt` the default."""
         if override is not None:
@@ -146,8 +147,9 @@ class Kind:
         constants (`quant.golden.QuantizedLayer`) or None."""
         raise NotImplementedError(f"{type(self).__name__}.golden")
 
-    def float_step(self, layer: Layer, xs: Sequence[np.ndarray],
-                   params: tuple[np.ndarray, np.ndarray] | None) -> tuple[np.ndarray | None, np.ndarray]:
+    def float_step(
+        self, layer: Layer, xs: Sequence[np.ndarray], params: tuple[np.ndarray, np.ndarray] | None
+    ) -> tuple[np.ndarray | None, np.ndarray]:
         """The layer in float64: (the values before its activation, or None when it has
         none, and its outputs). `params` may replace its constants."""
         raise NotImplementedError(f"{type(self).__name__}.float_step")
@@ -185,7 +187,9 @@ def refuse_constant_formats(layer: Layer, override: LayerFormats | None) -> Laye
     """The override of a kind without weights or accumulator: an output format only."""
     override = override or LayerFormats()
     if override.weight is not None or override.bias is not None or override.accumulator_bits is not None:
-        raise K2CError(f"layer '{layer.name}' ({layer.type}) has no weights or accumulator; give it an output format only")
+        raise K2CError(
+            f"layer '{layer.name}' ({layer.type}) has no weights or accumulator; give it an output format only"
+        )
     return override
 
 

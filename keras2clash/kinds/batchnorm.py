@@ -98,14 +98,17 @@ class BatchNormKind(Kind):
     """The haddock's and Weights.hs's text (`doc`, `constants`): a kind on this arithmetic and
     block with other constants names itself there."""
 
-    def plan(self, layer: Layer, common: Mapping[str, Any], override: LayerFormats | None,
-             fmt: FixedFormat) -> LayerPlan:
+    def plan(
+        self, layer: Layer, common: Mapping[str, Any], override: LayerFormats | None, fmt: FixedFormat
+    ) -> LayerPlan:
         """Scale in the weight format, offset in the bias format, the exact accumulator of one
         product plus the offset (n_in = 1)."""
         override = override or LayerFormats()
         if override.accumulator_bits is not None:
-            raise K2CError(f"layer '{layer.name}' (batchnorm) always has an exact accumulator; "
-                           "give it weight, bias and output formats only")
+            raise K2CError(
+                f"layer '{layer.name}' (batchnorm) always has an exact accumulator; "
+                "give it weight, bias and output formats only"
+            )
         w_fmt = override.weight or fmt
         b_fmt = override.bias or w_fmt
         acc = accumulator_format(common["in_fmt"], w_fmt, 1, b_fmt)
@@ -141,12 +144,14 @@ class BatchNormKind(Kind):
         dtype = object if plan.acc_fmt.bits > INT64_SAFE_BITS else np.int64
         fa, fw, fb = plan.in_fmt.raw_frac, plan.w_fmt.raw_frac, plan.b_fmt.raw_frac
         cf = max(fa + fw, fb)
-        acc = ((np.asarray(xs[0]).astype(dtype) * params.kernel.astype(dtype)) << (cf - fa - fw)) \
-            + (params.bias.astype(dtype) << (cf - fb))
+        acc = ((np.asarray(xs[0]).astype(dtype) * params.kernel.astype(dtype)) << (cf - fa - fw)) + (
+            params.bias.astype(dtype) << (cf - fb)
+        )
         return finish(acc, cf, plan.out_fmt, plan.hw_activation, relu_before_requantize(plan))
 
-    def float_step(self, layer: Layer, xs: Sequence[np.ndarray],
-                   params: tuple[np.ndarray, np.ndarray] | None) -> tuple[np.ndarray | None, np.ndarray]:
+    def float_step(
+        self, layer: Layer, xs: Sequence[np.ndarray], params: tuple[np.ndarray, np.ndarray] | None
+    ) -> tuple[np.ndarray | None, np.ndarray]:
         scale, offset = params if params is not None else self.constants(layer)
         pre = xs[0] * np.asarray(scale, dtype=np.float64) + np.asarray(offset, dtype=np.float64)
         return pre, activations.keras_float(activations.parse(layer.activation), pre)
@@ -188,20 +193,35 @@ class BatchNormKind(Kind):
         n = plan.lane_chunks
         notes = (HASKELL.stages_note(plan.channel_lanes),)
         if n == 1:
-            return Entry(doc=self.texts.doc(shapes, plan.w_fmt, plan.b_fmt, plan.out_fmt, plan.activation),
-                         body=(HASKELL.batch_norm(fn),), notes=notes, uses=("batch_norm",))
-        return Entry(doc=self.texts.doc(shapes, plan.w_fmt, plan.b_fmt, plan.out_fmt, plan.activation),
-                     body=(HASKELL.scatter(n), HASKELL.batch_norm_lanes(n, fn), HASKELL.collect(n)),
-                     notes=(*notes, HASKELL.serial_note(plan.channel_lanes, plan.output_shape[-1], n)),
-                     uses=("batch_norm", "scatter", "collect"))
+            return Entry(
+                doc=self.texts.doc(shapes, plan.w_fmt, plan.b_fmt, plan.out_fmt, plan.activation),
+                body=(HASKELL.batch_norm(fn),),
+                notes=notes,
+                uses=("batch_norm",),
+            )
+        return Entry(
+            doc=self.texts.doc(shapes, plan.w_fmt, plan.b_fmt, plan.out_fmt, plan.activation),
+            body=(HASKELL.scatter(n), HASKELL.batch_norm_lanes(n, fn), HASKELL.collect(n)),
+            notes=(*notes, HASKELL.serial_note(plan.channel_lanes, plan.output_shape[-1], n)),
+            uses=("batch_norm", "scatter", "collect"),
+        )
 
     def weights(self, plan: LayerPlan, fn: str, params: QuantizedLayer) -> tuple[tuple[str, ...], str]:
         """Weights.hs: the scale and offset Vecs of raw integers."""
         assert plan.w_fmt is not None and plan.b_fmt is not None
-        c = {"fn": fn, "name": plan.name, "channels": plan.output_shape[-1],
-             "scale_type": plan.w_fmt.clash_type, "scale_frac": plan.w_fmt.raw_frac, "scale_fmt": str(plan.w_fmt),
-             "offset_type": plan.b_fmt.clash_type, "offset_frac": plan.b_fmt.raw_frac, "offset_fmt": str(plan.b_fmt),
-             "scale": vec_literal(params.kernel), "offset": vec_literal(params.bias)}
+        c = {
+            "fn": fn,
+            "name": plan.name,
+            "channels": plan.output_shape[-1],
+            "scale_type": plan.w_fmt.clash_type,
+            "scale_frac": plan.w_fmt.raw_frac,
+            "scale_fmt": str(plan.w_fmt),
+            "offset_type": plan.b_fmt.clash_type,
+            "offset_frac": plan.b_fmt.raw_frac,
+            "offset_fmt": str(plan.b_fmt),
+            "scale": vec_literal(params.kernel),
+            "offset": vec_literal(params.bias),
+        }
         return (f"{fn}_scale", f"{fn}_offset"), self.texts.constants(c)
 
 

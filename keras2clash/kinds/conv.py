@@ -21,10 +21,18 @@ import numpy as np
 from keras2clash.backend.haskell import kind_template, shape_text
 from keras2clash.errors import K2CError
 from keras2clash.frontend.images import (
-    _check_image_layer, _pair, _padding, _window_geometry, dilated_extent,
+    _check_image_layer,
+    _padding,
+    _pair,
+    _window_geometry,
+    dilated_extent,
 )
 from keras2clash.frontend.registry import (
-    ConversionState, _activation, _check_keras_shape, _kernel_and_bias, register_converter,
+    ConversionState,
+    _activation,
+    _check_keras_shape,
+    _kernel_and_bias,
+    register_converter,
 )
 from keras2clash.frontend.sequences import _check_sequence_layer, _one, _padding_1d
 from keras2clash.hw.plan import LayerPlan
@@ -62,7 +70,6 @@ class Conv2D(Layer):
     keras_class: ClassVar[str] = "Conv2D"
 
 
-
 @register_converter("Conv2D")
 def _convert_conv2d(layer: Any, state: ConversionState) -> Layer:
     """A channels_last Conv2D, 'valid' or 'same' (explicit pads), any strides, kernel and
@@ -70,18 +77,31 @@ def _convert_conv2d(layer: Any, state: ConversionState) -> Layer:
     _check_image_layer(layer, state)
     if int(layer.groups) != 1:
         raise K2CError(
-            f"Conv2D layer '{layer.name}' has groups={layer.groups} (a grouped "
-            "convolution); only groups=1 is supported"
+            f"Conv2D layer '{layer.name}' has groups={layer.groups} (a grouped convolution); only groups=1 is supported"
         )
     kernel_size = _pair(layer, "kernel_size", layer.kernel_size)
     channels, filters = state.shape[2], int(layer.filters)
     kernel, bias = _kernel_and_bias(layer, (*kernel_size, channels, filters))
-    return conv_record(layer, state, kernel, bias, strides=_pair(layer, "strides", layer.strides),
-                       dilation=_pair(layer, "dilation_rate", layer.dilation_rate), padding=_padding(layer))
+    return conv_record(
+        layer,
+        state,
+        kernel,
+        bias,
+        strides=_pair(layer, "strides", layer.strides),
+        dilation=_pair(layer, "dilation_rate", layer.dilation_rate),
+        padding=_padding(layer),
+    )
 
 
-def conv_record(layer: Any, state: ConversionState, kernel: Any, bias: Any, strides: tuple[int, int],
-                dilation: tuple[int, int], padding: str) -> Conv2D:
+def conv_record(
+    layer: Any,
+    state: ConversionState,
+    kernel: Any,
+    bias: Any,
+    strides: tuple[int, int],
+    dilation: tuple[int, int],
+    padding: str,
+) -> Conv2D:
     """The Conv2D record of a convolution given as a 2-D one (`kernel` (kh, kw, C, F)):
     Conv2D itself, Conv1D one row high, a Dense applied per position. The geometry uses the
     dilated extent (TF's 'same' rule too); 'causal' (Conv1D) pads `extent - 1` on the left."""
@@ -97,9 +117,19 @@ def conv_record(layer: Any, state: ConversionState, kernel: Any, bias: Any, stri
         (out_h, out_w), pads = _window_geometry(layer, state.shape, extent, strides, padding, what)
     out = (out_h, out_w, int(kernel.shape[3]))
     _check_keras_shape(layer, state, out)
-    return Conv2D(**state.common(layer, out), kernel=kernel, bias=bias, use_bias=bool(layer.use_bias),
-                     activation=_activation(layer), kernel_size=kernel_size, strides=strides,
-                     padding=padding, pads=pads, dilation=dilation, source_class=type(layer).__name__)
+    return Conv2D(
+        **state.common(layer, out),
+        kernel=kernel,
+        bias=bias,
+        use_bias=bool(layer.use_bias),
+        activation=_activation(layer),
+        kernel_size=kernel_size,
+        strides=strides,
+        padding=padding,
+        pads=pads,
+        dilation=dilation,
+        source_class=type(layer).__name__,
+    )
 
 
 @register_converter("Conv1D")
@@ -109,16 +139,20 @@ def _convert_conv1d(layer: Any, state: ConversionState) -> Layer:
     _check_sequence_layer(layer, state)
     if int(layer.groups) != 1:
         raise K2CError(
-            f"Conv1D layer '{layer.name}' has groups={layer.groups} (a grouped convolution); "
-            "only groups=1 is supported"
+            f"Conv1D layer '{layer.name}' has groups={layer.groups} (a grouped convolution); only groups=1 is supported"
         )
     size = _one(layer, "kernel_size", layer.kernel_size)
     channels, filters = state.shape[2], int(layer.filters)
     kernel, bias = _kernel_and_bias(layer, (size, channels, filters))
-    return conv_record(layer, state, kernel.reshape(1, size, channels, filters), bias,
-                       strides=(1, _one(layer, "strides", layer.strides)),
-                       dilation=(1, _one(layer, "dilation_rate", layer.dilation_rate)),
-                       padding=_padding_1d(layer, ("valid", "same", "causal")))
+    return conv_record(
+        layer,
+        state,
+        kernel.reshape(1, size, channels, filters),
+        bias,
+        strides=(1, _one(layer, "strides", layer.strides)),
+        dilation=(1, _one(layer, "dilation_rate", layer.dilation_rate)),
+        padding=_padding_1d(layer, ("valid", "same", "causal")),
+    )
 
 
 def dense_on_tensor(layer: Any, state: ConversionState) -> Layer:
@@ -134,8 +168,9 @@ def dense_on_tensor(layer: Any, state: ConversionState) -> Layer:
         )
     channels, units = state.shape[2], int(layer.units)
     kernel, bias = _kernel_and_bias(layer, (channels, units))
-    return conv_record(layer, state, kernel.reshape(1, 1, channels, units), bias,
-                       strides=(1, 1), dilation=(1, 1), padding="valid")
+    return conv_record(
+        layer, state, kernel.reshape(1, 1, channels, units), bias, strides=(1, 1), dilation=(1, 1), padding="valid"
+    )
 
 
 class ConvKind(EngineKind):
@@ -144,8 +179,12 @@ class ConvKind(EngineKind):
 
     def plan_fields(self, layer: Layer) -> dict[str, Any]:
         assert isinstance(layer, Conv2D)
-        fields: dict[str, Any] = {"kernel_size": tuple(layer.kernel_size), "strides": tuple(layer.strides),
-                                  "pads": tuple(layer.pads), "dilation": tuple(layer.dilation)}
+        fields: dict[str, Any] = {
+            "kernel_size": tuple(layer.kernel_size),
+            "strides": tuple(layer.strides),
+            "pads": tuple(layer.pads),
+            "dilation": tuple(layer.dilation),
+        }
         if layer.source_class not in ("", layer.keras_class):
             fields["source_class"] = layer.source_class
         return fields
@@ -156,19 +195,22 @@ class ConvKind(EngineKind):
 
     def golden(self, plan: LayerPlan, xs: Sequence[np.ndarray], params: Any) -> np.ndarray:
         """(N, H, W, C) raw -> (N, H2, W2, F) raw: zero padding, then the dense contract per window."""
-        win = windows(pad_images(xs[0], plan.pads, 0), plan.kernel_size, plan.dilation, plan.strides,
-                      plan.output_shape[:2])
+        win = windows(
+            pad_images(xs[0], plan.pads, 0), plan.kernel_size, plan.dilation, plan.strides, plan.output_shape[:2]
+        )
         n, h2, w2 = win.shape[:3]
         out = neurons(win.reshape(n * h2 * w2, plan.window), plan, params)
         return out.reshape(n, h2, w2, plan.filters)
 
-    def float_step(self, layer: Layer, xs: Sequence[np.ndarray],
-                   params: tuple[np.ndarray, np.ndarray] | None) -> tuple[np.ndarray | None, np.ndarray]:
+    def float_step(
+        self, layer: Layer, xs: Sequence[np.ndarray], params: tuple[np.ndarray, np.ndarray] | None
+    ) -> tuple[np.ndarray | None, np.ndarray]:
         assert isinstance(layer, Conv2D)
         kernel, bias = params if params is not None else self.constants(layer)
         kernel = np.asarray(kernel, dtype=np.float64)
-        win = windows(pad_images(xs[0], layer.pads, 0.0), layer.kernel_size, layer.dilation, layer.strides,
-                      layer.output_shape[:2])
+        win = windows(
+            pad_images(xs[0], layer.pads, 0.0), layer.kernel_size, layer.dilation, layer.strides, layer.output_shape[:2]
+        )
         n, h2, w2 = win.shape[:3]
         flat = win.reshape(n * h2 * w2, -1) @ kernel.reshape(-1, kernel.shape[-1])
         pre = (flat + np.asarray(bias, dtype=np.float64)).reshape(n, h2, w2, kernel.shape[-1])
@@ -181,14 +223,23 @@ class ConvKind(EngineKind):
         h, w = generator_geometry(plan)[:2]
         dilated = (dh, dw) != (1, 1)
         shapes = f"{shape_text(plan.input_shape)} -> {shape_text(plan.output_shape)}"
-        doc = HASKELL.doc(source_doc(plan), shapes, kh, kw, sh, sw, (dh, dw) if dilated else None,
-                          padding_doc(plan), plan.activation)
+        doc = HASKELL.doc(
+            source_doc(plan), shapes, kh, kw, sh, sw, (dh, dw) if dilated else None, padding_doc(plan), plan.activation
+        )
         input_queue, window_queue, queue_notes, queue_uses = self.queues(plan)
-        block = (HASKELL.conv_dilated(h, w, kh, kw, dh, dw, sh, sw, window_queue, fn) if dilated else
-                 HASKELL.conv(h, w, kh, kw, sh, sw, window_queue, fn))
+        block = (
+            HASKELL.conv_dilated(h, w, kh, kw, dh, dw, sh, sw, window_queue, fn)
+            if dilated
+            else HASKELL.conv(h, w, kh, kw, sh, sw, window_queue, fn)
+        )
         notes = [HASKELL.dilated_note(*plan.extent)] if dilated else []
-        return self.compute_entry(plan, doc, [*input_queue, *pad_stage(plan, "0"), block], notes + queue_notes,
-                                  ["conv2d_dilated" if dilated else "conv2d", *queue_uses])
+        return self.compute_entry(
+            plan,
+            doc,
+            [*input_queue, *pad_stage(plan, "0"), block],
+            notes + queue_notes,
+            ["conv2d_dilated" if dilated else "conv2d", *queue_uses],
+        )
 
 
 KINDS = (ConvKind(),)

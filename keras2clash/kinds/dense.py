@@ -14,7 +14,13 @@ import numpy as np
 
 from keras2clash.backend.haskell import kind_template
 from keras2clash.errors import K2CError
-from keras2clash.frontend.registry import ConversionState, _activation, _kernel_and_bias, _single_input, register_converter
+from keras2clash.frontend.registry import (
+    ConversionState,
+    _activation,
+    _kernel_and_bias,
+    _single_input,
+    register_converter,
+)
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.ir.layers import Layer, register_record
 from keras2clash.kinds.base import Entry
@@ -39,7 +45,6 @@ class Dense(Layer):
     keras_class: ClassVar[str] = "Dense"
 
 
-
 @register_converter("Dense")
 def _convert_dense(layer: Any, state: ConversionState) -> Layer:
     _single_input(layer, state)
@@ -53,8 +58,9 @@ def _convert_dense(layer: Any, state: ConversionState) -> Layer:
     activation = _activation(layer)
     n_in, n_out = state.shape[0], int(layer.units)
     kernel, bias = _kernel_and_bias(layer, (n_in, n_out))
-    return Dense(**state.common(layer, (n_out,)), kernel=kernel, bias=bias,
-                 use_bias=bool(layer.use_bias), activation=activation)
+    return Dense(
+        **state.common(layer, (n_out,)), kernel=kernel, bias=bias, use_bias=bool(layer.use_bias), activation=activation
+    )
 
 
 class DenseKind(EngineKind):
@@ -68,8 +74,9 @@ class DenseKind(EngineKind):
         """(N, n_in) raw -> (N, n_out) raw."""
         return neurons(xs[0].reshape(len(xs[0]), -1), plan, params)
 
-    def float_step(self, layer: Layer, xs: Sequence[np.ndarray],
-                   params: tuple[np.ndarray, np.ndarray] | None) -> tuple[np.ndarray | None, np.ndarray]:
+    def float_step(
+        self, layer: Layer, xs: Sequence[np.ndarray], params: tuple[np.ndarray, np.ndarray] | None
+    ) -> tuple[np.ndarray | None, np.ndarray]:
         kernel, bias = params if params is not None else self.constants(layer)
         kernel = np.asarray(kernel, dtype=np.float64)
         h = xs[0]
@@ -77,8 +84,9 @@ class DenseKind(EngineKind):
         return pre, activations.keras_float(activations.parse(layer.activation), pre)
 
     def entry(self, plan: LayerPlan, fn: str, stage: str | None = None) -> Entry:
-        return self.compute_entry(plan, HASKELL.doc(plan.n_in, plan.n_out, plan.activation), [HASKELL.dense(fn)],
-                                  [], ["dense"])
+        return self.compute_entry(
+            plan, HASKELL.doc(plan.n_in, plan.n_out, plan.activation), [HASKELL.dense(fn)], [], ["dense"]
+        )
 
 
 KINDS = (DenseKind(),)

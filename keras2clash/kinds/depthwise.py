@@ -29,7 +29,11 @@ from keras2clash.backend.haskell import kind_template, shape_text
 from keras2clash.errors import K2CError
 from keras2clash.frontend.images import _check_image_layer, _padding, _pair, _window_geometry
 from keras2clash.frontend.registry import (
-    ConversionState, _activation, _check_keras_shape, _to_numpy, register_converter,
+    ConversionState,
+    _activation,
+    _check_keras_shape,
+    _to_numpy,
+    register_converter,
 )
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.ir.layers import Layer, register_record
@@ -76,8 +80,9 @@ def _as_pair(layer: Any, what: str, value: Any) -> tuple[int, int]:
     if _one_d(layer):
         values = tuple(int(v) for v in value)
         if len(values) != 1 or values[0] < 1:
-            raise K2CError(f"{type(layer).__name__} layer '{layer.name}' has {what}={value}; one "
-                           "positive integer is needed")
+            raise K2CError(
+                f"{type(layer).__name__} layer '{layer.name}' has {what}={value}; one positive integer is needed"
+            )
         return 1, values[0]
     return _pair(layer, what, value)
 
@@ -88,47 +93,62 @@ def _check_options(layer: Any, state: ConversionState) -> None:
     _check_image_layer(layer, state)
     rank = 2 if _one_d(layer) else 3
     if len(state.keras_shape) != rank:
-        raise K2CError(f"{kind} layer '{layer.name}' gets an input of shape {state.keras_shape}; it "
-                       f"needs rank {rank}")
+        raise K2CError(f"{kind} layer '{layer.name}' gets an input of shape {state.keras_shape}; it needs rank {rank}")
     dilation = tuple(int(d) for d in layer.dilation_rate)
     if any(d != 1 for d in dilation):
-        raise K2CError(f"{kind} layer '{layer.name}' has dilation_rate={layer.dilation_rate}; only 1 "
-                       "(no dilation) is supported for depthwise and separable convolutions")
+        raise K2CError(
+            f"{kind} layer '{layer.name}' has dilation_rate={layer.dilation_rate}; only 1 "
+            "(no dilation) is supported for depthwise and separable convolutions"
+        )
     if int(layer.depth_multiplier) < 1:
-        raise K2CError(f"{kind} layer '{layer.name}' has depth_multiplier={layer.depth_multiplier}; "
-                       "a positive integer is needed")
+        raise K2CError(
+            f"{kind} layer '{layer.name}' has depth_multiplier={layer.depth_multiplier}; a positive integer is needed"
+        )
 
 
 def _weights(layer: Any, variable: Any, shape: Shape, what: str) -> np.ndarray:
     """A weight array as float64, checked against the shape the options imply."""
     value = _to_numpy(variable)
     if value.shape != shape:
-        raise K2CError(f"{type(layer).__name__} layer '{layer.name}' has {what} shape {value.shape}, "
-                       f"expected {shape}")
+        raise K2CError(f"{type(layer).__name__} layer '{layer.name}' has {what} shape {value.shape}, expected {shape}")
     if not np.all(np.isfinite(value)):
         raise K2CError(f"{type(layer).__name__} layer '{layer.name}' has NaN or infinite weights")
     return value
 
 
-def _depthwise(layer: Any, state: ConversionState, name: str, variable: Any, with_bias: bool,
-               ) -> DepthwiseConv2D:
+def _depthwise(
+    layer: Any,
+    state: ConversionState,
+    name: str,
+    variable: Any,
+    with_bias: bool,
+) -> DepthwiseConv2D:
     """The depthwise part of either class, as a record named `name`."""
     _check_options(layer, state)
     padding = _padding(layer)
     kernel_size = _as_pair(layer, "kernel_size", layer.kernel_size)
     strides = _as_pair(layer, "strides", layer.strides)
     channels, m = state.shape[2], int(layer.depth_multiplier)
-    keras_kernel = (*kernel_size[_one_d(layer):], channels, m)
+    keras_kernel = (*kernel_size[_one_d(layer) :], channels, m)
     kernel = _weights(layer, variable, keras_kernel, "depthwise kernel").reshape(*kernel_size, channels * m)
-    bias = (_weights(layer, layer.bias, (channels * m,), "bias") if with_bias and layer.use_bias
-            else np.zeros(channels * m))
+    bias = (
+        _weights(layer, layer.bias, (channels * m,), "bias") if with_bias and layer.use_bias else np.zeros(channels * m)
+    )
     (out_h, out_w), pads = _window_geometry(layer, state.shape, kernel_size, strides, padding, "kernel_size")
     common = state.common(layer, (out_h, out_w, channels * m))
     common["name"] = name
-    return DepthwiseConv2D(**common, kernel=kernel, bias=bias, use_bias=with_bias and bool(layer.use_bias),
-                              activation=_activation(layer) if with_bias else "linear",
-                              kernel_size=kernel_size, strides=strides, padding=padding, pads=pads,
-                              depth_multiplier=m)
+    return DepthwiseConv2D(
+        **common,
+        kernel=kernel,
+        bias=bias,
+        use_bias=with_bias and bool(layer.use_bias),
+        activation=_activation(layer) if with_bias else "linear",
+        kernel_size=kernel_size,
+        strides=strides,
+        padding=padding,
+        pads=pads,
+        depth_multiplier=m,
+    )
 
 
 @register_converter("DepthwiseConv2D", "DepthwiseConv1D")
@@ -146,15 +166,26 @@ def _convert_separable(layer: Any, state: ConversionState) -> tuple[Layer, ...]:
     depthwise = _depthwise(layer, state, f"{layer.name}_depthwise", layer.depthwise_kernel, with_bias=False)
     h2, w2, mid = depthwise.output_shape
     filters = int(layer.filters)
-    pointwise = _weights(layer, layer.pointwise_kernel, (1,) * (1 if _one_d(layer) else 2) + (mid, filters),
-                         "pointwise kernel").reshape(1, 1, mid, filters)
+    pointwise = _weights(
+        layer, layer.pointwise_kernel, (1,) * (1 if _one_d(layer) else 2) + (mid, filters), "pointwise kernel"
+    ).reshape(1, 1, mid, filters)
     bias = _weights(layer, layer.bias, (filters,), "bias") if layer.use_bias else np.zeros(filters)
     out = (h2, w2, filters)
     _check_keras_shape(layer, state, out)
-    conv = Conv2D(name=str(layer.name), inputs=(depthwise.name,), input_shapes=(depthwise.output_shape,),
-                     output_shape=out, kernel=pointwise, bias=bias, use_bias=bool(layer.use_bias),
-                     activation=_activation(layer), kernel_size=(1, 1), strides=(1, 1), padding="valid",
-                     pads=(0, 0, 0, 0))
+    conv = Conv2D(
+        name=str(layer.name),
+        inputs=(depthwise.name,),
+        input_shapes=(depthwise.output_shape,),
+        output_shape=out,
+        kernel=pointwise,
+        bias=bias,
+        use_bias=bool(layer.use_bias),
+        activation=_activation(layer),
+        kernel_size=(1, 1),
+        strides=(1, 1),
+        padding="valid",
+        pads=(0, 0, 0, 0),
+    )
     return depthwise, conv
 
 
@@ -184,16 +215,19 @@ class DepthwiseKind(EngineKind):
         out = neurons(own.reshape(n * h2 * w2, plan.window, plan.filters), plan, params, per_filter)
         return out.reshape(n, h2, w2, plan.filters)
 
-    def float_step(self, layer: Layer, xs: Sequence[np.ndarray],
-                   params: tuple[np.ndarray, np.ndarray] | None) -> tuple[np.ndarray | None, np.ndarray]:
+    def float_step(
+        self, layer: Layer, xs: Sequence[np.ndarray], params: tuple[np.ndarray, np.ndarray] | None
+    ) -> tuple[np.ndarray | None, np.ndarray]:
         """Output channel c*m + j: channel c's window, its own filter."""
         assert isinstance(layer, DepthwiseConv2D)
         kernel, bias = params if params is not None else self.constants(layer)
-        win = windows(pad_images(xs[0], layer.pads, 0.0), layer.kernel_size, (1, 1), layer.strides,
-                      layer.output_shape[:2])
+        win = windows(
+            pad_images(xs[0], layer.pads, 0.0), layer.kernel_size, (1, 1), layer.strides, layer.output_shape[:2]
+        )
         win = np.repeat(win, layer.depth_multiplier, axis=-1)
-        pre = np.einsum("nhwijf,ijf->nhwf", win, np.asarray(kernel, dtype=np.float64).reshape(win.shape[3:])) \
-            + np.asarray(bias, dtype=np.float64)
+        pre = np.einsum(
+            "nhwijf,ijf->nhwf", win, np.asarray(kernel, dtype=np.float64).reshape(win.shape[3:])
+        ) + np.asarray(bias, dtype=np.float64)
         return pre, activations.keras_float(activations.parse(layer.activation), pre)
 
     def entry(self, plan: LayerPlan, fn: str, stage: str | None = None) -> Entry:
@@ -204,8 +238,13 @@ class DepthwiseKind(EngineKind):
         shapes = f"{shape_text(plan.input_shape)} -> {shape_text(plan.output_shape)}"
         input_queue, window_queue, queue_notes, queue_uses = self.queues(plan)
         body = [*input_queue, *pad_stage(plan, "0"), HASKELL.depthwise(h, w, kh, kw, sh, sw, m, window_queue, fn)]
-        return self.compute_entry(plan, HASKELL.doc(shapes, kh, kw, m, sh, sw, padding_doc(plan), plan.activation),
-                                  body, queue_notes, ["depthwise2d", *queue_uses])
+        return self.compute_entry(
+            plan,
+            HASKELL.doc(shapes, kh, kw, m, sh, sw, padding_doc(plan), plan.activation),
+            body,
+            queue_notes,
+            ["depthwise2d", *queue_uses],
+        )
 
 
 KINDS = (DepthwiseKind(),)

@@ -26,7 +26,12 @@ from keras2clash.backend.haskell import kind_template
 from keras2clash.errors import K2CError
 from keras2clash.hw.events import Engine
 from keras2clash.hw.plan import (
-    MAX_PIPELINE_LEVELS, LayerFormats, LayerPlan, accumulator_format, relu_before_requantize, tree_stages,
+    MAX_PIPELINE_LEVELS,
+    LayerFormats,
+    LayerPlan,
+    accumulator_format,
+    relu_before_requantize,
+    tree_stages,
 )
 from keras2clash.ir.layers import Layer
 from keras2clash.kinds.base import Depth, Entry, Kind, Storage, check_requantized_output
@@ -82,7 +87,7 @@ def accumulate(windows: np.ndarray, plan: LayerPlan, params: QuantizedLayer, dot
     acc = None
     ch = plan.chunk
     for t in range(plan.cycles):
-        part = dot(xs[:, t * ch:(t + 1) * ch], kernel[t * ch:(t + 1) * ch]) << product_shift
+        part = dot(xs[:, t * ch : (t + 1) * ch], kernel[t * ch : (t + 1) * ch]) << product_shift
         acc = saturate(part + bias, plan.acc_fmt) if acc is None else saturate(acc + part, plan.acc_fmt)
     return acc
 
@@ -118,15 +123,15 @@ class EngineKind(Kind):
         """Channels of the engine's window (a depthwise engine holds every channel's)."""
         return 1
 
-    def plan(self, layer: Layer, common: Mapping[str, Any], override: LayerFormats | None,
-             fmt: FixedFormat) -> LayerPlan:
+    def plan(
+        self, layer: Layer, common: Mapping[str, Any], override: LayerFormats | None, fmt: FixedFormat
+    ) -> LayerPlan:
         """Weights, bias and output in their formats (the default), the knobs the planner gives
         (`pe`, `cycles`, `pipeline` in `common`), the exact accumulator or a narrower one."""
         override = override or LayerFormats()
         w_fmt = override.weight or fmt
         b_fmt = override.bias or w_fmt
-        plan = LayerPlan(out_fmt=override.output or fmt, w_fmt=w_fmt, b_fmt=b_fmt, **common,
-                         **self.plan_fields(layer))
+        plan = LayerPlan(out_fmt=override.output or fmt, w_fmt=w_fmt, b_fmt=b_fmt, **common, **self.plan_fields(layer))
         levels, pe, cycles = plan.pipeline, plan.pe, plan.cycles
         if not 0 <= levels <= MAX_PIPELINE_LEVELS:
             raise K2CError(
@@ -144,8 +149,11 @@ class EngineKind(Kind):
                 f"between 1 and {plan.window} (its window size)"
             )
         exact = accumulator_format(plan.in_fmt, w_fmt, plan.window, b_fmt)
-        acc = exact if override.accumulator_bits is None else narrow_accumulator(
-            exact, override.accumulator_bits, plan.name)
+        acc = (
+            exact
+            if override.accumulator_bits is None
+            else narrow_accumulator(exact, override.accumulator_bits, plan.name)
+        )
         return replace(plan, acc_fmt=acc, exact_accumulator=acc == exact)
 
     def check(self, plan: LayerPlan) -> None:
@@ -159,20 +167,22 @@ class EngineKind(Kind):
         return plan.rom_depth * plan.pe * (plan.chunk * plan.w_fmt.hw_bits + plan.b_fmt.hw_bits)
 
     def constants(self, layer: Layer) -> tuple[np.ndarray, np.ndarray]:
-        return np.asarray(getattr(layer, "kernel")), np.asarray(getattr(layer, "bias"))
+        return np.asarray(layer.kernel), np.asarray(layer.bias)
 
     def quantize(self, layer: Layer, plan: LayerPlan) -> QuantizedLayer:
         """The kernel as (K, filters) in window order, the bias (filters,)."""
         assert plan.w_fmt is not None and plan.b_fmt is not None
         kernel, bias = self.constants(layer)
-        return QuantizedLayer(kernel=quantize(kernel.reshape(plan.window, plan.filters), plan.w_fmt),
-                              bias=quantize(bias, plan.b_fmt))
+        return QuantizedLayer(
+            kernel=quantize(kernel.reshape(plan.window, plan.filters), plan.w_fmt), bias=quantize(bias, plan.b_fmt)
+        )
 
     def blocks(self, plan: LayerPlan, down: Any, mx: Any, blocks: list[Any], knobs: Any = None) -> Any:
         """The engine (S = G*b steps, depth D, queue Q: `knobs`, arrays when the model runs many
         configurations at once), behind the window generator when windowed."""
-        steps, depth, queue = knobs if knobs is not None else (plan.groups * plan.cycles, plan.pipe_depth,
-                                                               plan.queue_depth)
+        steps, depth, queue = (
+            knobs if knobs is not None else (plan.groups * plan.cycles, plan.pipe_depth, plan.queue_depth)
+        )
         down = Engine(steps, depth, queue, down, mx)
         blocks.append(down)
         return front_blocks(plan, down, mx, blocks) if plan.is_windowed else down
@@ -213,23 +223,29 @@ class EngineKind(Kind):
             levels.append(plan.tree_levels)
         chunks = plan.pe if self.window_per_pe else 1
         operands = chunks * plan.chunk * plan.in_fmt.hw_bits + plan.pe * (
-            plan.chunk * plan.w_fmt.hw_bits + plan.b_fmt.hw_bits)
-        data = 2 * operands + plan.pe * width * (2 * terms + sum(-(-terms // 2 ** j) for j in levels))
+            plan.chunk * plan.w_fmt.hw_bits + plan.b_fmt.hw_bits
+        )
+        data = 2 * operands + plan.pe * width * (2 * terms + sum(-(-terms // 2**j) for j in levels))
         finished = (2 + plan.table_regs) * plan.pe * plan.out_fmt.hw_bits  # requantized, activated, a table's two
         return data + finished + tag * (7 + plan.table_regs + len(levels))
 
     def depths(self, plan: LayerPlan) -> tuple[Depth, ...]:
         """D (without the late load e, which is the window generator's) and Q (K2C.Engine)."""
         shape = (plan.chunk, plan.pipeline, plan.groups, plan.cycles, plan.table_regs)
-        return (Depth("pipe", HASKELL.pipe_depth(*shape), plan.pipe_depth - plan.loads_late, "engine"),
-                Depth("queue", HASKELL.queue_depth(*shape, plan.loads_late), plan.queue_depth, "engine"))
+        return (
+            Depth("pipe", HASKELL.pipe_depth(*shape), plan.pipe_depth - plan.loads_late, "engine"),
+            Depth("queue", HASKELL.queue_depth(*shape, plan.loads_late), plan.queue_depth, "engine"),
+        )
 
     def engine_notes(self, plan: LayerPlan) -> tuple[str, ...]:
         """The engine's haddock notes: PEs, pipeline, the late load, the accumulator."""
         assert plan.acc_fmt is not None
-        notes = [HASKELL.pe_note(plan.pe, plan.chunk, plan.cycles, plan.groups, plan.pad),
-                 HASKELL.pipeline_note(plan.pipeline, plan.pipe_depth - plan.loads_late, plan.queue_depth)
-                 if plan.pipeline else HASKELL.unpipelined_note(plan.tree_levels, plan.queue_depth)]
+        notes = [
+            HASKELL.pe_note(plan.pe, plan.chunk, plan.cycles, plan.groups, plan.pad),
+            HASKELL.pipeline_note(plan.pipeline, plan.pipe_depth - plan.loads_late, plan.queue_depth)
+            if plan.pipeline
+            else HASKELL.unpipelined_note(plan.tree_levels, plan.queue_depth),
+        ]
         if plan.loads_late:
             notes.append(HASKELL.late_note())
         exactness = "exact" if plan.exact_accumulator else "narrower than exact: saturates per chunk"
@@ -239,24 +255,44 @@ class EngineKind(Kind):
     def engine_fields(self, plan: LayerPlan) -> dict[str, object]:
         """Network.hs.j2's and Weights.hs.j2's fields of an engine: its knobs and ROM."""
         assert plan.acc_fmt is not None and plan.w_fmt is not None and plan.b_fmt is not None
-        return {"compute": True, "pe": plan.pe, "cycles": plan.cycles, "levels": plan.pipeline,
-                "rom_depth": plan.rom_depth, "chunk": plan.chunk, "table_regs": plan.table_regs,
-                "acc_clash": plan.acc_fmt.clash_type, "w_clash": plan.w_fmt.clash_type,
-                "b_clash": plan.b_fmt.clash_type,
-                "rom_doc": HASKELL.rom_doc(plan.rom_depth, plan.groups, plan.cycles, plan.pe, plan.chunk,
-                                           plan.w_fmt, plan.b_fmt)}
+        return {
+            "compute": True,
+            "pe": plan.pe,
+            "cycles": plan.cycles,
+            "levels": plan.pipeline,
+            "rom_depth": plan.rom_depth,
+            "chunk": plan.chunk,
+            "table_regs": plan.table_regs,
+            "acc_clash": plan.acc_fmt.clash_type,
+            "w_clash": plan.w_fmt.clash_type,
+            "b_clash": plan.b_fmt.clash_type,
+            "rom_doc": HASKELL.rom_doc(
+                plan.rom_depth, plan.groups, plan.cycles, plan.pe, plan.chunk, plan.w_fmt, plan.b_fmt
+            ),
+        }
 
     def queues(self, plan: LayerPlan) -> tuple[list[str], str, list[str], list[str]]:
         """A windowed engine's FIFOs: the input queue stage, the window queue argument, their
         notes and the imports they need."""
         input_queue = [HASKELL.input_queue(plan.input_fifo)] if plan.input_fifo else []
         window_queue = HASKELL.window_queued(plan.window_fifo) if plan.window_fifo else HASKELL.window_direct()
-        notes = ([HASKELL.window_fifo_note(plan.window_fifo)] if plan.window_fifo else
-                 [HASKELL.input_fifo_note(plan.input_fifo)] if plan.input_fifo else [])
+        notes = (
+            [HASKELL.window_fifo_note(plan.window_fifo)]
+            if plan.window_fifo
+            else [HASKELL.input_fifo_note(plan.input_fifo)]
+            if plan.input_fifo
+            else []
+        )
         uses = ["window_queued" if plan.window_fifo else "window_direct"] + (["fifo"] if plan.input_fifo else [])
         return input_queue, window_queue, notes, uses
 
-    def compute_entry(self, plan: LayerPlan, doc: str, body: Sequence[str], notes: Sequence[str],
-                      uses: Sequence[str]) -> Entry:
-        return Entry(doc=doc, body=tuple(body), notes=(*self.engine_notes(plan), *notes), uses=tuple(uses),
-                     fields=self.engine_fields(plan))
+    def compute_entry(
+        self, plan: LayerPlan, doc: str, body: Sequence[str], notes: Sequence[str], uses: Sequence[str]
+    ) -> Entry:
+        return Entry(
+            doc=doc,
+            body=tuple(body),
+            notes=(*self.engine_notes(plan), *notes),
+            uses=tuple(uses),
+            fields=self.engine_fields(plan),
+        )

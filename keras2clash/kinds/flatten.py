@@ -61,8 +61,9 @@ class FlattenKind(Kind):
     def golden(self, plan: LayerPlan, xs: Sequence[np.ndarray], params: Any) -> np.ndarray:
         return xs[0].reshape(len(xs[0]), -1)  # row-major, like Keras channels-last Flatten
 
-    def float_step(self, layer: Layer, xs: Sequence[np.ndarray],
-                   params: tuple[np.ndarray, np.ndarray] | None) -> tuple[np.ndarray | None, np.ndarray]:
+    def float_step(
+        self, layer: Layer, xs: Sequence[np.ndarray], params: tuple[np.ndarray, np.ndarray] | None
+    ) -> tuple[np.ndarray | None, np.ndarray]:
         return None, xs[0].reshape(len(xs[0]), -1)
 
     def blocks(self, plan: LayerPlan, down: Any, mx: Any, blocks: list[Any], knobs: Any = None) -> Any:
@@ -74,9 +75,12 @@ class FlattenKind(Kind):
         return Storage(register_bits=plan.n_in * plan.in_fmt.hw_bits)
 
     def entry(self, plan: LayerPlan, fn: str, stage: str | None = None) -> Entry:
-        return Entry(doc=HASKELL.doc(shape_text(plan.input_shape), plan.n_out),
-                     body=(HASKELL.collect(_beats(plan)),),
-                     notes=(HASKELL.note(_beats(plan), plan.input_shape[-1]),), uses=("collect",))
+        return Entry(
+            doc=HASKELL.doc(shape_text(plan.input_shape), plan.n_out),
+            body=(HASKELL.collect(_beats(plan)),),
+            notes=(HASKELL.note(_beats(plan), plan.input_shape[-1]),),
+            uses=("collect",),
+        )
 
 
 KINDS = (FlattenKind(),)

@@ -64,8 +64,7 @@ def _convert_global_pool(layer: Any, state: ConversionState) -> Layer:
     kind = type(layer).__name__
     if getattr(layer, "data_format", "channels_last") != "channels_last":
         raise K2CError(
-            f"{kind} layer '{layer.name}' uses data_format='{layer.data_format}'; only "
-            "channels_last is supported"
+            f"{kind} layer '{layer.name}' uses data_format='{layer.data_format}'; only channels_last is supported"
         )
     rank = 2 if kind.endswith("1D") else 3
     if len(state.keras_shape) != rank or len(state.shape) != 3:
@@ -104,8 +103,9 @@ class _GlobalKind(Kind):
         flat = np.asarray(xs[0]).reshape(len(xs[0]), -1, plan.input_shape[-1])
         return np.asarray(self.reduce(flat, plan), dtype=np.int64).reshape(len(xs[0]), *plan.output_shape)
 
-    def float_step(self, layer: Layer, xs: Sequence[np.ndarray],
-                   params: tuple[np.ndarray, np.ndarray] | None) -> tuple[np.ndarray | None, np.ndarray]:
+    def float_step(
+        self, layer: Layer, xs: Sequence[np.ndarray], params: tuple[np.ndarray, np.ndarray] | None
+    ) -> tuple[np.ndarray | None, np.ndarray]:
         h = xs[0]
         return None, self.float_reduce(h.reshape(len(h), -1, h.shape[-1])).reshape(len(h), *layer.output_shape)
 

@@ -59,8 +59,14 @@ class Merge(Layer):
 for _op in (*ELEMENTWISE_OPS, "concatenate"):
     register_record_type(_op, Merge)
 
-_KERAS_OPS = {"Add": "add", "Subtract": "subtract", "Multiply": "multiply", "Average": "average",
-              "Maximum": "maximum", "Minimum": "minimum"}
+_KERAS_OPS = {
+    "Add": "add",
+    "Subtract": "subtract",
+    "Multiply": "multiply",
+    "Average": "average",
+    "Maximum": "maximum",
+    "Minimum": "minimum",
+}
 
 
 @register_converter(*_KERAS_OPS)
@@ -68,8 +74,10 @@ def _convert_elementwise_merge(layer: Any, state: ConversionState) -> Layer:
     """Add, Subtract, Multiply, Average, Maximum, Minimum of inputs of one shape."""
     kind = type(layer).__name__
     if len(state.inputs) < 2 or (kind == "Subtract" and len(state.inputs) != 2):
-        raise K2CError(f"{kind} layer '{layer.name}' reads {len(state.inputs)} tensor(s); "
-                       + ("it takes exactly two" if kind == "Subtract" else "it takes two or more"))
+        raise K2CError(
+            f"{kind} layer '{layer.name}' reads {len(state.inputs)} tensor(s); "
+            + ("it takes exactly two" if kind == "Subtract" else "it takes two or more")
+        )
     if any(shape != state.shape for shape in state.shapes):
         raise K2CError(
             f"{kind} layer '{layer.name}' merges tensors of shapes "
@@ -119,20 +127,25 @@ class _MergeKind(Kind):
     rounds_itself: ClassVar[bool] = False
     """It rounds and saturates on its own (Merge.average), no requantization after it."""
 
-    def plan(self, layer: Layer, common: Mapping[str, Any], override: LayerFormats | None,
-             fmt: FixedFormat) -> LayerPlan:
+    def plan(
+        self, layer: Layer, common: Mapping[str, Any], override: LayerFormats | None, fmt: FixedFormat
+    ) -> LayerPlan:
         """An output format of its own (the default), the input formats one per input."""
         override = refuse_constant_formats(layer, override)
-        return LayerPlan(out_fmt=override.output or fmt, input_shapes=tuple(tuple(s) for s in layer.input_shapes),
-                         **common)
+        return LayerPlan(
+            out_fmt=override.output or fmt, input_shapes=tuple(tuple(s) for s in layer.input_shapes), **common
+        )
 
     def check(self, plan: LayerPlan) -> None:
         if not plan.out_fmt.is_plain:
-            raise K2CError(f"layer '{plan.name}' ({plan.type}): output format {plan.out_fmt}: a {plan.type} rounds to "
-                           "nearest and saturates on a signed format; give it one like 1,7,8")
+            raise K2CError(
+                f"layer '{plan.name}' ({plan.type}): output format {plan.out_fmt}: a {plan.type} rounds to "
+                "nearest and saturates on a signed format; give it one like 1,7,8"
+            )
 
-    def float_step(self, layer: Layer, xs: Sequence[np.ndarray],
-                   params: tuple[np.ndarray, np.ndarray] | None) -> tuple[np.ndarray | None, np.ndarray]:
+    def float_step(
+        self, layer: Layer, xs: Sequence[np.ndarray], params: tuple[np.ndarray, np.ndarray] | None
+    ) -> tuple[np.ndarray | None, np.ndarray]:
         pre = self.float_merge(xs)
         return None, activations.keras_float(activations.parse(layer.activation), pre)
 
@@ -149,8 +162,10 @@ class _MergeKind(Kind):
 
     def storage(self, plan: LayerPlan) -> Storage:
         """The branch FIFOs (LUT RAM) in front of the join; its stage's registered result and queue."""
-        fifo = sum(depth * shape[-1] * fmt.hw_bits
-                   for depth, shape, fmt in zip(plan.fifo_depths, plan.input_shapes, plan.input_formats))
+        fifo = sum(
+            depth * shape[-1] * fmt.hw_bits
+            for depth, shape, fmt in zip(plan.fifo_depths, plan.input_shapes, plan.input_formats)
+        )
         out = plan.output_shape[-1] * plan.out_fmt.hw_bits
         return Storage(register_bits=out + MERGE_DEPTH, fifo_bits=fifo + (MERGE_DEPTH + 2) * out)
 
@@ -160,18 +175,33 @@ class _MergeKind(Kind):
 
     def entry(self, plan: LayerPlan, fn: str, stage: str | None = None) -> Entry:
         n = len(plan.inputs)
-        in_types = [beat_type(shape, format_type_name(fmt)) for shape, fmt in zip(plan.input_shapes, plan.input_formats)]
+        in_types = [
+            beat_type(shape, format_type_name(fmt)) for shape, fmt in zip(plan.input_shapes, plan.input_formats)
+        ]
         xs = [f"x{i}" for i in range(n)]
         body, what = self.body(plan, xs)
         formats = ", ".join(str(f) for f in plan.input_formats)
-        return Entry(doc=HASKELL.doc(what, plan.activation, plan.out_fmt), body=(HASKELL.stage(_nested(xs), body),),
-                     notes=(HASKELL.operands_note(formats),), uses=("merge",),
-                     fields={"in_type": f"{in_types[0]}, {_nested(in_types[1:])}",  # the template adds the parentheses
-                             "merge": True, "rounds_itself": self.rounds_itself})
+        return Entry(
+            doc=HASKELL.doc(what, plan.activation, plan.out_fmt),
+            body=(HASKELL.stage(_nested(xs), body),),
+            notes=(HASKELL.operands_note(formats),),
+            uses=("merge",),
+            fields={
+                "in_type": f"{in_types[0]}, {_nested(in_types[1:])}",  # the template adds the parentheses
+                "merge": True,
+                "rounds_itself": self.rounds_itself,
+            },
+        )
 
 
-EXACT_FN = {"add": "Merge.addExact", "subtract": "Merge.subExact", "multiply": "Merge.mulExact",
-            "maximum": "Merge.maxExact", "minimum": "Merge.minExact", "average": "Merge.addExact"}
+EXACT_FN = {
+    "add": "Merge.addExact",
+    "subtract": "Merge.subExact",
+    "multiply": "Merge.mulExact",
+    "maximum": "Merge.maxExact",
+    "minimum": "Merge.minExact",
+    "average": "Merge.addExact",
+}
 """The exact (widening) binary operation each merge folds its operands with."""
 
 
@@ -201,8 +231,13 @@ class ElementwiseKind(_MergeKind):
     def float_merge(self, xs: Sequence[np.ndarray]) -> np.ndarray:
         if self.op == "subtract":
             return xs[0] - xs[1]
-        reduce = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum, "minimum": np.minimum,
-                  "average": np.add}[self.op]
+        reduce = {
+            "add": np.add,
+            "multiply": np.multiply,
+            "maximum": np.maximum,
+            "minimum": np.minimum,
+            "average": np.add,
+        }[self.op]
         out = reduce.reduce(np.stack(xs), axis=0)
         return out / len(xs) if self.op == "average" else out
 
@@ -238,11 +273,15 @@ class ElementwiseKind(_MergeKind):
             exact = f"{EXACT_FN[self.op]} {e} ({exact})" if " " in exact else f"{EXACT_FN[self.op]} {e} {exact}"
         if self.op == "average":
             exact = HASKELL.average(n, exact)
-        lam = f"\\{elems[0]} {elems[1]} -> activation ({exact})" if n == 2 else \
-            f"\\{elems[0]} {_nested(elems[1:])} -> activation ({exact})"
+        lam = (
+            f"\\{elems[0]} {elems[1]} -> activation ({exact})"
+            if n == 2
+            else f"\\{elems[0]} {_nested(elems[1:])} -> activation ({exact})"
+        )
         zipped = f"{xs[0]} {xs[1]}" if n == 2 else f"{xs[0]} ({_zip_nested(xs[1:])})"
         return HASKELL.zip_with(lam, zipped), HASKELL.elementwise_doc(
-            self.op.capitalize(), ", ".join(plan.inputs), shape_text(plan.output_shape))
+            self.op.capitalize(), ", ".join(plan.inputs), shape_text(plan.output_shape)
+        )
 
 
 class ConcatenateKind(_MergeKind):
@@ -259,8 +298,9 @@ class ConcatenateKind(_MergeKind):
         """Each operand requantized to the output format, then joined and activated."""
         fmts, out = plan.input_formats, plan.out_fmt
         wide = sum(f.hw_bits for f in fmts) + len(fmts) + out.hw_bits > INT64_SAFE_BITS
-        parts = [requantize_to(np.asarray(x).astype(object if wide else np.int64), f.raw_frac, out)
-                 for x, f in zip(xs, fmts)]
+        parts = [
+            requantize_to(np.asarray(x).astype(object if wide else np.int64), f.raw_frac, out) for x, f in zip(xs, fmts)
+        ]
         return np.asarray(activate(np.concatenate(parts, axis=-1), plan.hw_activation, out), dtype=np.int64)
 
     def body(self, plan: LayerPlan, xs: Sequence[str]) -> tuple[str, str]:

@@ -25,7 +25,7 @@ import numpy as np
 
 from keras2clash.backend.haskell import kind_template, shape_text
 from keras2clash.errors import K2CError
-from keras2clash.frontend.images import _check_image_layer, _pair, _padding, _window_geometry
+from keras2clash.frontend.images import _check_image_layer, _padding, _pair, _window_geometry
 from keras2clash.frontend.registry import ConversionState, _check_keras_shape, register_converter
 from keras2clash.frontend.sequences import _check_sequence_layer, _one, _padding_1d
 from keras2clash.hw.events import pipe_block
@@ -68,8 +68,7 @@ class AvgPool2D(Pool2D):
     keras_class: ClassVar[str] = "AveragePooling2D"
 
 
-def pool_record(layer: Any, state: ConversionState, pool_size: tuple[int, int],
-                strides: tuple[int, int]) -> Pool2D:
+def pool_record(layer: Any, state: ConversionState, pool_size: tuple[int, int], strides: tuple[int, int]) -> Pool2D:
     """The pooling record of a 2-D (or 1-D, one row high) max or average pooling."""
     kind = type(layer).__name__
     padding = _padding(layer)
@@ -77,16 +76,16 @@ def pool_record(layer: Any, state: ConversionState, pool_size: tuple[int, int],
     out = (out_h, out_w, state.shape[2])
     _check_keras_shape(layer, state, out)
     cls = MaxPool2D if kind.startswith("MaxPooling") else AvgPool2D
-    return cls(**state.common(layer, out), pool_size=pool_size, strides=strides, padding=padding, pads=pads,
-               source_class=kind)
+    return cls(
+        **state.common(layer, out), pool_size=pool_size, strides=strides, padding=padding, pads=pads, source_class=kind
+    )
 
 
 @register_converter("MaxPooling2D", "AveragePooling2D")
 def _convert_pool2d(layer: Any, state: ConversionState) -> Layer:
     """Max/average pooling over (ph, pw) windows per channel; strides default to the pool."""
     _check_image_layer(layer, state)
-    return pool_record(layer, state, _pair(layer, "pool_size", layer.pool_size),
-                       _pair(layer, "strides", layer.strides))
+    return pool_record(layer, state, _pair(layer, "pool_size", layer.pool_size), _pair(layer, "strides", layer.strides))
 
 
 @register_converter("MaxPooling1D", "AveragePooling1D")
@@ -149,8 +148,11 @@ class _PoolKind(Windowed):
 
     def plan_fields(self, layer: Layer) -> dict[str, Any]:
         assert isinstance(layer, Pool2D)
-        fields: dict[str, Any] = {"kernel_size": tuple(layer.pool_size), "strides": tuple(layer.strides),
-                                  "pads": tuple(layer.pads)}
+        fields: dict[str, Any] = {
+            "kernel_size": tuple(layer.pool_size),
+            "strides": tuple(layer.strides),
+            "pads": tuple(layer.pads),
+        }
         if layer.source_class not in ("", layer.keras_class):
             fields["source_class"] = layer.source_class
         return fields
@@ -174,12 +176,18 @@ class _PoolKind(Windowed):
         window = window_storage(plan)
         (ph, pw), channels, in_bits = plan.kernel_size, plan.output_shape[-1], plan.in_fmt.hw_bits
         depth = pool_stage_depth(plan)
-        regs = ph * pw * channels * in_bits + channels * self.row_bits(plan) * (
-            ph * _tree_registers(pw) + _tree_registers(ph)) + depth
+        regs = (
+            ph * pw * channels * in_bits
+            + channels * self.row_bits(plan) * (ph * _tree_registers(pw) + _tree_registers(ph))
+            + depth
+        )
         if plan.exclude_pads:
             regs += AVG_SAME_DIVISIONS * channels * self.row_bits(plan)
-        return Storage(line_buffer_bits=window.line_buffer_bits, register_bits=window.register_bits + regs,
-                       fifo_bits=window.fifo_bits + (depth + 2) * channels * plan.out_fmt.hw_bits)
+        return Storage(
+            line_buffer_bits=window.line_buffer_bits,
+            register_bits=window.register_bits + regs,
+            fifo_bits=window.fifo_bits + (depth + 2) * channels * plan.out_fmt.hw_bits,
+        )
 
     def entry(self, plan: LayerPlan, fn: str, stage: str | None = None) -> Entry:
         (ph, pw), (sh, sw) = plan.kernel_size, plan.strides
@@ -204,8 +212,9 @@ class MaxPoolKind(_PoolKind):
         padded = pad_images(xs[0], plan.pads, plan.in_fmt.raw_min)
         return windows(padded, plan.kernel_size, (1, 1), plan.strides, plan.output_shape[:2]).max(axis=(3, 4))
 
-    def float_step(self, layer: Layer, xs: Sequence[np.ndarray],
-                   params: tuple[np.ndarray, np.ndarray] | None) -> tuple[np.ndarray | None, np.ndarray]:
+    def float_step(
+        self, layer: Layer, xs: Sequence[np.ndarray], params: tuple[np.ndarray, np.ndarray] | None
+    ) -> tuple[np.ndarray | None, np.ndarray]:
         return None, _float_windows(xs[0], layer, -np.inf).max(axis=(3, 4))
 
 
@@ -248,8 +257,9 @@ class AvgPoolKind(_PoolKind):
             count = window_sums(np.ones((1, *plan.input_shape[:2], 1), dtype=np.int64))[0]  # (H2, W2, 1)
         return np.asarray((2 * window_sums(xs[0]) + count) // (2 * count), dtype=np.int64)  # in range
 
-    def float_step(self, layer: Layer, xs: Sequence[np.ndarray],
-                   params: tuple[np.ndarray, np.ndarray] | None) -> tuple[np.ndarray | None, np.ndarray]:
+    def float_step(
+        self, layer: Layer, xs: Sequence[np.ndarray], params: tuple[np.ndarray, np.ndarray] | None
+    ) -> tuple[np.ndarray | None, np.ndarray]:
         """With 'same' padding each window divides by its count of non-padding values (Keras),
         with folded ZeroPadding2D ('valid') by the pool size."""
         assert isinstance(layer, AvgPool2D)

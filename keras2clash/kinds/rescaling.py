@@ -44,14 +44,18 @@ def _per_channel(layer: Any, value: Any, keras_shape: tuple[int, ...], what: str
     try:
         full = np.broadcast_to(values, keras_shape)
     except ValueError:
-        raise K2CError(f"Rescaling layer '{layer.name}' has {what} of shape {values.shape}, which does not "
-                       f"broadcast to its input {keras_shape}") from None
+        raise K2CError(
+            f"Rescaling layer '{layer.name}' has {what} of shape {values.shape}, which does not "
+            f"broadcast to its input {keras_shape}"
+        ) from None
     per_channel = full.reshape(-1, channels)
     if not np.all(np.isfinite(per_channel)):
         raise K2CError(f"Rescaling layer '{layer.name}' has a NaN or infinite {what}")
     if not np.all(per_channel == per_channel[:1]):
-        raise K2CError(f"Rescaling layer '{layer.name}' has a {what} that varies along an axis other than the "
-                       "channels (the last); one value per channel is supported")
+        raise K2CError(
+            f"Rescaling layer '{layer.name}' has a {what} that varies along an axis other than the "
+            "channels (the last); one value per channel is supported"
+        )
     return per_channel[0].copy()
 
 

@@ -31,7 +31,12 @@ from keras2clash.backend.haskell import kind_template, shape_text
 from keras2clash.errors import K2CError
 from keras2clash.frontend.images import _check_image_layer
 from keras2clash.frontend.registry import (
-    ConversionState, _check_keras_shape, _single_input, image_shape, keras_output_shape, register_converter,
+    ConversionState,
+    _check_keras_shape,
+    _single_input,
+    image_shape,
+    keras_output_shape,
+    register_converter,
 )
 from keras2clash.hw.events import Collect, Crop, Pad, Scatter, Upsample
 from keras2clash.hw.plan import LayerPlan
@@ -116,8 +121,9 @@ def _pairs(layer: Any, value: Any, rank: int, what: str) -> tuple[int, int, int,
     except (TypeError, ValueError):
         sides = (-1,)
     if len(sides) != 4 or min(sides) < 0:
-        raise K2CError(f"{type(layer).__name__} layer '{layer.name}' has {what}={value}; "
-                       "non-negative integers per side are needed")
+        raise K2CError(
+            f"{type(layer).__name__} layer '{layer.name}' has {what}={value}; non-negative integers per side are needed"
+        )
     return sides  # type: ignore[return-value]
 
 
@@ -157,8 +163,10 @@ def _convert_cropping(layer: Any, state: ConversionState) -> Layer:
     h, w, c = state.shape
     out = (h - top - bottom, w - left - right, c)
     if min(out) < 1:
-        raise K2CError(f"{type(layer).__name__} layer '{layer.name}' crops {crops} (top, bottom, left, "
-                       f"right) from its {h}x{w} input: nothing is left")
+        raise K2CError(
+            f"{type(layer).__name__} layer '{layer.name}' crops {crops} (top, bottom, left, "
+            f"right) from its {h}x{w} input: nothing is left"
+        )
     _check_keras_shape(layer, state, out)
     return Crop2D(**state.common(layer, out), crops=crops)
 
@@ -250,8 +258,9 @@ class _Moves(Kind):
     def golden(self, plan: LayerPlan, xs: Sequence[np.ndarray], params: Any) -> np.ndarray:
         return self.move(plan, xs[0])
 
-    def float_step(self, layer: Layer, xs: Sequence[np.ndarray],
-                   params: tuple[np.ndarray, np.ndarray] | None) -> tuple[np.ndarray | None, np.ndarray]:
+    def float_step(
+        self, layer: Layer, xs: Sequence[np.ndarray], params: tuple[np.ndarray, np.ndarray] | None
+    ) -> tuple[np.ndarray | None, np.ndarray]:
         return None, self.move(layer, xs[0])
 
 
@@ -271,8 +280,11 @@ class ZeroPadKind(_Moves):
         return blocks[-1]
 
     def entry(self, plan: LayerPlan, fn: str, stage: str | None = None) -> Entry:
-        return Entry(doc=HASKELL.pad_doc(_shapes(plan), *plan.pads), body=(HASKELL.pad(*_image(plan), *plan.pads),),
-                     uses=("pad",))
+        return Entry(
+            doc=HASKELL.pad_doc(_shapes(plan), *plan.pads),
+            body=(HASKELL.pad(*_image(plan), *plan.pads),),
+            uses=("pad",),
+        )
 
 
 class CropKind(_Moves):
@@ -285,15 +297,19 @@ class CropKind(_Moves):
     def move(self, layer: Any, x: np.ndarray) -> np.ndarray:
         top, bottom, left, right = layer.crops
         h, w = x.shape[1], x.shape[2]
-        return x[:, top:h - bottom, left:w - right]
+        return x[:, top : h - bottom, left : w - right]
 
     def blocks(self, plan: LayerPlan, down: Any, mx: Any, blocks: list[Any], knobs: Any = None) -> Any:
         blocks.append(Crop(*_image(plan), plan.crops, down, mx))
         return blocks[-1]
 
     def entry(self, plan: LayerPlan, fn: str, stage: str | None = None) -> Entry:
-        return Entry(doc=HASKELL.crop_doc(_shapes(plan), *plan.crops), body=(HASKELL.crop(*_image(plan), *plan.crops),),
-                     notes=(HASKELL.crop_note(),), uses=("crop",))
+        return Entry(
+            doc=HASKELL.crop_doc(_shapes(plan), *plan.crops),
+            body=(HASKELL.crop(*_image(plan), *plan.crops),),
+            notes=(HASKELL.crop_note(),),
+            uses=("crop",),
+        )
 
 
 class UpsampleKind(_Moves):
@@ -318,8 +334,12 @@ class UpsampleKind(_Moves):
 
     def entry(self, plan: LayerPlan, fn: str, stage: str | None = None) -> Entry:
         w = _image(plan)[1]
-        return Entry(doc=HASKELL.upsample_doc(_shapes(plan), *plan.size), body=(HASKELL.upsample(w, *plan.size),),
-                     notes=(HASKELL.upsample_note(w),), uses=("upsample",))
+        return Entry(
+            doc=HASKELL.upsample_doc(_shapes(plan), *plan.size),
+            body=(HASKELL.upsample(w, *plan.size),),
+            notes=(HASKELL.upsample_note(w),),
+            uses=("upsample",),
+        )
 
 
 def rebeat_groups(plan: LayerPlan) -> tuple[int, int]:

@@ -49,9 +49,11 @@ def window_storage(plan: LayerPlan) -> Storage:
     _, w, kh, kw, _, _ = generator_geometry(plan)
     c, bits = plan.input_shape[-1], plan.in_fmt.hw_bits
     word = (kh - 1) * c * bits
-    return Storage(line_buffer_bits=w * (kh - 1) * c * bits,
-                   register_bits=kh * kw * c * bits + word * (2 if w == 1 else 1),
-                   fifo_bits=plan.input_fifo * c * bits)
+    return Storage(
+        line_buffer_bits=w * (kh - 1) * c * bits,
+        register_bits=kh * kw * c * bits + word * (2 if w == 1 else 1),
+        fifo_bits=plan.input_fifo * c * bits,
+    )
 
 
 def pad_stage(plan: LayerPlan, value: str) -> list[str]:

@@ -54,13 +54,35 @@ _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
 
 TABLE_FUNCTIONS = ("sigmoid", "tanh", "elu", "selu", "softplus", "softsign", "silu", "gelu", "exponential")
-MONOTONE = ("linear", "relu", "sigmoid", "tanh", "elu", "selu", "softplus", "softsign", "exponential",
-            "hard_sigmoid", "softmax")
+MONOTONE = (
+    "linear",
+    "relu",
+    "sigmoid",
+    "tanh",
+    "elu",
+    "selu",
+    "softplus",
+    "softsign",
+    "exponential",
+    "hard_sigmoid",
+    "softmax",
+)
 """Non-decreasing (softmax: order preserving per sample): the predicted class of an output
 with one of these is the argmax of the values before it (relu/prelu: with slopes >= 0)."""
 
-NAMES = ("linear", "relu", "relu6", "leaky_relu", "prelu", "hard_sigmoid", "hard_silu", "hard_swish",
-         "swish", "softmax", *TABLE_FUNCTIONS)
+NAMES = (
+    "linear",
+    "relu",
+    "relu6",
+    "leaky_relu",
+    "prelu",
+    "hard_sigmoid",
+    "hard_silu",
+    "hard_swish",
+    "swish",
+    "softmax",
+    *TABLE_FUNCTIONS,
+)
 """Activation names the compiler accepts (Keras names; swish = silu, hard_swish = hard_silu)."""
 
 
@@ -98,8 +120,12 @@ class Act:
 
 def canonical(name: str, **params: Any) -> str:
     """The canonical text of an activation: parameters at their defaults are left out."""
-    defaults = {"relu": {"negative_slope": 0.0, "max_value": None, "threshold": 0.0},
-                "leaky_relu": {"negative_slope": 0.2}, "elu": {"alpha": 1.0}, "gelu": {"approximate": False}}
+    defaults = {
+        "relu": {"negative_slope": 0.0, "max_value": None, "threshold": 0.0},
+        "leaky_relu": {"negative_slope": 0.2},
+        "elu": {"alpha": 1.0},
+        "gelu": {"approximate": False},
+    }
     name = {"swish": "silu", "hard_swish": "hard_silu"}.get(name, name)
     kept = {k: v for k, v in params.items() if defaults.get(name, {}).get(k, object()) != v}
     if name == "relu" and kept == {"max_value": 6.0}:
@@ -118,7 +144,7 @@ def _literal(value: Any) -> str:
 _TEXT = re.compile(r"^([a-z_0-9]+)(?:\((.*)\))?$", re.S)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def parse(text: str) -> Act:
     """The `Act` of a canonical activation text (ValueError when it is not one)."""
     match = _TEXT.match(text.strip())
@@ -133,9 +159,13 @@ def parse(text: str) -> Act:
     if name == "relu6":
         return Act("relu", text, max_value=6.0)
     if name == "relu":
-        return Act("relu", text, threshold=float(params.get("threshold", 0.0)),
-                   max_value=None if params.get("max_value") is None else float(params["max_value"]),
-                   slopes=(float(params.get("negative_slope", 0.0)),))
+        return Act(
+            "relu",
+            text,
+            threshold=float(params.get("threshold", 0.0)),
+            max_value=None if params.get("max_value") is None else float(params["max_value"]),
+            slopes=(float(params.get("negative_slope", 0.0)),),
+        )
     if name == "leaky_relu":
         return Act("relu", text, slopes=(float(params.get("negative_slope", 0.2)),))
     if name == "prelu":
@@ -258,8 +288,9 @@ def multiplies(act: Act, fi: FixedFormat, fo: FixedFormat) -> bool:
     """Whether the ReLU family's negative side multiplies by a constant that is not a power of
     two (a shift): the hardware then cuts the function in two register stages (K2C.Relu's
     reluProduct and reluSelect, K2C.Pipe.mapP2)."""
-    return _relu_family_block(act, fi, fo) and \
-        any(k != 0 and abs(k) & (abs(k) - 1) for k in relu_constants(act, fi, fo).slopes)
+    return _relu_family_block(act, fi, fo) and any(
+        k != 0 and abs(k) & (abs(k) - 1) for k in relu_constants(act, fi, fo).slopes
+    )
 
 
 def _shift_round(v: np.ndarray, shift: int) -> np.ndarray:
@@ -341,7 +372,7 @@ def _cells(fi: FixedFormat) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     drop = max(0, fi.bits - TABLE_MAX_INPUT_BITS)
     cells = np.arange(fi.raw_min >> drop, (fi.raw_max >> drop) + 1, dtype=np.int64)
     lo = cells * 2.0 ** (drop - fi.frac)
-    return cells, lo, lo + ((1 << drop) - 1) * 2.0 ** -fi.frac, drop
+    return cells, lo, lo + ((1 << drop) - 1) * 2.0**-fi.frac, drop
 
 
 @functools.lru_cache(maxsize=256)
@@ -380,13 +411,14 @@ def table(text: str, fi: FixedFormat, fo: FixedFormat) -> Table:
     ks = np.arange(low, high + 1, dtype=np.int64)
     centres = ks * float(1 << shift) + ((1 << shift) - 1) / 2.0
     with np.errstate(over="ignore"):
-        values = quantize(keras_float(act, centres * 2.0 ** -fi.frac), fo).astype(np.int64)
+        values = quantize(keras_float(act, centres * 2.0**-fi.frac), fo).astype(np.int64)
     if first > 0:
         values[0] = q_lo[0]
     if slope is None and last < n - 1:
         values[-1] = q_hi[-1]
-    draft = Table(shift, low, tuple(int(v) for v in values), hi_raw if slope is not None else None,
-                  slope, 0.0, 0.0, False, n)
+    draft = Table(
+        shift, low, tuple(int(v) for v in values), hi_raw if slope is not None else None, slope, 0.0, 0.0, False, n
+    )
     clip = (fo.raw_min * fo.lsb, fo.raw_max * fo.lsb)
     if drop == 0:
         hw = np.asarray(table_lookup(cells, draft, fi, fo))
@@ -399,8 +431,15 @@ def table(text: str, fi: FixedFormat, fo: FixedFormat) -> Table:
     return Table(shift, low, draft.values, draft.tail_from, slope, worst, worst * (1 << fo.frac), exact, n)
 
 
-def _wide_error(t: Table, cells: np.ndarray, drop: int, xs: tuple[np.ndarray, np.ndarray],
-                fs: tuple[np.ndarray, np.ndarray], k: float | None, fo: FixedFormat) -> float:
+def _wide_error(
+    t: Table,
+    cells: np.ndarray,
+    drop: int,
+    xs: tuple[np.ndarray, np.ndarray],
+    fs: tuple[np.ndarray, np.ndarray],
+    k: float | None,
+    fo: FixedFormat,
+) -> float:
     """A bound of the error on 2^drop-wide cells: the table's value is constant on a cell
     (its buckets are at least as wide), the function is taken at both ends; on the linear
     side, `round(k_q x)` is within 0.5 LSB + |k_q - k'| |x| + |k' x - f(x)| of f."""
@@ -465,11 +504,11 @@ def softmax_table(fi: FixedFormat, fo: FixedFormat, n: int) -> SoftmaxTable:
     size = (d_top >> shift) + 2
     starts = np.arange(size - 1) * float(1 << shift)
     centres = starts + ((1 << shift) - 1) / 2.0
-    values = np.append(quantize(np.exp(-centres * 2.0 ** -fi.frac), FixedFormat(1, 1, frac)), 0)
+    values = np.append(quantize(np.exp(-centres * 2.0**-fi.frac), FixedFormat(1, 1, frac)), 0)
     # exp is monotone: within a bucket the error is largest at an end; t >= t(end of bucket)
-    t_start = np.exp(-starts * 2.0 ** -fi.frac)
-    t_end = np.exp(-(starts + (1 << shift) - 1) * 2.0 ** -fi.frac)
-    e = values[:-1] * 2.0 ** -frac
+    t_start = np.exp(-starts * 2.0**-fi.frac)
+    t_end = np.exp(-(starts + (1 << shift) - 1) * 2.0**-fi.frac)
+    e = values[:-1] * 2.0**-frac
     gap = np.maximum(np.abs(e - t_start), np.abs(e - t_end))
     rho = float(np.max(np.maximum(gap - eta, 0.0) / t_end))
     bound = (2 * rho + (n + 1) * eta) / (1 - rho - n * eta) + 2.0 ** -(fo.frac + 1)
@@ -510,25 +549,32 @@ def apply(r: np.ndarray, text: str, fi: FixedFormat, fo: FixedFormat) -> np.ndar
 def describe(text: str, fi: FixedFormat, fo: FixedFormat, n: int = 1) -> str:
     """One line on what the hardware computes and how close it is (for comments and reports)."""
     act = parse(text)
-    lsb = 2.0 ** -fo.frac
+    lsb = 2.0**-fo.frac
     if act.kind == "linear":
         return "linear" if fi == fo else f"linear, requantized {fi} -> {fo}"
     if act.text == "relu":
         return "relu: max(x, 0), exact" + ("" if fi == fo else f", requantized {fi} -> {fo}")
     if act.kind == "relu":
         exact = all(slope_raw(k) == k * (1 << SLOPE_FRAC) for k in act.slopes) and float(
-            math.floor(act.threshold * (1 << fi.frac))) == act.threshold * (1 << fi.frac)
-        return (f"{text}: exact comparisons, slope(s) quantized to {SLOPE_FRAC} fraction bits, one rounding "
-                + ("(the exact value rounded half up: max error 0.5 LSB)" if exact else
-                   "(threshold or slope not representable: exact for the quantized constants)"))
+            math.floor(act.threshold * (1 << fi.frac))
+        ) == act.threshold * (1 << fi.frac)
+        return f"{text}: exact comparisons, slope(s) quantized to {SLOPE_FRAC} fraction bits, one rounding " + (
+            "(the exact value rounded half up: max error 0.5 LSB)"
+            if exact
+            else "(threshold or slope not representable: exact for the quantized constants)"
+        )
     if act.family == "hard":
         return f"{text}: the exact rational value rounded half up once (max error 0.5 LSB = {lsb / 2:.3g})"
     if act.kind == "softmax":
         t = softmax_table(fi, fo, n)
-        return (f"softmax over {n}: exp table of {len(t.values)} entries (frac {t.frac}, shift {t.shift}), "
-                f"exact sum and division; max error <= {t.error_bound:.3g} ({t.error_bound / lsb:.2f} LSB)")
+        return (
+            f"softmax over {n}: exp table of {len(t.values)} entries (frac {t.frac}, shift {t.shift}), "
+            f"exact sum and division; max error <= {t.error_bound:.3g} ({t.error_bound / lsb:.2f} LSB)"
+        )
     t = table(text, fi, fo)
-    return (f"{text}: table of {len(t.values)} entries indexed by raw >> {t.shift}"
-            + (f", linear above raw {t.tail_from}" if t.tail_from is not None else "")
-            + f"; max error {t.max_error:.3g} ({t.max_error_lsb:.2f} LSB) over all {t.inputs} inputs"
-            + (", correctly rounded" if t.exact else ""))
+    return (
+        f"{text}: table of {len(t.values)} entries indexed by raw >> {t.shift}"
+        + (f", linear above raw {t.tail_from}" if t.tail_from is not None else "")
+        + f"; max error {t.max_error:.3g} ({t.max_error_lsb:.2f} LSB) over all {t.inputs} inputs"
+        + (", correctly rounded" if t.exact else "")
+    )

@@ -15,14 +15,23 @@ import re
 from keras2clash.errors import K2CError
 from keras2clash.quant.formats import NEAREST, NEAREST_EVEN, SATURATE, TRUNCATE, WRAP, FixedFormat, make_format
 
-ROUNDING = {"AP_RND": NEAREST, "RND": NEAREST, "AP_TRN": TRUNCATE, "TRN": TRUNCATE,
-            "AP_RND_CONV": NEAREST_EVEN, "RND_CONV": NEAREST_EVEN}
+ROUNDING = {
+    "AP_RND": NEAREST,
+    "RND": NEAREST,
+    "AP_TRN": TRUNCATE,
+    "TRN": TRUNCATE,
+    "AP_RND_CONV": NEAREST_EVEN,
+    "RND_CONV": NEAREST_EVEN,
+}
 OVERFLOW = {"AP_SAT": SATURATE, "SAT": SATURATE, "AP_WRAP": WRAP, "WRAP": WRAP}
 UNSUPPORTED = {
-    "AP_RND_ZERO": "rounds ties toward zero", "AP_RND_MIN_INF": "rounds ties toward -inf",
+    "AP_RND_ZERO": "rounds ties toward zero",
+    "AP_RND_MIN_INF": "rounds ties toward -inf",
     "AP_RND_INF": "rounds ties away from zero",
-    "AP_TRN_ZERO": "truncates toward zero", "AP_SAT_ZERO": "overflows to zero",
-    "AP_SAT_SYM": "saturates symmetrically", "AP_WRAP_SM": "wraps sign-magnitude",
+    "AP_TRN_ZERO": "truncates toward zero",
+    "AP_SAT_ZERO": "overflows to zero",
+    "AP_SAT_SYM": "saturates symmetrically",
+    "AP_WRAP_SM": "wraps sign-magnitude",
 }
 """Modes hls4ml knows that the contract does not build (each refused with what it does)."""
 
@@ -34,8 +43,9 @@ def parse_ap_type(text: str) -> FixedFormat:
     prefix optional, as hls4ml's `fixed<16,6,RND,SAT>`) -> a format."""
     match = _AP_RE.match(text)
     if not match:
-        raise K2CError(f"bad type {text!r}: expected ap_fixed<W,I>, ap_fixed<W,I,Q,O>, ap_ufixed<W,I>, "
-                       "ap_int<W> or ap_uint<W>")
+        raise K2CError(
+            f"bad type {text!r}: expected ap_fixed<W,I>, ap_fixed<W,I,Q,O>, ap_ufixed<W,I>, ap_int<W> or ap_uint<W>"
+        )
     kind = match.group(1).lower()
     args = [a.strip() for a in match.group(2).split(",")]
     unsigned = kind.startswith("u")
@@ -49,8 +59,10 @@ def parse_ap_type(text: str) -> FixedFormat:
                 raise ValueError
             width, integer, modes = int(args[0]), int(args[1]), args[2:]
     except ValueError:
-        raise K2CError(f"bad type {text!r}: {kind}<...> takes "
-                       f"{'W' if kind.endswith('int') else 'W,I and optionally Q, O, N'} (integers W, I)") from None
+        raise K2CError(
+            f"bad type {text!r}: {kind}<...> takes "
+            f"{'W' if kind.endswith('int') else 'W,I and optionally Q, O, N'} (integers W, I)"
+        ) from None
     rounding, overflow = TRUNCATE, WRAP  # the ap types' own defaults
     if modes:
         rounding = _mode(modes[0], ROUNDING, text, "quantization")
@@ -68,8 +80,9 @@ def _mode(name: str, known: dict[str, str], text: str, what: str) -> str:
         return known[key]
     if key in UNSUPPORTED:
         choices = " or ".join(k for k in known if k.startswith("AP_"))
-        raise K2CError(f"type {text!r}: {what} mode {key} ({UNSUPPORTED[key]}) is not built by keras2clash; "
-                       f"use {choices}")
+        raise K2CError(
+            f"type {text!r}: {what} mode {key} ({UNSUPPORTED[key]}) is not built by keras2clash; use {choices}"
+        )
     raise K2CError(f"bad type {text!r}: unknown {what} mode {name!r}")
 
 

@@ -34,22 +34,22 @@ from typing import Any
 import numpy as np
 
 from keras2clash.errors import K2CError
-from keras2clash.quant.formats import FixedFormat, count_saturated, make_format
 from keras2clash.hw.plan import LayerFormats
 from keras2clash.hw.planner import make_plan
 from keras2clash.ir.graph import as_graph
 from keras2clash.kinds import kind_of
+from keras2clash.quant.formats import FixedFormat, count_saturated, make_format
 from keras2clash.quant.profile import LayerTrace, float_forward, layer_params, require_finite
 
 SIGMOID_FLAT = 5.0
 """PLAN's sigmoid is constant (0 or 1) beyond |x| >= 5: saturating there changes nothing."""
 
 
-
 def _joins(type_name: str) -> bool:
     """A merge: its formats are its output's only, fitted to its values."""
     home = kind_of(type_name)
     return home is not None and home.joins
+
 
 def split(bits: int, int_bits: int) -> FixedFormat:
     """The format `1,int,N-1-int`."""
@@ -161,8 +161,10 @@ class AutoFormats:
         return {
             "bits": self.bits,
             "input": str(self.input_fmt),
-            "layers": {n: {"weight": str(lf.weight), "bias": str(lf.bias), "output": str(lf.output)}
-                       for n, lf in self.layers.items()},
+            "layers": {
+                n: {"weight": str(lf.weight), "bias": str(lf.bias), "output": str(lf.output)}
+                for n, lf in self.layers.items()
+            },
             "saturation": [asdict(s) for s in self.saturation],
         }
 
@@ -301,20 +303,23 @@ def auto_formats(
         return (-(c[2] or 0.0), sum(s.total for s in c[1]))
 
     best = min(candidates, key=key)
-    auto_acc = (golden_accuracy(ir, x, y, auto.input_fmt, auto.layers, auto.input_fmt)
-                if y is not None else None)
+    auto_acc = golden_accuracy(ir, x, y, auto.input_fmt, auto.layers, auto.input_fmt) if y is not None else None
     chosen = auto
     if auto_acc is not None and best[2] is not None and best[2] > auto_acc:
         # Never worse than a uniform format on the data we are allowed to look at.
         uniform, sat = best[0], best[1]
         chosen = AutoFormats(
-            bits, input_format or uniform,
+            bits,
+            input_format or uniform,
             {name: LayerFormats(weight=uniform, bias=uniform, output=uniform) for name in auto.layers},
             sat,
         )
     return AutoReport(
-        auto=auto, uniform=best[0], uniform_saturation=best[1],
-        auto_accuracy=auto_acc, uniform_accuracy=best[2],
+        auto=auto,
+        uniform=best[0],
+        uniform_saturation=best[1],
+        auto_accuracy=auto_acc,
+        uniform_accuracy=best[2],
         uniform_candidates={str(f): a for f, _, a in candidates if a is not None},
         chosen=chosen,
     )
@@ -334,15 +339,20 @@ def render(report: AutoReport, console: Any = None) -> None:
     for (name, w, b, o), sat in zip(auto.describe(), auto.saturation):
         table.add_row(name, w, b, o, str(sat.total), str(uni[name].total if name in uni else "-"))
     console.print(table)
-    line = (f"saturated calibration values: auto {auto.saturated}, best uniform {report.uniform} "
-            f"{report.uniform_saturated}")
+    line = (
+        f"saturated calibration values: auto {auto.saturated}, best uniform {report.uniform} {report.uniform_saturated}"
+    )
     if report.auto_accuracy is not None and report.uniform_accuracy is not None:
-        line += (f"; golden accuracy on the calibration data: auto {100 * report.auto_accuracy:.2f}%, "
-                 f"{report.uniform} {100 * report.uniform_accuracy:.2f}%")
+        line += (
+            f"; golden accuracy on the calibration data: auto {100 * report.auto_accuracy:.2f}%, "
+            f"{report.uniform} {100 * report.uniform_accuracy:.2f}%"
+        )
     console.print(line)
     if report.kept_uniform:
-        console.print(f"[yellow]auto keeps the uniform format {report.uniform}: it did better on the "
-                      "calibration data than the per-layer choice above[/yellow]")
+        console.print(
+            f"[yellow]auto keeps the uniform format {report.uniform}: it did better on the "
+            "calibration data than the per-layer choice above[/yellow]"
+        )
 
 
 # --------------------------------------------------------------------------------------
@@ -379,8 +389,9 @@ def parameter_overflow(plans: Sequence[Any], ir: Sequence[Mapping[str, Any]]) ->
         kernel, bias = layer_params(by_name[plan.name])
         w, ww = count_saturated(kernel, plan.w_fmt)
         b, bw = count_saturated(bias, plan.b_fmt)
-        rows.append(ParamOverflow(plan.name, str(plan.w_fmt), str(plan.b_fmt), w, int(kernel.size), ww,
-                                  b, int(bias.size), bw))
+        rows.append(
+            ParamOverflow(plan.name, str(plan.w_fmt), str(plan.b_fmt), w, int(kernel.size), ww, b, int(bias.size), bw)
+        )
     return rows
 
 
@@ -401,9 +412,17 @@ def warn_overflow(rows: Sequence[ParamOverflow], console: Any = None) -> bool:
     for col in ("layer", "weight format", "weights saturated", "bias format", "biases saturated", "worst error"):
         table.add_column(col, justify="left" if col == "layer" else "right")
     for r in bad:
-        table.add_row(r.layer, r.w_fmt, f"{r.weights}/{r.weights_total}", r.b_fmt, f"{r.bias}/{r.bias_total}",
-                      f"{max(r.weights_worst if r.weights else 0.0, r.bias_worst if r.bias else 0.0):.4g}")
+        table.add_row(
+            r.layer,
+            r.w_fmt,
+            f"{r.weights}/{r.weights_total}",
+            r.b_fmt,
+            f"{r.bias}/{r.bias_total}",
+            f"{max(r.weights_worst if r.weights else 0.0, r.bias_worst if r.bias else 0.0):.4g}",
+        )
     console.print(table)
-    console.print("[yellow]More integer bits (--layer-format NAME:w=...:b=...) or --format auto avoid this; "
-                  "see 'keras2clash profile'.[/yellow]")
+    console.print(
+        "[yellow]More integer bits (--layer-format NAME:w=...:b=...) or --format auto avoid this; "
+        "see 'keras2clash profile'.[/yellow]"
+    )
     return True

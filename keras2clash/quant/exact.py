@@ -65,8 +65,9 @@ def pad_images(x: np.ndarray, pads: tuple[int, int, int, int], value: int | floa
     return np.pad(x, ((0, 0), (top, bottom), (left, right), (0, 0)), constant_values=value)
 
 
-def windows(x: np.ndarray, kernel: tuple[int, int], dilation: tuple[int, int], strides: tuple[int, int],
-            out_hw: tuple[int, int]) -> np.ndarray:
+def windows(
+    x: np.ndarray, kernel: tuple[int, int], dilation: tuple[int, int], strides: tuple[int, int], out_hw: tuple[int, int]
+) -> np.ndarray:
     """All windows of (N, H, W, C) padded images -> (N, H2, W2, kh, kw, C), strided: window
     (i, j) spans the dilated extent from input pixel (i*sh, j*sw), tap (r, s) reads pixel
     (i*sh + r*dh, j*sw + s*dw). Raw integers and floats alike."""

@@ -42,9 +42,17 @@ the precision sweep still take 1-bit formats."""
 NEAREST, TRUNCATE = "nearest", "truncate"
 NEAREST_EVEN = "nearest_even"  # ties to even: ap_fixed AP_RND_CONV, tf.round, QKeras, HGQ2 RND_CONV
 SATURATE, WRAP = "saturate", "wrap"
-ROUNDING_NAMES = {"nearest": NEAREST, "rnd": NEAREST, "round": NEAREST,
-                  "nearest_even": NEAREST_EVEN, "rnd_conv": NEAREST_EVEN, "conv": NEAREST_EVEN,
-                  "truncate": TRUNCATE, "trn": TRUNCATE, "floor": TRUNCATE}
+ROUNDING_NAMES = {
+    "nearest": NEAREST,
+    "rnd": NEAREST,
+    "round": NEAREST,
+    "nearest_even": NEAREST_EVEN,
+    "rnd_conv": NEAREST_EVEN,
+    "conv": NEAREST_EVEN,
+    "truncate": TRUNCATE,
+    "trn": TRUNCATE,
+    "floor": TRUNCATE,
+}
 OVERFLOW_NAMES = {"saturate": SATURATE, "sat": SATURATE, "wrap": WRAP}
 """Accepted spellings of the modes in `S,I,F,ROUNDING,OVERFLOW` (the first of each is canonical)."""
 _SHORT = {NEAREST: "rnd", NEAREST_EVEN: "rnd_conv", TRUNCATE: "trn", SATURATE: "sat", WRAP: "wrap"}
@@ -128,12 +136,12 @@ class FixedFormat:
     @property
     def lsb(self) -> float:
         """The real value of raw integer 1 (2^-raw_frac): `raw * lsb` is the value."""
-        return 2.0 ** -self.raw_frac
+        return 2.0**-self.raw_frac
 
     @property
     def resolution(self) -> float:
         """The distance between two neighbouring values, 2^-frac."""
-        return 2.0 ** -self.frac
+        return 2.0**-self.frac
 
     @property
     def modes(self) -> str:
@@ -177,15 +185,18 @@ def parse_format(text: str) -> FixedFormat:
     return make_format(sign, integer, frac, rounding, overflow, text=text)
 
 
-def make_format(sign: int, integer: int, frac: int, rounding: str = NEAREST, overflow: str = SATURATE,
-                *, text: str | None = None) -> FixedFormat:
+def make_format(
+    sign: int, integer: int, frac: int, rounding: str = NEAREST, overflow: str = SATURATE, *, text: str | None = None
+) -> FixedFormat:
     """Validate a format: sign 0 or 1, 1 <= W <= 64, a container of at most 64 bits, known modes."""
     label = text if text is not None else f"{sign},{integer},{frac}"
     if sign not in (0, 1):
         raise K2CError(f"bad format {label!r}: sign must be 1 (signed) or 0 (unsigned); got {sign}")
     round_mode = ROUNDING_NAMES.get(str(rounding).strip().lower())
     if round_mode is None:
-        raise K2CError(f"bad format {label!r}: rounding {rounding!r} unknown; use nearest (rnd), nearest_even (rnd_conv) or truncate (trn)")
+        raise K2CError(
+            f"bad format {label!r}: rounding {rounding!r} unknown; use nearest (rnd), nearest_even (rnd_conv) or truncate (trn)"
+        )
     over_mode = OVERFLOW_NAMES.get(str(overflow).strip().lower())
     if over_mode is None:
         raise K2CError(f"bad format {label!r}: overflow {overflow!r} unknown; use saturate (sat) or wrap")

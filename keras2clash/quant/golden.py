@@ -15,12 +15,13 @@ from typing import Any
 
 import numpy as np
 
-from keras2clash.quant import activations
-from keras2clash.quant.exact import INT64_SAFE_BITS, QuantizedLayer
-from keras2clash.quant.formats import FixedFormat, quantize, saturate
 from keras2clash.hw.plan import LayerPlan, relu_before_requantize
 from keras2clash.ir.graph import as_graph
 from keras2clash.kinds import kind_of
+from keras2clash.quant import activations
+from keras2clash.quant.exact import INT64_SAFE_BITS, QuantizedLayer
+from keras2clash.quant.formats import FixedFormat, quantize, saturate
+
 
 def quantize_params(plans: Sequence[LayerPlan], ir: Any = None) -> dict[str, QuantizedLayer]:
     """Round every compute layer's kernel and bias to its formats (contract: quantize).
@@ -122,8 +123,9 @@ def splits_output(plan: LayerPlan) -> bool:
     return act.monotone and not act.is_linear and not relu_before_requantize(plan)
 
 
-def output_logits(plans: Sequence[LayerPlan], params: Mapping[str, QuantizedLayer],
-                  values: Mapping[str, np.ndarray]) -> np.ndarray:
+def output_logits(
+    plans: Sequence[LayerPlan], params: Mapping[str, QuantizedLayer], values: Mapping[str, np.ndarray]
+) -> np.ndarray:
     """The output layer's values before its monotone activation (`splits_output`), from
     `run_all`'s tensors; the outputs themselves when it has none."""
     last = plans[-1]
@@ -132,13 +134,17 @@ def output_logits(plans: Sequence[LayerPlan], params: Mapping[str, QuantizedLaye
     elif last.activation_only:
         out = values[last.inputs[0] if last.inputs else plans[-2].name]
     else:
-        out = layer(replace(last, activation="linear"), params,
-                    [values[t] for t in (last.inputs or (plans[-2].name if len(plans) > 1 else "input",))])
+        out = layer(
+            replace(last, activation="linear"),
+            params,
+            [values[t] for t in (last.inputs or (plans[-2].name if len(plans) > 1 else "input",))],
+        )
     return np.asarray(out).reshape(len(out), -1)
 
 
-def predict(plans: Sequence[LayerPlan], params: Mapping[str, QuantizedLayer],
-            x_raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def predict(
+    plans: Sequence[LayerPlan], params: Mapping[str, QuantizedLayer], x_raw: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """The outputs (N, n_out) and the predicted classes: the argmax of the output layer's
     values before a monotone activation (docs/guide/contract.md, predicted class), as the Top does."""
     values = run_all(plans, params, x_raw)

@@ -51,15 +51,24 @@ from typing import Any
 from keras2clash.errors import K2CError, yaml_problem
 from keras2clash.hw.plan import LayerFormats, LayerPlan
 from keras2clash.ir.graph import Graph
-from keras2clash.registry import kind_of
 from keras2clash.quant.aptypes import ap_type
 from keras2clash.quant.formats import FixedFormat, parse_format
 from keras2clash.quant.layerformats import FormatConfig, merge_layer_formats
+from keras2clash.registry import kind_of
 
 MODEL_KEYS = {"Precision", "ReuseFactor", "Strategy", "BramFactor", "TraceOutput", "Trace"}
 LAYER_KEYS = {"Precision", "ReuseFactor", "Strategy", "Trace", "table_size"}
-PRECISION_KEYS = {"default": "all", "weight": "weight", "scale": "weight", "bias": "bias", "result": "output",
-                  "accum": "accumulator_bits", "table": None, "exp_table": None, "inv_table": None}
+PRECISION_KEYS = {
+    "default": "all",
+    "weight": "weight",
+    "scale": "weight",
+    "bias": "bias",
+    "result": "output",
+    "accum": "accumulator_bits",
+    "table": None,
+    "exp_table": None,
+    "inv_table": None,
+}
 """Precision keys -> LayerFormats fields; the activation tables' types (None) are read and
 not used: the compiler sizes its tables itself (docs/guide/contract.md, table functions)."""
 STRATEGIES = ("latency", "resource", "resource_unrolled", "distributed_arithmetic")
@@ -87,14 +96,14 @@ def _precision(value: Any, where: str) -> tuple[FixedFormat | None, LayerFormats
         fmt = _type(value, where)
         return fmt, LayerFormats(fmt, fmt, fmt)
     if not isinstance(value, Mapping):
-        raise K2CError(f"{where}: Precision is an ap_fixed<W,I> type or a mapping of weight/bias/result/accum, "
-                       f"got {value!r}")
+        raise K2CError(
+            f"{where}: Precision is an ap_fixed<W,I> type or a mapping of weight/bias/result/accum, got {value!r}"
+        )
     default = None
     fields: dict[str, Any] = {}
     for key, text in value.items():
         if str(key) not in PRECISION_KEYS:
-            raise K2CError(f"{where}: Precision key {key!r} is not read; use "
-                           f"{', '.join(PRECISION_KEYS)}")
+            raise K2CError(f"{where}: Precision key {key!r} is not read; use {', '.join(PRECISION_KEYS)}")
         name = PRECISION_KEYS[str(key)]
         if name is None or (isinstance(text, str) and text.strip().lower() == "auto"):
             continue
@@ -148,14 +157,19 @@ def read_hls4ml(data: Mapping[str, Any] | str | Path) -> Hls4mlConfig:
         raise K2CError(f"{where}: expected a mapping with a 'Model' section (and optional 'LayerName')")
     unknown = set(map(str, data)) - {"Model", "LayerName"}
     if unknown:
-        raise K2CError(f"{where}: section(s) {', '.join(sorted(unknown))} not read; use Model and LayerName "
-                       "(per-layer settings by name)")
+        raise K2CError(
+            f"{where}: section(s) {', '.join(sorted(unknown))} not read; use Model and LayerName "
+            "(per-layer settings by name)"
+        )
     model = data["Model"]
     if not isinstance(model, Mapping):
         raise K2CError(f"{where}: 'Model' must be a mapping")
     _check_keys(model, MODEL_KEYS, f"{where}, Model")
-    default, model_formats = (_precision(model["Precision"], f"{where}, Model")
-                              if model.get("Precision") is not None else (None, LayerFormats()))
+    default, model_formats = (
+        _precision(model["Precision"], f"{where}, Model")
+        if model.get("Precision") is not None
+        else (None, LayerFormats())
+    )
     if isinstance(model.get("Precision"), str):  # a bare type is the default, not a per-tensor setting
         model_formats = LayerFormats()
     model_reuse = _reuse(model["ReuseFactor"], f"{where}, Model") if "ReuseFactor" in model else None
@@ -245,10 +259,18 @@ def resolve(config: Hls4mlConfig, graph: Graph) -> Resolved:
                 raise K2CError(f"{here}: a {kind} layer has no weights or bias; give it a result only")
             formats = LayerFormats(output=formats.output)
         base = layers.get(target, LayerFormats())
-        if target != name and name not in by_name and target in config.layers and base.output is not None \
-                and formats.output is not None and base.output != formats.output:
-            raise K2CError(f"{here}: result {formats.output} differs from layer '{target}''s result "
-                           f"{base.output}; a fused activation writes its layer's output format")
+        if (
+            target != name
+            and name not in by_name
+            and target in config.layers
+            and base.output is not None
+            and formats.output is not None
+            and base.output != formats.output
+        ):
+            raise K2CError(
+                f"{here}: result {formats.output} differs from layer '{target}''s result "
+                f"{base.output}; a fused activation writes its layer's output format"
+            )
         layers[target] = merge_layer_formats(base, formats)
     pes, cyc = _knobs(config, graph)
     return Resolved(FormatConfig(config.default, input_fmt, layers), pes, cyc)
@@ -260,8 +282,6 @@ def _is_input(name: str, graph: Graph) -> bool:
     if name == graph.input_name:
         return True
     return name not in graph.by_name() and bool(re.fullmatch(r"input(_layer)?(_\d+)?|.+_input", name))
-
-
 
 
 def _output_only(type_name: str) -> bool:
@@ -332,14 +352,18 @@ def to_hls4ml(plans: Sequence[LayerPlan], default: FixedFormat | None = None) ->
             entry["ReuseFactor"] = p.groups * p.cycles
         if entry:
             layers[p.name] = entry
-    return {"Model": {"Precision": {"default": ap_type(default)}, "ReuseFactor": 1, "Strategy": "Latency"},
-            "LayerName": layers}
+    return {
+        "Model": {"Precision": {"default": ap_type(default)}, "ReuseFactor": 1, "Strategy": "Latency"},
+        "LayerName": layers,
+    }
 
 
 def hls4ml_yaml(plans: Sequence[LayerPlan], default: FixedFormat | None = None) -> str:
     """`to_hls4ml` as YAML text (keys in layer order)."""
     import yaml
 
-    header = ("# keras2clash's formats and knobs as an hls4ml config (docs/guide/hls4ml.md).\n"
-              "# ReuseFactor = groups x cycles per window; ap types state both modes.\n")
+    header = (
+        "# keras2clash's formats and knobs as an hls4ml config (docs/guide/hls4ml.md).\n"
+        "# ReuseFactor = groups x cycles per window; ap types state both modes.\n"
+    )
     return header + yaml.safe_dump(to_hls4ml(plans, default), sort_keys=False, default_flow_style=False)

@@ -39,14 +39,24 @@ from pathlib import Path
 from typing import Any
 
 from keras2clash.errors import K2CError, yaml_problem
-from keras2clash.quant.formats import FixedFormat, make_format, parse_format
 from keras2clash.hw.plan import LayerFormats
+from keras2clash.quant.formats import FixedFormat, make_format, parse_format
 
 FIELD_ALIASES = {
-    "w": "weight", "weight": "weight", "weights": "weight", "kernel": "weight",
-    "b": "bias", "bias": "bias",
-    "o": "output", "out": "output", "output": "output", "result": "output", "activation": "output",
-    "acc": "accumulator_bits", "accum": "accumulator_bits", "accumulator": "accumulator_bits",
+    "w": "weight",
+    "weight": "weight",
+    "weights": "weight",
+    "kernel": "weight",
+    "b": "bias",
+    "bias": "bias",
+    "o": "output",
+    "out": "output",
+    "output": "output",
+    "result": "output",
+    "activation": "output",
+    "acc": "accumulator_bits",
+    "accum": "accumulator_bits",
+    "accumulator": "accumulator_bits",
     "accumulator_bits": "accumulator_bits",
     "all": "all",
 }
@@ -78,10 +88,15 @@ def _format_value(value: Any, where: str) -> FixedFormat:
     if isinstance(value, FixedFormat):
         return value
     if isinstance(value, (list, tuple)):
-        if not 3 <= len(value) <= 5 or not all(isinstance(v, int) and not isinstance(v, bool) for v in value[:3]) \
-                or not all(isinstance(v, str) for v in value[3:]):
-            raise K2CError(f"{where}: a format list needs three integers [sign, int, frac] (and optionally the "
-                           f"rounding and overflow modes), got {value!r}")
+        if (
+            not 3 <= len(value) <= 5
+            or not all(isinstance(v, int) and not isinstance(v, bool) for v in value[:3])
+            or not all(isinstance(v, str) for v in value[3:])
+        ):
+            raise K2CError(
+                f"{where}: a format list needs three integers [sign, int, frac] (and optionally the "
+                f"rounding and overflow modes), got {value!r}"
+            )
         try:
             return make_format(*value)
         except K2CError as exc:
@@ -91,7 +106,7 @@ def _format_value(value: Any, where: str) -> FixedFormat:
             return parse_format(value)
         except K2CError as exc:
             raise K2CError(f"{where}: {exc}") from None
-    raise K2CError(f"{where}: expected a format like \"1,7,8\" or [1, 7, 8], got {value!r}")
+    raise K2CError(f'{where}: expected a format like "1,7,8" or [1, 7, 8], got {value!r}')
 
 
 def _accumulator_value(value: Any, where: str) -> int | None:
@@ -233,20 +248,30 @@ def resolve_user_formats(
         config = layer_formats
     elif isinstance(layer_formats, (str, Path)):
         config = load_config(layer_formats)
-    elif isinstance(layer_formats, Mapping) and set(layer_formats) <= {"default", "input", "layers"} and (
-        "layers" in layer_formats
+    elif (
+        isinstance(layer_formats, Mapping)
+        and set(layer_formats) <= {"default", "input", "layers"}
+        and ("layers" in layer_formats)
     ):
         config = config_from_mapping(layer_formats)
     elif isinstance(layer_formats, Mapping):  # {name: LayerFormats | FixedFormat | "1,5,10" | {...}}
-        config = config_from_mapping({"layers": {
-            name: ({k: f for k, f in vars(v).items() if f is not None} if isinstance(v, LayerFormats) else v)
-            for name, v in layer_formats.items()
-        }})
+        config = config_from_mapping(
+            {
+                "layers": {
+                    name: ({k: f for k, f in vars(v).items() if f is not None} if isinstance(v, LayerFormats) else v)
+                    for name, v in layer_formats.items()
+                }
+            }
+        )
     else:
         raise K2CError(f"layer formats: expected a file path or a mapping, got {type(layer_formats).__name__}")
     config = config.merged(FormatConfig(layers=parse_layer_format_options(layer_format_options)))
     if input_format is not None:
-        fmt = input_format if isinstance(input_format, FixedFormat) else _format_value(str(input_format), "--input-format")
+        fmt = (
+            input_format
+            if isinstance(input_format, FixedFormat)
+            else _format_value(str(input_format), "--input-format")
+        )
         config = replace(config, input=fmt)
     return config
 
@@ -296,8 +321,10 @@ def load_calibration(path: str | Path, input_shape: tuple[int, ...]) -> tuple[An
         raise K2CError(f"calibration file {path} needs an array 'x'; it has {sorted(arrays)}")
     x = arrays[key]
     if x.ndim < 2 or tuple(x.shape[1:]) != tuple(input_shape) or len(x) == 0:
-        raise K2CError(f"calibration file {path}: inputs have shape {tuple(x.shape)}, the model expects "
-                       f"(N, {', '.join(map(str, input_shape))}) with N >= 1")
+        raise K2CError(
+            f"calibration file {path}: inputs have shape {tuple(x.shape)}, the model expects "
+            f"(N, {', '.join(map(str, input_shape))}) with N >= 1"
+        )
     if not np.issubdtype(x.dtype, np.number) or not np.all(np.isfinite(x)):
         raise K2CError(f"calibration file {path}: inputs must be finite numbers")
     y = arrays.get(key.replace("x", "y", 1))
@@ -331,17 +358,17 @@ def resolve_formats(
     if bits is None:
         raise K2CError("--format auto needs --bits N (the total width of every value)")
     if calibration is None:
-        raise K2CError("--format auto needs calibration data (--calibration CALIB.npz): "
-                       "the layer outputs' ranges come from it")
-    from keras2clash.quant.autoformat import auto_formats
-
+        raise K2CError(
+            "--format auto needs calibration data (--calibration CALIB.npz): the layer outputs' ranges come from it"
+        )
     from keras2clash.ir.graph import as_graph
+    from keras2clash.quant.autoformat import auto_formats
 
     x, y = load_calibration(calibration, tuple(as_graph(ir).input_shape))
     report = auto_formats(ir, x, int(bits), y, input_format=config.input)
     chosen = report.chosen or report.auto
-    layers = {name: merge_layer_formats(lf, config.layers.get(name, LayerFormats()))
-              for name, lf in chosen.layers.items()}
+    layers = {
+        name: merge_layer_formats(lf, config.layers.get(name, LayerFormats())) for name, lf in chosen.layers.items()
+    }
     layers.update({n: lf for n, lf in config.layers.items() if n not in layers})
-    return ResolvedFormats(chosen.input_fmt, layers, config.input or chosen.input_fmt, report,
-                           Path(calibration).name)
+    return ResolvedFormats(chosen.input_fmt, layers, config.input or chosen.input_fmt, report, Path(calibration).name)

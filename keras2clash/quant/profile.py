@@ -84,8 +84,11 @@ def require_finite(traces: Sequence[LayerTrace], x: np.ndarray, what: str = "cal
                 )
 
 
-def _float_forward(graph: Any, x: np.ndarray, params: Mapping[str, tuple[np.ndarray, np.ndarray]] | None,
-                   ) -> list[LayerTrace]:
+def _float_forward(
+    graph: Any,
+    x: np.ndarray,
+    params: Mapping[str, tuple[np.ndarray, np.ndarray]] | None,
+) -> list[LayerTrace]:
     values = {graph.input_name: x}
     traces: list[LayerTrace] = []
     for layer in graph:
@@ -137,10 +140,14 @@ class Stats:
     def _of(layer: str, kind: str, v: np.ndarray) -> Stats:
         pct = np.percentile(v, PERCENTILES) if v.size else [0.0] * len(PERCENTILES)
         return Stats(
-            layer=layer, kind=kind, count=int(v.size),
-            min=float(v.min()) if v.size else 0.0, max=float(v.max()) if v.size else 0.0,
+            layer=layer,
+            kind=kind,
+            count=int(v.size),
+            min=float(v.min()) if v.size else 0.0,
+            max=float(v.max()) if v.size else 0.0,
             abs_max=float(np.abs(v).max()) if v.size else 0.0,
-            mean=float(v.mean()) if v.size else 0.0, std=float(v.std()) if v.size else 0.0,
+            mean=float(v.mean()) if v.size else 0.0,
+            std=float(v.std()) if v.size else 0.0,
             percentiles={f"p{p:g}": float(q) for p, q in zip(PERCENTILES, pct)},
             int_bits=int_bits_needed(v),
         )
@@ -154,8 +161,9 @@ class Profile:
     values: dict[tuple[str, str], np.ndarray]  # (layer, kind) -> the values (for histograms)
 
     def to_json(self) -> str:
-        return json.dumps({"model": self.model, "samples": self.samples,
-                           "stats": [asdict(s) for s in self.stats]}, indent=2)
+        return json.dumps(
+            {"model": self.model, "samples": self.samples, "stats": [asdict(s) for s in self.stats]}, indent=2
+        )
 
 
 def profile(ir: Sequence[Mapping[str, Any]], x: np.ndarray, model: str = "model") -> Profile:
@@ -191,8 +199,19 @@ def rows(prof: Profile) -> list[list[str]]:
     header = ["layer", "values", "count", "min", "max", "abs max", "p1", "p99", "int bits"]
     out = [header]
     for s in prof.stats:
-        out.append([s.layer, s.kind, str(s.count), _num(s.min), _num(s.max), _num(s.abs_max),
-                    _num(s.percentiles["p1"]), _num(s.percentiles["p99"]), str(s.int_bits)])
+        out.append(
+            [
+                s.layer,
+                s.kind,
+                str(s.count),
+                _num(s.min),
+                _num(s.max),
+                _num(s.abs_max),
+                _num(s.percentiles["p1"]),
+                _num(s.percentiles["p99"]),
+                str(s.int_bits),
+            ]
+        )
     return out
 
 
@@ -227,8 +246,20 @@ def to_csv(prof: Profile) -> str:
     pct_keys = [f"p{p:g}" for p in PERCENTILES]
     writer.writerow(["layer", "values", "count", "min", "max", "abs_max", "mean", "std", *pct_keys, "int_bits"])
     for s in prof.stats:
-        writer.writerow([s.layer, s.kind, s.count, s.min, s.max, s.abs_max, s.mean, s.std,
-                         *(s.percentiles[k] for k in pct_keys), s.int_bits])
+        writer.writerow(
+            [
+                s.layer,
+                s.kind,
+                s.count,
+                s.min,
+                s.max,
+                s.abs_max,
+                s.mean,
+                s.std,
+                *(s.percentiles[k] for k in pct_keys),
+                s.int_bits,
+            ]
+        )
     return buf.getvalue()
 
 

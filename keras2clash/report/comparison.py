@@ -30,7 +30,7 @@ def error_figures(a: np.ndarray, b: np.ndarray) -> ErrorFigures:
     with np.errstate(invalid="ignore", over="ignore"):
         err = np.abs(np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64))
         err = np.where(np.isnan(err), np.inf, err)
-        return ErrorFigures(max_abs=float(err.max()), mse=float(np.mean(err ** 2)))
+        return ErrorFigures(max_abs=float(err.max()), mse=float(np.mean(err**2)))
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,13 @@ class Comparison:
         """The table's header: accuracy for a classifier, error figures for regression."""
         if self.task != "regression":
             return ("rung", "accuracy", "note")
-        return ("rung", "max |err| vs Keras", "MSE vs Keras", *(("MSE vs targets",) if self.has_targets else ()), "note")
+        return (
+            "rung",
+            "max |err| vs Keras",
+            "MSE vs Keras",
+            *(("MSE vs targets",) if self.has_targets else ()),
+            "note",
+        )
 
     def rows(self) -> list[tuple[str, ...]]:
         """One row per rung (`columns()`), in ladder order."""
@@ -91,15 +97,21 @@ class Comparison:
 
         rows = [
             ("Keras float", pct(self.keras_float_accuracy), "float32 reference"),
-            (f"Keras outputs rounded to {self.format}", pct(self.keras_rounded_accuracy), "the thesis' 'after rounding'"),
+            (
+                f"Keras outputs rounded to {self.format}",
+                pct(self.keras_rounded_accuracy),
+                "the thesis' 'after rounding'",
+            ),
             (f"golden model {self.format}", pct(self.golden_accuracy), "numpy integers, docs/guide/contract.md"),
         ]
         if self.sim_accuracy is not None:
-            rows.append((
-                "Clash simulation",
-                pct(self.sim_accuracy),
-                f"bit-exact vs golden: {self.bit_exact}/{self.samples}",
-            ))
+            rows.append(
+                (
+                    "Clash simulation",
+                    pct(self.sim_accuracy),
+                    f"bit-exact vs golden: {self.bit_exact}/{self.samples}",
+                )
+            )
         return rows
 
     def _regression_rows(self) -> list[tuple[str, ...]]:
@@ -114,11 +126,17 @@ class Comparison:
 
         rows = [
             ("Keras float", *cells(self.keras_float_errors), "float32 reference"),
-            (f"Keras outputs rounded to {self.format}", *cells(self.keras_rounded_errors), "the output resolution alone"),
+            (
+                f"Keras outputs rounded to {self.format}",
+                *cells(self.keras_rounded_errors),
+                "the output resolution alone",
+            ),
             (f"golden model {self.format}", *cells(self.golden_errors), "numpy integers, docs/guide/contract.md"),
         ]
         if self.sim_errors is not None:
-            rows.append(("Clash simulation", *cells(self.sim_errors), f"bit-exact vs golden: {self.bit_exact}/{self.samples}"))
+            rows.append(
+                ("Clash simulation", *cells(self.sim_errors), f"bit-exact vs golden: {self.bit_exact}/{self.samples}")
+            )
         return rows
 
 

@@ -28,9 +28,9 @@ from typing import Any
 
 from keras2clash.errors import K2CError
 from keras2clash.hw.hwmodel import figures
-from keras2clash.hw.resources import HwFigures
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.hw.planner import with_knobs  # noqa: F401  (with_knobs re-exported)
+from keras2clash.hw.resources import HwFigures
 from keras2clash.verify.synth import run_yosys_stats, stat_cells
 
 DSP_TARGETS = {
@@ -51,8 +51,10 @@ def parse_config(text: str, n_layers: int) -> tuple[list[int], list[int]]:
     """`8:1,8:1,5:1` (or `8,8,5`: cycles 1) -> (pes, cycles)."""
     parts = [p.strip() for p in text.split(",") if p.strip()]
     if len(parts) != n_layers:
-        raise K2CError(f"bad --config {text!r}: {len(parts)} value(s), the model has {n_layers} dense/conv2d layer(s); "
-                       "give PE:CYCLES per layer, e.g. 8:1,8:1,5:1")
+        raise K2CError(
+            f"bad --config {text!r}: {len(parts)} value(s), the model has {n_layers} dense/conv2d layer(s); "
+            "give PE:CYCLES per layer, e.g. 8:1,8:1,5:1"
+        )
     pes, cycles = [], []
     for part in parts:
         try:
@@ -115,7 +117,9 @@ class Report:
 def _stat_block(text: str) -> tuple[dict[str, int], dict[str, int]]:
     """(summary figures, cell counts) of the last module in a yosys `stat` report."""
     tail = text.rsplit("===", 1)[-1]
-    summary = {m.group(1).strip(): int(m.group(2)) for m in re.finditer(r"^\s+Number of ([a-z ]+):\s+(\d+)\s*$", tail, re.M)}
+    summary = {
+        m.group(1).strip(): int(m.group(2)) for m in re.finditer(r"^\s+Number of ([a-z ]+):\s+(\d+)\s*$", tail, re.M)
+    }
     return summary, stat_cells(tail) or {}
 
 
@@ -131,11 +135,15 @@ def run_yosys(folder: Path, top: str, dsp: str = "ice40", log_dir: Path | None =
     _, cells = _stat_block(final_text)
     dsps = None if dsp_cell is None else sum(n for name, n in cells.items() if name.startswith(dsp_cell))
     return YosysFigures(
-        target=command, seconds=seconds, mul_cells=coarse_cells.get("$mul", 0),
-        memory_bits=summary.get("memory bits", 0), dsp_blocks=dsps,
+        target=command,
+        seconds=seconds,
+        mul_cells=coarse_cells.get("$mul", 0),
+        memory_bits=summary.get("memory bits", 0),
+        dsp_blocks=dsps,
         luts=sum(n for name, n in cells.items() if "LUT" in name.upper()),
         flip_flops=sum(n for name, n in cells.items() if re.search(r"DFF|^FD[CPRS]E?$", name.upper())),
-        cells=sum(cells.values()), cell_types=cells,
+        cells=sum(cells.values()),
+        cell_types=cells,
     )
 
 
@@ -189,8 +197,8 @@ def config_project(source: Source, plans: Sequence[LayerPlan], out: Path, reuse:
     import shutil
 
     from keras2clash.backend.emitter import write_project
-    from keras2clash.fsutil import atomic_directory
     from keras2clash.backend.project import write_project_data
+    from keras2clash.fsutil import atomic_directory
 
     if source.project is not None and _knobs(source.project.plans) == _knobs(plans):
         return source.project.root
@@ -209,9 +217,18 @@ def _knobs(plans: Sequence[LayerPlan]) -> list[tuple[int, int, int]]:
     return [(p.pe, p.cycles, p.pipeline) for p in plans if p.is_compute]
 
 
-def build_report(source: Source, configs: Sequence[tuple[list[int], list[int]]], *, clock_mhz: float = 100.0,
-                 yosys: bool = True, dsp: str = "ice40", out_dir: Path | None = None, budget: int | None = None,
-                 status: Callable[[str], object] | None = None, reuse_dir: Path | None = None) -> Report:
+def build_report(
+    source: Source,
+    configs: Sequence[tuple[list[int], list[int]]],
+    *,
+    clock_mhz: float = 100.0,
+    yosys: bool = True,
+    dsp: str = "ice40",
+    out_dir: Path | None = None,
+    budget: int | None = None,
+    status: Callable[[str], object] | None = None,
+    reuse_dir: Path | None = None,
+) -> Report:
     from keras2clash.hw.options import config_label
 
     check_dsp(dsp)
@@ -233,10 +250,20 @@ def build_report(source: Source, configs: Sequence[tuple[list[int], list[int]]],
         fig: HwFigures = figures(plans)
         label = config_label(pes, cyc)
         row = ReportRow(
-            label=label, parallelism=pes, cycles=cyc, latency=fig.latency, ii=fig.ii,
-            images_per_second=fig.images_per_second(clock_mhz), multipliers=fig.multipliers, macs=fig.macs,
-            efficiency=fig.efficiency, memory_bits=fig.memory_bits, rom_bits=fig.rom_bits,
-            line_buffer_bits=fig.line_buffer_bits, register_bits=fig.register_bits, fifo_bits=fig.fifo_bits,
+            label=label,
+            parallelism=pes,
+            cycles=cyc,
+            latency=fig.latency,
+            ii=fig.ii,
+            images_per_second=fig.images_per_second(clock_mhz),
+            multipliers=fig.multipliers,
+            macs=fig.macs,
+            efficiency=fig.efficiency,
+            memory_bits=fig.memory_bits,
+            rom_bits=fig.rom_bits,
+            line_buffer_bits=fig.line_buffer_bits,
+            register_bits=fig.register_bits,
+            fifo_bits=fig.fifo_bits,
             balanced=is_balanced,
         )
         if yosys:
@@ -261,8 +288,20 @@ def build_report(source: Source, configs: Sequence[tuple[list[int], list[int]]],
     return Report(source.name, clock_mhz, dsp, rows, time.perf_counter() - t0, notes)
 
 
-HEADER = ["pe:cycles", "latency", "II", "images/s", "multipliers (model)", "$mul (yosys)", "DSP", "LUTs",
-          "flip-flops", "memory bits (model)", "memory bits (yosys)", "MAC eff."]
+HEADER = [
+    "pe:cycles",
+    "latency",
+    "II",
+    "images/s",
+    "multipliers (model)",
+    "$mul (yosys)",
+    "DSP",
+    "LUTs",
+    "flip-flops",
+    "memory bits (model)",
+    "memory bits (yosys)",
+    "MAC eff.",
+]
 
 
 YOSYS_COLUMNS = {"$mul (yosys)", "DSP", "LUTs", "flip-flops", "memory bits (yosys)"}
@@ -285,15 +324,22 @@ def _full_rows(report: Report) -> list[list[str]]:
     for r in report.rows:
         y = r.yosys
         dash = "-"
-        out.append([
-            r.label + (" (budget)" if r.balanced else ""), f"{r.latency:,}", f"{r.ii:,.0f}" if float(r.ii).is_integer() else f"{r.ii:,.2f}",
-            f"{r.images_per_second:,.0f}", f"{r.multipliers:,}",
-            dash if y is None else f"{y.mul_cells:,}",
-            dash if y is None or y.dsp_blocks is None else f"{y.dsp_blocks:,}",
-            dash if y is None else f"{y.luts:,}", dash if y is None else f"{y.flip_flops:,}",
-            f"{r.rom_bits + r.line_buffer_bits + r.fifo_bits:,} (+{r.register_bits:,} reg)",
-            dash if y is None else f"{y.memory_bits:,}", f"{100 * r.efficiency:.1f}%",
-        ])
+        out.append(
+            [
+                r.label + (" (budget)" if r.balanced else ""),
+                f"{r.latency:,}",
+                f"{r.ii:,.0f}" if float(r.ii).is_integer() else f"{r.ii:,.2f}",
+                f"{r.images_per_second:,.0f}",
+                f"{r.multipliers:,}",
+                dash if y is None else f"{y.mul_cells:,}",
+                dash if y is None or y.dsp_blocks is None else f"{y.dsp_blocks:,}",
+                dash if y is None else f"{y.luts:,}",
+                dash if y is None else f"{y.flip_flops:,}",
+                f"{r.rom_bits + r.line_buffer_bits + r.fifo_bits:,} (+{r.register_bits:,} reg)",
+                dash if y is None else f"{y.memory_bits:,}",
+                f"{100 * r.efficiency:.1f}%",
+            ]
+        )
     return out
 
 
@@ -301,33 +347,38 @@ def caption(report: Report) -> str:
     target = DSP_TARGETS[report.dsp][0]
     ys = [r.yosys.seconds for r in report.rows if r.yosys]
     extra = f"; yosys `{target}` {sum(ys):.0f} s" if ys else ""
-    return (f"{report.model}: latency (first input beat accepted -> output) and II (steady state, back to back) "
-            f"in cycles from the exact model; images/s at {report.clock_mhz:g} MHz{extra}")
+    return (
+        f"{report.model}: latency (first input beat accepted -> output) and II (steady state, back to back) "
+        f"in cycles from the exact model; images/s at {report.clock_mhz:g} MHz{extra}"
+    )
 
 
 def to_markdown(report: Report) -> str:
     cols = header(report)
     lines = [caption(report), "", "| " + " | ".join(cols) + " |", "|---|" + "---:|" * (len(cols) - 1)]
     lines += ["| " + " | ".join(row) + " |" for row in table_rows(report)]
-    lines += ["", "memory bits (model): ROM, line buffers and FIFOs (what Yosys infers as memories), plus data registers. "
-              "MAC eff. = MACs / (multipliers x II)."]
+    lines += [
+        "",
+        "memory bits (model): ROM, line buffers and FIFOs (what Yosys infers as memories), plus data registers. "
+        "MAC eff. = MACs / (multipliers x II).",
+    ]
     lines += [f"- {n}" for n in report.notes]
     return "\n".join(lines) + "\n"
 
 
 def render(report: Report, console: Any = None) -> None:
+    from rich import box
     from rich.console import Console
     from rich.table import Table
-
-    from rich import box
 
     console = console or Console()
     # one column per configuration (the figures as rows), so a few configurations fit 80 columns
     table = Table(title=caption(report), box=box.SIMPLE_HEAD)
     table.add_column("figure", no_wrap=True)
     for r in report.rows:
-        table.add_column(r.label + (" *" if r.balanced else ""), justify="right",
-                         style="bold green" if r.balanced else None)
+        table.add_column(
+            r.label + (" *" if r.balanced else ""), justify="right", style="bold green" if r.balanced else None
+        )
     cells = table_rows(report)
     for i, name in enumerate(header(report)[1:], start=1):
         table.add_row(name, *(row[i] for row in cells))
@@ -350,20 +401,35 @@ def plot(report: Report, plans: Sequence[LayerPlan], path: Path, cycles_too: boo
     cycles_too = cycles_too or any(b > 1 for r in report.rows for b in r.cycles)
     space = explore(plans, report.model, cycles_too=cycles_too)
     from matplotlib.ticker import ScalarFormatter
+
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.8))
     for ax, what, flag in ((axes[0], "ii", "pareto_ii"), (axes[1], "latency", "pareto_latency")):
         xs = [o.figures.multipliers for o in space.options]
         ys = [getattr(o.figures, what) for o in space.options]
-        ax.scatter(xs, ys, s=8, color="#bbbbbb",
-                   label=f"{len(xs)} configurations ({'pe and cycles' if cycles_too else 'pe'})")
+        ax.scatter(
+            xs, ys, s=8, color="#bbbbbb", label=f"{len(xs)} configurations ({'pe and cycles' if cycles_too else 'pe'})"
+        )
         front = sorted((o.figures.multipliers, getattr(o.figures, what)) for o in space.options if getattr(o, flag))
-        ax.step([f[0] for f in front], [f[1] for f in front], where="post", color="#2c5aa0", lw=1.5,
-                marker="o", ms=3, label="Pareto front")
+        ax.step(
+            [f[0] for f in front],
+            [f[1] for f in front],
+            where="post",
+            color="#2c5aa0",
+            lw=1.5,
+            marker="o",
+            ms=3,
+            label="Pareto front",
+        )
         for r in report.rows:
             y = r.ii if what == "ii" else r.latency
             ax.scatter([r.multipliers], [y], s=60, color="#d35400" if r.balanced else "#c0392b", zorder=3)
-            ax.annotate(r.label + (" (budget)" if r.balanced else ""), (r.multipliers, y), fontsize=7,
-                        xytext=(4, 4), textcoords="offset points")
+            ax.annotate(
+                r.label + (" (budget)" if r.balanced else ""),
+                (r.multipliers, y),
+                fontsize=7,
+                xytext=(4, 4),
+                textcoords="offset points",
+            )
         for axis, values in ((ax.xaxis, xs), (ax.yaxis, ys)):
             if max(values) > 20 * max(min(values), 1):
                 (ax.set_xscale if axis is ax.xaxis else ax.set_yscale)("log")
@@ -382,8 +448,14 @@ def plot(report: Report, plans: Sequence[LayerPlan], path: Path, cycles_too: boo
 OUTPUT_FILES = ("report.md", "report.json", "report.png")
 
 
-def report_to(source: Source, configs: Sequence[tuple[list[int], list[int]]], out_dir: Path | None, *,
-              force: bool = False, **options: Any) -> Report:
+def report_to(
+    source: Source,
+    configs: Sequence[tuple[list[int], list[int]]],
+    out_dir: Path | None,
+    *,
+    force: bool = False,
+    **options: Any,
+) -> Report:
     """`build_report`, and with `out_dir` its files and the configurations' projects written
     as one whole folder (keras2clash.fsutil: refused if non-empty unless `force`; projects of
     an earlier report there are reused when their knobs match)."""

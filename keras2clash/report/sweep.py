@@ -35,11 +35,11 @@ from typing import Any
 
 import numpy as np
 
-from keras2clash.quant.autoformat import AutoFormats, choose_formats, saturation
 from keras2clash.errors import K2CError
-from keras2clash.quant.formats import FixedFormat, count_saturated, make_format, parse_format
 from keras2clash.hw.plan import LayerFormats, LayerPlan
 from keras2clash.hw.planner import make_plan
+from keras2clash.quant.autoformat import AutoFormats, choose_formats, saturation
+from keras2clash.quant.formats import FixedFormat, count_saturated, make_format, parse_format
 
 DEFAULT_FORMATS = "1,2,3:1,16,17"
 """The thesis' sweep (Table 3): 6 to 34 bits."""
@@ -167,8 +167,16 @@ def _sim(row: SweepRow) -> str:
     return f"{_pct(row.sim_accuracy)} {row.bit_exact}/{row.sim_samples}"
 
 
-HEADER = ["format", "bits", "Keras rounded", "Keras w. rounded", "golden", "sat. params", "sat. acts",
-          "Clash sim, bit-exact"]
+HEADER = [
+    "format",
+    "bits",
+    "Keras rounded",
+    "Keras w. rounded",
+    "golden",
+    "sat. params",
+    "sat. acts",
+    "Clash sim, bit-exact",
+]
 """Keras rounded: float outputs rounded to the output format; Keras w. rounded: float
 inference with weights and biases rounded to their formats; golden: the hardware (golden
 model); sat. params: weights and biases that do not fit; sat. acts: inputs and layer
@@ -178,15 +186,25 @@ model in every output bit / samples."""
 
 def table_rows(result: SweepResult) -> list[list[str]]:
     return [
-        [r.label, str(r.bits), _pct(r.keras_rounded), _pct(r.keras_weights_rounded), _pct(r.golden),
-         str(r.saturated_params), str(r.saturated_values), _sim(r)]
+        [
+            r.label,
+            str(r.bits),
+            _pct(r.keras_rounded),
+            _pct(r.keras_weights_rounded),
+            _pct(r.golden),
+            str(r.saturated_params),
+            str(r.saturated_values),
+            _sim(r),
+        ]
         for r in result.rows
     ]
 
 
 def caption(result: SweepResult) -> str:
-    text = (f"{result.model}: {result.samples} test samples, Keras float accuracy "
-            f"{_pct(result.keras_float)}; sweep {result.seconds:.1f} s")
+    text = (
+        f"{result.model}: {result.samples} test samples, Keras float accuracy "
+        f"{_pct(result.keras_float)}; sweep {result.seconds:.1f} s"
+    )
     if result.calibration:
         text += f"; auto formats calibrated on {result.calibration}"
     return text
@@ -221,15 +239,41 @@ def to_markdown(result: SweepResult) -> str:
 def to_csv(result: SweepResult) -> str:
     buf = io.StringIO()
     writer = csv.writer(buf)
-    writer.writerow(["format", "bits", "uniform", "keras_float", "keras_rounded", "keras_weights_rounded",
-                     "golden", "saturated_params", "saturated_values", "sim_accuracy", "bit_exact",
-                     "sim_samples", "formats"])
+    writer.writerow(
+        [
+            "format",
+            "bits",
+            "uniform",
+            "keras_float",
+            "keras_rounded",
+            "keras_weights_rounded",
+            "golden",
+            "saturated_params",
+            "saturated_values",
+            "sim_accuracy",
+            "bit_exact",
+            "sim_samples",
+            "formats",
+        ]
+    )
     for r in result.rows:
-        writer.writerow([r.label, r.bits, int(r.uniform), result.keras_float, r.keras_rounded,
-                         r.keras_weights_rounded, r.golden, r.saturated_params, r.saturated_values,
-                         "" if r.sim_accuracy is None else r.sim_accuracy,
-                         "" if r.bit_exact is None else r.bit_exact,
-                         "" if r.sim_samples is None else r.sim_samples, r.formats])
+        writer.writerow(
+            [
+                r.label,
+                r.bits,
+                int(r.uniform),
+                result.keras_float,
+                r.keras_rounded,
+                r.keras_weights_rounded,
+                r.golden,
+                r.saturated_params,
+                r.saturated_values,
+                "" if r.sim_accuracy is None else r.sim_accuracy,
+                "" if r.bit_exact is None else r.bit_exact,
+                "" if r.sim_samples is None else r.sim_samples,
+                r.formats,
+            ]
+        )
     return buf.getvalue()
 
 
@@ -247,16 +291,30 @@ def plot(result: SweepResult, path: Path) -> Path:
     if uni:
         bits = [r.bits for r in uni]
         ax.plot(bits, [100 * r.keras_rounded for r in uni], "s--", color="#7f8c8d", label="Keras outputs rounded")
-        ax.plot(bits, [100 * r.keras_weights_rounded for r in uni], "^-.", color="#16a085",
-                label="Keras weights rounded")
+        ax.plot(
+            bits, [100 * r.keras_weights_rounded for r in uni], "^-.", color="#16a085", label="Keras weights rounded"
+        )
         ax.plot(bits, [100 * r.golden for r in uni], "o-", color="#2c5aa0", label="golden model (hardware)")
     if auto:
-        ax.plot([r.bits for r in auto], [100 * r.golden for r in auto], "D", color="#d35400", ms=8,
-                label="golden model, auto formats")
+        ax.plot(
+            [r.bits for r in auto],
+            [100 * r.golden for r in auto],
+            "D",
+            color="#d35400",
+            ms=8,
+            label="golden model, auto formats",
+        )
     sims = [r for r in result.rows if r.bit_exact is not None]
     if sims:
-        ax.plot([r.bits for r in sims], [100 * (r.sim_accuracy or 0) for r in sims], "x", color="#c0392b",
-                ms=11, mew=2, label="Clash simulation")
+        ax.plot(
+            [r.bits for r in sims],
+            [100 * (r.sim_accuracy or 0) for r in sims],
+            "x",
+            color="#c0392b",
+            ms=11,
+            mew=2,
+            label="Clash simulation",
+        )
     ax.set_xlabel("total bits")
     ax.set_ylabel("accuracy (%)")
     ax.set_title(f"{result.model}: accuracy against bit width ({result.samples} test samples)")
@@ -272,8 +330,10 @@ def write_outputs(result: SweepResult, out_dir: Path) -> dict[str, Path]:
     """sweep.md, sweep.csv, sweep.json and sweep.png in `out_dir` (created)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = {kind: out_dir / f"sweep.{ext}" for kind, ext in
-             (("markdown", "md"), ("csv", "csv"), ("json", "json"), ("png", "png"))}
+    paths = {
+        kind: out_dir / f"sweep.{ext}"
+        for kind, ext in (("markdown", "md"), ("csv", "csv"), ("json", "json"), ("png", "png"))
+    }
     paths["markdown"].write_text(to_markdown(result))
     paths["csv"].write_text(to_csv(result))
     paths["json"].write_text(result.to_json() + "\n")
@@ -300,18 +360,24 @@ def evaluate(
     traces: Sequence[Any],
 ) -> SweepRow:
     """One sweep row from precomputed Keras outputs and float traces (no Keras calls)."""
-    from keras2clash.quant import golden
-    from keras2clash.network import plan_network
     from keras2clash.frontend.keras_ref import rounded_classes
+    from keras2clash.network import plan_network
+    from keras2clash.quant import golden
     from keras2clash.quant.profile import float_forward, layer_params
 
-    network = plan_network(ir, choice.default, layer_formats=dict(choice.layers) or None,
-                           input_format=choice.input_fmt, fifos=False)
+    network = plan_network(
+        ir, choice.default, layer_formats=dict(choice.layers) or None, input_format=choice.input_fmt, fifos=False
+    )
     plans, params = network.plans, network.params
     gold = golden.predict(plans, params, golden.quantize_inputs(plans, x))[1]
-    real = {p.name: (p.w_fmt.to_real(params[p.name].kernel).reshape(np.shape(layer_params(ir[p.name])[0])),
-                     p.b_fmt.to_real(params[p.name].bias))
-            for p in plans if p.has_params and p.w_fmt is not None and p.b_fmt is not None}
+    real = {
+        p.name: (
+            p.w_fmt.to_real(params[p.name].kernel).reshape(np.shape(layer_params(ir[p.name])[0])),
+            p.b_fmt.to_real(params[p.name].bias),
+        )
+        for p in plans
+        if p.has_params and p.w_fmt is not None and p.b_fmt is not None
+    }
     w_rounded = np.argmax(float_forward(ir, x, real)[-1].out.reshape(len(x), -1), axis=1)
     sat_params = 0
     for p in plans:
@@ -324,7 +390,9 @@ def evaluate(
     layer_fmts = {p.name: LayerFormats(p.w_fmt, p.b_fmt, p.out_fmt) for p in plans}
     sat = saturation(ir, traces, x, plans[0].in_fmt, layer_fmts)
     return SweepRow(
-        label=choice.label, bits=choice.bits, uniform=choice.uniform,
+        label=choice.label,
+        bits=choice.bits,
+        uniform=choice.uniform,
         keras_rounded=float(np.mean(rounded_classes(keras_out, plans[-1].out_fmt) == y)),
         keras_weights_rounded=float(np.mean(w_rounded == y)),
         golden=float(np.mean(gold == y)),
@@ -362,9 +430,9 @@ def sweep(
     from rich.console import Console
 
     from keras2clash.data import load_dataset
-    from keras2clash.network import load_model
-    from keras2clash.fsutil import atomic_directory, check_writable_target
     from keras2clash.frontend.keras_ref import predict_float
+    from keras2clash.fsutil import atomic_directory, check_writable_target
+    from keras2clash.network import load_model
     from keras2clash.quant.profile import float_forward
 
     err = Console(stderr=True)
@@ -416,14 +484,16 @@ def sweep(
             rows.append(evaluate(ir, choice, x, y, keras_out, traces))
             bar.advance(task)
 
-    to_confirm = [i for i, c in enumerate(choices)
-                  if (c.uniform and c.default in confirm_formats) or c.bits in confirm_widths]
+    to_confirm = [
+        i for i, c in enumerate(choices) if (c.uniform and c.default in confirm_formats) or c.bits in confirm_widths
+    ]
     missing = confirm_widths - {c.bits for c in choices}
     if missing:
         raise K2CError(f"--confirm-bits {','.join(map(str, sorted(missing)))}: no format of that width in the sweep")
 
-    result = SweepResult(keras_model.name, len(x), float(np.mean(np.argmax(keras_out, axis=1) == y)), rows,
-                         0.0, calib_label)
+    result = SweepResult(
+        keras_model.name, len(x), float(np.mean(np.argmax(keras_out, axis=1) == y)), rows, 0.0, calib_label
+    )
 
     def finish(work: Path | None) -> None:
         if to_confirm:
@@ -463,10 +533,18 @@ def _confirm(
         choice, row = choices[i], rows[i]
         target = work / "projects" / choice.label.replace(" ", "_").replace(",", "_")
         err.print(f"confirming {choice.label} in the Clash simulation ({target.name})")
-        project = api.emit(keras_model, choice.default, target, force=True,
-                           layer_formats=dict(choice.layers) or None, input_format=choice.input_fmt)
+        project = api.emit(
+            keras_model,
+            choice.default,
+            target,
+            force=True,
+            layer_formats=dict(choice.layers) or None,
+            input_format=choice.input_fmt,
+        )
         comp = api.simulate(project, data, limit, keras=False, show=False)
         row.sim_accuracy, row.bit_exact, row.sim_samples = comp.sim_accuracy, comp.bit_exact, comp.samples
         if comp.bit_exact != comp.samples:
-            err.print(f"[red]{choice.label}: simulation differs from the golden model on "
-                      f"{comp.samples - (comp.bit_exact or 0)} sample(s)[/red]")
+            err.print(
+                f"[red]{choice.label}: simulation differs from the golden model on "
+                f"{comp.samples - (comp.bit_exact or 0)} sample(s)[/red]"
+            )

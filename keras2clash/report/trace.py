@@ -55,9 +55,14 @@ def error_stats(fixed: np.ndarray, keras: np.ndarray, fmt: FixedFormat, raw: np.
     if err.size == 0:
         return ErrorStats(0.0, 0.0, 0.0, 0.0, 0, 0)
     max_abs = float(err.max())
-    return ErrorStats(max_abs=max_abs, mean_abs=float(err.mean()), mse=float(np.mean(err ** 2)),
-                      max_lsb=max_abs / fmt.resolution,
-                      saturated=int(np.sum((raw == fmt.raw_min) | (raw == fmt.raw_max))), values=int(err.size))
+    return ErrorStats(
+        max_abs=max_abs,
+        mean_abs=float(err.mean()),
+        mse=float(np.mean(err**2)),
+        max_lsb=max_abs / fmt.resolution,
+        saturated=int(np.sum((raw == fmt.raw_min) | (raw == fmt.raw_max))),
+        values=int(err.size),
+    )
 
 
 @dataclass(frozen=True)
@@ -97,8 +102,9 @@ class Trace:
                 return row
         return None
 
-    def plot(self, path: str | Path, *, threshold: float | None = None, metric: str = "max_lsb",
-             force: bool = True) -> Path:
+    def plot(
+        self, path: str | Path, *, threshold: float | None = None, metric: str = "max_lsb", force: bool = True
+    ) -> Path:
         """A PNG of the per-layer error (max and mean absolute error; max error in LSBs with
         the threshold), written whole (a temporary file, then a rename)."""
         from keras2clash.fsutil import write_output_file
@@ -164,13 +170,13 @@ def _num(v: float) -> str:
     return "inf" if not np.isfinite(v) else "0" if v == 0 else f"{v:.3g}"
 
 
-def render(trace: Trace, console: Console | None = None, *, threshold: float | None = None,
-           metric: str = "max_lsb") -> LayerTrace | None:
+def render(
+    trace: Trace, console: Console | None = None, *, threshold: float | None = None, metric: str = "max_lsb"
+) -> LayerTrace | None:
     """Print the per-layer table (how each row maps to Keras as numbered notes below it)
     and, with a threshold, the first layer beyond it (returned)."""
     console = console or Console()
-    table = Table(title=f"{trace.model}: fixed point (golden model = hardware) vs Keras float, "
-                        f"{trace.samples} samples")
+    table = Table(title=f"{trace.model}: fixed point (golden model = hardware) vs Keras float, {trace.samples} samples")
     for column in ("layer", "kind", "Keras", "format", "max |err|", "mean |err|", "MSE", "max LSB", "sat."):
         table.add_column(column, justify="left" if column in ("layer", "kind", "Keras", "format") else "right")
     first = trace.first_divergence(threshold, metric) if threshold is not None else None
@@ -182,19 +188,26 @@ def render(trace: Trace, console: Console | None = None, *, threshold: float | N
             notes.append(row.note)
             name += f" ({len(notes)})"
         cells = [name, row.kind, row.keras_layer or "-", str(row.fmt)]
-        cells += ["-"] * 5 if s is None else [_num(s.max_abs), _num(s.mean_abs), _num(s.mse), _num(s.max_lsb),
-                                              str(s.saturated)]
+        cells += (
+            ["-"] * 5
+            if s is None
+            else [_num(s.max_abs), _num(s.mean_abs), _num(s.mse), _num(s.max_lsb), str(s.saturated)]
+        )
         table.add_row(*cells, style="bold red" if first is not None and row is first else None)
     console.print(table)
     for k, note in enumerate(notes, 1):
         console.print(f"({k}) {note}")
-    console.print("max LSB: the largest error in units of the layer's output LSB (rounding alone: 0.5); "
-                  "sat.: values at the format's limits")
+    console.print(
+        "max LSB: the largest error in units of the layer's output LSB (rounding alone: 0.5); "
+        "sat.: values at the format's limits"
+    )
     if threshold is not None:
         if first is None:
             console.print(f"no layer exceeds {metric} {threshold:g}")
         else:
             assert first.stats is not None
-            console.print(f"[red]first divergence:[/red] layer '{first.name}' ({first.kind}) with {metric} "
-                          f"{_num(first.stats.metric(metric))} > {threshold:g}")
+            console.print(
+                f"[red]first divergence:[/red] layer '{first.name}' ({first.kind}) with {metric} "
+                f"{_num(first.stats.metric(metric))} > {threshold:g}"
+            )
     return first

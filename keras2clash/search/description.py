@@ -98,16 +98,24 @@ class _Reader:
     def opt_int(self, key: str, low: int = 1) -> int | None:
         return self.int(key, low=low) if self.has(key) else None
 
-    def number(self, key: str, default: float | None = None, low: float = 0.0, high: float | None = None,
-               open_low: bool = False) -> float:
+    def number(
+        self,
+        key: str,
+        default: float | None = None,
+        low: float = 0.0,
+        high: float | None = None,
+        open_low: bool = False,
+    ) -> float:
         value = self.data.get(key, default)
         if value is None:
             raise self.fail("required", key)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise self.fail(f"expected a number, got {value!r}", key)
         if value < low or (open_low and value == low) or (high is not None and value > high):
-            raise self.fail(f"{value} out of range ({'>' if open_low else '>='} {low}"
-                            f"{f', <= {high}' if high is not None else ''})", key)
+            raise self.fail(
+                f"{value} out of range ({'>' if open_low else '>='} {low}{f', <= {high}' if high is not None else ''})",
+                key,
+            )
         return float(value)
 
     def opt_number(self, key: str, low: float = 0.0, high: float | None = None) -> float | None:
@@ -138,8 +146,9 @@ class _Reader:
                 raise self.fail(f"expected integers >= {low}, got {v!r}", f"{key}[{i}]")
         return _unique(values, self, key)
 
-    def texts(self, key: str, default: Sequence[str] | None = None,
-              choices: Sequence[str] | None = None) -> tuple[str, ...]:
+    def texts(
+        self, key: str, default: Sequence[str] | None = None, choices: Sequence[str] | None = None
+    ) -> tuple[str, ...]:
         values = self.items(key, default)
         for i, v in enumerate(values):
             if not isinstance(v, str) or (choices is not None and v not in choices):
@@ -152,8 +161,12 @@ class _Reader:
         value = self.data.get(key, default)
         if isinstance(value, int) and not isinstance(value, bool):
             value = [value, value]
-        if (not isinstance(value, Sequence) or isinstance(value, str) or len(value) != 2
-                or any(isinstance(v, bool) or not isinstance(v, int) for v in value)):
+        if (
+            not isinstance(value, Sequence)
+            or isinstance(value, str)
+            or len(value) != 2
+            or any(isinstance(v, bool) or not isinstance(v, int) for v in value)
+        ):
             raise self.fail(f"expected [min, max] (two integers) or one integer, got {value!r}", key)
         lo, hi = value
         if lo < low or hi < lo:
@@ -323,8 +336,9 @@ def load_description(path: str | Path) -> Description:
 def parse_description(text: str, source: str = "<text>", base_dir: Path | None = None) -> Description:
     """A description from its text (`source` names it in errors; `base_dir`: relative data paths)."""
     top = _Reader(source, _parse_text(text, source))
-    top.mapping(("name", "seed", "trials", "population", "data", "training", "networks", "hardware",
-                 "constraints", "goals"))
+    top.mapping(
+        ("name", "seed", "trials", "population", "data", "training", "networks", "hardware", "constraints", "goals")
+    )
     name = top.text("name", "search")
     if not name.replace("-", "").replace("_", "").isalnum():
         raise top.fail(f"{name!r}: letters, digits, - and _ only (it names the study)", "name")
@@ -369,9 +383,12 @@ def _data(r: _Reader, base_dir: Path | None) -> DataSpec:
 
 def _training(r: _Reader) -> TrainingSpec:
     r.mapping(("epochs", "batch_size", "learning_rate", "patience"))
-    return TrainingSpec(epochs=r.int("epochs", 20), batch_size=r.int("batch_size", 32),
-                        learning_rate=r.number("learning_rate", 0.003, high=10.0, open_low=True),
-                        patience=r.int("patience", 0, low=0))
+    return TrainingSpec(
+        epochs=r.int("epochs", 20),
+        batch_size=r.int("batch_size", 32),
+        learning_rate=r.number("learning_rate", 0.003, high=10.0, open_low=True),
+        patience=r.int("patience", 0, low=0),
+    )
 
 
 def _networks(r: _Reader) -> dict[str, NetworkSpace]:
@@ -387,31 +404,64 @@ def _networks(r: _Reader) -> dict[str, NetworkSpace]:
 
 def _dense(r: _Reader) -> DenseSpace:
     r.mapping(("layers", "units", "activations", "base"))
-    space = DenseSpace(layers=r.range("layers", [1, 2]), units=r.ints("units", [16, 32]),
-                       activations=r.texts("activations", ["relu"], ACTIVATIONS))
-    base = _base(r.sub("base"), {"layers": space.units, "activation": space.activations},
-                 lambda b: len(b["layers"]), space.layers, "layers")
+    space = DenseSpace(
+        layers=r.range("layers", [1, 2]),
+        units=r.ints("units", [16, 32]),
+        activations=r.texts("activations", ["relu"], ACTIVATIONS),
+    )
+    base = _base(
+        r.sub("base"),
+        {"layers": space.units, "activation": space.activations},
+        lambda b: len(b["layers"]),
+        space.layers,
+        "layers",
+    )
     return DenseSpace(space.layers, space.units, space.activations, base)
 
 
 def _cnn(r: _Reader) -> CnnSpace:
     r.mapping(("conv_layers", "filters", "kernel_sizes", "pooling", "dense_layers", "units", "activations", "base"))
-    space = CnnSpace(conv_layers=r.range("conv_layers", [1, 2], low=1), filters=r.ints("filters", [4, 8]),
-                     kernel_sizes=r.ints("kernel_sizes", [3]), pooling=r.texts("pooling", ["max"], POOLINGS),
-                     dense_layers=r.range("dense_layers", [0, 0]), units=r.ints("units", [16]),
-                     activations=r.texts("activations", ["relu"], ACTIVATIONS))
-    base = _base(r.sub("base"), {"conv": space.filters, "kernel": space.kernel_sizes, "pool": space.pooling,
-                                 "dense": space.units, "activation": space.activations},
-                 lambda b: len(b["conv"]), space.conv_layers, "conv")
+    space = CnnSpace(
+        conv_layers=r.range("conv_layers", [1, 2], low=1),
+        filters=r.ints("filters", [4, 8]),
+        kernel_sizes=r.ints("kernel_sizes", [3]),
+        pooling=r.texts("pooling", ["max"], POOLINGS),
+        dense_layers=r.range("dense_layers", [0, 0]),
+        units=r.ints("units", [16]),
+        activations=r.texts("activations", ["relu"], ACTIVATIONS),
+    )
+    base = _base(
+        r.sub("base"),
+        {
+            "conv": space.filters,
+            "kernel": space.kernel_sizes,
+            "pool": space.pooling,
+            "dense": space.units,
+            "activation": space.activations,
+        },
+        lambda b: len(b["conv"]),
+        space.conv_layers,
+        "conv",
+    )
     if base and not space.dense_layers[0] <= len(base.get("dense", ())) <= space.dense_layers[1]:
-        raise r.sub("base").fail(f"{len(base.get('dense', ()))} dense layers, outside dense_layers "
-                                 f"{list(space.dense_layers)}", "dense")
-    return CnnSpace(space.conv_layers, space.filters, space.kernel_sizes, space.pooling, space.dense_layers,
-                    space.units, space.activations, base)
+        raise r.sub("base").fail(
+            f"{len(base.get('dense', ()))} dense layers, outside dense_layers {list(space.dense_layers)}", "dense"
+        )
+    return CnnSpace(
+        space.conv_layers,
+        space.filters,
+        space.kernel_sizes,
+        space.pooling,
+        space.dense_layers,
+        space.units,
+        space.activations,
+        base,
+    )
 
 
-def _base(r: _Reader, choices: Mapping[str, Sequence[Any]], depth, bounds: tuple[int, int],
-          depth_key: str) -> dict[str, Any]:
+def _base(
+    r: _Reader, choices: Mapping[str, Sequence[Any]], depth, bounds: tuple[int, int], depth_key: str
+) -> dict[str, Any]:
     """The base design: every value must be one the space can sample (it is enqueued as the
     first trial; a value outside the choices would silently be replaced)."""
     if not r.data:
@@ -463,15 +513,19 @@ def _hardware(r: _Reader) -> HardwareSpace:
     elif r.has("budgets"):
         raise r.fail("budgets are for knobs: balanced (knobs: search takes parallelism and cycles)", "budgets")
     return HardwareSpace(
-        formats=_unique(formats, r, "formats"), per_layer_formats=per_layer, knobs=knobs,
-        parallelism=r.ints("parallelism", [1]), cycles=r.ints("cycles", [1]), budgets=budgets,
-        pipeline=r.ints("pipeline", [2], low=0), softmax=r.text("softmax", "argmax", SOFTMAX),
+        formats=_unique(formats, r, "formats"),
+        per_layer_formats=per_layer,
+        knobs=knobs,
+        parallelism=r.ints("parallelism", [1]),
+        cycles=r.ints("cycles", [1]),
+        budgets=budgets,
+        pipeline=r.ints("pipeline", [2], low=0),
+        softmax=r.text("softmax", "argmax", SOFTMAX),
     )
 
 
 def _constraints(r: _Reader) -> Constraints:
-    r.mapping(("device", "multipliers", "memory_bits", "latency", "ii", "images_per_second", "clock_mhz",
-               "accuracy"))
+    r.mapping(("device", "multipliers", "memory_bits", "latency", "ii", "images_per_second", "clock_mhz", "accuracy"))
     device = r.text("device") if r.has("device") else None
     multipliers = r.opt_int("multipliers")
     if device is not None:
@@ -482,10 +536,16 @@ def _constraints(r: _Reader) -> Constraints:
         except K2CError as exc:
             raise r.fail(str(exc), "device") from None
         multipliers = budget if multipliers is None else min(multipliers, budget)
-    return Constraints(multipliers=multipliers, memory_bits=r.opt_int("memory_bits"), latency=r.opt_int("latency"),
-                       ii=r.opt_number("ii"), images_per_second=r.opt_number("images_per_second"),
-                       accuracy=r.opt_number("accuracy", high=1.0),
-                       clock_mhz=r.number("clock_mhz", 100.0, open_low=True), device=device)
+    return Constraints(
+        multipliers=multipliers,
+        memory_bits=r.opt_int("memory_bits"),
+        latency=r.opt_int("latency"),
+        ii=r.opt_number("ii"),
+        images_per_second=r.opt_number("images_per_second"),
+        accuracy=r.opt_number("accuracy", high=1.0),
+        clock_mhz=r.number("clock_mhz", 100.0, open_low=True),
+        device=device,
+    )
 
 
 def _goals(r: _Reader) -> Goals:

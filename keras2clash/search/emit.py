@@ -23,7 +23,13 @@ import numpy as np
 
 from keras2clash.errors import K2CError
 from keras2clash.search.evaluate import (
-    Evaluation, golden_accuracy, hardware_figures, load_data, plan_candidate, plan_options, publish,
+    Evaluation,
+    golden_accuracy,
+    hardware_figures,
+    load_data,
+    plan_candidate,
+    plan_options,
+    publish,
     trained_network,
 )
 from keras2clash.search.space import candidate_from_params
@@ -43,8 +49,12 @@ class EmitResult:
     @property
     def confirmed(self) -> bool:
         c = self.comparison
-        return (c is not None and c.bit_exact == c.samples and c.first_latency == self.evaluation.latency
-                and c.interval == self.model_interval)
+        return (
+            c is not None
+            and c.bit_exact == c.samples
+            and c.first_latency == self.evaluation.latency
+            and c.interval == self.model_interval
+        )
 
 
 def _trial(folder: Any, number: int) -> Any:
@@ -58,8 +68,10 @@ def _trial(folder: Any, number: int) -> Any:
     t = trials[number]
     ev = t.user_attrs.get("evaluation")
     if t.state.name != "COMPLETE" or not ev:
-        raise K2CError(f"trial {number} did not finish (state {t.state.name}); choose a finished one "
-                       f"('keras2clash search show {folder.root}')")
+        raise K2CError(
+            f"trial {number} did not finish (state {t.state.name}); choose a finished one "
+            f"('keras2clash search show {folder.root}')"
+        )
     if not ev.get("trained"):
         broken = ", ".join(f"{k} +{100 * v:.0f}%" for k, v in ev.get("violations", {}).items() if v > 0)
         raise K2CError(f"trial {number} was not trained: its hardware breaks the constraints ({broken})")
@@ -83,8 +95,16 @@ def test_data_file(root: Path, template: str, data: Any) -> Path:
     return path
 
 
-def emit(root: str | Path, number: int, out: str | Path, *, force: bool = False, simulate: bool = False,
-         limit: int | None = None, storage: str | None = None) -> EmitResult:
+def emit(
+    root: str | Path,
+    number: int,
+    out: str | Path,
+    *,
+    force: bool = False,
+    simulate: bool = False,
+    limit: int | None = None,
+    storage: str | None = None,
+) -> EmitResult:
     """Emit trial `number` of the search in `root` to `out` (and simulate it)."""
     from keras2clash import api
     from keras2clash.fsutil import check_writable_target
@@ -112,9 +132,11 @@ def emit(root: str | Path, number: int, out: str | Path, *, force: bool = False,
     measured = (fig.multipliers, float(fig.ii), int(fig.latency), accuracy)
     recorded = (ev.multipliers, ev.ii, ev.latency, ev.test_accuracy)
     if measured != recorded:
-        raise K2CError(f"trial {number} re-planned gives multipliers, II, latency, test accuracy {measured}, "
-                       f"the search recorded {recorded}" + ("" if cached else " (the network was trained again: "
-                                                             "is the training deterministic on this machine?)"))
+        raise K2CError(
+            f"trial {number} re-planned gives multipliers, II, latency, test accuracy {measured}, "
+            f"the search recorded {recorded}"
+            + ("" if cached else " (the network was trained again: is the training deterministic on this machine?)")
+        )
     path = test_data_file(folder.root, template, data)
     api.emit(model, plan_options(candidate, network.graph), out, force=force, show=False)
     result = EmitResult(number, out, path, ev, not cached)

@@ -73,8 +73,9 @@ def load_data(spec: DataSpec, seed: int) -> SearchData:
 
         digits = load_digits()
         x = (digits.images / 16.0).astype(np.float32)[..., None]
-        x_tr, x_te, y_tr, y_te = train_test_split(x, digits.target, test_size=0.2, stratify=digits.target,
-                                                  random_state=DIGITS_SPLIT_SEED)
+        x_tr, x_te, y_tr, y_te = train_test_split(
+            x, digits.target, test_size=0.2, stratify=digits.target, random_state=DIGITS_SPLIT_SEED
+        )
     else:
         assert spec.train is not None and spec.test is not None
         train, test = read_npz(spec.train, "training data"), read_npz(spec.test, "test data")
@@ -91,8 +92,9 @@ def load_data(spec: DataSpec, seed: int) -> SearchData:
         splitter = StratifiedKFold(spec.folds, shuffle=True, random_state=seed)
         folds = tuple((fit, held) for fit, held in splitter.split(x_tr.reshape(len(x_tr), -1), y_tr))
         return SearchData(x_tr, y_tr, x_tr[:0], y_tr[:0], x_te, y_te, classes, folds)
-    x_fit, x_val, y_fit, y_val = train_test_split(x_tr, y_tr, test_size=spec.validation, stratify=y_tr,
-                                                  random_state=seed)
+    x_fit, x_val, y_fit, y_val = train_test_split(
+        x_tr, y_tr, test_size=spec.validation, stratify=y_tr, random_state=seed
+    )
     return SearchData(x_fit, y_fit, x_val, y_val, x_te, y_te, classes)
 
 
@@ -118,15 +120,19 @@ def plan_options(candidate: Candidate, graph: Any) -> DesignOptions:
     hw = candidate.hardware
     layers = compute_layers(graph)
     fmts = hw.formats
-    layer_formats = ({layer.name: LayerFormats(f, f, f) for layer, f in zip(layers, fmts)}
-                     if len(set(fmts)) > 1 else None)
+    layer_formats = (
+        {layer.name: LayerFormats(f, f, f) for layer, f in zip(layers, fmts)} if len(set(fmts)) > 1 else None
+    )
     design = DesignOptions.of(fmts[0], pipeline=hw.pipeline, softmax=hw.softmax, layer_formats=layer_formats)
     if hw.budget is not None:
         return replace(design, dsp_budget=hw.budget)
     plans = [p for p in make_plan(graph, fmts[0]) if p.is_compute]
     assert hw.parallelism is not None and hw.cycles is not None
-    return replace(design, parallelism=tuple(min(pe, p.filters) for pe, p in zip(hw.parallelism, plans)),
-                   cycles=tuple(min(c, p.window) for c, p in zip(hw.cycles, plans)))
+    return replace(
+        design,
+        parallelism=tuple(min(pe, p.filters) for pe, p in zip(hw.parallelism, plans)),
+        cycles=tuple(min(c, p.window) for c, p in zip(hw.cycles, plans)),
+    )
 
 
 def hardware_figures(network: Any) -> HwFigures:
@@ -139,9 +145,16 @@ def hardware_figures(network: Any) -> HwFigures:
 # --- training ----------------------------------------------------------------------------
 
 
-def train(spec: NetworkSpec, data: SearchData, training: TrainingSpec, seed: int, *,
-          fit: np.ndarray | None = None, held: np.ndarray | None = None,
-          epochs: int | None = None) -> tuple[Any, int]:
+def train(
+    spec: NetworkSpec,
+    data: SearchData,
+    training: TrainingSpec,
+    seed: int,
+    *,
+    fit: np.ndarray | None = None,
+    held: np.ndarray | None = None,
+    epochs: int | None = None,
+) -> tuple[Any, int]:
     """A freshly trained model of `spec` and the epochs it ran (deterministic for a seed:
     `keras.utils.set_random_seed`, CPU). It trains on `x_train` (or its rows `fit`), with
     early stopping on the validation split (or the rows `held`) when `patience` is set and
@@ -150,8 +163,11 @@ def train(spec: NetworkSpec, data: SearchData, training: TrainingSpec, seed: int
 
     keras.utils.set_random_seed(seed)
     model = build_model(spec, data.input_shape(spec.template), data.classes)
-    model.compile(optimizer=keras.optimizers.Adam(training.learning_rate),
-                  loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    model.compile(
+        optimizer=keras.optimizers.Adam(training.learning_rate),
+        loss="sparse_categorical_crossentropy",
+        metrics=["accuracy"],
+    )
     x = data.shaped(data.x_train, spec.template)
     y = data.y_train
     x_fit, y_fit = (x, y) if fit is None else (x[fit], y[fit])
@@ -159,11 +175,19 @@ def train(spec: NetworkSpec, data: SearchData, training: TrainingSpec, seed: int
     validation = None
     if training.patience and epochs is None:
         x_held, y_held = (data.shaped(data.x_val, spec.template), data.y_val) if held is None else (x[held], y[held])
-        callbacks.append(keras.callbacks.EarlyStopping(monitor="val_loss", patience=training.patience,
-                                                       restore_best_weights=True))
+        callbacks.append(
+            keras.callbacks.EarlyStopping(monitor="val_loss", patience=training.patience, restore_best_weights=True)
+        )
         validation = (x_held, y_held)
-    history = model.fit(x_fit, y_fit, epochs=epochs or training.epochs, batch_size=training.batch_size,
-                        validation_data=validation, callbacks=callbacks, verbose=0)
+    history = model.fit(
+        x_fit,
+        y_fit,
+        epochs=epochs or training.epochs,
+        batch_size=training.batch_size,
+        validation_data=validation,
+        callbacks=callbacks,
+        verbose=0,
+    )
     ran = len(history.history["loss"])
     if callbacks and callbacks[0].stopped_epoch:  # the best weights are those of an earlier epoch
         ran = max(1, ran - training.patience)
@@ -203,8 +227,9 @@ def _save(model: Any, path: Path) -> None:
             os.unlink(tmp)
 
 
-def trained_network(spec: NetworkSpec, data: SearchData, training: TrainingSpec, seed: int,
-                    models_dir: Path | None) -> TrainedNetwork:
+def trained_network(
+    spec: NetworkSpec, data: SearchData, training: TrainingSpec, seed: int, models_dir: Path | None
+) -> TrainedNetwork:
     """The trained models of a network: from `models_dir` if a candidate with the same
     network trained them already (`<key>.json` is written last: its presence says every
     model is there), else trained now and saved there."""
@@ -284,14 +309,19 @@ class Evaluation:
         return asdict(self)
 
 
-def violations(fig: HwFigures, clock_mhz: float, limits: Constraints, accuracy: float | None = None) -> dict[str, float]:
+def violations(
+    fig: HwFigures, clock_mhz: float, limits: Constraints, accuracy: float | None = None
+) -> dict[str, float]:
     """Each constraint's relative excess (`value / limit - 1` for a maximum, the other way
     for a minimum): <= 0 is met. NSGA-II ranks feasible candidates first and infeasible
     ones by their total excess (optuna's constraints_func)."""
     out: dict[str, float] = {}
-    for name, value, limit in (("multipliers", fig.multipliers, limits.multipliers),
-                               ("memory_bits", fig.memory_bits, limits.memory_bits),
-                               ("latency", fig.latency, limits.latency), ("ii", fig.ii, limits.ii)):
+    for name, value, limit in (
+        ("multipliers", fig.multipliers, limits.multipliers),
+        ("memory_bits", fig.memory_bits, limits.memory_bits),
+        ("latency", fig.latency, limits.latency),
+        ("ii", fig.ii, limits.ii),
+    ):
         if limit is not None:
             out[name] = value / limit - 1.0
     if limits.images_per_second is not None:
@@ -313,11 +343,20 @@ def evaluate(candidate: Candidate, desc: Description, data: SearchData, models_d
     network = plan_candidate(candidate, untrained)
     fig = hardware_figures(network)
     clock = desc.constraints.clock_mhz
-    ev = Evaluation(network=spec.describe(), hardware=candidate.hardware.describe(), model_key=spec.key,
-                    parallelism=list(fig.parallelism), cycles=list(fig.cycles), multipliers=fig.multipliers,
-                    ii=float(fig.ii), latency=int(fig.latency), memory_bits=int(fig.memory_bits),
-                    efficiency=float(fig.efficiency), images_per_second=float(fig.images_per_second(clock)),
-                    violations=violations(fig, clock, desc.constraints))
+    ev = Evaluation(
+        network=spec.describe(),
+        hardware=candidate.hardware.describe(),
+        model_key=spec.key,
+        parallelism=list(fig.parallelism),
+        cycles=list(fig.cycles),
+        multipliers=fig.multipliers,
+        ii=float(fig.ii),
+        latency=int(fig.latency),
+        memory_bits=int(fig.memory_bits),
+        efficiency=float(fig.efficiency),
+        images_per_second=float(fig.images_per_second(clock)),
+        violations=violations(fig, clock, desc.constraints),
+    )
     if ev.feasible:
         net = trained_network(spec, data, desc.training, desc.seed, models_dir)
         ev.epochs, ev.cached = net.epochs[-1], net.cached
@@ -327,8 +366,10 @@ def evaluate(candidate: Candidate, desc: Description, data: SearchData, models_d
         ev.trained = True
         x = data.shaped(data.x_train, spec.template)
         if data.folds:  # every training image, predicted by the fold model that did not train on it
-            right = sum(golden_accuracy(plan_candidate(candidate, m), x[held], data.y_train[held]) * len(held)
-                        for m, (_, held) in zip(net.folds, data.folds))
+            right = sum(
+                golden_accuracy(plan_candidate(candidate, m), x[held], data.y_train[held]) * len(held)
+                for m, (_, held) in zip(net.folds, data.folds)
+            )
             ev.accuracy = float(right / len(x))
         else:
             ev.accuracy = golden_accuracy(trained, data.shaped(data.x_val, spec.template), data.y_val)

@@ -55,8 +55,10 @@ class SearchResults:
         every feasible trained candidate, highest fitness first."""
         if self.objectives == ["fitness"]:
             return sorted((r for r in self.rows if r.usable), key=lambda r: (-r.fitness, r.number))
-        return sorted((r for r in self.rows if r.best), key=lambda r: (-r.evaluation.accuracy, r.evaluation.multipliers,
-                                                                      r.evaluation.ii, r.number))
+        return sorted(
+            (r for r in self.rows if r.best),
+            key=lambda r: (-r.evaluation.accuracy, r.evaluation.multipliers, r.evaluation.ii, r.number),
+        )
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -66,9 +68,15 @@ class SearchResults:
         return out
 
     def to_json(self) -> str:
-        data = {"name": self.name, "storage": self.storage, "objectives": self.objectives,
-                "clock_mhz": self.clock_mhz, "counts": self.counts(),
-                "best": [r.number for r in self.best], "trials": [asdict(r) for r in self.rows]}
+        data = {
+            "name": self.name,
+            "storage": self.storage,
+            "objectives": self.objectives,
+            "clock_mhz": self.clock_mhz,
+            "counts": self.counts(),
+            "best": [r.number for r in self.best],
+            "trials": [asdict(r) for r in self.rows],
+        }
         return json.dumps(data, indent=2)
 
 
@@ -103,8 +111,16 @@ def collect(folder: SearchFolder, desc: Description) -> SearchResults:
     for t in study.get_trials(deepcopy=False):
         data = t.user_attrs.get("evaluation")
         ev = Evaluation(**data) if data else None
-        rows.append(TrialRow(t.number, t.state.name, bool(t.user_attrs.get("base")), dict(t.params), ev,
-                             fitness(ev, desc.goals) if ev is not None and desc.goals.weights else None))
+        rows.append(
+            TrialRow(
+                t.number,
+                t.state.name,
+                bool(t.user_attrs.get("base")),
+                dict(t.params),
+                ev,
+                fitness(ev, desc.goals) if ev is not None and desc.goals.weights else None,
+            )
+        )
     usable = [r for r in rows if r.usable]
     if desc.goals.pareto:
         points = [[oriented(r.evaluation, m) for m in desc.goals.pareto] for r in usable]
@@ -117,12 +133,35 @@ def collect(folder: SearchFolder, desc: Description) -> SearchResults:
     return SearchResults(desc.name, folder.storage, list(desc.goals.objectives), rows, desc.constraints.clock_mhz)
 
 
-HEADER = ["trial", "network", "format", "pe:cycles", "pipe", "mult.", "II", "latency", "images/s", "memory bits",
-          "accuracy (val./CV)", "accuracy (test)", "Keras (test)"]
+HEADER = [
+    "trial",
+    "network",
+    "format",
+    "pe:cycles",
+    "pipe",
+    "mult.",
+    "II",
+    "latency",
+    "images/s",
+    "memory bits",
+    "accuracy (val./CV)",
+    "accuracy (test)",
+    "Keras (test)",
+]
 """accuracy: the golden model (the hardware, bit for bit) at the candidate's formats on the
 validation split or cross-validation (what the search selects on) and on the test set;
 Keras: float, test set."""
-TERMINAL = ("trial", "network", "format", "pe:cycles", "mult.", "II", "images/s", "accuracy (val./CV)", "accuracy (test)")
+TERMINAL = (
+    "trial",
+    "network",
+    "format",
+    "pe:cycles",
+    "mult.",
+    "II",
+    "images/s",
+    "accuracy (val./CV)",
+    "accuracy (test)",
+)
 """The columns `render` shows (a terminal is narrower than a markdown table)."""
 
 
@@ -136,19 +175,34 @@ def table_rows(rows: Sequence[TrialRow]) -> list[list[str]]:
         ev = r.evaluation
         assert ev is not None
         fmt, _, pipe = (part.strip() for part in ev.hardware.split(";"))
-        out.append([f"{r.number}{' (base)' if r.base else ''}", ev.network, fmt,
-                    ",".join(f"{p}:{c}" for p, c in zip(ev.parallelism, ev.cycles)), pipe.replace("pipeline ", ""),
-                    str(ev.multipliers), f"{ev.ii:g}", str(ev.latency), f"{ev.images_per_second:,.0f}",
-                    f"{ev.memory_bits:,}", _pct(ev.accuracy), _pct(ev.test_accuracy), _pct(ev.keras_accuracy)])
+        out.append(
+            [
+                f"{r.number}{' (base)' if r.base else ''}",
+                ev.network,
+                fmt,
+                ",".join(f"{p}:{c}" for p, c in zip(ev.parallelism, ev.cycles)),
+                pipe.replace("pipeline ", ""),
+                str(ev.multipliers),
+                f"{ev.ii:g}",
+                str(ev.latency),
+                f"{ev.images_per_second:,.0f}",
+                f"{ev.memory_bits:,}",
+                _pct(ev.accuracy),
+                _pct(ev.test_accuracy),
+                _pct(ev.keras_accuracy),
+            ]
+        )
     return out
 
 
 def caption(res: SearchResults) -> str:
     c = res.counts()
     what = "Pareto front of " + ", ".join(res.objectives) if res.objectives != ["fitness"] else "by fitness"
-    return (f"search {res.name}: {c.get('COMPLETE', 0)} finished trials ({c['feasible']} trained within the "
-            f"constraints, {c.get('FAIL', 0)} failed, {c.get('RUNNING', 0)} running); {what}; images/s at "
-            f"{res.clock_mhz:g} MHz")
+    return (
+        f"search {res.name}: {c.get('COMPLETE', 0)} finished trials ({c['feasible']} trained within the "
+        f"constraints, {c.get('FAIL', 0)} failed, {c.get('RUNNING', 0)} running); {what}; images/s at "
+        f"{res.clock_mhz:g} MHz"
+    )
 
 
 def render(res: SearchResults, console: Any = None, limit: int = 15) -> None:
@@ -183,30 +237,62 @@ def plot(res: SearchResults, path: Path) -> Path:
     usable = [r for r in res.rows if r.usable]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.6), sharey=True)
     colours = {"dense": "#2c5aa0", "cnn": "#d35400"}
-    for ax, metric, label, sign in ((axes[0], "multipliers", "multipliers", -1),
-                                    (axes[1], "images_per_second", f"images/s at {res.clock_mhz:g} MHz", 1)):
+    for ax, metric, label, sign in (
+        (axes[0], "multipliers", "multipliers", -1),
+        (axes[1], "images_per_second", f"images/s at {res.clock_mhz:g} MHz", 1),
+    ):
         for template, colour in colours.items():
             pts = [r for r in usable if r.evaluation.network.startswith(template)]
             if pts:
-                ax.scatter([r.evaluation.value(metric) for r in pts], [100 * r.evaluation.accuracy for r in pts],
-                           s=18, color=colour, alpha=0.45, label=f"{template} candidates")
+                ax.scatter(
+                    [r.evaluation.value(metric) for r in pts],
+                    [100 * r.evaluation.accuracy for r in pts],
+                    s=18,
+                    color=colour,
+                    alpha=0.45,
+                    label=f"{template} candidates",
+                )
         idx = front([[sign * r.evaluation.value(metric), r.evaluation.accuracy] for r in usable])
         points: dict[tuple[float, float], TrialRow] = {}  # one label per point: the first trial there
         for r in sorted((usable[i] for i in idx), key=lambda r: r.number):
             points.setdefault((r.evaluation.value(metric), r.evaluation.accuracy), r)
         members = sorted(points.values(), key=lambda r: r.evaluation.value(metric))
         if members:
-            ax.step([r.evaluation.value(metric) for r in members], [100 * r.evaluation.accuracy for r in members],
-                    where="post" if sign < 0 else "pre", color="black", lw=1.2, label="Pareto front")
-            ax.scatter([r.evaluation.value(metric) for r in members], [100 * r.evaluation.accuracy for r in members],
-                       s=40, facecolors="none", edgecolors="black")
+            ax.step(
+                [r.evaluation.value(metric) for r in members],
+                [100 * r.evaluation.accuracy for r in members],
+                where="post" if sign < 0 else "pre",
+                color="black",
+                lw=1.2,
+                label="Pareto front",
+            )
+            ax.scatter(
+                [r.evaluation.value(metric) for r in members],
+                [100 * r.evaluation.accuracy for r in members],
+                s=40,
+                facecolors="none",
+                edgecolors="black",
+            )
             for r in members:
-                ax.annotate(str(r.number), (r.evaluation.value(metric), 100 * r.evaluation.accuracy), fontsize=7,
-                            xytext=(3, -9), textcoords="offset points")
+                ax.annotate(
+                    str(r.number),
+                    (r.evaluation.value(metric), 100 * r.evaluation.accuracy),
+                    fontsize=7,
+                    xytext=(3, -9),
+                    textcoords="offset points",
+                )
         bases = [r for r in usable if r.base]
         if bases:
-            ax.scatter([r.evaluation.value(metric) for r in bases], [100 * r.evaluation.accuracy for r in bases],
-                       marker="s", s=60, facecolors="none", edgecolors="#c0392b", lw=1.5, label="base designs")
+            ax.scatter(
+                [r.evaluation.value(metric) for r in bases],
+                [100 * r.evaluation.accuracy for r in bases],
+                marker="s",
+                s=60,
+                facecolors="none",
+                edgecolors="#c0392b",
+                lw=1.5,
+                label="base designs",
+            )
         if metric == "images_per_second":
             ax.set_xscale("log")
         ax.set_xlabel(label)
@@ -221,8 +307,11 @@ def plot(res: SearchResults, path: Path) -> Path:
         axes[0].set_ylim(low - 1, max(accs) + 1)
     axes[1].legend(loc="lower left", fontsize=8)
     c = res.counts()
-    fig.suptitle(f"search {res.name}: {c['feasible']} trained candidates within the constraints, of "
-                 f"{c.get('COMPLETE', 0)} finished trials; fronts numbered by trial", fontsize=10)
+    fig.suptitle(
+        f"search {res.name}: {c['feasible']} trained candidates within the constraints, of "
+        f"{c.get('COMPLETE', 0)} finished trials; fronts numbered by trial",
+        fontsize=10,
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

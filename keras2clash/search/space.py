@@ -46,8 +46,10 @@ class NetworkSpec:
         return hashlib.sha1(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:12]
 
     def describe(self) -> str:
-        parts = [f"conv{f}k{k}{'' if p == 'none' else '+' + p + 'pool'}"
-                 for f, k, p in zip(self.conv, self.kernels, self.pools)]
+        parts = [
+            f"conv{f}k{k}{'' if p == 'none' else '+' + p + 'pool'}"
+            for f, k, p in zip(self.conv, self.kernels, self.pools)
+        ]
         parts += [f"d{u}" for u in self.dense]
         return f"{self.template}: {'-'.join(parts + ['out'])} {self.activation}"
 
@@ -66,8 +68,11 @@ class HardwareSpec:
     def describe(self) -> str:
         fmts = sorted({str(f) for f in self.formats})
         fmt = fmts[0] if len(fmts) == 1 else "/".join(str(f) for f in self.formats)
-        knobs = f"budget {self.budget}" if self.budget is not None else "pe:cycles " + ",".join(
-            f"{p}:{c}" for p, c in zip(self.parallelism or (), self.cycles or ()))
+        knobs = (
+            f"budget {self.budget}"
+            if self.budget is not None
+            else "pe:cycles " + ",".join(f"{p}:{c}" for p, c in zip(self.parallelism or (), self.cycles or ()))
+        )
         return f"{fmt}; {knobs}; pipeline {self.pipeline}"
 
 
@@ -102,12 +107,12 @@ def sample(trial: Any, desc: Description) -> Candidate:
         chosen = [trial.suggest_categorical(f"hw.format_{i}", fmt_texts) for i in range(n)]
     else:
         chosen = [trial.suggest_categorical("hw.format", fmt_texts)] * n
-    formats = tuple(parse_format(t) for t in chosen[:network.compute_layers])
+    formats = tuple(parse_format(t) for t in chosen[: network.compute_layers])
     pes = cycles = budget = None
     if hw.knobs == "search":
         pes = tuple(trial.suggest_categorical(f"hw.pe_{i}", list(hw.parallelism)) for i in range(n))
         cycles = tuple(trial.suggest_categorical(f"hw.cycles_{i}", list(hw.cycles)) for i in range(n))
-        pes, cycles = pes[:network.compute_layers], cycles[:network.compute_layers]
+        pes, cycles = pes[: network.compute_layers], cycles[: network.compute_layers]
     else:
         budget = trial.suggest_categorical("hw.budget", list(hw.budgets))
     pipeline = trial.suggest_categorical("hw.pipeline", list(hw.pipeline))
@@ -122,14 +127,21 @@ def _sample_network(trial: Any, kind: str, space: DenseSpace | CnnSpace) -> Netw
         return NetworkSpec("dense", dense=tuple(units[:depth]), activation=act)
     convs = trial.suggest_int("cnn.conv_layers", *space.conv_layers)
     filters = [trial.suggest_categorical(f"cnn.filters_{i}", list(space.filters)) for i in range(space.conv_layers[1])]
-    kernels = [trial.suggest_categorical(f"cnn.kernel_{i}", list(space.kernel_sizes))
-               for i in range(space.conv_layers[1])]
+    kernels = [
+        trial.suggest_categorical(f"cnn.kernel_{i}", list(space.kernel_sizes)) for i in range(space.conv_layers[1])
+    ]
     pools = [trial.suggest_categorical(f"cnn.pool_{i}", list(space.pooling)) for i in range(space.conv_layers[1])]
     denses = trial.suggest_int("cnn.dense_layers", *space.dense_layers)
     units = [trial.suggest_categorical(f"cnn.units_{i}", list(space.units)) for i in range(space.dense_layers[1])]
     act = trial.suggest_categorical("cnn.activation", list(space.activations))
-    return NetworkSpec("cnn", conv=tuple(filters[:convs]), kernels=tuple(kernels[:convs]), pools=tuple(pools[:convs]),
-                       dense=tuple(units[:denses]), activation=act)
+    return NetworkSpec(
+        "cnn",
+        conv=tuple(filters[:convs]),
+        kernels=tuple(kernels[:convs]),
+        pools=tuple(pools[:convs]),
+        dense=tuple(units[:denses]),
+        activation=act,
+    )
 
 
 def base_params(desc: Description) -> list[dict[str, Any]]:

@@ -95,18 +95,30 @@ def prepare_folder(root: str | Path, desc: Description, storage: str | None) -> 
         folder = open_folder(root, storage)
         stored = (root / folder.description_file).read_text()
         if stored != desc.text:
-            raise K2CError(f"{root} holds a search with another description ({root / folder.description_file}); "
-                           "resume it with that file, or give a new --out")
+            raise K2CError(
+                f"{root} holds a search with another description ({root / folder.description_file}); "
+                "resume it with that file, or give a new --out"
+            )
         return folder, True
     check_writable_target(root, force=False)
     suffix = ".json" if desc.source.endswith(".json") else ".yaml"
     base = Path(desc.source).resolve().parent if desc.source and Path(desc.source).exists() else None
     folder = SearchFolder(root, storage or _sqlite_url(root / DATABASE), desc.name, f"description{suffix}", base)
     write_output_file(root / folder.description_file, desc.text)
-    write_output_file(root / MANIFEST, json.dumps({"storage": storage, "study": folder.study_name,
-                                                   "description": folder.description_file,
-                                                   "base_dir": None if base is None else str(base)}, indent=2) + "\n",
-                      force=True)
+    write_output_file(
+        root / MANIFEST,
+        json.dumps(
+            {
+                "storage": storage,
+                "study": folder.study_name,
+                "description": folder.description_file,
+                "base_dir": None if base is None else str(base),
+            },
+            indent=2,
+        )
+        + "\n",
+        force=True,
+    )
     return folder, False
 
 
@@ -121,8 +133,12 @@ def open_storage(url: str) -> Any:
     kwargs = {"connect_args": {"timeout": 120}} if url.startswith("sqlite") else {}
     try:
         return optuna.storages.RDBStorage(
-            url, engine_kwargs=kwargs, heartbeat_interval=HEARTBEAT_SECONDS, grace_period=10 * HEARTBEAT_SECONDS,
-            heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1))
+            url,
+            engine_kwargs=kwargs,
+            heartbeat_interval=HEARTBEAT_SECONDS,
+            grace_period=10 * HEARTBEAT_SECONDS,
+            heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1),
+        )
     except Exception as exc:  # sqlalchemy: bad URL, missing driver, unreachable server
         raise K2CError(f"cannot open the search storage {url}: {' '.join(str(exc).split())[:300]}") from None
 
@@ -137,8 +153,11 @@ def make_sampler(desc: Description, worker: int) -> Any:
 
 def _constraint_names(desc: Description) -> list[str]:
     c = desc.constraints
-    return [name for name in ("multipliers", "memory_bits", "latency", "ii", "images_per_second", "accuracy")
-            if getattr(c, name) is not None]
+    return [
+        name
+        for name in ("multipliers", "memory_bits", "latency", "ii", "images_per_second", "accuracy")
+        if getattr(c, name) is not None
+    ]
 
 
 def create_study(folder: SearchFolder, desc: Description) -> Any:
@@ -149,10 +168,17 @@ def create_study(folder: SearchFolder, desc: Description) -> Any:
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     storage = open_storage(folder.storage)
-    study = optuna.create_study(storage=storage, study_name=folder.study_name, directions=desc.goals.directions,
-                                sampler=make_sampler(desc, 0), load_if_exists=True)
+    study = optuna.create_study(
+        storage=storage,
+        study_name=folder.study_name,
+        directions=desc.goals.directions,
+        sampler=make_sampler(desc, 0),
+        load_if_exists=True,
+    )
     if [d.name.lower() for d in study.directions] != desc.goals.directions:
-        raise K2CError(f"the study {folder.study_name!r} in {folder.storage} has other goals; use a new name or storage")
+        raise K2CError(
+            f"the study {folder.study_name!r} in {folder.storage} has other goals; use a new name or storage"
+        )
     if "objectives" not in study.user_attrs:
         study.set_user_attr("objectives", list(desc.goals.objectives))
         study.set_user_attr("description", desc.text)
@@ -173,8 +199,11 @@ def requeue_interrupted(study: Any) -> list[int]:
     from optuna.trial import TrialState
 
     done = set(study.user_attrs.get("requeued", []))
-    failed = [t for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,))
-              if t.number not in done and "retry_of" not in t.user_attrs]
+    failed = [
+        t
+        for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,))
+        if t.number not in done and "retry_of" not in t.user_attrs
+    ]
     for t in failed:
         attrs = {"retry_of": t.number, **({"base": True} if t.user_attrs.get("base") else {})}
         study.enqueue_trial(dict(t.params), user_attrs=attrs, skip_if_exists=False)
@@ -192,8 +221,9 @@ def finished(study: Any) -> int:
 class Objective:
     """One trial: sample the candidate, evaluate it, record everything with the trial."""
 
-    def __init__(self, desc: Description, data: Any, models: Path | None, worker: int,
-                 evaluate: Callable[..., Any] | None = None) -> None:
+    def __init__(
+        self, desc: Description, data: Any, models: Path | None, worker: int, evaluate: Callable[..., Any] | None = None
+    ) -> None:
         from keras2clash.search import evaluate as ev_module
 
         self.desc, self.data, self.models, self.worker = desc, data, models, worker
@@ -214,8 +244,14 @@ class Objective:
         return objective_values(ev, self.desc.goals)
 
 
-def work(folder: SearchFolder, target: int, worker: int = 0, single_thread: bool = False,
-         callback: Callable[[Any, Any], None] | None = None, evaluate: Callable[..., Any] | None = None) -> int:
+def work(
+    folder: SearchFolder,
+    target: int,
+    worker: int = 0,
+    single_thread: bool = False,
+    callback: Callable[[Any, Any], None] | None = None,
+    evaluate: Callable[..., Any] | None = None,
+) -> int:
     """One worker: load the study and optimise until it has `target` finished trials.
     Returns the trials this worker ran."""
     import optuna
@@ -231,8 +267,9 @@ def work(folder: SearchFolder, target: int, worker: int = 0, single_thread: bool
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     desc = folder.description()
-    study = optuna.load_study(study_name=folder.study_name, storage=open_storage(folder.storage),
-                              sampler=make_sampler(desc, worker))
+    study = optuna.load_study(
+        study_name=folder.study_name, storage=open_storage(folder.storage), sampler=make_sampler(desc, worker)
+    )
     remaining = target - finished(study)
     if remaining <= 0:
         return 0
@@ -261,7 +298,7 @@ def worker_main(argv: list[str] | None = None) -> int:
     (quiet, TensorFlow single-threaded: the parent shows the progress)."""
     import sys
 
-    root, storage, target, worker = (argv if argv is not None else sys.argv[1:])
+    root, storage, target, worker = argv if argv is not None else sys.argv[1:]
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     try:
         work(open_folder(root, storage), int(target), int(worker), single_thread=True)
@@ -284,8 +321,15 @@ class RunSummary:
     seconds: float
 
 
-def run(desc: Description, out: str | Path, *, workers: int = 1, storage: str | None = None,
-        trials: int | None = None, show: bool = True) -> RunSummary:
+def run(
+    desc: Description,
+    out: str | Path,
+    *,
+    workers: int = 1,
+    storage: str | None = None,
+    trials: int | None = None,
+    show: bool = True,
+) -> RunSummary:
     """`keras2clash search run`: prepare (or resume) the folder, run the workers, show the
     progress; the results are then `results.write_results`."""
     from rich.console import Console
@@ -312,11 +356,17 @@ def run(desc: Description, out: str | Path, *, workers: int = 1, storage: str | 
     console = Console(stderr=True)
     if resumed:
         console.print(f"resuming {folder.study_name}: {before} finished trial(s) in {folder.storage}")
-    columns = (TextColumn("search {task.fields[name]}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-               TextColumn("{task.fields[best]}"))
+    columns = (
+        TextColumn("search {task.fields[name]}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[best]}"),
+    )
     with Progress(*columns, console=console, disable=not show) as bar:
-        task = bar.add_task("trials", total=target, completed=min(before, target), name=folder.study_name,
-                            best=_best_text(study, desc))
+        task = bar.add_task(
+            "trials", total=target, completed=min(before, target), name=folder.study_name, best=_best_text(study, desc)
+        )
 
         def update(study: Any, _trial: Any = None) -> None:
             bar.update(task, completed=min(finished(study), target), best=_best_text(study, desc))
@@ -335,10 +385,14 @@ def _pool(folder: SearchFolder, target: int, workers: int, poll: Callable[[], No
     import subprocess
     import sys
 
-    procs = [subprocess.Popen([sys.executable, "-m", "keras2clash.search.study", str(folder.root), folder.storage,
-                               str(target), str(i)], stdin=subprocess.DEVNULL,
-                              env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
-             for i in range(workers)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "keras2clash.search.study", str(folder.root), folder.storage, str(target), str(i)],
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+        )
+        for i in range(workers)
+    ]
     try:
         while any(p.poll() is None for p in procs):
             time.sleep(1.0)
@@ -352,8 +406,10 @@ def _pool(folder: SearchFolder, target: int, workers: int, poll: Callable[[], No
                 p.wait()
     failed = [p for p in procs if p.returncode != 0]
     if failed:
-        raise K2CError(f"{len(failed)} search worker(s) failed (exit code {failed[0].returncode}); "
-                       "the finished trials are kept: run the same command again to resume")
+        raise K2CError(
+            f"{len(failed)} search worker(s) failed (exit code {failed[0].returncode}); "
+            "the finished trials are kept: run the same command again to resume"
+        )
 
 
 def _best_text(study: Any, desc: Description) -> str:

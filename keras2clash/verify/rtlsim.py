@@ -28,9 +28,9 @@ from pathlib import Path
 import numpy as np
 
 from keras2clash import procs
-from keras2clash.verify import toolchain
-from keras2clash.errors import K2CError
 from keras2clash.backend.project import Project, load_project
+from keras2clash.errors import K2CError
+from keras2clash.verify import toolchain
 from keras2clash.verify.testbench import TB_DIR, TB_MODULE, Testbench, estimate_cycles, unpack_result, write_testbench
 
 
@@ -130,14 +130,18 @@ def check_weight_files(project: Project, folder: Path, language: str) -> list[st
     for name in sorted(names):
         path = folder / name
         if not path.is_file():
-            raise K2CError(f"weight file {path} is missing (the simulator would run with zeros or x); "
-                           f"regenerate the HDL with 'keras2clash hdl {project.root} --{language}'")
+            raise K2CError(
+                f"weight file {path} is missing (the simulator would run with zeros or x); "
+                f"regenerate the HDL with 'keras2clash hdl {project.root} --{language}'"
+            )
         text = path.read_text()
         if not text.strip():
             raise K2CError(f"weight file {path} is empty (the simulator would run with zeros or x)")
         if name in project_files and project_files[name].read_text() != text:
-            raise K2CError(f"weight file {path} differs from {project_files[name]}: the HDL is stale; "
-                           f"regenerate it with 'keras2clash hdl {project.root} --{language}'")
+            raise K2CError(
+                f"weight file {path} differs from {project_files[name]}: the HDL is stale; "
+                f"regenerate it with 'keras2clash hdl {project.root} --{language}'"
+            )
     return sorted(names)
 
 
@@ -153,19 +157,45 @@ def _build(sim: Simulator, tools: dict[str, str], folder: Path, tb_dir: Path, bu
     sources = sorted(str(p) for p in folder.glob(f"*{HDL_SUFFIX[sim.language]}"))
     if sim.name == "icarus":
         exe = build / "tb.vvp"
-        toolchain._run([tools["iverilog"], "-g2005", "-s", TB_MODULE, "-o", str(exe),
-                        str(tb_dir / "tb.v"), *sources], folder, "iverilog", log=build / "build.log")
+        toolchain._run(
+            [tools["iverilog"], "-g2005", "-s", TB_MODULE, "-o", str(exe), str(tb_dir / "tb.v"), *sources],
+            folder,
+            "iverilog",
+            log=build / "build.log",
+        )
         return [tools["vvp"], "-n", str(exe)]
     if sim.name == "verilator":
-        toolchain._run([tools["verilator"], "--binary", "--timing", "-Wno-WIDTH", "-Wno-fatal",
-                        "-O3", "-MAKEFLAGS", "OPT_FAST=-O2", "-j", "2", "--top-module", TB_MODULE,
-                        "--Mdir", str(build), "-o", TB_MODULE, str(tb_dir / "tb.v"), *sources],
-                       folder, "verilator --binary", log=build / "build.log")
+        toolchain._run(
+            [
+                tools["verilator"],
+                "--binary",
+                "--timing",
+                "-Wno-WIDTH",
+                "-Wno-fatal",
+                "-O3",
+                "-MAKEFLAGS",
+                "OPT_FAST=-O2",
+                "-j",
+                "2",
+                "--top-module",
+                TB_MODULE,
+                "--Mdir",
+                str(build),
+                "-o",
+                TB_MODULE,
+                str(tb_dir / "tb.v"),
+                *sources,
+            ],
+            folder,
+            "verilator --binary",
+            log=build / "build.log",
+        )
         return [str(build / TB_MODULE)]
     # ghdl: import everything, let -m find the order, run (mcode: -r elaborates and runs)
     flags = ["--std=08", f"--workdir={build}", "-frelaxed"]
-    toolchain._run([tools["ghdl"], "-i", *flags, *sources, str(tb_dir / "tb.vhdl")],
-                   folder, "ghdl -i", log=build / "import.log")
+    toolchain._run(
+        [tools["ghdl"], "-i", *flags, *sources, str(tb_dir / "tb.vhdl")], folder, "ghdl -i", log=build / "import.log"
+    )
     toolchain._run([tools["ghdl"], "-m", *flags, TB_MODULE], folder, "ghdl -m", log=build / "build.log")
     # Clash's datapath registers have no reset: numeric_std warns about their 'U' bits until
     # data arrives; the handshake outputs are checked for X by the testbench itself.
@@ -337,8 +367,9 @@ def _big_stack() -> None:
 def _run_streaming(cmd: list[str], cwd: Path, total: int, progress) -> list[str]:
     lines: list[str] = []
     outs = 0
-    with procs.child(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                     preexec_fn=_big_stack) as proc:
+    with procs.child(
+        cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=_big_stack
+    ) as proc:
         assert proc.stdout is not None
         for line in proc.stdout:
             lines.append(line.rstrip("\n"))
@@ -366,8 +397,15 @@ def render(result: RtlResult, console, all_rows: bool = False) -> None:
     if result.gap_max:
         title += f", random gaps/stalls up to {result.gap_max}"
     table = Table(title=title)
-    for name, justify in (("sample", "right"), ("result", "left"), ("class", "right"), ("accept", "right"),
-                          ("output", "right"), ("latency", "right"), ("expected vs got", "left")):
+    for name, justify in (
+        ("sample", "right"),
+        ("result", "left"),
+        ("class", "right"),
+        ("accept", "right"),
+        ("output", "right"),
+        ("latency", "right"),
+        ("expected vs got", "left"),
+    ):
         table.add_column(name, justify=justify)
     shown = [s for s in result.samples if all_rows or len(result.samples) <= ALL_ROWS_UP_TO or not s.passed]
     for s in shown[:200]:
@@ -377,9 +415,13 @@ def render(result: RtlResult, console, all_rows: bool = False) -> None:
             if s.got is not None:
                 detail += f"; got {s.got.tolist()} class {s.got_class}"
         table.add_row(
-            str(s.index), "[green]pass[/green]" if s.passed else "[red]FAIL[/red]",
-            "-" if s.got_class is None else f"{s.got_class}", _num(s.accept_cycle), _num(s.output_cycle),
-            _num(s.latency), detail,
+            str(s.index),
+            "[green]pass[/green]" if s.passed else "[red]FAIL[/red]",
+            "-" if s.got_class is None else f"{s.got_class}",
+            _num(s.accept_cycle),
+            _num(s.output_cycle),
+            _num(s.latency),
+            detail,
         )
     if shown:
         if len(shown) < len(result.samples):
@@ -395,7 +437,11 @@ def render(result: RtlResult, console, all_rows: bool = False) -> None:
         + (f" ({speed:,.0f} cycles/s; build {result.build_seconds:.1f} s)" if speed else "")
         + (f"; first latency {lat[0]} cycles" if lat else "")
     )
-    verdict = "[bold green]RTL == golden model: BIT-EXACT[/bold green]" if result.ok else "[bold red]RTL simulation FAILED[/bold red]"
+    verdict = (
+        "[bold green]RTL == golden model: BIT-EXACT[/bold green]"
+        if result.ok
+        else "[bold red]RTL simulation FAILED[/bold red]"
+    )
     console.print(verdict)
 
 

@@ -64,8 +64,9 @@ def run_simulator(
     """
     cmd = [str(exe), *(extra_args or [])]
     rows: list[list[int]] = []
-    with procs.child(cmd, cwd=project, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                     stderr=subprocess.PIPE, text=True) as proc:
+    with procs.child(
+        cmd, cwd=project, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as proc:
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         stdin, stderr = proc.stdin, proc.stderr
         errors: list[str] = []

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from keras2clash import procs
-from keras2clash.errors import K2CError
 from keras2clash.backend.project import load_project
+from keras2clash.errors import K2CError
 from keras2clash.verify.rtlsim import check_weight_files, ensure_hdl
 
 YOSYS_PACKAGE = "yosys"
@@ -64,22 +64,33 @@ def require_yosys() -> str:
 
     yosys = shutil.which("yosys")
     if yosys is None:
-        raise K2CError(f"'yosys' not found on PATH; install the Debian package '{YOSYS_PACKAGE}' "
-                       f"(apt-get install {YOSYS_PACKAGE}) or run ./scripts/setup.sh")
+        raise K2CError(
+            f"'yosys' not found on PATH; install the Debian package '{YOSYS_PACKAGE}' "
+            f"(apt-get install {YOSYS_PACKAGE}) or run ./scripts/setup.sh"
+        )
     return yosys
 
 
-def run_yosys_stats(folder: Path, top: str, synth_command: str, coarse: Path, final: Path,
-                    log: Path) -> tuple[float, str, str]:
+def run_yosys_stats(
+    folder: Path, top: str, synth_command: str, coarse: Path, final: Path, log: Path
+) -> tuple[float, str, str]:
     """Yosys on the Verilog in `folder`: read, elaborate, `stat` before synthesis (`$mul`
     cells = multipliers) into `coarse`, `synth_command`, `stat` after it into `final`.
     Returns (seconds, coarse stat text, final stat text); shared by `synth` and `report`."""
     yosys = require_yosys()
     sources = sorted(p.name for p in folder.glob("*.v"))
-    script = "; ".join([
-        "read_verilog " + " ".join(sources), f"hierarchy -check -top {top}", "proc", "flatten", "opt",
-        f"tee -q -o {coarse} stat", synth_command, f"tee -q -o {final} stat",
-    ])
+    script = "; ".join(
+        [
+            "read_verilog " + " ".join(sources),
+            f"hierarchy -check -top {top}",
+            "proc",
+            "flatten",
+            "opt",
+            f"tee -q -o {coarse} stat",
+            synth_command,
+            f"tee -q -o {final} stat",
+        ]
+    )
     t0 = time.monotonic()
     proc = procs.run([yosys, "-q", "-l", str(log), "-p", script], folder)
     seconds = time.monotonic() - t0
@@ -102,7 +113,8 @@ def synth(project_dir: str | Path, status=None) -> SynthResult:
     if status is not None:
         status(f"yosys synth ({project.name})")
     seconds, coarse_text, final_text = run_yosys_stats(
-        folder, project.top, f"synth -top {project.top}", build / "coarse.txt", build / "synth.txt", log)
+        folder, project.top, f"synth -top {project.top}", build / "coarse.txt", build / "synth.txt", log
+    )
     coarse, cells = _cells(coarse_text), _cells(final_text)
     return SynthResult(
         top=project.top,

@@ -35,12 +35,12 @@ from pathlib import Path
 
 import numpy as np
 
-from keras2clash.quant import golden
+from keras2clash.backend.emitter import _env
+from keras2clash.backend.project import Project, load_project
 from keras2clash.data import load_test_set
 from keras2clash.errors import K2CError
 from keras2clash.fsutil import atomic_directory
-from keras2clash.backend.emitter import _env
-from keras2clash.backend.project import Project, load_project
+from keras2clash.quant import golden
 
 TB_DIR = "tb"
 TB_MODULE = "k2c_tb"

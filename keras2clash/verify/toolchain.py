@@ -69,8 +69,15 @@ def generate_hdl(project: Path, language: str) -> Path:
         with tempfile.TemporaryDirectory(prefix="k2c-clash-") as objdir:
             with atomic_directory(target, force=True) as tmp:
                 cmd = [
-                    clash, *_search_path_flags(), TOP_MODULE + ".hs", LANGUAGES[language],
-                    "-fclash-no-cache", "-fclash-hdldir", str(tmp), "-outputdir", objdir,
+                    clash,
+                    *_search_path_flags(),
+                    TOP_MODULE + ".hs",
+                    LANGUAGES[language],
+                    "-fclash-no-cache",
+                    "-fclash-hdldir",
+                    str(tmp),
+                    "-outputdir",
+                    objdir,
                 ]
                 _run(cmd, project, f"clash {LANGUAGES[language]}", log=Path(objdir) / "clash.log")
     except BaseException:
