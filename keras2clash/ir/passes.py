@@ -83,20 +83,15 @@ def fold_padding(graph: Graph) -> Graph:
             isinstance(target, AvgPool2D) and any(target.pads)
         ):
             continue
-        pads = tuple(a + b for a, b in zip(layer.pads, target.pads))
+        top, bottom, left, right = (a + b for a, b in zip(layer.pads, target.pads))
+        pads = (top, bottom, left, right)
         folded = replace(
-            target,
-            pads=pads,
-            input_shapes=layer.input_shapes,
-            fused=(*target.fused, *layer.fused, layer.name),
-            **(
-                {"padding": "same"}
-                if isinstance(target, (Conv2D, DepthwiseConv2D))
-                else {"padding": "valid"}
-                if isinstance(target, AvgPool2D)
-                else {}
-            ),
+            target, pads=pads, input_shapes=layer.input_shapes, fused=(*target.fused, *layer.fused, layer.name)
         )
+        if isinstance(folded, (Conv2D, DepthwiseConv2D)):
+            folded = replace(folded, padding="same")
+        elif isinstance(folded, AvgPool2D):
+            folded = replace(folded, padding="valid")
         return fold_padding(graph.replaced(target, folded).without(layer))
     return graph
 
@@ -190,7 +185,7 @@ def fuse_activations(graph: Graph) -> Graph:
             standalone.add(layer.name)
         else:
             target = graph[source]
-            fused = replace(target, activation=layer.activation, fused=(*target.fused, layer.name))
+            fused = replace(target, activation=layer.activation, fused=(*target.fused, layer.name))  # type: ignore[call-arg]
             graph = _absorb(graph.replaced(target, fused), layer)
 
 
