@@ -149,13 +149,14 @@ def _absorb(graph: Graph, layer: ir.Layer) -> Graph:
 
 
 def _fusable(graph: Graph, layer: Activation) -> bool:
-    """An activation fuses into the Dense/(depthwise) Conv2D/BatchNormalization/merge before it
-    when that layer is linear
-    and has no other reader. A PReLU with several slopes stays standalone: the engines apply
-    one function to every neuron, the standalone stage one slope per channel."""
+    """An activation fuses into the layer before it when that layer's kind takes one
+    (`Kind.fuses_activation`: the engines, batch normalization, rescaling, the merges), it is
+    linear and has no other reader. A PReLU with several slopes stays standalone: the engines
+    apply one function to every neuron, the standalone stage one slope per channel."""
     (source,) = layer.inputs
     target = None if source == graph.input_name else graph[source]
-    if not isinstance(target, (Dense, Conv2D, DepthwiseConv2D, Merge, BatchNorm)) or (target.activation != "linear"):
+    home = None if target is None else kind_of(target.type)
+    if target is None or home is None or not home.fuses_activation or target.activation != "linear":
         return False
     if len(graph.consumers(source)) > 1:
         return False
