@@ -72,3 +72,20 @@ def test_ruff_lints_and_formats_everything() -> None:
     for args in (["check"], ["format", "--check"]):
         proc = subprocess.run([str(ruff), *args, "."], cwd=ROOT, capture_output=True, text=True)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+
+
+TYPED = [
+    "keras2clash/ir",
+    "keras2clash/quant",
+    "keras2clash/hw",
+    "keras2clash/backend",
+    "keras2clash/kinds",
+    "keras2clash/registry.py",
+]
+"""The packages mypy checks ([tool.mypy] in pyproject)."""
+
+
+def test_mypy_checks_the_stages() -> None:
+    mypy = Path(sys.executable).parent / "mypy"
+    proc = subprocess.run([str(mypy), *TYPED], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]

@@ -112,13 +112,14 @@ def test_refusals(scale, offset, fragments) -> None:
 
 @needs_toolchain
 def test_bit_exact_in_clash(tmp_path) -> None:
-    """Rescaling at the input of a small CNN: the Clash simulation equals the golden model, back
-    to back and under stalls, with the hardware model's cycles."""
+    """Rescaling with a fused tanh at the input of a small CNN: the Clash simulation equals the
+    golden model, back to back and under stalls, with the hardware model's cycles."""
     from keras2clash import api
     from keras2clash.backend.project import load_project
 
     inp = keras.Input((5, 5, 2))
     x = layers.Rescaling([0.5, -1.25], offset=[0.25, 0.5], name="rescale")(inp)
+    x = layers.Activation("tanh", name="tanh")(x)  # fused into the rescaling: a table stage after it
     x = layers.Conv2D(3, 3, activation="relu", name="conv")(x)
     model = keras.Model(inp, layers.Dense(2, name="head")(layers.Flatten(name="flat")(x)))
     rng = np.random.default_rng(3)
@@ -128,6 +129,7 @@ def test_bit_exact_in_clash(tmp_path) -> None:
     out = tmp_path / "net"
     api.emit(model, "1,7,8", out, [2, 1], show=False)
     project = load_project(out)
+    assert [p.name for p in project.plans][:2] == ["rescale", "conv"] and project.plans[0].activation == "tanh"
     assert "BatchNorm.batchNorm W.rescale_scale W.rescale_offset" in (out / "Network.hs").read_text()
     x_raw = golden.quantize_inputs(project.plans, rng.uniform(-2, 2, (6, 5, 5, 2)))
     assert_clash_matches_golden(project, x_raw, 5)

@@ -170,25 +170,27 @@ def activation_code(plan: LayerPlan, fn: str, type_name: dict[FixedFormat, str])
         fn_name = "hardSigmoid" if act.kind == "hard_sigmoid" else "hardSilu"
         return ActivationCode(name, False, scalar, f"Relu.{fn_name} @{width}", doc)
     if act.kind == "softmax":
-        t = acts.softmax_table(fi, fo, n)
-        eb = t.frac + 2
+        exp = acts.softmax_table(fi, fo, n)
+        eb = exp.frac + 2
         width = eb + fo.frac + 4 + math.ceil(math.log2(n + 1))
         return ActivationCode(
             name,
             True,
             f"(HiddenClockResetEnable dom, NFDataX t) => Stream dom (Vec {n} {a}, t) (Vec {n} {b}, t)",
-            f"Softmax.softmaxS @{width} (SNat @{t.shift}) W.{name}",
+            f"Softmax.softmaxS @{width} (SNat @{exp.shift}) W.{name}",
             doc,
             name,
-            f"TableRom {len(t.values)} (Signed {eb})",
-            _words(t.values, eb),
+            f"TableRom {len(exp.values)} (Signed {eb})",
+            _words(exp.values, eb),
             stream=True,
         )
     t = acts.table(plan.activation, fi, fo)
     low = f"(SNat @{t.shift}) {_lit(t.low)} W.{name}"
-    body = (
-        f"Lut.lut {low}" if t.tail_slope is None else f"Lut.lutLinear {low} {_lit(t.tail_from)} {_slope(t.tail_slope)}"
-    )
+    if t.tail_slope is None:
+        body = f"Lut.lut {low}"
+    else:
+        assert t.tail_from is not None
+        body = f"Lut.lutLinear {low} {_lit(t.tail_from)} {_slope(t.tail_slope)}"
     return ActivationCode(
         name, False, scalar, body, doc, name, f"TableRom {len(t.values)} ({fo.clash_type})", _words(t.values, fo.bits)
     )

@@ -304,8 +304,8 @@ def _render_parallel(
         )
         branches.append(f"({head}\n{inner}  |> fifo {var})" if head else f"(fifo {var})")
     text = branches[-1]
-    for k, branch in enumerate(reversed(branches[:-1])):
-        text = f"branches\n{inner}{branch}\n{inner}" + (text if k == 0 else f"({text})")
+    for k, outer in enumerate(reversed(branches[:-1])):
+        text = f"branches\n{inner}{outer}\n{inner}" + (text if k == 0 else f"({text})")
     return text
 
 
@@ -396,16 +396,12 @@ def build_context(
     bodies = [line for entry in layers for line in entry.get("body", [])]
     pipes = [f for f in ("mapP", "mapP2", "mapTable") if any(f"{f} " in line for line in bodies)]
     fn_of = {plan.name: fn for plan, fn in zip(plans, fns)}
+    checks = timing_checks(plans)
     timing = [
-        {
-            "name": f"{fn_of.get(owner, owner)}_{depth.label}",
-            "type": depth.type,
-            "value": depth.value,
-            "uses": depth.uses,
-        }
-        for owner, depth in timing_checks(plans)
+        {"name": f"{fn_of.get(owner, owner)}_{depth.label}", "type": depth.type, "value": depth.value}
+        for owner, depth in checks
     ]
-    timing_uses = {"type_equality"} | {t["uses"] for t in timing}
+    timing_uses = {"type_equality"} | {depth.uses for _, depth in checks}
     used = sorted(
         {IMPORTS[u] for entry in layers for u in entry["uses"]}
         | {IMPORTS[u] for u in timing_uses}
@@ -494,7 +490,7 @@ def check_buildable(plans: Sequence[LayerPlan]) -> None:
     """Refuse, with one error naming the layer and the format, what Clash cannot build:
     formats narrower than MIN_HARDWARE_BITS (a 1-bit `SFixed 1 0`)."""
     for plan in plans:
-        fields = [("input", f) for f in (plan.in_fmts or (plan.in_fmt,))]
+        fields: list[tuple[str, FixedFormat | None]] = [("input", f) for f in (plan.in_fmts or (plan.in_fmt,))]
         fields += [
             ("weight", plan.w_fmt),
             ("bias", plan.b_fmt),

@@ -4,7 +4,7 @@ shares. The text itself lives in the templates; Python passes them the numbers."
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,6 @@ def shape_text(shape: Sequence[int]) -> str:
     return "x".join(map(str, shape))
 
 
-def vec_literal(raw: Sequence[int]) -> str:
+def vec_literal(raw: Iterable[int]) -> str:
     """Raw integers as a Vec literal (negative ones in parentheses)."""
     return " :> ".join(f"({v})" if v < 0 else str(v) for v in (int(r) for r in raw)) + " :> Nil"

@@ -37,7 +37,7 @@ def rom_words(plan: LayerPlan, params: QuantizedLayer) -> list[str]:
     w_bits, b_bits = plan.w_fmt.hw_bits, plan.b_fmt.hw_bits  # the containers
     words = []
     for word in rom_table(plan, params):
-        fields = []
+        fields: list[str] = []
         for pe in word:
             fields.extend(Bits(int=int(v), length=w_bits).bin for v in pe[:-1])
             fields.append(Bits(int=int(pe[-1]), length=b_bits).bin)

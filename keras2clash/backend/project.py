@@ -96,7 +96,7 @@ def write_project_data(
     for layer, p in params.items():
         arrays[f"{layer}/kernel"] = p.kernel
         arrays[f"{layer}/bias"] = p.bias
-    np.savez(root / PARAMS, **arrays)
+    np.savez(root / PARAMS, **arrays)  # type: ignore[arg-type]
     files = [root / PARAMS, *sorted((root / WEIGHTS_DIR).glob("*.mem"))]
     manifest[INTEGRITY] = {
         "manifest_sha256": _manifest_hash(manifest),

@@ -60,7 +60,9 @@ def layer_front(plan: LayerPlan) -> LayerFront:
             busy, mult = windows * g * b, p * _ceil(plan.window, b)
             if busy not in best or (mult, p, b) < best[busy]:
                 best[busy] = (mult, p, b)
-    busy_list, mults, knobs = [], [], []
+    busy_list: list[int] = []
+    mults: list[int] = []
+    knobs: list[tuple[int, int]] = []
     for busy in sorted(best):
         mult, p, b = best[busy]
         if mults and mult >= mults[-1]:

@@ -56,7 +56,7 @@ def layer_choices(plan: LayerPlan, cycles_too: bool = False) -> list[tuple[int, 
     pes = useful_pes(plan.filters)
     if not cycles_too:
         return [(p, 1) for p in pes]
-    pairs = {}
+    pairs: dict[tuple[int, int], tuple[int, int]] = {}
     for p in pes:
         for b in useful_cycles(plan.window):
             mult, steps = p * _ceil(plan.window, b), _ceil(plan.filters, p) * b

@@ -30,7 +30,7 @@ def frame_bits(plan: LayerPlan) -> int:
 
 def design_summary(plans: Sequence[LayerPlan]) -> dict[str, Any]:
     """Per-layer resources and network timing as plain data (stored in manifest.json)."""
-    layers = []
+    layers: list[dict[str, Any]] = []
     for plan in plans:
         res = layer_resources(plan)
         layers.append(

@@ -12,7 +12,7 @@ users can build or edit networks as plain data.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -93,7 +93,7 @@ class Graph:
         return rows
 
     @staticmethod
-    def from_dict(rows: Sequence[dict[str, Any]], name: str = "net", input_name: str = "input") -> Graph:
+    def from_dict(rows: Sequence[Mapping[str, Any]], name: str = "net", input_name: str = "input") -> Graph:
         """Read the dictionary IR. Rows without `inputs` form a chain (the round-1 form)."""
         if not rows:
             raise K2CError("the IR has no layers")
@@ -115,6 +115,6 @@ class Graph:
         )
 
 
-def as_graph(ir: Graph | Sequence[dict[str, Any]]) -> Graph:
+def as_graph(ir: Graph | Sequence[Mapping[str, Any]]) -> Graph:
     """A Graph as it is; a dictionary IR (list of dicts) read into one."""
     return ir if isinstance(ir, Graph) else Graph.from_dict(ir)

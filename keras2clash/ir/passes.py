@@ -83,20 +83,15 @@ def fold_padding(graph: Graph) -> Graph:
             isinstance(target, AvgPool2D) and any(target.pads)
         ):
             continue
-        pads = tuple(a + b for a, b in zip(layer.pads, target.pads))
+        top, bottom, left, right = (a + b for a, b in zip(layer.pads, target.pads))
+        pads = (top, bottom, left, right)
         folded = replace(
-            target,
-            pads=pads,
-            input_shapes=layer.input_shapes,
-            fused=(*target.fused, *layer.fused, layer.name),
-            **(
-                {"padding": "same"}
-                if isinstance(target, (Conv2D, DepthwiseConv2D))
-                else {"padding": "valid"}
-                if isinstance(target, AvgPool2D)
-                else {}
-            ),
+            target, pads=pads, input_shapes=layer.input_shapes, fused=(*target.fused, *layer.fused, layer.name)
         )
+        if isinstance(folded, (Conv2D, DepthwiseConv2D)):
+            folded = replace(folded, padding="same")
+        elif isinstance(folded, AvgPool2D):
+            folded = replace(folded, padding="valid")
         return fold_padding(graph.replaced(target, folded).without(layer))
     return graph
 
@@ -154,13 +149,14 @@ def _absorb(graph: Graph, layer: ir.Layer) -> Graph:
 
 
 def _fusable(graph: Graph, layer: Activation) -> bool:
-    """An activation fuses into the Dense/(depthwise) Conv2D/BatchNormalization/merge before it
-    when that layer is linear
-    and has no other reader. A PReLU with several slopes stays standalone: the engines apply
-    one function to every neuron, the standalone stage one slope per channel."""
+    """An activation fuses into the layer before it when that layer's kind takes one
+    (`Kind.fuses_activation`: the engines, batch normalization, rescaling, the merges), it is
+    linear and has no other reader. A PReLU with several slopes stays standalone: the engines
+    apply one function to every neuron, the standalone stage one slope per channel."""
     (source,) = layer.inputs
     target = None if source == graph.input_name else graph[source]
-    if not isinstance(target, (Dense, Conv2D, DepthwiseConv2D, Merge, BatchNorm)) or (target.activation != "linear"):
+    home = None if target is None else kind_of(target.type)
+    if target is None or home is None or not home.fuses_activation or target.activation != "linear":
         return False
     if len(graph.consumers(source)) > 1:
         return False
@@ -190,7 +186,7 @@ def fuse_activations(graph: Graph) -> Graph:
             standalone.add(layer.name)
         else:
             target = graph[source]
-            fused = replace(target, activation=layer.activation, fused=(*target.fused, layer.name))
+            fused = replace(target, activation=layer.activation, fused=(*target.fused, layer.name))  # type: ignore[call-arg]
             graph = _absorb(graph.replaced(target, fused), layer)
 
 

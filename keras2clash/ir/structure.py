@@ -23,8 +23,13 @@ from keras2clash.errors import K2CError
 
 
 class Node(Protocol):
-    name: str
-    inputs: tuple[str, ...]
+    """What the structure reads of a layer (an IR record or a plan): its name and producers."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def inputs(self) -> tuple[str, ...]: ...
 
 
 @dataclass(frozen=True)

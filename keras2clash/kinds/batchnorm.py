@@ -86,7 +86,7 @@ def _convert_batch_normalization(layer: Any, state: ConversionState) -> Layer:
 
 
 class BatchNormKind(Kind):
-    records = (BatchNorm,)
+    records: ClassVar[tuple[type[Layer], ...]] = (BatchNorm,)
     keeps_format = False
     requantizes = True
     fuses_activation = True

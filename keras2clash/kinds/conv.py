@@ -196,7 +196,11 @@ class ConvKind(EngineKind):
     def golden(self, plan: LayerPlan, xs: Sequence[np.ndarray], params: Any) -> np.ndarray:
         """(N, H, W, C) raw -> (N, H2, W2, F) raw: zero padding, then the dense contract per window."""
         win = windows(
-            pad_images(xs[0], plan.pads, 0), plan.kernel_size, plan.dilation, plan.strides, plan.output_shape[:2]
+            pad_images(xs[0], plan.pads, 0),
+            plan.kernel_size,
+            plan.dilation,
+            plan.strides,
+            (plan.output_shape[0], plan.output_shape[1]),
         )
         n, h2, w2 = win.shape[:3]
         out = neurons(win.reshape(n * h2 * w2, plan.window), plan, params)
@@ -209,7 +213,11 @@ class ConvKind(EngineKind):
         kernel, bias = params if params is not None else self.constants(layer)
         kernel = np.asarray(kernel, dtype=np.float64)
         win = windows(
-            pad_images(xs[0], layer.pads, 0.0), layer.kernel_size, layer.dilation, layer.strides, layer.output_shape[:2]
+            pad_images(xs[0], layer.pads, 0.0),
+            layer.kernel_size,
+            layer.dilation,
+            layer.strides,
+            (layer.output_shape[0], layer.output_shape[1]),
         )
         n, h2, w2 = win.shape[:3]
         flat = win.reshape(n * h2 * w2, -1) @ kernel.reshape(-1, kernel.shape[-1])

@@ -208,7 +208,13 @@ class DepthwiseKind(EngineKind):
     def golden(self, plan: LayerPlan, xs: Sequence[np.ndarray], params: Any) -> np.ndarray:
         """(N, H, W, C) raw -> (N, H2, W2, C*m) raw: zero padding, then the dense contract per
         window and output channel f over the K = kh*kw values of input channel f // m."""
-        win = windows(pad_images(xs[0], plan.pads, 0), plan.kernel_size, (1, 1), plan.strides, plan.output_shape[:2])
+        win = windows(
+            pad_images(xs[0], plan.pads, 0),
+            plan.kernel_size,
+            (1, 1),
+            plan.strides,
+            (plan.output_shape[0], plan.output_shape[1]),
+        )
         n, h2, w2 = win.shape[:3]
         m = plan.filters // plan.input_shape[-1]
         own = np.repeat(win, m, axis=-1)  # channel c*m + j reads channel c
@@ -222,7 +228,11 @@ class DepthwiseKind(EngineKind):
         assert isinstance(layer, DepthwiseConv2D)
         kernel, bias = params if params is not None else self.constants(layer)
         win = windows(
-            pad_images(xs[0], layer.pads, 0.0), layer.kernel_size, (1, 1), layer.strides, layer.output_shape[:2]
+            pad_images(xs[0], layer.pads, 0.0),
+            layer.kernel_size,
+            (1, 1),
+            layer.strides,
+            (layer.output_shape[0], layer.output_shape[1]),
         )
         win = np.repeat(win, layer.depth_multiplier, axis=-1)
         pre = np.einsum(

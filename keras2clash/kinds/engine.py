@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol, cast
 
 import numpy as np
 
@@ -42,6 +42,16 @@ from keras2clash.quant.formats import FixedFormat, quantize, saturate
 HASKELL = kind_template("engine.hs.j2")
 
 Dot = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+class _Weighted(Protocol):
+    """An engine kind's record: its kernel and bias (Dense, Conv2D, DepthwiseConv2D)."""
+
+    @property
+    def kernel(self) -> np.ndarray: ...
+
+    @property
+    def bias(self) -> np.ndarray: ...
 
 
 def matmul(xs: np.ndarray, kernel: np.ndarray) -> np.ndarray:
@@ -89,6 +99,7 @@ def accumulate(windows: np.ndarray, plan: LayerPlan, params: QuantizedLayer, dot
     for t in range(plan.cycles):
         part = dot(xs[:, t * ch : (t + 1) * ch], kernel[t * ch : (t + 1) * ch]) << product_shift
         acc = saturate(part + bias, plan.acc_fmt) if acc is None else saturate(acc + part, plan.acc_fmt)
+    assert acc is not None  # cycles >= 1
     return acc
 
 
@@ -167,7 +178,8 @@ class EngineKind(Kind):
         return plan.rom_depth * plan.pe * (plan.chunk * plan.w_fmt.hw_bits + plan.b_fmt.hw_bits)
 
     def constants(self, layer: Layer) -> tuple[np.ndarray, np.ndarray]:
-        return np.asarray(layer.kernel), np.asarray(layer.bias)
+        weighted = cast(_Weighted, layer)
+        return np.asarray(weighted.kernel), np.asarray(weighted.bias)
 
     def quantize(self, layer: Layer, plan: LayerPlan) -> QuantizedLayer:
         """The kernel as (K, filters) in window order, the bias (filters,)."""

@@ -136,7 +136,13 @@ def _tree_registers(n: int) -> int:
 
 
 def _float_windows(x: np.ndarray, layer: Any, fill: float) -> np.ndarray:
-    return windows(pad_images(x, layer.pads, fill), layer.pool_size, (1, 1), layer.strides, layer.output_shape[:2])
+    return windows(
+        pad_images(x, layer.pads, fill),
+        layer.pool_size,
+        (1, 1),
+        layer.strides,
+        (layer.output_shape[0], layer.output_shape[1]),
+    )
 
 
 class _PoolKind(Windowed):
@@ -196,7 +202,9 @@ class _PoolKind(Windowed):
         doc = HASKELL.doc(source_doc(plan), shapes, ph, pw, self.reduction, sh, sw, padding_doc(plan))
         notes: tuple[str, ...] = ()
         if plan.exclude_pads:
-            body = HASKELL.avg_pool_same(h, w, ph, pw, sh, sw, list(plan.pads), *plan.output_shape[:2])
+            body = HASKELL.avg_pool_same(
+                h, w, ph, pw, sh, sw, list(plan.pads), *(plan.output_shape[0], plan.output_shape[1])
+            )
             notes = (HASKELL.same_note(),)
         else:
             body = HASKELL.pool(self.block, h, w, ph, pw, sh, sw)
@@ -210,7 +218,9 @@ class MaxPoolKind(_PoolKind):
     def golden(self, plan: LayerPlan, xs: Sequence[np.ndarray], params: Any) -> np.ndarray:
         """Per channel maximum; 'same' padding counts as the format's minimum (never chosen)."""
         padded = pad_images(xs[0], plan.pads, plan.in_fmt.raw_min)
-        return windows(padded, plan.kernel_size, (1, 1), plan.strides, plan.output_shape[:2]).max(axis=(3, 4))
+        return windows(
+            padded, plan.kernel_size, (1, 1), plan.strides, (plan.output_shape[0], plan.output_shape[1])
+        ).max(axis=(3, 4))
 
     def float_step(
         self, layer: Layer, xs: Sequence[np.ndarray], params: tuple[np.ndarray, np.ndarray] | None
@@ -249,7 +259,13 @@ class AvgPoolKind(_PoolKind):
         wide = plan.in_fmt.hw_bits + size.bit_length() + 2 > INT64_SAFE_BITS  # 2*sum + count, exactly
 
         def window_sums(x: np.ndarray) -> np.ndarray:
-            win = windows(pad_images(x, plan.pads, 0), plan.kernel_size, (1, 1), plan.strides, plan.output_shape[:2])
+            win = windows(
+                pad_images(x, plan.pads, 0),
+                plan.kernel_size,
+                (1, 1),
+                plan.strides,
+                (plan.output_shape[0], plan.output_shape[1]),
+            )
             return win.astype(object if wide else np.int64).sum(axis=(3, 4))
 
         count: Any = size

@@ -35,7 +35,7 @@ def front_blocks(plan: LayerPlan, down: Any, mx: Any, blocks: list[Any]) -> Any:
     down = Window(*generator_geometry(plan), down, mx)
     blocks.append(down)
     if any(plan.pads):
-        down = Pad(*plan.input_shape[:2], plan.pads, down, mx)
+        down = Pad(plan.input_shape[0], plan.input_shape[1], plan.pads, down, mx)
         blocks.append(down)
     if plan.input_fifo:
         down = Queue(plan.input_fifo, down, mx)

@@ -120,7 +120,7 @@ class Act:
 
 def canonical(name: str, **params: Any) -> str:
     """The canonical text of an activation: parameters at their defaults are left out."""
-    defaults = {
+    defaults: dict[str, dict[str, object]] = {
         "relu": {"negative_slope": 0.0, "max_value": None, "threshold": 0.0},
         "leaky_relu": {"negative_slope": 0.2},
         "elu": {"alpha": 1.0},
@@ -566,10 +566,10 @@ def describe(text: str, fi: FixedFormat, fo: FixedFormat, n: int = 1) -> str:
     if act.family == "hard":
         return f"{text}: the exact rational value rounded half up once (max error 0.5 LSB = {lsb / 2:.3g})"
     if act.kind == "softmax":
-        t = softmax_table(fi, fo, n)
+        exp = softmax_table(fi, fo, n)
         return (
-            f"softmax over {n}: exp table of {len(t.values)} entries (frac {t.frac}, shift {t.shift}), "
-            f"exact sum and division; max error <= {t.error_bound:.3g} ({t.error_bound / lsb:.2f} LSB)"
+            f"softmax over {n}: exp table of {len(exp.values)} entries (frac {exp.frac}, shift {exp.shift}), "
+            f"exact sum and division; max error <= {exp.error_bound:.3g} ({exp.error_bound / lsb:.2f} LSB)"
         )
     t = table(text, fi, fo)
     return (

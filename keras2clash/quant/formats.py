@@ -20,6 +20,7 @@ is the format itself.
 
 from __future__ import annotations
 
+import builtins
 import math
 import re
 from dataclasses import dataclass
@@ -65,43 +66,43 @@ class FixedFormat:
     rounding (`nearest`/`nearest_even`/`truncate`) and overflow (`saturate`/`wrap`) modes used wherever a
     value is quantized or requantized to it. `FixedFormat(1, 7, 8)` is the default contract."""
 
-    sign: int
-    int: int
-    frac: int
+    sign: builtins.int
+    int: builtins.int
+    frac: builtins.int
     rounding: str = NEAREST
     overflow: str = SATURATE
 
     @property
-    def bits(self) -> int:
+    def bits(self) -> builtins.int:
         """Total width W = sign + int + frac (the format's own width, not its container's)."""
         return self.sign + self.int + self.frac
 
     @property
-    def raw_frac(self) -> int:
+    def raw_frac(self) -> builtins.int:
         """Fraction bits of the raw integers (and of the hardware container): max(frac, 0)."""
         return max(self.frac, 0)
 
     @property
-    def step(self) -> int:
+    def step(self) -> builtins.int:
         """Raw integers between two neighbouring values: 2^-frac when frac < 0, else 1."""
         return 1 << max(-self.frac, 0)
 
     @property
-    def q_min(self) -> int:
+    def q_min(self) -> builtins.int:
         """The smallest W-bit code: -2^(W-1) signed, 0 unsigned."""
         return -(1 << (self.bits - 1)) if self.sign else 0
 
     @property
-    def q_max(self) -> int:
+    def q_max(self) -> builtins.int:
         """The largest W-bit code: 2^(W-1) - 1 signed, 2^W - 1 unsigned."""
         return (1 << (self.bits - 1)) - 1 if self.sign else (1 << self.bits) - 1
 
     @property
-    def raw_min(self) -> int:
+    def raw_min(self) -> builtins.int:
         return self.q_min * self.step
 
     @property
-    def raw_max(self) -> int:
+    def raw_max(self) -> builtins.int:
         return self.q_max * self.step
 
     @property
@@ -110,7 +111,7 @@ class FixedFormat:
         return FixedFormat(1, max(self.int, 0), self.raw_frac)
 
     @property
-    def hw_bits(self) -> int:
+    def hw_bits(self) -> builtins.int:
         """Bits the hardware spends on one value: the container's width."""
         return 1 + max(self.int, 0) + self.raw_frac
 
@@ -156,7 +157,7 @@ class FixedFormat:
         """The same width with other modes (names as in ROUNDING_NAMES / OVERFLOW_NAMES)."""
         return make_format(self.sign, self.int, self.frac, rounding or self.rounding, overflow or self.overflow)
 
-    def to_real(self, raw: np.ndarray | int) -> np.ndarray:
+    def to_real(self, raw: np.ndarray | builtins.int) -> np.ndarray:
         """Raw integers to the real values they stand for."""
         return np.asarray(raw, dtype=np.float64) * self.lsb
 

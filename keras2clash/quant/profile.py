@@ -177,10 +177,10 @@ def profile(ir: Sequence[Mapping[str, Any]], x: np.ndarray, model: str = "model"
         stats.append(Stats.of(layer, kind, v))
 
     add("input", "input", x)
-    ir = as_graph(ir)
-    traces = float_forward(ir, x)
+    graph = as_graph(ir)
+    traces = float_forward(graph, x)
     require_finite(traces, x)
-    for layer, trace in zip(ir, traces):
+    for layer, trace in zip(graph, traces):
         if trace.pre is None:
             continue
         weights, bias = layer_params(layer)
