@@ -2,8 +2,8 @@
 golden == Verilator under random backpressure on every image, hardware accuracy within
 0.5 pt of Keras float; golden == Clash simulation (back to back, and under random input gaps
 and output stalls) and the hardware model's accept and output cycles equal to the
-simulation's on the first `clash_images` images (the Clash simulation costs about a third of
-a second per image of these networks; Verilator runs the whole set in seconds).
+simulation's on the first `clash_images` images, 20 by default (the Clash simulation costs
+about a third of a second per image of these networks; Verilator runs the whole set in seconds).
 
 inception_digits (branches joined by a Concatenate) and mobilenet_digits (depthwise, separable,
 ReLU6, BatchNorm, zero padding, global pooling, softmax) run by default; resnet_digits (its
@@ -34,8 +34,8 @@ WHOLE = 360
     ("example", "parallelism", "clash_images"),
     [
         pytest.param("resnet_digits", [4, 4, 4, 6, 6, 6, 5], WHOLE, marks=pytest.mark.slow),
-        ("inception_digits", [4, 3, 3, 5, 2, 5], 60),
-        ("mobilenet_digits", [4, 4, 8, 4, 6, 5], 60),
+        ("inception_digits", [4, 3, 3, 5, 2, 5], 20),
+        ("mobilenet_digits", [4, 4, 8, 4, 6, 5], 20),
         pytest.param("mlp_tanh", [8, 6, 5], WHOLE, marks=pytest.mark.slow),
         pytest.param("conv1d_waves", [4, 6, 4, 2], WHOLE, marks=pytest.mark.slow),
     ],

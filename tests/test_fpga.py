@@ -480,6 +480,7 @@ def test_weight_roms_go_back_to_yosys_when_the_block_ram_is_short(iris: Path, tm
 
 @needs_toolchain
 @pytest.mark.toolchain
+@pytest.mark.slow  # the default run places and routes on ECP5 (test_iris_places_and_routes_on_ecp5_25k)
 def test_iris_meets_24_mhz_on_ice40_up5k(tmp_path: Path, capsys) -> None:
     """iris balanced to the UP5K's 8 SB_MAC16 and without the output softmax (its dividers do
     not fit 5,280 logic cells) places and routes behind the scan harness and meets 24 MHz

@@ -339,6 +339,7 @@ def test_one_bit_format_is_refused_at_emit(tmp_path: Path, saturating_model: Pat
 
 
 @needs_toolchain
+@pytest.mark.slow  # the default run checks wide formats in the golden model and narrow ones in hardware
 def test_64_bit_iris_is_bit_exact_and_accurate_in_clash_and_verilator(tmp_path: Path) -> None:
     """At 1,0,63 golden model and hardware both saturate: bit-exact in the Clash simulation
     and in Verilator, with the golden model's accuracy (bit-exact alone would not show a
