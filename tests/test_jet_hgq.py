@@ -17,6 +17,7 @@ hgq = pytest.importorskip("hgq")
 keras = pytest.importorskip("keras")
 
 from helpers import needs_toolchain, script_module  # noqa: E402
+from keras2clash.kinds import engine  # noqa: E402
 from keras2clash.network import load_network  # noqa: E402
 from keras2clash.quant import golden  # noqa: E402
 
@@ -45,7 +46,7 @@ def test_qat_example_needs_the_relu_before_the_wrap(jet, monkeypatch):
     of the unsigned quantizers to large codes: the example depends on HGQ2's order."""
     model, x, _ = jet
     network = load_network(model)
-    monkeypatch.setattr(golden, "relu_before_requantize", lambda plan: False)
+    monkeypatch.setattr(engine, "relu_before_requantize", lambda plan: False)  # the dense layers' golden step
     swapped = golden_real(network, x)
     want = np.asarray(model.predict(x, verbose=0, batch_size=len(x)), dtype=np.float64)
     assert np.any(swapped != want)
