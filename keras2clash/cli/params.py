@@ -5,7 +5,7 @@ says something different for some commands (`--force` replaces what each command
 has one type per meaning, built from one definition of the flag.
 
 The design knobs (`--format`, `--parallelism`, `--pipeline`, ...) are declared once, as
-the parameters of a decorator (`design_knobs`, `run_design_knobs`): it
+the parameters of a decorator (`design_knobs`, `run_design_knobs`, `debug_design_knobs`): it
 gives a command every knob as an option and calls it with the one `design.DesignOptions`
 they state (`design_options`), which checks every value.
 """
@@ -226,6 +226,13 @@ def design_options(
     )
 
 
+def debug_design(format: str | None = None, **knobs: Any) -> DesignOptions | None:
+    """The design the options state for a model file; None when they state none, as a
+    project has its own and refuses any (trace, predict)."""
+    design = design_options(format, **knobs)
+    return None if format is None and design == DesignOptions() else design
+
+
 # --- the design knobs as one parameter of a command -----------------------------------------
 
 R = TypeVar("R")
@@ -304,3 +311,13 @@ design_knobs = DesignParams(KNOBS, design_options)
 """Every knob (emit)."""
 run_design_knobs = DesignParams(_knobs(omit=("hls4ml_config",), calibration=RunCalibration), design_options)
 """Every knob but --hls4ml-config; --calibration defaults to --data (run)."""
+debug_design_knobs = DesignParams(
+    _knobs(
+        omit=("parallelism", "cycles", "dsp_budget", "pipeline", "hls4ml_config", "lanes"),
+        format=DebugFormat,
+        weight_format=DebugWeightFormat,
+    ),
+    debug_design,
+)
+"""The knobs of the golden model's numbers, for a model file; the design is None when none
+is given (trace, predict)."""
