@@ -6,13 +6,16 @@ import subprocess
 import sys
 import time
 import warnings
+from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 import keras2clash
 from helpers import cli_env, needs_toolchain, run_cli
+from keras2clash.design import DesignOptions
 from keras2clash.errors import K2CError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -292,3 +295,96 @@ def test_missing_model_file_does_not_import_tensorflow(tmp_path: Path) -> None:
     )
     assert "model file not found" in proc.stderr
     assert proc.stdout.split() == ["2", "False", "False"]
+
+
+# --- the design options: one record for every command that takes them -------------------------
+
+DESIGN_WORDS = [
+    *("--format", "1,5,6", "--layer-format", "dense_0:o=1,3,6", "--input-format", "0,1,6", "--bits", "12"),
+    *("--calibration", "c.npz", "--weights", "w.pkl", "--softmax", "argmax", "--weight-format", "same"),
+]
+HARDWARE_WORDS = ["--parallelism", "2,1", "--cycles", "1,2", "--pipeline", "auto@150", "--dsp-budget", "8"]
+DESIGN = DesignOptions.of(
+    "1,5,6",
+    layer_formats={"dense_0": {"o": "1,3,6"}},
+    input_format="0,1,6",
+    bits=12,
+    calibration="c.npz",
+    weights="w.pkl",
+    softmax="argmax",
+    weight_format="same",
+)
+
+
+def test_every_command_gets_the_record_its_design_options_state(tmp_path: Path, monkeypatch, capsys) -> None:
+    """emit and run hand api the record; trace and predict, debug (None for no option at all)."""
+    from keras2clash import api, debug
+
+    seen: list[DesignOptions | None] = []
+
+    def emit(model, design, out, **kwargs):
+        seen.append(design)
+        return out
+
+    def run(model, data, design, out, **kwargs):
+        seen.append(design)
+        return SimpleNamespace(all_exact=True)
+
+    def golden(model, data, design, **kwargs):
+        seen.append(design)
+        raise K2CError("the record is all this test needs")
+
+    monkeypatch.setattr(api, "emit", emit)
+    monkeypatch.setattr(api, "run", run)
+    monkeypatch.setattr(debug, "trace", golden)
+    monkeypatch.setattr(debug, "predict", golden)
+    data = tmp_path / "x.npz"
+    np.savez(data, x=np.zeros((2, 4)))
+    hardware = DesignOptions.of(DESIGN, parallelism=[2, 1], cycles=[1, 2], pipeline="auto@150", dsp_budget=8)
+    for words, want in [
+        (["emit", "m.keras", *DESIGN_WORDS, *HARDWARE_WORDS, "--lanes", "auto"], replace(hardware, lanes="auto")),
+        (["run", "m.keras", "--data", data, *DESIGN_WORDS, *HARDWARE_WORDS], hardware),
+        (["emit", "m.keras"], DesignOptions()),
+        (["trace", "m.keras", "--data", data, *DESIGN_WORDS], DESIGN),
+        (["predict", "m.keras", "--data", data, "--out", tmp_path / "p.npz", *DESIGN_WORDS], DESIGN),
+        (["trace", "project", "--data", data, "--softmax", "argmax"], DesignOptions(softmax="argmax")),
+        (["trace", "project", "--data", data], None),
+        (["predict", "project", "--data", data, "--out", tmp_path / "p.npz"], None),
+    ]:
+        seen.clear()
+        code, text = run_cli(words, capsys)
+        assert code in (0, 2) and "Traceback" not in text, text
+        assert seen == [want], words
+
+
+def test_design_options_stand_once_in_each_command(capsys) -> None:
+    """The knobs a command takes (emit every one; run all but --hls4ml-config; trace and predict
+    those of the golden model's numbers), each once, with its own defaults."""
+    import typer
+
+    from keras2clash.cli import app
+
+    command = typer.main.get_command(app)
+    options = {
+        name: {p.name: p.default for p in command.commands[name].params} for name in ("emit", "run", "trace", "predict")
+    }
+    numbers = {"format", "layer_format", "layer_formats", "input_format", "bits", "calibration", "softmax"}
+    hardware = {"parallelism", "cycles", "pipeline", "dsp_budget", "lanes"}
+    assert numbers | {"weights", "weight_format", "hls4ml_config"} | hardware <= set(options["emit"])
+    assert set(options["emit"]) - set(options["run"]) == {"hls4ml_config", "name"}
+    for name in ("trace", "predict"):
+        assert numbers | {"weights", "weight_format"} <= set(options[name])
+        assert not hardware & set(options[name]) and "hls4ml_config" not in options[name]
+        assert options[name]["format"] is None and options[name]["weight_format"] is None
+    assert options["emit"]["format"] == options["run"]["format"] == "1,7,8"
+    assert options["emit"]["weight_format"] == "fit" and "design" not in options["emit"]
+
+
+def test_a_command_without_a_design_parameter_is_refused() -> None:
+    from keras2clash.cli import params
+
+    def knobless(model: Path) -> None:
+        pass
+
+    with pytest.raises(TypeError, match="knobless takes no 'design' parameter"):
+        params.design_knobs(knobless)

@@ -22,38 +22,11 @@ from keras2clash.fsutil import write_output_file
 from keras2clash.report.trace import METRICS, render
 
 
-def _design(
-    format: str | None,
-    layer_format: list[str] | None,
-    layer_formats: Path | None,
-    input_format: str | None,
-    bits: int | None,
-    calibration: Path | None,
-    softmax: str,
-    weights: Path | None,
-    weight_format: str | None,
-) -> DesignOptions | None:
-    """The design the options state for a model file; None when none is given (a project
-    refuses any)."""
-    design = params.design_options(
-        format,
-        layer_formats=layer_formats,
-        layer_format=layer_format,
-        input_format=input_format,
-        bits=bits,
-        calibration=calibration,
-        softmax=softmax,
-        weight_format=weight_format,
-        weights=weights,
-    )
-    return None if format is None and design == DesignOptions() else design
-
-
 @app.command()
+@params.debug_design_knobs
 def trace(
     model: params.DebugModel,
     data: Annotated[Path, typer.Option("--data", "-d", help="Inputs .npz with an array x (labels are not needed).")],
-    format: params.DebugFormat = None,
     threshold: Annotated[
         float | None,
         typer.Option(
@@ -66,23 +39,14 @@ def trace(
     plot: Annotated[Path | None, typer.Option("--plot", help="Write a PNG of the per-layer error.")] = None,
     n: params.Limit = None,
     force: params.ForcePlot = False,
-    layer_format: params.LayerFormat = None,
-    layer_formats: params.LayerFormats = None,
-    input_format: params.InputFormat = None,
-    bits: params.Bits = None,
-    calibration: params.Calibration = None,
-    softmax: params.Softmax = "exact",
-    weights: params.Weights = None,
-    weight_format: params.DebugWeightFormat = None,
+    *,
+    design: DesignOptions | None,
 ) -> None:
     """Every layer's fixed-point output (the golden model, = the hardware) against Keras' float output of the same layer."""
     if metric not in METRICS:
         raise K2CError(f"unknown --metric {metric!r}; choose from {', '.join(METRICS)}")
     check_reports(force, plot)
     read_npz(data, "data")  # before the slow model load
-    design = _design(
-        format, layer_format, layer_formats, input_format, bits, calibration, softmax, weights, weight_format
-    )
     result = debug.trace(model, data, design, limit=n)
     first = render(result, Console(width=max(Console().width, 120)), threshold=threshold, metric=metric)
     if plot is not None:
@@ -93,28 +57,19 @@ def trace(
 
 
 @app.command()
+@params.debug_design_knobs
 def predict(
     model: params.DebugModel,
     data: Annotated[Path, typer.Option("--data", "-d", help="Inputs .npz with an array x.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Write raw, values, classes (and input_raw) to this .npz.")],
-    format: params.DebugFormat = None,
     n: params.Limit = None,
     force: params.ForceOutFile = False,
-    layer_format: params.LayerFormat = None,
-    layer_formats: params.LayerFormats = None,
-    input_format: params.InputFormat = None,
-    bits: params.Bits = None,
-    calibration: params.Calibration = None,
-    softmax: params.Softmax = "exact",
-    weights: params.Weights = None,
-    weight_format: params.DebugWeightFormat = None,
+    *,
+    design: DesignOptions | None,
 ) -> None:
     """The golden model's (= the hardware's) outputs for the inputs in --data, as an .npz."""
     check_reports(force, out)
     read_npz(data, "data")
-    design = _design(
-        format, layer_format, layer_formats, input_format, bits, calibration, softmax, weights, weight_format
-    )
     result = debug.predict(model, data, design, limit=n)
     buffer = io.BytesIO()
     np.savez(

@@ -11,53 +11,23 @@ import typer
 from keras2clash import api
 from keras2clash.cli import params
 from keras2clash.cli.common import app, check_reports, err, languages, require_exact, write_reports
-from keras2clash.quant.autoformat import DEFAULT_WEIGHT_FORMAT
+from keras2clash.design import DesignOptions
 
 PROJECT_DIR = Path("build/net")
 
 
 @app.command()
+@params.design_knobs
 def emit(
     model: params.Model,
-    format: params.Format = params.DEFAULT_FORMAT,
+    design: DesignOptions,
     out: params.ProjectOut = PROJECT_DIR,
-    parallelism: params.Parallelism = None,
-    cycles: params.Cycles = None,
-    weights: params.Weights = None,
     name: Annotated[
         str | None, typer.Option("--name", help="Name of the top entity (default: the Keras model name).")
     ] = None,
     force: params.Force = False,
-    layer_format: params.LayerFormat = None,
-    layer_formats: params.LayerFormats = None,
-    input_format: params.InputFormat = None,
-    bits: params.Bits = None,
-    calibration: params.Calibration = None,
-    dsp_budget: params.DspBudget = None,
-    softmax: params.Softmax = "exact",
-    pipeline: params.Pipeline = None,
-    hls4ml_config: params.Hls4ml = None,
-    weight_format: params.WeightFormat = DEFAULT_WEIGHT_FORMAT,
-    lanes: params.Lanes = None,
 ) -> None:
     """Parse MODEL and write a Clash project (network, weights, memory files) to --out."""
-    design = params.design_options(
-        format,
-        layer_formats=layer_formats,
-        layer_format=layer_format,
-        input_format=input_format,
-        bits=bits,
-        calibration=calibration,
-        parallelism=parallelism,
-        cycles=cycles,
-        pipeline=pipeline,
-        dsp_budget=dsp_budget,
-        lanes=lanes,
-        softmax=softmax,
-        weight_format=weight_format,
-        hls4ml_config=hls4ml_config,
-        weights=weights,
-    )
     path = api.emit(model, design, out, name=name, force=force)
     err.print(f"[green]✓[/green] emitted {path}")
 
@@ -96,52 +66,24 @@ def simulate(
 
 
 @app.command()
+@params.run_design_knobs
 def run(
     model: params.Model,
     data: params.TestData,
-    format: params.Format = params.DEFAULT_FORMAT,
+    design: DesignOptions,
     out: params.ProjectOut = PROJECT_DIR,
-    parallelism: params.Parallelism = None,
-    cycles: params.Cycles = None,
     verilog: params.Verilog = False,
     vhdl: params.Vhdl = False,
     systemverilog: params.SystemVerilog = False,
     n: params.Limit = None,
-    weights: params.Weights = None,
     force: params.Force = False,
     json_out: params.ComparisonJson = None,
     markdown: params.ComparisonMarkdown = None,
-    layer_format: params.LayerFormat = None,
-    layer_formats: params.LayerFormats = None,
-    input_format: params.InputFormat = None,
-    bits: params.Bits = None,
-    calibration: params.RunCalibration = None,
-    dsp_budget: params.DspBudget = None,
-    softmax: params.Softmax = "exact",
-    pipeline: params.Pipeline = None,
     task: params.Task = "auto",
-    weight_format: params.WeightFormat = DEFAULT_WEIGHT_FORMAT,
-    lanes: params.Lanes = None,
 ) -> None:
     """emit -> hdl -> simulate in one go (default: all three HDLs)."""
     langs = languages(verilog, vhdl, systemverilog, ("verilog", "vhdl", "systemverilog"))
     check_reports(force, json_out, markdown)
-    design = params.design_options(
-        format,
-        layer_formats=layer_formats,
-        layer_format=layer_format,
-        input_format=input_format,
-        bits=bits,
-        calibration=calibration,
-        parallelism=parallelism,
-        cycles=cycles,
-        pipeline=pipeline,
-        dsp_budget=dsp_budget,
-        lanes=lanes,
-        softmax=softmax,
-        weight_format=weight_format,
-        weights=weights,
-    )
     comp = api.run(model, data, design, out, languages=langs, limit=n, force=force, task=task)
     write_reports(comp, json_out, markdown, force)
     require_exact(comp)

@@ -4,14 +4,20 @@ same flag, help text and checks as every other command that takes it. An option 
 says something different for some commands (`--force` replaces what each command writes)
 has one type per meaning, built from one definition of the flag.
 
-The design knobs (`--format`, `--parallelism`, `--pipeline`, ...) become one
-`design.DesignOptions` (`design_options`), which checks every value.
+The design knobs (`--format`, `--parallelism`, `--pipeline`, ...) are declared once, as
+the parameters of a decorator (`design_knobs`, `run_design_knobs`, `debug_design_knobs`): it
+gives a command every knob as an option and calls it with the one `design.DesignOptions`
+they state (`design_options`), which checks every value.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, TypeVar
 
 import typer
 
@@ -218,3 +224,100 @@ def design_options(
         hls4ml_config=hls4ml_config,
         weights=weights,
     )
+
+
+def debug_design(format: str | None = None, **knobs: Any) -> DesignOptions | None:
+    """The design the options state for a model file; None when they state none, as a
+    project has its own and refuses any (trace, predict)."""
+    design = design_options(format, **knobs)
+    return None if format is None and design == DesignOptions() else design
+
+
+# --- the design knobs as one parameter of a command -----------------------------------------
+
+R = TypeVar("R")
+
+
+def _knob(name: str, annotation: object, default: object = None) -> inspect.Parameter:
+    # Keyword-only: Typer passes every value by name, and a keyword-only parameter may stand
+    # anywhere in a signature, with or without a default, before or after the command's own.
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=default)
+
+
+KNOBS = (
+    _knob("format", Format, DEFAULT_FORMAT),
+    _knob("parallelism", Parallelism),
+    _knob("cycles", Cycles),
+    _knob("weights", Weights),
+    _knob("layer_format", LayerFormat),
+    _knob("layer_formats", LayerFormats),
+    _knob("input_format", InputFormat),
+    _knob("bits", Bits),
+    _knob("calibration", Calibration),
+    _knob("dsp_budget", DspBudget),
+    _knob("softmax", Softmax, "exact"),
+    _knob("pipeline", Pipeline),
+    _knob("hls4ml_config", Hls4ml),
+    _knob("weight_format", WeightFormat, DEFAULT_WEIGHT_FORMAT),
+    _knob("lanes", Lanes),
+)
+"""Every design knob as a command parameter, named as `design_options`' keyword, in the
+order `--help` lists them."""
+
+
+def _knobs(omit: tuple[str, ...] = (), **variants: object) -> tuple[inspect.Parameter, ...]:
+    """KNOBS without `omit`, some of them with another type (another help text), whose
+    default None leaves the knob's default to `build`."""
+    return tuple(
+        _knob(knob.name, variants[knob.name]) if knob.name in variants else knob
+        for knob in KNOBS
+        if knob.name not in omit
+    )
+
+
+@dataclass(frozen=True)
+class DesignParams:
+    """A command's design knobs. As a decorator, it puts `knobs` into the command's signature
+    in place of its `design` parameter, where Typer reads the options, and calls the command
+    with `design=build(**the knobs' values)`: the command's body sees one typed record."""
+
+    knobs: tuple[inspect.Parameter, ...]
+    build: Callable[..., DesignOptions | None]
+
+    def __call__(self, command: Callable[..., R]) -> Callable[..., R]:
+        signature = inspect.signature(command, eval_str=True)
+        own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in signature.parameters.values()]
+        names = [p.name for p in own]
+        if "design" not in names:
+            raise TypeError(f"{command.__name__} takes no 'design' parameter for its design knobs")
+        at = names.index("design")
+        parameters = [*own[:at], *self.knobs, *own[at + 1 :]]
+
+        @functools.wraps(command)
+        def with_design(**values: Any) -> R:
+            knobs = {knob.name: values.pop(knob.name) for knob in self.knobs}
+            return command(design=self.build(**knobs), **values)
+
+        with_design.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+        # what typing.get_type_hints, which Typer calls, reads: the signature's, not the
+        # command's with its `design`
+        with_design.__annotations__ = {p.name: p.annotation for p in parameters} | {
+            "return": signature.return_annotation
+        }
+        return with_design
+
+
+design_knobs = DesignParams(KNOBS, design_options)
+"""Every knob (emit)."""
+run_design_knobs = DesignParams(_knobs(omit=("hls4ml_config",), calibration=RunCalibration), design_options)
+"""Every knob but --hls4ml-config; --calibration defaults to --data (run)."""
+debug_design_knobs = DesignParams(
+    _knobs(
+        omit=("parallelism", "cycles", "dsp_budget", "pipeline", "hls4ml_config", "lanes"),
+        format=DebugFormat,
+        weight_format=DebugWeightFormat,
+    ),
+    debug_design,
+)
+"""The knobs of the golden model's numbers, for a model file; the design is None when none
+is given (trace, predict)."""
