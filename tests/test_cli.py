@@ -358,7 +358,7 @@ def test_every_command_gets_the_record_its_design_options_state(tmp_path: Path, 
 
 
 def test_design_options_stand_once_in_each_command(capsys) -> None:
-    """The knobs a command takes (emit every one; run all but --hls4ml-config; trace and predict
+    """The knobs a command takes (emit and run every one; trace and predict
     those of the golden model's numbers), each once, with its own defaults."""
     import typer
 
@@ -371,7 +371,7 @@ def test_design_options_stand_once_in_each_command(capsys) -> None:
     numbers = {"format", "layer_format", "layer_formats", "input_format", "bits", "calibration", "softmax"}
     hardware = {"parallelism", "cycles", "pipeline", "dsp_budget", "lanes"}
     assert numbers | {"weights", "weight_format", "hls4ml_config"} | hardware <= set(options["emit"])
-    assert set(options["emit"]) - set(options["run"]) == {"hls4ml_config", "name"}
+    assert set(options["emit"]) - set(options["run"]) == {"name"}
     for name in ("trace", "predict"):
         assert numbers | {"weights", "weight_format"} <= set(options[name])
         assert not hardware & set(options[name]) and "hls4ml_config" not in options[name]

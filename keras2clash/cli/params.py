@@ -309,8 +309,8 @@ class DesignParams:
 
 design_knobs = DesignParams(KNOBS, design_options)
 """Every knob (emit)."""
-run_design_knobs = DesignParams(_knobs(omit=("hls4ml_config",), calibration=RunCalibration), design_options)
-"""Every knob but --hls4ml-config; --calibration defaults to --data (run)."""
+run_design_knobs = DesignParams(_knobs(calibration=RunCalibration), design_options)
+"""Every knob; --calibration defaults to --data (run)."""
 debug_design_knobs = DesignParams(
     _knobs(
         omit=("parallelism", "cycles", "dsp_budget", "pipeline", "hls4ml_config", "lanes"),
