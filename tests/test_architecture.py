@@ -89,3 +89,117 @@ def test_mypy_checks_the_stages() -> None:
     mypy = Path(sys.executable).parent / "mypy"
     proc = subprocess.run([str(mypy), *TYPED], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+
+
+NO_ANY_PACKAGES = ("ir", "quant", "backend")
+"""The packages whose public signatures never say `Any` (mypy checks them too, `TYPED`)."""
+
+
+def _says_any(node: ast.expr | None) -> bool:
+    """Whether an annotation (or a type alias's value) names `Any`: as `Any`, `typing.Any`,
+    or inside a string annotation; `Literal["Any"]` is a string, not the type."""
+    if node is None:
+        return False
+    if isinstance(node, ast.Name):
+        return node.id == "Any"
+    if isinstance(node, ast.Attribute):
+        return node.attr == "Any"
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        try:
+            return _says_any(ast.parse(node.value, mode="eval").body)
+        except SyntaxError:
+            return False
+    if isinstance(node, ast.Subscript) and isinstance(node.value, (ast.Name, ast.Attribute)):
+        if (node.value.id if isinstance(node.value, ast.Name) else node.value.attr) == "Literal":
+            return False
+    return any(_says_any(child) for child in ast.iter_child_nodes(node) if isinstance(child, ast.expr))
+
+
+def _public(name: str) -> bool:
+    """A public name; dunder methods (`__getattr__`, `__call__`) are public API too."""
+    return not name.startswith("_") or (name.startswith("__") and name.endswith("__"))
+
+
+def _any_in_public_signatures(tree: ast.Module) -> list[tuple[int, str]]:
+    """(line, what) for every `Any` in a public function's parameters or return type, a public
+    class's public methods and fields (recursively), or a public module-level name's annotation
+    or type alias."""
+    found: list[tuple[int, str]] = []
+
+    def function(node: ast.FunctionDef | ast.AsyncFunctionDef, where: str) -> None:
+        args = node.args
+        for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]:
+            if arg is not None and _says_any(arg.annotation):
+                found.append((arg.lineno, f"parameter {arg.arg!r} of {where}{node.name}"))
+        if _says_any(node.returns):
+            found.append((node.lineno, f"return type of {where}{node.name}"))
+
+    def body(statements: list[ast.stmt], where: str) -> None:
+        for node in statements:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if _public(node.name):
+                    function(node, where)
+            elif isinstance(node, ast.ClassDef):
+                if not node.name.startswith("_"):
+                    body(node.body, f"{where}{node.name}.")
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                alias = isinstance(node.annotation, ast.Name) and node.annotation.id == "TypeAlias"
+                if not node.target.id.startswith("_") and (
+                    _says_any(node.annotation) or (alias and _says_any(node.value))
+                ):
+                    found.append((node.lineno, f"{where}{node.target.id}"))
+            elif isinstance(node, ast.Assign):
+                names = [t.id for t in node.targets if isinstance(t, ast.Name) and not t.id.startswith("_")]
+                if names and _says_any(node.value):
+                    found.append((node.lineno, f"{where}{names[0]}"))
+            elif isinstance(node, getattr(ast, "TypeAlias", ())):  # `type X = ...` (Python 3.12)
+                if not node.name.id.startswith("_") and _says_any(node.value):
+                    found.append((node.lineno, f"{where}{node.name.id}"))
+            elif isinstance(node, (ast.If, ast.Try)):  # `if TYPE_CHECKING:`, `try: import ...`
+                body(node.body, where)
+                body(node.orelse, where)
+                for handler in getattr(node, "handlers", []):
+                    body(handler.body, where)
+                body(getattr(node, "finalbody", []), where)
+
+    body(tree.body, "")
+    return found
+
+
+def test_the_any_check_sees_public_signatures_only() -> None:
+    source = """
+from typing import Any, Literal, TypeAlias
+import typing
+
+def f(x: Any, *rest: "list[Any]") -> int: ...
+def g() -> typing.Any: ...
+def _private(x: Any) -> Any: ...
+def h(mode: Literal["Any"]) -> None:
+    local: Any = 1
+class C:
+    field: dict[str, Any]
+    def m(self, **kw: Any) -> None: ...
+    def __getattr__(self, name: str) -> Any: ...
+    def _m(self) -> Any: ...
+class _Hidden:
+    def m(self) -> Any: ...
+Alias: TypeAlias = "dict[str, Any]"
+Old = dict[str, Any]
+_private_alias = dict[str, Any]
+if True:
+    def k() -> Any: ...
+"""
+    lines = [line for line, _ in _any_in_public_signatures(ast.parse(source))]
+    assert lines == [5, 5, 6, 11, 12, 13, 17, 18, 21]
+
+
+def test_no_any_in_public_signatures() -> None:
+    """ir, quant and backend say what their public functions take and give: JSON as
+    `jsontypes.Json`, the dictionary IR as `ir.graph.DictIR`, fixed layouts as TypedDicts."""
+    assert all(f"keras2clash/{package}" in TYPED for package in NO_ANY_PACKAGES)
+    found = []
+    for package in NO_ANY_PACKAGES:
+        for path in sorted((PACKAGE / package).rglob("*.py")):
+            tree = ast.parse(path.read_text(), str(path))
+            found += [f"{path.relative_to(ROOT)}:{line}: {what}" for line, what in _any_in_public_signatures(tree)]
+    assert not found, "Any in public signatures:\n" + "\n".join(found)

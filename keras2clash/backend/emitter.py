@@ -15,7 +15,7 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypeAlias, TypedDict, cast
 
 import jinja2
 
@@ -189,6 +189,77 @@ def _container_label(fmt: FixedFormat) -> str:
     return str(fmt) if fmt == fmt.container else f"{fmt} held in {fmt.container}"
 
 
+LayerEntry: TypeAlias = dict[str, object]
+"""One layer as Network.hs.j2 and Weights.hs.j2 see it (`_layer_entry`): the fields every
+layer has and its kind's own (`Entry.fields`), which only the kind and its template know."""
+
+
+class FormatType(TypedDict):
+    """A container type the generated modules declare (`format_type_name`)."""
+
+    name: str
+    clash: str
+    bits: int
+    label: str  # the formats it holds
+
+
+class TimingCheck(TypedDict):
+    """A depth the Haskell types must equal (`hw.blocks.timing_checks`)."""
+
+    name: str
+    type: str
+    value: int
+
+
+class NetworkArg(TypedDict):
+    """A type-level argument of the network: a knob or a FIFO depth."""
+
+    var: str
+    value: int
+    doc: str
+
+
+class TemplateContext(TypedDict):
+    """What the project's templates are rendered with (`build_context`)."""
+
+    name: str
+    package: str
+    version: str
+    format_types: list[FormatType]
+    layers: list[LayerEntry]
+    timing: list[TimingCheck]
+    compute_layers: list[LayerEntry]
+    layer_weights: list[str]
+    weights_exports: list[str]
+    imports: list[str]
+    network_args: list[NetworkArg]
+    composition: str
+    has_branches: bool
+    input_type: str
+    input_doc: str
+    beats_per_image: int
+    beat_width: int
+    n_in: int
+    n_out: int
+    output_type: str
+    output_note: str
+    logits_type: str
+    output_activation: str
+    output_stream: str | None
+    output_activation_doc: str
+    activations: list[ActivationCode]
+    tables: list[ActivationCode]
+    uses_maps: bool
+    in_fmt: FixedFormat
+    out_fmt: FixedFormat
+    in_label: str
+    out_label: str
+    pe_literals: str
+    input_shape_text: str
+    sim_blocks: NotRequired[list[str]]  # the copied blocks, added by `write_project`
+    blocks: NotRequired[list[str]]
+
+
 def requantizer(fmt: FixedFormat) -> str:
     """The Haskell that requantizes an exact value to `fmt`: K2C.Activation.requantize for
     a plain format (round half up, saturate), K2C.Quant.requantizeTo for the others (its
@@ -202,9 +273,7 @@ def requantizer(fmt: FixedFormat) -> str:
     )
 
 
-def _layer_entry(
-    plan: LayerPlan, fn: str, code: ActivationCode | None = None, at_output: bool = False
-) -> dict[str, Any]:
+def _layer_entry(plan: LayerPlan, fn: str, code: ActivationCode | None = None, at_output: bool = False) -> LayerEntry:
     """Everything one layer's Haskell function needs: its kind's entry (`Kind.entry`) and the
     parts every kind shares (types, the output format's container, the fused activation).
     `code` is its activation; `at_output` says the Top applies it (after taking the class
@@ -229,7 +298,7 @@ def _layer_entry(
         notes.append(f"Activation {code.doc}" + (" (applied in Top, after the class)" if at_output else ""))
         uses.append(_activation_import(plan))
     own = home.entry(plan, fn, code.stage() if code is not None else None)
-    entry: dict[str, Any] = {
+    entry: LayerEntry = {
         "name": plan.name,
         "fn": fn,
         "type": plan.type,
@@ -249,10 +318,10 @@ def _layer_entry(
         entry["hw_activation"] = code.name if elementwise and code is not None else "linear"
     entry.update(own.fields)
     if any(plan.pads):
-        entry["uses"].append("pad")
+        cast(list[str], entry["uses"]).append("pad")
     if relu_before_requantize(plan) and "hw_activation" in entry:  # HGQ2's order (docs: contract, formats)
         entry.update(requantizer=f"({entry['requantizer']} . relu)", hw_activation="linear")
-        entry["notes"].append(
+        cast(list[str], entry["notes"]).append(
             f"The ReLU acts on the exact value, before the wrapping requantization to {plan.out_fmt}."
         )
     return entry
@@ -265,12 +334,14 @@ def _activation_import(plan: LayerPlan) -> str:
     return {"relu": "relu", "hard": "relu", "softmax": "softmax"}.get(act.family, "table")
 
 
-def _stage(plan: LayerPlan, entry: dict[str, Any]) -> str:
-    return f"{entry['fn']} p_{entry['fn']} b_{entry['fn']} l_{entry['fn']}" if plan.is_compute else entry["fn"]
+def _stage(plan: LayerPlan, entry: LayerEntry) -> str:
+    return (
+        f"{entry['fn']} p_{entry['fn']} b_{entry['fn']} l_{entry['fn']}" if plan.is_compute else cast(str, entry["fn"])
+    )
 
 
 def _render_chain(
-    chain: Chain, by_name: dict[str, tuple[LayerPlan, dict[str, Any]]], fifo_args: list[dict[str, Any]], indent: str
+    chain: Chain, by_name: dict[str, tuple[LayerPlan, LayerEntry]], fifo_args: list[NetworkArg], indent: str
 ) -> str:
     """The Haskell composition of a chain: layers joined by `|>`, each parallel block a
     `branches` of its branch chains (each ending in its FIFO), then the merge layer."""
@@ -288,9 +359,9 @@ def _render_chain(
 def _render_parallel(
     block: Parallel,
     merge: LayerPlan,
-    entry: dict[str, Any],
-    by_name: dict[str, tuple[LayerPlan, dict[str, Any]]],
-    fifo_args: list[dict[str, Any]],
+    entry: LayerEntry,
+    by_name: dict[str, tuple[LayerPlan, LayerEntry]],
+    fifo_args: list[NetworkArg],
     indent: str,
 ) -> str:
     inner = indent + "    "
@@ -334,7 +405,7 @@ def _activation_codes(
 
 def build_context(
     name: str, plans: Sequence[LayerPlan], params: dict[str, QuantizedLayer] | None = None
-) -> dict[str, Any]:
+) -> TemplateContext:
     """Everything the templates need, computed here so the templates stay declarative.
     `params` supplies the constants generated into Weights.hs (BatchNormalization)."""
     fns = haskell_names([p.name for p in plans])
@@ -347,7 +418,7 @@ def build_context(
     containers: dict[FixedFormat, list[str]] = {}
     for f in formats:
         containers.setdefault(f.container, []).append(str(f))
-    format_types = [
+    format_types: list[FormatType] = [
         {
             "name": format_type_name(c),
             "clash": c.clash_type,
@@ -372,15 +443,19 @@ def build_context(
             own = plan.kind.weights(plan, fn, params[plan.name])
             if own is not None:
                 layer_weights.append(own)
-    network_args = []
-    for entry in compute:
+    network_args: list[NetworkArg] = []
+    for entry in compute:  # an engine's fields (`EngineKind.engine_fields`): its knobs are ints
         p_var, b_var = f"p_{entry['fn']}", f"b_{entry['fn']}"
-        network_args.append({"var": p_var, "value": entry["pe"], "doc": f"processing elements of {entry['name']}"})
-        network_args.append({"var": b_var, "value": entry["cycles"], "doc": f"cycles per window of {entry['name']}"})
+        network_args.append(
+            {"var": p_var, "value": cast(int, entry["pe"]), "doc": f"processing elements of {entry['name']}"}
+        )
+        network_args.append(
+            {"var": b_var, "value": cast(int, entry["cycles"]), "doc": f"cycles per window of {entry['name']}"}
+        )
         network_args.append(
             {
                 "var": f"l_{entry['fn']}",
-                "value": entry["levels"],
+                "value": cast(int, entry["levels"]),
                 "doc": f"adder levels per pipeline stage of {entry['name']} (0: not pipelined)",
             }
         )
@@ -388,22 +463,22 @@ def build_context(
     source = plans[0].inputs[0] if plans[0].inputs else "input"
     built = plans[:-1] if split and plans[-1].activation_only and len(plans) > 1 else plans
     shape = structure(built, source, built[-1].name)
-    fifo_args: list[dict[str, Any]] = []
+    fifo_args: list[NetworkArg] = []
     composition = _render_chain(shape, by_name, fifo_args, "  ")
     network_args.extend(fifo_args)
     if fifo_args:
-        layers[0]["uses"] += ["branches", "fifo"]
-    bodies = [line for entry in layers for line in entry.get("body", [])]
+        cast(list[str], layers[0]["uses"]).extend(["branches", "fifo"])
+    bodies = [line for entry in layers for line in cast(list[str], entry.get("body", []))]
     pipes = [f for f in ("mapP", "mapP2", "mapTable") if any(f"{f} " in line for line in bodies)]
     fn_of = {plan.name: fn for plan, fn in zip(plans, fns)}
     checks = timing_checks(plans)
-    timing = [
+    timing: list[TimingCheck] = [
         {"name": f"{fn_of.get(owner, owner)}_{depth.label}", "type": depth.type, "value": depth.value}
         for owner, depth in checks
     ]
     timing_uses = {"type_equality"} | {depth.uses for _, depth in checks}
     used = sorted(
-        {IMPORTS[u] for entry in layers for u in entry["uses"]}
+        {IMPORTS[u] for entry in layers for u in cast(list[str], entry["uses"])}
         | {IMPORTS[u] for u in timing_uses}
         | ({f"import K2C.Pipe ({', '.join(pipes)})"} if pipes else set())
     )
@@ -434,7 +509,7 @@ def build_context(
         "timing": timing,
         "compute_layers": compute,
         "layer_weights": [text for _, text in layer_weights],
-        "weights_exports": [e["fn"] for e in compute]
+        "weights_exports": [cast(str, e["fn"]) for e in compute]
         + [name for names, _ in layer_weights for name in names]
         + [c.table_name for c in codes.values() if c is not None and c.table_name],
         "imports": imports,

@@ -4,9 +4,8 @@ shares. The text itself lives in the templates; Python passes them the numbers."
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
 
 import jinja2
 
@@ -46,7 +45,7 @@ class KindTemplate:
     def __init__(self, name: str) -> None:
         self._module = _env.get_template(name).module
 
-    def __getattr__(self, macro: str) -> Any:
+    def __getattr__(self, macro: str) -> Callable[..., str]:
         render = getattr(self._module, macro)
         return lambda *args, **kwargs: str(render(*args, **kwargs))
 

@@ -9,26 +9,59 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Final, TypedDict, cast
 
 import numpy as np
 
 from keras2clash import __version__
 from keras2clash.errors import K2CError
 from keras2clash.hw.plan import LayerPlan
+from keras2clash.jsontypes import JsonObject
 from keras2clash.quant.golden import QuantizedLayer
 
 MANIFEST = "manifest.json"
 PARAMS = "golden.npz"
 SOURCE_MODEL = "source_model.keras"
 WEIGHTS_DIR = "weights"
-INTEGRITY = "integrity"
+INTEGRITY: Final = "integrity"
 """Manifest key: sha256 of the rest of the manifest and of every file `golden.npz` and
 `weights/*.mem` as emitted. Every command that reads a project checks them first
 (`verify_integrity`), so an edited manifest or a changed, malformed or deleted weight file
 is refused with the file's name instead of being built, simulated or shipped."""
+
+
+class Integrity(TypedDict):
+    """The manifest's integrity record (`INTEGRITY`)."""
+
+    manifest_sha256: str  # of the rest of the manifest (`_manifest_hash`)
+    files: dict[str, str]  # path in the project -> its sha256
+
+
+class ManifestExtra(TypedDict, total=False):
+    """The manifest keys `emit` adds beyond the plan (`write_project_data`'s `extra`)."""
+
+    precision: JsonObject  # the formats (`ResolvedFormats.to_json`) and the parameters' saturation
+    design: JsonObject  # resources and timing (`hw.summary.design_summary`)
+
+
+class ManifestBody(ManifestExtra):
+    """The manifest without its integrity record: what that record's hash covers."""
+
+    keras2clash: str  # the version that emitted the project
+    name: str
+    top: str
+    beats_per_image: int
+    beat_width: int
+    layers: list[JsonObject]  # `LayerPlan.to_json` of each layer
+
+
+class Manifest(ManifestBody):
+    """manifest.json as `write_project_data` writes it."""
+
+    integrity: Integrity
 
 
 @dataclass(frozen=True)
@@ -78,12 +111,12 @@ def write_project_data(
     top: str,
     plans: list[LayerPlan],
     params: dict[str, QuantizedLayer],
-    extra: dict[str, Any] | None = None,
+    extra: ManifestExtra | None = None,
 ) -> None:
     """Write the manifest and the golden parameters into a (temporary) project folder.
 
     `extra` adds top-level manifest keys (e.g. "precision": formats and saturation report)."""
-    manifest: dict[str, Any] = {
+    body: ManifestBody = {
         "keras2clash": __version__,
         "name": name,
         "top": top,
@@ -98,9 +131,12 @@ def write_project_data(
         arrays[f"{layer}/bias"] = p.bias
     np.savez(root / PARAMS, **arrays)  # type: ignore[arg-type]
     files = [root / PARAMS, *sorted((root / WEIGHTS_DIR).glob("*.mem"))]
-    manifest[INTEGRITY] = {
-        "manifest_sha256": _manifest_hash(manifest),
-        "files": {path.relative_to(root).as_posix(): _file_hash(path) for path in files},
+    manifest: Manifest = {
+        **body,
+        INTEGRITY: {
+            "manifest_sha256": _manifest_hash(body),
+            "files": {path.relative_to(root).as_posix(): _file_hash(path) for path in files},
+        },
     }
     (root / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
 
@@ -109,17 +145,18 @@ def _file_hash(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _manifest_hash(manifest: dict[str, Any]) -> str:
+def _manifest_hash(manifest: Mapping[str, object]) -> str:
     """sha256 of the manifest's content without its integrity record (formatting-independent)."""
     content = {key: value for key, value in manifest.items() if key != INTEGRITY}
     return hashlib.sha256(json.dumps(content, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-def verify_integrity(root: Path, manifest: dict[str, Any]) -> None:
+def verify_integrity(root: Path, manifest: JsonObject) -> None:
     """The manifest and the files it lists must be exactly as `emit` wrote them."""
     again = "emit the project again (keras2clash emit ... --force)"
     record = manifest.get(INTEGRITY)
-    if not isinstance(record, dict) or not isinstance(record.get("files"), dict):
+    files = record.get("files") if isinstance(record, dict) else None
+    if not isinstance(record, dict) or not isinstance(files, dict):
         raise K2CError(
             f"{root / MANIFEST} has no integrity record (emitted by an older keras2clash, or "
             f"edited), so its weight files cannot be checked; {again}"
@@ -129,11 +166,11 @@ def verify_integrity(root: Path, manifest: dict[str, Any]) -> None:
             f"{root / MANIFEST} was changed after emit (it no longer matches the hash recorded "
             f"in it); the project would be simulated and reported with wrong figures; {again}"
         )
-    listed = set(record["files"])
+    listed = set(files)
     for path in sorted((root / WEIGHTS_DIR).glob("*.mem")):
         if path.relative_to(root).as_posix() not in listed:
             raise K2CError(f"weight file {path} was not written by emit; {again}")
-    for name, digest in sorted(record["files"].items()):
+    for name, digest in sorted(files.items()):
         path = root / name
         kind = "weight file" if name.startswith(WEIGHTS_DIR + "/") else "file"
         if not path.is_file():
@@ -157,8 +194,9 @@ def load_project(root: Path | str) -> Project:
     if not isinstance(manifest, dict):
         raise K2CError(f"project {root} is damaged ({MANIFEST} is not a JSON object); emit it again")
     verify_integrity(root, manifest)
+    written = cast(Manifest, manifest)  # its hash matched: it is as emit wrote it
     try:
-        plans = [LayerPlan.from_json(layer) for layer in manifest["layers"]]
+        plans = [LayerPlan.from_json(layer) for layer in written["layers"]]
         with np.load(root / PARAMS) as archive:
             params = {
                 plan.name: QuantizedLayer(archive[f"{plan.name}/kernel"], archive[f"{plan.name}/bias"])
@@ -167,4 +205,4 @@ def load_project(root: Path | str) -> Project:
             }
     except (OSError, KeyError, TypeError, ValueError) as exc:
         raise K2CError(f"project {root} is damaged ({type(exc).__name__}: {exc}); emit it again") from None
-    return Project(root=root, name=manifest["name"], top=manifest["top"], plans=plans, params=params)
+    return Project(root=root, name=written["name"], top=written["top"], plans=plans, params=params)

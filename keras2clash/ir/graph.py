@@ -12,12 +12,15 @@ users can build or edit networks as plain data.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TypeAlias
 
 from keras2clash.errors import K2CError
-from keras2clash.ir.layers import Layer, Shape, record_from_dict
+from keras2clash.ir.layers import IRRow, IRValue, Layer, Shape, record_from_dict
+
+DictIR: TypeAlias = Sequence[IRRow]
+"""The dictionary IR: one row per layer, in topological order (`Graph.to_dict`)."""
 
 
 @dataclass(frozen=True)
@@ -72,11 +75,11 @@ class Graph:
     def replaced(self, old: Layer, new: Layer) -> Graph:
         return self.with_layers([new if layer is old else layer for layer in self.layers])
 
-    def to_dict(self) -> list[dict[str, Any]]:
+    def to_dict(self) -> list[dict[str, IRValue]]:
         """The dictionary IR: one dict per layer, in topological order, weights included."""
         rows = []
         for layer in self.layers:
-            row: dict[str, Any] = {
+            row: dict[str, IRValue] = {
                 "type": layer.type,
                 "name": layer.name,
                 "inputs": list(layer.inputs),
@@ -93,7 +96,7 @@ class Graph:
         return rows
 
     @staticmethod
-    def from_dict(rows: Sequence[Mapping[str, Any]], name: str = "net", input_name: str = "input") -> Graph:
+    def from_dict(rows: DictIR, name: str = "net", input_name: str = "input") -> Graph:
         """Read the dictionary IR. Rows without `inputs` form a chain (the round-1 form)."""
         if not rows:
             raise K2CError("the IR has no layers")
@@ -115,6 +118,10 @@ class Graph:
         )
 
 
-def as_graph(ir: Graph | Sequence[Mapping[str, Any]]) -> Graph:
+GraphLike: TypeAlias = Graph | DictIR
+"""What the stages after the frontend take: a Graph, or the dictionary IR of one."""
+
+
+def as_graph(ir: GraphLike) -> Graph:
     """A Graph as it is; a dictionary IR (list of dicts) read into one."""
     return ir if isinstance(ir, Graph) else Graph.from_dict(ir)

@@ -15,14 +15,24 @@ lives here.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeAlias, TypeVar, cast
 
 import numpy as np
 
 from keras2clash.errors import K2CError
 
 Shape = tuple[int, ...]
+
+IRValue: TypeAlias = "None | bool | int | float | str | np.ndarray | Sequence[IRValue] | Mapping[str, IRValue]"
+"""A value in the dictionary IR: a record's field (numbers, names, shapes as tuples), its
+weights (numpy arrays), or the same read from JSON (lists for tuples). `Sequence` and
+`Mapping` rather than `list` and `dict` because those are invariant: a `list[int]` or a
+`dict[str, np.ndarray]` must count as a value too."""
+
+IRRow: TypeAlias = Mapping[str, IRValue]
+"""One layer of the dictionary IR (`Graph.to_dict`, `record_from_dict`)."""
 
 
 @dataclass(frozen=True)
@@ -46,7 +56,7 @@ class Layer:
     def activation(self) -> str:
         return "linear"
 
-    def attributes(self) -> dict[str, Any]:
+    def attributes(self) -> dict[str, IRValue]:
         """The kind's own fields (for the dictionary IR), weights excluded."""
         base = {f.name for f in fields(Layer)}
         return {
@@ -88,23 +98,24 @@ def register_record(cls: R) -> R:
     return cls
 
 
-def record_from_dict(data: dict[str, Any]) -> Layer:
+def record_from_dict(data: IRRow) -> Layer:
     """A record from its dictionary-IR form (`Graph.to_dict`), weights included."""
     kind = data["type"]
     if kind not in RECORDS:
         raise K2CError(f"layer '{data.get('name')}': unknown layer type {kind!r} in the dictionary IR")
-    cls = RECORDS[kind]
+    cls = RECORDS[cast(str, kind)]  # a key of RECORDS
     names = {f.name for f in fields(cls)}
-    values: dict[str, Any] = {}
+    values: dict[str, Any] = {}  # the keyword arguments of `cls`, whichever kind it is
     for key, value in data.items():
         if key in ("type", "weights", "input_shape"):
             continue
         if key in names:
             values[key] = tuple(value) if isinstance(value, list) else value
-    for key, value in (data.get("weights") or {}).items():
+    weights = cast(Mapping[str, IRValue], data.get("weights") or {})
+    for key, value in weights.items():
         values[key] = np.asarray(value, dtype=np.float64)
     if "input_shapes" not in values:
-        values["input_shapes"] = (tuple(data["input_shape"]),)
+        values["input_shapes"] = (tuple(cast(Sequence[int], data["input_shape"])),)
     values["input_shapes"] = tuple(tuple(s) for s in values["input_shapes"])
     values["output_shape"] = tuple(values["output_shape"])
     values.setdefault("inputs", ())

@@ -26,6 +26,7 @@ import ast
 import functools
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,7 +119,7 @@ class Act:
         return self.kind == "linear"
 
 
-def canonical(name: str, **params: Any) -> str:
+def canonical(name: str, **params: object) -> str:
     """The canonical text of an activation: parameters at their defaults are left out."""
     defaults: dict[str, dict[str, object]] = {
         "relu": {"negative_slope": 0.0, "max_value": None, "threshold": 0.0},
@@ -135,7 +136,7 @@ def canonical(name: str, **params: Any) -> str:
     return f"{name}({', '.join(f'{k}={_literal(v)}' for k, v in sorted(kept.items()))})"
 
 
-def _literal(value: Any) -> str:
+def _literal(value: object) -> str:
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(repr(float(v)) for v in value) + "]"
     return repr(float(value)) if isinstance(value, (int, float)) and not isinstance(value, bool) else repr(value)
@@ -151,7 +152,7 @@ def parse(text: str) -> Act:
     if not match or match.group(1) not in NAMES:
         raise ValueError(f"not an activation: {text!r}")
     name = {"swish": "silu", "hard_swish": "hard_silu"}.get(match.group(1), match.group(1))
-    params: dict[str, Any] = {}
+    params: dict[str, Any] = {}  # Python literals (`ast.literal_eval`), read by each kind below
     if match.group(2):
         tree = ast.parse(f"f({match.group(2)})", mode="eval").body
         assert isinstance(tree, ast.Call)
@@ -247,7 +248,7 @@ def slope_raw(k: float) -> int:
     return int(math.floor(k * (1 << SLOPE_FRAC) + 0.5))
 
 
-def slope_bits(raws) -> int:
+def slope_bits(raws: Iterable[int]) -> int:
     """The width of the hardware's slope constants (`Signed w`, SFixed (w - SLOPE_FRAC)
     SLOPE_FRAC), one for all the raw slopes given: a sign bit, at least SLOPE_FRAC + 1."""
     return max(max(abs(k).bit_length() + 1 for k in raws), SLOPE_FRAC + 1)

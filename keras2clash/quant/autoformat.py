@@ -29,17 +29,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
 from keras2clash.errors import K2CError
-from keras2clash.hw.plan import LayerFormats
+from keras2clash.hw.plan import LayerFormats, LayerPlan
 from keras2clash.hw.planner import make_plan
-from keras2clash.ir.graph import as_graph
+from keras2clash.ir.graph import GraphLike, as_graph
+from keras2clash.jsontypes import JsonObject
 from keras2clash.kinds import kind_of
 from keras2clash.quant.formats import FixedFormat, count_saturated, make_format
 from keras2clash.quant.profile import LayerTrace, float_forward, layer_params, require_finite
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 SIGMOID_FLAT = 5.0
 """PLAN's sigmoid is constant (0 or 1) beyond |x| >= 5: saturating there changes nothing."""
@@ -104,7 +108,7 @@ def _count(values: np.ndarray, fmt: FixedFormat) -> tuple[int, float]:
 
 
 def saturation(
-    ir: Sequence[Mapping[str, Any]],
+    ir: GraphLike,
     traces: Sequence[LayerTrace],
     x: np.ndarray,
     input_fmt: FixedFormat,
@@ -157,7 +161,7 @@ class AutoFormats:
             rows.append((name, str(lf.weight), str(lf.bias), str(lf.output)))
         return rows
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {
             "bits": self.bits,
             "input": str(self.input_fmt),
@@ -170,7 +174,7 @@ class AutoFormats:
 
 
 def choose_formats(
-    ir: Sequence[Mapping[str, Any]],
+    ir: GraphLike,
     x: np.ndarray,
     bits: int,
     *,
@@ -207,7 +211,7 @@ fraction (`fitted_weights`); `same` keeps every weight in the layer's format (th
 thesis' contract)."""
 
 
-def fitted_weights(ir: Any, fmt: FixedFormat) -> dict[str, LayerFormats]:
+def fitted_weights(ir: GraphLike, fmt: FixedFormat) -> dict[str, LayerFormats]:
     """Per layer with weights (Dense, Conv, Depthwise, an unfolded BatchNormalization's
     scale): its weights in `fmt`'s width with the fewest integer bits that saturate none.
 
@@ -231,7 +235,7 @@ def fitted_weights(ir: Any, fmt: FixedFormat) -> dict[str, LayerFormats]:
 
 
 def golden_accuracy(
-    ir: Sequence[Mapping[str, Any]],
+    ir: GraphLike,
     x: np.ndarray,
     y: np.ndarray,
     default: FixedFormat,
@@ -269,20 +273,20 @@ class AutoReport:
     def uniform_saturated(self) -> int:
         return sum(s.total for s in self.uniform_saturation)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {
             "auto": self.auto.to_json(),
             "auto_accuracy": self.auto_accuracy,
             "best_uniform": str(self.uniform),
             "best_uniform_accuracy": self.uniform_accuracy,
             "best_uniform_saturation": [asdict(s) for s in self.uniform_saturation],
-            "uniform_candidates": self.uniform_candidates,
+            "uniform_candidates": cast(JsonObject, self.uniform_candidates),  # floats: JSON (dict is invariant)
             "kept_uniform": self.kept_uniform,
         }
 
 
 def auto_formats(
-    ir: Sequence[Mapping[str, Any]],
+    ir: GraphLike,
     x: np.ndarray,
     bits: int,
     y: np.ndarray | None = None,
@@ -325,7 +329,7 @@ def auto_formats(
     )
 
 
-def render(report: AutoReport, console: Any = None) -> None:
+def render(report: AutoReport, console: Console | None = None) -> None:
     """The chosen formats and the saturation comparison as rich tables."""
     from rich.console import Console
     from rich.table import Table
@@ -379,13 +383,14 @@ class ParamOverflow:
         return self.weights + self.bias
 
 
-def parameter_overflow(plans: Sequence[Any], ir: Sequence[Mapping[str, Any]]) -> list[ParamOverflow]:
+def parameter_overflow(plans: Sequence[LayerPlan], ir: GraphLike) -> list[ParamOverflow]:
     """Per compute layer: how many weights and biases saturate, and the worst error."""
     by_name = as_graph(ir).by_name()
     rows = []
     for plan in plans:
         if not plan.has_params:
             continue
+        assert plan.w_fmt is not None and plan.b_fmt is not None  # a layer with constants has their formats
         kernel, bias = layer_params(by_name[plan.name])
         w, ww = count_saturated(kernel, plan.w_fmt)
         b, bw = count_saturated(bias, plan.b_fmt)
@@ -395,11 +400,11 @@ def parameter_overflow(plans: Sequence[Any], ir: Sequence[Mapping[str, Any]]) ->
     return rows
 
 
-def overflow_to_json(rows: Sequence[ParamOverflow]) -> list[dict[str, Any]]:
+def overflow_to_json(rows: Sequence[ParamOverflow]) -> list[JsonObject]:
     return [asdict(r) for r in rows]
 
 
-def warn_overflow(rows: Sequence[ParamOverflow], console: Any = None) -> bool:
+def warn_overflow(rows: Sequence[ParamOverflow], console: Console | None = None) -> bool:
     """Print a warning table if any parameter saturates; True if one did."""
     bad = [r for r in rows if r.saturated]
     if not bad:

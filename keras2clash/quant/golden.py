@@ -11,19 +11,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 
 from keras2clash.hw.plan import LayerPlan, relu_before_requantize
-from keras2clash.ir.graph import as_graph
+from keras2clash.ir.graph import GraphLike, as_graph
 from keras2clash.kinds import kind_of
 from keras2clash.quant import activations
 from keras2clash.quant.exact import INT64_SAFE_BITS, QuantizedLayer
 from keras2clash.quant.formats import FixedFormat, quantize, saturate
 
 
-def quantize_params(plans: Sequence[LayerPlan], ir: Any = None) -> dict[str, QuantizedLayer]:
+def quantize_params(plans: Sequence[LayerPlan], ir: GraphLike | None = None) -> dict[str, QuantizedLayer]:
     """Round every compute layer's kernel and bias to its formats (contract: quantize).
 
     The weights come from each plan's IR record; `ir` (a Graph or dictionary IR) supplies

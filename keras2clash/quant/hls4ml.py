@@ -51,6 +51,8 @@ from typing import Any
 from keras2clash.errors import K2CError, yaml_problem
 from keras2clash.hw.plan import LayerFormats, LayerPlan
 from keras2clash.ir.graph import Graph
+from keras2clash.ir.layers import Layer
+from keras2clash.jsontypes import JsonObject
 from keras2clash.quant.aptypes import ap_type
 from keras2clash.quant.formats import FixedFormat, parse_format
 from keras2clash.quant.layerformats import FormatConfig, merge_layer_formats
@@ -88,7 +90,7 @@ class Hls4mlConfig:
     reuse: dict[str, int] = field(default_factory=dict)
 
 
-def _precision(value: Any, where: str) -> tuple[FixedFormat | None, LayerFormats]:
+def _precision(value: object, where: str) -> tuple[FixedFormat | None, LayerFormats]:
     """A `Precision` entry -> (its default, if any; the per-tensor formats it states)."""
     if isinstance(value, str):
         if value.strip().lower() == "auto":
@@ -100,7 +102,7 @@ def _precision(value: Any, where: str) -> tuple[FixedFormat | None, LayerFormats
             f"{where}: Precision is an ap_fixed<W,I> type or a mapping of weight/bias/result/accum, got {value!r}"
         )
     default = None
-    fields: dict[str, Any] = {}
+    fields: dict[str, Any] = {}  # LayerFormats' keyword arguments, each of its own type
     for key, text in value.items():
         if str(key) not in PRECISION_KEYS:
             raise K2CError(f"{where}: Precision key {key!r} is not read; use {', '.join(PRECISION_KEYS)}")
@@ -117,7 +119,7 @@ def _precision(value: Any, where: str) -> tuple[FixedFormat | None, LayerFormats
     return default, LayerFormats(**fields)
 
 
-def _type(text: Any, where: str) -> FixedFormat:
+def _type(text: object, where: str) -> FixedFormat:
     if not isinstance(text, str):
         raise K2CError(f"{where}: expected a type like ap_fixed<16,6>, got {text!r}")
     try:
@@ -126,7 +128,7 @@ def _type(text: Any, where: str) -> FixedFormat:
         raise K2CError(f"{where}: {exc}") from None
 
 
-def _reuse(value: Any, where: str) -> int:
+def _reuse(value: object, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise K2CError(f"{where}: ReuseFactor must be an integer >= 1, got {value!r}")
     return value
@@ -139,7 +141,7 @@ def _has_weights(formats: LayerFormats) -> bool:
     return formats.accumulator_bits is not None or (not same and (formats.weight or formats.bias) is not None)
 
 
-def _check_keys(entry: Mapping[str, Any], allowed: set[str], where: str) -> None:
+def _check_keys(entry: Mapping[str, object], allowed: set[str], where: str) -> None:
     unknown = set(map(str, entry)) - allowed
     if unknown:
         raise K2CError(f"{where}: key(s) {', '.join(sorted(unknown))} not read; use {', '.join(sorted(allowed))}")
@@ -148,20 +150,21 @@ def _check_keys(entry: Mapping[str, Any], allowed: set[str], where: str) -> None
         raise K2CError(f"{where}: unknown Strategy {strategy!r}")
 
 
-def read_hls4ml(data: Mapping[str, Any] | str | Path) -> Hls4mlConfig:
+def read_hls4ml(data: Mapping[str, object] | str | Path) -> Hls4mlConfig:
     """An hls4ml config (a dict, or a .yml/.yaml/.json file) -> Hls4mlConfig."""
     where = "hls4ml config"
+    config: object = data
     if isinstance(data, (str, Path)):
-        data, where = _load(Path(data)), str(data)
-    if not isinstance(data, Mapping) or "Model" not in data:
+        config, where = _load(Path(data)), str(data)
+    if not isinstance(config, Mapping) or "Model" not in config:
         raise K2CError(f"{where}: expected a mapping with a 'Model' section (and optional 'LayerName')")
-    unknown = set(map(str, data)) - {"Model", "LayerName"}
+    unknown = set(map(str, config)) - {"Model", "LayerName"}
     if unknown:
         raise K2CError(
             f"{where}: section(s) {', '.join(sorted(unknown))} not read; use Model and LayerName "
             "(per-layer settings by name)"
         )
-    model = data["Model"]
+    model = config["Model"]
     if not isinstance(model, Mapping):
         raise K2CError(f"{where}: 'Model' must be a mapping")
     _check_keys(model, MODEL_KEYS, f"{where}, Model")
@@ -175,7 +178,7 @@ def read_hls4ml(data: Mapping[str, Any] | str | Path) -> Hls4mlConfig:
     model_reuse = _reuse(model["ReuseFactor"], f"{where}, Model") if "ReuseFactor" in model else None
     layers: dict[str, LayerFormats] = {}
     reuse: dict[str, int] = {}
-    section = data.get("LayerName") or {}
+    section = config.get("LayerName") or {}
     if not isinstance(section, Mapping):
         raise K2CError(f"{where}: 'LayerName' must map layer names to settings")
     for name, entry in section.items():
@@ -193,7 +196,7 @@ def read_hls4ml(data: Mapping[str, Any] | str | Path) -> Hls4mlConfig:
     return Hls4mlConfig(default, model_formats, model_reuse, layers, reuse)
 
 
-def _load(path: Path) -> Any:
+def _load(path: Path) -> object:
     if not path.is_file():
         raise K2CError(f"hls4ml config not found: {path}")
     import yaml  # a dependency (JSON is YAML too)
@@ -290,7 +293,7 @@ def _output_only(type_name: str) -> bool:
     return home is not None and not home.keeps_format and not home.has_params
 
 
-def _own_layer(name: str, formats: LayerFormats, by_name: Mapping[str, Any], where: str) -> tuple[str, LayerFormats]:
+def _own_layer(name: str, formats: LayerFormats, by_name: Mapping[str, Layer], where: str) -> tuple[str, LayerFormats]:
     """The graph layer an hls4ml layer name stands for: itself, or for `<layer>_<activation>`
     the layer whose fused activation it is (its result only)."""
     if name in by_name:
@@ -318,14 +321,14 @@ def _knobs(config: Hls4mlConfig, graph: Graph) -> tuple[list[int] | None, list[i
     return pes, cycles
 
 
-def _geometry(layer: Any) -> tuple[int, int]:
+def _geometry(layer: Layer) -> tuple[int, int]:
     """(K, F) of a compute layer: the window and the filters (plan.LayerPlan.window/filters)."""
     home = kind_of(layer.type)
     assert home is not None
     return home.window(getattr(layer, "kernel_size", (1, 1)), layer.input_shape), layer.output_shape[-1]
 
 
-def to_hls4ml(plans: Sequence[LayerPlan], default: FixedFormat | None = None) -> dict[str, Any]:
+def to_hls4ml(plans: Sequence[LayerPlan], default: FixedFormat | None = None) -> JsonObject:
     """Our plan in hls4ml's shape: exact ap types for every stated format, R per compute layer."""
     first = plans[0]
     source = first.inputs[0] if first.inputs else "input"
@@ -334,9 +337,9 @@ def to_hls4ml(plans: Sequence[LayerPlan], default: FixedFormat | None = None) ->
         for p in plans:
             counts[p.out_fmt] = counts.get(p.out_fmt, 0) + 1
         default = max(counts, key=lambda f: counts[f])
-    layers: dict[str, Any] = {source: {"Precision": {"result": ap_type(first.in_fmt)}}}
+    layers: JsonObject = {source: {"Precision": {"result": ap_type(first.in_fmt)}}}
     for p in plans:
-        precision: dict[str, str] = {}
+        precision: JsonObject = {}
         if p.w_fmt is not None:
             precision[p.kind.weight_name if p.kind is not None else "weight"] = ap_type(p.w_fmt)
         if p.b_fmt is not None:
@@ -345,7 +348,7 @@ def to_hls4ml(plans: Sequence[LayerPlan], default: FixedFormat | None = None) ->
             precision["result"] = ap_type(p.out_fmt)
         if p.is_compute and not p.exact_accumulator and p.acc_fmt is not None:
             precision["accum"] = ap_type(replace(p.acc_fmt, rounding="truncate"))
-        entry: dict[str, Any] = {}
+        entry: JsonObject = {}
         if precision:
             entry["Precision"] = precision
         if p.is_compute:

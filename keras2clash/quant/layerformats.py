@@ -36,11 +36,18 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from keras2clash.errors import K2CError, yaml_problem
 from keras2clash.hw.plan import LayerFormats
+from keras2clash.jsontypes import JsonObject
 from keras2clash.quant.formats import FixedFormat, make_format, parse_format
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from keras2clash.ir.graph import GraphLike
+    from keras2clash.quant.autoformat import AutoReport
 
 FIELD_ALIASES = {
     "w": "weight",
@@ -84,7 +91,7 @@ def merge_layer_formats(base: LayerFormats, top: LayerFormats) -> LayerFormats:
     return replace(base, **{k: v for k, v in vars(top).items() if v is not None})
 
 
-def _format_value(value: Any, where: str) -> FixedFormat:
+def _format_value(value: object, where: str) -> FixedFormat:
     if isinstance(value, FixedFormat):
         return value
     if isinstance(value, (list, tuple)):
@@ -109,7 +116,7 @@ def _format_value(value: Any, where: str) -> FixedFormat:
     raise K2CError(f'{where}: expected a format like "1,7,8" or [1, 7, 8], got {value!r}')
 
 
-def _accumulator_value(value: Any, where: str) -> int | None:
+def _accumulator_value(value: object, where: str) -> int | None:
     if isinstance(value, str) and value.strip().lower() == "exact":
         return None
     if isinstance(value, str) and value.strip().isdigit():
@@ -128,8 +135,8 @@ def _field_name(key: str, where: str) -> str:
     return name
 
 
-def _layer_entry(fields: Iterable[tuple[str, Any]], where: str) -> LayerFormats:
-    values: dict[str, Any] = {}
+def _layer_entry(fields: Iterable[tuple[str, object]], where: str) -> LayerFormats:
+    values: dict[str, Any] = {}  # LayerFormats' keyword arguments, each of its own type
     for key, value in fields:
         name = _field_name(key, where)
         if name == "accumulator_bits":
@@ -170,7 +177,7 @@ def parse_layer_format_options(texts: Iterable[str] | None) -> dict[str, LayerFo
     return result
 
 
-def config_from_mapping(data: Any, where: str = "layer formats") -> FormatConfig:
+def config_from_mapping(data: object, where: str = "layer formats") -> FormatConfig:
     """A parsed JSON/YAML document -> FormatConfig (see the module docstring)."""
     if not isinstance(data, Mapping):
         raise K2CError(f"{where}: expected an object with 'layers' (and optional 'default', 'input')")
@@ -220,11 +227,11 @@ def load_config(path: str | Path) -> FormatConfig:
     return config_from_mapping(data, str(path))
 
 
-def layer_formats_to_json(layers: Mapping[str, LayerFormats]) -> dict[str, dict[str, Any]]:
+def layer_formats_to_json(layers: Mapping[str, LayerFormats]) -> JsonObject:
     """{name: LayerFormats} as the config file's 'layers' object (round-trips through load)."""
-    out: dict[str, dict[str, Any]] = {}
+    out: JsonObject = {}
     for name, lf in layers.items():
-        entry: dict[str, Any] = {}
+        entry: JsonObject = {}
         for key in ("weight", "bias", "output"):
             fmt = getattr(lf, key)
             if fmt is not None:
@@ -236,7 +243,7 @@ def layer_formats_to_json(layers: Mapping[str, LayerFormats]) -> dict[str, dict[
 
 
 def resolve_user_formats(
-    layer_formats: str | Path | Mapping[str, Any] | FormatConfig | None = None,
+    layer_formats: str | Path | Mapping[str, object] | FormatConfig | None = None,
     layer_format_options: Iterable[str] | None = None,
     input_format: str | FixedFormat | None = None,
 ) -> FormatConfig:
@@ -281,7 +288,7 @@ def resolve_user_formats(
 # --------------------------------------------------------------------------------------
 
 
-def is_auto(fmt: Any) -> bool:
+def is_auto(fmt: object) -> bool:
     return isinstance(fmt, str) and fmt.strip().lower() == "auto"
 
 
@@ -292,11 +299,11 @@ class ResolvedFormats:
     default: FixedFormat
     layers: dict[str, LayerFormats]
     input: FixedFormat | None = None
-    auto: Any = None  # autoformat.AutoReport
+    auto: AutoReport | None = None
     calibration: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
+    def to_json(self) -> JsonObject:
+        data: JsonObject = {
             "default": str(self.default),
             "input": None if self.input is None else str(self.input),
             "layers": layer_formats_to_json(self.layers),
@@ -307,7 +314,7 @@ class ResolvedFormats:
         return data
 
 
-def load_calibration(path: str | Path, input_shape: tuple[int, ...]) -> tuple[Any, Any]:
+def load_calibration(path: str | Path, input_shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray | None]:
     """Calibration inputs `x` (and labels `y` if present) from an .npz; `x_train`/`x_test`
     work too. Labels are optional here: only the report's accuracies use them."""
     import numpy as np
@@ -336,10 +343,10 @@ def load_calibration(path: str | Path, input_shape: tuple[int, ...]) -> tuple[An
 
 
 def resolve_formats(
-    ir: Any,
+    ir: GraphLike,
     fmt: str | FixedFormat,
     *,
-    layer_formats: str | Path | Mapping[str, Any] | FormatConfig | None = None,
+    layer_formats: str | Path | Mapping[str, object] | FormatConfig | None = None,
     input_format: str | FixedFormat | None = None,
     bits: int | None = None,
     calibration: str | Path | None = None,

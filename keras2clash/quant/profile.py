@@ -19,13 +19,18 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from keras2clash.errors import K2CError
-from keras2clash.ir.graph import as_graph
+from keras2clash.ir.graph import Graph, GraphLike, as_graph
+from keras2clash.ir.layers import Layer
 from keras2clash.kinds import kind_of
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from rich.console import Console
 
 PERCENTILES = (0.1, 1.0, 50.0, 99.0, 99.9)
 KINDS = ("weights", "bias", "pre-activation", "output")
@@ -49,7 +54,7 @@ def float_activation(z: np.ndarray, activation: str) -> np.ndarray:
     return keras_float(parse(activation), z)
 
 
-def layer_params(layer: Any) -> tuple[np.ndarray, np.ndarray]:
+def layer_params(layer: Layer) -> tuple[np.ndarray, np.ndarray]:
     """The constants a layer stores: a Dense/Conv2D's kernel and bias, a BatchNormalization's
     per-channel scale (stored in the weight format) and offset (in the bias format)."""
     home = kind_of(layer.type)
@@ -58,7 +63,7 @@ def layer_params(layer: Any) -> tuple[np.ndarray, np.ndarray]:
 
 
 def float_forward(
-    ir: Any,
+    ir: GraphLike,
     x: np.ndarray,
     params: Mapping[str, tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> list[LayerTrace]:
@@ -85,7 +90,7 @@ def require_finite(traces: Sequence[LayerTrace], x: np.ndarray, what: str = "cal
 
 
 def _float_forward(
-    graph: Any,
+    graph: Graph,
     x: np.ndarray,
     params: Mapping[str, tuple[np.ndarray, np.ndarray]] | None,
 ) -> list[LayerTrace]:
@@ -166,7 +171,7 @@ class Profile:
         )
 
 
-def profile(ir: Sequence[Mapping[str, Any]], x: np.ndarray, model: str = "model") -> Profile:
+def profile(ir: GraphLike, x: np.ndarray, model: str = "model") -> Profile:
     """Statistics of the inputs, and of each compute layer's weights, biases,
     pre-activations and outputs (float, on the calibration inputs `x`)."""
     stats: list[Stats] = []
@@ -215,7 +220,7 @@ def rows(prof: Profile) -> list[list[str]]:
     return out
 
 
-def render(prof: Profile, console: Any = None) -> None:
+def render(prof: Profile, console: Console | None = None) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -286,7 +291,7 @@ def plot(prof: Profile, path: Path) -> Path:
     return path
 
 
-def _hist(ax: Any, values: np.ndarray, title: str) -> None:
+def _hist(ax: Axes, values: np.ndarray, title: str) -> None:
     ax.hist(values, bins=60, color="#3a6ea5")
     ax.set_title(title, fontsize=9)
     ax.set_yscale("log")
