@@ -294,6 +294,36 @@ def test_auto_beats_every_uniform_format_when_ranges_differ(digits) -> None:
     assert report.auto.saturated == 0 and report.uniform_saturated > 0
 
 
+def test_uniform_choice_gives_a_merge_its_output_format_only(monkeypatch) -> None:
+    """When a uniform format beats the per-layer choice, each layer keeps the fields it has:
+    a merge (no weights, no accumulator) gets an output format only, so the plan builds."""
+    import keras
+
+    from keras2clash.frontend.convert import to_ir
+
+    inp = keras.Input((4,))
+    hidden = keras.layers.Dense(6, activation="relu", name="hidden")(inp)
+    left = keras.layers.Dense(5, name="left")(hidden)
+    right = keras.layers.Dense(5, name="right")(hidden)
+    joined = keras.layers.Add(name="add")([left, right])
+    model = keras.Model(inp, keras.layers.Dense(3, name="out")(joined))
+    ir = to_ir(model)
+    x = np.random.default_rng(0).uniform(-1, 1, (32, 4))
+    y = np.zeros(32, dtype=int)
+
+    def uniform_wins(ir, x, y, default, layers=None, input_fmt=None) -> float:
+        return 0.5 if layers else 1.0
+
+    monkeypatch.setattr(autoformat, "golden_accuracy", uniform_wins)
+    report = autoformat.auto_formats(ir, x, 10, y)
+    chosen = report.chosen
+    assert chosen is not report.auto
+    assert chosen.layers["add"] == LayerFormats(output=report.uniform)
+    assert chosen.layers["left"] == LayerFormats(weight=report.uniform, bias=report.uniform, output=report.uniform)
+    plans = make_plan(ir, report.uniform, layer_formats=chosen.layers, input_fmt=chosen.input_fmt)
+    assert [p.out_fmt for p in plans if p.name == "add"] == [report.uniform]
+
+
 # ---------------------------------------------------------------- the sweep
 
 

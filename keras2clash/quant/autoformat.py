@@ -315,7 +315,12 @@ def auto_formats(
         chosen = AutoFormats(
             bits,
             input_format or uniform,
-            {name: LayerFormats(weight=uniform, bias=uniform, output=uniform) for name in auto.layers},
+            {
+                name: LayerFormats(
+                    weight=uniform if given.weight else None, bias=uniform if given.bias else None, output=uniform
+                )
+                for name, given in auto.layers.items()
+            },
             sat,
         )
     return AutoReport(
