@@ -76,7 +76,7 @@ STAGES = kind_template("stages.hs.j2")
 
 def _knobs(plan: LayerPlan) -> tuple[int, int, int]:
     """What the engine's timing depends on: S = G*b steps, pipeline depth D, queue depth Q."""
-    return plan.groups * plan.cycles, plan.pipe_depth, plan.queue_depth
+    return plan.steps, plan.pipe_depth, plan.queue_depth
 
 
 SOFTMAX_STEPS_PER_STAGE = 1
@@ -203,7 +203,7 @@ def _build(
     `knobs`: (S = G*b, D, Q) per compute layer in plan order, ints or arrays; `depths`
     the branch FIFO depths per merge (default: the plans' `fifo_depths`)."""
     if depths is None:
-        depths = {p.name: p.fifo_depths for p in plans if p.is_merge and p.fifo_depths}
+        depths = dict(branch_fifo_depths(plans))
     from keras2clash.quant.golden import splits_output
 
     sink = Sink()
@@ -222,6 +222,15 @@ def _build(
     first = Queue(INPUT_SLICE, first, mx)
     blocks.append(first)
     return first, blocks, sink
+
+
+def branch_fifo_depths(plans: Sequence[LayerPlan]) -> dict[str, tuple[int, ...]]:
+    """Every merge's branch FIFO depths the plans give (`Kind.branch_fifos`), by merge name."""
+    depths = {}
+    for plan in plans:
+        if plan.is_merge and plan.kind is not None and plan.kind.branch_fifos(plan):
+            depths[plan.name] = plan.kind.branch_fifos(plan)
+    return depths
 
 
 def network_plans(plans: Sequence[LayerPlan]) -> list[LayerPlan]:

@@ -29,7 +29,7 @@ Where it is not (or not claimed to be) exact:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -37,7 +37,6 @@ from keras2clash.hw.blocks import _build, _knobs, beats_per_image
 from keras2clash.hw.events import CLAMP, NEG, Join
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.hw.resources import HwFigures, LayerResources, layer_resources, top_fifo_bits
-from keras2clash.kinds.engine import EngineKind
 from keras2clash.kinds.window import generator_geometry
 
 # --- running the model -----------------------------------------------------------------
@@ -318,7 +317,19 @@ def with_deep_branch_fifos(plans: Sequence[LayerPlan]) -> list[LayerPlan]:
     steady state (resnet_digits within 156 multipliers)."""
     need = branch_needs(plans)
     deep = max(beats_per_image(plans), 2) + 1
-    return [replace(p, fifo_depths=tuple(n + deep for n in need[p.name])) if p.name in need else p for p in plans]
+    return [_with_branch_fifos(p, tuple(n + deep for n in need[p.name])) if p.name in need else p for p in plans]
+
+
+def _with_branch_fifos(plan: LayerPlan, depths: tuple[int, ...]) -> LayerPlan:
+    assert plan.kind is not None
+    return plan.kind.with_branch_fifos(plan, depths)
+
+
+def queued(plan: LayerPlan, windows: int | None = None, pixels: int | None = None) -> LayerPlan:
+    """A convolution's plan with a FIFO of `windows` windows before its engine and one of
+    `pixels` input pixels before its padding (`Kind.with_fifos`; 0: none, None: as it is)."""
+    assert plan.kind is not None
+    return plan.kind.with_fifos(plan, windows=windows, pixels=pixels)
 
 
 MAX_WINDOW_FIFO = 64
@@ -346,12 +357,12 @@ def window_fifos(plans: Sequence[LayerPlan]) -> dict[str, int]:
     does not need loses it. Branch FIFOs are taken as the plans give them (`with_fifo_depths`
     first; `plan_network` then sizes them again).
     """
-    convs = [p for p in plans if p.is_compute and p.is_windowed and p.groups * p.cycles > _window_spacing(p)]
+    convs = [p for p in plans if p.is_compute and p.is_windowed and p.steps > _window_spacing(p)]
     if not convs:
         return {}
 
     def ii(depths: Mapping[str, int]) -> float:
-        trial = [replace(p, window_fifo=depths.get(p.name, 0)) for p in plans]
+        trial = [queued(p, windows=depths.get(p.name, 0)) if p.is_compute and p.is_windowed else p for p in plans]
         return steady_state(trial)[0]  # the plans' branch FIFO depths (with_fifo_depths)
 
     def common(d: int) -> dict[str, int]:
@@ -380,8 +391,8 @@ MAX_INPUT_FIFO = 64
 
 def _window_bits(plan: LayerPlan) -> int:
     """Values per window entry (a depthwise window holds every channel's)."""
-    assert isinstance(plan.kind, EngineKind)
-    return plan.kind.lanes(plan) * plan.window
+    assert plan.kind is not None
+    return plan.kind.window_values(plan)
 
 
 def input_fifos(plans: Sequence[LayerPlan], windows: Mapping[str, int]) -> dict[str, int]:
@@ -401,7 +412,9 @@ def input_fifos(plans: Sequence[LayerPlan], windows: Mapping[str, int]) -> dict[
 
     def ii(inputs: Mapping[str, int]) -> float:
         trial = [
-            replace(p, window_fifo=0 if p.name in inputs else windows.get(p.name, 0), input_fifo=inputs.get(p.name, 0))
+            queued(p, 0 if p.name in inputs else windows.get(p.name, 0), inputs.get(p.name, 0))
+            if p.is_compute and p.is_windowed
+            else p
             for p in plans
         ]
         return steady_state(trial)[0]
@@ -422,21 +435,20 @@ def input_fifos(plans: Sequence[LayerPlan], windows: Mapping[str, int]) -> dict[
 def with_window_fifos(plans: Sequence[LayerPlan]) -> list[LayerPlan]:
     """The plans with every convolution's FIFO set: of windows by `window_fifos`, or instead of
     input pixels where `input_fifos` finds that narrower."""
-    plans = [replace(p, input_fifo=0) for p in plans]
+    convs = [p.is_compute and p.is_windowed for p in plans]
+    plans = [queued(p, pixels=0) if conv else p for p, conv in zip(plans, convs)]
     windows = window_fifos(plans)
     inputs = input_fifos(plans, windows)
     return [
-        replace(p, window_fifo=0 if p.name in inputs else windows.get(p.name, 0), input_fifo=inputs.get(p.name, 0))
-        if p.is_compute and p.is_windowed
-        else p
-        for p in plans
+        queued(p, 0 if p.name in inputs else windows.get(p.name, 0), inputs.get(p.name, 0)) if conv else p
+        for p, conv in zip(plans, convs)
     ]
 
 
 def with_fifo_depths(plans: Sequence[LayerPlan]) -> list[LayerPlan]:
     """The plans with every merge's `fifo_depths` set by `fifo_depths`."""
     depths = fifo_depths(plans)
-    return [replace(p, fifo_depths=depths[p.name]) if p.name in depths else p for p in plans]
+    return [_with_branch_fifos(p, depths[p.name]) if p.name in depths else p for p in plans]
 
 
 def with_fifos(plans: Sequence[LayerPlan]) -> list[LayerPlan]:
@@ -494,14 +506,10 @@ def figures_many(plans: Sequence[LayerPlan], configs: Sequence[Config]) -> list[
     """HwFigures of many (pe, cycles) configurations of the network `plans` (whose own
     knobs are ignored; their pipeline levels hold): timing vectorised, deduplicated by
     (S, D, Q) per layer; resources memoised per layer and knob pair."""
-    from dataclasses import replace
-
     compute = [i for i, p in enumerate(plans) if p.is_compute]
     if not configs:
         return []
-    keys = [
-        tuple(_knobs(replace(plans[i], pe=p, cycles=b)) for i, p, b in zip(compute, pes, cyc)) for pes, cyc in configs
-    ]
+    keys = [tuple(_knobs(plans[i].with_knobs(p, b)) for i, p, b in zip(compute, pes, cyc)) for pes, cyc in configs]
     unique = list(dict.fromkeys(keys))
     latency, ii = timing_batch(plans, _as_arrays(unique))
     where = {k: n for n, k in enumerate(unique)}
@@ -510,7 +518,7 @@ def figures_many(plans: Sequence[LayerPlan], configs: Sequence[Config]) -> list[
 
     def res(i: int, p: int, b: int) -> LayerResources:
         if (i, p, b) not in cache:
-            cache[(i, p, b)] = layer_resources(replace(plans[i], pe=p, cycles=b))
+            cache[(i, p, b)] = layer_resources(plans[i].with_knobs(p, b))
         return cache[(i, p, b)]
 
     out = []
@@ -548,8 +556,8 @@ def figures(plans: Sequence[LayerPlan], latency: int | None = None, ii: float | 
         latency, ii = t.first_latency, t.ii
     compute = [p for p in plans if p.is_compute]
     return _assemble(
-        [p.pe for p in compute],
-        [p.cycles for p in compute],
+        [p.engine_knobs.pe for p in compute],
+        [p.engine_knobs.cycles for p in compute],
         latency,
         ii,
         [layer_resources(p) for p in compute],

@@ -47,6 +47,7 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
     own = plan.kind.storage(plan)
     line, regs, fifo = own.line_buffer_bits, own.register_bits, own.fifo_bits
     channels = plan.output_shape[-1]
+    knobs = plan.knobs if plan.is_compute else None
     if has_map_stage(plan):  # K2C.Pipe.mapP (mapP2, mapTable): the registered results and their queue
         depth = map_depth(plan)
         regs += channels * out_bits * (1 + int(is_table(plan))) + depth  # mapTable: the read, its output register
@@ -56,10 +57,10 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
     return LayerResources(
         name=plan.name,
         type=plan.type,
-        pe=plan.pe if plan.is_compute else 0,
-        cycles=plan.cycles if plan.is_compute else 0,
-        groups=plan.groups if plan.is_compute else 0,
-        steps=plan.groups * plan.cycles if plan.is_compute else 0,
+        pe=knobs.pe if knobs is not None else 0,
+        cycles=knobs.cycles if knobs is not None else 0,
+        groups=plan.groups if knobs is not None else 0,
+        steps=plan.steps if knobs is not None else 0,
         multipliers=plan.multipliers,
         macs=plan.macs,
         rom_bits=plan.rom_bits,

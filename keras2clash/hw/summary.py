@@ -8,7 +8,6 @@ latency and initiation interval the model predicts (equal to simulation, tested)
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,9 +22,7 @@ from keras2clash.registry import kind_of
 
 def frame_bits(plan: LayerPlan) -> int:
     """Bits of one whole input frame of a windowed layer (what line buffers avoid storing)."""
-    if plan.is_windowed:
-        return math.prod(plan.padded_input_shape) * plan.in_fmt.bits
-    return 0
+    return plan.kind.frame_bits(plan) if plan.kind is not None else 0
 
 
 def design_summary(plans: Sequence[LayerPlan]) -> dict[str, Any]:
@@ -44,7 +41,7 @@ def design_summary(plans: Sequence[LayerPlan]) -> dict[str, Any]:
                 "line_buffer_bits": res.line_buffer_bits,
                 "frame_bits": frame_bits(plan),
                 "register_bits": res.register_bits,
-                "source_class": plan.source_class,
+                "source_class": plan.kind.source_class(plan) if plan.kind is not None else "",
                 "activation": plan.activation,
                 "activation_table_bits": res.table_bits,
                 "activation_doc": plan.activation_doc if plan.activation != "linear" else "",
