@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from keras2clash.hw.blocks import _build, _knobs, beats_per_image
-from keras2clash.hw.events import CLAMP, NEG, Join
+from keras2clash.hw.events import CLAMP, NEG, Block, Cycle, EngineTiming, Join, Stateful
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.hw.resources import HwFigures, LayerResources, layer_resources, top_fifo_bits
 from keras2clash.kinds.window import generator_geometry
@@ -76,8 +76,13 @@ def _as_arrays(keys: Sequence[Sequence[tuple[int, int, int]]]) -> list[tuple[np.
 
 
 def _simulate_batch(
-    plans: Sequence[LayerPlan], knobs, n_configs: int, images: int | None, max_images: int = 24, max_period: int = 4
-):
+    plans: Sequence[LayerPlan],
+    knobs: Sequence[EngineTiming],
+    n_configs: int,
+    images: int | None,
+    max_images: int = 24,
+    max_period: int = 4,
+) -> tuple[list[np.ndarray], list[Cycle], list[np.ndarray], np.ndarray, np.ndarray]:
     """Run the event model on arrays of `n_configs` configurations. With `images` given,
     exactly that many images; otherwise until every configuration's state repeats."""
     first, blocks, sink = _build(plans, knobs, np.maximum)
@@ -114,7 +119,7 @@ def _simulate_batch(
         if images is None and (np.all(found_lag > 0) or n >= max_images):
             break
         for j in range(k):
-            q = first.accept(last + 1)
+            q = np.asarray(first.accept(last + 1))
             if j == 0:
                 accepts.append(q)
             last = q
@@ -123,12 +128,12 @@ def _simulate_batch(
     return accepts, outputs, refs, found_lag, found_at
 
 
-def _signature(blocks) -> tuple:
+def _signature(blocks: Sequence[Stateful]) -> tuple[int | tuple[int, ...], ...]:
     """How many values each block's state holds (a join's FIFOs hold a varying number)."""
     return tuple(b.shape() if isinstance(b, Join) else len(b.state()) for b in blocks)
 
 
-def _snapshot(blocks, ref: int) -> tuple[tuple, tuple[int, ...]]:
+def _snapshot(blocks: Sequence[Stateful], ref: int) -> tuple[tuple[int | tuple[int, ...], ...], tuple[int, ...]]:
     return _signature(blocks), tuple(max(int(v) - ref, CLAMP) for b in blocks for v in b.state())
 
 
@@ -146,11 +151,11 @@ def _restore(blocks, snap: tuple[tuple, Sequence[int]], ref: int) -> None:
         i += n
 
 
-def _one_image(first, beats: int, ref: int) -> int:
+def _one_image(first: Block, beats: int, ref: int) -> int:
     """Feed one image from cycle `ref` on; the next image's first offer cycle."""
     last = ref - 1
     for _ in range(beats):
-        last = first.accept(last + 1)
+        last = int(first.accept(last + 1))
     return last + 1
 
 
@@ -158,7 +163,12 @@ AFFINE_LIMIT = 1 << 24
 """Images an affine extrapolation may jump at most; past it the run goes on image by image."""
 
 
-def steady_state(plans: Sequence[LayerPlan], knobs=None, max_images: int = 100_000, depths=None) -> tuple[float, int]:
+def steady_state(
+    plans: Sequence[LayerPlan],
+    knobs: Sequence[EngineTiming] | None = None,
+    max_images: int = 100_000,
+    depths: Mapping[str, Sequence[int | None]] | None = None,
+) -> tuple[float, int]:
     """The exact steady-state II (and its period in images) of one configuration.
 
     Images are fed back to back until the blocks' state, relative to the image's first offer
@@ -243,7 +253,8 @@ def timing(plans: Sequence[LayerPlan], images: int = 0) -> Timing:
     ii, period = steady_state(plans)
     first, _, sink = _build(plans, [_knobs(p) for p in plans if p.is_compute], max)
     beats = beats_per_image(plans)
-    accepts, last = [], -1
+    accepts: list[Cycle] = []
+    last: Cycle = -1
     for _ in range(max(images, 1)):
         for j in range(beats):
             last = first.accept(last + 1)
@@ -471,7 +482,9 @@ LONG_BATCH_IMAGES = 512
 are not periodic after the first batch (then the scalar model, one by one)."""
 
 
-def timing_batch(plans: Sequence[LayerPlan], knobs) -> tuple[np.ndarray, np.ndarray]:
+def timing_batch(
+    plans: Sequence[LayerPlan], knobs: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]]
+) -> tuple[np.ndarray, np.ndarray]:
     """Latency and II arrays for configurations given as knob arrays: per compute layer
     (S = G*b, D, Q), each an array with one element per configuration; `plans` gives
     the geometry (any configuration of the network)."""
@@ -485,14 +498,20 @@ def timing_batch(plans: Sequence[LayerPlan], knobs) -> tuple[np.ndarray, np.ndar
     if slow.size > 1 and any(p.is_merge for p in plans):
         # Long transients behind a join: the scalar model goes image by image there (no
         # drift jumps), so the batch goes on for those configurations first, together.
-        sub = [tuple(np.broadcast_to(x, (n,))[slow] for x in knob) for knob in knobs]
+        sub = [
+            (np.broadcast_to(s, (n,))[slow], np.broadcast_to(d, (n,))[slow], np.broadcast_to(q, (n,))[slow])
+            for s, d, q in knobs
+        ]
         _, _, refs2, lag2, at2 = _simulate_batch(plans, sub, slow.size, None, max_images=LONG_BATCH_IMAGES)
         ref2, done = np.stack(refs2), lag2 > 0
         rows = np.arange(slow.size)[done]
         ii[slow[done]] = (ref2[at2[done] + lag2[done], rows] - ref2[at2[done], rows]) / lag2[done]
         lag[slow[done]] = lag2[done]
     for i in np.nonzero(lag == 0)[0]:  # long transients: the scalar model with drift jumps
-        one = [tuple(int(np.broadcast_to(x, (n,))[i]) for x in knob) for knob in knobs]
+        one = [
+            (int(np.broadcast_to(s, (n,))[i]), int(np.broadcast_to(d, (n,))[i]), int(np.broadcast_to(q, (n,))[i]))
+            for s, d, q in knobs
+        ]
         ii[i] = steady_state(plans, one)[0]
     latency = np.broadcast_to(outputs[0] - accepts[0], (n,))
     return latency.astype(np.int64), ii
@@ -529,7 +548,15 @@ def figures_many(plans: Sequence[LayerPlan], configs: Sequence[Config]) -> list[
     return out
 
 
-def _assemble(pes, cyc, latency, ii, compute_res, fixed, plans) -> HwFigures:
+def _assemble(
+    pes: list[int],
+    cyc: list[int],
+    latency: int,
+    ii: float,
+    compute_res: Sequence[LayerResources],
+    fixed: Sequence[LayerResources],
+    plans: Sequence[LayerPlan],
+) -> HwFigures:
     by_name = {r.name: r for r in [*compute_res, *fixed]}
     layers = [by_name[p.name] for p in plans]
     top = top_fifo_bits(plans)

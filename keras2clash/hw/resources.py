@@ -3,11 +3,12 @@ on-chip memory bits the blocks' haddocks give (ROM, line buffers, data registers
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 from keras2clash.hw.blocks import has_map_stage, is_table, map_depth
 from keras2clash.hw.plan import LayerPlan
+from keras2clash.jsontypes import JsonObject
 
 
 def relu_product_bits(plan: LayerPlan) -> int:
@@ -71,7 +72,7 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
     )
 
 
-def top_fifo_bits(plans) -> int:
+def top_fifo_bits(plans: Sequence[LayerPlan]) -> int:
     """Top.core's FIFOs (LUT RAM): the input FIFO (2 beats), the class pipeline's queue
     (`class_depth + 2` results), an output softmax's queue (`softmax_depth + 2`), the output
     FIFO (2 results); a result is the scores and the class index."""
@@ -131,8 +132,8 @@ class HwFigures:
     def images_per_second(self, clock_mhz: float) -> float:
         return clock_mhz * 1e6 / self.ii
 
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
+    def to_json(self) -> JsonObject:
+        data: JsonObject = asdict(self)
         data["efficiency"] = self.efficiency
         return data
 
