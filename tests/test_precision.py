@@ -497,7 +497,11 @@ def test_mixed_per_layer_formats_are_bit_exact_in_clash(tmp_path: Path, capsys) 
     import dataclasses
 
     exact = [
-        dataclasses.replace(p, acc_fmt=accumulator_format(p.in_fmt, p.w_fmt, p.window, p.b_fmt), exact_accumulator=True)
+        dataclasses.replace(
+            p,
+            acc_fmt=accumulator_format(p.in_fmt, p.w_fmt, p.window, p.b_fmt),
+            params=dataclasses.replace(p.params, exact_accumulator=True),
+        )
         if p.is_compute
         else p
         for p in project.plans

@@ -225,9 +225,9 @@ def _build(
 ) -> tuple[Block, list[Stateful], Sink]:
     """The blocks of the emitted network (emitter.py), from the sink backwards.
     `knobs`: (S = G*b, D, Q) per compute layer in plan order, ints or arrays; `depths`
-    the branch FIFO depths per merge (default: the plans' `fifo_depths`)."""
+    the branch FIFO depths per merge (default: the plans' own, `branch_fifo_depths`)."""
     if depths is None:
-        depths = dict(branch_fifo_depths(plans))
+        depths = branch_fifo_depths(plans)
     from keras2clash.quant.golden import splits_output
 
     sink = Sink()
@@ -253,8 +253,9 @@ def branch_fifo_depths(plans: Sequence[LayerPlan]) -> dict[str, tuple[int, ...]]
     """Every merge's branch FIFO depths the plans give (`Kind.branch_fifos`), by merge name."""
     depths = {}
     for plan in plans:
-        if plan.is_merge and plan.kind is not None and plan.kind.branch_fifos(plan):
-            depths[plan.name] = plan.kind.branch_fifos(plan)
+        fifos = plan.kind.branch_fifos(plan) if plan.kind is not None else ()
+        if fifos:
+            depths[plan.name] = fifos
     return depths
 
 

@@ -457,7 +457,7 @@ def with_window_fifos(plans: Sequence[LayerPlan]) -> list[LayerPlan]:
 
 
 def with_fifo_depths(plans: Sequence[LayerPlan]) -> list[LayerPlan]:
-    """The plans with every merge's `fifo_depths` set by `fifo_depths`."""
+    """The plans with every merge's branch FIFOs (`Kind.with_branch_fifos`) sized by `fifo_depths`."""
     depths = fifo_depths(plans)
     return [_with_branch_fifos(p, depths[p.name]) if p.name in depths else p for p in plans]
 

@@ -107,7 +107,7 @@ class Kind:
     has_params: ClassVar[bool] = False
     """It stores quantized constants (`quantize`, `constants`)."""
     lanes_knob: ClassVar[bool] = False
-    """It can compute fewer channels a cycle than a beat has (`plan.lanes`, `hw.lanes`)."""
+    """It can compute fewer channels a cycle than a beat has (`channel_lanes`, `with_lanes`, `hw.lanes`)."""
     table_after_register: ClassVar[bool] = True
     """A table activation can read its block RAM in the kind's last register stage (else it
     gets a stage of its own, `hw.blocks.stages_table`)."""

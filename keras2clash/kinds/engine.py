@@ -3,10 +3,10 @@ knobs, the exact accumulation, the engine's block and storage, and its part of N
 
 `K2C.Engine` computes `G = ceil(F / pe)` groups of `pe` dot products per window, each in
 `cycles` steps of `ch = ceil(K / cycles)` products (the plan's `knobs`; `hw.plan.LayerPlan`:
-window, chunk, groups, pipe_depth, queue_depth); its weights are a ROM of `G * cycles` words. The exact
-hardware model (`hw.events.Engine`): window `i` is accepted in `a_i = max(V_i, a_(i-1) + S,
-M_(i-Q) + 1)` and its result is valid from `max(a_i + S + D, M_(i-1)) + 1` (S = G*b steps,
-D the pipeline depth, Q the output queue).
+window, chunk, groups, pipe_depth, queue_depth); its weights are a ROM of `G * cycles` words.
+The exact hardware model (`hw.events.Engine`): window `i` is accepted in `a_i = max(V_i,
+a_(i-1) + S, M_(i-Q) + 1)` and its result is valid from `max(a_i + S + D, M_(i-1)) + 1`
+(S = G*b steps, D the pipeline depth, Q the output queue).
 
 Arithmetic (docs/guide/contract.md, steps 3-5): the products and the bias summed exactly in
 the accumulator format (a narrower accumulator chosen by the user saturates after each of the
