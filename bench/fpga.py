@@ -109,9 +109,9 @@ def _row(spec: str, project_dir: Path, report: dict, seconds: float) -> dict:
     fmax = report["fmax_mhz"]
     return {
         "example": spec,
-        "parallelism": [p.pe for p in project.compute_plans],
-        "cycles": [p.cycles for p in project.compute_plans],
-        "pipeline": [p.pipeline for p in project.compute_plans],
+        "parallelism": [p.engine_knobs.pe for p in project.compute_plans],
+        "cycles": [p.engine_knobs.cycles for p in project.compute_plans],
+        "pipeline": [p.engine_knobs.pipeline for p in project.compute_plans],
         "latency_cycles": int(t.first_latency),
         "ii_cycles": float(t.ii),
         "fmax_mhz": fmax,

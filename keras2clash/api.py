@@ -288,8 +288,8 @@ def _ladder_fields(project: Any, dataset: Any, sim: SimResult, exact: int) -> di
     return dict(
         model=project.name,
         format=project.formats_label,
-        parallelism=[p.pe for p in project.compute_plans],
-        cycles=[p.cycles for p in project.compute_plans],
+        parallelism=[p.engine_knobs.pe for p in project.compute_plans],
+        cycles=[p.engine_knobs.cycles for p in project.compute_plans],
         samples=len(dataset),
         bit_exact=exact,
         first_latency=sim.first_latency,

@@ -142,6 +142,6 @@ def test_load_network_takes_the_record_or_its_keywords() -> None:
         model, DesignOptions.of("1,5,6", parallelism=(5, 1), cycles="1,5", pipeline="0", softmax="argmax"), fifos=False
     )
     assert by_keywords.plans == by_record.plans
-    assert [(p.pe, p.cycles) for p in by_record.plans if p.is_compute] == [(5, 1), (1, 5)]
+    assert [(p.knobs.pe, p.knobs.cycles) for p in by_record.plans if p.is_compute] == [(5, 1), (1, 5)]
     with pytest.raises(K2CError, match=r"bad cycles '1,5,1': 3 value\(s\) given, the model has 2"):
         load_network(model, "1,5,6", cycles="1,5,1")

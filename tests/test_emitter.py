@@ -61,7 +61,7 @@ def test_project_layout_and_readable_network(tmp_path: Path, model) -> None:
     assert 'dense_0 :: WeightRom 3 2 4 (SFixed 8 8) (SFixed 8 8)\ndense_0 = WeightRom "weights/dense_0.mem"' in weights
     assert 't_name   = "tiny"' in (out / "Top.hs").read_text()
     manifest = json.loads((out / "manifest.json").read_text())
-    assert [layer["pe"] for layer in manifest["layers"]] == [2, 3]
+    assert [layer["knobs"]["pe"] for layer in manifest["layers"]] == [2, 3]
 
 
 def test_memory_words_decode_back_to_the_parameters() -> None:

@@ -53,9 +53,9 @@ def _conv_ir(h, w, c, f, k, s, padding, act="relu", kind="conv2d"):
 
 def _ref_conv(x, kernel, bias, plan):
     """Plain loops over output pixels: pad with zeros, exact integer dot products."""
-    kh, kw = plan.kernel_size
-    sh, sw = plan.strides
-    top, bottom, left, right = plan.pads
+    kh, kw = plan.params.kernel_size
+    sh, sw = plan.params.strides
+    top, bottom, left, right = plan.params.pads
     n, h, w, c = x.shape
     xp = np.zeros((n, h + top + bottom, w + left + right, c), dtype=object)
     xp[:, top : top + h, left : left + w] = x
@@ -112,7 +112,7 @@ def test_pooling_equals_loops(padding, k, s) -> None:
     plan_avg = make_plan([_conv_ir(7, 6, 2, 2, k, s, "valid", kind="avgpool2d")], fmt)[0]
     got_max = golden.layer(plan_max, {}, [x])
     got_avg = golden.layer(plan_avg, {}, [x])
-    top, _, left, _ = plan_max.pads
+    top, _, left, _ = plan_max.params.pads
     for b in range(3):
         for i in range(plan_max.output_shape[0]):
             for j in range(plan_max.output_shape[1]):
@@ -144,7 +144,7 @@ def test_narrow_accumulator_saturates_per_chunk_in_order() -> None:
     ]
     # 4 inputs in 2 chunks; an 12-bit accumulator (frac 8) holds [-8, 8).
     plan = make_plan(ir, fmt, [1], {"d": LayerFormats(accumulator_bits=12)}, cycles=[2])[0]
-    assert plan.acc_fmt == FixedFormat(1, 3, 8) and not plan.exact_accumulator
+    assert plan.acc_fmt == FixedFormat(1, 3, 8) and not plan.params.exact_accumulator
     x = np.array([[112, 112, -112, -112]])  # 7.0 each
     kernel = np.array([[16], [16], [16], [16]])  # 1.0 each
     params = QuantizedLayer(kernel, np.array([0]))

@@ -16,6 +16,7 @@ from helpers import assert_clash_matches_golden, needs_toolchain
 from keras2clash.errors import K2CError
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.ir.structure import Chain, Parallel, structure
+from keras2clash.kinds.merge import MergeParams
 from keras2clash.quant import golden
 from keras2clash.quant.formats import FixedFormat
 
@@ -76,8 +77,7 @@ def test_merge_golden_equals_exact_rationals(op, n, data, out, activation) -> No
         in_fmt=in_fmts[0],
         out_fmt=out,
         inputs=tuple(f"t{i}" for i in range(n)),
-        in_fmts=tuple(in_fmts),
-        input_shapes=((width,),) * n,
+        params=MergeParams(in_fmts=tuple(in_fmts), input_shapes=((width,),) * n),
     )
     got = golden.layer(plan, {}, [r[None, :] for r in raws])[0]
     values = [[Fraction(int(v), 1 << f.frac) for v in r] for r, f in zip(raws, in_fmts)]
@@ -221,8 +221,8 @@ def test_fifo_depths_cover_the_structural_lag() -> None:
     model = build_graph_model(1, "residual", "add", True)
     network = load_network(model, "1,7,8")
     merge = next(p for p in network.plans if p.is_merge)
-    assert len(merge.fifo_depths) == 2 and min(merge.fifo_depths) >= 1
-    assert max(merge.fifo_depths) >= 5 + 1 + 1  # W + 1 beats of lookahead (two convolutions: more)
+    assert len(merge.params.fifo_depths) == 2 and min(merge.params.fifo_depths) >= 1
+    assert max(merge.params.fifo_depths) >= 5 + 1 + 1  # W + 1 beats of lookahead (two convolutions: more)
 
 
 # --- bit-exact in the Clash simulation, cycles as the hardware model says -----------------

@@ -156,8 +156,8 @@ def test_digits_dense_config_round_trips_bit_exact(tmp_path: Path, capsys) -> No
     assert plans["dense_1"].in_fmt == F("0,1,6")
     for name, (w, b, o) in STATED.items():
         assert (plans[name].w_fmt, plans[name].b_fmt, plans[name].out_fmt) == (w, b, o)
-    assert [(p.pe, p.cycles) for p in project.plans] == [(39, 8), (12, 39), (10, 4)]
-    assert plans["dense_2"].acc_fmt.bits == 22 and not plans["dense_2"].exact_accumulator
+    assert [(p.knobs.pe, p.knobs.cycles) for p in project.plans] == [(39, 8), (12, 39), (10, 4)]
+    assert plans["dense_2"].acc_fmt.bits == 22 and not plans["dense_2"].params.exact_accumulator
     written = yaml.safe_load((out / CONFIG_FILE).read_text())
     for name, entry in CONFIG["LayerName"].items():
         if name in STATED:

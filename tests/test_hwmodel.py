@@ -148,16 +148,17 @@ def test_pixel_fifo_replaces_a_wide_window_fifo(thesis_ir) -> None:
     engine reach II 464; a FIFO of 8 16-channel input pixels before its window generator
     reaches the same II with a fifth of the bits: 2,048, not 9,216 (the wide queue's write
     enable would be the critical path on ECP5)."""
-    from dataclasses import replace
-
     plans = _plans(thesis_ir, [16, 16, 1], [3, 29, 32], pipeline=2)
     chosen = hwmodel.with_window_fifos(plans)
     conv_2 = next(p for p in chosen if p.name == "conv_2")
-    assert (conv_2.window_fifo, conv_2.input_fifo) == (0, 8)
-    windows = [replace(p, window_fifo=hwmodel.window_fifos(plans).get(p.name, 0)) for p in plans]
-    assert hwmodel.window_fifos(plans) == {"conv_2": 4}
+    assert (conv_2.params.window_fifo, conv_2.params.input_fifo) == (0, 8)
+    convs = [p.is_compute and p.is_windowed for p in plans]
+    depths = hwmodel.window_fifos(plans)
+    windows = [hwmodel.queued(p, windows=depths.get(p.name, 0)) if conv else p for p, conv in zip(plans, convs)]
+    assert depths == {"conv_2": 4}
     assert hwmodel.timing(chosen).ii == hwmodel.timing(windows).ii == 464
-    assert hwmodel.timing([replace(p, window_fifo=0) for p in windows]).ii > 464  # it needs one
+    none = [hwmodel.queued(p, windows=0) if conv else p for p, conv in zip(windows, convs)]
+    assert hwmodel.timing(none).ii > 464  # it needs one
     assert 8 * 16 * 16 < 4 * 144 * 16
     assert hwmodel.figures(chosen).fifo_bits == hwmodel.figures(windows).fifo_bits - 4 * 144 * 16 + 8 * 16 * 16
 
@@ -348,13 +349,11 @@ def test_conv_engines_load_from_the_window_register(thesis_ir) -> None:
     generator's shift register the cycle after it accepted it (K2C.Conv.direct, one LUT per
     window bit): one cycle more in D and in the latency, the same II. Behind a FIFO of windows
     (K2C.Conv.queued) it loads the FIFO's output as it accepts; dense engines likewise."""
-    from dataclasses import replace
-
     plans = _plans(thesis_ir, [16, 16, 1], [3, 29, 32], pipeline=2)
     by_name = {p.name: p for p in plans}
     conv_1, conv_2, dense = by_name["conv_1"], by_name["conv_2"], by_name["dense"]
     assert (conv_1.loads_late, conv_2.loads_late, dense.loads_late) == (1, 1, 0)
-    queued = replace(conv_2, window_fifo=4)
+    queued = hwmodel.queued(conv_2, windows=4)
     assert queued.loads_late == 0 and queued.pipe_depth == conv_2.pipe_depth - 1
     assert conv_2.kind.queues(conv_2)[1] == "{- window queue -} direct"
     assert queued.kind.queues(queued)[1] == "{- window queue -} (queued (SNat @4))"

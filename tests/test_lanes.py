@@ -39,17 +39,17 @@ def test_mlp_tanh_balanced_to_ecp5_85k_is_serial() -> None:
     model = EXAMPLES / "mlp_tanh" / "mlp_tanh.keras"
     serial = load_network(model, "1,7,8", dsp_budget="ecp5-85k").plans
     full = load_network(model, "1,7,8", dsp_budget="ecp5-85k", lanes="full").plans
-    assert {p.name: (p.lanes, p.lane_chunks) for p in serial if p.type == "batchnorm"} == {
+    assert {p.name: (p.params.lanes, p.lane_chunks) for p in serial if p.type == "batchnorm"} == {
         "bn_1": (1, 32),
         "bn_2": (1, 24),
     }
-    assert all(p.lanes == 0 for p in full)
+    assert all(p.params.lanes == 0 for p in full if p.type == "batchnorm")
     s, f = hwmodel.figures(serial), hwmodel.figures(full)
     assert (f.multipliers, f.ii, f.latency) == (132, 65, 301)
     assert (s.multipliers, s.ii, s.latency) == (78, 65, 359)
     # the default without a budget stays a whole beat a cycle; `auto` asks for it
     default = load_network(model, "1,7,8").plans
-    assert all(p.lanes == 0 for p in default)
+    assert all(p.params.lanes == 0 for p in default if p.type == "batchnorm")
     auto = load_network(model, "1,7,8", lanes="auto").plans
     assert hwmodel.timing(auto).ii == hwmodel.timing(default).ii
     assert sum(p.multipliers for p in auto) < sum(p.multipliers for p in default)
@@ -102,13 +102,13 @@ def test_auto_lanes_keep_the_ii_and_are_the_fewest(channels) -> None:
     serial = with_lanes(plans)
     assert hwmodel.timing(serial).ii == full_ii
     bns = [i for i, p in enumerate(serial) if p.type == "batchnorm"]
-    assert len(bns) == 3 and any(serial[i].lanes for i in bns)
+    assert len(bns) == 3 and any(serial[i].params.lanes for i in bns)
     for i in bns:
         lanes, c = serial[i].channel_lanes, serial[i].output_shape[-1]
         assert c % lanes == 0
         fewer = [d for d in divisors(c) if d < lanes]
         if fewer:
-            slower = with_fifos([replace(p, lanes=fewer[-1]) if j == i else p for j, p in enumerate(serial)])
+            slower = with_fifos([p.kind.with_lanes(p, fewer[-1]) if j == i else p for j, p in enumerate(serial)])
             assert hwmodel.timing(slower).ii > full_ii
     assert sum(p.multipliers for p in serial) < sum(p.multipliers for p in plans)
 
@@ -138,7 +138,7 @@ def test_any_lanes_bit_exact_in_clash(tmp_path_factory, seed, channels, conv_cha
 
     def lanes(plan):
         options = divisors(plan.output_shape[-1])[:-1]
-        return replace(plan, lanes=options[next(bns) % len(options)])
+        return plan.kind.with_lanes(plan, options[next(bns) % len(options)])
 
     plans = with_fifos([lanes(p) if p.type == "batchnorm" else p for p in network.plans])
     network = replace(network, plans=plans)
@@ -146,7 +146,7 @@ def test_any_lanes_bit_exact_in_clash(tmp_path_factory, seed, channels, conv_cha
     out.mkdir()
     api._write_project(network, out, None, show=False)
     project = load_project(out)
-    assert [p.lanes for p in project.plans] == [p.lanes for p in plans]
+    assert [p.params for p in project.plans] == [p.params for p in plans]
     assert "BatchNorm.batchNormLanes" in (out / "Network.hs").read_text()
     rng = np.random.default_rng(seed)
     x_raw = golden.quantize_inputs(project.plans, rng.uniform(-2, 2, size=(6, 5, 5, 2)))

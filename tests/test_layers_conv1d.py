@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from helpers import assert_clash_matches_golden, needs_toolchain
 from keras2clash.errors import K2CError
 from keras2clash.hw.resources import layer_resources
+from keras2clash.kinds.window import padded_input_shape
 from keras2clash.quant import golden
 from keras2clash.quant.formats import FixedFormat
 
@@ -178,8 +179,8 @@ def test_dilated_conv2d_golden_matches_keras(h, w, c, f, kh, kw, dh, dw, padding
     x = np.random.default_rng(seed).uniform(-1, 1, (3, h, w, c))
     _golden_vs_keras(model, "conv", x)
     plan = next(p for p in load_network(model, "1,7,8", fifos=False).plans if p.name == "conv")
-    assert plan.extent == (eh, ew) and plan.window == kh * kw * c and plan.multipliers == kh * kw * c
-    wide = plan.padded_input_shape[1]
+    assert plan.params.extent == (eh, ew) and plan.window == kh * kw * c and plan.multipliers == kh * kw * c
+    wide = padded_input_shape(plan)[1]
     assert layer_resources(plan).line_buffer_bits == wide * (eh - 1) * c * 16
 
 
@@ -397,7 +398,7 @@ def test_random_models_bit_exact_in_clash(tmp_path_factory, kind, seed) -> None:
     network_hs = (out / "Network.hs").read_text()
     assert ("Conv1D (one row high)" in network_hs) == (kind == "1d")
     assert "Dense applied per position" in network_hs
-    dilated = any(p.dilation != (1, 1) for p in project.plans if p.type == "conv2d")
+    dilated = any(p.params.dilation != (1, 1) for p in project.plans if p.type == "conv2d")
     assert ("Dilated.conv2dDilated" in network_hs) == dilated
     x = rng.uniform(-1, 1.5, size=(5, *model.inputs[0].shape[1:]))
     x_raw = golden.quantize_inputs(project.plans, x.reshape(len(x), *project.input_shape))

@@ -151,9 +151,9 @@ def _plan(h, w, c, m, k, s, pads, fmt, acc_bits, pe, cycles, act):
 def _loops(x, kernel, bias, plan: LayerPlan, m: int) -> np.ndarray:
     """Per output pixel and channel f: channel f // m's window, chunk by chunk (saturating
     a narrow accumulator after each chunk), then round half up, saturate, activate."""
-    kh, kw = plan.kernel_size
-    sh, sw = plan.strides
-    top, bottom, left, right = plan.pads
+    kh, kw = plan.params.kernel_size
+    sh, sw = plan.params.strides
+    top, bottom, left, right = plan.params.pads
     n, h, w, c = x.shape
     xp = np.zeros((n, h + top + bottom, w + left + right, c), dtype=object)
     xp[:, top : top + h, left : left + w] = x
@@ -170,7 +170,7 @@ def _loops(x, kernel, bias, plan: LayerPlan, m: int) -> np.ndarray:
                         for dj in range(kw)
                     ]
                     acc = None
-                    for t in range(plan.cycles):
+                    for t in range(plan.knobs.cycles):
                         part = sum(terms[t * plan.chunk : (t + 1) * plan.chunk])
                         part <<= acc_fmt.frac - plan.in_fmt.frac - plan.w_fmt.frac
                         if acc is None:

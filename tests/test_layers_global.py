@@ -234,7 +234,7 @@ def test_average_pooling_same_divisor_equals_exact_rationals(h, w, ph, pw, sh, s
         ],
         f,
     )[0]
-    assert plan.exclude_pads == any(plan.pads)
+    assert plan.params.exclude_pads == any(plan.params.pads)
     x = np.random.default_rng(seed).integers(f.raw_min, f.raw_max + 1, size=(2, h, w, 1))
     got = golden.layer(plan, {}, [x])
     for i in range(h2):
@@ -523,7 +523,7 @@ def test_join_whose_steady_state_spans_five_images(tmp_path) -> None:
     out = tmp_path / "net"
     api.emit(model, "1,7,8", out, [1], show=False)
     project = load_project(out)
-    assert [p.fifo_depths for p in project.plans if p.fifo_depths] == [(5, 5)]
+    assert [p.params.fifo_depths for p in project.plans if p.is_merge] == [(5, 5)]
     assert hwmodel.steady_state(project.plans) == (3.6, 5)
     x = np.random.default_rng(11).uniform(-1.5, 1.5, size=(12, 3, 3))
     assert_clash_matches_golden(project, golden.quantize_inputs(project.plans, x), 11)

@@ -458,11 +458,9 @@ def _sequence_model() -> keras.Model:
 def test_vectorised_model_equals_one_configuration_at_a_time() -> None:
     """The hardware model over many knob configurations at once (numpy arrays, as `options`
     uses it) gives each configuration's own latency and II."""
-    from dataclasses import replace
-
     plans = load_network(_sequence_model(), "1,7,8", fifos=False).plans
     configs = [
-        [replace(p, pe=min(k, p.filters), cycles=min(b, p.window)) if p.is_compute else p for p in plans]
+        [p.with_knobs(min(k, p.filters), min(b, p.window)) if p.is_compute else p for p in plans]
         for k in (1, 2, 3)
         for b in (1, 2)
     ]

@@ -8,6 +8,7 @@ import pytest
 from keras2clash.errors import K2CError
 from keras2clash.hw.plan import accumulator_format
 from keras2clash.hw.planner import make_plan, parse_parallelism
+from keras2clash.kinds.engine import padding_neurons
 from keras2clash.quant.formats import FixedFormat, parse_format
 
 
@@ -37,7 +38,7 @@ def test_accumulator_is_exact_width() -> None:
 
 def test_non_divisor_parallelism_pads_the_last_word() -> None:
     plans = make_plan(IR, parse_format("1,7,8"), [2, 5, 3])
-    assert [(p.pe, p.groups, p.pad) for p in plans] == [(2, 20, 1), (5, 5, 1), (3, 4, 2)]
+    assert [(p.engine_knobs.pe, p.groups, padding_neurons(p)) for p in plans] == [(2, 20, 1), (5, 5, 1), (3, 4, 2)]
     assert [p.multipliers for p in plans] == [128, 195, 72]
 
 
@@ -97,3 +98,53 @@ def test_engine_depth_counts_the_result_register_with_two_groups_or_more() -> No
     assert depths == [7 + 7 // 2, 7 + 6 // 2 + 1, 7 + 5 // 2]
     assert [p.queue_depth for p in plans] == [2 + (d + 1) // p.rom_depth for p, d in zip(plans, depths)]
     assert all(p.pipe_depth == 0 for p in make_plan(IR, parse_format("1,7,8"), [1, 2, 5], pipeline=0))
+
+
+def _activation_model():
+    """A Rescaling at the input and a LeakyReLU after a Flatten (standalone, nothing to fuse into)."""
+    import keras
+    from keras import layers
+
+    keras.utils.set_random_seed(3)
+    inp = keras.Input((2, 2, 3))
+    x = layers.LeakyReLU(0.2, name="leaky")(layers.Flatten(name="flat")(layers.Rescaling(0.25, name="scale")(inp)))
+    return keras.Model(inp, layers.Dense(3, name="head")(x))
+
+
+def test_plans_round_trip_through_the_manifest_json() -> None:
+    """Every kind's plan, with its knobs, its own parameters (`Kind.params_type`) and the FIFOs
+    and lanes the hardware model sets, reads back from its JSON as the same plan."""
+    import json
+    from pathlib import Path
+
+    from test_layers_shapes import _branch_model
+
+    from keras2clash.hw.plan import LayerPlan
+    from keras2clash.network import load_network
+
+    examples = Path(__file__).resolve().parent.parent / "examples"
+    networks = [
+        load_network(examples / name / f"{name}.keras", "1,7,8", **options)
+        for name, options in (
+            ("resnet_digits", {}),
+            ("inception_digits", {}),
+            ("mobilenet_digits", {}),
+            ("conv1d_waves", {}),
+            ("mlp_tanh", {"dsp_budget": "ecp5-85k"}),  # serial BatchNormalizations
+        )
+    ]
+    networks += [load_network(model, "1,7,8") for model in (_branch_model(), _activation_model())]
+    plans = [plan for network in networks for plan in network.plans]
+    for plan in plans:
+        data = json.loads(json.dumps(plan.to_json()))
+        assert ("knobs" in data) == plan.is_compute
+        assert LayerPlan.from_json(data) == plan
+    assert {plan.type for plan in plans} >= {
+        "conv2d", "depthwise2d", "dense", "maxpool2d", "avgpool2d", "globalmaxpool", "globalavgpool", "add",
+        "concatenate", "batchnorm", "rescaling", "activation", "flatten", "zeropad2d", "crop2d", "upsample2d",
+        "reshape",
+    }  # fmt: skip
+    # the hardware model's choices are among them: lanes, branch FIFOs, FIFOs of windows
+    assert any(plan.lane_chunks > 1 for plan in plans)
+    assert any(plan.kind.branch_fifos(plan) for plan in plans if plan.is_merge)
+    assert any(plan.params.window_fifo for plan in plans if plan.is_compute and plan.is_windowed)

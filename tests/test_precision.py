@@ -514,8 +514,8 @@ def test_mixed_per_layer_formats_are_bit_exact_in_clash(tmp_path: Path, capsys) 
     assert code == 0, err
     plans = {p.name: p for p in load_project(out).plans}
     assert plans["dense_0"].in_fmt == F("1,3,6") and plans["dense_1"].in_fmt == F("1,4,5")
-    assert not plans["dense_0"].exact_accumulator and plans["dense_0"].acc_fmt.bits == 18
-    assert not plans["dense_2"].exact_accumulator and plans["dense_2"].b_fmt == F("1,6,2")
+    assert not plans["dense_0"].params.exact_accumulator and plans["dense_0"].acc_fmt.bits == 18
+    assert not plans["dense_2"].params.exact_accumulator and plans["dense_2"].b_fmt == F("1,6,2")
 
     rng = np.random.default_rng(1)
     x = rng.normal(0, 4, (80, 8)).astype("float32")
@@ -527,7 +527,11 @@ def test_mixed_per_layer_formats_are_bit_exact_in_clash(tmp_path: Path, capsys) 
     import dataclasses
 
     exact = [
-        dataclasses.replace(p, acc_fmt=accumulator_format(p.in_fmt, p.w_fmt, p.window, p.b_fmt), exact_accumulator=True)
+        dataclasses.replace(
+            p,
+            acc_fmt=accumulator_format(p.in_fmt, p.w_fmt, p.window, p.b_fmt),
+            params=dataclasses.replace(p.params, exact_accumulator=True),
+        )
         if p.is_compute
         else p
         for p in project.plans

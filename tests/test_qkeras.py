@@ -115,6 +115,30 @@ def test_conv2d_model_equals_qkeras():
     np.testing.assert_array_equal(golden_outputs(network, x), np.asarray(model(x), dtype=np.float64))
 
 
+def test_layers_that_move_values_keep_their_input_format():
+    """Padding, pooling, upsampling and cropping between QKeras layers (`Kind.selects_values`)
+    output some of their input's values, in QKeras' float32 too: each keeps its input's format
+    and the golden model equals QKeras."""
+    keras.utils.set_random_seed(1)
+    inp = keras.Input((5, 5, 2))
+    x = QActivation(q(5, 2), name="qin")(inp)
+    x = QConv2D(
+        3, (3, 3), kernel_quantizer=q(4, 0), bias_quantizer=q(5, 1), activation=quantized_relu(6, 3), name="c1"
+    )(x)
+    x = keras.layers.ZeroPadding2D(1, name="zp")(x)  # a max pooling reads it: it stays a padding
+    x = keras.layers.MaxPooling2D(2, name="p")(x)
+    x = keras.layers.UpSampling2D(2, name="up")(x)
+    x = keras.layers.Cropping2D(1, name="crop")(x)
+    out = QDense(4, kernel_quantizer=q(4, 0), bias_quantizer=q(5, 1), name="d")(keras.layers.Flatten(name="f")(x))
+    model = set_weights(keras.Model(inp, out), scale=0.5)
+    network = load_network(model, "1,7,8")
+    fmts = {p.name: p.in_fmt for p in network.plans}
+    assert {p.type for p in network.plans} >= {"zeropad2d", "maxpool2d", "upsample2d", "crop2d"}
+    assert fmts["zp"] == fmts["p"] == fmts["up"] == fmts["crop"] == fmts["d"] == FixedFormat(0, 3, 3, "nearest_even")
+    x = grid((300, 5, 5, 2), span=3.0)
+    np.testing.assert_array_equal(golden_outputs(network, x), np.asarray(model(x), dtype=np.float64))
+
+
 def test_input_format_when_the_model_does_not_quantize_its_input():
     inp = keras.Input((8,))
     out = QDense(3, kernel_quantizer=q(4, 1), bias_quantizer=q(4, 1), activation=q(6, 2), name="d")(inp)

@@ -18,6 +18,8 @@ from hypothesis import strategies as st
 from helpers import error_lines, listing, needs_toolchain, run_cli
 from keras2clash.hw.plan import LayerFormats, LayerPlan
 from keras2clash.hw.planner import make_plan
+from keras2clash.kinds.merge import MergeParams
+from keras2clash.kinds.pool import PoolParams
 from keras2clash.quant import exact, golden
 from keras2clash.quant.formats import MAX_BITS, FixedFormat, count_saturated, parse_format, quantize
 
@@ -245,7 +247,7 @@ def test_golden_narrow_accumulator_exact_at_any_width(data, n_in, in_fmt, w_fmt,
     want = []
     for n in range(2):
         acc = None
-        for t in range(plan.cycles):
+        for t in range(plan.knobs.cycles):
             part = sum(int(x[j]) * int(kernel[j, n]) for j in range(t * plan.chunk, min((t + 1) * plan.chunk, n_in)))
             part <<= shift
             acc = (
@@ -284,8 +286,7 @@ def test_golden_merges_exact_at_any_width(op, n, data, out) -> None:
         in_fmt=in_fmts[0],
         out_fmt=out,
         inputs=tuple(f"t{i}" for i in range(n)),
-        in_fmts=tuple(in_fmts),
-        input_shapes=((2,),) * n,
+        params=MergeParams(in_fmts=tuple(in_fmts), input_shapes=((2,),) * n),
     )
     got = golden.layer(plan, {}, [r[None, :] for r in raws])[0]
     values = [[Fraction(int(v), 2**f.frac) for v in r] for r, f in zip(raws, in_fmts)]
@@ -318,9 +319,7 @@ def test_average_pooling_exact_at_64_bits() -> None:
         activation="linear",
         in_fmt=fmt,
         out_fmt=fmt,
-        kernel_size=(2, 2),
-        strides=(2, 2),
-        pads=(0, 0, 0, 0),
+        params=PoolParams(kernel_size=(2, 2), strides=(2, 2), pads=(0, 0, 0, 0)),
     )
     for values in ([fmt.raw_max] * 4, [fmt.raw_min] * 4, [fmt.raw_max, fmt.raw_max, fmt.raw_min, 7]):
         x = np.array(values, dtype=np.int64).reshape(1, 2, 2, 1)

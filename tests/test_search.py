@@ -242,7 +242,7 @@ def test_show_and_emit(finished_search, tmp_path: Path, capsys) -> None:
     fig = hwmodel.figures(project.plans)
     ev = top["evaluation"]
     assert (fig.multipliers, fig.ii, fig.latency) == (ev["multipliers"], ev["ii"], ev["latency"])
-    assert [p.pe for p in project.compute_plans] == ev["parallelism"]
+    assert [p.knobs.pe for p in project.compute_plans] == ev["parallelism"]
     code, text = run_cli(["search", "emit", str(out), "--trial", "99", "--out", str(tmp_path / "q")], capsys)
     assert code == 2 and "no trial 99" in text and not (tmp_path / "q").exists()
     untrained = [t for t in data["trials"] if t["evaluation"] and not t["evaluation"]["trained"]]

@@ -77,7 +77,7 @@ def test_edited_manifest_is_refused(copy_of: Path, tiny_data: Path, capsys) -> N
     the wrong figures)."""
     path = copy_of / "manifest.json"
     manifest = json.loads(path.read_text())
-    manifest["layers"][0]["pe"] = 3
+    manifest["layers"][0]["knobs"]["pe"] = 3
     path.write_text(json.dumps(manifest, indent=2))
     for args in (
         ["simulate", copy_of, "--data", tiny_data],

@@ -317,8 +317,6 @@ def _layer_entry(plan: LayerPlan, fn: str, code: ActivationCode | None = None, a
     if home.fuses_activation:
         entry["hw_activation"] = code.name if elementwise and code is not None else "linear"
     entry.update(own.fields)
-    if any(plan.pads):
-        cast(list[str], entry["uses"]).append("pad")
     if relu_before_requantize(plan) and "hw_activation" in entry:  # HGQ2's order (docs: contract, formats)
         entry.update(requantizer=f"({entry['requantizer']} . relu)", hw_activation="linear")
         cast(list[str], entry["notes"]).append(
@@ -366,9 +364,10 @@ def _render_parallel(
 ) -> str:
     inner = indent + "    "
     branches = []
+    depths = merge.kind.branch_fifos(merge) if merge.kind is not None else ()
     for i, branch in enumerate(block.branches):
         var = f"d_{entry['fn']}_{i}"
-        depth = merge.fifo_depths[i] if merge.fifo_depths else 2
+        depth = depths[i] if depths else 2
         head = _render_chain(branch, by_name, fifo_args, inner + "  ") if branch.items else ""
         fifo_args.append(
             {"var": var, "value": depth, "doc": f"FIFO depth of branch {i} into {merge.name} (from the hardware model)"}
@@ -565,7 +564,7 @@ def check_buildable(plans: Sequence[LayerPlan]) -> None:
     """Refuse, with one error naming the layer and the format, what Clash cannot build:
     formats narrower than MIN_HARDWARE_BITS (a 1-bit `SFixed 1 0`)."""
     for plan in plans:
-        fields: list[tuple[str, FixedFormat | None]] = [("input", f) for f in (plan.in_fmts or (plan.in_fmt,))]
+        fields: list[tuple[str, FixedFormat | None]] = [("input", f) for f in plan.input_formats]
         fields += [
             ("weight", plan.w_fmt),
             ("bias", plan.b_fmt),

@@ -19,7 +19,7 @@ from keras2clash.quant.golden import QuantizedLayer
 
 def rom_table(plan: LayerPlan, params: QuantizedLayer) -> np.ndarray:
     """(words, p, ch + 1) raw integers: each word's PEs, their chunk weights and bias field."""
-    p, ch, b, g = plan.pe, plan.chunk, plan.cycles, plan.groups
+    p, ch, b, g = plan.engine_knobs.pe, plan.chunk, plan.engine_knobs.cycles, plan.groups
     k, f = plan.window, plan.filters
     weights = np.zeros((g * p, b * ch), dtype=np.int64)  # filter x padded window
     weights[:f, :k] = params.kernel.T

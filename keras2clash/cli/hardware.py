@@ -97,7 +97,8 @@ def report(
     n = sum(1 for p in source.plans if p.is_compute)
     configs = [reportcmd.parse_config(c, n) for c in (config or [])]
     if not configs and dsp_budget is None:
-        configs = [([p.pe for p in source.plans if p.is_compute], [p.cycles for p in source.plans if p.is_compute])]
+        knobs = [p.engine_knobs for p in source.plans if p.is_compute]
+        configs = [([k.pe for k in knobs], [k.cycles for k in knobs])]
     with err.status("report") as status:
         result = reportcmd.report_to(
             source,

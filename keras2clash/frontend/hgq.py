@@ -46,10 +46,9 @@ from keras2clash.frontend.registry import (
 )
 from keras2clash.ir import layers as ir
 from keras2clash.ir.graph import Graph
+from keras2clash.kinds import kind_of
 from keras2clash.kinds.activation import Activation
 from keras2clash.kinds.dense import Dense
-from keras2clash.kinds.flatten import Flatten
-from keras2clash.kinds.shapes import Reshape
 from keras2clash.quant.formats import MAX_BITS, MIN_HARDWARE_BITS, FixedFormat, grid_frac, make_format
 
 ROUND_MODES: dict[str, str] = {
@@ -467,8 +466,12 @@ def model_quant(model: Any) -> dict[str, LayerQuant]:
 
 # --- the whole model's formats ------------------------------------------------------------
 
-#: Records that pass a tensor on unchanged (a quantizer after them sees the same values).
-_TRANSPARENT = (Flatten, Reshape, ir.Identity)
+
+def _transparent(record: ir.Layer) -> bool:
+    """A record that passes its tensor on unchanged, only regrouped (`Kind.regroups`): a
+    quantizer after it sees the same values."""
+    home = kind_of(record.type)
+    return home is not None and home.regroups
 
 
 def _is_relu(record: ir.Layer) -> bool:
@@ -494,7 +497,7 @@ def format_config(model: Any, graph: Graph) -> Any:
         """The quantizing records that read `tensor`, through transparent ones."""
         found: list[ir.Layer] = []
         for record in graph.consumers(tensor):
-            if isinstance(record, _TRANSPARENT) or _is_relu(record):
+            if _transparent(record) or _is_relu(record):
                 if _is_relu(record):
                     relus_read.add(source or tensor)
                 found.extend(readers(record.name, source or tensor))
@@ -535,7 +538,7 @@ def format_config(model: Any, graph: Graph) -> Any:
     layers: dict[str, LayerFormats] = {}
     for record in graph.layers:
         if record.name not in quant:
-            if not (isinstance(record, _TRANSPARENT) or _is_relu(record)):
+            if not (_transparent(record) or _is_relu(record)):
                 raise K2CError(
                     f"layer '{record.name}' ({record.keras_class}) is not an HGQ2 layer; "
                     "a quantization-aware model must quantize every compute layer"

@@ -39,10 +39,7 @@ from keras2clash.frontend.registry import (
 )
 from keras2clash.ir import layers as ir
 from keras2clash.ir.graph import Graph
-from keras2clash.kinds.flatten import Flatten
-from keras2clash.kinds.global_pool import GlobalMaxPool
-from keras2clash.kinds.pool import MaxPool2D
-from keras2clash.kinds.shapes import Reshape
+from keras2clash.kinds import kind_of
 from keras2clash.quant.formats import (
     MAX_BITS,
     MIN_HARDWARE_BITS,
@@ -284,9 +281,11 @@ def _producer(layer: Any) -> Any:
     return tensors[0]._keras_history[0]
 
 
-#: Records whose outputs are some of their input's values (moved, or the maximum of a
-#: window: exact in float32 too), so in the input's format.
-_KEEPS_FORMAT = (Flatten, Reshape, ir.Identity, MaxPool2D, GlobalMaxPool)
+def _keeps_format(record: ir.Layer) -> bool:
+    """A record whose outputs are some of its input's values (`Kind.selects_values`: moved,
+    or the maximum of a window, exact in float32 too), so in the input's format."""
+    home = kind_of(record.type)
+    return home is not None and home.selects_values
 
 
 def format_config(model: Any, graph: Graph, input_format: FixedFormat | None = None) -> Any:
@@ -357,7 +356,7 @@ def format_config(model: Any, graph: Graph, input_format: FixedFormat | None = N
     fmts: dict[str, FixedFormat] = {graph.input_name: in_fmt}
     for record in graph.layers:
         source = fmts[record.inputs[0]] if record.inputs else in_fmt
-        if isinstance(record, _KEEPS_FORMAT):
+        if _keeps_format(record):
             fmts[record.name] = source
             continue
         layer = by_name.get(record.name)
@@ -365,7 +364,8 @@ def format_config(model: Any, graph: Graph, input_format: FixedFormat | None = N
             raise K2CError(
                 f"layer '{record.name}' ({record.keras_class}) is not a QKeras compute layer; a "
                 "QKeras model must quantize every compute layer (QDense, QConv1D, QConv2D), with only "
-                "Flatten/Reshape/QActivation/MaxPooling between them"
+                "QActivations and layers that move values (Flatten, Reshape, max pooling, padding, cropping, "
+                "upsampling) between them"
             )
         q = layer_quant(layer)
         bias = q.bias if q.bias is not None else q.kernel

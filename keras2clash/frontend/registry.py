@@ -9,13 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 
 from keras2clash.errors import K2CError
 from keras2clash.ir import layers as ir
 from keras2clash.quant import activations
+
+if TYPE_CHECKING:
+    import keras
+
+KerasLayer: TypeAlias = "keras.layers.Layer"
+"""A Keras layer object, what a converter reads (keras itself is imported where models load)."""
 
 #: Activation names the hardware implements (docs/guide/contract.md, quant.activations).
 SUPPORTED_ACTIVATIONS: tuple[str, ...] = tuple(n for n in activations.NAMES if n != "prelu")
@@ -49,7 +55,7 @@ class ConversionState:
     def shape(self) -> Shape:
         return self.shapes[0]
 
-    def common(self, layer: Any, output_shape: Shape) -> dict[str, Any]:
+    def common(self, layer: KerasLayer, output_shape: Shape) -> dict[str, Any]:
         """The fields every record has."""
         return {
             "name": str(layer.name),
@@ -59,7 +65,7 @@ class ConversionState:
         }
 
 
-Converter = Callable[[Any, ConversionState], "ir.Layer | tuple[ir.Layer, ...]"]
+Converter = Callable[[KerasLayer, ConversionState], "ir.Layer | tuple[ir.Layer, ...]"]
 """A converter returns a record, or several in order (a separable convolution), the last
 named after the Keras layer."""
 _CONVERTERS: dict[str, dict[str, Converter]] = {}

@@ -109,13 +109,11 @@ def balanced(plans: Sequence[LayerPlan], budget: int) -> Allocation:
     deep branch FIFOs before every join (the II `hwmodel.window_fifos` and
     `hwmodel.fifo_depths` reach at emit time); the chosen one's figures are then its own,
     with the FIFOs it gets, as `network.plan_network` sizes them."""
-    from dataclasses import replace
-
-    from keras2clash.hw.hwmodel import MAX_WINDOW_FIFO, figures, with_deep_branch_fifos, with_fifos
+    from keras2clash.hw.hwmodel import MAX_WINDOW_FIFO, figures, queued, with_deep_branch_fifos, with_fifos
 
     geometry = plans
     plans = with_deep_branch_fifos(
-        [replace(p, window_fifo=MAX_WINDOW_FIFO) if p.is_compute and p.is_windowed else p for p in plans]
+        [queued(p, windows=MAX_WINDOW_FIFO) if p.is_compute and p.is_windowed else p for p in plans]
     )
     compute = [p for p in plans if p.is_compute]
     if not compute:
@@ -154,7 +152,7 @@ def balanced(plans: Sequence[LayerPlan], budget: int) -> Allocation:
         else:
             lo = mid + 1
     feasible = targets[lo:]
-    candidates: dict[tuple, int] = {}
+    candidates: dict[tuple[tuple[int, int], ...], int] = {}
     for target in feasible:
         picks = allocation(target)
         assert picks is not None
@@ -186,5 +184,5 @@ def balanced(plans: Sequence[LayerPlan], budget: int) -> Allocation:
     return Allocation(budget, target, figures(exact), targets[lo], evaluated)
 
 
-def _config(key: tuple) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def _config(key: tuple[tuple[int, int], ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
     return tuple(k[0] for k in key), tuple(k[1] for k in key)

@@ -59,12 +59,23 @@ distance between the two snapshots is the exact II.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
 
 from keras2clash.backend.haskell import kind_template
-from keras2clash.hw.events import INPUT_SLICE, OUTPUT_SLICE, Fork, Join, Queue, Sink, pipe_block
+from keras2clash.hw.events import (
+    INPUT_SLICE,
+    OUTPUT_SLICE,
+    Block,
+    EngineTiming,
+    Fork,
+    Join,
+    Max,
+    Queue,
+    Sink,
+    Stateful,
+    pipe_block,
+)
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.ir.structure import Chain, Parallel, structure
 from keras2clash.kinds import kind_of
@@ -76,7 +87,7 @@ STAGES = kind_template("stages.hs.j2")
 
 def _knobs(plan: LayerPlan) -> tuple[int, int, int]:
     """What the engine's timing depends on: S = G*b steps, pipeline depth D, queue depth Q."""
-    return plan.groups * plan.cycles, plan.pipe_depth, plan.queue_depth
+    return plan.steps, plan.pipe_depth, plan.queue_depth
 
 
 SOFTMAX_STEPS_PER_STAGE = 1
@@ -121,7 +132,7 @@ MAP2_DEPTH = 3
 constant multiplication)."""
 
 
-def _softmax_block(plan: LayerPlan, down, mx, blocks: list) -> Any:
+def _softmax_block(plan: LayerPlan, down: Block, mx: Max, blocks: list[Stateful]) -> Block:
     """K2C.Softmax.softmaxS on K2C.Pipe: one beat a cycle, softmax_depth register stages."""
     return pipe_block(softmax_depth(plan.out_fmt.frac, plan.output_shape[-1]), down, mx, blocks)
 
@@ -161,7 +172,9 @@ def map_depth(plan: LayerPlan) -> int:
     return MAP_TABLE_DEPTH if is_table(plan) else MAP_DEPTH
 
 
-def _layer_blocks(plan: LayerPlan, knobs, down, mx, blocks: list) -> Any:
+def _layer_blocks(
+    plan: LayerPlan, knobs: Mapping[str, EngineTiming], down: Block, mx: Max, blocks: list[Stateful]
+) -> Block:
     """The blocks of one layer (emitter.py), built from its consumer backwards; its head."""
     home = kind_of(plan.type)
     if home is None:
@@ -173,12 +186,23 @@ def _layer_blocks(plan: LayerPlan, knobs, down, mx, blocks: list) -> Any:
     return home.blocks(plan, down, mx, blocks, knobs[plan.name] if home.has_knobs else None)
 
 
-def _chain_blocks(chain: Chain, by_name, knobs, down, mx, blocks: list, joins: list, depths=None) -> Any:
+def _chain_blocks(
+    chain: Chain,
+    by_name: Mapping[str, LayerPlan],
+    knobs: Mapping[str, EngineTiming],
+    down: Block,
+    mx: Max,
+    blocks: list[Stateful],
+    joins: list[tuple[str, Join]],
+    depths: Mapping[str, Sequence[int | None]] | None = None,
+) -> Block:
     items = list(chain.items)
     for k in range(len(items) - 1, -1, -1):
         item = items[k]
         if isinstance(item, Parallel):
-            merge = by_name[items[k + 1]]
+            after = items[k + 1]
+            assert isinstance(after, str)  # the merge that joins the branches
+            merge = by_name[after]
             join = Join(len(item.branches), down, mx, depths.get(merge.name) if depths is not None else None)
             joins.append((merge.name, join))
             blocks.append(join)
@@ -194,21 +218,22 @@ def _chain_blocks(chain: Chain, by_name, knobs, down, mx, blocks: list, joins: l
 
 def _build(
     plans: Sequence[LayerPlan],
-    knobs: Sequence[tuple[Any, Any, Any]],
-    mx,
-    joins: list | None = None,
-    depths: dict[str, Sequence[int | None]] | None = None,
-):
+    knobs: Sequence[EngineTiming],
+    mx: Max,
+    joins: list[tuple[str, Join]] | None = None,
+    depths: Mapping[str, Sequence[int | None]] | None = None,
+) -> tuple[Block, list[Stateful], Sink]:
     """The blocks of the emitted network (emitter.py), from the sink backwards.
     `knobs`: (S = G*b, D, Q) per compute layer in plan order, ints or arrays; `depths`
-    the branch FIFO depths per merge (default: the plans' `fifo_depths`)."""
+    the branch FIFO depths per merge (default: the plans' own, `branch_fifo_depths`)."""
     if depths is None:
-        depths = {p.name: p.fifo_depths for p in plans if p.is_merge and p.fifo_depths}
+        depths = branch_fifo_depths(plans)
     from keras2clash.quant.golden import splits_output
 
     sink = Sink()
-    blocks: list[Any] = [Queue(OUTPUT_SLICE, sink, mx)]
-    last = blocks[0]
+    output = Queue(OUTPUT_SLICE, sink, mx)
+    blocks: list[Stateful] = [output]
+    last: Block = output
     if splits_output(plans[-1]) and is_softmax(plans[-1]):  # Top's softmax, after the class
         last = _softmax_block(plans[-1], last, mx, blocks)
     last = pipe_block(class_depth(plans[-1].output_shape[-1]), last, mx, blocks)  # Top's classify
@@ -216,12 +241,22 @@ def _build(
     by_knob = dict(zip([p.name for p in plans if p.is_compute], knobs))
     source = plans[0].inputs[0] if plans[0].inputs else "input"
     chain = structure(_with_inputs(plans), source, plans[-1].name)
-    first = _chain_blocks(
+    head = _chain_blocks(
         chain, {p.name: p for p in plans}, by_knob, last, mx, blocks, joins if joins is not None else [], depths
     )
-    first = Queue(INPUT_SLICE, first, mx)
+    first = Queue(INPUT_SLICE, head, mx)
     blocks.append(first)
     return first, blocks, sink
+
+
+def branch_fifo_depths(plans: Sequence[LayerPlan]) -> dict[str, tuple[int, ...]]:
+    """Every merge's branch FIFO depths the plans give (`Kind.branch_fifos`), by merge name."""
+    depths = {}
+    for plan in plans:
+        fifos = plan.kind.branch_fifos(plan) if plan.kind is not None else ()
+        if fifos:
+            depths[plan.name] = fifos
+    return depths
 
 
 def network_plans(plans: Sequence[LayerPlan]) -> list[LayerPlan]:

@@ -11,7 +11,8 @@ says how the network's blocks are put together.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Protocol, TypeAlias
 
 import numpy as np
 
@@ -19,21 +20,43 @@ NEG = -(1 << 40)
 """'Never' (a cycle before everything)."""
 CLAMP = -(1 << 39)
 
+Cycle: TypeAlias = int | np.ndarray
+"""A cycle, or one per configuration (a numpy array) when the model runs many at once."""
+Max: TypeAlias = Callable[[Cycle, Cycle], Cycle]
+"""The maximum of two cycles: `max`, or `numpy.maximum` on arrays of configurations."""
+EngineTiming: TypeAlias = tuple[Cycle, Cycle, Cycle]
+"""What an engine's timing depends on: S = G*b steps, pipeline depth D, queue depth Q."""
+
+
+class Block(Protocol):
+    """A block as its producer sees it: when it is ready for a beat offered from cycle `v`,
+    and the cycle the beat moves when it is offered."""
+
+    def ready_at(self, v: Cycle) -> Cycle: ...
+
+    def accept(self, v: Cycle) -> Cycle: ...
+
+
+class Stateful(Protocol):
+    """A block whose state the model snapshots to find the steady state (`hw.hwmodel`)."""
+
+    def state(self) -> list[Cycle]: ...
+
 
 class Sink:
     """The AXI master port with m_axis_tready always high: a result moves when valid."""
 
     def __init__(self) -> None:
-        self.times: list[Any] = []
+        self.times: list[Cycle] = []
 
-    def ready_at(self, v):
+    def ready_at(self, v: Cycle) -> Cycle:
         return v
 
-    def accept(self, v):
+    def accept(self, v: Cycle) -> Cycle:
         self.times.append(v)
         return v
 
-    def state(self):
+    def state(self) -> list[Cycle]:
         return []
 
 
@@ -41,33 +64,33 @@ class Engine:
     """K2C.Engine (dense, and conv2d after its window generator): S steps per window, D
     pipeline cycles after the last step, an output queue of Q results."""
 
-    def __init__(self, steps, depth, queue, down, mx) -> None:
+    def __init__(self, steps: Cycle, depth: Cycle, queue: Cycle, down: Block, mx: Max) -> None:
         self.S, self.D, self.Q, self.down, self.mx = steps, depth, queue, down, mx
-        self.A = NEG  # the previous window's accept cycle
-        self.hist = [NEG] * int(np.max(queue))  # the last results' move cycles, newest last
+        self.A: Cycle = NEG  # the previous window's accept cycle
+        self.hist: list[Cycle] = [NEG] * int(np.max(queue))  # the last results' move cycles, newest last
 
-    def _lagged(self):
+    def _lagged(self) -> Cycle:
         """M_(i-Q): the move cycle of the result Q windows back (per configuration)."""
         if isinstance(self.Q, np.ndarray):
             rows = np.stack([np.broadcast_to(h, self.Q.shape) for h in self.hist])
             return rows[len(self.hist) - self.Q, np.arange(self.Q.size)]
         return self.hist[len(self.hist) - self.Q]
 
-    def ready_at(self, v):
+    def ready_at(self, v: Cycle) -> Cycle:
         mx = self.mx
         return mx(mx(v, self.A + self.S), self._lagged() + 1)
 
-    def accept(self, v):
+    def accept(self, v: Cycle) -> Cycle:
         a = self.ready_at(v)
         valid = self.mx(a + self.S + self.D, self.hist[-1]) + 1
         self.A = a
         self.hist = self.hist[1:] + [self.down.accept(valid)]
         return a
 
-    def state(self):
+    def state(self) -> list[Cycle]:
         return [self.A, *self.hist]
 
-    def set_state(self, values):
+    def set_state(self, values: Sequence[Cycle]) -> None:
         self.A, self.hist = values[0], list(values[1:])
 
 
@@ -75,22 +98,22 @@ class Queue:
     """K2C.Fifo of `depth` beats (Top's output slice): beat k moves in when fewer than `depth`
     beats are held (`max(V, m_(k-depth) + 1)`) and is valid from `max(q_k, m_(k-1)) + 1`."""
 
-    def __init__(self, depth, down, mx) -> None:
+    def __init__(self, depth: int, down: Block, mx: Max) -> None:
         self.down, self.mx = down, mx
-        self.hist = [NEG] * depth  # the last beats' move cycles, newest last
+        self.hist: list[Cycle] = [NEG] * depth  # the last beats' move cycles, newest last
 
-    def ready_at(self, v):
+    def ready_at(self, v: Cycle) -> Cycle:
         return self.mx(v, self.hist[0] + 1)
 
-    def accept(self, v):
+    def accept(self, v: Cycle) -> Cycle:
         q = self.ready_at(v)
         self.hist = self.hist[1:] + [self.down.accept(self.mx(q, self.hist[-1]) + 1)]
         return q
 
-    def state(self):
+    def state(self) -> list[Cycle]:
         return list(self.hist)
 
-    def set_state(self, values):
+    def set_state(self, values: Sequence[Cycle]) -> None:
         self.hist = list(values)
 
 
@@ -104,36 +127,36 @@ class Window:
     """K2C.Window (conv2d and pooling): line buffers and one window register, which is also the
     output: a window is offered in the cycle its last pixel moves in."""
 
-    def __init__(self, h, w, kh, kw, sh, sw, down, mx) -> None:
+    def __init__(self, h: int, w: int, kh: int, kw: int, sh: int, sw: int, down: Block, mx: Max) -> None:
         rows = [r >= kh - 1 and (r - kh + 1) % sh == 0 for r in range(h)]
         cols = [x >= kw - 1 and (x - kw + 1) % sw == 0 for x in range(w)]
         self.completes = [rows[r] and cols[x] for r in range(h) for x in range(w)]
         self.n = h * w
         self.pos = 0
         self.down, self.mx = down, mx
-        self.ready = NEG
+        self.ready: Cycle = NEG
 
-    def ready_at(self, v):
+    def ready_at(self, v: Cycle) -> Cycle:
         return self.mx(v, self.ready)
 
-    def accept(self, v):
+    def accept(self, v: Cycle) -> Cycle:
         q = self.mx(v, self.ready)
         if self.completes[self.pos]:
             self.ready = self.down.accept(q) + 1
         self.pos = (self.pos + 1) % self.n
         return q
 
-    def state(self):
+    def state(self) -> list[Cycle]:
         return [self.ready]
 
-    def set_state(self, values):
+    def set_state(self, values: Sequence[Cycle]) -> None:
         (self.ready,) = values
 
 
 class Pad:
     """K2C.Pad: a wire inside the image, border pixels emitted without waiting for input."""
 
-    def __init__(self, h, w, pads, down, mx) -> None:
+    def __init__(self, h: int, w: int, pads: tuple[int, int, int, int], down: Block, mx: Max) -> None:
         top, bottom, left, right = pads
         self.hp, self.wp = top + h + bottom, left + w + right
         self.inside = [top <= r < top + h and left <= x < left + w for r in range(self.hp) for x in range(self.wp)]
@@ -141,19 +164,19 @@ class Pad:
         self.n = self.hp * self.wp
         self.pos = 0
         self.down, self.mx = down, mx
-        self.M = -1  # the first output beat is offered in cycle 0
+        self.M: Cycle = -1  # the first output beat is offered in cycle 0
 
     def _border(self) -> None:
         self.M = self.down.accept(self.M + 1)
         self.pos = (self.pos + 1) % self.n
 
-    def ready_at(self, v):
+    def ready_at(self, v: Cycle) -> Cycle:
         """Border pixels first (they need no input), then the downstream's answer."""
         while not self.inside[self.pos]:
             self._border()
         return self.down.ready_at(self.mx(v, self.M + 1))
 
-    def accept(self, v):
+    def accept(self, v: Cycle) -> Cycle:
         while not self.inside[self.pos]:
             self._border()
         self.M = self.down.accept(self.mx(v, self.M + 1))
@@ -165,25 +188,25 @@ class Pad:
                 self._border()
         return moved
 
-    def state(self):
+    def state(self) -> list[Cycle]:
         return [self.M]
 
-    def set_state(self, values):
+    def set_state(self, values: Sequence[Cycle]) -> None:
         (self.M,) = values
 
 
 class Collect:
     """K2C.Collect (flatten after convolutions): n beats -> one vector."""
 
-    def __init__(self, n, down, mx) -> None:
+    def __init__(self, n: int, down: Block, mx: Max) -> None:
         self.n, self.down, self.mx = n, down, mx
         self.count = 0
-        self.ready = NEG
+        self.ready: Cycle = NEG
 
-    def ready_at(self, v):
+    def ready_at(self, v: Cycle) -> Cycle:
         return self.mx(v, self.ready) if self.count == 0 else v
 
-    def accept(self, v):
+    def accept(self, v: Cycle) -> Cycle:
         q = self.mx(v, self.ready) if self.count == 0 else v
         self.count += 1
         if self.count == self.n:
@@ -191,10 +214,10 @@ class Collect:
             self.count = 0
         return q
 
-    def state(self):
+    def state(self) -> list[Cycle]:
         return [self.ready]
 
-    def set_state(self, values):
+    def set_state(self, values: Sequence[Cycle]) -> None:
         (self.ready,) = values
 
 
@@ -207,17 +230,17 @@ class Global:
     running register while the previous result has not left), which is also when combining
     resumes."""
 
-    def __init__(self, n, down, mx) -> None:
+    def __init__(self, n: int, down: Block, mx: Max) -> None:
         self.n, self.down, self.mx = n, down, mx
         self.count = 0
-        self.ready = NEG  # the cycle the input register is free again (the last beat's c)
-        self.resume = NEG  # P
-        self.M = NEG
+        self.ready: Cycle = NEG  # the cycle the input register is free again (the last beat's c)
+        self.resume: Cycle = NEG  # P
+        self.M: Cycle = NEG
 
-    def ready_at(self, v):
+    def ready_at(self, v: Cycle) -> Cycle:
         return self.mx(v, self.ready)
 
-    def accept(self, v):
+    def accept(self, v: Cycle) -> Cycle:
         q = self.mx(v, self.ready)
         c = self.mx(q + 1, self.resume)
         self.ready = c
@@ -229,10 +252,10 @@ class Global:
             self.count = 0
         return q
 
-    def state(self):
+    def state(self) -> list[Cycle]:
         return [self.ready, self.resume, self.M]
 
-    def set_state(self, values):
+    def set_state(self, values: Sequence[Cycle]) -> None:
         self.ready, self.resume, self.M = values
 
 
@@ -249,18 +272,18 @@ class Join:
     and that bound is also what keeps the design free of deadlock under any stalls.
     """
 
-    def __init__(self, n, down, mx, depths=None) -> None:
+    def __init__(self, n: int, down: Block, mx: Max, depths: Sequence[int | None] | None = None) -> None:
         self.n, self.down, self.mx = n, down, mx
-        self.depths = list(depths) if depths is not None else [None] * n
+        self.depths: list[int | None] = list(depths) if depths is not None else [None] * n
         self.keep = max([d for d in self.depths if d is not None], default=1)
-        self.queues: list[list[Any]] = [[] for _ in range(n)]
-        self.fired: list[Any] = [NEG] * self.keep  # the last `keep` fire cycles, newest last
+        self.queues: list[list[Cycle]] = [[] for _ in range(n)]
+        self.fired: list[Cycle] = [NEG] * self.keep  # the last `keep` fire cycles, newest last
         self.need = [0] * n  # most beats a FIFO holds in the event order (this one included)
 
     def port(self, i: int) -> JoinPort:
         return JoinPort(self, i)
 
-    def ready_at(self, i, v):
+    def ready_at(self, i: int, v: Cycle) -> Cycle:
         """Check that FIFO i can take a beat in the event order. A fork asks its branch heads
         before any branch has taken the beat, so a FIFO that heads a branch must have room
         then: that is what `need` measures (the beats it holds with the next one)."""
@@ -273,7 +296,7 @@ class Join:
             "the event order allows (depth below the structural bound)"
         )
 
-    def free_from(self, i):
+    def free_from(self, i: int) -> Cycle:
         """The first cycle the FIFO has room for its next beat: after the beat D earlier fired."""
         depth = self.depths[i]
         if depth is None:
@@ -281,7 +304,7 @@ class Join:
         back = depth - len(self.queues[i])  # how many fires ago that beat left
         return self.fired[-back] + 1 if back <= len(self.fired) else NEG
 
-    def push(self, i, q) -> None:
+    def push(self, i: int, q: Cycle) -> None:
         self.queues[i].append(q)
         self.need[i] = max(self.need[i], len(self.queues[i]))
         while all(self.queues):
@@ -292,13 +315,13 @@ class Join:
             self.fired.append(self.down.accept(valid + 1))
             del self.fired[0]
 
-    def state(self):
+    def state(self) -> list[Cycle]:
         return [*self.fired, *(q for queue in self.queues for q in queue)]
 
-    def shape(self):
+    def shape(self) -> tuple[int, ...]:
         return tuple(len(queue) for queue in self.queues)
 
-    def set_state(self, values, shape):
+    def set_state(self, values: Sequence[Cycle], shape: Sequence[int]) -> None:
         self.fired = list(values[: self.keep])
         rest = list(values[self.keep :])
         self.queues = []
@@ -313,11 +336,11 @@ class JoinPort:
     def __init__(self, join: Join, i: int) -> None:
         self.join, self.i = join, i
 
-    def ready_at(self, v):
+    def ready_at(self, v: Cycle) -> Cycle:
         self.join.ready_at(self.i, v)
         return self.join.mx(v, self.join.free_from(self.i))
 
-    def accept(self, v):
+    def accept(self, v: Cycle) -> Cycle:
         q = self.ready_at(v)
         self.join.push(self.i, q)
         return q
@@ -327,10 +350,10 @@ class Fork:
     """K2C.Branch's fork: the beat moves into every branch in the first cycle in which every
     branch head is ready (each stays ready until it accepts)."""
 
-    def __init__(self, heads, join: Join, mx) -> None:
+    def __init__(self, heads: Sequence[Block], join: Join, mx: Max) -> None:
         self.heads, self.join, self.mx = heads, join, mx
 
-    def ready_at(self, v):
+    def ready_at(self, v: Cycle) -> Cycle:
         q = v
         for head in self.heads:
             q = self.mx(q, head.ready_at(q))
@@ -338,7 +361,7 @@ class Fork:
             q = self.mx(q, head.ready_at(q))
         return q
 
-    def accept(self, v):
+    def accept(self, v: Cycle) -> Cycle:
         q = self.ready_at(v)
         for head in self.heads:
             head.accept(q)
@@ -348,24 +371,24 @@ class Fork:
 class Crop:
     """K2C.Crop: kept pixels are a wire, dropped ones move when offered."""
 
-    def __init__(self, h, w, crops, down, mx) -> None:
+    def __init__(self, h: int, w: int, crops: tuple[int, int, int, int], down: Block, mx: Max) -> None:
         top, bottom, left, right = crops
         self.kept = [top <= r < h - bottom and left <= x < w - right for r in range(h) for x in range(w)]
         self.pos = 0
         self.down, self.mx = down, mx
 
-    def ready_at(self, v):
+    def ready_at(self, v: Cycle) -> Cycle:
         return self.down.ready_at(v) if self.kept[self.pos] else v
 
-    def accept(self, v):
+    def accept(self, v: Cycle) -> Cycle:
         moved = self.down.accept(v) if self.kept[self.pos] else v
         self.pos = (self.pos + 1) % len(self.kept)
         return moved
 
-    def state(self):
+    def state(self) -> list[Cycle]:
         return []
 
-    def set_state(self, values):
+    def set_state(self, values: Sequence[Cycle]) -> None:
         pass
 
 
@@ -373,19 +396,19 @@ class Upsample:
     """K2C.Upsample: every input pixel loads its copies into the output register in turn;
     the row's later copies follow the row's last pixel without waiting for input."""
 
-    def __init__(self, w, size, down, mx) -> None:
+    def __init__(self, w: int, size: tuple[int, int], down: Block, mx: Max) -> None:
         self.w, (self.sh, self.sw) = w, size
         self.x = 0  # column of the next input pixel
         self.down, self.mx = down, mx
-        self.M = NEG  # the cycle the last beat moved
+        self.M: Cycle = NEG  # the cycle the last beat moved
 
-    def _emit(self, load) -> None:
+    def _emit(self, load: Cycle) -> None:
         self.M = self.down.accept(load + 1)
 
-    def ready_at(self, v):
+    def ready_at(self, v: Cycle) -> Cycle:
         return self.mx(v, self.M)
 
-    def accept(self, v):
+    def accept(self, v: Cycle) -> Cycle:
         q = self.mx(v, self.M)
         self._emit(q)
         for _ in range(self.sw - 1):
@@ -397,24 +420,24 @@ class Upsample:
                 self._emit(self.M)
         return q
 
-    def state(self):
+    def state(self) -> list[Cycle]:
         return [self.M]
 
-    def set_state(self, values):
+    def set_state(self, values: Sequence[Cycle]) -> None:
         (self.M,) = values
 
 
 class Scatter:
     """K2C.Scatter: one vector -> n beats."""
 
-    def __init__(self, n, down, mx) -> None:
+    def __init__(self, n: int, down: Block, mx: Max) -> None:
         self.n, self.down, self.mx = n, down, mx
-        self.ready = NEG
+        self.ready: Cycle = NEG
 
-    def ready_at(self, v):
+    def ready_at(self, v: Cycle) -> Cycle:
         return self.mx(v, self.ready)
 
-    def accept(self, v):
+    def accept(self, v: Cycle) -> Cycle:
         q = self.mx(v, self.ready)
         moved = q
         for _ in range(self.n):
@@ -422,14 +445,14 @@ class Scatter:
         self.ready = moved + 1
         return q
 
-    def state(self):
+    def state(self) -> list[Cycle]:
         return [self.ready]
 
-    def set_state(self, values):
+    def set_state(self, values: Sequence[Cycle]) -> None:
         (self.ready,) = values
 
 
-def pipe_block(d: int, down: Any, mx: Any, blocks: list[Any]) -> Engine:
+def pipe_block(d: int, down: Block, mx: Max, blocks: list[Stateful]) -> Engine:
     """A stage on K2C.Pipe with d registers: the engine's rules with one step, depth d - 1 and
     a queue of d + 2."""
     block = Engine(1, d - 1, d + 2, down, mx)

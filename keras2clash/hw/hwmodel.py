@@ -29,15 +29,15 @@ Where it is not (or not claimed to be) exact:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from keras2clash.hw.blocks import _build, _knobs, beats_per_image
-from keras2clash.hw.events import CLAMP, NEG, Join
+from keras2clash.hw.events import CLAMP, NEG, Block, Cycle, EngineTiming, Join, Stateful
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.hw.resources import HwFigures, LayerResources, layer_resources, top_fifo_bits
-from keras2clash.kinds.engine import EngineKind
 from keras2clash.kinds.window import generator_geometry
 
 # --- running the model -----------------------------------------------------------------
@@ -77,15 +77,20 @@ def _as_arrays(keys: Sequence[Sequence[tuple[int, int, int]]]) -> list[tuple[np.
 
 
 def _simulate_batch(
-    plans: Sequence[LayerPlan], knobs, n_configs: int, images: int | None, max_images: int = 24, max_period: int = 4
-):
+    plans: Sequence[LayerPlan],
+    knobs: Sequence[EngineTiming],
+    n_configs: int,
+    images: int | None,
+    max_images: int = 24,
+    max_period: int = 4,
+) -> tuple[list[np.ndarray], list[Cycle], list[np.ndarray], np.ndarray, np.ndarray]:
     """Run the event model on arrays of `n_configs` configurations. With `images` given,
     exactly that many images; otherwise until every configuration's state repeats."""
     first, blocks, sink = _build(plans, knobs, np.maximum)
     k = beats_per_image(plans)
     last = np.full(n_configs, -1, dtype=np.int64)
     accepts: list[np.ndarray] = []
-    snaps: list[tuple[tuple, np.ndarray]] = []
+    snaps: list[tuple[Signature, np.ndarray]] = []
     refs: list[np.ndarray] = []
     found_lag = np.zeros(n_configs, dtype=np.int64)  # 0: not yet periodic
     found_at = np.zeros(n_configs, dtype=np.int64)
@@ -115,7 +120,7 @@ def _simulate_batch(
         if images is None and (np.all(found_lag > 0) or n >= max_images):
             break
         for j in range(k):
-            q = first.accept(last + 1)
+            q = np.asarray(first.accept(last + 1))
             if j == 0:
                 accepts.append(q)
             last = q
@@ -124,21 +129,26 @@ def _simulate_batch(
     return accepts, outputs, refs, found_lag, found_at
 
 
-def _signature(blocks) -> tuple:
+Signature = tuple[int | tuple[int, ...], ...]
+"""How many values each stateful block's state holds: a count, or a join's FIFO fills."""
+
+
+def _signature(blocks: Sequence[Stateful]) -> Signature:
     """How many values each block's state holds (a join's FIFOs hold a varying number)."""
     return tuple(b.shape() if isinstance(b, Join) else len(b.state()) for b in blocks)
 
 
-def _snapshot(blocks, ref: int) -> tuple[tuple, tuple[int, ...]]:
+def _snapshot(blocks: Sequence[Stateful], ref: int) -> tuple[Signature, tuple[int, ...]]:
     return _signature(blocks), tuple(max(int(v) - ref, CLAMP) for b in blocks for v in b.state())
 
 
-def _restore(blocks, snap: tuple[tuple, Sequence[int]], ref: int) -> None:
+def _restore(blocks: Sequence[Any], snap: tuple[Signature, Sequence[int]], ref: int) -> None:
+    # `blocks` are the model's stateful blocks; a Join restores its queues with their shape.
     signature, rel = snap
     values = [NEG if r <= CLAMP else ref + r for r in rel]
     i = 0
     for b, shape in zip(blocks, signature):
-        if isinstance(b, Join):
+        if isinstance(shape, tuple):
             n = 1 + sum(shape)
             b.set_state(values[i : i + n], shape)
         else:
@@ -147,11 +157,11 @@ def _restore(blocks, snap: tuple[tuple, Sequence[int]], ref: int) -> None:
         i += n
 
 
-def _one_image(first, beats: int, ref: int) -> int:
+def _one_image(first: Block, beats: int, ref: int) -> int:
     """Feed one image from cycle `ref` on; the next image's first offer cycle."""
     last = ref - 1
     for _ in range(beats):
-        last = first.accept(last + 1)
+        last = int(first.accept(last + 1))
     return last + 1
 
 
@@ -159,7 +169,12 @@ AFFINE_LIMIT = 1 << 24
 """Images an affine extrapolation may jump at most; past it the run goes on image by image."""
 
 
-def steady_state(plans: Sequence[LayerPlan], knobs=None, max_images: int = 100_000, depths=None) -> tuple[float, int]:
+def steady_state(
+    plans: Sequence[LayerPlan],
+    knobs: Sequence[EngineTiming] | None = None,
+    max_images: int = 100_000,
+    depths: Mapping[str, Sequence[int | None]] | None = None,
+) -> tuple[float, int]:
     """The exact steady-state II (and its period in images) of one configuration.
 
     Images are fed back to back until the blocks' state, relative to the image's first offer
@@ -177,9 +192,9 @@ def steady_state(plans: Sequence[LayerPlan], knobs=None, max_images: int = 100_0
     probe_first, probe_blocks, _ = _build(plans, knobs, max, depths=depths)
     beats = beats_per_image(plans)
     ref, images = 0, 0
-    rels: list[tuple[tuple, tuple[int, ...]]] = []
+    rels: list[tuple[Signature, tuple[int, ...]]] = []
     refs: list[int] = []
-    seen: dict[tuple[tuple, tuple[int, ...]], int] = {}  # a state -> its index in rels
+    seen: dict[tuple[Signature, tuple[int, ...]], int] = {}  # a state -> its index in rels
     # Affine jumps assume each comparison flips at most once along the extrapolation; a
     # join's window of fire cycles breaks that, so graphs with merges run image by image.
     jumps = not any(p.is_merge for p in plans)
@@ -199,7 +214,7 @@ def steady_state(plans: Sequence[LayerPlan], knobs=None, max_images: int = 100_0
             signature, values = rel
 
             # virtual and affine run within this iteration only: the loop's values are theirs
-            def virtual(j: int) -> tuple[tuple[tuple, tuple[int, ...]], int]:
+            def virtual(j: int) -> tuple[tuple[Signature, tuple[int, ...]], int]:
                 return (
                     signature,  # noqa: B023
                     tuple(r if r <= CLAMP else r + j * d for r, d in zip(values, delta)),  # noqa: B023
@@ -244,7 +259,8 @@ def timing(plans: Sequence[LayerPlan], images: int = 0) -> Timing:
     ii, period = steady_state(plans)
     first, _, sink = _build(plans, [_knobs(p) for p in plans if p.is_compute], max)
     beats = beats_per_image(plans)
-    accepts, last = [], -1
+    accepts: list[Cycle] = []
+    last: Cycle = -1
     for _ in range(max(images, 1)):
         for j in range(beats):
             last = first.accept(last + 1)
@@ -318,7 +334,19 @@ def with_deep_branch_fifos(plans: Sequence[LayerPlan]) -> list[LayerPlan]:
     steady state (resnet_digits within 156 multipliers)."""
     need = branch_needs(plans)
     deep = max(beats_per_image(plans), 2) + 1
-    return [replace(p, fifo_depths=tuple(n + deep for n in need[p.name])) if p.name in need else p for p in plans]
+    return [_with_branch_fifos(p, tuple(n + deep for n in need[p.name])) if p.name in need else p for p in plans]
+
+
+def _with_branch_fifos(plan: LayerPlan, depths: tuple[int, ...]) -> LayerPlan:
+    assert plan.kind is not None
+    return plan.kind.with_branch_fifos(plan, depths)
+
+
+def queued(plan: LayerPlan, windows: int | None = None, pixels: int | None = None) -> LayerPlan:
+    """A convolution's plan with a FIFO of `windows` windows before its engine and one of
+    `pixels` input pixels before its padding (`Kind.with_fifos`; 0: none, None: as it is)."""
+    assert plan.kind is not None
+    return plan.kind.with_fifos(plan, windows=windows, pixels=pixels)
 
 
 MAX_WINDOW_FIFO = 64
@@ -346,12 +374,12 @@ def window_fifos(plans: Sequence[LayerPlan]) -> dict[str, int]:
     does not need loses it. Branch FIFOs are taken as the plans give them (`with_fifo_depths`
     first; `plan_network` then sizes them again).
     """
-    convs = [p for p in plans if p.is_compute and p.is_windowed and p.groups * p.cycles > _window_spacing(p)]
+    convs = [p for p in plans if p.is_compute and p.is_windowed and p.steps > _window_spacing(p)]
     if not convs:
         return {}
 
     def ii(depths: Mapping[str, int]) -> float:
-        trial = [replace(p, window_fifo=depths.get(p.name, 0)) for p in plans]
+        trial = [queued(p, windows=depths.get(p.name, 0)) if p.is_compute and p.is_windowed else p for p in plans]
         return steady_state(trial)[0]  # the plans' branch FIFO depths (with_fifo_depths)
 
     def common(d: int) -> dict[str, int]:
@@ -380,8 +408,8 @@ MAX_INPUT_FIFO = 64
 
 def _window_bits(plan: LayerPlan) -> int:
     """Values per window entry (a depthwise window holds every channel's)."""
-    assert isinstance(plan.kind, EngineKind)
-    return plan.kind.lanes(plan) * plan.window
+    assert plan.kind is not None
+    return plan.kind.window_values(plan)
 
 
 def input_fifos(plans: Sequence[LayerPlan], windows: Mapping[str, int]) -> dict[str, int]:
@@ -401,7 +429,9 @@ def input_fifos(plans: Sequence[LayerPlan], windows: Mapping[str, int]) -> dict[
 
     def ii(inputs: Mapping[str, int]) -> float:
         trial = [
-            replace(p, window_fifo=0 if p.name in inputs else windows.get(p.name, 0), input_fifo=inputs.get(p.name, 0))
+            queued(p, 0 if p.name in inputs else windows.get(p.name, 0), inputs.get(p.name, 0))
+            if p.is_compute and p.is_windowed
+            else p
             for p in plans
         ]
         return steady_state(trial)[0]
@@ -422,21 +452,20 @@ def input_fifos(plans: Sequence[LayerPlan], windows: Mapping[str, int]) -> dict[
 def with_window_fifos(plans: Sequence[LayerPlan]) -> list[LayerPlan]:
     """The plans with every convolution's FIFO set: of windows by `window_fifos`, or instead of
     input pixels where `input_fifos` finds that narrower."""
-    plans = [replace(p, input_fifo=0) for p in plans]
+    convs = [p.is_compute and p.is_windowed for p in plans]
+    plans = [queued(p, pixels=0) if conv else p for p, conv in zip(plans, convs)]
     windows = window_fifos(plans)
     inputs = input_fifos(plans, windows)
     return [
-        replace(p, window_fifo=0 if p.name in inputs else windows.get(p.name, 0), input_fifo=inputs.get(p.name, 0))
-        if p.is_compute and p.is_windowed
-        else p
-        for p in plans
+        queued(p, 0 if p.name in inputs else windows.get(p.name, 0), inputs.get(p.name, 0)) if conv else p
+        for p, conv in zip(plans, convs)
     ]
 
 
 def with_fifo_depths(plans: Sequence[LayerPlan]) -> list[LayerPlan]:
-    """The plans with every merge's `fifo_depths` set by `fifo_depths`."""
+    """The plans with every merge's branch FIFOs (`Kind.with_branch_fifos`) sized by `fifo_depths`."""
     depths = fifo_depths(plans)
-    return [replace(p, fifo_depths=depths[p.name]) if p.name in depths else p for p in plans]
+    return [_with_branch_fifos(p, depths[p.name]) if p.name in depths else p for p in plans]
 
 
 def with_fifos(plans: Sequence[LayerPlan]) -> list[LayerPlan]:
@@ -459,7 +488,9 @@ LONG_BATCH_IMAGES = 512
 are not periodic after the first batch (then the scalar model, one by one)."""
 
 
-def timing_batch(plans: Sequence[LayerPlan], knobs) -> tuple[np.ndarray, np.ndarray]:
+def timing_batch(
+    plans: Sequence[LayerPlan], knobs: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]]
+) -> tuple[np.ndarray, np.ndarray]:
     """Latency and II arrays for configurations given as knob arrays: per compute layer
     (S = G*b, D, Q), each an array with one element per configuration; `plans` gives
     the geometry (any configuration of the network)."""
@@ -473,14 +504,20 @@ def timing_batch(plans: Sequence[LayerPlan], knobs) -> tuple[np.ndarray, np.ndar
     if slow.size > 1 and any(p.is_merge for p in plans):
         # Long transients behind a join: the scalar model goes image by image there (no
         # drift jumps), so the batch goes on for those configurations first, together.
-        sub = [tuple(np.broadcast_to(x, (n,))[slow] for x in knob) for knob in knobs]
+        sub = [
+            (np.broadcast_to(s, (n,))[slow], np.broadcast_to(d, (n,))[slow], np.broadcast_to(q, (n,))[slow])
+            for s, d, q in knobs
+        ]
         _, _, refs2, lag2, at2 = _simulate_batch(plans, sub, slow.size, None, max_images=LONG_BATCH_IMAGES)
         ref2, done = np.stack(refs2), lag2 > 0
         rows = np.arange(slow.size)[done]
         ii[slow[done]] = (ref2[at2[done] + lag2[done], rows] - ref2[at2[done], rows]) / lag2[done]
         lag[slow[done]] = lag2[done]
     for i in np.nonzero(lag == 0)[0]:  # long transients: the scalar model with drift jumps
-        one = [tuple(int(np.broadcast_to(x, (n,))[i]) for x in knob) for knob in knobs]
+        one = [
+            (int(np.broadcast_to(s, (n,))[i]), int(np.broadcast_to(d, (n,))[i]), int(np.broadcast_to(q, (n,))[i]))
+            for s, d, q in knobs
+        ]
         ii[i] = steady_state(plans, one)[0]
     latency = np.broadcast_to(outputs[0] - accepts[0], (n,))
     return latency.astype(np.int64), ii
@@ -494,14 +531,10 @@ def figures_many(plans: Sequence[LayerPlan], configs: Sequence[Config]) -> list[
     """HwFigures of many (pe, cycles) configurations of the network `plans` (whose own
     knobs are ignored; their pipeline levels hold): timing vectorised, deduplicated by
     (S, D, Q) per layer; resources memoised per layer and knob pair."""
-    from dataclasses import replace
-
     compute = [i for i, p in enumerate(plans) if p.is_compute]
     if not configs:
         return []
-    keys = [
-        tuple(_knobs(replace(plans[i], pe=p, cycles=b)) for i, p, b in zip(compute, pes, cyc)) for pes, cyc in configs
-    ]
+    keys = [tuple(_knobs(plans[i].with_knobs(p, b)) for i, p, b in zip(compute, pes, cyc)) for pes, cyc in configs]
     unique = list(dict.fromkeys(keys))
     latency, ii = timing_batch(plans, _as_arrays(unique))
     where = {k: n for n, k in enumerate(unique)}
@@ -510,7 +543,7 @@ def figures_many(plans: Sequence[LayerPlan], configs: Sequence[Config]) -> list[
 
     def res(i: int, p: int, b: int) -> LayerResources:
         if (i, p, b) not in cache:
-            cache[(i, p, b)] = layer_resources(replace(plans[i], pe=p, cycles=b))
+            cache[(i, p, b)] = layer_resources(plans[i].with_knobs(p, b))
         return cache[(i, p, b)]
 
     out = []
@@ -521,7 +554,15 @@ def figures_many(plans: Sequence[LayerPlan], configs: Sequence[Config]) -> list[
     return out
 
 
-def _assemble(pes, cyc, latency, ii, compute_res, fixed, plans) -> HwFigures:
+def _assemble(
+    pes: list[int],
+    cyc: list[int],
+    latency: int,
+    ii: float,
+    compute_res: Sequence[LayerResources],
+    fixed: Sequence[LayerResources],
+    plans: Sequence[LayerPlan],
+) -> HwFigures:
     by_name = {r.name: r for r in [*compute_res, *fixed]}
     layers = [by_name[p.name] for p in plans]
     top = top_fifo_bits(plans)
@@ -548,8 +589,8 @@ def figures(plans: Sequence[LayerPlan], latency: int | None = None, ii: float | 
         latency, ii = t.first_latency, t.ii
     compute = [p for p in plans if p.is_compute]
     return _assemble(
-        [p.pe for p in compute],
-        [p.cycles for p in compute],
+        [p.engine_knobs.pe for p in compute],
+        [p.engine_knobs.cycles for p in compute],
         latency,
         ii,
         [layer_resources(p) for p in compute],

@@ -22,7 +22,6 @@ when asked: `--lanes auto`) and not by default.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
 from keras2clash.errors import K2CError
 from keras2clash.hw.plan import LayerPlan
@@ -50,6 +49,11 @@ def _serial(plan: LayerPlan) -> bool:
     return plan.kind is not None and plan.kind.lanes_knob
 
 
+def _with_lanes(plan: LayerPlan, lanes: int) -> LayerPlan:
+    assert plan.kind is not None
+    return plan.kind.with_lanes(plan, lanes)
+
+
 def divisors(n: int) -> list[int]:
     """The divisors of n, ascending."""
     return [d for d in range(1, n + 1) if n % d == 0]
@@ -60,7 +64,7 @@ def with_lanes(plans: Sequence[LayerPlan]) -> list[LayerPlan]:
     module's docstring); the FIFOs sized for the result."""
     from keras2clash.hw.hwmodel import timing, with_fifos
 
-    current = with_fifos([replace(p, lanes=0) if _serial(p) else p for p in plans])
+    current = with_fifos([_with_lanes(p, 0) if _serial(p) else p for p in plans])
     if not any(_serial(p) for p in current):
         return current
     target = timing(current).ii
@@ -70,7 +74,7 @@ def with_lanes(plans: Sequence[LayerPlan]) -> list[LayerPlan]:
         options = divisors(plan.output_shape[-1])[:-1]  # below all channels (lanes = 0)
 
         def trial(k: int) -> list[LayerPlan]:  # called within this iteration only
-            return with_fifos([replace(p, lanes=k) if i == index else p for i, p in enumerate(current)])  # noqa: B023
+            return with_fifos([_with_lanes(p, k) if i == index else p for i, p in enumerate(current)])  # noqa: B023
 
         lo, hi, best = 0, len(options), None
         while lo < hi:  # the smallest option whose II is the target's

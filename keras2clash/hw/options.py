@@ -25,12 +25,16 @@ import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from keras2clash.errors import K2CError
 from keras2clash.hw.hwmodel import figures_many
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.hw.resources import HwFigures
+from keras2clash.jsontypes import JsonObject
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 SORT_KEYS = ("latency", "interval", "multipliers")
 
@@ -101,11 +105,11 @@ class Option:
     def label(self) -> str:
         return config_label(self.figures.parallelism, self.figures.cycles)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         f = self.figures
         return {
-            "parallelism": f.parallelism,
-            "cycles": f.cycles,
+            "parallelism": list(f.parallelism),
+            "cycles": list(f.cycles),
             "latency": f.latency,
             "ii": f.ii,
             "multipliers": f.multipliers,
@@ -140,7 +144,7 @@ class OptionsResult:
         if key not in SORT_KEYS:
             raise K2CError(f"bad sort key {key!r}: one of {', '.join(SORT_KEYS)}")
 
-        def k(o: Option):
+        def k(o: Option) -> tuple[float | list[int], ...]:
             f = o.figures
             figs = {"latency": f.latency, "interval": f.ii, "multipliers": f.multipliers}
             return (figs[key], *(figs[x] for x in SORT_KEYS if x != key), f.parallelism, f.cycles)
@@ -186,8 +190,8 @@ class OptionsResult:
         for o in self.sorted("multipliers"):
             row = o.to_json()
             row["config"] = o.label
-            row["parallelism"] = ",".join(map(str, row["parallelism"]))
-            row["cycles"] = ",".join(map(str, row["cycles"]))
+            row["parallelism"] = ",".join(map(str, o.figures.parallelism))
+            row["cycles"] = ",".join(map(str, o.figures.cycles))
             writer.writerow([row[c] for c in cols])
         return buf.getvalue()
 
@@ -232,7 +236,7 @@ def _pareto_text(o: Option) -> str:
 
 def render(
     result: OptionsResult,
-    console: Any = None,
+    console: Console | None = None,
     sort: str = "interval",
     max_rows: int | None = 40,
     pareto_only: bool = False,

@@ -2,28 +2,32 @@
 
 The IR says what the network computes; the plan says how the hardware computes it: the
 fixed-point format of each layer's input, weights, bias, accumulator and output, and, for
-each compute layer (dense, conv2d, depthwise2d), its two knobs: `pe` processing elements (filters or
-neurons in parallel) and `cycles` per window (each PE then has ceil(K / cycles)
-multipliers). Formats are per layer in the data model even when the user gives one format
-for all, so per-layer precision needs no new plumbing.
+each compute layer (dense, conv2d, depthwise2d), its knobs (`Knobs`): `pe` processing
+elements (filters or neurons in parallel) and `cycles` per window (each PE then has
+ceil(K / cycles) multipliers). Formats are per layer in the data model even when the user
+gives one format for all, so per-layer precision needs no new plumbing.
+
+What only one kind has (a window's geometry, a merge's input formats, a batch
+normalization's lanes, ...) is that kind's own record (`Params`, defined in its module under
+`keras2clash.kinds`): the plan holds it in `params`, and only the kind reads it.
 """
 
 from __future__ import annotations
 
 import math
+import types
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Self, get_args, get_origin, get_type_hints
 
 from keras2clash.ir.layers import Layer
+from keras2clash.jsontypes import Json, JsonObject
 from keras2clash.quant import activations
 from keras2clash.quant.formats import FixedFormat
 from keras2clash.registry import kind_of
 
 if TYPE_CHECKING:
     from keras2clash.kinds.base import Kind
-
-_FORMAT_FIELDS = ("in_fmt", "out_fmt", "w_fmt", "b_fmt", "acc_fmt")
 
 
 @dataclass(frozen=True)
@@ -37,41 +41,98 @@ class LayerFormats:
 
 
 @dataclass(frozen=True)
+class Knobs:
+    """The space-time knobs of a layer on the filter engine (`Kind.has_knobs`).
+
+    They are a field of every plan (`LayerPlan.knobs`, None for a kind without them) rather
+    than of one kind's `Params`: the stages that choose them (`hw.allocate`, `hw.options`,
+    `hw.clock`, `search`) and those that report them treat every kind with knobs alike."""
+
+    pe: int = 1  # processing elements: filters (neurons) computed in parallel
+    cycles: int = 1  # steps per window: each PE has ceil(K / cycles) multipliers
+    pipeline: int = 0  # adder-tree levels per register stage; 0: the dot product in one cycle
+
+    def to_json(self) -> JsonObject:
+        return {"pe": self.pe, "cycles": self.cycles, "pipeline": self.pipeline}
+
+    @staticmethod
+    def from_json(data: Mapping[str, Json]) -> Knobs:
+        values = [data.get(key) for key in ("pe", "cycles", "pipeline")]
+        pe, cycles, pipeline = (v for v in values if isinstance(v, int))
+        return Knobs(pe, cycles, pipeline)
+
+
+@dataclass(frozen=True)
+class Params:
+    """The base of a kind's own plan parameters: a frozen dataclass in the kind's module
+    (`Kind.params_type`), made by the kind when it plans a layer and read by the kind alone.
+
+    The manifest stores a plan's record under its `params` and reads it back through the
+    kind's record class, so the fields hold what JSON round-trips: ints, bools, strings,
+    formats, and tuples of them (`to_json`, `from_json` follow the field types)."""
+
+    def to_json(self) -> JsonObject:
+        return {f.name: _to_json(getattr(self, f.name)) for f in fields(self)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Json]) -> Self:
+        hints = get_type_hints(cls)
+        unknown = set(data) - {f.name for f in fields(cls)}
+        if unknown:
+            raise ValueError(f"{cls.__name__} has no field(s) {', '.join(sorted(unknown))}")
+        values = {name: _from_json(value, hints[name]) for name, value in data.items()}
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class NoParams(Params):
+    """The parameters of a kind that has none of its own."""
+
+
+def _to_json(value: object) -> Json:
+    if isinstance(value, FixedFormat):
+        return format_to_json(value)
+    if isinstance(value, tuple):
+        return [_to_json(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise TypeError(f"a plan parameter of type {type(value).__name__} has no JSON form")
+
+
+def _from_json(value: Json, hint: object) -> object:
+    """`value` as the field type `hint` has it: formats from their lists, tuples from lists."""
+    if hint is FixedFormat:
+        return format_from_json(value)
+    if get_origin(hint) is tuple:
+        if not isinstance(value, list):
+            raise ValueError(f"expected a list, not {value!r}")
+        args = get_args(hint)
+        items = args[:1] * len(value) if len(args) == 2 and args[1] is Ellipsis else args
+        return tuple(_from_json(v, t) for v, t in zip(value, items, strict=True))
+    if isinstance(hint, types.UnionType) and value is not None:  # `X | None`
+        return _from_json(value, next(t for t in get_args(hint) if t is not type(None)))
+    return value
+
+
+@dataclass(frozen=True)
 class LayerPlan:
-    """One layer as the hardware builds it."""
+    """One layer as the hardware builds it: what every layer has, the knobs of a kind with
+    them, and the kind's own parameters (`params`)."""
 
     name: str
     type: str  # a kind's type (keras2clash.kinds)
     input_shape: tuple[int, ...]
     output_shape: tuple[int, ...]
     activation: str  # the Keras activation, kept for reports
-    in_fmt: FixedFormat
+    in_fmt: FixedFormat  # the first input's (a merge's others: its kind's `input_formats`)
     out_fmt: FixedFormat
     w_fmt: FixedFormat | None = None
     b_fmt: FixedFormat | None = None
     acc_fmt: FixedFormat | None = None
-    pe: int = 1
-    cycles: int = 1
-    pipeline: int = 0  # adder-tree levels per register stage; 0: the dot product in one cycle
-    kernel_size: tuple[int, int] = (1, 1)  # conv kernel or pool size
-    strides: tuple[int, int] = (1, 1)
-    pads: tuple[int, int, int, int] = (0, 0, 0, 0)  # top, bottom, left, right
-    crops: tuple[int, int, int, int] = (0, 0, 0, 0)  # crop2d: top, bottom, left, right
-    size: tuple[int, int] = (1, 1)  # upsample2d: repeats down, across
-    exclude_pads: bool = False  # average pooling 'same': divide by each window's non-padding count
-    dilation: tuple[int, int] = (1, 1)  # conv: tap (i, j) reads window pixel (i*dh, j*dw)
-    source_class: str = ""  # the Keras class when it differs from the type's (Conv1D, Dense on a tensor, ...)
-    exact_accumulator: bool = True
     inputs: tuple[str, ...] = ()  # producers (layer names, or the network input's name)
-    in_fmts: tuple[FixedFormat, ...] = ()  # a merge's input formats, one per input
-    input_shapes: tuple[tuple[int, ...], ...] = ()  # a merge's input shapes
-    fifo_depths: tuple[int, ...] = ()  # a merge's branch FIFOs (hw.fifos, from the hardware model)
-    window_fifo: int = 0  # a convolution's FIFO of windows before its engine (hwmodel.window_fifos); 0: none
-    input_fifo: int = 0  # a convolution's FIFO of input pixels before its padding and window generator; 0: none
     top_activation: bool = False  # the output layer's activation, applied in Top after the class (golden.splits_output)
-    lanes: int = (
-        0  # batchnorm: channels a cycle (K2C.BatchNorm.batchNormLanes, a divisor of C below C); 0: all C (hw.lanes)
-    )
+    knobs: Knobs | None = None  # a kind with the space-time knobs (`Kind.has_knobs`); None for the others
+    params: Params = field(default_factory=NoParams)  # the kind's own record (`Kind.params_type`)
     layer: Layer | None = field(default=None, compare=False, repr=False)  # the IR record (weights)
 
     @property
@@ -122,14 +183,7 @@ class LayerPlan:
     def window(self) -> int:
         """K: inputs of one dot product (`Kind.window`: dense n_in; conv2d kh*kw*C; depthwise2d
         kh*kw, its own channel's window only)."""
-        return self.kind.window(self.kernel_size, self.input_shape) if self.kind is not None else self.n_in
-
-    @property
-    def extent(self) -> tuple[int, int]:
-        """Rows and columns of input one window spans (the window generator's size): the
-        kernel or pool, dilated: `(k - 1) * d + 1` per axis."""
-        (kh, kw), (dh, dw) = self.kernel_size, self.dilation
-        return (kh - 1) * dh + 1, (kw - 1) * dw + 1
+        return self.kind.window(self.input_shape, self.params) if self.kind is not None else self.n_in
 
     @property
     def hw_activation(self) -> str:
@@ -144,7 +198,7 @@ class LayerPlan:
         between the block RAM's row and the engine's result register (mlp_tanh on ECP5:
         that route alone takes 10.2 ns); else 0."""
         table = self.table_activation and not self.top_activation
-        return 2 * int(self.is_compute and self.pipeline > 0 and table)
+        return 2 * int(self.knobs is not None and self.knobs.pipeline > 0 and table)
 
     @property
     def table_activation(self) -> bool:
@@ -162,64 +216,59 @@ class LayerPlan:
         """What the hardware computes for the activation, with its error (quant.activations)."""
         return activations.describe(self.activation, self.act_in_fmt, self.out_fmt, self.output_shape[-1])
 
+    # --- the engine's figures (a kind with knobs), which the generic stages read -----------
+
+    @property
+    def engine_knobs(self) -> Knobs:
+        """The knobs of a layer that has them; an error for one that has none."""
+        if self.knobs is None:
+            raise ValueError(f"layer '{self.name}' ({self.type}) has no space-time knobs")
+        return self.knobs
+
+    def with_knobs(self, pe: int, cycles: int) -> LayerPlan:
+        """The plan with other `pe` and `cycles` (its pipeline kept)."""
+        return replace(self, knobs=replace(self.engine_knobs, pe=pe, cycles=cycles))
+
     @property
     def groups(self) -> int:
         """G = ceil(filters / pe): groups of PEs' work per window."""
-        return -(-self.filters // self.pe)
+        return -(-self.filters // self.engine_knobs.pe)
 
     @property
     def chunk(self) -> int:
         """ch = ceil(K / cycles): multipliers per PE."""
-        return -(-self.window // self.cycles)
+        return -(-self.window // self.engine_knobs.cycles)
 
     @property
-    def tree_levels(self) -> int:
-        """Levels of each PE's adder tree over its ch products and the bias field."""
-        return tree_levels(self.chunk)
+    def steps(self) -> int:
+        """S = G*b: the engine's cycles per window."""
+        return self.groups * self.engine_knobs.cycles
 
     @property
     def loads_late(self) -> int:
-        """e (K2C.Engine's Loading): 1 when the engine loads each window from its window
-        generator's shift register the cycle after accepting it (a convolution without a FIFO
-        of windows: K2C.Conv's `direct`), else 0 (from the input beat as it accepts it)."""
-        return int(self.is_compute and self.is_windowed and not self.window_fifo)
+        """e (K2C.Engine's Loading): 1 when the engine loads each window the cycle after
+        accepting it (`Kind.loads_late`), else 0."""
+        return self.kind.loads_late(self) if self.kind is not None else 0
 
     @property
     def pipe_depth(self) -> int:
         """D: cycles from a window's accept plus its steps to its result entering the output
         queue (K2C.Engine's PipeDepth after its last step, and the load's delay e)."""
-        return pipe_depth(self.chunk, self.pipeline, self.cycles, self.table_regs, self.groups) + self.loads_late
+        k = self.engine_knobs
+        return pipe_depth(self.chunk, k.pipeline, k.cycles, self.table_regs, self.groups) + self.loads_late
 
     @property
     def queue_depth(self) -> int:
         """Q: the engine's output queue, the most windows it holds at once (QueueDepth)."""
-        return queue_depth(
-            self.chunk,
-            self.pipeline,
-            self.cycles,
-            self.groups * self.cycles,
-            self.table_regs,
-            self.groups,
-            self.loads_late,
-        )
+        k = self.engine_knobs
+        return queue_depth(self.chunk, k.pipeline, k.cycles, self.steps, self.table_regs, self.groups, self.loads_late)
 
     @property
     def rom_depth(self) -> int:
         """ROM words: one per (group, chunk)."""
-        return self.groups * self.cycles
+        return self.steps
 
-    @property
-    def pad(self) -> int:
-        """Padding neurons in the last group."""
-        return self.groups * self.pe - self.filters
-
-    @property
-    def padded_input_shape(self) -> tuple[int, ...]:
-        if not self.is_windowed:
-            return self.input_shape
-        h, w, c = self.input_shape
-        top, bottom, left, right = self.pads
-        return (h + top + bottom, w + left + right, c)
+    # --- what every kind says about its layer ------------------------------------------
 
     @property
     def windows_per_image(self) -> int:
@@ -232,13 +281,14 @@ class LayerPlan:
 
     @property
     def channel_lanes(self) -> int:
-        """Channels a BatchNormalization computes a cycle: `lanes`, or all of a beat's."""
-        return self.lanes or self.output_shape[-1]
+        """Channels computed a cycle (`Kind.channel_lanes`): all of a beat's, or a serial
+        BatchNormalization's lanes."""
+        return self.kind.channel_lanes(self) if self.kind is not None else self.output_shape[-1]
 
     @property
     def lane_chunks(self) -> int:
-        """n of a serial BatchNormalization (K2C.Scatter and K2C.Collect around
-        `batchNormLanes`): chunks of `lanes` channels per beat; 1 when it takes whole beats."""
+        """n of a serial layer (K2C.Scatter and K2C.Collect around `batchNormLanes`): chunks
+        of `channel_lanes` channels per beat; 1 when it takes whole beats."""
         return self.output_shape[-1] // self.channel_lanes
 
     @property
@@ -271,55 +321,108 @@ class LayerPlan:
 
     @property
     def input_formats(self) -> tuple[FixedFormat, ...]:
-        """The format of each input (one for every layer but a merge)."""
-        return self.in_fmts or (self.in_fmt,)
+        """The format of each input (`Kind.input_formats`: one for every layer but a merge)."""
+        return self.kind.input_formats(self) if self.kind is not None else (self.in_fmt,)
 
-    def to_json(self) -> dict[str, Any]:
-        """Everything but the IR record (the weights travel in golden.npz)."""
-        data: dict[str, Any] = {}
+    def to_json(self) -> JsonObject:
+        """Everything but the IR record (the weights travel in golden.npz); the kind's own
+        parameters under `params`."""
+        data: JsonObject = {}
         for f in fields(self):
-            if f.name == "layer":
-                continue
             value = getattr(self, f.name)
-            if f.name in _FORMAT_FIELDS:
-                value = None if value is None else format_to_json(value)
-            elif f.name == "in_fmts":
-                value = [format_to_json(v) for v in value]
-            elif isinstance(value, tuple):
-                value = [list(v) if isinstance(v, tuple) else v for v in value]
-            data[f.name] = value
+            if f.name in ("layer", "knobs", "params"):
+                continue
+            data[f.name] = _to_json(value)
+        if self.knobs is not None:
+            data["knobs"] = self.knobs.to_json()
+        params = self.params.to_json()
+        if params:
+            data["params"] = params
         return data
 
     @staticmethod
-    def from_json(data: Mapping[str, Any]) -> LayerPlan:
-        fields = dict(data)
-        for key in _FORMAT_FIELDS:
-            value = fields.get(key)
-            fields[key] = None if value is None else FixedFormat(*value)
-        for key in (
-            "input_shape",
-            "output_shape",
-            "kernel_size",
-            "strides",
-            "pads",
-            "crops",
-            "size",
-            "dilation",
-            "inputs",
-        ):
-            if key in fields:
-                fields[key] = tuple(fields[key])
-        fields["in_fmts"] = tuple(FixedFormat(*v) for v in fields.get("in_fmts", ()))
-        fields["input_shapes"] = tuple(tuple(s) for s in fields.get("input_shapes", ()))
-        fields["fifo_depths"] = tuple(fields.get("fifo_depths", ()))
-        return LayerPlan(**fields)
+    def from_json(data: Mapping[str, Json]) -> LayerPlan:
+        """A plan `to_json` wrote; the kind's record (`Kind.params_type`) reads its `params`."""
+        values = dict(data)
+        type_name = values["type"]
+        home = kind_of(type_name) if isinstance(type_name, str) else None
+        if home is None:
+            raise ValueError(f"layer type {type_name!r} has no kind")
+        knobs = values.pop("knobs", None)
+        params = values.pop("params", None) or {}
+        if not isinstance(params, dict) or not (knobs is None or isinstance(knobs, dict)):
+            raise ValueError(f"layer '{values.get('name')}': its knobs and params are JSON objects")
+        hints = get_type_hints(LayerPlan)
+        plan_fields = {f.name for f in fields(LayerPlan)} - {"layer", "knobs", "params"}
+        unknown = set(values) - plan_fields
+        if unknown:
+            raise ValueError(f"a layer plan has no field(s) {', '.join(sorted(unknown))}")
+        common = {name: _from_json(value, hints[name]) for name, value in values.items()}
+        return LayerPlan(
+            **common,  # type: ignore[arg-type]
+            knobs=None if knobs is None else Knobs.from_json(knobs),
+            params=home.params_type.from_json(params),
+        )
 
 
-def format_to_json(fmt: FixedFormat) -> list[Any]:
+@dataclass(frozen=True)
+class Common:
+    """What the planner knows of a layer before its kind plans it (`Kind.plan`): the record,
+    the format of each input (its producers' outputs), and the knobs of a kind with them."""
+
+    layer: Layer
+    in_fmts: tuple[FixedFormat, ...]
+    knobs: Knobs | None = None
+
+    @property
+    def in_fmt(self) -> FixedFormat:
+        return self.in_fmts[0]
+
+    def plan(
+        self,
+        out_fmt: FixedFormat,
+        params: Params | None = None,
+        w_fmt: FixedFormat | None = None,
+        b_fmt: FixedFormat | None = None,
+        acc_fmt: FixedFormat | None = None,
+    ) -> LayerPlan:
+        """The layer's plan with the formats and parameters its kind chose."""
+        layer = self.layer
+        return LayerPlan(
+            name=layer.name,
+            type=layer.type,
+            input_shape=tuple(layer.input_shape),
+            output_shape=tuple(layer.output_shape),
+            activation=layer.activation,
+            in_fmt=self.in_fmt,
+            out_fmt=out_fmt,
+            w_fmt=w_fmt,
+            b_fmt=b_fmt,
+            acc_fmt=acc_fmt,
+            inputs=tuple(layer.inputs),
+            knobs=self.knobs,
+            params=params if params is not None else NoParams(),
+            layer=layer,
+        )
+
+
+def format_to_json(fmt: FixedFormat) -> list[Json]:
     """[sign, int, frac], plus [rounding, overflow] when they are not the defaults
-    (`FixedFormat(*value)` reads both forms back)."""
-    base: list[Any] = [fmt.sign, fmt.int, fmt.frac]
+    (`format_from_json` reads both forms back)."""
+    base: list[Json] = [fmt.sign, fmt.int, fmt.frac]
     return base if fmt.default_modes else base + [fmt.rounding, fmt.overflow]
+
+
+def format_from_json(value: Json) -> FixedFormat:
+    """The format `format_to_json` wrote."""
+    if not isinstance(value, list) or len(value) not in (3, 5):
+        raise ValueError(f"a format is [sign, int, frac] or [sign, int, frac, rounding, overflow], not {value!r}")
+    fields = [v for v in value[:3] if isinstance(v, int) and not isinstance(v, bool)]
+    modes = [v for v in value[3:] if isinstance(v, str)]
+    if len(fields) != 3 or len(modes) != len(value) - 3:
+        raise ValueError(f"bad format {value!r}")
+    sign, integer, frac = fields
+    return FixedFormat(sign, integer, frac, *modes)
 
 
 DEFAULT_PIPELINE = 2

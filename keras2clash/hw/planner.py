@@ -5,15 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
 
 from keras2clash.errors import K2CError
 from keras2clash.hw.plan import (
     DEFAULT_PIPELINE,
+    Common,
+    Knobs,
     LayerFormats,
     LayerPlan,
 )
-from keras2clash.ir.graph import Graph, as_graph
+from keras2clash.ir.graph import GraphLike, as_graph
 from keras2clash.ir.layers import Layer
 from keras2clash.kinds import kind_of
 from keras2clash.quant.activations import check as check_activation
@@ -54,18 +55,18 @@ def with_knobs(plans: Sequence[LayerPlan], pes: Sequence[int], cycles: Sequence[
                 raise K2CError(f"parallelism {pe} out of range for layer '{plan.name}': 1..{plan.filters}")
             if not 1 <= b <= plan.window:
                 raise K2CError(f"cycles {b} out of range for layer '{plan.name}': 1..{plan.window}")
-            plan = replace(plan, pe=pe, cycles=b)
+            plan = plan.with_knobs(pe, b)
         out.append(plan)
     return out
 
 
-def compute_layers(graph: Graph | Sequence[Mapping[str, Any]]) -> list[Layer]:
+def compute_layers(graph: GraphLike) -> list[Layer]:
     """The records with the space-time knobs (`Kind.has_knobs`), in graph order."""
     return [layer for layer in as_graph(graph) if (home := kind_of(layer.type)) is not None and home.has_knobs]
 
 
 def make_plan(
-    graph: Graph | Sequence[Mapping[str, Any]],
+    graph: GraphLike,
     fmt: FixedFormat,
     parallelism: Sequence[int] | None = None,
     layer_formats: Mapping[str, FixedFormat | LayerFormats] | None = None,
@@ -110,21 +111,8 @@ def make_plan(
         if home is None:
             raise K2CError(f"layer '{layer.name}': type {layer.type!r} has no hardware block")
         in_fmts = tuple(out_fmts[t] for t in layer.inputs)
-        common: dict[str, Any] = dict(
-            name=layer.name,
-            type=layer.type,
-            input_shape=tuple(layer.input_shape),
-            output_shape=tuple(layer.output_shape),
-            activation=layer.activation,
-            in_fmt=in_fmts[0],
-            inputs=tuple(layer.inputs),
-            layer=layer,
-        )
-        if len(in_fmts) > 1:
-            common["in_fmts"] = in_fmts
-        if home.has_knobs:
-            common.update(zip(("pe", "cycles", "pipeline"), next(knobs)))
-        plan = home.plan(layer, common, overrides.get(layer.name), fmt)
+        common = Common(layer, in_fmts, Knobs(*next(knobs)) if home.has_knobs else None)
+        plan = home.plan(common, overrides.get(layer.name), fmt)
         home.check(plan)
         _check_activation(plan, layer)
         plans.append(plan)

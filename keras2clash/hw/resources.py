@@ -3,11 +3,12 @@ on-chip memory bits the blocks' haddocks give (ROM, line buffers, data registers
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 from keras2clash.hw.blocks import has_map_stage, is_table, map_depth
 from keras2clash.hw.plan import LayerPlan
+from keras2clash.jsontypes import JsonObject
 
 
 def relu_product_bits(plan: LayerPlan) -> int:
@@ -47,6 +48,7 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
     own = plan.kind.storage(plan)
     line, regs, fifo = own.line_buffer_bits, own.register_bits, own.fifo_bits
     channels = plan.output_shape[-1]
+    knobs = plan.knobs if plan.is_compute else None
     if has_map_stage(plan):  # K2C.Pipe.mapP (mapP2, mapTable): the registered results and their queue
         depth = map_depth(plan)
         regs += channels * out_bits * (1 + int(is_table(plan))) + depth  # mapTable: the read, its output register
@@ -56,10 +58,10 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
     return LayerResources(
         name=plan.name,
         type=plan.type,
-        pe=plan.pe if plan.is_compute else 0,
-        cycles=plan.cycles if plan.is_compute else 0,
-        groups=plan.groups if plan.is_compute else 0,
-        steps=plan.groups * plan.cycles if plan.is_compute else 0,
+        pe=knobs.pe if knobs is not None else 0,
+        cycles=knobs.cycles if knobs is not None else 0,
+        groups=plan.groups if knobs is not None else 0,
+        steps=plan.steps if knobs is not None else 0,
         multipliers=plan.multipliers,
         macs=plan.macs,
         rom_bits=plan.rom_bits,
@@ -70,7 +72,7 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
     )
 
 
-def top_fifo_bits(plans) -> int:
+def top_fifo_bits(plans: Sequence[LayerPlan]) -> int:
     """Top.core's FIFOs (LUT RAM): the input FIFO (2 beats), the class pipeline's queue
     (`class_depth + 2` results), an output softmax's queue (`softmax_depth + 2`), the output
     FIFO (2 results); a result is the scores and the class index."""
@@ -130,8 +132,8 @@ class HwFigures:
     def images_per_second(self, clock_mhz: float) -> float:
         return clock_mhz * 1e6 / self.ii
 
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
+    def to_json(self) -> JsonObject:
+        data: JsonObject = asdict(self)
         data["efficiency"] = self.efficiency
         return data
 

@@ -8,9 +8,7 @@ latency and initiation interval the model predicts (equal to simulation, tested)
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -18,21 +16,20 @@ from rich.table import Table
 from keras2clash.hw.hwmodel import timing
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.hw.resources import layer_resources
+from keras2clash.jsontypes import Json, JsonObject
 from keras2clash.registry import kind_of
 
 
 def frame_bits(plan: LayerPlan) -> int:
     """Bits of one whole input frame of a windowed layer (what line buffers avoid storing)."""
-    if plan.is_windowed:
-        return math.prod(plan.padded_input_shape) * plan.in_fmt.bits
-    return 0
+    return plan.kind.frame_bits(plan) if plan.kind is not None else 0
 
 
-def design_summary(plans: Sequence[LayerPlan]) -> dict[str, Any]:
+def design_summary(plans: Sequence[LayerPlan]) -> JsonObject:
     """Per-layer resources and network timing as plain data (stored in manifest.json)."""
-    layers: list[dict[str, Any]] = []
-    for plan in plans:
-        res = layer_resources(plan)
+    layers: list[Json] = []
+    resources = [layer_resources(plan) for plan in plans]
+    for plan, res in zip(plans, resources):
         layers.append(
             {
                 "name": plan.name,
@@ -44,7 +41,7 @@ def design_summary(plans: Sequence[LayerPlan]) -> dict[str, Any]:
                 "line_buffer_bits": res.line_buffer_bits,
                 "frame_bits": frame_bits(plan),
                 "register_bits": res.register_bits,
-                "source_class": plan.source_class,
+                "source_class": plan.kind.source_class(plan) if plan.kind is not None else "",
                 "activation": plan.activation,
                 "activation_table_bits": res.table_bits,
                 "activation_doc": plan.activation_doc if plan.activation != "linear" else "",
@@ -55,12 +52,18 @@ def design_summary(plans: Sequence[LayerPlan]) -> dict[str, Any]:
         "layers": layers,
         "latency": t.first_latency,
         "interval": t.ii,
-        "multipliers": sum(layer["multipliers"] for layer in layers),
-        "memory_bits": sum(layer["rom_bits"] + layer["line_buffer_bits"] + layer["register_bits"] for layer in layers),
+        "multipliers": sum(res.multipliers for res in resources),
+        "memory_bits": sum(res.rom_bits + res.line_buffer_bits + res.register_bits for res in resources),
     }
 
 
-def render_summary(summary: dict[str, Any], console: Console) -> None:
+def _rows(summary: JsonObject) -> list[JsonObject]:
+    layers = summary["layers"]
+    assert isinstance(layers, list)
+    return [layer for layer in layers if isinstance(layer, dict)]
+
+
+def render_summary(summary: JsonObject, console: Console) -> None:
     table = Table(
         title="design (exact hardware model); storage in bits",
         caption="p: processing elements, b: cycles per window; frame: what storing the "
@@ -68,11 +71,11 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
     )
     for column in ("layer", "type", "p", "b", "mults", "ROM", "line buf", "frame", "regs"):
         table.add_column(column, justify="left" if column in ("layer", "type") else "right")
-    for layer in summary["layers"]:
-        compute = (home := kind_of(layer["type"])) is not None and home.has_knobs
+    for layer in _rows(summary):
+        compute = (home := kind_of(str(layer["type"]))) is not None and home.has_knobs
         table.add_row(
-            layer["name"],
-            layer["type"] + (f" ({layer['source_class']})" if layer.get("source_class") else ""),
+            str(layer["name"]),
+            str(layer["type"]) + (f" ({layer['source_class']})" if layer.get("source_class") else ""),
             str(layer["pe"]) if compute else "-",
             str(layer["cycles"]) if compute else "-",
             f"{layer['multipliers']:,}",
@@ -82,7 +85,7 @@ def render_summary(summary: dict[str, Any], console: Console) -> None:
             f"{layer['register_bits']:,}",
         )
     console.print(table)
-    for layer in summary["layers"]:
+    for layer in _rows(summary):
         if layer.get("activation_doc"):
             tables = layer.get("activation_table_bits", 0)
             console.print(

@@ -10,20 +10,29 @@ table; `hw.blocks.has_map_stage`). Its output keeps its input's format unless gi
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
 from keras2clash.backend.haskell import kind_template, shape_text
 from keras2clash.errors import K2CError
-from keras2clash.frontend.registry import ConversionState, _activation, _single_input, _to_numpy, register_converter
-from keras2clash.hw.plan import PLAIN_ACTIVATIONS, LayerFormats, LayerPlan
+from keras2clash.frontend.registry import (
+    ConversionState,
+    KerasLayer,
+    _activation,
+    _single_input,
+    _to_numpy,
+    register_converter,
+)
+from keras2clash.hw.events import Block, EngineTiming, Max, Stateful
+from keras2clash.hw.plan import PLAIN_ACTIVATIONS, Common, LayerFormats, LayerPlan
 from keras2clash.ir.layers import Layer, register_record
 from keras2clash.kinds.base import Entry, Kind, refuse_constant_formats
 from keras2clash.quant import activations
 from keras2clash.quant.activations import canonical
+from keras2clash.quant.exact import QuantizedLayer
 from keras2clash.quant.formats import FixedFormat
 
 HASKELL = kind_template("activation.hs.j2")
@@ -42,24 +51,24 @@ class Activation(Layer):
     type: ClassVar[str] = "activation"
 
 
-def _record(layer: Any, state: ConversionState, activation: str) -> Activation:
+def _record(layer: KerasLayer, state: ConversionState, activation: str) -> Activation:
     _single_input(layer, state)
     return Activation(**state.common(layer, state.shape), activation=activation, source_class=type(layer).__name__)
 
 
-def _finite(layer: Any, **values: float | None) -> None:
+def _finite(layer: KerasLayer, **values: float | None) -> None:
     for key, value in values.items():
         if value is not None and not np.isfinite(value):
             raise K2CError(f"{type(layer).__name__} layer '{layer.name}' sets {key}={value}; a finite value is needed")
 
 
 @register_converter("Activation")
-def _convert_activation(layer: Any, state: ConversionState) -> Layer:
+def _convert_activation(layer: KerasLayer, state: ConversionState) -> Layer:
     return _record(layer, state, _activation(layer))
 
 
 @register_converter("ReLU")
-def _convert_relu(layer: Any, state: ConversionState) -> Layer:
+def _convert_relu(layer: KerasLayer, state: ConversionState) -> Layer:
     """Keras 3 ReLU: `x > threshold ? x : 0`, clipped to [0, max_value], minus
     `negative_slope * relu(threshold - x)` (all three options)."""
     slope = float(layer.negative_slope)
@@ -70,21 +79,21 @@ def _convert_relu(layer: Any, state: ConversionState) -> Layer:
 
 
 @register_converter("LeakyReLU")
-def _convert_leaky_relu(layer: Any, state: ConversionState) -> Layer:
+def _convert_leaky_relu(layer: KerasLayer, state: ConversionState) -> Layer:
     slope = float(layer.negative_slope)
     _finite(layer, negative_slope=slope)
     return _record(layer, state, f"leaky_relu(negative_slope={slope!r})")
 
 
 @register_converter("ELU")
-def _convert_elu(layer: Any, state: ConversionState) -> Layer:
+def _convert_elu(layer: KerasLayer, state: ConversionState) -> Layer:
     alpha = float(layer.alpha)
     _finite(layer, alpha=alpha)
     return _record(layer, state, canonical("elu", alpha=alpha))
 
 
 @register_converter("PReLU")
-def _convert_prelu(layer: Any, state: ConversionState) -> Layer:
+def _convert_prelu(layer: KerasLayer, state: ConversionState) -> Layer:
     """`x >= 0 ? x : alpha * x` with learnt slopes; the hardware applies one slope per
     channel (the last axis: each beat's element), so alpha must be shared over every other
     axis (`shared_axes` covering them, or a vector input)."""
@@ -106,7 +115,7 @@ def _convert_prelu(layer: Any, state: ConversionState) -> Layer:
 
 
 @register_converter("Softmax")
-def _convert_softmax(layer: Any, state: ConversionState) -> Layer:
+def _convert_softmax(layer: KerasLayer, state: ConversionState) -> Layer:
     axis = layer.axis
     axes = tuple(axis) if isinstance(axis, (list, tuple)) else (axis,)
     rank = len(state.keras_shape) + 1  # with the batch axis
@@ -122,12 +131,10 @@ class ActivationKind(Kind):
     keeps_format = False
     activation_only = True
 
-    def plan(
-        self, layer: Layer, common: Mapping[str, Any], override: LayerFormats | None, fmt: FixedFormat
-    ) -> LayerPlan:
+    def plan(self, common: Common, override: LayerFormats | None, fmt: FixedFormat) -> LayerPlan:
         """Its output keeps its input's format unless given one."""
-        override = refuse_constant_formats(layer, override)
-        return LayerPlan(out_fmt=override.output or common["in_fmt"], **common)
+        override = refuse_constant_formats(common.layer, override)
+        return common.plan(out_fmt=override.output or common.in_fmt)
 
     def check(self, plan: LayerPlan) -> None:
         """Activations other than relu and linear are built on signed formats with the default
@@ -140,7 +147,7 @@ class ActivationKind(Kind):
                 "format is the input's); give this layer or its producer a format like 1,7,8"
             )
 
-    def golden(self, plan: LayerPlan, xs: Sequence[np.ndarray], params: Any) -> np.ndarray:
+    def golden(self, plan: LayerPlan, xs: Sequence[np.ndarray], params: QuantizedLayer | None) -> np.ndarray:
         return activations.apply(xs[0], plan.activation, plan.in_fmt.container, plan.out_fmt.container)
 
     def float_step(
@@ -148,7 +155,9 @@ class ActivationKind(Kind):
     ) -> tuple[np.ndarray | None, np.ndarray]:
         return None, activations.keras_float(activations.parse(layer.activation), xs[0])
 
-    def blocks(self, plan: LayerPlan, down: Any, mx: Any, blocks: list[Any], knobs: Any = None) -> Any:
+    def blocks(
+        self, plan: LayerPlan, down: Block, mx: Max, blocks: list[Stateful], knobs: EngineTiming | None = None
+    ) -> Block:
         return down  # the activation's own stage is all (hw.blocks.has_map_stage)
 
     def entry(self, plan: LayerPlan, fn: str, stage: str | None = None) -> Entry:

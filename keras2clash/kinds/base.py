@@ -10,6 +10,10 @@ iterate over the graph and ask each layer's kind; none of them names a kind.
 The defaults here are those of a kind that moves values and computes nothing (the shape
 kinds): the output keeps its input's format, nothing is stored beyond the blocks' own
 registers, and no constant is quantized.
+
+A kind's plan parameters (its window's geometry, a merge's input formats, ...) are a record
+of its own (`params_type`, a `hw.plan.Params` in its module): the kind makes it
+(`plan_params`), and only the kind reads it (`params_of`); the stages ask the kind's methods.
 """
 
 from __future__ import annotations
@@ -17,14 +21,30 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar, TypeVar
 
 import numpy as np
 
 from keras2clash.errors import K2CError
-from keras2clash.hw.plan import PLAIN_ACTIVATIONS, LayerFormats, LayerPlan
+from keras2clash.hw.events import Block, EngineTiming, Max, Stateful
+from keras2clash.hw.plan import PLAIN_ACTIVATIONS, Common, LayerFormats, LayerPlan, NoParams, Params
 from keras2clash.ir.layers import Layer
+from keras2clash.quant.exact import QuantizedLayer
 from keras2clash.quant.formats import FixedFormat
+
+P = TypeVar("P", bound=Params)
+
+
+def narrow(params: Params, record: type[P]) -> P:
+    """`params` as the kind's own record `record` (what `Kind.plan_params` made)."""
+    if not isinstance(params, record):
+        raise TypeError(f"parameters {type(params).__name__} where {record.__name__} is expected")
+    return params
+
+
+def params_of(plan: LayerPlan, record: type[P]) -> P:
+    """`plan.params` as the kind's own record `record`: how a kind reads its plan's parameters."""
+    return narrow(plan.params, record)
 
 
 @dataclass(frozen=True)
@@ -66,8 +86,17 @@ class Kind:
     kind's keys in the registry) and overrides what differs from a value-moving kind."""
 
     records: ClassVar[tuple[type[Layer], ...]] = ()
+    params_type: ClassVar[type[Params]] = NoParams
+    """Its plans' parameters record (`plan_params`); the manifest reads a plan's back with it."""
     keeps_format: ClassVar[bool] = True
     """The output keeps the input's format (no format of its own, no override allowed)."""
+    selects_values: ClassVar[bool] = False
+    """Each output value is one of its input's values or a zero (moved, repeated, cropped, or
+    a window's maximum): no arithmetic, so the output lies on the input's grid in any model,
+    float ones included."""
+    regroups: ClassVar[bool] = False
+    """Its output is its input's values unchanged and in the same row-major order, only in
+    other beats (a flatten, a reshape): any element-wise function commutes with it."""
     requantizes: ClassVar[bool] = False
     """The output is one requantization of an exact value (K2C.Quant.requantizeTo): its format
     may be unsigned, have negative fields and any rounding/overflow mode."""
@@ -78,7 +107,7 @@ class Kind:
     has_params: ClassVar[bool] = False
     """It stores quantized constants (`quantize`, `constants`)."""
     lanes_knob: ClassVar[bool] = False
-    """It can compute fewer channels a cycle than a beat has (`plan.lanes`, `hw.lanes`)."""
+    """It can compute fewer channels a cycle than a beat has (`channel_lanes`, `with_lanes`, `hw.lanes`)."""
     table_after_register: ClassVar[bool] = True
     """A table activation can read its block RAM in the kind's last register stage (else it
     gets a stage of its own, `hw.blocks.stages_table`)."""
@@ -98,25 +127,73 @@ class Kind:
 
     # --- the plan ----------------------------------------------------------------------
 
-    def plan_fields(self, layer: Layer) -> dict[str, Any]:
-        """The plan's fields that come from the record (its geometry)."""
-        return {}
+    def plan_params(self, layer: Layer) -> Params:
+        """The plan's parameters that come from the record (its geometry), as `params_type`."""
+        return NoParams()
 
-    def plan(
-        self, layer: Layer, common: Mapping[str, Any], override: LayerFormats | None, fmt: FixedFormat
-    ) -> LayerPlan:
-        """The layer's plan: `common` holds the fields every plan has (name, shapes, input
-        format, ...), `override` the user's formats for this layer, `fmt` the default."""
+    def plan(self, common: Common, override: LayerFormats | None, fmt: FixedFormat) -> LayerPlan:
+        """The layer's plan: `common` what the planner knows of the layer (its record, its
+        inputs' formats, its knobs), `override` the user's formats for this layer, `fmt` the
+        default."""
+        layer = common.layer
         if override is not None:
             raise K2CError(f"layer '{layer.name}' ({layer.type}) has no formats of its own; it keeps its input's")
-        return LayerPlan(out_fmt=common["in_fmt"], **common, **self.plan_fields(layer))
+        return common.plan(out_fmt=common.in_fmt, params=self.plan_params(layer))
 
     def check(self, plan: LayerPlan) -> None:
         """One clear error for formats the kind's blocks cannot build exactly."""
 
-    def window(self, kernel_size: tuple[int, int], input_shape: tuple[int, ...]) -> int:
-        """K: the inputs of one dot product, for a record or a plan of the kind."""
+    def window(self, input_shape: tuple[int, ...], params: Params) -> int:
+        """K: the inputs of one dot product, for a record (`plan_params`) or a plan of the kind."""
         return math.prod(input_shape)
+
+    def input_formats(self, plan: LayerPlan) -> tuple[FixedFormat, ...]:
+        """The format of each input (a merge has several)."""
+        return (plan.in_fmt,)
+
+    def loads_late(self, plan: LayerPlan) -> int:
+        """e of an engine (K2C.Engine's Loading): 1 when it loads each window the cycle after
+        accepting it, else 0."""
+        return 0
+
+    def channel_lanes(self, plan: LayerPlan) -> int:
+        """Channels it computes a cycle: a whole beat's, unless `lanes_knob` says fewer."""
+        return plan.output_shape[-1]
+
+    def with_lanes(self, plan: LayerPlan, lanes: int) -> LayerPlan:
+        """The plan computing `lanes` channels a cycle (0: all of a beat's), for a `lanes_knob` kind."""
+        raise NotImplementedError(f"{type(self).__name__} has no lanes")
+
+    def with_fifos(self, plan: LayerPlan, *, windows: int | None = None, pixels: int | None = None) -> LayerPlan:
+        """The plan of an engine behind a window generator with a FIFO of `windows` windows
+        before its engine and one of `pixels` input pixels before its padding (0: none; None:
+        as the plan has it), as the hardware model sizes them (`hw.hwmodel.with_window_fifos`)."""
+        raise NotImplementedError(f"{type(self).__name__} has no window FIFOs")
+
+    def window_values(self, plan: LayerPlan) -> int:
+        """Values one entry of its FIFO of windows holds (`with_fifos`)."""
+        raise NotImplementedError(f"{type(self).__name__} has no window FIFOs")
+
+    def branch_fifos(self, plan: LayerPlan) -> tuple[int, ...]:
+        """A merge's branch FIFO depths, one per input (`hw.hwmodel.fifo_depths`); () when not sized."""
+        return ()
+
+    def with_branch_fifos(self, plan: LayerPlan, depths: tuple[int, ...]) -> LayerPlan:
+        """The plan of a merge with its branch FIFOs `depths` deep."""
+        raise NotImplementedError(f"{type(self).__name__} joins no branches")
+
+    def exact_accumulator(self, plan: LayerPlan) -> bool:
+        """Whether its accumulator (`plan.acc_fmt`, when it has one) is the exact one."""
+        return True
+
+    def source_class(self, plan: LayerPlan) -> str:
+        """The Keras class when it differs from the record's (a 1-D layer one row high, a
+        Dense on a tensor); empty otherwise."""
+        return ""
+
+    def frame_bits(self, plan: LayerPlan) -> int:
+        """Bits of the whole input frame a windowed layer would store without line buffers."""
+        return 0
 
     def windows_per_image(self, plan: LayerPlan) -> int:
         """Dot products (windows) per image."""
@@ -136,15 +213,15 @@ class Kind:
         """Its constants as floats, (weights, biases), as `quantize` stores them."""
         raise NotImplementedError(f"{type(self).__name__} has no constants")
 
-    def quantize(self, layer: Layer, plan: LayerPlan) -> Any:
-        """Its constants rounded to the plan's formats (`quant.exact.QuantizedLayer`)."""
+    def quantize(self, layer: Layer, plan: LayerPlan) -> QuantizedLayer:
+        """Its constants rounded to the plan's formats."""
         raise NotImplementedError(f"{type(self).__name__} has no constants")
 
     # --- the golden model and the float model -------------------------------------------
 
-    def golden(self, plan: LayerPlan, xs: Sequence[np.ndarray], params: Any) -> np.ndarray:
+    def golden(self, plan: LayerPlan, xs: Sequence[np.ndarray], params: QuantizedLayer | None) -> np.ndarray:
         """The layer on its inputs' raw integers (batch first); `params` its quantized
-        constants (`quant.golden.QuantizedLayer`) or None."""
+        constants (`quantize`), None for a kind without."""
         raise NotImplementedError(f"{type(self).__name__}.golden")
 
     def float_step(
@@ -156,7 +233,9 @@ class Kind:
 
     # --- the hardware model --------------------------------------------------------------
 
-    def blocks(self, plan: LayerPlan, down: Any, mx: Any, blocks: list[Any], knobs: Any = None) -> Any:
+    def blocks(
+        self, plan: LayerPlan, down: Block, mx: Max, blocks: list[Stateful], knobs: EngineTiming | None = None
+    ) -> Block:
         """The layer's own blocks (`hw.events`) in front of `down`, appended to `blocks`
         from the consumer backwards; returns the first (what the producer feeds). `knobs`:
         a kind with knobs gets its engine's (S, D, Q), arrays when the model runs many
@@ -178,7 +257,7 @@ class Kind:
         """The register depths of its own blocks that the hardware model counts."""
         return ()
 
-    def weights(self, plan: LayerPlan, fn: str, params: Any) -> tuple[tuple[str, ...], str] | None:
+    def weights(self, plan: LayerPlan, fn: str, params: QuantizedLayer) -> tuple[tuple[str, ...], str] | None:
         """Its definitions in Weights.hs: the names exported and the Haskell text; None."""
         return None
 

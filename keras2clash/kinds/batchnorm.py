@@ -17,19 +17,19 @@ the beat's `lane_chunks`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import ClassVar
 
 import numpy as np
 
 from keras2clash.backend.haskell import KindTemplate, kind_template, shape_text, vec_literal
 from keras2clash.errors import K2CError
-from keras2clash.frontend.registry import ConversionState, _single_input, _to_numpy, register_converter
-from keras2clash.hw.events import Collect, Scatter, pipe_block
-from keras2clash.hw.plan import LayerFormats, LayerPlan, accumulator_format, relu_before_requantize
+from keras2clash.frontend.registry import ConversionState, KerasLayer, _single_input, _to_numpy, register_converter
+from keras2clash.hw.events import Block, Collect, EngineTiming, Max, Scatter, Stateful, pipe_block
+from keras2clash.hw.plan import Common, LayerFormats, LayerPlan, Params, accumulator_format, relu_before_requantize
 from keras2clash.ir.layers import Layer, register_record
-from keras2clash.kinds.base import Depth, Entry, Kind, Storage, check_requantized_output
+from keras2clash.kinds.base import Depth, Entry, Kind, Storage, check_requantized_output, params_of
 from keras2clash.quant import activations
 from keras2clash.quant.exact import INT64_SAFE_BITS, QuantizedLayer, finish
 from keras2clash.quant.formats import FixedFormat, quantize
@@ -63,7 +63,7 @@ class BatchNorm(Layer):
 
 
 @register_converter("BatchNormalization")
-def _convert_batch_normalization(layer: Any, state: ConversionState) -> Layer:
+def _convert_batch_normalization(layer: KerasLayer, state: ConversionState) -> Layer:
     """Keras computes `(x - mean) / sqrt(var + eps) * gamma + beta` per channel of the last
     axis; with `g = gamma / sqrt(var + eps)` that is `g * x + (beta - mean * g)` (gamma = 1
     when scale=False, beta = 0 when center=False). The axis is checked against the Keras
@@ -85,8 +85,17 @@ def _convert_batch_normalization(layer: Any, state: ConversionState) -> Layer:
     return BatchNorm(**state.common(layer, state.shape), scale=g, shift=beta, mean=mean)
 
 
+@dataclass(frozen=True)
+class BatchNormParams(Params):
+    """`lanes`: channels computed a cycle (K2C.BatchNorm.batchNormLanes, a divisor of C below
+    C, chosen by `hw.lanes`); 0: all C of a beat."""
+
+    lanes: int = 0
+
+
 class BatchNormKind(Kind):
     records: ClassVar[tuple[type[Layer], ...]] = (BatchNorm,)
+    params_type: ClassVar[type[Params]] = BatchNormParams
     keeps_format = False
     requantizes = True
     fuses_activation = True
@@ -98,11 +107,10 @@ class BatchNormKind(Kind):
     """The haddock's and Weights.hs's text (`doc`, `constants`): a kind on this arithmetic and
     block with other constants names itself there."""
 
-    def plan(
-        self, layer: Layer, common: Mapping[str, Any], override: LayerFormats | None, fmt: FixedFormat
-    ) -> LayerPlan:
+    def plan(self, common: Common, override: LayerFormats | None, fmt: FixedFormat) -> LayerPlan:
         """Scale in the weight format, offset in the bias format, the exact accumulator of one
-        product plus the offset (n_in = 1)."""
+        product plus the offset (n_in = 1); a whole beat a cycle (`hw.lanes` may choose fewer)."""
+        layer = common.layer
         override = override or LayerFormats()
         if override.accumulator_bits is not None:
             raise K2CError(
@@ -111,11 +119,20 @@ class BatchNormKind(Kind):
             )
         w_fmt = override.weight or fmt
         b_fmt = override.bias or w_fmt
-        acc = accumulator_format(common["in_fmt"], w_fmt, 1, b_fmt)
-        return LayerPlan(out_fmt=override.output or fmt, w_fmt=w_fmt, b_fmt=b_fmt, acc_fmt=acc, **common)
+        acc = accumulator_format(common.in_fmt, w_fmt, 1, b_fmt)
+        return common.plan(
+            out_fmt=override.output or fmt, w_fmt=w_fmt, b_fmt=b_fmt, acc_fmt=acc, params=BatchNormParams()
+        )
 
     def check(self, plan: LayerPlan) -> None:
         check_requantized_output(plan)
+
+    def channel_lanes(self, plan: LayerPlan) -> int:
+        """`lanes`, or all of a beat's."""
+        return params_of(plan, BatchNormParams).lanes or plan.output_shape[-1]
+
+    def with_lanes(self, plan: LayerPlan, lanes: int) -> LayerPlan:
+        return replace(plan, params=replace(params_of(plan, BatchNormParams), lanes=lanes))
 
     def multipliers(self, plan: LayerPlan) -> int:
         """One per channel of a beat, all in the same cycle, or one per lane."""
@@ -137,10 +154,10 @@ class BatchNormKind(Kind):
         scale, offset = self.constants(layer)
         return QuantizedLayer(kernel=quantize(scale, plan.w_fmt), bias=quantize(offset, plan.b_fmt))
 
-    def golden(self, plan: LayerPlan, xs: Sequence[np.ndarray], params: Any) -> np.ndarray:
+    def golden(self, plan: LayerPlan, xs: Sequence[np.ndarray], params: QuantizedLayer | None) -> np.ndarray:
         """Per channel `x * scale + offset` exactly (product with fa + fw fraction bits, offset
         aligned, both to cf = max(fa + fw, fb)), one requantization, the activation."""
-        assert plan.w_fmt is not None and plan.b_fmt is not None and plan.acc_fmt is not None
+        assert params is not None and plan.w_fmt is not None and plan.b_fmt is not None and plan.acc_fmt is not None
         dtype = object if plan.acc_fmt.bits > INT64_SAFE_BITS else np.int64
         fa, fw, fb = plan.in_fmt.raw_frac, plan.w_fmt.raw_frac, plan.b_fmt.raw_frac
         cf = max(fa + fw, fb)
@@ -156,15 +173,19 @@ class BatchNormKind(Kind):
         pre = xs[0] * np.asarray(scale, dtype=np.float64) + np.asarray(offset, dtype=np.float64)
         return pre, activations.keras_float(activations.parse(layer.activation), pre)
 
-    def blocks(self, plan: LayerPlan, down: Any, mx: Any, blocks: list[Any], knobs: Any = None) -> Any:
+    def blocks(
+        self, plan: LayerPlan, down: Block, mx: Max, blocks: list[Stateful], knobs: EngineTiming | None = None
+    ) -> Block:
         n = plan.lane_chunks
         if n > 1:
-            down = Collect(n, down, mx)
-            blocks.append(down)
+            collect = Collect(n, down, mx)
+            blocks.append(collect)
+            down = collect
         down = pipe_block(BATCHNORM_DEPTH, down, mx, blocks)
         if n > 1:
-            down = Scatter(n, down, mx)
-            blocks.append(down)
+            scatter = Scatter(n, down, mx)
+            blocks.append(scatter)
+            down = scatter
         return down
 
     def depths(self, plan: LayerPlan) -> tuple[Depth, ...]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
@@ -29,19 +29,28 @@ from keras2clash.frontend.images import (
 )
 from keras2clash.frontend.registry import (
     ConversionState,
+    KerasLayer,
     _activation,
     _check_keras_shape,
     _kernel_and_bias,
     register_converter,
 )
 from keras2clash.frontend.sequences import _check_sequence_layer, _one, _padding_1d
-from keras2clash.hw.plan import LayerPlan
+from keras2clash.hw.plan import LayerPlan, Params
 from keras2clash.ir.layers import Layer, register_record
-from keras2clash.kinds.base import Entry
-from keras2clash.kinds.engine import EngineKind, neurons
-from keras2clash.kinds.window import generator_geometry, pad_stage, padding_doc, source_doc
+from keras2clash.kinds.base import Entry, narrow, params_of
+from keras2clash.kinds.engine import EngineKind, EngineParams, neurons
+from keras2clash.kinds.window import (
+    Windowed,
+    WindowParams,
+    generator_geometry,
+    pad_stage,
+    pad_uses,
+    padding_doc,
+    source_doc,
+)
 from keras2clash.quant import activations
-from keras2clash.quant.exact import pad_images, windows
+from keras2clash.quant.exact import QuantizedLayer, pad_images, windows
 
 HASKELL = kind_template("conv.hs.j2")
 
@@ -70,8 +79,13 @@ class Conv2D(Layer):
     keras_class: ClassVar[str] = "Conv2D"
 
 
+@dataclass(frozen=True)
+class ConvParams(EngineParams, WindowParams):
+    """A convolution's parameters (conv2d, depthwise2d): the window generator's and the engine's."""
+
+
 @register_converter("Conv2D")
-def _convert_conv2d(layer: Any, state: ConversionState) -> Layer:
+def _convert_conv2d(layer: KerasLayer, state: ConversionState) -> Layer:
     """A channels_last Conv2D, 'valid' or 'same' (explicit pads), any strides, kernel and
     dilation."""
     _check_image_layer(layer, state)
@@ -94,10 +108,10 @@ def _convert_conv2d(layer: Any, state: ConversionState) -> Layer:
 
 
 def conv_record(
-    layer: Any,
+    layer: KerasLayer,
     state: ConversionState,
-    kernel: Any,
-    bias: Any,
+    kernel: np.ndarray,
+    bias: np.ndarray,
     strides: tuple[int, int],
     dilation: tuple[int, int],
     padding: str,
@@ -133,7 +147,7 @@ def conv_record(
 
 
 @register_converter("Conv1D")
-def _convert_conv1d(layer: Any, state: ConversionState) -> Layer:
+def _convert_conv1d(layer: KerasLayer, state: ConversionState) -> Layer:
     """Conv1D (channels_last; 'valid', 'same' or 'causal'; any strides and dilation Keras
     accepts) -> a Conv2D of kernel (1, k, C, F) on the one-row image."""
     _check_sequence_layer(layer, state)
@@ -155,7 +169,7 @@ def _convert_conv1d(layer: Any, state: ConversionState) -> Layer:
     )
 
 
-def dense_on_tensor(layer: Any, state: ConversionState) -> Layer:
+def dense_on_tensor(layer: KerasLayer, state: ConversionState) -> Layer:
     """A Dense on a `(..., C)` tensor of rank 2 or 3 (Keras applies it to the last axis at
     every position) -> a 1x1 Conv2D with kernel (1, 1, C, units) on the IR image (a
     sequence is one row high). BatchNormalization folding and activation fusing then treat
@@ -173,33 +187,34 @@ def dense_on_tensor(layer: Any, state: ConversionState) -> Layer:
     )
 
 
-class ConvKind(EngineKind):
+class ConvKind(EngineKind, Windowed):
     records = (Conv2D,)
-    windowed = True
+    params_type: ClassVar[type[Params]] = ConvParams
 
-    def plan_fields(self, layer: Layer) -> dict[str, Any]:
+    def plan_params(self, layer: Layer) -> ConvParams:
         assert isinstance(layer, Conv2D)
-        fields: dict[str, Any] = {
-            "kernel_size": tuple(layer.kernel_size),
-            "strides": tuple(layer.strides),
-            "pads": tuple(layer.pads),
-            "dilation": tuple(layer.dilation),
-        }
-        if layer.source_class not in ("", layer.keras_class):
-            fields["source_class"] = layer.source_class
-        return fields
+        return ConvParams(
+            kernel_size=layer.kernel_size,
+            strides=layer.strides,
+            pads=layer.pads,
+            dilation=layer.dilation,
+            source_class="" if layer.source_class == layer.keras_class else layer.source_class,
+        )
 
-    def window(self, kernel_size: tuple[int, int], input_shape: tuple[int, ...]) -> int:
+    def window(self, input_shape: tuple[int, ...], params: Params) -> int:
         """K = kh*kw*C."""
-        return kernel_size[0] * kernel_size[1] * input_shape[-1]
+        kh, kw = narrow(params, ConvParams).kernel_size
+        return kh * kw * input_shape[-1]
 
-    def golden(self, plan: LayerPlan, xs: Sequence[np.ndarray], params: Any) -> np.ndarray:
+    def golden(self, plan: LayerPlan, xs: Sequence[np.ndarray], params: QuantizedLayer | None) -> np.ndarray:
         """(N, H, W, C) raw -> (N, H2, W2, F) raw: zero padding, then the dense contract per window."""
+        assert params is not None
+        own = params_of(plan, ConvParams)
         win = windows(
-            pad_images(xs[0], plan.pads, 0),
-            plan.kernel_size,
-            plan.dilation,
-            plan.strides,
+            pad_images(xs[0], own.pads, 0),
+            own.kernel_size,
+            own.dilation,
+            own.strides,
             (plan.output_shape[0], plan.output_shape[1]),
         )
         n, h2, w2 = win.shape[:3]
@@ -227,7 +242,8 @@ class ConvKind(EngineKind):
     def entry(self, plan: LayerPlan, fn: str, stage: str | None = None) -> Entry:
         """`Conv.conv2d`, or `Dilated.conv2dDilated` (a window of the dilated extent, then the
         taps) when dilated."""
-        (kh, kw), (sh, sw), (dh, dw) = plan.kernel_size, plan.strides, plan.dilation
+        own = params_of(plan, ConvParams)
+        (kh, kw), (sh, sw), (dh, dw) = own.kernel_size, own.strides, own.dilation
         h, w = generator_geometry(plan)[:2]
         dilated = (dh, dw) != (1, 1)
         shapes = f"{shape_text(plan.input_shape)} -> {shape_text(plan.output_shape)}"
@@ -240,13 +256,13 @@ class ConvKind(EngineKind):
             if dilated
             else HASKELL.conv(h, w, kh, kw, sh, sw, window_queue, fn)
         )
-        notes = [HASKELL.dilated_note(*plan.extent)] if dilated else []
+        notes = [HASKELL.dilated_note(*own.extent)] if dilated else []
         return self.compute_entry(
             plan,
             doc,
             [*input_queue, *pad_stage(plan, "0"), block],
             notes + queue_notes,
-            ["conv2d_dilated" if dilated else "conv2d", *queue_uses],
+            ["conv2d_dilated" if dilated else "conv2d", *queue_uses, *pad_uses(plan)],
         )
 
 

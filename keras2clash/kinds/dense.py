@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
@@ -16,6 +16,7 @@ from keras2clash.backend.haskell import kind_template
 from keras2clash.errors import K2CError
 from keras2clash.frontend.registry import (
     ConversionState,
+    KerasLayer,
     _activation,
     _kernel_and_bias,
     _single_input,
@@ -27,6 +28,7 @@ from keras2clash.kinds.base import Entry
 from keras2clash.kinds.conv import dense_on_tensor
 from keras2clash.kinds.engine import EngineKind, neurons
 from keras2clash.quant import activations
+from keras2clash.quant.exact import QuantizedLayer
 
 HASKELL = kind_template("dense.hs.j2")
 
@@ -46,7 +48,7 @@ class Dense(Layer):
 
 
 @register_converter("Dense")
-def _convert_dense(layer: Any, state: ConversionState) -> Layer:
+def _convert_dense(layer: KerasLayer, state: ConversionState) -> Layer:
     _single_input(layer, state)
     if getattr(layer, "quantization_mode", None) is not None:
         raise K2CError(
@@ -70,8 +72,9 @@ class DenseKind(EngineKind):
     def windows_per_image(self, plan: LayerPlan) -> int:
         return 1
 
-    def golden(self, plan: LayerPlan, xs: Sequence[np.ndarray], params: Any) -> np.ndarray:
+    def golden(self, plan: LayerPlan, xs: Sequence[np.ndarray], params: QuantizedLayer | None) -> np.ndarray:
         """(N, n_in) raw -> (N, n_out) raw."""
+        assert params is not None
         return neurons(xs[0].reshape(len(xs[0]), -1), plan, params)
 
     def float_step(

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
@@ -30,19 +30,20 @@ from keras2clash.errors import K2CError
 from keras2clash.frontend.images import _check_image_layer, _padding, _pair, _window_geometry
 from keras2clash.frontend.registry import (
     ConversionState,
+    KerasLayer,
     _activation,
     _check_keras_shape,
     _to_numpy,
     register_converter,
 )
-from keras2clash.hw.plan import LayerPlan
+from keras2clash.hw.plan import LayerPlan, Params
 from keras2clash.ir.layers import Layer, register_record
-from keras2clash.kinds.base import Entry
-from keras2clash.kinds.conv import Conv2D
+from keras2clash.kinds.base import Entry, narrow, params_of
+from keras2clash.kinds.conv import Conv2D, ConvParams
 from keras2clash.kinds.engine import EngineKind, neurons, per_filter
-from keras2clash.kinds.window import generator_geometry, pad_stage, padding_doc
+from keras2clash.kinds.window import Windowed, generator_geometry, pad_stage, pad_uses, padding_doc
 from keras2clash.quant import activations
-from keras2clash.quant.exact import pad_images, windows
+from keras2clash.quant.exact import QuantizedLayer, pad_images, windows
 
 HASKELL = kind_template("depthwise.hs.j2")
 Shape = tuple[int, ...]
@@ -71,11 +72,11 @@ class DepthwiseConv2D(Layer):
     keras_class: ClassVar[str] = "DepthwiseConv2D"
 
 
-def _one_d(layer: Any) -> bool:
+def _one_d(layer: KerasLayer) -> bool:
     return type(layer).__name__.endswith("1D")
 
 
-def _as_pair(layer: Any, what: str, value: Any) -> tuple[int, int]:
+def _as_pair(layer: KerasLayer, what: str, value: Sequence[int]) -> tuple[int, int]:
     """A 2-D layer's pair, or a 1-D layer's single value as (1, value)."""
     if _one_d(layer):
         values = tuple(int(v) for v in value)
@@ -87,7 +88,7 @@ def _as_pair(layer: Any, what: str, value: Any) -> tuple[int, int]:
     return _pair(layer, what, value)
 
 
-def _check_options(layer: Any, state: ConversionState) -> None:
+def _check_options(layer: KerasLayer, state: ConversionState) -> None:
     """What both kinds refuse: another rank than the class expects, dilation."""
     kind = type(layer).__name__
     _check_image_layer(layer, state)
@@ -106,7 +107,7 @@ def _check_options(layer: Any, state: ConversionState) -> None:
         )
 
 
-def _weights(layer: Any, variable: Any, shape: Shape, what: str) -> np.ndarray:
+def _weights(layer: KerasLayer, variable: object, shape: Shape, what: str) -> np.ndarray:
     """A weight array as float64, checked against the shape the options imply."""
     value = _to_numpy(variable)
     if value.shape != shape:
@@ -117,10 +118,10 @@ def _weights(layer: Any, variable: Any, shape: Shape, what: str) -> np.ndarray:
 
 
 def _depthwise(
-    layer: Any,
+    layer: KerasLayer,
     state: ConversionState,
     name: str,
-    variable: Any,
+    variable: object,
     with_bias: bool,
 ) -> DepthwiseConv2D:
     """The depthwise part of either class, as a record named `name`."""
@@ -152,7 +153,7 @@ def _depthwise(
 
 
 @register_converter("DepthwiseConv2D", "DepthwiseConv1D")
-def _convert_depthwise(layer: Any, state: ConversionState) -> Layer:
+def _convert_depthwise(layer: KerasLayer, state: ConversionState) -> Layer:
     """One channels_last depthwise convolution, 'valid' or 'same', any kernel, strides and
     depth multiplier; bias and activation as in Keras."""
     record = _depthwise(layer, state, str(layer.name), layer.kernel, with_bias=True)
@@ -161,7 +162,7 @@ def _convert_depthwise(layer: Any, state: ConversionState) -> Layer:
 
 
 @register_converter("SeparableConv2D", "SeparableConv1D")
-def _convert_separable(layer: Any, state: ConversionState) -> tuple[Layer, ...]:
+def _convert_separable(layer: KerasLayer, state: ConversionState) -> tuple[Layer, ...]:
     """Depthwise (no bias, linear) then a pointwise 1x1 Conv2D with the bias and activation."""
     depthwise = _depthwise(layer, state, f"{layer.name}_depthwise", layer.depthwise_kernel, with_bias=False)
     h2, w2, mid = depthwise.output_shape
@@ -189,30 +190,33 @@ def _convert_separable(layer: Any, state: ConversionState) -> tuple[Layer, ...]:
     return depthwise, conv
 
 
-class DepthwiseKind(EngineKind):
+class DepthwiseKind(EngineKind, Windowed):
     records = (DepthwiseConv2D,)
-    windowed = True
+    params_type: ClassVar[type[Params]] = ConvParams
     window_per_pe = True
 
-    def plan_fields(self, layer: Layer) -> dict[str, Any]:
+    def plan_params(self, layer: Layer) -> ConvParams:
         assert isinstance(layer, DepthwiseConv2D)
-        return {"kernel_size": tuple(layer.kernel_size), "strides": tuple(layer.strides), "pads": tuple(layer.pads)}
+        return ConvParams(kernel_size=layer.kernel_size, strides=layer.strides, pads=layer.pads)
 
-    def lanes(self, plan: LayerPlan) -> int:
+    def window_channels(self, plan: LayerPlan) -> int:
         return plan.input_shape[-1]
 
-    def window(self, kernel_size: tuple[int, int], input_shape: tuple[int, ...]) -> int:
+    def window(self, input_shape: tuple[int, ...], params: Params) -> int:
         """K = kh*kw: its own channel's window only."""
-        return kernel_size[0] * kernel_size[1]
+        kh, kw = narrow(params, ConvParams).kernel_size
+        return kh * kw
 
-    def golden(self, plan: LayerPlan, xs: Sequence[np.ndarray], params: Any) -> np.ndarray:
+    def golden(self, plan: LayerPlan, xs: Sequence[np.ndarray], params: QuantizedLayer | None) -> np.ndarray:
         """(N, H, W, C) raw -> (N, H2, W2, C*m) raw: zero padding, then the dense contract per
         window and output channel f over the K = kh*kw values of input channel f // m."""
+        assert params is not None
+        geometry = params_of(plan, ConvParams)
         win = windows(
-            pad_images(xs[0], plan.pads, 0),
-            plan.kernel_size,
+            pad_images(xs[0], geometry.pads, 0),
+            geometry.kernel_size,
             (1, 1),
-            plan.strides,
+            geometry.strides,
             (plan.output_shape[0], plan.output_shape[1]),
         )
         n, h2, w2 = win.shape[:3]
@@ -242,7 +246,8 @@ class DepthwiseKind(EngineKind):
 
     def entry(self, plan: LayerPlan, fn: str, stage: str | None = None) -> Entry:
         """[Pad] |> K2C.Depthwise (window, per-channel regrouping, engine)."""
-        (kh, kw), (sh, sw) = plan.kernel_size, plan.strides
+        own = params_of(plan, ConvParams)
+        (kh, kw), (sh, sw) = own.kernel_size, own.strides
         h, w = generator_geometry(plan)[:2]
         m = plan.filters // plan.input_shape[-1]
         shapes = f"{shape_text(plan.input_shape)} -> {shape_text(plan.output_shape)}"
@@ -253,7 +258,7 @@ class DepthwiseKind(EngineKind):
             HASKELL.doc(shapes, kh, kw, m, sh, sw, padding_doc(plan), plan.activation),
             body,
             queue_notes,
-            ["depthwise2d", *queue_uses],
+            ["depthwise2d", *queue_uses, *pad_uses(plan)],
         )
 
 

@@ -2,11 +2,11 @@
 knobs, the exact accumulation, the engine's block and storage, and its part of Network.hs.
 
 `K2C.Engine` computes `G = ceil(F / pe)` groups of `pe` dot products per window, each in
-`cycles` steps of `ch = ceil(K / cycles)` products (`hw.plan.LayerPlan`: window, chunk,
-groups, pipe_depth, queue_depth); its weights are a ROM of `G * cycles` words. The exact
-hardware model (`hw.events.Engine`): window `i` is accepted in `a_i = max(V_i, a_(i-1) + S,
-M_(i-Q) + 1)` and its result is valid from `max(a_i + S + D, M_(i-1)) + 1` (S = G*b steps,
-D the pipeline depth, Q the output queue).
+`cycles` steps of `ch = ceil(K / cycles)` products (the plan's `knobs`; `hw.plan.LayerPlan`:
+window, chunk, groups, pipe_depth, queue_depth); its weights are a ROM of `G * cycles` words.
+The exact hardware model (`hw.events.Engine`): window `i` is accepted in `a_i = max(V_i,
+a_(i-1) + S, M_(i-Q) + 1)` and its result is valid from `max(a_i + S + D, M_(i-1)) + 1`
+(S = G*b steps, D the pipeline depth, Q the output queue).
 
 Arithmetic (docs/guide/contract.md, steps 3-5): the products and the bias summed exactly in
 the accumulator format (a narrower accumulator chosen by the user saturates after each of the
@@ -16,32 +16,43 @@ the output format and the activation.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
-from typing import Any, ClassVar, Protocol, cast
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import ClassVar, Protocol, cast
 
 import numpy as np
 
 from keras2clash.backend.haskell import kind_template
 from keras2clash.errors import K2CError
-from keras2clash.hw.events import Engine
+from keras2clash.hw.events import Block, Engine, EngineTiming, Max, Stateful
 from keras2clash.hw.plan import (
     MAX_PIPELINE_LEVELS,
+    Common,
     LayerFormats,
     LayerPlan,
+    Params,
     accumulator_format,
     relu_before_requantize,
+    tree_levels,
     tree_stages,
 )
 from keras2clash.ir.layers import Layer
-from keras2clash.kinds.base import Depth, Entry, Kind, Storage, check_requantized_output
-from keras2clash.kinds.window import front_blocks, window_storage
+from keras2clash.kinds.base import Depth, Entry, Kind, Storage, check_requantized_output, params_of
+from keras2clash.kinds.window import WindowParams, front_blocks, window_storage
 from keras2clash.quant.exact import INT64_SAFE_BITS, QuantizedLayer, finish
 from keras2clash.quant.formats import FixedFormat, quantize, saturate
 
 HASKELL = kind_template("engine.hs.j2")
 
 Dot = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+@dataclass(frozen=True)
+class EngineParams(Params):
+    """An engine kind's own parameters (its knobs are the plan's `knobs`, which every kind with
+    knobs shares): whether its accumulator is the exact one or a narrower one the user chose."""
+
+    exact_accumulator: bool = True
 
 
 class _Weighted(Protocol):
@@ -92,11 +103,11 @@ def accumulate(windows: np.ndarray, plan: LayerPlan, params: QuantizedLayer, dot
     kernel = params.kernel.astype(dtype)
     product_shift = plan.acc_fmt.frac - (plan.in_fmt.raw_frac + plan.w_fmt.raw_frac)
     bias = params.bias.astype(dtype) << (plan.acc_fmt.frac - plan.b_fmt.raw_frac)
-    if plan.exact_accumulator:
+    if params_of(plan, EngineParams).exact_accumulator:
         return (dot(xs, kernel) << product_shift) + bias
     acc = None
     ch = plan.chunk
-    for t in range(plan.cycles):
+    for t in range(plan.engine_knobs.cycles):
         part = dot(xs[:, t * ch : (t + 1) * ch], kernel[t * ch : (t + 1) * ch]) << product_shift
         acc = saturate(part + bias, plan.acc_fmt) if acc is None else saturate(acc + part, plan.acc_fmt)
     assert acc is not None  # cycles >= 1
@@ -115,7 +126,12 @@ def chunk_sum_bits(plan: LayerPlan) -> int:
     assert plan.w_fmt is not None and plan.b_fmt is not None and plan.acc_fmt is not None
     a, w, b = plan.in_fmt.container, plan.w_fmt.container, plan.b_fmt.container  # what the hardware holds
     product = (a.sign + a.int) + (w.sign + w.int)
-    return max(product, b.sign + b.int) + plan.tree_levels + plan.acc_fmt.frac
+    return max(product, b.sign + b.int) + tree_levels(plan.chunk) + plan.acc_fmt.frac
+
+
+def padding_neurons(plan: LayerPlan) -> int:
+    """Padding neurons in the last group: `G * pe - F`."""
+    return plan.groups * plan.engine_knobs.pe - plan.filters
 
 
 class EngineKind(Kind):
@@ -126,56 +142,80 @@ class EngineKind(Kind):
     fuses_activation = True
     has_params = True
     has_knobs = True
+    params_type: ClassVar[type[Params]] = EngineParams
     filter_word: ClassVar[str] = "filter"  # what the knobs' errors call an output channel
     window_per_pe: ClassVar[bool] = False
     """Each PE reads a window of its own (depthwise), not one window shared by all PEs."""
 
-    def lanes(self, plan: LayerPlan) -> int:
+    def window_channels(self, plan: LayerPlan) -> int:
         """Channels of the engine's window (a depthwise engine holds every channel's)."""
         return 1
 
-    def plan(
-        self, layer: Layer, common: Mapping[str, Any], override: LayerFormats | None, fmt: FixedFormat
-    ) -> LayerPlan:
+    def plan_params(self, layer: Layer) -> EngineParams:
+        return EngineParams()
+
+    def plan(self, common: Common, override: LayerFormats | None, fmt: FixedFormat) -> LayerPlan:
         """Weights, bias and output in their formats (the default), the knobs the planner gives
-        (`pe`, `cycles`, `pipeline` in `common`), the exact accumulator or a narrower one."""
+        (`common.knobs`), the exact accumulator or a narrower one."""
+        layer = common.layer
+        if common.knobs is None:
+            raise ValueError(f"layer '{layer.name}' ({layer.type}) is planned without its knobs")
         override = override or LayerFormats()
         w_fmt = override.weight or fmt
         b_fmt = override.bias or w_fmt
-        plan = LayerPlan(out_fmt=override.output or fmt, w_fmt=w_fmt, b_fmt=b_fmt, **common, **self.plan_fields(layer))
-        levels, pe, cycles = plan.pipeline, plan.pe, plan.cycles
+        own = self.plan_params(layer)
+        window, filters = self.window(layer.input_shape, own), layer.output_shape[-1]
+        levels, pe, cycles = common.knobs.pipeline, common.knobs.pe, common.knobs.cycles
         if not 0 <= levels <= MAX_PIPELINE_LEVELS:
             raise K2CError(
-                f"pipeline {levels} out of range for layer '{plan.name}': it must be between 0 (not "
+                f"pipeline {levels} out of range for layer '{layer.name}': it must be between 0 (not "
                 f"pipelined) and {MAX_PIPELINE_LEVELS} adder levels per register stage"
             )
-        if not 1 <= pe <= plan.filters:
+        if not 1 <= pe <= filters:
             raise K2CError(
-                f"parallelism {pe} out of range for layer '{plan.name}': it must be between 1 "
-                f"and {plan.filters} (its {self.filter_word} count)"
+                f"parallelism {pe} out of range for layer '{layer.name}': it must be between 1 "
+                f"and {filters} (its {self.filter_word} count)"
             )
-        if not 1 <= cycles <= plan.window:
+        if not 1 <= cycles <= window:
             raise K2CError(
-                f"cycles {cycles} out of range for layer '{plan.name}': it must be "
-                f"between 1 and {plan.window} (its window size)"
+                f"cycles {cycles} out of range for layer '{layer.name}': it must be "
+                f"between 1 and {window} (its window size)"
             )
-        exact = accumulator_format(plan.in_fmt, w_fmt, plan.window, b_fmt)
+        exact = accumulator_format(common.in_fmt, w_fmt, window, b_fmt)
         acc = (
             exact
             if override.accumulator_bits is None
-            else narrow_accumulator(exact, override.accumulator_bits, plan.name)
+            else narrow_accumulator(exact, override.accumulator_bits, layer.name)
         )
-        return replace(plan, acc_fmt=acc, exact_accumulator=acc == exact)
+        return common.plan(
+            out_fmt=override.output or fmt,
+            w_fmt=w_fmt,
+            b_fmt=b_fmt,
+            acc_fmt=acc,
+            params=replace(own, exact_accumulator=acc == exact),
+        )
 
     def check(self, plan: LayerPlan) -> None:
         check_requantized_output(plan)
 
+    def exact_accumulator(self, plan: LayerPlan) -> bool:
+        return params_of(plan, EngineParams).exact_accumulator
+
+    def loads_late(self, plan: LayerPlan) -> int:
+        """1 when the engine loads each window from its window generator's shift register the
+        cycle after accepting it (a convolution without a FIFO of windows: K2C.Conv's
+        `direct`), else 0 (from the input beat as it accepts it)."""
+        return int(self.windowed and not params_of(plan, WindowParams).window_fifo)
+
+    def window_values(self, plan: LayerPlan) -> int:
+        return self.window_channels(plan) * plan.window
+
     def multipliers(self, plan: LayerPlan) -> int:
-        return plan.pe * plan.chunk
+        return plan.engine_knobs.pe * plan.chunk
 
     def rom_bits(self, plan: LayerPlan) -> int:
         assert plan.w_fmt is not None and plan.b_fmt is not None
-        return plan.rom_depth * plan.pe * (plan.chunk * plan.w_fmt.hw_bits + plan.b_fmt.hw_bits)
+        return plan.rom_depth * plan.engine_knobs.pe * (plan.chunk * plan.w_fmt.hw_bits + plan.b_fmt.hw_bits)
 
     def constants(self, layer: Layer) -> tuple[np.ndarray, np.ndarray]:
         weighted = cast(_Weighted, layer)
@@ -189,29 +229,30 @@ class EngineKind(Kind):
             kernel=quantize(kernel.reshape(plan.window, plan.filters), plan.w_fmt), bias=quantize(bias, plan.b_fmt)
         )
 
-    def blocks(self, plan: LayerPlan, down: Any, mx: Any, blocks: list[Any], knobs: Any = None) -> Any:
+    def blocks(
+        self, plan: LayerPlan, down: Block, mx: Max, blocks: list[Stateful], knobs: EngineTiming | None = None
+    ) -> Block:
         """The engine (S = G*b steps, depth D, queue Q: `knobs`, arrays when the model runs many
         configurations at once), behind the window generator when windowed."""
-        steps, depth, queue = (
-            knobs if knobs is not None else (plan.groups * plan.cycles, plan.pipe_depth, plan.queue_depth)
-        )
-        down = Engine(steps, depth, queue, down, mx)
-        blocks.append(down)
-        return front_blocks(plan, down, mx, blocks) if plan.is_windowed else down
+        steps, depth, queue = knobs if knobs is not None else (plan.steps, plan.pipe_depth, plan.queue_depth)
+        engine = Engine(steps, depth, queue, down, mx)
+        blocks.append(engine)
+        return front_blocks(plan, engine, mx, blocks) if self.windowed else engine
 
     def storage(self, plan: LayerPlan) -> Storage:
         """The engine's window (rotating chunks), accumulators, result register, pipeline
         registers and output queue; the window generator's and its FIFOs when windowed."""
         assert plan.acc_fmt is not None
+        knobs = plan.engine_knobs
         in_bits, out_bits = plan.in_fmt.hw_bits, plan.out_fmt.hw_bits
-        regs = self.lanes(plan) * plan.cycles * plan.chunk * in_bits
-        regs += plan.pe * plan.acc_fmt.hw_bits if plan.cycles > 1 or plan.pipeline else 0  # accumulators
+        regs = self.window_channels(plan) * knobs.cycles * plan.chunk * in_bits
+        regs += knobs.pe * plan.acc_fmt.hw_bits if knobs.cycles > 1 or knobs.pipeline else 0  # accumulators
         regs += plan.filters * out_bits if plan.groups > 1 else 0  # result register R
         regs += self.pipeline_register_bits(plan)
         fifo = plan.queue_depth * plan.filters * out_bits  # the output queue
-        fifo += plan.window_fifo * self.lanes(plan) * plan.window * in_bits  # windows queued before the engine
         line = 0
-        if plan.is_windowed:
+        if self.windowed:  # the windows queued before the engine, and the window generator's
+            fifo += params_of(plan, WindowParams).window_fifo * self.window_values(plan) * in_bits
             window = window_storage(plan)
             line, regs, fifo = window.line_buffer_bits, regs + window.register_bits, fifo + window.fifo_bits
         return Storage(line_buffer_bits=line, register_bits=regs, fifo_bits=fifo)
@@ -225,25 +266,28 @@ class EngineKind(Kind):
         removed), the requantized and the activated results (and a table activation's two
         registers after its read: LayerPlan.table_regs); plus the valid/counter tag beside
         each stage."""
-        if plan.pipeline == 0:
+        knobs = plan.engine_knobs
+        if knobs.pipeline == 0:
             return 0
         assert plan.w_fmt is not None and plan.b_fmt is not None
-        terms, width = plan.chunk + 1, chunk_sum_bits(plan)
+        terms, width, top = plan.chunk + 1, chunk_sum_bits(plan), tree_levels(plan.chunk)
         tag = 4 + max(plan.groups - 1, 0).bit_length()
-        levels = list(range(plan.pipeline, plan.tree_levels + 1, plan.pipeline))
-        if len(levels) < tree_stages(plan.chunk, plan.pipeline, plan.cycles):  # the last level, before the accumulators
-            levels.append(plan.tree_levels)
-        chunks = plan.pe if self.window_per_pe else 1
-        operands = chunks * plan.chunk * plan.in_fmt.hw_bits + plan.pe * (
+        levels = list(range(knobs.pipeline, top + 1, knobs.pipeline))
+        if len(levels) < tree_stages(
+            plan.chunk, knobs.pipeline, knobs.cycles
+        ):  # the last level, before the accumulators
+            levels.append(top)
+        chunks = knobs.pe if self.window_per_pe else 1
+        operands = chunks * plan.chunk * plan.in_fmt.hw_bits + knobs.pe * (
             plan.chunk * plan.w_fmt.hw_bits + plan.b_fmt.hw_bits
         )
-        data = 2 * operands + plan.pe * width * (2 * terms + sum(-(-terms // 2**j) for j in levels))
-        finished = (2 + plan.table_regs) * plan.pe * plan.out_fmt.hw_bits  # requantized, activated, a table's two
+        data = 2 * operands + knobs.pe * width * (2 * terms + sum(-(-terms // 2**j) for j in levels))
+        finished = (2 + plan.table_regs) * knobs.pe * plan.out_fmt.hw_bits  # requantized, activated, a table's two
         return data + finished + tag * (7 + plan.table_regs + len(levels))
 
     def depths(self, plan: LayerPlan) -> tuple[Depth, ...]:
         """D (without the late load e, which is the window generator's) and Q (K2C.Engine)."""
-        shape = (plan.chunk, plan.pipeline, plan.groups, plan.cycles, plan.table_regs)
+        shape = (plan.chunk, plan.engine_knobs.pipeline, plan.groups, plan.engine_knobs.cycles, plan.table_regs)
         return (
             Depth("pipe", HASKELL.pipe_depth(*shape), plan.pipe_depth - plan.loads_late, "engine"),
             Depth("queue", HASKELL.queue_depth(*shape, plan.loads_late), plan.queue_depth, "engine"),
@@ -252,26 +296,28 @@ class EngineKind(Kind):
     def engine_notes(self, plan: LayerPlan) -> tuple[str, ...]:
         """The engine's haddock notes: PEs, pipeline, the late load, the accumulator."""
         assert plan.acc_fmt is not None
+        knobs = plan.engine_knobs
         notes = [
-            HASKELL.pe_note(plan.pe, plan.chunk, plan.cycles, plan.groups, plan.pad),
-            HASKELL.pipeline_note(plan.pipeline, plan.pipe_depth - plan.loads_late, plan.queue_depth)
-            if plan.pipeline
-            else HASKELL.unpipelined_note(plan.tree_levels, plan.queue_depth),
+            HASKELL.pe_note(knobs.pe, plan.chunk, knobs.cycles, plan.groups, padding_neurons(plan)),
+            HASKELL.pipeline_note(knobs.pipeline, plan.pipe_depth - plan.loads_late, plan.queue_depth)
+            if knobs.pipeline
+            else HASKELL.unpipelined_note(tree_levels(plan.chunk), plan.queue_depth),
         ]
         if plan.loads_late:
             notes.append(HASKELL.late_note())
-        exactness = "exact" if plan.exact_accumulator else "narrower than exact: saturates per chunk"
+        exactness = "exact" if self.exact_accumulator(plan) else "narrower than exact: saturates per chunk"
         notes.append(HASKELL.accumulator_note(plan.acc_fmt.clash_type, exactness))
         return tuple(notes)
 
     def engine_fields(self, plan: LayerPlan) -> dict[str, object]:
         """Network.hs.j2's and Weights.hs.j2's fields of an engine: its knobs and ROM."""
         assert plan.acc_fmt is not None and plan.w_fmt is not None and plan.b_fmt is not None
+        knobs = plan.engine_knobs
         return {
             "compute": True,
-            "pe": plan.pe,
-            "cycles": plan.cycles,
-            "levels": plan.pipeline,
+            "pe": knobs.pe,
+            "cycles": knobs.cycles,
+            "levels": knobs.pipeline,
             "rom_depth": plan.rom_depth,
             "chunk": plan.chunk,
             "table_regs": plan.table_regs,
@@ -279,23 +325,24 @@ class EngineKind(Kind):
             "w_clash": plan.w_fmt.clash_type,
             "b_clash": plan.b_fmt.clash_type,
             "rom_doc": HASKELL.rom_doc(
-                plan.rom_depth, plan.groups, plan.cycles, plan.pe, plan.chunk, plan.w_fmt, plan.b_fmt
+                plan.rom_depth, plan.groups, knobs.cycles, knobs.pe, plan.chunk, plan.w_fmt, plan.b_fmt
             ),
         }
 
     def queues(self, plan: LayerPlan) -> tuple[list[str], str, list[str], list[str]]:
         """A windowed engine's FIFOs: the input queue stage, the window queue argument, their
         notes and the imports they need."""
-        input_queue = [HASKELL.input_queue(plan.input_fifo)] if plan.input_fifo else []
-        window_queue = HASKELL.window_queued(plan.window_fifo) if plan.window_fifo else HASKELL.window_direct()
+        own = params_of(plan, WindowParams)
+        input_queue = [HASKELL.input_queue(own.input_fifo)] if own.input_fifo else []
+        window_queue = HASKELL.window_queued(own.window_fifo) if own.window_fifo else HASKELL.window_direct()
         notes = (
-            [HASKELL.window_fifo_note(plan.window_fifo)]
-            if plan.window_fifo
-            else [HASKELL.input_fifo_note(plan.input_fifo)]
-            if plan.input_fifo
+            [HASKELL.window_fifo_note(own.window_fifo)]
+            if own.window_fifo
+            else [HASKELL.input_fifo_note(own.input_fifo)]
+            if own.input_fifo
             else []
         )
-        uses = ["window_queued" if plan.window_fifo else "window_direct"] + (["fifo"] if plan.input_fifo else [])
+        uses = ["window_queued" if own.window_fifo else "window_direct"] + (["fifo"] if own.input_fifo else [])
         return input_queue, window_queue, notes, uses
 
     def compute_entry(

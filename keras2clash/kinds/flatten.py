@@ -11,18 +11,19 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
 from keras2clash.backend.haskell import kind_template, shape_text
 from keras2clash.errors import K2CError
-from keras2clash.frontend.registry import ConversionState, _single_input, register_converter
-from keras2clash.hw.events import Collect
+from keras2clash.frontend.registry import ConversionState, KerasLayer, _single_input, register_converter
+from keras2clash.hw.events import Block, Collect, EngineTiming, Max, Stateful
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.ir import layers as ir
 from keras2clash.ir.layers import Layer, register_record
 from keras2clash.kinds.base import Entry, Kind, Storage
+from keras2clash.quant.exact import QuantizedLayer
 
 HASKELL = kind_template("flatten.hs.j2")
 
@@ -37,7 +38,7 @@ class Flatten(Layer):
 
 
 @register_converter("Flatten")
-def _convert_flatten(layer: Any, state: ConversionState) -> Layer:
+def _convert_flatten(layer: KerasLayer, state: ConversionState) -> Layer:
     """Rank>1 -> 1-D row-major reshape. On a 1-D input it is the identity (removed by the
     passes, which also merges consecutive Flattens)."""
     _single_input(layer, state)
@@ -57,8 +58,10 @@ def _beats(plan: LayerPlan) -> int:
 
 class FlattenKind(Kind):
     records = (Flatten,)
+    selects_values = True
+    regroups = True
 
-    def golden(self, plan: LayerPlan, xs: Sequence[np.ndarray], params: Any) -> np.ndarray:
+    def golden(self, plan: LayerPlan, xs: Sequence[np.ndarray], params: QuantizedLayer | None) -> np.ndarray:
         return xs[0].reshape(len(xs[0]), -1)  # row-major, like Keras channels-last Flatten
 
     def float_step(
@@ -66,9 +69,12 @@ class FlattenKind(Kind):
     ) -> tuple[np.ndarray | None, np.ndarray]:
         return None, xs[0].reshape(len(xs[0]), -1)
 
-    def blocks(self, plan: LayerPlan, down: Any, mx: Any, blocks: list[Any], knobs: Any = None) -> Any:
-        blocks.append(Collect(_beats(plan), down, mx))
-        return blocks[-1]
+    def blocks(
+        self, plan: LayerPlan, down: Block, mx: Max, blocks: list[Stateful], knobs: EngineTiming | None = None
+    ) -> Block:
+        collect = Collect(_beats(plan), down, mx)
+        blocks.append(collect)
+        return collect
 
     def storage(self, plan: LayerPlan) -> Storage:
         """K2C.Collect's shift register: the whole vector."""

@@ -19,18 +19,24 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
 from keras2clash.backend.haskell import kind_template, shape_text
 from keras2clash.errors import K2CError
-from keras2clash.frontend.registry import ConversionState, _check_keras_shape, _single_input, register_converter
-from keras2clash.hw.events import Global
+from keras2clash.frontend.registry import (
+    ConversionState,
+    KerasLayer,
+    _check_keras_shape,
+    _single_input,
+    register_converter,
+)
+from keras2clash.hw.events import Block, EngineTiming, Global, Max, Stateful
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.ir.layers import Layer, register_record
 from keras2clash.kinds.base import Entry, Kind, Storage
-from keras2clash.quant.exact import INT64_SAFE_BITS
+from keras2clash.quant.exact import INT64_SAFE_BITS, QuantizedLayer
 
 HASKELL = kind_template("global_pool.hs.j2")
 
@@ -58,7 +64,7 @@ class GlobalAvgPool(GlobalPool):
 
 
 @register_converter("GlobalMaxPooling2D", "GlobalAveragePooling2D", "GlobalMaxPooling1D", "GlobalAveragePooling1D")
-def _convert_global_pool(layer: Any, state: ConversionState) -> Layer:
+def _convert_global_pool(layer: KerasLayer, state: ConversionState) -> Layer:
     """Per-channel maximum or rounded mean over all H*W (or steps) positions."""
     _single_input(layer, state)
     kind = type(layer).__name__
@@ -99,7 +105,7 @@ class _GlobalKind(Kind):
         """K2C.Global's running value per channel."""
         raise NotImplementedError
 
-    def golden(self, plan: LayerPlan, xs: Sequence[np.ndarray], params: Any) -> np.ndarray:
+    def golden(self, plan: LayerPlan, xs: Sequence[np.ndarray], params: QuantizedLayer | None) -> np.ndarray:
         flat = np.asarray(xs[0]).reshape(len(xs[0]), -1, plan.input_shape[-1])
         return np.asarray(self.reduce(flat, plan), dtype=np.int64).reshape(len(xs[0]), *plan.output_shape)
 
@@ -109,9 +115,12 @@ class _GlobalKind(Kind):
         h = xs[0]
         return None, self.float_reduce(h.reshape(len(h), -1, h.shape[-1])).reshape(len(h), *layer.output_shape)
 
-    def blocks(self, plan: LayerPlan, down: Any, mx: Any, blocks: list[Any], knobs: Any = None) -> Any:
-        blocks.append(Global(_positions(plan.input_shape), down, mx))
-        return blocks[-1]
+    def blocks(
+        self, plan: LayerPlan, down: Block, mx: Max, blocks: list[Stateful], knobs: EngineTiming | None = None
+    ) -> Block:
+        block = Global(_positions(plan.input_shape), down, mx)
+        blocks.append(block)
+        return block
 
     def storage(self, plan: LayerPlan) -> Storage:
         """The input beat, the running register (exact sum or maximum), the output register, a flag."""
@@ -131,6 +140,7 @@ class _GlobalKind(Kind):
 
 class GlobalMaxKind(_GlobalKind):
     records = (GlobalMaxPool,)
+    selects_values = True
 
     def reduce(self, flat: np.ndarray, plan: LayerPlan) -> np.ndarray:
         return flat.max(axis=1)

@@ -14,21 +14,29 @@ next FIFO's write (10.46 ns on resnet_digits@ecp5-85k: 95.6 MHz).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import ClassVar
 
 import numpy as np
 
 from keras2clash.backend.haskell import beat_type, format_type_name, kind_template, shape_text
 from keras2clash.errors import K2CError
-from keras2clash.frontend.registry import ConversionState, _check_keras_shape, register_converter
-from keras2clash.hw.events import pipe_block
-from keras2clash.hw.plan import LayerFormats, LayerPlan, relu_before_requantize
+from keras2clash.frontend.registry import ConversionState, KerasLayer, _check_keras_shape, register_converter
+from keras2clash.hw.events import Block, EngineTiming, Max, Stateful, pipe_block
+from keras2clash.hw.plan import Common, LayerFormats, LayerPlan, Params, relu_before_requantize
 from keras2clash.ir.layers import Layer, register_record_type
-from keras2clash.kinds.base import Depth, Entry, Kind, Storage, check_requantized_output, refuse_constant_formats
+from keras2clash.kinds.base import (
+    Depth,
+    Entry,
+    Kind,
+    Storage,
+    check_requantized_output,
+    params_of,
+    refuse_constant_formats,
+)
 from keras2clash.quant import activations
-from keras2clash.quant.exact import INT64_SAFE_BITS, activate, finish, requantize_to
+from keras2clash.quant.exact import INT64_SAFE_BITS, QuantizedLayer, activate, finish, requantize_to
 from keras2clash.quant.formats import FixedFormat, saturate
 
 HASKELL = kind_template("merge.hs.j2")
@@ -59,6 +67,17 @@ class Merge(Layer):
 for _op in (*ELEMENTWISE_OPS, "concatenate"):
     register_record_type(_op, Merge)
 
+
+@dataclass(frozen=True)
+class MergeParams(Params):
+    """A merge's inputs, one entry each: their formats, their shapes, and the depth of the
+    FIFO on each branch before the join (`hw.hwmodel.fifo_depths`; () until sized)."""
+
+    in_fmts: tuple[FixedFormat, ...]
+    input_shapes: tuple[tuple[int, ...], ...]
+    fifo_depths: tuple[int, ...] = ()
+
+
 _KERAS_OPS = {
     "Add": "add",
     "Subtract": "subtract",
@@ -70,7 +89,7 @@ _KERAS_OPS = {
 
 
 @register_converter(*_KERAS_OPS)
-def _convert_elementwise_merge(layer: Any, state: ConversionState) -> Layer:
+def _convert_elementwise_merge(layer: KerasLayer, state: ConversionState) -> Layer:
     """Add, Subtract, Multiply, Average, Maximum, Minimum of inputs of one shape."""
     kind = type(layer).__name__
     if len(state.inputs) < 2 or (kind == "Subtract" and len(state.inputs) != 2):
@@ -88,7 +107,7 @@ def _convert_elementwise_merge(layer: Any, state: ConversionState) -> Layer:
 
 
 @register_converter("Concatenate")
-def _convert_concatenate(layer: Any, state: ConversionState) -> Layer:
+def _convert_concatenate(layer: KerasLayer, state: ConversionState) -> Layer:
     """Concatenation along the last axis (the channels of images, the values of vectors):
     the axis a beat carries, so it is a per-beat join."""
     rank = len(state.keras_shape)  # as Keras counts the axis
@@ -124,17 +143,25 @@ class _MergeKind(Kind):
     keeps_format = False
     fuses_activation = True
     joins = True
+    params_type: ClassVar[type[Params]] = MergeParams
     rounds_itself: ClassVar[bool] = False
     """It rounds and saturates on its own (Merge.average), no requantization after it."""
 
-    def plan(
-        self, layer: Layer, common: Mapping[str, Any], override: LayerFormats | None, fmt: FixedFormat
-    ) -> LayerPlan:
+    def plan(self, common: Common, override: LayerFormats | None, fmt: FixedFormat) -> LayerPlan:
         """An output format of its own (the default), the input formats one per input."""
+        layer = common.layer
         override = refuse_constant_formats(layer, override)
-        return LayerPlan(
-            out_fmt=override.output or fmt, input_shapes=tuple(tuple(s) for s in layer.input_shapes), **common
-        )
+        own = MergeParams(in_fmts=common.in_fmts, input_shapes=tuple(tuple(s) for s in layer.input_shapes))
+        return common.plan(out_fmt=override.output or fmt, params=own)
+
+    def input_formats(self, plan: LayerPlan) -> tuple[FixedFormat, ...]:
+        return params_of(plan, MergeParams).in_fmts
+
+    def branch_fifos(self, plan: LayerPlan) -> tuple[int, ...]:
+        return params_of(plan, MergeParams).fifo_depths
+
+    def with_branch_fifos(self, plan: LayerPlan, depths: tuple[int, ...]) -> LayerPlan:
+        return replace(plan, params=replace(params_of(plan, MergeParams), fifo_depths=depths))
 
     def check(self, plan: LayerPlan) -> None:
         if not plan.out_fmt.is_plain:
@@ -153,7 +180,9 @@ class _MergeKind(Kind):
         """The Keras layer in float (before its activation)."""
         raise NotImplementedError
 
-    def blocks(self, plan: LayerPlan, down: Any, mx: Any, blocks: list[Any], knobs: Any = None) -> Any:
+    def blocks(
+        self, plan: LayerPlan, down: Block, mx: Max, blocks: list[Stateful], knobs: EngineTiming | None = None
+    ) -> Block:
         """Its own stage (K2C.Pipe.mapP after the join; the join is the graph's, `hw.blocks`)."""
         return pipe_block(MERGE_DEPTH, down, mx, blocks)
 
@@ -162,9 +191,9 @@ class _MergeKind(Kind):
 
     def storage(self, plan: LayerPlan) -> Storage:
         """The branch FIFOs (LUT RAM) in front of the join; its stage's registered result and queue."""
+        own = params_of(plan, MergeParams)
         fifo = sum(
-            depth * shape[-1] * fmt.hw_bits
-            for depth, shape, fmt in zip(plan.fifo_depths, plan.input_shapes, plan.input_formats)
+            depth * shape[-1] * fmt.hw_bits for depth, shape, fmt in zip(own.fifo_depths, own.input_shapes, own.in_fmts)
         )
         out = plan.output_shape[-1] * plan.out_fmt.hw_bits
         return Storage(register_bits=out + MERGE_DEPTH, fifo_bits=fifo + (MERGE_DEPTH + 2) * out)
@@ -175,12 +204,11 @@ class _MergeKind(Kind):
 
     def entry(self, plan: LayerPlan, fn: str, stage: str | None = None) -> Entry:
         n = len(plan.inputs)
-        in_types = [
-            beat_type(shape, format_type_name(fmt)) for shape, fmt in zip(plan.input_shapes, plan.input_formats)
-        ]
+        own = params_of(plan, MergeParams)
+        in_types = [beat_type(shape, format_type_name(fmt)) for shape, fmt in zip(own.input_shapes, own.in_fmts)]
         xs = [f"x{i}" for i in range(n)]
         body, what = self.body(plan, xs)
-        formats = ", ".join(str(f) for f in plan.input_formats)
+        formats = ", ".join(str(f) for f in own.in_fmts)
         return Entry(
             doc=HASKELL.doc(what, plan.activation, plan.out_fmt),
             body=(HASKELL.stage(_nested(xs), body),),
@@ -241,8 +269,8 @@ class ElementwiseKind(_MergeKind):
         out = reduce.reduce(np.stack(xs), axis=0)
         return out / len(xs) if self.op == "average" else out
 
-    def golden(self, plan: LayerPlan, xs: Sequence[np.ndarray], params: Any) -> np.ndarray:
-        fmts, out = plan.input_formats, plan.out_fmt
+    def golden(self, plan: LayerPlan, xs: Sequence[np.ndarray], params: QuantizedLayer | None) -> np.ndarray:
+        fmts, out = params_of(plan, MergeParams).in_fmts, plan.out_fmt
         wide = sum(f.hw_bits for f in fmts) + len(fmts) + out.hw_bits > INT64_SAFE_BITS
         vals = [np.asarray(x).astype(object if wide else np.int64) for x in xs]
         if self.op == "multiply":
@@ -294,9 +322,9 @@ class ConcatenateKind(_MergeKind):
     def float_merge(self, xs: Sequence[np.ndarray]) -> np.ndarray:
         return np.concatenate(xs, axis=-1)
 
-    def golden(self, plan: LayerPlan, xs: Sequence[np.ndarray], params: Any) -> np.ndarray:
+    def golden(self, plan: LayerPlan, xs: Sequence[np.ndarray], params: QuantizedLayer | None) -> np.ndarray:
         """Each operand requantized to the output format, then joined and activated."""
-        fmts, out = plan.input_formats, plan.out_fmt
+        fmts, out = params_of(plan, MergeParams).in_fmts, plan.out_fmt
         wide = sum(f.hw_bits for f in fmts) + len(fmts) + out.hw_bits > INT64_SAFE_BITS
         parts = [
             requantize_to(np.asarray(x).astype(object if wide else np.int64), f.raw_frac, out) for x, f in zip(xs, fmts)

@@ -18,22 +18,31 @@ divisions too.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from dataclasses import dataclass, replace
+from typing import ClassVar
 
 import numpy as np
 
 from keras2clash.backend.haskell import kind_template, shape_text
 from keras2clash.errors import K2CError
 from keras2clash.frontend.images import _check_image_layer, _padding, _pair, _window_geometry
-from keras2clash.frontend.registry import ConversionState, _check_keras_shape, register_converter
+from keras2clash.frontend.registry import ConversionState, KerasLayer, _check_keras_shape, register_converter
 from keras2clash.frontend.sequences import _check_sequence_layer, _one, _padding_1d
-from keras2clash.hw.events import pipe_block
-from keras2clash.hw.plan import LayerPlan
+from keras2clash.hw.events import Block, EngineTiming, Max, Stateful, pipe_block
+from keras2clash.hw.plan import LayerPlan, Params
 from keras2clash.ir.layers import Layer, register_record
-from keras2clash.kinds.base import Depth, Entry, Storage
-from keras2clash.kinds.window import Windowed, generator_geometry, pad_stage, padding_doc, source_doc, window_storage
-from keras2clash.quant.exact import INT64_SAFE_BITS, pad_images, windows
+from keras2clash.kinds.base import Depth, Entry, Storage, params_of
+from keras2clash.kinds.window import (
+    Windowed,
+    WindowParams,
+    generator_geometry,
+    pad_stage,
+    pad_uses,
+    padding_doc,
+    source_doc,
+    window_storage,
+)
+from keras2clash.quant.exact import INT64_SAFE_BITS, QuantizedLayer, pad_images, windows
 
 HASKELL = kind_template("pool.hs.j2")
 
@@ -68,7 +77,9 @@ class AvgPool2D(Pool2D):
     keras_class: ClassVar[str] = "AveragePooling2D"
 
 
-def pool_record(layer: Any, state: ConversionState, pool_size: tuple[int, int], strides: tuple[int, int]) -> Pool2D:
+def pool_record(
+    layer: KerasLayer, state: ConversionState, pool_size: tuple[int, int], strides: tuple[int, int]
+) -> Pool2D:
     """The pooling record of a 2-D (or 1-D, one row high) max or average pooling."""
     kind = type(layer).__name__
     padding = _padding(layer)
@@ -82,14 +93,14 @@ def pool_record(layer: Any, state: ConversionState, pool_size: tuple[int, int], 
 
 
 @register_converter("MaxPooling2D", "AveragePooling2D")
-def _convert_pool2d(layer: Any, state: ConversionState) -> Layer:
+def _convert_pool2d(layer: KerasLayer, state: ConversionState) -> Layer:
     """Max/average pooling over (ph, pw) windows per channel; strides default to the pool."""
     _check_image_layer(layer, state)
     return pool_record(layer, state, _pair(layer, "pool_size", layer.pool_size), _pair(layer, "strides", layer.strides))
 
 
 @register_converter("MaxPooling1D", "AveragePooling1D")
-def _convert_pool1d(layer: Any, state: ConversionState) -> Layer:
+def _convert_pool1d(layer: KerasLayer, state: ConversionState) -> Layer:
     """1-D max/average pooling -> the 2-D pooling record of pool (1, p), strides (1, s):
     the same code path as the 2-D layers, padding rules included."""
     _check_sequence_layer(layer, state)
@@ -97,6 +108,14 @@ def _convert_pool1d(layer: Any, state: ConversionState) -> Layer:
     pool = _one(layer, "pool_size", layer.pool_size)
     stride = _one(layer, "strides", layer.strides if layer.strides is not None else pool)
     return pool_record(layer, state, (1, pool), (1, stride))
+
+
+@dataclass(frozen=True)
+class PoolParams(WindowParams):
+    """A pooling's geometry; `exclude_pads`: Keras 'same' average pooling divides each window
+    by its count of non-padding values."""
+
+    exclude_pads: bool = False
 
 
 # --- timing ---------------------------------------------------------------------------------
@@ -122,7 +141,8 @@ AVG_SAME_DIVISIONS = 2
 def pool_stage_depth(plan: LayerPlan) -> int:
     """A pooling's K2C.Pipe registers: PoolDepth, and for Keras 'same' average pooling
     (`avgPoolSame`, AvgSameDepth) one more after each of its two divisions."""
-    return pool_depth(*plan.kernel_size) + (AVG_SAME_DIVISIONS if plan.exclude_pads else 0)
+    own = params_of(plan, PoolParams)
+    return pool_depth(*own.kernel_size) + (AVG_SAME_DIVISIONS if own.exclude_pads else 0)
 
 
 def _tree_registers(n: int) -> int:
@@ -135,7 +155,7 @@ def _tree_registers(n: int) -> int:
 # --- the kinds ------------------------------------------------------------------------------
 
 
-def _float_windows(x: np.ndarray, layer: Any, fill: float) -> np.ndarray:
+def _float_windows(x: np.ndarray, layer: Pool2D, fill: float) -> np.ndarray:
     return windows(
         pad_images(x, layer.pads, fill),
         layer.pool_size,
@@ -148,46 +168,48 @@ def _float_windows(x: np.ndarray, layer: Any, fill: float) -> np.ndarray:
 class _PoolKind(Windowed):
     """What max and average pooling share: the window generator, then K2C.Pool on K2C.Pipe."""
 
+    params_type: ClassVar[type[Params]] = PoolParams
     block: ClassVar[str]
     reduction: ClassVar[str]
     pad_value: ClassVar[str]  # the padding in Haskell (K2C.Pad's value)
 
-    def plan_fields(self, layer: Layer) -> dict[str, Any]:
+    def plan_params(self, layer: Layer) -> PoolParams:
         assert isinstance(layer, Pool2D)
-        fields: dict[str, Any] = {
-            "kernel_size": tuple(layer.pool_size),
-            "strides": tuple(layer.strides),
-            "pads": tuple(layer.pads),
-        }
-        if layer.source_class not in ("", layer.keras_class):
-            fields["source_class"] = layer.source_class
-        return fields
+        return PoolParams(
+            kernel_size=layer.pool_size,
+            strides=layer.strides,
+            pads=layer.pads,
+            source_class="" if layer.source_class == layer.keras_class else layer.source_class,
+        )
 
     def row_bits(self, plan: LayerPlan) -> int:
         """The width of the values K2C.Pool's trees register."""
         return plan.in_fmt.hw_bits
 
-    def blocks(self, plan: LayerPlan, down: Any, mx: Any, blocks: list[Any], knobs: Any = None) -> Any:
-        down = pipe_block(pool_stage_depth(plan), down, mx, blocks)
-        return self.front(plan, down, mx, blocks)
+    def blocks(
+        self, plan: LayerPlan, down: Block, mx: Max, blocks: list[Stateful], knobs: EngineTiming | None = None
+    ) -> Block:
+        stage = pipe_block(pool_stage_depth(plan), down, mx, blocks)
+        return self.front(plan, stage, mx, blocks)
 
     def depths(self, plan: LayerPlan) -> tuple[Depth, ...]:
-        ph, pw = plan.kernel_size
-        expr = HASKELL.avg_same_depth(ph, pw) if plan.exclude_pads else HASKELL.pool_depth(ph, pw)
+        own = params_of(plan, PoolParams)
+        ph, pw = own.kernel_size
+        expr = HASKELL.avg_same_depth(ph, pw) if own.exclude_pads else HASKELL.pool_depth(ph, pw)
         return (Depth("pool", expr, pool_stage_depth(plan), "pool"),)
 
     def storage(self, plan: LayerPlan) -> Storage:
         """The window generator's, then K2C.Pool on K2C.Pipe: the window registered, the trees
         along and down the rows, their queue; 'same' averaging's two divisions' results."""
-        window = window_storage(plan)
-        (ph, pw), channels, in_bits = plan.kernel_size, plan.output_shape[-1], plan.in_fmt.hw_bits
+        window, own = window_storage(plan), params_of(plan, PoolParams)
+        (ph, pw), channels, in_bits = own.kernel_size, plan.output_shape[-1], plan.in_fmt.hw_bits
         depth = pool_stage_depth(plan)
         regs = (
             ph * pw * channels * in_bits
             + channels * self.row_bits(plan) * (ph * _tree_registers(pw) + _tree_registers(ph))
             + depth
         )
-        if plan.exclude_pads:
+        if own.exclude_pads:
             regs += AVG_SAME_DIVISIONS * channels * self.row_bits(plan)
         return Storage(
             line_buffer_bits=window.line_buffer_bits,
@@ -196,35 +218,41 @@ class _PoolKind(Windowed):
         )
 
     def entry(self, plan: LayerPlan, fn: str, stage: str | None = None) -> Entry:
-        (ph, pw), (sh, sw) = plan.kernel_size, plan.strides
+        own = params_of(plan, PoolParams)
+        (ph, pw), (sh, sw) = own.kernel_size, own.strides
         h, w = generator_geometry(plan)[:2]
         shapes = f"{shape_text(plan.input_shape)} -> {shape_text(plan.output_shape)}"
         doc = HASKELL.doc(source_doc(plan), shapes, ph, pw, self.reduction, sh, sw, padding_doc(plan))
         notes: tuple[str, ...] = ()
-        if plan.exclude_pads:
+        if own.exclude_pads:
             body = HASKELL.avg_pool_same(
-                h, w, ph, pw, sh, sw, list(plan.pads), *(plan.output_shape[0], plan.output_shape[1])
+                h, w, ph, pw, sh, sw, list(own.pads), *(plan.output_shape[0], plan.output_shape[1])
             )
             notes = (HASKELL.same_note(),)
         else:
             body = HASKELL.pool(self.block, h, w, ph, pw, sh, sw)
-        return Entry(doc=doc, body=(*pad_stage(plan, self.pad_value), body), notes=notes, uses=("pool",))
+        return Entry(
+            doc=doc, body=(*pad_stage(plan, self.pad_value), body), notes=notes, uses=("pool", *pad_uses(plan))
+        )
 
 
 class MaxPoolKind(_PoolKind):
     records = (MaxPool2D,)
+    selects_values = True
     block, reduction, pad_value = "Pool.maxPool", "max", "minBound"
 
-    def golden(self, plan: LayerPlan, xs: Sequence[np.ndarray], params: Any) -> np.ndarray:
+    def golden(self, plan: LayerPlan, xs: Sequence[np.ndarray], params: QuantizedLayer | None) -> np.ndarray:
         """Per channel maximum; 'same' padding counts as the format's minimum (never chosen)."""
-        padded = pad_images(xs[0], plan.pads, plan.in_fmt.raw_min)
-        return windows(
-            padded, plan.kernel_size, (1, 1), plan.strides, (plan.output_shape[0], plan.output_shape[1])
-        ).max(axis=(3, 4))
+        own = params_of(plan, PoolParams)
+        padded = pad_images(xs[0], own.pads, plan.in_fmt.raw_min)
+        return windows(padded, own.kernel_size, (1, 1), own.strides, (plan.output_shape[0], plan.output_shape[1])).max(
+            axis=(3, 4)
+        )
 
     def float_step(
         self, layer: Layer, xs: Sequence[np.ndarray], params: tuple[np.ndarray, np.ndarray] | None
     ) -> tuple[np.ndarray | None, np.ndarray]:
+        assert isinstance(layer, Pool2D)
         return None, _float_windows(xs[0], layer, -np.inf).max(axis=(3, 4))
 
 
@@ -232,10 +260,10 @@ class AvgPoolKind(_PoolKind):
     records = (AvgPool2D,)
     block, reduction, pad_value = "Pool.avgPool", "average", "0"
 
-    def plan_fields(self, layer: Layer) -> dict[str, Any]:
+    def plan_params(self, layer: Layer) -> PoolParams:
         """'same' average pooling divides by each window's count of non-padding values."""
         assert isinstance(layer, AvgPool2D)
-        return super().plan_fields(layer) | {"exclude_pads": layer.padding == "same" and any(layer.pads)}
+        return replace(super().plan_params(layer), exclude_pads=layer.padding == "same" and any(layer.pads))
 
     def check(self, plan: LayerPlan) -> None:
         if plan.in_fmt.frac < 0 or not plan.in_fmt.default_modes:
@@ -247,29 +275,30 @@ class AvgPoolKind(_PoolKind):
 
     def row_bits(self, plan: LayerPlan) -> int:
         """K2C.Pool.WideSum: the exact sum of the window."""
-        ph, pw = plan.kernel_size
+        ph, pw = params_of(plan, PoolParams).kernel_size
         return plan.in_fmt.hw_bits + (ph - 1).bit_length() + (pw - 1).bit_length() + 2
 
-    def golden(self, plan: LayerPlan, xs: Sequence[np.ndarray], params: Any) -> np.ndarray:
+    def golden(self, plan: LayerPlan, xs: Sequence[np.ndarray], params: QuantizedLayer | None) -> np.ndarray:
         """Per channel floor((2*sum + N) / (2*N)): the average rounded half up, exactly.
 
         N is the pool size, or with 'same' padding (`exclude_pads`) each window's count of
         non-padding values (Keras' rule), counted here by pooling an image of ones."""
-        size = plan.kernel_size[0] * plan.kernel_size[1]
+        own = params_of(plan, PoolParams)
+        size = own.kernel_size[0] * own.kernel_size[1]
         wide = plan.in_fmt.hw_bits + size.bit_length() + 2 > INT64_SAFE_BITS  # 2*sum + count, exactly
 
         def window_sums(x: np.ndarray) -> np.ndarray:
             win = windows(
-                pad_images(x, plan.pads, 0),
-                plan.kernel_size,
+                pad_images(x, own.pads, 0),
+                own.kernel_size,
                 (1, 1),
-                plan.strides,
+                own.strides,
                 (plan.output_shape[0], plan.output_shape[1]),
             )
             return win.astype(object if wide else np.int64).sum(axis=(3, 4))
 
-        count: Any = size
-        if plan.exclude_pads:
+        count: int | np.ndarray = size
+        if own.exclude_pads:
             count = window_sums(np.ones((1, *plan.input_shape[:2], 1), dtype=np.int64))[0]  # (H2, W2, 1)
         return np.asarray((2 * window_sums(xs[0]) + count) // (2 * count), dtype=np.int64)  # in range
 

@@ -11,13 +11,19 @@ exact, one requantization to the output format, `K2C.BatchNorm` on `K2C.Pipe`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
 from keras2clash.backend.haskell import kind_template
 from keras2clash.errors import K2CError
-from keras2clash.frontend.registry import ConversionState, _check_keras_shape, _single_input, register_converter
+from keras2clash.frontend.registry import (
+    ConversionState,
+    KerasLayer,
+    _check_keras_shape,
+    _single_input,
+    register_converter,
+)
 from keras2clash.ir.layers import Layer, register_record
 from keras2clash.kinds.batchnorm import BatchNormKind
 
@@ -37,7 +43,7 @@ class Rescaling(Layer):
     keras_class: ClassVar[str] = "Rescaling"
 
 
-def _per_channel(layer: Any, value: Any, keras_shape: tuple[int, ...], what: str) -> np.ndarray:
+def _per_channel(layer: KerasLayer, value: object, keras_shape: tuple[int, ...], what: str) -> np.ndarray:
     """A scalar or an array Keras broadcasts over the input, as one value per channel."""
     values = np.asarray(value, dtype=np.float64)
     channels = keras_shape[-1]
@@ -60,7 +66,7 @@ def _per_channel(layer: Any, value: Any, keras_shape: tuple[int, ...], what: str
 
 
 @register_converter("Rescaling")
-def _convert_rescaling(layer: Any, state: ConversionState) -> Layer:
+def _convert_rescaling(layer: KerasLayer, state: ConversionState) -> Layer:
     _single_input(layer, state)
     keras_shape = tuple(int(d) for d in state.keras_shape)
     scale = _per_channel(layer, layer.scale, keras_shape, "scale")

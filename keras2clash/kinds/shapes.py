@@ -32,18 +32,20 @@ from keras2clash.errors import K2CError
 from keras2clash.frontend.images import _check_image_layer
 from keras2clash.frontend.registry import (
     ConversionState,
+    KerasLayer,
     _check_keras_shape,
     _single_input,
     image_shape,
     keras_output_shape,
     register_converter,
 )
-from keras2clash.hw.events import Collect, Crop, Pad, Scatter, Upsample
-from keras2clash.hw.plan import LayerPlan
+from keras2clash.hw.events import Block, Collect, Crop, EngineTiming, Max, Pad, Scatter, Stateful, Upsample
+from keras2clash.hw.plan import LayerPlan, NoParams, Params
 from keras2clash.ir import layers as ir
 from keras2clash.ir.layers import Layer, register_record
-from keras2clash.kinds.base import Entry, Kind, Storage
+from keras2clash.kinds.base import Entry, Kind, Storage, narrow, params_of
 from keras2clash.kinds.flatten import Flatten
+from keras2clash.quant.exact import QuantizedLayer
 
 Shape = tuple[int, ...]
 HASKELL = kind_template("shapes.hs.j2")
@@ -108,7 +110,7 @@ class Reshape(Layer):
 # --- the converters ------------------------------------------------------------------------
 
 
-def _pairs(layer: Any, value: Any, rank: int, what: str) -> tuple[int, int, int, int]:
+def _pairs(layer: KerasLayer, value: Any, rank: int, what: str) -> tuple[int, int, int, int]:
     """A padding/cropping option as (top, bottom, left, right): 1-D `(left, right)`,
     2-D `((top, bottom), (left, right))`; Keras has already normalised ints to pairs."""
     try:
@@ -127,7 +129,7 @@ def _pairs(layer: Any, value: Any, rank: int, what: str) -> tuple[int, int, int,
     return sides  # type: ignore[return-value]
 
 
-def _check_sequence_or_image(layer: Any, state: ConversionState, rank: int) -> None:
+def _check_sequence_or_image(layer: KerasLayer, state: ConversionState, rank: int) -> None:
     """The Keras input must be a sequence (steps, C) for a 1-D layer, an image for a 2-D one."""
     _check_image_layer(layer, state)
     if len(state.keras_shape) != rank + 1:
@@ -138,7 +140,7 @@ def _check_sequence_or_image(layer: Any, state: ConversionState, rank: int) -> N
 
 
 @register_converter("ZeroPadding1D", "ZeroPadding2D")
-def _convert_zero_padding(layer: Any, state: ConversionState) -> Layer:
+def _convert_zero_padding(layer: KerasLayer, state: ConversionState) -> Layer:
     """Zeros around the image (before and after a sequence); the pass `fold_padding` moves them
     into the next layer where that computes the same, otherwise a K2C.Pad block."""
     kind = type(layer).__name__
@@ -155,7 +157,7 @@ def _convert_zero_padding(layer: Any, state: ConversionState) -> Layer:
 
 
 @register_converter("Cropping1D", "Cropping2D")
-def _convert_cropping(layer: Any, state: ConversionState) -> Layer:
+def _convert_cropping(layer: KerasLayer, state: ConversionState) -> Layer:
     """Rows and columns dropped at the border (K2C.Crop)."""
     rank = 1 if type(layer).__name__ == "Cropping1D" else 2
     _check_sequence_or_image(layer, state, rank)
@@ -172,7 +174,7 @@ def _convert_cropping(layer: Any, state: ConversionState) -> Layer:
 
 
 @register_converter("UpSampling1D", "UpSampling2D")
-def _convert_upsampling(layer: Any, state: ConversionState) -> Layer:
+def _convert_upsampling(layer: KerasLayer, state: ConversionState) -> Layer:
     """Nearest-neighbour repetition (K2C.Upsample); other interpolations compute new values
     (bilinear, ...) and are refused."""
     kind = type(layer).__name__
@@ -193,7 +195,7 @@ def _convert_upsampling(layer: Any, state: ConversionState) -> Layer:
     return Upsample2D(**state.common(layer, out), size=size)  # type: ignore[arg-type]
 
 
-def _reshape_record(layer: Any, state: ConversionState, out: Shape, source_class: str) -> Layer:
+def _reshape_record(layer: KerasLayer, state: ConversionState, out: Shape, source_class: str) -> Layer:
     """The record of an order-keeping reshape to `out` (IR form): none (identity), a Flatten
     (to a vector: K2C.Collect), or a Reshape (relabelling or beat-width conversion)."""
     if len(out) > 3:
@@ -209,7 +211,7 @@ def _reshape_record(layer: Any, state: ConversionState, out: Shape, source_class
 
 
 @register_converter("Reshape")
-def _convert_reshape(layer: Any, state: ConversionState) -> Layer:
+def _convert_reshape(layer: KerasLayer, state: ConversionState) -> Layer:
     """Any Reshape (-1 resolved by Keras): the row-major order is kept, only the beats are
     regrouped."""
     _single_input(layer, state)
@@ -220,7 +222,7 @@ def _convert_reshape(layer: Any, state: ConversionState) -> Layer:
 
 
 @register_converter("Permute")
-def _convert_permute(layer: Any, state: ConversionState) -> Layer:
+def _convert_permute(layer: KerasLayer, state: ConversionState) -> Layer:
     """A Permute that keeps the order of the axes longer than 1 keeps the row-major order of
     the values: it is a reshape. Any other is a transpose."""
     _single_input(layer, state)
@@ -240,6 +242,21 @@ def _convert_permute(layer: Any, state: ConversionState) -> Layer:
 # --- the kinds -----------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class PadParams(Params):
+    pads: tuple[int, int, int, int]  # top, bottom, left, right
+
+
+@dataclass(frozen=True)
+class CropParams(Params):
+    crops: tuple[int, int, int, int]  # top, bottom, left, right
+
+
+@dataclass(frozen=True)
+class UpsampleParams(Params):
+    size: tuple[int, int]  # repeats down, across
+
+
 def _image(plan: LayerPlan) -> tuple[int, int]:
     """(H, W) of the input image; a vector is one pixel."""
     return (plan.input_shape[0], plan.input_shape[1]) if len(plan.input_shape) == 3 else (1, 1)
@@ -252,61 +269,74 @@ def _shapes(plan: LayerPlan) -> str:
 class _Moves(Kind):
     """A shape kind: the same numpy code moves raw integers and floats (`move`)."""
 
-    def move(self, layer: Any, x: np.ndarray) -> np.ndarray:
+    selects_values = True
+
+    def move(self, own: Params, output_shape: tuple[int, ...], x: np.ndarray) -> np.ndarray:
+        """`x` (batch first) moved as the layer of parameters `own` (`plan_params`) does."""
         raise NotImplementedError
 
-    def golden(self, plan: LayerPlan, xs: Sequence[np.ndarray], params: Any) -> np.ndarray:
-        return self.move(plan, xs[0])
+    def golden(self, plan: LayerPlan, xs: Sequence[np.ndarray], params: QuantizedLayer | None) -> np.ndarray:
+        return self.move(plan.params, plan.output_shape, xs[0])
 
     def float_step(
         self, layer: Layer, xs: Sequence[np.ndarray], params: tuple[np.ndarray, np.ndarray] | None
     ) -> tuple[np.ndarray | None, np.ndarray]:
-        return None, self.move(layer, xs[0])
+        return None, self.move(self.plan_params(layer), layer.output_shape, xs[0])
 
 
 class ZeroPadKind(_Moves):
     records = (ZeroPad2D,)
+    params_type: ClassVar[type[Params]] = PadParams
 
-    def plan_fields(self, layer: Layer) -> dict[str, Any]:
+    def plan_params(self, layer: Layer) -> PadParams:
         assert isinstance(layer, ZeroPad2D)
-        return {"pads": tuple(layer.pads)}
+        return PadParams(pads=layer.pads)
 
-    def move(self, layer: Any, x: np.ndarray) -> np.ndarray:
-        top, bottom, left, right = layer.pads
+    def move(self, own: Params, output_shape: tuple[int, ...], x: np.ndarray) -> np.ndarray:
+        top, bottom, left, right = narrow(own, PadParams).pads
         return np.pad(x, ((0, 0), (top, bottom), (left, right), (0, 0)), constant_values=0)
 
-    def blocks(self, plan: LayerPlan, down: Any, mx: Any, blocks: list[Any], knobs: Any = None) -> Any:
-        blocks.append(Pad(*_image(plan), plan.pads, down, mx))
-        return blocks[-1]
+    def blocks(
+        self, plan: LayerPlan, down: Block, mx: Max, blocks: list[Stateful], knobs: EngineTiming | None = None
+    ) -> Block:
+        pad = Pad(*_image(plan), params_of(plan, PadParams).pads, down, mx)
+        blocks.append(pad)
+        return pad
 
     def entry(self, plan: LayerPlan, fn: str, stage: str | None = None) -> Entry:
+        pads = params_of(plan, PadParams).pads
         return Entry(
-            doc=HASKELL.pad_doc(_shapes(plan), *plan.pads),
-            body=(HASKELL.pad(*_image(plan), *plan.pads),),
+            doc=HASKELL.pad_doc(_shapes(plan), *pads),
+            body=(HASKELL.pad(*_image(plan), *pads),),
             uses=("pad",),
         )
 
 
 class CropKind(_Moves):
     records = (Crop2D,)
+    params_type: ClassVar[type[Params]] = CropParams
 
-    def plan_fields(self, layer: Layer) -> dict[str, Any]:
+    def plan_params(self, layer: Layer) -> CropParams:
         assert isinstance(layer, Crop2D)
-        return {"crops": tuple(layer.crops)}
+        return CropParams(crops=layer.crops)
 
-    def move(self, layer: Any, x: np.ndarray) -> np.ndarray:
-        top, bottom, left, right = layer.crops
+    def move(self, own: Params, output_shape: tuple[int, ...], x: np.ndarray) -> np.ndarray:
+        top, bottom, left, right = narrow(own, CropParams).crops
         h, w = x.shape[1], x.shape[2]
         return x[:, top : h - bottom, left : w - right]
 
-    def blocks(self, plan: LayerPlan, down: Any, mx: Any, blocks: list[Any], knobs: Any = None) -> Any:
-        blocks.append(Crop(*_image(plan), plan.crops, down, mx))
-        return blocks[-1]
+    def blocks(
+        self, plan: LayerPlan, down: Block, mx: Max, blocks: list[Stateful], knobs: EngineTiming | None = None
+    ) -> Block:
+        crop = Crop(*_image(plan), params_of(plan, CropParams).crops, down, mx)
+        blocks.append(crop)
+        return crop
 
     def entry(self, plan: LayerPlan, fn: str, stage: str | None = None) -> Entry:
+        crops = params_of(plan, CropParams).crops
         return Entry(
-            doc=HASKELL.crop_doc(_shapes(plan), *plan.crops),
-            body=(HASKELL.crop(*_image(plan), *plan.crops),),
+            doc=HASKELL.crop_doc(_shapes(plan), *crops),
+            body=(HASKELL.crop(*_image(plan), *crops),),
             notes=(HASKELL.crop_note(),),
             uses=("crop",),
         )
@@ -314,29 +344,36 @@ class CropKind(_Moves):
 
 class UpsampleKind(_Moves):
     records = (Upsample2D,)
+    params_type: ClassVar[type[Params]] = UpsampleParams
 
-    def plan_fields(self, layer: Layer) -> dict[str, Any]:
+    def plan_params(self, layer: Layer) -> UpsampleParams:
         assert isinstance(layer, Upsample2D)
-        return {"size": tuple(layer.size)}
+        return UpsampleParams(size=layer.size)
 
-    def move(self, layer: Any, x: np.ndarray) -> np.ndarray:
-        return np.repeat(np.repeat(x, layer.size[0], axis=1), layer.size[1], axis=2)
+    def move(self, own: Params, output_shape: tuple[int, ...], x: np.ndarray) -> np.ndarray:
+        sh, sw = narrow(own, UpsampleParams).size
+        return np.repeat(np.repeat(x, sh, axis=1), sw, axis=2)
 
-    def blocks(self, plan: LayerPlan, down: Any, mx: Any, blocks: list[Any], knobs: Any = None) -> Any:
-        blocks.append(Upsample(_image(plan)[1], plan.size, down, mx))
-        return blocks[-1]
+    def blocks(
+        self, plan: LayerPlan, down: Block, mx: Max, blocks: list[Stateful], knobs: EngineTiming | None = None
+    ) -> Block:
+        upsample = Upsample(_image(plan)[1], params_of(plan, UpsampleParams).size, down, mx)
+        blocks.append(upsample)
+        return upsample
 
     def storage(self, plan: LayerPlan) -> Storage:
         """One input row (block RAM), read only for the repeated rows of w > 1 pixels, and the
         output register."""
         bits, c, w = plan.in_fmt.hw_bits, plan.input_shape[-1], _image(plan)[1]
-        return Storage(line_buffer_bits=w * c * bits if plan.size[0] > 1 and w > 1 else 0, register_bits=c * bits)
+        sh = params_of(plan, UpsampleParams).size[0]
+        return Storage(line_buffer_bits=w * c * bits if sh > 1 and w > 1 else 0, register_bits=c * bits)
 
     def entry(self, plan: LayerPlan, fn: str, stage: str | None = None) -> Entry:
         w = _image(plan)[1]
+        size = params_of(plan, UpsampleParams).size
         return Entry(
-            doc=HASKELL.upsample_doc(_shapes(plan), *plan.size),
-            body=(HASKELL.upsample(w, *plan.size),),
+            doc=HASKELL.upsample_doc(_shapes(plan), *size),
+            body=(HASKELL.upsample(w, *size),),
             notes=(HASKELL.upsample_note(w),),
             uses=("upsample",),
         )
@@ -352,22 +389,27 @@ def rebeat_groups(plan: LayerPlan) -> tuple[int, int]:
 
 class ReshapeKind(_Moves):
     records = (Reshape,)
+    regroups = True
 
-    def plan_fields(self, layer: Layer) -> dict[str, Any]:
+    def plan_params(self, layer: Layer) -> NoParams:
         assert isinstance(layer, Reshape)
-        return {}
+        return NoParams()
 
-    def move(self, layer: Any, x: np.ndarray) -> np.ndarray:
-        return x.reshape(len(x), *layer.output_shape)  # row-major: the order beats carry the values in
+    def move(self, own: Params, output_shape: tuple[int, ...], x: np.ndarray) -> np.ndarray:
+        return x.reshape(len(x), *output_shape)  # row-major: the order beats carry the values in
 
-    def blocks(self, plan: LayerPlan, down: Any, mx: Any, blocks: list[Any], knobs: Any = None) -> Any:
+    def blocks(
+        self, plan: LayerPlan, down: Block, mx: Max, blocks: list[Stateful], knobs: EngineTiming | None = None
+    ) -> Block:
         g_in, g_out = rebeat_groups(plan)
         if g_out > 1:
-            down = Scatter(g_out, down, mx)
-            blocks.append(down)
+            scatter = Scatter(g_out, down, mx)
+            blocks.append(scatter)
+            down = scatter
         if g_in > 1:
-            down = Collect(g_in, down, mx)
-            blocks.append(down)
+            collect = Collect(g_in, down, mx)
+            blocks.append(collect)
+            down = collect
         return down
 
     def storage(self, plan: LayerPlan) -> Storage:

@@ -325,7 +325,7 @@ def _geometry(layer: Layer) -> tuple[int, int]:
     """(K, F) of a compute layer: the window and the filters (plan.LayerPlan.window/filters)."""
     home = kind_of(layer.type)
     assert home is not None
-    return home.window(getattr(layer, "kernel_size", (1, 1)), layer.input_shape), layer.output_shape[-1]
+    return home.window(layer.input_shape, home.plan_params(layer)), layer.output_shape[-1]
 
 
 def to_hls4ml(plans: Sequence[LayerPlan], default: FixedFormat | None = None) -> JsonObject:
@@ -346,13 +346,13 @@ def to_hls4ml(plans: Sequence[LayerPlan], default: FixedFormat | None = None) ->
             precision["bias"] = ap_type(p.b_fmt)
         if p.has_params or p.is_merge or p.activation_only:
             precision["result"] = ap_type(p.out_fmt)
-        if p.is_compute and not p.exact_accumulator and p.acc_fmt is not None:
+        if p.kind is not None and not p.kind.exact_accumulator(p) and p.acc_fmt is not None:
             precision["accum"] = ap_type(replace(p.acc_fmt, rounding="truncate"))
         entry: JsonObject = {}
         if precision:
             entry["Precision"] = precision
         if p.is_compute:
-            entry["ReuseFactor"] = p.groups * p.cycles
+            entry["ReuseFactor"] = p.steps
         if entry:
             layers[p.name] = entry
     return {

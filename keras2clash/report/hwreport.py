@@ -214,7 +214,7 @@ def config_project(source: Source, plans: Sequence[LayerPlan], out: Path, reuse:
 
 
 def _knobs(plans: Sequence[LayerPlan]) -> list[tuple[int, int, int]]:
-    return [(p.pe, p.cycles, p.pipeline) for p in plans if p.is_compute]
+    return [(k.pe, k.cycles, k.pipeline) for k in (p.engine_knobs for p in plans if p.is_compute)]
 
 
 def build_report(

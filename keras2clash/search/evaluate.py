@@ -362,7 +362,7 @@ def evaluate(candidate: Candidate, desc: Description, data: SearchData, models_d
         ev.epochs, ev.cached = net.epochs[-1], net.cached
         trained = plan_candidate(candidate, net.model)
         # the knobs must be the ones measured (a budget's allocation does not depend on weights)
-        assert [p.pe for p in trained.plans if p.is_compute] == ev.parallelism
+        assert [p.engine_knobs.pe for p in trained.plans if p.is_compute] == ev.parallelism
         ev.trained = True
         x = data.shaped(data.x_train, spec.template)
         if data.folds:  # every training image, predicted by the fold model that did not train on it
