@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from keras2clash import __version__
 from keras2clash.errors import K2CError
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.quant.golden import QuantizedLayer
+from keras2clash.version import __version__
 
 MANIFEST = "manifest.json"
 PARAMS = "golden.npz"
