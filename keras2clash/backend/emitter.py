@@ -19,18 +19,19 @@ from typing import Any
 
 import jinja2
 
-from keras2clash import __version__
 from keras2clash.backend.activations import ActivationCode, activation_code
 from keras2clash.backend.haskell import beat_type, format_type_name, shape_text, vec_type
 from keras2clash.backend.memfiles import memfile_text
 from keras2clash.errors import K2CError
 from keras2clash.hw.blocks import stages_table, timing_checks
+from keras2clash.hw.output import splits_output
 from keras2clash.hw.plan import LayerPlan, relu_before_requantize
 from keras2clash.ir.structure import Chain, Parallel, structure
 from keras2clash.kinds import kind_of
 from keras2clash.quant import activations as acts
 from keras2clash.quant.formats import MIN_HARDWARE_BITS, FixedFormat
-from keras2clash.quant.golden import QuantizedLayer, splits_output
+from keras2clash.quant.golden import QuantizedLayer
+from keras2clash.version import __version__
 
 
 def _clash_lib() -> Path:

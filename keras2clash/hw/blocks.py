@@ -65,10 +65,12 @@ from typing import Any
 
 from keras2clash.backend.haskell import kind_template
 from keras2clash.hw.events import INPUT_SLICE, OUTPUT_SLICE, Fork, Join, Queue, Sink, pipe_block
+from keras2clash.hw.output import splits_output
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.ir.structure import Chain, Parallel, structure
 from keras2clash.kinds import kind_of
 from keras2clash.kinds.base import Depth
+from keras2clash.quant import activations
 
 STAGES = kind_template("stages.hs.j2")
 """The type-level depths of the activation stages and of Top's class (`timing_checks`)."""
@@ -105,8 +107,6 @@ def class_depth(n: int) -> int:
 
 
 def is_softmax(plan: LayerPlan) -> bool:
-    from keras2clash.quant import activations
-
     return activations.parse(plan.activation).kind == "softmax"
 
 
@@ -130,8 +130,6 @@ def has_map_stage(plan: LayerPlan) -> bool:
     """Whether the emitter gives the layer's activation a stage of its own (`mapP`,
     backend.activations.ActivationCode.stage): a standalone activation layer, or a function
     that differs per channel after a layer. A softmax is its own block (`_softmax_block`)."""
-    from keras2clash.quant import activations
-
     if is_softmax(plan):
         return False
     if plan.activation_only or stages_table(plan):
@@ -204,7 +202,6 @@ def _build(
     the branch FIFO depths per merge (default: the plans' `fifo_depths`)."""
     if depths is None:
         depths = {p.name: p.fifo_depths for p in plans if p.is_merge and p.fifo_depths}
-    from keras2clash.quant.golden import splits_output
 
     sink = Sink()
     blocks: list[Any] = [Queue(OUTPUT_SLICE, sink, mx)]
@@ -226,9 +223,7 @@ def _build(
 
 def network_plans(plans: Sequence[LayerPlan]) -> list[LayerPlan]:
     """The layers as the network builds them: when the Top applies the output layer's
-    activation after taking the class (`golden.splits_output`), the network leaves it out."""
-    from keras2clash.quant.golden import splits_output
-
+    activation after taking the class (`hw.output.splits_output`), the network leaves it out."""
     if not splits_output(plans[-1]):
         return list(plans)
     if plans[-1].activation_only and len(plans) > 1:
@@ -239,8 +234,6 @@ def network_plans(plans: Sequence[LayerPlan]) -> list[LayerPlan]:
 def timing_checks(plans: Sequence[LayerPlan]) -> list[tuple[str, Depth]]:
     """Every register depth the model counts, with the layer it belongs to ("top" for Top's
     class and output softmax), beside the block's type-level expression of it (`Depth`)."""
-    from keras2clash.quant.golden import splits_output
-
     checks: list[tuple[str, Depth]] = []
     for plan in network_plans(plans):
         assert plan.kind is not None

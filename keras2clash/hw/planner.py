@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from keras2clash.errors import K2CError
+from keras2clash.hw.output import splits_output
 from keras2clash.hw.plan import (
     DEFAULT_PIPELINE,
     LayerFormats,
@@ -18,7 +19,6 @@ from keras2clash.ir.layers import Layer
 from keras2clash.kinds import kind_of
 from keras2clash.quant.activations import check as check_activation
 from keras2clash.quant.formats import FixedFormat
-from keras2clash.quant.golden import splits_output
 
 
 def parse_int_list(text: str | None, n_layers: int, what: str) -> list[int] | None:
