@@ -6,7 +6,6 @@ decisions of its own beyond argument normalisation, so the CLI and the API canno
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -17,6 +16,7 @@ import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from keras2clash.backend.emitter import hdl_name
 from keras2clash.backend.project import SOURCE_MODEL, load_project, write_project_data
 from keras2clash.data import check_task, load_test_set, read_npz
 from keras2clash.design import DEFAULT_FORMAT, DesignKnobs, DesignOptions
@@ -36,53 +36,6 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 console = Console(stderr=True)
-
-
-HDL_KEYWORDS = {
-    "module",
-    "input",
-    "output",
-    "wire",
-    "reg",
-    "begin",
-    "end",
-    "signal",
-    "entity",
-    "architecture",
-    "process",
-    "type",
-    "logic",
-    "port",
-    "in",
-    "out",
-    "is",
-    "of",
-    "and",
-    "or",
-    "not",
-    "case",
-}
-
-
-MAX_NAME_LENGTH = 64
-"""Longest top entity name: it names files (`<name>.cabal`, Clash's `<name>.v`), and file
-names are limited (255 bytes on most file systems)."""
-
-
-def hdl_name(text: str) -> str:
-    """A Keras model name as the top entity's name, legal in Verilog, VHDL and Haskell:
-    lower snake case, starting with a letter, no double or trailing underscore (VHDL)."""
-    ident = re.sub(r"_+", "_", re.sub(r"[^0-9a-zA-Z_]", "_", text)).strip("_").lower()
-    if not ident or not ident[0].isalpha():
-        ident = ("net_" + ident).rstrip("_")
-    if ident in HDL_KEYWORDS:
-        ident += "_net"
-    if len(ident) > MAX_NAME_LENGTH:
-        raise K2CError(
-            f"name {text[:40]!r}... is {len(ident)} characters as an HDL name; at most "
-            f"{MAX_NAME_LENGTH} (it names files): give a shorter --name"
-        )
-    return ident
 
 
 def emit(

@@ -23,10 +23,11 @@ from keras2clash.hw.plan import LayerFormats, LayerPlan
 from keras2clash.hw.planner import compute_layers, make_plan
 from keras2clash.ir.graph import Graph
 from keras2clash.kinds import kind_of
+from keras2clash.quant.autoformat import resolve_formats
 from keras2clash.quant.formats import FixedFormat
 from keras2clash.quant.golden import QuantizedLayer
 from keras2clash.quant.hls4ml import Hls4mlConfig
-from keras2clash.quant.layerformats import FormatConfig, is_auto, resolve_formats
+from keras2clash.quant.layerformats import FormatConfig, is_auto
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

@@ -155,6 +155,53 @@ def cabal_package_name(name: str) -> str:
     return "-".join(parts) or "net"
 
 
+HDL_KEYWORDS = {
+    "module",
+    "input",
+    "output",
+    "wire",
+    "reg",
+    "begin",
+    "end",
+    "signal",
+    "entity",
+    "architecture",
+    "process",
+    "type",
+    "logic",
+    "port",
+    "in",
+    "out",
+    "is",
+    "of",
+    "and",
+    "or",
+    "not",
+    "case",
+}
+
+
+MAX_NAME_LENGTH = 64
+"""Longest top entity name: it names files (`<name>.cabal`, Clash's `<name>.v`), and file
+names are limited (255 bytes on most file systems)."""
+
+
+def hdl_name(text: str) -> str:
+    """A Keras model name as the top entity's name, legal in Verilog, VHDL and Haskell:
+    lower snake case, starting with a letter, no double or trailing underscore (VHDL)."""
+    ident = re.sub(r"_+", "_", re.sub(r"[^0-9a-zA-Z_]", "_", text)).strip("_").lower()
+    if not ident or not ident[0].isalpha():
+        ident = ("net_" + ident).rstrip("_")
+    if ident in HDL_KEYWORDS:
+        ident += "_net"
+    if len(ident) > MAX_NAME_LENGTH:
+        raise K2CError(
+            f"name {text[:40]!r}... is {len(ident)} characters as an HDL name; at most "
+            f"{MAX_NAME_LENGTH} (it names files): give a shorter --name"
+        )
+    return ident
+
+
 IMPORTS = {
     "dense": "import qualified K2C.Dense as Dense",
     "conv2d": "import qualified K2C.Conv as Conv",

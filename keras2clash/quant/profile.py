@@ -26,6 +26,7 @@ import numpy as np
 from keras2clash.errors import K2CError
 from keras2clash.ir.graph import as_graph
 from keras2clash.kinds import kind_of
+from keras2clash.quant.activations import keras_float, parse
 
 PERCENTILES = (0.1, 1.0, 50.0, 99.0, 99.9)
 KINDS = ("weights", "bias", "pre-activation", "output")
@@ -44,8 +45,6 @@ class LayerTrace:
 
 def float_activation(z: np.ndarray, activation: str) -> np.ndarray:
     """An activation (canonical text) as Keras computes it, in float64."""
-    from keras2clash.quant.activations import keras_float, parse
-
     return keras_float(parse(activation), z)
 
 

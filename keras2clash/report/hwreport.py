@@ -169,7 +169,7 @@ def load_source(path: Path, fmt: str = "1,7,8", weights: Path | None = None) -> 
         manifest = json.loads((project.root / MANIFEST).read_text())
         extra = {k: manifest[k] for k in ("precision",) if k in manifest}
         return Source(project.name, project.top, project.plans, project.params, project, extra)
-    from keras2clash.api import hdl_name
+    from keras2clash.backend.emitter import hdl_name
     from keras2clash.network import load_network
 
     network = load_network(path, fmt, weights=weights)
