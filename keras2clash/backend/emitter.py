@@ -307,9 +307,7 @@ def _layer_entry(
 
 
 def _activation_import(plan: LayerPlan) -> str:
-    from keras2clash.quant.activations import parse
-
-    act = parse(plan.activation)
+    act = acts.parse(plan.activation)
     return {"relu": "relu", "hard": "relu", "softmax": "softmax"}.get(act.family, "table")
 
 

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from keras2clash.errors import K2CError
-from keras2clash.hw.hwmodel import figures_many
+from keras2clash.hw.hwmodel import MAX_WINDOW_FIFO, figures, figures_many, with_deep_branch_fifos, with_fifos
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.hw.planner import with_knobs
 from keras2clash.hw.resources import HwFigures
@@ -110,8 +110,6 @@ def balanced(plans: Sequence[LayerPlan], budget: int) -> Allocation:
     `hwmodel.fifo_depths` reach at emit time); the chosen one's figures are then its own,
     with the FIFOs it gets, as `network.plan_network` sizes them."""
     from dataclasses import replace
-
-    from keras2clash.hw.hwmodel import MAX_WINDOW_FIFO, figures, with_deep_branch_fifos, with_fifos
 
     geometry = plans
     plans = with_deep_branch_fifos(
