@@ -35,9 +35,8 @@ from typing import Any
 
 from keras2clash.errors import K2CError, os_error_text
 from keras2clash.fsutil import check_writable_target, write_output_file
+from keras2clash.search import evaluate as evaluation
 from keras2clash.search.description import Description, parse_description
-from keras2clash.search.evaluate import evaluate as evaluate_candidate
-from keras2clash.search.evaluate import load_data, objective_values
 from keras2clash.search.space import base_params, sample
 
 MANIFEST = "search.json"
@@ -225,7 +224,7 @@ class Objective:
         self, desc: Description, data: Any, models: Path | None, worker: int, evaluate: Callable[..., Any] | None = None
     ) -> None:
         self.desc, self.data, self.models, self.worker = desc, data, models, worker
-        self.evaluate = evaluate or evaluate_candidate
+        self.evaluate = evaluate or evaluation.evaluate  # read from the module here: tests put their own there
         self.names = _constraint_names(desc)
 
     def __call__(self, trial: Any) -> list[float]:
@@ -236,7 +235,7 @@ class Objective:
         trial.set_user_attr("worker", f"{os.uname().nodename}:{os.getpid()}")
         for name in self.names:  # NSGA-II's constrained domination: <= 0 is met
             trial.set_constraint(name, float(ev.violations.get(name, 0.0)))
-        return objective_values(ev, self.desc.goals)
+        return evaluation.objective_values(ev, self.desc.goals)
 
 
 def work(
@@ -267,7 +266,7 @@ def work(
     remaining = target - finished(study)
     if remaining <= 0:
         return 0
-    data = load_data(desc.data, desc.seed)
+    data = evaluation.load_data(desc.data, desc.seed)
     before = len(study.get_trials(deepcopy=False))
     callbacks = [MaxTrialsCallback(target, states=(TrialState.COMPLETE,))]
     if callback is not None:
