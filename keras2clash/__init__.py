@@ -19,13 +19,12 @@ _os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 # oneDNN reorders float sums run to run; off, the Keras float rung is reproducible.
 _os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 
-__version__ = "0.1.0"
-
 from keras2clash.api import emit, hdl, run, simulate  # noqa: E402
 from keras2clash.debug import Prediction, predict, trace  # noqa: E402
 from keras2clash.design import DesignOptions  # noqa: E402
 from keras2clash.errors import K2CError  # noqa: E402
 from keras2clash.quant.formats import FixedFormat, parse_format  # noqa: E402
+from keras2clash.version import __version__  # noqa: E402
 
 __all__ = [
     "DesignOptions",

@@ -6,7 +6,6 @@ decisions of its own beyond argument normalisation, so the CLI and the API canno
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -17,72 +16,32 @@ import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from keras2clash.backend.emitter import hdl_name, write_project
 from keras2clash.backend.project import SOURCE_MODEL, load_project, write_project_data
 from keras2clash.data import check_task, load_test_set, read_npz
 from keras2clash.design import DEFAULT_FORMAT, DesignKnobs, DesignOptions
 from keras2clash.errors import K2CError
+from keras2clash.frontend.keras_ref import keras_outputs, rounded_classes
 from keras2clash.fsutil import atomic_directory, check_writable_target, work_dir
 from keras2clash.hw.summary import design_summary, render_summary
 from keras2clash.network import Network, load_network
 from keras2clash.quant import golden
-from keras2clash.quant.formats import FixedFormat
+from keras2clash.quant.autoformat import overflow_to_json, warn_overflow
+from keras2clash.quant.formats import FixedFormat, quantize
 from keras2clash.quant.hls4ml import CONFIG_FILE as HLS4ML_FILE
 from keras2clash.quant.hls4ml import hls4ml_yaml
 from keras2clash.report.comparison import Comparison, RungErrors, accuracy, error_figures, render
+from keras2clash.verify import rtlsim as rtl
+from keras2clash.verify import synth as yosys
 from keras2clash.verify import toolchain
+from keras2clash.verify.lint import verilator_lint
 from keras2clash.verify.simulate import SimResult, run_simulator
+from keras2clash.verify.testbench import write_testbench
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 console = Console(stderr=True)
-
-
-HDL_KEYWORDS = {
-    "module",
-    "input",
-    "output",
-    "wire",
-    "reg",
-    "begin",
-    "end",
-    "signal",
-    "entity",
-    "architecture",
-    "process",
-    "type",
-    "logic",
-    "port",
-    "in",
-    "out",
-    "is",
-    "of",
-    "and",
-    "or",
-    "not",
-    "case",
-}
-
-
-MAX_NAME_LENGTH = 64
-"""Longest top entity name: it names files (`<name>.cabal`, Clash's `<name>.v`), and file
-names are limited (255 bytes on most file systems)."""
-
-
-def hdl_name(text: str) -> str:
-    """A Keras model name as the top entity's name, legal in Verilog, VHDL and Haskell:
-    lower snake case, starting with a letter, no double or trailing underscore (VHDL)."""
-    ident = re.sub(r"_+", "_", re.sub(r"[^0-9a-zA-Z_]", "_", text)).strip("_").lower()
-    if not ident or not ident[0].isalpha():
-        ident = ("net_" + ident).rstrip("_")
-    if ident in HDL_KEYWORDS:
-        ident += "_net"
-    if len(ident) > MAX_NAME_LENGTH:
-        raise K2CError(
-            f"name {text[:40]!r}... is {len(ident)} characters as an HDL name; at most "
-            f"{MAX_NAME_LENGTH} (it names files): give a shorter --name"
-        )
-    return ident
 
 
 def emit(
@@ -154,9 +113,6 @@ def _emitting(
 
 def _write_project(network: Any, root: Path, name: str | None, show: bool) -> None:
     """Write a planned network's project into the (fresh, temporary) folder `root`."""
-    from keras2clash.backend.emitter import write_project  # jinja2 templates
-    from keras2clash.quant.autoformat import overflow_to_json, warn_overflow
-
     warn_overflow(network.overflow, console)
     precision = {"formats": network.formats.to_json(), "parameter_saturation": overflow_to_json(network.overflow)}
     net_name = hdl_name(name or network.name)
@@ -190,8 +146,6 @@ def hdl(
         shown = results[language] if shown_as is None else Path(shown_as) / "hdl" / language
         console.print(f"[green]✓[/green] {language}: {shown}")
     if lint and "verilog" in results:
-        from keras2clash.verify.lint import verilator_lint
-
         verilator_lint(project.root, project.top)
         console.print("[green]✓[/green] verilator --lint-only: clean")
     return results
@@ -249,8 +203,6 @@ def simulate(
 
     outputs = None
     if keras and project.source_model.exists():
-        from keras2clash.frontend.keras_ref import keras_outputs
-
         with console.status("Keras float inference"):
             outputs = keras_outputs(project.source_model, dataset.x)
     exact = int(np.sum(np.all(sim.outputs == gold, axis=1)))
@@ -267,8 +219,6 @@ def _classifier_comparison(
     project: Any, dataset: Any, outputs: np.ndarray | None, gold_classes: np.ndarray, sim: SimResult, exact: int
 ) -> Comparison:
     """The ladder's accuracies against the labels."""
-    from keras2clash.frontend.keras_ref import rounded_classes
-
     keras_float = keras_rounded = None
     if outputs is not None:
         keras_float = accuracy(np.argmax(outputs, axis=1), dataset.y)
@@ -303,8 +253,6 @@ def _regression_comparison(
     project: Any, dataset: Any, outputs: np.ndarray | None, gold: np.ndarray, sim: SimResult, exact: int
 ) -> Comparison:
     """The ladder's output values (reals) against Keras float and against the targets."""
-    from keras2clash.quant.formats import quantize
-
     out_fmt = project.plans[-1].out_fmt
 
     def rung(values: np.ndarray | None, keras_too: bool = True) -> RungErrors | None:
@@ -403,8 +351,6 @@ def testbench(
 ) -> Path:
     """Write Verilog and VHDL testbenches with the quantized inputs and the golden model's
     expected outputs into DIR/tb/ (see keras2clash.testbench); return that folder."""
-    from keras2clash.verify.testbench import write_testbench
-
     tb = write_testbench(project_dir, data, limit, gap_max=gap_max, seed=seed)
     console.print(f"[green]✓[/green] testbench for {tb.spec.samples} samples: {tb.directory}")
     return tb.directory
@@ -424,8 +370,6 @@ def rtlsim(
 ):
     """Simulate the generated HDL in Icarus, Verilator or GHDL against the golden model;
     returns a keras2clash.rtlsim.RtlResult (`.ok` is True when every sample is bit-exact)."""
-    from keras2clash.verify import rtlsim as rtl
-
     columns = (TextColumn(f"{simulator}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as bar:
         task = bar.add_task("rtl", total=None)
@@ -447,8 +391,6 @@ def rtlsim(
 
 def synth(project_dir: str | Path, show: bool = True):
     """Yosys `synth` on the generated Verilog; returns a keras2clash.synth.SynthResult."""
-    from keras2clash.verify import synth as yosys
-
     with console.status("yosys synth"):
         result = yosys.synth(project_dir)
     if show:

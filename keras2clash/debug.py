@@ -17,10 +17,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from keras2clash.backend.project import MANIFEST, SOURCE_MODEL, Project, load_project
+from keras2clash.data import load_inputs
 from keras2clash.design import DEFAULT_FORMAT, DesignKnobs, DesignOptions
 from keras2clash.errors import K2CError
+from keras2clash.frontend import walk
+from keras2clash.frontend.convert import to_graph
+from keras2clash.frontend.keras_ref import PRE_ACTIVATION, keras_layer_outputs
+from keras2clash.frontend.load import load_keras_model
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.ir.graph import Graph
+from keras2clash.network import Network, load_network
 from keras2clash.quant import golden
 from keras2clash.quant.formats import FixedFormat
 from keras2clash.report.trace import LayerTrace, Trace, error_stats
@@ -62,8 +69,6 @@ class _Source:
 
     def keras(self) -> Any:
         if self.keras_model is None and self.model_path is not None:
-            from keras2clash.frontend.load import load_keras_model
-
             if not self.model_path.is_file():
                 raise K2CError(
                     f"{self.model_path} is missing: trace compares with the Keras model the project "
@@ -75,9 +80,6 @@ class _Source:
 
 def _resolve(model: Any, design: DesignOptions | str | FixedFormat | None, knobs: DesignKnobs) -> _Source:
     """A Network, a Project, an emitted project folder, a keras.Model or a model file."""
-    from keras2clash.backend.project import MANIFEST, SOURCE_MODEL, Project, load_project
-    from keras2clash.network import Network, load_network
-
     if isinstance(model, (str, Path)) and Path(model).is_dir() and (Path(model) / MANIFEST).is_file():
         model = load_project(model)
     if isinstance(model, (Network, Project)) and (design is not None or knobs):
@@ -101,8 +103,6 @@ def _inputs(x: Any, input_shape: tuple[int, ...], limit: int | None) -> np.ndarr
     if limit is not None and limit < 1:
         raise K2CError(f"the number of samples must be at least 1, got {limit}")
     if isinstance(x, (str, Path)):
-        from keras2clash.data import load_inputs
-
         return load_inputs(x, input_shape)[:limit]
     try:
         x = np.asarray(x)
@@ -170,10 +170,6 @@ def trace(
     convolution's own output; a softmax left out (`softmax="argmax"`) compares the
     logits with Keras' values before the softmax; a record Keras has no tensor for (the
     depthwise half of a SeparableConv2D) is listed without a Keras column."""
-    from keras2clash.frontend import walk
-    from keras2clash.frontend.convert import to_graph
-    from keras2clash.frontend.keras_ref import PRE_ACTIVATION, keras_layer_outputs
-
     source = _resolve(model, design, knobs)
     keras_model = source.keras()
     if keras_model is None:

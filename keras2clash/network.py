@@ -18,15 +18,22 @@ from rich.console import Console
 
 from keras2clash.design import DEFAULT_FORMAT, DesignKnobs, DesignOptions, SoftmaxMode, per_layer
 from keras2clash.errors import K2CError
+from keras2clash.frontend import hgq, qkeras
+from keras2clash.frontend.convert import load_keras_model, to_graph
+from keras2clash.hw.allocate import balanced
+from keras2clash.hw.hwmodel import with_fifos
 from keras2clash.hw.lanes import resolve_lanes, with_lanes
 from keras2clash.hw.plan import LayerFormats, LayerPlan
 from keras2clash.hw.planner import compute_layers, make_plan
 from keras2clash.ir.graph import Graph
 from keras2clash.kinds import kind_of
+from keras2clash.quant.autoformat import fitted_weights, parameter_overflow, resolve_formats
+from keras2clash.quant.autoformat import render as render_auto
 from keras2clash.quant.formats import FixedFormat
-from keras2clash.quant.golden import QuantizedLayer
+from keras2clash.quant.golden import QuantizedLayer, quantize_params
 from keras2clash.quant.hls4ml import Hls4mlConfig
-from keras2clash.quant.layerformats import FormatConfig, is_auto, resolve_formats
+from keras2clash.quant.hls4ml import resolve as resolve_hls4ml
+from keras2clash.quant.layerformats import FormatConfig, is_auto, merge_layer_formats
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -38,8 +45,6 @@ def is_keras_model(obj: Any) -> bool:
 
 def load_model(model: Any, weights: str | Path | None = None) -> tuple[Any, Graph]:
     """A model file or `keras.Model` -> (the Keras model, its graph IR after the passes)."""
-    from keras2clash.frontend.convert import load_keras_model, to_graph
-
     keras_model = model if is_keras_model(model) else load_keras_model(model, weights=weights)
     return keras_model, to_graph(keras_model)
 
@@ -77,10 +82,6 @@ def plan_network(
     does). `fifos=False` skips the FIFO depths (precision tools that never emit).
     `keras_model`: the model the graph came from (a quantization-aware one brings its own
     formats)."""
-    from keras2clash.hw.hwmodel import with_fifos
-    from keras2clash.quant.autoformat import parameter_overflow
-    from keras2clash.quant.golden import quantize_params
-
     design = DesignOptions.of(design, **knobs)
     layer_formats, parallelism, cycles = design.layer_formats, design.parallelism, design.cycles
     if design.hls4ml_config is not None:  # its formats first, --layer-formats/--layer-format on top; its knobs
@@ -99,8 +100,6 @@ def plan_network(
     )
     formats = _weight_formats(graph, formats, design.weight_format)
     if formats.auto is not None and console is not None:
-        from keras2clash.quant.autoformat import render as render_auto
-
         render_auto(formats.auto, console)
     if design.dsp_budget is not None:
         pes, cyc = _balanced_knobs(graph, formats, design.dsp_budget, pes, cyc, levels, console)
@@ -132,9 +131,6 @@ def _weight_formats(graph: Graph, formats: Any, weight_format: str) -> Any:
     (autoformat.fitted_weights); its other fields set by hand stay on top."""
     from dataclasses import replace
 
-    from keras2clash.quant.autoformat import fitted_weights
-    from keras2clash.quant.layerformats import merge_layer_formats
-
     if weight_format == "same":
         return formats
     layers = dict(formats.layers)
@@ -154,7 +150,6 @@ def _model_formats(
     silently mixed with the model's."""
     if keras_model is None:
         return layer_formats
-    from keras2clash.frontend import hgq, qkeras
 
     if qkeras.is_qkeras_model(keras_model):
         given = layer_formats or FormatConfig()
@@ -185,9 +180,7 @@ def _with_hls4ml(
     """An hls4ml config (quant.hls4ml) matched to the graph: the user's other format settings
     applied on top of its formats, and its reuse factors as the knobs (refused together with
     --parallelism/--cycles/--dsp-budget)."""
-    from keras2clash.quant.hls4ml import resolve
-
-    resolved = resolve(config, graph)
+    resolved = resolve_hls4ml(config, graph)
     if resolved.parallelism is not None:
         if parallelism is not None or cycles is not None or dsp_budget is not None:
             raise K2CError("the hls4ml config states ReuseFactor: give no --parallelism, --cycles or --dsp-budget")
@@ -220,8 +213,6 @@ def _report_lanes(plans: Sequence[LayerPlan], console: Console | None) -> None:
 def _balanced_knobs(graph: Graph, formats: Any, budget: int, pes, cyc, levels, console) -> tuple[list[int], list[int]]:
     """--dsp-budget: the balanced (pe, cycles) of every compute layer (hw.allocate), ranked with
     the pipeline the design will have (its depth moves every layer's results in time)."""
-    from keras2clash.hw.allocate import balanced
-
     if pes is not None or cyc is not None:
         raise K2CError("give either --dsp-budget or --parallelism/--cycles, not both")
     plans = make_plan(

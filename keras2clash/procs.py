@@ -1,4 +1,4 @@
-"""Child processes and Ctrl-C.
+"""Child processes (finding a tool, running it) and Ctrl-C.
 
 Every tool keras2clash starts (clash, ghc, the simulation executable, verilator and the
 make/g++ it drives, iverilog, vvp, ghdl, yosys) runs in its own process group. A Ctrl-C on
@@ -19,8 +19,10 @@ output into place).
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -37,6 +39,16 @@ _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 # --- child processes ----------------------------------------------------------------------
+
+
+def find_executable(name: str) -> str | None:
+    """`name` on PATH, or beside the running Python (the venv's bin/ when keras2clash runs
+    from a venv that is not activated: where pip put the yowasp tools)."""
+    found = shutil.which(name)
+    if found:
+        return found
+    local = Path(sys.executable).parent / name
+    return str(local) if local.is_file() and os.access(local, os.X_OK) else None
 
 
 def _stop_group(proc: subprocess.Popen) -> None:

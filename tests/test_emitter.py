@@ -142,7 +142,7 @@ def test_failure_leaves_nothing_half_written(tmp_path: Path, model, monkeypatch)
 
 
 def test_top_entity_names_are_legal_in_every_hdl() -> None:
-    from keras2clash.api import hdl_name
+    from keras2clash.backend.emitter import hdl_name
 
     assert hdl_name("digits_dense") == "digits_dense"
     assert hdl_name("My--Model_") == "my_model"

@@ -23,8 +23,15 @@ from keras2clash.errors import K2CError
 from keras2clash.hw.plan import LayerFormats, LayerPlan
 from keras2clash.hw.planner import make_plan
 from keras2clash.quant import exact, golden
-from keras2clash.quant.aptypes import ap_type, parse_ap_type
-from keras2clash.quant.formats import FixedFormat, make_format, parse_format, quantize, requantize
+from keras2clash.quant.formats import (
+    FixedFormat,
+    ap_type,
+    make_format,
+    parse_ap_type,
+    parse_format,
+    quantize,
+    requantize,
+)
 
 F = parse_format
 

@@ -129,17 +129,15 @@ def test_folder_appearing_meanwhile_is_not_replaced(
 ) -> None:
     """A folder that appears at --out between the early check and the final rename is kept:
     without --force nothing is replaced, one error line."""
-    from keras2clash.backend import emitter
-
     out = tmp_path / "net"
-    real = emitter.write_project
+    real = api.write_project
 
     def racing(*args, **kwargs):
         out.mkdir()
         (out / "precious.txt").write_text("keep me")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(emitter, "write_project", racing)
+    monkeypatch.setattr(api, "write_project", racing)
     code, text = run_cli(["emit", saturating_model, "--out", out], capsys)
     assert code == 2, text
     assert len(error_lines(text)) == 1 and "use --force" in text

@@ -20,13 +20,9 @@ from keras2clash.errors import K2CError
 from keras2clash.hw.plan import LayerFormats, accumulator_format
 from keras2clash.hw.planner import make_plan
 from keras2clash.quant import autoformat, golden, profile
+from keras2clash.quant.autoformat import resolve_formats
 from keras2clash.quant.formats import parse_format as F
-from keras2clash.quant.layerformats import (
-    load_config,
-    parse_layer_format,
-    resolve_formats,
-    resolve_user_formats,
-)
+from keras2clash.quant.layerformats import load_config, parse_layer_format, resolve_user_formats
 from keras2clash.report.sweep import format_range, parse_format_specs, sweep
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -19,18 +19,19 @@ from typing import NotRequired, TypeAlias, TypedDict, cast
 
 import jinja2
 
-from keras2clash import __version__
 from keras2clash.backend.activations import ActivationCode, activation_code
 from keras2clash.backend.haskell import beat_type, format_type_name, shape_text, vec_type
 from keras2clash.backend.memfiles import memfile_text
 from keras2clash.errors import K2CError
 from keras2clash.hw.blocks import stages_table, timing_checks
+from keras2clash.hw.output import splits_output
 from keras2clash.hw.plan import LayerPlan, relu_before_requantize
 from keras2clash.ir.structure import Chain, Parallel, structure
 from keras2clash.kinds import kind_of
 from keras2clash.quant import activations as acts
 from keras2clash.quant.formats import MIN_HARDWARE_BITS, FixedFormat
-from keras2clash.quant.golden import QuantizedLayer, splits_output
+from keras2clash.quant.golden import QuantizedLayer
+from keras2clash.version import __version__
 
 
 def _clash_lib() -> Path:
@@ -152,6 +153,53 @@ def cabal_package_name(name: str) -> str:
         else:
             parts.append(part if not part.isdigit() else "net" + part)
     return "-".join(parts) or "net"
+
+
+HDL_KEYWORDS = {
+    "module",
+    "input",
+    "output",
+    "wire",
+    "reg",
+    "begin",
+    "end",
+    "signal",
+    "entity",
+    "architecture",
+    "process",
+    "type",
+    "logic",
+    "port",
+    "in",
+    "out",
+    "is",
+    "of",
+    "and",
+    "or",
+    "not",
+    "case",
+}
+
+
+MAX_NAME_LENGTH = 64
+"""Longest top entity name: it names files (`<name>.cabal`, Clash's `<name>.v`), and file
+names are limited (255 bytes on most file systems)."""
+
+
+def hdl_name(text: str) -> str:
+    """A Keras model name as the top entity's name, legal in Verilog, VHDL and Haskell:
+    lower snake case, starting with a letter, no double or trailing underscore (VHDL)."""
+    ident = re.sub(r"_+", "_", re.sub(r"[^0-9a-zA-Z_]", "_", text)).strip("_").lower()
+    if not ident or not ident[0].isalpha():
+        ident = ("net_" + ident).rstrip("_")
+    if ident in HDL_KEYWORDS:
+        ident += "_net"
+    if len(ident) > MAX_NAME_LENGTH:
+        raise K2CError(
+            f"name {text[:40]!r}... is {len(ident)} characters as an HDL name; at most "
+            f"{MAX_NAME_LENGTH} (it names files): give a shorter --name"
+        )
+    return ident
 
 
 IMPORTS = {
@@ -326,9 +374,7 @@ def _layer_entry(plan: LayerPlan, fn: str, code: ActivationCode | None = None, a
 
 
 def _activation_import(plan: LayerPlan) -> str:
-    from keras2clash.quant.activations import parse
-
-    act = parse(plan.activation)
+    act = acts.parse(plan.activation)
     return {"relu": "relu", "hard": "relu", "softmax": "softmax"}.get(act.family, "table")
 
 

@@ -16,11 +16,11 @@ from typing import Final, TypedDict, cast
 
 import numpy as np
 
-from keras2clash import __version__
 from keras2clash.errors import K2CError
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.jsontypes import JsonObject
 from keras2clash.quant.golden import QuantizedLayer
+from keras2clash.version import __version__
 
 MANIFEST = "manifest.json"
 PARAMS = "golden.npz"

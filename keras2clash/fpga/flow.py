@@ -33,20 +33,25 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from keras2clash import procs
+from keras2clash.backend.project import load_project
 from keras2clash.errors import K2CError
 from keras2clash.fpga import bramregs
 from keras2clash.fpga.devices import Device, Tool, get_device
 from keras2clash.fpga.dspregs import DspFold, fold_netlist
+from keras2clash.fpga.equiv import simulate_equal
 from keras2clash.fpga.fanout import FanoutSplit, placed_locations, split_netlist
 from keras2clash.fpga.harness import CLOCK, HARNESS_TOP, TIED_TOP, harness, ports, tied
 from keras2clash.fpga.report import PnrReport, log_fmax, parse_nextpnr, to_markdown
+from keras2clash.fsutil import atomic_directory, check_writable_target, write_output_file
+from keras2clash.hw.hwmodel import timing
+from keras2clash.procs import find_executable
+from keras2clash.verify.rtlsim import check_weight_files, ensure_hdl
 
 PNR_DIR = "pnr"
 DEFAULT_FREQ_MHZ = 100.0
@@ -72,16 +77,6 @@ _ROUTE_MARKERS = ("Routing..", "Routing globals", "Running router", "Setting up 
 class Tools:
     yosys: str
     nextpnr: str
-
-
-def find_executable(name: str) -> str | None:
-    """`name` on PATH, or beside the running Python (the venv's bin/ when keras2clash runs
-    from a venv that is not activated: where pip put the yowasp tools)."""
-    found = shutil.which(name)
-    if found:
-        return found
-    local = Path(sys.executable).parent / name
-    return str(local) if local.is_file() and os.access(local, os.X_OK) else None
 
 
 def require(tool: Tool, device: Device) -> str:
@@ -241,11 +236,6 @@ def pnr(
     progress: Progress | None = None,
 ) -> PnrReport:
     """Place and route PROJECT on `fpga` (module docstring); returns the report."""
-    from keras2clash.backend.project import load_project
-    from keras2clash.fsutil import atomic_directory, check_writable_target, write_output_file
-    from keras2clash.hw.hwmodel import timing
-    from keras2clash.verify.rtlsim import check_weight_files, ensure_hdl
-
     tell = progress or (lambda step, detail: None)
     device = get_device(fpga)
     if not freq_mhz > 0:
@@ -483,8 +473,6 @@ def _fold_registers(
     fold = fold_netlist(netlist, top) if dsp else None
     bram_fold = bramregs.fold_netlist(netlist, top) if bram else None
     if before is not None:
-        from keras2clash.fpga.equiv import simulate_equal
-
         what = " and ".join(w for w, on in (("DSP", dsp), ("block-RAM", bram)) if on)
         tell("synthesis", f"checking the {what} registers: {check_cycles:,} random cycles, both netlists")
         result = simulate_equal(before, netlist, top, design_json.parent / "dsp_check", cycles=check_cycles)

@@ -44,12 +44,14 @@ from keras2clash.frontend.registry import (
     keras_converter,
     register_converter,
 )
+from keras2clash.hw.plan import LayerFormats, accumulator_format
 from keras2clash.ir import layers as ir
 from keras2clash.ir.graph import Graph
 from keras2clash.kinds import kind_of
 from keras2clash.kinds.activation import Activation
 from keras2clash.kinds.dense import Dense
 from keras2clash.quant.formats import MAX_BITS, MIN_HARDWARE_BITS, FixedFormat, grid_frac, make_format
+from keras2clash.quant.layerformats import FormatConfig
 
 ROUND_MODES: dict[str, str] = {
     "RND": "round to nearest, ties toward +infinity: floor(x 2^f + 1/2)",
@@ -486,9 +488,6 @@ def format_config(model: Any, graph: Graph) -> Any:
     commutes with a saturating quantizer; a ReLU fused into the layer acts before a wrapping
     one, `hw.plan.relu_before_requantize`), else (the network output) its exact accumulator,
     as HGQ2 leaves it. Everything goes through `to_fixed_format`."""
-    from keras2clash.hw.plan import LayerFormats, accumulator_format
-    from keras2clash.quant.layerformats import FormatConfig
-
     quant = model_quant(model)
 
     relus_read: set[str] = set()  # tensors read through a standalone ReLU

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import numpy as np
 
+from keras2clash.frontend import walk
+from keras2clash.frontend.convert import load_keras_model
 from keras2clash.quant.formats import FixedFormat, quantize
 
 
 def keras_outputs(model_path: Path, x: np.ndarray) -> np.ndarray:
     """Float outputs of the source model (batch inference, no training-mode layers)."""
-    from keras2clash.frontend.convert import load_keras_model  # TensorFlow is imported only when needed
-
     model = load_keras_model(model_path)
     return predict_float(model, x)
 
@@ -61,8 +61,6 @@ def keras_layer_outputs(model, x: np.ndarray, pre_activation: tuple[str, ...] = 
     (a softmax left out of the hardware, `--softmax argmax`): under `name + PRE_ACTIVATION`.
     """
     import keras
-
-    from keras2clash.frontend import walk
 
     nodes = walk.layer_nodes(model)
     source = walk.input_name(model)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from keras2clash.errors import K2CError
+from keras2clash.frontend.registry import unsupported_layer
 
 if TYPE_CHECKING:  # keras is imported lazily: it takes seconds, and `--help` should not
     import keras
@@ -207,8 +208,6 @@ def reject_code_layers(config: Any) -> None:
     message about deserialization."""
     for class_name, name in _config_layers(config):
         if class_name in CODE_LAYERS:
-            from keras2clash.frontend.registry import unsupported_layer
-
             raise unsupported_layer(class_name, name)
 
 

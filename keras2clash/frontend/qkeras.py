@@ -37,6 +37,7 @@ from keras2clash.frontend.registry import (
     keras_converter,
     register_converter,
 )
+from keras2clash.hw.plan import LayerFormats, accumulator_format
 from keras2clash.ir import layers as ir
 from keras2clash.ir.graph import Graph
 from keras2clash.kinds import kind_of
@@ -49,6 +50,7 @@ from keras2clash.quant.formats import (
     grid_frac,
     make_format,
 )
+from keras2clash.quant.layerformats import FormatConfig
 
 #: Keras activations a QKeras layer may apply in float32 instead of a quantizer: exact on the
 #: accumulator (the layer's output is then the exact accumulator, as QKeras leaves it).
@@ -298,9 +300,6 @@ def format_config(model: Any, graph: Graph, input_format: FixedFormat | None = N
     QActivation that alone reads it, or else the exact accumulator (QKeras passes the float32
     sum on unquantized). A QActivation anywhere else would be a second requantization of a
     tensor that has a format already: refused."""
-    from keras2clash.hw.plan import LayerFormats, accumulator_format
-    from keras2clash.quant.layerformats import FormatConfig
-
     by_name = {str(layer.name): layer for layer in model.layers}
     fused: dict[str, FixedFormat] = {}  # compute layer -> the QActivation format after it
     in_fmt = None

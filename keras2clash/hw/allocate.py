@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from keras2clash.errors import K2CError
-from keras2clash.hw.hwmodel import figures_many
+from keras2clash.hw.hwmodel import MAX_WINDOW_FIFO, figures, figures_many, queued, with_deep_branch_fifos, with_fifos
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.hw.planner import with_knobs
 from keras2clash.hw.resources import HwFigures
@@ -109,7 +109,6 @@ def balanced(plans: Sequence[LayerPlan], budget: int) -> Allocation:
     deep branch FIFOs before every join (the II `hwmodel.window_fifos` and
     `hwmodel.fifo_depths` reach at emit time); the chosen one's figures are then its own,
     with the FIFOs it gets, as `network.plan_network` sizes them."""
-    from keras2clash.hw.hwmodel import MAX_WINDOW_FIFO, figures, queued, with_deep_branch_fifos, with_fifos
 
     geometry = plans
     plans = with_deep_branch_fifos(

@@ -76,10 +76,12 @@ from keras2clash.hw.events import (
     Stateful,
     pipe_block,
 )
+from keras2clash.hw.output import splits_output
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.ir.structure import Chain, Parallel, structure
 from keras2clash.kinds import kind_of
 from keras2clash.kinds.base import Depth
+from keras2clash.quant import activations
 
 STAGES = kind_template("stages.hs.j2")
 """The type-level depths of the activation stages and of Top's class (`timing_checks`)."""
@@ -116,8 +118,6 @@ def class_depth(n: int) -> int:
 
 
 def is_softmax(plan: LayerPlan) -> bool:
-    from keras2clash.quant import activations
-
     return activations.parse(plan.activation).kind == "softmax"
 
 
@@ -141,8 +141,6 @@ def has_map_stage(plan: LayerPlan) -> bool:
     """Whether the emitter gives the layer's activation a stage of its own (`mapP`,
     backend.activations.ActivationCode.stage): a standalone activation layer, or a function
     that differs per channel after a layer. A softmax is its own block (`_softmax_block`)."""
-    from keras2clash.quant import activations
-
     if is_softmax(plan):
         return False
     if plan.activation_only or stages_table(plan):
@@ -228,7 +226,6 @@ def _build(
     the branch FIFO depths per merge (default: the plans' own, `branch_fifo_depths`)."""
     if depths is None:
         depths = branch_fifo_depths(plans)
-    from keras2clash.quant.golden import splits_output
 
     sink = Sink()
     output = Queue(OUTPUT_SLICE, sink, mx)
@@ -261,9 +258,7 @@ def branch_fifo_depths(plans: Sequence[LayerPlan]) -> dict[str, tuple[int, ...]]
 
 def network_plans(plans: Sequence[LayerPlan]) -> list[LayerPlan]:
     """The layers as the network builds them: when the Top applies the output layer's
-    activation after taking the class (`golden.splits_output`), the network leaves it out."""
-    from keras2clash.quant.golden import splits_output
-
+    activation after taking the class (`hw.output.splits_output`), the network leaves it out."""
     if not splits_output(plans[-1]):
         return list(plans)
     if plans[-1].activation_only and len(plans) > 1:
@@ -274,8 +269,6 @@ def network_plans(plans: Sequence[LayerPlan]) -> list[LayerPlan]:
 def timing_checks(plans: Sequence[LayerPlan]) -> list[tuple[str, Depth]]:
     """Every register depth the model counts, with the layer it belongs to ("top" for Top's
     class and output softmax), beside the block's type-level expression of it (`Depth`)."""
-    from keras2clash.quant.golden import splits_output
-
     checks: list[tuple[str, Depth]] = []
     for plan in network_plans(plans):
         assert plan.kind is not None

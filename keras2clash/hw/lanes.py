@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from keras2clash.errors import K2CError
+from keras2clash.hw.hwmodel import timing, with_fifos
 from keras2clash.hw.plan import LayerPlan
 
 LANES_CHOICES = ("auto", "full")
@@ -62,8 +63,6 @@ def divisors(n: int) -> list[int]:
 def with_lanes(plans: Sequence[LayerPlan]) -> list[LayerPlan]:
     """Every BatchNormalization with the fewest lanes that keep the design's exact II (the
     module's docstring); the FIFOs sized for the result."""
-    from keras2clash.hw.hwmodel import timing, with_fifos
-
     current = with_fifos([_with_lanes(p, 0) if _serial(p) else p for p in plans])
     if not any(_serial(p) for p in current):
         return current

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from keras2clash.errors import K2CError
+from keras2clash.hw.allocate import balanced
 from keras2clash.hw.hwmodel import figures_many
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.hw.resources import HwFigures
@@ -207,8 +208,6 @@ def explore(
     mark_pareto(opts)
     notes = []
     if budget is not None:
-        from keras2clash.hw.allocate import balanced
-
         alloc = balanced(plans, budget)
         key = (alloc.figures.parallelism, alloc.figures.cycles)
         hit = [o for o in opts if (o.figures.parallelism, o.figures.cycles) == key]

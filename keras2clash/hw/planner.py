@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from keras2clash.errors import K2CError
+from keras2clash.hw.output import splits_output
 from keras2clash.hw.plan import (
     DEFAULT_PIPELINE,
     Common,
@@ -19,7 +20,6 @@ from keras2clash.ir.layers import Layer
 from keras2clash.kinds import kind_of
 from keras2clash.quant.activations import check as check_activation
 from keras2clash.quant.formats import FixedFormat
-from keras2clash.quant.golden import splits_output
 
 
 def parse_int_list(text: str | None, n_layers: int, what: str) -> list[int] | None:
@@ -122,7 +122,7 @@ def make_plan(
 
 def _mark_top_activation(plans: list[LayerPlan]) -> list[LayerPlan]:
     """Mark the output layer whose activation the Top applies after taking the class
-    (golden.splits_output): its engine finishes with the values before it."""
+    (hw.output.splits_output): its engine finishes with the values before it."""
     if plans and splits_output(plans[-1]):
         plans[-1] = replace(plans[-1], top_activation=True)
     return plans

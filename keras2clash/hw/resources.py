@@ -6,19 +6,28 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
-from keras2clash.hw.blocks import has_map_stage, is_table, map_depth
+from keras2clash.hw.blocks import (
+    INPUT_SLICE,
+    OUTPUT_SLICE,
+    class_depth,
+    has_map_stage,
+    is_softmax,
+    is_table,
+    map_depth,
+    softmax_depth,
+)
+from keras2clash.hw.output import splits_output
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.jsontypes import JsonObject
+from keras2clash.quant import activations
 
 
 def relu_product_bits(plan: LayerPlan) -> int:
     """K2C.Relu.ReluProduct's bits: the comparison, the value above the threshold (the output
     format), the exact product of the slope (SFixed kb 16) and x - t (SFixed (ii + 2) fi)."""
-    from keras2clash.quant import activations as acts
-
     fi = plan.act_in_fmt.container
-    c = acts.relu_constants(acts.parse(plan.activation), plan.act_in_fmt, plan.out_fmt)
-    return 1 + plan.out_fmt.hw_bits + acts.slope_bits(c.slopes) + fi.hw_bits + 2
+    c = activations.relu_constants(activations.parse(plan.activation), plan.act_in_fmt, plan.out_fmt)
+    return 1 + plan.out_fmt.hw_bits + activations.slope_bits(c.slopes) + fi.hw_bits + 2
 
 
 @dataclass(frozen=True)
@@ -76,9 +85,6 @@ def top_fifo_bits(plans: Sequence[LayerPlan]) -> int:
     """Top.core's FIFOs (LUT RAM): the input FIFO (2 beats), the class pipeline's queue
     (`class_depth + 2` results), an output softmax's queue (`softmax_depth + 2`), the output
     FIFO (2 results); a result is the scores and the class index."""
-    from keras2clash.hw.blocks import INPUT_SLICE, OUTPUT_SLICE, class_depth, is_softmax, softmax_depth
-    from keras2clash.quant.golden import splits_output
-
     first, last = plans[0], plans[-1]
     n = last.output_shape[-1]
     result = n * last.out_fmt.hw_bits + (n - 1).bit_length()
@@ -93,8 +99,6 @@ def top_fifo_bits(plans: Sequence[LayerPlan]) -> int:
 def activation_table_bits(plan: LayerPlan) -> int:
     """Bits of the activation's tables: entries x width x the beat's elements (each element
     reads its own asynchronous ROM)."""
-    from keras2clash.quant import activations
-
     act = activations.parse(plan.activation)
     beat = plan.output_shape[-1]
     if act.kind == "softmax":

@@ -22,13 +22,15 @@ widest split is taken and the remaining saturations are reported.
 `choose_formats` is a pure function of the IR, the calibration inputs and N. `auto_formats`
 adds the comparison with the best uniform N-bit format (highest golden-model accuracy on
 the calibration data when labels are given, else fewest saturated values): how many values
-each would saturate, and both accuracies.
+each would saturate, and both accuracies. `resolve_formats` puts a design's format settings
+together: the formats given, or the automatic choice with the ones given on top.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 import numpy as np
@@ -39,7 +41,16 @@ from keras2clash.hw.planner import make_plan
 from keras2clash.ir.graph import GraphLike, as_graph
 from keras2clash.jsontypes import JsonObject
 from keras2clash.kinds import kind_of
-from keras2clash.quant.formats import FixedFormat, count_saturated, make_format
+from keras2clash.quant import golden
+from keras2clash.quant.formats import FixedFormat, count_saturated, make_format, parse_format
+from keras2clash.quant.layerformats import (
+    FormatConfig,
+    ResolvedFormats,
+    is_auto,
+    load_calibration,
+    merge_layer_formats,
+    resolve_user_formats,
+)
 from keras2clash.quant.profile import LayerTrace, float_forward, layer_params, require_finite
 
 if TYPE_CHECKING:
@@ -243,8 +254,6 @@ def golden_accuracy(
     input_fmt: FixedFormat | None = None,
 ) -> float:
     """Hardware (golden-model) accuracy of a format choice on labelled data."""
-    from keras2clash.quant import golden
-
     plans = make_plan(ir, default, layer_formats=layers, input_fmt=input_fmt)
     params = golden.quantize_params(plans, ir)
     pred = golden.predict(plans, params, golden.quantize_inputs(plans, x))[1]
@@ -332,6 +341,42 @@ def auto_formats(
         uniform_candidates={str(f): a for f, _, a in candidates if a is not None},
         chosen=chosen,
     )
+
+
+def resolve_formats(
+    ir: GraphLike,
+    fmt: str | FixedFormat,
+    *,
+    layer_formats: str | Path | Mapping[str, object] | FormatConfig | None = None,
+    input_format: str | FixedFormat | None = None,
+    bits: int | None = None,
+    calibration: str | Path | None = None,
+) -> ResolvedFormats:
+    """`fmt` (a format, or "auto" with `bits` and `calibration`), a config / overrides and
+    an input format -> the default format, per-layer formats and input format to plan with.
+
+    With "auto", the automatic choice (`choose_formats` on the calibration inputs)
+    comes first and the user's per-layer formats and input format are applied on top."""
+    config = resolve_user_formats(layer_formats, None, input_format)
+    if not is_auto(fmt):
+        if bits is not None:
+            raise K2CError("--bits is only used with --format auto")
+        default = config.default or (fmt if isinstance(fmt, FixedFormat) else parse_format(str(fmt)))
+        return ResolvedFormats(default, dict(config.layers), config.input)
+    if bits is None:
+        raise K2CError("--format auto needs --bits N (the total width of every value)")
+    if calibration is None:
+        raise K2CError(
+            "--format auto needs calibration data (--calibration CALIB.npz): the layer outputs' ranges come from it"
+        )
+    x, y = load_calibration(calibration, tuple(as_graph(ir).input_shape))
+    report = auto_formats(ir, x, int(bits), y, input_format=config.input)
+    chosen = report.chosen or report.auto
+    layers = {
+        name: merge_layer_formats(lf, config.layers.get(name, LayerFormats())) for name, lf in chosen.layers.items()
+    }
+    layers.update({n: lf for n, lf in config.layers.items() if n not in layers})
+    return ResolvedFormats(chosen.input_fmt, layers, config.input or chosen.input_fmt, report, Path(calibration).name)
 
 
 def render(report: AutoReport, console: Console | None = None) -> None:

@@ -14,10 +14,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from keras2clash.hw.plan import LayerPlan, relu_before_requantize
+from keras2clash.hw.output import splits_output
+from keras2clash.hw.plan import LayerPlan
 from keras2clash.ir.graph import GraphLike, as_graph
 from keras2clash.kinds import kind_of
-from keras2clash.quant import activations
 from keras2clash.quant.exact import INT64_SAFE_BITS, QuantizedLayer
 from keras2clash.quant.formats import FixedFormat, quantize, saturate
 
@@ -113,19 +113,10 @@ def predict_classes(raw_out: np.ndarray) -> np.ndarray:
     return np.argmax(np.asarray(raw_out, dtype=np.int64), axis=1)
 
 
-def splits_output(plan: LayerPlan) -> bool:
-    """Whether the output layer's activation is applied after the class is taken: a monotone
-    one (sigmoid, softmax, tanh, relu, ...) keeps the order of the values before it, and
-    taking the argmax there avoids the ties its saturation would create. Not a relu applied
-    before a wrapping requantization: that one is part of the requantization."""
-    act = activations.parse(plan.activation)
-    return act.monotone and not act.is_linear and not relu_before_requantize(plan)
-
-
 def output_logits(
     plans: Sequence[LayerPlan], params: Mapping[str, QuantizedLayer], values: Mapping[str, np.ndarray]
 ) -> np.ndarray:
-    """The output layer's values before its monotone activation (`splits_output`), from
+    """The output layer's values before its monotone activation (`hw.output.splits_output`), from
     `run_all`'s tensors; the outputs themselves when it has none."""
     last = plans[-1]
     if not splits_output(last):

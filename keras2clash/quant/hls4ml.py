@@ -15,7 +15,7 @@ returns, or its YAML file) looks like
       dense_1_relu: {Precision: {result: ap_ufixed<8,4>}}
 
 What each setting becomes here (docs/guide/hls4ml.md):
-- `Precision` types (`quant.aptypes`): `weight` (`scale` for a BatchNormalization), `bias`,
+- `Precision` types (`quant.formats.ap_type`): `weight` (`scale` for a BatchNormalization), `bias`,
   `result` (the layer's output format) exactly, modes included; a string sets all three.
   `Model.Precision` (or its `default`) replaces `--format`; model-level `weight`, `bias`,
   `result` apply to every layer that has them. `accum` sets the accumulator's width W (our
@@ -53,8 +53,7 @@ from keras2clash.hw.plan import LayerFormats, LayerPlan
 from keras2clash.ir.graph import Graph
 from keras2clash.ir.layers import Layer
 from keras2clash.jsontypes import JsonObject
-from keras2clash.quant.aptypes import ap_type
-from keras2clash.quant.formats import FixedFormat, parse_format
+from keras2clash.quant.formats import FixedFormat, ap_type, parse_format
 from keras2clash.quant.layerformats import FormatConfig, merge_layer_formats
 from keras2clash.registry import kind_of
 

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from keras2clash.data import read_npz
 from keras2clash.errors import K2CError, yaml_problem
 from keras2clash.hw.plan import LayerFormats
 from keras2clash.jsontypes import JsonObject
@@ -46,7 +47,6 @@ from keras2clash.quant.formats import FixedFormat, make_format, parse_format
 if TYPE_CHECKING:
     import numpy as np
 
-    from keras2clash.ir.graph import GraphLike
     from keras2clash.quant.autoformat import AutoReport
 
 FIELD_ALIASES = {
@@ -319,8 +319,6 @@ def load_calibration(path: str | Path, input_shape: tuple[int, ...]) -> tuple[np
     work too. Labels are optional here: only the report's accuracies use them."""
     import numpy as np
 
-    from keras2clash.data import read_npz
-
     path = Path(path)
     arrays = read_npz(path, "calibration")
     key = next((k for k in ("x", "x_calib", "x_train", "x_test") if k in arrays), None)
@@ -340,42 +338,3 @@ def load_calibration(path: str | Path, input_shape: tuple[int, ...]) -> tuple[np
     if y is not None and (y.ndim != 1 or len(y) != len(x)):
         y = None
     return x.astype(np.float64), y
-
-
-def resolve_formats(
-    ir: GraphLike,
-    fmt: str | FixedFormat,
-    *,
-    layer_formats: str | Path | Mapping[str, object] | FormatConfig | None = None,
-    input_format: str | FixedFormat | None = None,
-    bits: int | None = None,
-    calibration: str | Path | None = None,
-) -> ResolvedFormats:
-    """`fmt` (a format, or "auto" with `bits` and `calibration`), a config / overrides and
-    an input format -> the default format, per-layer formats and input format to plan with.
-
-    With "auto", the automatic choice (autoformat.choose_formats on the calibration inputs)
-    comes first and the user's per-layer formats and input format are applied on top."""
-    config = resolve_user_formats(layer_formats, None, input_format)
-    if not is_auto(fmt):
-        if bits is not None:
-            raise K2CError("--bits is only used with --format auto")
-        default = config.default or (fmt if isinstance(fmt, FixedFormat) else parse_format(str(fmt)))
-        return ResolvedFormats(default, dict(config.layers), config.input)
-    if bits is None:
-        raise K2CError("--format auto needs --bits N (the total width of every value)")
-    if calibration is None:
-        raise K2CError(
-            "--format auto needs calibration data (--calibration CALIB.npz): the layer outputs' ranges come from it"
-        )
-    from keras2clash.ir.graph import as_graph
-    from keras2clash.quant.autoformat import auto_formats
-
-    x, y = load_calibration(calibration, tuple(as_graph(ir).input_shape))
-    report = auto_formats(ir, x, int(bits), y, input_format=config.input)
-    chosen = report.chosen or report.auto
-    layers = {
-        name: merge_layer_formats(lf, config.layers.get(name, LayerFormats())) for name, lf in chosen.layers.items()
-    }
-    layers.update({n: lf for n, lf in config.layers.items() if n not in layers})
-    return ResolvedFormats(chosen.input_fmt, layers, config.input or chosen.input_fmt, report, Path(calibration).name)

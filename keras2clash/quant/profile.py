@@ -27,6 +27,7 @@ from keras2clash.errors import K2CError
 from keras2clash.ir.graph import Graph, GraphLike, as_graph
 from keras2clash.ir.layers import Layer
 from keras2clash.kinds import kind_of
+from keras2clash.quant.activations import keras_float, parse
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -49,8 +50,6 @@ class LayerTrace:
 
 def float_activation(z: np.ndarray, activation: str) -> np.ndarray:
     """An activation (canonical text) as Keras computes it, in float64."""
-    from keras2clash.quant.activations import keras_float, parse
-
     return keras_float(parse(activation), z)
 
 

@@ -26,11 +26,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from keras2clash.backend.emitter import hdl_name, write_project
+from keras2clash.backend.project import MANIFEST, load_project, write_project_data
 from keras2clash.errors import K2CError
+from keras2clash.fsutil import atomic_directory
+from keras2clash.hw.allocate import balanced
 from keras2clash.hw.hwmodel import figures
+from keras2clash.hw.options import config_label, explore
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.hw.planner import with_knobs  # noqa: F401  (with_knobs re-exported)
 from keras2clash.hw.resources import HwFigures
+from keras2clash.network import load_network
+from keras2clash.verify.rtlsim import ensure_hdl
 from keras2clash.verify.synth import run_yosys_stats, stat_cells
 
 DSP_TARGETS = {
@@ -161,16 +168,12 @@ class Source:
 
 def load_source(path: Path, fmt: str = "1,7,8", weights: Path | None = None) -> Source:
     """An emitted project directory, or a model file at a uniform format."""
-    from keras2clash.backend.project import MANIFEST, load_project
-
     path = Path(path)
     if (path / MANIFEST).is_file():
         project = load_project(path)
         manifest = json.loads((project.root / MANIFEST).read_text())
         extra = {k: manifest[k] for k in ("precision",) if k in manifest}
         return Source(project.name, project.top, project.plans, project.params, project, extra)
-    from keras2clash.api import hdl_name
-    from keras2clash.network import load_network
 
     network = load_network(path, fmt, weights=weights)
     name = hdl_name(network.name)
@@ -179,8 +182,6 @@ def load_source(path: Path, fmt: str = "1,7,8", weights: Path | None = None) -> 
 
 def _same_project(root: Path, plans: Sequence[LayerPlan]) -> bool:
     """`root` holds an intact emitted project with the knobs of `plans`."""
-    from keras2clash.backend.project import load_project
-
     if not (root / "manifest.json").is_file():
         return False
     try:
@@ -195,10 +196,6 @@ def config_project(source: Source, plans: Sequence[LayerPlan], out: Path, reuse:
     `reuse`: where an earlier report put this configuration's project; copied (with its
     HDL) instead of emitted and compiled again when it is intact and its knobs match."""
     import shutil
-
-    from keras2clash.backend.emitter import write_project
-    from keras2clash.backend.project import write_project_data
-    from keras2clash.fsutil import atomic_directory
 
     if source.project is not None and _knobs(source.project.plans) == _knobs(plans):
         return source.project.root
@@ -229,15 +226,11 @@ def build_report(
     status: Callable[[str], object] | None = None,
     reuse_dir: Path | None = None,
 ) -> Report:
-    from keras2clash.hw.options import config_label
-
     check_dsp(dsp)
     t0 = time.perf_counter()
     notes = []
     todo = [(list(p), list(c), False) for p, c in configs]
     if budget is not None:
-        from keras2clash.hw.allocate import balanced
-
         alloc = balanced(source.plans, budget)
         notes.append(alloc.summary())
         todo = [(p, c, b) for p, c, b in todo if (p, c) != (alloc.parallelism, alloc.cycles)]
@@ -267,9 +260,6 @@ def build_report(
             balanced=is_balanced,
         )
         if yosys:
-            from keras2clash.backend.project import load_project
-            from keras2clash.verify.rtlsim import ensure_hdl
-
             base = Path(out_dir) if out_dir is not None else source.project.root / ".build" / "report"
             folder_name = label.replace(",", "_").replace(":", "x")
             reuse = Path(reuse_dir) / "configs" / folder_name if reuse_dir is not None else None
@@ -396,8 +386,6 @@ def plot(report: Report, plans: Sequence[LayerPlan], path: Path, cycles_too: boo
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from keras2clash.hw.options import explore
-
     cycles_too = cycles_too or any(b > 1 for r in report.rows for b in r.cycles)
     space = explore(plans, report.model, cycles_too=cycles_too)
     from matplotlib.ticker import ScalarFormatter
@@ -462,8 +450,6 @@ def report_to(
     if out_dir is None:
         return build_report(source, configs, **options)
     import os
-
-    from keras2clash.fsutil import atomic_directory
 
     final = Path(os.path.abspath(out_dir))
     real = Path(os.path.realpath(final))

@@ -35,11 +35,18 @@ from typing import Any
 
 import numpy as np
 
+from keras2clash import api
+from keras2clash.data import load_dataset
 from keras2clash.errors import K2CError
+from keras2clash.frontend.keras_ref import predict_float, rounded_classes
+from keras2clash.fsutil import atomic_directory, check_writable_target
 from keras2clash.hw.plan import LayerFormats, LayerPlan
 from keras2clash.hw.planner import make_plan
+from keras2clash.network import load_model, plan_network
+from keras2clash.quant import golden
 from keras2clash.quant.autoformat import AutoFormats, choose_formats, saturation
 from keras2clash.quant.formats import FixedFormat, count_saturated, make_format, parse_format
+from keras2clash.quant.profile import float_forward, layer_params
 
 DEFAULT_FORMATS = "1,2,3:1,16,17"
 """The thesis' sweep (Table 3): 6 to 34 bits."""
@@ -360,11 +367,6 @@ def evaluate(
     traces: Sequence[Any],
 ) -> SweepRow:
     """One sweep row from precomputed Keras outputs and float traces (no Keras calls)."""
-    from keras2clash.frontend.keras_ref import rounded_classes
-    from keras2clash.network import plan_network
-    from keras2clash.quant import golden
-    from keras2clash.quant.profile import float_forward, layer_params
-
     network = plan_network(
         ir, choice.default, layer_formats=dict(choice.layers) or None, input_format=choice.input_fmt, fifos=False
     )
@@ -428,12 +430,6 @@ def sweep(
     `out_dir/projects/`).
     """
     from rich.console import Console
-
-    from keras2clash.data import load_dataset
-    from keras2clash.frontend.keras_ref import predict_float
-    from keras2clash.fsutil import atomic_directory, check_writable_target
-    from keras2clash.network import load_model
-    from keras2clash.quant.profile import float_forward
 
     err = Console(stderr=True)
     started = time.perf_counter()
@@ -527,8 +523,6 @@ def _confirm(
     err: Any,
 ) -> None:
     """Emit each chosen format and run its Clash simulation (keras=False): bit-exact?"""
-    from keras2clash import api
-
     for i in indices:
         choice, row = choices[i], rows[i]
         target = work / "projects" / choice.label.replace(" ", "_").replace(",", "_")

@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from keras2clash.errors import K2CError
+from keras2clash.fsutil import write_output_file
 from keras2clash.quant.formats import FixedFormat
 
 
@@ -107,8 +108,6 @@ class Trace:
     ) -> Path:
         """A PNG of the per-layer error (max and mean absolute error; max error in LSBs with
         the threshold), written whole (a temporary file, then a rename)."""
-        from keras2clash.fsutil import write_output_file
-
         write_output_file(path, _plot_png(self, threshold, metric), force)
         return Path(path)
 

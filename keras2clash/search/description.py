@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from keras2clash.errors import K2CError, yaml_problem
+from keras2clash.fpga.devices import get_device, multiplier_budget
 from keras2clash.quant.formats import FixedFormat, parse_format
 
 METRICS: dict[str, str] = {
@@ -501,8 +502,6 @@ def _hardware(r: _Reader) -> HardwareSpace:
     knobs = r.text("knobs", "search", ("search", "balanced"))
     budgets: tuple[int, ...] = ()
     if knobs == "balanced":
-        from keras2clash.fpga.devices import multiplier_budget
-
         values = []
         for i, b in enumerate(r.items("budgets")):
             try:
@@ -529,8 +528,6 @@ def _constraints(r: _Reader) -> Constraints:
     device = r.text("device") if r.has("device") else None
     multipliers = r.opt_int("multipliers")
     if device is not None:
-        from keras2clash.fpga.devices import get_device
-
         try:
             budget = get_device(device).multipliers  # fits the part (a budget uses Device.multiplier_budget)
         except K2CError as exc:

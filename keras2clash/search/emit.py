@@ -21,7 +21,11 @@ from typing import Any
 
 import numpy as np
 
+from keras2clash import api
+from keras2clash.backend.project import load_project
 from keras2clash.errors import K2CError
+from keras2clash.fsutil import check_writable_target
+from keras2clash.hw.hwmodel import timing
 from keras2clash.search.evaluate import (
     Evaluation,
     golden_accuracy,
@@ -34,6 +38,7 @@ from keras2clash.search.evaluate import (
 )
 from keras2clash.search.space import candidate_from_params
 from keras2clash.search.study import open_folder, open_storage
+from keras2clash.verify import toolchain
 
 
 @dataclass
@@ -106,9 +111,6 @@ def emit(
     storage: str | None = None,
 ) -> EmitResult:
     """Emit trial `number` of the search in `root` to `out` (and simulate it)."""
-    from keras2clash import api
-    from keras2clash.fsutil import check_writable_target
-
     folder = open_folder(root, storage)
     desc = folder.description()
     t = _trial(folder, number)
@@ -119,8 +121,6 @@ def emit(
     out = Path(out)
     check_writable_target(out, force)
     if simulate:
-        from keras2clash.verify import toolchain
-
         toolchain.require_tool("ghc")
     data = load_data(desc.data, desc.seed)
     net = trained_network(candidate.network, data, desc.training, desc.seed, folder.models)
@@ -141,9 +141,6 @@ def emit(
     api.emit(model, plan_options(candidate, network.graph), out, force=force, show=False)
     result = EmitResult(number, out, path, ev, not cached)
     if simulate:
-        from keras2clash.backend.project import load_project
-        from keras2clash.hw.hwmodel import timing
-
         result.comparison = api.simulate(out, path, limit, show=False)
         project = load_project(out)
         result.model_interval = timing(project.plans, result.comparison.samples).interval

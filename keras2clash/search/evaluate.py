@@ -23,11 +23,16 @@ from typing import Any
 
 import numpy as np
 
+from keras2clash.data import read_npz
 from keras2clash.design import DesignOptions
 from keras2clash.errors import K2CError
+from keras2clash.fsutil import umask
+from keras2clash.hw.hwmodel import figures
 from keras2clash.hw.plan import LayerFormats
 from keras2clash.hw.planner import compute_layers, make_plan
 from keras2clash.hw.resources import HwFigures
+from keras2clash.network import load_model, plan_network
+from keras2clash.quant import golden
 from keras2clash.search.description import Constraints, DataSpec, Description, Goals, TrainingSpec
 from keras2clash.search.space import Candidate, NetworkSpec, build_model
 
@@ -65,8 +70,6 @@ def load_data(spec: DataSpec, seed: int) -> SearchData:
     """The description's data: `validation` of the training set held out, or `folds`
     (stratified, seeded either way)."""
     from sklearn.model_selection import StratifiedKFold, train_test_split
-
-    from keras2clash.data import read_npz
 
     if spec.dataset == "digits":
         from sklearn.datasets import load_digits
@@ -109,8 +112,6 @@ def plan_candidate(candidate: Candidate, keras_model: Any) -> Any:
     """The candidate's planned network (`network.Network`): formats per compute layer, its
     knobs (clamped to each layer's filters and window) or the balanced allocation within
     its budget, its pipeline levels, its softmax mode."""
-    from keras2clash.network import load_model, plan_network
-
     _, graph = load_model(keras_model)
     return plan_network(graph, plan_options(candidate, graph), keras_model=keras_model)
 
@@ -137,8 +138,6 @@ def plan_options(candidate: Candidate, graph: Any) -> DesignOptions:
 
 def hardware_figures(network: Any) -> HwFigures:
     """The exact hardware model's figures of a planned network."""
-    from keras2clash.hw.hwmodel import figures
-
     return figures(network.plans)
 
 
@@ -208,8 +207,6 @@ class TrainedNetwork:
 def publish(tmp: str | Path, path: Path) -> None:
     """Move a finished temporary file into place with the umask's permissions (mkstemp
     makes files private)."""
-    from keras2clash.fsutil import umask
-
     os.chmod(tmp, 0o666 & ~umask())
     os.replace(tmp, path)
 
@@ -265,8 +262,6 @@ def trained_network(
 
 def golden_accuracy(network: Any, x: np.ndarray, y: np.ndarray) -> float:
     """The hardware's accuracy (golden model, bit for bit) of a planned network."""
-    from keras2clash.quant import golden
-
     classes = golden.predict(network.plans, network.params, golden.quantize_inputs(network.plans, x))[1]
     return float(np.mean(classes == y))
 

@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from keras2clash.errors import K2CError
+from keras2clash.fsutil import atomic_write_text
 from keras2clash.search.description import METRICS, Description
-from keras2clash.search.evaluate import Evaluation, fitness
-from keras2clash.search.study import SearchFolder
+from keras2clash.search.evaluate import Evaluation, fitness, publish
+from keras2clash.search.study import SearchFolder, open_storage
 
 RESULT_FILES = ("results.md", "results.json", "pareto.png")
 
@@ -99,8 +100,6 @@ def oriented(ev: Evaluation, metric: str) -> float:
 def collect(folder: SearchFolder, desc: Description) -> SearchResults:
     """Every trial of the study, with its evaluation, and which ones are the best."""
     import optuna
-
-    from keras2clash.search.study import open_storage
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
@@ -323,9 +322,6 @@ def write_results(res: SearchResults, root: Path) -> dict[str, Path]:
     replacing the previous: the search goes on and they are regenerated)."""
     import os
     import tempfile
-
-    from keras2clash.fsutil import atomic_write_text
-    from keras2clash.search.evaluate import publish
 
     root = Path(root)
     paths = {name: root / name for name in RESULT_FILES}

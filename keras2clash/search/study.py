@@ -34,7 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from keras2clash.errors import K2CError, os_error_text
+from keras2clash.fsutil import check_writable_target, write_output_file
+from keras2clash.search import evaluate as evaluation
 from keras2clash.search.description import Description, parse_description
+from keras2clash.search.space import base_params, sample
 
 MANIFEST = "search.json"
 """Marks a search folder: the storage URL (null: the folder's own search.db, found relative
@@ -88,8 +91,6 @@ def prepare_folder(root: str | Path, desc: Description, storage: str | None) -> 
     """The folder for `search run`: a new one is created (checked first: fsutil's policy);
     an existing search folder is resumed only with the same description. Returns (folder,
     resumed)."""
-    from keras2clash.fsutil import check_writable_target, write_output_file
-
     root = Path(root)
     if (root / MANIFEST).is_file():
         folder = open_folder(root, storage)
@@ -164,8 +165,6 @@ def create_study(folder: SearchFolder, desc: Description) -> Any:
     """Create (or load) the study; a new one gets the base designs enqueued first."""
     import optuna
 
-    from keras2clash.search.space import base_params
-
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     storage = open_storage(folder.storage)
     study = optuna.create_study(
@@ -224,16 +223,11 @@ class Objective:
     def __init__(
         self, desc: Description, data: Any, models: Path | None, worker: int, evaluate: Callable[..., Any] | None = None
     ) -> None:
-        from keras2clash.search import evaluate as ev_module
-
         self.desc, self.data, self.models, self.worker = desc, data, models, worker
-        self.evaluate = evaluate or ev_module.evaluate
+        self.evaluate = evaluate or evaluation.evaluate  # read from the module here: tests put their own there
         self.names = _constraint_names(desc)
 
     def __call__(self, trial: Any) -> list[float]:
-        from keras2clash.search.evaluate import objective_values
-        from keras2clash.search.space import sample
-
         candidate = sample(trial, self.desc)
         ev = self.evaluate(candidate, self.desc, self.data, self.models)
         trial.set_user_attr("candidate", candidate.key)
@@ -241,7 +235,7 @@ class Objective:
         trial.set_user_attr("worker", f"{os.uname().nodename}:{os.getpid()}")
         for name in self.names:  # NSGA-II's constrained domination: <= 0 is met
             trial.set_constraint(name, float(ev.violations.get(name, 0.0)))
-        return objective_values(ev, self.desc.goals)
+        return evaluation.objective_values(ev, self.desc.goals)
 
 
 def work(
@@ -263,7 +257,6 @@ def work(
 
         tf.config.threading.set_intra_op_parallelism_threads(1)
         tf.config.threading.set_inter_op_parallelism_threads(1)
-    from keras2clash.search.evaluate import load_data
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     desc = folder.description()
@@ -273,7 +266,7 @@ def work(
     remaining = target - finished(study)
     if remaining <= 0:
         return 0
-    data = load_data(desc.data, desc.seed)
+    data = evaluation.load_data(desc.data, desc.seed)
     before = len(study.get_trials(deepcopy=False))
     callbacks = [MaxTrialsCallback(target, states=(TrialState.COMPLETE,))]
     if callback is not None:

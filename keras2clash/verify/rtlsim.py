@@ -29,7 +29,9 @@ import numpy as np
 
 from keras2clash import procs
 from keras2clash.backend.project import Project, load_project
+from keras2clash.data import load_test_set
 from keras2clash.errors import K2CError
+from keras2clash.fsutil import work_dir
 from keras2clash.verify import toolchain
 from keras2clash.verify.testbench import TB_DIR, TB_MODULE, Testbench, estimate_cycles, unpack_result, write_testbench
 
@@ -150,8 +152,6 @@ def check_weight_files(project: Project, folder: Path, language: str) -> list[st
 
 def _build(sim: Simulator, tools: dict[str, str], folder: Path, tb_dir: Path, build: Path) -> list[str]:
     """Compile the testbench and the design; return the command that runs it (from `folder`)."""
-    from keras2clash.fsutil import work_dir
-
     shutil.rmtree(build, ignore_errors=True)
     work_dir(build)
     sources = sorted(str(p) for p in folder.glob(f"*{HDL_SUFFIX[sim.language]}"))
@@ -348,8 +348,6 @@ def run_testbench(
 
 
 def _count_samples(project: Project, data: str | Path, limit: int | None) -> int:
-    from keras2clash.data import load_test_set
-
     dataset = load_test_set(data, project.input_shape, project.n_out, project.plans[-1].activation).head(limit)
     return len(dataset)
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from keras2clash import procs
 from keras2clash.backend.project import load_project
 from keras2clash.errors import K2CError
+from keras2clash.fsutil import work_dir
 from keras2clash.verify.rtlsim import check_weight_files, ensure_hdl
 
 YOSYS_PACKAGE = "yosys"
@@ -106,7 +107,6 @@ def synth(project_dir: str | Path, status=None) -> SynthResult:
     project = load_project(project_dir)
     folder = ensure_hdl(project, "verilog", status)
     check_weight_files(project, folder, "verilog")
-    from keras2clash.fsutil import work_dir
 
     build = work_dir(project.root / ".build" / "synth")
     log = build / "yosys.log"
