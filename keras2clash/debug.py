@@ -183,7 +183,8 @@ def trace(
     order = {str(node.layer.name): k for k, node in enumerate(nodes)}
     classes = {str(node.layer.name): type(node.layer).__name__ for node in nodes}
     softmaxes = {str(node.layer.name) for node in nodes if _applies_softmax(node.layer)}
-    targets = [_keras_target(plan, graph, order, classes, softmaxes) for plan in source.plans]
+    keras_inputs = {str(node.layer.name): tuple(node.inputs) for node in nodes}
+    targets = [_keras_target(plan, graph, order, classes, softmaxes, keras_inputs) for plan in source.plans]
     pre = tuple(t.layer for t in targets if t.layer is not None and t.pre_activation)
     floats = keras_layer_outputs(keras_model, xs, pre_activation=pre)
     x_raw = golden.quantize_inputs(source.plans, xs)
@@ -241,7 +242,12 @@ def _applies_softmax(layer: Any) -> bool:
 
 
 def _keras_target(
-    plan: LayerPlan, graph: Graph, order: dict[str, int], classes: dict[str, str], softmaxes: set[str]
+    plan: LayerPlan,
+    graph: Graph,
+    order: dict[str, int],
+    classes: dict[str, str],
+    softmaxes: set[str],
+    keras_inputs: dict[str, tuple[str, ...]],
 ) -> _Target:
     """Which Keras layer's output equals `plan`'s (see `trace`), with a note saying why."""
     record = graph.by_name().get(plan.name)
@@ -250,6 +256,11 @@ def _keras_target(
         owners = [r.name for r in graph.consumers(plan.name) if r.name in order] if record is not None else []
         part = f" of {classes[owners[0]]} '{owners[0]}'" if owners else " of a Keras layer"
         return _Target(None, "", fused, f"no Keras tensor: the first part{part} (one Keras layer, two records)")
+    moved = _folded_past(plan.name, graph, order, keras_inputs)
+    if moved is not None:
+        layer, holder = moved
+        note = f"no Keras tensor: {classes[layer]} '{layer}' before it is folded into '{holder}' after it"
+        return _Target(None, "", fused, note)
     after = sorted((n for n in (plan.name, *fused) if order.get(n, -1) >= order[plan.name]), key=order.__getitem__)
     before = [n for n in fused if n in order and order[n] < order[plan.name]]
     notes = [f"{classes[n]} '{n}' folded in" for n in before]
@@ -265,6 +276,26 @@ def _keras_target(
             after, pre = after[: k + 1], True
     last = after[-1]
     return _Target(last, classes[last], fused, "; ".join(notes), pre)
+
+
+def _folded_past(
+    name: str, graph: Graph, order: dict[str, int], keras_inputs: dict[str, tuple[str, ...]]
+) -> tuple[str, str] | None:
+    """A Keras layer between record `name` and the records it reads that a pass folded into a
+    later record (an affine folded through a Flatten into the Dense after it), and that
+    record: `name` then moves values Keras never has. None when every such layer was folded
+    into `name` itself or into its producer, or removed as an identity."""
+    holders = {n: r.name for r in graph.layers for n in r.fused if order.get(n, -1) < order.get(r.name, -1)}
+    records = graph.by_name()
+    pending = list(keras_inputs.get(name, ()))
+    while pending:
+        tensor = pending.pop()
+        if tensor in records or tensor not in keras_inputs:
+            continue  # a record the graph keeps, or the network input
+        if tensor in holders and holders[tensor] != name:
+            return tensor, holders[tensor]
+        pending.extend(keras_inputs[tensor])
+    return None
 
 
 def _row(

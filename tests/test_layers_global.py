@@ -266,8 +266,8 @@ def _bn_model(position: str, center: bool, scale: bool, seed: int) -> keras.Mode
     """A BatchNormalization 'bn' where it cannot fold."""
     inp = keras.Input((5, 4, 3) if position != "dense_relu" else (6,))
     bn = layers.BatchNormalization(center=center, scale=scale, name="bn")
-    if position == "input":
-        x = bn(inp)
+    if position == "input":  # before a padded convolution (a Dense or valid one takes it in)
+        x = layers.Conv2D(2, 3, padding="same", name="c_same")(bn(inp))
     elif position == "after_relu":
         x = bn(layers.ReLU(name="r")(layers.Conv2D(3, 2, name="c")(inp)))
     elif position == "after_maxpool":
@@ -366,9 +366,11 @@ def test_batchnorm_passes_fold_or_keep() -> None:
 
 
 def test_batchnorm_after_1d_input() -> None:
-    """A sequence (steps, channels) normalises its channels: IR (1, steps, C), axis -1 or 2."""
+    """A sequence (steps, channels) normalises its channels: IR (1, steps, C), axis -1 or 2
+    (before a padded Conv1D, where it stays a stage)."""
     inp = keras.Input((6, 3))
-    model = _randomize(keras.Model(inp, _dense_head(layers.BatchNormalization(axis=2, name="bn")(inp))), 1)
+    x = layers.Conv1D(2, 3, padding="same", name="c_same")(layers.BatchNormalization(axis=2, name="bn")(inp))
+    model = _randomize(keras.Model(inp, _dense_head(x)), 1)
     got, want = _golden_vs_keras(model, "bn", np.random.default_rng(2).uniform(-2, 2, (3, 6, 3)))
     assert to_graph(model)["bn"].input_shape == (1, 6, 3)
     assert np.max(np.abs(got - want)) <= 2**-12

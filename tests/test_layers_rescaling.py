@@ -14,14 +14,21 @@ from keras import layers
 
 from helpers import assert_clash_matches_golden, needs_toolchain
 from keras2clash.errors import K2CError
-from keras2clash.frontend.convert import to_graph
+from keras2clash.frontend.convert import raw_graph, to_graph
 from keras2clash.hw.planner import make_plan
 from keras2clash.hw.resources import layer_resources
+from keras2clash.ir.passes import PASSES, fold_affine_forward, run_passes
 from keras2clash.kinds.rescaling import Rescaling
 from keras2clash.quant import golden
 from keras2clash.quant.formats import parse_format
 
 WIDE = parse_format("1,9,14")
+
+
+def _unfolded(model: keras.Model):
+    """The graph with the Rescaling its own stage: every pass but the one that folds it into
+    the Dense after it."""
+    return run_passes(raw_graph(model), tuple(p for p in PASSES if p is not fold_affine_forward))
 
 
 def _model(shape: tuple[int, ...], scale, offset) -> keras.Model:
@@ -47,7 +54,7 @@ def test_golden_equals_keras(shape, per_channel, seed) -> None:
     scale = rng.uniform(-2, 2, c).round(3).tolist() if per_channel else round(float(rng.uniform(-2, 2)), 3)
     offset = rng.uniform(-1, 1, c).round(3).tolist() if per_channel else round(float(rng.uniform(-1, 1)), 3)
     model = _model(shape, scale, offset)
-    plans = make_plan(to_graph(model), WIDE)
+    plans = make_plan(_unfolded(model), WIDE)
     assert plans[0].type == "rescaling" and plans[0].output_shape[-1] == c
     params = golden.quantize_params(plans)
     x = rng.uniform(-3, 3, (8, *shape))
@@ -65,7 +72,7 @@ def test_arithmetic_equals_exact_rationals() -> None:
     constants: the contract's one requantization of an exact value."""
     a, o_fmt = parse_format("1,3,4"), parse_format("1,3,3")
     model = _model((3,), [0.3, -1.7, 0.05], [0.1, 0.4, -0.6])
-    plans = make_plan(to_graph(model), o_fmt, input_fmt=a)
+    plans = make_plan(_unfolded(model), o_fmt, input_fmt=a)
     params = golden.quantize_params(plans)["rescale"]
     plan = plans[0]
     x = np.arange(a.raw_min, a.raw_max + 1).repeat(3).reshape(-1, 3)
@@ -80,7 +87,7 @@ def test_arithmetic_equals_exact_rationals() -> None:
 
 
 def test_record_and_resources() -> None:
-    graph = to_graph(_model((2, 3, 4), 1 / 255, -0.5))
+    graph = _unfolded(_model((2, 3, 4), 1 / 255, -0.5))
     record = graph["rescale"]
     assert isinstance(record, Rescaling)
     assert record.scale.tolist() == pytest.approx([1 / 255] * 4) and record.offset.tolist() == [-0.5] * 4

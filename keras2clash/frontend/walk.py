@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from keras2clash.errors import K2CError
+from keras2clash.ir.graph import Graph
 
 if TYPE_CHECKING:
     import keras
@@ -148,3 +149,22 @@ def _add(layer: Any, inputs: list[str], nodes: list[KerasNode], seen: dict[int, 
     seen[id(layer)] = len(nodes)
     nodes.append(KerasNode(layer, inputs))
     return str(layer.name)
+
+
+AFFINE_CLASSES = ("Rescaling", "Normalization", "BatchNormalization")
+"""The Keras classes of the per-channel affine layers the passes fold (`ir.passes`)."""
+
+
+def folded_forward(model: keras.Model, graph: Graph) -> tuple[str, str, str] | None:
+    """An affine layer of `model` that the passes folded into a record *after* it
+    (`ir.passes.fold_affine_forward`), as (its class, its name, that record's name); None.
+    A quantization-aware model quantizes the affine's output, at the next layer's input, and
+    that layer's weights on a grid, neither of which the folded weights keep."""
+    nodes = layer_nodes(model)
+    order = {str(node.layer.name): k for k, node in enumerate(nodes)}
+    classes = {str(node.layer.name): type(node.layer).__name__ for node in nodes}
+    for record in graph.layers:
+        for name in record.fused:
+            if classes.get(name) in AFFINE_CLASSES and order[name] < order.get(record.name, -1):
+                return classes[name], name, record.name
+    return None

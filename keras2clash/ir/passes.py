@@ -17,7 +17,12 @@ has, and these turn it into what the hardware builds.
    BatchNormalization or merge with a linear activation (and no other reader) becomes that
    layer's activation; elsewhere it stays a standalone hardware stage; a linear one
    disappears anywhere.
-5. `check_network`: every remaining record is one the hardware builds, shapes agree along
+5. `fold_affine_forward`: a per-channel affine layer of the preprocessing (Rescaling,
+   Normalization, a BatchNormalization on the input) without an activation folds into the
+   Dense or unpadded (depthwise) convolution that alone reads it (per input channel: the
+   kernels' input axis), through a Flatten for a Dense; anywhere else it stays (a
+   per-channel multiply-add).
+6. `check_network`: every remaining record is one the hardware builds, shapes agree along
    every edge, names unique, at least one Dense layer.
 
 A fold or fusion needs the layer it folds into to have no other reader: otherwise the
@@ -43,6 +48,7 @@ from keras2clash.kinds.dense import Dense
 from keras2clash.kinds.depthwise import DepthwiseConv2D
 from keras2clash.kinds.merge import Merge
 from keras2clash.kinds.pool import AvgPool2D
+from keras2clash.kinds.rescaling import Rescaling
 from keras2clash.kinds.shapes import ZeroPad2D
 from keras2clash.quant import activations
 
@@ -142,6 +148,104 @@ def _check_finite_batchnorm(layer: BatchNorm) -> None:
         )
 
 
+def fold_affine_forward(graph: Graph) -> Graph:
+    """A per-channel affine layer `x * s + t` of the preprocessing (`_preprocessing`: a
+    Rescaling or Normalization anywhere, a BatchNormalization `fold_batchnorm` left on the
+    network input) folds into the layer after it: with `c` the input channel of a weight,
+    `W'[.., c, o] = W[.., c, o] * s[c]` and `b'[o] = b[o] + sum W[.., c, o] * t[c]`, summed
+    over the window too (`_folded_forward`), the same function in exact arithmetic, rounded
+    once as that layer's weights.
+
+    It folds when it has no activation (one fused into it acts between the two), its output
+    is read by one layer only (the others need the mapped values), and that layer is
+
+    - a Dense, directly or through a Flatten (or a Reshape to a vector) that only the Dense
+      reads: flattening is row-major with the channels last, so value `i` of the vector
+      is channel `i mod C`, and the Flatten then moves the unmapped values;
+    - a Conv2D, Conv1D or DepthwiseConv2D/1D (a separable convolution's depthwise part)
+      with no padding: every tap of every window reads a real input value. Padded zeros
+      would stay raw zeros where Keras convolves mapped values (`t`, not 0), so a padded
+      convolution (`same`, `causal`, a ZeroPadding folded into it) keeps the affine in
+      front of it.
+
+    Anywhere else (before a pooling, a merge, a padded convolution, a shape layer, with an
+    activation, several readers) it stays its own stage, the batch normalization's block."""
+    for layer in graph.layers:
+        if not _preprocessing(graph, layer) or layer.activation != "linear":
+            continue
+        target = _affine_target(graph, layer)
+        if target is None:
+            continue
+        home = kind_of(layer.type)
+        assert home is not None
+        scale, offset = home.constants(layer)
+        kernel, bias = _folded_forward(target, scale, offset)
+        if not (np.all(np.isfinite(kernel)) and np.all(np.isfinite(bias))):
+            continue  # folded weights beyond float64 have no format; a stage saturates its constants to theirs
+        folded = replace(
+            target, kernel=kernel, bias=bias, use_bias=True, fused=(layer.name, *layer.fused, *target.fused)
+        )
+        return fold_affine_forward(graph.replaced(target, folded).without(layer))
+    return graph
+
+
+def _preprocessing(graph: Graph, layer: ir.Layer) -> bool:
+    """A Rescaling or Normalization (preprocessing classes wherever they sit), or a
+    BatchNormalization that reads the network input, directly or through such layers. A
+    BatchNormalization inside the network (after an activation, a pooling, a merge) is a
+    layer of the model the design keeps as its stage, as hls4ml builds it: its per-layer
+    formats, its lanes knob and the trace name it."""
+    if isinstance(layer, Rescaling):
+        return True
+    if not isinstance(layer, BatchNorm):
+        return False
+    (source,) = layer.inputs
+    return source == graph.input_name or _preprocessing(graph, graph[source])
+
+
+def _affine_target(graph: Graph, layer: ir.Layer) -> Dense | Conv2D | DepthwiseConv2D | None:
+    """The layer an affine layer folds into (`fold_affine_forward`), or None: it stays."""
+    readers = graph.consumers(layer.name)
+    reader = readers[0] if len(readers) == 1 and graph.output != layer.name else None
+    if reader is not None and len(reader.output_shape) == 1 and _regroups(reader):
+        after = graph.consumers(reader.name)
+        if graph.output == reader.name or len(after) != 1 or not isinstance(after[0], Dense):
+            return None
+        reader = after[0]
+    if isinstance(reader, Dense):
+        return reader
+    if isinstance(reader, (Conv2D, DepthwiseConv2D)) and not any(reader.pads):
+        return reader
+    return None
+
+
+def _regroups(layer: ir.Layer) -> bool:
+    """Its output is its input's values in row-major order (`Kind.regroups`: Flatten, Reshape)."""
+    home = kind_of(layer.type)
+    return home is not None and home.regroups
+
+
+def _folded_forward(
+    target: Dense | Conv2D | DepthwiseConv2D, scale: np.ndarray, offset: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The kernel and bias of `target` reading `x * scale + offset` (per channel `c` of its
+    input) from `x`. A Dense's input value `i` is channel `i mod C` (its input vector, or an
+    image flattened channels last); a depthwise kernel's output channel `f` reads input
+    channel `f // m` (`kernel` (kh, kw, C*m))."""
+    kernel = np.asarray(target.kernel, dtype=np.float64)
+    bias = np.asarray(target.bias, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        if isinstance(target, Dense):
+            s = np.tile(scale, kernel.shape[0] // len(scale))
+            t = np.tile(offset, kernel.shape[0] // len(offset))
+            return kernel * s[:, None], bias + t @ kernel
+        if isinstance(target, DepthwiseConv2D):
+            s = np.repeat(scale, target.depth_multiplier)
+            t = np.repeat(offset, target.depth_multiplier)
+            return kernel * s, bias + kernel.sum(axis=(0, 1)) * t
+        return kernel * scale[:, None], bias + np.einsum("hwcf,c->f", kernel, offset)
+
+
 def _absorb(graph: Graph, layer: ir.Layer) -> Graph:
     """Remove `layer` whose work its producer now does; the producer's record keeps the
     fused name (already added by the caller)."""
@@ -222,6 +326,7 @@ PASSES: tuple[Pass, ...] = (
     fold_reshapes,
     fold_batchnorm,
     fuse_activations,
+    fold_affine_forward,
     check_network,
 )
 """The passes, in the order they run."""

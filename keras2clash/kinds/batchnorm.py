@@ -104,8 +104,13 @@ class BatchNormKind(Kind):
     table_after_register = False
     weight_name = "scale"
     texts: ClassVar[KindTemplate] = HASKELL
-    """The haddock's and Weights.hs's text (`doc`, `constants`): a kind on this arithmetic and
-    block with other constants names itself there."""
+    """The haddock's and Weights.hs's text (`doc`, `constants`), given the record's Keras class:
+    a kind on this arithmetic and block with other constants says there what they are."""
+
+    @property
+    def keras_class(self) -> str:
+        """The Keras class of the kind's record, which the generated Haskell names."""
+        return self.records[0].keras_class
 
     def plan(self, common: Common, override: LayerFormats | None, fmt: FixedFormat) -> LayerPlan:
         """Scale in the weight format, offset in the bias format, the exact accumulator of one
@@ -215,13 +220,13 @@ class BatchNormKind(Kind):
         notes = (HASKELL.stages_note(plan.channel_lanes),)
         if n == 1:
             return Entry(
-                doc=self.texts.doc(shapes, plan.w_fmt, plan.b_fmt, plan.out_fmt, plan.activation),
+                doc=self.texts.doc(shapes, plan.w_fmt, plan.b_fmt, plan.out_fmt, plan.activation, self.keras_class),
                 body=(HASKELL.batch_norm(fn),),
                 notes=notes,
                 uses=("batch_norm",),
             )
         return Entry(
-            doc=self.texts.doc(shapes, plan.w_fmt, plan.b_fmt, plan.out_fmt, plan.activation),
+            doc=self.texts.doc(shapes, plan.w_fmt, plan.b_fmt, plan.out_fmt, plan.activation, self.keras_class),
             body=(HASKELL.scatter(n), HASKELL.batch_norm_lanes(n, fn), HASKELL.collect(n)),
             notes=(*notes, HASKELL.serial_note(plan.channel_lanes, plan.output_shape[-1], n)),
             uses=("batch_norm", "scatter", "collect"),
@@ -233,6 +238,7 @@ class BatchNormKind(Kind):
         c = {
             "fn": fn,
             "name": plan.name,
+            "keras_class": self.keras_class,
             "channels": plan.output_shape[-1],
             "scale_type": plan.w_fmt.clash_type,
             "scale_frac": plan.w_fmt.raw_frac,
