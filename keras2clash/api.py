@@ -23,6 +23,7 @@ from keras2clash.design import DEFAULT_FORMAT, DesignKnobs, DesignOptions
 from keras2clash.errors import K2CError
 from keras2clash.frontend.keras_ref import keras_outputs, rounded_classes
 from keras2clash.fsutil import atomic_directory, check_writable_target, work_dir
+from keras2clash.hw.output import output_task
 from keras2clash.hw.summary import design_summary, render_summary
 from keras2clash.network import Network, load_network
 from keras2clash.quant import golden
@@ -191,6 +192,7 @@ def simulate(
     _check_limit(limit)
     project = load_project(project_dir)
     work_dir(project.root / toolchain.BUILD_DIR)  # the simulator is built there: writable?
+    task = output_task(project.plans[-1], task)
     dataset = load_test_set(data, project.input_shape, project.n_out, project.plans[-1].activation, task).head(limit)
     toolchain.require_tool("ghc")
     x_raw = golden.quantize_inputs(project.plans, dataset.x)
@@ -199,7 +201,7 @@ def simulate(
     with console.status("ghc -O2: building the Clash simulation"):
         exe = toolchain.build_simulator(project.root)
     extra = ["--gap-max", str(gap_max), "--seed", str(seed)] if gap_max else []
-    sim = _run_with_progress(exe, project.root, x_raw, project.n_out, extra)
+    sim = _run_with_progress(exe, project, x_raw, extra)
 
     outputs = None
     if keras and project.source_model.exists():
@@ -282,11 +284,19 @@ def _regression_comparison(
     )
 
 
-def _run_with_progress(exe: Path, root: Path, x_raw: np.ndarray, n_out: int, extra: list[str]) -> SimResult:
+def _run_with_progress(exe: Path, project: Any, x_raw: np.ndarray, extra: list[str]) -> SimResult:
     columns = (TextColumn("Clash simulation"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as bar:
         task = bar.add_task("sim", total=len(x_raw))
-        return run_simulator(exe, root, x_raw, n_out, extra, progress=lambda k: bar.update(task, completed=k))
+        return run_simulator(
+            exe,
+            project.root,
+            x_raw,
+            project.n_out,
+            extra,
+            progress=lambda k: bar.update(task, completed=k),
+            classifies=project.classifies,
+        )
 
 
 def run(
@@ -328,7 +338,7 @@ def run(
 
     def fits(network: Network) -> None:
         last = network.plans[-1]
-        load_test_set(data, network.plans[0].input_shape, last.n_out, last.activation, task)
+        load_test_set(data, network.plans[0].input_shape, last.n_out, last.activation, output_task(last, task))
 
     with _emitting(
         model, _design(design, parallelism, knobs), out, name=name, force=force, show=True, inputs=inputs, fits=fits

@@ -113,11 +113,13 @@ def assert_clash_matches_golden(project, x_raw, seed: int):
 
     want = golden.run(project.plans, project.params, x_raw)
     exe = toolchain.build_simulator(project.root)
-    sim = run_simulator(exe, project.root, x_raw, project.n_out)
+    sim = run_simulator(exe, project.root, x_raw, project.n_out, classifies=project.classifies)
     assert np.array_equal(sim.outputs, want)
     t = hwmodel.timing(project.plans, len(x_raw))
     assert np.array_equal(sim.accept_cycle, t.accept_cycle) and np.array_equal(sim.output_cycle, t.output_cycle)
-    stressed = run_simulator(exe, project.root, x_raw, project.n_out, ["--gap-max", "4", "--seed", str(seed)])
+    stressed = run_simulator(
+        exe, project.root, x_raw, project.n_out, ["--gap-max", "4", "--seed", str(seed)], classifies=project.classifies
+    )
     assert np.array_equal(stressed.outputs, want)
     return want, exe
 

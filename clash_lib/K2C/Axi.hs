@@ -6,21 +6,25 @@
 The top-level stream interface: a network core on AXI4-Stream style ports.
 
 A core is a 'Stream' from input beats (@Vec c a@, one beat = the last axis of
-the input tensor) to results (scores and the predicted class). 'axiStream'
-puts it on separate ports, as an FPGA project expects them:
+the input tensor) to output beats. A classifier's core outputs one result per
+image (scores and the predicted class: 'axiStream'); a core whose output is an
+image or a sequence outputs @j@ beats per image, each the last axis of the
+output tensor ('axiStreamBeats'). Both put the core on separate ports, as an
+FPGA project expects them:
 
 * slave (input) side: @s_axis_tdata@, @s_axis_tvalid@, @s_axis_tlast@ in,
   @s_axis_tready@ out; @k@ beats make one image, in row-major order.
 * master (output) side: @m_axis_tdata@, @m_axis_tvalid@, @m_axis_tlast@ out,
-  @m_axis_tready@ in; one beat per image, @m_axis_tlast@ high on it.
+  @m_axis_tready@ in; @j@ beats per image (one for a classifier), in row-major
+  order, @m_axis_tlast@ high on an image's last.
 * @tlast_error@ out: sticky framing error (see below).
 
 = Packing (AXI convention: element 0 in the least significant bits)
 
 * @s_axis_tdata = {x[c-1], ..., x[1], x[0]}@, each element its raw
-  two's-complement integer.
-* @m_axis_tdata = {class, score[m-1], ..., score[0]}@: score 0 in the lowest
-  bits, the class index (@clog2 m@ bits, unsigned) on top.
+  two's-complement integer; an output beat of an image likewise.
+* a classifier's @m_axis_tdata = {class, score[m-1], ..., score[0]}@: score 0
+  in the lowest bits, the class index (@clog2 m@ bits, unsigned) on top.
 
 = Handshake
 
@@ -56,12 +60,12 @@ module K2C.Axi
   , ResultData
     -- * The adapter
   , axiStream
+  , axiStreamBeats
     -- * Packing (shared with the simulation harness and testbenches)
   , packBeat
   , unpackBeat
   , packResult
   , unpackResult
-    -- * Beats to a whole tensor (for cores that read whole tensors)
   ) where
 
 import Clash.Prelude
@@ -85,13 +89,13 @@ type AxiIn dom c a r
   -> r
 
 -- | The output ports: @(s_axis_tready, m_axis_tdata, m_axis_tvalid,
--- m_axis_tlast, tlast_error)@.
-type AxiOut dom m o =
-  ( Signal dom Bit               -- s_axis_tready
-  , Signal dom (ResultData m o)  -- m_axis_tdata
-  , Signal dom Bit               -- m_axis_tvalid
-  , Signal dom Bit               -- m_axis_tlast
-  , Signal dom Bit               -- tlast_error
+-- m_axis_tlast, tlast_error)@; @m_axis_tdata@ is a @d@ ('ResultData' or 'BeatData').
+type AxiOut dom d =
+  ( Signal dom Bit  -- s_axis_tready
+  , Signal dom d    -- m_axis_tdata
+  , Signal dom Bit  -- m_axis_tvalid
+  , Signal dom Bit  -- m_axis_tlast
+  , Signal dom Bit  -- tlast_error
   )
 
 -- | Element 0 in the least significant bits (Clash's own 'pack' puts it on top).
@@ -110,10 +114,10 @@ unpackResult bits = (reverse scores, cls)
   where
     (cls, scores) = unpack bits
 
--- | Put a core on AXI4-Stream ports. @k@ is the number of input beats per
--- image (type level); the core sees only valid beats and the downstream ready.
--- No register is added on the data path: latency and throughput are the
--- core's own.
+-- | Put a classifier's core on AXI4-Stream ports: one output beat per image.
+-- @k@ is the number of input beats per image (type level); the core sees only
+-- valid beats and the downstream ready. No register is added on the data
+-- path: latency and throughput are the core's own.
 axiStream
   :: forall dom k c a m o
    . ( HiddenClockResetEnable dom
@@ -121,17 +125,46 @@ axiStream
      , BitPack a, BitPack o )
   => SNat k
   -> Stream dom (Vec c a) (Vec m o, Index m)
-  -> AxiIn dom c a (AxiOut dom m o)
-axiStream SNat core sData sValid sLast mReady =
-  (boolToBit <$> sReady, mData, boolToBit <$> mValid, boolToBit <$> mValid, boolToBit <$> errorFlag)
+  -> AxiIn dom c a (AxiOut dom (ResultData m o))
+axiStream k = axiFrames k (SNat @1) packResult
+
+-- | Put a core whose output is an image or a sequence on AXI4-Stream ports:
+-- @j@ output beats of @n@ values per image, @m_axis_tlast@ on the last.
+axiStreamBeats
+  :: forall dom k c a j n o
+   . ( HiddenClockResetEnable dom
+     , KnownNat k, 1 <= k, KnownNat c, KnownNat j, 1 <= j, KnownNat n
+     , BitPack a, BitPack o )
+  => SNat k
+  -> SNat j
+  -> Stream dom (Vec c a) (Vec n o)
+  -> AxiIn dom c a (AxiOut dom (BeatData n o))
+axiStreamBeats k j = axiFrames k j packBeat
+
+-- | The adapter both share: @k@ input beats and @j@ output beats per image,
+-- each output packed by @packOut@. The output beat count only places
+-- @m_axis_tlast@; like the input's, it frames by counting.
+axiFrames
+  :: forall dom k c a j r d
+   . ( HiddenClockResetEnable dom
+     , KnownNat k, 1 <= k, KnownNat c, KnownNat j, 1 <= j
+     , BitPack a, Num d )
+  => SNat k
+  -> SNat j
+  -> (r -> d)
+  -> Stream dom (Vec c a) r
+  -> AxiIn dom c a (AxiOut dom d)
+axiFrames SNat SNat packOut core sData sValid sLast mReady =
+  (boolToBit <$> sReady, mData, boolToBit <$> mValid, boolToBit <$> mLast, boolToBit <$> errorFlag)
   where
     enabled = fromEnable hasEnable
+    downReady = enabled .&&. (bitToBool <$> mReady)
     beatIn  = mux (bitToBool <$> sValid) (Just . unpackBeat <$> sData) (pure Nothing)
-    (result, coreReady) = core (beatIn, enabled .&&. (bitToBool <$> mReady))
+    (result, coreReady) = core (beatIn, downReady)
 
     sReady  = enabled .&&. coreReady
     mValid  = enabled .&&. (isJust <$> result)
-    mData   = maybe 0 packResult <$> result
+    mData   = maybe 0 packOut <$> result
 
     -- Framing check: which beat of the image moves next, and a sticky error.
     moved      = sReady .&&. (bitToBool <$> sValid)
@@ -140,6 +173,11 @@ axiStream SNat core sData sValid sLast mReady =
     misplaced  = moved .&&. (lastBeat ./=. (bitToBool <$> sLast))
     errorFlag  = register False (errorFlag .||. misplaced)
 
+    -- Which output beat of the image is shown: tlast on the image's last.
+    outMoved = mValid .&&. downReady
+    outBeat  = regEn (0 :: Index j) outMoved (nextBeat <$> outBeat)
+    mLast    = mValid .&&. ((== maxBound) <$> outBeat)
+
+    nextBeat :: (Eq i, Bounded i, Num i) => i -> i
     nextBeat i | i == maxBound = 0
                | otherwise     = i + 1
-

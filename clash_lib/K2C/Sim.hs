@@ -7,25 +7,28 @@ The simulation harness behind every emitted @Sim.hs@ (not synthesized).
 It drives the top entity's AXI4-Stream ports (K2C.Axi) cycle by cycle.
 
 Sim protocol (docs/reference/project.md, "The simulation protocol"): stdin holds @N@, then @N@ lines of the
-flattened input's raw integers (row-major); stdout gets @N@ lines
-@accept_cycle output_cycle class raw_0 ... raw_{m-1}@, each printed as its
-output beat moves. Each sample is cut into @k@ beats of @c@ values (the last
+flattened input's raw integers (row-major); stdout gets @N@ lines, each
+printed as the sample's last output beat moves: a classifier's
+@accept_cycle output_cycle class raw_0 ... raw_{m-1}@ ('simMain'), an image
+or sequence output's @accept_cycle output_cycle raw_0 ... raw_{n-1}@ (the
+whole output tensor, row-major: 'simBeats'). Each sample is cut into @k@ beats of @c@ values (the last
 axis of the input tensor), @s_axis_tlast@ on the last. @accept_cycle@ is the
-cycle the sample's /first/ beat moved, @output_cycle@ the cycle its output beat
-moved. Cycles count from the first cycle after reset. Each beat is held until
+cycle the sample's /first/ beat moved, @output_cycle@ the cycle its /last/
+output beat moved. Cycles count from the first cycle after reset. Each beat is held until
 @s_axis_tready@ takes it. By default beats come back to back and downstream is
 always ready; @--gap-max K --seed S@ inserts 0..K idle cycles (tvalid low)
 before each beat and holds @m_axis_tready@ low for 0..K cycles before each
 cycle it is high (pseudo-random, reproducible from @S@; the generated HDL
 testbenches use the same generator, so they see the same cycles).
 
-The harness fails (stderr, exit code 1) if an output beat has @m_axis_tlast@
-low, if @tlast_error@ rises, or if the outputs have not all appeared within a
+The harness fails (stderr, exit code 1) if @m_axis_tlast@ is not high on
+exactly each sample's last output beat, if @tlast_error@ rises, or if the outputs have not all appeared within a
 cycle budget, rather than hanging.
 -}
 module K2C.Sim
   ( AxiTop
   , simMain
+  , simBeats
   , randoms
   ) where
 
@@ -42,12 +45,12 @@ import System.Environment (getArgs)
 import System.Exit (ExitCode (..), exitWith)
 import System.IO (BufferMode (..), hPutStrLn, hSetBuffering, stderr, stdout)
 
-import K2C.Axi (AxiIn, AxiOut, packBeat, unpackResult)
+import K2C.Axi (AxiIn, AxiOut, BeatData, ResultData, packBeat, unpackBeat, unpackResult)
 
 -- | The shape of an emitted top entity: input beats of @c@ values of type @a@,
--- @m@ output scores of type @o@ and the class.
-type AxiTop c a m o
-  = Clock System -> Reset System -> Enable System -> AxiIn System c a (AxiOut System m o)
+-- output beats @d@ ('ResultData' of a classifier, 'BeatData' of an image).
+type AxiTop c a d
+  = Clock System -> Reset System -> Enable System -> AxiIn System c a (AxiOut System d)
 
 -- | Cycles the reset is held at the start; the protocol's cycle 0 follows them.
 type ResetCycles = 1
@@ -56,7 +59,7 @@ resetCycles :: Int
 resetCycles = natToNum @ResetCycles
 
 -- | The cycle budget is
--- @fixedSlack + N * perWordSlack * (romWords + k * (gapMax + 1))@:
+-- @fixedSlack + N * perWordSlack * (romWords + (k + j) * (gapMax + 1))@:
 -- generous (a sample needs about @romWords + 2 * layers@ cycles), but finite.
 fixedSlack, perWordSlack :: Int
 fixedSlack   = 1000
@@ -79,22 +82,46 @@ data Step c r = Step
   , mReady   :: Bool
   }
 
--- | Run the Sim protocol on a top entity with @k@ beats per image. @romWords@
--- is the sum of the layers' ROM word counts; it sizes the cycle budget.
+-- | Run the Sim protocol on a classifier's top entity with @k@ beats per image
+-- (one output beat: the scores and the class). @romWords@ is the sum of the
+-- layers' ROM word counts; it sizes the cycle budget.
 simMain
   :: forall k c ai af m oi fo
    . ( KnownNat k, 1 <= k, KnownNat c, KnownNat ai, KnownNat af, KnownNat m, 1 <= m, KnownNat oi, KnownNat fo
      , BitPack (SFixed ai af), BitPack (SFixed oi fo), KnownNat (BitSize (SFixed ai af)) )
-  => SNat k -> AxiTop c (SFixed ai af) m (SFixed oi fo) -> Int -> IO ()
-simMain SNat top romWords = do
+  => SNat k -> AxiTop c (SFixed ai af) (ResultData m (SFixed oi fo)) -> Int -> IO ()
+simMain SNat = simRun @k @c @ai @af @1 classLine
+  where
+    classLine [bits] = let (scores, cls) = unpackResult @m @(SFixed oi fo) bits
+                       in  toInteger (fromEnum cls) : map (toInteger . unSF) (toList scores)
+    classLine beats  = error ("K2C.Sim: one output beat per sample, got " ++ show (length beats))
+
+-- | Run the Sim protocol on a top entity whose output is an image or a
+-- sequence: @j@ output beats of @n@ values per sample, printed as one line.
+simBeats
+  :: forall k c ai af j n oi fo
+   . ( KnownNat k, 1 <= k, KnownNat c, KnownNat ai, KnownNat af, KnownNat j, 1 <= j, KnownNat n
+     , KnownNat oi, KnownNat fo
+     , BitPack (SFixed ai af), BitPack (SFixed oi fo), KnownNat (BitSize (SFixed ai af)) )
+  => SNat k -> SNat j -> AxiTop c (SFixed ai af) (BeatData n (SFixed oi fo)) -> Int -> IO ()
+simBeats SNat SNat = simRun @k @c @ai @af @j (concatMap (map (toInteger . unSF) . toList . unpackBeat @n @(SFixed oi fo)))
+
+-- | The protocol for @k@ input and @j@ output beats per sample; @decode@ turns a
+-- sample's output beats into the integers its line prints after the cycles.
+simRun
+  :: forall k c ai af j w
+   . ( KnownNat k, 1 <= k, KnownNat c, KnownNat ai, KnownNat af, KnownNat j, 1 <= j
+     , BitPack (SFixed ai af), KnownNat (BitSize (SFixed ai af)) )
+  => ([BitVector w] -> [Integer]) -> AxiTop c (SFixed ai af) (BitVector w) -> Int -> IO ()
+simRun decode top romWords = do
   options <- parseOptions <$> getArgs
   samples <- parseSamples <$> getContents
   images  <- either failWith pure (traverse (toBeats @k @c @ai @af) samples)
   hSetBuffering stdout LineBuffering
   let count  = length images
-      beats  = natToNum @k :: Int
+      beats  = natToNum @k + natToNum @j :: Int
       budget = fixedSlack + count * perWordSlack * (romWords + beats * (gapMax options + 1))
-  printed <- report @m @oi @fo count (zip [0 ..] (take budget (trace @c @(SFixed ai af) @m @(SFixed oi fo) top options images)))
+  printed <- report (natToNum @j) decode count (zip [0 ..] (take budget (trace top options images)))
   when (printed < count) $
     failWith ("simulation: " ++ show printed ++ " of " ++ show count
               ++ " outputs within " ++ show budget ++ " cycles")
@@ -102,10 +129,10 @@ simMain SNat top romWords = do
 -- | The cycle-by-cycle trace after reset, with the beats driven through
 -- @s_axis_tready@ and @m_axis_tready@ from the options.
 trace
-  :: forall c a m o
+  :: forall c a w
    . (KnownNat c, BitPack a)
-  => AxiTop c a m o -> Options -> [[Vec c a]]
-  -> [Step (c * BitSize a) (BitSize (Index m) + m * BitSize o)]
+  => AxiTop c a (BitVector w) -> Options -> [[Vec c a]]
+  -> [Step (c * BitSize a) w]
 trace top options images = drop resetCycles (steps input readyIn dataOut validOut lastOut errOut readyOut)
   where
     (readyIn, dataOut, validOut, lastOut, errOut) =
@@ -132,18 +159,13 @@ steps
 steps (i :- is) (sr :- srs) (d :- ds) (v :- vs) (l :- ls) (e :- es) (r :- rs) =
   Step i (bitToBool sr) d (bitToBool v) (bitToBool l) (bitToBool e) r : steps is srs ds vs ls es rs
 
--- | One pass over the trace, printing each sample's line the cycle its output
--- beat moves (so a caller can show progress), until @wanted@ lines are out or
--- the trace ends; returns how many were printed. Accepts are first-in
--- first-out, so the pending accept cycles form a short queue (at most the
--- pipeline's depth). Nothing else holds the trace, so memory stays constant.
-report
-  :: forall m oi fo c
-   . (KnownNat m, 1 <= m, KnownNat oi, KnownNat fo)
-  => Int -> [(Int, Step c (BitSize (Index m) + m * BitSize (SFixed oi fo)))] -> IO Int
-report wanted = go [] 0
+-- | Print a line per sample as its last output beat moves (@j@ beats a sample);
+-- the number of lines printed.
+report :: Int -> ([BitVector w] -> [Integer]) -> Int -> [(Int, Step c w)] -> IO Int
+report perSample decode wanted = go [] (0 :: Int) [] 0
   where
-    go pending printed cycles
+    -- @seen@ output beats of the oldest pending sample have moved, @outs@ newest first
+    go pending seen outs printed cycles
       | printed == wanted = pure printed
       | otherwise = case cycles of
           [] -> pure printed
@@ -155,13 +177,16 @@ report wanted = go [] 0
                   _                                  -> pending
             case pending' of
               accept : later | mValid step && mReady step -> do
-                when (not (mLast step)) $
-                  failWith ("simulation: m_axis_tlast low on the output beat of cycle " ++ show t)
-                putStrLn (line accept t (unpackResult @m @(SFixed oi fo) (mData step)))
-                go later (printed + 1) rest
-              _ -> length pending' `seq` go pending' printed rest
-    line accept moved (scores, cls) = unwords
-      (show accept : show moved : show (fromEnum cls) : map (show . toInteger . unSF) (toList scores))
+                let done = seen + 1 == perSample
+                when (mLast step /= done) $
+                  failWith ("simulation: m_axis_tlast " ++ (if done then "low" else "high")
+                            ++ " on output beat " ++ show seen ++ " of a sample, cycle " ++ show t)
+                if done
+                  then do
+                    putStrLn (unwords (show accept : show t : map show (decode (reverse (mData step : outs)))))
+                    go later 0 [] (printed + 1) rest
+                  else go pending' (seen + 1) (mData step : outs) printed rest
+              _ -> length pending' `seq` go pending' seen outs printed rest
 
 -- | An input signal that shows each scheduled beat until it moves; @Nothing@
 -- entries are idle cycles and always pass.

@@ -24,7 +24,7 @@ from keras2clash.backend.haskell import beat_type, format_type_name, shape_text,
 from keras2clash.backend.memfiles import memfile_text
 from keras2clash.errors import K2CError
 from keras2clash.hw.blocks import stages_table, timing_checks
-from keras2clash.hw.output import splits_output
+from keras2clash.hw.output import classifies, output_beats, splits_output
 from keras2clash.hw.plan import LayerPlan, relu_before_requantize
 from keras2clash.ir.structure import Chain, Parallel, structure
 from keras2clash.kinds import kind_of
@@ -289,6 +289,9 @@ class TemplateContext(TypedDict):
     beat_width: int
     n_in: int
     n_out: int
+    classifies: bool
+    out_beats: int
+    out_width: int
     output_type: str
     output_note: str
     logits_type: str
@@ -304,6 +307,7 @@ class TemplateContext(TypedDict):
     out_label: str
     pe_literals: str
     input_shape_text: str
+    output_shape_text: str
     sim_blocks: NotRequired[list[str]]  # the copied blocks, added by `write_project`
     blocks: NotRequired[list[str]]
 
@@ -567,9 +571,12 @@ def build_context(
         "beat_width": first.input_shape[-1],
         "n_in": first.n_in,
         "n_out": last.n_out,
-        "output_type": vec_type(last.output_shape, format_type_name(last.out_fmt)),
+        "classifies": classifies(last),
+        "out_beats": output_beats(last),
+        "out_width": last.output_shape[-1],
+        "output_type": beat_type(last.output_shape, format_type_name(last.out_fmt)),
         "output_note": f", after {last.activation}" if not acts.parse(last.activation).is_linear else "",
-        "logits_type": vec_type(last.output_shape, format_type_name(logits_fmt)),
+        "logits_type": beat_type(last.output_shape, format_type_name(logits_fmt)),
         "output_activation": output_activation,
         "output_stream": output_stream,
         "output_activation_doc": (
@@ -587,6 +594,7 @@ def build_context(
         "out_label": _container_label(last.out_fmt),
         "pe_literals": " ".join(f"(SNat @{arg['value']})" for arg in network_args),
         "input_shape_text": shape_text(first.input_shape),
+        "output_shape_text": shape_text(last.output_shape),
     }
 
 

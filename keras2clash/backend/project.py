@@ -17,6 +17,7 @@ from typing import Final, TypedDict, cast
 import numpy as np
 
 from keras2clash.errors import K2CError
+from keras2clash.hw.output import classifies, output_beats
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.jsontypes import JsonObject
 from keras2clash.quant.golden import QuantizedLayer
@@ -79,6 +80,16 @@ class Project:
     @property
     def n_out(self) -> int:
         return self.plans[-1].n_out
+
+    @property
+    def classifies(self) -> bool:
+        """Whether the output is a vector the Top takes a class from (`hw.output.classifies`)."""
+        return classifies(self.plans[-1])
+
+    @property
+    def output_beats(self) -> int:
+        """Output beats per image (`hw.output.output_beats`): one for a vector."""
+        return output_beats(self.plans[-1])
 
     @property
     def source_model(self) -> Path:

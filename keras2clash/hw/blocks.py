@@ -76,7 +76,7 @@ from keras2clash.hw.events import (
     Stateful,
     pipe_block,
 )
-from keras2clash.hw.output import splits_output
+from keras2clash.hw.output import classifies, output_beats, splits_output
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.ir.structure import Chain, Parallel, structure
 from keras2clash.kinds import kind_of
@@ -233,7 +233,8 @@ def _build(
     last: Block = output
     if splits_output(plans[-1]) and is_softmax(plans[-1]):  # Top's softmax, after the class
         last = _softmax_block(plans[-1], last, mx, blocks)
-    last = pipe_block(class_depth(plans[-1].output_shape[-1]), last, mx, blocks)  # Top's classify
+    if classifies(plans[-1]):
+        last = pipe_block(class_depth(plans[-1].output_shape[-1]), last, mx, blocks)  # Top's classify
     plans = network_plans(plans)
     by_knob = dict(zip([p.name for p in plans if p.is_compute], knobs))
     source = plans[0].inputs[0] if plans[0].inputs else "input"
@@ -287,7 +288,8 @@ def timing_checks(plans: Sequence[LayerPlan]) -> list[tuple[str, Depth]]:
             checks.append((plan.name, Depth("activation", expr, map_depth(plan), "pipe_types")))
     last = plans[-1]
     n = last.output_shape[-1]
-    checks.append(("top", Depth("class", STAGES.class_depth(n), class_depth(n), "classify")))
+    if classifies(last):
+        checks.append(("top", Depth("class", STAGES.class_depth(n), class_depth(n), "classify")))
     if splits_output(last) and is_softmax(last):
         fo = last.out_fmt.frac
         checks.append(("top", Depth("softmax", STAGES.softmax_depth(n, fo), softmax_depth(fo, n), "softmax")))
@@ -306,4 +308,10 @@ def _with_inputs(plans: Sequence[LayerPlan]) -> list[LayerPlan]:
 
 
 def beats_per_image(plans: Sequence[LayerPlan]) -> int:
+    """Input beats per image: one per position, the last axis inside a beat."""
     return math.prod(plans[0].input_shape[:-1])
+
+
+def output_beats_per_image(plans: Sequence[LayerPlan]) -> int:
+    """Output beats per image (`hw.output.output_beats`)."""
+    return output_beats(plans[-1])

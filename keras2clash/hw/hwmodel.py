@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from keras2clash.hw.blocks import _build, _knobs, beats_per_image
+from keras2clash.hw.blocks import _build, _knobs, beats_per_image, output_beats_per_image
 from keras2clash.hw.events import CLAMP, NEG, Block, Cycle, EngineTiming, Join, Stateful
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.hw.resources import HwFigures, LayerResources, layer_resources, top_fifo_bits
@@ -48,7 +48,7 @@ class Timing:
     """Predicted cycles of a run of `images` images back to back (cycle 0 = first after reset)."""
 
     accept_cycle: np.ndarray  # (N,) first beat of each image accepted
-    output_cycle: np.ndarray  # (N,) its output beat moved
+    output_cycle: np.ndarray  # (N,) its (last) output beat moved
     ii: float  # steady-state initiation interval (exact; fractional only for a multi-image period)
     period_images: int  # images per period of the steady state (1 in every case seen)
 
@@ -125,7 +125,8 @@ def _simulate_batch(
                 accepts.append(q)
             last = q
         n += 1
-    outputs = sink.times[: len(accepts)]
+    j = output_beats_per_image(plans)  # an image's output is its last output beat
+    outputs = sink.times[j - 1 :: j][: len(accepts)]
     return accepts, outputs, refs, found_lag, found_at
 
 
@@ -267,7 +268,8 @@ def timing(plans: Sequence[LayerPlan], images: int = 0) -> Timing:
             if j == 0:
                 accepts.append(last)
     acc = np.array(accepts, dtype=np.int64)
-    out = np.array(sink.times[: len(accepts)], dtype=np.int64)
+    j = output_beats_per_image(plans)
+    out = np.array(sink.times[j - 1 :: j][: len(accepts)], dtype=np.int64)
     return Timing(acc, out, ii, period)
 
 

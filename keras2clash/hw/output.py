@@ -1,17 +1,50 @@
-"""How the output layer ends: a monotone activation there is applied after the class is
-taken (the Top's split), which the planner, the golden model, the hardware model and the
-emitter all ask about the same way."""
+"""How the output layer ends, which the planner, the golden model, the hardware model and the
+emitter all ask about the same way:
+
+- a vector output is a classifier's: the Top takes the class (the argmax) and sends one beat
+  per image, the scores and the class (`classifies`);
+- an image or sequence output streams out as it is computed, one beat per position, the
+  last axis inside a beat (`output_beats`), with no class;
+- a monotone activation on a classifier's output layer is applied after the class is taken
+  (the Top's split, `splits_output`)."""
 
 from __future__ import annotations
 
+import math
+
+from keras2clash.errors import K2CError
 from keras2clash.hw.plan import LayerPlan, relu_before_requantize
 from keras2clash.quant import activations
+
+
+def classifies(plan: LayerPlan) -> bool:
+    """Whether the Top takes a class from the output layer `plan`: its output is a vector."""
+    return len(plan.output_shape) == 1
+
+
+def output_beats(plan: LayerPlan) -> int:
+    """Output beats per image of the output layer `plan`: one position each (one for a vector)."""
+    return math.prod(plan.output_shape[:-1])
 
 
 def splits_output(plan: LayerPlan) -> bool:
     """Whether the output layer's activation is applied after the class is taken: a monotone
     one (sigmoid, softmax, tanh, relu, ...) keeps the order of the values before it, and
     taking the argmax there avoids the ties its saturation would create. Not a relu applied
-    before a wrapping requantization: that one is part of the requantization."""
+    before a wrapping requantization: that one is part of the requantization. An output
+    without a class keeps its activation in the network."""
     act = activations.parse(plan.activation)
-    return act.monotone and not act.is_linear and not relu_before_requantize(plan)
+    return classifies(plan) and act.monotone and not act.is_linear and not relu_before_requantize(plan)
+
+
+def output_task(plan: LayerPlan, task: str) -> str:
+    """The comparison a test set gets (`data.detect_task`'s `task`): an output without a class
+    (an image or a sequence) is compared value by value, as a regression model's."""
+    if classifies(plan):
+        return task
+    if task == "classifier":
+        raise K2CError(
+            f"the output of layer '{plan.name}' is {plan.output_shape}, not a vector: there is no class to "
+            "compare (use --task regression or auto)"
+        )
+    return "regression"

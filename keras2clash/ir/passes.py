@@ -23,7 +23,7 @@ has, and these turn it into what the hardware builds.
    kernels' input axis), through a Flatten for a Dense; anywhere else it stays (a
    per-channel multiply-add).
 6. `check_network`: every remaining record is one the hardware builds, shapes agree along
-   every edge, names unique, at least one Dense layer.
+   every edge, names unique, at least one layer with weights.
 
 A fold or fusion needs the layer it folds into to have no other reader: otherwise the
 unfolded value would be needed too, and the error says so.
@@ -311,12 +311,11 @@ def check_network(graph: Graph) -> Graph:
                 raise K2CError(
                     f"layer '{layer.name}' expects {shape} from '{tensor}', which gives {graph.shape_of(tensor)}"
                 )
-    if len(graph.output_shape) != 1:
+    if not any(kind_of(layer.type).has_params for layer in graph.layers):  # type: ignore[union-attr]
         raise K2CError(
-            f"model '{graph.name}' outputs shape {graph.output_shape}; a vector is needed (end with Flatten and Dense)"
+            f"model '{graph.name}' has no layer with weights (Dense, a convolution, a normalization); "
+            "at least one is needed"
         )
-    if not any(isinstance(layer, Dense) for layer in graph.layers):
-        raise K2CError(f"model '{graph.name}' has no Dense layer; at least one is needed")
     return graph
 
 

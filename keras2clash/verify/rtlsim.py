@@ -231,6 +231,7 @@ class RtlResult:
     build_seconds: float
     messages: list[str]  # ERROR / TIMEOUT lines and anything unexpected
     gap_max: int = 0
+    classifies: bool = True  # the output has a class (one beat of scores and class per image)
 
     @property
     def passed(self) -> int:
@@ -259,22 +260,34 @@ def parse_output(lines: list[str], tb: Testbench) -> tuple[list[SampleResult], i
     ]
     cycles: int | None = None
     messages: list[str] = []
+    spec = tb.spec
+    wrong: dict[int, dict[int, str]] = {}  # image -> its output beats that differ (BEAT lines)
     for line in lines:
         parts = line.split()
         if not parts:
             continue
-        if parts[0] == "OUT" and len(parts) == 6:
+        if parts[0] == "BEAT" and len(parts) == 4:
+            wrong.setdefault(int(parts[1]), {})[int(parts[2])] = parts[3]
+        elif parts[0] == "OUT" and len(parts) == 6:
             i = int(parts[1])
             r = results[i]
             r.accept_cycle, r.output_cycle = int(parts[2]), int(parts[3])
-            if re.fullmatch(r"[0-9a-fA-F]+", parts[4]):
-                r.got, r.got_class = unpack_result(int(parts[4], 16), tb.spec)
-                r.got_class = int(r.got_class)
-                same = bool(np.array_equal(r.got, r.expected)) and r.got_class == r.expected_class
-                r.passed = same and parts[5] == "PASS"
-                r.note = "" if r.passed else ("testbench FAIL" if same else "mismatch")
-            else:
-                r.note = f"undefined bits in m_axis_tdata: {parts[4]}"
+            words = {**wrong.pop(i, {}), spec.out_beats - 1: parts[4]}
+            bad = [w for w in words.values() if not re.fullmatch(r"[0-9a-fA-F]+", w)]
+            if bad:
+                r.note = f"undefined bits in m_axis_tdata: {bad[0]}"
+                continue
+            if spec.class_bits:
+                r.got, got_class = unpack_result(int(parts[4], 16), spec)
+                r.got_class = int(got_class)
+            else:  # the expected beats, with the ones the testbench saw differ replaced
+                got = np.array(r.expected, dtype=np.int64).reshape(spec.out_beats, spec.out_width)
+                for b, w in words.items():
+                    got[b] = unpack_result(int(w, 16), spec)[0]
+                r.got = got.reshape(-1)
+            same = bool(np.array_equal(r.got, r.expected)) and r.got_class == (r.expected_class if spec.class_bits else None)
+            r.passed = same and parts[5] == "PASS"
+            r.note = "" if r.passed else ("testbench FAIL" if same else "mismatch")
         elif parts[0] == "DONE" and len(parts) == 4:
             cycles = int(parts[3])
         elif parts[0] in ("ERROR", "TIMEOUT"):
@@ -344,7 +357,9 @@ def run_testbench(
     t2 = time.monotonic()
     (build / "run.log").write_text("\n".join(lines) + "\n")
     samples, cycles, messages = parse_output(lines, tb)
-    return RtlResult(sim.name, project.name, samples, cycles, t2 - t1, t1 - t0, messages, tb.spec.gap_max)
+    return RtlResult(
+        sim.name, project.name, samples, cycles, t2 - t1, t1 - t0, messages, tb.spec.gap_max, bool(tb.spec.class_bits)
+    )
 
 
 def _count_samples(project: Project, data: str | Path, limit: int | None) -> int:
@@ -409,9 +424,7 @@ def render(result: RtlResult, console, all_rows: bool = False) -> None:
     for s in shown[:200]:
         detail = ""
         if not s.passed:
-            detail = f"{s.note}: expected {s.expected.tolist()} class {s.expected_class}"
-            if s.got is not None:
-                detail += f"; got {s.got.tolist()} class {s.got_class}"
+            detail = f"{s.note}: {_difference(s, result.classifies)}"
         table.add_row(
             str(s.index),
             "[green]pass[/green]" if s.passed else "[red]FAIL[/red]",
@@ -441,6 +454,20 @@ def render(result: RtlResult, console, all_rows: bool = False) -> None:
         else "[bold red]RTL simulation FAILED[/bold red]"
     )
     console.print(verdict)
+
+
+def _difference(s: SampleResult, classifies: bool) -> str:
+    """A failing sample's values: all of a classifier's; where an image's first differ."""
+    if classifies:
+        text = f"expected {s.expected.tolist()} class {s.expected_class}"
+        return text if s.got is None else text + f"; got {s.got.tolist()} class {s.got_class}"
+    if s.got is None:
+        return f"expected {s.expected.size} values"
+    differ = np.flatnonzero(s.got != s.expected)
+    if not differ.size:
+        return "the values are equal"
+    k = int(differ[0])
+    return f"{differ.size} of {s.expected.size} values differ; value {k}: expected {s.expected[k]}, got {s.got[k]}"
 
 
 def _num(v: int | None) -> str:

@@ -1,8 +1,8 @@
 """Running the compiled Clash simulation on a test set and reading back its outputs.
 
 The simulator streams samples through the design's ready/valid input, back to back, and
-prints one line per sample: the cycle its input was accepted, the cycle its output left,
-the argmax class and the raw output integers (docs/reference/project.md, "The simulation protocol").
+prints one line per sample: the cycle its input was accepted, the cycle its (last) output
+beat left, a classifier's argmax class, and the raw output integers (docs/reference/project.md, "The simulation protocol").
 """
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ from keras2clash.errors import K2CError
 class SimResult:
     accept_cycle: np.ndarray  # (N,)
     output_cycle: np.ndarray  # (N,)
-    classes: np.ndarray  # (N,) argmax computed by the hardware
-    outputs: np.ndarray  # (N, n_out) raw integers
+    classes: np.ndarray | None  # (N,) argmax computed by the hardware; None: the output has no class
+    outputs: np.ndarray  # (N, n_out) raw integers, the output tensor row-major
 
     @property
     def latency(self) -> np.ndarray:
-        """Cycles from accepting a sample's input to its output leaving, per sample."""
+        """Cycles from accepting a sample's first input beat to its last output beat leaving."""
         return self.output_cycle - self.accept_cycle
 
     @property
@@ -57,8 +57,11 @@ def run_simulator(
     n_out: int,
     extra_args: list[str] | None = None,
     progress: Callable[[int], None] | None = None,
+    *,
+    classifies: bool = True,
 ) -> SimResult:
-    """Feed raw inputs to the simulator, collect its per-sample lines.
+    """Feed raw inputs to the simulator, collect its per-sample lines. `classifies`: the
+    design's output is a vector with a class (`Project.classifies`), printed before the values.
 
     `progress(k)` is called as outputs arrive, so long runs can show a progress bar.
     """
@@ -99,6 +102,7 @@ def run_simulator(
     if len(rows) != len(x_raw):
         raise K2CError(f"simulation returned {len(rows)} outputs for {len(x_raw)} samples")
     table = np.array(rows, dtype=np.int64)
-    if table.shape[1] != 3 + n_out:
-        raise K2CError(f"simulation printed {table.shape[1] - 3} outputs per sample, expected {n_out}")
-    return SimResult(table[:, 0], table[:, 1], table[:, 2], table[:, 3:])
+    lead = 3 if classifies else 2
+    if table.shape[1] != lead + n_out:
+        raise K2CError(f"simulation printed {table.shape[1] - lead} outputs per sample, expected {n_out}")
+    return SimResult(table[:, 0], table[:, 1], table[:, 2] if classifies else None, table[:, lead:])

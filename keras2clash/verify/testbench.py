@@ -40,6 +40,7 @@ from keras2clash.backend.project import Project, load_project
 from keras2clash.data import load_test_set
 from keras2clash.errors import K2CError
 from keras2clash.fsutil import atomic_directory
+from keras2clash.hw.output import output_task
 from keras2clash.quant import golden
 
 TB_DIR = "tb"
@@ -65,12 +66,18 @@ class TbSpec:
     beats: int  # beats per image (k)
     beat_width: int  # values per beat (c)
     in_bits: int  # bits per input value
-    n_out: int  # scores (m)
-    out_bits: int  # bits per score
-    class_bits: int
+    n_out: int  # output values per image (a classifier's scores, m)
+    out_bits: int  # bits per output value
+    class_bits: int  # 0: the output has no class
     gap_max: int
     seed: int
     max_cycles: int
+    out_beats: int = 1  # output beats per image (j): one for a classifier
+
+    @property
+    def out_width(self) -> int:
+        """Values per output beat."""
+        return self.n_out // self.out_beats
 
     @property
     def tdata_in(self) -> int:
@@ -78,7 +85,7 @@ class TbSpec:
 
     @property
     def tdata_out(self) -> int:
-        return self.class_bits + self.n_out * self.out_bits
+        return self.class_bits + self.out_width * self.out_bits
 
     @property
     def in_word(self) -> int:
@@ -111,14 +118,14 @@ def pack_result(scores, cls: int, spec: TbSpec) -> int:
 
 
 def unpack_result(word: int, spec: TbSpec) -> tuple[np.ndarray, int]:
-    """m_axis_tdata -> (raw scores, class)."""
+    """m_axis_tdata -> (raw values, class); the class is 0 for an output without one."""
     mask = (1 << spec.out_bits) - 1
     half = 1 << (spec.out_bits - 1)
     scores = []
-    for j in range(spec.n_out):
+    for j in range(spec.out_width):
         v = (word >> (j * spec.out_bits)) & mask
         scores.append(v - (1 << spec.out_bits) if v >= half else v)
-    return np.array(scores, dtype=np.int64), word >> (spec.n_out * spec.out_bits)
+    return np.array(scores, dtype=np.int64), word >> (spec.out_width * spec.out_bits)
 
 
 # --- estimates and limits ----------------------------------------------------------------
@@ -140,7 +147,7 @@ def cycles_per_image(project: Project) -> int:
 
 def estimate_cycles(project: Project, samples: int, gap_max: int) -> int:
     """Cycles a run of `samples` images should take at most (before the stalls stretch it)."""
-    beats = math.prod(project.input_shape[:-1])
+    beats = max(math.prod(project.input_shape[:-1]), project.output_beats)
     per_image = max(cycles_per_image(project), beats) * (1 + gap_max)
     return samples * per_image + cycles_per_image(project) + 10
 
@@ -163,10 +170,11 @@ def spec_for(project: Project, samples: int, gap_max: int, seed: int) -> TbSpec:
         in_bits=first.in_fmt.hw_bits,
         n_out=project.n_out,
         out_bits=last.out_fmt.hw_bits,
-        class_bits=(project.n_out - 1).bit_length(),
+        class_bits=(project.n_out - 1).bit_length() if project.classifies else 0,
         gap_max=gap_max,
         seed=seed,
         max_cycles=cycle_budget(project, samples, gap_max),
+        out_beats=project.output_beats,
     )
 
 
@@ -184,7 +192,9 @@ class Testbench:
 
 def prepare(project: Project, data: str | Path, limit: int | None):
     """Load and check the test set against the project; the golden model's answers."""
-    dataset = load_test_set(data, project.input_shape, project.n_out, project.plans[-1].activation).head(limit)
+    last = project.plans[-1]
+    dataset = load_test_set(data, project.input_shape, project.n_out, last.activation, output_task(last, "auto"))
+    dataset = dataset.head(limit)
     x_raw = golden.quantize_inputs(project.plans, dataset.x)
     expected, classes = golden.predict(project.plans, project.params, x_raw)
     return dataset, np.asarray(x_raw, dtype=np.int64), np.asarray(expected, dtype=np.int64), classes
@@ -220,7 +230,11 @@ def _write_files(root: Path, spec: TbSpec, x_raw, expected, classes, labels, tas
             word = pack_values(beat, spec.in_bits) | (int(b == spec.beats - 1) << spec.tdata_in)
             lines.append(f"{word:0{digits_in}x}")
     (root / "input.hex").write_text("\n".join(lines) + "\n")
-    outs = [f"{pack_result(s, c, spec):0{digits_out}x}" for s, c in zip(expected, classes)]
+    if spec.class_bits:
+        outs = [f"{pack_result(s, c, spec):0{digits_out}x}" for s, c in zip(expected, classes)]
+    else:  # one word per output beat
+        beats = expected.reshape(spec.samples * spec.out_beats, spec.out_width)
+        outs = [f"{pack_values(beat, spec.out_bits):0{digits_out}x}" for beat in beats]
     (root / "expected.hex").write_text("\n".join(outs) + "\n")
     (root / "tb.v").write_text(verilog_tb(spec))
     (root / "tb.vhdl").write_text(vhdl_tb(spec))
