@@ -25,6 +25,7 @@ from keras2clash.frontend import walk
 from keras2clash.frontend.convert import to_graph
 from keras2clash.frontend.keras_ref import PRE_ACTIVATION, keras_layer_outputs
 from keras2clash.frontend.load import load_keras_model
+from keras2clash.hw.output import classifies
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.ir.graph import Graph
 from keras2clash.network import Network, load_network
@@ -43,15 +44,17 @@ class Prediction:
     `raw` are the output port's integers, `values` the reals they stand for
     (`raw * 2^-frac` of `output_format`); `classes` is what the core's class output gives
     (the argmax of the output layer's values before a monotone activation, lowest index on
-    ties: docs/guide/contract.md), meaningful for a classifier; `input_raw` the quantized inputs
-    the core reads."""
+    ties: docs/guide/contract.md), None when the output is an image or a sequence (no class);
+    `input_raw` the quantized inputs the core reads. An image output is flattened row-major
+    (the order its beats leave the core): `values.reshape(-1, *output_shape)` restores it."""
 
     raw: np.ndarray  # (N, n_out) int64
     values: np.ndarray  # (N, n_out) float64
-    classes: np.ndarray  # (N,) int64
+    classes: np.ndarray | None  # (N,) int64; None: the output has no class
     output_format: FixedFormat
     input_raw: np.ndarray  # (N, *input_shape) int64
     input_format: FixedFormat
+    output_shape: tuple[int, ...] = ()  # one sample's output, as the hardware streams it
 
     def __len__(self) -> int:
         return len(self.raw)
@@ -145,10 +148,11 @@ def predict(
     return Prediction(
         raw=np.asarray(raw, dtype=np.int64),
         values=out_fmt.to_real(raw),
-        classes=classes,
+        classes=classes if classifies(source.plans[-1]) else None,
         output_format=out_fmt,
         input_raw=x_raw,
         input_format=source.plans[0].in_fmt,
+        output_shape=source.plans[-1].output_shape,
     )
 
 

@@ -15,7 +15,7 @@ module Top where
 import Clash.Prelude
 
 import K2C.Activation (argmax)
-import K2C.Axi (AxiIn, AxiOut, axiStream)
+import K2C.Axi (AxiIn, AxiOut, ResultData, axiStream)
 import K2C.Stream (Stream, mapS, (|>))
 import Network
 
@@ -38,7 +38,7 @@ topEntity
   :: Clock System
   -> Reset System
   -> Enable System
-  -> AxiIn System BeatWidth Act (AxiOut System Classes Act)
+  -> AxiIn System BeatWidth Act (AxiOut System (ResultData Classes Act))
 topEntity clk rst en = withClockResetEnable clk rst en (axiStream (SNat @BeatsPerImage) core)
 {-# NOINLINE topEntity #-}
 {-# ANN topEntity

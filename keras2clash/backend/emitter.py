@@ -20,7 +20,7 @@ from typing import NotRequired, TypeAlias, TypedDict, cast
 import jinja2
 
 from keras2clash.backend.activations import ActivationCode, activation_code
-from keras2clash.backend.haskell import beat_type, format_type_name, shape_text, vec_type
+from keras2clash.backend.haskell import beat_type, format_type_name, shape_text
 from keras2clash.backend.memfiles import memfile_text
 from keras2clash.errors import K2CError
 from keras2clash.hw.blocks import stages_table, timing_checks

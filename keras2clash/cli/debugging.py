@@ -61,7 +61,10 @@ def trace(
 def predict(
     model: params.DebugModel,
     data: Annotated[Path, typer.Option("--data", "-d", help="Inputs .npz with an array x.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Write raw, values, classes (and input_raw) to this .npz.")],
+    out: Annotated[
+        Path,
+        typer.Option("--out", "-o", help="Write raw, values, classes (a classifier's) and input_raw to this .npz."),
+    ],
     n: params.Limit = None,
     force: params.ForceOutFile = False,
     *,
@@ -76,7 +79,7 @@ def predict(
         buffer,
         raw=result.raw,
         values=result.values,
-        classes=result.classes,
+        **({} if result.classes is None else {"classes": result.classes}),
         input_raw=result.input_raw,
         output_format=np.array(str(result.output_format)),
         input_format=np.array(str(result.input_format)),

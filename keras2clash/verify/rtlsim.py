@@ -285,7 +285,9 @@ def parse_output(lines: list[str], tb: Testbench) -> tuple[list[SampleResult], i
                 for b, w in words.items():
                     got[b] = unpack_result(int(w, 16), spec)[0]
                 r.got = got.reshape(-1)
-            same = bool(np.array_equal(r.got, r.expected)) and r.got_class == (r.expected_class if spec.class_bits else None)
+            same = bool(np.array_equal(r.got, r.expected)) and r.got_class == (
+                r.expected_class if spec.class_bits else None
+            )
             r.passed = same and parts[5] == "PASS"
             r.note = "" if r.passed else ("testbench FAIL" if same else "mismatch")
         elif parts[0] == "DONE" and len(parts) == 4:
