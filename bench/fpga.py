@@ -45,6 +45,7 @@ EXAMPLES = [
     "cnn_variants",
     "mobilenet_digits",
     "conv1d_waves",
+    "digits_autoencoder",
     "jet_hgq/jet_qat",
     "thesis_cnn@ecp5-85k",
     "resnet_digits@ecp5-85k",

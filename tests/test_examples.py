@@ -69,3 +69,47 @@ def test_example_whole_test_set(tmp_path: Path, example: str, parallelism: list[
     assert np.array_equal(sim.accept_cycle, t.accept_cycle) and np.array_equal(sim.output_cycle, t.output_cycle)
     stressed = api.simulate(out, data, clash_images, gap_max=5, seed=7, keras=False, show=False)
     assert stressed.bit_exact == clash_images
+
+
+@needs_toolchain
+@pytest.mark.parametrize(("clash_images", "verilator"), [(3, False), pytest.param(WHOLE, True, marks=pytest.mark.slow)])
+def test_the_autoencoder_example_scores_anomalies_as_keras_does(
+    tmp_path: Path, clash_images: int, verilator: bool
+) -> None:
+    """digits_autoencoder (an image output, pooling and upsampling) at 1,7,8: the Clash
+    simulation equals the golden model on every output pixel of `clash_images` images, back
+    to back and under random gaps and stalls, with the hardware model's cycles (about four
+    seconds an image: the whole test set with -m slow, where Verilator runs it too, under
+    random backpressure); the hardware's anomaly score has the ROC AUC of Keras float within
+    0.005 on the whole test set."""
+    import sys
+
+    from sklearn.metrics import roc_auc_score
+
+    from helpers import assert_clash_matches_golden
+    from keras2clash import api
+    from keras2clash.backend.project import load_project
+    from keras2clash.frontend.keras_ref import keras_outputs
+
+    folder = EXAMPLES / "digits_autoencoder"
+    sys.path.insert(0, str(folder))
+    from train import anomaly_scores
+
+    out, data = tmp_path / "ae", folder / "test.npz"
+    api.emit(folder / "digits_autoencoder.keras", "1,7,8", out, show=False)
+    project = load_project(out)
+    with np.load(data) as arrays:
+        x, anomaly = arrays["x"], arrays["anomaly"]
+    assert len(x) == WHOLE and project.output_beats == 64
+
+    x_raw = golden.quantize_inputs(project.plans, x)
+    assert_clash_matches_golden(project, x_raw[:clash_images], seed=7)
+    if verilator:
+        rtl = api.rtlsim(out, data, "verilator", gap_max=3, seed=11, show=False)
+        assert rtl.ok and len(rtl.samples) == rtl.passed == WHOLE
+
+    hardware = project.plans[-1].out_fmt.to_real(golden.run(project.plans, project.params, x_raw))
+    floats = keras_outputs(project.source_model, x)
+    float_auc = roc_auc_score(anomaly, anomaly_scores(floats, x))
+    hardware_auc = roc_auc_score(anomaly, anomaly_scores(hardware, x))
+    assert float_auc > 0.9 and abs(hardware_auc - float_auc) <= 0.005

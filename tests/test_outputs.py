@@ -136,7 +136,9 @@ def test_an_image_output_is_bit_exact_in_clash_and_verilator(autoencoder, capsys
     timing = hwmodel.timing(project.plans, len(x_raw))
     assert timing.first_latency > 64  # the last of 64 output beats, after the last input beat
     exe = toolchain.build_simulator(project.root)
-    stressed = run_simulator(exe, project.root, x_raw, project.n_out, ["--gap-max", "3", "--seed", "9"], classifies=False)
+    stressed = run_simulator(
+        exe, project.root, x_raw, project.n_out, ["--gap-max", "3", "--seed", "9"], classifies=False
+    )
     rtl = api.rtlsim(project_dir, data, "verilator", gap_max=3, seed=9, show=False)
     assert rtl.ok and rtl.passed == len(x_raw)
     assert np.array_equal(rtl.output_cycles(), stressed.output_cycle)
