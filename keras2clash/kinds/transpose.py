@@ -157,12 +157,19 @@ def _transposed(
     rows = axis_geometry(height, kh, strides[0], padding, output_padding[0])
     cols = axis_geometry(width, kw, strides[1], padding, output_padding[1])
     for n, s, axis in ((height, strides[0], rows), (width, strides[1], cols)):
+        if axis.length < 1:
+            raise K2CError(
+                f"{kind} layer '{layer.name}': output_padding {output_padding} with padding='{padding}' leaves "
+                "no output positions along an axis"
+            )
         if padding == "same" and -(-axis.length // s) != n:
             raise K2CError(
                 f"{kind} layer '{layer.name}': output_padding {output_padding} with padding='same' gives "
                 f"{axis.length} positions, which a stride-{s} convolution would not map back to its {n} "
                 "inputs (Keras cannot run it either)"
             )
+    if not layer.use_bias:  # `_kernel_and_bias` sizes its zeros by the kernel's last axis, C here
+        bias = np.zeros(filters)
     sh, sw = strides
     phases_name = f"{layer.name}_phases"
     top, bottom = rows.pads
