@@ -222,6 +222,53 @@ def test_refusals() -> None:
     refused(one_d, "Conv1DTranspose layer 'dil1'", "dilation_rate=(2,)")
 
 
+def test_batchnorm_and_activation_fold_through_the_interleave() -> None:
+    """Conv2DTranspose -> BatchNormalization -> ReLU: the interleave moves whole channels, so
+    the BatchNormalization folds into the phase convolution (its statistics tiled over the
+    phases) and the ReLU fuses into it; the interleave lists both (its output is their Keras
+    tensor). With a second reader of the transposed convolution both stay."""
+
+    def build(second_reader: bool) -> keras.Model:
+        inp = keras.Input((3, 4, 2))
+        up = layers.Conv2DTranspose(2, 3, strides=2, padding="same", name="up")(layers.Conv2D(3, 2, name="c1")(inp))
+        act = layers.ReLU(name="act")(layers.BatchNormalization(name="bn")(up))
+        out = layers.Conv2D(2, 2, name="c2")(act)
+        if second_reader:
+            out = layers.Add(name="add")([out, layers.Conv2D(2, 2, name="c3")(up)])
+        model = keras.Model(inp, layers.Dense(3, name="head")(layers.Flatten(name="flat")(out)))
+        _randomize(model, 7)
+        bn = model.get_layer("bn")
+        bn.moving_variance.assign(np.abs(bn.moving_variance.numpy()) + 0.5)
+        return model
+
+    model = build(False)
+    graph = {layer.name: layer for layer in to_graph(model)}
+    assert "bn" not in graph and "act" not in graph and graph["up"].fused == ("bn", "act")
+    assert graph["up_phases"].activation == "relu"
+    planned = load_network(model, WIDE, fifos=False)
+    x = np.random.default_rng(0).uniform(-1, 1, size=(4, 3, 4, 2))
+    keras_out = np.asarray(model(x.astype(np.float32)), dtype=np.float64)
+    np.testing.assert_allclose(float_forward(planned.graph, x)[-1].out, keras_out, rtol=1e-4, atol=1e-4)
+    raw = golden.run(planned.plans, golden.quantize_params(planned.plans), golden.quantize_inputs(planned.plans, x))
+    assert np.max(np.abs(raw / 2.0 ** planned.plans[-1].out_fmt.frac - keras_out)) < 0.01
+    kept = {layer.name: layer.type for layer in to_graph(build(True))}
+    assert kept["bn"] == "batchnorm" and kept["up"] == "interleave2d"
+
+
+def test_formats_go_to_the_phase_convolution() -> None:
+    """The interleave keeps its input's format: a format for the Keras layer's name says where
+    it belongs."""
+    from keras2clash.design import DesignOptions
+
+    model = _image_model((3, 3, 2), layers.Conv2DTranspose(2, 3, strides=2, name="up"))
+    with pytest.raises(K2CError, match="give the layer's formats to 'up_phases'"):
+        load_network(model, DesignOptions.of("1,7,8", layer_formats={"up": {"o": "1,5,6"}}), fifos=False)
+    plans = load_network(
+        model, DesignOptions.of("1,7,8", layer_formats={"up_phases": {"o": "1,5,6"}}), fifos=False
+    ).plans
+    assert [p.out_fmt for p in plans if p.name in ("up_phases", "up")] == [FixedFormat(1, 5, 6)] * 2
+
+
 # --- the hardware ------------------------------------------------------------------------
 
 

@@ -47,11 +47,12 @@ from keras2clash.frontend.registry import (
 )
 from keras2clash.frontend.sequences import _check_sequence_layer, _one
 from keras2clash.hw.events import Block, Crop, EngineTiming, Interleave, Max, Stateful
-from keras2clash.hw.plan import LayerPlan, Params
+from keras2clash.hw.plan import Common, LayerFormats, LayerPlan, Params
 from keras2clash.ir.layers import Layer, register_record
 from keras2clash.kinds.base import Entry, Kind, Storage, narrow, params_of
 from keras2clash.kinds.conv import Conv2D
 from keras2clash.quant.exact import QuantizedLayer
+from keras2clash.quant.formats import FixedFormat
 
 HASKELL = kind_template("transpose.hs.j2")
 
@@ -268,6 +269,17 @@ class InterleaveKind(Kind):
     def plan_params(self, layer: Layer) -> InterleaveParams:
         assert isinstance(layer, Interleave2D)
         return InterleaveParams(phases=layer.phases, crops=layer.crops)
+
+    def plan(self, common: Common, override: LayerFormats | None, fmt: FixedFormat) -> LayerPlan:
+        """The phase convolution's format, kept; its formats are given to that layer."""
+        layer = common.layer
+        if override is not None:
+            source = layer.source_class if isinstance(layer, Interleave2D) else "Conv2DTranspose"
+            raise K2CError(
+                f"layer '{layer.name}' ({source}) interleaves the outputs of its phase convolution "
+                f"'{layer.inputs[0]}' and keeps their format; give the layer's formats to '{layer.inputs[0]}'"
+            )
+        return super().plan(common, override, fmt)
 
     def source_class(self, plan: LayerPlan) -> str:
         return plan.layer.source_class if isinstance(plan.layer, Interleave2D) else ""
