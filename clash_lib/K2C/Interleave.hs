@@ -26,7 +26,12 @@ for @i < sh@, @x < w@, @j < sw@, @j@ fastest. Its source is
 * @(i, x, j)@, @j > 0@: the output register rotated by one phase.
 
 So only one input row's later phase rows are stored, never a frame, and no
-row waits: output row 0 streams out while the input row arrives. These are
+row waits: output row 0 streams out while the input row arrives. The input
+waits while rows @1 .. sh - 1@ leave; a second row buffer would let it run
+on, but the output (one beat a cycle, @sh * sw@ per input pixel) is the
+layer's pace whenever the phase convolution keeps up, and the engine's
+output queue bridges the wait otherwise (a 2x2 interleave of a 4x3 image
+behind an engine of 4 steps a window: an interval of 51 cycles against 48). These are
 the beat order and the rules of "K2C.Upsample" (which repeats a pixel where
 this block takes the next phase), so the timing below is the same.
 
