@@ -289,6 +289,24 @@ def _middle_model() -> keras.Model:
     )
 
 
+def _same_model() -> keras.Model:
+    """Conv2D -> Conv2DTranspose (4x4, stride 2, 'same', relu: one phase row and column
+    cropped on every side) -> Conv2D -> Flatten -> Dense."""
+    return _randomize(
+        keras.Sequential(
+            [
+                keras.Input((5, 4, 2)),
+                layers.Conv2D(3, 2, name="c1"),
+                layers.Conv2DTranspose(2, 4, strides=2, padding="same", activation="relu", name="up"),
+                layers.Conv2D(2, 2, strides=2, name="c2"),
+                layers.Flatten(name="flat"),
+                layers.Dense(3, name="head"),
+            ]
+        ),
+        3,
+    )
+
+
 def _cropped_model() -> keras.Model:
     """Strides (3, 2), a 4x3 kernel, 'valid' with output_padding (1, 1) (a crop after the
     interleave, and a one-pixel-wide row: the interleave's register word)."""
@@ -344,15 +362,17 @@ def test_interleave_resources_and_model() -> None:
 
 
 @needs_toolchain
-@pytest.mark.parametrize("build", [_middle_model, _sequence_model])
-def test_transposed_bit_exact_in_clash(tmp_path_factory, build) -> None:
+def test_transposed_bit_exact_in_clash(tmp_path_factory) -> None:
     """Golden == Clash simulation (back to back, and under random gaps and stalls); the
-    hardware model's accept and output cycles == the simulation's."""
+    hardware model's accept and output cycles == the simulation's: a 2x2 interleave from its
+    block RAM, cropped on every side (more configurations: `test_transposed_in_verilog`)."""
     from keras2clash import api
     from keras2clash.backend.project import load_project
 
     out = tmp_path_factory.mktemp("transpose") / "net"
-    api.emit(build(), "1,7,8", out, None, show=False)
+    model = _same_model()
+    assert to_graph(model).by_name()["up"].crops == (1, 1, 1, 1)
+    api.emit(model, "1,7,8", out, None, show=False)
     project = load_project(out)
     x = np.random.default_rng(3).uniform(-1.5, 1.5, size=(4, *project.plans[0].input_shape))
     assert_clash_matches_golden(project, golden.quantize_inputs(project.plans, x), 3)
@@ -362,8 +382,9 @@ def test_transposed_bit_exact_in_clash(tmp_path_factory, build) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("build", [_middle_model, _cropped_model, _sequence_model])
 def test_transposed_in_verilog(tmp_path, build) -> None:
-    """Through Clash's Verilog: bit-exact in Verilator under gaps and stalls; and the cropped
-    configuration in the Clash simulation too."""
+    """Golden == Clash simulation and the hardware model's cycles (as above), and through
+    Clash's Verilog bit-exact in Verilator under gaps and stalls: no crop, a crop with a
+    one-pixel-wide row (the interleave's register word), and Conv1DTranspose."""
     from keras2clash import api
     from keras2clash.backend.project import load_project
 
