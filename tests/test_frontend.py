@@ -1323,7 +1323,12 @@ def test_batch_normalization_with_negative_variance() -> None:
             "c3",
             "only 1-D and 2-D convolutions",
         ),
-        (lambda: image(layers.Conv2DTranspose(2, 3, name="tr")), "Conv2DTranspose", "tr", "transposed"),
+        (
+            lambda: seq((4, 4, 4, 1), layers.Conv3DTranspose(2, 3, name="tr3"), layers.Flatten(), layers.Dense(2)),
+            "Conv3DTranspose",
+            "tr3",
+            "only 1-D and 2-D transposed convolutions",
+        ),
         (
             lambda: seq((4, 4, 4, 1), layers.AveragePooling3D(2, name="ap3"), layers.Flatten(), layers.Dense(2)),
             "AveragePooling3D",

@@ -223,6 +223,7 @@ IMPORTS = {
     "collect": "import qualified K2C.Collect as Collect",
     "crop": "import qualified K2C.Crop as Crop",
     "upsample": "import qualified K2C.Upsample as Upsample",
+    "interleave": "import qualified K2C.Interleave as Interleave",
     "scatter": "import qualified K2C.Scatter as Scatter",
     "relu": "import qualified K2C.Relu as Relu",
     "table": "import qualified K2C.Lut as Lut",

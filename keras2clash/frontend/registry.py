@@ -104,9 +104,7 @@ def supported_layers() -> list[str]:
 #: Why some unsupported layer classes are not supported, and what to use instead.
 _UNSUPPORTED_HINTS: dict[str, str] = {
     "Conv3D": "only 1-D and 2-D convolutions (Conv1D, Conv2D) are supported",
-    "Conv2DTranspose": "transposed convolutions are not supported",
-    "Conv1DTranspose": "transposed convolutions are not supported",
-    "Conv3DTranspose": "transposed convolutions are not supported",
+    "Conv3DTranspose": "only 1-D and 2-D transposed convolutions (Conv1DTranspose, Conv2DTranspose) are supported",
     "MaxPooling3D": "only 1-D and 2-D pooling is supported",
     "AveragePooling3D": "only 1-D and 2-D pooling is supported",
     "Lambda": "a Lambda layer runs arbitrary Python, which has no hardware equivalent",

@@ -427,6 +427,13 @@ class Upsample:
         (self.M,) = values
 
 
+class Interleave(Upsample):
+    """K2C.Interleave (a transposed convolution's stride phases into raster order): the beat
+    order and rules of K2C.Upsample, `sw` beats per input pixel (its first output row's
+    phases) and after an input row its other `sh - 1` output rows from the line buffer; only
+    the values differ (phases, not copies)."""
+
+
 class Scatter:
     """K2C.Scatter: one vector -> n beats."""
 

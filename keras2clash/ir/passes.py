@@ -10,13 +10,14 @@ has, and these turn it into what the hardware builds.
    with zeros there); elsewhere it stays a padding layer (K2C.Pad).
    `fold_reshapes` (`ir.shape_passes`): a Reshape read only by a Flatten or another Reshape
    is dropped into it.
-3. `fold_batchnorm`: BatchNormalization after a linear Dense/Conv2D/DepthwiseConv2D folds
-   into its weights and bias (per output channel: the kernels' last axis); anywhere else it
-   stays (a per-channel multiply-add in hardware).
-4. `fuse_activations`: an activation layer after a Dense, (depthwise) Conv2D,
-   BatchNormalization or merge with a linear activation (and no other reader) becomes that
-   layer's activation; elsewhere it stays a standalone hardware stage; a linear one
-   disappears anywhere.
+3. `fold_batchnorm`: BatchNormalization after a linear Dense/Conv2D/DepthwiseConv2D (or a
+   linear transposed convolution: into its phase convolution) folds into its weights and
+   bias (per output channel: the kernels' last axis); anywhere else it stays (a per-channel
+   multiply-add in hardware).
+4. `fuse_activations`: an activation layer after a Dense, (depthwise) Conv2D, transposed
+   convolution, BatchNormalization or merge with a linear activation (and no other reader)
+   becomes that layer's activation; elsewhere it stays a standalone hardware stage; a
+   linear one disappears anywhere.
 5. `fold_affine_forward`: a per-channel affine layer of the preprocessing (Rescaling,
    Normalization, a BatchNormalization on the input) without an activation folds into the
    Dense or unpadded (depthwise) convolution that alone reads it (per input channel: the
@@ -50,6 +51,7 @@ from keras2clash.kinds.merge import Merge
 from keras2clash.kinds.pool import AvgPool2D
 from keras2clash.kinds.rescaling import Rescaling
 from keras2clash.kinds.shapes import ZeroPad2D
+from keras2clash.kinds.transpose import Interleave2D
 from keras2clash.quant import activations
 
 Pass = Callable[[Graph], Graph]
@@ -116,23 +118,47 @@ def fold_batchnorm(graph: Graph) -> Graph:
         target = _batchnorm_target(graph, layer)
         if target is None:
             continue
+        _, repeats, holder = _through_interleave(graph, layer.inputs[0])
+        scale, mean, shift = (
+            np.tile(np.asarray(v, dtype=np.float64), repeats) for v in (layer.scale, layer.mean, layer.shift)
+        )
         with np.errstate(all="ignore"):
-            kernel = target.kernel * layer.scale
-            bias = (target.bias - layer.mean) * layer.scale + layer.shift
+            kernel = target.kernel * scale
+            bias = (target.bias - mean) * scale + shift
         if not (np.all(np.isfinite(kernel)) and np.all(np.isfinite(bias))):
             raise K2CError(
                 f"BatchNormalization layer '{layer.name}' folds to NaN or infinite weights "
                 "(negative moving variance or non-finite statistics)"
             )
-        folded = replace(target, kernel=kernel, bias=bias, use_bias=True, fused=(*target.fused, layer.name))
-        return fold_batchnorm(_absorb(graph.replaced(target, folded), layer))
+        own = (layer.name,) if holder is None else ()
+        graph = graph.replaced(
+            target, replace(target, kernel=kernel, bias=bias, use_bias=True, fused=(*target.fused, *own))
+        )
+        if holder is not None:
+            graph = graph.replaced(holder, replace(holder, fused=(*holder.fused, layer.name)))
+        return fold_batchnorm(_absorb(graph, layer))
     return graph
+
+
+def _through_interleave(graph: Graph, source: str) -> tuple[str, int, Interleave2D | None]:
+    """A transposed convolution's interleave (`kinds.transpose`) only moves whole channels of
+    its phase convolution (channel `(rh*sw + rw)*F + f` becomes channel `f` of an output pixel),
+    so a per-channel step after it is the same step on the phase convolution, its constants
+    tiled `sh*sw` times. Returns the tensor such a step reads through it, the tiling, and the
+    interleave (which then lists the step as fused: its output is the step's Keras tensor);
+    `source`, 1 and None when `source` is not an interleave that only the step reads."""
+    layer = None if source == graph.input_name else graph[source]
+    if isinstance(layer, Interleave2D) and len(graph.consumers(source)) == 1:
+        sh, sw = layer.phases
+        return layer.inputs[0], sh * sw, layer
+    return source, 1, None
 
 
 def _batchnorm_target(graph: Graph, layer: BatchNorm) -> Dense | Conv2D | DepthwiseConv2D | None:
     """The linear Dense/Conv2D/DepthwiseConv2D a BatchNormalization folds into (per output
-    channel: the kernels' last axis), or None: it stays."""
-    (source,) = layer.inputs
+    channel: the kernels' last axis; through a transposed convolution's interleave,
+    `_through_interleave`), or None: it stays."""
+    source, _, _ = _through_interleave(graph, layer.inputs[0])
     target = None if source == graph.input_name else graph[source]
     if not isinstance(target, (Dense, Conv2D, DepthwiseConv2D)) or target.activation != "linear":
         return None
@@ -256,8 +282,10 @@ def _fusable(graph: Graph, layer: Activation) -> bool:
     """An activation fuses into the layer before it when that layer's kind takes one
     (`Kind.fuses_activation`: the engines, batch normalization, rescaling, the merges), it is
     linear and has no other reader. A PReLU with several slopes stays standalone: the engines
-    apply one function to every neuron, the standalone stage one slope per channel."""
-    (source,) = layer.inputs
+    apply one function to every neuron, the standalone stage one slope per channel. Through
+    a transposed convolution's interleave it fuses into the phase convolution
+    (`_through_interleave`)."""
+    source, _, _ = _through_interleave(graph, layer.inputs[0])
     target = None if source == graph.input_name else graph[source]
     home = None if target is None else kind_of(target.type)
     if target is None or home is None or not home.fuses_activation or target.activation != "linear":
@@ -289,9 +317,14 @@ def fuse_activations(graph: Graph) -> Graph:
         elif not _fusable(graph, layer):
             standalone.add(layer.name)
         else:
+            source, _, holder = _through_interleave(graph, source)
             target = graph[source]
-            fused = replace(target, activation=layer.activation, fused=(*target.fused, layer.name))  # type: ignore[call-arg]
-            graph = _absorb(graph.replaced(target, fused), layer)
+            own = (layer.name,) if holder is None else ()
+            fused = replace(target, activation=layer.activation, fused=(*target.fused, *own))  # type: ignore[call-arg]
+            graph = graph.replaced(target, fused)
+            if holder is not None:
+                graph = graph.replaced(holder, replace(holder, fused=(*holder.fused, layer.name)))
+            graph = _absorb(graph, layer)
 
 
 def check_network(graph: Graph) -> Graph:

@@ -61,8 +61,9 @@ class Conv2D(Layer):
     """`kernel` (kh, kw, C, F), `bias` (F,); `pads` (top, bottom, left, right) are explicit
     zero padding ('same' follows the TF rule, see `frontend.convert.same_pads`, on the
     dilated extent). `dilation` (dh, dw): tap (i, j) reads input pixel (i*dh, j*dw) of the
-    window. `source_class` is the Keras class it came from (Conv2D, Conv1D, or a Dense
-    applied per position of a tensor), for reports and the generated Haskell."""
+    window. `source_class` is the Keras class it came from (Conv2D, Conv1D, a Dense
+    applied per position of a tensor, or the transposed convolution whose stride phases it
+    computes: `kinds.transpose`), for reports and the generated Haskell."""
 
     kernel: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 0, 0)), compare=False)
     bias: np.ndarray = field(default_factory=lambda: np.zeros(0), compare=False)
