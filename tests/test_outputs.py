@@ -161,3 +161,30 @@ def test_a_sequence_output_with_a_softmax_per_step(tmp_path: Path) -> None:
     gold, _ = assert_clash_matches_golden(project, x_raw, seed=2)
     values = project.plans[-1].out_fmt.to_real(gold)
     assert error_figures(values, model.predict(x, verbose=0).reshape(len(x), -1)).max_abs < 0.02
+
+
+@pytest.mark.toolchain
+@needs_toolchain
+def test_a_transposed_convolution_decoder_streams_its_image_out(tmp_path: Path) -> None:
+    """Strided Conv2D down, Conv2DTranspose (stride 2, 'same') up: an 8x8x1 image out,
+    bit-exact in Clash with the hardware model's cycles, close to Keras."""
+    import keras
+
+    layers = keras.layers
+    model = keras.Sequential(
+        [
+            keras.Input((8, 8, 1)),
+            layers.Conv2D(4, 3, strides=2, padding="same", activation="relu", name="down"),
+            layers.Conv2DTranspose(3, 3, strides=2, padding="same", activation="relu", name="up"),
+            layers.Conv2D(1, 3, padding="same", activation="sigmoid", name="pixels"),
+        ],
+        name="tdecoder",
+    )
+    rng = np.random.default_rng(6)
+    model.set_weights([rng.normal(0, 0.5, w.shape).astype("float32") for w in model.get_weights()])
+    x = rng.uniform(0, 1, (5, 8, 8, 1))
+    project = load_project(k2c.emit(model, "1,4,11", tmp_path / "net", show=False))
+    assert project.output_beats == 64 and not project.classifies
+    gold, _ = assert_clash_matches_golden(project, golden.quantize_inputs(project.plans, x), seed=4)
+    values = project.plans[-1].out_fmt.to_real(gold)
+    assert error_figures(values, model.predict(x, verbose=0).reshape(len(x), -1)).max_abs < 0.01
