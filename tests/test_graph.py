@@ -213,6 +213,82 @@ def test_golden_follows_keras_on_random_graphs() -> None:
         np.testing.assert_allclose(raw / (1 << 14), want, atol=0.02, err_msg=f"{kind} {op} image={image}")
 
 
+def build_gated_model(seed: int, op: str, gate: str, gate_first: bool):
+    """A map merged with a per-channel gate computed from it: squeeze-and-excitation (global
+    pooling, two Dense, the gate reshaped to (1, 1, C)) or, with `gate` "vector", the (C,)
+    gate as it leaves the Dense (FiLM-like)."""
+    import keras
+    from keras import layers
+
+    keras.utils.set_random_seed(seed)
+    rng = np.random.default_rng(seed)
+    inp = keras.Input((4, 4, 2))
+    fmap = layers.Conv2D(3, 3, padding="same", activation="relu", name="stem")(inp)
+    g = layers.GlobalAveragePooling2D(name="squeeze")(fmap)
+    g = layers.Dense(2, activation="relu", name="reduce")(g)
+    g = layers.Dense(3, activation="sigmoid", name="excite")(g)
+    if gate == "map":
+        g = layers.Reshape((1, 1, 3), name="gate")(g)
+    merge = {
+        "add": layers.Add,
+        "subtract": layers.Subtract,
+        "multiply": layers.Multiply,
+        "average": layers.Average,
+        "maximum": layers.Maximum,
+        "minimum": layers.Minimum,
+    }[op]
+    x = merge(name="merge")([g, fmap] if gate_first else [fmap, g])
+    out = layers.Dense(3, name="out")(layers.Flatten(name="flat")(x))
+    model = keras.Model(inp, out, name=f"se_{op}_{gate}")
+    for layer in model.layers:  # small weights keep values inside the format
+        weights = layer.get_weights()
+        if weights:
+            layer.set_weights([rng.uniform(-0.6, 0.6, size=w.shape).astype(np.float32) for w in weights])
+    return model
+
+
+def test_golden_broadcasts_a_per_channel_gate_as_keras() -> None:
+    """A (1, 1, C) or (C,) gate, first or second, is broadcast over the map's positions as
+    Keras broadcasts it; the record names it as held."""
+    from keras2clash.network import load_network
+
+    rng = np.random.default_rng(1)
+    cases = [
+        (op, gate, op != "subtract" and i % 2 == 0) for i, op in enumerate(MERGES[:-1]) for gate in ("map", "vector")
+    ]
+    for seed, (op, gate, first) in enumerate(cases):
+        model = build_gated_model(seed, op, gate, first)
+        network = load_network(model, "1,9,14", fifos=False)
+        merge = next(p for p in network.plans if p.is_merge)
+        assert merge.params.held == ((0,) if first else (1,))
+        x = rng.uniform(0, 1, size=(8, 4, 4, 2)).astype(np.float32)
+        raw = golden.run(network.plans, network.params, golden.quantize_inputs(network.plans, x))
+        want = np.asarray(model(x, training=False), dtype=np.float64)
+        np.testing.assert_allclose(raw / (1 << 14), want, atol=0.02, err_msg=f"{op} {gate} first={first}")
+
+
+def test_hardware_refuses_a_held_gate() -> None:
+    """Until the join holds a per-image beat, the hardware model names the gate it cannot hold."""
+    from keras2clash.network import load_network
+
+    with pytest.raises(K2CError, match="broadcasts 'gate' over its other inputs"):
+        load_network(build_gated_model(0, "multiply", "map", False), "1,9,14")
+
+
+def test_broadcasts_other_than_a_per_channel_gate_are_refused() -> None:
+    import keras
+    from keras import layers
+
+    from keras2clash.network import load_network
+
+    inp = keras.Input((4, 4, 3))
+    row = layers.Conv2D(3, (4, 1), name="row")(inp)  # (1, 4, 3): not one value per channel
+    x = layers.Multiply(name="merge")([inp, row])
+    model = keras.Model(inp, layers.Dense(2, name="out")(layers.Flatten(name="flat")(x)))
+    with pytest.raises(K2CError, match="one value per channel"):
+        load_network(model, "1,9,14", fifos=False)
+
+
 def test_fifo_depths_cover_the_structural_lag() -> None:
     """A 3x3 'same' convolution needs a row and a pixel of input before its first output, so
     the identity shortcut's FIFO must hold at least that many beats."""

@@ -1,5 +1,6 @@
 """The merge kinds: Add, Subtract, Multiply, Average, Maximum, Minimum (element-wise, inputs
-of one shape) and Concatenate (along the last axis, the axis a beat carries).
+of one shape, or a per-image gate of one value per channel broadcast over a map) and
+Concatenate (along the last axis, the axis a beat carries).
 
 Arithmetic (docs/guide/contract.md, merges): the operands are aligned exactly to the widest
 fraction and combined exactly, then requantized to the output format once and activated;
@@ -51,11 +52,14 @@ requantization and the activation, then a register)."""
 @dataclass(frozen=True)
 class Merge(Layer):
     """A Keras merge layer: `op` is one of ELEMENTWISE_OPS or `concatenate`. Element-wise ops
-    take inputs of one shape; `concatenate` joins the last axis. An activation after it may
-    be fused."""
+    take inputs of the output's shape, except the inputs in `held`: one value per channel
+    ((C,), (1, C), (1, 1, C)), broadcast over every position of the others, so the hardware
+    holds their one beat per image while the others stream. `concatenate` joins the last
+    axis. An activation after it may be fused."""
 
     op: str = "add"
     activation: str = "linear"  # type: ignore[assignment]
+    held: tuple[int, ...] = ()
 
     keras_class: ClassVar[str] = "Merge"
 
@@ -71,11 +75,13 @@ for _op in (*ELEMENTWISE_OPS, "concatenate"):
 @dataclass(frozen=True)
 class MergeParams(Params):
     """A merge's inputs, one entry each: their formats, their shapes, and the depth of the
-    FIFO on each branch before the join (`hw.hwmodel.fifo_depths`; () until sized)."""
+    FIFO on each branch before the join (`hw.hwmodel.fifo_depths`; () until sized); `held`:
+    the inputs broadcast over the others (`Merge.held`)."""
 
     in_fmts: tuple[FixedFormat, ...]
     input_shapes: tuple[tuple[int, ...], ...]
     fifo_depths: tuple[int, ...] = ()
+    held: tuple[int, ...] = ()
 
 
 _KERAS_OPS = {
@@ -88,22 +94,47 @@ _KERAS_OPS = {
 }
 
 
+def _held_inputs(
+    kind: str, layer: KerasLayer, shapes: Sequence[tuple[int, ...]]
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The output shape and the inputs broadcast over it. Every input has the output's shape
+    or is a per-channel gate (all axes 1 but the last, which is the output's channels): the
+    broadcast that holds one beat per image against a stream of beats. Keras aligns shapes
+    of different ranks at the last axis, as numpy does."""
+    out = max(shapes, key=len)
+    streamed = [s for s in shapes if len(s) == len(out) and any(d != 1 for d in s[:-1])]
+    if streamed:
+        out = streamed[0]
+    held = tuple(i for i, s in enumerate(shapes) if s != out)
+    gates = all(all(d == 1 for d in shapes[i][:-1]) and shapes[i][-1] == out[-1] for i in held)
+    if not gates or any(s != out for s in streamed) or len(held) == len(shapes):
+        raise K2CError(
+            f"{kind} layer '{layer.name}' merges tensors of shapes {', '.join(map(str, shapes))}; "
+            "the inputs must have one shape, or some may be one value per channel (such as (1, 1, C) "
+            "or (C,)) broadcast over the others"
+        )
+    return out, held
+
+
 @register_converter(*_KERAS_OPS)
 def _convert_elementwise_merge(layer: KerasLayer, state: ConversionState) -> Layer:
-    """Add, Subtract, Multiply, Average, Maximum, Minimum of inputs of one shape."""
+    """Add, Subtract, Multiply, Average, Maximum, Minimum of inputs of one shape, or of a map
+    and per-channel gates broadcast over it (squeeze-and-excitation, FiLM)."""
     kind = type(layer).__name__
     if len(state.inputs) < 2 or (kind == "Subtract" and len(state.inputs) != 2):
         raise K2CError(
             f"{kind} layer '{layer.name}' reads {len(state.inputs)} tensor(s); "
             + ("it takes exactly two" if kind == "Subtract" else "it takes two or more")
         )
-    if any(shape != state.shape for shape in state.shapes):
-        raise K2CError(
-            f"{kind} layer '{layer.name}' merges tensors of shapes "
-            f"{', '.join(map(str, state.shapes))}; only equal shapes are supported (no broadcasting)"
-        )
-    _check_keras_shape(layer, state, state.shape)
-    return Merge(**state.common(layer, state.shape), op=_KERAS_OPS[kind])
+    out, held = _held_inputs(kind, layer, [tuple(s) for s in state.shapes])
+    _check_keras_shape(layer, state, out)
+    return Merge(**state.common(layer, out), op=_KERAS_OPS[kind], held=held)
+
+
+def broadcast_to_output(xs: Sequence[np.ndarray], rank: int) -> list[np.ndarray]:
+    """Inputs batch first, each given the output's rank by axes of 1 after the batch axis
+    (Keras' alignment of a gate with a map), so numpy broadcasts gates over positions."""
+    return [x.reshape(x.shape[:1] + (1,) * (rank + 1 - x.ndim) + x.shape[1:]) for x in map(np.asarray, xs)]
 
 
 @register_converter("Concatenate")
@@ -126,6 +157,19 @@ def _convert_concatenate(layer: KerasLayer, state: ConversionState) -> Layer:
     out = (*state.shape[:-1], sum(s[-1] for s in state.shapes))
     _check_keras_shape(layer, state, out)
     return Merge(**state.common(layer, out), op="concatenate")
+
+
+def refuse_held(plan: LayerPlan) -> None:
+    """The join pairs one beat of every input per output beat: a gate's one beat per image
+    would pair with the map's first pixel only, so the hardware refuses it (the golden model
+    and the float reference broadcast it)."""
+    held = params_of(plan, MergeParams).held
+    if held:
+        gates = ", ".join(f"'{plan.inputs[i]}'" for i in held)
+        raise K2CError(
+            f"{plan.type} layer '{plan.name}' broadcasts {gates} over its other inputs: "
+            "the hardware has no join that holds a per-image value yet (the golden model computes it)"
+        )
 
 
 def _nested(items: Sequence[str]) -> str:
@@ -151,7 +195,11 @@ class _MergeKind(Kind):
         """An output format of its own (the default), the input formats one per input."""
         layer = common.layer
         override = refuse_constant_formats(layer, override)
-        own = MergeParams(in_fmts=common.in_fmts, input_shapes=tuple(tuple(s) for s in layer.input_shapes))
+        own = MergeParams(
+            in_fmts=common.in_fmts,
+            input_shapes=tuple(tuple(s) for s in layer.input_shapes),
+            held=getattr(layer, "held", ()),
+        )
         return common.plan(out_fmt=override.output or fmt, params=own)
 
     def input_formats(self, plan: LayerPlan) -> tuple[FixedFormat, ...]:
@@ -184,6 +232,7 @@ class _MergeKind(Kind):
         self, plan: LayerPlan, down: Block, mx: Max, blocks: list[Stateful], knobs: EngineTiming | None = None
     ) -> Block:
         """Its own stage (K2C.Pipe.mapP after the join; the join is the graph's, `hw.blocks`)."""
+        refuse_held(plan)
         return pipe_block(MERGE_DEPTH, down, mx, blocks)
 
     def depths(self, plan: LayerPlan) -> tuple[Depth, ...]:
@@ -203,6 +252,7 @@ class _MergeKind(Kind):
         raise NotImplementedError
 
     def entry(self, plan: LayerPlan, fn: str, stage: str | None = None) -> Entry:
+        refuse_held(plan)
         n = len(plan.inputs)
         own = params_of(plan, MergeParams)
         in_types = [beat_type(shape, format_type_name(fmt)) for shape, fmt in zip(own.input_shapes, own.in_fmts)]
@@ -257,6 +307,7 @@ class ElementwiseKind(_MergeKind):
         return (len(plan.inputs) - 1) * plan.output_shape[-1] if self.op == "multiply" else 0
 
     def float_merge(self, xs: Sequence[np.ndarray]) -> np.ndarray:
+        xs = np.broadcast_arrays(*broadcast_to_output(xs, max(np.ndim(x) for x in xs) - 1))
         if self.op == "subtract":
             return xs[0] - xs[1]
         reduce = {
@@ -272,7 +323,8 @@ class ElementwiseKind(_MergeKind):
     def golden(self, plan: LayerPlan, xs: Sequence[np.ndarray], params: QuantizedLayer | None) -> np.ndarray:
         fmts, out = params_of(plan, MergeParams).in_fmts, plan.out_fmt
         wide = sum(f.hw_bits for f in fmts) + len(fmts) + out.hw_bits > INT64_SAFE_BITS
-        vals = [np.asarray(x).astype(object if wide else np.int64) for x in xs]
+        vals = [x.astype(object if wide else np.int64) for x in broadcast_to_output(xs, len(plan.output_shape))]
+        vals = np.broadcast_arrays(*vals)
         if self.op == "multiply":
             acc, frac = vals[0], fmts[0].raw_frac
             for v, f in zip(vals[1:], fmts[1:]):
