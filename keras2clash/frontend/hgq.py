@@ -44,7 +44,7 @@ from keras2clash.frontend.registry import (
     keras_converter,
     register_converter,
 )
-from keras2clash.frontend.walk import folded_forward
+from keras2clash.frontend.walk import refuse_folded_forward
 from keras2clash.hw.plan import LayerFormats, accumulator_format
 from keras2clash.ir import layers as ir
 from keras2clash.ir.graph import Graph
@@ -490,13 +490,7 @@ def format_config(model: Any, graph: Graph) -> Any:
     one, `hw.plan.relu_before_requantize`), else (the network output) its exact accumulator,
     as HGQ2 leaves it. Everything goes through `to_fixed_format`."""
     quant = model_quant(model)
-    folded = folded_forward(model, graph)
-    if folded is not None:
-        kind, name, target = folded
-        raise K2CError(
-            f"{kind} layer '{name}' is not an HGQ2 layer; folded into '{target}' after it, it would "
-            "skip that layer's input quantizer; apply it to the data before the model"
-        )
+    refuse_folded_forward(model, graph, "an HGQ2 layer", "skip that layer's input quantizer")
 
     relus_read: set[str] = set()  # tensors read through a standalone ReLU
 

@@ -37,7 +37,7 @@ from keras2clash.frontend.registry import (
     keras_converter,
     register_converter,
 )
-from keras2clash.frontend.walk import folded_forward
+from keras2clash.frontend.walk import refuse_folded_forward
 from keras2clash.hw.plan import LayerFormats, accumulator_format
 from keras2clash.ir import layers as ir
 from keras2clash.ir.graph import Graph
@@ -301,13 +301,7 @@ def format_config(model: Any, graph: Graph, input_format: FixedFormat | None = N
     QActivation that alone reads it, or else the exact accumulator (QKeras passes the float32
     sum on unquantized). A QActivation anywhere else would be a second requantization of a
     tensor that has a format already: refused."""
-    folded = folded_forward(model, graph)
-    if folded is not None:
-        kind, name, target = folded
-        raise K2CError(
-            f"{kind} layer '{name}' is not a QKeras layer; folded into '{target}' after it, it would "
-            "take that layer's weights off their quantized grid; apply it to the data before the model"
-        )
+    refuse_folded_forward(model, graph, "a QKeras layer", "take that layer's weights off their quantized grid")
     by_name = {str(layer.name): layer for layer in model.layers}
     fused: dict[str, FixedFormat] = {}  # compute layer -> the QActivation format after it
     in_fmt = None

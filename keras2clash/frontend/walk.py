@@ -168,3 +168,16 @@ def folded_forward(model: keras.Model, graph: Graph) -> tuple[str, str, str] | N
             if classes.get(name) in AFFINE_CLASSES and order[name] < order.get(record.name, -1):
                 return classes[name], name, record.name
     return None
+
+
+def refuse_folded_forward(model: keras.Model, graph: Graph, what: str, harm: str) -> None:
+    """One error when the passes folded an affine layer into a layer after it
+    (`folded_forward`) of a quantization-aware model: it is not `what` ("an HGQ2 layer"),
+    and `harm` says what the fold would break."""
+    folded = folded_forward(model, graph)
+    if folded is not None:
+        kind, name, target = folded
+        raise K2CError(
+            f"{kind} layer '{name}' is not {what}; folded into '{target}' after it, it would {harm}; "
+            "apply it to the data before the model"
+        )
