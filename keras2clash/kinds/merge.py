@@ -7,14 +7,19 @@ fraction and combined exactly, then requantized to the output format once and ac
 Average divides and rounds on its own, Concatenate requantizes each operand.
 
 Blocks: the join of `K2C.Branch` after one `K2C.Fifo` per branch (sized by the hardware
-model, `hw.hwmodel.fifo_depths`), then a stage on the joined beats with a register after it
-(`K2C.Pipe.mapP`): the branch FIFOs are LUT RAM read combinationally, so without it two FIFO
-reads, the exact arithmetic, the requantization and the activation would be one path into the
-next FIFO's write (10.46 ns on resnet_digits@ecp5-85k: 95.6 MHz).
+model, `hw.hwmodel.fifo_depths`; in block RAM, `blockFifo`, when deeper than
+`hw.events.BLOCK_RAM_FIFO_DEPTH`: the map's FIFO holds an image while a gate computed from
+it is on its way), a held gate's branch ending in `K2C.Repeat.repeatS` before its FIFO (its
+one beat per image read at every position of the map, `branch_repeats`), then a stage on the
+joined beats with a register after it (`K2C.Pipe.mapP`): the branch FIFOs are LUT RAM read
+combinationally, so without it two FIFO reads, the exact arithmetic, the requantization and
+the activation would be one path into the next FIFO's write (10.46 ns on
+resnet_digits@ecp5-85k: 95.6 MHz).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import ClassVar
@@ -24,7 +29,7 @@ import numpy as np
 from keras2clash.backend.haskell import beat_type, format_type_name, kind_template, shape_text
 from keras2clash.errors import K2CError
 from keras2clash.frontend.registry import ConversionState, KerasLayer, _check_keras_shape, register_converter
-from keras2clash.hw.events import Block, EngineTiming, Max, Stateful, pipe_block
+from keras2clash.hw.events import Block, EngineTiming, Max, Stateful, block_ram_fifo, pipe_block
 from keras2clash.hw.plan import Common, LayerFormats, LayerPlan, Params, relu_before_requantize
 from keras2clash.ir.layers import Layer, register_record_type
 from keras2clash.kinds.base import (
@@ -159,19 +164,6 @@ def _convert_concatenate(layer: KerasLayer, state: ConversionState) -> Layer:
     return Merge(**state.common(layer, out), op="concatenate")
 
 
-def refuse_held(plan: LayerPlan) -> None:
-    """The join pairs one beat of every input per output beat: a gate's one beat per image
-    would pair with the map's first pixel only, so the hardware refuses it (the golden model
-    and the float reference broadcast it)."""
-    held = params_of(plan, MergeParams).held
-    if held:
-        gates = ", ".join(f"'{plan.inputs[i]}'" for i in held)
-        raise K2CError(
-            f"{plan.type} layer '{plan.name}' broadcasts {gates} over its other inputs: "
-            "the hardware has no join that holds a per-image value yet (the golden model computes it)"
-        )
-
-
 def _nested(items: Sequence[str]) -> str:
     """`a`, `(a, b)`, `(a, (b, c))`: how `branches` nests its branches' outputs."""
     return items[0] if len(items) == 1 else f"({items[0]}, {_nested(items[1:])})"
@@ -211,6 +203,13 @@ class _MergeKind(Kind):
     def with_branch_fifos(self, plan: LayerPlan, depths: tuple[int, ...]) -> LayerPlan:
         return replace(plan, params=replace(params_of(plan, MergeParams), fifo_depths=depths))
 
+    def branch_repeats(self, plan: LayerPlan) -> tuple[int, ...]:
+        """A held gate's beat is read once per position of the map (`K2C.Repeat` at the tail of
+        its branch); a streamed input's beats once each."""
+        held = params_of(plan, MergeParams).held
+        positions = math.prod(plan.output_shape[:-1])
+        return tuple(positions if i in held else 1 for i in range(len(plan.inputs))) if held else ()
+
     def check(self, plan: LayerPlan) -> None:
         if not plan.out_fmt.is_plain:
             raise K2CError(
@@ -232,37 +231,43 @@ class _MergeKind(Kind):
         self, plan: LayerPlan, down: Block, mx: Max, blocks: list[Stateful], knobs: EngineTiming | None = None
     ) -> Block:
         """Its own stage (K2C.Pipe.mapP after the join; the join is the graph's, `hw.blocks`)."""
-        refuse_held(plan)
         return pipe_block(MERGE_DEPTH, down, mx, blocks)
 
     def depths(self, plan: LayerPlan) -> tuple[Depth, ...]:
         return (Depth("stage", STAGES.map_depth(), MERGE_DEPTH, "pipe_types"),)
 
     def storage(self, plan: LayerPlan) -> Storage:
-        """The branch FIFOs (LUT RAM) in front of the join; its stage's registered result and queue."""
+        """The branch FIFOs in front of the join (LUT RAM; block RAM when deeper than
+        `BLOCK_RAM_FIFO_DEPTH`), a held gate's repeat register; its stage's registered result
+        and queue."""
         own = params_of(plan, MergeParams)
-        fifo = sum(
-            depth * shape[-1] * fmt.hw_bits for depth, shape, fmt in zip(own.fifo_depths, own.input_shapes, own.in_fmts)
-        )
+        beats = [shape[-1] * fmt.hw_bits for shape, fmt in zip(own.input_shapes, own.in_fmts)]
+        lut = sum(d * b for d, b in zip(own.fifo_depths, beats) if not block_ram_fifo(d))
+        block = sum(d * b for d, b in zip(own.fifo_depths, beats) if block_ram_fifo(d))
+        repeats = sum(b for b, n in zip(beats, self.branch_repeats(plan)) if n > 1)
         out = plan.output_shape[-1] * plan.out_fmt.hw_bits
-        return Storage(register_bits=out + MERGE_DEPTH, fifo_bits=fifo + (MERGE_DEPTH + 2) * out)
+        return Storage(
+            register_bits=out + MERGE_DEPTH + repeats,
+            fifo_bits=lut + (MERGE_DEPTH + 2) * out,
+            block_fifo_bits=block,
+        )
 
     def body(self, plan: LayerPlan, xs: Sequence[str]) -> tuple[str, str]:
         """The stage's lambda body over the joined beats `xs`, and the haddock's first part."""
         raise NotImplementedError
 
     def entry(self, plan: LayerPlan, fn: str, stage: str | None = None) -> Entry:
-        refuse_held(plan)
         n = len(plan.inputs)
         own = params_of(plan, MergeParams)
         in_types = [beat_type(shape, format_type_name(fmt)) for shape, fmt in zip(own.input_shapes, own.in_fmts)]
         xs = [f"x{i}" for i in range(n)]
         body, what = self.body(plan, xs)
         formats = ", ".join(str(f) for f in own.in_fmts)
+        held = [HASKELL.held_note(plan.inputs[i], math.prod(plan.output_shape[:-1])) for i in own.held]
         return Entry(
             doc=HASKELL.doc(what, plan.activation, plan.out_fmt),
             body=(HASKELL.stage(_nested(xs), body),),
-            notes=(HASKELL.operands_note(formats),),
+            notes=(*held, HASKELL.operands_note(formats)),
             uses=("merge",),
             fields={
                 "in_type": f"{in_types[0]}, {_nested(in_types[1:])}",  # the template adds the parentheses
@@ -323,8 +328,11 @@ class ElementwiseKind(_MergeKind):
     def golden(self, plan: LayerPlan, xs: Sequence[np.ndarray], params: QuantizedLayer | None) -> np.ndarray:
         fmts, out = params_of(plan, MergeParams).in_fmts, plan.out_fmt
         wide = sum(f.hw_bits for f in fmts) + len(fmts) + out.hw_bits > INT64_SAFE_BITS
-        vals = [x.astype(object if wide else np.int64) for x in broadcast_to_output(xs, len(plan.output_shape))]
-        vals = np.broadcast_arrays(*vals)
+        vals = list(
+            np.broadcast_arrays(
+                *(x.astype(object if wide else np.int64) for x in broadcast_to_output(xs, len(plan.output_shape)))
+            )
+        )
         if self.op == "multiply":
             acc, frac = vals[0], fmts[0].raw_frac
             for v, f in zip(vals[1:], fmts[1:]):
