@@ -274,6 +274,7 @@ def test_held_gate_repeats_and_the_map_waits_an_image_in_block_ram(tmp_path) -> 
     from keras2clash import api
     from keras2clash.hw import hwmodel
     from keras2clash.hw.events import BLOCK_RAM_FIFO_DEPTH
+    from keras2clash.hw.summary import design_summary
     from keras2clash.network import load_network
 
     small = load_network(build_gated_model(0, "add", "vector", True), "1,7,8")
@@ -290,6 +291,8 @@ def test_held_gate_repeats_and_the_map_waits_an_image_in_block_ram(tmp_path) -> 
     res = next(r for r in hwmodel.figures(network.plans).layers if r.name == "merge")
     assert res.block_fifo_bits == image * 3 * 16  # 3 channels of 1,7,8 a beat
     assert res.fifo_bits == gate * 3 * 16 + 3 * 3 * 16  # the gate's FIFO, the stage's queue
+    summary = next(layer for layer in design_summary(network.plans)["layers"] if layer["name"] == "merge")
+    assert summary["block_fifo_bits"] == res.block_fifo_bits
     api.emit(model, "1,7,8", tmp_path / "se", show=False)
     text = (tmp_path / "se" / "Network.hs").read_text()
     assert "(blockFifo d_merge_layer_0)" in text  # the layer is named merge_layer in Haskell
