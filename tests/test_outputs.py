@@ -135,6 +135,7 @@ def test_an_image_output_is_bit_exact_in_clash_and_verilator(autoencoder, capsys
     assert_clash_matches_golden(project, x_raw, seed=5)
     timing = hwmodel.timing(project.plans, len(x_raw))
     assert timing.first_latency > 64  # the last of 64 output beats, after the last input beat
+    assert hwmodel.timings([project.plans]) == [(timing.first_latency, timing.ii)]  # the batch model too
     exe = toolchain.build_simulator(project.root)
     stressed = run_simulator(
         exe, project.root, x_raw, project.n_out, ["--gap-max", "3", "--seed", "9"], classifies=False
