@@ -84,18 +84,15 @@ def test_the_autoencoder_example_scores_anomalies_as_keras_does(
     seconds an image: the whole test set with -m slow, where Verilator runs it too, under
     random backpressure); the hardware's anomaly score has the ROC AUC of Keras float within
     0.005 on the whole test set."""
-    import sys
-
     from sklearn.metrics import roc_auc_score
 
-    from helpers import assert_clash_matches_golden
+    from helpers import assert_clash_matches_golden, script_module
     from keras2clash import api
     from keras2clash.backend.project import load_project
     from keras2clash.frontend.keras_ref import keras_outputs
 
     folder = EXAMPLES / "digits_autoencoder"
-    sys.path.insert(0, str(folder))
-    from train import anomaly_scores
+    anomaly_scores = script_module(folder / "train.py", "digits_autoencoder_train").anomaly_scores
 
     out, data = tmp_path / "ae", folder / "test.npz"
     api.emit(folder / "digits_autoencoder.keras", "1,7,8", out, show=False)
