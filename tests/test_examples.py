@@ -5,11 +5,12 @@ and output stalls) and the hardware model's accept and output cycles equal to th
 simulation's on the first `clash_images` images, 20 by default (the Clash simulation costs
 about a third of a second per image of these networks; Verilator runs the whole set in seconds).
 
-inception_digits (branches joined by a Concatenate) and mobilenet_digits (depthwise, separable,
-ReLU6, BatchNorm, zero padding, global pooling, softmax) run by default; resnet_digits (its
-residual Adds are in the random graphs of tests/test_graph.py by default), mlp_tanh,
-conv1d_waves and se_digits (its gated Multiply is in tests/test_graph.py by default) with
-`-m slow`, where the Clash simulation takes the whole set too.
+mobilenet_digits (depthwise, separable, ReLU6, BatchNorm, zero padding, global pooling,
+softmax) runs by default; inception_digits and resnet_digits (their Concatenate and residual
+Adds are in the random graphs of tests/test_graph.py by default, the branch blocks' Verilog in
+the block bench of tests/test_blocks.py), mlp_tanh, conv1d_waves and se_digits (its gated
+Multiply is in tests/test_graph.py by default) with `-m slow`, where the Clash simulation
+takes the whole set too.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ WHOLE = 360
     ("example", "parallelism", "clash_images"),
     [
         pytest.param("resnet_digits", [4, 4, 4, 6, 6, 6, 5], WHOLE, marks=pytest.mark.slow),
-        ("inception_digits", [4, 3, 3, 5, 2, 5], 20),
+        pytest.param("inception_digits", [4, 3, 3, 5, 2, 5], WHOLE, marks=pytest.mark.slow),
         ("mobilenet_digits", [4, 4, 8, 4, 6, 5], 20),
         pytest.param("mlp_tanh", [8, 6, 5], WHOLE, marks=pytest.mark.slow),
         pytest.param("se_digits", [4, 2, 4, 6, 5], WHOLE, marks=pytest.mark.slow),
