@@ -6,8 +6,8 @@ The emitted core is a chain of stream blocks (emitter.py): per conv2d and depthw
 `[Pad] -> Window -> Engine` (the depthwise engine has the engine's control), per pool
 `[Pad] -> Window -> Pipe` (the reduction's two registers; Keras 'same' average pooling
 without the Pipe), per flatten `Collect`, per dense `Engine`; around them Top's two-entry
-input FIFO, its pipelined class (and output softmax) and its two-entry output FIFO; the
-AXI adapter has no registers. Each block is modelled per beat, not per clock: it
+input FIFO, a vector output's pipelined class (and output softmax) and its two-entry output
+FIFO; the AXI adapter has no registers. Each block is modelled per beat, not per clock: it
 is told the cycle `V` from which a beat is offered to it and answers the cycle `M` in
 which the beat moves (`M >= V`, the first cycle from `V` on in which the block
 is ready; every block here, once ready, stays ready until it accepts). To know when it is

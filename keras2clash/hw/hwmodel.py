@@ -3,8 +3,8 @@
 Given the plans (`planner.make_plan`: layers, formats, each compute layer's `pe` and
 `cycles`), this module predicts, without Clash:
 
-- **latency**: cycles from the first beat of the first image being accepted to its output
-  beat moving, through an empty pipeline (`Comparison.first_latency`);
+- **latency**: cycles from the first beat of the first image being accepted to its (last)
+  output beat moving, through an empty pipeline (`Comparison.first_latency`);
 - **initiation interval** (II): cycles between outputs in the steady state, images back to
   back, downstream always ready;
 - the accept and output cycle of every image of a run (`SimResult.accept_cycle`,
