@@ -140,6 +140,15 @@ def test_non_series_parallel_graph_names_the_layer() -> None:
 # --- random graph-shaped Keras models ---------------------------------------------------
 
 
+def small_weights(model, rng):
+    """`model` with uniform weights in [-0.6, 0.6]: small weights keep values inside the format."""
+    for layer in model.layers:
+        weights = layer.get_weights()
+        if weights:
+            layer.set_weights([rng.uniform(-0.6, 0.6, size=w.shape).astype(np.float32) for w in weights])
+    return model
+
+
 def build_graph_model(seed: int, kind: str, op: str, image: bool):
     """A small functional model with one or two fork/merge blocks of the given merge `op`.
 
@@ -190,11 +199,7 @@ def build_graph_model(seed: int, kind: str, op: str, image: bool):
         x = layers.Flatten(name="flat")(layers.MaxPooling2D(2, name="pool")(x))
     out = layers.Dense(3, name="out")(x)
     model = keras.Model(inp, out, name=f"g_{kind}_{op}")
-    for layer in model.layers:  # small weights keep values inside the format
-        weights = layer.get_weights()
-        if weights:
-            layer.set_weights([rng.uniform(-0.6, 0.6, size=w.shape).astype(np.float32) for w in weights])
-    return model
+    return small_weights(model, rng)
 
 
 def test_golden_follows_keras_on_random_graphs() -> None:
@@ -240,11 +245,7 @@ def build_gated_model(seed: int, op: str, gate: str, gate_first: bool, size: int
     x = merge(name="merge")([g, fmap] if gate_first else [fmap, g])
     out = layers.Dense(3, name="out")(layers.Flatten(name="flat")(x))
     model = keras.Model(inp, out, name=f"se_{op}_{gate}")
-    for layer in model.layers:  # small weights keep values inside the format
-        weights = layer.get_weights()
-        if weights:
-            layer.set_weights([rng.uniform(-0.6, 0.6, size=w.shape).astype(np.float32) for w in weights])
-    return model
+    return small_weights(model, rng)
 
 
 def test_golden_broadcasts_a_per_channel_gate_as_keras() -> None:
