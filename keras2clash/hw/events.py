@@ -350,8 +350,8 @@ class Fork:
     """K2C.Branch's fork: the beat moves into every branch in the first cycle in which every
     branch head is ready (each stays ready until it accepts)."""
 
-    def __init__(self, heads: Sequence[Block], join: Join, mx: Max) -> None:
-        self.heads, self.join, self.mx = heads, join, mx
+    def __init__(self, heads: Sequence[Block], mx: Max) -> None:
+        self.heads, self.mx = heads, mx
 
     def ready_at(self, v: Cycle) -> Cycle:
         q = v
