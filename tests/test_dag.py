@@ -237,3 +237,17 @@ def test_small_unet_bit_exact_in_clash(tmp_path) -> None:
 @given(seed=st.integers(0, 10_000), image=st.booleans(), nodes=st.integers(3, 6))
 def test_random_dags_bit_exact_in_clash(tmp_path_factory, seed, image, nodes) -> None:
     _clash(random_dag(seed, image, nodes), tmp_path_factory.mktemp("dag"), seed, images=4)
+
+
+@needs_toolchain
+@pytest.mark.slow
+def test_densenet_block_in_verilator(tmp_path) -> None:
+    """The generated Verilog of the wiring, bit-exact under input gaps and output stalls."""
+    from keras2clash import api
+
+    model = densenet_block()
+    api.emit(model, "1,7,8", tmp_path / "net", show=False)
+    x = np.random.default_rng(2).uniform(-0.5, 1.5, size=(12, *model.inputs[0].shape[1:])).astype(np.float32)
+    np.savez(tmp_path / "data.npz", x=x, y=np.zeros(12, dtype=np.int64))
+    rtl = api.rtlsim(tmp_path / "net", tmp_path / "data.npz", "verilator", gap_max=3, seed=11, show=False)
+    assert rtl.ok and len(rtl.samples) == rtl.passed == 12

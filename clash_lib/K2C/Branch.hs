@@ -107,11 +107,14 @@ branches first second (input, readyOut) = (output, readyIn)
 fork
   :: KnownNat n
   => Signal dom (Maybe a) -> Vec n (Signal dom Bool) -> (Vec n (Signal dom (Maybe a)), Signal dom Bool)
-fork input readies = (imap offer readies, readyIn)
+fork input readies = (imap offer readies, allReady <$> readiesNow)
   where
-    readyIn = foldr (.&&.) (pure True) readies
-    offer i _ = mux (othersReady i) input (pure Nothing)
-    othersReady i = foldr (.&&.) (pure True) (imap (\j r -> if j == i then pure True else r) readies)
+    readiesNow = bundle readies
+    offer i _ = mux (allReady . replace i True <$> readiesNow) input (pure Nothing)
+    -- one comparison of the packed readies, not a fold: Clash writes a fold over a
+    -- vector as a chain through one vector signal, which Verilator reports as a
+    -- combinational loop (UNOPTFLAT) although no bit depends on itself
+    allReady rs = pack rs == maxBound
 
 -- | The beats of two streams paired: valid when both are (each the output of a
 -- FIFO, whose valid is registered). Nest it for more inputs:

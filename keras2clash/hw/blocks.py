@@ -43,6 +43,9 @@ stalls, not only for an always-ready sink:
   it moved in, and not before the previous one moved out. Top's class (`K2C.Classify`) and
   a softmax (`K2C.Softmax`) are pipelines on `K2C.Pipe`: the engine's rules with one step,
   depth `d - 1` and a queue of `d + 2`.
+- Fork and Join (`K2C.Branch`): a series-parallel network's `branches` (`_chain_blocks`), or
+  a DAG's wiring (`_dag_blocks`): one `Fork` per tensor read by several layers, one `Join`
+  per merge with a FIFO port per input.
 - Source (`K2C.Sim`): beats back to back, beat 0 offered in cycle 0 (the first cycle after
   reset), each next beat from the cycle after the previous one moved. Sink: always ready.
 
@@ -208,7 +211,7 @@ def _chain_blocks(
                 _chain_blocks(branch, by_name, knobs, join.port(i), mx, blocks, joins, depths)
                 for i, branch in enumerate(item.branches)
             ]
-            down = Fork(heads, mx)
+            down = Fork(heads, join, mx)
         else:
             down = _layer_blocks(by_name[item], knobs, down, mx, blocks)
     return down
@@ -224,7 +227,7 @@ def _dag_blocks(
     joins: list[tuple[str, Join]],
     depths: Mapping[str, Sequence[int | None]] | None = None,
 ) -> Block:
-    """The wiring of a network that is not series-parallel (emitter `_render_dag`), from the
+    """The wiring of a network that is not series-parallel (emitter `_wiring`), from the
     sink backwards in reverse topological order: a tensor's consumer is its one reader's head
     (a layer, or a merge's FIFO: a port of its Join) or a Fork into all of them."""
     takes: dict[tuple[str, int], Block] = {}  # (reader layer, input index) -> what takes the beat
@@ -233,7 +236,7 @@ def _dag_blocks(
         if tensor == shape.sink:
             return last
         heads = [takes[reader] for reader in shape.readers[tensor]]
-        return heads[0] if len(heads) == 1 else Fork(heads, mx)
+        return heads[0] if len(heads) == 1 else Fork(heads, None, mx)
 
     for name in reversed(shape.layer_names()):
         plan = by_name[name]
