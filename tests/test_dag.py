@@ -177,6 +177,9 @@ def test_densenet_emits_forks_and_fifos_sized_by_the_model(tmp_path) -> None:
     assert all(d >= n for name in depths for d, n in zip(depths[name], needs[name]))
     # c0 waits in cat2's FIFO while c1, cat1 and c2 compute: more than a row of pixels
     assert depths["cat2"][0] > depths["cat2"][2] and depths["cat2"][0] >= 5 + 1
+    # no throughput lost: the II of FIFOs a whole image deeper
+    deep = hwmodel.with_deep_branch_fifos(project.plans)
+    assert hwmodel.timing(project.plans).ii == hwmodel.timing(deep).ii == 89
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
@@ -197,6 +200,7 @@ def test_random_dags_golden_and_model(seed, image, nodes) -> None:
     network = load_network(model, "1,7,8")
     t = hwmodel.timing(network.plans, 3)
     assert len(t.output_cycle) == 3 and np.all(np.diff(t.output_cycle) > 0)
+    assert t.ii == hwmodel.timing(hwmodel.with_deep_branch_fifos(network.plans)).ii
 
 
 # --- bit-exact in the Clash simulation, cycles as the hardware model says -----------------
