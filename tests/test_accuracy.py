@@ -32,7 +32,16 @@ def all_digits():
 
 @pytest.mark.parametrize(
     "example",
-    ["digits_dense", "thesis_cnn", "cnn_variants", "mobilenet_digits", "resnet_digits", "inception_digits", "mlp_tanh"],
+    [
+        "digits_dense",
+        "thesis_cnn",
+        "cnn_variants",
+        "mobilenet_digits",
+        "resnet_digits",
+        "inception_digits",
+        "mlp_tanh",
+        "se_digits",
+    ],
 )
 def test_hardware_accuracy_within_a_quarter_point_of_keras_float(all_digits, example: str) -> None:
     import keras

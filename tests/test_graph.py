@@ -213,6 +213,106 @@ def test_golden_follows_keras_on_random_graphs() -> None:
         np.testing.assert_allclose(raw / (1 << 14), want, atol=0.02, err_msg=f"{kind} {op} image={image}")
 
 
+def build_gated_model(seed: int, op: str, gate: str, gate_first: bool, size: int = 4):
+    """A `size` x `size` map merged with a per-channel gate computed from it:
+    squeeze-and-excitation (global pooling, two Dense, the gate reshaped to (1, 1, C)) or,
+    with `gate` "vector", the (C,) gate as it leaves the Dense (FiLM-like)."""
+    import keras
+    from keras import layers
+
+    keras.utils.set_random_seed(seed)
+    rng = np.random.default_rng(seed)
+    inp = keras.Input((size, size, 2))
+    fmap = layers.Conv2D(3, 3, padding="same", activation="relu", name="stem")(inp)
+    g = layers.GlobalAveragePooling2D(name="squeeze")(fmap)
+    g = layers.Dense(2, activation="relu", name="reduce")(g)
+    g = layers.Dense(3, activation="sigmoid", name="excite")(g)
+    if gate == "map":
+        g = layers.Reshape((1, 1, 3), name="gate")(g)
+    merge = {
+        "add": layers.Add,
+        "subtract": layers.Subtract,
+        "multiply": layers.Multiply,
+        "average": layers.Average,
+        "maximum": layers.Maximum,
+        "minimum": layers.Minimum,
+    }[op]
+    x = merge(name="merge")([g, fmap] if gate_first else [fmap, g])
+    out = layers.Dense(3, name="out")(layers.Flatten(name="flat")(x))
+    model = keras.Model(inp, out, name=f"se_{op}_{gate}")
+    for layer in model.layers:  # small weights keep values inside the format
+        weights = layer.get_weights()
+        if weights:
+            layer.set_weights([rng.uniform(-0.6, 0.6, size=w.shape).astype(np.float32) for w in weights])
+    return model
+
+
+def test_golden_broadcasts_a_per_channel_gate_as_keras() -> None:
+    """A (1, 1, C) or (C,) gate, first or second, is broadcast over the map's positions as
+    Keras broadcasts it; the record names it as held."""
+    from keras2clash.network import load_network
+
+    rng = np.random.default_rng(1)
+    cases = [
+        (op, gate, op != "subtract" and i % 2 == 0) for i, op in enumerate(MERGES[:-1]) for gate in ("map", "vector")
+    ]
+    for seed, (op, gate, first) in enumerate(cases):
+        model = build_gated_model(seed, op, gate, first)
+        network = load_network(model, "1,9,14", fifos=False)
+        merge = next(p for p in network.plans if p.is_merge)
+        assert merge.params.held == ((0,) if first else (1,))
+        x = rng.uniform(0, 1, size=(8, 4, 4, 2)).astype(np.float32)
+        raw = golden.run(network.plans, network.params, golden.quantize_inputs(network.plans, x))
+        want = np.asarray(model(x, training=False), dtype=np.float64)
+        np.testing.assert_allclose(raw / (1 << 14), want, atol=0.02, err_msg=f"{op} {gate} first={first}")
+
+
+def test_held_gate_repeats_and_the_map_waits_an_image_in_block_ram(tmp_path) -> None:
+    """The gate's branch ends in a repeat of its beat at each of the map's positions; the map's
+    FIFO holds the whole image (global pooling reads it all before the gate exists), in block
+    RAM once deeper than LUT RAM holds, which the resources count as block RAM."""
+    from keras2clash import api
+    from keras2clash.hw import hwmodel
+    from keras2clash.hw.events import BLOCK_RAM_FIFO_DEPTH
+    from keras2clash.hw.summary import design_summary
+    from keras2clash.network import load_network
+
+    small = load_network(build_gated_model(0, "add", "vector", True), "1,7,8")
+    merge = next(p for p in small.plans if p.is_merge)
+    assert merge.kind.branch_repeats(merge) == (16, 1)
+    assert 4 * 4 <= merge.params.fifo_depths[1] <= BLOCK_RAM_FIFO_DEPTH
+    assert hwmodel.figures(small.plans).block_fifo_bits == 0
+
+    model = build_gated_model(0, "multiply", "map", False, size=9)
+    network = load_network(model, "1,7,8")
+    merge = next(p for p in network.plans if p.is_merge)
+    image, gate = merge.params.fifo_depths
+    assert image > BLOCK_RAM_FIFO_DEPTH and image >= 9 * 9 and gate < BLOCK_RAM_FIFO_DEPTH
+    res = next(r for r in hwmodel.figures(network.plans).layers if r.name == "merge")
+    assert res.block_fifo_bits == image * 3 * 16  # 3 channels of 1,7,8 a beat
+    assert res.fifo_bits == gate * 3 * 16 + 3 * 3 * 16  # the gate's FIFO, the stage's queue
+    summary = next(layer for layer in design_summary(network.plans)["layers"] if layer["name"] == "merge")
+    assert summary["block_fifo_bits"] == res.block_fifo_bits
+    api.emit(model, "1,7,8", tmp_path / "se", show=False)
+    text = (tmp_path / "se" / "Network.hs").read_text()
+    assert "(blockFifo d_merge_layer_0)" in text  # the layer is named merge_layer in Haskell
+    assert "|> gate\n        |> repeatS (SNat @81) |> fifo d_merge_layer_1)" in text
+
+
+def test_broadcasts_other_than_a_per_channel_gate_are_refused() -> None:
+    import keras
+    from keras import layers
+
+    from keras2clash.network import load_network
+
+    inp = keras.Input((4, 4, 3))
+    row = layers.Conv2D(3, (4, 1), name="row")(inp)  # (1, 4, 3): not one value per channel
+    x = layers.Multiply(name="merge")([inp, row])
+    model = keras.Model(inp, layers.Dense(2, name="out")(layers.Flatten(name="flat")(x)))
+    with pytest.raises(K2CError, match="one value per channel"):
+        load_network(model, "1,9,14", fifos=False)
+
+
 def test_fifo_depths_cover_the_structural_lag() -> None:
     """A 3x3 'same' convolution needs a row and a pixel of input before its first output, so
     the identity shortcut's FIFO must hold at least that many beats."""
@@ -260,3 +360,47 @@ def test_random_graphs_bit_exact_in_clash(tmp_path_factory, op, seed, kind, imag
     project = load_project(out)
     x = rng.uniform(-0.5, 1.5, size=(6, *model.inputs[0].shape[1:]))
     assert_clash_matches_golden(project, golden.quantize_inputs(project.plans, x), seed)
+
+
+GATED_CASES = [
+    pytest.param("multiply", "map", False, 9, id="multiply-map-second-9x9"),
+    pytest.param("add", "vector", True, 4, id="add-vector-first-4x4"),
+    *(
+        pytest.param(op, gate, first, 4, id=f"{op}-{gate}-{'first' if first else 'second'}", marks=pytest.mark.slow)
+        for op in MERGES[:-1]
+        for gate in ("map", "vector")
+        for first in ((False,) if op == "subtract" else (False, True))
+        if (op, gate, first) not in {("multiply", "map", False), ("add", "vector", True)}
+    ),
+]
+
+
+@needs_toolchain
+@pytest.mark.parametrize(("op", "gate", "first", "size"), GATED_CASES)
+def test_gated_merges_bit_exact_in_clash(tmp_path, op, gate, first, size) -> None:
+    """A per-image gate held over a map (squeeze-and-excitation), first or second, (1, 1, C) or
+    (C,): the Clash simulation equals the golden model bit for bit, under input gaps and
+    output stalls too, in the hardware model's cycles; the 9x9 map waits in block RAM."""
+    from keras2clash import api
+    from keras2clash.backend.project import load_project
+
+    model = build_gated_model(size, op, gate, first, size)
+    api.emit(model, "1,7,8", tmp_path / "se", show=False)
+    project = load_project(tmp_path / "se")
+    x = np.random.default_rng(size).uniform(-0.5, 1.5, size=(5, size, size, 2))
+    assert_clash_matches_golden(project, golden.quantize_inputs(project.plans, x), size)
+
+
+@needs_toolchain
+@pytest.mark.slow
+def test_gated_merge_in_verilator(tmp_path) -> None:
+    """The Verilog of a 9x9 map gated in block RAM, in Verilator under input gaps: every
+    sample equals the golden model."""
+    from keras2clash import api
+
+    model = build_gated_model(9, "multiply", "map", False, 9)
+    api.emit(model, "1,7,8", tmp_path / "se", show=False)
+    x = np.random.default_rng(9).uniform(-0.5, 1.5, size=(6, 9, 9, 2))
+    np.savez(tmp_path / "data.npz", x=x, y=np.zeros(len(x), dtype=np.int64))
+    rtl = api.rtlsim(tmp_path / "se", tmp_path / "data.npz", "verilator", gap_max=3, seed=9, show=False)
+    assert rtl.ok and rtl.passed == len(x)

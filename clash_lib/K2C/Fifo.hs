@@ -40,6 +40,7 @@ with @depth >= 2@ the buffer sustains one beat per cycle in and out. With
 -}
 module K2C.Fifo
   ( fifo
+  , blockFifo
   , nextCount
   ) where
 
@@ -94,6 +95,33 @@ fifo SNat (input, readyOut) = (output, readyIn)
     write  = mux readyIn (Just <$> bundle (writePtr, fromJustX <$> input)) (pure Nothing)
     oldest = asyncRam (SNat @depth) readPtr write
     output = mux validOut (Just <$> oldest) (pure Nothing)
+
+-- | A FIFO of @depth@ beats in block RAM (see the module header, "Block RAM").
+blockFifo
+  :: forall dom depth a
+   . (HiddenClockResetEnable dom, KnownNat depth, 1 <= depth, NFDataX a)
+  => SNat depth -> Stream dom a a
+blockFifo SNat (input, readyOut) = (output, readyIn)
+  where
+    count     = register (0 :: Index (depth + 1)) countNext
+    countNext = nextCount <$> count <*> accepted <*> removed
+    readPtr   = register (0 :: Index depth) readNext
+    readNext  = mux removed (nextIndex <$> readPtr) readPtr
+    writePtr  = register (0 :: Index depth) (mux accepted (nextIndex <$> writePtr) writePtr)
+
+    readyIn  = register True ((< maxBound) <$> countNext)
+    validOut = register False (waiting <$> count <*> removed)
+    accepted = readyIn .&&. (isJust <$> input)
+    removed  = validOut .&&. readyOut
+
+    write  = mux accepted (Just <$> bundle (writePtr, fromJustX <$> input)) (pure Nothing)
+    oldest = blockRam (repeat @depth (deepErrorX "blockFifo: slot unwritten")) readNext write
+    output = mux validOut (Just <$> oldest) (pure Nothing)
+
+-- | Whether a beat held now stays after this cycle's handshake: the count less
+-- the beat moving out, above zero.
+waiting :: KnownNat n => Index n -> Bool -> Bool
+waiting count removed = if removed then count > 1 else count > 0
 
 -- | The count of the next cycle: one more for a beat in, one fewer for a beat
 -- out. Never leaves its range where, as here and in the engine's and

@@ -23,7 +23,8 @@ from keras2clash.backend.activations import ActivationCode, activation_code
 from keras2clash.backend.haskell import beat_type, format_type_name, shape_text
 from keras2clash.backend.memfiles import memfile_text
 from keras2clash.errors import K2CError
-from keras2clash.hw.blocks import stages_table, timing_checks
+from keras2clash.hw.blocks import branch_repeats, stages_table, timing_checks
+from keras2clash.hw.events import block_ram_fifo
 from keras2clash.hw.output import classifies, output_beats, splits_output
 from keras2clash.hw.plan import LayerPlan, relu_before_requantize
 from keras2clash.ir.structure import Chain, Dag, Parallel, network_shape
@@ -219,6 +220,8 @@ IMPORTS = {
     "branches": "import K2C.Branch (branches)",
     "wiring": "import K2C.Branch (fork, joined, moves)",
     "fifo": "import K2C.Fifo (fifo)",
+    "block_fifo": "import K2C.Fifo (blockFifo)",
+    "repeat": "import K2C.Repeat (repeatS)",
     "window_direct": "import K2C.Conv (direct)",
     "window_queued": "import K2C.Conv (queued)",
     "collect": "import qualified K2C.Collect as Collect",
@@ -418,18 +421,38 @@ def _render_parallel(
     inner = indent + "    "
     branches = []
     depths = merge.kind.branch_fifos(merge) if merge.kind is not None else ()
-    for i, branch in enumerate(block.branches):
+    for i, (branch, repeats) in enumerate(zip(block.branches, branch_repeats(merge))):
         var = f"d_{entry['fn']}_{i}"
         depth = depths[i] if depths else 2
         head = _render_chain(branch, by_name, fifo_args, inner + "  ") if branch.items else ""
+        fifo = "blockFifo" if block_ram_fifo(depth) else "fifo"
+        where = "; block RAM" if block_ram_fifo(depth) else ""
         fifo_args.append(
-            {"var": var, "value": depth, "doc": f"FIFO depth of branch {i} into {merge.name} (from the hardware model)"}
+            {
+                "var": var,
+                "value": depth,
+                "doc": f"FIFO depth of branch {i} into {merge.name} (from the hardware model{where})",
+            }
         )
-        branches.append(f"({head}\n{inner}  |> fifo {var})" if head else f"(fifo {var})")
+        tail = f"repeatS (SNat @{repeats}) |> {fifo} {var}" if repeats > 1 else f"{fifo} {var}"
+        branches.append(f"({head}\n{inner}  |> {tail})" if head else f"({tail})")
     text = branches[-1]
     for k, outer in enumerate(reversed(branches[:-1])):
         text = f"branches\n{inner}{outer}\n{inner}" + (text if k == 0 else f"({text})")
     return text
+
+
+def _branch_uses(plans: Sequence[LayerPlan]) -> list[str]:
+    """The blocks the branches' tails import: `fifo` or `blockFifo` (`hw.events.block_ram_fifo`)
+    and, before a held gate's FIFO, `repeatS` (`hw.blocks.branch_repeats`)."""
+    uses: set[str] = set()
+    for plan in plans:
+        if plan.is_merge:
+            assert plan.kind is not None
+            depths = plan.kind.branch_fifos(plan) or (2,) * len(plan.inputs)
+            uses |= {"block_fifo" if block_ram_fifo(d) else "fifo" for d in depths}
+            uses |= {"repeat" for n in branch_repeats(plan) if n > 1}
+    return sorted(uses)
 
 
 class WiringFork(TypedDict):
@@ -451,6 +474,7 @@ class WiringFifo(TypedDict):
     depth: str
     source: str
     moves: str
+    tail: str  # `fifo d`, `blockFifo d`, after `repeatS (SNat @n) |>` for a held gate
 
 
 class WiringRun(TypedDict):
@@ -517,15 +541,18 @@ def _wiring(shape: Dag, by_name: dict[str, tuple[LayerPlan, LayerEntry]], fifo_a
         fifos: list[WiringFifo] = []
         if first_plan.is_merge:
             depths = first_plan.kind.branch_fifos(first_plan) if first_plan.kind is not None else ()
-            for i in range(len(first_plan.inputs)):
+            for i, repeats in enumerate(branch_repeats(first_plan)):
                 var = f"d_{first}_{i}"
+                depth = depths[i] if depths else 2
+                where = "; block RAM" if block_ram_fifo(depth) else ""
                 fifo_args.append(
                     {
                         "var": var,
-                        "value": depths[i] if depths else 2,
-                        "doc": f"FIFO depth of input {i} of {first_plan.name} (from the hardware model)",
+                        "value": depth,
+                        "doc": f"FIFO depth of input {i} of {first_plan.name} (from the hardware model{where})",
                     }
                 )
+                tail = f"{'blockFifo' if block_ram_fifo(depth) else 'fifo'} {var}"
                 fifos.append(
                     {
                         "stream": f"{first}_fifo_{i}",
@@ -533,6 +560,7 @@ def _wiring(shape: Dag, by_name: dict[str, tuple[LayerPlan, LayerEntry]], fifo_a
                         "depth": var,
                         "source": edge[(run.layers[0], i)],
                         "moves": f"{first}_moves",
+                        "tail": f"(repeatS (SNat @{repeats}) |> {tail})" if repeats > 1 else tail,
                     }
                 )
         steps.append(
@@ -658,7 +686,7 @@ def build_context(
     composition = _render_chain(shape, by_name, fifo_args, "  ") if isinstance(shape, Chain) else ""
     network_args.extend(fifo_args)
     if fifo_args:
-        cast(list[str], layers[0]["uses"]).extend(["wiring" if wiring else "branches", "fifo"])
+        cast(list[str], layers[0]["uses"]).extend(["wiring" if wiring else "branches", *_branch_uses(built)])
     bodies = [line for entry in layers for line in cast(list[str], entry.get("body", []))]
     pipes = [f for f in ("mapP", "mapP2", "mapTable") if any(f"{f} " in line for line in bodies)]
     fn_of = {plan.name: fn for plan, fn in zip(plans, fns)}

@@ -32,6 +32,11 @@ stalls, not only for an always-ready sink:
 - Pad (`K2C.Pad`): a wire inside the image; border pixels are offered the cycle after the
   previous output beat moved, without waiting for input.
 - Crop, Upsample, Scatter and the reshapes: `kinds.shapes`.
+- Repeat (`K2C.Repeat`): at the tail of a merge's branch that computes a per-image gate,
+  before its FIFO: the gate's one beat per image read once per position of the map
+  (`branch_repeats`), Scatter's rules.
+- A branch FIFO deeper than `events.BLOCK_RAM_FIFO_DEPTH` is in block RAM
+  (`K2C.Fifo.blockFifo`): a beat is valid one cycle later when it arrives in an empty FIFO.
 - Collect (`K2C.Collect`): the vector is valid the cycle after its n-th beat; the next
   image's first beat waits until the cycle after the vector moves.
 - Global (`K2C.Global`): one result per image, completed by its last beat, valid the cycle
@@ -75,6 +80,7 @@ from keras2clash.hw.events import (
     Join,
     Max,
     Queue,
+    Repeat,
     Sink,
     Stateful,
     pipe_block,
@@ -208,13 +214,34 @@ def _chain_blocks(
             joins.append((merge.name, join))
             blocks.append(join)
             heads = [
-                _chain_blocks(branch, by_name, knobs, join.port(i), mx, blocks, joins, depths)
-                for i, branch in enumerate(item.branches)
+                _chain_blocks(branch, by_name, knobs, tail, mx, blocks, joins, depths)
+                for branch, tail in zip(item.branches, _branch_tails(merge, join, mx, blocks))
             ]
             down = Fork(heads, join, mx)
         else:
             down = _layer_blocks(by_name[item], knobs, down, mx, blocks)
     return down
+
+
+def branch_repeats(merge: LayerPlan) -> tuple[int, ...]:
+    """How many times the join reads each branch's beats (`Kind.branch_repeats`; 1 for each
+    branch when the merge holds no input)."""
+    assert merge.kind is not None
+    return merge.kind.branch_repeats(merge) or (1,) * len(merge.inputs)
+
+
+def _branch_tails(merge: LayerPlan, join: Join, mx: Max, blocks: list[Stateful]) -> list[Block]:
+    """What each branch of `merge` feeds: its FIFO into the join, after a `Repeat` of its beats
+    when the merge reads a beat of it more than once (a per-image gate held over a map)."""
+    tails: list[Block] = []
+    for i, n in enumerate(branch_repeats(merge)):
+        port: Block = join.port(i)
+        if n > 1:
+            repeat = Repeat(n, port, mx)
+            blocks.append(repeat)
+            port = repeat
+        tails.append(port)
+    return tails
 
 
 def _dag_blocks(
@@ -245,8 +272,8 @@ def _dag_blocks(
             join = Join(len(plan.inputs), head, mx, depths.get(name) if depths is not None else None)
             joins.append((name, join))
             blocks.append(join)
-            for i in range(len(plan.inputs)):
-                takes[(name, i)] = join.port(i)
+            for i, tail in enumerate(_branch_tails(plan, join, mx, blocks)):
+                takes[(name, i)] = tail
         else:
             takes[(name, 0)] = head
     return consumer(shape.source)

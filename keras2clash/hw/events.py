@@ -259,13 +259,24 @@ class Global:
         self.ready, self.resume, self.M = values
 
 
+BLOCK_RAM_FIFO_DEPTH = 64
+"""The deepest branch FIFO in LUT RAM (`K2C.Fifo.fifo`); a deeper one, such as the FIFO that
+holds a map's whole image while its per-image gate is computed, is `K2C.Fifo.blockFifo`."""
+
+
+def block_ram_fifo(depth: int | None) -> bool:
+    """Whether a branch FIFO of `depth` beats is a block-RAM FIFO (`K2C.Fifo.blockFifo`)."""
+    return depth is not None and depth > BLOCK_RAM_FIFO_DEPTH
+
+
 class Join:
     """K2C.Branch's join after one K2C.Fifo per branch, as one n-input join.
 
     Branch i's FIFO has depth `D_i` (None: unbounded, to measure what the design needs).
     A beat is offered to it in cycle `v`; it enters in `q = max(v, F(k - D_i) + 1)` for its
     k-th beat (a FIFO's ready is `count < depth`, and the beat D_i earlier leaves in the
-    cycle the join fires it, F). Beat k of every FIFO is valid from `max(q_k, F_(k-1)) + 1`;
+    cycle the join fires it, F). Beat k of every FIFO is valid from `max(q_k + r_i, F_(k-1)) + 1`
+    (`r_i`: 0 for `fifo`, 1 for a block-RAM FIFO, `block_ram_fifo`, whose read is registered);
     all FIFOs' beats move together (the join fires) when all are valid and downstream is
     ready. For `F(k - D_i)` to be known when the k-th beat arrives, D_i must be at least
     the beats that FIFO can hold in the event order (`need`): `fifo_depths` guarantees it,
@@ -276,6 +287,7 @@ class Join:
         self.n, self.down, self.mx = n, down, mx
         self.depths: list[int | None] = list(depths) if depths is not None else [None] * n
         self.keep = max([d for d in self.depths if d is not None], default=1)
+        self.late = [int(block_ram_fifo(d)) for d in self.depths]  # r_i
         self.queues: list[list[Cycle]] = [[] for _ in range(n)]
         self.fired: list[Cycle] = [NEG] * self.keep  # the last `keep` fire cycles, newest last
         self.need = [0] * n  # most beats a FIFO holds in the event order (this one included)
@@ -305,7 +317,7 @@ class Join:
         return self.fired[-back] + 1 if back <= len(self.fired) else NEG
 
     def push(self, i: int, q: Cycle) -> None:
-        self.queues[i].append(q)
+        self.queues[i].append(q + self.late[i])
         self.need[i] = max(self.need[i], len(self.queues[i]))
         while all(self.queues):
             heads = [queue.pop(0) for queue in self.queues]
@@ -458,6 +470,13 @@ class Scatter:
 
     def set_state(self, values: Sequence[Cycle]) -> None:
         (self.ready,) = values
+
+
+class Repeat(Scatter):
+    """K2C.Repeat.repeatS: every beat n times, at the tail of a merge's held branch (a per-image
+    gate, `Kind.branch_repeats`). Scatter's rules: a beat accepted in `q` gives repeat 0 valid
+    from `q + 1`, repeat k + 1 valid the cycle after repeat k moved, and the next beat is
+    accepted from the cycle after the last repeat moved."""
 
 
 def pipe_block(d: int, down: Block, mx: Max, blocks: list[Stateful]) -> Engine:

@@ -580,6 +580,7 @@ def _assemble(
         line_buffer_bits=sum(r.line_buffer_bits for r in layers),
         register_bits=sum(r.register_bits for r in layers),
         fifo_bits=sum(r.fifo_bits for r in layers) + top,
+        block_fifo_bits=sum(r.block_fifo_bits for r in layers),
         layers=layers,
     )
 

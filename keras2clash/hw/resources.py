@@ -45,10 +45,18 @@ class LayerResources:
     register_bits: int  # data registers (window, engine input/accumulators/results/pipeline, collect)
     fifo_bits: int = 0  # LUT RAM FIFOs: a merge's branch FIFOs, an engine's output queue (K2C.Fifo)
     table_bits: int = 0  # activation tables (K2C.Lut, K2C.Softmax): one copy per beat element
+    block_fifo_bits: int = 0  # block RAM FIFOs: a merge's branch FIFO that holds an image (K2C.Fifo.blockFifo)
 
     @property
     def memory_bits(self) -> int:
-        return self.rom_bits + self.line_buffer_bits + self.register_bits + self.fifo_bits + self.table_bits
+        return (
+            self.rom_bits
+            + self.line_buffer_bits
+            + self.register_bits
+            + self.fifo_bits
+            + self.table_bits
+            + self.block_fifo_bits
+        )
 
 
 def layer_resources(plan: LayerPlan) -> LayerResources:
@@ -78,6 +86,7 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
         register_bits=regs,
         fifo_bits=fifo,
         table_bits=activation_table_bits(plan),
+        block_fifo_bits=own.block_fifo_bits,
     )
 
 
@@ -130,6 +139,7 @@ class HwFigures:
     register_bits: int
     fifo_bits: int = 0  # LUT RAM FIFOs: engine output queues, branch FIFOs
     layers: list[LayerResources] = field(default_factory=list)
+    block_fifo_bits: int = 0  # block RAM FIFOs: branch FIFOs that hold an image
 
     @property
     def efficiency(self) -> float:

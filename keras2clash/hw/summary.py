@@ -39,6 +39,7 @@ def design_summary(plans: Sequence[LayerPlan]) -> JsonObject:
                 "multipliers": res.multipliers,
                 "rom_bits": res.rom_bits,
                 "line_buffer_bits": res.line_buffer_bits,
+                "block_fifo_bits": res.block_fifo_bits,
                 "frame_bits": frame_bits(plan),
                 "register_bits": res.register_bits,
                 "source_class": plan.kind.source_class(plan) if plan.kind is not None else "",
@@ -53,7 +54,9 @@ def design_summary(plans: Sequence[LayerPlan]) -> JsonObject:
         "latency": t.first_latency,
         "interval": t.ii,
         "multipliers": sum(res.multipliers for res in resources),
-        "memory_bits": sum(res.rom_bits + res.line_buffer_bits + res.register_bits for res in resources),
+        "memory_bits": sum(
+            res.rom_bits + res.line_buffer_bits + res.block_fifo_bits + res.register_bits for res in resources
+        ),
     }
 
 
@@ -86,6 +89,8 @@ def render_summary(summary: JsonObject, console: Console) -> None:
         )
     console.print(table)
     for layer in _rows(summary):
+        if layer.get("block_fifo_bits"):
+            console.print(f"{layer['name']}: a branch FIFO in block RAM, {layer['block_fifo_bits']:,} bits")
         if layer.get("activation_doc"):
             tables = layer.get("activation_table_bits", 0)
             console.print(

@@ -54,6 +54,7 @@ class Storage:
     line_buffer_bits: int = 0  # block RAM line buffers
     register_bits: int = 0  # data registers
     fifo_bits: int = 0  # LUT RAM FIFOs
+    block_fifo_bits: int = 0  # block RAM FIFOs (K2C.Fifo.blockFifo: a branch FIFO that holds an image)
 
 
 @dataclass(frozen=True)
@@ -176,6 +177,11 @@ class Kind:
 
     def branch_fifos(self, plan: LayerPlan) -> tuple[int, ...]:
         """A merge's branch FIFO depths, one per input (`hw.hwmodel.fifo_depths`); () when not sized."""
+        return ()
+
+    def branch_repeats(self, plan: LayerPlan) -> tuple[int, ...]:
+        """A merge's reads of each input's beats per beat of its output, one per input (a
+        per-image gate broadcast over a map: the map's positions); () when each is read once."""
         return ()
 
     def with_branch_fifos(self, plan: LayerPlan, depths: tuple[int, ...]) -> LayerPlan:

@@ -1,19 +1,25 @@
 """The merge kinds: Add, Subtract, Multiply, Average, Maximum, Minimum (element-wise, inputs
-of one shape) and Concatenate (along the last axis, the axis a beat carries).
+of one shape, or a per-image gate of one value per channel broadcast over a map) and
+Concatenate (along the last axis, the axis a beat carries).
 
 Arithmetic (docs/guide/contract.md, merges): the operands are aligned exactly to the widest
 fraction and combined exactly, then requantized to the output format once and activated;
 Average divides and rounds on its own, Concatenate requantizes each operand.
 
 Blocks: the join of `K2C.Branch` after one `K2C.Fifo` per branch (sized by the hardware
-model, `hw.hwmodel.fifo_depths`), then a stage on the joined beats with a register after it
-(`K2C.Pipe.mapP`): the branch FIFOs are LUT RAM read combinationally, so without it two FIFO
-reads, the exact arithmetic, the requantization and the activation would be one path into the
-next FIFO's write (10.46 ns on resnet_digits@ecp5-85k: 95.6 MHz).
+model, `hw.hwmodel.fifo_depths`; in block RAM, `blockFifo`, when deeper than
+`hw.events.BLOCK_RAM_FIFO_DEPTH`: the map's FIFO holds an image while a gate computed from
+it is on its way), a held gate's branch ending in `K2C.Repeat.repeatS` before its FIFO (its
+one beat per image read at every position of the map, `branch_repeats`), then a stage on the
+joined beats with a register after it (`K2C.Pipe.mapP`): the branch FIFOs are LUT RAM read
+combinationally, so without it two FIFO reads, the exact arithmetic, the requantization and
+the activation would be one path into the next FIFO's write (10.46 ns on
+resnet_digits@ecp5-85k: 95.6 MHz).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import ClassVar
@@ -23,7 +29,7 @@ import numpy as np
 from keras2clash.backend.haskell import beat_type, format_type_name, kind_template, shape_text
 from keras2clash.errors import K2CError
 from keras2clash.frontend.registry import ConversionState, KerasLayer, _check_keras_shape, register_converter
-from keras2clash.hw.events import Block, EngineTiming, Max, Stateful, pipe_block
+from keras2clash.hw.events import Block, EngineTiming, Max, Stateful, block_ram_fifo, pipe_block
 from keras2clash.hw.plan import Common, LayerFormats, LayerPlan, Params, relu_before_requantize
 from keras2clash.ir.layers import Layer, register_record_type
 from keras2clash.kinds.base import (
@@ -51,11 +57,14 @@ requantization and the activation, then a register)."""
 @dataclass(frozen=True)
 class Merge(Layer):
     """A Keras merge layer: `op` is one of ELEMENTWISE_OPS or `concatenate`. Element-wise ops
-    take inputs of one shape; `concatenate` joins the last axis. An activation after it may
-    be fused."""
+    take inputs of the output's shape, except the inputs in `held`: one value per channel
+    ((C,), (1, C), (1, 1, C)), broadcast over every position of the others, so the hardware
+    holds their one beat per image while the others stream. `concatenate` joins the last
+    axis. An activation after it may be fused."""
 
     op: str = "add"
     activation: str = "linear"  # type: ignore[assignment]
+    held: tuple[int, ...] = ()
 
     keras_class: ClassVar[str] = "Merge"
 
@@ -71,11 +80,13 @@ for _op in (*ELEMENTWISE_OPS, "concatenate"):
 @dataclass(frozen=True)
 class MergeParams(Params):
     """A merge's inputs, one entry each: their formats, their shapes, and the depth of the
-    FIFO on each branch before the join (`hw.hwmodel.fifo_depths`; () until sized)."""
+    FIFO on each branch before the join (`hw.hwmodel.fifo_depths`; () until sized); `held`:
+    the inputs broadcast over the others (`Merge.held`)."""
 
     in_fmts: tuple[FixedFormat, ...]
     input_shapes: tuple[tuple[int, ...], ...]
     fifo_depths: tuple[int, ...] = ()
+    held: tuple[int, ...] = ()
 
 
 _KERAS_OPS = {
@@ -88,22 +99,47 @@ _KERAS_OPS = {
 }
 
 
+def _held_inputs(
+    kind: str, layer: KerasLayer, shapes: Sequence[tuple[int, ...]]
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The output shape and the inputs broadcast over it. Every input has the output's shape
+    or is a per-channel gate (all axes 1 but the last, which is the output's channels): the
+    broadcast that holds one beat per image against a stream of beats. Keras aligns shapes
+    of different ranks at the last axis, as numpy does."""
+    out = max(shapes, key=len)
+    streamed = [s for s in shapes if len(s) == len(out) and any(d != 1 for d in s[:-1])]
+    if streamed:
+        out = streamed[0]
+    held = tuple(i for i, s in enumerate(shapes) if s != out)
+    gates = all(all(d == 1 for d in shapes[i][:-1]) and shapes[i][-1] == out[-1] for i in held)
+    if not gates or any(s != out for s in streamed) or len(held) == len(shapes):
+        raise K2CError(
+            f"{kind} layer '{layer.name}' merges tensors of shapes {', '.join(map(str, shapes))}; "
+            "the inputs must have one shape, or some may be one value per channel (such as (1, 1, C) "
+            "or (C,)) broadcast over the others"
+        )
+    return out, held
+
+
 @register_converter(*_KERAS_OPS)
 def _convert_elementwise_merge(layer: KerasLayer, state: ConversionState) -> Layer:
-    """Add, Subtract, Multiply, Average, Maximum, Minimum of inputs of one shape."""
+    """Add, Subtract, Multiply, Average, Maximum, Minimum of inputs of one shape, or of a map
+    and per-channel gates broadcast over it (squeeze-and-excitation, FiLM)."""
     kind = type(layer).__name__
     if len(state.inputs) < 2 or (kind == "Subtract" and len(state.inputs) != 2):
         raise K2CError(
             f"{kind} layer '{layer.name}' reads {len(state.inputs)} tensor(s); "
             + ("it takes exactly two" if kind == "Subtract" else "it takes two or more")
         )
-    if any(shape != state.shape for shape in state.shapes):
-        raise K2CError(
-            f"{kind} layer '{layer.name}' merges tensors of shapes "
-            f"{', '.join(map(str, state.shapes))}; only equal shapes are supported (no broadcasting)"
-        )
-    _check_keras_shape(layer, state, state.shape)
-    return Merge(**state.common(layer, state.shape), op=_KERAS_OPS[kind])
+    out, held = _held_inputs(kind, layer, [tuple(s) for s in state.shapes])
+    _check_keras_shape(layer, state, out)
+    return Merge(**state.common(layer, out), op=_KERAS_OPS[kind], held=held)
+
+
+def broadcast_to_output(xs: Sequence[np.ndarray], rank: int) -> list[np.ndarray]:
+    """Inputs batch first, each given the output's rank by axes of 1 after the batch axis
+    (Keras' alignment of a gate with a map), so numpy broadcasts gates over positions."""
+    return [x.reshape(x.shape[:1] + (1,) * (rank + 1 - x.ndim) + x.shape[1:]) for x in map(np.asarray, xs)]
 
 
 @register_converter("Concatenate")
@@ -151,7 +187,11 @@ class _MergeKind(Kind):
         """An output format of its own (the default), the input formats one per input."""
         layer = common.layer
         override = refuse_constant_formats(layer, override)
-        own = MergeParams(in_fmts=common.in_fmts, input_shapes=tuple(tuple(s) for s in layer.input_shapes))
+        own = MergeParams(
+            in_fmts=common.in_fmts,
+            input_shapes=tuple(tuple(s) for s in layer.input_shapes),
+            held=getattr(layer, "held", ()),
+        )
         return common.plan(out_fmt=override.output or fmt, params=own)
 
     def input_formats(self, plan: LayerPlan) -> tuple[FixedFormat, ...]:
@@ -162,6 +202,13 @@ class _MergeKind(Kind):
 
     def with_branch_fifos(self, plan: LayerPlan, depths: tuple[int, ...]) -> LayerPlan:
         return replace(plan, params=replace(params_of(plan, MergeParams), fifo_depths=depths))
+
+    def branch_repeats(self, plan: LayerPlan) -> tuple[int, ...]:
+        """A held gate's beat is read once per position of the map (`K2C.Repeat` at the tail of
+        its branch); a streamed input's beats once each."""
+        held = params_of(plan, MergeParams).held
+        positions = math.prod(plan.output_shape[:-1])
+        return tuple(positions if i in held else 1 for i in range(len(plan.inputs))) if held else ()
 
     def check(self, plan: LayerPlan) -> None:
         if not plan.out_fmt.is_plain:
@@ -190,13 +237,20 @@ class _MergeKind(Kind):
         return (Depth("stage", STAGES.map_depth(), MERGE_DEPTH, "pipe_types"),)
 
     def storage(self, plan: LayerPlan) -> Storage:
-        """The branch FIFOs (LUT RAM) in front of the join; its stage's registered result and queue."""
+        """The branch FIFOs in front of the join (LUT RAM; block RAM when deeper than
+        `BLOCK_RAM_FIFO_DEPTH`), a held gate's repeat register; its stage's registered result
+        and queue."""
         own = params_of(plan, MergeParams)
-        fifo = sum(
-            depth * shape[-1] * fmt.hw_bits for depth, shape, fmt in zip(own.fifo_depths, own.input_shapes, own.in_fmts)
-        )
+        beats = [shape[-1] * fmt.hw_bits for shape, fmt in zip(own.input_shapes, own.in_fmts)]
+        lut = sum(d * b for d, b in zip(own.fifo_depths, beats) if not block_ram_fifo(d))
+        block = sum(d * b for d, b in zip(own.fifo_depths, beats) if block_ram_fifo(d))
+        repeats = sum(b for b, n in zip(beats, self.branch_repeats(plan)) if n > 1)
         out = plan.output_shape[-1] * plan.out_fmt.hw_bits
-        return Storage(register_bits=out + MERGE_DEPTH, fifo_bits=fifo + (MERGE_DEPTH + 2) * out)
+        return Storage(
+            register_bits=out + MERGE_DEPTH + repeats,
+            fifo_bits=lut + (MERGE_DEPTH + 2) * out,
+            block_fifo_bits=block,
+        )
 
     def body(self, plan: LayerPlan, xs: Sequence[str]) -> tuple[str, str]:
         """The stage's lambda body over the joined beats `xs`, and the haddock's first part."""
@@ -209,10 +263,11 @@ class _MergeKind(Kind):
         xs = [f"x{i}" for i in range(n)]
         body, what = self.body(plan, xs)
         formats = ", ".join(str(f) for f in own.in_fmts)
+        held = [HASKELL.held_note(plan.inputs[i], math.prod(plan.output_shape[:-1])) for i in own.held]
         return Entry(
             doc=HASKELL.doc(what, plan.activation, plan.out_fmt),
             body=(HASKELL.stage(_nested(xs), body),),
-            notes=(HASKELL.operands_note(formats),),
+            notes=(*held, HASKELL.operands_note(formats)),
             uses=("merge",),
             fields={
                 "in_type": f"{in_types[0]}, {_nested(in_types[1:])}",  # the template adds the parentheses
@@ -257,6 +312,7 @@ class ElementwiseKind(_MergeKind):
         return (len(plan.inputs) - 1) * plan.output_shape[-1] if self.op == "multiply" else 0
 
     def float_merge(self, xs: Sequence[np.ndarray]) -> np.ndarray:
+        xs = np.broadcast_arrays(*broadcast_to_output(xs, max(np.ndim(x) for x in xs) - 1))
         if self.op == "subtract":
             return xs[0] - xs[1]
         reduce = {
@@ -272,7 +328,11 @@ class ElementwiseKind(_MergeKind):
     def golden(self, plan: LayerPlan, xs: Sequence[np.ndarray], params: QuantizedLayer | None) -> np.ndarray:
         fmts, out = params_of(plan, MergeParams).in_fmts, plan.out_fmt
         wide = sum(f.hw_bits for f in fmts) + len(fmts) + out.hw_bits > INT64_SAFE_BITS
-        vals = [np.asarray(x).astype(object if wide else np.int64) for x in xs]
+        vals = list(
+            np.broadcast_arrays(
+                *(x.astype(object if wide else np.int64) for x in broadcast_to_output(xs, len(plan.output_shape)))
+            )
+        )
         if self.op == "multiply":
             acc, frac = vals[0], fmts[0].raw_frac
             for v, f in zip(vals[1:], fmts[1:]):

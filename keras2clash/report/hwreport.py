@@ -102,6 +102,7 @@ class ReportRow:
     line_buffer_bits: int
     register_bits: int
     fifo_bits: int = 0  # LUT RAM FIFOs: engine output queues, branch FIFOs
+    block_fifo_bits: int = 0  # block RAM FIFOs: branch FIFOs that hold an image
     balanced: bool = False
     project: str | None = None
     yosys: YosysFigures | None = None
@@ -257,6 +258,7 @@ def build_report(
             line_buffer_bits=fig.line_buffer_bits,
             register_bits=fig.register_bits,
             fifo_bits=fig.fifo_bits,
+            block_fifo_bits=fig.block_fifo_bits,
             balanced=is_balanced,
         )
         if yosys:
@@ -325,7 +327,7 @@ def _full_rows(report: Report) -> list[list[str]]:
                 dash if y is None or y.dsp_blocks is None else f"{y.dsp_blocks:,}",
                 dash if y is None else f"{y.luts:,}",
                 dash if y is None else f"{y.flip_flops:,}",
-                f"{r.rom_bits + r.line_buffer_bits + r.fifo_bits:,} (+{r.register_bits:,} reg)",
+                f"{r.rom_bits + r.line_buffer_bits + r.fifo_bits + r.block_fifo_bits:,} (+{r.register_bits:,} reg)",
                 dash if y is None else f"{y.memory_bits:,}",
                 f"{100 * r.efficiency:.1f}%",
             ]

@@ -3,7 +3,7 @@
              TypeFamilies, AllowAmbiguousTypes, MonoLocalBinds #-}
 {-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver -fconstraint-solver-iterations=8 #-}
 {-|
-Self-checking tests of K2C.Fifo, K2C.Branch and K2C.Merge in the Clash
+Self-checking tests of K2C.Fifo, K2C.Branch, K2C.Repeat and K2C.Merge in the Clash
 simulation (exit code 1 on any failure): the cabal test-suite @branch@. With
 @--vectors DIR@ it also writes the replay vectors of the tops in "Tops"
 ("Cosim"), which tests/test_blocks.py replays on their Verilog.
@@ -13,8 +13,9 @@ simulation (exit code 1 on any failure): the cabal test-suite @branch@. With
   block's input ready and output beat are compared with "Reference" (the
   cycle rules written independently), the output beats must be exactly the
   expected function of the input beats in order (nothing lost, duplicated or
-  reordered), and for a lone fifo the formula "beat k valid from
-  max(q_k + 1, m_(k-1) + 1)" is checked directly. Nested branches are
+  reordered; a repeat's beats each @n@ times), and for a lone fifo the
+  formula "beat k valid from max(q_k + 1, m_(k-1) + 1)" is checked directly
+  (@q_k + 2@ for a blockFifo). Nested branches are
   compared with the reference's single 3-input fork/join.
 * Merge: every function bit-exact against Integer arithmetic, exhaustively
   for small formats and on random operands (extremes included) for larger
@@ -34,8 +35,9 @@ import System.Random (StdGen, mkStdGen, randomRs, split)
 
 import K2C.Activation (requantize)
 import K2C.Branch (branches, fork, joined, moves)
-import K2C.Fifo (fifo)
+import K2C.Fifo (blockFifo, fifo)
 import K2C.Merge
+import K2C.Repeat (repeatS)
 import K2C.Stream (Stream, mapS, (|>))
 
 import Cosim (writeVectors)
@@ -95,6 +97,11 @@ l = L
 streamCases :: [StdGen -> Outcome]
 streamCases =
   [ fifoCase d1, fifoCase d2, fifoCase d3, fifoCase d5, fifoCase d7
+  , blockFifoCase d1, blockFifoCase d2, blockFifoCase d3, blockFifoCase d7
+  , repeatCase "repeatS 3 |> fifo 2" (repeatS d3 |> fifo d2) (Seq (Repeat 3) (Fifo 2)) 3 P.id
+  , repeatCase "repeatS 1 |> fifo 1" (repeatS d1 |> fifo d1) (Seq (Repeat 1) (Fifo 1)) 1 P.id
+  , repeatCase "hold 2 |> repeatS 5 |> blockFifo 4" (hold d2 (onU inc) |> repeatS d5 |> blockFifo d4)
+      (Seq (Hold 2 inc) (Seq (Repeat 5) (BlockFifo 4))) 5 inc
   , streamCase "branches (hold 3 inc |> fifo 2) (fifo 4)"
       (branches (hold d3 (onU inc) |> fifo d2) (fifo d4))
       (Br (Seq (Hold 3 inc) (Fifo 2)) (Fifo 4))
@@ -171,7 +178,14 @@ simulateStream
   :: forall b . NFDataX b
   => (HiddenClockResetEnable System => Stream System U b)
   -> (String, Int, Int) -> StdGen -> ([U], [Row U b])
-simulateStream block (_, idle, stall) gen = (beats, P.take (P.min limit (finish + 30)) rows)
+simulateStream = simulateRepeated 1
+
+-- | The same, for a block that outputs @n@ beats per input beat.
+simulateRepeated
+  :: forall b . NFDataX b
+  => Int -> (HiddenClockResetEnable System => Stream System U b)
+  -> (String, Int, Int) -> StdGen -> ([U], [Row U b])
+simulateRepeated n block (_, idle, stall) gen = (beats, P.take (P.min limit (finish + 30)) rows)
   where
     (g1, g23) = split gen
     (g2, g3) = split g23
@@ -180,10 +194,10 @@ simulateStream block (_, idle, stall) gen = (beats, P.take (P.min limit (finish 
     readyOut = fromList (False : P.map (>= stall) (randomRs (0, 99 :: Int) g2))
     (output, readyIn) = withClockResetEnable clockGen resetGen enableGen block (input, readyOut)
     input = source gaps beats readyIn
-    limit = 60 * beatsPerRun
+    limit = 60 * n * beatsPerRun
     rows = P.take limit (sample (bundle (input, readyIn, output, readyOut)))
     moved (_, _, o, r) = if r && isJust' o then 1 else 0 :: Int
-    finish = P.length (P.takeWhile (< beatsPerRun) (P.scanl (+) 0 (P.map moved rows)))
+    finish = P.length (P.takeWhile (< n * beatsPerRun) (P.scanl (+) 0 (P.map moved rows)))
 
 geometric :: Int -> StdGen -> [Int]
 geometric percent gen = runs (randomRs (0, 99 :: Int) gen)
@@ -209,20 +223,33 @@ streamCase
   :: forall b . (NFDataX b, ToV b)
   => String -> (HiddenClockResetEnable System => Stream System U b) -> Net
   -> (Integer -> V) -> StdGen -> Outcome
-streamCase name block net expect gen = (name, P.concat failures, notes)
+streamCase name block net expect = repeatedCase name block net 1 (P.replicate 1 . expect)
+
+-- | A repeat (and what follows it) against its reference: each input beat
+-- becomes @n@ output beats, each @f@ of it.
+repeatCase
+  :: String -> (HiddenClockResetEnable System => Stream System U U) -> Net -> Int
+  -> (Integer -> Integer) -> StdGen -> Outcome
+repeatCase name block net n f = repeatedCase name block net n (P.replicate n . l . f)
+
+repeatedCase
+  :: forall b . (NFDataX b, ToV b)
+  => String -> (HiddenClockResetEnable System => Stream System U b) -> Net -> Int
+  -> (Integer -> [V]) -> StdGen -> Outcome
+repeatedCase name block net n expect gen = (name, P.concat failures, notes)
   where
-    runs = P.zipWith (\t g -> (t, simulateStream block t g)) traffics (gens gen)
+    runs = P.zipWith (\t g -> (t, simulateRepeated n block t g)) traffics (gens gen)
     (failures, notes) = P.unzip (P.map (checkRun net expect) runs)
 
 gens :: StdGen -> [StdGen]
 gens g = let (a, b) = split g in a : gens b
 
-checkRun :: ToV b => Net -> (Integer -> V) -> ((String, Int, Int), ([U], [Row U b])) -> ([String], String)
+checkRun :: ToV b => Net -> (Integer -> [V]) -> ((String, Int, Int), ([U], [Row U b])) -> ([String], String)
 checkRun net expect ((tname, _, _), (beats, rows)) = (P.map ((tname P.++ ": ") P.++) failures, note)
   where
     failures = P.take 3 (replay 0 (start net) rows) P.++ orderFailures
     delivered = [toV v | (_, _, Just v, True) <- rows]
-    wanted = P.map (expect . toInteger) beats
+    wanted = P.concatMap (expect . toInteger) beats
     orderFailures
       | delivered P.== wanted = []
       | otherwise = ["output beats differ from the expected sequence ("
@@ -240,30 +267,42 @@ checkRun net expect ((tname, _, _), (beats, rows)) = (P.map ((tname P.++ ": ") P
       replay (t + 1) (step st (l . toInteger <$> i) rOut) rest
 
 -- | A lone fifo: the reference, plus the first-valid formula checked directly.
-fifoCase :: forall d . (KnownNat d, 1 <= d) => SNat d -> StdGen -> Outcome
-fifoCase depth gen = (name, refFailures P.++ P.concat formulaFailures P.++ rateFailures, notes)
+fifoCase, blockFifoCase :: forall d . (KnownNat d, 1 <= d) => SNat d -> StdGen -> Outcome
+fifoCase depth = queueCase "fifo" (fifo depth) (Fifo (snatToNum depth)) 1 (snatToNum depth)
+blockFifoCase depth = queueCase "blockFifo" (blockFifo depth) (BlockFifo (snatToNum depth)) 2 (snatToNum depth)
+
+-- | A FIFO whose beat is valid @latency@ cycles after it was accepted, at the
+-- earliest.
+queueCase
+  :: String -> (HiddenClockResetEnable System => Stream System U U) -> Net -> Int -> Int
+  -> StdGen -> Outcome
+queueCase kind block net latency d gen = (name, refFailures P.++ P.concat formulaFailures P.++ rateFailures, notes)
   where
-    name = "fifo " P.++ show (snatToInteger depth)
-    d = snatToNum depth :: Int
-    (refFailures, notes) = case streamCase name (fifo depth) (Fifo d) l gen of (_, f, n) -> (f, n)
-    runs = P.zipWith (\t g -> (t, snd (simulateStream (fifo depth) t g))) traffics (gens gen)
-    formulaFailures = [P.map ((tn P.++ ": ") P.++) (P.take 3 (formula rows)) | ((tn, _, _), rows) <- runs]
-    -- depth >= 2 with clean traffic: one beat per cycle; depth 1: one per two.
+    name = kind P.++ " " P.++ show d
+    (refFailures, notes) = case streamCase name block net l gen of (_, f, n) -> (f, n)
+    runs = P.zipWith (\t g -> (t, snd (simulateStream block t g))) traffics (gens gen)
+    formulaFailures = [P.map ((tn P.++ ": ") P.++) (P.take 3 (formula latency rows)) | ((tn, _, _), rows) <- runs]
+    -- Deeper than the latency, with clean traffic: one beat per cycle; a
+    -- depth-1 fifo: one per two.
+    rate | d P.> latency = Just 1
+         | latency P.== 1 = Just 2
+         | otherwise = Nothing
     rateFailures =
       [ "clean: " P.++ show (P.length moves) P.++ " beats moved in cycles "
           P.++ show (P.head moves) P.++ ".." P.++ show (P.last moves)
-      | ((tn, _, _), rows) <- P.take 1 runs, tn P.== "clean"
+      | Just every <- [rate]
+      , ((tn, _, _), rows) <- P.take 1 runs, tn P.== "clean"
       , let moves = [t | (t, (_, _, Just _, True)) <- P.zip [0 :: Int ..] rows]
-      , P.last moves P.- P.head moves P./= (if d P.>= 2 then 1 else 2) P.* (P.length moves P.- 1) ]
+      , P.last moves P.- P.head moves P./= every P.* (P.length moves P.- 1) ]
 
-formula :: [Row U U] -> [String]
-formula rows =
+formula :: Int -> [Row U U] -> [String]
+formula latency rows =
   [ "beat " P.++ show k P.++ ": first valid in cycle " P.++ show f P.++ ", rule says " P.++ show want
   | (k, q) <- P.zip [0 :: Int ..] accepts
   , k P.< P.length moves
   , let prev = if k P.== 0 then -1 else moves P.!! (k P.- 1)
         f = P.head [t | t <- valids, t P.> prev]
-        want = P.max (q P.+ 1) (prev P.+ 1)
+        want = P.max (q P.+ latency) (prev P.+ 1)
   , f P./= want ]
   where
     indexed = P.zip [0 :: Int ..] rows
