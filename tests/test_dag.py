@@ -29,13 +29,13 @@ def _randomize(model, rng):
     return model
 
 
-def densenet_block(seed: int = 0):
+def densenet_block(seed: int = 0, size: int = 5):
     """c0 is concatenated again two blocks later (and c1 one block later), as in DenseNet."""
     import keras
     from keras import layers
 
     keras.utils.set_random_seed(seed)
-    inp = keras.Input((5, 5, 2))
+    inp = keras.Input((size, size, 2))
     c0 = layers.Conv2D(3, 3, padding="same", activation="relu", name="c0")(inp)
     c1 = layers.Conv2D(2, 3, padding="same", activation="relu", name="c1")(c0)
     cat1 = layers.Concatenate(name="cat1")([c0, c1])
@@ -63,19 +63,36 @@ def three_forks(seed: int = 0):
     )
 
 
-def small_unet(seed: int = 0):
+def small_unet(seed: int = 0, size: int = 16):
     """An encoder/decoder with a skip from before a MaxPooling2D to after an UpSampling2D,
     joined by Concatenate, with an image output."""
     import keras
     from keras import layers
 
     keras.utils.set_random_seed(seed)
-    inp = keras.Input((8, 8, 1))
+    inp = keras.Input((size, size, 1))
     e1 = layers.Conv2D(2, 3, padding="same", activation="relu", name="enc1")(inp)
     e2 = layers.Conv2D(3, 3, padding="same", activation="relu", name="enc2")(layers.MaxPooling2D(2, name="down1")(e1))
     cat = layers.Concatenate(name="skip1")([layers.UpSampling2D(2, name="up1")(e2), e1])
     out = layers.Conv2D(1, 3, padding="same", name="dec1")(cat)
     return _randomize(keras.Model(inp, out, name="small_unet"), np.random.default_rng(seed))
+
+
+def unet_forks(seed: int = 0, size: int = 16):
+    """A U-Net level whose skip and upsampled path are both read again by one 3-input Add, with
+    the decoder's convolution: forks from three depths into one merge (not series-parallel)."""
+    import keras
+    from keras import layers
+
+    keras.utils.set_random_seed(seed)
+    inp = keras.Input((size, size, 1))
+    e1 = layers.Conv2D(2, 3, padding="same", activation="relu", name="enc1")(inp)
+    e2 = layers.Conv2D(2, 3, padding="same", activation="relu", name="enc2")(layers.MaxPooling2D(2, name="down1")(e1))
+    up = layers.UpSampling2D(2, name="up1")(e2)
+    dec = layers.Conv2D(2, 3, padding="same", name="dec1")(up)
+    total = layers.Add(name="total")([e1, up, dec])
+    out = layers.Conv2D(1, 3, padding="same", name="head")(total)
+    return _randomize(keras.Model(inp, out, name="unet_forks"), np.random.default_rng(seed))
 
 
 def random_dag(seed: int, image: bool, nodes: int):
@@ -214,6 +231,7 @@ def _clash(model, tmp_path, seed: int = 0, images: int = 5):
     project = load_project(tmp_path / "net")
     x = np.random.default_rng(seed).uniform(-0.5, 1.5, size=(images, *model.inputs[0].shape[1:]))
     assert_clash_matches_golden(project, golden.quantize_inputs(project.plans, x), seed)
+    return project
 
 
 @needs_toolchain
@@ -222,6 +240,16 @@ def test_densenet_block_bit_exact_in_clash(tmp_path) -> None:
 
 
 @needs_toolchain
+def test_unet_with_forks_from_three_depths_bit_exact_in_clash(tmp_path) -> None:
+    """The skip waits in its merge FIFO while the pooled path computes and is upsampled: the
+    deepest FIFO holds several rows of pixels (and an image output)."""
+    project = _clash(unet_forks(size=12), tmp_path, images=3)
+    (total,) = [p for p in project.plans if p.is_merge]
+    assert total.params.fifo_depths[0] > 5 * 12  # five rows of pixels
+
+
+@needs_toolchain
+@pytest.mark.slow
 def test_three_forks_into_one_merge_bit_exact_in_clash(tmp_path) -> None:
     _clash(three_forks(), tmp_path)
 
