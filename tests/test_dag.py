@@ -246,6 +246,8 @@ def test_unet_with_forks_from_three_depths_bit_exact_in_clash(tmp_path) -> None:
     project = _clash(unet_forks(size=12), tmp_path, images=3)
     (total,) = [p for p in project.plans if p.is_merge]
     assert total.params.fifo_depths[0] > 5 * 12  # five rows of pixels
+    text = (tmp_path / "net" / "Network.hs").read_text()
+    assert "(total_fifo_0, total_fifo_ready_0) = blockFifo d_total_0 (enc1_reads !! 1, total_moves)" in text
 
 
 @needs_toolchain
