@@ -63,6 +63,22 @@ def three_forks(seed: int = 0):
     )
 
 
+def input_forks(seed: int = 0):
+    """The network's input read by three layers, a tensor read twice by one 4-input merge."""
+    import keras
+    from keras import layers
+
+    keras.utils.set_random_seed(seed)
+    inp = keras.Input((4,))
+    d1 = layers.Dense(4, activation="relu", name="d1")(inp)
+    m1 = layers.Add(name="m1")([inp, d1])
+    d2 = layers.Dense(4, name="d2")(m1)
+    m2 = layers.Add(name="m2")([d2, inp, d1, d1])
+    return _randomize(
+        keras.Model(inp, layers.Dense(3, name="out")(m2), name="input_forks"), np.random.default_rng(seed)
+    )
+
+
 def small_unet(seed: int = 0, size: int = 16):
     """An encoder/decoder with a skip from before a MaxPooling2D to after an UpSampling2D,
     joined by Concatenate, with an image output."""
@@ -254,6 +270,15 @@ def test_unet_with_forks_from_three_depths_bit_exact_in_clash(tmp_path) -> None:
 @pytest.mark.slow
 def test_three_forks_into_one_merge_bit_exact_in_clash(tmp_path) -> None:
     _clash(three_forks(), tmp_path)
+
+
+@needs_toolchain
+@pytest.mark.slow
+def test_input_forks_bit_exact_in_clash(tmp_path) -> None:
+    project = _clash(input_forks(), tmp_path)
+    text = (project.root / "Network.hs").read_text()
+    assert "fork input (d1_layer_ready :> m1_fifo_ready_0 :> m2_fifo_ready_1 :> Nil)" in text
+    assert "fork d1_layer_out (m1_fifo_ready_1 :> m2_fifo_ready_2 :> m2_fifo_ready_3 :> Nil)" in text
 
 
 @needs_toolchain
