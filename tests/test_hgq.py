@@ -472,3 +472,49 @@ def test_clash_simulation_equals_hgq2(tmp_path):
     x = grid_inputs((24, 4), scale=2.0)
     want, _ = assert_clash_matches_golden(project, golden.quantize_inputs(project.plans, x), seed=3)
     np.testing.assert_array_equal(project.plans[-1].out_fmt.to_real(want), np.asarray(model(x), dtype=np.float64))
+
+
+def pooled_cnn(overflow: str = "SAT"):
+    """QConv2D -> MaxPooling2D -> ZeroPadding2D -> QConv2D -> UpSampling2D -> Cropping2D
+    -> GlobalMaxPooling2D -> QDense: plain Keras layers that only select or move values
+    between HGQ2 layers."""
+    keras.utils.set_random_seed(6)
+    layers = keras.layers
+    inp = keras.Input((8, 8, 2))
+    x = QConv2D(4, 3, activation="relu", iq_conf=datalane(i0=1, f0=4, overflow_mode="SAT"), name="c1")(inp)
+    x = layers.MaxPooling2D(2, name="pool")(x)
+    x = layers.ZeroPadding2D(1, name="pad")(x)
+    x = QConv2D(3, 2, iq_conf=datalane(k0=0, i0=2, f0=3, overflow_mode="SAT", round_mode="TRN"), name="c2")(x)
+    x = layers.UpSampling2D(2, name="up")(x)
+    x = layers.Cropping2D(1, name="crop")(x)
+    x = layers.GlobalMaxPooling2D(name="gmp")(x)
+    out = QDense(3, iq_conf=datalane(i0=2, f0=3, overflow_mode=overflow), name="d")(x)
+    model = keras.Model(inp, out)
+    randomise_weight_bits(model.get_layer("c1"))
+    randomise_weight_bits(model.get_layer("c2"), seed=1)
+    return model
+
+
+@needs_toolchain
+def test_pooling_and_moves_between_hgq2_layers_equal_hgq2(tmp_path):
+    """Max pooling (local and global), zero padding, upsampling and cropping between HGQ2
+    layers: the producer requantizes to the next layer's input quantizer before them, which
+    commutes with a saturating quantizer: the golden model equals HGQ2 bit for bit, and the
+    Clash simulation equals the golden model."""
+    import keras2clash as k2c
+    from keras2clash.backend.project import load_project
+    from keras2clash.quant import golden
+
+    model = pooled_cnn()
+    graph = to_graph(model)
+    assert [r.type for r in graph.layers if r.name in ("pool", "gmp")] == ["maxpool2d", "globalmaxpool"]
+    x = grid_inputs((64, 8, 8, 2), seed=3, scale=2.0)
+    assert_golden_equals_hgq2(model, x)
+    project = load_project(k2c.emit(model, "1,7,8", tmp_path / "net", show=False))
+    assert_clash_matches_golden(project, golden.quantize_inputs(project.plans, x[:6]), seed=5)
+
+
+def test_max_pooling_before_a_wrapping_quantizer_is_refused():
+    """A maximum of wrapped values is not the wrapped maximum: refused with the layer's name."""
+    with pytest.raises(K2CError, match=r"passes layer 'gmp' \(GlobalMaxPooling2D\) before HGQ2 layer 'd''s WRAP"):
+        H.format_config(pooled_cnn("WRAP"), to_graph(pooled_cnn("WRAP")))

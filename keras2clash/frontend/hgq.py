@@ -471,14 +471,20 @@ def model_quant(model: Any) -> dict[str, LayerQuant]:
 
 
 def _transparent(record: ir.Layer) -> bool:
-    """A record that passes its tensor on unchanged, only regrouped (`Kind.regroups`): a
-    quantizer after it sees the same values."""
+    """A record whose outputs are some of its input's values, or zeros (`Kind.selects_values`:
+    regrouped, moved, repeated, cropped, padded, a window's maximum): a quantizer after it
+    sees values of its input, so the producer may requantize to that quantizer's format
+    instead. A maximum commutes only with a monotone quantizer (`_monotone_only`)."""
     home = kind_of(record.type)
-    return home is not None and home.regroups
+    return home is not None and home.selects_values
 
 
-def _is_relu(record: ir.Layer) -> bool:
-    return isinstance(record, Activation) and record.activation == "relu"
+def _monotone_only(record: ir.Layer) -> bool:
+    """A ReLU, or a record that compares values (`Kind.compares`: max pooling): max(q(a), q(b))
+    = q(max(a, b)) for a rounding and saturating quantizer q, not for a wrapping one."""
+    home = kind_of(record.type)
+    relu = isinstance(record, Activation) and record.activation == "relu"
+    return relu or (home is not None and home.compares)
 
 
 def format_config(model: Any, graph: Graph) -> Any:
@@ -492,23 +498,24 @@ def format_config(model: Any, graph: Graph) -> Any:
     quant = model_quant(model)
     refuse_folded_forward(model, graph, "an HGQ2 layer", "skip that layer's input quantizer")
 
-    relus_read: set[str] = set()  # tensors read through a standalone ReLU
+    monotone_read: dict[str, ir.Layer] = {}  # tensor -> a ReLU or max pooling that reads it
 
     def readers(tensor: str, source: str | None = None) -> list[ir.Layer]:
-        """The quantizing records that read `tensor`, through transparent ones."""
+        """The quantizing records that read `tensor`, through transparent ones and ReLUs."""
         found: list[ir.Layer] = []
         for record in graph.consumers(tensor):
-            if _transparent(record) or _is_relu(record):
-                if _is_relu(record):
-                    relus_read.add(source or tensor)
+            if _transparent(record) or _monotone_only(record):
+                if _monotone_only(record):
+                    monotone_read.setdefault(source or tensor, record)
                 found.extend(readers(record.name, source or tensor))
             elif record.name in quant:
                 found.append(record)
             else:
                 raise K2CError(
                     f"layer '{record.name}' ({record.keras_class}) reads a tensor of HGQ2 layers; only "
-                    "HGQ2 compute layers (QDense, QConv1D/2D, QEinsumDense) and Flatten/Reshape/ReLU "
-                    "between them are supported in a quantization-aware model"
+                    "HGQ2 compute layers (QDense, QConv1D/2D, QEinsumDense) and, between them, layers that "
+                    "only move or select values (Flatten, Reshape, ReLU, MaxPooling, GlobalMaxPooling, "
+                    "ZeroPadding, Cropping, UpSampling) are supported in a quantization-aware model"
                 )
         return found
 
@@ -522,15 +529,23 @@ def format_config(model: Any, graph: Graph) -> Any:
         return next(iter(formats), None)
 
     def no_relu_before_wrap(tensor: str, fmt: TensorFormat, what: str) -> None:
-        """A standalone ReLU (one the passes could not fuse into its producer) runs after the
-        producer's requantization; HGQ2 wraps the ReLU's output, and a wrap does not commute
-        with a ReLU (docs/guide/quantization-aware.md)."""
-        if tensor in relus_read and fmt.overflow_mode == "WRAP":
+        """A standalone ReLU (one the passes could not fuse into its producer) or a max pooling
+        runs after the producer's requantization; HGQ2 wraps their output, and a wrap does not
+        commute with them (docs/guide/quantization-aware.md)."""
+        between = monotone_read.get(tensor)
+        if between is None or fmt.overflow_mode != "WRAP":
+            return
+        if isinstance(between, Activation):
             raise K2CError(
                 f"{what} passes a standalone ReLU layer before HGQ2 layer '{fmt.layer}''s WRAP {fmt.role} "
                 "quantizer: the ReLU must act before the wrap, which only a ReLU fused into the layer "
                 "(activation='relu' on the HGQ2 layer itself) does; use that, or overflow_mode='SAT'"
             )
+        raise K2CError(
+            f"{what} passes layer '{between.name}' ({between.keras_class}) before HGQ2 layer "
+            f"'{fmt.layer}''s WRAP {fmt.role} quantizer: a maximum of wrapped values is not the wrapped "
+            "maximum, and the hardware requantizes before the maximum; use overflow_mode='SAT'"
+        )
 
     first = input_of(readers(graph.input_name), "the network input")
     if first is None:
@@ -539,7 +554,7 @@ def format_config(model: Any, graph: Graph) -> Any:
     layers: dict[str, LayerFormats] = {}
     for record in graph.layers:
         if record.name not in quant:
-            if not (_transparent(record) or _is_relu(record)):
+            if not (_transparent(record) or _monotone_only(record)):
                 raise K2CError(
                     f"layer '{record.name}' ({record.keras_class}) is not an HGQ2 layer; "
                     "a quantization-aware model must quantize every compute layer"

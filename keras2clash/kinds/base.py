@@ -95,6 +95,9 @@ class Kind:
     """Each output value is one of its input's values or a zero (moved, repeated, cropped, or
     a window's maximum): no arithmetic, so the output lies on the input's grid in any model,
     float ones included."""
+    compares: ClassVar[bool] = False
+    """It selects values by comparing them (a maximum): an element-wise function commutes with
+    it only when that function is monotone (a rounding with saturation, not a wrap)."""
     regroups: ClassVar[bool] = False
     """Its output is its input's values unchanged and in the same row-major order, only in
     other beats (a flatten, a reshape): any element-wise function commutes with it."""

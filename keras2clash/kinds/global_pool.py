@@ -141,6 +141,7 @@ class _GlobalKind(Kind):
 class GlobalMaxKind(_GlobalKind):
     records = (GlobalMaxPool,)
     selects_values = True
+    compares = True
 
     def reduce(self, flat: np.ndarray, plan: LayerPlan) -> np.ndarray:
         return flat.max(axis=1)

@@ -239,6 +239,7 @@ class _PoolKind(Windowed):
 class MaxPoolKind(_PoolKind):
     records = (MaxPool2D,)
     selects_values = True
+    compares = True
     block, reduction, pad_value = "Pool.maxPool", "max", "minBound"
 
     def golden(self, plan: LayerPlan, xs: Sequence[np.ndarray], params: QuantizedLayer | None) -> np.ndarray:
