@@ -79,6 +79,24 @@ def input_forks(seed: int = 0):
     )
 
 
+def gated_dense_block(seed: int = 0, size: int = 4):
+    """A squeeze-and-excitation gate on c1 (held per image in hardware), and c0 and c1 both
+    concatenated again after the gated product: not series-parallel."""
+    import keras
+    from keras import layers
+
+    keras.utils.set_random_seed(seed)
+    inp = keras.Input((size, size, 2))
+    c0 = layers.Conv2D(3, 3, padding="same", activation="relu", name="c0")(inp)
+    c1 = layers.Conv2D(3, 3, padding="same", activation="relu", name="c1")(c0)
+    g = layers.Dense(2, activation="relu", name="reduce")(layers.GlobalAveragePooling2D(name="squeeze")(c1))
+    g = layers.Reshape((1, 1, 3), name="gate")(layers.Dense(3, activation="sigmoid", name="excite")(g))
+    scaled = layers.Multiply(name="scale")([c1, g])
+    cat = layers.Concatenate(name="cat")([scaled, c0, c1])
+    out = layers.Dense(3, name="out")(layers.Flatten(name="flat")(cat))
+    return _randomize(keras.Model(inp, out, name="gated_dense_block"), np.random.default_rng(seed))
+
+
 def small_unet(seed: int = 0, size: int = 16):
     """An encoder/decoder with a skip from before a MaxPooling2D to after an UpSampling2D,
     joined by Concatenate, with an image output."""
@@ -279,6 +297,15 @@ def test_input_forks_bit_exact_in_clash(tmp_path) -> None:
     text = (project.root / "Network.hs").read_text()
     assert "fork input (d1_layer_ready :> m1_fifo_ready_0 :> m2_fifo_ready_1 :> Nil)" in text
     assert "fork d1_layer_out (m1_fifo_ready_1 :> m2_fifo_ready_2 :> m2_fifo_ready_3 :> Nil)" in text
+
+
+@needs_toolchain
+@pytest.mark.slow
+def test_gated_dense_block_bit_exact_in_clash(tmp_path) -> None:
+    """A held gate (`repeatS` before its FIFO) inside the wiring."""
+    project = _clash(gated_dense_block(), tmp_path, images=4)
+    text = (project.root / "Network.hs").read_text()
+    assert "= (repeatS (SNat @16) |> fifo d_scale_1) (" in text and "fork c1_out" in text
 
 
 @needs_toolchain
