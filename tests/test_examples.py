@@ -8,8 +8,9 @@ about a third of a second per image of these networks; Verilator runs the whole 
 inception_digits (branches joined by a Concatenate) and mobilenet_digits (depthwise, separable,
 ReLU6, BatchNorm, zero padding, global pooling, softmax) run by default; resnet_digits (its
 residual Adds are in the random graphs of tests/test_graph.py by default), mlp_tanh,
-conv1d_waves and se_digits (its gated Multiply is in tests/test_graph.py by default) with
-`-m slow`, where the Clash simulation takes the whole set too.
+conv1d_waves, se_digits (its gated Multiply is in tests/test_graph.py by default) and
+densenet_digits (its wiring is in tests/test_dag.py by default) with `-m slow`, where the
+Clash simulation takes the whole set too.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ WHOLE = 360
         ("mobilenet_digits", [4, 4, 8, 4, 6, 5], 20),
         pytest.param("mlp_tanh", [8, 6, 5], WHOLE, marks=pytest.mark.slow),
         pytest.param("se_digits", [4, 2, 4, 6, 5], WHOLE, marks=pytest.mark.slow),
+        pytest.param("densenet_digits", [4, 2, 2, 5], WHOLE, marks=pytest.mark.slow),
         pytest.param("conv1d_waves", [4, 6, 4, 2], WHOLE, marks=pytest.mark.slow),
     ],
 )
