@@ -45,16 +45,17 @@ EXAMPLES = [
     "cnn_variants",
     "mobilenet_digits",
     "conv1d_waves",
-    "digits_autoencoder",
     "jet_hgq/jet_qat",
     "thesis_cnn@ecp5-85k",
     "resnet_digits@ecp5-85k",
     "inception_digits@ecp5-85k",
     "mlp_tanh@ecp5-85k",
+    "digits_autoencoder@ecp5-85k",
+    "se_digits@ecp5-85k",
 ]
-"""Every example at its defaults where they fit the LFE5U-85F's 156 multipliers; the four that
+"""Every example at its defaults where they fit the LFE5U-85F's 156 multipliers; the six that
 need more at one PE per layer (thesis_cnn 217, resnet_digits 533, inception_digits 407, mlp_tanh
-176) balanced to the part (`keras2clash pnr` refuses a design with more multipliers than the part;
+176, digits_autoencoder 269, se_digits 293) balanced to the part (`keras2clash pnr` refuses a design with more multipliers than the part;
 `--dsp-budget ecp5-85k` gives 132, what nextpnr-ecp5 routes: devices.ECP5_ROUTABLE_SHARE).
 `dir/model`: examples/dir/model.keras (jet_hgq's quantization-aware model).
 `name@budget`: the example balanced to a multiplier budget (`--dsp-budget`, a device name);

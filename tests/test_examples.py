@@ -5,12 +5,13 @@ and output stalls) and the hardware model's accept and output cycles equal to th
 simulation's on the first `clash_images` images, 20 by default (the Clash simulation costs
 about a third of a second per image of these networks; Verilator runs the whole set in seconds).
 
-inception_digits (branches joined by a Concatenate) and mobilenet_digits (depthwise, separable,
-ReLU6, BatchNorm, zero padding, global pooling, softmax) run by default; resnet_digits (its
-residual Adds are in the random graphs of tests/test_graph.py by default), mlp_tanh,
-conv1d_waves, se_digits (its gated Multiply is in tests/test_graph.py by default) and
-densenet_digits (its wiring is in tests/test_dag.py by default) with `-m slow`, where the
-Clash simulation takes the whole set too.
+mobilenet_digits (depthwise, separable, ReLU6, BatchNorm, zero padding, global pooling,
+softmax) runs by default; inception_digits and resnet_digits (their Concatenate and residual
+Adds are in the random graphs of tests/test_graph.py by default, the branch blocks' Verilog in
+the block bench of tests/test_blocks.py), mlp_tanh, conv1d_waves, se_digits (its gated
+Multiply is in tests/test_graph.py by default) and densenet_digits (its wiring is in
+tests/test_dag.py by default) with `-m slow`, where the Clash simulation takes the whole set
+too.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ WHOLE = 360
     ("example", "parallelism", "clash_images"),
     [
         pytest.param("resnet_digits", [4, 4, 4, 6, 6, 6, 5], WHOLE, marks=pytest.mark.slow),
-        ("inception_digits", [4, 3, 3, 5, 2, 5], 20),
+        pytest.param("inception_digits", [4, 3, 3, 5, 2, 5], WHOLE, marks=pytest.mark.slow),
         ("mobilenet_digits", [4, 4, 8, 4, 6, 5], 20),
         pytest.param("mlp_tanh", [8, 6, 5], WHOLE, marks=pytest.mark.slow),
         pytest.param("se_digits", [4, 2, 4, 6, 5], WHOLE, marks=pytest.mark.slow),
@@ -86,18 +87,15 @@ def test_the_autoencoder_example_scores_anomalies_as_keras_does(
     seconds an image: the whole test set with -m slow, where Verilator runs it too, under
     random backpressure); the hardware's anomaly score has the ROC AUC of Keras float within
     0.005 on the whole test set."""
-    import sys
-
     from sklearn.metrics import roc_auc_score
 
-    from helpers import assert_clash_matches_golden
+    from helpers import assert_clash_matches_golden, script_module
     from keras2clash import api
     from keras2clash.backend.project import load_project
     from keras2clash.frontend.keras_ref import keras_outputs
 
     folder = EXAMPLES / "digits_autoencoder"
-    sys.path.insert(0, str(folder))
-    from train import anomaly_scores
+    anomaly_scores = script_module(folder / "train.py", "digits_autoencoder_train").anomaly_scores
 
     out, data = tmp_path / "ae", folder / "test.npz"
     api.emit(folder / "digits_autoencoder.keras", "1,7,8", out, show=False)

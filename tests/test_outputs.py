@@ -23,16 +23,15 @@ from keras2clash.verify.simulate import run_simulator
 
 
 def conv_autoencoder(seed: int = 0):
-    """8x8x1 -> conv, pool -> conv -> upsample, conv (sigmoid) -> 8x8x1, random weights."""
+    """6x6x1 -> conv, pool -> upsample, conv (sigmoid) -> 6x6x2, random weights."""
     import keras
 
     layers = keras.layers
     model = keras.Sequential(
         [
-            keras.Input((8, 8, 1)),
-            layers.Conv2D(4, 3, padding="same", activation="relu", name="enc"),
+            keras.Input((6, 6, 1)),
+            layers.Conv2D(3, 3, padding="same", activation="relu", name="enc"),
             layers.MaxPooling2D(2, name="pool"),
-            layers.Conv2D(4, 3, padding="same", activation="relu", name="mid"),
             layers.UpSampling2D(2, name="up"),
             layers.Conv2D(2, 3, padding="same", activation="sigmoid", name="dec"),
         ],
@@ -65,19 +64,19 @@ def sequence_tagger(seed: int = 1):
 def autoencoder(tmp_path_factory) -> tuple[Path, Path, np.ndarray]:
     tmp = tmp_path_factory.mktemp("ae")
     model = conv_autoencoder()
-    x = np.random.default_rng(2).uniform(0, 1, (12, 8, 8, 1))
+    x = np.random.default_rng(2).uniform(0, 1, (12, 6, 6, 1))
     np.savez(tmp / "x.npz", x=x)
     project = k2c.emit(model, "1,4,9", tmp / "net", show=False)
     return project, tmp / "x.npz", model.predict(x, verbose=0).reshape(len(x), -1)
 
 
 def test_the_plan_streams_an_image_out(autoencoder) -> None:
-    """The output is 64 beats of 2 values; the Top has no class and says so in its ports."""
+    """The output is 36 beats of 2 values; the Top has no class and says so in its ports."""
     project_dir, _, _ = autoencoder
     project = load_project(project_dir)
-    assert not project.classifies and project.output_beats == 64 and project.n_out == 128
+    assert not project.classifies and project.output_beats == 36 and project.n_out == 72
     top = (project.root / "Top.hs").read_text()
-    assert "axiStreamBeats" in top and "Classes" not in top and "type OutputBeats = 64" in top
+    assert "axiStreamBeats" in top and "Classes" not in top and "type OutputBeats = 36" in top
     bits = project.plans[-1].out_fmt.bits
     assert f"m_axis_tdata@  [{2 * bits - 1}:0] out: one beat = 2 output value(s) of {bits} bits" in top
 
@@ -85,24 +84,24 @@ def test_the_plan_streams_an_image_out(autoencoder) -> None:
 def test_golden_follows_keras_on_an_image_output(autoencoder) -> None:
     project_dir, data, keras_out = autoencoder
     got = k2c.predict(project_dir, data)
-    assert got.classes is None and got.output_shape == (8, 8, 2) and got.values.shape == (12, 128)
+    assert got.classes is None and got.output_shape == (6, 6, 2) and got.values.shape == (12, 72)
     assert error_figures(got.values, keras_out).max_abs < 0.01
 
 
 def test_an_image_output_has_no_class_to_compare(autoencoder) -> None:
     project_dir, data, _ = autoencoder
-    with pytest.raises(K2CError, match=r"layer 'dec' is \(8, 8, 2\), not a vector: there is no class"):
+    with pytest.raises(K2CError, match=r"layer 'dec' is \(6, 6, 2\), not a vector: there is no class"):
         api.simulate(project_dir, data, task="classifier", show=False)
 
 
 def test_the_testbench_expects_every_output_beat(autoencoder) -> None:
-    """expected.hex holds one word per output beat (64 per image), no class bits."""
+    """expected.hex holds one word per output beat (36 per image), no class bits."""
     project_dir, data, _ = autoencoder
     tb = testbench.write_testbench(project_dir, data, 3)
     bits = load_project(project_dir).plans[-1].out_fmt.hw_bits
-    assert (tb.spec.out_beats, tb.spec.out_width, tb.spec.class_bits, tb.spec.tdata_out) == (64, 2, 0, 2 * bits)
+    assert (tb.spec.out_beats, tb.spec.out_width, tb.spec.class_bits, tb.spec.tdata_out) == (36, 2, 0, 2 * bits)
     words = (tb.directory / "expected.hex").read_text().split()
-    assert len(words) == 3 * 64
+    assert len(words) == 3 * 36
     first = testbench.unpack_result(int(words[0], 16), tb.spec)[0]
     assert np.array_equal(first, tb.expected[0, :2])
 
@@ -112,10 +111,10 @@ def test_a_differing_beat_is_reported_with_its_values(autoencoder) -> None:
     project_dir, data, _ = autoencoder
     tb = testbench.write_testbench(project_dir, data, 2)
     spec = tb.spec
-    wrong = tb.expected[1].reshape(64, 2).copy()
+    wrong = tb.expected[1].reshape(36, 2).copy()
     wrong[5, 1] += 1
     bad = f"{testbench.pack_values(wrong[5], spec.out_bits):x}"
-    last = f"{testbench.pack_values(wrong[63], spec.out_bits):x}"
+    last = f"{testbench.pack_values(wrong[35], spec.out_bits):x}"
     first = f"{testbench.pack_values(tb.expected[0, -2:], spec.out_bits):x}"
     lines = ["OUT 0 2 400 " + first + " PASS", "BEAT 1 5 " + bad, "OUT 1 300 700 " + last + " FAIL", "DONE 1 1 800"]
     samples, cycles, messages = rtlsim.parse_output(lines, tb)
@@ -134,7 +133,8 @@ def test_an_image_output_is_bit_exact_in_clash_and_verilator(autoencoder, capsys
     x_raw = golden.quantize_inputs(project.plans, np.load(data)["x"])
     assert_clash_matches_golden(project, x_raw, seed=5)
     timing = hwmodel.timing(project.plans, len(x_raw))
-    assert timing.first_latency > 64  # the last of 64 output beats, after the last input beat
+    assert timing.first_latency > 36  # the last of 36 output beats, after the last input beat
+    assert hwmodel.timings([project.plans]) == [(timing.first_latency, timing.ii)]  # the batch model too
     exe = toolchain.build_simulator(project.root)
     stressed = run_simulator(
         exe, project.root, x_raw, project.n_out, ["--gap-max", "3", "--seed", "9"], classifies=False

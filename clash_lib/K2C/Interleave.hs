@@ -68,10 +68,7 @@ import Clash.Prelude hiding (interleave)
 import Data.Maybe (isJust)
 
 import K2C.Stream (Stream)
-import K2C.Window (nextIndex)
-
--- | Beat counter: output row of the input row, column, phase column (fastest last).
-type Beat sh w sw = (Index sh, Index w, Index sw)
+import K2C.Upsample (Raster (..), raster)
 
 -- | The @sh x sw@ phases of each pixel of a @w@-pixel-wide image stream as
 -- @sh x sw@ blocks of output pixels (see the module header).
@@ -83,15 +80,10 @@ interleave
   => SNat w -> SNat sh -> SNat sw -> Stream dom (Vec (sh * sw * c) a) (Vec c a)
 interleave SNat SNat SNat (input, readyOut) = (output, readyIn)
   where
-    beat :: Signal dom (Beat sh w sw)
-    beat      = register (0, 0, 0) nextBeat
-    nextBeat  = mux loads (following <$> beat) beat
-    full      = register False (loads .||. (full .&&. (not <$> readyOut)))
-    advance   = (not <$> full) .||. readyOut
-    fromInput = isInputBeat <$> beat
-    readyIn   = advance .&&. fromInput
-    accepted  = readyIn .&&. (isJust <$> input)
-    loads     = advance .&&. ((not <$> fromInput) .||. (isJust <$> input))
+    -- The beat counter (output row of the input row, column, phase column) and the
+    -- handshake are those of "K2C.Upsample".
+    Raster beat nextBeat full fromInput readyIn accepted loads =
+      raster @dom @sh @w @sw (isJust <$> input) readyOut
     phases :: Signal dom (Vec sh (Vec sw (Vec c a)))
     phases    = (map (unconcatI @sw @c) . unconcatI @sh @(sw * c)) . fromJustX <$> input
     firstRow  = head <$> phases
@@ -116,14 +108,3 @@ interleave SNat SNat SNat (input, readyOut) = (output, readyIn)
           blockRam (repeat @w (deepErrorX "interleave: line buffer unwritten"))
                    (column <$> nextBeat)
                    (mux accepted (Just <$> bundle (column <$> beat, laterRows)) (pure Nothing))
-
--- | Whether a beat is phase column 0 of a pixel in output row 0: it reads the input.
-isInputBeat :: (KnownNat sh, KnownNat w, KnownNat sw) => Beat sh w sw -> Bool
-isInputBeat (i, _, j) = i == 0 && j == 0
-
--- | The next beat in raster order: phase column, then column, then output row.
-following :: (KnownNat sh, KnownNat w, KnownNat sw) => Beat sh w sw -> Beat sh w sw
-following (i, x, j)
-  | j /= maxBound = (i, x, j + 1)
-  | x /= maxBound = (i, x + 1, 0)
-  | otherwise     = (nextIndex i, 0, 0)

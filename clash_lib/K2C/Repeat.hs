@@ -32,7 +32,8 @@ full, and is the held beat.
   downstream always ready, a beat accepted in cycle @t@ is output in cycles
   @t + 1 .. t + n@ and the next beat can be accepted in cycle @t + n + 1@.
 
-These are the rules of "K2C.Scatter" splitting a vector into @n@ beats.
+These are the rules of "K2C.Scatter" splitting a vector into @n@ beats, whose
+control ('heldFor') it shares.
 -}
 module K2C.Repeat
   ( repeatS
@@ -41,24 +42,17 @@ module K2C.Repeat
 import Clash.Prelude
 import Data.Maybe (isJust)
 
+import K2C.Scatter (heldFor)
 import K2C.Stream (Stream)
-import K2C.Window (nextIndex)
 
 -- | Output each beat @n@ times (see the module header).
 repeatS
   :: forall dom n a
    . (HiddenClockResetEnable dom, KnownNat n, 1 <= n, NFDataX a)
   => SNat n -> Stream dom a a
-repeatS SNat (input, readyOut) = (output, readyIn)
+repeatS n (input, readyOut) = (output, readyIn)
   where
-    count     = register (0 :: Index n) (mux delivered (nextIndex <$> count) count)
-    full      = register False (nextFull <$> full <*> accepted <*> finished)
+    (full, accepted, _) = heldFor n (isJust <$> input) readyOut
     readyIn   = not <$> full
-    accepted  = readyIn .&&. (isJust <$> input)
-    delivered = full .&&. readyOut
-    finished  = delivered .&&. ((== maxBound) <$> count)
     held      = regEn (deepErrorX "repeat: no beat yet") accepted (fromJustX <$> input)
     output    = mux full (Just <$> held) (pure Nothing)
-
-nextFull :: Bool -> Bool -> Bool -> Bool
-nextFull full accepted finished = accepted || (full && not finished)

@@ -31,6 +31,7 @@ downstream's ready).
 -}
 module K2C.Scatter
   ( scatter
+  , heldFor
   ) where
 
 import Clash.Prelude hiding (scatter)
@@ -44,14 +45,10 @@ scatter
   :: forall dom n c a
    . (HiddenClockResetEnable dom, KnownNat n, KnownNat c, 1 <= n, NFDataX a)
   => SNat n -> Stream dom (Vec (n * c) a) (Vec c a)
-scatter SNat (input, readyOut) = (output, readyIn)
+scatter n (input, readyOut) = (output, readyIn)
   where
-    count     = register (0 :: Index n) (mux delivered (nextIndex <$> count) count)
-    full      = register False (nextFull <$> full <*> accepted <*> finished)
+    (full, accepted, delivered) = heldFor n (isJust <$> input) readyOut
     readyIn   = not <$> full
-    accepted  = readyIn .&&. (isJust <$> input)
-    delivered = full .&&. readyOut
-    finished  = delivered .&&. ((== maxBound) <$> count)
     -- No reset: 'full' alone says whether the buffer holds beats.
     buffer :: Signal dom (Vec n (Vec c a))
     buffer    = register (deepErrorX "scatter: no vector yet")
@@ -59,6 +56,21 @@ scatter SNat (input, readyOut) = (output, readyIn)
                      (mux delivered (shift <$> buffer) buffer))
     shift b   = b <<+ deepErrorX "scatter: past the last beat"
     output    = mux full (Just . (!! (0 :: Int)) <$> buffer) (pure Nothing)
+
+-- | The control of a block that takes a beat when empty and delivers @n@ beats from it
+-- (the rules in the module header): @(full, accepted, delivered)@; input ready is
+-- @not full@.
+heldFor
+  :: forall dom n
+   . (HiddenClockResetEnable dom, KnownNat n, 1 <= n)
+  => SNat n -> Signal dom Bool -> Signal dom Bool -> (Signal dom Bool, Signal dom Bool, Signal dom Bool)
+heldFor SNat inputValid readyOut = (full, accepted, delivered)
+  where
+    count     = register (0 :: Index n) (mux delivered (nextIndex <$> count) count)
+    full      = register False (nextFull <$> full <*> accepted <*> finished)
+    accepted  = (not <$> full) .&&. inputValid
+    delivered = full .&&. readyOut
+    finished  = delivered .&&. ((== maxBound) <$> count)
 
 nextFull :: Bool -> Bool -> Bool -> Bool
 nextFull full accepted finished = accepted || (full && not finished)

@@ -50,6 +50,10 @@ on downstream's ready (like "K2C.Pad"), never on the input's valid.
 -}
 module K2C.Upsample
   ( upsample
+    -- * The raster control it shares with "K2C.Interleave"
+  , Beat
+  , Raster (..)
+  , raster
   ) where
 
 import Clash.Prelude
@@ -61,6 +65,34 @@ import K2C.Window (nextIndex)
 -- | Beat counter: copy of the row, column, copy of the pixel (fastest last).
 type Beat sh w sw = (Index sh, Index w, Index sw)
 
+-- | The control of a block that outputs @sh x sw@ beats per input pixel in raster order
+-- (the rules in the module header), the beat loaded from the input or from its store.
+data Raster dom sh w sw = Raster
+  { rBeat      :: Signal dom (Beat sh w sw)  -- ^ the beat loading next
+  , rNextBeat  :: Signal dom (Beat sh w sw)  -- ^ the beat after this cycle
+  , rFull      :: Signal dom Bool            -- ^ the output register holds a beat
+  , rFromInput :: Signal dom Bool            -- ^ the next beat reads the input
+  , rReadyIn   :: Signal dom Bool
+  , rAccepted  :: Signal dom Bool            -- ^ an input pixel moves
+  , rLoads     :: Signal dom Bool            -- ^ the output register loads the next beat
+  }
+
+-- | The raster control from the input's valid and downstream's ready.
+raster
+  :: forall dom sh w sw
+   . (HiddenClockResetEnable dom, KnownNat sh, KnownNat w, KnownNat sw, 1 <= w, 1 <= sh, 1 <= sw)
+  => Signal dom Bool -> Signal dom Bool -> Raster dom sh w sw
+raster inputValid readyOut = Raster beat nextBeat full fromInput readyIn accepted loads
+  where
+    beat      = register (0, 0, 0) nextBeat
+    nextBeat  = mux loads (following <$> beat) beat
+    full      = register False (loads .||. (full .&&. (not <$> readyOut)))
+    advance   = (not <$> full) .||. readyOut
+    fromInput = isInputBeat <$> beat
+    readyIn   = advance .&&. fromInput
+    accepted  = readyIn .&&. inputValid
+    loads     = advance .&&. ((not <$> fromInput) .||. inputValid)
+
 -- | Repeat each pixel of a @w@-pixel-wide image stream @sw@ times across and
 -- each row @sh@ times down (see the module header).
 upsample
@@ -71,15 +103,8 @@ upsample
   => SNat w -> SNat sh -> SNat sw -> Stream dom (Vec c a) (Vec c a)
 upsample SNat SNat SNat (input, readyOut) = (output, readyIn)
   where
-    beat :: Signal dom (Beat sh w sw)
-    beat      = register (0, 0, 0) nextBeat
-    nextBeat  = mux loads (following <$> beat) beat
-    full      = register False (loads .||. (full .&&. (not <$> readyOut)))
-    advance   = (not <$> full) .||. readyOut
-    fromInput = isInputBeat <$> beat
-    readyIn   = advance .&&. fromInput
-    accepted  = readyIn .&&. (isJust <$> input)
-    loads     = advance .&&. ((not <$> fromInput) .||. (isJust <$> input))
+    Raster beat nextBeat full fromInput readyIn accepted loads =
+      raster @dom @sh @w @sw (isJust <$> input) readyOut
     -- Only a row's first copy of a pixel comes from the line buffer (w > 1).
     fromRam   = (\(i, _, j) -> i /= 0 && j == 0 && natToNum @w > (1 :: Integer)) <$> beat
     pixel     = fromJustX <$> input
