@@ -41,6 +41,7 @@ def all_digits():
         "inception_digits",
         "mlp_tanh",
         "se_digits",
+        "densenet_digits",
     ],
 )
 def test_hardware_accuracy_within_a_quarter_point_of_keras_float(all_digits, example: str) -> None:

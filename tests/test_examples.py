@@ -8,9 +8,10 @@ about a third of a second per image of these networks; Verilator runs the whole 
 mobilenet_digits (depthwise, separable, ReLU6, BatchNorm, zero padding, global pooling,
 softmax) runs by default; inception_digits and resnet_digits (their Concatenate and residual
 Adds are in the random graphs of tests/test_graph.py by default, the branch blocks' Verilog in
-the block bench of tests/test_blocks.py), mlp_tanh, conv1d_waves and se_digits (its gated
-Multiply is in tests/test_graph.py by default) with `-m slow`, where the Clash simulation
-takes the whole set too.
+the block bench of tests/test_blocks.py), mlp_tanh, conv1d_waves, se_digits (its gated
+Multiply is in tests/test_graph.py by default) and densenet_digits (its wiring is in
+tests/test_dag.py by default) with `-m slow`, where the Clash simulation takes the whole set
+too.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ WHOLE = 360
         ("mobilenet_digits", [4, 4, 8, 4, 6, 5], 20),
         pytest.param("mlp_tanh", [8, 6, 5], WHOLE, marks=pytest.mark.slow),
         pytest.param("se_digits", [4, 2, 4, 6, 5], WHOLE, marks=pytest.mark.slow),
+        pytest.param("densenet_digits", [4, 2, 2, 5], WHOLE, marks=pytest.mark.slow),
         pytest.param("conv1d_waves", [4, 6, 4, 2], WHOLE, marks=pytest.mark.slow),
     ],
 )

@@ -1176,10 +1176,11 @@ def test_zero_padding_folds_into_the_convolution() -> None:
     assert [lay["type"] for lay in standalone] == ["zeropad2d", "flatten", "dense"]  # a K2C.Pad of its own
 
 
-def test_graph_that_is_not_series_parallel_is_rejected() -> None:
-    """t1 feeds the first merge and, past it, the second: no fork/join nesting builds that."""
+def test_graph_that_is_not_series_parallel_is_wiring() -> None:
+    """t1 feeds the first merge and, past it, the second: no fork/join nesting builds that, so
+    the network is wired by name (a Dag)."""
     from keras2clash.frontend.convert import to_graph
-    from keras2clash.ir.structure import structure
+    from keras2clash.ir.structure import Dag, network_shape, structure
 
     inp = keras.Input((4,))
     t1 = layers.Dense(4, name="t1")(inp)
@@ -1189,6 +1190,8 @@ def test_graph_that_is_not_series_parallel_is_rejected() -> None:
     graph = to_graph(keras.Model(inp, layers.Dense(2, name="o")(layers.Add(name="m3")([m2, t2]))))
     with pytest.raises(K2CError, match="not joined by one merge|cross another fork"):
         structure(graph.layers, graph.input_name, graph.output)
+    shape = network_shape(graph.layers, graph.input_name, graph.output)
+    assert isinstance(shape, Dag) and shape.readers["t1"] == (("m1", 0), ("m2", 1))
 
 
 def test_multiple_inputs_and_outputs_are_rejected() -> None:

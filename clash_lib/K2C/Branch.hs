@@ -45,9 +45,32 @@ input's valid AND branch 1's ready: a loop.
 Given the precondition and that every block's ready is independent of its
 own input's valid, the combinator's ready (@ready1 && ready2@) is
 independent of its input's valid, as the stream rule requires.
+
+= Wiring: 'fork', 'joined', 'moves'
+
+A network that is not series-parallel (a tensor read again past a merge, as in
+DenseNet blocks; forks from several depths into one merge) is wired by name:
+
+> (c0_reads, c0_out_ready) = fork c0_out (c1_ready :> cat_fifo_ready_0 :> Nil)
+> (cat_fifo_0, cat_fifo_ready_0) = fifo d_cat_0 (c0_reads !! 1, cat_moves)
+> (cat_fifo_1, cat_fifo_ready_1) = fifo d_cat_1 (c1_out, cat_moves)
+> cat_in = joined cat_fifo_0 cat_fifo_1
+> cat_moves = moves cat_in cat_ready
+> (cat_out, cat_ready) = cat (cat_in, cat_out_ready)
+
+'fork' has the fork's exact timing above for any number of readers (the beat
+moves to every reader in the first cycle all are ready, never to some alone);
+'joined' and 'moves' are the join's (every input of a merge ends in a FIFO,
+whose beats move together when all are valid and the merge is ready). The
+wiring has no combinational loop for the same reasons as 'branches': a ready
+depends only on readies downstream and on FIFOs' registered valids (a join's
+inputs), a valid only on valids upstream and on readies.
 -}
 module K2C.Branch
   ( branches
+  , fork
+  , joined
+  , moves
   ) where
 
 import Clash.Prelude
@@ -75,3 +98,31 @@ branches first second (input, readyOut) = (output, readyIn)
     output = mux (valid1 .&&. valid2) (pair <$> out1 <*> out2) (pure Nothing)
 
     pair x y = (,) <$> x <*> y
+
+-- | Fork one stream to @n@ readers: reader @i@ sees the beat as valid when the
+-- input is valid and every other reader is ready; the input's ready is the AND
+-- of all readers' readies. So the beat moves to every reader in the same
+-- cycle, the first in which all are ready (all combinational, as in
+-- 'branches').
+fork
+  :: KnownNat n
+  => Signal dom (Maybe a) -> Vec n (Signal dom Bool) -> (Vec n (Signal dom (Maybe a)), Signal dom Bool)
+fork input readies = (imap offer readies, allReady <$> readiesNow)
+  where
+    readiesNow = bundle readies
+    offer i _ = mux (allReady . replace i True <$> readiesNow) input (pure Nothing)
+    -- one comparison of the packed readies, not a fold: Clash writes a fold over a
+    -- vector as a chain through one vector signal, which Verilator reports as a
+    -- combinational loop (UNOPTFLAT) although no bit depends on itself
+    allReady rs = pack rs == maxBound
+
+-- | The beats of two streams paired: valid when both are (each the output of a
+-- FIFO, whose valid is registered). Nest it for more inputs:
+-- @joined a (joined b c)@ has the type a merge of three reads.
+joined :: Signal dom (Maybe a) -> Signal dom (Maybe b) -> Signal dom (Maybe (a, b))
+joined = liftA2 (\x y -> (,) <$> x <*> y)
+
+-- | Whether the joined beat moves this cycle: the ready every FIFO of the join
+-- gets, so all its FIFOs' beats move together.
+moves :: Signal dom (Maybe a) -> Signal dom Bool -> Signal dom Bool
+moves beats ready = ready .&&. (isJust <$> beats)

@@ -27,7 +27,7 @@ from keras2clash.hw.blocks import branch_repeats, stages_table, timing_checks
 from keras2clash.hw.events import block_ram_fifo
 from keras2clash.hw.output import classifies, output_beats, splits_output
 from keras2clash.hw.plan import LayerPlan, relu_before_requantize
-from keras2clash.ir.structure import Chain, Parallel, structure
+from keras2clash.ir.structure import Chain, Dag, Parallel, network_shape
 from keras2clash.kinds import kind_of
 from keras2clash.quant import activations as acts
 from keras2clash.quant.formats import MIN_HARDWARE_BITS, FixedFormat
@@ -218,6 +218,7 @@ IMPORTS = {
     "global": "import qualified K2C.Global as Global",
     "batch_norm": "import qualified K2C.BatchNorm as BatchNorm",
     "branches": "import K2C.Branch (branches)",
+    "wiring": "import K2C.Branch (fork, joined, moves)",
     "fifo": "import K2C.Fifo (fifo)",
     "block_fifo": "import K2C.Fifo (blockFifo)",
     "repeat": "import K2C.Repeat (repeatS)",
@@ -286,6 +287,7 @@ class TemplateContext(TypedDict):
     imports: list[str]
     network_args: list[NetworkArg]
     composition: str
+    wiring: Wiring | None
     has_branches: bool
     input_type: str
     input_doc: str
@@ -453,6 +455,149 @@ def _branch_uses(plans: Sequence[LayerPlan]) -> list[str]:
     return sorted(uses)
 
 
+class WiringFork(TypedDict):
+    """A tensor read by several layers (K2C.Branch.fork): its stream, the vector of its
+    readers' streams, the ready its producer sees, the readers' readies."""
+
+    stream: str
+    reads: str
+    ready: str
+    readers: list[str]
+
+
+class WiringFifo(TypedDict):
+    """A merge's input FIFO: its output, its ready, its depth argument, the stream it reads and
+    the join's move signal."""
+
+    stream: str
+    ready: str
+    depth: str
+    source: str
+    moves: str
+    tail: str  # `fifo d`, `blockFifo d`, after `repeatS (SNat @n) |>` for a held gate
+
+
+class WiringRun(TypedDict):
+    """Layers composed with `|>` applied to their input stream and their consumer's ready."""
+
+    stream: str
+    ready: str
+    stages: list[str]
+    source: str
+    out_ready: str
+    fifos: list[WiringFifo]  # a merge's input FIFOs (the run starts with the merge)
+    joined: list[str]  # the FIFO outputs the merge pairs
+    moves: str
+
+
+class Wiring(TypedDict):
+    """The `where` block of a network that is not series-parallel (Network.hs.j2)."""
+
+    output: str
+    input_ready: str
+    steps: list[WiringRun | WiringFork]
+
+
+def _wiring(shape: Dag, by_name: dict[str, tuple[LayerPlan, LayerEntry]], fifo_args: list[NetworkArg]) -> Wiring:
+    """Named streams, one per Keras tensor (`<layer>_out`) with the ready its producer sees
+    (`<layer>_out_ready`); a tensor with several readers through a fork (`<layer>_reads`), each
+    merge input through a FIFO (`<merge>_fifo_<i>`), whose beats the merge's join moves together."""
+    fn = {name: cast(str, entry["fn"]) for name, (_, entry) in by_name.items()}
+
+    def tensor(name: str) -> str:
+        return "input" if name == shape.source else f"{fn[name]}_out"
+
+    def reader_ready(reader: str, i: int) -> str:
+        plan, _ = by_name[reader]
+        return f"{fn[reader]}_fifo_ready_{i}" if plan.is_merge else f"{fn[reader]}_ready"
+
+    edge: dict[tuple[str, int], str] = {}  # (reader, input index) -> the stream it reads
+    out_ready: dict[str, str] = {}  # tensor -> the ready its producer sees
+    forks: dict[str, WiringFork] = {}
+    for name, readers in shape.readers.items():
+        if name == shape.sink:
+            out_ready[name] = "ready"
+        elif len(readers) == 1:
+            edge[readers[0]] = tensor(name)
+            out_ready[name] = reader_ready(*readers[0])
+        else:
+            stream = tensor(name)
+            reads = stream.removesuffix("_out") + "_reads"
+            for j, reader in enumerate(readers):
+                edge[reader] = f"{reads} !! {j}"
+            out_ready[name] = f"{stream}_ready"
+            forks[name] = {
+                "stream": stream,
+                "reads": reads,
+                "ready": out_ready[name],
+                "readers": [reader_ready(*r) for r in readers],
+            }
+    steps: list[WiringRun | WiringFork] = []
+    if shape.source in forks:
+        steps.append(forks[shape.source])
+    for run in shape.runs:
+        first_plan, _ = by_name[run.layers[0]]
+        first = fn[run.layers[0]]
+        fifos: list[WiringFifo] = []
+        if first_plan.is_merge:
+            depths = first_plan.kind.branch_fifos(first_plan) if first_plan.kind is not None else ()
+            for i, repeats in enumerate(branch_repeats(first_plan)):
+                var = f"d_{first}_{i}"
+                depth = depths[i] if depths else 2
+                where = "; block RAM" if block_ram_fifo(depth) else ""
+                fifo_args.append(
+                    {
+                        "var": var,
+                        "value": depth,
+                        "doc": f"FIFO depth of input {i} of {first_plan.name} (from the hardware model{where})",
+                    }
+                )
+                tail = f"{'blockFifo' if block_ram_fifo(depth) else 'fifo'} {var}"
+                fifos.append(
+                    {
+                        "stream": f"{first}_fifo_{i}",
+                        "ready": f"{first}_fifo_ready_{i}",
+                        "depth": var,
+                        "source": edge[(run.layers[0], i)],
+                        "moves": f"{first}_moves",
+                        "tail": f"(repeatS (SNat @{repeats}) |> {tail})" if repeats > 1 else tail,
+                    }
+                )
+        steps.append(
+            {
+                "stream": tensor(run.output),
+                "ready": f"{first}_ready",
+                "stages": [_stage(*by_name[name]) for name in run.layers],
+                "source": f"{first}_in" if fifos else edge[(run.layers[0], 0)],
+                "out_ready": out_ready[run.output],
+                "fifos": fifos,
+                "joined": [f["stream"] for f in fifos],
+                "moves": f"{first}_moves",
+            }
+        )
+        if run.output in forks:
+            steps.append(forks[run.output])
+    names: list[str] = []  # the names the `where` block defines
+    for fork in forks.values():
+        names += [fork["reads"], fork["ready"]]
+    for step in steps:
+        if "fifos" in step:
+            wired = cast(WiringRun, step)
+            names += [wired["stream"], wired["ready"]] + [f[k] for f in wired["fifos"] for k in ("stream", "ready")]
+            names += [wired["source"], wired["moves"]] if wired["fifos"] else []
+    clash = (set(names) & (set(fn.values()) | {"input", "ready"})) or {n for n in names if names.count(n) > 1}
+    if clash:
+        raise K2CError(
+            f"the stream name '{sorted(clash)[0]}' of the network's wiring is also a layer's name: rename the layer"
+        )
+    readers_of_source = shape.readers[shape.source]
+    return {
+        "output": tensor(shape.sink),
+        "input_ready": out_ready.get(shape.source, reader_ready(*readers_of_source[0])),
+        "steps": steps,
+    }
+
+
 def _activation_codes(
     plans: Sequence[LayerPlan], fns: Sequence[str], type_names: dict[FixedFormat, str]
 ) -> dict[str, ActivationCode | None]:
@@ -535,12 +680,13 @@ def build_context(
     by_name = {plan.name: (plan, entry) for plan, entry in zip(plans, layers)}
     source = plans[0].inputs[0] if plans[0].inputs else "input"
     built = plans[:-1] if split and plans[-1].activation_only and len(plans) > 1 else plans
-    shape = structure(built, source, built[-1].name)
+    shape = network_shape(built, source, built[-1].name)
     fifo_args: list[NetworkArg] = []
-    composition = _render_chain(shape, by_name, fifo_args, "  ")
+    wiring = _wiring(shape, by_name, fifo_args) if isinstance(shape, Dag) else None
+    composition = _render_chain(shape, by_name, fifo_args, "  ") if isinstance(shape, Chain) else ""
     network_args.extend(fifo_args)
     if fifo_args:
-        cast(list[str], layers[0]["uses"]).extend(["branches", *_branch_uses(built)])
+        cast(list[str], layers[0]["uses"]).extend(["wiring" if wiring else "branches", *_branch_uses(built)])
     bodies = [line for entry in layers for line in cast(list[str], entry.get("body", []))]
     pipes = [f for f in ("mapP", "mapP2", "mapTable") if any(f"{f} " in line for line in bodies)]
     fn_of = {plan.name: fn for plan, fn in zip(plans, fns)}
@@ -588,6 +734,7 @@ def build_context(
         "imports": imports,
         "network_args": network_args,
         "composition": composition,
+        "wiring": wiring,
         "has_branches": bool(fifo_args),
         "input_type": beat_type(first.input_shape, format_type_name(first.in_fmt)),
         "input_doc": input_doc,

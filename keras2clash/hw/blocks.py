@@ -48,6 +48,9 @@ stalls, not only for an always-ready sink:
   it moved in, and not before the previous one moved out. Top's class (`K2C.Classify`) and
   a softmax (`K2C.Softmax`) are pipelines on `K2C.Pipe`: the engine's rules with one step,
   depth `d - 1` and a queue of `d + 2`.
+- Fork and Join (`K2C.Branch`): a series-parallel network's `branches` (`_chain_blocks`), or
+  a DAG's wiring (`_dag_blocks`): one `Fork` per tensor read by several layers, one `Join`
+  per merge with a FIFO port per input.
 - Source (`K2C.Sim`): beats back to back, beat 0 offered in cycle 0 (the first cycle after
   reset), each next beat from the cycle after the previous one moved. Sink: always ready.
 
@@ -84,7 +87,7 @@ from keras2clash.hw.events import (
 )
 from keras2clash.hw.output import classifies, output_beats, splits_output
 from keras2clash.hw.plan import LayerPlan
-from keras2clash.ir.structure import Chain, Parallel, structure
+from keras2clash.ir.structure import Chain, Dag, Parallel, network_shape
 from keras2clash.kinds import kind_of
 from keras2clash.kinds.base import Depth
 from keras2clash.quant import activations
@@ -241,6 +244,41 @@ def _branch_tails(merge: LayerPlan, join: Join, mx: Max, blocks: list[Stateful])
     return tails
 
 
+def _dag_blocks(
+    shape: Dag,
+    by_name: Mapping[str, LayerPlan],
+    knobs: Mapping[str, EngineTiming],
+    last: Block,
+    mx: Max,
+    blocks: list[Stateful],
+    joins: list[tuple[str, Join]],
+    depths: Mapping[str, Sequence[int | None]] | None = None,
+) -> Block:
+    """The wiring of a network that is not series-parallel (emitter `_wiring`), from the
+    sink backwards in reverse topological order: a tensor's consumer is its one reader's head
+    (a layer, or a merge's FIFO: a port of its Join) or a Fork into all of them."""
+    takes: dict[tuple[str, int], Block] = {}  # (reader layer, input index) -> what takes the beat
+
+    def consumer(tensor: str) -> Block:
+        if tensor == shape.sink:
+            return last
+        heads = [takes[reader] for reader in shape.readers[tensor]]
+        return heads[0] if len(heads) == 1 else Fork(heads, None, mx)
+
+    for name in reversed(shape.layer_names()):
+        plan = by_name[name]
+        head = _layer_blocks(plan, knobs, consumer(name), mx, blocks)
+        if plan.is_merge:
+            join = Join(len(plan.inputs), head, mx, depths.get(name) if depths is not None else None)
+            joins.append((name, join))
+            blocks.append(join)
+            for i, tail in enumerate(_branch_tails(plan, join, mx, blocks)):
+                takes[(name, i)] = tail
+        else:
+            takes[(name, 0)] = head
+    return consumer(shape.source)
+
+
 def _build(
     plans: Sequence[LayerPlan],
     knobs: Sequence[EngineTiming],
@@ -265,10 +303,13 @@ def _build(
     plans = network_plans(plans)
     by_knob = dict(zip([p.name for p in plans if p.is_compute], knobs))
     source = plans[0].inputs[0] if plans[0].inputs else "input"
-    chain = structure(_with_inputs(plans), source, plans[-1].name)
-    head = _chain_blocks(
-        chain, {p.name: p for p in plans}, by_knob, last, mx, blocks, joins if joins is not None else [], depths
-    )
+    shape = network_shape(_with_inputs(plans), source, plans[-1].name)
+    by_name = {p.name: p for p in plans}
+    found = joins if joins is not None else []
+    if isinstance(shape, Dag):
+        head = _dag_blocks(shape, by_name, by_knob, last, mx, blocks, found, depths)
+    else:
+        head = _chain_blocks(shape, by_name, by_knob, last, mx, blocks, found, depths)
     first = Queue(INPUT_SLICE, head, mx)
     blocks.append(first)
     return first, blocks, sink

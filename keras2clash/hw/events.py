@@ -359,10 +359,11 @@ class JoinPort:
 
 
 class Fork:
-    """K2C.Branch's fork: the beat moves into every branch in the first cycle in which every
-    branch head is ready (each stays ready until it accepts)."""
+    """K2C.Branch's fork (`branches`, or `fork` to any number of readers): the beat moves into
+    every head in the first cycle in which every head is ready (each stays ready until it
+    accepts). `join`: the join of its branches (None where a network is wired by name)."""
 
-    def __init__(self, heads: Sequence[Block], join: Join, mx: Max) -> None:
+    def __init__(self, heads: Sequence[Block], join: Join | None, mx: Max) -> None:
         self.heads, self.join, self.mx = heads, join, mx
 
     def ready_at(self, v: Cycle) -> Cycle:

@@ -1,4 +1,4 @@
-"""The network's shape as the hardware builds it: chains and parallel branches.
+"""The network's shape as the hardware builds it: chains and parallel branches, or wiring.
 
 The hardware composes stream blocks left to right (`|>`); a merge is built as a fork of
 one tensor into parallel branches, each ending in a FIFO, joined by the merge layer
@@ -11,12 +11,18 @@ merge passes through (its immediate dominator). Residual blocks, Inception block
 nestings of them decompose this way (series-parallel graphs). A graph in which some
 branch also feeds a layer outside its fork/merge pair cannot: `structure` names the layer
 whose output would be needed in two places.
+
+Any other DAG (a tensor read again past a merge, as in DenseNet blocks, or forks from
+several depths into one merge) is built as explicit wiring (`Dag`): runs of layers composed
+with `|>`, a fork wherever a tensor has several readers and a FIFO on every input of a merge.
+`network_shape` gives the series-parallel `Chain` where there is one (its Haskell reads as a
+composition) and the `Dag` otherwise.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from keras2clash.errors import K2CError
@@ -67,6 +73,10 @@ def _dominators(nodes: Sequence[Node], source: str) -> dict[str, list[str]]:
     return dom
 
 
+class NotSeriesParallel(K2CError):
+    """The graph does not decompose into fork/merge pairs (`structure`)."""
+
+
 def structure(nodes: Sequence[Node], source: str, sink: str) -> Chain:
     """The chain of the whole network, from the input tensor `source` to `sink`.
 
@@ -93,21 +103,25 @@ def structure(nodes: Sequence[Node], source: str, sink: str) -> Chain:
     seen: set[str] = set()
     for name in names:
         if name in seen:
-            raise K2CError(
+            raise NotSeriesParallel(
                 f"layer '{name}' feeds branches that are not joined by one merge layer: "
                 "keras2clash builds branches that fork from one tensor and join at one merge "
                 "(residual and Inception blocks, nested or in sequence), not a tensor used "
                 "across such blocks"
             )
         seen.add(name)
-    missing = [node.name for node in nodes if node.name not in seen]
-    if missing:
-        raise K2CError(f"layer '{missing[0]}' does not lead to the model's output")
+    _check_all_used(nodes, seen)
     return result
 
 
+def _check_all_used(nodes: Sequence[Node], used: set[str]) -> None:
+    missing = [node.name for node in nodes if node.name not in used]
+    if missing:
+        raise K2CError(f"layer '{missing[0]}' does not lead to the model's output")
+
+
 def _not_series_parallel(merge: str, start: str) -> K2CError:
-    return K2CError(
+    return NotSeriesParallel(
         f"merge layer '{merge}' joins branches that fork before '{start}': the branches "
         "cross another fork/merge block, which keras2clash cannot build as nested branches"
     )
@@ -125,3 +139,78 @@ def fifo_slots(chain: Chain, prefix: str = "") -> list[tuple[str, int]]:
                 slots.extend(fifo_slots(branch))
                 slots.append((merge, i))
     return slots
+
+
+@dataclass(frozen=True)
+class Run:
+    """Layers composed left to right (`|>`): the first reads the tensor `source` (the network's
+    input or a layer's output; None when the first is a merge, which reads its joined FIFOs),
+    every later one reads the one before it, which has no other reader."""
+
+    layers: tuple[str, ...]
+    source: str | None
+
+    @property
+    def output(self) -> str:
+        return self.layers[-1]
+
+
+@dataclass(frozen=True)
+class Dag:
+    """A network that is not series-parallel, as wiring: its runs in topological order and,
+    per tensor, its readers in that order, each a (layer, input index) pair. A tensor with
+    several readers goes through a fork; a merge reads each input through a FIFO."""
+
+    runs: tuple[Run, ...]
+    readers: dict[str, tuple[tuple[str, int], ...]] = field(hash=False)
+    source: str
+    sink: str
+
+    def layer_names(self) -> list[str]:
+        return [name for run in self.runs for name in run.layers]
+
+
+def dag(nodes: Sequence[Node], source: str, sink: str) -> Dag:
+    """The wiring of the whole network from `source` to `sink` (`nodes` in topological order)."""
+    by_name = {node.name: node for node in nodes}
+    used: set[str] = set()
+    pending = [sink]
+    while pending:  # the layers the output depends on
+        name = pending.pop()
+        if name in used or name not in by_name:
+            continue
+        used.add(name)
+        pending.extend(by_name[name].inputs)
+    _check_all_used(nodes, used)
+    readers: dict[str, list[tuple[str, int]]] = {source: []}
+    for node in nodes:
+        readers[node.name] = []
+        for i, tensor in enumerate(node.inputs):
+            readers[tensor].append((node.name, i))
+    runs: list[list[str]] = []
+    run_of: dict[str, list[str]] = {}
+    sources: list[str | None] = []
+    for node in nodes:
+        read = node.inputs[0] if len(node.inputs) == 1 else None
+        if read is not None and read != source and len(readers[read]) == 1:
+            run = run_of[read]
+            run.append(node.name)
+        else:
+            run = [node.name]
+            runs.append(run)
+            sources.append(read)
+        run_of[node.name] = run
+    return Dag(
+        runs=tuple(Run(tuple(run), src) for run, src in zip(runs, sources)),
+        readers={tensor: tuple(r) for tensor, r in readers.items()},
+        source=source,
+        sink=sink,
+    )
+
+
+def network_shape(nodes: Sequence[Node], source: str, sink: str) -> Chain | Dag:
+    """The series-parallel chain of the network where it has one, otherwise its wiring."""
+    try:
+        return structure(nodes, source, sink)
+    except NotSeriesParallel:
+        return dag(nodes, source, sink)

@@ -32,6 +32,7 @@ writeVectors :: FilePath -> IO ()
 writeVectors dir = do
   counts <- P.sequence
     [ vectors dir "residual_top" residualTop (mkStdGen 11)
+    , vectors dir "wired_top" wiredTop (mkStdGen 14)
     , vectors dir "average_shift_top" averageShiftTop (mkStdGen 12)
     , vectors dir "average_divide_top" averageDivideTop (mkStdGen 13) ]
   P.writeFile (dir P.++ "/beats.txt") (P.unlines counts)

@@ -34,7 +34,7 @@ import System.Exit (die, exitFailure)
 import System.Random (StdGen, mkStdGen, randomRs, split)
 
 import K2C.Activation (requantize)
-import K2C.Branch (branches)
+import K2C.Branch (branches, fork, joined, moves)
 import K2C.Fifo (blockFifo, fifo)
 import K2C.Merge
 import K2C.Repeat (repeatS)
@@ -127,11 +127,42 @@ streamCases =
          |> mapS (\((a, b), c) -> (a, (b, c))))
       (Br3 (Fifo 1) (Seq (Hold 3 triple) (Fifo 2)) (Seq (Hold 1 inc) (Fifo 4)))
       (\x -> P (l x) (P (l (triple x)) (l (inc x))))
+  , streamCase "wiring = Br: fork to (hold 3 |> fifo 2) and (fifo 4), joined"
+      (wired2 (hold d3 (onU inc) |> fifo d2) (fifo d4))
+      (Br (Seq (Hold 3 inc) (Fifo 2)) (Fifo 4))
+      (\x -> P (l (inc x)) (l x))
+  , streamCase "wiring = Br3: fork to (hold 2 |> fifo 2), (fifo 3), (hold 4 |> hold 1 |> fifo 1), joined a (joined b c)"
+      (wired3 (hold d2 (onU inc) |> fifo d2) (fifo d3) (hold d4 (onU triple) |> hold d1 (onU flipBits) |> fifo d1))
+      (Br3 (Seq (Hold 2 inc) (Fifo 2)) (Fifo 3) (Seq (Hold 4 triple) (Seq (Hold 1 flipBits) (Fifo 1))))
+      (\x -> P (l (inc x)) (P (l x) (l (flipBits (triple x)))))
   , streamCase "branch inside a branch: branches (branches (fifo 1) (hold 2 |> fifo 1) |> fifo 2) (fifo 5)"
       (branches (branches (fifo d1) (hold d2 (onU inc) |> fifo d1) |> fifo d2) (fifo d5))
       (Br (Seq (Br (Fifo 1) (Seq (Hold 2 inc) (Fifo 1))) (Fifo 2)) (Fifo 5))
       (\x -> P (P (l x) (l (inc x))) (l x))
   ]
+
+-- | Two branches wired by name as the emitter wires a network that is not
+-- series-parallel: a 'fork' to both heads, the tails (FIFOs) 'joined', every
+-- tail moving with the join ('moves').
+wired2 :: Stream dom a b -> Stream dom a c -> Stream dom a (b, c)
+wired2 first second (input, readyOut) = (output, readyIn)
+  where
+    (reads, readyIn) = fork input (ready1 :> ready2 :> Nil)
+    (out1, ready1) = first (reads !! (0 :: Int), move)
+    (out2, ready2) = second (reads !! (1 :: Int), move)
+    output = joined out1 out2
+    move = moves output readyOut
+
+-- | Three branches wired by name: one 3-way 'fork', @joined a (joined b c)@.
+wired3 :: Stream dom a b -> Stream dom a c -> Stream dom a d -> Stream dom a (b, (c, d))
+wired3 first second third (input, readyOut) = (output, readyIn)
+  where
+    (reads, readyIn) = fork input (ready1 :> ready2 :> ready3 :> Nil)
+    (out1, ready1) = first (reads !! (0 :: Int), move)
+    (out2, ready2) = second (reads !! (1 :: Int), move)
+    (out3, ready3) = third (reads !! (2 :: Int), move)
+    output = joined out1 (joined out2 out3)
+    move = moves output readyOut
 
 -- | Idle percentage at the input, stall percentage downstream.
 traffics :: [(String, Int, Int)]

@@ -10,6 +10,8 @@ into Verilog, lints them, and replays the Clash simulation on them):
   plus a depth-1 fifo, each branch in a different SFixed format, merged
   element-wise with every function of K2C.Merge (average by 3: divider, by 2:
   shift) and requantized, one output per function;
+* @wired_top@: the same three branches and merges wired by name, as a network
+  that is not series-parallel is ('fork' to three readers, 'joined', 'moves');
 * @average_shift_top@ / @average_divide_top@: 'average' by 4 (must be wires:
   no divider in the Verilog) and by 3 (a divider).
 -}
@@ -18,7 +20,7 @@ module Tops where
 import Clash.Prelude
 
 import K2C.Activation (relu, requantize)
-import K2C.Branch (branches)
+import K2C.Branch (branches, fork, joined, moves)
 import K2C.Fifo (fifo)
 import K2C.Merge
 import K2C.Stream (Stream, mapS, (|>))
@@ -44,6 +46,17 @@ residual =
            (branches (fifo d5) (hold d2 (map (requantize @4 @4 @6 @2)) |> fifo d1))
   |> mapS (\(x0, (x1, x2)) -> zipWith3 merged x0 x1 x2)
 
+wired :: HiddenClockResetEnable System => Stream System (Vec 2 Fx) (Vec 2 Merged)
+wired (input, readyOut) = (output, readyIn)
+  where
+    (reads, readyIn) = fork input (ready0 :> ready1 :> ready2 :> Nil)
+    (out0, ready0) = (hold d3 (map (requantize @4 @4 @2 @6)) |> fifo d2) (reads !! (0 :: Int), move)
+    (out1, ready1) = fifo d5 (reads !! (1 :: Int), move)
+    (out2, ready2) = (hold d2 (map (requantize @4 @4 @6 @2)) |> fifo d1) (reads !! (2 :: Int), move)
+    joinedIn = joined out0 (joined out1 out2)
+    move = moves joinedIn mergeReady
+    (output, mergeReady) = mapS (\(x0, (x1, x2)) -> zipWith3 merged x0 x1 x2) (joinedIn, readyOut)
+
 merged :: SFixed 2 6 -> SFixed 4 4 -> SFixed 6 2 -> Merged
 merged a b c =
   ( relu (requantize (addExact a (subExact b c)))
@@ -59,6 +72,14 @@ residualTop
 residualTop = asTop residual
 {-# NOINLINE residualTop #-}
 {-# ANN residualTop (ports "residual_top") #-}
+
+wiredTop
+  :: Clock System -> Reset System -> Enable System
+  -> Signal System (Maybe (Vec 2 Fx)) -> Signal System Bool
+  -> (Signal System (Maybe (Vec 2 Merged)), Signal System Bool)
+wiredTop = asTop wired
+{-# NOINLINE wiredTop #-}
+{-# ANN wiredTop (ports "wired_top") #-}
 
 averageShiftTop
   :: Clock System -> Reset System -> Enable System
