@@ -11,6 +11,8 @@ format (`same`, the 2021 thesis' contract). The digits examples are also counted
 coarser than the 0.25 pt criterion (hardware within 0.25 pt of Keras float), so there one
 float near-tie decides it.
 jet_hgq is left out: its formats come from the quantization-aware model, not from --format.
+digits_autoencoder is not a classifier: its score (ROC AUC, float and hardware) is its own
+script, examples/digits_autoencoder/score.py.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ EXAMPLES = (
     "mobilenet_digits",
     "resnet_digits",
     "inception_digits",
+    "se_digits",
+    "densenet_digits",
     "mlp_tanh",
     "conv1d_waves",
 )
@@ -45,6 +49,8 @@ DIGITS = {
     "mobilenet_digits",
     "resnet_digits",
     "inception_digits",
+    "se_digits",
+    "densenet_digits",
     "mlp_tanh",
 }
 WEIGHT_FORMATS = ("fit", "same")
