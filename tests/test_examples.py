@@ -76,42 +76,72 @@ def test_example_whole_test_set(tmp_path: Path, example: str, parallelism: list[
     assert stressed.bit_exact == clash_images
 
 
+def _image_example(tmp_path: Path, example: str, clash_images: int, verilator: bool):
+    """An image-output example at 1,7,8: the Clash simulation equals the golden model on
+    every output pixel of its first `clash_images` images, back to back and under random gaps
+    and stalls, with the hardware model's cycles; with `verilator`, Verilator too on the whole
+    test set under random backpressure. Returns the test set's arrays, the hardware's outputs
+    (the golden model's, as reals) and Keras float's."""
+    from helpers import assert_clash_matches_golden
+    from keras2clash import api
+    from keras2clash.backend.project import load_project
+    from keras2clash.frontend.keras_ref import keras_outputs
+
+    folder = EXAMPLES / example
+    out, data = tmp_path / example, folder / "test.npz"
+    api.emit(folder / f"{example}.keras", "1,7,8", out, show=False)
+    project = load_project(out)
+    with np.load(data) as loaded:
+        arrays = dict(loaded)
+    x = arrays["x"]
+    assert len(x) == WHOLE and project.output_beats == 64
+
+    x_raw = golden.quantize_inputs(project.plans, x)
+    if clash_images:
+        assert_clash_matches_golden(project, x_raw[:clash_images], seed=7)
+    if verilator:
+        rtl = api.rtlsim(out, data, "verilator", gap_max=3, seed=11, show=False)
+        assert rtl.ok and len(rtl.samples) == rtl.passed == WHOLE
+    hardware = project.plans[-1].out_fmt.to_real(golden.run(project.plans, project.params, x_raw))
+    return arrays, hardware, keras_outputs(project.source_model, x)
+
+
 @needs_toolchain
 @pytest.mark.parametrize(("clash_images", "verilator"), [(3, False), pytest.param(WHOLE, True, marks=pytest.mark.slow)])
 def test_the_autoencoder_example_scores_anomalies_as_keras_does(
     tmp_path: Path, clash_images: int, verilator: bool
 ) -> None:
-    """digits_autoencoder (an image output, pooling and upsampling) at 1,7,8: the Clash
-    simulation equals the golden model on every output pixel of `clash_images` images, back
-    to back and under random gaps and stalls, with the hardware model's cycles (about four
-    seconds an image: the whole test set with -m slow, where Verilator runs it too, under
-    random backpressure); the hardware's anomaly score has the ROC AUC of Keras float within
-    0.005 on the whole test set."""
+    """digits_autoencoder (an image output, pooling and upsampling): `_image_example` on 3
+    images (about four seconds an image in Clash: the whole test set with -m slow, where
+    Verilator runs it too); the hardware's anomaly score has the ROC AUC of Keras float
+    within 0.005 on the whole test set."""
     from sklearn.metrics import roc_auc_score
 
-    from helpers import assert_clash_matches_golden, script_module
-    from keras2clash import api
-    from keras2clash.backend.project import load_project
-    from keras2clash.frontend.keras_ref import keras_outputs
+    from helpers import script_module
 
     folder = EXAMPLES / "digits_autoencoder"
     anomaly_scores = script_module(folder / "train.py", "digits_autoencoder_train").anomaly_scores
-
-    out, data = tmp_path / "ae", folder / "test.npz"
-    api.emit(folder / "digits_autoencoder.keras", "1,7,8", out, show=False)
-    project = load_project(out)
-    with np.load(data) as arrays:
-        x, anomaly = arrays["x"], arrays["anomaly"]
-    assert len(x) == WHOLE and project.output_beats == 64
-
-    x_raw = golden.quantize_inputs(project.plans, x)
-    assert_clash_matches_golden(project, x_raw[:clash_images], seed=7)
-    if verilator:
-        rtl = api.rtlsim(out, data, "verilator", gap_max=3, seed=11, show=False)
-        assert rtl.ok and len(rtl.samples) == rtl.passed == WHOLE
-
-    hardware = project.plans[-1].out_fmt.to_real(golden.run(project.plans, project.params, x_raw))
-    floats = keras_outputs(project.source_model, x)
+    arrays, hardware, floats = _image_example(tmp_path, "digits_autoencoder", clash_images, verilator)
+    x, anomaly = arrays["x"], arrays["anomaly"]
     float_auc = roc_auc_score(anomaly, anomaly_scores(floats, x))
     hardware_auc = roc_auc_score(anomaly, anomaly_scores(hardware, x))
     assert float_auc > 0.9 and abs(hardware_auc - float_auc) <= 0.005
+
+
+@needs_toolchain
+@pytest.mark.parametrize(("clash_images", "verilator"), [(0, False), pytest.param(WHOLE, True, marks=pytest.mark.slow)])
+def test_the_denoising_example_cleans_digits_as_keras_does(tmp_path: Path, clash_images: int, verilator: bool) -> None:
+    """digits_denoise (Rescaling at the input, two stride-2 Conv2DTranspose layers, an image
+    output): by default the golden model on the whole test set (the transposed convolution's
+    Clash build is in tests/test_layers_transpose.py), with -m slow `_image_example` on the
+    whole test set in Clash and Verilator. The hardware's outputs are as close to the clean
+    digits as Keras float's (mean squared error within 2% of float's, which is more than
+    40% below the noisy input's)."""
+    from helpers import script_module
+
+    mse = script_module(EXAMPLES / "digits_denoise" / "train.py", "digits_denoise_train").mse
+    arrays, hardware, floats = _image_example(tmp_path, "digits_denoise", clash_images, verilator)
+    x, clean = arrays["x"], arrays["y"]
+    noisy, float_mse, hardware_mse = mse(x / 16.0, clean), mse(floats, clean), mse(hardware, clean)
+    assert float_mse < 0.6 * noisy and abs(hardware_mse - float_mse) <= 0.02 * float_mse
+    assert np.max(np.abs(hardware - floats.reshape(hardware.shape))) < 0.02
