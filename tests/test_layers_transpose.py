@@ -28,7 +28,7 @@ from keras2clash.errors import K2CError
 from keras2clash.frontend.convert import to_graph
 from keras2clash.hw import hwmodel
 from keras2clash.hw.resources import layer_resources
-from keras2clash.network import load_network
+from keras2clash.network import load_network, plan_network
 from keras2clash.quant import golden
 from keras2clash.quant.formats import FixedFormat, quantize
 from keras2clash.quant.profile import float_forward
@@ -267,6 +267,25 @@ def test_formats_go_to_the_phase_convolution() -> None:
         model, DesignOptions.of("1,7,8", layer_formats={"up_phases": {"o": "1,5,6"}}), fifos=False
     ).plans
     assert [p.out_fmt for p in plans if p.name in ("up_phases", "up")] == [FixedFormat(1, 5, 6)] * 2
+
+
+def test_an_hls4ml_config_of_the_keras_layer_sets_its_phase_convolution() -> None:
+    """An hls4ml config names Keras layers: the transposed convolution's precision and reuse
+    factor go to `up_phases`, its weights, formats and knobs; naming both is refused."""
+    model = _image_model((3, 3, 2), layers.Conv2DTranspose(2, 3, strides=2, name="up"))
+    graph = to_graph(model)
+    config = {
+        "Model": {"Precision": "ap_fixed<16,8>", "ReuseFactor": 1},
+        "LayerName": {"up": {"Precision": {"weight": "ap_fixed<8,2>", "result": "ap_fixed<12,6>"}, "ReuseFactor": 4}},
+    }
+    plans = {p.name: p for p in plan_network(graph, "1,7,8", hls4ml_config=config, fifos=False).plans}
+    phases = plans["up_phases"]
+    widths = [(f.sign, f.int, f.frac) for f in (phases.w_fmt, phases.out_fmt, plans["up"].out_fmt)]
+    assert widths == [(1, 1, 6), (1, 5, 6), (1, 5, 6)]  # ap_fixed<8,2>, ap_fixed<12,6>
+    assert phases.knobs is not None and (phases.knobs.pe, phases.knobs.cycles) == (phases.filters, 4)
+    config["LayerName"]["up_phases"] = {"ReuseFactor": 2}
+    with pytest.raises(K2CError, match="'up' and 'up_phases' are one Keras layer"):
+        plan_network(graph, "1,7,8", hls4ml_config=config, fifos=False)
 
 
 # --- the hardware ------------------------------------------------------------------------

@@ -195,6 +195,12 @@ class Kind:
         """Whether its accumulator (`plan.acc_fmt`, when it has one) is the exact one."""
         return True
 
+    def settings_owner(self, layer: Layer) -> str | None:
+        """The record that takes the formats and knobs a config gives this record's Keras
+        name, when the Keras layer became several records and this one only moves values
+        (None: this record takes its own)."""
+        return None
+
     def source_class(self, plan: LayerPlan) -> str:
         """The Keras class when it differs from the record's (a 1-D layer one row high, a
         Dense on a tensor); empty otherwise."""

@@ -281,6 +281,10 @@ class InterleaveKind(Kind):
             )
         return super().plan(common, override, fmt)
 
+    def settings_owner(self, layer: Layer) -> str | None:
+        """The phase convolution: the transposed convolution's weights, formats and knobs are its."""
+        return layer.inputs[0]
+
     def source_class(self, plan: LayerPlan) -> str:
         return plan.layer.source_class if isinstance(plan.layer, Interleave2D) else ""
 

@@ -236,6 +236,7 @@ def resolve(config: Hls4mlConfig, graph: Graph) -> Resolved:
     """Match an hls4ml config to a graph: per-layer formats (model-level tensor formats on
     every layer that has them, fused activations folded into their layer), the input
     format, and the knobs from the reuse factors."""
+    config = _to_owners(config, graph)
     by_name = graph.by_name()
     layers: dict[str, LayerFormats] = {}
     with_params = {layer.name for layer in graph if (home := kind_of(layer.type)) is not None and home.has_params}
@@ -276,6 +277,28 @@ def resolve(config: Hls4mlConfig, graph: Graph) -> Resolved:
         layers[target] = merge_layer_formats(base, formats)
     pes, cyc = _knobs(config, graph)
     return Resolved(FormatConfig(config.default, input_fmt, layers), pes, cyc)
+
+
+def _to_owners(config: Hls4mlConfig, graph: Graph) -> Hls4mlConfig:
+    """The config with each Keras layer name that became several records (a transposed
+    convolution: its phase convolution and the interleave named after it) moved to the record
+    that takes its formats and reuse factor (`Kind.settings_owner`)."""
+    owners = {
+        layer.name: owner
+        for layer in graph
+        if (home := kind_of(layer.type)) is not None and (owner := home.settings_owner(layer)) is not None
+    }
+    for name, owner in owners.items():
+        for stated in (config.layers, config.reuse):
+            if name in stated and owner in stated:
+                raise K2CError(
+                    f"hls4ml config: layers '{name}' and '{owner}' are one Keras layer; give its settings once"
+                )
+    return replace(
+        config,
+        layers={owners.get(name, name): formats for name, formats in config.layers.items()},
+        reuse={owners.get(name, name): reuse for name, reuse in config.reuse.items()},
+    )
 
 
 def _is_input(name: str, graph: Graph) -> bool:
