@@ -97,6 +97,24 @@ def gated_dense_block(seed: int = 0, size: int = 4):
     return _randomize(keras.Model(inp, out, name="gated_dense_block"), np.random.default_rng(seed))
 
 
+def film_block(seed: int = 0, size: int = 4):
+    """Feature-wise linear modulation: a map scaled by one (C,) gate and shifted by another,
+    both computed from its global pooling (two broadcast merges in a row, not series-parallel)."""
+    import keras
+    from keras import layers
+
+    keras.utils.set_random_seed(seed)
+    inp = keras.Input((size, size, 2))
+    c0 = layers.Conv2D(3, 3, padding="same", activation="relu", name="c0")(inp)
+    pooled = layers.GlobalAveragePooling2D(name="squeeze")(c0)
+    gamma = layers.Dense(3, name="gamma")(pooled)
+    beta = layers.Dense(3, name="beta")(pooled)
+    scaled = layers.Multiply(name="scale")([c0, gamma])
+    shifted = layers.Add(name="shift")([scaled, beta])
+    out = layers.Dense(3, name="out")(layers.Flatten(name="flat")(shifted))
+    return _randomize(keras.Model(inp, out, name="film_block"), np.random.default_rng(seed))
+
+
 def small_unet(seed: int = 0, size: int = 16):
     """An encoder/decoder with a skip from before a MaxPooling2D to after an UpSampling2D,
     joined by Concatenate, with an image output."""
@@ -306,6 +324,23 @@ def test_gated_dense_block_bit_exact_in_clash(tmp_path) -> None:
     project = _clash(gated_dense_block(), tmp_path, images=4)
     text = (project.root / "Network.hs").read_text()
     assert "= (repeatS (SNat @16) |> fifo d_scale_1) (" in text and "fork c1_out" in text
+
+
+@needs_toolchain
+@pytest.mark.slow
+def test_film_block_bit_exact_in_clash(tmp_path) -> None:
+    """Two held gates (scale, then shift) of one pooled map inside the wiring: the golden model
+    follows Keras at a wide format, and Clash equals it at 1,7,8 with the model's cycles."""
+    from keras2clash.network import load_network
+
+    model = film_block()
+    x = np.random.default_rng(1).uniform(0, 1, size=(4, 4, 4, 2)).astype(np.float32)
+    wide = load_network(model, "1,9,14", fifos=False)
+    raw = golden.run(wide.plans, wide.params, golden.quantize_inputs(wide.plans, x))
+    np.testing.assert_allclose(raw / (1 << 14), np.asarray(model(x, training=False)), atol=0.02)
+    project = _clash(model, tmp_path, images=4)
+    text = (project.root / "Network.hs").read_text()
+    assert text.count("repeatS (SNat @16)") == 2
 
 
 @needs_toolchain
