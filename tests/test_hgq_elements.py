@@ -6,6 +6,8 @@ model's cycles."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -226,3 +228,23 @@ def test_default_cnn_clash_simulation_equals_golden(tmp_path):
     project = load_project(k2c.emit(model, "1,7,8", tmp_path / "net", show=False))
     want, _ = assert_clash_matches_golden(project, golden.quantize_inputs(project.plans, x), seed=5)
     np.testing.assert_array_equal(project.plans[-1].out_fmt.to_real(want), np.asarray(model(x), dtype=np.float64))
+
+
+# --- the example ---------------------------------------------------------------------------
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "digits_hgq2"
+
+
+def test_digits_hgq2_example_equals_hgq2_on_its_whole_test_set():
+    """examples/digits_hgq2, trained with HGQ2's default quantizers: three per-element
+    quantizers of several formats each, zero-bit elements among them; the golden model
+    equals HGQ2 on every output of its 360 test images (its Clash simulation and Verilator
+    on the whole set: tests/test_examples.py, slow)."""
+    model = keras.models.load_model(EXAMPLE / "digits_hgq2.keras")
+    x = np.load(EXAMPLE / "test.npz")["x"]
+    assert len(x) == 360
+    quantizers = [r for r in to_graph(model).layers if isinstance(r, Quantize)]
+    assert [r.name for r in quantizers] == ["conv1_iq", "conv2_iq", "dense_iq"]
+    assert all(len(r.formats) > 1 for r in quantizers)
+    assert any((np.asarray(r.index) == -1).any() for r in quantizers)
+    assert_golden_equals_hgq2(model, x)
