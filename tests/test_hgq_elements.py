@@ -26,7 +26,8 @@ from keras2clash.frontend import hgq as H  # noqa: E402
 from keras2clash.frontend.convert import to_graph  # noqa: E402
 from keras2clash.hw.plan import Common  # noqa: E402
 from keras2clash.kinds import kind_of  # noqa: E402
-from keras2clash.kinds.quantize import Quantize, apply, container, format_text, input_format  # noqa: E402
+from keras2clash.kinds.quantize import Quantize, apply, constants, container, format_text, input_format  # noqa: E402
+from keras2clash.network import load_network  # noqa: E402
 from keras2clash.quant.formats import make_format, quantize, requantize  # noqa: E402
 
 
@@ -101,6 +102,9 @@ def test_default_cnn_golden_equals_hgq2(conf):
     saturate)."""
     model = default_cnn(conf=conf)
     assert_golden_equals_hgq2(model, grid_inputs((128, 8, 8, 2), seed=3, scale=3.0))
+    if conf is not None and conf.config["heterogeneous_axis"] == (-1,):  # constants per channel only
+        network = load_network(model, "1,7,8")
+        assert [constants(p)[0].shape[:2] for p in network.plans if p.type == "quantize"] == [(1, 2), (1, 4), (1, 12)]
 
 
 def test_ties_to_even_between_layers_equal_hgq2():
@@ -227,6 +231,30 @@ def test_default_cnn_clash_simulation_equals_golden(tmp_path):
     x = grid_inputs((6, 8, 8, 2), seed=3, scale=3.0)
     project = load_project(k2c.emit(model, "1,7,8", tmp_path / "net", show=False))
     want, _ = assert_clash_matches_golden(project, golden.quantize_inputs(project.plans, x), seed=5)
+    np.testing.assert_array_equal(project.plans[-1].out_fmt.to_real(want), np.asarray(model(x), dtype=np.float64))
+
+
+@needs_toolchain
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "conf",
+    [
+        QuantizerConfig("kif", "datalane", overflow_mode="SAT"),
+        QuantizerConfig("kif", "datalane", round_mode="TRN", overflow_mode="SAT"),
+        QuantizerConfig("kif", "datalane", heterogeneous_axis=(-1,), overflow_mode="SAT"),
+    ],
+    ids=["rnd-sat", "trn-sat", "per-channel"],
+)
+def test_cnn_variants_clash_simulation_equals_golden(tmp_path, conf):
+    """Saturating, truncating and per-channel (one position of constants) quantizers in Clash."""
+    import keras2clash as k2c
+    from keras2clash.backend.project import load_project
+    from keras2clash.quant import golden
+
+    model = default_cnn(conf=conf)
+    x = grid_inputs((8, 8, 8, 2), seed=6, scale=3.0)
+    project = load_project(k2c.emit(model, "1,7,8", tmp_path / "net", show=False))
+    want, _ = assert_clash_matches_golden(project, golden.quantize_inputs(project.plans, x), seed=6)
     np.testing.assert_array_equal(project.plans[-1].out_fmt.to_real(want), np.asarray(model(x), dtype=np.float64))
 
 

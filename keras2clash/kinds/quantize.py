@@ -21,7 +21,7 @@ constants `bias`, `lsb` (ties to even), `keep = -2^d` (floor to a multiple of 2^
 
 Block: `K2C.Requant` on `K2C.Pipe`, `REQUANT_DEPTH` registers (the beat with its position's
 constants, then the values), one beat a cycle; the constants are a `Vec` of positions of
-`Vec`s of channels in Weights.hs.
+`Vec`s of channels in Weights.hs (one position for a per-channel quantizer).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from keras2clash.hw.events import Block, EngineTiming, Max, Stateful, pipe_block
 from keras2clash.hw.plan import Common, LayerFormats, LayerPlan, Params
 from keras2clash.ir.layers import Layer, register_record
 from keras2clash.kinds.base import Depth, Entry, Kind, Storage, params_of
-from keras2clash.quant.exact import QuantizedLayer
+from keras2clash.quant.exact import INT64_SAFE_BITS, QuantizedLayer
 from keras2clash.quant.formats import NEAREST, NEAREST_EVEN, SATURATE, TRUNCATE, WRAP, FixedFormat, make_format
 
 HASKELL = kind_template("quantize.hs.j2")
@@ -130,8 +130,9 @@ def _check_modes(formats: Sequence[FixedFormat], name: str) -> None:
 
 def constants(plan: LayerPlan) -> tuple[np.ndarray, int, int, int]:
     """Per element (positions x channels x 5): bias, lsb, keep, lo, hi (saturate) or span
-    (wrap), in `g` fraction bits; and `up = g - fa`, `down = g - fb`, the working width n
-    (bits of `Signed n` that hold every step)."""
+    (wrap), in `g` fraction bits, one position only when every position has the same (a
+    per-channel quantizer); and `up = g - fa`, `down = g - fb`, the working width n (bits of
+    `Signed n` that hold every step)."""
     p = params_of(plan, QuantizeParams)
     fa, fb = plan.in_fmt.raw_frac, plan.out_fmt.raw_frac
     g = max(fa, fb)
@@ -147,7 +148,9 @@ def constants(plan: LayerPlan) -> tuple[np.ndarray, int, int, int]:
     rows.append((0, 0, 0, 0, 0))  # index -1: no bits
     table = np.array(rows, dtype=object)
     index = np.array(p.index, dtype=np.int64)
-    per_element = table[index].reshape(*plan.output_shape[:-1], plan.output_shape[-1], 5)
+    per_element = table[index].reshape(-1, plan.output_shape[-1], 5)
+    if (per_element == per_element[:1]).all():
+        per_element = per_element[:1]
     width = max(plan.in_fmt.hw_bits + g - fa, plan.out_fmt.hw_bits + g - fb) + 2
     biggest = max((abs(int(v)) for v in table.flat), default=0)
     width = max(width, biggest.bit_length() + 2)
@@ -156,13 +159,14 @@ def constants(plan: LayerPlan) -> tuple[np.ndarray, int, int, int]:
 
 def apply(raw: np.ndarray, plan: LayerPlan) -> np.ndarray:
     """The stage on raw integers (batch first), as K2C.Requant computes it."""
-    table, up, down, _ = constants(plan)
+    table, up, down, width = constants(plan)
+    dtype = np.int64 if width <= INT64_SAFE_BITS else object
     wrap = plan.out_fmt.overflow == WRAP
-    x = np.asarray(raw).astype(object).reshape(len(raw), *plan.output_shape) << up
-    bias, lsb, keep, lo, top = (table[..., k] for k in range(5))
-    y = (x + bias + ((x & lsb) != 0).astype(object)) & keep
+    x = np.asarray(raw).astype(dtype).reshape(len(raw), -1, plan.output_shape[-1]) << up
+    bias, lsb, keep, lo, top = (table[..., k].astype(dtype) for k in range(5))
+    y = (x + bias + ((x & lsb) != 0).astype(dtype)) & keep
     fitted = ((y - lo) & top) + lo if wrap else np.minimum(np.maximum(y, lo), top)
-    return (fitted >> down).astype(np.int64)
+    return (fitted >> down).astype(np.int64).reshape(len(raw), *plan.output_shape)
 
 
 class QuantizeKind(Kind):
@@ -223,16 +227,18 @@ class QuantizeKind(Kind):
         return (Depth("stage", HASKELL.depth(), REQUANT_DEPTH, "requant"),)
 
     def rom_bits(self, plan: LayerPlan) -> int:
-        """Five constants of the working width per element."""
-        return 5 * constants(plan)[3] * math.prod(plan.output_shape)
+        """Five constants of the working width per element (per channel when every position
+        has the same)."""
+        table, _, _, width = constants(plan)
+        return 5 * width * table.shape[0] * table.shape[1]
 
     def storage(self, plan: LayerPlan) -> Storage:
         """The input beat and its constants, the output beat, the position counter, and the
         pipe's queue of output beats."""
         c = plan.output_shape[-1]
-        positions = math.prod(plan.output_shape[:-1])
-        width = constants(plan)[3]
-        regs = c * (plan.in_fmt.hw_bits + 5 * width + plan.out_fmt.hw_bits) + max(positions - 1, 1).bit_length()
+        table, _, _, width = constants(plan)
+        positions = table.shape[0]
+        regs = c * (plan.in_fmt.hw_bits + 5 * width + plan.out_fmt.hw_bits) + (positions - 1).bit_length()
         return Storage(register_bits=regs + REQUANT_DEPTH, fifo_bits=(REQUANT_DEPTH + 2) * c * plan.out_fmt.hw_bits)
 
     def entry(self, plan: LayerPlan, fn: str, stage: str | None = None) -> Entry:
@@ -247,10 +253,8 @@ class QuantizeKind(Kind):
 
     def weights(self, plan: LayerPlan, fn: str, params: QuantizedLayer | None) -> tuple[tuple[str, ...], str] | None:
         """Weights.hs: the constants of every element, a Vec of positions of Vecs of channels."""
-        table, _, _, width = constants(plan)
-        positions = math.prod(plan.output_shape[:-1])
-        channels = plan.output_shape[-1]
-        rows = table.reshape(positions, channels, 5)
+        rows, _, _, width = constants(plan)
+        positions, channels = rows.shape[0], rows.shape[1]
         literal = " :> ".join(
             "(" + " :> ".join("(" + ", ".join(str(int(v)) for v in element) + ")" for element in row) + " :> Nil)"
             for row in rows
