@@ -216,6 +216,15 @@ def test_ties_to_even_per_element_at_the_network_input_is_refused():
         H.format_config(model, to_graph(model))
 
 
+def test_wrapping_per_element_input_quantizer_after_a_maximum_on_the_input_is_refused():
+    inp = keras.Input((4, 4, 2))
+    x = keras.layers.MaxPooling2D(2, name="mp")(inp)
+    model = keras.Model(inp, QConv2D(2, 2, name="w")(x))
+    randomise_data_bits(model.get_layer("w"), 0)
+    with pytest.raises(K2CError, match=r"passes layer 'mp' \(MaxPooling2D\) before HGQ2 layer 'w''s per-element WRAP"):
+        H.format_config(model, to_graph(model))
+
+
 # --- the hardware -----------------------------------------------------------------------------
 
 

@@ -655,6 +655,13 @@ def format_config(model: Any, graph: Graph) -> Any:
     if isinstance(first, Quantize):  # each element rounds from a finer truncation (kinds.quantize)
         formats = element_formats_of(first.formats)
         check_input(formats, f"HGQ2 layer '{first.source}', input quantizer,")
+        between = monotone_read.get(graph.input_name)
+        if between is not None and formats[0].overflow == "wrap":
+            raise K2CError(
+                f"the network input passes layer '{between.name}' ({between.keras_class}) before HGQ2 layer "
+                f"'{first.source}''s per-element WRAP input quantizer: the host's input format wraps before "
+                "it, and a wrap does not commute with a maximum or a ReLU; use overflow_mode='SAT'"
+            )
         in_fmt = input_format(formats)
     else:
         no_relu_before_wrap(graph.input_name, first, "the network input")
