@@ -53,7 +53,8 @@ REQUANT_DEPTH = 2
 class Quantize(Layer):
     """Each element quantized to its own format: `formats` the distinct formats (texts of
     `FixedFormat`s, one rounding and one overflow mode for all), `index` the format of each
-    element in row-major order (-1: no bits, the element is 0). `source` names the layer whose input quantizer it is."""
+    element in row-major order (-1: no bits, the element is 0); `source` the layer whose input
+    quantizer it is."""
 
     formats: tuple[str, ...] = ()
     index: np.ndarray = field(default_factory=lambda: np.zeros(0), compare=False)
