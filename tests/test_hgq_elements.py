@@ -133,6 +133,22 @@ def test_default_mlp_golden_equals_hgq2():
     assert_golden_equals_hgq2(model, grid_inputs((256, 16), seed=5, scale=3.0))
 
 
+def test_default_conv1d_and_einsum_dense_golden_equal_hgq2():
+    """QConv1D (a sequence one row high in the IR) and QEinsumDense with default quantizers."""
+    from hgq.layers import QConv1D, QEinsumDense
+
+    keras.utils.set_random_seed(8)
+    inp = keras.Input((10, 3))
+    x = QConv1D(4, 3, activation="relu", name="c")(inp)
+    x = keras.layers.Flatten(name="flat")(x)
+    model = keras.Model(inp, QEinsumDense("...a,ab->...b", 3, bias_axes="b", name="e")(x))
+    for n, name in enumerate("ce"):
+        randomise_data_bits(model.get_layer(name), 60 + n)
+    randomise_weight_bits(model.get_layer("c"), 70)
+    assert [r.type for r in to_graph(model).layers][:2] == ["quantize", "conv2d"]
+    assert_golden_equals_hgq2(model, grid_inputs((256, 10, 3), seed=8, scale=3.0))
+
+
 # --- the arithmetic, against the per-element requantization -------------------------------
 
 
