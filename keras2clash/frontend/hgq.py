@@ -429,13 +429,20 @@ def _check_layer(layer: Any, record: ir.Layer) -> None:
 
 
 def layer_quant(
-    layer: Any, kernel: np.ndarray | None, bias: np.ndarray | None, activation: str = "linear"
+    layer: Any,
+    kernel: np.ndarray | None,
+    bias: np.ndarray | None,
+    activation: str = "linear",
+    elements: bool = False,
 ) -> LayerQuant:
-    """All formats of one HGQ2 layer (its quantized `kernel` and `bias` as HGQ2 computes them)."""
+    """All formats of one HGQ2 layer (its quantized `kernel` and `bias` as HGQ2 computes them).
+    `elements`: its converter builds a heterogeneous input quantizer per element
+    (`_quantized_input`), so its input format is that quantizer's container; else such a
+    quantizer is refused."""
     bq = getattr(layer, "bq", None)
     return LayerQuant(
         name=str(layer.name),
-        input=data_format(layer, "input", layer.iq, elements=True) if layer.enable_iq else None,
+        input=data_format(layer, "input", layer.iq, elements=elements) if layer.enable_iq else None,
         kernel=constant_format(layer, "kernel", layer.kq, kernel) if kernel is not None else None,
         bias=constant_format(layer, "bias", bq, bias) if bias is not None and bq is not None else None,
         output=data_format(layer, "output", layer.oq) if layer.enable_oq else None,
@@ -483,7 +490,7 @@ def _quantized_twin(float_class: str):
         record = _with_quantized_weights(layer, keras_converter(float_class)(layer, state))
         _check_layer(layer, record)
         kernel, bias = quantized_weights(layer)
-        layer_quant(layer, kernel, bias, getattr(record, "activation", "linear"))  # refuses bad settings now
+        layer_quant(layer, kernel, bias, getattr(record, "activation", "linear"), elements=True)  # refuses bad settings
         return _quantized_input(layer, state, record)
 
     convert.__doc__ = f"An HGQ2 layer computed as a Keras {float_class} with quantized weights."
@@ -530,7 +537,7 @@ def _convert_einsum_dense(layer: Any, state: ConversionState) -> ir.Layer | tupl
         activation=_activation(layer),
     )
     _check_layer(layer, record)
-    layer_quant(layer, kernel, bias, record.activation)
+    layer_quant(layer, kernel, bias, record.activation, elements=True)
     return _quantized_input(layer, state, record)
 
 
@@ -547,14 +554,17 @@ def _all_layers(model: Any) -> list[Any]:
 
 
 def model_quant(model: Any) -> dict[str, LayerQuant]:
-    """Every HGQ2 compute layer's formats, by layer name, in model order."""
+    """Every HGQ2 compute layer's formats, by layer name, in model order (their converters
+    build a heterogeneous input quantizer per element)."""
     result: dict[str, LayerQuant] = {}
     for layer in _all_layers(model):
         if type(layer).__name__ in ("QDense", "QBatchNormDense", "QConv1D", "QConv2D", "QEinsumDense") and type(
             layer
         ).__module__.startswith("hgq."):
             kernel, bias = quantized_weights(layer)
-            result[str(layer.name)] = layer_quant(layer, kernel, bias, _activation_name(layer.activation))
+            result[str(layer.name)] = layer_quant(
+                layer, kernel, bias, _activation_name(layer.activation), elements=True
+            )
     return result
 
 
