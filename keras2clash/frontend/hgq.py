@@ -1,6 +1,6 @@
 """Quantization-aware models built with HGQ2 (the `hgq` package, Keras 3): their layers as IR
-records and their quantizers as per-tensor formats (docs/guide/quantization-aware.md has the semantics this
-module relies on, with references into HGQ2's source).
+records and their quantizers as formats, per tensor or per element (docs/guide/quantization-aware.md
+has the semantics this module relies on, with references into HGQ2's source).
 
 An HGQ2 layer (QDense, QConv1D/2D, QEinsumDense, QBatchNormDense) quantizes its *input* with
 its input quantizer `iq`, multiplies by its quantized kernel (`kq`) and adds its quantized
