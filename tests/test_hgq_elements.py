@@ -107,8 +107,8 @@ def test_default_cnn_golden_equals_hgq2(conf):
         assert [constants(p)[0].shape[:2] for p in network.plans if p.type == "quantize"] == [(1, 2), (1, 4), (1, 12)]
 
 
-def test_ties_to_even_between_layers_equal_hgq2():
-    """RND_CONV per element inside the network (the first layer's quantizer truncates)."""
+def ties_to_even_mlp():
+    """A TRN per-element input quantizer, then an RND_CONV one inside the network."""
     keras.utils.set_random_seed(4)
     inp = keras.Input((12,))
     x = QDense(8, activation="relu", iq_conf=QuantizerConfig("kif", "datalane", round_mode="TRN"), name="a")(inp)
@@ -116,7 +116,12 @@ def test_ties_to_even_between_layers_equal_hgq2():
     for n, name in enumerate("ab"):
         randomise_data_bits(model.get_layer(name), 20 + n)
         randomise_weight_bits(model.get_layer(name), 30 + n)
-    assert_golden_equals_hgq2(model, grid_inputs((256, 12), seed=4, scale=3.0))
+    return model
+
+
+def test_ties_to_even_between_layers_equal_hgq2():
+    """RND_CONV per element inside the network (the first layer's quantizer truncates)."""
+    assert_golden_equals_hgq2(ties_to_even_mlp(), grid_inputs((256, 12), seed=4, scale=3.0))
 
 
 def test_default_mlp_golden_equals_hgq2():
@@ -280,6 +285,21 @@ def test_cnn_variants_clash_simulation_equals_golden(tmp_path, conf):
     x = grid_inputs((8, 8, 8, 2), seed=6, scale=3.0)
     project = load_project(k2c.emit(model, "1,7,8", tmp_path / "net", show=False))
     want, _ = assert_clash_matches_golden(project, golden.quantize_inputs(project.plans, x), seed=6)
+    np.testing.assert_array_equal(project.plans[-1].out_fmt.to_real(want), np.asarray(model(x), dtype=np.float64))
+
+
+@needs_toolchain
+@pytest.mark.slow
+def test_ties_to_even_mlp_clash_simulation_equals_golden(tmp_path):
+    """K2C.Requant's tie-to-even bit (lsb) in Clash."""
+    import keras2clash as k2c
+    from keras2clash.backend.project import load_project
+    from keras2clash.quant import golden
+
+    model = ties_to_even_mlp()
+    x = grid_inputs((64, 12), seed=4, scale=3.0)
+    project = load_project(k2c.emit(model, "1,7,8", tmp_path / "net", show=False))
+    want, _ = assert_clash_matches_golden(project, golden.quantize_inputs(project.plans, x), seed=2)
     np.testing.assert_array_equal(project.plans[-1].out_fmt.to_real(want), np.asarray(model(x), dtype=np.float64))
 
 
