@@ -9,9 +9,10 @@ mobilenet_digits (depthwise, separable, ReLU6, BatchNorm, zero padding, global p
 softmax) runs by default; inception_digits and resnet_digits (their Concatenate and residual
 Adds are in the random graphs of tests/test_graph.py by default, the branch blocks' Verilog in
 the block bench of tests/test_blocks.py), mlp_tanh, conv1d_waves, se_digits (its gated
-Multiply is in tests/test_graph.py by default) and densenet_digits (its wiring is in
-tests/test_dag.py by default) with `-m slow`, where the Clash simulation takes the whole set
-too.
+Multiply is in tests/test_graph.py by default), densenet_digits (its wiring is in
+tests/test_dag.py by default) and digits_hgq2 (its golden model against HGQ2 on the whole set
+and a per-element quantized CNN in Clash are in tests/test_hgq_elements.py by default) with
+`-m slow`, where the Clash simulation takes the whole set too.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ WHOLE = 360
         pytest.param("se_digits", [4, 2, 4, 6, 5], WHOLE, marks=pytest.mark.slow),
         pytest.param("densenet_digits", [4, 2, 2, 5], WHOLE, marks=pytest.mark.slow),
         pytest.param("conv1d_waves", [4, 6, 4, 2], WHOLE, marks=pytest.mark.slow),
+        pytest.param("digits_hgq2", [4, 4, 5], WHOLE, marks=pytest.mark.slow),
     ],
 )
 def test_example_whole_test_set(tmp_path: Path, example: str, parallelism: list[int], clash_images: int) -> None:

@@ -302,19 +302,6 @@ def test_golden_model_equals_hgq2_when_the_formats_fit():
 # --- refusals ----------------------------------------------------------------------------
 
 
-def test_heterogeneous_activation_quantizer_is_refused():
-    keras.utils.set_random_seed(0)
-    inp = keras.Input((4,))
-    model = keras.Model(inp, QDense(2, name="hq")(inp))  # HGQ2's default: per-element activations
-    model.get_layer("hq").iq.quantizer._f.assign(np.array([[3, 4, 4, 4]], dtype="float32"))
-    with pytest.raises(
-        K2CError,
-        match=r"'hq' \(QDense\), input quantizer is heterogeneous \(channel granularity: "
-        r"k in \[1\], i in \[2\], f in \[3, 4\]\).*heterogeneous_axis=\(\)",
-    ):
-        to_graph(model)
-
-
 @pytest.mark.parametrize(
     "conf,match",
     [

@@ -234,6 +234,7 @@ IMPORTS = {
     "softmax": "import qualified K2C.Softmax as Softmax",
     "activation": "import qualified K2C.Lut as Lut",
     "quant": "import qualified K2C.Quant as Quant",
+    "requant": "import qualified K2C.Requant as Requant",
 }
 
 
@@ -655,12 +656,13 @@ def build_context(
     compute = [entry for entry in layers if entry["compute"]]
     layer_weights: list[tuple[tuple[str, ...], str]] = []
     for plan, fn in zip(plans, fns):
-        if plan.kind is not None and plan.kind.has_params:
-            if params is None:
-                raise ValueError(f"layer {plan.name!r}: its constants need the quantized parameters")
-            own = plan.kind.weights(plan, fn, params[plan.name])
-            if own is not None:
-                layer_weights.append(own)
+        if plan.kind is None:
+            continue
+        if plan.kind.has_params and params is None:
+            raise ValueError(f"layer {plan.name!r}: its constants need the quantized parameters")
+        own = plan.kind.weights(plan, fn, params[plan.name] if plan.kind.has_params and params is not None else None)
+        if own is not None:
+            layer_weights.append(own)
     network_args: list[NetworkArg] = []
     for entry in compute:  # an engine's fields (`EngineKind.engine_fields`): its knobs are ints
         p_var, b_var = f"p_{entry['fn']}", f"b_{entry['fn']}"

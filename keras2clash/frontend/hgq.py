@@ -1,6 +1,6 @@
 """Quantization-aware models built with HGQ2 (the `hgq` package, Keras 3): their layers as IR
-records and their quantizers as per-tensor formats (docs/guide/quantization-aware.md has the semantics this
-module relies on, with references into HGQ2's source).
+records and their quantizers as formats, per tensor or per element (docs/guide/quantization-aware.md
+has the semantics this module relies on, with references into HGQ2's source).
 
 An HGQ2 layer (QDense, QConv1D/2D, QEinsumDense, QBatchNormDense) quantizes its *input* with
 its input quantizer `iq`, multiplies by its quantized kernel (`kq`) and adds its quantized
@@ -17,10 +17,12 @@ one tensor; the widening rule makes one format of a heterogeneous statement:
   narrowest one that holds every value exactly (signed if any value is negative): exact by
   construction, and never wider than the widest element (max i, max f) of the quantizer,
   except for a WRAP weight quantizer, which HGQ2 only rounds (the values set the integer bits);
-- data (the quantizers the hardware applies to activations): a heterogeneous quantizer rounds
-  and wraps or saturates each element at its own position, so one wider format would compute
-  other values; it is refused, naming the layer, unless every element states the same
-  (k, i, f).
+- data (the quantizers the hardware applies to activations): a heterogeneous input quantizer
+  rounds and wraps or saturates each element at its own position, which one wider format would
+  not compute: it becomes a `Quantize` record before the layer (`kinds.quantize`: each element
+  rounded once from the exact value, held in the container of every element's format), and
+  the layer before it passes its exact accumulator on. An output quantizer is built per
+  tensor only.
 `to_fixed_format` is the one place that turns a `TensorFormat` into the compiler's
 `FixedFormat` (and refuses, naming the layer and the setting, what no format computes).
 """
@@ -51,6 +53,8 @@ from keras2clash.ir.graph import Graph
 from keras2clash.kinds import kind_of
 from keras2clash.kinds.activation import Activation
 from keras2clash.kinds.dense import Dense
+from keras2clash.kinds.quantize import Quantize, check_input, format_text, input_format
+from keras2clash.kinds.quantize import element_formats as element_formats_of
 from keras2clash.quant.formats import MAX_BITS, MIN_HARDWARE_BITS, FixedFormat, grid_frac, make_format
 from keras2clash.quant.layerformats import FormatConfig
 
@@ -192,25 +196,57 @@ def _state(layer: Any, role: str, quantizer: Any) -> _Stated:
     )
 
 
-def data_format(layer: Any, role: str, quantizer: Any) -> TensorFormat:
+def _triples(stated: _Stated, live_only: bool = False) -> set[tuple[int, int, int]]:
+    return {
+        (int(k), int(i), int(f))
+        for k, i, f, alive in zip(stated.k.flat, stated.i.flat, stated.f.flat, stated.live.flat)
+        if alive or not live_only
+    }
+
+
+def heterogeneous(layer: Any, quantizer: Any) -> bool:
+    """Whether a data quantizer states more than one (k, i, f), or an element of no bits."""
+    stated = _state(layer, "input", quantizer)
+    return len(_triples(stated)) > 1 or not stated.live.all()
+
+
+def data_format(layer: Any, role: str, quantizer: Any, elements: bool = False) -> TensorFormat:
     """The format of a quantizer the hardware applies (an input or output quantizer): one
-    (k, i, f) for the whole tensor, or a clear error."""
+    (k, i, f) for the whole tensor, or a clear error. With `elements` (an input quantizer,
+    built per element: `element_formats`) a heterogeneous one gives the container that holds
+    every element (signed if any element is, the most integer and fraction bits of a live
+    element)."""
     stated = _state(layer, role, quantizer)
     where = f"HGQ2 layer '{layer.name}' ({type(layer).__name__}), {role} quantizer"
-    triples = {(int(k), int(i), int(f)) for k, i, f in zip(stated.k.flat, stated.i.flat, stated.f.flat)}
+    triples = _triples(stated)
+    if elements and (len(triples) > 1 or not stated.live.all()):
+        live = _triples(stated, live_only=True)
+        if not live:
+            raise K2CError(f"{where}: every element has no bits (k + i + f <= 0): the layer reads only zeros")
+        return TensorFormat(
+            layer=str(layer.name),
+            role=role,
+            keep_negative=any(t[0] for t in live),
+            int_bits=max(t[1] for t in live),
+            frac_bits=max(t[2] for t in live),
+            round_mode=stated.round_mode,
+            overflow_mode=stated.overflow_mode,
+            granularity=stated.granularity,
+            widened=True,
+            stochastic=stated.stochastic,
+        )
     if not stated.live.all():
         dead = int((~stated.live).sum())
         raise K2CError(
             f"{where}: {dead} of {stated.live.size} elements have no bits (k + i + f <= 0: "
-            "HGQ2 outputs 0 there); a pruned input cannot be built per tensor"
+            "HGQ2 outputs 0 there); a pruned output quantizer cannot be built per tensor"
         )
     if len(triples) > 1:
         ks, is_, fs = (sorted({t[n] for t in triples}) for n in range(3))
         raise K2CError(
             f"{where} is heterogeneous ({stated.granularity} granularity: k in {ks}, i in {is_}, f in "
-            f"{fs}); one wider format would round and overflow other elements differently, so it "
-            "cannot be widened exactly. Quantize activations per tensor, e.g. build the model inside "
-            "hgq.config.QuantizerConfigScope(place='datalane', heterogeneous_axis=())"
+            f"{fs}); an output quantizer is built per tensor only: disable it (enable_oq=False) and "
+            "let the next layer's input quantizer, built per element, quantize the tensor"
         )
     ((k, i, f),) = triples
     return TensorFormat(
@@ -224,6 +260,45 @@ def data_format(layer: Any, role: str, quantizer: Any) -> TensorFormat:
         granularity=stated.granularity,
         stochastic=stated.stochastic,
     )
+
+
+def element_formats(
+    layer: Any, role: str, quantizer: Any, keras_shape: tuple[int, ...]
+) -> tuple[tuple[FixedFormat, ...], np.ndarray]:
+    """A heterogeneous data quantizer per element of a tensor of `keras_shape` (no batch axis):
+    its distinct formats (each through `to_fixed_format`) and, row-major, the index of each
+    element's format (-1: an element of no bits, which HGQ2 outputs as 0)."""
+    stated = _state(layer, role, quantizer)
+    full = (1, *keras_shape)
+    try:
+        k, i, f, live = (np.broadcast_to(a, full).reshape(-1) for a in (stated.k, stated.i, stated.f, stated.live))
+    except ValueError:  # pragma: no cover - HGQ2 builds the bit-widths to broadcast so
+        raise K2CError(
+            f"HGQ2 layer '{layer.name}', {role} quantizer: bit-widths of shape {stated.k.shape} do not "
+            f"broadcast to its input {keras_shape}"
+        ) from None
+    triples = sorted(_triples(stated, live_only=True))
+    formats = tuple(
+        to_fixed_format(
+            TensorFormat(
+                layer=str(layer.name),
+                role=role,
+                keep_negative=bool(t[0]),
+                int_bits=t[1],
+                frac_bits=t[2],
+                round_mode=stated.round_mode,
+                overflow_mode=stated.overflow_mode,
+                stochastic=stated.stochastic,
+            )
+        )
+        for t in triples
+    )
+    position = {t: n for n, t in enumerate(triples)}
+    index = np.array(
+        [position[(int(a), int(b), int(c))] if alive else -1 for a, b, c, alive in zip(k, i, f, live)],
+        dtype=np.int64,
+    )
+    return formats, index
 
 
 def _frac_needed(values: np.ndarray, most: int) -> int:
@@ -354,13 +429,20 @@ def _check_layer(layer: Any, record: ir.Layer) -> None:
 
 
 def layer_quant(
-    layer: Any, kernel: np.ndarray | None, bias: np.ndarray | None, activation: str = "linear"
+    layer: Any,
+    kernel: np.ndarray | None,
+    bias: np.ndarray | None,
+    activation: str = "linear",
+    elements: bool = False,
 ) -> LayerQuant:
-    """All formats of one HGQ2 layer (its quantized `kernel` and `bias` as HGQ2 computes them)."""
+    """All formats of one HGQ2 layer (its quantized `kernel` and `bias` as HGQ2 computes them).
+    `elements`: its converter builds a heterogeneous input quantizer per element
+    (`_quantized_input`), so its input format is that quantizer's container; else such a
+    quantizer is refused."""
     bq = getattr(layer, "bq", None)
     return LayerQuant(
         name=str(layer.name),
-        input=data_format(layer, "input", layer.iq) if layer.enable_iq else None,
+        input=data_format(layer, "input", layer.iq, elements=elements) if layer.enable_iq else None,
         kernel=constant_format(layer, "kernel", layer.kq, kernel) if kernel is not None else None,
         bias=constant_format(layer, "bias", bq, bias) if bias is not None and bq is not None else None,
         output=data_format(layer, "output", layer.oq) if layer.enable_oq else None,
@@ -384,16 +466,32 @@ def _with_quantized_weights(layer: Any, record: ir.Layer) -> ir.Layer:
     return dataclasses.replace(record, kernel=kernel.reshape(old.shape), bias=bias)
 
 
+def _quantized_input(layer: Any, state: ConversionState, record: ir.Layer) -> ir.Layer | tuple[ir.Layer, ...]:
+    """The record alone, or, when its input quantizer is heterogeneous, a `Quantize` record of
+    that quantizer per element (`kinds.quantize`, named `<layer>_iq`) and the record reading it."""
+    if not heterogeneous(layer, layer.iq):
+        return record
+    keras_shape = tuple(int(d) for d in state.keras_shapes[0])
+    formats, index = element_formats(layer, "input", layer.iq, keras_shape)
+    quantizer = Quantize(
+        **{**state.common(layer, state.shape), "name": f"{layer.name}_iq"},
+        formats=tuple(format_text(f) for f in formats),
+        index=index.reshape(state.shape).astype(np.float64),
+        source=str(layer.name),
+    )
+    return quantizer, dataclasses.replace(record, inputs=(quantizer.name,))
+
+
 def _quantized_twin(float_class: str):
     """A converter for an HGQ2 layer: its float twin's record (geometry and option checks)
     with HGQ2's quantized kernel and bias; the quantizers are checked too."""
 
-    def convert(layer: Any, state: ConversionState) -> ir.Layer:
+    def convert(layer: Any, state: ConversionState) -> ir.Layer | tuple[ir.Layer, ...]:
         record = _with_quantized_weights(layer, keras_converter(float_class)(layer, state))
         _check_layer(layer, record)
         kernel, bias = quantized_weights(layer)
-        layer_quant(layer, kernel, bias, getattr(record, "activation", "linear"))  # refuses bad settings now
-        return record
+        layer_quant(layer, kernel, bias, getattr(record, "activation", "linear"), elements=True)  # refuses bad settings
+        return _quantized_input(layer, state, record)
 
     convert.__doc__ = f"An HGQ2 layer computed as a Keras {float_class} with quantized weights."
     return convert
@@ -407,7 +505,7 @@ _DENSE_EQUATION = re.compile(r"^(\.\.\.|[a-z])([a-z]),([a-z])([a-z])->(\.\.\.|[a
 
 
 @register_converter("QEinsumDense", module="hgq.")
-def _convert_einsum_dense(layer: Any, state: ConversionState) -> ir.Layer:
+def _convert_einsum_dense(layer: Any, state: ConversionState) -> ir.Layer | tuple[ir.Layer, ...]:
     """A QEinsumDense whose equation is a Dense on a vector (`ba,ac->bc`, `...a,ab->...b`)."""
     _single_input(layer, state)
     equation = str(layer.equation).replace(" ", "")
@@ -439,8 +537,8 @@ def _convert_einsum_dense(layer: Any, state: ConversionState) -> ir.Layer:
         activation=_activation(layer),
     )
     _check_layer(layer, record)
-    layer_quant(layer, kernel, bias, record.activation)
-    return record
+    layer_quant(layer, kernel, bias, record.activation, elements=True)
+    return _quantized_input(layer, state, record)
 
 
 def is_hgq_model(model: Any) -> bool:
@@ -456,14 +554,17 @@ def _all_layers(model: Any) -> list[Any]:
 
 
 def model_quant(model: Any) -> dict[str, LayerQuant]:
-    """Every HGQ2 compute layer's formats, by layer name, in model order."""
+    """Every HGQ2 compute layer's formats, by layer name, in model order (their converters
+    build a heterogeneous input quantizer per element)."""
     result: dict[str, LayerQuant] = {}
     for layer in _all_layers(model):
         if type(layer).__name__ in ("QDense", "QBatchNormDense", "QConv1D", "QConv2D", "QEinsumDense") and type(
             layer
         ).__module__.startswith("hgq."):
             kernel, bias = quantized_weights(layer)
-            result[str(layer.name)] = layer_quant(layer, kernel, bias, _activation_name(layer.activation))
+            result[str(layer.name)] = layer_quant(
+                layer, kernel, bias, _activation_name(layer.activation), elements=True
+            )
     return result
 
 
@@ -508,7 +609,7 @@ def format_config(model: Any, graph: Graph) -> Any:
                 if _monotone_only(record):
                     monotone_read.setdefault(source or tensor, record)
                 found.extend(readers(record.name, source or tensor))
-            elif record.name in quant:
+            elif record.name in quant or isinstance(record, Quantize):
                 found.append(record)
             else:
                 raise K2CError(
@@ -519,7 +620,18 @@ def format_config(model: Any, graph: Graph) -> Any:
                 )
         return found
 
-    def input_of(records: list[ir.Layer], what: str) -> TensorFormat | None:
+    def input_of(records: list[ir.Layer], what: str) -> TensorFormat | Quantize | None:
+        """The one quantizer of a tensor's readers: a format, or a per-element `Quantize`
+        record (which rounds the exact value itself)."""
+        elements = [r for r in records if isinstance(r, Quantize)]
+        if elements:
+            if len(records) > 1:
+                raise K2CError(
+                    f"{what} is read by {', '.join(r.name for r in records)}, one of them through a "
+                    "per-element input quantizer; a tensor with a heterogeneous quantizer must be read by "
+                    "that one layer only"
+                )
+            return elements[0]
         formats = {quant[r.name].input for r in records}
         if len(formats) > 1:
             raise K2CError(
@@ -550,9 +662,24 @@ def format_config(model: Any, graph: Graph) -> Any:
     first = input_of(readers(graph.input_name), "the network input")
     if first is None:
         raise K2CError("the network input is not read by an HGQ2 layer's input quantizer")
-    no_relu_before_wrap(graph.input_name, first, "the network input")
+    if isinstance(first, Quantize):  # each element rounds from a finer truncation (kinds.quantize)
+        formats = element_formats_of(first.formats)
+        check_input(formats, f"HGQ2 layer '{first.source}', input quantizer,")
+        between = monotone_read.get(graph.input_name)
+        if between is not None and formats[0].overflow == "wrap":
+            raise K2CError(
+                f"the network input passes layer '{between.name}' ({between.keras_class}) before HGQ2 layer "
+                f"'{first.source}''s per-element WRAP input quantizer: the host's input format wraps before "
+                "it, and a wrap does not commute with a maximum or a ReLU; use overflow_mode='SAT'"
+            )
+        in_fmt = input_format(formats)
+    else:
+        no_relu_before_wrap(graph.input_name, first, "the network input")
+        in_fmt = to_fixed_format(first)
     layers: dict[str, LayerFormats] = {}
     for record in graph.layers:
+        if isinstance(record, Quantize):  # its kind plans its container
+            continue
         if record.name not in quant:
             if not (_transparent(record) or _monotone_only(record)):
                 raise K2CError(
@@ -566,7 +693,7 @@ def format_config(model: Any, graph: Graph) -> Any:
         bias = to_fixed_format(q.bias) if q.bias is not None else weight
         after = input_of(readers(record.name), f"the output of '{record.name}'")
         if q.output is not None:
-            if after is not None and to_fixed_format(after) != to_fixed_format(q.output):
+            if isinstance(after, TensorFormat) and to_fixed_format(after) != to_fixed_format(q.output):
                 raise K2CError(
                     f"HGQ2 layer '{record.name}' quantizes its output ({q.output.describe()}) and "
                     f"'{after.layer}' quantizes it again ({after.describe()}): two different "
@@ -574,11 +701,11 @@ def format_config(model: Any, graph: Graph) -> Any:
                 )
             no_relu_before_wrap(record.name, q.output, f"the output of '{record.name}'")
             out = to_fixed_format(q.output)
-        elif after is not None:
+        elif isinstance(after, TensorFormat):
             no_relu_before_wrap(record.name, after, f"the output of '{record.name}'")
             out = to_fixed_format(after)
-        else:  # the network output: HGQ2 leaves the accumulator as it is
+        else:  # the network output, or a per-element quantizer's input: the exact accumulator
             n_in = int(np.prod(record.kernel.shape[:-1]))  # type: ignore[attr-defined]
             out = accumulator_format(to_fixed_format(q.input), weight, n_in, bias)
         layers[record.name] = LayerFormats(weight=weight, bias=bias, output=out)
-    return FormatConfig(default=None, input=to_fixed_format(first), layers=layers)
+    return FormatConfig(default=None, input=in_fmt, layers=layers)

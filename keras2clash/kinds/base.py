@@ -272,8 +272,9 @@ class Kind:
         """The register depths of its own blocks that the hardware model counts."""
         return ()
 
-    def weights(self, plan: LayerPlan, fn: str, params: QuantizedLayer) -> tuple[tuple[str, ...], str] | None:
-        """Its definitions in Weights.hs: the names exported and the Haskell text; None."""
+    def weights(self, plan: LayerPlan, fn: str, params: QuantizedLayer | None) -> tuple[tuple[str, ...], str] | None:
+        """Its definitions in Weights.hs: the names exported and the Haskell text; None. `params`:
+        its quantized constants (`quantize`), None for a kind without (`has_params`)."""
         return None
 
 

@@ -232,9 +232,9 @@ class BatchNormKind(Kind):
             uses=("batch_norm", "scatter", "collect"),
         )
 
-    def weights(self, plan: LayerPlan, fn: str, params: QuantizedLayer) -> tuple[tuple[str, ...], str]:
+    def weights(self, plan: LayerPlan, fn: str, params: QuantizedLayer | None) -> tuple[tuple[str, ...], str]:
         """Weights.hs: the scale and offset Vecs of raw integers."""
-        assert plan.w_fmt is not None and plan.b_fmt is not None
+        assert params is not None and plan.w_fmt is not None and plan.b_fmt is not None
         c = {
             "fn": fn,
             "name": plan.name,
