@@ -46,6 +46,7 @@ EXAMPLES = [
     "mobilenet_digits",
     "conv1d_waves",
     "jet_hgq/jet_qat",
+    "digits_hgq2/digits_hgq2",
     "thesis_cnn@ecp5-85k",
     "resnet_digits@ecp5-85k",
     "inception_digits@ecp5-85k",
@@ -59,7 +60,7 @@ EXAMPLES = [
 need more at one PE per layer (thesis_cnn 217, resnet_digits 533, inception_digits 407, mlp_tanh
 176, digits_autoencoder 269, se_digits 293, densenet_digits 445, digits_denoise 354) balanced to the part (`keras2clash pnr` refuses a design with more multipliers than the part;
 `--dsp-budget ecp5-85k` gives 132, what nextpnr-ecp5 routes: devices.ECP5_ROUTABLE_SHARE).
-`dir/model`: examples/dir/model.keras (jet_hgq's quantization-aware model).
+`dir/model`: examples/dir/model.keras (the quantization-aware models of jet_hgq and digits_hgq2).
 `name@budget`: the example balanced to a multiplier budget (`--dsp-budget`, a device name);
 `name@budget:argmax` also leaves the output softmax out (`--softmax argmax`), as iris needs on
 the iCE40 UP5K (`--fpga ice40-up5k --freq 24 --examples iris@ice40-up5k:argmax`)."""
