@@ -36,10 +36,17 @@ from keras2clash.frontend.hgq import (
     data_format,
     register_quant,
 )
-from keras2clash.frontend.registry import ConversionState, _single_input, _to_numpy, keras_converter, register_converter
+from keras2clash.frontend.registry import (
+    ConversionState,
+    FloatTwin,
+    _single_input,
+    _to_numpy,
+    keras_converter,
+    register_converter,
+)
 from keras2clash.ir import layers as ir
 from keras2clash.kinds.batchnorm import BatchNorm
-from keras2clash.kinds.depthwise import DepthwiseConv2D
+from keras2clash.kinds.depthwise import uniform_window
 from keras2clash.kinds.flatten import Flatten
 from keras2clash.kinds.global_pool import GlobalPool
 from keras2clash.kinds.pool import Pool2D
@@ -64,21 +71,8 @@ MERGES = {
 }
 
 
-class _FloatTwin:
-    """An HGQ2 layer seen as its Keras twin class (`float_class`): the twin's converter then
-    checks the options and computes the geometry, reading the layer's own attributes (the
-    twin's converters tell the classes they serve apart by class name)."""
-
-    def __init__(self, layer: Any, float_class: str) -> None:
-        self._layer = layer
-        self.__class__ = type(float_class, (_FloatTwin,), {})
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._layer, name)
-
-
 def _twin_record(layer: Any, state: ConversionState, float_class: str) -> ir.Layer:
-    produced = keras_converter(float_class)(_FloatTwin(layer, float_class), state)
+    produced = keras_converter(float_class)(FloatTwin(layer, float_class), state)
     assert isinstance(produced, ir.Layer)
     return produced
 
@@ -139,27 +133,6 @@ def _mean_weights(layer: Any, k: int) -> TensorFormat:
     return TensorFormat(str(layer.name), "kernel", False, 1 - k, k, "RND", "SAT")
 
 
-def _average(
-    name: str, state: ConversionState, out: tuple[int, ...], size: tuple[int, int], strides: tuple[int, int], k: int
-) -> DepthwiseConv2D:
-    """The mean of each window per channel as a depthwise convolution of weights 2^-k."""
-    channels = state.shape[-1]
-    common = {
-        "name": name,
-        "inputs": tuple(state.inputs),
-        "input_shapes": tuple(tuple(s) for s in state.shapes),
-        "output_shape": out,
-    }
-    return DepthwiseConv2D(
-        **common,
-        kernel=np.full((*size, channels), 2.0**-k),
-        bias=np.zeros(channels),
-        use_bias=False,
-        kernel_size=size,
-        strides=strides,
-    )
-
-
 @register_converter(*AVERAGE_POOLS, module="hgq.")
 def _convert_average_pool(layer: Any, state: ConversionState) -> ir.Layer:
     """Average pooling over windows of 2^k values: a depthwise convolution of weights 2^-k."""
@@ -173,7 +146,7 @@ def _convert_average_pool(layer: Any, state: ConversionState) -> ir.Layer:
         )
     k = _power_of_two(layer, math.prod(pool.pool_size), "windows")
     _data_quant(layer)
-    return _average(str(layer.name), state, pool.output_shape, pool.pool_size, pool.strides, k)
+    return uniform_window(str(layer.name), state, pool.output_shape, pool.pool_size, pool.strides, 2.0**-k)
 
 
 @register_quant(*AVERAGE_POOLS)
@@ -198,7 +171,7 @@ def _convert_global_average_pool(layer: Any, state: ConversionState) -> ir.Layer
     height, width, channels = state.shape
     k = _power_of_two(layer, height * width, "its whole input")
     _data_quant(layer)
-    mean = _average(_global_mean_name(layer), state, (1, 1, channels), (height, width), (1, 1), k)
+    mean = uniform_window(_global_mean_name(layer), state, (1, 1, channels), (height, width), (1, 1), 2.0**-k)
     if layer.keepdims:
         return mean
     flatten = Flatten(

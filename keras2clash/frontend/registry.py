@@ -90,6 +90,22 @@ def register_converter(*class_names: str, module: str = "keras.") -> Callable[[C
     return decorate
 
 
+class FloatTwin:
+    """A quantization-aware layer seen as its Keras twin class `float_class`, with some of its
+    attributes replaced (`overrides`: its quantized weights, the Keras activation the record
+    applies): the twin's converter then checks the options and computes the geometry (the
+    twins' converters tell the classes they serve apart by class name)."""
+
+    def __init__(self, layer: Any, float_class: str, **overrides: Any) -> None:
+        self._layer = layer
+        self._overrides = overrides
+        self.__class__ = type(float_class, (FloatTwin,), {})
+
+    def __getattr__(self, name: str) -> Any:
+        overrides = self.__dict__["_overrides"]
+        return overrides[name] if name in overrides else getattr(self.__dict__["_layer"], name)
+
+
 def keras_converter(class_name: str) -> Converter:
     """The converter registered for a Keras class (a quantization-aware layer's converter
     reuses its float twin's geometry and checks)."""
