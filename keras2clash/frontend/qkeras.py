@@ -195,8 +195,8 @@ def quantized(layer: Any, role: str, quantizer_name: str, variable: Any) -> np.n
 
     if not getattr(layer, quantizer_name):
         raise K2CError(
-            f"QKeras layer '{layer.name}' ({type(layer).__name__}): {quantizer_name}=None uses the float "
-            f"{role}, which is not fixed point; give it a {quantizer_name} (e.g. quantized_bits(8, 0, alpha=1))"
+            f"QKeras layer '{layer.name}' ({type(layer).__name__}): {quantizer_name}=None "
+            f"{'adds' if role == 'bias' else 'multiplies by'} the float {role}, which is not fixed point; give it a {quantizer_name} (e.g. quantized_bits(8, 0, alpha=1))"
         )
     internal = getattr(layer, f"{quantizer_name}_internal")
     return _to_numpy(internal(keras.ops.convert_to_tensor(variable)))
