@@ -213,6 +213,39 @@ def test_refusals_name_the_layer_and_the_reason(layer, match):
         to_graph(model)
 
 
+def quantizer_model(middle=None):
+    """Quantizer at the input -> QDense -> Quantizer -> QDense -> Quantizer (the output's format)."""
+    from hgq.quantizer import Quantizer
+
+    keras.utils.set_random_seed(4)
+    inp = keras.Input((8,))
+    x = Quantizer(sat(i0=1, f0=3), name="qin")(inp)
+    x = Q.QDense(6, activation="relu", iq_conf=sat(i0=2, f0=4), name="a")(x)
+    x = Quantizer(middle or datalane(k0=0, i0=1, f0=2, overflow_mode="WRAP", round_mode="TRN"), name="qa")(x)
+    x = Q.QDense(3, iq_conf=sat(i0=2, f0=3), name="b")(x)
+    model = keras.Model(inp, Quantizer(sat(i0=1, f0=2), name="qout")(x))
+    for name in ("a", "b"):
+        randomise_weight_bits(model.get_layer(name))
+    return model
+
+
+def test_standalone_quantizer_sets_the_format_of_its_tensor():
+    """HGQ2's Quantizer layer: the network input's format, a layer's output format (wrapping
+    after a fused ReLU), the network output's format; the input quantizers after it keep its values."""
+    from keras2clash.network import load_network
+
+    model = quantizer_model()
+    network = load_network(model, "1,7,8")
+    assert [(p.name, str(p.in_fmt), str(p.out_fmt)) for p in network.plans] == [
+        ("a", "1,1,3", "0,1,2,trn,wrap"),
+        ("b", "0,1,2,trn,wrap", "1,1,2"),
+    ]
+    assert_golden_equals_hgq2(model, grid_inputs((64, 8), seed=12, scale=3.0))
+    narrow = quantizer_model(sat(i0=1, f0=6))  # b's input quantizer would round its values again
+    with pytest.raises(K2CError, match=r"HGQ2 layer 'b''s input quantizer .* quantizes values 'qa''s quantizer"):
+        H.format_config(narrow, to_graph(narrow))
+
+
 def several_layers_model():
     """QConv2D -> QAveragePooling2D -> QBatchNormalization -> (QMaxPooling2D 1x1 | itself) -> QAdd
     -> QGlobalAveragePooling2D -> QDense."""

@@ -519,6 +519,53 @@ def _monotone_only(record: ir.Layer) -> bool:
     return relu or (home is not None and home.compares)
 
 
+@register_converter("Quantizer", module="hgq.")
+def _convert_quantizer(layer: Any, state: ConversionState) -> ir.Layer:
+    """HGQ2's standalone quantizer passes its tensor on; its format is the format of that
+    tensor (`standalone_quantizers`)."""
+    _single_input(layer, state)
+    data_format(layer, "quantizer", layer)
+    return ir.Identity(**state.common(layer, state.shape), source_class="Quantizer")
+
+
+def standalone_quantizers(model: Any, graph: Graph) -> dict[str, TensorFormat]:
+    """The formats HGQ2's standalone `Quantizer` layers give the tensors they quantize, by the
+    graph name of that tensor (the network input, or the layer that computes it). The layer
+    itself is gone from the graph (an identity); it must be the only reader of its tensor,
+    which is then quantized for everyone after it."""
+    pinned: dict[str, TensorFormat] = {}
+    layers = _all_layers(model)
+    for layer in layers:
+        if type(layer).__name__ != "Quantizer" or not type(layer).__module__.startswith("hgq."):
+            continue
+        source = _producer(layer)
+        readers = [other for other in layers if other is not layer and source in _sources(other)]
+        tensor = graph.input_name if type(source).__name__ == "InputLayer" else str(source.name)
+        if readers or (tensor != graph.input_name and tensor not in {r.name for r in graph.layers}):
+            raise K2CError(
+                f"HGQ2 Quantizer layer '{layer.name}' quantizes the output of '{source.name}' "
+                f"({type(source).__name__}), which "
+                + ("other layers read unquantized too" if readers else "is not a layer of the built graph")
+                + "; one tensor needs one format: quantize it for all its readers, right after an HGQ2 layer"
+            )
+        pinned[tensor] = data_format(layer, "quantizer", layer)
+    return pinned
+
+
+def _sources(layer: Any) -> list[Any]:
+    """The Keras layers whose outputs `layer` reads (its first call)."""
+    if not layer._inbound_nodes:
+        return []
+    node = layer._inbound_nodes[0]
+    tensors = node.input_tensors if hasattr(node, "input_tensors") else node.arguments.keras_tensors
+    return [tensor._keras_history[0] for tensor in tensors]
+
+
+def _producer(layer: Any) -> Any:
+    (source,) = _sources(layer)
+    return source
+
+
 def _holds(inner: FixedFormat, outer: FixedFormat) -> bool:
     """Every value of `inner` is a value of `outer`: quantizing to `outer` changes none of them."""
     if outer.frac < inner.frac:
@@ -565,6 +612,14 @@ def format_config(model: Any, graph: Graph) -> Any:
     Everything goes through `to_fixed_format`."""
     quant = model_quant(model)
     refuse_folded_forward(model, graph, "an HGQ2 layer", "skip that layer's input quantizer")
+    pinned = standalone_quantizers(model, graph)
+    for tensor, fmt in pinned.items():
+        if tensor != graph.input_name and tensor not in quant:
+            raise K2CError(
+                f"HGQ2 Quantizer layer '{fmt.layer}' quantizes the output of '{tensor}' "
+                f"({graph[tensor].keras_class}), which is not an HGQ2 layer; put it right after an HGQ2 "
+                "layer or at the network input"
+            )
 
     monotone_read: dict[str, ir.Layer] = {}  # tensor -> a ReLU or max pooling that reads it
 
@@ -627,10 +682,20 @@ def format_config(model: Any, graph: Graph) -> Any:
                 "only when it keeps every value (as many fraction bits and as wide a range, or more)"
             )
 
-    first = input_of(readers(graph.input_name), "the network input")
-    if first is None:
+    def in_order(chain: list[TensorFormat], what: str) -> TensorFormat:
+        """The first of the quantizers applied one after the other to a tensor: each later
+        one must keep its values."""
+        for second in chain[1:]:
+            requantized_again(to_fixed_format(chain[0]), what, second)
+        return chain[0]
+
+    stated = input_of(readers(graph.input_name), "the network input")
+    chain = [fmt for fmt in (pinned.get(graph.input_name), stated) if fmt is not None]
+    if not chain:
         raise K2CError("the network input is not read by an HGQ2 layer's input quantizer")
-    no_relu_before_wrap(graph.input_name, first, "the network input")
+    first = in_order(chain, f"'{chain[0].layer}''s {chain[0].role} quantizer")
+    if first is stated:
+        no_relu_before_wrap(graph.input_name, first, "the network input")
     layers: dict[str, LayerFormats] = {}
     for record in graph.layers:
         if record.name not in quant:
@@ -644,21 +709,18 @@ def format_config(model: Any, graph: Graph) -> Any:
         in_fmts = [to_fixed_format(fmt) for fmt in (q.input_at(i) for i in range(len(record.inputs))) if fmt]
         after = input_of(readers(record.name), f"the output of '{record.name}'")
         home = kind_of(record.type)
+        chain = [fmt for fmt in (q.output, pinned.get(record.name), after) if fmt is not None]
         if home is not None and home.keeps_format:  # a maximum: its input quantizer's values
-            for second in (q.output, after):
-                if second is not None:
-                    requantized_again(in_fmts[0], f"'{record.name}''s input quantizer", second)
+            for second in chain:
+                requantized_again(in_fmts[0], f"'{record.name}''s input quantizer", second)
             continue
         weight = to_fixed_format(q.kernel) if q.kernel is not None else None
         bias = to_fixed_format(q.bias) if q.bias is not None else weight
-        if q.output is not None:
-            if after is not None:
-                requantized_again(to_fixed_format(q.output), f"'{record.name}''s output quantizer", after)
-            no_relu_before_wrap(record.name, q.output, f"the output of '{record.name}'")
-            out = to_fixed_format(q.output)
-        elif after is not None:
-            no_relu_before_wrap(record.name, after, f"the output of '{record.name}'")
-            out = to_fixed_format(after)
+        if chain:
+            then = in_order(chain, f"'{chain[0].layer}''s {chain[0].role} quantizer")
+            if then is q.output or then is after:  # a standalone Quantizer acts before any ReLU after it
+                no_relu_before_wrap(record.name, then, f"the output of '{record.name}'")
+            out = to_fixed_format(then)
         else:  # the network output: HGQ2 leaves the exact result as it is
             out = _exact_output(record, in_fmts, weight, bias)
         layers[record.name] = LayerFormats(weight=weight, bias=bias, output=out)
