@@ -172,7 +172,13 @@ def test_clash_simulation_of_qkeras_depthwise_separable_pooling_batchnorm(tmp_pa
     model = image_model(
         LAYERS["depthwise"](),
         QSeparableConv2D(
-            4, 2, depthwise_quantizer=q(4, 0), pointwise_quantizer=q(4, 0), bias_quantizer=q(6, 2), name="s"
+            4,
+            2,
+            depthwise_quantizer=q(4, 0),
+            pointwise_quantizer=q(4, 0),
+            bias_quantizer=q(6, 2),
+            activation=quantized_relu(6, 2),
+            name="s",
         ),
         inverse_bn(),
         QActivation(q(8, 3), name="qbn"),
