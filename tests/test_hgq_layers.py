@@ -285,3 +285,11 @@ def test_clash_simulation_of_hgq2_pooling_merge_and_batchnorm(tmp_path):
     x = grid_inputs((4, 10, 10, 2), seed=10, scale=2.0)
     want, _ = assert_clash_matches_golden(project, golden.quantize_inputs(project.plans, x), seed=11)
     np.testing.assert_array_equal(project.plans[-1].out_fmt.to_real(want), np.asarray(model(x), dtype=np.float64))
+
+
+def test_layers_without_a_converter_say_why():
+    inp = keras.Input((4,))
+    x = Q.QDense(3, iq_conf=sat(), name="d")(inp)
+    model = keras.Model(inp, Q.QSoftmax(name="sm")(x))
+    with pytest.raises(K2CError, match=r"unsupported layer QSoftmax 'sm' \(HGQ2 computes it through a table"):
+        to_graph(model)
