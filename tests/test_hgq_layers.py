@@ -293,3 +293,13 @@ def test_layers_without_a_converter_say_why():
     model = keras.Model(inp, Q.QSoftmax(name="sm")(x))
     with pytest.raises(K2CError, match=r"unsupported layer QSoftmax 'sm' \(HGQ2 computes it through a table"):
         to_graph(model)
+
+
+def test_saved_model_with_these_layers_predicts_as_hgq2(tmp_path):
+    """A .keras file of the model loads (HGQ2's classes registered on load) and `predict` equals HGQ2."""
+    import keras2clash as k2c
+
+    model = several_layers_model()
+    model.save(tmp_path / "m.keras")
+    x = grid_inputs((16, 10, 10, 2), seed=13, scale=2.0)
+    np.testing.assert_array_equal(k2c.predict(str(tmp_path / "m.keras"), x).values, np.asarray(model(x)))

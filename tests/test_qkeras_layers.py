@@ -189,3 +189,17 @@ def test_clash_simulation_of_qkeras_depthwise_separable_pooling_batchnorm(tmp_pa
     project = load_project(k2c.emit(model, "1,7,8", tmp_path / "net", show=False))
     want, _ = assert_clash_matches_golden(project, golden.quantize_inputs(project.plans, x), seed=6)
     np.testing.assert_array_equal(project.plans[-1].out_fmt.to_real(want), np.asarray(model(x), dtype=np.float64))
+
+
+def test_saved_model_with_these_layers_predicts_as_qkeras(tmp_path):
+    import keras2clash as k2c
+
+    sep = QSeparableConv2D(
+        4, 2, depthwise_quantizer=q(4, 0), pointwise_quantizer=q(4, 0), bias_quantizer=q(6, 2), name="s"
+    )
+    model = image_model(
+        sep, QAveragePooling2D(3, average_quantizer=q(8, 0), activation=q(8, 3), name="ap"), inverse_bn()
+    )
+    model.save(tmp_path / "m.keras")
+    x = grid((16, 10, 10, 2), seed=7)
+    np.testing.assert_array_equal(k2c.predict(str(tmp_path / "m.keras"), x).values, np.asarray(model(x)))
