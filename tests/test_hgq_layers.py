@@ -303,3 +303,38 @@ def test_saved_model_with_these_layers_predicts_as_hgq2(tmp_path):
     model.save(tmp_path / "m.keras")
     x = grid_inputs((16, 10, 10, 2), seed=13, scale=2.0)
     np.testing.assert_array_equal(k2c.predict(str(tmp_path / "m.keras"), x).values, np.asarray(model(x)))
+
+
+@pytest.mark.slow
+@needs_toolchain
+def test_clash_simulation_of_hgq2_merges_one_d_pooling_and_quantizers(tmp_path):
+    """QSubtract, QMultiply, QMaximum and QMinimum; QConv1D with QMaxPooling1D, QAveragePooling1D
+    and QGlobalAveragePooling1D; standalone Quantizers at the input and output: Clash == golden
+    (== HGQ2) with the hardware model's cycles."""
+    from hgq.quantizer import Quantizer
+
+    import keras2clash as k2c
+    from keras2clash.backend.project import load_project
+    from keras2clash.quant import golden
+
+    keras.utils.set_random_seed(5)
+    inp = keras.Input((18, 2))
+    x = Quantizer(sat(i0=1, f0=3), name="qin")(inp)
+    x = Q.QConv1D(4, 3, activation="relu", iq_conf=sat(i0=1, f0=4), name="c")(x)
+    x = Q.QMaxPooling1D(2, iq_conf=sat(k0=0, i0=2, f0=3), name="mp")(x)
+    a = Q.QConv1D(4, 1, iq_conf=sat(k0=0, i0=2, f0=3), name="a")(x)
+    b = Q.QAveragePooling1D(1, iq_conf=sat(k0=0, i0=2, f0=3), name="b")(x)
+    d = Q.QSubtract(iq_confs=[sat(i0=2, f0=3), sat(k0=0, i0=2, f0=3)], name="sub")([a, b])
+    m = Q.QMultiply(iq_confs=[sat(i0=2, f0=3), sat(k0=0, i0=2, f0=3)], name="mul")([d, b])
+    hi = Q.QMaximum(iq_confs=[sat(i0=3, f0=2), sat(i0=2, f0=3)], name="max")([m, d])
+    lo = Q.QMinimum(iq_confs=[sat(i0=3, f0=2), sat(i0=2, f0=3)], name="min")([m, d])
+    x = Q.QAdd(iq_confs=[sat(i0=3, f0=2), sat(i0=3, f0=2)], name="add")([hi, lo])
+    x = Q.QAveragePooling1D(2, iq_conf=sat(i0=3, f0=2), name="ap")(x)
+    x = Q.QGlobalAveragePooling1D(iq_conf=sat(i0=3, f0=2), name="gap")(x)
+    x = Q.QDense(3, iq_conf=sat(i0=3, f0=2), name="d")(x)
+    model = keras.Model(inp, Quantizer(sat(i0=3, f0=2), name="qout")(x))
+    x = grid_inputs((64, 18, 2), seed=14, scale=2.0)
+    assert_golden_equals_hgq2(model, x)
+    project = load_project(k2c.emit(model, "1,7,8", tmp_path / "net", show=False))
+    want, _ = assert_clash_matches_golden(project, golden.quantize_inputs(project.plans, x[:4]), seed=15)
+    np.testing.assert_array_equal(project.plans[-1].out_fmt.to_real(want), np.asarray(model(x[:4]), dtype=np.float64))

@@ -7,7 +7,10 @@ its input quantizer `iq`, multiplies by its quantized kernel (`kq`) and adds its
 bias (`bq`) in float32, applies its Keras activation in float32, and (only when
 `enable_oq=True`, off by default) quantizes its output with `oq`. A layer's result is
 therefore quantized by the *next* layer's `iq`; the last layer's result is the exact
-accumulator. The formats come from the model, never from `--format`.
+accumulator. The formats come from the model, never from `--format`. HGQ2's pooling, merge
+and batch-normalization layers quantize their inputs the same way (`frontend.hgq_layers`
+registers them with `register_quant`); a standalone `Quantizer` layer sets the format of
+the tensor it quantizes (`standalone_quantizers`).
 
 Each quantizer states, per element of its bit-width array (per tensor, per channel or per
 element), `k` (keep negative: a sign bit), `i` (integer bits, sign excluded) and `f`
