@@ -81,7 +81,9 @@ def raw_graph(model: keras.Model) -> Graph:
         for record in produced if isinstance(produced, tuple) else (produced,):  # the last is the layer's output
             records.append(record)
             shapes[record.name] = keras_shapes[record.name] = record.output_shape
-        keras_shapes[record.name] = keras_output_shape(node.layer, state) or record.output_shape
+        # a layer Keras cannot tell the shape of (HGQ2's Quantizer) and that keeps its input's shape keeps its Keras shape too
+        same = state.keras_shape if len(state.inputs) == 1 and record.output_shape == state.shape else None
+        keras_shapes[record.name] = keras_output_shape(node.layer, state) or same or record.output_shape
     output = records[-1].name if records else source
     return Graph(name=str(model.name), input_name=source, input_shape=shape, layers=tuple(records), output=output)
 
