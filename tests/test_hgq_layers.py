@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
 hgq = pytest.importorskip("hgq")
 keras = pytest.importorskip("keras")
@@ -92,6 +94,45 @@ def test_pooling_golden_equals_hgq2(pool):
     model = image_model(POOLS[pool]())
     x = grid_inputs((64, 10, 10, 2), seed=2, scale=2.0)
     assert_golden_equals_hgq2(model, x)
+
+
+quantizers = st.builds(
+    lambda k, i, f, rnd, ovf: datalane(k0=k, i0=i, f0=f, round_mode=rnd, overflow_mode=ovf),
+    st.integers(0, 1),
+    st.integers(-1, 3),
+    st.integers(0, 5),
+    st.sampled_from(["RND", "RND_CONV", "TRN"]),
+    st.sampled_from(["SAT", "WRAP"]),
+)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    average=st.booleans(),
+    pool=st.sampled_from([(1, 2), (2, 1), (2, 2), (2, 4), (4, 2), (3, 3)]),
+    stride=st.integers(1, 3),
+    pool_q=quantizers,
+    next_q=quantizers,
+    seed=st.integers(0, 1000),
+)
+def test_random_poolings_golden_equal_hgq2(average, pool, stride, pool_q, next_q, seed):
+    """Random pool shapes, strides and quantizer formats and modes: built exactly as HGQ2
+    computes, or refused with one error (a count not a power of two, a wrap after a maximum,
+    a next quantizer that would round the maximum again)."""
+    keras.utils.set_random_seed(seed)
+    inp = keras.Input((10, 10, 2))
+    cls = Q.QAveragePooling2D if average else Q.QMaxPooling2D
+    x = keras.layers.Flatten(name="flat")(conv_stack(inp, cls(pool, strides=stride, iq_conf=pool_q, name="p")))
+    model = keras.Model(inp, Q.QDense(3, iq_conf=next_q, name="d")(x))
+    randomise_weight_bits(model.get_layer("c1"), seed)
+    try:
+        H.format_config(model, to_graph(model))
+    except K2CError as exc:
+        assert len(str(exc).splitlines()) == 1 and ("'p'" in str(exc) or "'d'" in str(exc))
+        event("refused")
+        return
+    event("built")
+    assert_golden_equals_hgq2(model, grid_inputs((64, 10, 10, 2), seed=seed, scale=2.0))
 
 
 @pytest.mark.parametrize("pool", ["max2d", "avg2d", "global-avg2d", "global-max2d"])
