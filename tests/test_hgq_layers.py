@@ -100,7 +100,7 @@ quantizers = st.builds(
     lambda k, i, f, rnd, ovf: datalane(k0=k, i0=i, f0=f, round_mode=rnd, overflow_mode=ovf),
     st.integers(0, 1),
     st.integers(-1, 3),
-    st.integers(0, 5),
+    st.integers(1, 5),  # i + f >= 0, as HGQ2 requires
     st.sampled_from(["RND", "RND_CONV", "TRN"]),
     st.sampled_from(["SAT", "WRAP"]),
 )
@@ -194,6 +194,33 @@ def test_merges_golden_equal_hgq2(op):
         model = merge_model(op, head)
         assert [r.type for r in to_graph(model).layers if r.name == "m"] == [op]
         assert_golden_equals_hgq2(model, x)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    op=st.sampled_from(list(MERGES)),
+    first=quantizers,
+    second=quantizers,
+    after=st.one_of(st.none(), quantizers),
+    seed=st.integers(0, 1000),
+)
+def test_random_merges_golden_equal_hgq2(op, first, second, after, seed):
+    """Random input quantizers of a merge, and a next quantizer or none (the exact result):
+    exact as HGQ2 computes, or refused in one line naming a layer."""
+    keras.utils.set_random_seed(seed)
+    inp = keras.Input((8,))
+    a = Q.QDense(6, activation="relu", iq_conf=sat(i0=1, f0=4), name="a")(inp)
+    b = Q.QDense(6, iq_conf=sat(i0=1, f0=4), name="b")(inp)
+    x = MERGES[op](iq_confs=[first, second], name="m")([a, b])
+    model = keras.Model(inp, x if after is None else Q.QDense(3, iq_conf=after, name="d")(x))
+    try:
+        H.format_config(model, to_graph(model))
+    except K2CError as exc:
+        assert len(str(exc).splitlines()) == 1 and ("'m'" in str(exc) or "'d'" in str(exc))
+        event("refused")
+        return
+    event("built")
+    assert_golden_equals_hgq2(model, grid_inputs((64, 8), seed=seed, scale=2.0))
 
 
 def test_merge_output_quantizer_is_its_format():
