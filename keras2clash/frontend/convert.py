@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 # The converters register themselves on import (the kinds' with the kinds).
 import keras2clash.kinds  # noqa: E402,F401
-from keras2clash.frontend import hgq, layers, qkeras  # noqa: E402,F401
+from keras2clash.frontend import hgq, hgq_layers, layers, qkeras, qkeras_layers  # noqa: E402,F401
 from keras2clash.frontend.images import same_pads  # noqa: E402,F401  (API)
 from keras2clash.frontend.registry import (  # noqa: E402,F401  (API)
     SUPPORTED_ACTIVATIONS,
@@ -81,7 +81,9 @@ def raw_graph(model: keras.Model) -> Graph:
         for record in produced if isinstance(produced, tuple) else (produced,):  # the last is the layer's output
             records.append(record)
             shapes[record.name] = keras_shapes[record.name] = record.output_shape
-        keras_shapes[record.name] = keras_output_shape(node.layer, state) or record.output_shape
+        # a layer Keras cannot tell the shape of (HGQ2's Quantizer) and that keeps its input's shape keeps its Keras shape too
+        same = state.keras_shape if len(state.inputs) == 1 and record.output_shape == state.shape else None
+        keras_shapes[record.name] = keras_output_shape(node.layer, state) or same or record.output_shape
     output = records[-1].name if records else source
     return Graph(name=str(model.name), input_name=source, input_shape=shape, layers=tuple(records), output=output)
 

@@ -7,7 +7,10 @@ its input quantizer `iq`, multiplies by its quantized kernel (`kq`) and adds its
 bias (`bq`) in float32, applies its Keras activation in float32, and (only when
 `enable_oq=True`, off by default) quantizes its output with `oq`. A layer's result is
 therefore quantized by the *next* layer's `iq`; the last layer's result is the exact
-accumulator. The formats come from the model, never from `--format`.
+accumulator. The formats come from the model, never from `--format`. HGQ2's pooling, merge
+and batch-normalization layers quantize their inputs the same way (`frontend.hgq_layers`
+registers them with `register_quant`); a standalone `Quantizer` layer sets the format of
+the tensor it quantizes (`standalone_quantizers`).
 
 Each quantizer states, per element of its bit-width array (per tensor, per channel or per
 element), `k` (keep negative: a sign bit), `i` (integer bits, sign excluded) and `f`
@@ -30,8 +33,11 @@ one tensor; the widening rule makes one format of a heterogeneous statement:
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -52,7 +58,9 @@ from keras2clash.ir import layers as ir
 from keras2clash.ir.graph import Graph
 from keras2clash.kinds import kind_of
 from keras2clash.kinds.activation import Activation
+from keras2clash.kinds.batchnorm import BatchNorm
 from keras2clash.kinds.dense import Dense
+from keras2clash.kinds.merge import Merge
 from keras2clash.kinds.quantize import Quantize, check_input, format_text, input_format
 from keras2clash.kinds.quantize import element_formats as element_formats_of
 from keras2clash.quant.formats import MAX_BITS, MIN_HARDWARE_BITS, FixedFormat, grid_frac, make_format
@@ -124,6 +132,11 @@ class LayerQuant:
     bias: TensorFormat | None
     output: TensorFormat | None
     activation: str = "linear"
+    inputs: tuple[TensorFormat | None, ...] = ()  # a merge's input quantizers, one per input
+
+    def input_at(self, position: int) -> TensorFormat | None:
+        """The input quantizer of the layer's input `position` (a merge has one per input)."""
+        return self.inputs[position] if self.inputs else self.input
 
 
 # --- reading one quantizer --------------------------------------------------------------
@@ -553,18 +566,37 @@ def _all_layers(model: Any) -> list[Any]:
     return out
 
 
+LayerQuantReader = Callable[[Any], LayerQuant]
+_QUANT_READERS: dict[str, LayerQuantReader] = {}
+"""HGQ2 class name -> what reads the formats of one of its layers (`register_quant`)."""
+
+
+def register_quant(*class_names: str) -> Callable[[LayerQuantReader], LayerQuantReader]:
+    """Register the reader of an HGQ2 layer class's formats: the layers `format_config` treats
+    as quantizing (each quantizes its input(s) with its own quantizer)."""
+
+    def decorate(function: LayerQuantReader) -> LayerQuantReader:
+        for name in class_names:
+            _QUANT_READERS[name] = function
+        return function
+
+    return decorate
+
+
+@register_quant("QDense", "QBatchNormDense", "QConv1D", "QConv2D", "QEinsumDense")
+def _compute_layer_quant(layer: Any) -> LayerQuant:
+    kernel, bias = quantized_weights(layer)
+    return layer_quant(layer, kernel, bias, _activation_name(layer.activation), elements=True)
+
+
 def model_quant(model: Any) -> dict[str, LayerQuant]:
-    """Every HGQ2 compute layer's formats, by layer name, in model order (their converters
-    build a heterogeneous input quantizer per element)."""
+    """Every quantizing HGQ2 layer's formats, by layer name, in model order."""
     result: dict[str, LayerQuant] = {}
     for layer in _all_layers(model):
-        if type(layer).__name__ in ("QDense", "QBatchNormDense", "QConv1D", "QConv2D", "QEinsumDense") and type(
-            layer
-        ).__module__.startswith("hgq."):
-            kernel, bias = quantized_weights(layer)
-            result[str(layer.name)] = layer_quant(
-                layer, kernel, bias, _activation_name(layer.activation), elements=True
-            )
+        reader = _QUANT_READERS.get(type(layer).__name__)
+        if reader is not None and type(layer).__module__.startswith("hgq."):
+            quant = reader(layer)
+            result[quant.name] = quant  # the name of the record that quantizes
     return result
 
 
@@ -588,57 +620,152 @@ def _monotone_only(record: ir.Layer) -> bool:
     return relu or (home is not None and home.compares)
 
 
+@register_converter("Quantizer", module="hgq.")
+def _convert_quantizer(layer: Any, state: ConversionState) -> ir.Layer:
+    """HGQ2's standalone quantizer passes its tensor on; its format is the format of that
+    tensor (`standalone_quantizers`)."""
+    _single_input(layer, state)
+    data_format(layer, "quantizer", layer)
+    return ir.Identity(**state.common(layer, state.shape), source_class="Quantizer")
+
+
+def standalone_quantizers(model: Any, graph: Graph) -> dict[str, TensorFormat]:
+    """The formats HGQ2's standalone `Quantizer` layers give the tensors they quantize, by the
+    graph name of that tensor (the network input, or the layer that computes it). The layer
+    itself is gone from the graph (an identity); it must be the only reader of its tensor,
+    which is then quantized for everyone after it."""
+    pinned: dict[str, TensorFormat] = {}
+    layers = _all_layers(model)
+    for layer in layers:
+        if type(layer).__name__ != "Quantizer" or not type(layer).__module__.startswith("hgq."):
+            continue
+        source = _producer(layer)
+        readers = [other for other in layers if other is not layer and source in _sources(other)]
+        tensor = graph.input_name if type(source).__name__ == "InputLayer" else str(source.name)
+        if readers or (tensor != graph.input_name and tensor not in {r.name for r in graph.layers}):
+            raise K2CError(
+                f"HGQ2 Quantizer layer '{layer.name}' quantizes the output of '{source.name}' "
+                f"({type(source).__name__}), which "
+                + ("other layers read unquantized too" if readers else "is not a layer of the built graph")
+                + "; one tensor needs one format: quantize it for all its readers, right after an HGQ2 layer"
+            )
+        pinned[tensor] = data_format(layer, "quantizer", layer)
+    return pinned
+
+
+def _sources(layer: Any) -> list[Any]:
+    """The Keras layers whose outputs `layer` reads (its first call)."""
+    if not layer._inbound_nodes:
+        return []
+    node = layer._inbound_nodes[0]
+    tensors = node.input_tensors if hasattr(node, "input_tensors") else node.arguments.keras_tensors
+    return [tensor._keras_history[0] for tensor in tensors]
+
+
+def _producer(layer: Any) -> Any:
+    (source,) = _sources(layer)
+    return source
+
+
+def _holds(inner: FixedFormat, outer: FixedFormat) -> bool:
+    """Every value of `inner` is a value of `outer`: quantizing to `outer` changes none of them."""
+    if outer.frac < inner.frac:
+        return False
+    two = Fraction(2)
+    low = -inner.sign * two**inner.int
+    high = two**inner.int - two**-inner.frac
+    return -outer.sign * two**outer.int <= low and high <= two**outer.int - two**-outer.frac
+
+
+def _exact_merge(op: str, fmts: list[FixedFormat]) -> FixedFormat:
+    """A container that holds every exact result of a merge of values of `fmts`."""
+    fmts = [f.container for f in fmts]
+    widest = max(f.sign + f.int for f in fmts)
+    if op == "multiply":
+        return FixedFormat(1, sum(f.sign + f.int for f in fmts), sum(f.frac for f in fmts))
+    guard = {"add": math.ceil(math.log2(len(fmts))), "subtract": 1}.get(op, 0)
+    return FixedFormat(1, widest + guard, max(f.frac for f in fmts))
+
+
+def _exact_output(
+    record: ir.Layer, in_fmts: list[FixedFormat], weight: FixedFormat | None, bias: FixedFormat | None
+) -> FixedFormat:
+    """The network output of a quantizing record without a quantizer after it: its exact
+    result, as HGQ2 leaves it (a merge's exact value; a layer's exact accumulator)."""
+    if isinstance(record, Merge):
+        return _exact_merge(record.op, in_fmts)
+    assert weight is not None
+    home = kind_of(record.type)
+    assert home is not None
+    n_in = 1 if isinstance(record, BatchNorm) else home.window(record.input_shapes[0], home.plan_params(record))
+    return accumulator_format(in_fmts[0], weight, n_in, bias)
+
+
 def format_config(model: Any, graph: Graph) -> Any:
     """The formats of an HGQ2 model's graph (after the passes) as a `FormatConfig`: the input
-    format is the first layer's input quantizer; each layer's weight and bias formats hold
-    its quantized constants; its output format is its own output quantizer, else the input
-    quantizer of the layer(s) that read it (through Flatten/Reshape and a ReLU, which
-    commutes with a saturating quantizer; a ReLU fused into the layer acts before a wrapping
-    one, `hw.plan.relu_before_requantize`), else (the network output) its exact accumulator,
-    as HGQ2 leaves it. Everything goes through `to_fixed_format`."""
+    format is the input quantizer of the layer(s) that read it; each layer's weight and bias
+    formats hold its quantized constants; its output format is its own output quantizer,
+    else the input quantizer of the layer(s) that read it (through Flatten/Reshape and a
+    ReLU, which commutes with a saturating quantizer; a ReLU fused into the layer acts
+    before a wrapping one, `hw.plan.relu_before_requantize`), else (the network output) its
+    exact result, as HGQ2 leaves it. A layer that keeps its input's values (a max pooling)
+    passes its input quantizer's format on: a quantizer after it must keep those values.
+    Everything goes through `to_fixed_format`."""
     quant = model_quant(model)
     refuse_folded_forward(model, graph, "an HGQ2 layer", "skip that layer's input quantizer")
+    pinned = standalone_quantizers(model, graph)
+    for tensor, fmt in pinned.items():
+        if tensor != graph.input_name and tensor not in quant:
+            raise K2CError(
+                f"HGQ2 Quantizer layer '{fmt.layer}' quantizes the output of '{tensor}' "
+                f"({graph[tensor].keras_class}), which is not an HGQ2 layer; put it right after an HGQ2 "
+                "layer or at the network input"
+            )
 
     monotone_read: dict[str, ir.Layer] = {}  # tensor -> a ReLU or max pooling that reads it
 
-    def readers(tensor: str, source: str | None = None) -> list[ir.Layer]:
-        """The quantizing records that read `tensor`, through transparent ones and ReLUs."""
-        found: list[ir.Layer] = []
+    def readers(tensor: str, source: str | None = None) -> list[tuple[ir.Layer, int]]:
+        """The quantizing records that read `tensor` (with the input position they read it
+        at), through transparent ones and ReLUs."""
+        found: list[tuple[ir.Layer, int]] = []
         for record in graph.consumers(tensor):
-            if _transparent(record) or _monotone_only(record):
+            if isinstance(record, Quantize):
+                found.append((record, 0))
+            elif record.name in quant:
+                found.extend((record, i) for i, name in enumerate(record.inputs) if name == tensor)
+            elif _transparent(record) or _monotone_only(record):
                 if _monotone_only(record):
                     monotone_read.setdefault(source or tensor, record)
                 found.extend(readers(record.name, source or tensor))
-            elif record.name in quant or isinstance(record, Quantize):
-                found.append(record)
             else:
                 raise K2CError(
                     f"layer '{record.name}' ({record.keras_class}) reads a tensor of HGQ2 layers; only "
-                    "HGQ2 compute layers (QDense, QConv1D/2D, QEinsumDense) and, between them, layers that "
-                    "only move or select values (Flatten, Reshape, ReLU, MaxPooling, GlobalMaxPooling, "
-                    "ZeroPadding, Cropping, UpSampling) are supported in a quantization-aware model"
+                    "HGQ2 layers and, between them, layers that only move or select values (Flatten, "
+                    "Reshape, ReLU, MaxPooling, GlobalMaxPooling, ZeroPadding, Cropping, UpSampling) are "
+                    "supported in a quantization-aware model"
                 )
         return found
 
-    def input_of(records: list[ir.Layer], what: str) -> TensorFormat | Quantize | None:
+    def input_of(found: list[tuple[ir.Layer, int]], what: str) -> TensorFormat | Quantize | None:
         """The one quantizer of a tensor's readers: a format, or a per-element `Quantize`
         record (which rounds the exact value itself)."""
-        elements = [r for r in records if isinstance(r, Quantize)]
+        elements = [r for r, _ in found if isinstance(r, Quantize)]
         if elements:
-            if len(records) > 1:
+            if len(found) > 1:
                 raise K2CError(
-                    f"{what} is read by {', '.join(r.name for r in records)}, one of them through a "
-                    "per-element input quantizer; a tensor with a heterogeneous quantizer must be read by "
-                    "that one layer only"
+                    f"{what} is read by {', '.join(dict.fromkeys(r.name for r, _ in found))}, one of them "
+                    "through a per-element input quantizer; a tensor with a heterogeneous quantizer must be "
+                    "read by that one layer only"
                 )
             return elements[0]
-        formats = {quant[r.name].input for r in records}
+        stated = [fmt for fmt in (quant[r.name].input_at(i) for r, i in found) if fmt is not None]
+        formats = {to_fixed_format(fmt): fmt for fmt in stated}  # one format, stated by any of them
         if len(formats) > 1:
             raise K2CError(
-                f"{what} is read by HGQ2 layers {', '.join(r.name for r in records)} whose input "
-                "quantizers differ; one tensor needs one format"
+                f"{what} is read by HGQ2 layers {', '.join(dict.fromkeys(r.name for r, _ in found))} whose "
+                "input quantizers differ; one tensor needs one format"
             )
-        return next(iter(formats), None)
+        return next(iter(formats.values()), None)
 
     def no_relu_before_wrap(tensor: str, fmt: TensorFormat, what: str) -> None:
         """A standalone ReLU (one the passes could not fuse into its producer) or a max pooling
@@ -659,22 +786,46 @@ def format_config(model: Any, graph: Graph) -> Any:
             "maximum, and the hardware requantizes before the maximum; use overflow_mode='SAT'"
         )
 
-    first = input_of(readers(graph.input_name), "the network input")
-    if first is None:
-        raise K2CError("the network input is not read by an HGQ2 layer's input quantizer")
-    if isinstance(first, Quantize):  # each element rounds from a finer truncation (kinds.quantize)
-        formats = element_formats_of(first.formats)
-        check_input(formats, f"HGQ2 layer '{first.source}', input quantizer,")
-        between = monotone_read.get(graph.input_name)
-        if between is not None and formats[0].overflow == "wrap":
+    def requantized_again(values: FixedFormat, first: str, second: TensorFormat) -> None:
+        """A quantizer applied to values already in the format `values`: built when it keeps
+        them all (the hardware requantizes a tensor once)."""
+        if not _holds(values, to_fixed_format(second)):
             raise K2CError(
-                f"the network input passes layer '{between.name}' ({between.keras_class}) before HGQ2 layer "
-                f"'{first.source}''s per-element WRAP input quantizer: the host's input format wraps before "
-                "it, and a wrap does not commute with a maximum or a ReLU; use overflow_mode='SAT'"
+                f"HGQ2 layer '{second.layer}''s {second.role} quantizer ({second.describe()}) quantizes "
+                f"values {first} has quantized already ({values}); a second requantization is built "
+                "only when it keeps every value (as many fraction bits and as wide a range, or more)"
             )
-        in_fmt = input_format(formats)
+
+    def in_order(chain: list[TensorFormat], what: str) -> TensorFormat:
+        """The first of the quantizers applied one after the other to a tensor: each later
+        one must keep its values."""
+        for second in chain[1:]:
+            requantized_again(to_fixed_format(chain[0]), what, second)
+        return chain[0]
+
+    stated = input_of(readers(graph.input_name), "the network input")
+    chain = [fmt for fmt in (pinned.get(graph.input_name), stated) if isinstance(fmt, TensorFormat)]
+    if not chain and not isinstance(stated, Quantize):
+        raise K2CError("the network input is not read by an HGQ2 layer's input quantizer")
+    if isinstance(stated, Quantize):  # each element rounds from a finer truncation (kinds.quantize)
+        formats = element_formats_of(stated.formats)
+        between = monotone_read.get(graph.input_name)
+        if graph.input_name in pinned:  # the stage rounds the standalone Quantizer's values again
+            in_fmt = to_fixed_format(pinned[graph.input_name])
+        else:
+            check_input(formats, f"HGQ2 layer '{stated.source}', input quantizer,")
+            if between is not None and formats[0].overflow == "wrap":
+                raise K2CError(
+                    f"the network input passes layer '{between.name}' ({between.keras_class}) before HGQ2 "
+                    f"layer '{stated.source}''s per-element WRAP input quantizer: the host's input format "
+                    "wraps before it, and a wrap does not commute with a maximum or a ReLU; use "
+                    "overflow_mode='SAT'"
+                )
+            in_fmt = input_format(formats)
     else:
-        no_relu_before_wrap(graph.input_name, first, "the network input")
+        first = in_order(chain, f"'{chain[0].layer}''s {chain[0].role} quantizer")
+        if first is stated:
+            no_relu_before_wrap(graph.input_name, first, "the network input")
         in_fmt = to_fixed_format(first)
     layers: dict[str, LayerFormats] = {}
     for record in graph.layers:
@@ -688,24 +839,23 @@ def format_config(model: Any, graph: Graph) -> Any:
                 )
             continue
         q = quant[record.name]
-        assert q.input is not None and q.kernel is not None  # _check_layer
-        weight = to_fixed_format(q.kernel)
-        bias = to_fixed_format(q.bias) if q.bias is not None else weight
+        in_fmts = [to_fixed_format(fmt) for fmt in (q.input_at(i) for i in range(len(record.inputs))) if fmt]
         after = input_of(readers(record.name), f"the output of '{record.name}'")
-        if q.output is not None:
-            if isinstance(after, TensorFormat) and to_fixed_format(after) != to_fixed_format(q.output):
-                raise K2CError(
-                    f"HGQ2 layer '{record.name}' quantizes its output ({q.output.describe()}) and "
-                    f"'{after.layer}' quantizes it again ({after.describe()}): two different "
-                    "requantizations of one tensor are not built; disable one of them"
-                )
-            no_relu_before_wrap(record.name, q.output, f"the output of '{record.name}'")
-            out = to_fixed_format(q.output)
-        elif isinstance(after, TensorFormat):
-            no_relu_before_wrap(record.name, after, f"the output of '{record.name}'")
-            out = to_fixed_format(after)
-        else:  # the network output, or a per-element quantizer's input: the exact accumulator
-            n_in = int(np.prod(record.kernel.shape[:-1]))  # type: ignore[attr-defined]
-            out = accumulator_format(to_fixed_format(q.input), weight, n_in, bias)
+        home = kind_of(record.type)
+        then_quantized = None if isinstance(after, Quantize) else after  # a per-element stage rounds any values
+        chain = [fmt for fmt in (q.output, pinned.get(record.name), then_quantized) if fmt is not None]
+        if home is not None and home.keeps_format:  # a maximum: its input quantizer's values
+            for second in chain:
+                requantized_again(in_fmts[0], f"'{record.name}''s input quantizer", second)
+            continue
+        weight = to_fixed_format(q.kernel) if q.kernel is not None else None
+        bias = to_fixed_format(q.bias) if q.bias is not None else weight
+        if chain:
+            then = in_order(chain, f"'{chain[0].layer}''s {chain[0].role} quantizer")
+            if then is q.output or then is then_quantized:  # a standalone Quantizer acts before any ReLU after it
+                no_relu_before_wrap(record.name, then, f"the output of '{record.name}'")
+            out = to_fixed_format(then)
+        else:  # the network output, or a per-element stage's input: the exact result
+            out = _exact_output(record, in_fmts, weight, bias)
         layers[record.name] = LayerFormats(weight=weight, bias=bias, output=out)
     return FormatConfig(default=None, input=in_fmt, layers=layers)

@@ -24,7 +24,8 @@ setting.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -42,6 +43,7 @@ from keras2clash.hw.plan import LayerFormats, accumulator_format
 from keras2clash.ir import layers as ir
 from keras2clash.ir.graph import Graph
 from keras2clash.kinds import kind_of
+from keras2clash.kinds.batchnorm import BatchNorm
 from keras2clash.quant.formats import (
     MAX_BITS,
     MIN_HARDWARE_BITS,
@@ -182,32 +184,37 @@ class LayerQuant:
     kernel: FixedFormat
     bias: FixedFormat | None
     output: FixedFormat | None
+    source: str = ""  # the Keras layer a QActivation after it quantizes ("": an inner part of a layer)
+
+
+def quantized(layer: Any, role: str, quantizer_name: str, variable: Any) -> np.ndarray:
+    """A weight quantized by the layer's quantizer `quantizer_name` (e.g. "kernel_quantizer"),
+    as QKeras' `call` computes it (float64, exact), or the error that a float weight is not
+    fixed point."""
+    import keras
+
+    if not getattr(layer, quantizer_name):
+        raise K2CError(
+            f"QKeras layer '{layer.name}' ({type(layer).__name__}): {quantizer_name}=None "
+            f"{'adds' if role == 'bias' else 'multiplies by'} the float {role}, which is not fixed point; give it a {quantizer_name} (e.g. quantized_bits(8, 0, alpha=1))"
+        )
+    internal = getattr(layer, f"{quantizer_name}_internal")
+    return _to_numpy(internal(keras.ops.convert_to_tensor(variable)))
+
+
+def quantized_bias(layer: Any) -> np.ndarray | None:
+    """QKeras' quantized bias (None without one)."""
+    return quantized(layer, "bias", "bias_quantizer", layer.bias) if layer.use_bias else None
 
 
 def quantized_weights(layer: Any) -> tuple[np.ndarray, np.ndarray | None]:
     """QKeras' own quantized kernel and bias, as its `call` computes them (float64, exact)."""
-    import keras
-
-    where = f"QKeras layer '{layer.name}' ({type(layer).__name__})"
-    if not layer.kernel_quantizer:
-        raise K2CError(
-            f"{where}: kernel_quantizer=None multiplies by the float kernel, which is not fixed point; "
-            "give it a kernel_quantizer (e.g. quantized_bits(8, 0, alpha=1))"
-        )
-    kernel = _to_numpy(layer.kernel_quantizer_internal(keras.ops.convert_to_tensor(layer.kernel)))
-    if not layer.use_bias:
-        return kernel, None
-    if not layer.bias_quantizer:
-        raise K2CError(
-            f"{where}: bias_quantizer=None adds the float bias, which is not fixed point; give it a "
-            "bias_quantizer (e.g. quantized_bits(8, 3, alpha=1))"
-        )
-    return kernel, _to_numpy(layer.bias_quantizer_internal(keras.ops.convert_to_tensor(layer.bias)))
+    return quantized(layer, "kernel", "kernel_quantizer", layer.kernel), quantized_bias(layer)
 
 
 def _activation_parts(layer: Any) -> tuple[str, Any]:
     """(the Keras activation the record applies, the output quantizer or None)."""
-    activation = layer.activation
+    activation = getattr(layer, "activation", None)
     if _is_qkeras(activation):
         return "linear", activation
     name = _activation_name(activation)
@@ -229,7 +236,34 @@ def layer_quant(layer: Any) -> LayerQuant:
         kernel=constant_format(layer, "kernel_quantizer", layer.kernel_quantizer_internal, kernel),
         bias=None if bias is None else constant_format(layer, "bias_quantizer", layer.bias_quantizer_internal, bias),
         output=None if out_q is None else data_format(layer, "activation", out_q),
+        source=str(layer.name),
     )
+
+
+RecordQuants = Callable[[Any], dict[str, LayerQuant]]
+_RECORD_QUANTS: dict[str, RecordQuants] = {}
+"""QKeras class name -> the formats of the records its layers become, by record name."""
+
+
+def register_quant(*class_names: str) -> Callable[[RecordQuants], RecordQuants]:
+    """Register what reads the formats of a QKeras layer class's records (`format_config`)."""
+
+    def decorate(function: RecordQuants) -> RecordQuants:
+        for name in class_names:
+            _RECORD_QUANTS[name] = function
+        return function
+
+    return decorate
+
+
+@register_quant(*COMPUTE_CLASSES)
+def _compute_quants(layer: Any) -> dict[str, LayerQuant]:
+    return {str(layer.name): layer_quant(layer)}
+
+
+def _quantizes(layer: Any) -> bool:
+    """A QKeras layer whose records have formats of their own (`register_quant`)."""
+    return _is_qkeras(layer) and type(layer).__name__ in _RECORD_QUANTS
 
 
 def _twin(float_class: str):
@@ -272,6 +306,33 @@ def _convert_qactivation(layer: Any, state: ConversionState) -> ir.Layer:
 # --- the whole model's formats ------------------------------------------------------------
 
 
+FLOAT32_SIGNIFICAND = 24
+"""Bits of float32's significand: a sum of at most this many bits is exact in float32."""
+
+
+def check_float32_sum(record: ir.Layer, in_fmt: FixedFormat, quant: LayerQuant) -> None:
+    """A QKeras batch normalization adds `x * inv` and its offset in float32: exact only
+    while the sum has at most 24 significant bits (the other layers' float32 condition holds
+    for the narrow formats QKeras trains; this one's constants come from float statistics)."""
+    acc = accumulator_format(in_fmt, quant.kernel, 1, quant.bias)
+    if acc.int + acc.frac > FLOAT32_SIGNIFICAND:
+        raise K2CError(
+            f"QKeras layer '{record.name}' (QBatchNormalization): x * inv + offset needs up to "
+            f"{acc.int + acc.frac} bits ({in_fmt} times {quant.kernel}, plus {quant.bias}), more than "
+            f"float32's {FLOAT32_SIGNIFICAND}, so QKeras rounds it; quantize gamma, beta, mean and variance "
+            "(or inv) to fewer bits"
+        )
+
+
+def exact_result(record: ir.Layer, in_fmt: FixedFormat, weight: FixedFormat, bias: FixedFormat) -> FixedFormat:
+    """The exact accumulator of a record with weights (a batch normalization: one product
+    and the offset)."""
+    home = kind_of(record.type)
+    assert home is not None
+    n_in = 1 if isinstance(record, BatchNorm) else home.window(record.input_shapes[0], home.plan_params(record))
+    return accumulator_format(in_fmt, weight, n_in, bias)
+
+
 def is_qkeras_model(model: Any) -> bool:
     """Whether a Keras model holds QKeras layers (its formats then come from the model)."""
     return any(_is_qkeras(layer) for layer in getattr(model, "layers", []))
@@ -302,7 +363,10 @@ def format_config(model: Any, graph: Graph, input_format: FixedFormat | None = N
     sum on unquantized). A QActivation anywhere else would be a second requantization of a
     tensor that has a format already: refused."""
     refuse_folded_forward(model, graph, "a QKeras layer", "take that layer's weights off their quantized grid")
-    by_name = {str(layer.name): layer for layer in model.layers}
+    quants: dict[str, LayerQuant] = {}
+    for layer in model.layers:
+        if _quantizes(layer):
+            quants.update(_RECORD_QUANTS[type(layer).__name__](layer))
     fused: dict[str, FixedFormat] = {}  # compute layer -> the QActivation format after it
     in_fmt = None
     for layer in model.layers:
@@ -327,10 +391,10 @@ def format_config(model: Any, graph: Graph, input_format: FixedFormat | None = N
             in_fmt = fmt
             continue
         reason = None
-        if type(source).__name__ not in COMPUTE_CLASSES or not _is_qkeras(source):
-            reason = f"it reads '{source.name}' ({type(source).__name__}), not a QDense/QConv output"
+        if not _quantizes(source):
+            reason = f"it reads '{source.name}' ({type(source).__name__}), not the output of a QKeras layer"
         elif _activation_parts(source)[1] is not None:
-            reason = f"'{source.name}' quantizes its output already (activation {source.activation})"
+            reason = f"'{source.name}' quantizes its output already (activation {_activation_parts(source)[1]})"
         elif len(readers) != 1:
             reason = f"other layers read '{source.name}' unquantized too"
         if reason is not None:
@@ -338,10 +402,10 @@ def format_config(model: Any, graph: Graph, input_format: FixedFormat | None = N
                 f"QActivation '{layer.name}' is a standalone requantization, which is not built: "
                 f"{reason}; put the quantizer on the layer (activation=...) or right after it"
             )
-        if _activation_name(source.activation) != "linear":
+        if _activation_name(getattr(source, "activation", None)) != "linear":
             raise K2CError(
                 f"QActivation '{layer.name}' quantizes the output of '{source.name}' after its float "
-                f"activation '{_activation_name(source.activation)}'; use activation=None there and "
+                f"activation '{_activation_name(getattr(source, 'activation', None))}'; use activation=None there and "
                 "quantized_relu in the QActivation"
             )
         fused[str(source.name)] = fmt
@@ -360,20 +424,20 @@ def format_config(model: Any, graph: Graph, input_format: FixedFormat | None = N
         if _keeps_format(record):
             fmts[record.name] = source
             continue
-        layer = by_name.get(record.name)
-        if layer is None or type(layer).__name__ not in COMPUTE_CLASSES or not _is_qkeras(layer):
+        q = quants.get(record.name)
+        if q is None:
             raise K2CError(
-                f"layer '{record.name}' ({record.keras_class}) is not a QKeras compute layer; a "
-                "QKeras model must quantize every compute layer (QDense, QConv1D, QConv2D), with only "
-                "QActivations and layers that move values (Flatten, Reshape, max pooling, padding, cropping, "
-                "upsampling) between them"
+                f"layer '{record.name}' ({record.keras_class}) is not a QKeras layer; a QKeras model must "
+                f"quantize every compute layer ({', '.join(sorted(_RECORD_QUANTS))}), with only QActivations "
+                "and layers that move values (Flatten, Reshape, max pooling, padding, cropping, upsampling) "
+                "between them"
             )
-        q = layer_quant(layer)
         bias = q.bias if q.bias is not None else q.kernel
-        out = q.output or fused.get(record.name)
-        if out is None:  # QKeras passes the float32 sum on: the exact accumulator
-            n_in = int(np.prod(record.kernel.shape[:-1]))  # type: ignore[attr-defined]
-            out = accumulator_format(source, q.kernel, n_in, bias)
+        if isinstance(record, BatchNorm):
+            check_float32_sum(record, source, replace(q, bias=bias))
+        out = q.output or fused.get(q.source)
+        if out is None:  # QKeras passes the float32 result on: the exact accumulator
+            out = exact_result(record, source, q.kernel, bias)
         layers[record.name] = LayerFormats(weight=q.kernel, bias=bias, output=out)
         fmts[record.name] = out
     return FormatConfig(default=None, input=in_fmt, layers=layers)

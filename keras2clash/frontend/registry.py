@@ -90,6 +90,22 @@ def register_converter(*class_names: str, module: str = "keras.") -> Callable[[C
     return decorate
 
 
+class FloatTwin:
+    """A quantization-aware layer seen as its Keras twin class `float_class`, with some of its
+    attributes replaced (`overrides`: its quantized weights, the Keras activation the record
+    applies): the twin's converter then checks the options and computes the geometry (the
+    twins' converters tell the classes they serve apart by class name)."""
+
+    def __init__(self, layer: Any, float_class: str, **overrides: Any) -> None:
+        self._layer = layer
+        self._overrides = overrides
+        self.__class__ = type(float_class, (FloatTwin,), {})
+
+    def __getattr__(self, name: str) -> Any:
+        overrides = self.__dict__["_overrides"]
+        return overrides[name] if name in overrides else getattr(self.__dict__["_layer"], name)
+
+
 def keras_converter(class_name: str) -> Converter:
     """The converter registered for a Keras class (a quantization-aware layer's converter
     reuses its float twin's geometry and checks)."""
@@ -128,6 +144,33 @@ for _kind in ("ZeroPadding3D", "Cropping3D", "UpSampling3D"):
     _UNSUPPORTED_HINTS[_kind] = "only the 1-D and 2-D versions of this layer are supported"
 for _kind in ("Max", "Average"):
     _UNSUPPORTED_HINTS[f"Global{_kind}Pooling3D"] = "3-D global pooling is not supported (1-D and 2-D are)"
+_QUANTIZATION_AWARE_HINTS: dict[tuple[str, ...], str] = {
+    ("QConv3D", "QMaxPooling3D", "QAveragePooling3D", "QGlobalMaxPooling3D", "QGlobalAveragePooling3D"): (
+        "only 1-D and 2-D layers are supported"
+    ),
+    ("QSoftmax", "QUnaryFunctionLUT", "QAffinedUnaryFunctionLUT"): (
+        "HGQ2 computes it through a table it fills in float32, which is not reproduced bit for bit"
+    ),
+    ("QDenseT", "QConvT1D", "QConvT2D", "QEinsumDenseT"): "a learned table per weight is not a multiply-accumulate",
+    ("QEinsum", "QDot"): "a product of two activations is not built (QEinsumDense as a Dense on a vector is)",
+    ("QEinsumDenseBatchnorm", "QAveragePow2", "QSum", "QMeanPow2"): "this HGQ2 layer is not converted",
+    ("QSimpleRNN", "QGRU", "QLSTM", "QBidirectional", "QLIF", "QSimpleSNN"): (
+        "a recurrent layer feeds its state back from one time step to the next; the streaming pipeline is feed-forward"
+    ),
+    ("QMultiHeadAttention", "QMultiHeadAttentionT", "QLinformerAttention", "QLinformerAttentionT"): (
+        "attention multiplies two activations and needs the whole sequence before its first output; not built"
+    ),
+    ("QConv2DTranspose", "QDepthwiseConv2DTranspose", "QSeparableConv2DTranspose"): (
+        "the quantization-aware transposed convolution is not converted (a plain Conv2DTranspose is)"
+    ),
+    ("QConv2DBatchnorm", "QDenseBatchnorm", "QDepthwiseConv2DBatchnorm"): (
+        "QKeras' folded batch normalization is not converted; use the layer and a QBatchNormalization"
+    ),
+}
+"""Why HGQ2 and QKeras layers without a converter are refused (docs/guide/quantization-aware.md)."""
+for _kinds, _why in _QUANTIZATION_AWARE_HINTS.items():
+    for _kind in _kinds:
+        _UNSUPPORTED_HINTS[_kind] = _why
 
 
 def _converter_for(layer: Any) -> Converter:

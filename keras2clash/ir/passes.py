@@ -115,6 +115,8 @@ def fold_batchnorm(graph: Graph) -> Graph:
         if not isinstance(layer, BatchNorm):
             continue
         _check_finite_batchnorm(layer)
+        if not layer.folds:
+            continue
         target = _batchnorm_target(graph, layer)
         if target is None:
             continue
@@ -223,7 +225,7 @@ def _preprocessing(graph: Graph, layer: ir.Layer) -> bool:
     formats, its lanes knob and the trace name it."""
     if isinstance(layer, Rescaling):
         return True
-    if not isinstance(layer, BatchNorm):
+    if not isinstance(layer, BatchNorm) or not layer.folds:
         return False
     (source,) = layer.inputs
     return source == graph.input_name or _preprocessing(graph, graph[source])

@@ -51,6 +51,7 @@ class BatchNorm(Layer):
     scale: np.ndarray = field(default_factory=lambda: np.zeros(0), compare=False)
     shift: np.ndarray = field(default_factory=lambda: np.zeros(0), compare=False)
     mean: np.ndarray = field(default_factory=lambda: np.zeros(0), compare=False)
+    folds: bool = True  # False: it quantizes its input first (HGQ2's QBatchNormalization), so it stays a stage
 
     type: ClassVar[str] = "batchnorm"
     keras_class: ClassVar[str] = "BatchNormalization"

@@ -152,6 +152,30 @@ def _depthwise(
     )
 
 
+def uniform_window(
+    name: str,
+    state: ConversionState,
+    output_shape: Shape,
+    kernel_size: tuple[int, int],
+    strides: tuple[int, int],
+    weight: float,
+) -> DepthwiseConv2D:
+    """Each window's sum per channel times one constant `weight`, a record named `name`
+    (an average pooling whose library computes the window's sum times a constant)."""
+    channels = state.shape[-1]
+    return DepthwiseConv2D(
+        name=name,
+        inputs=tuple(state.inputs),
+        input_shapes=tuple(tuple(s) for s in state.shapes),
+        output_shape=tuple(output_shape),
+        kernel=np.full((*kernel_size, channels), float(weight)),
+        bias=np.zeros(channels),
+        use_bias=False,
+        kernel_size=kernel_size,
+        strides=strides,
+    )
+
+
 @register_converter("DepthwiseConv2D", "DepthwiseConv1D")
 def _convert_depthwise(layer: KerasLayer, state: ConversionState) -> Layer:
     """One channels_last depthwise convolution, 'valid' or 'same', any kernel, strides and
