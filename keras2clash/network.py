@@ -113,6 +113,7 @@ def plan_network(
         pipeline=levels,
     )
     if fifos:
+        refuse_several_outputs(graph)
         plans = with_lanes(plans) if lanes == "auto" else with_fifos(plans)
         _report_lanes(plans, console)
     return Network(
@@ -188,16 +189,30 @@ def _with_hls4ml(
     return resolved.formats.merged(layer_formats or FormatConfig()), parallelism, cycles
 
 
+def refuse_several_outputs(graph: Graph) -> None:
+    """The hardware has one output port: a model of several outputs has a golden model
+    (`debug.predict`) but no hardware yet."""
+    if len(graph.outputs) > 1:
+        raise K2CError(
+            f"model '{graph.name}' has {len(graph.outputs)} outputs ({', '.join(graph.outputs)}): its golden "
+            "model computes every output (keras2clash.predict), but hardware with several output ports is not "
+            "built yet; emit one model per output"
+        )
+
+
 def softmax_mode(graph: Graph, mode: SoftmaxMode) -> Graph:
-    """The graph with its output softmax removed when `mode` is "argmax" (design.SOFTMAX_MODES)."""
+    """The graph with its output softmaxes removed when `mode` is "argmax" (design.SOFTMAX_MODES)."""
     from dataclasses import replace
 
-    last = graph[graph.output]
-    if mode == "exact" or last.activation != "softmax":
-        return graph
-    if (home := kind_of(last.type)) is not None and home.activation_only:
-        return graph.without(last)
-    return graph.replaced(last, replace(last, activation="linear"))
+    for name in graph.outputs:
+        last = graph[name]
+        if mode == "exact" or last.activation != "softmax":
+            continue
+        if (home := kind_of(last.type)) is not None and home.activation_only:
+            graph = graph.without(last)
+        else:
+            graph = graph.replaced(last, replace(last, activation="linear"))
+    return graph
 
 
 def _report_lanes(plans: Sequence[LayerPlan], console: Console | None) -> None:

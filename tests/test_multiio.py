@@ -1,0 +1,193 @@
+"""Models of several outputs (heads): the graph keeps every output in the model's order, and
+the golden model computes each one (its values, and a class for a vector head) as Keras
+does; the hardware, which has one output port, refuses them with one line. Models of several
+inputs are refused with one line."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import keras2clash as k2c
+from keras2clash import api
+from keras2clash.errors import K2CError
+from keras2clash.frontend.convert import to_graph
+from keras2clash.network import load_network
+
+
+def _randomize(model, rng):
+    """Small weights keep values inside the format."""
+    for layer in model.layers:
+        weights = layer.get_weights()
+        if weights:
+            layer.set_weights([rng.uniform(-0.6, 0.6, size=w.shape).astype(np.float32) for w in weights])
+    return model
+
+
+def two_heads(seed: int = 0):
+    """A shared trunk, a classifier head (Dense softmax) and a regression head (Dense linear)."""
+    import keras
+    from keras import layers
+
+    keras.utils.set_random_seed(seed)
+    inp = keras.Input((6,))
+    trunk = layers.Dense(8, activation="relu", name="trunk")(inp)
+    classes = layers.Dense(3, activation="softmax", name="classes")(trunk)
+    hidden = layers.Dense(4, activation="relu", name="hidden")(trunk)
+    value = layers.Dense(1, name="value")(hidden)
+    return _randomize(keras.Model(inp, [classes, value], name="two_heads"), np.random.default_rng(seed))
+
+
+def image_and_vector_heads(seed: int = 0):
+    """A convolutional trunk with an image head (a 1x1 convolution) and a vector head."""
+    import keras
+    from keras import layers
+
+    keras.utils.set_random_seed(seed)
+    inp = keras.Input((4, 4, 2))
+    trunk = layers.Conv2D(3, 3, padding="same", activation="relu", name="trunk")(inp)
+    image = layers.Conv2D(2, 1, name="image")(trunk)
+    vector = layers.Dense(3, name="vector")(layers.Flatten(name="flat")(trunk))
+    return _randomize(keras.Model(inp, [vector, image], name="image_and_vector"), np.random.default_rng(seed))
+
+
+def random_heads(seed: int, image: bool, nodes: int, heads: int):
+    """A random trunk of same-shaped tensors (layers and merges of earlier tensors), then
+    `heads` heads, each a Dense (after a Flatten for images) reading a random trunk tensor;
+    the trunk tensors nobody reads are added into the last head."""
+    import keras
+    from keras import layers
+
+    keras.utils.set_random_seed(seed)
+    rng = np.random.default_rng(seed)
+    if image:
+        inp = keras.Input((4, 4, 2))
+
+        def unit(x, name):
+            return layers.Conv2D(3, int(rng.choice([1, 3])), padding="same", activation="relu", name=name)(x)
+    else:
+        inp = keras.Input((5,))
+
+        def unit(x, name):
+            return layers.Dense(4, activation=str(rng.choice(["relu", "linear"])), name=name)(x)
+
+    tensors = [unit(inp, "stem")]
+    read = [False]
+    for k in range(nodes):
+        if len(tensors) >= 2 and rng.random() < 0.4:
+            picks = [int(i) for i in rng.choice(len(tensors), size=2, replace=False)]
+            x = layers.Add(name=f"m{k}")([tensors[i] for i in picks])
+        else:
+            picks = [int(rng.integers(len(tensors)))]
+            x = unit(tensors[picks[0]], f"u{k}")
+        for i in picks:
+            read[i] = True
+        tensors.append(x)
+        read.append(False)
+    outputs = []
+    for h in range(heads):
+        x = tensors[int(rng.integers(len(tensors)))] if h < heads - 1 else tensors[-1]
+        if h == heads - 1:
+            ends = [t for t, r in zip(tensors[:-1], read[:-1]) if not r]
+            x = layers.Add(name="ends")([x, *ends]) if ends else x
+        if image:
+            x = layers.Flatten(name=f"flat{h}")(x)
+        activation = str(rng.choice(["linear", "softmax", "sigmoid"]))
+        units = int(rng.integers(2 if activation == "softmax" else 1, 4))
+        outputs.append(layers.Dense(units, activation=activation, name=f"head{h}")(x))
+    return _randomize(keras.Model(inp, outputs, name=f"heads_{seed}"), rng)
+
+
+def _inputs(model, n: int = 8, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).uniform(0, 1, size=(n, *model.inputs[0].shape[1:])).astype(np.float32)
+
+
+def _assert_golden_follows_keras(model, x: np.ndarray) -> list:
+    """Every output at a wide format within a small error of Keras; a vector head's classes
+    equal the argmax of Keras' outputs wherever Keras' two best scores are apart."""
+    predictions = k2c.predict(model, x, "1,9,14")
+    want = model.predict(x, verbose=0)
+    assert isinstance(predictions, list) and len(predictions) == len(want) == len(model.outputs)
+    for prediction, keras_out in zip(predictions, want):
+        keras_out = np.asarray(keras_out, dtype=np.float64).reshape(len(x), -1)
+        np.testing.assert_allclose(prediction.values, keras_out, atol=0.03)
+        if prediction.classes is not None:
+            top2 = np.sort(keras_out, axis=1)[:, -2:] if keras_out.shape[1] > 1 else None
+            clear = np.ones(len(x), bool) if top2 is None else top2[:, 1] - top2[:, 0] > 0.01
+            assert np.array_equal(prediction.classes[clear], np.argmax(keras_out, axis=1)[clear])
+    return predictions
+
+
+# --- the graph and the golden model -------------------------------------------------------
+
+
+def test_the_graph_keeps_every_output_in_the_models_order() -> None:
+    graph = to_graph(two_heads())
+    assert graph.outputs == ("classes", "value")
+    network = load_network(two_heads(), "1,7,8", fifos=False)
+    ports = {p.name: p.output_port for p in network.plans}
+    assert ports == {"trunk": None, "classes": 0, "hidden": None, "value": 1}
+    # the classifier head's softmax is applied after its class is taken, as for one output
+    assert [p.top_activation for p in network.plans] == [False, True, False, False]
+
+
+def test_golden_computes_a_classifier_head_and_a_regression_head() -> None:
+    model = two_heads()
+    classes, value = _assert_golden_follows_keras(model, _inputs(model, 32))
+    assert classes.raw.shape == (32, 3) and value.raw.shape == (32, 1)
+    assert classes.output_shape == (3,) and value.output_shape == (1,)
+
+
+def test_golden_computes_an_image_head_beside_a_vector_head() -> None:
+    model = image_and_vector_heads()
+    vector, image = _assert_golden_follows_keras(model, _inputs(model))
+    assert image.classes is None and image.output_shape == (4, 4, 2) and image.raw.shape == (8, 32)
+    assert vector.classes is not None and vector.output_shape == (3,)
+
+
+def test_a_single_output_model_still_gives_one_prediction() -> None:
+    import keras
+
+    inp = keras.Input((3,))
+    model = keras.Model(inp, keras.layers.Dense(2, name="d")(inp))
+    assert isinstance(k2c.predict(model, np.zeros((2, 3))), k2c.Prediction)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
+@given(seed=st.integers(0, 10_000), image=st.booleans(), nodes=st.integers(1, 4), heads=st.integers(2, 3))
+def test_random_heads_golden_follows_keras(seed, image, nodes, heads) -> None:
+    model = random_heads(seed, image, nodes, heads)
+    _assert_golden_follows_keras(model, _inputs(model, 4, seed))
+
+
+# --- what is refused ----------------------------------------------------------------------
+
+
+def test_hardware_for_several_outputs_is_refused_with_one_line(tmp_path) -> None:
+    with pytest.raises(K2CError, match=r"has 2 outputs \(classes, value\).*not built yet") as err:
+        api.emit(two_heads(), "1,7,8", tmp_path / "net", show=False)
+    assert "\n" not in str(err.value)
+
+
+def test_an_output_read_by_another_layer_is_refused() -> None:
+    import keras
+    from keras import layers
+
+    inp = keras.Input((4,))
+    first = layers.Dense(3, name="first")(inp)
+    second = layers.Dense(2, name="second")(first)
+    with pytest.raises(K2CError, match="layer 'first' is an output .* also read by layer 'second'"):
+        to_graph(keras.Model(inp, [first, second]))
+
+
+def test_several_inputs_are_refused_with_one_line() -> None:
+    import keras
+    from keras import layers
+
+    a, b = keras.Input((3,), name="a"), keras.Input((2,), name="b")
+    model = keras.Model([a, b], layers.Dense(2, name="d")(layers.Concatenate(name="cat")([a, b])))
+    with pytest.raises(K2CError, match=r"has 2 inputs \(a, b\); keras2clash builds models of one input") as err:
+        to_graph(model)
+    assert "\n" not in str(err.value)
