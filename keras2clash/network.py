@@ -113,7 +113,6 @@ def plan_network(
         pipeline=levels,
     )
     if fifos:
-        refuse_several_outputs(graph)
         plans = with_lanes(plans) if lanes == "auto" else with_fifos(plans)
         _report_lanes(plans, console)
     return Network(
@@ -187,17 +186,6 @@ def _with_hls4ml(
             raise K2CError("the hls4ml config states ReuseFactor: give no --parallelism, --cycles or --dsp-budget")
         parallelism, cycles = resolved.parallelism, resolved.cycles
     return resolved.formats.merged(layer_formats or FormatConfig()), parallelism, cycles
-
-
-def refuse_several_outputs(graph: Graph) -> None:
-    """The hardware has one output port: a model of several outputs has a golden model
-    (`debug.predict`) but no hardware yet."""
-    if len(graph.outputs) > 1:
-        raise K2CError(
-            f"model '{graph.name}' has {len(graph.outputs)} outputs ({', '.join(graph.outputs)}): its golden "
-            "model computes every output (keras2clash.predict), but hardware with several output ports is not "
-            "built yet; emit one model per output"
-        )
 
 
 def softmax_mode(graph: Graph, mode: SoftmaxMode) -> Graph:
