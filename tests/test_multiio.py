@@ -224,7 +224,21 @@ def _clash(model, tmp_path, seed: int = 0, images: int = 5):
 
 @needs_toolchain
 def test_a_classifier_head_and_a_regression_head_bit_exact_in_clash(tmp_path) -> None:
-    _clash(two_heads(), tmp_path)
+    """Also the comparison: one table per output, accuracy for the classifier head and errors
+    for the regression head, from the test set's `y_<output layer>`."""
+    model = two_heads()
+    project = _clash(model, tmp_path)
+    x = _inputs(model, 24, seed=3)
+    classes, value = model.predict(x, verbose=0)
+    data = tmp_path / "test.npz"
+    np.savez(data, x=x, y_classes=np.argmax(classes, axis=1), y_value=value)
+    by_head = api.simulate(project.root, data, gap_max=2, show=False)
+    assert [c.model for c in by_head] == ["two_heads:classes", "two_heads:value"]
+    assert all(c.bit_exact == c.samples == 24 for c in by_head)
+    assert by_head[0].keras_float_accuracy == 1.0 and abs(by_head[0].sim_accuracy - 1.0) <= 2 / 24
+    assert by_head[1].task == "regression" and by_head[1].sim_errors.vs_keras.max_abs < 0.05
+    with pytest.raises(K2CError, match="several output ports .*classes, value.*keras2clash simulate"):
+        api.testbench(project.root, data)
 
 
 @needs_toolchain

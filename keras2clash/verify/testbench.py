@@ -40,7 +40,7 @@ from keras2clash.backend.project import Project, load_project
 from keras2clash.data import load_test_set
 from keras2clash.errors import K2CError
 from keras2clash.fsutil import atomic_directory
-from keras2clash.hw.output import output_task
+from keras2clash.hw.output import output_plans, output_task, several_outputs
 from keras2clash.quant import golden
 
 TB_DIR = "tb"
@@ -214,6 +214,12 @@ def write_testbench(
     if limit is not None and limit < 1:
         raise K2CError(f"-n must be >= 1, got {limit}")
     project = load_project(project_dir)
+    if several_outputs(project.plans):
+        names = ", ".join(h.name for h in output_plans(project.plans))
+        raise K2CError(
+            f"design '{project.name}' has several output ports ({names}): the HDL testbenches drive one; verify "
+            "it with `keras2clash simulate` (the Clash simulation checks every port)"
+        )
     dataset, x_raw, expected, classes = prepare(project, data, limit)
     spec = spec_for(project, len(dataset), gap_max, seed)
     target = project.root / TB_DIR
