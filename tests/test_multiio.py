@@ -21,7 +21,7 @@ from keras2clash.hw import hwmodel
 from keras2clash.hw.output import classifies, output_plans
 from keras2clash.network import load_network
 from keras2clash.quant import golden
-from keras2clash.verify import toolchain
+from keras2clash.verify import rtlsim, testbench, toolchain
 from keras2clash.verify.simulate import run_simulator_heads
 
 
@@ -195,10 +195,10 @@ def test_the_model_times_each_output() -> None:
     assert hwmodel.timing(hwmodel.with_deep_branch_fifos(network.plans)).ii == t.ii
 
 
-def assert_ports_match_golden(project, x_raw: np.ndarray, seed: int) -> None:
+def assert_ports_match_golden(project, x_raw: np.ndarray, seed: int) -> list:
     """Every output port of the Clash simulation equals the golden model bit for bit (values
     and class), back to back and under random input gaps and output stalls, with each port's
-    cycles as the hardware model has them."""
+    cycles as the hardware model has them. Returns the stressed run's results per port."""
     heads = output_plans(project.plans)
     want = golden.predict_outputs(project.plans, project.params, x_raw)
     exe = toolchain.build_simulator(project.root)
@@ -212,22 +212,32 @@ def assert_ports_match_golden(project, x_raw: np.ndarray, seed: int) -> None:
             if not extra:
                 assert np.array_equal(sim.accept_cycle, t.accept_cycle)
                 assert np.array_equal(sim.output_cycle, t.head_cycles[k])
+    return sims
 
 
 def _clash(model, tmp_path, seed: int = 0, images: int = 5):
     api.emit(model, "1,7,8", tmp_path / "net", show=False)
     project = load_project(tmp_path / "net")
     x = np.random.default_rng(seed).uniform(-0.5, 1.5, size=(images, *model.inputs[0].shape[1:]))
-    assert_ports_match_golden(project, golden.quantize_inputs(project.plans, x), seed)
-    return project
+    stressed = assert_ports_match_golden(project, golden.quantize_inputs(project.plans, x), seed)
+    return project, x, stressed
 
 
+@pytest.mark.toolchain
 @needs_toolchain
-def test_a_classifier_head_and_a_regression_head_bit_exact_in_clash(tmp_path) -> None:
-    """Also the comparison: one table per output, accuracy for the classifier head and errors
-    for the regression head, from the test set's `y_<output layer>`."""
+def test_a_classifier_head_and_a_regression_head_bit_exact_in_clash_and_verilator(tmp_path) -> None:
+    """Clash: every port; the comparison: one table per output, accuracy for the classifier
+    head and errors for the regression head, from the test set's `y_<output layer>`;
+    Verilator: every port's beats checked by the testbench, the same cycles as the Clash
+    simulation under the same gaps and per-port stalls."""
     model = two_heads()
-    project = _clash(model, tmp_path)
+    project, x, stressed = _clash(model, tmp_path, seed=4)
+    tb = testbench.write_heads_testbench(project.root, x, gap_max=4, seed=4)
+    rtl = rtlsim.run_heads_testbench(project, "verilator", tb)
+    assert rtl.ok and all(len(p) == len(x) for p in rtl.passed)
+    for k, sim in enumerate(stressed):
+        assert np.array_equal(rtl.accept_cycle[k], sim.accept_cycle)
+        assert np.array_equal(rtl.output_cycle[k], sim.output_cycle)
     x = _inputs(model, 24, seed=3)
     classes, value = model.predict(x, verbose=0)
     data = tmp_path / "test.npz"
@@ -237,7 +247,7 @@ def test_a_classifier_head_and_a_regression_head_bit_exact_in_clash(tmp_path) ->
     assert all(c.bit_exact == c.samples == 24 for c in by_head)
     assert by_head[0].keras_float_accuracy == 1.0 and abs(by_head[0].sim_accuracy - 1.0) <= 2 / 24
     assert by_head[1].task == "regression" and by_head[1].sim_errors.vs_keras.max_abs < 0.05
-    with pytest.raises(K2CError, match="several output ports .*classes, value.*keras2clash simulate"):
+    with pytest.raises(K2CError, match="several output ports .*classes, value.*write_heads_testbench"):
         api.testbench(project.root, data)
 
 

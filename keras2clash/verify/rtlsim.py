@@ -33,7 +33,15 @@ from keras2clash.data import load_test_set
 from keras2clash.errors import K2CError
 from keras2clash.fsutil import work_dir
 from keras2clash.verify import toolchain
-from keras2clash.verify.testbench import TB_DIR, TB_MODULE, Testbench, estimate_cycles, unpack_result, write_testbench
+from keras2clash.verify.testbench import (
+    TB_DIR,
+    TB_MODULE,
+    HeadsTestbench,
+    Testbench,
+    estimate_cycles,
+    unpack_result,
+    write_testbench,
+)
 
 
 @dataclass(frozen=True)
@@ -362,6 +370,54 @@ def run_testbench(
     return RtlResult(
         sim.name, project.name, samples, cycles, t2 - t1, t1 - t0, messages, tb.spec.gap_max, bool(tb.spec.class_bits)
     )
+
+
+@dataclass
+class HeadsRtlResult:
+    """An RTL run of a design of several outputs: per output port, each sample's accept and
+    output cycles and whether its beats equalled the golden model's (the testbench's PASS)."""
+
+    simulator: str
+    project: str
+    accept_cycle: list[np.ndarray]  # per port, (N,)
+    output_cycle: list[np.ndarray]  # per port, (N,)
+    passed: list[np.ndarray]  # per port, (N,) bool
+    cycles: int | None
+    messages: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return all(bool(p.all()) for p in self.passed) and not self.messages and self.cycles is not None
+
+
+def run_heads_testbench(project: Project, simulator: str, tb: HeadsTestbench) -> HeadsRtlResult:
+    """Build and run the Verilog testbench of a design of several outputs (DIR/tb/,
+    `testbench.write_heads_testbench`) in Icarus or Verilator; its OUT lines per port."""
+    sim = SIMULATORS[simulator]
+    if sim.language != "verilog":
+        raise K2CError(f"{sim.name}: a design of several outputs has a Verilog testbench only (icarus, verilator)")
+    tools = require_simulator(sim)
+    folder = ensure_hdl(project, sim.language)
+    check_weight_files(project, folder, sim.language)
+    build = project.root / toolchain.BUILD_DIR / f"rtl-{sim.name}"
+    cmd = _build(sim, tools, folder, project.root / TB_DIR, build)
+    lines = _run_streaming(cmd, folder, tb.spec.samples * len(tb.ports), None)
+    (build / "run.log").write_text("\n".join(lines) + "\n")
+    n, ports = tb.spec.samples, len(tb.ports)
+    accept = [np.full(n, -1, dtype=np.int64) for _ in range(ports)]
+    output = [np.full(n, -1, dtype=np.int64) for _ in range(ports)]
+    passed = [np.zeros(n, dtype=bool) for _ in range(ports)]
+    cycles, messages = None, []
+    for line in lines:
+        parts = line.split()
+        if parts[:1] == ["OUT"] and len(parts) == 7:
+            k, i = int(parts[1]), int(parts[2])
+            accept[k][i], output[k][i], passed[k][i] = int(parts[3]), int(parts[4]), parts[6] == "PASS"
+        elif parts[:1] == ["DONE"] and len(parts) == 4:
+            cycles = int(parts[3])
+        elif parts[:1] in (["ERROR"], ["TIMEOUT"]):
+            messages.append(line.strip())
+    return HeadsRtlResult(sim.name, project.name, accept, output, passed, cycles, messages)
 
 
 def _count_samples(project: Project, data: str | Path, limit: int | None) -> int:
