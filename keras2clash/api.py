@@ -37,7 +37,7 @@ from keras2clash.verify import synth as yosys
 from keras2clash.verify import toolchain
 from keras2clash.verify.lint import verilator_lint
 from keras2clash.verify.simulate import SimResult, run_simulator, run_simulator_heads
-from keras2clash.verify.testbench import write_testbench
+from keras2clash.verify.testbench import heads_inputs, write_heads_testbench, write_testbench
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -417,9 +417,16 @@ def testbench(
 ) -> Path:
     """Write Verilog and VHDL testbenches with the quantized inputs and the golden model's
     expected outputs into DIR/tb/ (see keras2clash.testbench); return that folder."""
-    tb = write_testbench(project_dir, data, limit, gap_max=gap_max, seed=seed)
-    console.print(f"[green]✓[/green] testbench for {tb.spec.samples} samples: {tb.directory}")
-    return tb.directory
+    project = load_project(project_dir)
+    if several_outputs(project.plans):
+        x = heads_inputs(project, data, limit)
+        heads_tb = write_heads_testbench(project_dir, x, gap_max=gap_max, seed=seed)
+        directory, samples = heads_tb.directory, heads_tb.spec.samples
+    else:
+        tb = write_testbench(project_dir, data, limit, gap_max=gap_max, seed=seed)
+        directory, samples = tb.directory, tb.spec.samples
+    console.print(f"[green]✓[/green] testbench for {samples} samples: {directory}")
+    return directory
 
 
 def rtlsim(
@@ -451,7 +458,10 @@ def rtlsim(
             progress=lambda k, total: bar.update(task, completed=k, total=total),
         )
     if show:
-        rtl.render(result, Console(), all_rows=all_rows)
+        if isinstance(result, rtl.HeadsRtlResult):
+            rtl.render_heads(result, Console())
+        else:
+            rtl.render(result, Console(), all_rows=all_rows)
     return result
 
 

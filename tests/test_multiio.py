@@ -253,8 +253,12 @@ def test_a_classifier_head_and_a_regression_head_bit_exact_in_clash_and_verilato
     assert all(c.bit_exact == c.samples == 24 for c in by_head)
     assert by_head[0].keras_float_accuracy == 1.0 and abs(by_head[0].sim_accuracy - 1.0) <= 2 / 24
     assert by_head[1].task == "regression" and by_head[1].sim_errors.vs_keras.max_abs < 0.05
-    with pytest.raises(K2CError, match="several output ports .*classes, value.*write_heads_testbench"):
-        api.testbench(project.root, data)
+    tb = api.testbench(project.root, data, 3)
+    assert len((tb / "expected_0.hex").read_text().split()) == len((tb / "expected_1.hex").read_text().split()) == 3
+    with pytest.raises(K2CError, match="several output ports .*classes, value"):
+        testbench.write_testbench(project.root, data)
+    with pytest.raises(K2CError, match="ghdl: a design of several outputs has a Verilog testbench only"):
+        api.rtlsim(project.root, data, "ghdl", 3, show=False)
 
 
 @needs_toolchain

@@ -32,6 +32,7 @@ from keras2clash.backend.project import Project, load_project
 from keras2clash.data import load_test_set
 from keras2clash.errors import K2CError
 from keras2clash.fsutil import work_dir
+from keras2clash.hw.output import several_outputs
 from keras2clash.verify import toolchain
 from keras2clash.verify.testbench import (
     TB_DIR,
@@ -39,7 +40,9 @@ from keras2clash.verify.testbench import (
     HeadsTestbench,
     Testbench,
     estimate_cycles,
+    heads_inputs,
     unpack_result,
+    write_heads_testbench,
     write_testbench,
 )
 
@@ -318,9 +321,10 @@ def rtlsim(
     max_cycles: int | None = None,
     status: Callable[[str], object] | None = None,
     progress: Callable[[int, int], object] | None = None,
-) -> RtlResult:
+) -> RtlResult | HeadsRtlResult:
     """Testbench -> HDL (if needed) -> build -> run -> compare. Raises K2CError on any
-    problem before the run; a finished run with mismatches is returned (see `RtlResult.ok`)."""
+    problem before the run; a finished run with mismatches is returned (see `RtlResult.ok`).
+    A design of several outputs runs its Verilog testbench of every port (`HeadsRtlResult`)."""
     if simulator not in SIMULATORS:
         raise K2CError(f"unknown simulator {simulator!r}; choose from {', '.join(SIMULATORS)}")
     sim = SIMULATORS[simulator]
@@ -338,6 +342,14 @@ def rtlsim(
             f"{limit_cycles} for {sim.name} (it is slow on wide vectors); use fewer samples (-n) "
             f"or raise --max-cycles"
         )
+    if several_outputs(project.plans):
+        if sim.language != "verilog":
+            raise K2CError(f"{sim.name}: a design of several outputs has a Verilog testbench only (icarus, verilator)")
+        x = heads_inputs(project, data, limit)
+        heads_tb = write_heads_testbench(project.root, x, gap_max=gap_max, seed=seed)
+        if status is not None:
+            status(f"{sim.name}: building and simulating {len(x)} samples")
+        return run_heads_testbench(project, sim.name, heads_tb)
     tb = write_testbench(project.root, data, limit, gap_max=gap_max, seed=seed)
     return run_testbench(project, sim.name, tb, status=status, progress=progress)
 
@@ -386,8 +398,27 @@ class HeadsRtlResult:
     messages: list[str]
 
     @property
+    def samples(self) -> list[bool]:
+        """Every (port, sample) result, port by port: whether it equalled the golden model."""
+        return [bool(v) for port in self.passed for v in port]
+
+    @property
     def ok(self) -> bool:
-        return all(bool(p.all()) for p in self.passed) and not self.messages and self.cycles is not None
+        return all(self.samples) and not self.messages and self.cycles is not None
+
+
+def render_heads(result: HeadsRtlResult, console) -> None:
+    """One row per output port: bit-exact samples, first latency, last output cycle."""
+    from rich.table import Table
+
+    table = Table(title=f"{result.project}: RTL simulation in {result.simulator}, one row per output port")
+    for name in ("port", "bit-exact", "first latency", "last output cycle"):
+        table.add_column(name, justify="right")
+    for k, (acc, out, ok) in enumerate(zip(result.accept_cycle, result.output_cycle, result.passed)):
+        table.add_row(f"m{k}_axis", f"{int(ok.sum())}/{len(ok)}", str(int(out[0] - acc[0])), str(int(out[-1])))
+    console.print(table)
+    for message in result.messages:
+        console.print(f"[red]{message}[/red]")
 
 
 def run_heads_testbench(project: Project, simulator: str, tb: HeadsTestbench) -> HeadsRtlResult:
@@ -421,6 +452,8 @@ def run_heads_testbench(project: Project, simulator: str, tb: HeadsTestbench) ->
 
 
 def _count_samples(project: Project, data: str | Path, limit: int | None) -> int:
+    if several_outputs(project.plans):
+        return len(heads_inputs(project, data, limit))
     dataset = load_test_set(data, project.input_shape, project.n_out, project.plans[-1].activation).head(limit)
     return len(dataset)
 

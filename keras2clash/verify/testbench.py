@@ -37,7 +37,7 @@ import numpy as np
 
 from keras2clash.backend.emitter import _env
 from keras2clash.backend.project import Project, load_project
-from keras2clash.data import load_test_set
+from keras2clash.data import load_head_sets, load_test_set
 from keras2clash.errors import K2CError
 from keras2clash.fsutil import atomic_directory
 from keras2clash.hw.output import classifies, output_beats, output_plans, output_task, several_outputs
@@ -217,8 +217,8 @@ def write_testbench(
     if several_outputs(project.plans):
         names = ", ".join(h.name for h in output_plans(project.plans))
         raise K2CError(
-            f"design '{project.name}' has several output ports ({names}): write its Verilog testbench with "
-            "write_heads_testbench (the VHDL one drives one port); `keras2clash simulate` checks every port"
+            f"design '{project.name}' has several output ports ({names}): its testbench is "
+            "write_heads_testbench's (Verilog, every port)"
         )
     dataset, x_raw, expected, classes = prepare(project, data, limit)
     spec = spec_for(project, len(dataset), gap_max, seed)
@@ -280,6 +280,13 @@ def write_heads_testbench(project_dir: str | Path, x: np.ndarray, *, gap_max: in
         context = {**tb_context(spec), "ports": ports}
         (tmp / "tb.v").write_text(_env.get_template("tb_heads.v.j2").render(context))
     return HeadsTestbench(target, spec, ports, x_raw, [v for v, _ in want], [c for _, c in want])
+
+
+def heads_inputs(project: Project, data: str | Path, limit: int | None = None) -> np.ndarray:
+    """The first `limit` inputs `x` of a test set of a design of several outputs (its
+    `y_<output layer>` are for the comparison, `data.load_head_sets`)."""
+    heads = [(h.name, h.n_out, h.activation, output_task(h, "auto")) for h in output_plans(project.plans)]
+    return load_head_sets(data, project.input_shape, heads)[0].head(limit).x
 
 
 def _write_inputs(root: Path, spec: TbSpec, x_raw: np.ndarray) -> None:
