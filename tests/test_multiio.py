@@ -6,6 +6,8 @@ hardware model's cycles per port. Models of several inputs are refused with one 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -265,6 +267,34 @@ def test_a_classifier_head_and_a_regression_head_bit_exact_in_clash_and_verilato
 @pytest.mark.slow
 def test_an_image_head_and_a_vector_head_bit_exact_in_clash(tmp_path) -> None:
     _clash(image_and_vector_heads(), tmp_path)
+
+
+# --- the example: a digit head and a value head on one trunk -------------------------------
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "digits_heads"
+
+
+def test_the_two_head_example_follows_keras_on_its_test_set() -> None:
+    """At the default format the golden digit head has Keras' accuracy and the value head
+    stays within a few output steps of Keras, on all 360 test samples."""
+    import keras
+
+    data = np.load(EXAMPLE / "test.npz")
+    digit, value = k2c.predict(EXAMPLE / "digits_heads.keras", data["x"])
+    keras_digit, keras_value = keras.models.load_model(EXAMPLE / "digits_heads.keras").predict(data["x"], verbose=0)
+    golden_accuracy = np.mean(digit.classes == data["y_digit"])
+    assert golden_accuracy == np.mean(np.argmax(keras_digit, axis=1) == data["y_digit"]) == 348 / 360
+    assert np.max(np.abs(value.values - keras_value)) < 0.01
+
+
+@pytest.mark.slow
+@needs_toolchain
+def test_the_two_head_example_whole_test_set_in_clash(tmp_path) -> None:
+    """Every sample of both ports bit-exact in the Clash simulation under gaps and stalls."""
+    api.emit(EXAMPLE / "digits_heads.keras", "1,7,8", tmp_path / "net", show=False)
+    digit, value = api.simulate(tmp_path / "net", EXAMPLE / "test.npz", gap_max=3, show=False)
+    assert digit.bit_exact == value.bit_exact == 360
+    assert digit.sim_accuracy == digit.keras_float_accuracy
 
 
 # --- what is refused ----------------------------------------------------------------------
