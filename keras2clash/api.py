@@ -18,12 +18,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from keras2clash.backend.emitter import hdl_name, write_project
 from keras2clash.backend.project import SOURCE_MODEL, load_project, write_project_data
-from keras2clash.data import check_task, load_test_set, read_npz
+from keras2clash.data import check_task, load_head_sets, load_test_set, read_npz
 from keras2clash.design import DEFAULT_FORMAT, DesignKnobs, DesignOptions
 from keras2clash.errors import K2CError
-from keras2clash.frontend.keras_ref import keras_outputs, rounded_classes
+from keras2clash.frontend.keras_ref import keras_head_outputs, keras_outputs, rounded_classes
 from keras2clash.fsutil import atomic_directory, check_writable_target, work_dir
-from keras2clash.hw.output import output_task
+from keras2clash.hw.output import classifies, output_plans, output_task, several_outputs
 from keras2clash.hw.summary import design_summary, render_summary
 from keras2clash.network import Network, load_network
 from keras2clash.quant import golden
@@ -36,8 +36,8 @@ from keras2clash.verify import rtlsim as rtl
 from keras2clash.verify import synth as yosys
 from keras2clash.verify import toolchain
 from keras2clash.verify.lint import verilator_lint
-from keras2clash.verify.simulate import SimResult, run_simulator
-from keras2clash.verify.testbench import write_testbench
+from keras2clash.verify.simulate import SimResult, run_simulator, run_simulator_heads
+from keras2clash.verify.testbench import heads_inputs, write_heads_testbench, write_testbench
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -178,8 +178,9 @@ def simulate(
     gap_max: int = 0,
     seed: int = 1,
     task: str = "auto",
-) -> Comparison:
+) -> Comparison | list[Comparison]:
     """Run the test set through golden model and Clash simulation; compare with Keras.
+    A design of several outputs gives one comparison per output (`_simulate_heads`).
 
     `gap_max > 0` stresses the stream protocol: 0..gap_max idle cycles before each input
     and downstream ready held low for 0..gap_max cycles at a time (reproducible from
@@ -192,6 +193,8 @@ def simulate(
     _check_limit(limit)
     project = load_project(project_dir)
     work_dir(project.root / toolchain.BUILD_DIR)  # the simulator is built there: writable?
+    if several_outputs(project.plans):
+        return _simulate_heads(project, data, limit, keras=keras, show=show, gap_max=gap_max, seed=seed, task=task)
     task = output_task(project.plans[-1], task)
     dataset = load_test_set(data, project.input_shape, project.n_out, project.plans[-1].activation, task).head(limit)
     toolchain.require_tool("ghc")
@@ -217,14 +220,56 @@ def simulate(
     return comp
 
 
+def _simulate_heads(
+    project: Any, data: str | Path, limit: int | None, *, keras: bool, show: bool, gap_max: int, seed: int, task: str
+) -> list[Comparison]:
+    """`simulate` for a design of several outputs: one comparison per output port, in the
+    model's order, each titled `<model>:<output layer>` (`data.load_head_sets`: the test
+    set's `y_<output layer>` are that output's labels or targets)."""
+    heads = output_plans(project.plans)
+    tasks = [(h.name, h.n_out, h.activation, output_task(h, task)) for h in heads]
+    sets = [s.head(limit) for s in load_head_sets(data, project.input_shape, tasks)]
+    toolchain.require_tool("ghc")
+    x_raw = golden.quantize_inputs(project.plans, sets[0].x)
+    want = golden.predict_outputs(project.plans, project.params, x_raw)
+    with console.status("ghc -O2: building the Clash simulation"):
+        exe = toolchain.build_simulator(project.root)
+    extra = ["--gap-max", str(gap_max), "--seed", str(seed)] if gap_max else []
+    with console.status("Clash simulation"):
+        sims = run_simulator_heads(exe, project.root, x_raw, [(h.n_out, classifies(h)) for h in heads], extra)
+    outputs: list[np.ndarray | None] = [None] * len(heads)
+    if keras and project.source_model.exists():
+        with console.status("Keras float inference"):
+            outputs = list(keras_head_outputs(project.source_model, sets[0].x))
+    comps = []
+    for head, dataset, sim, (gold, gold_classes), out in zip(heads, sets, sims, want, outputs):
+        exact = int(np.sum(np.all(sim.outputs == gold, axis=1)))
+        named = replace(project, name=f"{project.name}:{head.name}")
+        if dataset.task == "regression":
+            comp = _regression_comparison(named, dataset, out, gold, sim, exact, head.out_fmt)
+        else:
+            assert gold_classes is not None
+            comp = _classifier_comparison(named, dataset, out, gold_classes, sim, exact, head.out_fmt)
+        if show:
+            render(comp, Console())
+        comps.append(comp)
+    return comps
+
+
 def _classifier_comparison(
-    project: Any, dataset: Any, outputs: np.ndarray | None, gold_classes: np.ndarray, sim: SimResult, exact: int
+    project: Any,
+    dataset: Any,
+    outputs: np.ndarray | None,
+    gold_classes: np.ndarray,
+    sim: SimResult,
+    exact: int,
+    out_fmt: FixedFormat | None = None,
 ) -> Comparison:
-    """The ladder's accuracies against the labels."""
+    """The ladder's accuracies against the labels (`out_fmt`: the output's, default the last layer's)."""
     keras_float = keras_rounded = None
     if outputs is not None:
         keras_float = accuracy(np.argmax(outputs, axis=1), dataset.y)
-        keras_rounded = accuracy(rounded_classes(outputs, project.plans[-1].out_fmt), dataset.y)
+        keras_rounded = accuracy(rounded_classes(outputs, out_fmt or project.plans[-1].out_fmt), dataset.y)
     return Comparison(
         **_ladder_fields(project, dataset, sim, exact),
         keras_float_accuracy=keras_float,
@@ -252,10 +297,17 @@ def _ladder_fields(project: Any, dataset: Any, sim: SimResult, exact: int) -> di
 
 
 def _regression_comparison(
-    project: Any, dataset: Any, outputs: np.ndarray | None, gold: np.ndarray, sim: SimResult, exact: int
+    project: Any,
+    dataset: Any,
+    outputs: np.ndarray | None,
+    gold: np.ndarray,
+    sim: SimResult,
+    exact: int,
+    out_fmt: FixedFormat | None = None,
 ) -> Comparison:
-    """The ladder's output values (reals) against Keras float and against the targets."""
-    out_fmt = project.plans[-1].out_fmt
+    """The ladder's output values (reals) against Keras float and against the targets
+    (`out_fmt`: the output's, default the last layer's)."""
+    out_fmt = out_fmt or project.plans[-1].out_fmt
 
     def rung(values: np.ndarray | None, keras_too: bool = True) -> RungErrors | None:
         if values is None:
@@ -312,7 +364,7 @@ def run(
     force: bool = False,
     task: str = "auto",
     **knobs: Unpack[DesignKnobs],
-) -> Comparison:
+) -> Comparison | list[Comparison]:
     """emit -> hdl -> simulate, as the demo does: `emit`'s design and keywords, then the HDL
     in `languages` and the Clash simulation of the first `limit` samples of `data`
     (`format="auto"` calibrates on `data` unless `calibration` is given).
@@ -337,6 +389,10 @@ def run(
         return design
 
     def fits(network: Network) -> None:
+        if several_outputs(network.plans):
+            heads = [(h.name, h.n_out, h.activation, output_task(h, task)) for h in output_plans(network.plans)]
+            load_head_sets(data, network.plans[0].input_shape, heads)
+            return
         last = network.plans[-1]
         load_test_set(data, network.plans[0].input_shape, last.n_out, last.activation, output_task(last, task))
 
@@ -361,9 +417,16 @@ def testbench(
 ) -> Path:
     """Write Verilog and VHDL testbenches with the quantized inputs and the golden model's
     expected outputs into DIR/tb/ (see keras2clash.testbench); return that folder."""
-    tb = write_testbench(project_dir, data, limit, gap_max=gap_max, seed=seed)
-    console.print(f"[green]✓[/green] testbench for {tb.spec.samples} samples: {tb.directory}")
-    return tb.directory
+    project = load_project(project_dir)
+    if several_outputs(project.plans):
+        x = heads_inputs(project, data, limit)
+        heads_tb = write_heads_testbench(project_dir, x, gap_max=gap_max, seed=seed)
+        directory, samples = heads_tb.directory, heads_tb.spec.samples
+    else:
+        tb = write_testbench(project_dir, data, limit, gap_max=gap_max, seed=seed)
+        directory, samples = tb.directory, tb.spec.samples
+    console.print(f"[green]✓[/green] testbench for {samples} samples: {directory}")
+    return directory
 
 
 def rtlsim(
@@ -395,7 +458,10 @@ def rtlsim(
             progress=lambda k, total: bar.update(task, completed=k, total=total),
         )
     if show:
-        rtl.render(result, Console(), all_rows=all_rows)
+        if isinstance(result, rtl.HeadsRtlResult):
+            rtl.render_heads(result, Console())
+        else:
+            rtl.render(result, Console(), all_rows=all_rows)
     return result
 
 

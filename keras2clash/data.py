@@ -10,6 +10,7 @@ with a data file is reported here, once, before any simulation starts.
 from __future__ import annotations
 
 import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -156,6 +157,31 @@ def load_test_set(
     if kind == "classifier":
         return Dataset(x, _labels(path, y, len(x), n_out))
     return Dataset(x, None if y is None else _targets(path, y, len(x), n_out), "regression")
+
+
+def load_head_sets(
+    path: Path | str, input_shape: tuple[int, ...], heads: Sequence[tuple[str, int, str, str]]
+) -> list[Dataset]:
+    """The test set of a model of several outputs: the inputs `x`, and per output `y_<name>`
+    (its labels or targets; an output without them is compared with Keras only). `heads`
+    gives each output's (layer name, n_out, activation, task) as `load_test_set` takes them."""
+    path = Path(path)
+    arrays = read_npz(path, "data")
+    x = arrays.get("x", arrays.get("x_test"))
+    if x is None:
+        raise K2CError(f"data file {path} needs an array 'x' (and 'y_<output>' per output); it has {sorted(arrays)}")
+    x = _inputs(path, x, input_shape).astype(np.float64)
+    sets = []
+    for name, n_out, activation, task in heads:
+        y = arrays.get(f"y_{name}")
+        kind = "regression" if y is None else detect_task(y, n_out, activation, task)
+        if y is None:
+            sets.append(Dataset(x, None, "regression"))
+        elif kind == "classifier":
+            sets.append(Dataset(x, _labels(path, y, len(x), n_out)))
+        else:
+            sets.append(Dataset(x, _targets(path, y, len(x), n_out), "regression"))
+    return sets
 
 
 def _targets(path: Path, y: np.ndarray, n: int, n_out: int) -> np.ndarray:

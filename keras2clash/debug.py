@@ -25,7 +25,7 @@ from keras2clash.frontend import walk
 from keras2clash.frontend.convert import to_graph
 from keras2clash.frontend.keras_ref import PRE_ACTIVATION, keras_layer_outputs
 from keras2clash.frontend.load import load_keras_model
-from keras2clash.hw.output import classifies
+from keras2clash.hw.output import output_plans, several_outputs
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.ir.graph import Graph
 from keras2clash.network import Network, load_network
@@ -95,7 +95,8 @@ def _resolve(model: Any, design: DesignOptions | str | FixedFormat | None, knobs
     if isinstance(model, Project):
         return _Source(model.name, model.plans, model.params, model_path=model.root / SOURCE_MODEL)
     if not isinstance(model, Network):
-        model = load_network(model, DEFAULT_FORMAT if design is None else design, **knobs)
+        # the golden model needs no FIFO depths (a model of several outputs has no hardware)
+        model = load_network(model, DEFAULT_FORMAT if design is None else design, fifos=False, **knobs)
     return _Source(model.name, model.plans, model.params, keras_model=model.keras_model)
 
 
@@ -130,10 +131,12 @@ def predict(
     *,
     limit: int | None = None,
     **knobs: Unpack[DesignKnobs],
-) -> Prediction:
+) -> Prediction | list[Prediction]:
     """The golden model's outputs for inputs `x` (an array, or an .npz file's `x`; the first
     `limit` samples): raw integers, the reals they stand for,
-    and the core's class output. Nothing is written to disk.
+    and the core's class output. Nothing is written to disk. A model of several outputs
+    gives a list of them, one `Prediction` per output in the model's order (as
+    `keras.Model.predict` gives one array per output).
 
     `model` is a `keras.Model`, a model file (.keras, .h5, JSON config), a planned
     `network.Network` or an emitted project folder (its formats; `design` and the knobs are
@@ -143,17 +146,20 @@ def predict(
     source = _resolve(model, design, knobs)
     xs = _inputs(x, source.plans[0].input_shape, limit)
     x_raw = golden.quantize_inputs(source.plans, xs)
-    raw, classes = golden.predict(source.plans, source.params, x_raw)
-    out_fmt = source.plans[-1].out_fmt
-    return Prediction(
-        raw=np.asarray(raw, dtype=np.int64),
-        values=out_fmt.to_real(raw),
-        classes=classes if classifies(source.plans[-1]) else None,
-        output_format=out_fmt,
-        input_raw=x_raw,
-        input_format=source.plans[0].in_fmt,
-        output_shape=source.plans[-1].output_shape,
-    )
+    heads = output_plans(source.plans)
+    predictions = [
+        Prediction(
+            raw=np.asarray(raw, dtype=np.int64),
+            values=head.out_fmt.to_real(raw),
+            classes=classes,
+            output_format=head.out_fmt,
+            input_raw=x_raw,
+            input_format=source.plans[0].in_fmt,
+            output_shape=head.output_shape,
+        )
+        for head, (raw, classes) in zip(heads, golden.predict_outputs(source.plans, source.params, x_raw))
+    ]
+    return predictions if several_outputs(source.plans) else predictions[0]
 
 
 def trace(

@@ -189,15 +189,18 @@ def _with_hls4ml(
 
 
 def softmax_mode(graph: Graph, mode: SoftmaxMode) -> Graph:
-    """The graph with its output softmax removed when `mode` is "argmax" (design.SOFTMAX_MODES)."""
+    """The graph with its output softmaxes removed when `mode` is "argmax" (design.SOFTMAX_MODES)."""
     from dataclasses import replace
 
-    last = graph[graph.output]
-    if mode == "exact" or last.activation != "softmax":
-        return graph
-    if (home := kind_of(last.type)) is not None and home.activation_only:
-        return graph.without(last)
-    return graph.replaced(last, replace(last, activation="linear"))
+    for name in graph.outputs:
+        last = graph[name]
+        if mode == "exact" or last.activation != "softmax":
+            continue
+        if (home := kind_of(last.type)) is not None and home.activation_only:
+            graph = graph.without(last)
+        else:
+            graph = graph.replaced(last, replace(last, activation="linear"))
+    return graph
 
 
 def _report_lanes(plans: Sequence[LayerPlan], console: Console | None) -> None:

@@ -61,6 +61,9 @@ module K2C.Axi
     -- * The adapter
   , axiStream
   , axiStreamBeats
+    -- * The two sides apart (a core of several outputs: one master port each)
+  , axiSlave
+  , axiMaster
     -- * Packing (shared with the simulation harness and testbenches)
   , packBeat
   , unpackBeat
@@ -181,3 +184,54 @@ axiFrames SNat SNat packOut core sData sValid sLast mReady =
     nextBeat :: (Eq i, Bounded i, Num i) => i -> i
     nextBeat i | i == maxBound = 0
                | otherwise     = i + 1
+
+-- | The slave side of the adapter for a core with several master ports: @k@
+-- beats per image, the framing check ('axiFrames'). Given the core's ready,
+-- the beats the core sees, @s_axis_tready@ and @tlast_error@.
+axiSlave
+  :: forall dom k c a
+   . (HiddenClockResetEnable dom, KnownNat k, 1 <= k, KnownNat c, BitPack a)
+  => SNat k
+  -> Signal dom (BeatData c a)  -- s_axis_tdata
+  -> Signal dom Bit             -- s_axis_tvalid
+  -> Signal dom Bit             -- s_axis_tlast
+  -> Signal dom Bool            -- the core's ready
+  -> (Signal dom (Maybe (Vec c a)), Signal dom Bit, Signal dom Bit)
+axiSlave SNat sData sValid sLast coreReady =
+  (beatIn, boolToBit <$> sReady, boolToBit <$> errorFlag)
+  where
+    enabled    = fromEnable hasEnable
+    beatIn     = mux (bitToBool <$> sValid) (Just . unpackBeat <$> sData) (pure Nothing)
+    sReady     = enabled .&&. coreReady
+    moved      = sReady .&&. (bitToBool <$> sValid)
+    beat       = regEn (0 :: Index k) moved (nextIndex <$> beat)
+    lastBeat   = (== maxBound) <$> beat
+    misplaced  = moved .&&. (lastBeat ./=. (bitToBool <$> sLast))
+    errorFlag  = register False (errorFlag .||. misplaced)
+
+-- | One master port of a core with several outputs: @j@ beats per image, each
+-- packed by @packOut@ ('axiFrames'). Given the core's output and
+-- @m_axis_tready@: the ready the core's output sees, @m_axis_tdata@,
+-- @m_axis_tvalid@ and @m_axis_tlast@.
+axiMaster
+  :: forall dom j r d
+   . (HiddenClockResetEnable dom, KnownNat j, 1 <= j, Num d)
+  => SNat j
+  -> (r -> d)
+  -> Signal dom (Maybe r)
+  -> Signal dom Bit             -- m_axis_tready
+  -> (Signal dom Bool, Signal dom d, Signal dom Bit, Signal dom Bit)
+axiMaster SNat packOut result mReady =
+  (downReady, mData, boolToBit <$> mValid, boolToBit <$> mLast)
+  where
+    enabled   = fromEnable hasEnable
+    downReady = enabled .&&. (bitToBool <$> mReady)
+    mValid    = enabled .&&. (isJust <$> result)
+    mData     = maybe 0 packOut <$> result
+    outMoved  = mValid .&&. downReady
+    outBeat   = regEn (0 :: Index j) outMoved (nextIndex <$> outBeat)
+    mLast     = mValid .&&. ((== maxBound) <$> outBeat)
+
+nextIndex :: (Eq i, Bounded i, Num i) => i -> i
+nextIndex i | i == maxBound = 0
+            | otherwise     = i + 1

@@ -24,11 +24,22 @@ testbenches use the same generator, so they see the same cycles).
 The harness fails (stderr, exit code 1) if @m_axis_tlast@ is not high on
 exactly each sample's last output beat, if @tlast_error@ rises, or if the outputs have not all appeared within a
 cycle budget, rather than hanging.
+
+A top entity of several outputs ('simHeads'): each output port prints its own line per
+sample as the sample's last beat on that port moves, @port accept_cycle output_cycle ...@
+(the port's index first, then its line as above). Each port's tready has its own stall
+pattern under @--gap-max@ (the seed mixed with the port's index).
 -}
 module K2C.Sim
   ( AxiTop
   , simMain
   , simBeats
+    -- * A top entity of several outputs
+  , HeadsTop
+  , Port (..)
+  , simHeads
+  , resultValues
+  , beatValues
   , randoms
   ) where
 
@@ -51,6 +62,130 @@ import K2C.Axi (AxiIn, AxiOut, BeatData, ResultData, packBeat, unpackBeat, unpac
 -- output beats @d@ ('ResultData' of a classifier, 'BeatData' of an image).
 type AxiTop c a d
   = Clock System -> Reset System -> Enable System -> AxiIn System c a (AxiOut System d)
+
+-- | One output port of a top entity of several outputs, as 'simHeads' reads it: its
+-- tvalid and tlast, the integers its beat prints (a class first), its beats per sample.
+data Port = Port
+  { portValid  :: Signal System Bit
+  , portLast   :: Signal System Bit
+  , portValues :: Signal System [Integer]
+  , portBeats  :: Int
+  }
+
+-- | A top entity of several outputs seen through its ports: the input ports and each output
+-- port's tready in; @s_axis_tready@, the output 'Port's and @tlast_error@ out. The emitted
+-- Sim.hs wraps the top entity's tuple of ports into this.
+type HeadsTop c a
+  =  Clock System -> Reset System -> Enable System
+  -> Signal System (BeatData c a) -> Signal System Bit -> Signal System Bit
+  -> [Signal System Bit]
+  -> (Signal System Bit, [Port], Signal System Bit)
+
+-- | A classifier port's beat as its line prints it: the class, then the scores.
+resultValues
+  :: forall m oi fo . (KnownNat m, 1 <= m, KnownNat oi, KnownNat fo, BitPack (SFixed oi fo))
+  => ResultData m (SFixed oi fo) -> [Integer]
+resultValues bits = toInteger (fromEnum cls) : map (toInteger . unSF) (toList scores)
+  where
+    (scores, cls) = unpackResult @m @(SFixed oi fo) bits
+
+-- | An image or sequence port's beat: its values.
+beatValues
+  :: forall n oi fo . (KnownNat n, KnownNat oi, KnownNat fo, BitPack (SFixed oi fo))
+  => BeatData n (SFixed oi fo) -> [Integer]
+beatValues = map (toInteger . unSF) . toList . unpackBeat @n @(SFixed oi fo)
+
+-- | Run the Sim protocol on a top entity of @ports@ outputs with @k@ input beats per image.
+simHeads
+  :: forall k c ai af
+   . ( KnownNat k, 1 <= k, KnownNat c, KnownNat ai, KnownNat af
+     , BitPack (SFixed ai af), KnownNat (BitSize (SFixed ai af)) )
+  => SNat k -> Int -> HeadsTop c (SFixed ai af) -> Int -> IO ()
+simHeads SNat ports top romWords = do
+  options <- parseOptions <$> getArgs
+  samples <- parseSamples <$> getContents
+  images  <- either failWith pure (traverse (toBeats @k @c @ai @af) samples)
+  hSetBuffering stdout LineBuffering
+  let readies = [ stalls (seed options `xor` (0x5bd1e995 + fromIntegral p)) options | p <- [0 .. ports - 1] ]
+      input   = drive (replicate resetCycles Nothing ++ scheduleBeats options images) (bitToBool <$> readyIn)
+      (readyIn, outs, errOut) =
+        top clockGen (resetGenN (SNat @ResetCycles)) enableGen
+            (maybe 0 (\(Beat d _ _) -> d) <$> input)
+            (boolToBit . isBeat <$> input)
+            (maybe 0 (\(Beat _ _ l) -> boolToBit l) <$> input)
+            (map (fmap boolToBit) readies)
+      count  = length images
+      beats  = natToNum @k + maximum (map portBeats outs)
+      budget = fixedSlack + count * perWordSlack * (romWords + beats * (gapMax options + 1))
+      cycles = drop resetCycles (zip3 (signalList input) (signalList (bitToBool <$> readyIn))
+                                      (signalList (bitToBool <$> errOut)))
+      views  = [ drop resetCycles (zip4' (signalList (bitToBool <$> portValid o)) (signalList (bitToBool <$> portLast o))
+                                         (signalList (portValues o)) (signalList r))
+               | (o, r) <- zip outs readies ]
+  printed <- reportHeads (map portBeats outs) (count * ports)
+               (zip [0 ..] (take budget (zip cycles (transposeViews views))))
+  when (printed < count * ports) $
+    failWith ("simulation: " ++ show printed ++ " of " ++ show (count * ports)
+              ++ " output lines within " ++ show budget ++ " cycles")
+  where
+    isBeat = maybe False (const True)
+    zip4' (a : as) (b : bs) (c : cs) (d : ds) = (a, b, c, d) : zip4' as bs cs ds
+    zip4' _ _ _ _ = []
+    transposeViews vs = map head vs : transposeViews (map tail vs)
+
+-- | Each port's lines: per port the accept cycles of the samples it has still to finish,
+-- the beats of the oldest one seen so far; a line as a sample's last beat on a port moves.
+reportHeads
+  :: [Int] -> Int
+  -> [(Int, ((Maybe (Beat c), Bool, Bool), [(Bool, Bool, [Integer], Bool)]))]
+  -> IO Int
+reportHeads perSample wanted = go (map (const []) perSample) (map (const (0, [])) perSample) 0
+  where
+    go pending seen printed cycles
+      | printed == wanted = pure printed
+      | otherwise = case cycles of
+          [] -> pure printed
+          (t, ((inB, sR, err), views)) : rest -> do
+            when err $ failWith ("simulation: tlast_error rose in cycle " ++ show t)
+            let pending' = case inB of
+                  Just (Beat _ True _) | sR -> map (++ [t]) pending
+                  _                         -> pending
+            results <- sequence
+              [ step t p n q s v | (p, n, q, s, v) <- zip5' [0 :: Int ..] perSample pending' seen views ]
+            let (pending'', seen'', lines') = unzip3 results
+            go pending'' seen'' (printed + sum lines') rest
+    step t p n q (k, outs) (valid, lst, values, ready) = case q of
+      accept : later | valid && ready -> do
+        let done = k + 1 == n
+        when (lst /= done) $
+          failWith ("simulation: m" ++ show p ++ "_axis_tlast " ++ (if done then "low" else "high")
+                    ++ " on output beat " ++ show k ++ " of a sample, cycle " ++ show t)
+        if done
+          then do
+            putStrLn (unwords (show p : show accept : show t : map show (concat (reverse (values : outs)))))
+            pure (later, (0, []), 1)
+          else pure (q, (k + 1, values : outs), 0)
+      _ -> pure (q, (k, outs), 0 :: Int)
+    zip5' (a : as) (b : bs) (c : cs) (d : ds) (e : es) = (a, b, c, d, e) : zip5' as bs cs ds es
+    zip5' _ _ _ _ _ = []
+
+-- | The source's beats with their idle cycles (@--gap-max@).
+scheduleBeats :: forall c a . (KnownNat c, BitPack a) => Options -> [[Vec c a]] -> [Maybe (Beat (c * BitSize a))]
+scheduleBeats options images =
+  concat (zipWith (\gap b -> replicate gap Nothing ++ [Just b]) (gapList (seed options) options) (concatMap beatsOf images))
+  where
+    beatsOf image = [ Beat (packBeat x) (i == 0) (i == length image - 1) | (i, x) <- zip [0 :: Int ..] image ]
+
+-- | A tready: high after reset, then low for 0..gapMax cycles before each high cycle.
+stalls :: Word64 -> Options -> Signal System Bool
+stalls s options =
+  fromList (replicate resetCycles True ++ concatMap (\gap -> replicate gap False ++ [True]) (gapList s options))
+
+gapList :: Word64 -> Options -> [Int]
+gapList s options = map (`mod` (gapMax options + 1)) (randoms s)
+
+signalList :: Signal System a -> [a]
+signalList (x :- xs) = x : signalList xs
 
 -- | Cycles the reset is held at the start; the protocol's cycle 0 follows them.
 type ResetCycles = 1

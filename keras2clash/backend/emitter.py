@@ -23,9 +23,9 @@ from keras2clash.backend.activations import ActivationCode, activation_code
 from keras2clash.backend.haskell import beat_type, format_type_name, shape_text
 from keras2clash.backend.memfiles import memfile_text
 from keras2clash.errors import K2CError
-from keras2clash.hw.blocks import branch_repeats, stages_table, timing_checks
+from keras2clash.hw.blocks import branch_repeats, network_outputs, stages_table, timing_checks
 from keras2clash.hw.events import block_ram_fifo
-from keras2clash.hw.output import classifies, output_beats, splits_output
+from keras2clash.hw.output import classifies, output_beats, output_plans, several_outputs, splits_output
 from keras2clash.hw.plan import LayerPlan, relu_before_requantize
 from keras2clash.ir.structure import Chain, Dag, Parallel, network_shape
 from keras2clash.kinds import kind_of
@@ -305,6 +305,7 @@ class TemplateContext(TypedDict):
     output_activation: str
     output_stream: str | None
     output_activation_doc: str
+    heads: list[HeadContext]  # several outputs: one per output port (empty for one output)
     activations: list[ActivationCode]
     tables: list[ActivationCode]
     uses_maps: bool
@@ -495,14 +496,22 @@ class Wiring(TypedDict):
     """The `where` block of a network that is not series-parallel (Network.hs.j2)."""
 
     output: str
+    outputs: list[str]  # one stream per output (several outputs: `network` returns their tuple)
+    port_readies: list[str]  # the ready each output's Top blocks give (several outputs)
     input_ready: str
     steps: list[WiringRun | WiringFork]
 
 
-def _wiring(shape: Dag, by_name: dict[str, tuple[LayerPlan, LayerEntry]], fifo_args: list[NetworkArg]) -> Wiring:
+def _wiring(
+    shape: Dag,
+    by_name: dict[str, tuple[LayerPlan, LayerEntry]],
+    fifo_args: list[NetworkArg],
+    port_readies: Sequence[str] = ("ready",),
+) -> Wiring:
     """Named streams, one per Keras tensor (`<layer>_out`) with the ready its producer sees
     (`<layer>_out_ready`); a tensor with several readers through a fork (`<layer>_reads`), each
-    merge input through a FIFO (`<merge>_fifo_<i>`), whose beats the merge's join moves together."""
+    merge input through a FIFO (`<merge>_fifo_<i>`), whose beats the merge's join moves together.
+    Output k (`shape.sinks`) is read by its port, whose ready is `port_readies[k]`."""
     fn = {name: cast(str, entry["fn"]) for name, (_, entry) in by_name.items()}
 
     def tensor(name: str) -> str:
@@ -512,27 +521,28 @@ def _wiring(shape: Dag, by_name: dict[str, tuple[LayerPlan, LayerEntry]], fifo_a
         plan, _ = by_name[reader]
         return f"{fn[reader]}_fifo_ready_{i}" if plan.is_merge else f"{fn[reader]}_ready"
 
+    ports = dict(zip(shape.sinks, port_readies))
     edge: dict[tuple[str, int], str] = {}  # (reader, input index) -> the stream it reads
     out_ready: dict[str, str] = {}  # tensor -> the ready its producer sees
+    outputs: dict[str, str] = {}  # output tensor -> the stream its port reads
     forks: dict[str, WiringFork] = {}
     for name, readers in shape.readers.items():
-        if name == shape.sink:
-            out_ready[name] = "ready"
-        elif len(readers) == 1:
-            edge[readers[0]] = tensor(name)
-            out_ready[name] = reader_ready(*readers[0])
-        else:
+        readies = [reader_ready(*r) for r in readers] + ([ports[name]] if name in ports else [])
+        if len(readies) == 1:
+            if name in ports:
+                outputs[name] = tensor(name)
+            else:
+                edge[readers[0]] = tensor(name)
+            out_ready[name] = readies[0]
+        elif readies:
             stream = tensor(name)
             reads = stream.removesuffix("_out") + "_reads"
             for j, reader in enumerate(readers):
                 edge[reader] = f"{reads} !! {j}"
+            if name in ports:
+                outputs[name] = f"{reads} !! {len(readers)}"
             out_ready[name] = f"{stream}_ready"
-            forks[name] = {
-                "stream": stream,
-                "reads": reads,
-                "ready": out_ready[name],
-                "readers": [reader_ready(*r) for r in readers],
-            }
+            forks[name] = {"stream": stream, "reads": reads, "ready": out_ready[name], "readers": readies}
     steps: list[WiringRun | WiringFork] = []
     if shape.source in forks:
         steps.append(forks[shape.source])
@@ -578,7 +588,7 @@ def _wiring(shape: Dag, by_name: dict[str, tuple[LayerPlan, LayerEntry]], fifo_a
         )
         if run.output in forks:
             steps.append(forks[run.output])
-    names: list[str] = []  # the names the `where` block defines
+    names: list[str] = list(port_readies) if len(port_readies) > 1 else []  # the names the `where` block defines
     for fork in forks.values():
         names += [fork["reads"], fork["ready"]]
     for step in steps:
@@ -592,8 +602,11 @@ def _wiring(shape: Dag, by_name: dict[str, tuple[LayerPlan, LayerEntry]], fifo_a
             f"the stream name '{sorted(clash)[0]}' of the network's wiring is also a layer's name: rename the layer"
         )
     readers_of_source = shape.readers[shape.source]
+    streams = [outputs[sink] for sink in shape.sinks]
     return {
-        "output": tensor(shape.sink),
+        "output": streams[0],
+        "outputs": streams,
+        "port_readies": list(port_readies),
         "input_ready": out_ready.get(shape.source, reader_ready(*readers_of_source[0])),
         "steps": steps,
     }
@@ -622,6 +635,66 @@ def _activation_codes(
     return codes
 
 
+class HeadContext(TypedDict):
+    """One output of the network as the templates show it (Top's port, its class or beats)."""
+
+    index: int
+    name: str  # the output layer's Keras name
+    fn: str
+    port: str  # the port prefix: m<index>_axis
+    classifies: bool
+    n_out: int
+    class_bits: int
+    out_beats: int
+    out_width: int
+    output_type: str
+    output_note: str
+    logits_type: str
+    output_activation: str
+    output_stream: str | None
+    output_activation_doc: str
+    out_fmt: FixedFormat
+    out_label: str
+    output_shape_text: str
+
+
+def _head_context(
+    index: int, head: LayerPlan, fn: str, code: ActivationCode | None, type_names: dict[FixedFormat, str]
+) -> HeadContext:
+    """Output `index` of the network, the layer `head`: its types and the activation the Top
+    applies after its class (`hw.output.splits_output`)."""
+    split = splits_output(head)
+    output_stream = code.name if split and code is not None and code.stream else None
+    output_activation = (
+        "id" if not split or code is None or output_stream else code.name if code.vector else f"map {code.name}"
+    )
+    logits_fmt = head.act_in_fmt if split else head.out_fmt
+    return {
+        "index": index,
+        "name": head.name,
+        "fn": fn,
+        "port": f"m{index}_axis",
+        "classifies": classifies(head),
+        "n_out": head.n_out,
+        "class_bits": (head.n_out - 1).bit_length(),
+        "out_beats": output_beats(head),
+        "out_width": head.output_shape[-1],
+        "output_type": beat_type(head.output_shape, format_type_name(head.out_fmt)),
+        "output_note": f", after {head.activation}" if not acts.parse(head.activation).is_linear else "",
+        "logits_type": beat_type(head.output_shape, format_type_name(logits_fmt)),
+        "output_activation": output_activation,
+        "output_stream": output_stream,
+        "output_activation_doc": (
+            f"{head.activation}, applied after the class is taken from the values before it"
+            if split
+            else "none: the output is the logits"
+        ),
+        "out_fmt": head.out_fmt.container,
+        "out_label": _container_label(head.out_fmt),
+        "output_shape_text": shape_text(head.output_shape),
+    }
+
+
 def build_context(
     name: str, plans: Sequence[LayerPlan], params: dict[str, QuantizedLayer] | None = None
 ) -> TemplateContext:
@@ -647,12 +720,10 @@ def build_context(
         for c, labels in sorted(containers.items())
     ]
     type_names = {f: format_type_name(f) for f in formats}
-    split = splits_output(plans[-1])
+    heads = output_plans(plans)
+    split_names = {p.name for p in heads if splits_output(p)}
     codes = _activation_codes(plans, fns, type_names)
-    layers = [
-        _layer_entry(plan, fn, codes[plan.name], split and k == len(plans) - 1)
-        for k, (plan, fn) in enumerate(zip(plans, fns))
-    ]
+    layers = [_layer_entry(plan, fn, codes[plan.name], plan.name in split_names) for plan, fn in zip(plans, fns)]
     compute = [entry for entry in layers if entry["compute"]]
     layer_weights: list[tuple[tuple[str, ...], str]] = []
     for plan, fn in zip(plans, fns):
@@ -681,17 +752,19 @@ def build_context(
         )
     by_name = {plan.name: (plan, entry) for plan, entry in zip(plans, layers)}
     source = plans[0].inputs[0] if plans[0].inputs else "input"
-    built = plans[:-1] if split and plans[-1].activation_only and len(plans) > 1 else plans
-    shape = network_shape(built, source, built[-1].name)
+    built = [p for p in plans if not (p.name in split_names and p.activation_only and len(plans) > 1)]
+    shape = network_shape(built, source, tuple(network_outputs(plans)))
+    fn_of = {plan.name: fn for plan, fn in zip(plans, fns)}
+    several = several_outputs(plans)
+    port_readies = [f"{fn_of[head.name]}_port_ready" for head in heads] if several else ["ready"]
     fifo_args: list[NetworkArg] = []
-    wiring = _wiring(shape, by_name, fifo_args) if isinstance(shape, Dag) else None
+    wiring = _wiring(shape, by_name, fifo_args, port_readies) if isinstance(shape, Dag) else None
     composition = _render_chain(shape, by_name, fifo_args, "  ") if isinstance(shape, Chain) else ""
     network_args.extend(fifo_args)
-    if fifo_args:
+    if fifo_args or wiring:
         cast(list[str], layers[0]["uses"]).extend(["wiring" if wiring else "branches", *_branch_uses(built)])
     bodies = [line for entry in layers for line in cast(list[str], entry.get("body", []))]
     pipes = [f for f in ("mapP", "mapP2", "mapTable") if any(f"{f} " in line for line in bodies)]
-    fn_of = {plan.name: fn for plan, fn in zip(plans, fns)}
     checks = timing_checks(plans)
     timing: list[TimingCheck] = [
         {"name": f"{fn_of.get(owner, owner)}_{depth.label}", "type": depth.type, "value": depth.value}
@@ -704,16 +777,10 @@ def build_context(
         | ({f"import K2C.Pipe ({', '.join(pipes)})"} if pipes else set())
     )
     imports = ["import K2C.Activation (Finish (..), linear, relu, requantize)"] + used
-    last_code = codes[plans[-1].name]
-    output_stream = last_code.name if split and last_code is not None and last_code.stream else None
-    output_activation = (
-        "id"
-        if not split or last_code is None or output_stream
-        else last_code.name
-        if last_code.vector
-        else f"map {last_code.name}"
-    )
-    logits_fmt = plans[-1].act_in_fmt if split else plans[-1].out_fmt
+    head_contexts = [
+        _head_context(k, head, fn_of[head.name], codes[head.name], type_names) for k, head in enumerate(heads)
+    ]
+    last_head = head_contexts[-1]
     first, last = plans[0], plans[-1]
     beats = math.prod(first.input_shape[:-1])
     input_doc = (
@@ -747,16 +814,13 @@ def build_context(
         "classifies": classifies(last),
         "out_beats": output_beats(last),
         "out_width": last.output_shape[-1],
-        "output_type": beat_type(last.output_shape, format_type_name(last.out_fmt)),
-        "output_note": f", after {last.activation}" if not acts.parse(last.activation).is_linear else "",
-        "logits_type": beat_type(last.output_shape, format_type_name(logits_fmt)),
-        "output_activation": output_activation,
-        "output_stream": output_stream,
-        "output_activation_doc": (
-            f"{last.activation}, applied after the class is taken from the values before it"
-            if split
-            else "none: the output is the logits"
-        ),
+        "output_type": last_head["output_type"],
+        "output_note": last_head["output_note"],
+        "logits_type": last_head["logits_type"],
+        "output_activation": last_head["output_activation"],
+        "output_stream": last_head["output_stream"],
+        "output_activation_doc": last_head["output_activation_doc"],
+        "heads": head_contexts if several else [],
         "activations": [c for c in codes.values() if c is not None],
         "tables": [c for c in codes.values() if c is not None and c.table_name],
         "uses_maps": bool(fifo_args)

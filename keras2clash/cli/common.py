@@ -28,19 +28,28 @@ def check_reports(force: bool, *paths: Path | None) -> None:
         check_output_file(path, force)
 
 
-def write_reports(comp: Comparison, json_out: Path | None, markdown: Path | None, force: bool = False) -> None:
+def write_reports(
+    comp: Comparison | list[Comparison], json_out: Path | None, markdown: Path | None, force: bool = False
+) -> None:
+    """The comparison as JSON and Markdown; a design of several outputs has one comparison per
+    output: a JSON list, the Markdown tables one after another."""
+    comps = comp if isinstance(comp, list) else [comp]
     if json_out is not None:
-        write_output_file(json_out, comp.to_json() + "\n", force)
+        text = comps[0].to_json() if len(comps) == 1 else "[\n" + ",\n".join(c.to_json() for c in comps) + "\n]"
+        write_output_file(json_out, text + "\n", force)
     if markdown is not None:
-        write_output_file(markdown, to_markdown(comp), force)
+        write_output_file(markdown, "\n".join(to_markdown(c) for c in comps), force)
 
 
-def require_exact(comp: Comparison) -> None:
-    """Exit code 1 when the Clash simulation differs from the golden model."""
-    if not comp.all_exact:
-        raise K2CError(
-            f"simulation differs from the golden model on {comp.samples - (comp.bit_exact or 0)} sample(s)", exit_code=1
-        )
+def require_exact(comp: Comparison | list[Comparison]) -> None:
+    """Exit code 1 when the Clash simulation differs from the golden model (on any output)."""
+    for one in comp if isinstance(comp, list) else [comp]:
+        if not one.all_exact:
+            raise K2CError(
+                f"simulation of {one.model} differs from the golden model on "
+                f"{one.samples - (one.bit_exact or 0)} sample(s)",
+                exit_code=1,
+            )
 
 
 def languages(verilog: bool, vhdl: bool, systemverilog: bool, default: tuple[str, ...]) -> list[str]:

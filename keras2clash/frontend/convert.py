@@ -64,7 +64,7 @@ def raw_graph(model: keras.Model) -> Graph:
     walk.check_model_kind(model)
     keras_shape = walk.input_shape(model)
     shape = image_shape(keras_shape)
-    nodes = walk.layer_nodes(model)
+    nodes, keras_outputs = walk.walk_model(model)
     keras_input = walk.input_name(model)
     source = _input_tensor_name(nodes)
     shapes: dict[str, Shape] = {source: shape}
@@ -85,7 +85,10 @@ def raw_graph(model: keras.Model) -> Graph:
         same = state.keras_shape if len(state.inputs) == 1 and record.output_shape == state.shape else None
         keras_shapes[record.name] = keras_output_shape(node.layer, state) or same or record.output_shape
     output = records[-1].name if records else source
-    return Graph(name=str(model.name), input_name=source, input_shape=shape, layers=tuple(records), output=output)
+    heads = tuple(keras_outputs) if len(keras_outputs) > 1 else ()
+    return Graph(
+        name=str(model.name), input_name=source, input_shape=shape, layers=tuple(records), output=output, heads=heads
+    )
 
 
 def to_graph(model: keras.Model) -> Graph:

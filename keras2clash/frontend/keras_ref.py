@@ -32,6 +32,16 @@ def predict_float(model, x: np.ndarray) -> np.ndarray:
     return out.reshape(len(out), -1)
 
 
+def keras_head_outputs(model_path: Path, x: np.ndarray) -> list[np.ndarray]:
+    """Float outputs of a source model of several outputs: one (N, n_out) array per output,
+    in the model's order, each flattened per sample."""
+    model = load_keras_model(model_path)
+    shape = tuple(int(d) for d in model.inputs[0].shape[1:])
+    x = np.asarray(x).reshape(len(x), *shape)
+    outs = model.predict(as_float32(x), verbose=0, batch_size=256)
+    return [np.asarray(out, dtype=np.float64).reshape(len(x), -1) for out in outs]
+
+
 def as_float32(x: np.ndarray) -> np.ndarray:
     """Inputs as Keras computes them: float32, where values beyond its range are +-inf."""
     with np.errstate(over="ignore"):

@@ -39,12 +39,24 @@ def check_model_kind(model: keras.Model) -> None:
         )
 
 
-def single_io(model: keras.Model) -> None:
+def one_input(model: keras.Model) -> None:
+    """The network reads one input tensor; a model of several inputs is refused here."""
     if len(model.inputs) != 1:
         names = ", ".join(t.name for t in model.inputs)
-        raise K2CError(f"model '{model.name}' has {len(model.inputs)} inputs ({names}); exactly one is supported")
+        raise K2CError(
+            f"model '{model.name}' has {len(model.inputs)} inputs ({names}); keras2clash builds models of one "
+            "input: concatenate the inputs into one tensor before the model"
+        )
+
+
+def single_io(model: keras.Model) -> None:
+    """A nested model is inlined between one tensor and the next: one input, one output."""
+    one_input(model)
     if len(model.outputs) != 1:
-        raise K2CError(f"model '{model.name}' has {len(model.outputs)} outputs; exactly one is supported")
+        raise K2CError(
+            f"nested model '{model.name}' has {len(model.outputs)} outputs; a nested model with one output is "
+            "supported (the outermost model may have several)"
+        )
 
 
 def input_shape(model: keras.Model) -> tuple[int, ...]:
@@ -58,7 +70,7 @@ def input_shape(model: keras.Model) -> tuple[int, ...]:
             f"model '{model.name}' is not built (no input shape); start it with "
             "keras.Input(shape=...) or call model.build(...)"
         )
-    single_io(model)
+    one_input(model)
     tensor = inputs[0]
     dtype = str(tensor.dtype)
     if not dtype.startswith(("float", "bfloat")):
@@ -80,15 +92,43 @@ def input_name(model: keras.Model) -> str:
 def layer_nodes(model: keras.Model) -> list[KerasNode]:
     """The model's layer calls in topological order, nested models inlined, InputLayers
     dropped; the first node reads `input_name(model)`."""
+    return walk_model(model)[0]
+
+
+def output_names(model: keras.Model) -> list[str]:
+    """The tensors of the model's outputs, in Keras order (`model.outputs`)."""
+    return walk_model(model)[1]
+
+
+def walk_model(model: keras.Model) -> tuple[list[KerasNode], list[str]]:
+    """The model's layer calls (`layer_nodes`) and its output tensors (`output_names`).
+
+    Each output is one layer's output that no other layer reads, given once: the hardware
+    sends it out of its own port, so a tensor that is both an output and read further, or an
+    output that is the model's input, is refused with the layer named."""
     check_model_kind(model)
-    single_io(model)
+    one_input(model)
     nodes: list[KerasNode] = []
-    _walk(model, input_name(model), nodes, {})
-    return nodes
+    outputs = _walk(model, input_name(model), nodes, {}, top=True)
+    read = {name: str(node.layer.name) for node in nodes for name in node.inputs}
+    for k, name in enumerate(outputs):
+        if name == input_name(model):
+            raise K2CError(f"model '{model.name}' output {k} is its input '{name}'; an output must be a layer's")
+        if outputs.count(name) > 1:
+            raise K2CError(f"model '{model.name}' gives the output of layer '{name}' as several outputs; give it once")
+        if name in read:
+            raise K2CError(
+                f"layer '{name}' is an output of model '{model.name}' and is also read by layer '{read[name]}'; "
+                "an output must be a layer that no other layer reads"
+            )
+    return nodes, outputs
 
 
-def _walk(model: keras.Model, source: str, nodes: list[KerasNode], seen: dict[int, int]) -> str:
-    """Append `model`'s calls reading tensor `source`; return the name of its output tensor."""
+def _walk(
+    model: keras.Model, source: str, nodes: list[KerasNode], seen: dict[int, int], top: bool = False
+) -> list[str]:
+    """Append `model`'s calls reading tensor `source`; return the names of its output tensors
+    (several only for the outermost model, `top`)."""
     import keras
 
     if isinstance(model, keras.Sequential):
@@ -97,9 +137,12 @@ def _walk(model: keras.Model, source: str, nodes: list[KerasNode], seen: dict[in
             if isinstance(layer, keras.layers.InputLayer):
                 continue
             current = _add(layer, [current], nodes, seen)
-        return current
+        return [current]
     check_model_kind(model)
-    single_io(model)
+    if top:
+        one_input(model)
+    else:
+        single_io(model)
     names: dict[int, str] = {id(model.inputs[0]._keras_history[0]): source}
     order: list[tuple[Any, Any]] = []  # (operation, node) in topological order
     visiting: set[tuple[int, int]] = set()
@@ -115,8 +158,8 @@ def _walk(model: keras.Model, source: str, nodes: list[KerasNode], seen: dict[in
             visit(parent)
         order.append((operation, node))
 
-    visit(model.outputs[0])
-    output = source
+    for tensor in model.outputs:
+        visit(tensor)
     for operation, node in order:
         if isinstance(operation, keras.layers.InputLayer):
             raise K2CError(f"model '{model.name}' reads a second input '{operation.name}'")
@@ -129,18 +172,18 @@ def _walk(model: keras.Model, source: str, nodes: list[KerasNode], seen: dict[in
         if isinstance(operation, keras.Model):
             if len(inputs) != 1:
                 raise K2CError(f"nested model '{operation.name}' takes {len(inputs)} inputs; one is supported")
-            output = _walk(operation, inputs[0], nodes, seen)
+            output = _walk(operation, inputs[0], nodes, seen)[0]
         else:
             output = _add(operation, inputs, nodes, seen)
         names[id(operation)] = output
-    return output
+    return [names.get(id(t._keras_history[0]), source) for t in model.outputs]
 
 
 def _add(layer: Any, inputs: list[str], nodes: list[KerasNode], seen: dict[int, int]) -> str:
     import keras
 
     if isinstance(layer, keras.Model):
-        return _walk(layer, inputs[0], nodes, seen)
+        return _walk(layer, inputs[0], nodes, seen)[0]
     if id(layer) in seen:
         raise K2CError(
             f"layer '{layer.name}' ({type(layer).__name__}) is used more than once (a shared "

@@ -85,7 +85,7 @@ from keras2clash.hw.events import (
     Stateful,
     pipe_block,
 )
-from keras2clash.hw.output import classifies, output_beats, splits_output
+from keras2clash.hw.output import classifies, output_beats, output_plans, several_outputs, splits_output
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.ir.structure import Chain, Dag, Parallel, network_shape
 from keras2clash.kinds import kind_of
@@ -248,21 +248,22 @@ def _dag_blocks(
     shape: Dag,
     by_name: Mapping[str, LayerPlan],
     knobs: Mapping[str, EngineTiming],
-    last: Block,
+    lasts: Mapping[str, Block],
     mx: Max,
     blocks: list[Stateful],
     joins: list[tuple[str, Join]],
     depths: Mapping[str, Sequence[int | None]] | None = None,
 ) -> Block:
-    """The wiring of a network that is not series-parallel (emitter `_wiring`), from the
-    sink backwards in reverse topological order: a tensor's consumer is its one reader's head
-    (a layer, or a merge's FIFO: a port of its Join) or a Fork into all of them."""
+    """The wiring of a network that is not series-parallel or has several outputs (emitter
+    `_wiring`), from the sinks backwards in reverse topological order: a tensor's consumer is
+    its one reader's head (a layer, a merge's FIFO: a port of its Join, or an output's Top
+    blocks, `lasts`) or a Fork into all of them."""
     takes: dict[tuple[str, int], Block] = {}  # (reader layer, input index) -> what takes the beat
 
     def consumer(tensor: str) -> Block:
-        if tensor == shape.sink:
-            return last
         heads = [takes[reader] for reader in shape.readers[tensor]]
+        if tensor in lasts:
+            heads.append(lasts[tensor])
         return heads[0] if len(heads) == 1 else Fork(heads, None, mx)
 
     for name in reversed(shape.layer_names()):
@@ -279,40 +280,52 @@ def _dag_blocks(
     return consumer(shape.source)
 
 
+def _output_blocks(plan: LayerPlan, mx: Max, blocks: list[Stateful]) -> tuple[Block, Sink]:
+    """Top's blocks after the network for the output layer `plan`: its class (and softmax
+    after it) for a vector, its two-entry output FIFO, the port (`Sink`)."""
+    sink = Sink()
+    output = Queue(OUTPUT_SLICE, sink, mx)
+    blocks.append(output)
+    last: Block = output
+    if splits_output(plan) and is_softmax(plan):  # Top's softmax, after the class
+        last = _softmax_block(plan, last, mx, blocks)
+    if classifies(plan):
+        last = pipe_block(class_depth(plan.output_shape[-1]), last, mx, blocks)  # Top's classify
+    return last, sink
+
+
 def _build(
     plans: Sequence[LayerPlan],
     knobs: Sequence[EngineTiming],
     mx: Max,
     joins: list[tuple[str, Join]] | None = None,
     depths: Mapping[str, Sequence[int | None]] | None = None,
-) -> tuple[Block, list[Stateful], Sink]:
-    """The blocks of the emitted network (emitter.py), from the sink backwards.
+) -> tuple[Block, list[Stateful], list[Sink]]:
+    """The blocks of the emitted network (emitter.py), from the sinks backwards, and one
+    `Sink` per output (`hw.output.output_plans` order).
     `knobs`: (S = G*b, D, Q) per compute layer in plan order, ints or arrays; `depths`
     the branch FIFO depths per merge (default: the plans' own, `branch_fifo_depths`)."""
     if depths is None:
         depths = branch_fifo_depths(plans)
 
-    sink = Sink()
-    output = Queue(OUTPUT_SLICE, sink, mx)
-    blocks: list[Stateful] = [output]
-    last: Block = output
-    if splits_output(plans[-1]) and is_softmax(plans[-1]):  # Top's softmax, after the class
-        last = _softmax_block(plans[-1], last, mx, blocks)
-    if classifies(plans[-1]):
-        last = pipe_block(class_depth(plans[-1].output_shape[-1]), last, mx, blocks)  # Top's classify
-    plans = network_plans(plans)
-    by_knob = dict(zip([p.name for p in plans if p.is_compute], knobs))
-    source = plans[0].inputs[0] if plans[0].inputs else "input"
-    shape = network_shape(_with_inputs(plans), source, plans[-1].name)
-    by_name = {p.name: p for p in plans}
+    blocks: list[Stateful] = []
+    outputs = [_output_blocks(plan, mx, blocks) for plan in output_plans(plans)]
+    sinks = [sink for _, sink in outputs]
+    ends = network_outputs(plans)
+    built = network_plans(plans)
+    by_knob = dict(zip([p.name for p in built if p.is_compute], knobs))
+    source = built[0].inputs[0] if built[0].inputs else "input"
+    shape = network_shape(_with_inputs(built), source, tuple(ends))
+    by_name = {p.name: p for p in built}
     found = joins if joins is not None else []
     if isinstance(shape, Dag):
-        head = _dag_blocks(shape, by_name, by_knob, last, mx, blocks, found, depths)
+        lasts = {end: last for end, (last, _) in zip(ends, outputs)}
+        head = _dag_blocks(shape, by_name, by_knob, lasts, mx, blocks, found, depths)
     else:
-        head = _chain_blocks(shape, by_name, by_knob, last, mx, blocks, found, depths)
+        head = _chain_blocks(shape, by_name, by_knob, outputs[0][0], mx, blocks, found, depths)
     first = Queue(INPUT_SLICE, head, mx)
     blocks.append(first)
-    return first, blocks, sink
+    return first, blocks, sinks
 
 
 def branch_fifo_depths(plans: Sequence[LayerPlan]) -> dict[str, tuple[int, ...]]:
@@ -326,13 +339,29 @@ def branch_fifo_depths(plans: Sequence[LayerPlan]) -> dict[str, tuple[int, ...]]
 
 
 def network_plans(plans: Sequence[LayerPlan]) -> list[LayerPlan]:
-    """The layers as the network builds them: when the Top applies the output layer's
+    """The layers as the network builds them: when the Top applies an output layer's
     activation after taking the class (`hw.output.splits_output`), the network leaves it out."""
-    if not splits_output(plans[-1]):
-        return list(plans)
-    if plans[-1].activation_only and len(plans) > 1:
-        return list(plans[:-1])
-    return [*plans[:-1], replace(plans[-1], activation="linear")]
+    split = {p.name for p in output_plans(plans) if splits_output(p)}
+    built: list[LayerPlan] = []
+    for plan in plans:
+        if plan.name in split and plan.activation_only and len(plans) > 1:
+            continue
+        built.append(replace(plan, activation="linear") if plan.name in split else plan)
+    return built
+
+
+def network_outputs(plans: Sequence[LayerPlan]) -> list[str]:
+    """The tensors the network sends to Top, one per output (`hw.output.output_plans` order):
+    an output layer's, or its input's when the Top applies that standalone activation
+    (`network_plans` leaves it out)."""
+    ends = []
+    for plan in output_plans(plans):
+        if splits_output(plan) and plan.activation_only and len(plans) > 1:
+            k = next(i for i, p in enumerate(plans) if p.name == plan.name)
+            ends.append(plan.inputs[0] if plan.inputs else plans[k - 1].name)
+        else:
+            ends.append(plan.name)
+    return ends
 
 
 def timing_checks(plans: Sequence[LayerPlan]) -> list[tuple[str, Depth]]:
@@ -354,13 +383,15 @@ def timing_checks(plans: Sequence[LayerPlan]) -> list[tuple[str, Depth]]:
                 else STAGES.map_depth()
             )
             checks.append((plan.name, Depth("activation", expr, map_depth(plan), "pipe_types")))
-    last = plans[-1]
-    n = last.output_shape[-1]
-    if classifies(last):
-        checks.append(("top", Depth("class", STAGES.class_depth(n), class_depth(n), "classify")))
-    if splits_output(last) and is_softmax(last):
-        fo = last.out_fmt.frac
-        checks.append(("top", Depth("softmax", STAGES.softmax_depth(n, fo), softmax_depth(fo, n), "softmax")))
+    several = several_outputs(plans)
+    for last in output_plans(plans):
+        owner = f"top_{last.name}" if several else "top"
+        n = last.output_shape[-1]
+        if classifies(last):
+            checks.append((owner, Depth("class", STAGES.class_depth(n), class_depth(n), "classify")))
+        if splits_output(last) and is_softmax(last):
+            fo = last.out_fmt.frac
+            checks.append((owner, Depth("softmax", STAGES.softmax_depth(n, fo), softmax_depth(fo, n), "softmax")))
     return checks
 
 
@@ -380,6 +411,6 @@ def beats_per_image(plans: Sequence[LayerPlan]) -> int:
     return math.prod(plans[0].input_shape[:-1])
 
 
-def output_beats_per_image(plans: Sequence[LayerPlan]) -> int:
-    """Output beats per image (`hw.output.output_beats`)."""
-    return output_beats(plans[-1])
+def output_beats_per_image(plans: Sequence[LayerPlan]) -> list[int]:
+    """Output beats per image of each output (`hw.output.output_beats`, `output_plans` order)."""
+    return [output_beats(plan) for plan in output_plans(plans)]

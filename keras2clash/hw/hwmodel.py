@@ -28,6 +28,7 @@ Where it is not (or not claimed to be) exact:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from keras2clash.hw.blocks import _build, _knobs, beats_per_image, output_beats_per_image
-from keras2clash.hw.events import CLAMP, NEG, Block, Cycle, EngineTiming, Join, Stateful
+from keras2clash.hw.events import CLAMP, NEG, Block, Cycle, EngineTiming, Join, Sink, Stateful
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.hw.resources import HwFigures, LayerResources, layer_resources, top_fifo_bits
 from keras2clash.kinds.window import generator_geometry
@@ -48,9 +49,10 @@ class Timing:
     """Predicted cycles of a run of `images` images back to back (cycle 0 = first after reset)."""
 
     accept_cycle: np.ndarray  # (N,) first beat of each image accepted
-    output_cycle: np.ndarray  # (N,) its (last) output beat moved
+    output_cycle: np.ndarray  # (N,) its (last) output beat moved: the last of its outputs' (`head_cycles`)
     ii: float  # steady-state initiation interval (exact; fractional only for a multi-image period)
     period_images: int  # images per period of the steady state (1 in every case seen)
+    head_cycles: tuple[np.ndarray, ...] = ()  # (N,) per output (`hw.output.output_plans` order)
 
     @property
     def first_latency(self) -> int:
@@ -86,7 +88,7 @@ def _simulate_batch(
 ) -> tuple[list[np.ndarray], list[Cycle], list[np.ndarray], np.ndarray, np.ndarray]:
     """Run the event model on arrays of `n_configs` configurations. With `images` given,
     exactly that many images; otherwise until every configuration's state repeats."""
-    first, blocks, sink = _build(plans, knobs, np.maximum)
+    first, blocks, sinks = _build(plans, knobs, np.maximum)
     k = beats_per_image(plans)
     last = np.full(n_configs, -1, dtype=np.int64)
     accepts: list[np.ndarray] = []
@@ -125,9 +127,21 @@ def _simulate_batch(
                 accepts.append(q)
             last = q
         n += 1
-    j = output_beats_per_image(plans)  # an image's output is its last output beat
-    outputs = sink.times[j - 1 :: j][: len(accepts)]
+    outputs = _last_outputs(sinks, output_beats_per_image(plans), len(accepts))
     return accepts, outputs, refs, found_lag, found_at
+
+
+def _head_outputs(sinks: Sequence[Sink], beats: Sequence[int], images: int) -> list[list[Cycle]]:
+    """Per output, the cycle each image's last output beat moved (`beats` per image)."""
+    return [sink.times[j - 1 :: j][:images] for sink, j in zip(sinks, beats)]
+
+
+def _last_outputs(sinks: Sequence[Sink], beats: Sequence[int], images: int) -> list[Cycle]:
+    """The cycle each image's last output beat of all its outputs moved."""
+    heads = _head_outputs(sinks, beats, images)
+    if len(heads) == 1:
+        return heads[0]
+    return [functools.reduce(np.maximum, cycles) for cycles in zip(*heads)]
 
 
 Signature = tuple[int | tuple[int, ...], ...]
@@ -258,7 +272,7 @@ def steady_state(
 def timing(plans: Sequence[LayerPlan], images: int = 0) -> Timing:
     """The exact cycles of `images` images back to back (at least one), and the exact II."""
     ii, period = steady_state(plans)
-    first, _, sink = _build(plans, [_knobs(p) for p in plans if p.is_compute], max)
+    first, _, sinks = _build(plans, [_knobs(p) for p in plans if p.is_compute], max)
     beats = beats_per_image(plans)
     accepts: list[Cycle] = []
     last: Cycle = -1
@@ -268,9 +282,9 @@ def timing(plans: Sequence[LayerPlan], images: int = 0) -> Timing:
             if j == 0:
                 accepts.append(last)
     acc = np.array(accepts, dtype=np.int64)
-    j = output_beats_per_image(plans)
-    out = np.array(sink.times[j - 1 :: j][: len(accepts)], dtype=np.int64)
-    return Timing(acc, out, ii, period)
+    heads = tuple(np.array(c, dtype=np.int64) for c in _head_outputs(sinks, output_beats_per_image(plans), len(acc)))
+    out = np.max(np.stack(heads), axis=0)
+    return Timing(acc, out, ii, period, heads)
 
 
 def fifo_depths(plans: Sequence[LayerPlan]) -> dict[str, tuple[int, ...]]:

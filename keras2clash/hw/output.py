@@ -11,10 +11,22 @@ emitter all ask about the same way:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from keras2clash.errors import K2CError
 from keras2clash.hw.plan import LayerPlan, relu_before_requantize
 from keras2clash.quant import activations
+
+
+def output_plans(plans: Sequence[LayerPlan]) -> list[LayerPlan]:
+    """The layers whose outputs are the network's, in the model's order: those of a model of
+    several outputs (`LayerPlan.output_port`), else the last layer."""
+    ports = sorted((p for p in plans if p.output_port is not None), key=lambda p: p.output_port or 0)
+    return ports or [plans[-1]]
+
+
+def several_outputs(plans: Sequence[LayerPlan]) -> bool:
+    return any(p.output_port is not None for p in plans)
 
 
 def classifies(plan: LayerPlan) -> bool:

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from keras2clash.errors import K2CError
-from keras2clash.hw.output import splits_output
+from keras2clash.hw.output import output_plans, splits_output
 from keras2clash.hw.plan import (
     DEFAULT_PIPELINE,
     Common,
@@ -115,17 +115,18 @@ def make_plan(
         plan = home.plan(common, overrides.get(layer.name), fmt)
         home.check(plan)
         _check_activation(plan, layer)
+        if layer.name in graph.heads:
+            plan = replace(plan, output_port=graph.heads.index(layer.name))
         plans.append(plan)
         out_fmts[layer.name] = plan.out_fmt
     return _mark_top_activation(plans)
 
 
 def _mark_top_activation(plans: list[LayerPlan]) -> list[LayerPlan]:
-    """Mark the output layer whose activation the Top applies after taking the class
+    """Mark each output layer whose activation the Top applies after taking the class
     (hw.output.splits_output): its engine finishes with the values before it."""
-    if plans and splits_output(plans[-1]):
-        plans[-1] = replace(plans[-1], top_activation=True)
-    return plans
+    last = {plan.name for plan in output_plans(plans)} if plans else set()
+    return [replace(p, top_activation=True) if p.name in last and splits_output(p) else p for p in plans]
 
 
 def _check_activation(plan: LayerPlan, layer: Layer) -> None:

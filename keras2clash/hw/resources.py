@@ -16,7 +16,7 @@ from keras2clash.hw.blocks import (
     map_depth,
     softmax_depth,
 )
-from keras2clash.hw.output import classifies, splits_output
+from keras2clash.hw.output import classifies, output_plans, splits_output
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.jsontypes import JsonObject
 from keras2clash.quant import activations
@@ -91,20 +91,22 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
 
 
 def top_fifo_bits(plans: Sequence[LayerPlan]) -> int:
-    """Top.core's FIFOs (LUT RAM): the input FIFO (2 beats), the output FIFO (2 beats). A
+    """Top.core's FIFOs (LUT RAM): the input FIFO (2 beats), each output's FIFO (2 beats). A
     classifier's output beat is the scores and the class index; its class pipeline's queue
     holds `class_depth + 2` of them, an output softmax's queue `softmax_depth + 2`."""
-    first, last = plans[0], plans[-1]
-    n = last.output_shape[-1]
+    first = plans[0]
     bits = INPUT_SLICE * first.input_shape[-1] * first.in_fmt.hw_bits
-    if not classifies(last):
-        return bits + OUTPUT_SLICE * n * last.out_fmt.hw_bits
-    result = n * last.out_fmt.hw_bits + (n - 1).bit_length()
-    bits += OUTPUT_SLICE * result
-    logits_bits = n * (last.act_in_fmt if splits_output(last) else last.out_fmt).hw_bits + (n - 1).bit_length()
-    bits += (class_depth(n) + 2) * (logits_bits if splits_output(last) and is_softmax(last) else result)
-    if splits_output(last) and is_softmax(last):
-        bits += (softmax_depth(last.out_fmt.frac, n) + 2) * result
+    for last in output_plans(plans):
+        n = last.output_shape[-1]
+        if not classifies(last):
+            bits += OUTPUT_SLICE * n * last.out_fmt.hw_bits
+            continue
+        result = n * last.out_fmt.hw_bits + (n - 1).bit_length()
+        bits += OUTPUT_SLICE * result
+        logits_bits = n * (last.act_in_fmt if splits_output(last) else last.out_fmt).hw_bits + (n - 1).bit_length()
+        bits += (class_depth(n) + 2) * (logits_bits if splits_output(last) and is_softmax(last) else result)
+        if splits_output(last) and is_softmax(last):
+            bits += (softmax_depth(last.out_fmt.frac, n) + 2) * result
     return bits
 
 

@@ -1,8 +1,8 @@
 """The network as a graph: typed layer records joined by named tensors.
 
 A `Graph` has one input (a named tensor with a shape), its layers in a topological order
-(every layer after its producers), and one output (the name of the layer that produces
-it). A chain is the simple case; a fork is a tensor several layers read, a merge a layer
+(every layer after its producers), and one or several outputs (the names of the layers that
+produce them, in the model's order; `output` is the one of a single-output graph). A chain is the simple case; a fork is a tensor several layers read, a merge a layer
 that reads several tensors.
 
 `to_dict()` is the design card's dictionary IR (a list of layer dicts with `type`,
@@ -25,13 +25,19 @@ DictIR: TypeAlias = Sequence[IRRow]
 
 @dataclass(frozen=True)
 class Graph:
-    """A single-input, single-output network of layer records."""
+    """A single-input network of layer records with one output (`output`) or several (`outputs`)."""
 
     name: str
     input_name: str
     input_shape: Shape
     layers: tuple[Layer, ...]
-    output: str
+    output: str  # the last of `outputs`
+    heads: tuple[str, ...] = ()  # every output in the model's order when there are several
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        """The layers whose outputs are the network's outputs, in the model's order."""
+        return self.heads or (self.output,)
 
     def __iter__(self) -> Iterator[Layer]:
         return iter(self.layers)
@@ -63,14 +69,17 @@ class Graph:
         return replace(self, layers=tuple(layers), output=output or self.output)
 
     def without(self, layer: Layer) -> Graph:
-        """Remove a one-input layer, its consumers reading its input instead."""
+        """Remove a one-input layer, its consumers reading its input instead (an output it
+        was becomes its input's)."""
         (source,) = layer.inputs
         rewired = [
             replace(other, inputs=tuple(source if t == layer.name else t for t in other.inputs))
             for other in self.layers
             if other is not layer
         ]
-        return self.with_layers(rewired, source if self.output == layer.name else self.output)
+        heads = tuple(source if t == layer.name else t for t in self.heads)
+        graph = replace(self.with_layers(rewired, source if self.output == layer.name else self.output), heads=heads)
+        return graph
 
     def replaced(self, old: Layer, new: Layer) -> Graph:
         return self.with_layers([new if layer is old else layer for layer in self.layers])

@@ -234,10 +234,10 @@ def _preprocessing(graph: Graph, layer: ir.Layer) -> bool:
 def _affine_target(graph: Graph, layer: ir.Layer) -> Dense | Conv2D | DepthwiseConv2D | None:
     """The layer an affine layer folds into (`fold_affine_forward`), or None: it stays."""
     readers = graph.consumers(layer.name)
-    reader = readers[0] if len(readers) == 1 and graph.output != layer.name else None
+    reader = readers[0] if len(readers) == 1 and layer.name not in graph.outputs else None
     if reader is not None and len(reader.output_shape) == 1 and _regroups(reader):
         after = graph.consumers(reader.name)
-        if graph.output == reader.name or len(after) != 1 or not isinstance(after[0], Dense):
+        if reader.name in graph.outputs or len(after) != 1 or not isinstance(after[0], Dense):
             return None
         reader = after[0]
     if isinstance(reader, Dense):

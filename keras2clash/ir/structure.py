@@ -16,7 +16,8 @@ Any other DAG (a tensor read again past a merge, as in DenseNet blocks, or forks
 several depths into one merge) is built as explicit wiring (`Dag`): runs of layers composed
 with `|>`, a fork wherever a tensor has several readers and a FIFO on every input of a merge.
 `network_shape` gives the series-parallel `Chain` where there is one (its Haskell reads as a
-composition) and the `Dag` otherwise.
+composition) and the `Dag` otherwise. A network of several outputs is a `Dag` with several
+sinks: each output leaves through its own port.
 """
 
 from __future__ import annotations
@@ -164,17 +165,19 @@ class Dag:
     runs: tuple[Run, ...]
     readers: dict[str, tuple[tuple[str, int], ...]] = field(hash=False)
     source: str
-    sink: str
+    sinks: tuple[str, ...]  # the network's outputs, in the model's order
 
     def layer_names(self) -> list[str]:
         return [name for run in self.runs for name in run.layers]
 
 
-def dag(nodes: Sequence[Node], source: str, sink: str) -> Dag:
-    """The wiring of the whole network from `source` to `sink` (`nodes` in topological order)."""
+def dag(nodes: Sequence[Node], source: str, sink: str | tuple[str, ...]) -> Dag:
+    """The wiring of the whole network from `source` to its output `sink` (or outputs, a
+    tuple), `nodes` in topological order."""
+    sinks = (sink,) if isinstance(sink, str) else sink
     by_name = {node.name: node for node in nodes}
     used: set[str] = set()
-    pending = [sink]
+    pending = list(sinks)
     while pending:  # the layers the output depends on
         name = pending.pop()
         if name in used or name not in by_name:
@@ -204,12 +207,17 @@ def dag(nodes: Sequence[Node], source: str, sink: str) -> Dag:
         runs=tuple(Run(tuple(run), src) for run, src in zip(runs, sources)),
         readers={tensor: tuple(r) for tensor, r in readers.items()},
         source=source,
-        sink=sink,
+        sinks=sinks,
     )
 
 
-def network_shape(nodes: Sequence[Node], source: str, sink: str) -> Chain | Dag:
-    """The series-parallel chain of the network where it has one, otherwise its wiring."""
+def network_shape(nodes: Sequence[Node], source: str, sink: str | tuple[str, ...]) -> Chain | Dag:
+    """The series-parallel chain of the network where it has one, otherwise its wiring (always
+    for several outputs, `sink` a tuple)."""
+    if not isinstance(sink, str):
+        if len(sink) > 1:
+            return dag(nodes, source, sink)
+        (sink,) = sink
     try:
         return structure(nodes, source, sink)
     except NotSeriesParallel:

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from keras2clash.hw.output import splits_output
+from keras2clash.hw.output import classifies, output_plans, splits_output
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.ir.graph import GraphLike, as_graph
 from keras2clash.kinds import kind_of
@@ -114,21 +114,22 @@ def predict_classes(raw_out: np.ndarray) -> np.ndarray:
 
 
 def output_logits(
-    plans: Sequence[LayerPlan], params: Mapping[str, QuantizedLayer], values: Mapping[str, np.ndarray]
+    plans: Sequence[LayerPlan],
+    params: Mapping[str, QuantizedLayer],
+    values: Mapping[str, np.ndarray],
+    head: LayerPlan | None = None,
 ) -> np.ndarray:
-    """The output layer's values before its monotone activation (`hw.output.splits_output`), from
-    `run_all`'s tensors; the outputs themselves when it has none."""
-    last = plans[-1]
+    """The output layer's (or output `head`'s) values before its monotone activation
+    (`hw.output.splits_output`), from `run_all`'s tensors; the outputs themselves when it has none."""
+    last = plans[-1] if head is None else head
+    k = next(i for i, p in enumerate(plans) if p.name == last.name)
+    inputs = last.inputs or (plans[k - 1].name if k > 0 else "input",)
     if not splits_output(last):
         out = values[last.name]
     elif last.activation_only:
-        out = values[last.inputs[0] if last.inputs else plans[-2].name]
+        out = values[inputs[0]]
     else:
-        out = layer(
-            replace(last, activation="linear"),
-            params,
-            [values[t] for t in (last.inputs or (plans[-2].name if len(plans) > 1 else "input",))],
-        )
+        out = layer(replace(last, activation="linear"), params, [values[t] for t in inputs])
     return np.asarray(out).reshape(len(out), -1)
 
 
@@ -140,3 +141,18 @@ def predict(
     values = run_all(plans, params, x_raw)
     out = values[plans[-1].name]
     return out.reshape(len(out), -1), predict_classes(output_logits(plans, params, values))
+
+
+def predict_outputs(
+    plans: Sequence[LayerPlan], params: Mapping[str, QuantizedLayer], x_raw: np.ndarray
+) -> list[tuple[np.ndarray, np.ndarray | None]]:
+    """Every output of the network (`hw.output.output_plans`, in the model's order): its raw
+    values (N, n_out) and, for one the Top takes a class from (`hw.output.classifies`), the
+    predicted classes as `predict` takes them; None for an image or sequence output."""
+    values = run_all(plans, params, x_raw)
+    results: list[tuple[np.ndarray, np.ndarray | None]] = []
+    for head in output_plans(plans):
+        out = np.asarray(values[head.name])
+        classes = predict_classes(output_logits(plans, params, values, head)) if classifies(head) else None
+        results.append((out.reshape(len(out), -1), classes))
+    return results

@@ -32,8 +32,19 @@ from keras2clash.backend.project import Project, load_project
 from keras2clash.data import load_test_set
 from keras2clash.errors import K2CError
 from keras2clash.fsutil import work_dir
+from keras2clash.hw.output import several_outputs
 from keras2clash.verify import toolchain
-from keras2clash.verify.testbench import TB_DIR, TB_MODULE, Testbench, estimate_cycles, unpack_result, write_testbench
+from keras2clash.verify.testbench import (
+    TB_DIR,
+    TB_MODULE,
+    HeadsTestbench,
+    Testbench,
+    estimate_cycles,
+    heads_inputs,
+    unpack_result,
+    write_heads_testbench,
+    write_testbench,
+)
 
 
 @dataclass(frozen=True)
@@ -310,9 +321,10 @@ def rtlsim(
     max_cycles: int | None = None,
     status: Callable[[str], object] | None = None,
     progress: Callable[[int, int], object] | None = None,
-) -> RtlResult:
+) -> RtlResult | HeadsRtlResult:
     """Testbench -> HDL (if needed) -> build -> run -> compare. Raises K2CError on any
-    problem before the run; a finished run with mismatches is returned (see `RtlResult.ok`)."""
+    problem before the run; a finished run with mismatches is returned (see `RtlResult.ok`).
+    A design of several outputs runs its Verilog testbench of every port (`HeadsRtlResult`)."""
     if simulator not in SIMULATORS:
         raise K2CError(f"unknown simulator {simulator!r}; choose from {', '.join(SIMULATORS)}")
     sim = SIMULATORS[simulator]
@@ -330,6 +342,14 @@ def rtlsim(
             f"{limit_cycles} for {sim.name} (it is slow on wide vectors); use fewer samples (-n) "
             f"or raise --max-cycles"
         )
+    if several_outputs(project.plans):
+        if sim.language != "verilog":
+            raise K2CError(f"{sim.name}: a design of several outputs has a Verilog testbench only (icarus, verilator)")
+        x = heads_inputs(project, data, limit)
+        heads_tb = write_heads_testbench(project.root, x, gap_max=gap_max, seed=seed)
+        if status is not None:
+            status(f"{sim.name}: building and simulating {len(x)} samples")
+        return run_heads_testbench(project, sim.name, heads_tb)
     tb = write_testbench(project.root, data, limit, gap_max=gap_max, seed=seed)
     return run_testbench(project, sim.name, tb, status=status, progress=progress)
 
@@ -364,7 +384,76 @@ def run_testbench(
     )
 
 
+@dataclass
+class HeadsRtlResult:
+    """An RTL run of a design of several outputs: per output port, each sample's accept and
+    output cycles and whether its beats equalled the golden model's (the testbench's PASS)."""
+
+    simulator: str
+    project: str
+    accept_cycle: list[np.ndarray]  # per port, (N,)
+    output_cycle: list[np.ndarray]  # per port, (N,)
+    passed: list[np.ndarray]  # per port, (N,) bool
+    cycles: int | None
+    messages: list[str]
+
+    @property
+    def samples(self) -> list[bool]:
+        """Every (port, sample) result, port by port: whether it equalled the golden model."""
+        return [bool(v) for port in self.passed for v in port]
+
+    @property
+    def ok(self) -> bool:
+        return all(self.samples) and not self.messages and self.cycles is not None
+
+
+def render_heads(result: HeadsRtlResult, console) -> None:
+    """One row per output port: bit-exact samples, first latency, last output cycle."""
+    from rich.table import Table
+
+    table = Table(title=f"{result.project}: RTL simulation in {result.simulator}, one row per output port")
+    for name in ("port", "bit-exact", "first latency", "last output cycle"):
+        table.add_column(name, justify="right")
+    for k, (acc, out, ok) in enumerate(zip(result.accept_cycle, result.output_cycle, result.passed)):
+        table.add_row(f"m{k}_axis", f"{int(ok.sum())}/{len(ok)}", str(int(out[0] - acc[0])), str(int(out[-1])))
+    console.print(table)
+    for message in result.messages:
+        console.print(f"[red]{message}[/red]")
+
+
+def run_heads_testbench(project: Project, simulator: str, tb: HeadsTestbench) -> HeadsRtlResult:
+    """Build and run the Verilog testbench of a design of several outputs (DIR/tb/,
+    `testbench.write_heads_testbench`) in Icarus or Verilator; its OUT lines per port."""
+    sim = SIMULATORS[simulator]
+    if sim.language != "verilog":
+        raise K2CError(f"{sim.name}: a design of several outputs has a Verilog testbench only (icarus, verilator)")
+    tools = require_simulator(sim)
+    folder = ensure_hdl(project, sim.language)
+    check_weight_files(project, folder, sim.language)
+    build = project.root / toolchain.BUILD_DIR / f"rtl-{sim.name}"
+    cmd = _build(sim, tools, folder, project.root / TB_DIR, build)
+    lines = _run_streaming(cmd, folder, tb.spec.samples * len(tb.ports), None)
+    (build / "run.log").write_text("\n".join(lines) + "\n")
+    n, ports = tb.spec.samples, len(tb.ports)
+    accept = [np.full(n, -1, dtype=np.int64) for _ in range(ports)]
+    output = [np.full(n, -1, dtype=np.int64) for _ in range(ports)]
+    passed = [np.zeros(n, dtype=bool) for _ in range(ports)]
+    cycles, messages = None, []
+    for line in lines:
+        parts = line.split()
+        if parts[:1] == ["OUT"] and len(parts) == 7:
+            k, i = int(parts[1]), int(parts[2])
+            accept[k][i], output[k][i], passed[k][i] = int(parts[3]), int(parts[4]), parts[6] == "PASS"
+        elif parts[:1] == ["DONE"] and len(parts) == 4:
+            cycles = int(parts[3])
+        elif parts[:1] in (["ERROR"], ["TIMEOUT"]):
+            messages.append(line.strip())
+    return HeadsRtlResult(sim.name, project.name, accept, output, passed, cycles, messages)
+
+
 def _count_samples(project: Project, data: str | Path, limit: int | None) -> int:
+    if several_outputs(project.plans):
+        return len(heads_inputs(project, data, limit))
     dataset = load_test_set(data, project.input_shape, project.n_out, project.plans[-1].activation).head(limit)
     return len(dataset)
 

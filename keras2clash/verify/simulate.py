@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,6 +65,48 @@ def run_simulator(
 
     `progress(k)` is called as outputs arrive, so long runs can show a progress bar.
     """
+    rows = _simulator_rows(exe, project, x_raw, len(x_raw), extra_args, progress)
+    table = np.array(rows, dtype=np.int64)
+    return _result(table, n_out, classifies)
+
+
+def run_simulator_heads(
+    exe: Path,
+    project: Path,
+    x_raw: np.ndarray,
+    heads: Sequence[tuple[int, bool]],
+    extra_args: list[str] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> list[SimResult]:
+    """`run_simulator` for a design of several outputs, `heads` giving each output's
+    (n_out, classifies): each output port prints its own line per sample, its index first
+    (K2C.Sim.simHeads); one `SimResult` per output, in port order."""
+    rows = _simulator_rows(exe, project, x_raw, len(x_raw) * len(heads), extra_args, progress)
+    results = []
+    for k, (n_out, classifies) in enumerate(heads):
+        mine = [row[1:] for row in rows if row[0] == k]
+        if len(mine) != len(x_raw):
+            raise K2CError(f"simulation returned {len(mine)} outputs of port {k} for {len(x_raw)} samples")
+        results.append(_result(np.array(mine, dtype=np.int64), n_out, classifies, f" of port {k}"))
+    return results
+
+
+def _result(table: np.ndarray, n_out: int, classifies: bool, where: str = "") -> SimResult:
+    lead = 3 if classifies else 2
+    if table.shape[1] != lead + n_out:
+        raise K2CError(f"simulation printed {table.shape[1] - lead} outputs{where} per sample, expected {n_out}")
+    return SimResult(table[:, 0], table[:, 1], table[:, 2] if classifies else None, table[:, lead:])
+
+
+def _simulator_rows(
+    exe: Path,
+    project: Path,
+    x_raw: np.ndarray,
+    lines: int,
+    extra_args: list[str] | None,
+    progress: Callable[[int], None] | None,
+) -> list[list[int]]:
+    """The simulator's output lines as integers: `lines` of them, or one clear error."""
     cmd = [str(exe), *(extra_args or [])]
     rows: list[list[int]] = []
     with procs.child(
@@ -99,10 +141,6 @@ def run_simulator(
     err = "".join(errors)
     if code != 0:
         raise K2CError(f"simulation failed (exit {code}): {err.strip()[-2000:]}")
-    if len(rows) != len(x_raw):
+    if len(rows) != lines:
         raise K2CError(f"simulation returned {len(rows)} outputs for {len(x_raw)} samples")
-    table = np.array(rows, dtype=np.int64)
-    lead = 3 if classifies else 2
-    if table.shape[1] != lead + n_out:
-        raise K2CError(f"simulation printed {table.shape[1] - lead} outputs per sample, expected {n_out}")
-    return SimResult(table[:, 0], table[:, 1], table[:, 2] if classifies else None, table[:, lead:])
+    return rows

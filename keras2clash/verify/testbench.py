@@ -30,17 +30,17 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from keras2clash.backend.emitter import _env
 from keras2clash.backend.project import Project, load_project
-from keras2clash.data import load_test_set
+from keras2clash.data import load_head_sets, load_test_set
 from keras2clash.errors import K2CError
 from keras2clash.fsutil import atomic_directory
-from keras2clash.hw.output import output_task
+from keras2clash.hw.output import classifies, output_beats, output_plans, output_task, several_outputs
 from keras2clash.quant import golden
 
 TB_DIR = "tb"
@@ -214,6 +214,12 @@ def write_testbench(
     if limit is not None and limit < 1:
         raise K2CError(f"-n must be >= 1, got {limit}")
     project = load_project(project_dir)
+    if several_outputs(project.plans):
+        names = ", ".join(h.name for h in output_plans(project.plans))
+        raise K2CError(
+            f"design '{project.name}' has several output ports ({names}): its testbench is "
+            "write_heads_testbench's (Verilog, every port)"
+        )
     dataset, x_raw, expected, classes = prepare(project, data, limit)
     spec = spec_for(project, len(dataset), gap_max, seed)
     target = project.root / TB_DIR
@@ -223,24 +229,86 @@ def write_testbench(
 
 
 def _write_files(root: Path, spec: TbSpec, x_raw, expected, classes, labels, task: str) -> None:
-    digits_in, digits_out = spec.in_word // 4, spec.out_word // 4
-    lines = []
-    for image in x_raw.reshape(spec.samples, spec.beats, spec.beat_width):
-        for b, beat in enumerate(image):
-            word = pack_values(beat, spec.in_bits) | (int(b == spec.beats - 1) << spec.tdata_in)
-            lines.append(f"{word:0{digits_in}x}")
-    (root / "input.hex").write_text("\n".join(lines) + "\n")
-    if spec.class_bits:
-        outs = [f"{pack_result(s, c, spec):0{digits_out}x}" for s, c in zip(expected, classes)]
-    else:  # one word per output beat
-        beats = expected.reshape(spec.samples * spec.out_beats, spec.out_width)
-        outs = [f"{pack_values(beat, spec.out_bits):0{digits_out}x}" for beat in beats]
-    (root / "expected.hex").write_text("\n".join(outs) + "\n")
+    _write_inputs(root, spec, x_raw)
+    (root / "expected.hex").write_text(_expected_text(spec, expected, classes))
     (root / "tb.v").write_text(verilog_tb(spec))
     (root / "tb.vhdl").write_text(vhdl_tb(spec))
     (root / "tb.json").write_text(json.dumps(asdict(spec), indent=2) + "\n")
     known = {} if labels is None else {"labels" if task == "classifier" else "targets": labels}
     np.savez(root / "golden.npz", x_raw=x_raw, expected=expected, classes=classes, **known)
+
+
+@dataclass(frozen=True)
+class HeadsTestbench:
+    """A written Verilog testbench of a design of several outputs: the input side's spec, one
+    spec per output port, the golden outputs (values and classes) of each port."""
+
+    directory: Path
+    spec: TbSpec
+    ports: list[TbSpec]
+    x_raw: np.ndarray
+    expected: list[np.ndarray]
+    classes: list[np.ndarray | None]
+
+
+def write_heads_testbench(project_dir: str | Path, x: np.ndarray, *, gap_max: int = 0, seed: int = 1) -> HeadsTestbench:
+    """Write DIR/tb/ for a design of several outputs and the inputs `x` (reals): input.hex,
+    expected_<k>.hex per output port (k in `hw.output.output_plans` order) and tb.v
+    (templates/tb_heads.v.j2), which drives every port and checks every output beat."""
+    if gap_max < 0:
+        raise K2CError(f"--gap-max must be >= 0, got {gap_max}")
+    project = load_project(project_dir)
+    heads = output_plans(project.plans)
+    x_raw = np.asarray(golden.quantize_inputs(project.plans, x), dtype=np.int64)
+    want = golden.predict_outputs(project.plans, project.params, x_raw)
+    spec = spec_for(project, len(x_raw), gap_max, seed)
+    ports = [
+        replace(
+            spec,
+            n_out=head.n_out,
+            out_bits=head.out_fmt.hw_bits,
+            class_bits=(head.n_out - 1).bit_length() if classifies(head) else 0,
+            out_beats=output_beats(head),
+        )
+        for head in heads
+    ]
+    target = project.root / TB_DIR
+    with atomic_directory(target, force=True) as tmp:
+        _write_inputs(tmp, spec, x_raw)
+        for k, (port, (values, classes)) in enumerate(zip(ports, want)):
+            (tmp / f"expected_{k}.hex").write_text(_expected_text(port, values, classes))
+        context = {**tb_context(spec), "ports": ports}
+        (tmp / "tb.v").write_text(_env.get_template("tb_heads.v.j2").render(context))
+    return HeadsTestbench(target, spec, ports, x_raw, [v for v, _ in want], [c for _, c in want])
+
+
+def heads_inputs(project: Project, data: str | Path, limit: int | None = None) -> np.ndarray:
+    """The first `limit` inputs `x` of a test set of a design of several outputs (its
+    `y_<output layer>` are for the comparison, `data.load_head_sets`)."""
+    heads = [(h.name, h.n_out, h.activation, output_task(h, "auto")) for h in output_plans(project.plans)]
+    return load_head_sets(data, project.input_shape, heads)[0].head(limit).x
+
+
+def _write_inputs(root: Path, spec: TbSpec, x_raw: np.ndarray) -> None:
+    """input.hex: one `{tlast, s_axis_tdata}` word per input beat."""
+    lines = []
+    for image in x_raw.reshape(spec.samples, spec.beats, spec.beat_width):
+        for b, beat in enumerate(image):
+            word = pack_values(beat, spec.in_bits) | (int(b == spec.beats - 1) << spec.tdata_in)
+            lines.append(f"{word:0{spec.in_word // 4}x}")
+    (root / "input.hex").write_text("\n".join(lines) + "\n")
+
+
+def _expected_text(spec: TbSpec, expected: np.ndarray, classes: np.ndarray | None) -> str:
+    """The expected m_axis_tdata words: one per image (a classifier's), or one per output beat."""
+    digits_out = spec.out_word // 4
+    if spec.class_bits:
+        assert classes is not None
+        outs = [f"{pack_result(s, c, spec):0{digits_out}x}" for s, c in zip(expected, classes)]
+    else:
+        beats = expected.reshape(spec.samples * spec.out_beats, spec.out_width)
+        outs = [f"{pack_values(beat, spec.out_bits):0{digits_out}x}" for beat in beats]
+    return "\n".join(outs) + "\n"
 
 
 def read_spec(project_root: Path) -> TbSpec:

@@ -1,0 +1,322 @@
+"""Models of several outputs (heads): the graph keeps every output in the model's order, the
+golden model computes each one (its values, and a class for a vector head) as Keras does, and
+the hardware sends each out of its own AXI4-Stream master port: golden == Clash simulation on
+every port, back to back and under random input gaps and per-port output stalls, with the
+hardware model's cycles per port. Models of several inputs are refused with one line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import keras2clash as k2c
+from helpers import needs_toolchain
+from keras2clash import api
+from keras2clash.backend.project import load_project
+from keras2clash.errors import K2CError
+from keras2clash.frontend.convert import to_graph
+from keras2clash.hw import hwmodel
+from keras2clash.hw.output import classifies, output_plans
+from keras2clash.network import load_network
+from keras2clash.quant import golden
+from keras2clash.verify import rtlsim, testbench, toolchain
+from keras2clash.verify.simulate import run_simulator_heads
+
+
+def _randomize(model, rng):
+    """Small weights keep values inside the format."""
+    for layer in model.layers:
+        weights = layer.get_weights()
+        if weights:
+            layer.set_weights([rng.uniform(-0.6, 0.6, size=w.shape).astype(np.float32) for w in weights])
+    return model
+
+
+def two_heads(seed: int = 0):
+    """A shared trunk, a classifier head (Dense softmax) and a regression head (Dense linear)."""
+    import keras
+    from keras import layers
+
+    keras.utils.set_random_seed(seed)
+    inp = keras.Input((6,))
+    trunk = layers.Dense(8, activation="relu", name="trunk")(inp)
+    classes = layers.Dense(3, activation="softmax", name="classes")(trunk)
+    hidden = layers.Dense(4, activation="relu", name="hidden")(trunk)
+    value = layers.Dense(1, name="value")(hidden)
+    return _randomize(keras.Model(inp, [classes, value], name="two_heads"), np.random.default_rng(seed))
+
+
+def image_and_vector_heads(seed: int = 0):
+    """A convolutional trunk with an image head (a 1x1 convolution) and a vector head."""
+    import keras
+    from keras import layers
+
+    keras.utils.set_random_seed(seed)
+    inp = keras.Input((4, 4, 2))
+    trunk = layers.Conv2D(3, 3, padding="same", activation="relu", name="trunk")(inp)
+    image = layers.Conv2D(2, 1, name="image")(trunk)
+    vector = layers.Dense(3, name="vector")(layers.Flatten(name="flat")(trunk))
+    return _randomize(keras.Model(inp, [vector, image], name="image_and_vector"), np.random.default_rng(seed))
+
+
+def random_heads(seed: int, image: bool, nodes: int, heads: int):
+    """A random trunk of same-shaped tensors (layers and merges of earlier tensors), then
+    `heads` heads, each a Dense (after a Flatten for images) reading a random trunk tensor;
+    the trunk tensors nobody reads are added into the last head."""
+    import keras
+    from keras import layers
+
+    keras.utils.set_random_seed(seed)
+    rng = np.random.default_rng(seed)
+    if image:
+        inp = keras.Input((4, 4, 2))
+
+        def unit(x, name):
+            return layers.Conv2D(3, int(rng.choice([1, 3])), padding="same", activation="relu", name=name)(x)
+    else:
+        inp = keras.Input((5,))
+
+        def unit(x, name):
+            return layers.Dense(4, activation=str(rng.choice(["relu", "linear"])), name=name)(x)
+
+    tensors = [unit(inp, "stem")]
+    read = [False]
+    for k in range(nodes):
+        if len(tensors) >= 2 and rng.random() < 0.4:
+            picks = [int(i) for i in rng.choice(len(tensors), size=2, replace=False)]
+            x = layers.Add(name=f"m{k}")([tensors[i] for i in picks])
+        else:
+            picks = [int(rng.integers(len(tensors)))]
+            x = unit(tensors[picks[0]], f"u{k}")
+        for i in picks:
+            read[i] = True
+        tensors.append(x)
+        read.append(False)
+    outputs = []
+    for h in range(heads):
+        x = tensors[int(rng.integers(len(tensors)))] if h < heads - 1 else tensors[-1]
+        if h == heads - 1:
+            ends = [t for t, r in zip(tensors[:-1], read[:-1]) if not r]
+            x = layers.Add(name="ends")([x, *ends]) if ends else x
+        if image:
+            x = layers.Flatten(name=f"flat{h}")(x)
+        activation = str(rng.choice(["linear", "softmax", "sigmoid"]))
+        units = int(rng.integers(2 if activation == "softmax" else 1, 4))
+        outputs.append(layers.Dense(units, activation=activation, name=f"head{h}")(x))
+    return _randomize(keras.Model(inp, outputs, name=f"heads_{seed}"), rng)
+
+
+def _inputs(model, n: int = 8, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).uniform(0, 1, size=(n, *model.inputs[0].shape[1:])).astype(np.float32)
+
+
+def _assert_golden_follows_keras(model, x: np.ndarray) -> list:
+    """Every output at a wide format within a small error of Keras; a vector head's classes
+    equal the argmax of Keras' outputs wherever Keras' two best scores are apart."""
+    predictions = k2c.predict(model, x, "1,9,14")
+    want = model.predict(x, verbose=0)
+    assert isinstance(predictions, list) and len(predictions) == len(want) == len(model.outputs)
+    for prediction, keras_out in zip(predictions, want):
+        keras_out = np.asarray(keras_out, dtype=np.float64).reshape(len(x), -1)
+        np.testing.assert_allclose(prediction.values, keras_out, atol=0.03)
+        if prediction.classes is not None:
+            top2 = np.sort(keras_out, axis=1)[:, -2:] if keras_out.shape[1] > 1 else None
+            clear = np.ones(len(x), bool) if top2 is None else top2[:, 1] - top2[:, 0] > 0.01
+            assert np.array_equal(prediction.classes[clear], np.argmax(keras_out, axis=1)[clear])
+    return predictions
+
+
+# --- the graph and the golden model -------------------------------------------------------
+
+
+def test_the_graph_keeps_every_output_in_the_models_order() -> None:
+    graph = to_graph(two_heads())
+    assert graph.outputs == ("classes", "value")
+    network = load_network(two_heads(), "1,7,8", fifos=False)
+    ports = {p.name: p.output_port for p in network.plans}
+    assert ports == {"trunk": None, "classes": 0, "hidden": None, "value": 1}
+    # the classifier head's softmax is applied after its class is taken, as for one output
+    assert [p.top_activation for p in network.plans] == [False, True, False, False]
+
+
+def test_golden_computes_a_classifier_head_and_a_regression_head() -> None:
+    model = two_heads()
+    classes, value = _assert_golden_follows_keras(model, _inputs(model, 32))
+    assert classes.raw.shape == (32, 3) and value.raw.shape == (32, 1)
+    assert classes.output_shape == (3,) and value.output_shape == (1,)
+
+
+def test_golden_computes_an_image_head_beside_a_vector_head() -> None:
+    model = image_and_vector_heads()
+    vector, image = _assert_golden_follows_keras(model, _inputs(model))
+    assert image.classes is None and image.output_shape == (4, 4, 2) and image.raw.shape == (8, 32)
+    assert vector.classes is not None and vector.output_shape == (3,)
+
+
+def test_a_single_output_model_still_gives_one_prediction() -> None:
+    import keras
+
+    inp = keras.Input((3,))
+    model = keras.Model(inp, keras.layers.Dense(2, name="d")(inp))
+    assert isinstance(k2c.predict(model, np.zeros((2, 3))), k2c.Prediction)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@given(seed=st.integers(0, 10_000), image=st.booleans(), nodes=st.integers(1, 4), heads=st.integers(2, 3))
+def test_random_heads_golden_follows_keras_and_the_model_times_every_port(seed, image, nodes, heads) -> None:
+    """Golden == Keras on every output; the hardware model times every port of every image (a
+    deadlock would leave one untimed) at the II of FIFOs a whole image deeper."""
+    model = random_heads(seed, image, nodes, heads)
+    _assert_golden_follows_keras(model, _inputs(model, 4, seed))
+    network = load_network(model, "1,7,8")
+    t = hwmodel.timing(network.plans, 3)
+    assert len(t.head_cycles) == heads and all(len(c) == 3 and np.all(np.diff(c) > 0) for c in t.head_cycles)
+    assert t.ii == hwmodel.timing(hwmodel.with_deep_branch_fifos(network.plans)).ii
+
+
+# --- the hardware: one master port per output ---------------------------------------------
+
+
+def test_the_trunk_forks_to_one_port_per_output(tmp_path) -> None:
+    api.emit(two_heads(), "1,7,8", tmp_path / "net", show=False)
+    network = (tmp_path / "net" / "Network.hs").read_text()
+    assert "(input, (classes_port_ready, value_port_ready)) =\n  ((classes_out, value_out), trunk_ready)" in network
+    assert "fork trunk_out (classes_ready :> hidden_ready :> Nil)" in network
+    top = (tmp_path / "net" / "Top.hs").read_text()
+    for port in ("m0_axis", "m1_axis"):
+        assert all(f'PortName "{port}_{s}"' in top for s in ("tdata", "tvalid", "tlast", "tready"))
+    assert "head0 = classify id |> classes_softmax |> fifo (SNat @OutputSlice)" in top
+
+
+def test_the_model_times_each_output() -> None:
+    """Each output's cycles, and a sample's output cycle as the last of them; the heads share
+    the trunk's II."""
+    network = load_network(image_and_vector_heads(), "1,7,8")
+    t = hwmodel.timing(network.plans, 3)
+    vector, image = t.head_cycles
+    assert np.array_equal(t.output_cycle, np.maximum(vector, image))
+    assert np.all(np.diff(vector) == t.ii) and np.all(np.diff(image) == t.ii)
+    assert hwmodel.timing(hwmodel.with_deep_branch_fifos(network.plans)).ii == t.ii
+
+
+def assert_ports_match_golden(project, x_raw: np.ndarray, seed: int) -> list:
+    """Every output port of the Clash simulation equals the golden model bit for bit (values
+    and class), back to back and under random input gaps and output stalls, with each port's
+    cycles as the hardware model has them. Returns the stressed run's results per port."""
+    heads = output_plans(project.plans)
+    want = golden.predict_outputs(project.plans, project.params, x_raw)
+    exe = toolchain.build_simulator(project.root)
+    t = hwmodel.timing(project.plans, len(x_raw))
+    shapes = [(h.n_out, classifies(h)) for h in heads]
+    for extra in ([], ["--gap-max", "4", "--seed", str(seed)]):
+        sims = run_simulator_heads(exe, project.root, x_raw, shapes, extra)
+        for k, (sim, (values, classes)) in enumerate(zip(sims, want)):
+            assert np.array_equal(sim.outputs, values)
+            assert classes is None or np.array_equal(sim.classes, classes)
+            if not extra:
+                assert np.array_equal(sim.accept_cycle, t.accept_cycle)
+                assert np.array_equal(sim.output_cycle, t.head_cycles[k])
+    return sims
+
+
+def _clash(model, tmp_path, seed: int = 0, images: int = 5):
+    api.emit(model, "1,7,8", tmp_path / "net", show=False)
+    project = load_project(tmp_path / "net")
+    x = np.random.default_rng(seed).uniform(-0.5, 1.5, size=(images, *model.inputs[0].shape[1:]))
+    stressed = assert_ports_match_golden(project, golden.quantize_inputs(project.plans, x), seed)
+    return project, x, stressed
+
+
+@pytest.mark.toolchain
+@needs_toolchain
+def test_a_classifier_head_and_a_regression_head_bit_exact_in_clash_and_verilator(tmp_path) -> None:
+    """Clash: every port; the comparison: one table per output, accuracy for the classifier
+    head and errors for the regression head, from the test set's `y_<output layer>`;
+    Verilator: every port's beats checked by the testbench, the same cycles as the Clash
+    simulation under the same gaps and per-port stalls."""
+    model = two_heads()
+    project, x, stressed = _clash(model, tmp_path, seed=4)
+    tb = testbench.write_heads_testbench(project.root, x, gap_max=4, seed=4)
+    rtl = rtlsim.run_heads_testbench(project, "verilator", tb)
+    assert rtl.ok and all(len(p) == len(x) for p in rtl.passed)
+    for k, sim in enumerate(stressed):
+        assert np.array_equal(rtl.accept_cycle[k], sim.accept_cycle)
+        assert np.array_equal(rtl.output_cycle[k], sim.output_cycle)
+    x = _inputs(model, 24, seed=3)
+    classes, value = model.predict(x, verbose=0)
+    data = tmp_path / "test.npz"
+    np.savez(data, x=x, y_classes=np.argmax(classes, axis=1), y_value=value)
+    by_head = api.simulate(project.root, data, gap_max=2, show=False)
+    assert [c.model for c in by_head] == ["two_heads:classes", "two_heads:value"]
+    assert all(c.bit_exact == c.samples == 24 for c in by_head)
+    assert by_head[0].keras_float_accuracy == 1.0 and abs(by_head[0].sim_accuracy - 1.0) <= 2 / 24
+    assert by_head[1].task == "regression" and by_head[1].sim_errors.vs_keras.max_abs < 0.05
+    tb = api.testbench(project.root, data, 3)
+    assert len((tb / "expected_0.hex").read_text().split()) == len((tb / "expected_1.hex").read_text().split()) == 3
+    with pytest.raises(K2CError, match="several output ports .*classes, value"):
+        testbench.write_testbench(project.root, data)
+    with pytest.raises(K2CError, match="ghdl: a design of several outputs has a Verilog testbench only"):
+        api.rtlsim(project.root, data, "ghdl", 3, show=False)
+
+
+@needs_toolchain
+@pytest.mark.slow
+def test_an_image_head_and_a_vector_head_bit_exact_in_clash(tmp_path) -> None:
+    _clash(image_and_vector_heads(), tmp_path)
+
+
+# --- the example: a digit head and a value head on one trunk -------------------------------
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "digits_heads"
+
+
+def test_the_two_head_example_follows_keras_on_its_test_set() -> None:
+    """At the default format the golden digit head has Keras' accuracy and the value head
+    stays within a few output steps of Keras, on all 360 test samples."""
+    import keras
+
+    data = np.load(EXAMPLE / "test.npz")
+    digit, value = k2c.predict(EXAMPLE / "digits_heads.keras", data["x"])
+    keras_digit, keras_value = keras.models.load_model(EXAMPLE / "digits_heads.keras").predict(data["x"], verbose=0)
+    golden_accuracy = np.mean(digit.classes == data["y_digit"])
+    assert golden_accuracy == np.mean(np.argmax(keras_digit, axis=1) == data["y_digit"]) == 348 / 360
+    assert np.max(np.abs(value.values - keras_value)) < 0.01
+
+
+@pytest.mark.slow
+@needs_toolchain
+def test_the_two_head_example_whole_test_set_in_clash(tmp_path) -> None:
+    """Every sample of both ports bit-exact in the Clash simulation under gaps and stalls."""
+    api.emit(EXAMPLE / "digits_heads.keras", "1,7,8", tmp_path / "net", show=False)
+    digit, value = api.simulate(tmp_path / "net", EXAMPLE / "test.npz", gap_max=3, show=False)
+    assert digit.bit_exact == value.bit_exact == 360
+    assert digit.sim_accuracy == digit.keras_float_accuracy
+
+
+# --- what is refused ----------------------------------------------------------------------
+
+
+def test_an_output_read_by_another_layer_is_refused() -> None:
+    import keras
+    from keras import layers
+
+    inp = keras.Input((4,))
+    first = layers.Dense(3, name="first")(inp)
+    second = layers.Dense(2, name="second")(first)
+    with pytest.raises(K2CError, match="layer 'first' is an output .* also read by layer 'second'"):
+        to_graph(keras.Model(inp, [first, second]))
+
+
+def test_several_inputs_are_refused_with_one_line() -> None:
+    import keras
+    from keras import layers
+
+    a, b = keras.Input((3,), name="a"), keras.Input((2,), name="b")
+    model = keras.Model([a, b], layers.Dense(2, name="d")(layers.Concatenate(name="cat")([a, b])))
+    with pytest.raises(K2CError, match=r"has 2 inputs \(a, b\); keras2clash builds models of one input") as err:
+        to_graph(model)
+    assert "\n" not in str(err.value)
