@@ -79,6 +79,24 @@ def load_inputs(path: Path | str, input_shape: tuple[int, ...]) -> np.ndarray:
     return _inputs(path, x, input_shape).astype(np.float64)
 
 
+def load_named_inputs(path: Path | str, inputs: Sequence[tuple[str, tuple[int, ...]]]) -> list[np.ndarray]:
+    """The inputs of a model of several inputs from an .npz: `x_<input name>` per input
+    ((name, shape) in the model's order), each checked against its shape and all with the
+    same number of samples: for `predict` and `trace`."""
+    path = Path(path)
+    arrays = read_npz(path, "data")
+    missing = [f"x_{name}" for name, _ in inputs if f"x_{name}" not in arrays]
+    if missing:
+        raise K2CError(
+            f"data file {path} needs an array per model input ({', '.join(missing)}); it has {sorted(arrays)}"
+        )
+    xs = [_inputs(path, arrays[f"x_{name}"], shape).astype(np.float64) for name, shape in inputs]
+    if len({len(x) for x in xs}) != 1:
+        counts = ", ".join(f"x_{name} {len(x)}" for (name, _), x in zip(inputs, xs))
+        raise K2CError(f"data file {path}: the inputs have different numbers of samples ({counts})")
+    return xs
+
+
 def load_dataset(path: Path | str, input_shape: tuple[int, ...], n_classes: int) -> Dataset:
     """Load and validate a test set for a model with `input_shape` and `n_classes` outputs."""
     path = Path(path)

@@ -2,7 +2,12 @@
 golden model computes each one (its values, and a class for a vector head) as Keras does, and
 the hardware sends each out of its own AXI4-Stream master port: golden == Clash simulation on
 every port, back to back and under random input gaps and per-port output stalls, with the
-hardware model's cycles per port. Models of several inputs are refused with one line."""
+hardware model's cycles per port.
+
+Models of several inputs: the graph keeps every input (named after its InputLayer) in the
+model's order, each input in its own format, and the golden model computes them as Keras
+does (`predict` on a list or a dict of arrays, or an .npz of `x_<input name>`); building
+their hardware is refused with one line."""
 
 from __future__ import annotations
 
@@ -311,12 +316,136 @@ def test_an_output_read_by_another_layer_is_refused() -> None:
         to_graph(keras.Model(inp, [first, second]))
 
 
-def test_several_inputs_are_refused_with_one_line() -> None:
+def image_and_side_features(seed: int = 0):
+    """An image branch (Conv2D, Flatten, Dense) and a vector of side features merged by a
+    Concatenate, then a Dense classifier head."""
+    import keras
+    from keras import layers
+
+    keras.utils.set_random_seed(seed)
+    image = keras.Input((6, 6, 1), name="image")
+    side = keras.Input((3,), name="side")
+    x = layers.Conv2D(2, 3, activation="relu", name="conv")(image)
+    x = layers.Dense(4, activation="relu", name="embed")(layers.Flatten(name="flat")(x))
+    merged = layers.Concatenate(name="merge")([x, side])
+    out = layers.Dense(3, activation="softmax", name="head")(merged)
+    return _randomize(keras.Model([image, side], out, name="image_and_side"), np.random.default_rng(seed))
+
+
+def random_inputs(seed: int, n_inputs: int, nodes: int):
+    """`n_inputs` vector inputs of random widths, each through its own Dense trunk; random
+    layers and merges (Add, Multiply of equal widths, Concatenate) of earlier tensors; every
+    tensor nobody reads concatenated into one Dense head."""
+    import keras
+    from keras import layers
+
+    keras.utils.set_random_seed(seed)
+    rng = np.random.default_rng(seed)
+    inputs = [keras.Input((int(rng.integers(2, 6)),), name=f"in{k}") for k in range(n_inputs)]
+    tensors = [layers.Dense(4, activation="relu", name=f"trunk{k}")(x) for k, x in enumerate(inputs)]
+    read = [False] * len(tensors)
+    for k in range(nodes):
+        picks = [int(i) for i in rng.choice(len(tensors), size=2, replace=False)]
+        op = str(rng.choice(["add", "multiply", "concatenate", "dense"]))
+        if op == "dense":
+            picks = picks[:1]
+            x = layers.Dense(4, activation=str(rng.choice(["relu", "linear"])), name=f"u{k}")(tensors[picks[0]])
+        elif op == "concatenate":
+            x = layers.Dense(4, name=f"u{k}")(layers.Concatenate(name=f"m{k}")([tensors[i] for i in picks]))
+        else:
+            merge = layers.Add if op == "add" else layers.Multiply
+            x = merge(name=f"m{k}")([tensors[i] for i in picks])
+        for i in picks:
+            read[i] = True
+        tensors.append(x)
+        read.append(False)
+    ends = [t for t, r in zip(tensors, read) if not r]
+    x = layers.Concatenate(name="ends")(ends) if len(ends) > 1 else ends[0]
+    activation = str(rng.choice(["linear", "softmax", "sigmoid"]))
+    out = layers.Dense(3, activation=activation, name="head")(x)
+    return _randomize(keras.Model(inputs, out, name=f"inputs_{seed}"), rng)
+
+
+def _several(model, n: int = 8, seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.uniform(-1, 1, size=(n, *t.shape[1:])).astype(np.float32) for t in model.inputs]
+
+
+def test_the_graph_keeps_every_input_in_the_models_order() -> None:
+    graph = to_graph(image_and_side_features())
+    assert graph.inputs == (("image", (6, 6, 1)), ("side", (3,)))
+    assert graph["merge"].inputs == ("embed", "side")
+    network = load_network(image_and_side_features(), "1,7,8", fifos=False)
+    assert [(n, s) for n, s, _ in network.plans[0].network_inputs] == [("image", (6, 6, 1)), ("side", (3,))]
+
+
+def test_golden_computes_two_inputs_as_keras_does(tmp_path) -> None:
+    model = image_and_side_features()
+    x = _several(model, 24)
+    want = model.predict(x, verbose=0)
+    prediction = k2c.predict(model, x, "1,7,8")
+    np.testing.assert_allclose(prediction.values, want, atol=0.01)
+    assert np.array_equal(prediction.classes, np.argmax(want, axis=1))
+    assert [a.shape for a in prediction.input_raw] == [(24, 6, 6, 1), (24, 3)]
+    by_name = k2c.predict(model, {"side": x[1], "image": x[0]}, "1,7,8")
+    np.testing.assert_array_equal(by_name.raw, prediction.raw)
+    np.savez(tmp_path / "test.npz", x_image=x[0], x_side=x[1])
+    from_file = k2c.predict(model, tmp_path / "test.npz", "1,7,8")
+    np.testing.assert_array_equal(from_file.raw, prediction.raw)
+
+
+def test_each_input_takes_its_own_format() -> None:
+    """`input_format` sets every input; a layer-format entry named after an input sets it alone."""
+    model = image_and_side_features()
+    x = _several(model, 4)
+    both = k2c.predict(model, x, "1,7,8", input_format="1,1,10")
+    assert [str(f) for f in both.input_formats] == ["1,1,10", "1,1,10"]
+    side = k2c.predict(model, x, "1,7,8", layer_formats={"side": "1,2,12"})
+    assert [str(f) for f in side.input_formats] == ["1,7,8", "1,2,12"]
+    np.testing.assert_array_equal(side.input_raw[1], np.round(x[1] * 2**12))
+    network = load_network(model, "1,7,8", layer_formats={"side": "1,2,12"}, fifos=False)
+    assert network.plans[[p.name for p in network.plans].index("merge")].input_formats[1] == side.input_formats[1]
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@given(seed=st.integers(0, 10_000), n_inputs=st.integers(2, 3), nodes=st.integers(0, 4))
+def test_random_multi_input_graphs_golden_follows_keras(seed, n_inputs, nodes) -> None:
+    model = random_inputs(seed, n_inputs, nodes)
+    x = _several(model, 8, seed)
+    want = np.asarray(model.predict(x, verbose=0), dtype=np.float64)
+    prediction = k2c.predict(model, x, "1,9,14")
+    np.testing.assert_allclose(prediction.values, want, atol=0.03)
+
+
+def test_inputs_that_do_not_match_the_model_get_one_line() -> None:
+    model = image_and_side_features()
+    x = _several(model, 4)
+    for bad, message in (
+        (x[0], r"2 inputs \(image, side\): give one array per input"),
+        (x[:1], r"2 inputs \(image, side\); 1 arrays were given"),
+        ({"image": x[0], "sides": x[1]}, r"missing side"),
+        ([x[0], x[1][:3]], r"different numbers of samples"),
+    ):
+        with pytest.raises(K2CError, match=message) as err:
+            k2c.predict(model, bad, "1,7,8")
+        assert "\n" not in str(err.value)
+
+
+def test_the_hardware_of_several_inputs_is_refused_with_one_line(tmp_path) -> None:
+    model = image_and_side_features()
+    with pytest.raises(K2CError, match=r"has 2 inputs \(image, side\): keras2clash computes its golden model") as err:
+        k2c.emit(model, "1,7,8", tmp_path / "net", show=False)
+    assert "\n" not in str(err.value)
+    with pytest.raises(K2CError, match="trace compares a model of one input"):
+        k2c.trace(model, _several(model, 2), "1,7,8")
+
+
+def test_a_nested_model_of_several_inputs_is_refused() -> None:
     import keras
     from keras import layers
 
     a, b = keras.Input((3,), name="a"), keras.Input((2,), name="b")
-    model = keras.Model([a, b], layers.Dense(2, name="d")(layers.Concatenate(name="cat")([a, b])))
-    with pytest.raises(K2CError, match=r"has 2 inputs \(a, b\); keras2clash builds models of one input") as err:
-        to_graph(model)
-    assert "\n" not in str(err.value)
+    inner = keras.Model([a, b], layers.Concatenate()([a, b]), name="inner")
+    x = keras.Input((3,), name="x")
+    with pytest.raises(K2CError, match="nested model 'inner' takes 2 inputs; one is supported"):
+        to_graph(keras.Model(x, layers.Dense(2)(inner([x, layers.Dense(2)(x)]))))
