@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
 import numpy as np
 
@@ -141,7 +141,7 @@ def run(
     return out.reshape(len(out), -1)
 
 
-def quantize_inputs(plans: Sequence[LayerPlan], x: Inputs) -> Any:
+def quantize_inputs(plans: Sequence[LayerPlan], x: Inputs) -> np.ndarray | tuple[np.ndarray, ...]:
     """Real inputs to the raw integers the hardware reads (shapes kept): one array for a
     model of one input; for a model of several, a tuple of arrays in the model's order, each
     input in its own format.
