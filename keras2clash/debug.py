@@ -58,6 +58,7 @@ class Prediction:
     input_format: FixedFormat
     output_shape: tuple[int, ...] = ()  # one sample's output, as the hardware streams it
     input_formats: tuple[FixedFormat, ...] = ()  # every input's format, in the model's order
+    input_names: tuple[str, ...] = ()  # every input's name, in the model's order
 
     def __len__(self) -> int:
         return len(self.raw)
@@ -167,6 +168,7 @@ def predict(
     x_raw = golden.quantize_inputs(source.plans, xs)
     heads = output_plans(source.plans)
     formats = tuple(port.fmt for port in network_inputs(source.plans))
+    names = tuple(port.name for port in network_inputs(source.plans))
     predictions = [
         Prediction(
             raw=np.asarray(raw, dtype=np.int64),
@@ -177,6 +179,7 @@ def predict(
             input_format=formats[0],
             output_shape=head.output_shape,
             input_formats=formats,
+            input_names=names,
         )
         for head, (raw, classes) in zip(heads, golden.predict_outputs(source.plans, source.params, x_raw))
     ]

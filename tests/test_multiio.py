@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import keras2clash as k2c
-from helpers import needs_toolchain
+from helpers import needs_toolchain, run_cli
 from keras2clash import api
 from keras2clash.backend.project import load_project
 from keras2clash.errors import K2CError
@@ -392,6 +392,25 @@ def test_golden_computes_two_inputs_as_keras_does(tmp_path) -> None:
     np.savez(tmp_path / "test.npz", x_image=x[0], x_side=x[1])
     from_file = k2c.predict(model, tmp_path / "test.npz", "1,7,8")
     np.testing.assert_array_equal(from_file.raw, prediction.raw)
+
+
+def test_the_predict_command_reads_and_writes_each_input(tmp_path, capsys) -> None:
+    model = image_and_side_features()
+    model.save(tmp_path / "m.keras")
+    x = _several(model, 5)
+    np.savez(tmp_path / "test.npz", x_image=x[0], x_side=x[1])
+    code, text = run_cli(
+        ["predict", tmp_path / "m.keras", "--data", tmp_path / "test.npz", "--out", tmp_path / "p.npz"], capsys
+    )
+    assert code == 0, text
+    out = np.load(tmp_path / "p.npz")
+    np.testing.assert_array_equal(out["raw"], k2c.predict(model, x, "1,7,8").raw)
+    assert out["input_raw_side"].shape == (5, 3) and str(out["input_format_image"]) == "1,7,8"
+    np.savez(tmp_path / "bad.npz", x=x[1])
+    code, text = run_cli(
+        ["predict", tmp_path / "m.keras", "--data", tmp_path / "bad.npz", "--out", tmp_path / "q.npz"], capsys
+    )
+    assert code == 2 and "needs an array per model input (x_image, x_side)" in text, text
 
 
 def test_each_input_takes_its_own_format() -> None:

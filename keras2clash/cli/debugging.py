@@ -56,14 +56,30 @@ def trace(
         raise K2CError(f"layer '{first.name}' is the first whose {metric} exceeds {threshold:g}", exit_code=1)
 
 
+def _inputs_fields(result: debug.Prediction) -> dict[str, np.ndarray]:
+    """The quantized inputs and their formats: `input_raw`, `input_format`; for a model of
+    several inputs `input_raw_<name>`, `input_format_<name>` per input."""
+    if not isinstance(result.input_raw, tuple):
+        return {"input_raw": result.input_raw, "input_format": np.array(str(result.input_format))}
+    fields: dict[str, np.ndarray] = {}
+    for name, raw, fmt in zip(result.input_names, result.input_raw, result.input_formats):
+        fields[f"input_raw_{name}"] = raw
+        fields[f"input_format_{name}"] = np.array(str(fmt))
+    return fields
+
+
 @app.command()
 @params.debug_design_knobs
 def predict(
     model: params.DebugModel,
-    data: Annotated[Path, typer.Option("--data", "-d", help="Inputs .npz with an array x.")],
+    data: Annotated[Path, typer.Option("--data", "-d", help="Inputs .npz with an array x (x_<input name> per input).")],
     out: Annotated[
         Path,
-        typer.Option("--out", "-o", help="Write raw, values, classes (a classifier's) and input_raw to this .npz."),
+        typer.Option(
+            "--out",
+            "-o",
+            help="Write raw, values, classes (a classifier's) and input_raw (input_raw_<name> per input) to this .npz.",
+        ),
     ],
     n: params.Limit = None,
     force: params.ForceOutFile = False,
@@ -80,9 +96,8 @@ def predict(
         raw=result.raw,
         values=result.values,
         **({} if result.classes is None else {"classes": result.classes}),
-        input_raw=result.input_raw,
         output_format=np.array(str(result.output_format)),
-        input_format=np.array(str(result.input_format)),
+        **_inputs_fields(result),
     )
     write_output_file(out, buffer.getvalue(), force)
     err.print(f"[green]✓[/green] {len(result)} samples, outputs in {result.output_format}: {escape(str(out))}")
