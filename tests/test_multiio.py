@@ -264,8 +264,61 @@ def test_a_classifier_head_and_a_regression_head_bit_exact_in_clash_and_verilato
     assert len((tb / "expected_0.hex").read_text().split()) == len((tb / "expected_1.hex").read_text().split()) == 3
     with pytest.raises(K2CError, match="several output ports .*classes, value"):
         testbench.write_testbench(project.root, data)
-    with pytest.raises(K2CError, match="ghdl: a design of several outputs has a Verilog testbench only"):
-        api.rtlsim(project.root, data, "ghdl", 3, show=False)
+    assert (tb / "tb.vhdl").is_file()
+
+
+def test_the_vhdl_testbench_drives_and_checks_every_port(tmp_path) -> None:
+    """tb.vhdl of a design of several outputs: one set of m<k>_axis signals, expected_<k>.hex,
+    stall pattern and OUT line per port; GHDL analyses it against a stub of the design's ports."""
+    import shutil
+    import subprocess
+
+    api.emit(image_and_vector_heads(), "1,7,8", tmp_path / "net", show=False)
+    tb = testbench.write_heads_testbench(tmp_path / "net", _inputs(image_and_vector_heads(), 3), gap_max=2, seed=5)
+    text = (tb.directory / "tb.vhdl").read_text()
+    for k in (0, 1):
+        assert f"m{k}_axis_tready => m{k}_axis_tready" in text and f'expected_{k}.hex", read_mode' in text
+        assert f'say("OUT {k} "' in text
+    assert 'x"000000005bd1e996"' in text  # port 1's stalls: the seed xor (0x5bd1e995 + 1), as K2C.Sim
+    assert "constant J1         : natural := 16;" in text  # the image head: 4x4 beats
+    if shutil.which("ghdl"):  # analysed against a stub of the top entity's ports
+        ports = [("s_axis_tdata", "in", tb.spec.tdata_in), ("s_axis_tvalid", "in", 0), ("s_axis_tlast", "in", 0)]
+        ports += [("s_axis_tready", "out", 0), ("tlast_error", "out", 0)]
+        for k, port in enumerate(tb.ports):
+            ports += [(f"m{k}_axis_tdata", "out", port.tdata_out), (f"m{k}_axis_tvalid", "out", 0)]
+            ports += [(f"m{k}_axis_tlast", "out", 0), (f"m{k}_axis_tready", "in", 0)]
+        decls = "".join(
+            f"; {name} : {way} " + (f"std_logic_vector({w - 1} downto 0)" if w else "std_logic")
+            for name, way, w in ports
+        )
+        (tmp_path / "stub.vhdl").write_text(
+            "library ieee; use ieee.std_logic_1164.all;\n"
+            f"entity {tb.spec.top} is port (clk : in std_logic; rst : in std_logic; en : in boolean{decls}); end entity;\n"
+            f"architecture stub of {tb.spec.top} is begin end architecture;\n"
+        )
+        for source in (tmp_path / "stub.vhdl", tb.directory / "tb.vhdl"):
+            run = subprocess.run(
+                ["ghdl", "-a", "--std=08", f"--workdir={tmp_path}", str(source)],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            assert run.returncode == 0, run.stderr
+
+
+@needs_toolchain
+@pytest.mark.slow
+def test_ghdl_runs_every_port_of_a_design_of_several_outputs(tmp_path) -> None:
+    """GHDL: every port's beats checked by the VHDL testbench, the same cycles as the Clash
+    simulation under the same gaps and per-port stalls."""
+    model = image_and_vector_heads()
+    project, x, stressed = _clash(model, tmp_path, seed=4, images=3)
+    tb = testbench.write_heads_testbench(project.root, x, gap_max=4, seed=4)
+    rtl = rtlsim.run_heads_testbench(project, "ghdl", tb)
+    assert rtl.ok and all(len(p) == len(x) for p in rtl.passed)
+    for k, sim in enumerate(stressed):
+        assert np.array_equal(rtl.accept_cycle[k], sim.accept_cycle)
+        assert np.array_equal(rtl.output_cycle[k], sim.output_cycle)
 
 
 @needs_toolchain

@@ -324,7 +324,7 @@ def rtlsim(
 ) -> RtlResult | HeadsRtlResult:
     """Testbench -> HDL (if needed) -> build -> run -> compare. Raises K2CError on any
     problem before the run; a finished run with mismatches is returned (see `RtlResult.ok`).
-    A design of several outputs runs its Verilog testbench of every port (`HeadsRtlResult`)."""
+    A design of several outputs runs its testbench of every port (`HeadsRtlResult`)."""
     if simulator not in SIMULATORS:
         raise K2CError(f"unknown simulator {simulator!r}; choose from {', '.join(SIMULATORS)}")
     sim = SIMULATORS[simulator]
@@ -343,8 +343,6 @@ def rtlsim(
             f"or raise --max-cycles"
         )
     if several_outputs(project.plans):
-        if sim.language != "verilog":
-            raise K2CError(f"{sim.name}: a design of several outputs has a Verilog testbench only (icarus, verilator)")
         x = heads_inputs(project, data, limit)
         heads_tb = write_heads_testbench(project.root, x, gap_max=gap_max, seed=seed)
         if status is not None:
@@ -422,11 +420,9 @@ def render_heads(result: HeadsRtlResult, console) -> None:
 
 
 def run_heads_testbench(project: Project, simulator: str, tb: HeadsTestbench) -> HeadsRtlResult:
-    """Build and run the Verilog testbench of a design of several outputs (DIR/tb/,
-    `testbench.write_heads_testbench`) in Icarus or Verilator; its OUT lines per port."""
+    """Build and run the testbench of a design of several outputs (DIR/tb/,
+    `testbench.write_heads_testbench`) in Icarus, Verilator or GHDL; its OUT lines per port."""
     sim = SIMULATORS[simulator]
-    if sim.language != "verilog":
-        raise K2CError(f"{sim.name}: a design of several outputs has a Verilog testbench only (icarus, verilator)")
     tools = require_simulator(sim)
     folder = ensure_hdl(project, sim.language)
     check_weight_files(project, folder, sim.language)

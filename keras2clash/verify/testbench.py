@@ -240,8 +240,8 @@ def _write_files(root: Path, spec: TbSpec, x_raw, expected, classes, labels, tas
 
 @dataclass(frozen=True)
 class HeadsTestbench:
-    """A written Verilog testbench of a design of several outputs: the input side's spec, one
-    spec per output port, the golden outputs (values and classes) of each port."""
+    """A written testbench (Verilog and VHDL) of a design of several outputs: the input
+    side's spec, one spec per output port, the golden outputs (values and classes) of each port."""
 
     directory: Path
     spec: TbSpec
@@ -253,8 +253,8 @@ class HeadsTestbench:
 
 def write_heads_testbench(project_dir: str | Path, x: np.ndarray, *, gap_max: int = 0, seed: int = 1) -> HeadsTestbench:
     """Write DIR/tb/ for a design of several outputs and the inputs `x` (reals): input.hex,
-    expected_<k>.hex per output port (k in `hw.output.output_plans` order) and tb.v
-    (templates/tb_heads.v.j2), which drives every port and checks every output beat."""
+    expected_<k>.hex per output port (k in `hw.output.output_plans` order), tb.v and tb.vhdl
+    (templates/tb_heads.v.j2, tb_heads.vhdl.j2), which drive every port and check every output beat."""
     if gap_max < 0:
         raise K2CError(f"--gap-max must be >= 0, got {gap_max}")
     project = load_project(project_dir)
@@ -279,6 +279,7 @@ def write_heads_testbench(project_dir: str | Path, x: np.ndarray, *, gap_max: in
             (tmp / f"expected_{k}.hex").write_text(_expected_text(port, values, classes))
         context = {**tb_context(spec), "ports": ports}
         (tmp / "tb.v").write_text(_env.get_template("tb_heads.v.j2").render(context))
+        (tmp / "tb.vhdl").write_text(_env.get_template("tb_heads.vhdl.j2").render(context))
     return HeadsTestbench(target, spec, ports, x_raw, [v for v, _ in want], [c for _, c in want])
 
 
