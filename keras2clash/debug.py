@@ -59,6 +59,7 @@ class Prediction:
     output_shape: tuple[int, ...] = ()  # one sample's output, as the hardware streams it
     input_formats: tuple[FixedFormat, ...] = ()  # every input's format, in the model's order
     input_names: tuple[str, ...] = ()  # every input's name, in the model's order
+    output_name: str = ""  # the output layer's name
 
     def __len__(self) -> int:
         return len(self.raw)
@@ -180,6 +181,7 @@ def predict(
             output_shape=head.output_shape,
             input_formats=formats,
             input_names=names,
+            output_name=head.name,
         )
         for head, (raw, classes) in zip(heads, golden.predict_outputs(source.plans, source.params, x_raw))
     ]

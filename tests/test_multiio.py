@@ -162,6 +162,22 @@ def test_golden_computes_an_image_head_beside_a_vector_head() -> None:
     assert vector.classes is not None and vector.output_shape == (3,)
 
 
+def test_the_predict_command_writes_every_output(tmp_path, capsys) -> None:
+    two_heads().save(tmp_path / "m.keras")
+    x = _inputs(two_heads(), 4)
+    np.savez(tmp_path / "test.npz", x=x)
+    code, text = run_cli(
+        ["predict", tmp_path / "m.keras", "--data", tmp_path / "test.npz", "--out", tmp_path / "p.npz"], capsys
+    )
+    assert code == 0, text
+    out = np.load(tmp_path / "p.npz")
+    classes, value = k2c.predict(two_heads(), x, "1,7,8")
+    np.testing.assert_array_equal(out["raw_classes"], classes.raw)
+    np.testing.assert_array_equal(out["classes_classes"], classes.classes)
+    np.testing.assert_array_equal(out["values_value"], value.values)
+    assert "classes_value" in out and out["input_raw"].shape == (4, 6)
+
+
 def test_a_single_output_model_still_gives_one_prediction() -> None:
     import keras
 

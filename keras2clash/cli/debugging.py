@@ -78,7 +78,8 @@ def predict(
         typer.Option(
             "--out",
             "-o",
-            help="Write raw, values, classes (a classifier's) and input_raw (input_raw_<name> per input) to this .npz.",
+            help="Write raw, values, classes (a classifier's) and input_raw to this .npz "
+            "(raw_<output layer>, ... per output; input_raw_<name> per input).",
         ),
     ],
     n: params.Limit = None,
@@ -90,14 +91,18 @@ def predict(
     check_reports(force, out)
     read_npz(data, "data")
     result = debug.predict(model, data, design, limit=n)
+    results = result if isinstance(result, list) else [result]
+    fields: dict[str, np.ndarray] = dict(_inputs_fields(results[0]))
+    for one in results:
+        # a model of several outputs names each output's arrays after its layer
+        suffix = f"_{one.output_name}" if isinstance(result, list) else ""
+        fields[f"raw{suffix}"] = one.raw
+        fields[f"values{suffix}"] = one.values
+        if one.classes is not None:
+            fields[f"classes{suffix}"] = one.classes
+        fields[f"output_format{suffix}"] = np.array(str(one.output_format))
     buffer = io.BytesIO()
-    np.savez(
-        buffer,
-        raw=result.raw,
-        values=result.values,
-        **({} if result.classes is None else {"classes": result.classes}),
-        output_format=np.array(str(result.output_format)),
-        **_inputs_fields(result),
-    )
+    np.savez(buffer, **fields)
     write_output_file(out, buffer.getvalue(), force)
-    err.print(f"[green]✓[/green] {len(result)} samples, outputs in {result.output_format}: {escape(str(out))}")
+    formats = ", ".join(str(one.output_format) for one in results)
+    err.print(f"[green]✓[/green] {len(results[0])} samples, outputs in {formats}: {escape(str(out))}")

@@ -70,6 +70,11 @@ def float_forward(
     trace per layer in graph order; `params` may replace a compute layer's (kernel, bias),
     e.g. by their quantized values ("weights rounded")."""
     graph = as_graph(ir)
+    if len(graph.inputs) > 1:
+        raise K2CError(
+            f"model '{graph.name}' has {len(graph.inputs)} inputs ({', '.join(graph.input_names)}): "
+            "the float profile (calibration, precision sweep) reads one input"
+        )
     with np.errstate(over="ignore", invalid="ignore"):  # float semantics: inf and NaN propagate
         return _float_forward(graph, np.asarray(x, dtype=np.float64).reshape(len(x), *graph.input_shape), params)
 
