@@ -482,6 +482,20 @@ def test_the_predict_command_reads_and_writes_each_input(tmp_path, capsys) -> No
     assert code == 2 and "needs an array per model input (x_image, x_side)" in text, text
 
 
+def test_the_dictionary_ir_keeps_every_input() -> None:
+    """The rows name the inputs they read; read back, the graph has them in first-read order
+    and the golden model of it is the model's."""
+    from keras2clash.ir.graph import Graph
+    from keras2clash.network import plan_network
+
+    model = image_and_side_features()
+    graph = Graph.from_dict(to_graph(model).to_dict(), name="again")
+    assert graph.inputs == to_graph(model).inputs
+    x = _several(model, 6)
+    again = k2c.predict(plan_network(graph, "1,7,8", fifos=False), x)
+    np.testing.assert_array_equal(again.raw, k2c.predict(model, x, "1,7,8").raw)
+
+
 def test_each_input_takes_its_own_format() -> None:
     """`input_format` sets every input; a layer-format entry named after an input sets it alone."""
     model = image_and_side_features()

@@ -122,7 +122,9 @@ class Graph:
 
     @staticmethod
     def from_dict(rows: DictIR, name: str = "net", input_name: str = "input") -> Graph:
-        """Read the dictionary IR. Rows without `inputs` form a chain (the round-1 form)."""
+        """Read the dictionary IR. Rows without `inputs` form a chain (the round-1 form). The
+        tensors the rows read that no row produces are the inputs: several of them make a
+        graph of several inputs, in the order they are first read."""
         if not rows:
             raise K2CError("the IR has no layers")
         layers: list[Layer] = []
@@ -134,12 +136,23 @@ class Graph:
             layers.append(record_from_dict(row))
             previous = layers[-1].name
         first = layers[0]
+        produced = {layer.name for layer in layers}
+        sources: dict[str, Shape] = {}  # the tensors read that no layer produces: the inputs, in first-read order
+        for layer in layers:
+            for tensor, shape in zip(layer.inputs, layer.input_shapes):
+                if tensor not in produced:
+                    sources.setdefault(tensor, tuple(shape))
+        if len(sources) > 1:
+            (input_name, input_shape), *_ = sources.items()
+        else:
+            input_shape = tuple(first.input_shape)
         return Graph(
             name=name,
             input_name=input_name,
-            input_shape=tuple(first.input_shape),
+            input_shape=input_shape,
             layers=tuple(layers),
             output=previous,
+            sources=tuple(sources.items()) if len(sources) > 1 else (),
         )
 
 
