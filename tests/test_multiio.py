@@ -542,7 +542,7 @@ def test_the_hardware_of_several_inputs_is_refused_with_one_line(tmp_path) -> No
         k2c.trace(model, _several(model, 2), "1,7,8")
 
 
-def test_a_nested_model_of_several_inputs_is_refused() -> None:
+def test_a_nested_model_of_several_inputs_and_an_unread_input_are_refused() -> None:
     import keras
     from keras import layers
 
@@ -551,3 +551,5 @@ def test_a_nested_model_of_several_inputs_is_refused() -> None:
     x = keras.Input((3,), name="x")
     with pytest.raises(K2CError, match="nested model 'inner' takes 2 inputs; one is supported"):
         to_graph(keras.Model(x, layers.Dense(2)(inner([x, layers.Dense(2)(x)]))))
+    with pytest.raises(K2CError, match="input 'b' is read by no layer"):
+        to_graph(keras.Model([a, b], layers.Dense(2)(a)))

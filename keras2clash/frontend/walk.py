@@ -128,11 +128,6 @@ def walk_model(model: keras.Model) -> tuple[list[KerasNode], list[str]]:
     nodes: list[KerasNode] = []
     outputs = _walk(model, sources, nodes, {}, top=True)
     read = {name: str(node.layer.name) for node in nodes for name in node.inputs}
-    for name in sources:
-        if name not in read:
-            raise K2CError(
-                f"model '{model.name}' input '{name}' is read by no layer; every input must feed the network"
-            )
     for k, name in enumerate(outputs):
         if name in sources:
             raise K2CError(f"model '{model.name}' output {k} is its input '{name}'; an output must be a layer's")
@@ -142,6 +137,11 @@ def walk_model(model: keras.Model) -> tuple[list[KerasNode], list[str]]:
             raise K2CError(
                 f"layer '{name}' is an output of model '{model.name}' and is also read by layer '{read[name]}'; "
                 "an output must be a layer that no other layer reads"
+            )
+    for name in sources:
+        if name not in read:
+            raise K2CError(
+                f"model '{model.name}' input '{name}' is read by no layer; every input must feed the network"
             )
     return nodes, outputs
 
