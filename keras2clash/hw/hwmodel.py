@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from keras2clash.hw.blocks import _build, _knobs, beats_per_image, output_beats_per_image
-from keras2clash.hw.events import CLAMP, NEG, Block, Cycle, EngineTiming, Join, Sink, Stateful
+from keras2clash.hw.events import CLAMP, NEG, Block, Cycle, EngineTiming, Join, Sink, Sources, Stateful
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.hw.resources import HwFigures, LayerResources, layer_resources, top_fifo_bits
 from keras2clash.kinds.window import generator_geometry
@@ -127,8 +127,16 @@ def _simulate_batch(
                 accepts.append(q)
             last = q
         n += 1
+    if isinstance(first, Sources):
+        accepts = _accepts(first, len(accepts))
     outputs = _last_outputs(sinks, output_beats_per_image(plans), len(accepts))
     return accepts, outputs, refs, found_lag, found_at
+
+
+def _accepts(feed: Sources, images: int) -> list[Any]:
+    """A sample's accept cycle on several input ports: the cycle the last port accepted
+    the sample's first beat."""
+    return [functools.reduce(np.maximum, [port[i] for port in feed.firsts]) for i in range(images)]
 
 
 def _head_outputs(sinks: Sequence[Sink], beats: Sequence[int], images: int) -> list[list[Cycle]]:
@@ -281,6 +289,8 @@ def timing(plans: Sequence[LayerPlan], images: int = 0) -> Timing:
             last = first.accept(last + 1)
             if j == 0:
                 accepts.append(last)
+    if isinstance(first, Sources):
+        accepts = _accepts(first, len(accepts))
     acc = np.array(accepts, dtype=np.int64)
     heads = tuple(np.array(c, dtype=np.int64) for c in _head_outputs(sinks, output_beats_per_image(plans), len(acc)))
     out = np.max(np.stack(heads), axis=0)
