@@ -20,6 +20,9 @@ Where it is not (or not claimed to be) exact:
   to back, output always ready); the block recurrences hold under any stalls, but the Sim's
   pseudo-random idle cycles and output stalls are not reproduced. A steady state whose period
   is longer than 4 images would raise an error (none seen).
+- several inputs: the model feeds each port on its own (`events.Sources`, exact by the
+  argument there) but has not been compared with a Clash design of several inputs, which the
+  emitter does not build yet.
 - memory: data storage only (control counters and flags, a few bits per block, are left
   out); the R register's padding outputs (`G*p - F`) are left out as synthesis removes them.
   ROM + line-buffer bits equal Yosys' inferred memory bits; the register bits are an
@@ -48,7 +51,7 @@ from keras2clash.kinds.window import generator_geometry
 class Timing:
     """Predicted cycles of a run of `images` images back to back (cycle 0 = first after reset)."""
 
-    accept_cycle: np.ndarray  # (N,) first beat of each image accepted
+    accept_cycle: np.ndarray  # (N,) first beat of each image accepted (several inputs: on the last port to take it)
     output_cycle: np.ndarray  # (N,) its (last) output beat moved: the last of its outputs' (`head_cycles`)
     ii: float  # steady-state initiation interval (exact; fractional only for a multi-image period)
     period_images: int  # images per period of the steady state (1 in every case seen)
