@@ -196,7 +196,8 @@ def trace(
     limit: int | None = None,
     **knobs: Unpack[DesignKnobs],
 ) -> Trace:
-    """Every layer's fixed-point output (raw and real) on inputs `x` beside Keras' float
+    """Every layer's fixed-point output (raw and real) on inputs `x` (several inputs as for
+    `predict`; a row per input) beside Keras' float
     output of the same layer, with error statistics (`report.trace`). `model` as for
     `predict`; the Keras model is needed (a project's `source_model.keras`).
 
@@ -207,16 +208,13 @@ def trace(
     logits with Keras' values before the softmax; a record Keras has no tensor for (the
     depthwise half of a SeparableConv2D) is listed without a Keras column."""
     source = _resolve(model, design, knobs)
-    if several_inputs(source.plans):
-        names = ", ".join(port.name for port in network_inputs(source.plans))
-        raise K2CError(f"trace compares a model of one input; this one has several ({names}): use predict")
     keras_model = source.keras()
     if keras_model is None:
         raise K2CError(
             "trace compares with Keras: give the Keras model (or a file, or a project), "
             "not a network planned from a graph alone"
         )
-    xs = _inputs(x, source.plans[0].input_shape, limit)
+    xs = _network_inputs(source.plans, x, limit)
     graph = to_graph(keras_model)  # before --softmax argmax: which fused layers it had
     nodes = walk.layer_nodes(keras_model)
     order = {str(node.layer.name): k for k, node in enumerate(nodes)}
@@ -229,21 +227,19 @@ def trace(
     x_raw = golden.quantize_inputs(source.plans, xs)
     raw = golden.run_all(source.plans, source.params, x_raw)
 
-    first = source.plans[0]
-    input_name = first.inputs[0] if first.inputs else "input"
-    keras_input = walk.input_name(keras_model)
     rows = [
         _row(
-            input_name,
+            port.name,
             "input",
             "InputLayer",
             keras_input,
             (),
-            f"the inputs quantized to {first.in_fmt}",
-            first.in_fmt,
-            raw[input_name],
+            f"the inputs quantized to {port.fmt}",
+            port.fmt,
+            raw[port.name],
             floats[keras_input],
         )
+        for port, keras_input in zip(network_inputs(source.plans), walk.input_names(keras_model))
     ]
     for plan, target in zip(source.plans, targets):
         key = None if target.layer is None else target.layer + (PRE_ACTIVATION if target.pre_activation else "")
@@ -260,7 +256,7 @@ def trace(
                 None if key is None else floats[key],
             )
         )
-    return Trace(model=source.name, samples=len(xs), layers=rows)
+    return Trace(model=source.name, samples=len(rows[0].raw), layers=rows)
 
 
 @dataclass(frozen=True)

@@ -555,8 +555,15 @@ def test_the_hardware_of_several_inputs_is_refused_with_one_line(tmp_path) -> No
     with pytest.raises(K2CError, match=r"has 2 inputs \(image, side\): keras2clash computes its golden model") as err:
         k2c.emit(model, "1,7,8", tmp_path / "net", show=False)
     assert "\n" not in str(err.value)
-    with pytest.raises(K2CError, match="trace compares a model of one input"):
-        k2c.trace(model, _several(model, 2), "1,7,8")
+
+
+def test_trace_compares_every_input_and_layer_with_keras() -> None:
+    model = image_and_side_features()
+    trace = k2c.trace(model, _several(model, 6), "1,9,14")
+    assert [row.name for row in trace.layers[:2]] == ["image", "side"]
+    assert [row.keras_layer for row in trace.layers[:2]] == ["image", "side"]
+    assert trace.samples == 6
+    assert all(row.stats is not None and row.stats.max_abs < 0.01 for row in trace.layers)
 
 
 def test_a_nested_model_of_several_inputs_and_an_unread_input_are_refused() -> None:
