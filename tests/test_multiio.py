@@ -6,8 +6,9 @@ hardware model's cycles per port.
 
 Models of several inputs: the graph keeps every input (named after its InputLayer) in the
 model's order, each input in its own format, and the golden model computes them as Keras
-does (`predict` on a list or a dict of arrays, or an .npz of `x_<input name>`); building
-their hardware is refused with one line."""
+does (`predict` on a list or a dict of arrays, or an .npz of `x_<input name>`); the hardware
+takes each input on its own AXI4-Stream slave port: golden == Clash simulation back to back
+and under per-port input gaps, with the hardware model's cycles."""
 
 from __future__ import annotations
 
@@ -25,11 +26,17 @@ from keras2clash.backend.project import load_project
 from keras2clash.errors import K2CError
 from keras2clash.frontend.convert import to_graph
 from keras2clash.hw import hwmodel
+from keras2clash.hw.inputs import network_inputs
 from keras2clash.hw.output import classifies, output_plans
 from keras2clash.network import load_network
 from keras2clash.quant import golden
 from keras2clash.verify import rtlsim, testbench, toolchain
 from keras2clash.verify.simulate import run_simulator_heads
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+IRIS_DIGESTS = {"Top.hs": "4e276bbec3cabb79", "Sim.hs": "e673ef896f996613", "Network.hs": "31162af9f46df9e9"}
+TWO_HEADS_DIGESTS = {"Top.hs": "4c40e7b9ee89736f", "Sim.hs": "d31f30e527897fc6", "Network.hs": "a18731774528c5a7"}
 
 
 def _randomize(model, rng):
@@ -527,8 +534,8 @@ def test_random_multi_input_graphs_golden_follows_keras_and_the_model_times_ever
 def test_the_model_feeds_each_input_port_on_its_own() -> None:
     """Each port's beats back to back from the cycle after that port's previous beat moved;
     an image's beats port by port, with every join FIFO as deep as it holds beats in that
-    order; a sample's accept cycle is the last port's first beat's. Not yet compared with a
-    Clash design (the emitter refuses several inputs)."""
+    order; a sample's accept cycle is the last port's first beat's (the Clash simulation's
+    cycles: `test_two_inputs_bit_exact_in_clash_with_the_models_cycles`)."""
     plans = hwmodel.with_fifos(load_network(image_and_side_features(), "1,7,8", fifos=False).plans)
     assert [p.kind.branch_fifos(p) for p in plans if p.is_merge] == [(1, 1)]
     t = hwmodel.timing(plans, 4)
@@ -550,11 +557,85 @@ def test_inputs_that_do_not_match_the_model_get_one_line() -> None:
         assert "\n" not in str(err.value)
 
 
-def test_the_hardware_of_several_inputs_is_refused_with_one_line(tmp_path) -> None:
+def test_automatic_formats_of_several_inputs_are_refused_with_one_line(tmp_path) -> None:
     model = image_and_side_features()
-    with pytest.raises(K2CError, match=r"has 2 inputs \(image, side\): keras2clash computes its golden model") as err:
-        k2c.emit(model, "1,7,8", tmp_path / "net", show=False)
+    with pytest.raises(K2CError, match=r"has 2 inputs \(image, side\): automatic formats calibrate one input") as err:
+        k2c.emit(model, "auto", tmp_path / "net", show=False)
     assert "\n" not in str(err.value)
+
+
+def test_one_slave_port_per_input(tmp_path) -> None:
+    """Top.hs of two inputs: an `s<k>_axis` port, beat type and framing check per input, the
+    network's tuple of input streams; a design of one input keeps its `s_axis` port."""
+    api.emit(image_and_side_features(), "1,7,8", tmp_path / "net", layer_formats={"side": "1,2,12"}, show=False)
+    top = (tmp_path / "net" / "Top.hs").read_text()
+    for k, (beats, width, fmt) in enumerate([(36, 1, "Q1_7_8"), (1, 3, "Q1_2_12")]):
+        assert f'PortName "s{k}_axis_tdata", PortName "s{k}_axis_tvalid", PortName "s{k}_axis_tlast"' in top
+        assert f'PortName "s{k}_axis_tready"' in top
+        assert f"type BeatsPerImage{k} = {beats}" in top and f"type BeatWidth{k} = {width}" in top
+        assert f"type InputBeat{k} = Vec BeatWidth{k} {fmt}" in top
+        assert f"axiSlave (SNat @BeatsPerImage{k}) sData{k} sValid{k} sLast{k} coreReady{k}" in top
+    assert "tlastError = reduceOr <$> bundle (tlastError0 :> tlastError1 :> Nil)" in top
+    assert 'PortName "m_axis_tdata"' in top and "s_axis_tdata" not in top
+    network = (tmp_path / "net" / "Network.hs").read_text()
+    assert "((input0, input1), (head_layer_port_ready)) =" in network
+    assert "fifo d_merge_layer_1 (input1, merge_layer_moves)" in network
+    api.emit(two_heads(), "1,7,8", tmp_path / "one", show=False)
+    assert 'PortName "s_axis_tdata"' in (tmp_path / "one" / "Top.hs").read_text()
+
+
+def test_a_design_of_one_input_keeps_its_modules_byte_for_byte(tmp_path) -> None:
+    """The modules of the iris example (one input, one output) and of two_heads (one input,
+    two outputs), the version line aside, as the digests pinned here: the ports of several
+    inputs leave a design of one input as it is."""
+    import hashlib
+
+    from keras2clash.version import __version__
+
+    def digests(root: Path) -> dict[str, str]:
+        texts = {f: (root / f).read_text().replace(__version__, "VERSION") for f in ("Top.hs", "Sim.hs", "Network.hs")}
+        return {f: hashlib.sha256(t.encode()).hexdigest()[:16] for f, t in texts.items()}
+
+    api.emit(EXAMPLES / "iris" / "iris.keras", "1,7,8", tmp_path / "iris", show=False)
+    api.emit(two_heads(), "1,7,8", tmp_path / "two_heads", show=False)
+    assert digests(tmp_path / "iris") == IRIS_DIGESTS
+    assert digests(tmp_path / "two_heads") == TWO_HEADS_DIGESTS
+
+
+@pytest.mark.toolchain
+@needs_toolchain
+def test_two_inputs_bit_exact_in_clash_with_the_models_cycles(tmp_path, capsys) -> None:
+    """One Clash build (`keras2clash run`): golden == Clash simulation back to back and under
+    per-port input gaps and output stalls; accept and output cycles as the hardware model
+    has them; `keras2clash simulate` on the test set of `x_image`, `x_side` and `y`."""
+    model = image_and_side_features()
+    model.save(tmp_path / "m.keras")
+    x = _several(model, 6, seed=2)
+    labels = np.argmax(model.predict(x, verbose=0), axis=1)
+    data = tmp_path / "test.npz"
+    np.savez(data, x_image=x[0], x_side=x[1], y=labels)
+    args = [tmp_path / "m.keras", "--data", data, "-f", "1,7,8", "--layer-format", "side:1,2,12"]
+    code, text = run_cli(["run", *args, "--out", tmp_path / "net", "--verilog"], capsys)
+    assert code == 0, text
+    assert "6/6" in text, text
+    project = load_project(tmp_path / "net")
+    assert [port.fmt.frac for port in network_inputs(project.plans)] == [8, 12]
+    x_raw = golden.quantize_inputs(project.plans, x)
+    values, classes = golden.predict(project.plans, project.params, x_raw)
+    exe = toolchain.build_simulator(project.root)
+    t = hwmodel.timing(project.plans, len(labels))
+    for extra in ([], ["--gap-max", "4", "--seed", "3"]):
+        (sim,) = run_simulator_heads(exe, project.root, x_raw, [(3, True)], extra)
+        assert np.array_equal(sim.outputs, values) and np.array_equal(sim.classes, classes)
+        if not extra:
+            assert np.array_equal(sim.accept_cycle, t.accept_cycle)
+            assert np.array_equal(sim.output_cycle, t.output_cycle)
+    assert list(t.accept_cycle) == [0, 36, 72, 108, 144, 180]
+    code, text = run_cli(["simulate", tmp_path / "net", "--data", data, "--gap-max", "4"], capsys)
+    assert code == 0 and "6/6" in text, text
+    with pytest.raises(K2CError, match="needs an array per model input .*x_side"):
+        np.savez(tmp_path / "bad.npz", x_image=x[0], y=labels)
+        api.simulate(tmp_path / "net", tmp_path / "bad.npz", show=False)
 
 
 def test_trace_compares_every_input_and_layer_with_keras() -> None:

@@ -33,14 +33,17 @@ def predict_float(model, x: np.ndarray) -> np.ndarray:
     return out.reshape(len(out), -1)
 
 
-def keras_head_outputs(model_path: Path, x: np.ndarray) -> list[np.ndarray]:
-    """Float outputs of a source model of several outputs: one (N, n_out) array per output,
-    in the model's order, each flattened per sample."""
+def keras_head_outputs(model_path: Path, x: np.ndarray | Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Float outputs of a source model of several outputs or inputs (`x`: one array per
+    input, in the model's order): one (N, n_out) array per output, in the model's order,
+    each flattened per sample."""
     model = load_keras_model(model_path)
-    shape = tuple(int(d) for d in model.inputs[0].shape[1:])
-    x = np.asarray(x).reshape(len(x), *shape)
-    outs = model.predict(as_float32(x), verbose=0, batch_size=256)
-    return [np.asarray(out, dtype=np.float64).reshape(len(x), -1) for out in outs]
+    arrays = [x] if isinstance(x, np.ndarray) else list(x)
+    n = len(arrays[0])
+    feed = [as_float32(np.asarray(a).reshape(n, *(int(d) for d in t.shape[1:]))) for a, t in zip(arrays, model.inputs)]
+    outs = model.predict(feed if len(feed) > 1 else feed[0], verbose=0, batch_size=256)
+    outs = outs if isinstance(outs, (list, tuple)) else [outs]
+    return [np.asarray(out, dtype=np.float64).reshape(n, -1) for out in outs]
 
 
 def as_float32(x: np.ndarray) -> np.ndarray:

@@ -30,3 +30,9 @@ def network_inputs(plans: Sequence[LayerPlan]) -> list[NetworkInput]:
 
 def several_inputs(plans: Sequence[LayerPlan]) -> bool:
     return bool(plans and plans[0].network_inputs)
+
+
+def named_inputs(plans: Sequence[LayerPlan]) -> list[tuple[str, tuple[int, ...]]]:
+    """(name, shape) of every input of a network of several inputs, in the model's order (a
+    test set's `x_<name>`, `data.load_named_inputs`); empty for one input (its `x`)."""
+    return [(port.name, port.shape) for port in network_inputs(plans)] if several_inputs(plans) else []
