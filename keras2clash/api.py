@@ -421,7 +421,7 @@ def testbench(
     """Write Verilog and VHDL testbenches with the quantized inputs and the golden model's
     expected outputs into DIR/tb/ (see keras2clash.testbench); return that folder."""
     project = load_project(project_dir)
-    if several_outputs(project.plans):
+    if several_outputs(project.plans) or several_inputs(project.plans):
         x = heads_inputs(project, data, limit)
         heads_tb = write_heads_testbench(project_dir, x, gap_max=gap_max, seed=seed)
         directory, samples = heads_tb.directory, heads_tb.spec.samples

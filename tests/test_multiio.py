@@ -636,6 +636,51 @@ def test_two_inputs_bit_exact_in_clash_with_the_models_cycles(tmp_path, capsys) 
     with pytest.raises(K2CError, match="needs an array per model input .*x_side"):
         np.savez(tmp_path / "bad.npz", x_image=x[0], y=labels)
         api.simulate(tmp_path / "net", tmp_path / "bad.npz", show=False)
+    tb = api.testbench(tmp_path / "net", data, 3)
+    assert len((tb / "input_0.hex").read_text().split()) == 3 * 36
+    assert len((tb / "input_1.hex").read_text().split()) == 3 and not (tb / "input.hex").exists()
+
+
+def test_the_testbenches_feed_every_input_port(tmp_path) -> None:
+    """tb.v and tb.vhdl of two inputs: an input_<j>.hex, a set of signals and an idle-cycle
+    seed per slave port (the seed xor 0x2545f491 * j, as K2C.Sim.inputSeed), one master port
+    `m_axis`; an image's accept cycle is the latest of its ports' first beats."""
+    model = image_and_side_features()
+    api.emit(model, "1,7,8", tmp_path / "net", layer_formats={"side": "1,2,12"}, show=False)
+    x = _several(model, 3)
+    tb = testbench.write_heads_testbench(tmp_path / "net", x, gap_max=2, seed=5)
+    assert [(s.beats, s.beat_width, s.in_bits) for s in tb.inputs] == [(36, 1, 16), (1, 3, 15)]
+    side = (tb.directory / "input_1.hex").read_text().split()
+    raw = np.round(x[1] * 2**12).astype(np.int64)
+    assert int(side[0], 16) == testbench.pack_values(raw[0], 15) | 1 << 45  # tlast on the one beat
+    verilog, vhdl = (tb.directory / "tb.v").read_text(), (tb.directory / "tb.vhdl").read_text()
+    for j in (0, 1):
+        assert f".s{j}_axis_tdata(s{j}_tdata)" in verilog and f"s{j}_axis_tready => s{j}_tready" in vhdl
+        assert f'input_{j}.hex"' in verilog and f'input_{j}.hex", read_mode' in vhdl
+    assert "SEED ^ 64'h2545f491;" in verilog and 'x"000000002545f491"' in vhdl
+    assert ".m_axis_tready(m0_axis_tready)" in verilog and "m_axis_tdata => m0_axis_tdata" in vhdl
+    assert "cycle > accept[beat1 / K1]" in verilog
+
+
+@pytest.mark.slow
+@pytest.mark.toolchain
+@needs_toolchain
+def test_verilator_and_ghdl_run_every_input_port(tmp_path) -> None:
+    """The testbenches of two inputs in Verilator and GHDL: every sample PASS, with the Clash
+    simulation's accept and output cycles under the same per-port gaps and stalls."""
+    model = image_and_side_features()
+    api.emit(model, "1,7,8", tmp_path / "net", show=False)
+    project = load_project(tmp_path / "net")
+    x = _several(model, 4, seed=1)
+    x_raw = golden.quantize_inputs(project.plans, x)
+    exe = toolchain.build_simulator(project.root)
+    (sim,) = run_simulator_heads(exe, project.root, x_raw, [(3, True)], ["--gap-max", "4", "--seed", "3"])
+    tb = testbench.write_heads_testbench(project.root, x, gap_max=4, seed=3)
+    for simulator in ("verilator", "ghdl"):
+        rtl = rtlsim.run_heads_testbench(project, simulator, tb)
+        assert rtl.ok and rtl.passed[0].all() and len(rtl.passed[0]) == 4, rtl.messages
+        assert np.array_equal(rtl.accept_cycle[0], sim.accept_cycle)
+        assert np.array_equal(rtl.output_cycle[0], sim.output_cycle)
 
 
 def test_trace_compares_every_input_and_layer_with_keras() -> None:

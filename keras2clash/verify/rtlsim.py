@@ -32,8 +32,10 @@ from keras2clash.backend.project import Project, load_project
 from keras2clash.data import load_test_set
 from keras2clash.errors import K2CError
 from keras2clash.fsutil import work_dir
+from keras2clash.hw.inputs import several_inputs
 from keras2clash.hw.output import several_outputs
 from keras2clash.verify import toolchain
+from keras2clash.verify.simulate import samples as sample_count
 from keras2clash.verify.testbench import (
     TB_DIR,
     TB_MODULE,
@@ -342,11 +344,11 @@ def rtlsim(
             f"{limit_cycles} for {sim.name} (it is slow on wide vectors); use fewer samples (-n) "
             f"or raise --max-cycles"
         )
-    if several_outputs(project.plans):
+    if several_outputs(project.plans) or several_inputs(project.plans):
         x = heads_inputs(project, data, limit)
         heads_tb = write_heads_testbench(project.root, x, gap_max=gap_max, seed=seed)
         if status is not None:
-            status(f"{sim.name}: building and simulating {len(x)} samples")
+            status(f"{sim.name}: building and simulating {heads_tb.spec.samples} samples")
         return run_heads_testbench(project, sim.name, heads_tb)
     tb = write_testbench(project.root, data, limit, gap_max=gap_max, seed=seed)
     return run_testbench(project, sim.name, tb, status=status, progress=progress)
@@ -448,8 +450,8 @@ def run_heads_testbench(project: Project, simulator: str, tb: HeadsTestbench) ->
 
 
 def _count_samples(project: Project, data: str | Path, limit: int | None) -> int:
-    if several_outputs(project.plans):
-        return len(heads_inputs(project, data, limit))
+    if several_outputs(project.plans) or several_inputs(project.plans):
+        return sample_count(heads_inputs(project, data, limit))
     dataset = load_test_set(data, project.input_shape, project.n_out, project.plans[-1].activation).head(limit)
     return len(dataset)
 
