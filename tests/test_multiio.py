@@ -31,7 +31,7 @@ from keras2clash.hw.output import classifies, output_plans
 from keras2clash.network import load_network
 from keras2clash.quant import golden
 from keras2clash.verify import rtlsim, testbench, toolchain
-from keras2clash.verify.simulate import run_simulator_heads
+from keras2clash.verify.simulate import run_simulator_heads, samples
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -238,7 +238,7 @@ def assert_ports_match_golden(project, x_raw: np.ndarray, seed: int) -> list:
     heads = output_plans(project.plans)
     want = golden.predict_outputs(project.plans, project.params, x_raw)
     exe = toolchain.build_simulator(project.root)
-    t = hwmodel.timing(project.plans, len(x_raw))
+    t = hwmodel.timing(project.plans, samples(x_raw))
     shapes = [(h.n_out, classifies(h)) for h in heads]
     for extra in ([], ["--gap-max", "4", "--seed", str(seed)]):
         sims = run_simulator_heads(exe, project.root, x_raw, shapes, extra)
@@ -406,6 +406,35 @@ def image_and_side_features(seed: int = 0):
     merged = layers.Concatenate(name="merge")([x, side])
     out = layers.Dense(3, activation="softmax", name="head")(merged)
     return _randomize(keras.Model([image, side], out, name="image_and_side"), np.random.default_rng(seed))
+
+
+def images_joined_per_pixel(seed: int = 0):
+    """Two images added pixel by pixel after a convolution of one of them, that one also
+    concatenated further on (a fork of an input), then a Dense classifier head."""
+    import keras
+    from keras import layers
+
+    keras.utils.set_random_seed(seed)
+    a, b = keras.Input((4, 4, 2), name="a"), keras.Input((4, 4, 2), name="b")
+    x = layers.Conv2D(2, 3, padding="same", activation="relu", name="conv_a")(a)
+    y = layers.Conv2D(3, 1, name="mix")(layers.Add(name="add")([x, b]))
+    z = layers.Flatten(name="flat")(layers.Concatenate(name="cat")([y, a]))
+    out = layers.Dense(3, activation="softmax", name="head")(z)
+    return _randomize(keras.Model([a, b], out, name="joined_per_pixel"), np.random.default_rng(seed))
+
+
+def inputs_to_two_outputs(seed: int = 0):
+    """Two vector inputs, each read by two layers, a classifier output and a regression output."""
+    import keras
+    from keras import layers
+
+    keras.utils.set_random_seed(seed)
+    a, b = keras.Input((5,), name="a"), keras.Input((3,), name="b")
+    merged = layers.Concatenate(name="m")([layers.Dense(4, activation="relu", name="ta")(a), b])
+    classes = layers.Dense(3, activation="softmax", name="classes")(merged)
+    product = layers.Multiply(name="mul")([layers.Dense(3, name="tb")(b), layers.Dense(3, name="tc")(a)])
+    value = layers.Dense(2, name="value")(product)
+    return _randomize(keras.Model([a, b], [classes, value], name="two_in_two_out"), np.random.default_rng(seed))
 
 
 def random_inputs(seed: int, n_inputs: int, nodes: int):
@@ -703,3 +732,28 @@ def test_a_nested_model_of_several_inputs_and_an_unread_input_are_refused() -> N
         to_graph(keras.Model(x, layers.Dense(2)(inner([x, layers.Dense(2)(x)]))))
     with pytest.raises(K2CError, match="input 'b' is read by no layer"):
         to_graph(keras.Model([a, b], layers.Dense(2)(a)))
+
+
+def _clash_inputs(model, tmp_path, seed: int = 0) -> None:
+    """A model of several inputs in Clash: every output port equals the golden model, back to
+    back (with the hardware model's cycles) and under per-port gaps and stalls."""
+    api.emit(model, "1,7,8", tmp_path / "net", show=False)
+    project = load_project(tmp_path / "net")
+    assert_ports_match_golden(project, golden.quantize_inputs(project.plans, _several(model, 5, seed)), seed)
+
+
+@pytest.mark.slow
+@pytest.mark.toolchain
+@needs_toolchain
+@pytest.mark.parametrize("build", [images_joined_per_pixel, inputs_to_two_outputs])
+def test_several_inputs_bit_exact_in_clash(build, tmp_path) -> None:
+    _clash_inputs(build(), tmp_path, seed=3)
+
+
+@pytest.mark.slow
+@pytest.mark.toolchain
+@needs_toolchain
+@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
+@given(seed=st.integers(0, 10_000), n_inputs=st.integers(2, 3), nodes=st.integers(0, 4))
+def test_random_multi_input_graphs_bit_exact_in_clash(tmp_path_factory, seed, n_inputs, nodes) -> None:
+    _clash_inputs(random_inputs(seed, n_inputs, nodes), tmp_path_factory.mktemp("inputs"), seed)
