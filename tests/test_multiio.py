@@ -572,6 +572,24 @@ def test_the_model_feeds_each_input_port_on_its_own() -> None:
     assert t.ii == 36 == hwmodel.timing(hwmodel.with_deep_branch_fifos(plans)).ii
 
 
+def test_the_options_of_several_inputs_equal_the_scalar_model() -> None:
+    """`options` (the vectorised model) of two inputs with emit's FIFOs: each configuration's
+    latency and II as `hwmodel.timing` has them, the default one's as the Clash simulation's
+    (118, 36)."""
+    from keras2clash.hw import options
+    from keras2clash.hw.planner import make_plan
+    from keras2clash.quant.formats import parse_format
+
+    plans = hwmodel.with_fifos(make_plan(to_graph(image_and_side_features()), parse_format("1,7,8")))
+    configs = options.all_configs(plans)
+    many = hwmodel.figures_many(plans, configs)
+    for (pes, cyc), fig in zip(configs, many):
+        knobs = iter(zip(pes, cyc))
+        t = hwmodel.timing([p.with_knobs(*next(knobs)) if p.is_compute else p for p in plans])
+        assert (fig.latency, fig.ii) == (t.first_latency, t.ii)
+    assert (118, 36) in {(f.latency, f.ii) for f in many}
+
+
 def test_inputs_that_do_not_match_the_model_get_one_line() -> None:
     model = image_and_side_features()
     x = _several(model, 4)

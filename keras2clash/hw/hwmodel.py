@@ -20,9 +20,6 @@ Where it is not (or not claimed to be) exact:
   to back, output always ready); the block recurrences hold under any stalls, but the Sim's
   pseudo-random idle cycles and output stalls are not reproduced. A steady state whose period
   is longer than 4 images would raise an error (none seen).
-- several inputs: the model feeds each port on its own (`events.Sources`, exact by the
-  argument there) but has not been compared with a Clash design of several inputs, which the
-  emitter does not build yet.
 - memory: data storage only (control counters and flags, a few bits per block, are left
   out); the R register's padding outputs (`G*p - F`) are left out as synthesis removes them.
   ROM + line-buffer bits equal Yosys' inferred memory bits; the register bits are an
@@ -125,13 +122,14 @@ def _simulate_batch(
         if images is None and (np.all(found_lag > 0) or n >= max_images):
             break
         for j in range(k):
-            q = np.asarray(first.accept(last + 1))
+            # one array per configuration: a port whose path has no knob answers one cycle for all
+            q = np.broadcast_to(np.asarray(first.accept(last + 1)), (n_configs,))
             if j == 0:
                 accepts.append(q)
             last = q
         n += 1
     if isinstance(first, Sources):
-        accepts = _accepts(first, len(accepts))
+        accepts = [np.broadcast_to(a, (n_configs,)) for a in _accepts(first, len(accepts))]
     outputs = _last_outputs(sinks, output_beats_per_image(plans), len(accepts))
     return accepts, outputs, refs, found_lag, found_at
 
