@@ -181,7 +181,8 @@ def simulate(
     task: str = "auto",
 ) -> Comparison | list[Comparison]:
     """Run the test set through golden model and Clash simulation; compare with Keras.
-    A design of several outputs gives one comparison per output (`_simulate_heads`).
+    A design of several outputs gives one comparison per output (`_simulate_heads`); a design
+    of several inputs reads `x_<input name>` per input from `data`.
 
     `gap_max > 0` stresses the stream protocol: 0..gap_max idle cycles before each input
     and downstream ready held low for 0..gap_max cycles at a time (reproducible from

@@ -386,8 +386,9 @@ def run_testbench(
 
 @dataclass
 class HeadsRtlResult:
-    """An RTL run of a design of several outputs: per output port, each sample's accept and
-    output cycles and whether its beats equalled the golden model's (the testbench's PASS)."""
+    """An RTL run of a design of several outputs or inputs: per output port, each sample's
+    accept and output cycles and whether its beats equalled the golden model's (the
+    testbench's PASS)."""
 
     simulator: str
     project: str
@@ -415,7 +416,8 @@ def render_heads(result: HeadsRtlResult, console) -> None:
     for name in ("port", "bit-exact", "first latency", "last output cycle"):
         table.add_column(name, justify="right")
     for k, (acc, out, ok) in enumerate(zip(result.accept_cycle, result.output_cycle, result.passed)):
-        table.add_row(f"m{k}_axis", f"{int(ok.sum())}/{len(ok)}", str(int(out[0] - acc[0])), str(int(out[-1])))
+        port = f"m{k}_axis" if len(result.passed) > 1 else "m_axis"  # one output beside several inputs
+        table.add_row(port, f"{int(ok.sum())}/{len(ok)}", str(int(out[0] - acc[0])), str(int(out[-1])))
     console.print(table)
     for message in result.messages:
         console.print(f"[red]{message}[/red]")
