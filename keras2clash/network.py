@@ -83,7 +83,7 @@ def plan_network(
     `keras_model`: the model the graph came from (a quantization-aware one brings its own
     formats)."""
     design = DesignOptions.of(design, **knobs)
-    _check_several_inputs(graph, design, keras_model)
+    _check_several_inputs(graph, keras_model)
     layer_formats, parallelism, cycles = design.layer_formats, design.parallelism, design.cycles
     if design.hls4ml_config is not None:  # its formats first, --layer-formats/--layer-format on top; its knobs
         layer_formats, parallelism, cycles = _with_hls4ml(
@@ -126,16 +126,14 @@ def plan_network(
     )
 
 
-def _check_several_inputs(graph: Graph, design: DesignOptions, keras_model: Any) -> None:
-    """A model of several inputs has a golden model and hardware (one slave port per input),
-    each input in its own format; automatic formats and quantization-aware models' formats
-    read one input: one error line for each."""
+def _check_several_inputs(graph: Graph, keras_model: Any) -> None:
+    """A model of several inputs has a golden model, automatic formats and hardware (one
+    slave port per input), each input in its own format; quantization-aware models' formats
+    read one input: one error line."""
     if len(graph.inputs) == 1:
         return
     names = ", ".join(graph.input_names)
     what = f"model '{graph.name}' has {len(graph.inputs)} inputs ({names})"
-    if design.calibration is not None or is_auto(design.format):
-        raise K2CError(f"{what}: automatic formats calibrate one input; give the formats (--input-format, per input)")
     if keras_model is not None and (hgq.is_hgq_model(keras_model) or qkeras.is_qkeras_model(keras_model)):
         raise K2CError(f"{what}: the formats of a quantization-aware model are read for one input")
 

@@ -604,10 +604,28 @@ def test_inputs_that_do_not_match_the_model_get_one_line() -> None:
         assert "\n" not in str(err.value)
 
 
-def test_automatic_formats_of_several_inputs_are_refused_with_one_line(tmp_path) -> None:
+def test_automatic_formats_choose_a_format_per_input(tmp_path) -> None:
+    """`--format auto` on a calibration set of `x_<input name>`: each input gets the fewest
+    integer bits that hold its values (side features up to 6: three), nothing saturates, and
+    the golden model follows Keras; the formats of a quantization-aware model stay refused."""
     model = image_and_side_features()
-    with pytest.raises(K2CError, match=r"has 2 inputs \(image, side\): automatic formats calibrate one input") as err:
-        k2c.emit(model, "auto", tmp_path / "net", show=False)
+    x = _several(model, 64, seed=1)
+    x[1] = x[1] * 6
+    want = model.predict(x, verbose=0)
+    np.savez(tmp_path / "calib.npz", x_image=x[0], x_side=x[1], y=np.argmax(want, axis=1))
+    network = load_network(model, "auto", bits=12, calibration=tmp_path / "calib.npz", fifos=False)
+    assert [(port.name, str(port.fmt)) for port in network_inputs(network.plans)] == [
+        ("image", "1,0,11"),
+        ("side", "1,3,8"),
+    ]
+    assert network.formats.auto.auto.saturated == 0
+    assert [row.layer for row in network.formats.auto.auto.saturation[:2]] == ["input", "side"]
+    prediction = k2c.predict(network, x)
+    np.testing.assert_allclose(prediction.values, want, atol=0.01)
+    assert np.array_equal(prediction.classes, np.argmax(want, axis=1))
+    np.savez(tmp_path / "bad.npz", x=x[0])
+    with pytest.raises(K2CError, match=r"needs an array per model input \(x_image, x_side\)") as err:
+        load_network(model, "auto", bits=12, calibration=tmp_path / "bad.npz", fifos=False)
     assert "\n" not in str(err.value)
 
 
