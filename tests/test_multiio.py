@@ -649,6 +649,23 @@ def test_one_slave_port_per_input(tmp_path) -> None:
     assert 'PortName "s_axis_tdata"' in (tmp_path / "one" / "Top.hs").read_text()
 
 
+def test_a_layer_named_like_a_stream_of_the_wiring_is_refused(tmp_path) -> None:
+    """`input1` names the second input's stream, `trunk_out` the stream of layer `trunk`:
+    one line each."""
+    import keras
+    from keras import layers
+
+    a, b = keras.Input((3,), name="a"), keras.Input((2,), name="b")
+    out = layers.Dense(2, name="head")(layers.Concatenate(name="cat")([layers.Dense(2, name="input1")(a), b]))
+    with pytest.raises(K2CError, match="the stream name 'input1' of the network's wiring is also a layer's name"):
+        api.emit(keras.Model([a, b], out), "1,7,8", tmp_path / "two", show=False)
+    x = keras.Input((3,))
+    trunk = layers.Dense(2, name="trunk")(x)
+    heads = [layers.Dense(2, name="trunk_out")(trunk), layers.Dense(1, name="two")(trunk)]
+    with pytest.raises(K2CError, match="the stream name 'trunk_out'"):
+        api.emit(keras.Model(x, heads), "1,7,8", tmp_path / "one", show=False)
+
+
 def test_a_design_of_one_input_keeps_its_modules_byte_for_byte(tmp_path) -> None:
     """The modules of the iris example (one input, one output) and of two_heads (one input,
     two outputs), the version line aside, as the digests pinned here: the ports of several

@@ -602,7 +602,8 @@ def _wiring(
             names += [wired["source"], wired["moves"]] if wired["fifos"] else []
     taken = set(fn.values()) | {"ready", *streams}
     clash = (set(names) & taken) or {n for n in names if names.count(n) > 1}
-    clash = clash or (set(streams) & set(fn.values()) if shape.sources else set())
+    if shape.sources:  # a layer named like an input stream (`input0`) would be shadowed by it
+        clash = clash or (set(streams) & set(fn.values()))
     if clash:
         raise K2CError(
             f"the stream name '{sorted(clash)[0]}' of the network's wiring is also a layer's name: rename the layer"
