@@ -629,6 +629,18 @@ def test_automatic_formats_choose_a_format_per_input(tmp_path) -> None:
     assert "\n" not in str(err.value)
 
 
+def test_the_profile_shows_a_row_per_input(tmp_path, capsys) -> None:
+    model = image_and_side_features()
+    model.save(tmp_path / "m.keras")
+    x = _several(model, 16, seed=1)
+    np.savez(tmp_path / "calib.npz", x_image=x[0], x_side=x[1] * 6)
+    code, text = run_cli(["profile", tmp_path / "m.keras", "--data", tmp_path / "calib.npz", "-n", "8"], capsys)
+    assert code == 0, text
+    rows = {line.split("│")[1].strip(): line for line in text.splitlines() if line.count("│") > 5}
+    assert " 288 " in rows["image"] and " 24 " in rows["side"]  # 8 samples of 36 and of 3 values
+    assert rows["side"].rstrip("│ ").endswith("3")  # int bits of values up to 6
+
+
 def test_one_slave_port_per_input(tmp_path) -> None:
     """Top.hs of two inputs: an `s<k>_axis` port, beat type and framing check per input, the
     network's tuple of input streams; a design of one input keeps its `s_axis` port."""

@@ -198,9 +198,10 @@ class Profile:
         )
 
 
-def profile(ir: GraphLike, x: np.ndarray, model: str = "model") -> Profile:
-    """Statistics of the inputs, and of each compute layer's weights, biases,
-    pre-activations and outputs (float, on the calibration inputs `x`)."""
+def profile(ir: GraphLike, x: FloatInputs, model: str = "model") -> Profile:
+    """Statistics of the inputs (a model of several: a row per input, named after it), and
+    of each compute layer's weights, biases, pre-activations and outputs (float, on the
+    calibration inputs `x`)."""
     stats: list[Stats] = []
     values: dict[tuple[str, str], np.ndarray] = {}
 
@@ -208,10 +209,12 @@ def profile(ir: GraphLike, x: np.ndarray, model: str = "model") -> Profile:
         values[(layer, kind)] = np.asarray(v, dtype=np.float64).ravel()
         stats.append(Stats.of(layer, kind, v))
 
-    add("input", "input", x)
     graph = as_graph(ir)
-    traces = float_forward(graph, x)
-    require_finite(traces, x)
+    inputs = input_values(graph, x)
+    for name, v in inputs.items():
+        add(name if len(inputs) > 1 else "input", "input", v)
+    traces = float_forward(graph, inputs)
+    require_finite(traces, inputs)
     for layer, trace in zip(graph, traces):
         if trace.pre is None:
             continue
@@ -220,7 +223,7 @@ def profile(ir: GraphLike, x: np.ndarray, model: str = "model") -> Profile:
         add(layer.name, "bias", bias)
         add(layer.name, "pre-activation", trace.pre)
         add(layer.name, "output", trace.out)
-    return Profile(model, len(x), stats, values)
+    return Profile(model, len(next(iter(inputs.values()))), stats, values)
 
 
 def _num(v: float) -> str:
@@ -305,9 +308,11 @@ def plot(prof: Profile, path: Path) -> Path:
     layers = [s.layer for s in prof.stats if s.kind == "weights"]
     n_rows = 1 + len(layers)
     fig, axes = plt.subplots(n_rows, len(KINDS), figsize=(4 * len(KINDS), 2.4 * n_rows), squeeze=False)
-    for ax in axes[0, 1:]:
+    inputs = [s.layer for s in prof.stats if s.kind == "input"][: len(KINDS)]  # the first row: the inputs
+    for ax in axes[0, len(inputs) :]:
         ax.axis("off")
-    _hist(axes[0, 0], prof.values[("input", "input")], "input")
+    for c, name in enumerate(inputs):
+        _hist(axes[0, c], prof.values[(name, "input")], name)
     for r, layer in enumerate(layers, start=1):
         for c, kind in enumerate(KINDS):
             _hist(axes[r, c], prof.values[(layer, kind)], f"{layer}: {kind}")
