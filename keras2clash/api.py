@@ -23,6 +23,7 @@ from keras2clash.design import DEFAULT_FORMAT, DesignKnobs, DesignOptions
 from keras2clash.errors import K2CError
 from keras2clash.frontend.keras_ref import keras_head_outputs, keras_outputs, rounded_classes
 from keras2clash.fsutil import atomic_directory, check_writable_target, work_dir
+from keras2clash.hw.inputs import named_inputs, several_inputs
 from keras2clash.hw.output import classifies, output_plans, output_task, several_outputs
 from keras2clash.hw.summary import design_summary, render_summary
 from keras2clash.network import Network, load_network
@@ -180,7 +181,8 @@ def simulate(
     task: str = "auto",
 ) -> Comparison | list[Comparison]:
     """Run the test set through golden model and Clash simulation; compare with Keras.
-    A design of several outputs gives one comparison per output (`_simulate_heads`).
+    A design of several outputs gives one comparison per output (`_simulate_heads`); a design
+    of several inputs reads `x_<input name>` per input from `data`.
 
     `gap_max > 0` stresses the stream protocol: 0..gap_max idle cycles before each input
     and downstream ready held low for 0..gap_max cycles at a time (reproducible from
@@ -193,8 +195,9 @@ def simulate(
     _check_limit(limit)
     project = load_project(project_dir)
     work_dir(project.root / toolchain.BUILD_DIR)  # the simulator is built there: writable?
-    if several_outputs(project.plans):
-        return _simulate_heads(project, data, limit, keras=keras, show=show, gap_max=gap_max, seed=seed, task=task)
+    if several_outputs(project.plans) or several_inputs(project.plans):
+        comps = _simulate_heads(project, data, limit, keras=keras, show=show, gap_max=gap_max, seed=seed, task=task)
+        return comps if several_outputs(project.plans) else comps[0]
     task = output_task(project.plans[-1], task)
     dataset = load_test_set(data, project.input_shape, project.n_out, project.plans[-1].activation, task).head(limit)
     toolchain.require_tool("ghc")
@@ -223,14 +226,15 @@ def simulate(
 def _simulate_heads(
     project: Any, data: str | Path, limit: int | None, *, keras: bool, show: bool, gap_max: int, seed: int, task: str
 ) -> list[Comparison]:
-    """`simulate` for a design of several outputs: one comparison per output port, in the
-    model's order, each titled `<model>:<output layer>` (`data.load_head_sets`: the test
-    set's `y_<output layer>` are that output's labels or targets)."""
+    """`simulate` for a design of several outputs or inputs: one comparison per output port,
+    in the model's order, each titled `<model>:<output layer>` for several outputs
+    (`data.load_head_sets`: the test set's `x_<input>` per input of several, and
+    `y_<output layer>` are that output's labels or targets)."""
     heads = output_plans(project.plans)
     tasks = [(h.name, h.n_out, h.activation, output_task(h, task)) for h in heads]
-    sets = [s.head(limit) for s in load_head_sets(data, project.input_shape, tasks)]
+    sets = [s.head(limit) for s in load_head_sets(data, project.input_shape, tasks, named_inputs(project.plans))]
     toolchain.require_tool("ghc")
-    x_raw = golden.quantize_inputs(project.plans, sets[0].x)
+    x_raw = golden.quantize_inputs(project.plans, sets[0].model_inputs)
     want = golden.predict_outputs(project.plans, project.params, x_raw)
     with console.status("ghc -O2: building the Clash simulation"):
         exe = toolchain.build_simulator(project.root)
@@ -240,11 +244,11 @@ def _simulate_heads(
     outputs: list[np.ndarray | None] = [None] * len(heads)
     if keras and project.source_model.exists():
         with console.status("Keras float inference"):
-            outputs = list(keras_head_outputs(project.source_model, sets[0].x))
+            outputs = list(keras_head_outputs(project.source_model, sets[0].model_inputs))
     comps = []
     for head, dataset, sim, (gold, gold_classes), out in zip(heads, sets, sims, want, outputs):
         exact = int(np.sum(np.all(sim.outputs == gold, axis=1)))
-        named = replace(project, name=f"{project.name}:{head.name}")
+        named = replace(project, name=f"{project.name}:{head.name}") if len(heads) > 1 else project
         if dataset.task == "regression":
             comp = _regression_comparison(named, dataset, out, gold, sim, exact, head.out_fmt)
         else:
@@ -389,9 +393,9 @@ def run(
         return design
 
     def fits(network: Network) -> None:
-        if several_outputs(network.plans):
+        if several_outputs(network.plans) or several_inputs(network.plans):
             heads = [(h.name, h.n_out, h.activation, output_task(h, task)) for h in output_plans(network.plans)]
-            load_head_sets(data, network.plans[0].input_shape, heads)
+            load_head_sets(data, network.plans[0].input_shape, heads, named_inputs(network.plans))
             return
         last = network.plans[-1]
         load_test_set(data, network.plans[0].input_shape, last.n_out, last.activation, output_task(last, task))
@@ -418,7 +422,7 @@ def testbench(
     """Write Verilog and VHDL testbenches with the quantized inputs and the golden model's
     expected outputs into DIR/tb/ (see keras2clash.testbench); return that folder."""
     project = load_project(project_dir)
-    if several_outputs(project.plans):
+    if several_outputs(project.plans) or several_inputs(project.plans):
         x = heads_inputs(project, data, limit)
         heads_tb = write_heads_testbench(project_dir, x, gap_max=gap_max, seed=seed)
         directory, samples = heads_tb.directory, heads_tb.spec.samples

@@ -26,15 +26,23 @@ absolute error and mean squared error; an autoencoder is one), `auto` (`detect_t
 
 @dataclass(frozen=True)
 class Dataset:
-    x: np.ndarray  # (N, *input_shape) float
+    x: np.ndarray  # (N, *input_shape) float; a model of several inputs: its first input's
     y: np.ndarray | None  # classifier: (N,) int64 class labels; regression: (N, n_out) float64 targets, or None
     task: str = "classifier"
+    inputs: tuple[np.ndarray, ...] = ()  # a model of several inputs: every input, in the model's order
 
     def __len__(self) -> int:
         return len(self.x)
 
+    @property
+    def model_inputs(self) -> np.ndarray | list[np.ndarray]:
+        """What the golden model and Keras take: `x`, or the list of every input."""
+        return list(self.inputs) if self.inputs else self.x
+
     def head(self, n: int | None) -> Dataset:
-        return self if n is None else Dataset(self.x[:n], None if self.y is None else self.y[:n], self.task)
+        if n is None:
+            return self
+        return Dataset(self.x[:n], None if self.y is None else self.y[:n], self.task, tuple(a[:n] for a in self.inputs))
 
 
 def read_npz(path: Path | str, what: str = "data") -> dict[str, np.ndarray]:
@@ -77,6 +85,24 @@ def load_inputs(path: Path | str, input_shape: tuple[int, ...]) -> np.ndarray:
     if x is None:
         raise K2CError(f"data file {path} needs an array 'x' (inputs); it has {sorted(arrays)}")
     return _inputs(path, x, input_shape).astype(np.float64)
+
+
+def load_named_inputs(path: Path | str, inputs: Sequence[tuple[str, tuple[int, ...]]]) -> list[np.ndarray]:
+    """The inputs of a model of several inputs from an .npz: `x_<input name>` per input
+    ((name, shape) in the model's order), each checked against its shape and all with the
+    same number of samples: for `predict` and `trace`."""
+    path = Path(path)
+    arrays = read_npz(path, "data")
+    missing = [f"x_{name}" for name, _ in inputs if f"x_{name}" not in arrays]
+    if missing:
+        raise K2CError(
+            f"data file {path} needs an array per model input ({', '.join(missing)}); it has {sorted(arrays)}"
+        )
+    xs = [_inputs(path, arrays[f"x_{name}"], shape).astype(np.float64) for name, shape in inputs]
+    if len({len(x) for x in xs}) != 1:
+        counts = ", ".join(f"x_{name} {len(x)}" for (name, _), x in zip(inputs, xs))
+        raise K2CError(f"data file {path}: the inputs have different numbers of samples ({counts})")
+    return xs
 
 
 def load_dataset(path: Path | str, input_shape: tuple[int, ...], n_classes: int) -> Dataset:
@@ -160,27 +186,41 @@ def load_test_set(
 
 
 def load_head_sets(
-    path: Path | str, input_shape: tuple[int, ...], heads: Sequence[tuple[str, int, str, str]]
+    path: Path | str,
+    input_shape: tuple[int, ...],
+    heads: Sequence[tuple[str, int, str, str]],
+    inputs: Sequence[tuple[str, tuple[int, ...]]] = (),
 ) -> list[Dataset]:
-    """The test set of a model of several outputs: the inputs `x`, and per output `y_<name>`
-    (its labels or targets; an output without them is compared with Keras only). `heads`
-    gives each output's (layer name, n_out, activation, task) as `load_test_set` takes them."""
+    """The test set of a model of several outputs or inputs: the inputs `x` (several inputs,
+    (name, shape) each in `inputs`: `x_<input name>` per input, `load_named_inputs`), and per
+    output `y_<name>` (its labels or targets, or `y` for a model of one output; an output
+    without them is compared with Keras only). `heads` gives each output's (layer name, n_out,
+    activation, task) as `load_test_set` takes them."""
     path = Path(path)
     arrays = read_npz(path, "data")
-    x = arrays.get("x", arrays.get("x_test"))
-    if x is None:
-        raise K2CError(f"data file {path} needs an array 'x' (and 'y_<output>' per output); it has {sorted(arrays)}")
-    x = _inputs(path, x, input_shape).astype(np.float64)
+    several: tuple[np.ndarray, ...] = ()
+    if inputs:
+        several = tuple(load_named_inputs(path, inputs))
+        x = several[0]
+    else:
+        found = arrays.get("x", arrays.get("x_test"))
+        if found is None:
+            raise K2CError(
+                f"data file {path} needs an array 'x' (and 'y_<output>' per output); it has {sorted(arrays)}"
+            )
+        x = _inputs(path, found, input_shape).astype(np.float64)
     sets = []
     for name, n_out, activation, task in heads:
         y = arrays.get(f"y_{name}")
+        if y is None and len(heads) == 1:
+            y = arrays.get("y", arrays.get("y_test"))
         kind = "regression" if y is None else detect_task(y, n_out, activation, task)
         if y is None:
-            sets.append(Dataset(x, None, "regression"))
+            sets.append(Dataset(x, None, "regression", several))
         elif kind == "classifier":
-            sets.append(Dataset(x, _labels(path, y, len(x), n_out)))
+            sets.append(Dataset(x, _labels(path, y, len(x), n_out), "classifier", several))
         else:
-            sets.append(Dataset(x, _targets(path, y, len(x), n_out), "regression"))
+            sets.append(Dataset(x, _targets(path, y, len(x), n_out), "regression", several))
     return sets
 
 

@@ -18,13 +18,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from keras2clash.backend.project import MANIFEST, SOURCE_MODEL, Project, load_project
-from keras2clash.data import load_inputs
+from keras2clash.data import load_inputs, load_named_inputs
 from keras2clash.design import DEFAULT_FORMAT, DesignKnobs, DesignOptions
 from keras2clash.errors import K2CError
 from keras2clash.frontend import walk
 from keras2clash.frontend.convert import to_graph
 from keras2clash.frontend.keras_ref import PRE_ACTIVATION, keras_layer_outputs
 from keras2clash.frontend.load import load_keras_model
+from keras2clash.hw.inputs import network_inputs, several_inputs
 from keras2clash.hw.output import output_plans, several_outputs
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.ir.graph import Graph
@@ -45,16 +46,20 @@ class Prediction:
     (`raw * 2^-frac` of `output_format`); `classes` is what the core's class output gives
     (the argmax of the output layer's values before a monotone activation, lowest index on
     ties: docs/guide/contract.md), None when the output is an image or a sequence (no class);
-    `input_raw` the quantized inputs the core reads. An image output is flattened row-major
+    `input_raw` the quantized inputs the core reads (a model of several inputs: a tuple of
+    them in the model's order, `input_formats` theirs, `input_format` the first's). An image output is flattened row-major
     (the order its beats leave the core): `values.reshape(-1, *output_shape)` restores it."""
 
     raw: np.ndarray  # (N, n_out) int64
     values: np.ndarray  # (N, n_out) float64
     classes: np.ndarray | None  # (N,) int64; None: the output has no class
     output_format: FixedFormat
-    input_raw: np.ndarray  # (N, *input_shape) int64
+    input_raw: np.ndarray | tuple[np.ndarray, ...]  # (N, *input_shape) int64, one per input
     input_format: FixedFormat
     output_shape: tuple[int, ...] = ()  # one sample's output, as the hardware streams it
+    input_formats: tuple[FixedFormat, ...] = ()  # every input's format, in the model's order
+    input_names: tuple[str, ...] = ()  # every input's name, in the model's order
+    output_name: str = ""  # the output layer's name
 
     def __len__(self) -> int:
         return len(self.raw)
@@ -124,6 +129,21 @@ def _inputs(x: Any, input_shape: tuple[int, ...], limit: int | None) -> np.ndarr
     return x.astype(np.float64).reshape(len(x), *input_shape)[:limit]
 
 
+def _network_inputs(plans: list[LayerPlan], x: Any, limit: int | None) -> Any:
+    """`_inputs` for every input of the network: one array for a model of one input; a tuple
+    of arrays for a model of several (`x` a list in the model's order, a dict by input
+    name, or an .npz file with `x_<input name>` per input)."""
+    ports = network_inputs(plans)
+    if not several_inputs(plans):
+        return _inputs(x, ports[0].shape, limit)
+    if isinstance(x, (str, Path)):
+        return tuple(a[:limit] for a in load_named_inputs(x, [(p.name, p.shape) for p in ports]))
+    xs = tuple(_inputs(a, p.shape, limit) for p, a in zip(ports, golden.input_arrays(plans, x)))
+    if len({len(a) for a in xs}) != 1:
+        raise K2CError("the inputs have different numbers of samples: " + ", ".join(str(len(a)) for a in xs))
+    return xs
+
+
 def predict(
     model: Any,
     x: Any,
@@ -133,7 +153,8 @@ def predict(
     **knobs: Unpack[DesignKnobs],
 ) -> Prediction | list[Prediction]:
     """The golden model's outputs for inputs `x` (an array, or an .npz file's `x`; the first
-    `limit` samples): raw integers, the reals they stand for,
+    `limit` samples; a model of several inputs takes a list of arrays in the model's order, a
+    dict by input name, or an .npz with `x_<input name>` per input): raw integers, the reals they stand for,
     and the core's class output. Nothing is written to disk. A model of several outputs
     gives a list of them, one `Prediction` per output in the model's order (as
     `keras.Model.predict` gives one array per output).
@@ -144,9 +165,11 @@ def predict(
     1,7,8) and the knobs (`layer_formats`, `input_format`, `bits`, `calibration`, `softmax`,
     ...) are `emit`'s."""
     source = _resolve(model, design, knobs)
-    xs = _inputs(x, source.plans[0].input_shape, limit)
+    xs = _network_inputs(source.plans, x, limit)
     x_raw = golden.quantize_inputs(source.plans, xs)
     heads = output_plans(source.plans)
+    formats = tuple(port.fmt for port in network_inputs(source.plans))
+    names = tuple(port.name for port in network_inputs(source.plans))
     predictions = [
         Prediction(
             raw=np.asarray(raw, dtype=np.int64),
@@ -154,8 +177,11 @@ def predict(
             classes=classes,
             output_format=head.out_fmt,
             input_raw=x_raw,
-            input_format=source.plans[0].in_fmt,
+            input_format=formats[0],
             output_shape=head.output_shape,
+            input_formats=formats,
+            input_names=names,
+            output_name=head.name,
         )
         for head, (raw, classes) in zip(heads, golden.predict_outputs(source.plans, source.params, x_raw))
     ]
@@ -170,7 +196,8 @@ def trace(
     limit: int | None = None,
     **knobs: Unpack[DesignKnobs],
 ) -> Trace:
-    """Every layer's fixed-point output (raw and real) on inputs `x` beside Keras' float
+    """Every layer's fixed-point output (raw and real) on inputs `x` (several inputs as for
+    `predict`; a row per input) beside Keras' float
     output of the same layer, with error statistics (`report.trace`). `model` as for
     `predict`; the Keras model is needed (a project's `source_model.keras`).
 
@@ -187,7 +214,7 @@ def trace(
             "trace compares with Keras: give the Keras model (or a file, or a project), "
             "not a network planned from a graph alone"
         )
-    xs = _inputs(x, source.plans[0].input_shape, limit)
+    xs = _network_inputs(source.plans, x, limit)
     graph = to_graph(keras_model)  # before --softmax argmax: which fused layers it had
     nodes = walk.layer_nodes(keras_model)
     order = {str(node.layer.name): k for k, node in enumerate(nodes)}
@@ -200,21 +227,19 @@ def trace(
     x_raw = golden.quantize_inputs(source.plans, xs)
     raw = golden.run_all(source.plans, source.params, x_raw)
 
-    first = source.plans[0]
-    input_name = first.inputs[0] if first.inputs else "input"
-    keras_input = walk.input_name(keras_model)
     rows = [
         _row(
-            input_name,
+            port.name,
             "input",
             "InputLayer",
             keras_input,
             (),
-            f"the inputs quantized to {first.in_fmt}",
-            first.in_fmt,
-            raw[input_name],
+            f"the inputs quantized to {port.fmt}",
+            port.fmt,
+            raw[port.name],
             floats[keras_input],
         )
+        for port, keras_input in zip(network_inputs(source.plans), walk.input_names(keras_model))
     ]
     for plan, target in zip(source.plans, targets):
         key = None if target.layer is None else target.layer + (PRE_ACTIVATION if target.pre_activation else "")
@@ -231,7 +256,7 @@ def trace(
                 None if key is None else floats[key],
             )
         )
-    return Trace(model=source.name, samples=len(xs), layers=rows)
+    return Trace(model=source.name, samples=len(rows[0].raw), layers=rows)
 
 
 @dataclass(frozen=True)

@@ -83,6 +83,7 @@ def plan_network(
     `keras_model`: the model the graph came from (a quantization-aware one brings its own
     formats)."""
     design = DesignOptions.of(design, **knobs)
+    _check_several_inputs(graph, keras_model)
     layer_formats, parallelism, cycles = design.layer_formats, design.parallelism, design.cycles
     if design.hls4ml_config is not None:  # its formats first, --layer-formats/--layer-format on top; its knobs
         layer_formats, parallelism, cycles = _with_hls4ml(
@@ -123,6 +124,18 @@ def plan_network(
         overflow=parameter_overflow(plans, graph),
         keras_model=keras_model,
     )
+
+
+def _check_several_inputs(graph: Graph, keras_model: Any) -> None:
+    """A model of several inputs has a golden model, automatic formats and hardware (one
+    slave port per input), each input in its own format; quantization-aware models' formats
+    read one input: one error line."""
+    if len(graph.inputs) == 1:
+        return
+    names = ", ".join(graph.input_names)
+    what = f"model '{graph.name}' has {len(graph.inputs)} inputs ({names})"
+    if keras_model is not None and (hgq.is_hgq_model(keras_model) or qkeras.is_qkeras_model(keras_model)):
+        raise K2CError(f"{what}: the formats of a quantization-aware model are read for one input")
 
 
 def _weight_formats(graph: Graph, formats: Any, weight_format: str) -> Any:

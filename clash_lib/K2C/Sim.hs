@@ -29,6 +29,13 @@ A top entity of several outputs ('simHeads'): each output port prints its own li
 sample as the sample's last beat on that port moves, @port accept_cycle output_cycle ...@
 (the port's index first, then its line as above). Each port's tready has its own stall
 pattern under @--gap-max@ (the seed mixed with the port's index).
+
+A top entity of several inputs ('simPorts'): a sample's stdin line holds every input's raw
+integers, input after input in the model's order (each row-major); each input port has its
+own source, its beats back to back or with its own idle cycles under @--gap-max@ (the seed
+mixed with the port's index, the first port's the seed itself). The output lines are
+'simHeads'' (one port's index 0 for one output); @accept_cycle@ is the cycle the last of the
+input ports took the sample's first beat.
 -}
 module K2C.Sim
   ( AxiTop
@@ -41,6 +48,11 @@ module K2C.Sim
   , resultValues
   , beatValues
   , randoms
+    -- * A top entity of several inputs
+  , InPort (..)
+  , PortsTop
+  , simPorts
+  , packValues
   ) where
 
 import Clash.Prelude
@@ -101,28 +113,67 @@ simHeads
    . ( KnownNat k, 1 <= k, KnownNat c, KnownNat ai, KnownNat af
      , BitPack (SFixed ai af), KnownNat (BitSize (SFixed ai af)) )
   => SNat k -> Int -> HeadsTop c (SFixed ai af) -> Int -> IO ()
-simHeads SNat ports top romWords = do
+simHeads SNat ports top = simPorts [InPort (natToNum @k) (natToNum @c) (natToNum @(ai + af))] ports onePort
+  where
+    onePort clk rst en [(values, valid, lst)] readies =
+      let (sReady, outs, err) = top clk rst en (packValues @c @ai @af <$> values) valid lst readies
+      in  ([sReady], outs, err)
+    onePort _ _ _ _ _ = error "K2C.Sim.simHeads: one input port"
+
+-- | One input port of a top entity of several inputs, as 'simPorts' drives it: its beats per
+-- sample, its values per beat, the bits of a value (its raw integers' range).
+data InPort = InPort { inBeats :: Int, inWidth :: Int, inBits :: Int }
+
+-- | A top entity of several inputs seen through its ports: per input port its values (a
+-- beat's raw integers, 'packValues' packs them), tvalid and tlast, and each output port's
+-- tready in; each input port's tready, the output 'Port's and @tlast_error@ out. The emitted
+-- Sim.hs wraps the top entity's ports into this.
+type PortsTop
+  =  Clock System -> Reset System -> Enable System
+  -> [(Signal System [Integer], Signal System Bit, Signal System Bit)]
+  -> [Signal System Bit]
+  -> ([Signal System Bit], [Port], Signal System Bit)
+
+-- | A beat's raw integers as @s_axis_tdata@ (missing values are 0: an idle cycle's).
+packValues
+  :: forall c ai af . (KnownNat c, KnownNat ai, KnownNat af, BitPack (SFixed ai af))
+  => [Integer] -> BeatData c (SFixed ai af)
+packValues raws = packBeat (fmap (\i -> sf (SNat @af) (fromInteger (at (fromEnum i)))) (indicesI @c))
+  where
+    at j = case drop j raws of
+      r : _ -> r
+      []    -> 0
+
+-- | Run the Sim protocol on a top entity of the input ports @ins@ (in the model's order) and
+-- @ports@ outputs. A sample's line holds every input's raw integers, input after input; each
+-- input port has its own source, with its own idle cycles under @--gap-max@ (the seed mixed
+-- with the port's index, 'inputSeed'). A sample's accept cycle is the cycle the last of the
+-- input ports took the sample's first beat.
+simPorts :: [InPort] -> Int -> PortsTop -> Int -> IO ()
+simPorts ins ports top romWords = do
   options <- parseOptions <$> getArgs
   samples <- parseSamples <$> getContents
-  images  <- either failWith pure (traverse (toBeats @k @c @ai @af) samples)
+  images  <- either failWith pure (traverse (splitSample ins) samples)
   hSetBuffering stdout LineBuffering
   let readies = [ stalls (seed options `xor` (0x5bd1e995 + fromIntegral p)) options | p <- [0 .. ports - 1] ]
-      input   = drive (replicate resetCycles Nothing ++ scheduleBeats options images) (bitToBool <$> readyIn)
-      (readyIn, outs, errOut) =
+      inputs  = [ drive (replicate resetCycles Nothing ++ scheduleValues (inputSeed (seed options) j) options
+                                                                       (map (!! j) images))
+                        (bitToBool <$> (readiesIn !! j))
+                | j <- [0 .. length ins - 1] ]
+      (readiesIn, outs, errOut) =
         top clockGen (resetGenN (SNat @ResetCycles)) enableGen
-            (maybe 0 (\(Beat d _ _) -> d) <$> input)
-            (boolToBit . isBeat <$> input)
-            (maybe 0 (\(Beat _ _ l) -> boolToBit l) <$> input)
+            [ (maybe [] inValues <$> i, boolToBit . isBeat <$> i, maybe 0 (boolToBit . inLast) <$> i) | i <- inputs ]
             (map (fmap boolToBit) readies)
       count  = length images
-      beats  = natToNum @k + maximum (map portBeats outs)
+      beats  = sum (map inBeats ins) + maximum (map portBeats outs)
       budget = fixedSlack + count * perWordSlack * (romWords + beats * (gapMax options + 1))
-      cycles = drop resetCycles (zip3 (signalList input) (signalList (bitToBool <$> readyIn))
-                                      (signalList (bitToBool <$> errOut)))
+      takes  = [ signalList ((\b r -> (maybe False inFirst b && r)) <$> i <*> (bitToBool <$> r'))
+               | (i, r') <- zip inputs readiesIn ]
+      cycles = drop resetCycles (zip (transposeViews takes) (signalList (bitToBool <$> errOut)))
       views  = [ drop resetCycles (zip4' (signalList (bitToBool <$> portValid o)) (signalList (bitToBool <$> portLast o))
                                          (signalList (portValues o)) (signalList r))
                | (o, r) <- zip outs readies ]
-  printed <- reportHeads (map portBeats outs) (count * ports)
+  printed <- reportPorts (map portBeats outs) (count * ports)
                (zip [0 ..] (take budget (zip cycles (transposeViews views))))
   when (printed < count * ports) $
     failWith ("simulation: " ++ show printed ++ " of " ++ show (count * ports)
@@ -133,27 +184,38 @@ simHeads SNat ports top romWords = do
     zip4' _ _ _ _ = []
     transposeViews vs = map head vs : transposeViews (map tail vs)
 
--- | Each port's lines: per port the accept cycles of the samples it has still to finish,
--- the beats of the oldest one seen so far; a line as a sample's last beat on a port moves.
-reportHeads
+-- | The gap seed of input port @j@: the seed itself for the first port (a design of one input
+-- sees the seed as it is).
+inputSeed :: Word64 -> Int -> Word64
+inputSeed s j = s `xor` (0x2545f491 * fromIntegral j)
+
+-- | Each output port's lines: the accept cycles of the samples every input port has begun
+-- (the latest of the ports' first beats) that a port has still to finish, the beats of its
+-- oldest one seen so far; a line as a sample's last beat on a port moves.
+reportPorts
   :: [Int] -> Int
-  -> [(Int, ((Maybe (Beat c), Bool, Bool), [(Bool, Bool, [Integer], Bool)]))]
+  -> [(Int, (([Bool], Bool), [(Bool, Bool, [Integer], Bool)]))]
   -> IO Int
-reportHeads perSample wanted = go (map (const []) perSample) (map (const (0, [])) perSample) 0
+reportPorts perSample wanted = go [] (map (const []) perSample) (map (const (0, [])) perSample) 0
   where
-    go pending seen printed cycles
+    go firsts pending seen printed cycles
       | printed == wanted = pure printed
       | otherwise = case cycles of
           [] -> pure printed
-          (t, ((inB, sR, err), views)) : rest -> do
+          (t, ((takes, err), views)) : rest -> do
             when err $ failWith ("simulation: tlast_error rose in cycle " ++ show t)
-            let pending' = case inB of
-                  Just (Beat _ True _) | sR -> map (++ [t]) pending
-                  _                         -> pending
+            let firsts0 = if null firsts then map (const []) takes else firsts
+                firsts1 = [ if took then q ++ [t] else q | (q, took) <- zip firsts0 takes ]
+                (firsts2, accepts) = begun firsts1 []
+                pending' = map (++ accepts) pending
             results <- sequence
               [ step t p n q s v | (p, n, q, s, v) <- zip5' [0 :: Int ..] perSample pending' seen views ]
             let (pending'', seen'', lines') = unzip3 results
-            go pending'' seen'' (printed + sum lines') rest
+            go firsts2 pending'' seen'' (printed + sum lines') rest
+    -- the samples whose first beat every input port has taken, and their accept cycles
+    begun qs acc
+      | all (not . null) qs = begun (map tail qs) (acc ++ [maximum (map head qs)])
+      | otherwise           = (qs, acc)
     step t p n q (k, outs) (valid, lst, values, ready) = case q of
       accept : later | valid && ready -> do
         let done = k + 1 == n
@@ -169,12 +231,32 @@ reportHeads perSample wanted = go (map (const []) perSample) (map (const (0, [])
     zip5' (a : as) (b : bs) (c : cs) (d : ds) (e : es) = (a, b, c, d, e) : zip5' as bs cs ds es
     zip5' _ _ _ _ _ = []
 
--- | The source's beats with their idle cycles (@--gap-max@).
-scheduleBeats :: forall c a . (KnownNat c, BitPack a) => Options -> [[Vec c a]] -> [Maybe (Beat (c * BitSize a))]
-scheduleBeats options images =
-  concat (zipWith (\gap b -> replicate gap Nothing ++ [Just b]) (gapList (seed options) options) (concatMap beatsOf images))
+-- | One scheduled beat of an input port: its raw integers, first beat of its sample, last beat.
+data InBeat = InBeat { inValues :: [Integer], inFirst :: Bool, inLast :: Bool }
+
+-- | A port's beats with their idle cycles (@--gap-max@, from the seed @s@).
+scheduleValues :: Word64 -> Options -> [[[Integer]]] -> [Maybe InBeat]
+scheduleValues s options images =
+  concat (zipWith (\gap b -> replicate gap Nothing ++ [Just b]) (gapList s options) (concatMap beatsOf images))
   where
-    beatsOf image = [ Beat (packBeat x) (i == 0) (i == length image - 1) | (i, x) <- zip [0 :: Int ..] image ]
+    beatsOf image = [ InBeat x (i == 0) (i == length image - 1) | (i, x) <- zip [0 :: Int ..] image ]
+
+-- | One sample's line cut into each input port's beats: exactly the ports' @k * c@ values,
+-- input after input, each in its range.
+splitSample :: [InPort] -> [Integer] -> Either String [[[Integer]]]
+splitSample ins raws
+  | length raws /= total = Left ("expected " ++ show total ++ " values per sample, got " ++ show (length raws))
+  | otherwise            = traverse cut (zip ins (offsets 0 ins))
+  where
+    total = sum [ inBeats p * inWidth p | p <- ins ]
+    offsets _ []       = []
+    offsets o (p : ps) = o : offsets (o + inBeats p * inWidth p) ps
+    cut (InPort k c bits, o)
+      | any outOfRange mine = Left ("raw input out of range: " ++ unwords (map show raws))
+      | otherwise           = Right [ take c (drop (b * c) mine) | b <- [0 .. k - 1] ]
+      where
+        mine = take (k * c) (drop o raws)
+        outOfRange r = r < negate (2 ^ (bits - 1)) || r > 2 ^ (bits - 1) - 1
 
 -- | A tready: high after reset, then low for 0..gapMax cycles before each high cycle.
 stalls :: Word64 -> Options -> Signal System Bool

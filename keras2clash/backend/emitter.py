@@ -25,6 +25,7 @@ from keras2clash.backend.memfiles import memfile_text
 from keras2clash.errors import K2CError
 from keras2clash.hw.blocks import branch_repeats, network_outputs, stages_table, timing_checks
 from keras2clash.hw.events import block_ram_fifo
+from keras2clash.hw.inputs import network_inputs, several_inputs
 from keras2clash.hw.output import classifies, output_beats, output_plans, several_outputs, splits_output
 from keras2clash.hw.plan import LayerPlan, relu_before_requantize
 from keras2clash.ir.structure import Chain, Dag, Parallel, network_shape
@@ -305,7 +306,8 @@ class TemplateContext(TypedDict):
     output_activation: str
     output_stream: str | None
     output_activation_doc: str
-    heads: list[HeadContext]  # several outputs: one per output port (empty for one output)
+    heads: list[HeadContext]  # several outputs or inputs: one per output port (else empty)
+    inputs: list[InputContext]  # several inputs: one per input port (empty for one input)
     activations: list[ActivationCode]
     tables: list[ActivationCode]
     uses_maps: bool
@@ -499,6 +501,8 @@ class Wiring(TypedDict):
     outputs: list[str]  # one stream per output (several outputs: `network` returns their tuple)
     port_readies: list[str]  # the ready each output's Top blocks give (several outputs)
     input_ready: str
+    inputs: list[str]  # one stream per input (several inputs: `network` takes their tuple)
+    input_readies: list[str]  # the ready each input's stream sees
     steps: list[WiringRun | WiringFork]
 
 
@@ -513,9 +517,11 @@ def _wiring(
     merge input through a FIFO (`<merge>_fifo_<i>`), whose beats the merge's join moves together.
     Output k (`shape.sinks`) is read by its port, whose ready is `port_readies[k]`."""
     fn = {name: cast(str, entry["fn"]) for name, (_, entry) in by_name.items()}
+    streams = input_streams(shape.sources)
+    inputs = dict(zip(shape.inputs, streams))
 
     def tensor(name: str) -> str:
-        return "input" if name == shape.source else f"{fn[name]}_out"
+        return inputs.get(name) or f"{fn[name]}_out"
 
     def reader_ready(reader: str, i: int) -> str:
         plan, _ = by_name[reader]
@@ -543,9 +549,7 @@ def _wiring(
                 outputs[name] = f"{reads} !! {len(readers)}"
             out_ready[name] = f"{stream}_ready"
             forks[name] = {"stream": stream, "reads": reads, "ready": out_ready[name], "readers": readies}
-    steps: list[WiringRun | WiringFork] = []
-    if shape.source in forks:
-        steps.append(forks[shape.source])
+    steps: list[WiringRun | WiringFork] = [forks[source] for source in shape.inputs if source in forks]
     for run in shape.runs:
         first_plan, _ = by_name[run.layers[0]]
         first = fn[run.layers[0]]
@@ -596,20 +600,30 @@ def _wiring(
             wired = cast(WiringRun, step)
             names += [wired["stream"], wired["ready"]] + [f[k] for f in wired["fifos"] for k in ("stream", "ready")]
             names += [wired["source"], wired["moves"]] if wired["fifos"] else []
-    clash = (set(names) & (set(fn.values()) | {"input", "ready"})) or {n for n in names if names.count(n) > 1}
+    taken = set(fn.values()) | {"ready", *streams}
+    clash = (set(names) & taken) or {n for n in names if names.count(n) > 1}
+    if shape.sources:  # a layer named like an input stream (`input0`) would be shadowed by it
+        clash = clash or (set(streams) & set(fn.values()))
     if clash:
         raise K2CError(
             f"the stream name '{sorted(clash)[0]}' of the network's wiring is also a layer's name: rename the layer"
         )
-    readers_of_source = shape.readers[shape.source]
-    streams = [outputs[sink] for sink in shape.sinks]
+    readies = [out_ready.get(source, reader_ready(*shape.readers[source][0])) for source in shape.inputs]
+    ends = [outputs[sink] for sink in shape.sinks]
     return {
-        "output": streams[0],
-        "outputs": streams,
+        "output": ends[0],
+        "outputs": ends,
         "port_readies": list(port_readies),
-        "input_ready": out_ready.get(shape.source, reader_ready(*readers_of_source[0])),
+        "input_ready": readies[0],
+        "inputs": streams,
+        "input_readies": readies,
         "steps": steps,
     }
+
+
+def input_streams(sources: Sequence[str]) -> list[str]:
+    """The network's input streams: `input`, or `input<k>` per input of several (`Dag.sources`)."""
+    return [f"input{k}" for k in range(len(sources))] if sources else ["input"]
 
 
 def _activation_codes(
@@ -695,6 +709,58 @@ def _head_context(
     }
 
 
+class InputContext(TypedDict):
+    """One input of a network of several inputs as the templates show it (Top's slave port)."""
+
+    index: int
+    name: str  # the input's Keras name (its InputLayer)
+    port: str  # the port prefix: s<index>_axis
+    stream: str  # its stream in Network.hs: input<index>
+    input_type: str
+    input_doc: str
+    beats: int
+    beat_width: int
+    in_fmt: FixedFormat
+    in_label: str
+    shape_text: str
+
+
+def _input_contexts(plans: Sequence[LayerPlan], type_names: dict[FixedFormat, str]) -> list[InputContext]:
+    """Every input of a network of several inputs, in the model's order (none for one input:
+    its port keeps the `s_axis` names)."""
+    if not several_inputs(plans):
+        return []
+    contexts: list[InputContext] = []
+    ports = network_inputs(plans)
+    for k, (port, stream) in enumerate(zip(ports, input_streams([port.name for port in ports]))):
+        beats = math.prod(port.shape[:-1])
+        contexts.append(
+            {
+                "index": k,
+                "name": port.name,
+                "port": f"s{k}_axis",
+                "stream": stream,
+                "input_type": beat_type(port.shape, type_names[port.fmt]),
+                "input_doc": _input_doc(port.shape),
+                "beats": beats,
+                "beat_width": port.shape[-1],
+                "in_fmt": port.fmt.container,
+                "in_label": _container_label(port.fmt),
+                "shape_text": shape_text(port.shape),
+            }
+        )
+    return contexts
+
+
+def _input_doc(shape: Sequence[int]) -> str:
+    beats = math.prod(shape[:-1])
+    return (
+        f"one pixel's {shape[-1]} channel(s); an image is {beats} beats in raster order"
+        if beats > 1
+        else f"the whole {shape[-1]}-value input vector"
+    )
+
+
 def build_context(
     name: str, plans: Sequence[LayerPlan], params: dict[str, QuantizedLayer] | None = None
 ) -> TemplateContext:
@@ -703,6 +769,7 @@ def build_context(
     fns = haskell_names([p.name for p in plans])
     formats = sorted(
         {p.in_fmt for p in plans}
+        | {port.fmt for port in network_inputs(plans)}
         | {p.out_fmt for p in plans}
         | {p.w_fmt for p in plans if p.w_fmt is not None}
         | {p.b_fmt for p in plans if p.b_fmt is not None}
@@ -751,11 +818,13 @@ def build_context(
             }
         )
     by_name = {plan.name: (plan, entry) for plan, entry in zip(plans, layers)}
+    ports_in = _input_contexts(plans, type_names)
     source = plans[0].inputs[0] if plans[0].inputs else "input"
+    sources = tuple(port.name for port in network_inputs(plans)) if ports_in else source
     built = [p for p in plans if not (p.name in split_names and p.activation_only and len(plans) > 1)]
-    shape = network_shape(built, source, tuple(network_outputs(plans)))
+    shape = network_shape(built, sources, tuple(network_outputs(plans)))
     fn_of = {plan.name: fn for plan, fn in zip(plans, fns)}
-    several = several_outputs(plans)
+    several = several_outputs(plans) or bool(ports_in)  # the Top of ports (one master port per output)
     port_readies = [f"{fn_of[head.name]}_port_ready" for head in heads] if several else ["ready"]
     fifo_args: list[NetworkArg] = []
     wiring = _wiring(shape, by_name, fifo_args, port_readies) if isinstance(shape, Dag) else None
@@ -780,14 +849,12 @@ def build_context(
     head_contexts = [
         _head_context(k, head, fn_of[head.name], codes[head.name], type_names) for k, head in enumerate(heads)
     ]
+    if len(head_contexts) == 1:  # one output beside several inputs keeps its m_axis port
+        head_contexts[0]["port"] = "m_axis"
     last_head = head_contexts[-1]
     first, last = plans[0], plans[-1]
     beats = math.prod(first.input_shape[:-1])
-    input_doc = (
-        f"one pixel's {first.input_shape[-1]} channel(s); an image is {beats} beats in raster order"
-        if beats > 1
-        else f"the whole {first.input_shape[-1]}-value input vector"
-    )
+    input_doc = _input_doc(first.input_shape)
     return {
         "name": name,
         "package": cabal_package_name(name),
@@ -821,6 +888,7 @@ def build_context(
         "output_stream": last_head["output_stream"],
         "output_activation_doc": last_head["output_activation_doc"],
         "heads": head_contexts if several else [],
+        "inputs": ports_in,
         "activations": [c for c in codes.values() if c is not None],
         "tables": [c for c in codes.values() if c is not None and c.table_name],
         "uses_maps": bool(fifo_args)

@@ -56,14 +56,31 @@ def trace(
         raise K2CError(f"layer '{first.name}' is the first whose {metric} exceeds {threshold:g}", exit_code=1)
 
 
+def _inputs_fields(result: debug.Prediction) -> dict[str, np.ndarray]:
+    """The quantized inputs and their formats: `input_raw`, `input_format`; for a model of
+    several inputs `input_raw_<name>`, `input_format_<name>` per input."""
+    if not isinstance(result.input_raw, tuple):
+        return {"input_raw": result.input_raw, "input_format": np.array(str(result.input_format))}
+    fields: dict[str, np.ndarray] = {}
+    for name, raw, fmt in zip(result.input_names, result.input_raw, result.input_formats):
+        fields[f"input_raw_{name}"] = raw
+        fields[f"input_format_{name}"] = np.array(str(fmt))
+    return fields
+
+
 @app.command()
 @params.debug_design_knobs
 def predict(
     model: params.DebugModel,
-    data: Annotated[Path, typer.Option("--data", "-d", help="Inputs .npz with an array x.")],
+    data: Annotated[Path, typer.Option("--data", "-d", help="Inputs .npz with an array x (x_<input name> per input).")],
     out: Annotated[
         Path,
-        typer.Option("--out", "-o", help="Write raw, values, classes (a classifier's) and input_raw to this .npz."),
+        typer.Option(
+            "--out",
+            "-o",
+            help="Write raw, values, classes (a classifier's) and input_raw to this .npz "
+            "(raw_<output layer>, ... per output; input_raw_<name> per input).",
+        ),
     ],
     n: params.Limit = None,
     force: params.ForceOutFile = False,
@@ -74,15 +91,18 @@ def predict(
     check_reports(force, out)
     read_npz(data, "data")
     result = debug.predict(model, data, design, limit=n)
+    results = result if isinstance(result, list) else [result]
+    fields: dict[str, np.ndarray] = dict(_inputs_fields(results[0]))
+    for one in results:
+        # a model of several outputs names each output's arrays after its layer
+        suffix = f"_{one.output_name}" if isinstance(result, list) else ""
+        fields[f"raw{suffix}"] = one.raw
+        fields[f"values{suffix}"] = one.values
+        if one.classes is not None:
+            fields[f"classes{suffix}"] = one.classes
+        fields[f"output_format{suffix}"] = np.array(str(one.output_format))
     buffer = io.BytesIO()
-    np.savez(
-        buffer,
-        raw=result.raw,
-        values=result.values,
-        **({} if result.classes is None else {"classes": result.classes}),
-        input_raw=result.input_raw,
-        output_format=np.array(str(result.output_format)),
-        input_format=np.array(str(result.input_format)),
-    )
+    np.savez(buffer, **fields)
     write_output_file(out, buffer.getvalue(), force)
-    err.print(f"[green]✓[/green] {len(result)} samples, outputs in {result.output_format}: {escape(str(out))}")
+    formats = ", ".join(str(one.output_format) for one in results)
+    err.print(f"[green]✓[/green] {len(results[0])} samples, outputs in {formats}: {escape(str(out))}")

@@ -14,7 +14,7 @@ from keras2clash.errors import K2CError
 from keras2clash.fsutil import atomic_directory, check_writable_target
 from keras2clash.network import load_model
 from keras2clash.quant import profile as prof
-from keras2clash.quant.layerformats import load_calibration
+from keras2clash.quant.layerformats import load_calibration, load_named_calibration
 from keras2clash.report.sweep import DEFAULT_FORMATS
 from keras2clash.report.sweep import sweep as run_sweep
 
@@ -77,7 +77,9 @@ def sweep(
 @app.command()
 def profile(
     model: params.Model,
-    data: Annotated[Path, typer.Option("--data", "-d", help="Calibration .npz (array x).")],
+    data: Annotated[
+        Path, typer.Option("--data", "-d", help="Calibration .npz (array x; several inputs: x_<input name> each).")
+    ],
     out_dir: Annotated[
         Path | None, typer.Option("--out-dir", "-o", help="Write profile.md/.csv/.json/.png here.")
     ] = None,
@@ -89,8 +91,12 @@ def profile(
     if out_dir is not None:
         check_writable_target(out_dir, force)
     keras_model, graph = load_model(model, weights)
-    x, _ = load_calibration(data, tuple(graph.input_shape))
-    result = prof.profile(graph, x[:n] if n else x, keras_model.name)
+    if len(graph.inputs) > 1:  # x_<input name> per input
+        xs, _ = load_named_calibration(data, graph.inputs)
+        result = prof.profile(graph, [a[:n] if n else a for a in xs], keras_model.name)
+    else:
+        x, _ = load_calibration(data, tuple(graph.input_shape))
+        result = prof.profile(graph, x[:n] if n else x, keras_model.name)
     prof.render(result)
     if out_dir is not None:
         with atomic_directory(out_dir, force=force) as tmp:

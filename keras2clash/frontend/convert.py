@@ -45,13 +45,17 @@ Shape = tuple[int, ...]
 # --- the model as a graph -----------------------------------------------------------------
 
 
-def _input_tensor_name(nodes: list[walk.KerasNode]) -> str:
-    """The network input's name in the IR: `input` unless a layer already has that name."""
+def _input_tensor_names(nodes: list[walk.KerasNode], keras_inputs: list[str]) -> list[str]:
+    """The network inputs' names in the IR: `input` for a model of one input unless a layer
+    already has that name; the InputLayers' own names for a model of several (its test data
+    names each input after them)."""
+    if len(keras_inputs) > 1:
+        return list(keras_inputs)
     names = {str(node.layer.name) for node in nodes}
     name, k = "input", 0
     while name in names:
         name, k = f"input_{k}", k + 1
-    return name
+    return [name]
 
 
 def raw_graph(model: keras.Model) -> Graph:
@@ -62,16 +66,16 @@ def raw_graph(model: keras.Model) -> Graph:
     if not isinstance(model, keras.Model):
         raise K2CError(f"expected a keras.Model, got {type(model).__name__}")
     walk.check_model_kind(model)
-    keras_shape = walk.input_shape(model)
-    shape = image_shape(keras_shape)
+    keras_input_shapes = walk.input_shapes(model)
     nodes, keras_outputs = walk.walk_model(model)
-    keras_input = walk.input_name(model)
-    source = _input_tensor_name(nodes)
-    shapes: dict[str, Shape] = {source: shape}
-    keras_shapes: dict[str, Shape] = {source: keras_shape}
+    keras_inputs = walk.input_names(model)
+    sources = _input_tensor_names(nodes, keras_inputs)
+    renamed = dict(zip(keras_inputs, sources))
+    shapes: dict[str, Shape] = {s: image_shape(k) for s, k in zip(sources, keras_input_shapes)}
+    keras_shapes: dict[str, Shape] = dict(zip(sources, keras_input_shapes))
     records: list[ir.Layer] = []
     for node in nodes:
-        inputs = [source if name == keras_input else name for name in node.inputs]
+        inputs = [renamed.get(name, name) for name in node.inputs]
         state = ConversionState(
             shapes=[shapes[name] for name in inputs],
             inputs=inputs,
@@ -84,10 +88,17 @@ def raw_graph(model: keras.Model) -> Graph:
         # a layer Keras cannot tell the shape of (HGQ2's Quantizer) and that keeps its input's shape keeps its Keras shape too
         same = state.keras_shape if len(state.inputs) == 1 and record.output_shape == state.shape else None
         keras_shapes[record.name] = keras_output_shape(node.layer, state) or same or record.output_shape
-    output = records[-1].name if records else source
+    output = records[-1].name if records else sources[0]
     heads = tuple(keras_outputs) if len(keras_outputs) > 1 else ()
+    several = tuple((s, shapes[s]) for s in sources) if len(sources) > 1 else ()
     return Graph(
-        name=str(model.name), input_name=source, input_shape=shape, layers=tuple(records), output=output, heads=heads
+        name=str(model.name),
+        input_name=sources[0],
+        input_shape=shapes[sources[0]],
+        layers=tuple(records),
+        output=output,
+        heads=heads,
+        sources=several,
     )
 
 

@@ -7,6 +7,7 @@ argmax. It shows how much of any accuracy loss is only the output resolution.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -32,14 +33,17 @@ def predict_float(model, x: np.ndarray) -> np.ndarray:
     return out.reshape(len(out), -1)
 
 
-def keras_head_outputs(model_path: Path, x: np.ndarray) -> list[np.ndarray]:
-    """Float outputs of a source model of several outputs: one (N, n_out) array per output,
-    in the model's order, each flattened per sample."""
+def keras_head_outputs(model_path: Path, x: np.ndarray | Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Float outputs of a source model of several outputs or inputs (`x`: one array per
+    input, in the model's order): one (N, n_out) array per output, in the model's order,
+    each flattened per sample."""
     model = load_keras_model(model_path)
-    shape = tuple(int(d) for d in model.inputs[0].shape[1:])
-    x = np.asarray(x).reshape(len(x), *shape)
-    outs = model.predict(as_float32(x), verbose=0, batch_size=256)
-    return [np.asarray(out, dtype=np.float64).reshape(len(x), -1) for out in outs]
+    arrays = [x] if isinstance(x, np.ndarray) else list(x)
+    n = len(arrays[0])
+    feed = [as_float32(np.asarray(a).reshape(n, *(int(d) for d in t.shape[1:]))) for a, t in zip(arrays, model.inputs)]
+    outs = model.predict(feed if len(feed) > 1 else feed[0], verbose=0, batch_size=256)
+    outs = outs if isinstance(outs, (list, tuple)) else [outs]
+    return [np.asarray(out, dtype=np.float64).reshape(n, -1) for out in outs]
 
 
 def as_float32(x: np.ndarray) -> np.ndarray:
@@ -59,9 +63,12 @@ def rounded_classes(outputs: np.ndarray, fmt: FixedFormat) -> np.ndarray:
 # --- every layer's float output (for `keras2clash.trace`) ----------------------------------
 
 
-def keras_layer_outputs(model, x: np.ndarray, pre_activation: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
-    """Every layer call's float output on `x`, keyed by layer name (the names the IR records
-    carry), each flattened per sample; the model input under its InputLayer's name.
+def keras_layer_outputs(
+    model, x: np.ndarray | Sequence[np.ndarray], pre_activation: tuple[str, ...] = ()
+) -> dict[str, np.ndarray]:
+    """Every layer call's float output on `x` (a list of arrays in the model's order for a
+    model of several inputs), keyed by layer name (the names the IR records carry), each
+    flattened per sample; every model input under its InputLayer's name.
 
     The calls are replayed eagerly in the frontend's walk order (`frontend.walk`, nested
     models inlined), each on its producers' outputs with `training=False`: exactly the
@@ -73,9 +80,12 @@ def keras_layer_outputs(model, x: np.ndarray, pre_activation: tuple[str, ...] = 
     import keras
 
     nodes = walk.layer_nodes(model)
-    source = walk.input_name(model)
-    shape = tuple(int(d) for d in model.inputs[0].shape[1:])
-    values = {source: keras.ops.convert_to_tensor(as_float32(np.asarray(x).reshape(len(x), *shape)))}
+    xs = list(x) if isinstance(x, (list, tuple)) else [x]
+    n = len(xs[0])
+    values = {
+        name: keras.ops.convert_to_tensor(as_float32(np.asarray(a).reshape(n, *(int(d) for d in t.shape[1:]))))
+        for name, t, a in zip(walk.input_names(model), model.inputs, xs)
+    }
     for node in nodes:
         args = [values[name] for name in node.inputs]
         arg = args[0] if len(args) == 1 else args
@@ -83,8 +93,7 @@ def keras_layer_outputs(model, x: np.ndarray, pre_activation: tuple[str, ...] = 
         if node.layer.name in pre_activation:
             values[str(node.layer.name) + PRE_ACTIVATION] = _without_activation(node.layer, arg)
     return {
-        name: np.asarray(keras.ops.convert_to_numpy(v), dtype=np.float64).reshape(len(x), -1)
-        for name, v in values.items()
+        name: np.asarray(keras.ops.convert_to_numpy(v), dtype=np.float64).reshape(n, -1) for name, v in values.items()
     }
 
 

@@ -40,12 +40,12 @@ def check_model_kind(model: keras.Model) -> None:
 
 
 def one_input(model: keras.Model) -> None:
-    """The network reads one input tensor; a model of several inputs is refused here."""
+    """A nested model reads one tensor; a nested model of several inputs is refused here."""
     if len(model.inputs) != 1:
         names = ", ".join(t.name for t in model.inputs)
         raise K2CError(
-            f"model '{model.name}' has {len(model.inputs)} inputs ({names}); keras2clash builds models of one "
-            "input: concatenate the inputs into one tensor before the model"
+            f"nested model '{model.name}' has {len(model.inputs)} inputs ({names}); a nested model with one input "
+            "is supported (the outermost model may have several)"
         )
 
 
@@ -59,8 +59,7 @@ def single_io(model: keras.Model) -> None:
         )
 
 
-def input_shape(model: keras.Model) -> tuple[int, ...]:
-    """The model's input shape without the batch axis; it must be fully known and float."""
+def _model_inputs(model: keras.Model) -> list[Any]:
     try:
         inputs = model.inputs
     except (AttributeError, ValueError):
@@ -70,28 +69,46 @@ def input_shape(model: keras.Model) -> tuple[int, ...]:
             f"model '{model.name}' is not built (no input shape); start it with "
             "keras.Input(shape=...) or call model.build(...)"
         )
-    one_input(model)
-    tensor = inputs[0]
-    dtype = str(tensor.dtype)
-    if not dtype.startswith(("float", "bfloat")):
-        raise K2CError(f"model '{model.name}' input '{tensor.name}' has dtype {dtype}; only float inputs are supported")
-    shape = tuple(tensor.shape[1:])
-    if not shape or any(d is None for d in shape):
-        raise K2CError(
-            f"model '{model.name}' input '{tensor.name}' has shape {tuple(tensor.shape)}: "
-            "every non-batch dimension must be known"
-        )
-    return tuple(int(d) for d in shape)
+    return list(inputs)
+
+
+def input_shapes(model: keras.Model) -> list[tuple[int, ...]]:
+    """Each model input's shape without the batch axis, in the model's order; each must be
+    fully known and float."""
+    shapes = []
+    for tensor in _model_inputs(model):
+        dtype = str(tensor.dtype)
+        if not dtype.startswith(("float", "bfloat")):
+            raise K2CError(
+                f"model '{model.name}' input '{tensor.name}' has dtype {dtype}; only float inputs are supported"
+            )
+        shape = tuple(tensor.shape[1:])
+        if not shape or any(d is None for d in shape):
+            raise K2CError(
+                f"model '{model.name}' input '{tensor.name}' has shape {tuple(tensor.shape)}: "
+                "every non-batch dimension must be known"
+            )
+        shapes.append(tuple(int(d) for d in shape))
+    return shapes
+
+
+def input_shape(model: keras.Model) -> tuple[int, ...]:
+    """The model's (first) input shape without the batch axis (`input_shapes`)."""
+    return input_shapes(model)[0]
+
+
+def input_names(model: keras.Model) -> list[str]:
+    """The InputLayers' names, in the model's order (`model.inputs`)."""
+    return [str(tensor._keras_history[0].name) for tensor in _model_inputs(model)]
 
 
 def input_name(model: keras.Model) -> str:
-    operation = model.inputs[0]._keras_history[0]
-    return str(operation.name)
+    return input_names(model)[0]
 
 
 def layer_nodes(model: keras.Model) -> list[KerasNode]:
     """The model's layer calls in topological order, nested models inlined, InputLayers
-    dropped; the first node reads `input_name(model)`."""
+    dropped; the inputs are read under `input_names(model)`."""
     return walk_model(model)[0]
 
 
@@ -107,12 +124,12 @@ def walk_model(model: keras.Model) -> tuple[list[KerasNode], list[str]]:
     sends it out of its own port, so a tensor that is both an output and read further, or an
     output that is the model's input, is refused with the layer named."""
     check_model_kind(model)
-    one_input(model)
+    sources = input_names(model)
     nodes: list[KerasNode] = []
-    outputs = _walk(model, input_name(model), nodes, {}, top=True)
+    outputs = _walk(model, sources, nodes, {}, top=True)
     read = {name: str(node.layer.name) for node in nodes for name in node.inputs}
     for k, name in enumerate(outputs):
-        if name == input_name(model):
+        if name in sources:
             raise K2CError(f"model '{model.name}' output {k} is its input '{name}'; an output must be a layer's")
         if outputs.count(name) > 1:
             raise K2CError(f"model '{model.name}' gives the output of layer '{name}' as several outputs; give it once")
@@ -121,29 +138,32 @@ def walk_model(model: keras.Model) -> tuple[list[KerasNode], list[str]]:
                 f"layer '{name}' is an output of model '{model.name}' and is also read by layer '{read[name]}'; "
                 "an output must be a layer that no other layer reads"
             )
+    for name in sources:
+        if name not in read:
+            raise K2CError(
+                f"model '{model.name}' input '{name}' is read by no layer; every input must feed the network"
+            )
     return nodes, outputs
 
 
 def _walk(
-    model: keras.Model, source: str, nodes: list[KerasNode], seen: dict[int, int], top: bool = False
+    model: keras.Model, sources: list[str], nodes: list[KerasNode], seen: dict[int, int], top: bool = False
 ) -> list[str]:
-    """Append `model`'s calls reading tensor `source`; return the names of its output tensors
-    (several only for the outermost model, `top`)."""
+    """Append `model`'s calls reading tensors `sources` (one per model input); return the
+    names of its output tensors (several inputs and outputs only for the outermost model, `top`)."""
     import keras
 
     if isinstance(model, keras.Sequential):
-        current = source
+        current = sources[0]
         for layer in model.layers:
             if isinstance(layer, keras.layers.InputLayer):
                 continue
             current = _add(layer, [current], nodes, seen)
         return [current]
     check_model_kind(model)
-    if top:
-        one_input(model)
-    else:
+    if not top:
         single_io(model)
-    names: dict[int, str] = {id(model.inputs[0]._keras_history[0]): source}
+    names: dict[int, str] = {id(t._keras_history[0]): name for t, name in zip(model.inputs, sources)}
     order: list[tuple[Any, Any]] = []  # (operation, node) in topological order
     visiting: set[tuple[int, int]] = set()
 
@@ -162,7 +182,7 @@ def _walk(
         visit(tensor)
     for operation, node in order:
         if isinstance(operation, keras.layers.InputLayer):
-            raise K2CError(f"model '{model.name}' reads a second input '{operation.name}'")
+            raise K2CError(f"model '{model.name}' reads input '{operation.name}', which is not one of its inputs")
         if node.arguments.kwargs.get("training") is True:
             raise K2CError(
                 f"layer '{operation.name}' ({type(operation).__name__}) is called with "
@@ -172,18 +192,18 @@ def _walk(
         if isinstance(operation, keras.Model):
             if len(inputs) != 1:
                 raise K2CError(f"nested model '{operation.name}' takes {len(inputs)} inputs; one is supported")
-            output = _walk(operation, inputs[0], nodes, seen)[0]
+            output = _walk(operation, inputs, nodes, seen)[0]
         else:
             output = _add(operation, inputs, nodes, seen)
         names[id(operation)] = output
-    return [names.get(id(t._keras_history[0]), source) for t in model.outputs]
+    return [names[id(t._keras_history[0])] for t in model.outputs]
 
 
 def _add(layer: Any, inputs: list[str], nodes: list[KerasNode], seen: dict[int, int]) -> str:
     import keras
 
     if isinstance(layer, keras.Model):
-        return _walk(layer, inputs[0], nodes, seen)[0]
+        return _walk(layer, inputs[:1], nodes, seen)[0]
     if id(layer) in seen:
         raise K2CError(
             f"layer '{layer.name}' ({type(layer).__name__}) is used more than once (a shared "

@@ -53,6 +53,8 @@ stalls, not only for an always-ready sink:
   per merge with a FIFO port per input.
 - Source (`K2C.Sim`): beats back to back, beat 0 offered in cycle 0 (the first cycle after
   reset), each next beat from the cycle after the previous one moved. Sink: always ready.
+  Several inputs: one source per port, each on its own; an image's beats are fed port by
+  port (`events.Sources`), which the join FIFOs' depths make exact.
 
 The event order is the same for every configuration of a network (it depends on the
 geometry only), so the model runs on numpy arrays with one element per configuration:
@@ -82,9 +84,11 @@ from keras2clash.hw.events import (
     Queue,
     Repeat,
     Sink,
+    Sources,
     Stateful,
     pipe_block,
 )
+from keras2clash.hw.inputs import network_inputs
 from keras2clash.hw.output import classifies, output_beats, output_plans, several_outputs, splits_output
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.ir.structure import Chain, Dag, Parallel, network_shape
@@ -253,11 +257,11 @@ def _dag_blocks(
     blocks: list[Stateful],
     joins: list[tuple[str, Join]],
     depths: Mapping[str, Sequence[int | None]] | None = None,
-) -> Block:
-    """The wiring of a network that is not series-parallel or has several outputs (emitter
+) -> list[Block]:
+    """The wiring of a network that is not series-parallel or has several inputs or outputs (emitter
     `_wiring`), from the sinks backwards in reverse topological order: a tensor's consumer is
     its one reader's head (a layer, a merge's FIFO: a port of its Join, or an output's Top
-    blocks, `lasts`) or a Fork into all of them."""
+    blocks, `lasts`) or a Fork into all of them. Returns what takes each input's beats."""
     takes: dict[tuple[str, int], Block] = {}  # (reader layer, input index) -> what takes the beat
 
     def consumer(tensor: str) -> Block:
@@ -277,7 +281,7 @@ def _dag_blocks(
                 takes[(name, i)] = tail
         else:
             takes[(name, 0)] = head
-    return consumer(shape.source)
+    return [consumer(source) for source in shape.inputs]
 
 
 def _output_blocks(plan: LayerPlan, mx: Max, blocks: list[Stateful]) -> tuple[Block, Sink]:
@@ -314,18 +318,23 @@ def _build(
     ends = network_outputs(plans)
     built = network_plans(plans)
     by_knob = dict(zip([p.name for p in built if p.is_compute], knobs))
-    source = built[0].inputs[0] if built[0].inputs else "input"
-    shape = network_shape(_with_inputs(built), source, tuple(ends))
+    inputs = network_inputs(plans)
+    sources = tuple(port.name for port in inputs) if len(inputs) > 1 else inputs[0].name
+    shape = network_shape(_with_inputs(built), sources, tuple(ends))
     by_name = {p.name: p for p in built}
     found = joins if joins is not None else []
     if isinstance(shape, Dag):
         lasts = {end: last for end, (last, _) in zip(ends, outputs)}
-        head = _dag_blocks(shape, by_name, by_knob, lasts, mx, blocks, found, depths)
+        heads = _dag_blocks(shape, by_name, by_knob, lasts, mx, blocks, found, depths)
     else:
-        head = _chain_blocks(shape, by_name, by_knob, outputs[0][0], mx, blocks, found, depths)
-    first = Queue(INPUT_SLICE, head, mx)
-    blocks.append(first)
-    return first, blocks, sinks
+        heads = [_chain_blocks(shape, by_name, by_knob, outputs[0][0], mx, blocks, found, depths)]
+    firsts = [Queue(INPUT_SLICE, head, mx) for head in heads]  # Top's input slice per port
+    blocks.extend(firsts)
+    if len(firsts) == 1:
+        return firsts[0], blocks, sinks
+    feed = Sources(firsts, [math.prod(port.shape[:-1]) for port in inputs])
+    blocks.append(feed)
+    return feed, blocks, sinks
 
 
 def branch_fifo_depths(plans: Sequence[LayerPlan]) -> dict[str, tuple[int, ...]]:
@@ -407,8 +416,9 @@ def _with_inputs(plans: Sequence[LayerPlan]) -> list[LayerPlan]:
 
 
 def beats_per_image(plans: Sequence[LayerPlan]) -> int:
-    """Input beats per image: one per position, the last axis inside a beat."""
-    return math.prod(plans[0].input_shape[:-1])
+    """Input beats per image: one per position, the last axis inside a beat (of every input
+    port together, for several inputs: `events.Sources` feeds them port by port)."""
+    return sum(math.prod(port.shape[:-1]) for port in network_inputs(plans))
 
 
 def output_beats_per_image(plans: Sequence[LayerPlan]) -> list[int]:

@@ -117,6 +117,43 @@ class Queue:
         self.hist = list(values)
 
 
+class Sources:
+    """Several input ports, each driven on its own (K2C.Sim): each port's beats back to back,
+    beat 0 offered in cycle 0 and each next beat from the cycle after that port's previous
+    beat moved. An image's beats are fed port by port in the model's input order, so the
+    offer the caller gives is not used. Feeding whole images port by port is exact as the
+    model's event order of one source is: a join FIFO must hold the beats it takes in this
+    order (`Join.need`, which `fifo_depths` sizes every FIFO to), and then no beat's cycle
+    depends on a beat fed after it. `firsts[j]`: the cycle each image's first beat moved
+    on port j."""
+
+    def __init__(self, heads: Sequence[Block], beats: Sequence[int]) -> None:
+        self.heads = list(heads)
+        self.route = [j for j, n in enumerate(beats) for _ in range(n)]
+        self.starts = {sum(beats[:j]) for j in range(len(beats))}
+        self.pos = 0
+        self.last: list[Cycle] = [-1] * len(self.heads)
+        self.firsts: list[list[Cycle]] = [[] for _ in self.heads]
+
+    def ready_at(self, v: Cycle) -> Cycle:
+        return v
+
+    def accept(self, v: Cycle) -> Cycle:
+        j = self.route[self.pos]
+        q = self.heads[j].accept(self.last[j] + 1)
+        if self.pos in self.starts:
+            self.firsts[j].append(q)
+        self.last[j] = q
+        self.pos = (self.pos + 1) % len(self.route)
+        return q
+
+    def state(self) -> list[Cycle]:
+        return list(self.last)
+
+    def set_state(self, values: Sequence[Cycle]) -> None:
+        self.last = list(values)
+
+
 OUTPUT_SLICE = 2
 """Top's output FIFO (Top.hs `OutputSlice`): the class and scores registered before the ports."""
 INPUT_SLICE = 2

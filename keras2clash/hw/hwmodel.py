@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from keras2clash.hw.blocks import _build, _knobs, beats_per_image, output_beats_per_image
-from keras2clash.hw.events import CLAMP, NEG, Block, Cycle, EngineTiming, Join, Sink, Stateful
+from keras2clash.hw.events import CLAMP, NEG, Block, Cycle, EngineTiming, Join, Sink, Sources, Stateful
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.hw.resources import HwFigures, LayerResources, layer_resources, top_fifo_bits
 from keras2clash.kinds.window import generator_geometry
@@ -48,7 +48,7 @@ from keras2clash.kinds.window import generator_geometry
 class Timing:
     """Predicted cycles of a run of `images` images back to back (cycle 0 = first after reset)."""
 
-    accept_cycle: np.ndarray  # (N,) first beat of each image accepted
+    accept_cycle: np.ndarray  # (N,) first beat of each image accepted (several inputs: on the last port to take it)
     output_cycle: np.ndarray  # (N,) its (last) output beat moved: the last of its outputs' (`head_cycles`)
     ii: float  # steady-state initiation interval (exact; fractional only for a multi-image period)
     period_images: int  # images per period of the steady state (1 in every case seen)
@@ -122,13 +122,22 @@ def _simulate_batch(
         if images is None and (np.all(found_lag > 0) or n >= max_images):
             break
         for j in range(k):
-            q = np.asarray(first.accept(last + 1))
+            # one array per configuration: a port whose path has no knob answers one cycle for all
+            q = np.broadcast_to(np.asarray(first.accept(last + 1)), (n_configs,))
             if j == 0:
                 accepts.append(q)
             last = q
         n += 1
+    if isinstance(first, Sources):
+        accepts = [np.broadcast_to(a, (n_configs,)) for a in _accepts(first, len(accepts))]
     outputs = _last_outputs(sinks, output_beats_per_image(plans), len(accepts))
     return accepts, outputs, refs, found_lag, found_at
+
+
+def _accepts(feed: Sources, images: int) -> list[Any]:
+    """A sample's accept cycle on several input ports: the cycle the last port accepted
+    the sample's first beat."""
+    return [functools.reduce(np.maximum, [port[i] for port in feed.firsts]) for i in range(images)]
 
 
 def _head_outputs(sinks: Sequence[Sink], beats: Sequence[int], images: int) -> list[list[Cycle]]:
@@ -281,6 +290,8 @@ def timing(plans: Sequence[LayerPlan], images: int = 0) -> Timing:
             last = first.accept(last + 1)
             if j == 0:
                 accepts.append(last)
+    if isinstance(first, Sources):
+        accepts = _accepts(first, len(accepts))
     acc = np.array(accepts, dtype=np.int64)
     heads = tuple(np.array(c, dtype=np.int64) for c in _head_outputs(sinks, output_beats_per_image(plans), len(acc)))
     out = np.max(np.stack(heads), axis=0)

@@ -83,6 +83,9 @@ def make_plan(
     `pipeline` gives the adder levels per register stage (0: not pipelined), one value for
     all compute layers or one per compute layer; default `DEFAULT_PIPELINE`.
     A layer's input format is its producer's output format; a merge has one per input.
+    Every network input takes `input_fmt` (default `fmt`); in a model of several inputs, a
+    `layer_formats` entry named after an input sets that input's format alone (its output
+    format, or a bare FixedFormat).
     """
     graph = as_graph(graph)
     computes = compute_layers(graph)
@@ -99,12 +102,15 @@ def make_plan(
     overrides = {
         name: (o if isinstance(o, LayerFormats) else LayerFormats(o, o, o)) for name, o in (layer_formats or {}).items()
     }
-    unknown = set(overrides) - {layer.name for layer in graph}
+    inputs = set(graph.input_names) if len(graph.inputs) > 1 else set()
+    unknown = set(overrides) - {layer.name for layer in graph} - inputs
     if unknown:
         raise K2CError(f"format given for unknown layer(s): {', '.join(sorted(unknown))}")
 
     plans: list[LayerPlan] = []
-    out_fmts: dict[str, FixedFormat] = {graph.input_name: input_fmt or fmt}
+    out_fmts: dict[str, FixedFormat] = {
+        name: _input_format(name, overrides, input_fmt or fmt) for name in graph.input_names
+    }
     knobs = iter(zip(pes, cyc, levels))
     for layer in graph:
         home = kind_of(layer.type)
@@ -119,7 +125,19 @@ def make_plan(
             plan = replace(plan, output_port=graph.heads.index(layer.name))
         plans.append(plan)
         out_fmts[layer.name] = plan.out_fmt
+    if len(graph.inputs) > 1:
+        plans[0] = replace(plans[0], network_inputs=tuple((n, shape, out_fmts[n]) for n, shape in graph.inputs))
     return _mark_top_activation(plans)
+
+
+def _input_format(name: str, overrides: Mapping[str, LayerFormats], fmt: FixedFormat) -> FixedFormat:
+    """A network input's format: its own entry's (the output field) or the input format."""
+    own = overrides.get(name)
+    if own is None:
+        return fmt
+    if own.output is None:
+        raise K2CError(f"input '{name}': give its format as the output format (the value it streams in)")
+    return own.output
 
 
 def _mark_top_activation(plans: list[LayerPlan]) -> list[LayerPlan]:

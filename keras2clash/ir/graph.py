@@ -1,6 +1,7 @@
 """The network as a graph: typed layer records joined by named tensors.
 
-A `Graph` has one input (a named tensor with a shape), its layers in a topological order
+A `Graph` has one input (a named tensor with a shape) or several (`sources`, in the model's
+order; `input_name`/`input_shape` are the first's), its layers in a topological order
 (every layer after its producers), and one or several outputs (the names of the layers that
 produce them, in the model's order; `output` is the one of a single-output graph). A chain is the simple case; a fork is a tensor several layers read, a merge a layer
 that reads several tensors.
@@ -25,7 +26,8 @@ DictIR: TypeAlias = Sequence[IRRow]
 
 @dataclass(frozen=True)
 class Graph:
-    """A single-input network of layer records with one output (`output`) or several (`outputs`)."""
+    """A network of layer records with one input or several (`inputs`) and one output
+    (`output`) or several (`outputs`)."""
 
     name: str
     input_name: str
@@ -33,6 +35,20 @@ class Graph:
     layers: tuple[Layer, ...]
     output: str  # the last of `outputs`
     heads: tuple[str, ...] = ()  # every output in the model's order when there are several
+    sources: tuple[tuple[str, Shape], ...] = ()  # every input (name, shape) in the model's order when there are several
+
+    @property
+    def inputs(self) -> tuple[tuple[str, Shape], ...]:
+        """The network's inputs as (tensor name, shape), in the model's order."""
+        return self.sources or ((self.input_name, self.input_shape),)
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.inputs)
+
+    def is_input(self, tensor: str) -> bool:
+        """Whether `tensor` is one of the network's inputs (not a layer's output)."""
+        return tensor in self.input_names
 
     @property
     def outputs(self) -> tuple[str, ...]:
@@ -59,7 +75,7 @@ class Graph:
         return [layer for layer in self.layers if tensor in layer.inputs]
 
     def shape_of(self, tensor: str) -> Shape:
-        return self.input_shape if tensor == self.input_name else self[tensor].output_shape
+        return dict(self.inputs)[tensor] if self.is_input(tensor) else self[tensor].output_shape
 
     @property
     def output_shape(self) -> Shape:
@@ -106,7 +122,9 @@ class Graph:
 
     @staticmethod
     def from_dict(rows: DictIR, name: str = "net", input_name: str = "input") -> Graph:
-        """Read the dictionary IR. Rows without `inputs` form a chain (the round-1 form)."""
+        """Read the dictionary IR. Rows without `inputs` form a chain (the round-1 form). The
+        tensors the rows read that no row produces are the inputs: several of them make a
+        graph of several inputs, in the order they are first read."""
         if not rows:
             raise K2CError("the IR has no layers")
         layers: list[Layer] = []
@@ -118,12 +136,23 @@ class Graph:
             layers.append(record_from_dict(row))
             previous = layers[-1].name
         first = layers[0]
+        produced = {layer.name for layer in layers}
+        sources: dict[str, Shape] = {}  # the tensors read that no layer produces: the inputs, in first-read order
+        for layer in layers:
+            for tensor, shape in zip(layer.inputs, layer.input_shapes):
+                if tensor not in produced:
+                    sources.setdefault(tensor, tuple(shape))
+        if len(sources) > 1:
+            (input_name, input_shape), *_ = sources.items()
+        else:
+            input_shape = tuple(first.input_shape)
         return Graph(
             name=name,
             input_name=input_name,
-            input_shape=tuple(first.input_shape),
+            input_shape=input_shape,
             layers=tuple(layers),
             output=previous,
+            sources=tuple(sources.items()) if len(sources) > 1 else (),
         )
 
 

@@ -58,8 +58,8 @@ Pass = Callable[[Graph], Graph]
 
 
 def _describe(graph: Graph, tensor: str) -> str:
-    if tensor == graph.input_name:
-        return "the model input"
+    if graph.is_input(tensor):
+        return "the model input" if len(graph.inputs) == 1 else f"the model input '{tensor}'"
     layer = graph[tensor]
     if isinstance(layer, Merge):
         kind = layer.op.capitalize()
@@ -149,7 +149,7 @@ def _through_interleave(graph: Graph, source: str) -> tuple[str, int, Interleave
     tiled `sh*sw` times. Returns the tensor such a step reads through it, the tiling, and the
     interleave (which then lists the step as fused: its output is the step's Keras tensor);
     `source`, 1 and None when `source` is not an interleave that only the step reads."""
-    layer = None if source == graph.input_name else graph[source]
+    layer = None if graph.is_input(source) else graph[source]
     if isinstance(layer, Interleave2D) and len(graph.consumers(source)) == 1:
         sh, sw = layer.phases
         return layer.inputs[0], sh * sw, layer
@@ -161,7 +161,7 @@ def _batchnorm_target(graph: Graph, layer: BatchNorm) -> Dense | Conv2D | Depthw
     channel: the kernels' last axis; through a transposed convolution's interleave,
     `_through_interleave`), or None: it stays."""
     source, _, _ = _through_interleave(graph, layer.inputs[0])
-    target = None if source == graph.input_name else graph[source]
+    target = None if graph.is_input(source) else graph[source]
     if not isinstance(target, (Dense, Conv2D, DepthwiseConv2D)) or target.activation != "linear":
         return None
     return target if len(graph.consumers(source)) == 1 else None
@@ -228,7 +228,7 @@ def _preprocessing(graph: Graph, layer: ir.Layer) -> bool:
     if not isinstance(layer, BatchNorm) or not layer.folds:
         return False
     (source,) = layer.inputs
-    return source == graph.input_name or _preprocessing(graph, graph[source])
+    return graph.is_input(source) or _preprocessing(graph, graph[source])
 
 
 def _affine_target(graph: Graph, layer: ir.Layer) -> Dense | Conv2D | DepthwiseConv2D | None:
@@ -288,7 +288,7 @@ def _fusable(graph: Graph, layer: Activation) -> bool:
     a transposed convolution's interleave it fuses into the phase convolution
     (`_through_interleave`)."""
     source, _, _ = _through_interleave(graph, layer.inputs[0])
-    target = None if source == graph.input_name else graph[source]
+    target = None if graph.is_input(source) else graph[source]
     home = None if target is None else kind_of(target.type)
     if target is None or home is None or not home.fuses_activation or target.activation != "linear":
         return False

@@ -164,17 +164,23 @@ class Dag:
 
     runs: tuple[Run, ...]
     readers: dict[str, tuple[tuple[str, int], ...]] = field(hash=False)
-    source: str
+    source: str  # the first of `sources`
     sinks: tuple[str, ...]  # the network's outputs, in the model's order
+    sources: tuple[str, ...] = ()  # the network's inputs, in the model's order
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        return self.sources or (self.source,)
 
     def layer_names(self) -> list[str]:
         return [name for run in self.runs for name in run.layers]
 
 
-def dag(nodes: Sequence[Node], source: str, sink: str | tuple[str, ...]) -> Dag:
-    """The wiring of the whole network from `source` to its output `sink` (or outputs, a
-    tuple), `nodes` in topological order."""
+def dag(nodes: Sequence[Node], source: str | tuple[str, ...], sink: str | tuple[str, ...]) -> Dag:
+    """The wiring of the whole network from `source` (or inputs, a tuple) to its output
+    `sink` (or outputs, a tuple), `nodes` in topological order."""
     sinks = (sink,) if isinstance(sink, str) else sink
+    inputs = (source,) if isinstance(source, str) else source
     by_name = {node.name: node for node in nodes}
     used: set[str] = set()
     pending = list(sinks)
@@ -185,7 +191,7 @@ def dag(nodes: Sequence[Node], source: str, sink: str | tuple[str, ...]) -> Dag:
         used.add(name)
         pending.extend(by_name[name].inputs)
     _check_all_used(nodes, used)
-    readers: dict[str, list[tuple[str, int]]] = {source: []}
+    readers: dict[str, list[tuple[str, int]]] = {name: [] for name in inputs}
     for node in nodes:
         readers[node.name] = []
         for i, tensor in enumerate(node.inputs):
@@ -195,7 +201,7 @@ def dag(nodes: Sequence[Node], source: str, sink: str | tuple[str, ...]) -> Dag:
     sources: list[str | None] = []
     for node in nodes:
         read = node.inputs[0] if len(node.inputs) == 1 else None
-        if read is not None and read != source and len(readers[read]) == 1:
+        if read is not None and read not in inputs and len(readers[read]) == 1:
             run = run_of[read]
             run.append(node.name)
         else:
@@ -206,14 +212,19 @@ def dag(nodes: Sequence[Node], source: str, sink: str | tuple[str, ...]) -> Dag:
     return Dag(
         runs=tuple(Run(tuple(run), src) for run, src in zip(runs, sources)),
         readers={tensor: tuple(r) for tensor, r in readers.items()},
-        source=source,
+        source=inputs[0],
         sinks=sinks,
+        sources=inputs if len(inputs) > 1 else (),
     )
 
 
-def network_shape(nodes: Sequence[Node], source: str, sink: str | tuple[str, ...]) -> Chain | Dag:
+def network_shape(nodes: Sequence[Node], source: str | tuple[str, ...], sink: str | tuple[str, ...]) -> Chain | Dag:
     """The series-parallel chain of the network where it has one, otherwise its wiring (always
-    for several outputs, `sink` a tuple)."""
+    for several inputs or outputs, `source` or `sink` a tuple)."""
+    if not isinstance(source, str):
+        if len(source) > 1:
+            return dag(nodes, source, sink)
+        (source,) = source
     if not isinstance(sink, str):
         if len(sink) > 1:
             return dag(nodes, source, sink)

@@ -48,10 +48,11 @@ from keras2clash.quant.layerformats import (
     ResolvedFormats,
     is_auto,
     load_calibration,
+    load_named_calibration,
     merge_layer_formats,
     resolve_user_formats,
 )
-from keras2clash.quant.profile import LayerTrace, float_forward, layer_params, require_finite
+from keras2clash.quant.profile import FloatInputs, LayerTrace, float_forward, input_values, layer_params, require_finite
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -121,16 +122,23 @@ def _count(values: np.ndarray, fmt: FixedFormat) -> tuple[int, float]:
 def saturation(
     ir: GraphLike,
     traces: Sequence[LayerTrace],
-    x: np.ndarray,
+    x: FloatInputs,
     input_fmt: FixedFormat,
     formats: Mapping[str, LayerFormats],
     default: FixedFormat | None = None,
 ) -> list[Saturation]:
-    """Saturated calibration values with the given formats: inputs, then per compute layer
-    weights, biases and outputs (output values as in `output_values`)."""
-    over, worst = _count(x, input_fmt)
+    """Saturated calibration values with the given formats: inputs (a model of several: the
+    first as "input", each other under its name, in the format a `formats` entry named after
+    it gives, else `input_fmt`), then per compute layer weights, biases and outputs (output
+    values as in `output_values`)."""
+    graph = as_graph(ir)
+    values = list(input_values(graph, x).values())
+    over, worst = _count(values[0], input_fmt)
     rows = [Saturation("input", inputs=over, worst=worst)]
-    for layer, trace in zip(as_graph(ir), traces):
+    for name, v in zip(graph.input_names[1:], values[1:]):
+        over, worst = _count(v, formats.get(name, LayerFormats()).output or input_fmt)
+        rows.append(Saturation(name, inputs=over, worst=worst))
+    for layer, trace in zip(graph, traces):
         if _joins(trace.type):
             o_fmt = formats.get(layer.name, LayerFormats()).output or default
             assert o_fmt is not None
@@ -186,21 +194,26 @@ class AutoFormats:
 
 def choose_formats(
     ir: GraphLike,
-    x: np.ndarray,
+    x: FloatInputs,
     bits: int,
     *,
     input_format: FixedFormat | None = None,
     traces: Sequence[LayerTrace] | None = None,
 ) -> AutoFormats:
     """Per-layer N-bit formats with the fewest integer bits that saturate nothing on `x`
-    (calibration inputs). `input_format` fixes the input instead of choosing it."""
+    (calibration inputs). `input_format` fixes the input instead of choosing it. A model of
+    several inputs gets a format per input: the first is `input_fmt`, each other a `layers`
+    entry named after it (its output field, as `hw.planner.make_plan` reads it)."""
     if not 1 <= bits <= 64:
         raise K2CError(f"bad --bits {bits}: between 1 and 64")
-    traces = list(traces) if traces is not None else float_forward(ir, x)
+    graph = as_graph(ir)
+    traces = list(traces) if traces is not None else float_forward(graph, x)
     require_finite(traces, x)
-    input_fmt = input_format or split(bits, fit_int_bits(x, bits)[0])
-    layers: dict[str, LayerFormats] = {}
-    for layer, trace in zip(as_graph(ir), traces):
+    inputs = input_values(graph, x)
+    chosen = {name: input_format or split(bits, fit_int_bits(v, bits)[0]) for name, v in inputs.items()}
+    input_fmt = chosen[graph.input_names[0]]
+    layers: dict[str, LayerFormats] = {name: LayerFormats(output=chosen[name]) for name in graph.input_names[1:]}
+    for layer, trace in zip(graph, traces):
         if _joins(trace.type):
             layers[layer.name] = LayerFormats(output=split(bits, fit_int_bits(trace.out, bits)[0]))
             continue
@@ -247,7 +260,7 @@ def fitted_weights(ir: GraphLike, fmt: FixedFormat) -> dict[str, LayerFormats]:
 
 def golden_accuracy(
     ir: GraphLike,
-    x: np.ndarray,
+    x: FloatInputs,
     y: np.ndarray,
     default: FixedFormat,
     layers: Mapping[str, LayerFormats] | None = None,
@@ -296,7 +309,7 @@ class AutoReport:
 
 def auto_formats(
     ir: GraphLike,
-    x: np.ndarray,
+    x: FloatInputs,
     bits: int,
     y: np.ndarray | None = None,
     *,
@@ -321,12 +334,15 @@ def auto_formats(
     if auto_acc is not None and best[2] is not None and best[2] > auto_acc:
         # Never worse than a uniform format on the data we are allowed to look at.
         uniform, sat = best[0], best[1]
+        inputs = set(as_graph(ir).input_names)
         chosen = AutoFormats(
             bits,
             input_format or uniform,
             {
                 name: LayerFormats(
-                    weight=uniform if given.weight else None, bias=uniform if given.bias else None, output=uniform
+                    weight=uniform if given.weight else None,
+                    bias=uniform if given.bias else None,
+                    output=(input_format or uniform) if name in inputs else uniform,
                 )
                 for name, given in auto.layers.items()
             },
@@ -369,7 +385,12 @@ def resolve_formats(
         raise K2CError(
             "--format auto needs calibration data (--calibration CALIB.npz): the layer outputs' ranges come from it"
         )
-    x, y = load_calibration(calibration, tuple(as_graph(ir).input_shape))
+    graph = as_graph(ir)
+    x: FloatInputs
+    if len(graph.inputs) > 1:
+        x, y = load_named_calibration(calibration, graph.inputs)
+    else:
+        x, y = load_calibration(calibration, tuple(graph.input_shape))
     report = auto_formats(ir, x, int(bits), y, input_format=config.input)
     chosen = report.chosen or report.auto
     layers = {

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import TypeAlias
 
 import numpy as np
 
+from keras2clash.errors import K2CError
+from keras2clash.hw.inputs import network_inputs, several_inputs
 from keras2clash.hw.output import classifies, output_plans, splits_output
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.ir.graph import GraphLike, as_graph
@@ -71,17 +74,56 @@ def layer(plan: LayerPlan, params: Mapping[str, QuantizedLayer], xs: Sequence[np
     return home.golden(plan, xs, params.get(plan.name))
 
 
+Inputs: TypeAlias = np.ndarray | Sequence[np.ndarray] | Mapping[str, np.ndarray]
+"""A network's inputs: one array (N, *input_shape) for a model of one input; for a model of
+several, one array per input, in the model's order (a tuple or list) or by input name (a dict)."""
+
+
+def input_arrays(plans: Sequence[LayerPlan], x: Inputs) -> list[np.ndarray]:
+    """`x` as one array per network input (`hw.inputs.network_inputs`, in the model's order),
+    every input with the same number of samples; one clear error otherwise."""
+    ports = network_inputs(plans)
+    if not several_inputs(plans):
+        return [np.asarray(x)]
+    names = [port.name for port in ports]
+    if isinstance(x, Mapping):
+        missing = [n for n in names if n not in x]
+        unknown = [str(n) for n in x if n not in names]
+        if missing or unknown:
+            raise K2CError(
+                f"the inputs are named {', '.join(map(repr, names))}; "
+                + (f"missing {', '.join(missing)}" if missing else f"no input is named {', '.join(unknown)}")
+            )
+        arrays = [np.asarray(x[n]) for n in names]
+    elif isinstance(x, (list, tuple)):
+        if len(x) != len(ports):
+            raise K2CError(f"the model has {len(ports)} inputs ({', '.join(names)}); {len(x)} arrays were given")
+        arrays = [np.asarray(a) for a in x]
+    else:
+        raise K2CError(
+            f"the model has {len(ports)} inputs ({', '.join(names)}): give one array per input "
+            "(a list in the model's order, or a dict by input name)"
+        )
+    sizes = {len(a) if a.ndim else 0 for a in arrays}
+    if len(sizes) != 1:
+        raise K2CError(
+            "the inputs have different numbers of samples: "
+            + ", ".join(f"{n} {len(a) if a.ndim else 0}" for n, a in zip(names, arrays))
+        )
+    return arrays
+
+
 def run_all(
     plans: Sequence[LayerPlan],
     params: Mapping[str, QuantizedLayer],
-    x_raw: np.ndarray,
+    x_raw: Inputs,
 ) -> dict[str, np.ndarray]:
-    """Every layer's raw output on raw inputs (N, *input_shape), keyed by layer name; the
-    network input is under its own name (the first plan's first input)."""
-    first = plans[0]
-    source = first.inputs[0] if first.inputs else "input"
-    values = {source: np.asarray(x_raw, dtype=np.int64).reshape(len(x_raw), *first.input_shape)}
-    previous = source
+    """Every layer's raw output on raw inputs (`Inputs`), keyed by layer name; each network
+    input is under its own name (`hw.inputs.network_inputs`)."""
+    values = {}
+    for port, raw in zip(network_inputs(plans), input_arrays(plans, x_raw)):
+        values[port.name] = np.asarray(raw, dtype=np.int64).reshape(len(raw), *port.shape)
+    previous = network_inputs(plans)[0].name
     for plan in plans:
         inputs = plan.inputs or (previous,)
         values[plan.name] = layer(plan, params, [values[t] for t in inputs])
@@ -92,20 +134,24 @@ def run_all(
 def run(
     plans: Sequence[LayerPlan],
     params: Mapping[str, QuantizedLayer],
-    x_raw: np.ndarray,
+    x_raw: Inputs,
 ) -> np.ndarray:
-    """The whole network on raw inputs (N, *input_shape) -> raw outputs (N, n_out)."""
+    """The whole network on raw inputs (`Inputs`) -> raw outputs (N, n_out)."""
     out = run_all(plans, params, x_raw)[plans[-1].name]
     return out.reshape(len(out), -1)
 
 
-def quantize_inputs(plans: Sequence[LayerPlan], x: np.ndarray) -> np.ndarray:
-    """Real inputs to the raw integers the hardware's first layer reads (input shape kept).
+def quantize_inputs(plans: Sequence[LayerPlan], x: Inputs) -> np.ndarray | tuple[np.ndarray, ...]:
+    """Real inputs to the raw integers the hardware reads (shapes kept): one array for a
+    model of one input; for a model of several, a tuple of arrays in the model's order, each
+    input in its own format.
 
     Inputs too large for `x * 2^frac` in float64 become +-inf there and saturate like any
     other out-of-range input: no overflow warning is due."""
     with np.errstate(over="ignore"):
-        return quantize(np.asarray(x), plans[0].in_fmt)
+        if not several_inputs(plans):
+            return quantize(np.asarray(x), plans[0].in_fmt)
+        return tuple(quantize(a, port.fmt) for port, a in zip(network_inputs(plans), input_arrays(plans, x)))
 
 
 def predict_classes(raw_out: np.ndarray) -> np.ndarray:
@@ -134,7 +180,7 @@ def output_logits(
 
 
 def predict(
-    plans: Sequence[LayerPlan], params: Mapping[str, QuantizedLayer], x_raw: np.ndarray
+    plans: Sequence[LayerPlan], params: Mapping[str, QuantizedLayer], x_raw: Inputs
 ) -> tuple[np.ndarray, np.ndarray]:
     """The outputs (N, n_out) and the predicted classes: the argmax of the output layer's
     values before a monotone activation (docs/guide/contract.md, predicted class), as the Top does."""
@@ -144,7 +190,7 @@ def predict(
 
 
 def predict_outputs(
-    plans: Sequence[LayerPlan], params: Mapping[str, QuantizedLayer], x_raw: np.ndarray
+    plans: Sequence[LayerPlan], params: Mapping[str, QuantizedLayer], x_raw: Inputs
 ) -> list[tuple[np.ndarray, np.ndarray | None]]:
     """Every output of the network (`hw.output.output_plans`, in the model's order): its raw
     values (N, n_out) and, for one the Top takes a class from (`hw.output.classifies`), the

@@ -304,7 +304,7 @@ def _to_owners(config: Hls4mlConfig, graph: Graph) -> Hls4mlConfig:
 def _is_input(name: str, graph: Graph) -> bool:
     """The network input's entry: our name for it, or a Keras input layer's (`input_layer`,
     `input_1`, `dense_1_input`) when no layer of the graph has that name."""
-    if name == graph.input_name:
+    if graph.is_input(name):
         return True
     return name not in graph.by_name() and bool(re.fullmatch(r"input(_layer)?(_\d+)?|.+_input", name))
 

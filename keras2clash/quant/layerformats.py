@@ -33,12 +33,12 @@ are applied after the file, field by field, so the command line refines a config
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from keras2clash.data import read_npz
+from keras2clash.data import load_named_inputs, read_npz
 from keras2clash.errors import K2CError, yaml_problem
 from keras2clash.hw.plan import LayerFormats
 from keras2clash.jsontypes import JsonObject
@@ -312,6 +312,21 @@ class ResolvedFormats:
             data["auto"] = self.auto.to_json()
             data["calibration"] = self.calibration
         return data
+
+
+def load_named_calibration(
+    path: str | Path, inputs: Sequence[tuple[str, tuple[int, ...]]]
+) -> tuple[list[np.ndarray], np.ndarray | None]:
+    """`load_calibration` for a model of several inputs ((name, shape) each in `inputs`):
+    `x_<input name>` per input (`data.load_named_inputs`), and the labels `y` if present."""
+    import numpy as np
+
+    path = Path(path)
+    labels = read_npz(path, "calibration").get("y")
+    xs = load_named_inputs(path, inputs)
+    if labels is not None and labels.ndim == 2:
+        labels = np.argmax(labels, axis=1)
+    return xs, labels if labels is not None and labels.ndim == 1 and len(labels) == len(xs[0]) else None
 
 
 def load_calibration(path: str | Path, input_shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray | None]:

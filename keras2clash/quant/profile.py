@@ -61,27 +61,55 @@ def layer_params(layer: Layer) -> tuple[np.ndarray, np.ndarray]:
     return home.constants(layer)
 
 
+FloatInputs = np.ndarray | Sequence[np.ndarray] | Mapping[str, np.ndarray]
+"""Inputs of the float model: one array, or for a model of several inputs one array per input
+in the model's order (a list) or by input name (a dict)."""
+
+
+def input_values(graph: Graph, x: FloatInputs) -> dict[str, np.ndarray]:
+    """Every input of `graph` by name as float64 (N, *shape), from one array or, for several
+    inputs, a list in the model's order or a dict by name; one error line otherwise."""
+    if len(graph.inputs) == 1:
+        one = np.asarray(next(iter(x.values())) if isinstance(x, Mapping) else x, dtype=np.float64)
+        return {graph.input_name: one.reshape(len(one), *graph.input_shape)}
+    names = graph.input_names
+    if isinstance(x, Mapping):
+        missing = [n for n in names if n not in x]
+        if missing:
+            raise K2CError(f"model '{graph.name}' has inputs {', '.join(names)}: missing {', '.join(missing)}")
+        arrays = [x[n] for n in names]
+    elif isinstance(x, np.ndarray) or len(x) != len(names):
+        raise K2CError(f"model '{graph.name}' has {len(names)} inputs ({', '.join(names)}): give one array per input")
+    else:
+        arrays = list(x)
+    return {
+        name: np.asarray(a, dtype=np.float64).reshape(len(a), *shape) for (name, shape), a in zip(graph.inputs, arrays)
+    }
+
+
 def float_forward(
     ir: GraphLike,
-    x: np.ndarray,
+    x: FloatInputs,
     params: Mapping[str, tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> list[LayerTrace]:
-    """The IR (a Graph or dictionary IR) in float64 on inputs `x` (N, *input_shape), one
-    trace per layer in graph order; `params` may replace a compute layer's (kernel, bias),
-    e.g. by their quantized values ("weights rounded")."""
+    """The IR (a Graph or dictionary IR) in float64 on inputs `x` (N, *input_shape; several
+    inputs: `input_values`), one trace per layer in graph order; `params` may replace a
+    compute layer's (kernel, bias), e.g. by their quantized values ("weights rounded")."""
     graph = as_graph(ir)
+    values = input_values(graph, x)
     with np.errstate(over="ignore", invalid="ignore"):  # float semantics: inf and NaN propagate
-        return _float_forward(graph, np.asarray(x, dtype=np.float64).reshape(len(x), *graph.input_shape), params)
+        return _float_forward(graph, values, params)
 
 
-def require_finite(traces: Sequence[LayerTrace], x: np.ndarray, what: str = "calibration data") -> None:
+def require_finite(traces: Sequence[LayerTrace], x: FloatInputs, what: str = "calibration data") -> None:
     """One clear error when the float model overflows float64 on `x` (ranges and formats
     cannot be fitted to inf or NaN)."""
+    arrays = [x] if isinstance(x, np.ndarray) else list(x.values()) if isinstance(x, Mapping) else list(x)
     for trace in traces:
         for values in (trace.pre, trace.out):
             if values is not None and not np.all(np.isfinite(values)):
                 with np.errstate(over="ignore"):
-                    largest = float(np.max(np.abs(x))) if np.size(x) else 0.0
+                    largest = max((float(np.max(np.abs(a))) for a in arrays if np.size(a)), default=0.0)
                 raise K2CError(
                     f"{what}: layer '{trace.name}' overflows float64 (inf or NaN) on these inputs "
                     f"(largest |input| {largest:.3g}); value ranges and formats cannot be fitted to them"
@@ -90,10 +118,10 @@ def require_finite(traces: Sequence[LayerTrace], x: np.ndarray, what: str = "cal
 
 def _float_forward(
     graph: Graph,
-    x: np.ndarray,
+    inputs: Mapping[str, np.ndarray],
     params: Mapping[str, tuple[np.ndarray, np.ndarray]] | None,
 ) -> list[LayerTrace]:
-    values = {graph.input_name: x}
+    values = dict(inputs)
     traces: list[LayerTrace] = []
     for layer in graph:
         kind = layer.type
@@ -170,9 +198,10 @@ class Profile:
         )
 
 
-def profile(ir: GraphLike, x: np.ndarray, model: str = "model") -> Profile:
-    """Statistics of the inputs, and of each compute layer's weights, biases,
-    pre-activations and outputs (float, on the calibration inputs `x`)."""
+def profile(ir: GraphLike, x: FloatInputs, model: str = "model") -> Profile:
+    """Statistics of the inputs (a model of several: a row per input, named after it), and
+    of each compute layer's weights, biases, pre-activations and outputs (float, on the
+    calibration inputs `x`)."""
     stats: list[Stats] = []
     values: dict[tuple[str, str], np.ndarray] = {}
 
@@ -180,10 +209,12 @@ def profile(ir: GraphLike, x: np.ndarray, model: str = "model") -> Profile:
         values[(layer, kind)] = np.asarray(v, dtype=np.float64).ravel()
         stats.append(Stats.of(layer, kind, v))
 
-    add("input", "input", x)
     graph = as_graph(ir)
-    traces = float_forward(graph, x)
-    require_finite(traces, x)
+    inputs = input_values(graph, x)
+    for name, v in inputs.items():
+        add(name if len(inputs) > 1 else "input", "input", v)
+    traces = float_forward(graph, inputs)
+    require_finite(traces, inputs)
     for layer, trace in zip(graph, traces):
         if trace.pre is None:
             continue
@@ -192,7 +223,7 @@ def profile(ir: GraphLike, x: np.ndarray, model: str = "model") -> Profile:
         add(layer.name, "bias", bias)
         add(layer.name, "pre-activation", trace.pre)
         add(layer.name, "output", trace.out)
-    return Profile(model, len(x), stats, values)
+    return Profile(model, len(next(iter(inputs.values()))), stats, values)
 
 
 def _num(v: float) -> str:
@@ -277,9 +308,11 @@ def plot(prof: Profile, path: Path) -> Path:
     layers = [s.layer for s in prof.stats if s.kind == "weights"]
     n_rows = 1 + len(layers)
     fig, axes = plt.subplots(n_rows, len(KINDS), figsize=(4 * len(KINDS), 2.4 * n_rows), squeeze=False)
-    for ax in axes[0, 1:]:
+    inputs = [s.layer for s in prof.stats if s.kind == "input"][: len(KINDS)]  # the first row: the inputs
+    for ax in axes[0, len(inputs) :]:
         ax.axis("off")
-    _hist(axes[0, 0], prof.values[("input", "input")], "input")
+    for c, name in enumerate(inputs):
+        _hist(axes[0, c], prof.values[(name, "input")], name)
     for r, layer in enumerate(layers, start=1):
         for c, kind in enumerate(KINDS):
             _hist(axes[r, c], prof.values[(layer, kind)], f"{layer}: {kind}")

@@ -32,8 +32,10 @@ from keras2clash.backend.project import Project, load_project
 from keras2clash.data import load_test_set
 from keras2clash.errors import K2CError
 from keras2clash.fsutil import work_dir
+from keras2clash.hw.inputs import several_inputs
 from keras2clash.hw.output import several_outputs
 from keras2clash.verify import toolchain
+from keras2clash.verify.simulate import samples as sample_count
 from keras2clash.verify.testbench import (
     TB_DIR,
     TB_MODULE,
@@ -324,7 +326,7 @@ def rtlsim(
 ) -> RtlResult | HeadsRtlResult:
     """Testbench -> HDL (if needed) -> build -> run -> compare. Raises K2CError on any
     problem before the run; a finished run with mismatches is returned (see `RtlResult.ok`).
-    A design of several outputs runs its Verilog testbench of every port (`HeadsRtlResult`)."""
+    A design of several outputs runs its testbench of every port (`HeadsRtlResult`)."""
     if simulator not in SIMULATORS:
         raise K2CError(f"unknown simulator {simulator!r}; choose from {', '.join(SIMULATORS)}")
     sim = SIMULATORS[simulator]
@@ -342,13 +344,11 @@ def rtlsim(
             f"{limit_cycles} for {sim.name} (it is slow on wide vectors); use fewer samples (-n) "
             f"or raise --max-cycles"
         )
-    if several_outputs(project.plans):
-        if sim.language != "verilog":
-            raise K2CError(f"{sim.name}: a design of several outputs has a Verilog testbench only (icarus, verilator)")
+    if several_outputs(project.plans) or several_inputs(project.plans):
         x = heads_inputs(project, data, limit)
         heads_tb = write_heads_testbench(project.root, x, gap_max=gap_max, seed=seed)
         if status is not None:
-            status(f"{sim.name}: building and simulating {len(x)} samples")
+            status(f"{sim.name}: building and simulating {heads_tb.spec.samples} samples")
         return run_heads_testbench(project, sim.name, heads_tb)
     tb = write_testbench(project.root, data, limit, gap_max=gap_max, seed=seed)
     return run_testbench(project, sim.name, tb, status=status, progress=progress)
@@ -386,8 +386,9 @@ def run_testbench(
 
 @dataclass
 class HeadsRtlResult:
-    """An RTL run of a design of several outputs: per output port, each sample's accept and
-    output cycles and whether its beats equalled the golden model's (the testbench's PASS)."""
+    """An RTL run of a design of several outputs or inputs: per output port, each sample's
+    accept and output cycles and whether its beats equalled the golden model's (the
+    testbench's PASS)."""
 
     simulator: str
     project: str
@@ -415,18 +416,17 @@ def render_heads(result: HeadsRtlResult, console) -> None:
     for name in ("port", "bit-exact", "first latency", "last output cycle"):
         table.add_column(name, justify="right")
     for k, (acc, out, ok) in enumerate(zip(result.accept_cycle, result.output_cycle, result.passed)):
-        table.add_row(f"m{k}_axis", f"{int(ok.sum())}/{len(ok)}", str(int(out[0] - acc[0])), str(int(out[-1])))
+        port = f"m{k}_axis" if len(result.passed) > 1 else "m_axis"  # one output beside several inputs
+        table.add_row(port, f"{int(ok.sum())}/{len(ok)}", str(int(out[0] - acc[0])), str(int(out[-1])))
     console.print(table)
     for message in result.messages:
         console.print(f"[red]{message}[/red]")
 
 
 def run_heads_testbench(project: Project, simulator: str, tb: HeadsTestbench) -> HeadsRtlResult:
-    """Build and run the Verilog testbench of a design of several outputs (DIR/tb/,
-    `testbench.write_heads_testbench`) in Icarus or Verilator; its OUT lines per port."""
+    """Build and run the testbench of a design of several outputs (DIR/tb/,
+    `testbench.write_heads_testbench`) in Icarus, Verilator or GHDL; its OUT lines per port."""
     sim = SIMULATORS[simulator]
-    if sim.language != "verilog":
-        raise K2CError(f"{sim.name}: a design of several outputs has a Verilog testbench only (icarus, verilator)")
     tools = require_simulator(sim)
     folder = ensure_hdl(project, sim.language)
     check_weight_files(project, folder, sim.language)
@@ -452,8 +452,8 @@ def run_heads_testbench(project: Project, simulator: str, tb: HeadsTestbench) ->
 
 
 def _count_samples(project: Project, data: str | Path, limit: int | None) -> int:
-    if several_outputs(project.plans):
-        return len(heads_inputs(project, data, limit))
+    if several_outputs(project.plans) or several_inputs(project.plans):
+        return sample_count(heads_inputs(project, data, limit))
     dataset = load_test_set(data, project.input_shape, project.n_out, project.plans[-1].activation).head(limit)
     return len(dataset)
 

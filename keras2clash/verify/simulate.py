@@ -1,7 +1,7 @@
 """Running the compiled Clash simulation on a test set and reading back its outputs.
 
-The simulator streams samples through the design's ready/valid input, back to back, and
-prints one line per sample: the cycle its input was accepted, the cycle its (last) output
+The simulator streams samples through the design's ready/valid input (each input port's,
+for several inputs), back to back, and prints one line per sample: the cycle its input was accepted, the cycle its (last) output
 beat left, a classifier's argmax class, and the raw output integers (docs/reference/project.md, "The simulation protocol").
 """
 
@@ -44,9 +44,21 @@ class SimResult:
         return float(np.diff(self.output_cycle).mean())
 
 
-def _format_input(x_raw: np.ndarray) -> str:
-    lines = [str(len(x_raw))]
-    lines.extend(" ".join(map(str, row)) for row in x_raw.reshape(len(x_raw), -1).tolist())
+RawInputs = np.ndarray | Sequence[np.ndarray]
+"""The raw inputs of a design: one array, or one per input port of several, in the model's order."""
+
+
+def samples(x_raw: RawInputs) -> int:
+    return len(x_raw) if isinstance(x_raw, np.ndarray) else len(x_raw[0])
+
+
+def _format_input(x_raw: RawInputs) -> str:
+    """`N`, then a line per sample: every input's raw integers, input after input (K2C.Sim)."""
+    arrays = [x_raw] if isinstance(x_raw, np.ndarray) else list(x_raw)
+    n = samples(x_raw)
+    rows = np.concatenate([np.asarray(a).reshape(n, -1) for a in arrays], axis=1)
+    lines = [str(n)]
+    lines.extend(" ".join(map(str, row)) for row in rows.tolist())
     return "\n".join(lines) + "\n"
 
 
@@ -73,20 +85,22 @@ def run_simulator(
 def run_simulator_heads(
     exe: Path,
     project: Path,
-    x_raw: np.ndarray,
+    x_raw: RawInputs,
     heads: Sequence[tuple[int, bool]],
     extra_args: list[str] | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> list[SimResult]:
-    """`run_simulator` for a design of several outputs, `heads` giving each output's
-    (n_out, classifies): each output port prints its own line per sample, its index first
-    (K2C.Sim.simHeads); one `SimResult` per output, in port order."""
-    rows = _simulator_rows(exe, project, x_raw, len(x_raw) * len(heads), extra_args, progress)
+    """`run_simulator` for a design of several outputs or inputs, `heads` giving each output's
+    (n_out, classifies), `x_raw` one array per input of several: each output port prints its
+    own line per sample, its index first (K2C.Sim.simHeads, simPorts); one `SimResult` per
+    output, in port order."""
+    n = samples(x_raw)
+    rows = _simulator_rows(exe, project, x_raw, n * len(heads), extra_args, progress)
     results = []
     for k, (n_out, classifies) in enumerate(heads):
         mine = [row[1:] for row in rows if row[0] == k]
-        if len(mine) != len(x_raw):
-            raise K2CError(f"simulation returned {len(mine)} outputs of port {k} for {len(x_raw)} samples")
+        if len(mine) != n:
+            raise K2CError(f"simulation returned {len(mine)} outputs of port {k} for {n} samples")
         results.append(_result(np.array(mine, dtype=np.int64), n_out, classifies, f" of port {k}"))
     return results
 
@@ -101,7 +115,7 @@ def _result(table: np.ndarray, n_out: int, classifies: bool, where: str = "") ->
 def _simulator_rows(
     exe: Path,
     project: Path,
-    x_raw: np.ndarray,
+    x_raw: RawInputs,
     lines: int,
     extra_args: list[str] | None,
     progress: Callable[[int], None] | None,
@@ -142,5 +156,5 @@ def _simulator_rows(
     if code != 0:
         raise K2CError(f"simulation failed (exit {code}): {err.strip()[-2000:]}")
     if len(rows) != lines:
-        raise K2CError(f"simulation returned {len(rows)} outputs for {len(x_raw)} samples")
+        raise K2CError(f"simulation returned {len(rows)} outputs for {samples(x_raw)} samples")
     return rows

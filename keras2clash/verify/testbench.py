@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
@@ -40,6 +41,7 @@ from keras2clash.backend.project import Project, load_project
 from keras2clash.data import load_head_sets, load_test_set
 from keras2clash.errors import K2CError
 from keras2clash.fsutil import atomic_directory
+from keras2clash.hw.inputs import named_inputs, network_inputs, several_inputs
 from keras2clash.hw.output import classifies, output_beats, output_plans, output_task, several_outputs
 from keras2clash.quant import golden
 
@@ -147,7 +149,7 @@ def cycles_per_image(project: Project) -> int:
 
 def estimate_cycles(project: Project, samples: int, gap_max: int) -> int:
     """Cycles a run of `samples` images should take at most (before the stalls stretch it)."""
-    beats = max(math.prod(project.input_shape[:-1]), project.output_beats)
+    beats = max(sum(math.prod(port.shape[:-1]) for port in network_inputs(project.plans)), project.output_beats)
     per_image = max(cycles_per_image(project), beats) * (1 + gap_max)
     return samples * per_image + cycles_per_image(project) + 10
 
@@ -240,28 +242,54 @@ def _write_files(root: Path, spec: TbSpec, x_raw, expected, classes, labels, tas
 
 @dataclass(frozen=True)
 class HeadsTestbench:
-    """A written Verilog testbench of a design of several outputs: the input side's spec, one
-    spec per output port, the golden outputs (values and classes) of each port."""
+    """A written testbench (Verilog and VHDL) of a design of several outputs or inputs: the
+    first input's spec, one spec per input port and per output port, the golden outputs
+    (values and classes) of each output port."""
 
     directory: Path
     spec: TbSpec
     ports: list[TbSpec]
-    x_raw: np.ndarray
+    x_raw: np.ndarray | tuple[np.ndarray, ...]
     expected: list[np.ndarray]
     classes: list[np.ndarray | None]
+    inputs: list[TbSpec] = field(default_factory=list)
 
 
-def write_heads_testbench(project_dir: str | Path, x: np.ndarray, *, gap_max: int = 0, seed: int = 1) -> HeadsTestbench:
-    """Write DIR/tb/ for a design of several outputs and the inputs `x` (reals): input.hex,
-    expected_<k>.hex per output port (k in `hw.output.output_plans` order) and tb.v
-    (templates/tb_heads.v.j2), which drives every port and checks every output beat."""
+IN_SEED_MUL = 0x2545F491
+"""Input port j's idle cycles draw from seed ^ (IN_SEED_MUL * j) (K2C.Sim.inputSeed)."""
+
+
+def write_heads_testbench(
+    project_dir: str | Path, x: golden.Inputs, *, gap_max: int = 0, seed: int = 1
+) -> HeadsTestbench:
+    """Write DIR/tb/ for a design of several outputs or inputs and the inputs `x` (reals; one
+    array per input of several): input.hex (input_<j>.hex per input port of several),
+    expected_<k>.hex per output port (k in `hw.output.output_plans` order), tb.v and tb.vhdl
+    (templates/tb_heads.v.j2, tb_heads.vhdl.j2), which drive every port and check every output beat."""
     if gap_max < 0:
         raise K2CError(f"--gap-max must be >= 0, got {gap_max}")
     project = load_project(project_dir)
     heads = output_plans(project.plans)
-    x_raw = np.asarray(golden.quantize_inputs(project.plans, x), dtype=np.int64)
+    quantized = golden.quantize_inputs(project.plans, x)
+    raws = [np.asarray(a, dtype=np.int64) for a in (quantized if isinstance(quantized, tuple) else (quantized,))]
+    x_raw = tuple(raws) if isinstance(quantized, tuple) else raws[0]
     want = golden.predict_outputs(project.plans, project.params, x_raw)
-    spec = spec_for(project, len(x_raw), gap_max, seed)
+    spec = spec_for(project, len(raws[0]), gap_max, seed)
+    several = several_inputs(project.plans)
+    in_specs = [
+        replace(spec, beats=math.prod(port.shape[:-1]), beat_width=port.shape[-1], in_bits=port.fmt.hw_bits)
+        for port in network_inputs(project.plans)
+    ]
+    inputs = [
+        {
+            "index": j,
+            "spec": in_spec,
+            "port": f"s{j}_axis" if several else "s_axis",
+            "file": f"input_{j}.hex" if several else "input.hex",
+            "seed_xor": (IN_SEED_MUL * j) % 2**64,
+        }
+        for j, in_spec in enumerate(in_specs)
+    ]
     ports = [
         replace(
             spec,
@@ -272,31 +300,35 @@ def write_heads_testbench(project_dir: str | Path, x: np.ndarray, *, gap_max: in
         )
         for head in heads
     ]
+    out_names = [f"m{k}_axis" for k in range(len(ports))] if len(ports) > 1 else ["m_axis"]
     target = project.root / TB_DIR
     with atomic_directory(target, force=True) as tmp:
-        _write_inputs(tmp, spec, x_raw)
+        for inp, raw in zip(inputs, raws):
+            _write_inputs(tmp, cast(TbSpec, inp["spec"]), raw, cast(str, inp["file"]))
         for k, (port, (values, classes)) in enumerate(zip(ports, want)):
             (tmp / f"expected_{k}.hex").write_text(_expected_text(port, values, classes))
-        context = {**tb_context(spec), "ports": ports}
+        context = {**tb_context(spec), "ports": ports, "inputs": inputs, "out_names": out_names}
         (tmp / "tb.v").write_text(_env.get_template("tb_heads.v.j2").render(context))
-    return HeadsTestbench(target, spec, ports, x_raw, [v for v, _ in want], [c for _, c in want])
+        (tmp / "tb.vhdl").write_text(_env.get_template("tb_heads.vhdl.j2").render(context))
+    return HeadsTestbench(target, spec, ports, x_raw, [v for v, _ in want], [c for _, c in want], in_specs)
 
 
-def heads_inputs(project: Project, data: str | Path, limit: int | None = None) -> np.ndarray:
-    """The first `limit` inputs `x` of a test set of a design of several outputs (its
-    `y_<output layer>` are for the comparison, `data.load_head_sets`)."""
+def heads_inputs(project: Project, data: str | Path, limit: int | None = None) -> np.ndarray | list[np.ndarray]:
+    """The first `limit` inputs of a test set of a design of several outputs or inputs: `x`,
+    or `x_<input name>` per input of several (its `y_<output layer>` are for the comparison,
+    `data.load_head_sets`)."""
     heads = [(h.name, h.n_out, h.activation, output_task(h, "auto")) for h in output_plans(project.plans)]
-    return load_head_sets(data, project.input_shape, heads)[0].head(limit).x
+    return load_head_sets(data, project.input_shape, heads, named_inputs(project.plans))[0].head(limit).model_inputs
 
 
-def _write_inputs(root: Path, spec: TbSpec, x_raw: np.ndarray) -> None:
-    """input.hex: one `{tlast, s_axis_tdata}` word per input beat."""
+def _write_inputs(root: Path, spec: TbSpec, x_raw: np.ndarray, name: str = "input.hex") -> None:
+    """input.hex (or an input port's `name`): one `{tlast, s_axis_tdata}` word per input beat."""
     lines = []
     for image in x_raw.reshape(spec.samples, spec.beats, spec.beat_width):
         for b, beat in enumerate(image):
             word = pack_values(beat, spec.in_bits) | (int(b == spec.beats - 1) << spec.tdata_in)
             lines.append(f"{word:0{spec.in_word // 4}x}")
-    (root / "input.hex").write_text("\n".join(lines) + "\n")
+    (root / name).write_text("\n".join(lines) + "\n")
 
 
 def _expected_text(spec: TbSpec, expected: np.ndarray, classes: np.ndarray | None) -> str:
