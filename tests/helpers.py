@@ -134,3 +134,96 @@ def script_module(path: Path, name: str):
     sys.modules[spec.name] = module  # dataclasses look their module up
     spec.loader.exec_module(module)
     return module
+
+
+def small_weights(model, rng: np.random.Generator):
+    """Uniform weights in [-0.6, 0.6]: small enough to keep values inside the tests' formats."""
+    for layer in model.layers:
+        weights = layer.get_weights()
+        if weights:
+            layer.set_weights([rng.uniform(-0.6, 0.6, size=w.shape).astype(np.float32) for w in weights])
+    return model
+
+
+def random_graph(
+    seed: int,
+    nodes: int,
+    *,
+    image: bool = False,
+    inputs: int = 1,
+    heads: int = 1,
+    merges: tuple[str, ...] = ("add",),
+    widest_merge: int = 2,
+    merge_share: float = 0.5,
+    head_activations: tuple[str, ...] = ("linear",),
+):
+    """A random DAG of Keras layers on tensors of one shape, with random weights.
+
+    Each input (an image (4, 4, 2), or a vector: of 5 values when alone, of 2 to 5 otherwise)
+    goes through a layer of its own (`stem`, or `trunk<k>` for several inputs). Then each of
+    `nodes` steps adds a tensor: a merge (one of `merges`, of 2 to `widest_merge` earlier
+    tensors in random order, chosen with probability `merge_share`; a Concatenate is followed by
+    a layer that brings the shape back) or a layer (Conv2D 1x1 or 3x3 'same', or Dense 4) on any
+    earlier tensor. Head k < heads - 1 reads a random tensor; the last head reads the last
+    tensor with every tensor nobody reads added to it. A head is a Dense (after a Flatten for images) with an
+    activation from `head_activations`.
+    """
+    import keras
+    from keras import layers
+
+    keras.utils.set_random_seed(seed)
+    rng = np.random.default_rng(seed)
+    merge_layers = {
+        "add": layers.Add,
+        "concatenate": layers.Concatenate,
+        "maximum": layers.Maximum,
+        "average": layers.Average,
+        "multiply": layers.Multiply,
+    }
+
+    if image:
+        sources = [keras.Input((4, 4, 2), name=f"in{k}" if inputs > 1 else None) for k in range(inputs)]
+
+        def unit(x, name):
+            k = int(rng.choice([1, 3]))
+            return layers.Conv2D(3, k, padding="same", activation=str(rng.choice(["relu", "linear"])), name=name)(x)
+    else:
+        widths = [int(rng.integers(2, 6)) for _ in range(inputs)] if inputs > 1 else [5]
+        sources = [keras.Input((w,), name=f"in{k}" if inputs > 1 else None) for k, w in enumerate(widths)]
+
+        def unit(x, name):
+            return layers.Dense(4, activation=str(rng.choice(["relu", "linear"])), name=name)(x)
+
+    tensors = [unit(x, f"trunk{k}" if inputs > 1 else "stem") for k, x in enumerate(sources)]
+    read = [False] * len(tensors)
+    for k in range(nodes):
+        if len(tensors) >= 2 and rng.random() < merge_share:
+            size = min(len(tensors), int(rng.integers(2, widest_merge + 1)))
+            picks = [int(i) for i in rng.choice(len(tensors), size=size, replace=False)]
+            op = str(rng.choice(list(merges)))
+            x = merge_layers[op](name=f"m{k}")([tensors[i] for i in picks])
+            if op == "concatenate":
+                x = unit(x, f"u{k}")
+        else:
+            picks = [int(rng.integers(len(tensors)))]
+            x = unit(tensors[picks[0]], f"u{k}")
+        for i in picks:
+            read[i] = True
+        tensors.append(x)
+        read.append(False)
+    outputs = []
+    for h in range(heads):
+        x = tensors[int(rng.integers(len(tensors)))] if h < heads - 1 else tensors[-1]
+        if h == heads - 1:
+            ends = [t for t, r in zip(tensors[:-1], read[:-1]) if not r]
+            if ends:
+                x = layers.Add(name="ends")([x, *ends])
+        if image:
+            x = layers.Flatten(name=f"flat{h}" if heads > 1 else "flat")(x)
+        activation = str(rng.choice(list(head_activations)))
+        units = int(rng.integers(2 if activation == "softmax" else 1, 4)) if heads > 1 else 3
+        outputs.append(layers.Dense(units, activation=activation, name=f"head{h}" if heads > 1 else "out")(x))
+    model = keras.Model(
+        sources if inputs > 1 else sources[0], outputs if heads > 1 else outputs[0], name=f"graph_{seed}"
+    )
+    return small_weights(model, rng)

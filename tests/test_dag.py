@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from helpers import assert_clash_matches_golden, needs_toolchain
+from helpers import assert_clash_matches_golden, needs_toolchain, random_graph, small_weights
 from keras2clash.ir.structure import Chain, Dag, Run, network_shape
 from keras2clash.quant import golden
 
@@ -18,15 +18,6 @@ from keras2clash.quant import golden
 class _N:
     def __init__(self, name: str, *inputs: str) -> None:
         self.name, self.inputs = name, tuple(inputs)
-
-
-def _randomize(model, rng):
-    """Small weights keep values inside the format."""
-    for layer in model.layers:
-        weights = layer.get_weights()
-        if weights:
-            layer.set_weights([rng.uniform(-0.6, 0.6, size=w.shape).astype(np.float32) for w in weights])
-    return model
 
 
 def densenet_block(seed: int = 0, size: int = 5):
@@ -42,7 +33,7 @@ def densenet_block(seed: int = 0, size: int = 5):
     c2 = layers.ReLU(name="r2")(layers.Conv2D(2, 1, name="c2")(cat1))
     cat2 = layers.Concatenate(name="cat2")([c0, c1, c2])
     x = layers.Flatten(name="flat")(layers.MaxPooling2D(2, name="pool")(cat2))
-    return _randomize(
+    return small_weights(
         keras.Model(inp, layers.Dense(3, name="out")(x), name="densenet_block"), np.random.default_rng(seed)
     )
 
@@ -58,7 +49,7 @@ def three_forks(seed: int = 0):
     d2 = layers.Dense(5, activation="relu", name="d2")(d1)
     d3 = layers.Dense(5, name="d3")(d2)
     total = layers.Add(name="total")([d3, d1, d2])
-    return _randomize(
+    return small_weights(
         keras.Model(inp, layers.Dense(3, name="out")(total), name="three_forks"), np.random.default_rng(seed)
     )
 
@@ -74,7 +65,7 @@ def input_forks(seed: int = 0):
     m1 = layers.Add(name="m1")([inp, d1])
     d2 = layers.Dense(4, name="d2")(m1)
     m2 = layers.Add(name="m2")([d2, inp, d1, d1])
-    return _randomize(
+    return small_weights(
         keras.Model(inp, layers.Dense(3, name="out")(m2), name="input_forks"), np.random.default_rng(seed)
     )
 
@@ -94,7 +85,7 @@ def gated_dense_block(seed: int = 0, size: int = 4):
     scaled = layers.Multiply(name="scale")([c1, g])
     cat = layers.Concatenate(name="cat")([scaled, c0, c1])
     out = layers.Dense(3, name="out")(layers.Flatten(name="flat")(cat))
-    return _randomize(keras.Model(inp, out, name="gated_dense_block"), np.random.default_rng(seed))
+    return small_weights(keras.Model(inp, out, name="gated_dense_block"), np.random.default_rng(seed))
 
 
 def film_block(seed: int = 0, size: int = 4):
@@ -112,7 +103,7 @@ def film_block(seed: int = 0, size: int = 4):
     scaled = layers.Multiply(name="scale")([c0, gamma])
     shifted = layers.Add(name="shift")([scaled, beta])
     out = layers.Dense(3, name="out")(layers.Flatten(name="flat")(shifted))
-    return _randomize(keras.Model(inp, out, name="film_block"), np.random.default_rng(seed))
+    return small_weights(keras.Model(inp, out, name="film_block"), np.random.default_rng(seed))
 
 
 def small_unet(seed: int = 0, size: int = 16):
@@ -127,7 +118,7 @@ def small_unet(seed: int = 0, size: int = 16):
     e2 = layers.Conv2D(3, 3, padding="same", activation="relu", name="enc2")(layers.MaxPooling2D(2, name="down1")(e1))
     cat = layers.Concatenate(name="skip1")([layers.UpSampling2D(2, name="up1")(e2), e1])
     out = layers.Conv2D(1, 3, padding="same", name="dec1")(cat)
-    return _randomize(keras.Model(inp, out, name="small_unet"), np.random.default_rng(seed))
+    return small_weights(keras.Model(inp, out, name="small_unet"), np.random.default_rng(seed))
 
 
 def unet_forks(seed: int = 0, size: int = 16):
@@ -144,61 +135,12 @@ def unet_forks(seed: int = 0, size: int = 16):
     dec = layers.Conv2D(2, 3, padding="same", name="dec1")(up)
     total = layers.Add(name="total")([e1, up, dec])
     out = layers.Conv2D(1, 3, padding="same", name="head")(total)
-    return _randomize(keras.Model(inp, out, name="unet_forks"), np.random.default_rng(seed))
+    return small_weights(keras.Model(inp, out, name="unet_forks"), np.random.default_rng(seed))
 
 
 def random_dag(seed: int, image: bool, nodes: int):
-    """A random DAG of same-shaped tensors: each node is a layer reading any earlier tensor, or a
-    merge of two or three earlier tensors in random order; the tensors nobody reads are added."""
-    import keras
-    from keras import layers
-
-    keras.utils.set_random_seed(seed)
-    rng = np.random.default_rng(seed)
-    if image:
-        inp = keras.Input((4, 4, 2))
-
-        def unit(x, name):
-            k = int(rng.choice([1, 3]))
-            return layers.Conv2D(3, k, padding="same", activation=str(rng.choice(["relu", "linear"])), name=name)(x)
-    else:
-        inp = keras.Input((5,))
-
-        def unit(x, name):
-            return layers.Dense(4, activation=str(rng.choice(["relu", "linear"])), name=name)(x)
-
-    tensors = [unit(inp, "stem")]
-    read = [False]
-    for k in range(nodes):
-        if len(tensors) >= 2 and rng.random() < 0.5:
-            picks = [
-                int(i) for i in rng.choice(len(tensors), size=min(len(tensors), int(rng.integers(2, 4))), replace=False)
-            ]
-            op = str(rng.choice(["add", "concatenate", "maximum", "average"]))
-            merge = {
-                "add": layers.Add,
-                "concatenate": layers.Concatenate,
-                "maximum": layers.Maximum,
-                "average": layers.Average,
-            }
-            x = merge[op](name=f"m{k}")([tensors[i] for i in picks])
-            if op == "concatenate":
-                x = unit(x, f"u{k}")
-        else:
-            picks = [int(rng.integers(len(tensors)))]
-            x = unit(tensors[picks[0]], f"u{k}")
-        for i in picks:
-            read[i] = True
-        tensors.append(x)
-        read.append(False)
-    ends = [t for t, r in zip(tensors, read) if not r]
-    x = layers.Add(name="ends")(ends) if len(ends) > 1 else ends[0]
-    if image:
-        x = layers.Flatten(name="flat")(x)
-    return _randomize(keras.Model(inp, layers.Dense(3, name="out")(x), name=f"dag_{seed}"), rng)
-
-
-# --- the wiring ---------------------------------------------------------------------------
+    """A random DAG: merges of two or three earlier tensors by Add, Concatenate, Maximum or Average."""
+    return random_graph(seed, nodes, image=image, merges=("add", "concatenate", "maximum", "average"), widest_merge=3)
 
 
 def test_densenet_wiring() -> None:

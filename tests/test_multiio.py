@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import keras2clash as k2c
-from helpers import needs_toolchain, run_cli
+from helpers import needs_toolchain, random_graph, run_cli, small_weights
 from keras2clash import api
 from keras2clash.backend.project import load_project
 from keras2clash.errors import K2CError
@@ -39,15 +39,6 @@ IRIS_DIGESTS = {"Top.hs": "4e276bbec3cabb79", "Sim.hs": "e673ef896f996613", "Net
 TWO_HEADS_DIGESTS = {"Top.hs": "4c40e7b9ee89736f", "Sim.hs": "d31f30e527897fc6", "Network.hs": "a18731774528c5a7"}
 
 
-def _randomize(model, rng):
-    """Small weights keep values inside the format."""
-    for layer in model.layers:
-        weights = layer.get_weights()
-        if weights:
-            layer.set_weights([rng.uniform(-0.6, 0.6, size=w.shape).astype(np.float32) for w in weights])
-    return model
-
-
 def two_heads(seed: int = 0):
     """A shared trunk, a classifier head (Dense softmax) and a regression head (Dense linear)."""
     import keras
@@ -59,7 +50,7 @@ def two_heads(seed: int = 0):
     classes = layers.Dense(3, activation="softmax", name="classes")(trunk)
     hidden = layers.Dense(4, activation="relu", name="hidden")(trunk)
     value = layers.Dense(1, name="value")(hidden)
-    return _randomize(keras.Model(inp, [classes, value], name="two_heads"), np.random.default_rng(seed))
+    return small_weights(keras.Model(inp, [classes, value], name="two_heads"), np.random.default_rng(seed))
 
 
 def image_and_vector_heads(seed: int = 0):
@@ -72,54 +63,15 @@ def image_and_vector_heads(seed: int = 0):
     trunk = layers.Conv2D(3, 3, padding="same", activation="relu", name="trunk")(inp)
     image = layers.Conv2D(2, 1, name="image")(trunk)
     vector = layers.Dense(3, name="vector")(layers.Flatten(name="flat")(trunk))
-    return _randomize(keras.Model(inp, [vector, image], name="image_and_vector"), np.random.default_rng(seed))
+    return small_weights(keras.Model(inp, [vector, image], name="image_and_vector"), np.random.default_rng(seed))
 
 
 def random_heads(seed: int, image: bool, nodes: int, heads: int):
-    """A random trunk of same-shaped tensors (layers and merges of earlier tensors), then
-    `heads` heads, each a Dense (after a Flatten for images) reading a random trunk tensor;
-    the trunk tensors nobody reads are added into the last head."""
-    import keras
-    from keras import layers
-
-    keras.utils.set_random_seed(seed)
-    rng = np.random.default_rng(seed)
-    if image:
-        inp = keras.Input((4, 4, 2))
-
-        def unit(x, name):
-            return layers.Conv2D(3, int(rng.choice([1, 3])), padding="same", activation="relu", name=name)(x)
-    else:
-        inp = keras.Input((5,))
-
-        def unit(x, name):
-            return layers.Dense(4, activation=str(rng.choice(["relu", "linear"])), name=name)(x)
-
-    tensors = [unit(inp, "stem")]
-    read = [False]
-    for k in range(nodes):
-        if len(tensors) >= 2 and rng.random() < 0.4:
-            picks = [int(i) for i in rng.choice(len(tensors), size=2, replace=False)]
-            x = layers.Add(name=f"m{k}")([tensors[i] for i in picks])
-        else:
-            picks = [int(rng.integers(len(tensors)))]
-            x = unit(tensors[picks[0]], f"u{k}")
-        for i in picks:
-            read[i] = True
-        tensors.append(x)
-        read.append(False)
-    outputs = []
-    for h in range(heads):
-        x = tensors[int(rng.integers(len(tensors)))] if h < heads - 1 else tensors[-1]
-        if h == heads - 1:
-            ends = [t for t, r in zip(tensors[:-1], read[:-1]) if not r]
-            x = layers.Add(name="ends")([x, *ends]) if ends else x
-        if image:
-            x = layers.Flatten(name=f"flat{h}")(x)
-        activation = str(rng.choice(["linear", "softmax", "sigmoid"]))
-        units = int(rng.integers(2 if activation == "softmax" else 1, 4))
-        outputs.append(layers.Dense(units, activation=activation, name=f"head{h}")(x))
-    return _randomize(keras.Model(inp, outputs, name=f"heads_{seed}"), rng)
+    """A random trunk (layers and sums of two earlier tensors), then `heads` heads reading random
+    trunk tensors, each a classifier, a regression or a sigmoid."""
+    return random_graph(
+        seed, nodes, image=image, heads=heads, merge_share=0.4, head_activations=("linear", "softmax", "sigmoid")
+    )
 
 
 def _inputs(model, n: int = 8, seed: int = 0) -> np.ndarray:
@@ -405,7 +357,7 @@ def image_and_side_features(seed: int = 0):
     x = layers.Dense(4, activation="relu", name="embed")(layers.Flatten(name="flat")(x))
     merged = layers.Concatenate(name="merge")([x, side])
     out = layers.Dense(3, activation="softmax", name="head")(merged)
-    return _randomize(keras.Model([image, side], out, name="image_and_side"), np.random.default_rng(seed))
+    return small_weights(keras.Model([image, side], out, name="image_and_side"), np.random.default_rng(seed))
 
 
 def images_joined_per_pixel(seed: int = 0):
@@ -420,7 +372,7 @@ def images_joined_per_pixel(seed: int = 0):
     y = layers.Conv2D(3, 1, name="mix")(layers.Add(name="add")([x, b]))
     z = layers.Flatten(name="flat")(layers.Concatenate(name="cat")([y, a]))
     out = layers.Dense(3, activation="softmax", name="head")(z)
-    return _randomize(keras.Model([a, b], out, name="joined_per_pixel"), np.random.default_rng(seed))
+    return small_weights(keras.Model([a, b], out, name="joined_per_pixel"), np.random.default_rng(seed))
 
 
 def inputs_to_two_outputs(seed: int = 0):
@@ -434,41 +386,20 @@ def inputs_to_two_outputs(seed: int = 0):
     classes = layers.Dense(3, activation="softmax", name="classes")(merged)
     product = layers.Multiply(name="mul")([layers.Dense(3, name="tb")(b), layers.Dense(3, name="tc")(a)])
     value = layers.Dense(2, name="value")(product)
-    return _randomize(keras.Model([a, b], [classes, value], name="two_in_two_out"), np.random.default_rng(seed))
+    return small_weights(keras.Model([a, b], [classes, value], name="two_in_two_out"), np.random.default_rng(seed))
 
 
 def random_inputs(seed: int, n_inputs: int, nodes: int):
-    """`n_inputs` vector inputs of random widths, each through its own Dense trunk; random
-    layers and merges (Add, Multiply of equal widths, Concatenate) of earlier tensors; every
-    tensor nobody reads concatenated into one Dense head."""
-    import keras
-    from keras import layers
-
-    keras.utils.set_random_seed(seed)
-    rng = np.random.default_rng(seed)
-    inputs = [keras.Input((int(rng.integers(2, 6)),), name=f"in{k}") for k in range(n_inputs)]
-    tensors = [layers.Dense(4, activation="relu", name=f"trunk{k}")(x) for k, x in enumerate(inputs)]
-    read = [False] * len(tensors)
-    for k in range(nodes):
-        picks = [int(i) for i in rng.choice(len(tensors), size=2, replace=False)]
-        op = str(rng.choice(["add", "multiply", "concatenate", "dense"]))
-        if op == "dense":
-            picks = picks[:1]
-            x = layers.Dense(4, activation=str(rng.choice(["relu", "linear"])), name=f"u{k}")(tensors[picks[0]])
-        elif op == "concatenate":
-            x = layers.Dense(4, name=f"u{k}")(layers.Concatenate(name=f"m{k}")([tensors[i] for i in picks]))
-        else:
-            merge = layers.Add if op == "add" else layers.Multiply
-            x = merge(name=f"m{k}")([tensors[i] for i in picks])
-        for i in picks:
-            read[i] = True
-        tensors.append(x)
-        read.append(False)
-    ends = [t for t, r in zip(tensors, read) if not r]
-    x = layers.Concatenate(name="ends")(ends) if len(ends) > 1 else ends[0]
-    activation = str(rng.choice(["linear", "softmax", "sigmoid"]))
-    out = layers.Dense(3, activation=activation, name="head")(x)
-    return _randomize(keras.Model(inputs, out, name=f"inputs_{seed}"), rng)
+    """`n_inputs` vectors of random widths, each through its own Dense trunk, then random layers
+    and merges (Add, Multiply, Concatenate) of two earlier tensors, into one head."""
+    return random_graph(
+        seed,
+        nodes,
+        inputs=n_inputs,
+        merges=("add", "multiply", "concatenate"),
+        merge_share=0.75,
+        head_activations=("linear", "softmax", "sigmoid"),
+    )
 
 
 def _several(model, n: int = 8, seed: int = 0) -> list[np.ndarray]:
