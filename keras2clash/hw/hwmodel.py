@@ -517,7 +517,7 @@ def timing_batch(
     safe = np.maximum(lag, 1)
     ii = (ref[np.minimum(at + safe, len(refs) - 1), idx] - ref[at, idx]) / safe
     slow = np.nonzero(lag == 0)[0]
-    if slow.size > 1 and any(p.is_merge for p in plans):
+    if slow.size > 1:
         # Long transients behind a join: the scalar model goes image by image there (no
         # drift jumps), so the batch goes on for those configurations first, together.
         sub = [
@@ -550,11 +550,19 @@ def figures_many(plans: Sequence[LayerPlan], configs: Sequence[Config]) -> list[
     compute = [i for i, p in enumerate(plans) if p.is_compute]
     if not configs:
         return []
-    keys = [tuple(_knobs(plans[i].with_knobs(p, b)) for i, p, b in zip(compute, pes, cyc)) for pes, cyc in configs]
+    timed: dict[tuple[int, int, int], tuple[int, int, int]] = {}
+
+    def knobs(i: int, p: int, b: int) -> tuple[int, int, int]:
+        if (i, p, b) not in timed:
+            timed[(i, p, b)] = _knobs(plans[i].with_knobs(p, b))
+        return timed[(i, p, b)]
+
+    keys = [tuple(knobs(i, p, b) for i, p, b in zip(compute, pes, cyc)) for pes, cyc in configs]
     unique = list(dict.fromkeys(keys))
     latency, ii = timing_batch(plans, _as_arrays(unique))
     where = {k: n for n, k in enumerate(unique)}
     fixed = [layer_resources(p) for p in plans if not p.is_compute]
+    top = top_fifo_bits(plans)
     cache: dict[tuple[int, int, int], LayerResources] = {}
 
     def res(i: int, p: int, b: int) -> LayerResources:
@@ -566,7 +574,7 @@ def figures_many(plans: Sequence[LayerPlan], configs: Sequence[Config]) -> list[
     for (pes, cyc), key in zip(configs, keys):
         n = where[key]
         layers = [res(i, p, b) for i, p, b in zip(compute, pes, cyc)]
-        out.append(_assemble(list(pes), list(cyc), int(latency[n]), float(ii[n]), layers, fixed, plans))
+        out.append(_assemble(list(pes), list(cyc), int(latency[n]), float(ii[n]), layers, fixed, plans, top))
     return out
 
 
@@ -578,10 +586,11 @@ def _assemble(
     compute_res: Sequence[LayerResources],
     fixed: Sequence[LayerResources],
     plans: Sequence[LayerPlan],
+    top: int | None = None,
 ) -> HwFigures:
     by_name = {r.name: r for r in [*compute_res, *fixed]}
     layers = [by_name[p.name] for p in plans]
-    top = top_fifo_bits(plans)
+    top = top_fifo_bits(plans) if top is None else top  # the same for every configuration
     return HwFigures(
         parallelism=pes,
         cycles=cyc,

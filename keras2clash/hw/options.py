@@ -14,6 +14,11 @@ the values that change the chunk `ch = ceil(K / b)`, each the smallest `b` givin
 chunk, and of all (pe, b) pairs of a layer only those on the layer's own Pareto front of
 (multipliers `pe * ch`, steps per window `G * b`) — a pair that needs more multipliers for
 no fewer steps than another is never useful.
+
+Which of them are evaluated: all of them when their product is at most `EXHAUSTIVE`;
+otherwise (the product of a deep network's choices runs to millions) those `hw.fronts`
+finds on the way to the two fronts, from each layer's own front. Every figure shown is
+the exact model's for its row either way.
 """
 
 from __future__ import annotations
@@ -22,13 +27,15 @@ import csv
 import io
 import itertools
 import json
+import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from keras2clash.errors import K2CError
 from keras2clash.hw.allocate import balanced
+from keras2clash.hw.fronts import LayerFront, Picks, front_flags, own_front, pareto_search, threshold_picks
 from keras2clash.hw.hwmodel import figures_many
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.hw.resources import HwFigures
@@ -38,6 +45,17 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 SORT_KEYS = ("latency", "interval", "multipliers")
+
+EXHAUSTIVE = 4096
+"""Networks with at most this many useful configurations have every one evaluated (a few
+seconds of the exact model at most); larger ones the fronts' (`front_configs`)."""
+
+SEARCH_SECONDS = 5.0
+"""How long `explore` searches the fronts of a network with more than `EXHAUSTIVE`
+configurations (`--time-limit`)."""
+
+Progress = Callable[[str], object]
+"""Told what a long run is doing (the command line shows it)."""
 
 
 def _ceil(a: int, b: int) -> int:
@@ -81,18 +99,56 @@ def all_configs(plans: Sequence[LayerPlan], cycles_too: bool = False) -> list[tu
     return [(tuple(pb[0] for pb in combo), tuple(pb[1] for pb in combo)) for combo in itertools.product(*per_layer)]
 
 
-def pareto_flags(points: Sequence[tuple[float, float]]) -> list[bool]:
-    """Which (cost, time) points are Pareto-optimal (no other point <= in both, < in one)."""
-    order = sorted(range(len(points)), key=lambda i: points[i])
-    flags = [False] * len(points)
-    best = float("inf")
-    for i in order:
-        if points[i][1] < best:
-            flags[i] = True
-            best = points[i][1]
-    # equal points: all of them are optimal if one is
-    seen = {points[i] for i in range(len(points)) if flags[i]}
-    return [flags[i] or points[i] in seen for i in range(len(points))]
+def count_configs(plans: Sequence[LayerPlan], cycles_too: bool = False) -> int:
+    """How many useful configurations the network has (the product of its layers' choices)."""
+    return math.prod(len(layer_choices(p, cycles_too)) for p in plans if p.is_compute)
+
+
+def layer_fronts(plans: Sequence[LayerPlan], cycles_too: bool = False) -> list[LayerFront]:
+    """Each compute layer's useful choices as its own front of (busy cycles per image,
+    multipliers) (`hw.fronts`)."""
+    return [
+        own_front(
+            ((pe, b), p.windows_per_image * _ceil(p.filters, pe) * b, pe * _ceil(p.window, b))
+            for pe, b in layer_choices(p, cycles_too)
+        )
+        for p in plans
+        if p.is_compute
+    ]
+
+
+def _config(fronts: Sequence[LayerFront], picks: Picks) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    knobs = [f.knobs[i] for f, i in zip(fronts, picks)]
+    return tuple(k[0] for k in knobs), tuple(k[1] for k in knobs)
+
+
+def front_configs(
+    plans: Sequence[LayerPlan],
+    cycles_too: bool = False,
+    progress: Progress | None = None,
+    seconds: float | None = SEARCH_SECONDS,
+) -> tuple[list[HwFigures], bool]:
+    """The figures of the configurations `hw.fronts.pareto_search` evaluates on the way to
+    the fronts of II and of latency against multipliers, from the front of the layers'
+    slowest busy cycles; and whether the search ended by itself (not at `seconds`)."""
+    fronts = layer_fronts(plans, cycles_too)
+
+    def evaluate(batch: list[Picks]) -> list[HwFigures]:
+        return figures_many(plans, [_config(fronts, p) for p in batch])
+
+    def report(evaluated: int, on_fronts: int) -> None:
+        if progress is not None:
+            progress(f"searching the fronts: {evaluated:,} configurations evaluated, {on_fronts:,} on a front")
+
+    found = pareto_search(
+        fronts,
+        threshold_picks(fronts),
+        evaluate,
+        [lambda f: (f.multipliers, f.ii), lambda f: (f.multipliers, f.latency)],
+        progress=report,
+        seconds=seconds,
+    )
+    return list(found.values.values()), found.complete
 
 
 @dataclass
@@ -140,6 +196,12 @@ class OptionsResult:
     cycles_too: bool
     budget: int | None = None
     notes: list[str] = field(default_factory=list)
+    configurations: int = 0  # useful configurations: `options` holds all of them or the fronts' (`front_configs`)
+
+    @property
+    def complete(self) -> bool:
+        """Whether every useful configuration was evaluated."""
+        return len(self.options) >= self.configurations
 
     def sorted(self, key: str = "interval") -> list[Option]:
         if key not in SORT_KEYS:
@@ -158,7 +220,8 @@ class OptionsResult:
                 "model": self.model,
                 "compute_layers": self.layers,
                 "cycles_too": self.cycles_too,
-                "configurations": len(self.options),
+                "configurations": self.configurations,
+                "evaluated": len(self.options),
                 "seconds": self.seconds,
                 "dsp_budget": self.budget,
                 "notes": self.notes,
@@ -198,16 +261,33 @@ class OptionsResult:
 
 
 def explore(
-    plans: Sequence[LayerPlan], model: str = "", cycles_too: bool = False, budget: int | None = None
+    plans: Sequence[LayerPlan],
+    model: str = "",
+    cycles_too: bool = False,
+    budget: int | None = None,
+    progress: Progress | None = None,
+    seconds: float | None = SEARCH_SECONDS,
 ) -> OptionsResult:
-    """Every useful configuration of the network `plans` (its own knobs are ignored)."""
+    """The useful configurations of the network `plans` (its own knobs are ignored): every
+    one, or for more than `EXHAUSTIVE` the fronts' (`front_configs`, searched for at most
+    `seconds`; None: until the search ends by itself)."""
     t0 = time.perf_counter()
-    configs = all_configs(plans, cycles_too)
-    figs = figures_many(plans, configs)
+    total = count_configs(plans, cycles_too)
+    notes = []
+    if total <= EXHAUSTIVE:
+        figs = figures_many(plans, all_configs(plans, cycles_too))
+    else:
+        figs, complete = front_configs(plans, cycles_too, progress, seconds)
+        if not complete:
+            notes.append(
+                f"the fronts were searched for {seconds:g} s ({len(figs):,} of {total:,} configurations evaluated): "
+                "a longer --time-limit may find better points"
+            )
     opts = [Option(f) for f in figs]
     mark_pareto(opts)
-    notes = []
     if budget is not None:
+        if progress is not None:
+            progress(f"balancing within {budget} multipliers")
         alloc = balanced(plans, budget)
         key = (alloc.figures.parallelism, alloc.figures.cycles)
         hit = [o for o in opts if (o.figures.parallelism, o.figures.cycles) == key]
@@ -218,12 +298,13 @@ def explore(
             mark_pareto(opts)
         notes.append(alloc.summary())
     seconds = time.perf_counter() - t0
-    return OptionsResult(model, [p.name for p in plans if p.is_compute], opts, seconds, cycles_too, budget, notes)
+    layers = [p.name for p in plans if p.is_compute]
+    return OptionsResult(model, layers, opts, seconds, cycles_too, budget, notes, configurations=total)
 
 
 def mark_pareto(opts: Sequence[Option]) -> None:
-    ii = pareto_flags([(o.figures.multipliers, o.figures.ii) for o in opts])
-    lat = pareto_flags([(o.figures.multipliers, o.figures.latency) for o in opts])
+    ii = front_flags([(o.figures.multipliers, o.figures.ii) for o in opts])
+    lat = front_flags([(o.figures.multipliers, o.figures.latency) for o in opts])
     for o, a, b in zip(opts, ii, lat):
         o.pareto_ii, o.pareto_latency = a, b
 
@@ -251,8 +332,14 @@ def render(
         rows = [o for o in rows if o.figures.multipliers <= result.budget or o.balanced]
     shown = rows if max_rows is None else rows[:max_rows]
     n_pareto = sum(1 for o in result.options if o.pareto_ii or o.pareto_latency)
+    knobs = "pe and cycles" if result.cycles_too else "pe"
+    counted = (
+        f"{result.configurations:,} configurations ({knobs})"
+        if result.complete
+        else f"{result.configurations:,} configurations ({knobs}), {len(result.options):,} evaluated towards the fronts"
+    )
     title = (
-        f"{result.model}: {len(result.options)} configurations ({'pe and cycles' if result.cycles_too else 'pe'}), "
+        f"{result.model}: {counted}, "
         f"{n_pareto} Pareto-optimal, model {1000 * result.seconds:.0f} ms; sorted by {sort}"
         + (f"; showing {len(shown)} of {len(rows)}" if len(shown) < len(rows) else "")
     )
