@@ -10,12 +10,18 @@ a layer that would sit idle gets fewer. Here, with a layer's own busy cycles per
    layers' distinct busy-cycle values (the total is monotone in `T`);
 3. the layers' busy cycles are a lower bound of the II, not the II (the input's beat rate,
    the window generators' bursts and the flatten's collect cycle add to it), so the exact
-   model (`hwmodel`) then evaluates the allocations of every feasible target and keeps the
-   one with the smallest exact II (then the shortest latency, then fewest multipliers);
+   model (`hwmodel`) then evaluates the allocations of the feasible targets, fastest first,
+   and keeps the one with the smallest exact II (then the shortest latency, then fewest
+   multipliers);
 4. a local search then moves each layer up to two steps along its own front (faster and
    dearer, or slower and cheaper) at once, within the budget, while the exact II improves:
    it gives a layer whose windows arrive in bursts (after pooling) the extra multipliers
    its bursts need, which a per-image busy-cycles target cannot see.
+
+Because the busy cycles bound the II from below, steps 3 and 4 never run the exact model
+on an allocation whose slowest layer is busy longer than the best II found: it could not
+be chosen. That keeps the search to seconds where the model of a network with joins takes
+tens of milliseconds an allocation.
 """
 
 from __future__ import annotations

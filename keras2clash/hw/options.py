@@ -50,7 +50,7 @@ EXHAUSTIVE = 4096
 """Networks with at most this many useful configurations have every one evaluated (a few
 seconds of the exact model at most); larger ones the fronts' (`front_configs`)."""
 
-SEARCH_SECONDS = 5.0
+SEARCH_SECONDS = 3.0
 """How long `explore` searches the fronts of a network with more than `EXHAUSTIVE`
 configurations (`--time-limit`)."""
 
