@@ -15,10 +15,11 @@ chunk, and of all (pe, b) pairs of a layer only those on the layer's own Pareto 
 (multipliers `pe * ch`, steps per window `G * b`) — a pair that needs more multipliers for
 no fewer steps than another is never useful.
 
-Which of them are evaluated: all of them when their product is at most `EXHAUSTIVE`;
-otherwise (the product of a deep network's choices runs to millions) those `hw.fronts`
-finds on the way to the two fronts, from each layer's own front. Every figure shown is
-the exact model's for its row either way.
+Which of them are evaluated: all of them when their product is at most `EXHAUSTIVE` and
+the model gets through them within the time limit; otherwise (the product of a deep
+network's choices runs to millions) those `hw.fronts` finds on the way to the two fronts,
+from each layer's own front. Every figure shown is the exact model's for its row either
+way.
 """
 
 from __future__ import annotations
@@ -53,6 +54,9 @@ seconds of the exact model at most); larger ones the fronts' (`front_configs`)."
 SEARCH_SECONDS = 3.0
 """How long `explore` searches the fronts of a network with more than `EXHAUSTIVE`
 configurations (`--time-limit`)."""
+
+EVERY_BATCH = 256
+"""Configurations `every_config` evaluates together (the time limit is checked between)."""
 
 Progress = Callable[[str], object]
 """Told what a long run is doing (the command line shows it)."""
@@ -120,6 +124,27 @@ def layer_fronts(plans: Sequence[LayerPlan], cycles_too: bool = False) -> list[L
 def _config(fronts: Sequence[LayerFront], picks: Picks) -> tuple[tuple[int, ...], tuple[int, ...]]:
     knobs = [f.knobs[i] for f, i in zip(fronts, picks)]
     return tuple(k[0] for k in knobs), tuple(k[1] for k in knobs)
+
+
+def every_config(
+    plans: Sequence[LayerPlan],
+    cycles_too: bool = False,
+    progress: Progress | None = None,
+    seconds: float | None = SEARCH_SECONDS,
+) -> tuple[list[HwFigures], bool]:
+    """The figures of every useful configuration, a batch at a time; and whether all of them
+    were evaluated within `seconds` (a network whose model has long transients, such as
+    digits_autoencoder's, can take tens of milliseconds a configuration)."""
+    configs = all_configs(plans, cycles_too)
+    stop = None if seconds is None else time.monotonic() + seconds
+    figs: list[HwFigures] = []
+    for i in range(0, len(configs), EVERY_BATCH):
+        if stop is not None and time.monotonic() > stop:
+            return figs, False
+        figs += figures_many(plans, configs[i : i + EVERY_BATCH])
+        if progress is not None:
+            progress(f"exact model: {len(figs):,} of {len(configs):,} configurations")
+    return figs, True
 
 
 def front_configs(
@@ -269,15 +294,16 @@ def explore(
     seconds: float | None = SEARCH_SECONDS,
 ) -> OptionsResult:
     """The useful configurations of the network `plans` (its own knobs are ignored): every
-    one, or for more than `EXHAUSTIVE` the fronts' (`front_configs`, searched for at most
-    `seconds`; None: until the search ends by itself)."""
+    one (`every_config`), or for more than `EXHAUSTIVE`, or more than the model evaluates in
+    `seconds`, the fronts' (`front_configs`, searched for at most `seconds` more; None:
+    until each ends by itself)."""
     t0 = time.perf_counter()
     total = count_configs(plans, cycles_too)
     notes = []
-    if total <= EXHAUSTIVE:
-        figs = figures_many(plans, all_configs(plans, cycles_too))
-    else:
-        figs, complete = front_configs(plans, cycles_too, progress, seconds)
+    figs, every = every_config(plans, cycles_too, progress, seconds) if total <= EXHAUSTIVE else ([], False)
+    if not every:  # too many, or too slow a model to evaluate them all in time: the fronts
+        found, complete = front_configs(plans, cycles_too, progress, seconds)
+        figs = list({(tuple(f.parallelism), tuple(f.cycles)): f for f in [*figs, *found]}.values())
         if not complete:
             notes.append(
                 f"the fronts were searched for {seconds:g} s ({len(figs):,} of {total:,} configurations evaluated): "
@@ -288,7 +314,7 @@ def explore(
     if budget is not None:
         if progress is not None:
             progress(f"balancing within {budget} multipliers")
-        alloc = balanced(plans, budget)
+        alloc = balanced(plans, budget, progress=progress)
         key = (alloc.figures.parallelism, alloc.figures.cycles)
         hit = [o for o in opts if (o.figures.parallelism, o.figures.cycles) == key]
         if hit:
