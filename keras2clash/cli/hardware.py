@@ -36,7 +36,8 @@ def options(
         typer.Option(
             "--time-limit",
             min=0.1,
-            help=f"Seconds to search the fronts of a network with more than {opts.EXHAUSTIVE:,} configurations.",
+            help=f"Seconds for the fronts' search, where the model cannot evaluate every configuration "
+            f"(more than {opts.EXHAUSTIVE:,}, or not within this time).",
         ),
     ] = opts.SEARCH_SECONDS,
     dsp_budget: params.DspBudgetShown = None,
