@@ -234,8 +234,11 @@ def _balanced_knobs(graph: Graph, formats: Any, budget: int, pes, cyc, levels, c
     plans = make_plan(
         graph, formats.default, layer_formats=formats.layers or None, input_fmt=formats.input, pipeline=levels
     )
-    alloc = balanced(plans, budget)
-    if console is not None:
+    if console is None:
+        alloc = balanced(plans, budget)
+    else:
+        with console.status(f"balancing within {budget} multipliers") as status:
+            alloc = balanced(plans, budget, progress=status.update)
         console.print(alloc.summary())
     return alloc.parallelism, alloc.cycles
 

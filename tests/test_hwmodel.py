@@ -112,12 +112,6 @@ def test_options_for_the_thesis_cnn_well_under_a_second(thesis_ir) -> None:
     assert "1:1,1:1,1:1" in result.to_csv()
 
 
-def test_pareto_flags() -> None:
-    from keras2clash.hw.options import pareto_flags
-
-    assert pareto_flags([(1, 10), (2, 5), (2, 6), (3, 5), (4, 1), (4, 1)]) == [True, True, False, False, True, True]
-
-
 def test_useful_knob_values() -> None:
     from keras2clash.hw.options import useful_cycles, useful_pes
 

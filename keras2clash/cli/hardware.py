@@ -31,6 +31,15 @@ def options(
         int, typer.Option("--max", min=1, help="Show at most N rows (JSON/CSV hold every configuration).")
     ] = 40,
     pareto: Annotated[bool, typer.Option("--pareto", help="Show only Pareto-optimal configurations.")] = False,
+    time_limit: Annotated[
+        float,
+        typer.Option(
+            "--time-limit",
+            min=0.1,
+            help=f"Seconds for the fronts' search, where the model cannot evaluate every configuration "
+            f"(more than {opts.EXHAUSTIVE:,}, or not within this time).",
+        ),
+    ] = opts.SEARCH_SECONDS,
     dsp_budget: params.DspBudgetShown = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write every configuration as JSON.")] = None,
     csv_out: Annotated[Path | None, typer.Option("--csv", help="Write every configuration as CSV.")] = None,
@@ -42,10 +51,20 @@ def options(
     from keras2clash.report.hwreport import load_source
 
     check_reports(force, json_out, csv_out)
-    source = load_source(model, format, weights)
-    result = opts.explore(source.plans, source.name, cycles_too=cycles_too, budget=multipliers(dsp_budget))
     if sort not in opts.SORT_KEYS:
         raise K2CError(f"bad --sort {sort!r}: one of {', '.join(opts.SORT_KEYS)}")
+    budget = multipliers(dsp_budget)
+    with err.status("loading the model") as status:
+        source = load_source(model, format, weights)
+        status.update("the exact hardware model")
+        result = opts.explore(
+            source.plans,
+            source.name,
+            cycles_too=cycles_too,
+            budget=budget,
+            progress=status.update,
+            seconds=time_limit,
+        )
     opts.render(result, Console(), sort=sort, max_rows=max_rows, pareto_only=pareto)
     if json_out is not None:
         write_output_file(json_out, result.to_json() + "\n", force)

@@ -10,22 +10,28 @@ a layer that would sit idle gets fewer. Here, with a layer's own busy cycles per
    layers' distinct busy-cycle values (the total is monotone in `T`);
 3. the layers' busy cycles are a lower bound of the II, not the II (the input's beat rate,
    the window generators' bursts and the flatten's collect cycle add to it), so the exact
-   model (`hwmodel`) then evaluates the allocations of every feasible target and keeps the
-   one with the smallest exact II (then the shortest latency, then fewest multipliers);
+   model (`hwmodel`) then evaluates the allocations of the feasible targets, fastest first,
+   and keeps the one with the smallest exact II (then the shortest latency, then fewest
+   multipliers);
 4. a local search then moves each layer up to two steps along its own front (faster and
    dearer, or slower and cheaper) at once, within the budget, while the exact II improves:
    it gives a layer whose windows arrive in bursts (after pooling) the extra multipliers
    its bursts need, which a per-image busy-cycles target cannot see.
+
+Because the busy cycles bound the II from below, steps 3 and 4 never run the exact model
+on an allocation whose slowest layer is busy longer than the best II found: it could not
+be chosen. That keeps the search to seconds where the model of a network with joins takes
+tens of milliseconds an allocation.
 """
 
 from __future__ import annotations
 
-import bisect
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from keras2clash.errors import K2CError
+from keras2clash.hw.fronts import LayerFront, Picks, bound, own_front, picks_at
 from keras2clash.hw.hwmodel import MAX_WINDOW_FIFO, figures, figures_many, queued, with_deep_branch_fifos, with_fifos
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.hw.planner import with_knobs
@@ -36,41 +42,18 @@ def _ceil(a: int, b: int) -> int:
     return -(-a // b)
 
 
-@dataclass(frozen=True)
-class LayerFront:
-    """One layer's cheapest (pe, b) for each busy-cycles bound: busy ascending, multipliers
-    strictly descending."""
-
-    busy: list[int]
-    multipliers: list[int]
-    knobs: list[tuple[int, int]]
-
-    def cheapest(self, target: int) -> int | None:
-        """Index of the cheapest pair with busy <= target (None: none is that fast)."""
-        i = bisect.bisect_right(self.busy, target) - 1
-        return None if i < 0 else i
+CANDIDATE_BATCH = 8
+"""Feasible targets' allocations the exact model ranks together (`balanced`, step 3)."""
 
 
 def layer_front(plan: LayerPlan) -> LayerFront:
-    best: dict[int, tuple[int, int, int]] = {}  # busy -> (multipliers, pe, b)
+    """Every (pe, b) of the layer, on its own front of (busy cycles per image, multipliers)."""
     windows = plan.windows_per_image
-    for p in range(1, plan.filters + 1):
-        g = _ceil(plan.filters, p)
-        for b in range(1, plan.window + 1):
-            busy, mult = windows * g * b, p * _ceil(plan.window, b)
-            if busy not in best or (mult, p, b) < best[busy]:
-                best[busy] = (mult, p, b)
-    busy_list: list[int] = []
-    mults: list[int] = []
-    knobs: list[tuple[int, int]] = []
-    for busy in sorted(best):
-        mult, p, b = best[busy]
-        if mults and mult >= mults[-1]:
-            continue  # slower and no cheaper than a faster pair
-        busy_list.append(busy)
-        mults.append(mult)
-        knobs.append((p, b))
-    return LayerFront(busy_list, mults, knobs)
+    return own_front(
+        ((p, b), windows * _ceil(plan.filters, p) * b, p * _ceil(plan.window, b))
+        for p in range(1, plan.filters + 1)
+        for b in range(1, plan.window + 1)
+    )
 
 
 @dataclass(frozen=True)
@@ -100,7 +83,7 @@ class Allocation:
         )
 
 
-def balanced(plans: Sequence[LayerPlan], budget: int) -> Allocation:
+def balanced(plans: Sequence[LayerPlan], budget: int, progress: Callable[[str], object] | None = None) -> Allocation:
     """The balanced (pe, cycles) of every compute layer within `budget` multipliers.
 
     The budget counts every multiplier of the design: the layers outside the filter engines
@@ -108,7 +91,8 @@ def balanced(plans: Sequence[LayerPlan], budget: int) -> Allocation:
     Candidates are ranked with deep FIFOs of windows before every convolution's engine and
     deep branch FIFOs before every join (the II `hwmodel.window_fifos` and
     `hwmodel.fifo_depths` reach at emit time); the chosen one's figures are then its own,
-    with the FIFOs it gets, as `network.plan_network` sizes them."""
+    with the FIFOs it gets, as `network.plan_network` sizes them. `progress` is told how
+    many allocations the exact model has checked."""
 
     geometry = plans
     plans = with_deep_branch_fifos(
@@ -135,11 +119,10 @@ def balanced(plans: Sequence[LayerPlan], budget: int) -> Allocation:
     shared = budget - sum(fixed.values())  # what the engines may share
     targets = sorted({b for f in fronts for b in f.busy})
 
-    def allocation(target: int) -> list[int] | None:
-        picks = [f.cheapest(target) for f in fronts]
-        return None if any(i is None for i in picks) else picks  # type: ignore[return-value]
+    def allocation(target: int) -> Picks | None:
+        return picks_at(fronts, target)
 
-    def cost(picks: list[int]) -> int:
+    def cost(picks: Picks) -> int:
         return sum(f.multipliers[i] for f, i in zip(fronts, picks))
 
     lo, hi = 0, len(targets) - 1  # targets[hi] is feasible (every layer at its cheapest)
@@ -158,29 +141,48 @@ def balanced(plans: Sequence[LayerPlan], budget: int) -> Allocation:
         key = tuple(f.knobs[i] for f, i in zip(fronts, picks))
         candidates.setdefault(key, target)
     index = [{k: i for i, k in enumerate(f.knobs)} for f in fronts]
-    keys = list(candidates)
-    figs = figures_many(plans, [_config(k) for k in keys])
+    known: dict[tuple[tuple[int, int], ...], HwFigures] = {}
+
+    def evaluate(keys: list[tuple[tuple[int, int], ...]]) -> list[HwFigures]:
+        new = [k for k in dict.fromkeys(keys) if k not in known]
+        known.update(zip(new, figures_many(plans, [_config(k) for k in new])))
+        if progress is not None:
+            progress(f"balancing within {budget} multipliers: {len(known):,} allocations checked")
+        return [known[k] for k in keys]
+
     rank = lambda f: (f.ii, f.latency, f.multipliers)  # noqa: E731
-    best = min(range(len(figs)), key=lambda i: rank(figs[i]))
-    key, fig, evaluated = keys[best], figs[best], len(figs)
+    # Fastest targets first, a few at a time: a target above the best exact II found cannot
+    # give a shorter one (the busy cycles bound the II from below), nor can any after it.
+    keys = sorted(candidates, key=lambda k: candidates[k])
+    key, fig = keys[0], evaluate(keys[:1])[0]
+    for start in range(1, len(keys), CANDIDATE_BATCH):
+        batch = [k for k in keys[start : start + CANDIDATE_BATCH] if candidates[k] <= fig.ii]
+        if not batch:
+            break
+        for k, f in zip(batch, evaluate(batch)):
+            if rank(f) < rank(fig):
+                key, fig = k, f
     target = candidates[key]
     for _ in range(20):
         here = [index[j][k] for j, k in enumerate(key)]
         moves = []
         for shifts in itertools.product(range(-2, 3), repeat=len(fronts)):
-            picks = [h + s for h, s in zip(here, shifts)]
+            picks = tuple(h + s for h, s in zip(here, shifts))
             if any(not 0 <= i < len(f.knobs) for i, f in zip(picks, fronts)) or cost(picks) > shared:
                 continue
-            moves.append(tuple(f.knobs[i] for f, i in zip(fronts, picks)))
-        moves = moves[:4096]
-        near = figures_many(plans, [_config(k) for k in moves])
-        evaluated += len(near)
-        i = min(range(len(near)), key=lambda i: rank(near[i]))
-        if rank(near[i]) >= rank(fig):
+            moves.append(picks)
+        # A move whose slowest layer is busy longer than the II cannot shorten it (the busy
+        # cycles bound the II from below): only the others are worth the exact model.
+        near = [tuple(f.knobs[i] for f, i in zip(fronts, m)) for m in moves[:4096] if bound(fronts, m) <= fig.ii]
+        if not near:
             break
-        key, fig = moves[i], near[i]
+        figs = evaluate(near)
+        i = min(range(len(near)), key=lambda i: rank(figs[i]))
+        if rank(figs[i]) >= rank(fig):
+            break
+        key, fig = near[i], figs[i]
     exact = with_fifos(with_knobs(geometry, *_config(key)))
-    return Allocation(budget, target, figures(exact), targets[lo], evaluated)
+    return Allocation(budget, target, figures(exact), targets[lo], len(known))
 
 
 def _config(key: tuple[tuple[int, int], ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:

@@ -68,12 +68,21 @@ class Engine:
         self.S, self.D, self.Q, self.down, self.mx = steps, depth, queue, down, mx
         self.A: Cycle = NEG  # the previous window's accept cycle
         self.hist: list[Cycle] = [NEG] * int(np.max(queue))  # the last results' move cycles, newest last
+        # the configurations of each distinct Q (a batch has a few): M_(i-Q) is read per group
+        self.groups = (
+            [(int(q), np.nonzero(queue == q)[0]) for q in np.unique(queue)] if isinstance(queue, np.ndarray) else []
+        )
 
     def _lagged(self) -> Cycle:
         """M_(i-Q): the move cycle of the result Q windows back (per configuration)."""
         if isinstance(self.Q, np.ndarray):
-            rows = np.stack([np.broadcast_to(h, self.Q.shape) for h in self.hist])
-            return rows[len(self.hist) - self.Q, np.arange(self.Q.size)]
+            if len(self.groups) == 1:
+                return self.hist[len(self.hist) - self.groups[0][0]]
+            out = np.empty(self.Q.shape, dtype=np.int64)
+            for q, where in self.groups:
+                h = self.hist[len(self.hist) - q]
+                out[where] = h[where] if isinstance(h, np.ndarray) and h.shape == self.Q.shape else h
+            return out
         return self.hist[len(self.hist) - self.Q]
 
     def ready_at(self, v: Cycle) -> Cycle:

@@ -14,6 +14,12 @@ the values that change the chunk `ch = ceil(K / b)`, each the smallest `b` givin
 chunk, and of all (pe, b) pairs of a layer only those on the layer's own Pareto front of
 (multipliers `pe * ch`, steps per window `G * b`) — a pair that needs more multipliers for
 no fewer steps than another is never useful.
+
+Which of them are evaluated: all of them when their product is at most `EXHAUSTIVE` and
+the model gets through them within the time limit; otherwise (the product of a deep
+network's choices runs to millions) those `hw.fronts` finds on the way to the two fronts,
+from each layer's own front. Every figure shown is the exact model's for its row either
+way.
 """
 
 from __future__ import annotations
@@ -22,13 +28,15 @@ import csv
 import io
 import itertools
 import json
+import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from keras2clash.errors import K2CError
 from keras2clash.hw.allocate import balanced
+from keras2clash.hw.fronts import LayerFront, Picks, front_flags, own_front, pareto_search, threshold_picks
 from keras2clash.hw.hwmodel import figures_many
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.hw.resources import HwFigures
@@ -38,6 +46,20 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 SORT_KEYS = ("latency", "interval", "multipliers")
+
+EXHAUSTIVE = 4096
+"""Networks with at most this many useful configurations have every one evaluated (a few
+seconds of the exact model at most); larger ones the fronts' (`front_configs`)."""
+
+SEARCH_SECONDS = 3.0
+"""How long `explore` searches the fronts of a network with more than `EXHAUSTIVE`
+configurations (`--time-limit`)."""
+
+EVERY_BATCH = 256
+"""Configurations `every_config` evaluates together (the time limit is checked between)."""
+
+Progress = Callable[[str], object]
+"""Told what a long run is doing (the command line shows it)."""
 
 
 def _ceil(a: int, b: int) -> int:
@@ -81,18 +103,77 @@ def all_configs(plans: Sequence[LayerPlan], cycles_too: bool = False) -> list[tu
     return [(tuple(pb[0] for pb in combo), tuple(pb[1] for pb in combo)) for combo in itertools.product(*per_layer)]
 
 
-def pareto_flags(points: Sequence[tuple[float, float]]) -> list[bool]:
-    """Which (cost, time) points are Pareto-optimal (no other point <= in both, < in one)."""
-    order = sorted(range(len(points)), key=lambda i: points[i])
-    flags = [False] * len(points)
-    best = float("inf")
-    for i in order:
-        if points[i][1] < best:
-            flags[i] = True
-            best = points[i][1]
-    # equal points: all of them are optimal if one is
-    seen = {points[i] for i in range(len(points)) if flags[i]}
-    return [flags[i] or points[i] in seen for i in range(len(points))]
+def count_configs(plans: Sequence[LayerPlan], cycles_too: bool = False) -> int:
+    """How many useful configurations the network has (the product of its layers' choices)."""
+    return math.prod(len(layer_choices(p, cycles_too)) for p in plans if p.is_compute)
+
+
+def layer_fronts(plans: Sequence[LayerPlan], cycles_too: bool = False) -> list[LayerFront]:
+    """Each compute layer's useful choices as its own front of (busy cycles per image,
+    multipliers) (`hw.fronts`)."""
+    return [
+        own_front(
+            ((pe, b), p.windows_per_image * _ceil(p.filters, pe) * b, pe * _ceil(p.window, b))
+            for pe, b in layer_choices(p, cycles_too)
+        )
+        for p in plans
+        if p.is_compute
+    ]
+
+
+def _config(fronts: Sequence[LayerFront], picks: Picks) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    knobs = [f.knobs[i] for f, i in zip(fronts, picks)]
+    return tuple(k[0] for k in knobs), tuple(k[1] for k in knobs)
+
+
+def every_config(
+    plans: Sequence[LayerPlan],
+    cycles_too: bool = False,
+    progress: Progress | None = None,
+    seconds: float | None = SEARCH_SECONDS,
+) -> tuple[list[HwFigures], bool]:
+    """The figures of every useful configuration, a batch at a time; and whether all of them
+    were evaluated within `seconds` (a network whose model has long transients, such as
+    digits_autoencoder's, can take tens of milliseconds a configuration)."""
+    configs = all_configs(plans, cycles_too)
+    stop = None if seconds is None else time.monotonic() + seconds
+    figs: list[HwFigures] = []
+    for i in range(0, len(configs), EVERY_BATCH):
+        if stop is not None and time.monotonic() > stop:
+            return figs, False
+        figs += figures_many(plans, configs[i : i + EVERY_BATCH])
+        if progress is not None:
+            progress(f"exact model: {len(figs):,} of {len(configs):,} configurations")
+    return figs, True
+
+
+def front_configs(
+    plans: Sequence[LayerPlan],
+    cycles_too: bool = False,
+    progress: Progress | None = None,
+    seconds: float | None = SEARCH_SECONDS,
+) -> tuple[list[HwFigures], bool]:
+    """The figures of the configurations `hw.fronts.pareto_search` evaluates on the way to
+    the fronts of II and of latency against multipliers, from the front of the layers'
+    slowest busy cycles; and whether the search ended by itself (not at `seconds`)."""
+    fronts = layer_fronts(plans, cycles_too)
+
+    def evaluate(batch: list[Picks]) -> list[HwFigures]:
+        return figures_many(plans, [_config(fronts, p) for p in batch])
+
+    def report(evaluated: int, on_fronts: int) -> None:
+        if progress is not None:
+            progress(f"searching the fronts: {evaluated:,} configurations evaluated, {on_fronts:,} on a front")
+
+    found = pareto_search(
+        fronts,
+        threshold_picks(fronts),
+        evaluate,
+        [lambda f: (f.multipliers, f.ii), lambda f: (f.multipliers, f.latency)],
+        progress=report,
+        seconds=seconds,
+    )
+    return list(found.values.values()), found.complete
 
 
 @dataclass
@@ -140,6 +221,12 @@ class OptionsResult:
     cycles_too: bool
     budget: int | None = None
     notes: list[str] = field(default_factory=list)
+    configurations: int = 0  # useful configurations: `options` holds all of them or the fronts' (`front_configs`)
+
+    @property
+    def complete(self) -> bool:
+        """Whether every useful configuration was evaluated."""
+        return len(self.options) >= self.configurations
 
     def sorted(self, key: str = "interval") -> list[Option]:
         if key not in SORT_KEYS:
@@ -158,7 +245,8 @@ class OptionsResult:
                 "model": self.model,
                 "compute_layers": self.layers,
                 "cycles_too": self.cycles_too,
-                "configurations": len(self.options),
+                "configurations": self.configurations,
+                "evaluated": len(self.options),
                 "seconds": self.seconds,
                 "dsp_budget": self.budget,
                 "notes": self.notes,
@@ -198,17 +286,35 @@ class OptionsResult:
 
 
 def explore(
-    plans: Sequence[LayerPlan], model: str = "", cycles_too: bool = False, budget: int | None = None
+    plans: Sequence[LayerPlan],
+    model: str = "",
+    cycles_too: bool = False,
+    budget: int | None = None,
+    progress: Progress | None = None,
+    seconds: float | None = SEARCH_SECONDS,
 ) -> OptionsResult:
-    """Every useful configuration of the network `plans` (its own knobs are ignored)."""
+    """The useful configurations of the network `plans` (its own knobs are ignored): every
+    one (`every_config`), or for more than `EXHAUSTIVE`, or more than the model evaluates in
+    `seconds`, the fronts' (`front_configs`, searched for at most `seconds` more; None:
+    until each ends by itself)."""
     t0 = time.perf_counter()
-    configs = all_configs(plans, cycles_too)
-    figs = figures_many(plans, configs)
+    total = count_configs(plans, cycles_too)
+    notes = []
+    figs, every = every_config(plans, cycles_too, progress, seconds) if total <= EXHAUSTIVE else ([], False)
+    if not every:  # too many, or too slow a model to evaluate them all in time: the fronts
+        found, complete = front_configs(plans, cycles_too, progress, seconds)
+        figs = list({(tuple(f.parallelism), tuple(f.cycles)): f for f in [*figs, *found]}.values())
+        if not complete:
+            notes.append(
+                f"the fronts were searched for {seconds:g} s ({len(figs):,} of {total:,} configurations evaluated): "
+                "a longer --time-limit may find better points"
+            )
     opts = [Option(f) for f in figs]
     mark_pareto(opts)
-    notes = []
     if budget is not None:
-        alloc = balanced(plans, budget)
+        if progress is not None:
+            progress(f"balancing within {budget} multipliers")
+        alloc = balanced(plans, budget, progress=progress)
         key = (alloc.figures.parallelism, alloc.figures.cycles)
         hit = [o for o in opts if (o.figures.parallelism, o.figures.cycles) == key]
         if hit:
@@ -218,12 +324,13 @@ def explore(
             mark_pareto(opts)
         notes.append(alloc.summary())
     seconds = time.perf_counter() - t0
-    return OptionsResult(model, [p.name for p in plans if p.is_compute], opts, seconds, cycles_too, budget, notes)
+    layers = [p.name for p in plans if p.is_compute]
+    return OptionsResult(model, layers, opts, seconds, cycles_too, budget, notes, configurations=total)
 
 
 def mark_pareto(opts: Sequence[Option]) -> None:
-    ii = pareto_flags([(o.figures.multipliers, o.figures.ii) for o in opts])
-    lat = pareto_flags([(o.figures.multipliers, o.figures.latency) for o in opts])
+    ii = front_flags([(o.figures.multipliers, o.figures.ii) for o in opts])
+    lat = front_flags([(o.figures.multipliers, o.figures.latency) for o in opts])
     for o, a, b in zip(opts, ii, lat):
         o.pareto_ii, o.pareto_latency = a, b
 
@@ -251,8 +358,14 @@ def render(
         rows = [o for o in rows if o.figures.multipliers <= result.budget or o.balanced]
     shown = rows if max_rows is None else rows[:max_rows]
     n_pareto = sum(1 for o in result.options if o.pareto_ii or o.pareto_latency)
+    knobs = "pe and cycles" if result.cycles_too else "pe"
+    counted = (
+        f"{result.configurations:,} configurations ({knobs})"
+        if result.complete
+        else f"{result.configurations:,} configurations ({knobs}), {len(result.options):,} evaluated towards the fronts"
+    )
     title = (
-        f"{result.model}: {len(result.options)} configurations ({'pe and cycles' if result.cycles_too else 'pe'}), "
+        f"{result.model}: {counted}, "
         f"{n_pareto} Pareto-optimal, model {1000 * result.seconds:.0f} ms; sorted by {sort}"
         + (f"; showing {len(shown)} of {len(rows)}" if len(shown) < len(rows) else "")
     )

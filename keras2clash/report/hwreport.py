@@ -232,7 +232,7 @@ def build_report(
     notes = []
     todo = [(list(p), list(c), False) for p, c in configs]
     if budget is not None:
-        alloc = balanced(source.plans, budget)
+        alloc = balanced(source.plans, budget, progress=status)
         notes.append(alloc.summary())
         todo = [(p, c, b) for p, c, b in todo if (p, c) != (alloc.parallelism, alloc.cycles)]
         todo.append((alloc.parallelism, alloc.cycles, True))
