@@ -211,6 +211,17 @@ def _clash(model, tmp_path, seed: int = 0, images: int = 5):
     return project, x, stressed
 
 
+def _assert_testbench_matches_clash(project, x: np.ndarray, stressed: list, simulator: str) -> None:
+    """The heads testbench under the Clash run's gaps and stalls (seed 4): every port's beats
+    pass, at the Clash simulation's accept and output cycles."""
+    tb = testbench.write_heads_testbench(project.root, x, gap_max=4, seed=4)
+    rtl = rtlsim.run_heads_testbench(project, simulator, tb)
+    assert rtl.ok and all(len(p) == len(x) for p in rtl.passed)
+    for k, sim in enumerate(stressed):
+        assert np.array_equal(rtl.accept_cycle[k], sim.accept_cycle)
+        assert np.array_equal(rtl.output_cycle[k], sim.output_cycle)
+
+
 @pytest.mark.toolchain
 @needs_toolchain
 def test_a_classifier_head_and_a_regression_head_bit_exact_in_clash_and_verilator(tmp_path) -> None:
@@ -220,12 +231,7 @@ def test_a_classifier_head_and_a_regression_head_bit_exact_in_clash_and_verilato
     simulation under the same gaps and per-port stalls."""
     model = two_heads()
     project, x, stressed = _clash(model, tmp_path, seed=4)
-    tb = testbench.write_heads_testbench(project.root, x, gap_max=4, seed=4)
-    rtl = rtlsim.run_heads_testbench(project, "verilator", tb)
-    assert rtl.ok and all(len(p) == len(x) for p in rtl.passed)
-    for k, sim in enumerate(stressed):
-        assert np.array_equal(rtl.accept_cycle[k], sim.accept_cycle)
-        assert np.array_equal(rtl.output_cycle[k], sim.output_cycle)
+    _assert_testbench_matches_clash(project, x, stressed, "verilator")
     x = _inputs(model, 24, seed=3)
     classes, value = model.predict(x, verbose=0)
     data = tmp_path / "test.npz"
@@ -288,12 +294,7 @@ def test_ghdl_runs_every_port_of_a_design_of_several_outputs(tmp_path) -> None:
     simulation under the same gaps and per-port stalls."""
     model = image_and_vector_heads()
     project, x, stressed = _clash(model, tmp_path, seed=4, images=3)
-    tb = testbench.write_heads_testbench(project.root, x, gap_max=4, seed=4)
-    rtl = rtlsim.run_heads_testbench(project, "ghdl", tb)
-    assert rtl.ok and all(len(p) == len(x) for p in rtl.passed)
-    for k, sim in enumerate(stressed):
-        assert np.array_equal(rtl.accept_cycle[k], sim.accept_cycle)
-        assert np.array_equal(rtl.output_cycle[k], sim.output_cycle)
+    _assert_testbench_matches_clash(project, x, stressed, "ghdl")
 
 
 @needs_toolchain
