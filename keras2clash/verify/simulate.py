@@ -1,8 +1,9 @@
 """Running the compiled Clash simulation on a test set and reading back its outputs.
 
 The simulator streams samples through the design's ready/valid input (each input port's,
-for several inputs), back to back, and prints one line per sample: the cycle its input was accepted, the cycle its (last) output
-beat left, a classifier's argmax class, and the raw output integers (docs/reference/project.md, "The simulation protocol").
+for several inputs), back to back, and prints one line per sample: the cycle its input was
+accepted, the cycle its (last) output beat left, a classifier's argmax class, and the raw
+output integers (docs/reference/project.md, "The simulation protocol").
 """
 
 from __future__ import annotations
