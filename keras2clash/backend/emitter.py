@@ -23,6 +23,7 @@ from keras2clash.backend.activations import ActivationCode, activation_code
 from keras2clash.backend.haskell import beat_type, format_type_name, shape_text
 from keras2clash.backend.memfiles import memfile_text
 from keras2clash.errors import K2CError
+from keras2clash.fpga.devices import get_device
 from keras2clash.hw.blocks import branch_repeats, network_outputs, stages_table, timing_checks
 from keras2clash.hw.events import block_ram_fifo
 from keras2clash.hw.inputs import network_inputs, several_inputs
@@ -939,6 +940,33 @@ def check_buildable(plans: Sequence[LayerPlan]) -> None:
                 )
 
 
+FPGA_SCRIPT = "ecp5.ys"
+"""The project's yosys script for ECP5 (fpga/), the synthesis `pnr` runs, for a user's own flow."""
+
+FPGA_SCRIPT_DEVICE = "ecp5-85k"
+"""The part the script's nextpnr line names (the synthesis is the same for every LFE5U size)."""
+
+
+def fpga_script(top: str) -> str:
+    """The text of fpga/ecp5.ys for top entity `top`: `Device.synth_script`, one command a line,
+    the netlist written beside the script, and how to run it."""
+    device = get_device(FPGA_SCRIPT_DEVICE)
+    json_name = f"{top}_yosys.json"
+    commands = device.synth_script(top, f"../../../fpga/{json_name}", block_roms=True).split("; ")
+    return _env.get_template("fpga.ys.j2").render(
+        name=top,
+        family=device.family,
+        family_name=f"ECP5 ({device.part} and its smaller sizes)",
+        device=device.name,
+        script=FPGA_SCRIPT,
+        json=json_name,
+        nextpnr_args=" ".join(device.nextpnr_args),
+        package=device.package,
+        placer=device.placers[0],
+        commands=commands,
+    )
+
+
 def write_project(root: Path, name: str, plans: Sequence[LayerPlan], params: dict[str, QuantizedLayer]) -> None:
     """Render the Haskell modules, copy the blocks, write the weight memory files."""
     check_buildable(plans)
@@ -955,6 +983,8 @@ def write_project(root: Path, name: str, plans: Sequence[LayerPlan], params: dic
     blocks.mkdir(parents=True)
     for source in sorted((CLASH_LIB / "K2C").glob("*.hs")):
         shutil.copy2(source, blocks / source.name)
+    (root / "fpga").mkdir()
+    (root / "fpga" / FPGA_SCRIPT).write_text(fpga_script(name))
     weights = root / "weights"
     weights.mkdir()
     for plan, entry in zip(plans, context["layers"]):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -11,8 +12,33 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from keras2clash.cli import params
 from keras2clash.cli.common import app, check_reports, err
-from keras2clash.fpga.devices import get_device
+from keras2clash.fpga.devices import ECP5_MAX_FANOUT, get_device
 from keras2clash.fsutil import write_output_file
+
+DspRegisters = Annotated[
+    bool,
+    typer.Option(
+        "--dsp-registers/--no-dsp-registers",
+        help="ECP5: move the multipliers' operand and product flip-flops into the MULT18X18D blocks.",
+    ),
+]
+BramRegisters = Annotated[
+    bool,
+    typer.Option(
+        "--bram-registers/--no-bram-registers",
+        help="ECP5: move the flip-flops after each block-RAM read into the DP16KD's output register (REGMODE=OUTREG).",
+    ),
+]
+CheckRegisters = Annotated[
+    int,
+    typer.Option(
+        "--check-dsp-registers",
+        min=0,
+        metavar="CYCLES",
+        help="ECP5: first simulate the netlist before and after those moves (DSP and block-RAM registers) side "
+        "by side for CYCLES random cycles (Icarus Verilog) and stop if any output differs.",
+    ),
+]
 
 
 @app.command()
@@ -43,31 +69,9 @@ def pnr(
     json_out: params.ReportJson = None,
     markdown: params.ReportMarkdown = None,
     force: params.ForcePnr = False,
-    dsp_registers: Annotated[
-        bool,
-        typer.Option(
-            "--dsp-registers/--no-dsp-registers",
-            help="ECP5: move the multipliers' operand and product flip-flops into the MULT18X18D blocks.",
-        ),
-    ] = True,
-    bram_registers: Annotated[
-        bool,
-        typer.Option(
-            "--bram-registers/--no-bram-registers",
-            help="ECP5: move the flip-flops after each block-RAM read into the DP16KD's output register "
-            "(REGMODE=OUTREG).",
-        ),
-    ] = True,
-    check_dsp_registers: Annotated[
-        int,
-        typer.Option(
-            "--check-dsp-registers",
-            min=0,
-            metavar="CYCLES",
-            help="ECP5: first simulate the netlist before and after those moves (DSP and block-RAM registers) side "
-            "by side for CYCLES random cycles (Icarus Verilog) and stop if any output differs.",
-        ),
-    ] = 0,
+    dsp_registers: DspRegisters = True,
+    bram_registers: BramRegisters = True,
+    check_dsp_registers: CheckRegisters = 0,
     max_fanout: Annotated[
         int | None,
         typer.Option(
@@ -147,6 +151,49 @@ def pnr(
     if markdown is not None:
         write_output_file(markdown, to_markdown(report), force)
     err.print(f"[green]✓[/green] logs and report in {escape(report.logs)}")
+
+
+@app.command()
+def netlist(
+    design: Annotated[
+        Path,
+        typer.Argument(
+            help="yosys' JSON netlist of an ECP5 design (`synth_ecp5 ...; write_json DESIGN`).", show_default=False
+        ),
+    ],
+    top: Annotated[str, typer.Option("--top", help="The netlist's top module (yours, when the core sits inside it).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="The rewritten netlist, for nextpnr-ecp5 --json.")],
+    dsp_registers: DspRegisters = True,
+    bram_registers: BramRegisters = True,
+    check_dsp_registers: CheckRegisters = 0,
+    max_fanout: Annotated[
+        int,
+        typer.Option(
+            "--max-fanout",
+            min=0,
+            metavar="N",
+            help="Copy every flip-flop and LUT driving more than N pins so each copy drives at most N, readers "
+            "grouped in name order; 0: off.",
+        ),
+    ] = ECP5_MAX_FANOUT,
+    force: params.ForceOutFile = False,
+) -> None:
+    """Rewrite a yosys ECP5 netlist as `pnr` does before nextpnr: DSP and block-RAM registers inside the blocks, fan-out copies."""
+    from keras2clash.fpga import flow
+
+    done = flow.rewrite_netlist(
+        design,
+        out,
+        top,
+        dsp_registers=dsp_registers,
+        bram_registers=bram_registers,
+        max_fanout=max_fanout,
+        check_cycles=check_dsp_registers,
+        force=force,
+    )
+    for line in done.lines():
+        err.print(escape(line))
+    err.print(f"[green]✓[/green] {escape(str(out))}")
 
 
 class _StepProgress:

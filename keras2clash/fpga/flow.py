@@ -33,6 +33,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -42,13 +43,13 @@ from keras2clash import procs
 from keras2clash.backend.project import load_project
 from keras2clash.errors import K2CError
 from keras2clash.fpga import bramregs
-from keras2clash.fpga.devices import Device, Tool, get_device
+from keras2clash.fpga.devices import ECP5_MAX_FANOUT, Device, Tool, get_device
 from keras2clash.fpga.dspregs import DspFold, fold_netlist
 from keras2clash.fpga.equiv import simulate_equal
 from keras2clash.fpga.fanout import FanoutSplit, placed_locations, split_netlist
 from keras2clash.fpga.harness import CLOCK, HARNESS_TOP, TIED_TOP, harness, ports, tied
 from keras2clash.fpga.report import PnrReport, log_fmax, parse_nextpnr, to_markdown
-from keras2clash.fsutil import atomic_directory, check_writable_target, write_output_file
+from keras2clash.fsutil import atomic_directory, check_output_file, check_writable_target, write_output_file
 from keras2clash.hw.hwmodel import timing
 from keras2clash.procs import find_executable
 from keras2clash.verify.rtlsim import check_weight_files, ensure_hdl
@@ -464,20 +465,30 @@ def _check_multipliers(project, device) -> None:
 def _fold_registers(
     design_json: Path, top: str, check_cycles: int, tell: Progress, *, dsp: bool = True, bram: bool = True
 ) -> tuple[DspFold | None, bramregs.BramFold | None]:
+    """`_fold` on the netlist file `design_json`, rewritten in place."""
+    netlist = json.loads(design_json.read_text())
+    folds = _fold(netlist, top, check_cycles, tell, design_json.parent, dsp=dsp, bram=bram)
+    design_json.write_text(json.dumps(netlist))
+    return folds
+
+
+def _fold(
+    netlist: dict, top: str, check_cycles: int, tell: Progress, work: Path, *, dsp: bool = True, bram: bool = True
+) -> tuple[DspFold | None, bramregs.BramFold | None]:
     """Rewrite yosys' ECP5 netlist with the multiplier registers inside the DSP blocks (`dsp`)
     and the registers after block-RAM reads inside the block RAMs (`bram`); with
     `check_cycles`, first prove the rewrite on that many cycles of random inputs
-    (fpga/equiv.py: both netlists side by side), refusing to go on if any output differs."""
-    netlist = json.loads(design_json.read_text())
+    (fpga/equiv.py: both netlists side by side, in work/dsp_check), refusing to go on if any
+    output differs."""
     before = json.loads(json.dumps(netlist)) if check_cycles else None
     fold = fold_netlist(netlist, top) if dsp else None
     bram_fold = bramregs.fold_netlist(netlist, top) if bram else None
     if before is not None:
         what = " and ".join(w for w, on in (("DSP", dsp), ("block-RAM", bram)) if on)
         tell("synthesis", f"checking the {what} registers: {check_cycles:,} random cycles, both netlists")
-        result = simulate_equal(before, netlist, top, design_json.parent / "dsp_check", cycles=check_cycles)
+        result = simulate_equal(before, netlist, top, work / "dsp_check", cycles=check_cycles)
         if not result.equal:
-            log = design_json.parent / "dsp_check.log"
+            log = work / "dsp_check.log"
             log.write_text(
                 f"{result.differ} of {result.cycles} random cycles differ, the first at cycle "
                 f"{result.first}; the miter and its testbench are in dsp_check/\n"
@@ -490,8 +501,70 @@ def _fold_registers(
             )
         fold = replace(fold, checked_cycles=result.cycles) if fold is not None else None
         bram_fold = replace(bram_fold, checked_cycles=result.cycles) if bram_fold is not None else None
-    design_json.write_text(json.dumps(netlist))
     return fold, bram_fold
+
+
+@dataclass(frozen=True)
+class NetlistRewrite:
+    """What `rewrite_netlist` did, one line each ("" where the step was off)."""
+
+    dsp_registers: str
+    bram_registers: str
+    fanout: str
+
+    def lines(self) -> list[str]:
+        return [line for line in (self.dsp_registers, self.bram_registers, self.fanout) if line]
+
+
+def rewrite_netlist(
+    design: Path,
+    out: Path,
+    top: str,
+    *,
+    dsp_registers: bool = True,
+    bram_registers: bool = True,
+    max_fanout: int = ECP5_MAX_FANOUT,
+    check_cycles: int = 0,
+    force: bool = False,
+) -> NetlistRewrite:
+    """The rewrites `pnr` makes between yosys and nextpnr, on a user's own ECP5 netlist:
+    yosys' JSON (`synth_ecp5 ... ; write_json DESIGN`) in, the netlist for nextpnr-ecp5 out.
+    The multipliers' and block RAMs' registers move into the blocks, and every flip-flop or LUT
+    driving more than `max_fanout` pins (0: none) is copied, readers grouped in name order (the
+    placement-guided grouping needs nextpnr: `pnr --fanout-placement`). `top`: the netlist's
+    top module (the user's own, when the core is inside a larger design). `check_cycles`:
+    first prove the register moves on that many random cycles (Icarus Verilog)."""
+    if max_fanout < 0:
+        raise K2CError(f"bad --max-fanout {max_fanout}: 0 (off) or the most pins a flip-flop may drive")
+    check_output_file(out, force)
+    try:
+        netlist = json.loads(Path(design).read_text())
+    except (OSError, ValueError) as exc:
+        raise K2CError(f"cannot read yosys' JSON netlist {design}: {exc}") from None
+    modules = netlist.get("modules") if isinstance(netlist, dict) else None
+    if not isinstance(modules, dict) or top not in modules:
+        known = ", ".join(sorted(modules)) if isinstance(modules, dict) else "none"
+        raise K2CError(f"{design} has no module {top!r} (its modules: {known}); give the synthesised top with --top")
+    with tempfile.TemporaryDirectory(prefix="k2c-netlist-") as work:
+        try:
+            fold, bram_fold = _fold(
+                netlist,
+                top,
+                check_cycles,
+                lambda step, detail: None,
+                Path(work),
+                dsp=dsp_registers,
+                bram=bram_registers,
+            )
+        except _ToolFailed as exc:
+            raise K2CError(f"{exc}: {exc.log.read_text().strip()}", exit_code=1) from None
+    fanout = split_netlist(netlist, top, max_fanout, None) if max_fanout else None
+    write_output_file(out, json.dumps(netlist), force)
+    return NetlistRewrite(
+        dsp_registers=fold.summary if fold is not None else "",
+        bram_registers=bram_fold.summary if bram_fold is not None else "",
+        fanout=fanout.summary if fanout is not None else "",
+    )
 
 
 def _keep_failed(work: Path, out: Path) -> Path:
