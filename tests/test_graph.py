@@ -16,7 +16,7 @@ from helpers import assert_clash_matches_golden, needs_toolchain
 from keras2clash.errors import K2CError
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.ir.structure import Chain, Parallel, structure
-from keras2clash.kinds.merge import MergeParams
+from keras2clash.kinds.merge import PRODUCT_DEPTH, MergeParams
 from keras2clash.quant import golden
 from keras2clash.quant.formats import FixedFormat
 
@@ -291,7 +291,8 @@ def test_held_gate_repeats_and_the_map_waits_an_image_in_block_ram(tmp_path) -> 
     assert image > BLOCK_RAM_FIFO_DEPTH and image >= 9 * 9 and gate < BLOCK_RAM_FIFO_DEPTH
     res = next(r for r in hwmodel.figures(network.plans).layers if r.name == "merge")
     assert res.block_fifo_bits == image * 3 * 16  # 3 channels of 1,7,8 a beat
-    assert res.fifo_bits == gate * 3 * 16 + 3 * 3 * 16  # the gate's FIFO, the stage's queue
+    # the gate's FIFO, the product stage's queue (its 3 registers + 2 results: K2C.Pipe.mapP2)
+    assert res.fifo_bits == gate * 3 * 16 + (PRODUCT_DEPTH + 2) * 3 * 16
     summary = next(layer for layer in design_summary(network.plans)["layers"] if layer["name"] == "merge")
     assert summary["block_fifo_bits"] == res.block_fifo_bits
     api.emit(model, "1,7,8", tmp_path / "se", show=False)

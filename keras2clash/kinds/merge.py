@@ -53,6 +53,13 @@ MERGE_DEPTH = 1
 """A merge's register stages (K2C.Pipe.mapP on the joined beats: the exact arithmetic, the
 requantization and the activation, then a register)."""
 
+PRODUCT_DEPTH = 3
+"""A Multiply's register stages (K2C.Pipe.mapP2): the joined operands, their exact products,
+the requantized and activated result. A multiplier between a branch FIFO's read and the
+requantization in one cycle was se_digits' critical path on ECP5 (a block-RAM FIFO's 5.6 ns
+read, an unregistered MULT18X18D, the rounding adder and the saturation: 23.6 ns); with the
+operands and products registered the multipliers take those registers into the DSP blocks."""
+
 
 @dataclass(frozen=True)
 class Merge(Layer):
@@ -227,14 +234,20 @@ class _MergeKind(Kind):
         """The Keras layer in float (before its activation)."""
         raise NotImplementedError
 
+    def stage_depth(self, plan: LayerPlan) -> int:
+        """Its stage's registers (`MERGE_DEPTH`, or `PRODUCT_DEPTH` where it multiplies)."""
+        return MERGE_DEPTH
+
     def blocks(
         self, plan: LayerPlan, down: Block, mx: Max, blocks: list[Stateful], knobs: EngineTiming | None = None
     ) -> Block:
-        """Its own stage (K2C.Pipe.mapP after the join; the join is the graph's, `hw.blocks`)."""
-        return pipe_block(MERGE_DEPTH, down, mx, blocks)
+        """Its own stage (K2C.Pipe.mapP or mapP2 after the join; the join is the graph's, `hw.blocks`)."""
+        return pipe_block(self.stage_depth(plan), down, mx, blocks)
 
     def depths(self, plan: LayerPlan) -> tuple[Depth, ...]:
-        return (Depth("stage", STAGES.map_depth(), MERGE_DEPTH, "pipe_types"),)
+        depth = self.stage_depth(plan)
+        stage = STAGES.map2_depth() if depth == PRODUCT_DEPTH else STAGES.map_depth()
+        return (Depth("stage", stage, depth, "pipe_types"),)
 
     def storage(self, plan: LayerPlan) -> Storage:
         """The branch FIFOs in front of the join (LUT RAM; block RAM when deeper than
@@ -246,9 +259,10 @@ class _MergeKind(Kind):
         block = sum(d * b for d, b in zip(own.fifo_depths, beats) if block_ram_fifo(d))
         repeats = sum(b for b, n in zip(beats, self.branch_repeats(plan)) if n > 1)
         out = plan.output_shape[-1] * plan.out_fmt.hw_bits
+        depth = self.stage_depth(plan)
         return Storage(
-            register_bits=out + MERGE_DEPTH + repeats,
-            fifo_bits=lut + (MERGE_DEPTH + 2) * out,
+            register_bits=out + depth + repeats,
+            fifo_bits=lut + (depth + 2) * out,
             block_fifo_bits=block,
         )
 
@@ -264,9 +278,13 @@ class _MergeKind(Kind):
         body, what = self.body(plan, xs)
         formats = ", ".join(str(f) for f in own.in_fmts)
         held = [HASKELL.held_note(plan.inputs[i], math.prod(plan.output_shape[:-1])) for i in own.held]
+        if self.stage_depth(plan) == PRODUCT_DEPTH:
+            stage = HASKELL.product_stage(_nested(xs), body)
+        else:
+            stage = HASKELL.stage(_nested(xs), body)
         return Entry(
             doc=HASKELL.doc(what, plan.activation, plan.out_fmt),
-            body=(HASKELL.stage(_nested(xs), body),),
+            body=(stage,),
             notes=(*held, HASKELL.operands_note(formats)),
             uses=("merge",),
             fields={
@@ -310,6 +328,9 @@ class ElementwiseKind(_MergeKind):
     def multipliers(self, plan: LayerPlan) -> int:
         """A product of n inputs: n - 1 per value."""
         return (len(plan.inputs) - 1) * plan.output_shape[-1] if self.op == "multiply" else 0
+
+    def stage_depth(self, plan: LayerPlan) -> int:
+        return PRODUCT_DEPTH if self.op == "multiply" else MERGE_DEPTH
 
     def float_merge(self, xs: Sequence[np.ndarray]) -> np.ndarray:
         xs = np.broadcast_arrays(*broadcast_to_output(xs, max(np.ndim(x) for x in xs) - 1))
@@ -361,11 +382,8 @@ class ElementwiseKind(_MergeKind):
             exact = f"{EXACT_FN[self.op]} {e} ({exact})" if " " in exact else f"{EXACT_FN[self.op]} {e} {exact}"
         if self.op == "average":
             exact = HASKELL.average(n, exact)
-        lam = (
-            f"\\{elems[0]} {elems[1]} -> activation ({exact})"
-            if n == 2
-            else f"\\{elems[0]} {_nested(elems[1:])} -> activation ({exact})"
-        )
+        result = exact if self.stage_depth(plan) == PRODUCT_DEPTH else f"activation ({exact})"
+        lam = f"\\{elems[0]} {elems[1]} -> {result}" if n == 2 else f"\\{elems[0]} {_nested(elems[1:])} -> {result}"
         zipped = f"{xs[0]} {xs[1]}" if n == 2 else f"{xs[0]} ({_zip_nested(xs[1:])})"
         return HASKELL.zip_with(lam, zipped), HASKELL.elementwise_doc(
             self.op.capitalize(), ", ".join(plan.inputs), shape_text(plan.output_shape)
