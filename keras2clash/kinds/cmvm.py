@@ -96,6 +96,26 @@ class AdderGraph:
         """The adders' widths summed: the full-adder cells (an ECP5 CCU2C holds two)."""
         return sum(node.width for node in self.adders)
 
+    def carry_bits(self) -> int:
+        """Bits that need a full adder: of each adder's width, the low bits below its shifted
+        operand only pass the other operand through."""
+        total = 0
+        for node in self.adders:
+            assert node.a is not None and node.b is not None
+            shifts = [self.nodes[t.node].lsb + t.shift - node.lsb for t in (node.a, node.b)]
+            total += node.width - max(shifts)
+        return total
+
+    def carry_cells(self) -> int:
+        """ECP5 CCU2C cells (two full adders each) when every adder is its own carry chain
+        (a register after every level; `Schedule`)."""
+        cells = 0
+        for node in self.adders:
+            assert node.a is not None and node.b is not None
+            shifts = [self.nodes[t.node].lsb + t.shift - node.lsb for t in (node.a, node.b)]
+            cells += -(-(node.width - max(shifts)) // 2)
+        return cells
+
     def term_coeffs(self, term: Term) -> list[int]:
         """A term's value over the inputs (its shift may be negative: the value is an integer)."""
         node = self.nodes[term.node]
@@ -202,6 +222,27 @@ def from_da4ml(pipeline: Pipeline, low: Sequence[int], high: Sequence[int]) -> A
     for sol in pipeline.solutions:
         terms = builder.stage(sol, terms)
     return AdderGraph(tuple(builder.nodes), tuple(terms), len(builder.low), builder.low, builder.high)
+
+
+def csd_digits(kernel: np.ndarray) -> np.ndarray:
+    """Nonzero digits of each weight in canonical signed digits (its non-adjacent form):
+    popcount(|w| xor 3|w|)."""
+    magnitude = np.abs(np.asarray(kernel).astype(object))
+    return np.vectorize(lambda w: bin(w ^ (3 * w)).count("1"), otypes=[np.int64])(magnitude)
+
+
+def adders_without_sharing(kernel: np.ndarray) -> int:
+    """Adders of every output summed from its CSD digits alone, before da4ml shares any
+    subexpression: an upper estimate known without solving."""
+    digits = csd_digits(kernel).sum(axis=0)
+    return int(np.maximum(digits - 1, 0).sum())
+
+
+def least_depth(kernel: np.ndarray) -> int:
+    """Adder levels of a balanced tree over the CSD digits of the output with the most: the
+    depth da4ml keeps to with delay 0 (sharing can make it shallower)."""
+    most = int(csd_digits(kernel).sum(axis=0).max(initial=0))
+    return max(most - 1, 0).bit_length()
 
 
 def solve(kernel: np.ndarray, low: Sequence[int], high: Sequence[int], delay: int = 2) -> AdderGraph:
