@@ -240,7 +240,9 @@ def adders_without_sharing(kernel: np.ndarray) -> int:
 
 def least_depth(kernel: np.ndarray) -> int:
     """Adder levels of a balanced tree over the CSD digits of the output with the most: the
-    depth da4ml keeps to with delay 0 (sharing can make it shallower)."""
+    depth da4ml aims at with delay 0, an estimate only: its solution can be shallower
+    (sharing) or deeper (x @ [-3, 11, 14] on 1-bit inputs: 4 levels against 3), so the
+    hardware's depth is always the solved graph's."""
     most = int(csd_digits(kernel).sum(axis=0).max(initial=0))
     return max(most - 1, 0).bit_length()
 
