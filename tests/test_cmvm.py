@@ -18,6 +18,9 @@ from hypothesis import strategies as st
 from helpers import needs_toolchain
 from keras2clash.kinds import cmvm
 
+CLASH_LIB = Path(__file__).resolve().parent.parent / "clash_lib"
+"""K2C.Cmvm (`fit`), which the generated modules import."""
+
 
 def corners_and_random(low: list[int], high: list[int], n: int, seed: int) -> np.ndarray:
     """The all-low and all-high vectors, then random ones in the box."""
@@ -103,9 +106,8 @@ def test_clash_simulation_equals_products_cycle_for_cycle(tmp_path, levels):
         sequence += [x, None] if i % 5 == 2 else [x]
     (tmp_path / "Cmvm.hs").write_text(cmvm.haskell_module("Cmvm", "dense_1", kernel, schedule))
     (tmp_path / "Main.hs").write_text(cmvm.simulation_main("Cmvm", "dense_1", schedule, sequence))
-    subprocess.run(
-        ["ghc", "-O0", "-outputdir", "obj", "-o", "sim", "Main.hs"], cwd=tmp_path, check=True, capture_output=True
-    )
+    ghc = ["ghc", "-O0", f"-i{CLASH_LIB}", "-outputdir", "obj", "-o", "sim", "Main.hs"]
+    subprocess.run(ghc, cwd=tmp_path, check=True, capture_output=True)
     lines = subprocess.run([tmp_path / "sim"], check=True, capture_output=True, text=True).stdout.splitlines()
     want = ["-"] * (len(sequence) + schedule.stages + 1)
     for cycle, x in enumerate(sequence, start=1):  # after the reset cycle
@@ -176,7 +178,17 @@ def test_yosys_cells_match_the_estimate(tmp_path, levels):
     schedule = cmvm.Schedule(graph, levels)
     (tmp_path / "Cmvm.hs").write_text(cmvm.haskell_module("Cmvm", "dense_1", kernel, schedule))
     (tmp_path / "Top.hs").write_text(cmvm.top_module("Cmvm", "dense_1", schedule))
-    clash = ["clash", "Top.hs", "--verilog", "-fclash-no-cache", "-fclash-hdldir", "hdl", "-outputdir", "obj"]
+    clash = [
+        "clash",
+        f"-i{CLASH_LIB}",
+        "Top.hs",
+        "--verilog",
+        "-fclash-no-cache",
+        "-fclash-hdldir",
+        "hdl",
+        "-outputdir",
+        "obj",
+    ]
     subprocess.run(clash, cwd=tmp_path, check=True, capture_output=True)
     verilog = next((tmp_path / "hdl").rglob("topEntity.v")).relative_to(tmp_path)
     (tmp_path / "synth.ys").write_text(NO_MACC.format(verilog=verilog))

@@ -272,6 +272,12 @@ class Kind:
         """The register depths of its own blocks that the hardware model counts."""
         return ()
 
+    def modules(self, plan: LayerPlan, params: QuantizedLayer | None) -> dict[str, str]:
+        """Haskell modules of its own, generated for this layer: module name -> text (the
+        project holds `A/B.hs` for module `A.B`, and Network.hs imports it: `Entry.fields`'
+        `imports`)."""
+        return {}
+
     def weights(self, plan: LayerPlan, fn: str, params: QuantizedLayer | None) -> tuple[tuple[str, ...], str] | None:
         """Its definitions in Weights.hs: the names exported and the Haskell text; None. `params`:
         its quantized constants (`quantize`), None for a kind without (`has_params`)."""

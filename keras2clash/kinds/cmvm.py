@@ -13,14 +13,22 @@ integers, before the bias and the one requantization; only the structure differs
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+import json
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
+import da4ml
 import numpy as np
 from da4ml.cmvm import solve as da4ml_solve
 from da4ml.types import Pipeline
 
 from keras2clash.backend.haskell import kind_template, vec_literal
+from keras2clash.jsontypes import Json, JsonObject
 
 HASKELL = kind_template("cmvm.hs.j2")
 
@@ -182,17 +190,24 @@ class _Builder:
         b = Term(b.node, b.shift)
         key = (a, b, sub)
         if key not in self.memo:
-            na, nb = self.nodes[a.node], self.nodes[b.node]
-            lsb = min(na.lsb + a.shift, nb.lsb + b.shift)
-            sa, sb = na.lsb + a.shift - lsb, nb.lsb + b.shift - lsb
-            sign = -1 if sub else 1
-            coeffs = tuple((ca << sa) + sign * (cb << sb) for ca, cb in zip(na.coeffs, nb.coeffs, strict=True))
-            low, high = _box(coeffs, self.low, self.high)
-            level = 1 + max(na.level, nb.level)
-            name = f"t{len(self.nodes) - len(self.low)}"
-            self.nodes.append(Node(name, level, lsb, coeffs, low, high, a, b, sub))
-            self.memo[key] = len(self.nodes) - 1
+            self.memo[key] = self.node(a, b, sub)
         return Term(self.memo[key], 0, negate)
+
+    def node(self, a: Term, b: Term, sub: bool) -> int:
+        """A new node a + b (a - b), its exact coefficients, range and level: its index."""
+        na, nb = self.nodes[a.node], self.nodes[b.node]
+        lsb = min(na.lsb + a.shift, nb.lsb + b.shift)
+        sa, sb = na.lsb + a.shift - lsb, nb.lsb + b.shift - lsb
+        sign = -1 if sub else 1
+        coeffs = tuple((ca << sa) + sign * (cb << sb) for ca, cb in zip(na.coeffs, nb.coeffs, strict=True))
+        low, high = _box(coeffs, self.low, self.high)
+        level = 1 + max(na.level, nb.level)
+        name = f"t{len(self.nodes) - len(self.low)}"
+        self.nodes.append(Node(name, level, lsb, coeffs, low, high, a, b, sub))
+        return len(self.nodes) - 1
+
+    def graph(self, outputs: Sequence[Term | None]) -> AdderGraph:
+        return AdderGraph(tuple(self.nodes), tuple(outputs), len(self.low), self.low, self.high)
 
     def stage(self, sol: object, inputs: Sequence[Term | None]) -> list[Term | None]:
         """One CombLogic of the cascade on the given input terms -> its output terms."""
@@ -221,7 +236,46 @@ def from_da4ml(pipeline: Pipeline, low: Sequence[int], high: Sequence[int]) -> A
     terms: list[Term | None] = [Term(j) for j in range(len(builder.low))]
     for sol in pipeline.solutions:
         terms = builder.stage(sol, terms)
-    return AdderGraph(tuple(builder.nodes), tuple(terms), len(builder.low), builder.low, builder.high)
+    return builder.graph(terms)
+
+
+def _term_json(term: Term | None) -> Json:
+    return None if term is None else [term.node, term.shift, term.negate]
+
+
+def _term_from_json(value: Json) -> Term | None:
+    if value is None:
+        return None
+    assert isinstance(value, list) and len(value) == 3
+    node, shift, negate = value
+    assert isinstance(node, int) and isinstance(shift, int) and isinstance(negate, bool)
+    return Term(node, shift, negate)
+
+
+def graph_to_json(graph: AdderGraph) -> JsonObject:
+    """The graph's structure (each adder's operands, the outputs) and its input box: what
+    `graph_from_json` rebuilds the exact ranges and levels from."""
+    adders: list[Json] = []
+    for node in graph.adders:
+        adders.append([_term_json(node.a), _term_json(node.b), node.subtract])
+    return {
+        "low": list(graph.low),
+        "high": list(graph.high),
+        "adders": adders,
+        "outputs": [_term_json(t) for t in graph.outputs],
+    }
+
+
+def graph_from_json(data: Mapping[str, Json]) -> AdderGraph:
+    low, high, adders, outputs = (data[key] for key in ("low", "high", "adders", "outputs"))
+    assert isinstance(low, list) and isinstance(high, list) and isinstance(adders, list) and isinstance(outputs, list)
+    builder = _Builder([int(v) for v in low if isinstance(v, int)], [int(v) for v in high if isinstance(v, int)])
+    for item in adders:
+        assert isinstance(item, list)
+        a, b, sub = _term_from_json(item[0]), _term_from_json(item[1]), item[2]
+        assert a is not None and b is not None and isinstance(sub, bool)
+        builder.node(a, b, sub)
+    return builder.graph([_term_from_json(t) for t in outputs])
 
 
 def csd_digits(kernel: np.ndarray) -> np.ndarray:
@@ -266,6 +320,66 @@ def solve(kernel: np.ndarray, low: Sequence[int], high: Sequence[int], delay: in
     return graph
 
 
+SOLVER = f"da4ml {da4ml.__version__}"
+"""What a cached solution was solved with: part of its key."""
+
+_solved: dict[str, AdderGraph] = {}
+
+
+def solution_key(kernel: np.ndarray, low: Sequence[int], high: Sequence[int], delay: int) -> str:
+    """The sha256 of everything a solution depends on: the kernel's values and shape, the input
+    box, the delay and the solver's version."""
+    digest = hashlib.sha256(SOLVER.encode())
+    digest.update(json.dumps([list(np.shape(kernel)), [int(v) for v in np.ravel(kernel)]]).encode())
+    digest.update(json.dumps([[int(v) for v in low], [int(v) for v in high], delay]).encode())
+    return digest.hexdigest()
+
+
+def solve_cached(
+    kernel: np.ndarray,
+    low: Sequence[int],
+    high: Sequence[int],
+    delay: int = 2,
+    what: str = "",
+    cache: Path | None = None,
+) -> AdderGraph:
+    """`solve`, kept: in this process, and as JSON under `cache`/cmvm/<solution_key> (the
+    solver is deterministic; a large layer takes it a minute). A line on stderr says which
+    layer (`what`) is being solved and how long it took."""
+    key = solution_key(kernel, low, high, delay)
+    if key in _solved:
+        return _solved[key]
+    path = cache / "cmvm" / f"{key}.json" if cache is not None else None
+    graph = None
+    if path is not None and path.is_file():
+        try:
+            graph = graph_from_json(json.loads(path.read_text()))
+        except (OSError, ValueError, KeyError, AssertionError, IndexError):
+            graph = None  # a damaged entry is solved again
+        if graph is not None and not np.array_equal(graph.kernel(), np.asarray(kernel).astype(object)):
+            graph = None
+    if graph is None:
+        start = time.monotonic()
+        print(
+            f"solving the adder graph of {what or 'a matrix'} ({kernel.shape[0]} x {kernel.shape[1]})", file=sys.stderr
+        )
+        graph = solve(kernel, low, high, delay)
+        print(
+            f"  {len(graph.adders):,} adders in {graph.depth} level(s), {time.monotonic() - start:.1f} s",
+            file=sys.stderr,
+        )
+        if path is not None:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_suffix(f".{os.getpid()}.tmp")
+                tmp.write_text(json.dumps(graph_to_json(graph)))
+                os.replace(tmp, path)
+            except OSError:
+                pass  # the cache is best effort
+    _solved[key] = graph
+    return graph
+
+
 @dataclass(frozen=True)
 class Schedule:
     """The graph cut into `stages` register stages of `levels` adder levels each: stage s
@@ -307,12 +421,28 @@ def _operand(graph: AdderGraph, node: Node, term: Term) -> tuple[str, int]:
     return src.name, src.lsb + term.shift - node.lsb
 
 
-def haskell_module(module: str, function: str, kernel: np.ndarray, schedule: Schedule) -> str:
-    """A Clash module: `function` (the pipelined graph on a valid-tagged vector) and the
-    weights it multiplies by, one pure function per register stage."""
+def haskell_module(
+    module: str,
+    function: str,
+    kernel: np.ndarray,
+    schedule: Schedule,
+    *,
+    in_width: int | None = None,
+    out_width: int | None = None,
+    out_shift: int = 0,
+    bias: Sequence[int] | None = None,
+    doc: str = "",
+) -> str:
+    """A Clash module: `function` (the pipelined graph on a valid-tagged vector), the weights
+    it multiplies by, one pure function per register stage, and `type Depth` (its stages).
+    A layer's module (kinds.engine) gives its inputs' container width `in_width`, its
+    accumulator's width `out_width`, the products' shift into the accumulator's fraction bits
+    `out_shift`, and its `bias` (raw, in the accumulator's bits); by default the inputs and
+    products are as wide as their ranges."""
     graph = schedule.graph
     live = schedule.live()
     inputs = list(range(graph.n_in))
+    first_width = in_width if in_width is not None else max(graph.nodes[i].width for i in inputs)
     stages = []
     for s in range(1, schedule.stages + 1):
         before = inputs if s == 1 else live[s - 2]
@@ -323,8 +453,8 @@ def haskell_module(module: str, function: str, kernel: np.ndarray, schedule: Sch
             (a, sa), (b, sb) = _operand(graph, node, node.a), _operand(graph, node, node.b)
             equations.append((node.name, a, sa, "-" if node.subtract else "+", b, sb, node.width, node.level))
         after = live[s - 1]
-        width_in = max(graph.nodes[i].width for i in before)
-        width_out = max(graph.nodes[i].width for i in after)
+        width_in = first_width if s == 1 else max(graph.nodes[i].width for i in before)
+        width_out = max((graph.nodes[i].width for i in after), default=1)
         stages.append(
             {
                 "index": s,
@@ -336,24 +466,23 @@ def haskell_module(module: str, function: str, kernel: np.ndarray, schedule: Sch
             }
         )
     low, high = graph.output_range()
-    out_width = signed_width(low, high)
+    width = out_width if out_width is not None else signed_width(low << out_shift, high << out_shift)
     outputs = []
     for term in graph.outputs:
         if term is None:
             outputs.append(("0", 0, False))
         else:
             node = graph.nodes[term.node]
-            outputs.append((node.name, node.lsb + term.shift, term.negate))
-    in_width = max(graph.nodes[i].width for i in inputs)
+            outputs.append((node.name, node.lsb + term.shift + out_shift, term.negate))
     rows = [vec_literal(kernel[:, k]) for k in range(kernel.shape[1])]
     return HASKELL.module(
         module=module,
         function=function,
         n_in=graph.n_in,
         n_out=len(graph.outputs),
-        in_width=in_width,
-        out_width=out_width,
-        weight_width=max(signed_width(int(kernel.min()), int(kernel.max())), 2),
+        in_width=first_width,
+        out_width=width,
+        weight_width=max(signed_width(int(kernel.min(initial=0)), int(kernel.max(initial=0))), 2),
         rows=rows,
         stages=stages,
         last_width=stages[-1]["width_out"],
@@ -362,6 +491,9 @@ def haskell_module(module: str, function: str, kernel: np.ndarray, schedule: Sch
         depth=graph.depth,
         levels=schedule.levels,
         latency=schedule.stages,
+        bias=vec_literal(np.asarray(bias)) if bias is not None else "",
+        doc=doc,
+        out_shift=out_shift,
     )
 
 

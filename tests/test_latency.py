@@ -1,0 +1,135 @@
+"""The latency strategy (`--strategy latency`): a Dense layer's weights as constants of an
+adder graph (kinds.cmvm, K2C.Cmvm) behind one finish stage, one vector a cycle. Planned with
+no multiplier and no weight memory; refused in one line where it is not built; its solved
+graphs cached; and in Clash, random small networks equal the golden model bit for bit with
+the hardware model's accept and output cycles, alone and beside resource-strategy layers,
+and once in Verilator."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import keras2clash as k2c
+from helpers import assert_clash_matches_golden, needs_toolchain, random_dense_model
+from keras2clash.backend.project import load_project
+from keras2clash.design import DesignOptions
+from keras2clash.errors import K2CError
+from keras2clash.hw import hwmodel
+from keras2clash.hw.plan import Knobs, LayerFormats, LayerPlan
+from keras2clash.hw.planner import make_plan
+from keras2clash.kinds import cmvm, engine
+from keras2clash.network import load_network
+from keras2clash.quant.formats import parse_format
+
+
+def _network(layers, strategy, fmt="1,2,3", seed=3, **knobs):
+    return load_network(random_dense_model(layers, n_in=6, seed=seed, scale=1.5), fmt, strategy=strategy, **knobs)
+
+
+def test_a_latency_layer_has_no_multiplier_and_no_weight_memory():
+    plans = _network([(5, "relu"), (3, "linear")], "latency").plans
+    dense = [p for p in plans if p.is_compute]
+    assert [p.multipliers for p in dense] == [0, 0] and [p.rom_bits for p in dense] == [0, 0]
+    assert [(p.engine_knobs.pe, p.engine_knobs.cycles) for p in dense] == [(5, 1), (3, 1)]
+    assert all(engine.graph_stages(p) == -(-p.params.adder_depth // 2) for p in dense)  # type: ignore[attr-defined]
+    t = hwmodel.timing(plans, 20)
+    assert t.ii == 1
+    # a plan reads back from the manifest as it was, strategy and graph figures included
+    for plan in dense:
+        assert LayerPlan.from_json(json.loads(json.dumps(plan.to_json()))) == plan
+    assert Knobs.from_json(Knobs(2, 3, 1, "latency").to_json()) == Knobs(2, 3, 1, "latency")
+
+
+def test_the_resource_strategy_plans_as_without_the_knob():
+    resource = _network([(5, "relu"), (3, "linear")], None).plans
+    assert resource == _network([(5, "relu"), (3, "linear")], "resource").plans
+    data = resource[0].to_json()
+    assert "strategy" not in data["knobs"] and set(data["params"]) == {"exact_accumulator"}  # type: ignore[arg-type]
+
+
+def test_the_strategy_per_layer():
+    plans = _network([(5, "relu"), (4, "relu"), (3, "linear")], "latency,resource,latency").plans
+    assert [p.multipliers for p in plans if p.is_compute] == [0, 5, 0]
+    assert [p.engine_knobs.strategy for p in plans if p.is_compute] == ["latency", "resource", "latency"]
+
+
+def test_bad_strategies_are_refused_in_one_line():
+    with pytest.raises(K2CError, match="bad strategy 'fast': expected resource or latency"):
+        DesignOptions.of(strategy="fast")
+    with pytest.raises(K2CError, match="2 value.s. given, the model has 3"):
+        _network([(5, "relu"), (4, "relu"), (3, "linear")], "latency,resource")
+    graph = _network([(5, "relu"), (3, "linear")], None).graph
+    narrow = {"dense_0": LayerFormats(accumulator_bits=12)}
+    with pytest.raises(K2CError, match="layer 'dense_0': the latency strategy computes the exact accumulator"):
+        make_plan(graph, parse_format("1,2,3"), layer_formats=narrow, strategy="latency")
+    with pytest.raises(K2CError, match="unknown strategy 'fast'"):
+        make_plan(graph, parse_format("1,2,3"), strategy="fast")
+
+
+def test_a_convolution_at_the_latency_strategy_is_refused_in_one_line():
+    import keras
+
+    model = keras.Sequential([keras.Input((6, 6, 2)), keras.layers.Conv2D(3, 3, name="conv"), keras.layers.Flatten()])
+    with pytest.raises(K2CError, match=r"layer 'conv' \(conv2d\): the latency strategy builds dense layers"):
+        load_network(model, "1,3,4", strategy="latency")
+
+
+def test_solved_graphs_are_cached_on_disk(tmp_path, monkeypatch, capsys):
+    """A solution is written once under cmvm/<key>.json and read back equal."""
+    rng = np.random.default_rng(5)
+    kernel = rng.integers(-8, 8, size=(7, 4))
+    low, high = [-16] * 7, [15] * 7
+    monkeypatch.setattr(cmvm, "_solved", {})
+    first = cmvm.solve_cached(kernel, low, high, 2, "layer 'x'", tmp_path)
+    assert "solving the adder graph of layer 'x' (7 x 4)" in capsys.readouterr().err
+    (entry,) = (tmp_path / "cmvm").glob("*.json")
+    assert entry.stem == cmvm.solution_key(kernel, low, high, 2)
+    monkeypatch.setattr(cmvm, "_solved", {})
+    again = cmvm.solve_cached(kernel, low, high, 2, "layer 'x'", tmp_path)
+    assert capsys.readouterr().err == ""  # read, not solved
+    assert again == first
+    assert cmvm.graph_from_json(cmvm.graph_to_json(first)) == first
+
+
+LATENCY_NETS = [
+    # layers, format, pipeline, strategy
+    ([(5, "relu"), (3, "linear")], "1,3,4", 1, "latency"),
+    ([(7, "relu"), (4, "sigmoid"), (3, "softmax")], "1,2,5", 2, "latency"),
+    ([(4, "linear")], "1,4,3", 0, "latency"),
+    ([(6, "relu"), (5, "relu"), (3, "linear")], "1,2,3", 3, "latency,resource,latency"),
+]
+
+
+@needs_toolchain
+@pytest.mark.toolchain
+@pytest.mark.parametrize(("layers", "fmt", "pipeline", "strategy"), LATENCY_NETS)
+def test_latency_networks_bit_exact_in_clash_with_the_models_cycles(tmp_path, layers, fmt, pipeline, strategy):
+    """Golden == Clash simulation, back to back and under input gaps and output stalls, every
+    accept and output cycle as the hardware model has them (a few seconds each)."""
+    seed = len(layers) + pipeline
+    model = random_dense_model(layers, n_in=6, seed=seed, scale=1.5)
+    root = k2c.emit(model, fmt, tmp_path / "net", pipeline=pipeline, strategy=strategy, show=False)
+    project = load_project(root)
+    first = project.plans[0].in_fmt
+    x = np.random.default_rng(seed).integers(first.raw_min, first.raw_max + 1, (40, 6))
+    x[0], x[1] = first.raw_min, first.raw_max
+    assert_clash_matches_golden(project, x, seed)
+    assert (root / "Cmvm" / "Dense_0.hs").is_file()
+
+
+@needs_toolchain
+@pytest.mark.toolchain
+def test_a_latency_network_in_verilator(tmp_path):
+    """The generated Verilog of two latency layers, bit-exact under input gaps and output stalls."""
+    from keras2clash import api
+
+    model = random_dense_model([(6, "relu"), (3, "linear")], n_in=5, seed=8, scale=1.5)
+    k2c.emit(model, "1,3,4", tmp_path / "net", strategy="latency", show=False)
+    x = np.random.default_rng(8).normal(0, 3, size=(30, 5)).astype(np.float32)
+    np.savez(tmp_path / "data.npz", x=x, y=np.zeros(30, dtype=np.int64))
+    k2c.hdl(tmp_path / "net", ("verilog",))
+    rtl = api.rtlsim(tmp_path / "net", tmp_path / "data.npz", "verilator", gap_max=3, seed=4, show=False)
+    assert rtl.ok and len(rtl.samples) == rtl.passed == 30
