@@ -17,7 +17,7 @@ from helpers import assert_clash_matches_golden, needs_toolchain, random_dense_m
 from keras2clash.backend.project import load_project
 from keras2clash.design import DesignOptions
 from keras2clash.errors import K2CError
-from keras2clash.hw import hwmodel
+from keras2clash.hw import allocate, hwmodel, options
 from keras2clash.hw.plan import Knobs, LayerFormats, LayerPlan
 from keras2clash.hw.planner import make_plan
 from keras2clash.kinds import cmvm, engine
@@ -54,6 +54,17 @@ def test_the_strategy_per_layer():
     plans = _network([(5, "relu"), (4, "relu"), (3, "linear")], "latency,resource,latency").plans
     assert [p.multipliers for p in plans if p.is_compute] == [0, 5, 0]
     assert [p.engine_knobs.strategy for p in plans if p.is_compute] == ["latency", "resource", "latency"]
+
+
+def test_options_and_the_budget_leave_a_latency_layer_as_it_is():
+    """`options` varies the resource layers only; `--dsp-budget` gives them the whole budget."""
+    plans = _network([(5, "relu"), (4, "relu"), (3, "linear")], "latency,resource,latency").plans
+    dense = [p for p in plans if p.is_compute]
+    assert [options.layer_choices(p, cycles_too=True) for p in dense[::2]] == [[(5, 1)], [(3, 1)]]
+    assert options.count_configs(plans, cycles_too=True) == len(options.layer_choices(dense[1], cycles_too=True))
+    alloc = allocate.balanced(plans, 3)
+    assert alloc.parallelism[::2] == [5, 3] and alloc.cycles[::2] == [1, 1]
+    assert alloc.figures.multipliers <= 3 and alloc.parallelism[1] * -(-5 // alloc.cycles[1]) == 3
 
 
 def test_bad_strategies_are_refused_in_one_line():

@@ -157,6 +157,11 @@ class LayerPlan:
         return kind_of(self.type)
 
     @property
+    def fixed_knobs(self) -> bool:
+        """Its `pe` and `cycles` are fixed by its strategy (`Kind.fixed_knobs`): no other is tried."""
+        return self.kind is not None and self.kind.fixed_knobs(self)
+
+    @property
     def is_compute(self) -> bool:
         """A layer with the space-time knobs (`Kind.has_knobs`: the filter engine's kinds)."""
         return self.kind is not None and self.kind.has_knobs

@@ -191,6 +191,11 @@ class Kind:
         """The plan of a merge with its branch FIFOs `depths` deep."""
         raise NotImplementedError(f"{type(self).__name__} joins no branches")
 
+    def fixed_knobs(self, plan: LayerPlan) -> bool:
+        """Its `pe` and `cycles` are what its strategy builds, not a choice (`hw.options`,
+        `hw.allocate` try no other)."""
+        return False
+
     def exact_accumulator(self, plan: LayerPlan) -> bool:
         """Whether its accumulator (`plan.acc_fmt`, when it has one) is the exact one."""
         return True

@@ -295,6 +295,9 @@ class EngineKind(Kind):
     def window_values(self, plan: LayerPlan) -> int:
         return self.window_channels(plan) * plan.window
 
+    def fixed_knobs(self, plan: LayerPlan) -> bool:
+        return is_latency(plan)
+
     def multipliers(self, plan: LayerPlan) -> int:
         return 0 if is_latency(plan) else plan.engine_knobs.pe * plan.chunk
 
