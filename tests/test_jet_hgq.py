@@ -108,7 +108,7 @@ def test_qat_example_hardware_whole_test_set(tmp_path):
 def test_qat_example_at_the_latency_strategy_whole_test_set(tmp_path, jet):
     """Every layer an adder graph of its constant weights (--strategy latency): HGQ2 == Clash
     simulation == Verilator on all 10,000 outputs, a vector a cycle, no multiplier (about
-    twelve minutes: Clash takes six for the 2,866 adders' Verilog)."""
+    seven minutes: Clash takes most of them for the 2,866 adders' Verilog)."""
     model, x, _ = jet
     comp, rtl = run_hardware(JET / "jet_qat.keras", JET / "test.npz", tmp_path / "jet", strategy="latency")
     assert comp.samples == comp.bit_exact == 2000

@@ -268,11 +268,13 @@ class EngineKind(Kind):
         )
         return replace(plan, params=params)
 
-    def adder_graph(self, plan: LayerPlan) -> cmvm.AdderGraph:
-        """The layer's kernel as an adder graph on its input's raw range (solved once: cached)."""
-        if plan.layer is None:
-            raise ValueError(f"layer '{plan.name}': its adder graph needs the layer's weights")
-        kernel = self.quantize(plan.layer, plan).kernel
+    def adder_graph(self, plan: LayerPlan, kernel: np.ndarray | None = None) -> cmvm.AdderGraph:
+        """The layer's quantized kernel (`kernel`, else its record's) as an adder graph on its
+        input's raw range (solved once: cached)."""
+        if kernel is None:
+            if plan.layer is None:
+                raise ValueError(f"layer '{plan.name}': its adder graph needs the layer's weights")
+            kernel = self.quantize(plan.layer, plan).kernel
         low, high = [plan.in_fmt.raw_min] * plan.window, [plan.in_fmt.raw_max] * plan.window
         return cmvm.solve_cached(kernel, low, high, GRAPH_DELAY, f"layer '{plan.name}'", cache_root())
 
@@ -494,7 +496,7 @@ class EngineKind(Kind):
             return {}
         assert params is not None and plan.acc_fmt is not None and plan.w_fmt is not None
         assert plan.b_fmt is not None
-        graph = self.adder_graph(plan)
+        graph = self.adder_graph(plan, np.asarray(params.kernel))  # the golden model's weights
         product_shift = plan.acc_fmt.frac - (plan.in_fmt.raw_frac + plan.w_fmt.raw_frac)
         bias = np.asarray(params.bias).astype(object) << (plan.acc_fmt.frac - plan.b_fmt.raw_frac)
         module = cmvm_module(plan)
