@@ -1,9 +1,10 @@
-"""The latency strategy (`--strategy latency`): a Dense layer's weights as constants of an
-adder graph (kinds.cmvm, K2C.Cmvm) behind one finish stage, one vector a cycle. Planned with
-no multiplier and no weight memory; refused in one line where it is not built; its solved
-graphs cached; and in Clash, random small networks equal the golden model bit for bit with
-the hardware model's accept and output cycles, alone and beside resource-strategy layers,
-and once in Verilator."""
+"""The latency strategy (`--strategy latency`): a Dense or convolution layer's weights as
+constants of an adder graph (kinds.cmvm, K2C.Cmvm) behind one finish stage, one vector or
+window a cycle. Planned with no multiplier and no weight memory; refused in one line where it
+is not built; its solved graphs cached; kept as it is by `options` and `--dsp-budget`; and
+in Clash, random small networks equal the golden model bit for bit with the hardware model's
+accept and output cycles, alone and beside resource-strategy layers, convolutions of every
+padding and stride, and once in Verilator."""
 
 from __future__ import annotations
 
@@ -80,12 +81,16 @@ def test_bad_strategies_are_refused_in_one_line():
         make_plan(graph, parse_format("1,2,3"), strategy="fast")
 
 
-def test_a_convolution_at_the_latency_strategy_is_refused_in_one_line():
+def test_what_the_latency_strategy_does_not_build_is_refused_in_one_line():
     import keras
 
-    model = keras.Sequential([keras.Input((6, 6, 2)), keras.layers.Conv2D(3, 3, name="conv"), keras.layers.Flatten()])
-    with pytest.raises(K2CError, match=r"layer 'conv' \(conv2d\): the latency strategy builds dense layers"):
-        load_network(model, "1,3,4", strategy="latency")
+    dilated = keras.Sequential([keras.Input((8, 8, 2)), keras.layers.Conv2D(3, 3, dilation_rate=2, name="conv")])
+    with pytest.raises(K2CError, match=r"layer 'conv' \(conv2d\): the latency strategy builds undilated convolutions"):
+        load_network(dilated, "1,3,4", strategy="latency")
+    depthwise = keras.Sequential([keras.Input((6, 6, 2)), keras.layers.DepthwiseConv2D(3, name="dw")])
+    refused = r"layer 'dw' \(depthwise2d\): the latency strategy builds dense and undilated convolution layers"
+    with pytest.raises(K2CError, match=refused):
+        load_network(depthwise, "1,3,4", strategy="latency")
 
 
 def test_solved_graphs_are_cached_on_disk(tmp_path, monkeypatch, capsys):
@@ -129,6 +134,41 @@ def test_latency_networks_bit_exact_in_clash_with_the_models_cycles(tmp_path, la
     x[0], x[1] = first.raw_min, first.raw_max
     assert_clash_matches_golden(project, x, seed)
     assert (root / "Cmvm" / "Dense_0.hs").is_file()
+
+
+def conv_net(kind: str):
+    """A small convolutional network of random weights: Conv2D (same, stride 2 or 1), Conv1D
+    (causal), or a Dense applied per position (a 1x1 convolution), then a Dense."""
+    import keras
+    from keras import layers
+
+    if kind == "conv1d":
+        shape, first = (9, 2), layers.Conv1D(3, 3, padding="causal", activation="relu", name="conv")
+    elif kind == "pointwise":
+        shape, first = (3, 4, 2), layers.Dense(3, activation="relu", name="conv")
+    else:
+        stride = 2 if kind == "conv2d_stride" else 1
+        shape, first = (5, 6, 2), layers.Conv2D(3, 3, strides=stride, padding="same", activation="relu", name="conv")
+    model = keras.Sequential([keras.Input(shape), first, layers.Flatten(), layers.Dense(4, name="dense")])
+    rng = np.random.default_rng(len(kind))
+    model.set_weights([rng.normal(0, 1.0, w.shape).astype("float32") for w in model.get_weights()])
+    return model
+
+
+@needs_toolchain
+@pytest.mark.toolchain
+@pytest.mark.parametrize("kind", ["conv2d", "conv2d_stride", "conv1d", "pointwise"])
+def test_latency_convolutions_bit_exact_in_clash_with_the_models_cycles(tmp_path, kind):
+    """The window generator's windows into the adder graph, one a cycle: golden == Clash
+    simulation (back to back, under gaps and stalls) with the model's every cycle."""
+    model = conv_net(kind)
+    root = k2c.emit(model, "1,2,3", tmp_path / "net", strategy="latency", show=False)
+    project = load_project(root)
+    assert [p.multipliers for p in project.plans if p.is_compute] == [0, 0]
+    first = project.plans[0].in_fmt
+    shape = (6, *model.inputs[0].shape[1:])
+    x = np.random.default_rng(2).integers(first.raw_min, first.raw_max + 1, shape)
+    assert_clash_matches_golden(project, x, 5)
 
 
 @needs_toolchain

@@ -31,15 +31,17 @@ and rounds once: the engine's exact accumulator and finish, to the bit.
 -}
 module K2C.Cmvm
   ( cmvm
+  , windows
   , fit
   , CmvmDepth
   ) where
 
-import Clash.Prelude
+import Clash.Prelude hiding (window)
 
 import K2C.Activation (Finish (..), TableRegs)
 import K2C.Pipe (pipeS, stageReg)
-import K2C.Stream (Stream)
+import K2C.Stream (Stream, mapS, (|>))
+import K2C.Window (WindowShape, window)
 
 -- | The registers of 'cmvm': the graph's @s@, the finish stage, a table's @t@.
 type CmvmDepth s t = s + 1 + t
@@ -64,6 +66,16 @@ cmvm SNat graph bias (Finish requant activate) = pipeS (SNat @(CmvmDepth s t)) p
     tableRegs
       | snatToNum (SNat @t) == (2 :: Int) = stageReg . stageReg
       | otherwise = id
+
+-- | A convolution's windows as the graph's input vectors: "K2C.Window"'s
+-- generator, each window flattened in Keras kernel order (rows, columns,
+-- channels; wires only). Its stream goes straight into 'cmvm', which takes a
+-- window every cycle.
+windows
+  :: (HiddenClockResetEnable dom, WindowShape h w kh kw sh sw c, NFDataX a)
+  => SNat h -> SNat w -> SNat kh -> SNat kw -> SNat sh -> SNat sw
+  -> Stream dom (Vec c a) (Vec (kh * kw * c) a)
+windows h w kh kw sh sw = window h w kh kw sh sw |> mapS (concat . map concat)
 
 -- | An operand at a term's width, modulo 2^b: a sum that fits its term's width
 -- is exact whatever its operands' widths (two's complement), so an operand

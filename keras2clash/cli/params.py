@@ -40,7 +40,7 @@ PIPE_HELP = (
     "clock on ECP5 (auto = 100 MHz). Fewer levels: a faster clock, a few cycles more latency."
 )
 STRATEGY_HELP = (
-    "What every dense layer is built as, one for all or one per dense/conv2d layer, e.g. "
+    "What every dense/conv2d layer is built as, one for all or one per layer, e.g. "
     "latency or latency,resource: resource (default) reads weights from a memory into "
     "multipliers (--parallelism, --cycles); latency makes them constants of a multiplier-free "
     "adder graph that takes a vector every cycle (--pipeline: adder levels per register stage)."

@@ -252,8 +252,9 @@ class EngineKind(Kind):
         1), its solved graph's depth and register bits."""
         if not self.latency_built:
             raise K2CError(
-                f"layer '{plan.name}' ({plan.type}): the latency strategy builds dense layers; give this layer "
-                "the resource strategy (--strategy takes one per dense/conv2d layer, e.g. latency,resource)"
+                f"layer '{plan.name}' ({plan.type}): the latency strategy builds dense and undilated convolution "
+                "layers; give this layer the resource strategy (--strategy takes one per dense/conv2d layer, "
+                "e.g. latency,resource)"
             )
         if not self.exact_accumulator(plan):
             raise K2CError(
@@ -292,7 +293,7 @@ class EngineKind(Kind):
         """1 when the engine loads each window from its window generator's shift register the
         cycle after accepting it (a convolution without a FIFO of windows: K2C.Conv's
         `direct`), else 0 (from the input beat as it accepts it)."""
-        return int(self.windowed and not params_of(plan, WindowParams).window_fifo)
+        return int(self.windowed and not params_of(plan, WindowParams).window_fifo and not is_latency(plan))
 
     def window_values(self, plan: LayerPlan) -> int:
         return self.window_channels(plan) * plan.window
@@ -328,7 +329,8 @@ class EngineKind(Kind):
         configurations at once), behind the window generator when windowed. The latency
         strategy: K2C.Cmvm's pipeS of `cmvm_depth` registers."""
         if is_latency(plan):
-            return pipe_block(cmvm_depth(plan), down, mx, blocks)
+            graph = pipe_block(cmvm_depth(plan), down, mx, blocks)
+            return front_blocks(plan, graph, mx, blocks) if self.windowed else graph
         steps, depth, queue = knobs if knobs is not None else (plan.steps, plan.pipe_depth, plan.queue_depth)
         engine = Engine(steps, depth, queue, down, mx)
         blocks.append(engine)
@@ -344,7 +346,12 @@ class EngineKind(Kind):
             result = plan.filters * plan.out_fmt.hw_bits + 1
             own = params_of(plan, EngineParams)
             regs = own.graph_registers + graph_stages(plan) + (1 + plan.table_regs) * result
-            return Storage(register_bits=regs, fifo_bits=(cmvm_depth(plan) + 2) * plan.filters * plan.out_fmt.hw_bits)
+            fifo = (cmvm_depth(plan) + 2) * plan.filters * plan.out_fmt.hw_bits
+            if not self.windowed:
+                return Storage(register_bits=regs, fifo_bits=fifo)
+            fifo += params_of(plan, WindowParams).window_fifo * self.window_values(plan) * plan.in_fmt.hw_bits
+            window = window_storage(plan)
+            return Storage(window.line_buffer_bits, regs + window.register_bits, fifo + window.fifo_bits)
         knobs = plan.engine_knobs
         in_bits, out_bits = plan.in_fmt.hw_bits, plan.out_fmt.hw_bits
         regs = self.window_channels(plan) * knobs.cycles * plan.chunk * in_bits
@@ -464,9 +471,9 @@ class EngineKind(Kind):
             fields=self.engine_fields(plan),
         )
 
-    def latency_entry(self, plan: LayerPlan, doc: str) -> Entry:
-        """The layer as K2C.Cmvm over its generated module (`modules`): no knob arguments, the
-        engine's finish."""
+    def latency_entry(self, plan: LayerPlan, doc: str, front: Sequence[str] = (), uses: Sequence[str] = ()) -> Entry:
+        """The layer as K2C.Cmvm over its generated module (`modules`), after the stages of
+        `front` (a convolution's window generator): no knob arguments, the engine's finish."""
         assert plan.acc_fmt is not None
         module = cmvm_module(plan)
         own = params_of(plan, EngineParams)
@@ -478,9 +485,9 @@ class EngineKind(Kind):
         ]
         return Entry(
             doc=doc,
-            body=(HASKELL.cmvm(module),),
+            body=(*front, HASKELL.cmvm(module)),
             notes=tuple(notes),
-            uses=("cmvm",),
+            uses=("cmvm", *uses),
             fields={
                 "compute": False,
                 "finishes": True,
