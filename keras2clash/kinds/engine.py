@@ -276,8 +276,15 @@ class EngineKind(Kind):
             if plan.layer is None:
                 raise ValueError(f"layer '{plan.name}': its adder graph needs the layer's weights")
             kernel = self.quantize(plan.layer, plan).kernel
-        low, high = [plan.in_fmt.raw_min] * plan.window, [plan.in_fmt.raw_max] * plan.window
-        return cmvm.solve_cached(kernel, low, high, GRAPH_DELAY, f"layer '{plan.name}'", cache_root())
+        matrix = self.graph_kernel(plan, kernel)
+        low, high = [plan.in_fmt.raw_min] * len(matrix), [plan.in_fmt.raw_max] * len(matrix)
+        return cmvm.solve_cached(matrix, low, high, GRAPH_DELAY, f"layer '{plan.name}'", cache_root())
+
+    def graph_kernel(self, plan: LayerPlan, kernel: np.ndarray) -> np.ndarray:
+        """The matrix the adder graph multiplies its input vector (the whole window, all its
+        channels) by, from the (K, filters) kernel: the kernel itself when every filter reads
+        the same window."""
+        return np.asarray(kernel)
 
     def schedule(self, plan: LayerPlan, graph: cmvm.AdderGraph) -> cmvm.Schedule:
         """The graph cut every `pipeline` levels (all of it in one stage at 0)."""
@@ -510,7 +517,7 @@ class EngineKind(Kind):
         text = cmvm.haskell_module(
             module,
             "graph",
-            np.asarray(params.kernel),
+            self.graph_kernel(plan, np.asarray(params.kernel)),
             self.schedule(plan, graph),
             in_width=plan.in_fmt.hw_bits,
             out_width=plan.acc_fmt.hw_bits,
