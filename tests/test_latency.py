@@ -184,3 +184,23 @@ def test_a_latency_network_in_verilator(tmp_path):
     k2c.hdl(tmp_path / "net", ("verilog",))
     rtl = api.rtlsim(tmp_path / "net", tmp_path / "data.npz", "verilator", gap_max=3, seed=4, show=False)
     assert rtl.ok and len(rtl.samples) == rtl.passed == 30
+
+
+@needs_toolchain
+@pytest.mark.slow
+def test_thesis_cnn_at_the_latency_strategy_in_clash_and_verilator(tmp_path):
+    """The thesis CNN at 1,3,4, every layer an adder graph (2,384 adders, no multiplier):
+    golden == Clash simulation == Verilator on the whole test set, one image every 196 cycles
+    (its input's pixels), 234 cycles of latency (about nine minutes)."""
+    from pathlib import Path
+
+    from keras2clash import api
+
+    example = Path(__file__).resolve().parent.parent / "examples" / "thesis_cnn"
+    project = k2c.emit(example / "thesis_cnn.keras", "1,3,4", tmp_path / "cnn", strategy="latency", show=False)
+    comp = k2c.simulate(project, example / "test.npz", keras=False, show=False)
+    assert comp.samples == comp.bit_exact == 360
+    assert comp.multipliers == 0 and comp.first_latency == 234 and comp.interval == 196.0
+    k2c.hdl(project, ("verilog",))
+    rtl = api.rtlsim(project, example / "test.npz", "verilator", show=False)
+    assert rtl.ok and rtl.passed == len(rtl.samples) == 360
