@@ -21,6 +21,7 @@ from keras2clash.errors import K2CError
 from keras2clash.hw import allocate, hwmodel, options
 from keras2clash.hw.plan import Knobs, LayerFormats, LayerPlan
 from keras2clash.hw.planner import make_plan
+from keras2clash.hw.summary import design_summary
 from keras2clash.kinds import cmvm, engine
 from keras2clash.network import load_network
 from keras2clash.quant.formats import parse_format
@@ -55,6 +56,9 @@ def test_the_strategy_per_layer():
     plans = _network([(5, "relu"), (4, "relu"), (3, "linear")], "latency,resource,latency").plans
     assert [p.multipliers for p in plans if p.is_compute] == [0, 5, 0]
     assert [p.engine_knobs.strategy for p in plans if p.is_compute] == ["latency", "resource", "latency"]
+    # emit's summary states each graph's adders and carry cells, the manifest keeps them
+    notes = [layer.get("cost_note", "") for layer in design_summary(plans)["layers"]]  # type: ignore[union-attr]
+    assert notes[0].startswith("latency strategy: ") and "CCU2C" in notes[0] and notes[1] == ""
 
 
 def test_options_and_the_budget_leave_a_latency_layer_as_it_is():

@@ -191,6 +191,11 @@ class Kind:
         """The plan of a merge with its branch FIFOs `depths` deep."""
         raise NotImplementedError(f"{type(self).__name__} joins no branches")
 
+    def cost_note(self, plan: LayerPlan) -> str:
+        """What its cost is beyond the summary's columns (an adder graph's adders and cells),
+        for `emit`'s summary; empty when nothing."""
+        return ""
+
     def fixed_knobs(self, plan: LayerPlan) -> bool:
         """Its `pe` and `cycles` are what its strategy builds, not a choice (`hw.options`,
         `hw.allocate` try no other)."""

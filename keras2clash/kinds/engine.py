@@ -69,13 +69,15 @@ class EngineParams(Params):
     knobs shares): whether its accumulator is the exact one or a narrower one the user chose."""
 
     exact_accumulator: bool = True
-    adder_depth: int = 0  # the latency strategy: the solved adder graph's levels
-    graph_registers: int = 0  # and the data bits of its register stages at the plan's pipeline
+    adder_depth: int = 0  # the latency strategy: the solved adder graph's levels,
+    graph_registers: int = 0  # the data bits of its register stages at the plan's pipeline,
+    graph_adders: int = 0  # its adders
+    graph_cells: int = 0  # and their ECP5 carry cells (CCU2C, `AdderGraph.carry_cells`)
 
     def to_json(self) -> JsonObject:
         """The fields a resource-strategy plan has alone when the graph's are 0."""
         data = super().to_json()
-        for key in ("adder_depth", "graph_registers"):
+        for key in ("adder_depth", "graph_registers", "graph_adders", "graph_cells"):
             if data.get(key) == 0:
                 del data[key]
         return data
@@ -265,7 +267,11 @@ class EngineKind(Kind):
         graph = self.adder_graph(plan)
         schedule = self.schedule(plan, graph)
         params = replace(
-            params_of(plan, EngineParams), adder_depth=graph.depth, graph_registers=schedule.register_bits()
+            params_of(plan, EngineParams),
+            adder_depth=graph.depth,
+            graph_registers=schedule.register_bits(),
+            graph_adders=len(graph.adders),
+            graph_cells=graph.carry_cells(),
         )
         return replace(plan, params=params)
 
@@ -307,6 +313,12 @@ class EngineKind(Kind):
 
     def fixed_knobs(self, plan: LayerPlan) -> bool:
         return is_latency(plan)
+
+    def cost_note(self, plan: LayerPlan) -> str:
+        if not is_latency(plan):
+            return ""
+        own = params_of(plan, EngineParams)
+        return HASKELL.cost_note(own.graph_adders, own.adder_depth, own.graph_cells)
 
     def multipliers(self, plan: LayerPlan) -> int:
         return 0 if is_latency(plan) else plan.engine_knobs.pe * plan.chunk
