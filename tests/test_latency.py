@@ -195,7 +195,7 @@ def test_a_latency_network_in_verilator(tmp_path):
 def test_thesis_cnn_at_the_latency_strategy_in_clash_and_verilator(tmp_path):
     """The thesis CNN at 1,3,4, every layer an adder graph (2,384 adders, no multiplier):
     golden == Clash simulation == Verilator on the whole test set, one image every 196 cycles
-    (its input's pixels), 234 cycles of latency (about nine minutes)."""
+    (its input's pixels), 234 cycles of latency (about seven minutes)."""
     from pathlib import Path
 
     from keras2clash import api
