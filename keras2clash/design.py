@@ -22,6 +22,7 @@ from keras2clash.errors import K2CError
 from keras2clash.fpga.devices import multiplier_budget
 from keras2clash.hw.clock import auto_clock, auto_levels
 from keras2clash.hw.lanes import resolve_lanes
+from keras2clash.hw.plan import STRATEGIES
 from keras2clash.hw.planner import parse_int_list
 from keras2clash.quant.autoformat import DEFAULT_WEIGHT_FORMAT, WEIGHT_FORMATS
 from keras2clash.quant.formats import FixedFormat, parse_format
@@ -110,6 +111,22 @@ def pipeline_levels(value: str | int | Iterable[int] | None) -> int | tuple[int,
     return int_list(value, "pipeline")
 
 
+def strategies(value: str | Iterable[str] | None) -> str | tuple[str, ...] | None:
+    """`--strategy`: one for every compute layer ("latency") or one per layer
+    ("latency,resource,latency"), each one of hw.plan.STRATEGIES."""
+    if value is None:
+        return None
+    names = value.split(",") if isinstance(value, str) else list(value)
+    names = [str(name).strip() for name in names]
+    bad = [name for name in names if name not in STRATEGIES]
+    if bad or not names:
+        raise K2CError(
+            f"bad strategy {value!r}: expected {' or '.join(STRATEGIES)}, one for every "
+            "dense/conv2d/depthwise2d layer or one per layer (e.g. latency,resource)"
+        )
+    return names[0] if len(names) == 1 else tuple(names)
+
+
 def dsp_budget(value: int | str | None) -> int | None:
     """`--dsp-budget`: a number of multipliers or a device (fpga.devices.multiplier_budget)."""
     return None if value is None else multiplier_budget(value)
@@ -191,6 +208,10 @@ class DesignOptions:
             dot product a cycle).
         pipeline: Adder-tree levels per register stage, one for every compute layer or one
             each (0: a whole dot product in one cycle; None: hw.plan.DEFAULT_PIPELINE).
+        strategy: What each compute layer is built as, one for every compute layer or one
+            each: "resource" (weights in a memory, multipliers, `parallelism` and `cycles`)
+            or "latency" (the weights as constants of an adder graph, one window a cycle);
+            None: "resource".
         dsp_budget: Multipliers to balance `parallelism` and `cycles` within, for the
             smallest initiation interval (hw.allocate; a device's is the share the open flow
             routes: fpga.devices.Device.multiplier_budget); None: the knobs as given.
@@ -213,6 +234,7 @@ class DesignOptions:
     parallelism: tuple[int, ...] | None = None
     cycles: tuple[int, ...] | None = None
     pipeline: int | tuple[int, ...] | None = None
+    strategy: str | tuple[str, ...] | None = None
     dsp_budget: int | None = None
     lanes: LanesChoice | None = None
     softmax: SoftmaxMode = "exact"
@@ -268,6 +290,7 @@ class DesignKnobs(TypedDict, total=False):
     parallelism: str | Sequence[int] | None
     cycles: str | Sequence[int] | None
     pipeline: str | int | Sequence[int] | None
+    strategy: str | Sequence[str] | None
     dsp_budget: int | str | None
     lanes: str | None
     softmax: str
@@ -284,6 +307,7 @@ _PARSERS = {
     "parallelism": lambda value: int_list(value, "parallelism"),
     "cycles": lambda value: int_list(value, "cycles"),
     "pipeline": pipeline_levels,
+    "strategy": strategies,
     "dsp_budget": dsp_budget,
     "lanes": lanes_choice,
     "softmax": softmax_choice,

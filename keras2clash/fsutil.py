@@ -359,3 +359,14 @@ def write_output_file(path: Path | str, text: str | bytes, force: bool = False) 
 def atomic_write_text(path: Path, text: str) -> None:
     """Write a file under a temporary name, then rename it into place (replacing it)."""
     write_output_file(path, text, force=True)
+
+
+def cache_root() -> Path | None:
+    """Where keras2clash keeps what it reuses between projects (compiled blocks, solved adder
+    graphs): $K2C_CACHE_DIR (empty: no cache), else $XDG_CACHE_HOME/keras2clash, else
+    ~/.cache/keras2clash."""
+    configured = os.environ.get("K2C_CACHE_DIR")
+    if configured is not None:
+        return Path(configured) if configured else None
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "keras2clash"

@@ -96,6 +96,12 @@ def plan_network(
     pes = per_layer(parallelism, n_compute, "parallelism")
     cyc = per_layer(cycles, n_compute, "cycles")
     levels = design.pipeline if isinstance(design.pipeline, int) else per_layer(design.pipeline, n_compute, "pipeline")
+    strategy = design.strategy
+    if isinstance(strategy, tuple) and len(strategy) != n_compute:
+        raise K2CError(
+            f"bad strategy {','.join(strategy)!r}: {len(strategy)} value(s) given, the model has "
+            f"{n_compute} dense/conv2d/depthwise2d layer(s)"
+        )
     formats = resolve_formats(
         graph, design.format, layer_formats=layer_formats, bits=design.bits, calibration=design.calibration
     )
@@ -103,7 +109,7 @@ def plan_network(
     if formats.auto is not None and console is not None:
         render_auto(formats.auto, console)
     if design.dsp_budget is not None:
-        pes, cyc = _balanced_knobs(graph, formats, design.dsp_budget, pes, cyc, levels, console)
+        pes, cyc = _balanced_knobs(graph, formats, design.dsp_budget, pes, cyc, levels, strategy, console)
     plans = make_plan(
         graph,
         formats.default,
@@ -112,6 +118,7 @@ def plan_network(
         layer_formats=formats.layers or None,
         input_fmt=formats.input,
         pipeline=levels,
+        strategy=strategy,
     )
     if fifos:
         plans = with_lanes(plans) if lanes == "auto" else with_fifos(plans)
@@ -226,13 +233,20 @@ def _report_lanes(plans: Sequence[LayerPlan], console: Console | None) -> None:
         )
 
 
-def _balanced_knobs(graph: Graph, formats: Any, budget: int, pes, cyc, levels, console) -> tuple[list[int], list[int]]:
+def _balanced_knobs(
+    graph: Graph, formats: Any, budget: int, pes, cyc, levels, strategy, console
+) -> tuple[list[int], list[int]]:
     """--dsp-budget: the balanced (pe, cycles) of every compute layer (hw.allocate), ranked with
     the pipeline the design will have (its depth moves every layer's results in time)."""
     if pes is not None or cyc is not None:
         raise K2CError("give either --dsp-budget or --parallelism/--cycles, not both")
     plans = make_plan(
-        graph, formats.default, layer_formats=formats.layers or None, input_fmt=formats.input, pipeline=levels
+        graph,
+        formats.default,
+        layer_formats=formats.layers or None,
+        input_fmt=formats.input,
+        pipeline=levels,
+        strategy=strategy,
     )
     if console is None:
         alloc = balanced(plans, budget)

@@ -71,12 +71,12 @@ def test_qat_example_equals_golden_on_every_output(jet):
     assert compare.accuracy(got, y) > compare.accuracy(golden_real(same, x), y) + 0.01
 
 
-def run_hardware(model_path: Path, data: Path, out: Path):
+def run_hardware(model_path: Path, data: Path, out: Path, strategy: str = "resource"):
     """Emit, Clash simulation and Verilator against the golden model."""
     import keras2clash as k2c
     from keras2clash import api
 
-    project = k2c.emit(str(model_path), out=out, show=False)
+    project = k2c.emit(str(model_path), out=out, show=False, strategy=strategy)
     comp = k2c.simulate(project, data, keras=False, show=False)
     k2c.hdl(project, ("verilog",))
     rtl = api.rtlsim(project, data, "verilator", show=False)
@@ -105,10 +105,24 @@ def test_qat_example_hardware_whole_test_set(tmp_path):
 
 @needs_toolchain
 @pytest.mark.slow
-def test_small_hgq2_network_wrap_after_relu_in_clash_and_verilator(tmp_path):
+def test_qat_example_at_the_latency_strategy_whole_test_set(tmp_path, jet):
+    """Every layer an adder graph of its constant weights (--strategy latency): HGQ2 == Clash
+    simulation == Verilator on all 10,000 outputs, a vector a cycle, no multiplier (about
+    seven minutes: Clash takes most of them for the 2,866 adders' Verilog)."""
+    model, x, _ = jet
+    comp, rtl = run_hardware(JET / "jet_qat.keras", JET / "test.npz", tmp_path / "jet", strategy="latency")
+    assert comp.samples == comp.bit_exact == 2000
+    assert comp.multipliers == 0 and comp.interval == 1.0 and comp.first_latency == 31
+    assert rtl.ok and rtl.passed == len(rtl.samples) == 2000
+
+
+@needs_toolchain
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", ["resource", "latency"])
+def test_small_hgq2_network_wrap_after_relu_in_clash_and_verilator(tmp_path, strategy):
     """A tiny HGQ2 network whose formats wrap where it matters (relu(x) >= 1 into a signed
     0-integer-bit WRAP quantizer), truncate and have a negative fraction: HGQ2 == golden ==
-    Clash simulation == Verilator on every output."""
+    Clash simulation == Verilator on every output, with weight memories and as adder graphs."""
     from hgq.config import QuantizerConfig
     from hgq.layers import QDense
 
@@ -132,6 +146,6 @@ def test_small_hgq2_network_wrap_after_relu_in_clash_and_verilator(tmp_path):
     np.testing.assert_array_equal(golden_real(network, x), np.asarray(model(x), dtype=np.float64))
     values = golden.run_all(network.plans, network.params, golden.quantize_inputs(network.plans, x))
     assert values["h1"].min() < 0  # a relu output wrapped negative: the order is exercised
-    comp, rtl = run_hardware(path, data, tmp_path / "net")
+    comp, rtl = run_hardware(path, data, tmp_path / "net", strategy)
     assert comp.samples == comp.bit_exact == len(x)
     assert rtl.ok and rtl.passed == len(x)

@@ -237,6 +237,7 @@ IMPORTS = {
     "activation": "import qualified K2C.Lut as Lut",
     "quant": "import qualified K2C.Quant as Quant",
     "requant": "import qualified K2C.Requant as Requant",
+    "cmvm": "import qualified K2C.Cmvm as Cmvm",
 }
 
 
@@ -319,6 +320,7 @@ class TemplateContext(TypedDict):
     pe_literals: str
     input_shape_text: str
     output_shape_text: str
+    layer_modules: list[str]  # modules generated for a layer (`Kind.modules`)
     sim_blocks: NotRequired[list[str]]  # the copied blocks, added by `write_project`
     blocks: NotRequired[list[str]]
 
@@ -395,7 +397,7 @@ def _activation_import(plan: LayerPlan) -> str:
 
 def _stage(plan: LayerPlan, entry: LayerEntry) -> str:
     return (
-        f"{entry['fn']} p_{entry['fn']} b_{entry['fn']} l_{entry['fn']}" if plan.is_compute else cast(str, entry["fn"])
+        f"{entry['fn']} p_{entry['fn']} b_{entry['fn']} l_{entry['fn']}" if entry["compute"] else cast(str, entry["fn"])
     )
 
 
@@ -846,7 +848,8 @@ def build_context(
         | {IMPORTS[u] for u in timing_uses}
         | ({f"import K2C.Pipe ({', '.join(pipes)})"} if pipes else set())
     )
-    imports = ["import K2C.Activation (Finish (..), linear, relu, requantize)"] + used
+    own_imports = sorted({line for entry in layers for line in cast(list[str], entry.get("imports", []))})
+    imports = ["import K2C.Activation (Finish (..), linear, relu, requantize)"] + used + own_imports
     head_contexts = [
         _head_context(k, head, fn_of[head.name], codes[head.name], type_names) for k, head in enumerate(heads)
     ]
@@ -865,6 +868,7 @@ def build_context(
         "timing": timing,
         "compute_layers": compute,
         "layer_weights": [text for _, text in layer_weights],
+        "layer_modules": sorted(layer_modules(plans, params)),
         "weights_exports": [cast(str, e["fn"]) for e in compute]
         + [name for names, _ in layer_weights for name in names]
         + [c.table_name for c in codes.values() if c is not None and c.table_name],
@@ -902,6 +906,20 @@ def build_context(
         "input_shape_text": shape_text(first.input_shape),
         "output_shape_text": shape_text(last.output_shape),
     }
+
+
+def layer_modules(plans: Sequence[LayerPlan], params: dict[str, QuantizedLayer] | None) -> dict[str, str]:
+    """The modules the layers' kinds generate for them (`Kind.modules`): name -> text."""
+    modules: dict[str, str] = {}
+    for plan in plans:
+        if plan.kind is None:
+            continue
+        own = plan.kind.modules(plan, params.get(plan.name) if params is not None else None)
+        clash = set(own) & set(modules)
+        if clash:
+            raise K2CError(f"layer '{plan.name}': its module {sorted(clash)[0]} is another layer's too: rename one")
+        modules.update(own)
+    return modules
 
 
 CABAL_CONFIG = ".cabal/config"
@@ -985,10 +1003,14 @@ def write_project(root: Path, name: str, plans: Sequence[LayerPlan], params: dic
         shutil.copy2(source, blocks / source.name)
     (root / "fpga").mkdir()
     (root / "fpga" / FPGA_SCRIPT).write_text(fpga_script(name))
+    for module, text in layer_modules(plans, params).items():
+        path = root / (module.replace(".", "/") + ".hs")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
     weights = root / "weights"
     weights.mkdir()
     for plan, entry in zip(plans, context["layers"]):
-        if plan.is_compute:
+        if entry["compute"]:
             (weights / f"{entry['fn']}.mem").write_text(memfile_text(plan, params[plan.name]))
     for code in context["tables"]:
         for name, lines in code.table_files:

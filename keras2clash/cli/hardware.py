@@ -41,6 +41,7 @@ def options(
         ),
     ] = opts.SEARCH_SECONDS,
     dsp_budget: params.DspBudgetShown = None,
+    strategy: params.Strategy = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write every configuration as JSON.")] = None,
     csv_out: Annotated[Path | None, typer.Option("--csv", help="Write every configuration as CSV.")] = None,
     weights: params.Weights = None,
@@ -55,7 +56,7 @@ def options(
         raise K2CError(f"bad --sort {sort!r}: one of {', '.join(opts.SORT_KEYS)}")
     budget = multipliers(dsp_budget)
     with err.status("loading the model") as status:
-        source = load_source(model, format, weights)
+        source = load_source(model, format, weights, strategy)
         status.update("the exact hardware model")
         result = opts.explore(
             source.plans,

@@ -39,6 +39,12 @@ PIPE_HELP = (
     f"default {DEFAULT_PIPELINE} = auto), or auto / auto@MHZ: the fewest registers for that "
     "clock on ECP5 (auto = 100 MHz). Fewer levels: a faster clock, a few cycles more latency."
 )
+STRATEGY_HELP = (
+    "What every dense/conv2d layer is built as, one for all or one per layer, e.g. "
+    "latency or latency,resource: resource (default) reads weights from a memory into "
+    "multipliers (--parallelism, --cycles); latency makes them constants of a multiplier-free "
+    "adder graph that takes a vector every cycle (--pipeline: adder levels per register stage)."
+)
 CYC_HELP = "Cycles per window per dense/conv2d layer, e.g. 1,9,1 (each 1..window size; default 1 each)."
 LF_HELP = (
     "Per-layer formats NAME:w=S,I,F:b=S,I,F:o=S,I,F:acc=BITS (or NAME:S,I,F), repeatable; "
@@ -165,6 +171,7 @@ DebugFormat = Annotated[str | None, _format(FORMAT_HELP + f" Default {DEFAULT_FO
 Parallelism = Annotated[str | None, typer.Option("--parallelism", "-p", help=PAR_HELP)]
 Cycles = Annotated[str | None, typer.Option("--cycles", "-c", help=CYC_HELP)]
 Pipeline = Annotated[str | None, typer.Option("--pipeline", help=PIPE_HELP)]
+Strategy = Annotated[str | None, typer.Option("--strategy", help=STRATEGY_HELP)]
 LayerFormat = Annotated[list[str] | None, typer.Option("--layer-format", help=LF_HELP)]
 LayerFormats = Annotated[Path | None, typer.Option("--layer-formats", help=LFS_HELP)]
 InputFormat = Annotated[str | None, typer.Option("--input-format", help=IN_HELP)]
@@ -200,6 +207,7 @@ def design_options(
     parallelism: str | None = None,
     cycles: str | None = None,
     pipeline: str | None = None,
+    strategy: str | None = None,
     dsp_budget: str | None = None,
     lanes: str | None = None,
     softmax: str = "exact",
@@ -217,6 +225,7 @@ def design_options(
         parallelism=parallelism,
         cycles=cycles,
         pipeline=pipeline,
+        strategy=strategy,
         dsp_budget=dsp_budget,
         lanes=lanes,
         softmax=softmax,
@@ -257,6 +266,7 @@ KNOBS = (
     _knob("dsp_budget", DspBudget),
     _knob("softmax", Softmax, "exact"),
     _knob("pipeline", Pipeline),
+    _knob("strategy", Strategy),
     _knob("hls4ml_config", Hls4ml),
     _knob("weight_format", WeightFormat, DEFAULT_WEIGHT_FORMAT),
     _knob("lanes", Lanes),
@@ -313,7 +323,7 @@ run_design_knobs = DesignParams(_knobs(calibration=RunCalibration), design_optio
 """Every knob; --calibration defaults to --data (run)."""
 debug_design_knobs = DesignParams(
     _knobs(
-        omit=("parallelism", "cycles", "dsp_budget", "pipeline", "hls4ml_config", "lanes"),
+        omit=("parallelism", "cycles", "dsp_budget", "pipeline", "strategy", "hls4ml_config", "lanes"),
         format=DebugFormat,
         weight_format=DebugWeightFormat,
     ),

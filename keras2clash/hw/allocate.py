@@ -47,8 +47,14 @@ CANDIDATE_BATCH = 8
 
 
 def layer_front(plan: LayerPlan) -> LayerFront:
-    """Every (pe, b) of the layer, on its own front of (busy cycles per image, multipliers)."""
+    """Every (pe, b) of the layer, on its own front of (busy cycles per image, multipliers); its
+    own alone, with its own multipliers, when its strategy fixes them."""
     windows = plan.windows_per_image
+    if plan.fixed_knobs:
+        knobs = plan.engine_knobs
+        return own_front(
+            [((knobs.pe, knobs.cycles), windows * plan.steps, plan.multipliers - plan.activation_multipliers)]
+        )
     return own_front(
         ((p, b), windows * _ceil(plan.filters, p) * b, p * _ceil(plan.window, b))
         for p in range(1, plan.filters + 1)

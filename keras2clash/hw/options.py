@@ -79,7 +79,10 @@ def useful_cycles(window: int) -> list[int]:
 
 
 def layer_choices(plan: LayerPlan, cycles_too: bool = False) -> list[tuple[int, int]]:
-    """(pe, cycles) pairs worth trying for one compute layer (module docstring)."""
+    """(pe, cycles) pairs worth trying for one compute layer (module docstring); its own alone
+    when its strategy fixes them."""
+    if plan.fixed_knobs:
+        return [(plan.engine_knobs.pe, plan.engine_knobs.cycles)]
     pes = useful_pes(plan.filters)
     if not cycles_too:
         return [(p, 1) for p in pes]
@@ -113,7 +116,7 @@ def layer_fronts(plans: Sequence[LayerPlan], cycles_too: bool = False) -> list[L
     multipliers) (`hw.fronts`)."""
     return [
         own_front(
-            ((pe, b), p.windows_per_image * _ceil(p.filters, pe) * b, pe * _ceil(p.window, b))
+            ((pe, b), p.windows_per_image * _ceil(p.filters, pe) * b, 0 if p.fixed_knobs else pe * _ceil(p.window, b))
             for pe, b in layer_choices(p, cycles_too)
         )
         for p in plans

@@ -40,6 +40,14 @@ class LayerFormats:
     accumulator_bits: int | None = None  # total width; fraction bits stay exact
 
 
+STRATEGIES = ("resource", "latency")
+"""What a layer with knobs is built as (hls4ml's words; the kinds decide what each means,
+kinds.engine): `resource`, weights in a memory read into multipliers, `pe` and `cycles`
+trading them for time; `latency`, the weights as constants in an adder graph, one window a
+cycle, `pipeline` adder levels per register stage."""
+DEFAULT_STRATEGY = STRATEGIES[0]
+
+
 @dataclass(frozen=True)
 class Knobs:
     """The space-time knobs of a layer on the filter engine (`Kind.has_knobs`).
@@ -51,15 +59,20 @@ class Knobs:
     pe: int = 1  # processing elements: filters (neurons) computed in parallel
     cycles: int = 1  # steps per window: each PE has ceil(K / cycles) multipliers
     pipeline: int = 0  # adder-tree levels per register stage; 0: the dot product in one cycle
+    strategy: str = DEFAULT_STRATEGY  # one of STRATEGIES: what the layer's kind builds (hls4ml's words)
 
     def to_json(self) -> JsonObject:
-        return {"pe": self.pe, "cycles": self.cycles, "pipeline": self.pipeline}
+        data: JsonObject = {"pe": self.pe, "cycles": self.cycles, "pipeline": self.pipeline}
+        if self.strategy != DEFAULT_STRATEGY:  # a manifest of the default reads as it always has
+            data["strategy"] = self.strategy
+        return data
 
     @staticmethod
     def from_json(data: Mapping[str, Json]) -> Knobs:
         values = [data.get(key) for key in ("pe", "cycles", "pipeline")]
         pe, cycles, pipeline = (v for v in values if isinstance(v, int))
-        return Knobs(pe, cycles, pipeline)
+        strategy = data.get("strategy", DEFAULT_STRATEGY)
+        return Knobs(pe, cycles, pipeline, strategy if isinstance(strategy, str) else DEFAULT_STRATEGY)
 
 
 @dataclass(frozen=True)
@@ -142,6 +155,11 @@ class LayerPlan:
     def kind(self) -> Kind | None:
         """The layer's kind (`keras2clash.kinds`); None for a type no kind builds."""
         return kind_of(self.type)
+
+    @property
+    def fixed_knobs(self) -> bool:
+        """Its `pe` and `cycles` are fixed by its strategy (`Kind.fixed_knobs`): no other is tried."""
+        return self.kind is not None and self.kind.fixed_knobs(self)
 
     @property
     def is_compute(self) -> bool:

@@ -10,6 +10,8 @@ from keras2clash.errors import K2CError
 from keras2clash.hw.output import output_plans, splits_output
 from keras2clash.hw.plan import (
     DEFAULT_PIPELINE,
+    DEFAULT_STRATEGY,
+    STRATEGIES,
     Common,
     Knobs,
     LayerFormats,
@@ -73,6 +75,7 @@ def make_plan(
     cycles: Sequence[int] | None = None,
     input_fmt: FixedFormat | None = None,
     pipeline: int | Sequence[int] | None = None,
+    strategy: str | Sequence[str] | None = None,
 ) -> list[LayerPlan]:
     """Give every layer of the graph (or dictionary IR) its formats and knobs, in graph order.
 
@@ -81,7 +84,8 @@ def make_plan(
     output). `parallelism` and `cycles` give one value per compute layer (dense, conv2d, depthwise2d), in
     order: pe from 1 to the layer's filters/neurons, cycles from 1 to its window size K.
     `pipeline` gives the adder levels per register stage (0: not pipelined), one value for
-    all compute layers or one per compute layer; default `DEFAULT_PIPELINE`.
+    all compute layers or one per compute layer; default `DEFAULT_PIPELINE`. `strategy` (one of
+    `STRATEGIES`) likewise, for all or one per compute layer; default `DEFAULT_STRATEGY`.
     A layer's input format is its producer's output format; a merge has one per input.
     Every network input takes `input_fmt` (default `fmt`); in a model of several inputs, a
     `layer_formats` entry named after an input sets that input's format alone (its output
@@ -94,7 +98,9 @@ def make_plan(
     if pipeline is None:
         pipeline = DEFAULT_PIPELINE
     levels = [pipeline] * len(computes) if isinstance(pipeline, int) else list(pipeline)
-    for values, what in ((pes, "parallelism"), (cyc, "cycles"), (levels, "pipeline")):
+    strategy = DEFAULT_STRATEGY if strategy is None else strategy
+    strategies = [strategy] * len(computes) if isinstance(strategy, str) else list(strategy)
+    for values, what in ((pes, "parallelism"), (cyc, "cycles"), (levels, "pipeline"), (strategies, "strategy")):
         if len(values) != len(computes):
             raise K2CError(
                 f"{what} has {len(values)} value(s), the model has {len(computes)} dense/conv2d/depthwise2d layer(s)"
@@ -111,7 +117,10 @@ def make_plan(
     out_fmts: dict[str, FixedFormat] = {
         name: _input_format(name, overrides, input_fmt or fmt) for name in graph.input_names
     }
-    knobs = iter(zip(pes, cyc, levels))
+    unknown_strategies = sorted(set(strategies) - set(STRATEGIES))
+    if unknown_strategies:
+        raise K2CError(f"unknown strategy {unknown_strategies[0]!r}: choose {' or '.join(STRATEGIES)}")
+    knobs = iter(zip(pes, cyc, levels, strategies))
     for layer in graph:
         home = kind_of(layer.type)
         if home is None:

@@ -9,6 +9,7 @@ latency and initiation interval the model predicts (equal to simulation, tested)
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 from rich.console import Console
 from rich.table import Table
@@ -48,6 +49,9 @@ def design_summary(plans: Sequence[LayerPlan]) -> JsonObject:
                 "activation_doc": plan.activation_doc if plan.activation != "linear" else "",
             }
         )
+        note = plan.kind.cost_note(plan) if plan.kind is not None else ""
+        if note:  # a manifest without such a layer reads as before
+            cast(JsonObject, layers[-1])["cost_note"] = note
     t = timing(list(plans))
     return {
         "layers": layers,
@@ -89,6 +93,8 @@ def render_summary(summary: JsonObject, console: Console) -> None:
         )
     console.print(table)
     for layer in _rows(summary):
+        if layer.get("cost_note"):
+            console.print(f"{layer['name']}: {layer['cost_note']}")
         if layer.get("block_fifo_bits"):
             console.print(f"{layer['name']}: a branch FIFO in block RAM, {layer['block_fifo_bits']:,} bits")
         if layer.get("activation_doc"):

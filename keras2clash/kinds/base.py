@@ -191,6 +191,16 @@ class Kind:
         """The plan of a merge with its branch FIFOs `depths` deep."""
         raise NotImplementedError(f"{type(self).__name__} joins no branches")
 
+    def cost_note(self, plan: LayerPlan) -> str:
+        """What its cost is beyond the summary's columns (an adder graph's adders and cells),
+        for `emit`'s summary; empty when nothing."""
+        return ""
+
+    def fixed_knobs(self, plan: LayerPlan) -> bool:
+        """Its `pe` and `cycles` are what its strategy builds, not a choice (`hw.options`,
+        `hw.allocate` try no other)."""
+        return False
+
     def exact_accumulator(self, plan: LayerPlan) -> bool:
         """Whether its accumulator (`plan.acc_fmt`, when it has one) is the exact one."""
         return True
@@ -271,6 +281,12 @@ class Kind:
     def depths(self, plan: LayerPlan) -> tuple[Depth, ...]:
         """The register depths of its own blocks that the hardware model counts."""
         return ()
+
+    def modules(self, plan: LayerPlan, params: QuantizedLayer | None) -> dict[str, str]:
+        """Haskell modules of its own, generated for this layer: module name -> text (the
+        project holds `A/B.hs` for module `A.B`, and Network.hs imports it: `Entry.fields`'
+        `imports`)."""
+        return {}
 
     def weights(self, plan: LayerPlan, fn: str, params: QuantizedLayer | None) -> tuple[tuple[str, ...], str] | None:
         """Its definitions in Weights.hs: the names exported and the Haskell text; None. `params`:

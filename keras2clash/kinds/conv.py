@@ -39,7 +39,7 @@ from keras2clash.frontend.sequences import _check_sequence_layer, _one, _padding
 from keras2clash.hw.plan import LayerPlan, Params
 from keras2clash.ir.layers import Layer, register_record
 from keras2clash.kinds.base import Entry, narrow, params_of
-from keras2clash.kinds.engine import EngineKind, EngineParams, neurons
+from keras2clash.kinds.engine import EngineKind, EngineParams, is_latency, neurons
 from keras2clash.kinds.window import (
     Windowed,
     WindowParams,
@@ -191,6 +191,16 @@ def dense_on_tensor(layer: KerasLayer, state: ConversionState) -> Layer:
 class ConvKind(EngineKind, Windowed):
     records = (Conv2D,)
     params_type: ClassVar[type[Params]] = ConvParams
+    latency_built = True
+
+    def plan_latency(self, plan: LayerPlan) -> LayerPlan:
+        """A dilated convolution's taps are not built at the latency strategy."""
+        if params_of(plan, ConvParams).dilation != (1, 1):
+            raise K2CError(
+                f"layer '{plan.name}' ({plan.type}): the latency strategy builds undilated convolutions; give this "
+                "layer the resource strategy (--strategy takes one per dense/conv2d layer, e.g. latency,resource)"
+            )
+        return super().plan_latency(plan)
 
     def plan_params(self, layer: Layer) -> ConvParams:
         assert isinstance(layer, Conv2D)
@@ -252,6 +262,12 @@ class ConvKind(EngineKind, Windowed):
             source_doc(plan), shapes, kh, kw, sh, sw, (dh, dw) if dilated else None, padding_doc(plan), plan.activation
         )
         input_queue, window_queue, queue_notes, queue_uses = self.queues(plan)
+        if is_latency(plan):  # the windows, flattened, into the adder graph
+            own_fifo = params_of(plan, ConvParams).window_fifo
+            gen = [HASKELL.windows(h, w, kh, kw, sh, sw)] + ([HASKELL.window_fifo(own_fifo)] if own_fifo else [])
+            front = [*input_queue, *pad_stage(plan, "0"), *gen]
+            uses = [*pad_uses(plan)] + (["fifo"] if input_queue or own_fifo else [])
+            return self.latency_entry(plan, doc, front, uses)
         block = (
             HASKELL.conv_dilated(h, w, kh, kw, dh, dw, sh, sw, window_queue, fn)
             if dilated

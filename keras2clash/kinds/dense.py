@@ -68,6 +68,7 @@ def _convert_dense(layer: KerasLayer, state: ConversionState) -> Layer:
 class DenseKind(EngineKind):
     records = (Dense,)
     filter_word = "neuron"
+    latency_built = True
 
     def windows_per_image(self, plan: LayerPlan) -> int:
         return 1

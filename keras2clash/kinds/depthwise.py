@@ -40,7 +40,7 @@ from keras2clash.hw.plan import LayerPlan, Params
 from keras2clash.ir.layers import Layer, register_record
 from keras2clash.kinds.base import Entry, narrow, params_of
 from keras2clash.kinds.conv import Conv2D, ConvParams
-from keras2clash.kinds.engine import EngineKind, neurons, per_filter
+from keras2clash.kinds.engine import EngineKind, is_latency, neurons, per_filter
 from keras2clash.kinds.window import Windowed, generator_geometry, pad_stage, pad_uses, padding_doc
 from keras2clash.quant import activations
 from keras2clash.quant.exact import QuantizedLayer, pad_images, windows
@@ -218,6 +218,17 @@ class DepthwiseKind(EngineKind, Windowed):
     records = (DepthwiseConv2D,)
     params_type: ClassVar[type[Params]] = ConvParams
     window_per_pe = True
+    latency_built = True
+
+    def graph_kernel(self, plan: LayerPlan, kernel: np.ndarray) -> np.ndarray:
+        """The (kh*kw*C, C*m) matrix of the whole window, (kh, kw, c) order: output channel
+        c*m + j reads input channel c alone (zeros elsewhere cost no adder)."""
+        taps, channels = plan.window, plan.input_shape[-1]
+        m = plan.filters // channels
+        matrix = np.zeros((taps * channels, plan.filters), dtype=np.asarray(kernel).dtype)
+        for c in range(channels):
+            matrix[c::channels, c * m : (c + 1) * m] = np.asarray(kernel)[:, c * m : (c + 1) * m]
+        return matrix
 
     def plan_params(self, layer: Layer) -> ConvParams:
         assert isinstance(layer, DepthwiseConv2D)
@@ -276,10 +287,16 @@ class DepthwiseKind(EngineKind, Windowed):
         m = plan.filters // plan.input_shape[-1]
         shapes = f"{shape_text(plan.input_shape)} -> {shape_text(plan.output_shape)}"
         input_queue, window_queue, queue_notes, queue_uses = self.queues(plan)
+        doc = HASKELL.doc(shapes, kh, kw, m, sh, sw, padding_doc(plan), plan.activation)
+        if is_latency(plan):  # every channel's window, flattened, into the adder graph
+            own_fifo = own.window_fifo
+            gen = [HASKELL.windows(h, w, kh, kw, sh, sw)] + ([HASKELL.window_fifo(own_fifo)] if own_fifo else [])
+            uses = [*pad_uses(plan)] + (["fifo"] if input_queue or own_fifo else [])
+            return self.latency_entry(plan, doc, [*input_queue, *pad_stage(plan, "0"), *gen], uses)
         body = [*input_queue, *pad_stage(plan, "0"), HASKELL.depthwise(h, w, kh, kw, sh, sw, m, window_queue, fn)]
         return self.compute_entry(
             plan,
-            HASKELL.doc(shapes, kh, kw, m, sh, sw, padding_doc(plan), plan.activation),
+            doc,
             body,
             queue_notes,
             ["depthwise2d", *queue_uses, *pad_uses(plan)],

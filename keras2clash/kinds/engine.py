@@ -12,6 +12,13 @@ Arithmetic (docs/guide/contract.md, steps 3-5): the products and the bias summed
 the accumulator format (a narrower accumulator chosen by the user saturates after each of the
 `cycles` chunks, in chunk order, as the hardware register does), then one requantization to
 the output format and the activation.
+
+The latency strategy (`Knobs.strategy`, `LATENCY`) builds the same arithmetic another way:
+the weights are constants of an adder graph (`kinds.cmvm`, a generated module per layer) that
+takes one window a cycle, behind one finish stage (`K2C.Cmvm`, on `K2C.Pipe.pipeS`): no
+multiplier and no weight memory; `pe` = filters and `cycles` = 1 in its plan, `pipeline` the
+adder levels per register stage. The hardware model is `pipe_block(d)` with d the solved
+graph's register stages plus the finish stage (and a table's two).
 """
 
 from __future__ import annotations
@@ -24,7 +31,8 @@ import numpy as np
 
 from keras2clash.backend.haskell import kind_template
 from keras2clash.errors import K2CError
-from keras2clash.hw.events import Block, Engine, EngineTiming, Max, Stateful
+from keras2clash.fsutil import cache_root
+from keras2clash.hw.events import Block, Engine, EngineTiming, Max, Stateful, pipe_block
 from keras2clash.hw.plan import (
     MAX_PIPELINE_LEVELS,
     Common,
@@ -37,12 +45,20 @@ from keras2clash.hw.plan import (
     tree_stages,
 )
 from keras2clash.ir.layers import Layer
+from keras2clash.jsontypes import JsonObject
+from keras2clash.kinds import cmvm
 from keras2clash.kinds.base import Depth, Entry, Kind, Storage, check_requantized_output, params_of
 from keras2clash.kinds.window import WindowParams, front_blocks, window_storage
 from keras2clash.quant.exact import INT64_SAFE_BITS, QuantizedLayer, finish
 from keras2clash.quant.formats import FixedFormat, quantize, saturate
 
 HASKELL = kind_template("engine.hs.j2")
+
+LATENCY = "latency"
+"""The strategy (`hw.plan.STRATEGIES`) that builds a layer as an adder graph of constants."""
+GRAPH_DELAY = 2
+"""Adder levels da4ml may add over the fewest possible to share more subexpressions
+(`kinds.cmvm.solve`; measured on the jet tagger: 3-7 % fewer adders than 0, 1-2 levels more)."""
 
 Dot = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
@@ -53,6 +69,18 @@ class EngineParams(Params):
     knobs shares): whether its accumulator is the exact one or a narrower one the user chose."""
 
     exact_accumulator: bool = True
+    adder_depth: int = 0  # the latency strategy: the solved adder graph's levels,
+    graph_registers: int = 0  # the data bits of its register stages at the plan's pipeline,
+    graph_adders: int = 0  # its adders
+    graph_cells: int = 0  # and their ECP5 carry cells (CCU2C, `AdderGraph.carry_cells`)
+
+    def to_json(self) -> JsonObject:
+        """The fields a resource-strategy plan has alone when the graph's are 0."""
+        data = super().to_json()
+        for key in ("adder_depth", "graph_registers", "graph_adders", "graph_cells"):
+            if data.get(key) == 0:
+                del data[key]
+        return data
 
 
 class _Weighted(Protocol):
@@ -134,6 +162,29 @@ def padding_neurons(plan: LayerPlan) -> int:
     return plan.groups * plan.engine_knobs.pe - plan.filters
 
 
+def is_latency(plan: LayerPlan) -> bool:
+    """Whether the layer is built as an adder graph of constants (the latency strategy)."""
+    return plan.knobs is not None and plan.knobs.strategy == LATENCY
+
+
+def graph_stages(plan: LayerPlan) -> int:
+    """The adder graph's register stages: one per `pipeline` levels (`kinds.cmvm.Schedule`),
+    one for the whole graph at `pipeline` 0."""
+    depth, levels = params_of(plan, EngineParams).adder_depth, plan.engine_knobs.pipeline
+    return max(1, -(-depth // levels)) if levels else 1
+
+
+def cmvm_depth(plan: LayerPlan) -> int:
+    """d of K2C.Cmvm's pipeS (CmvmDepth): the graph's stages, the finish stage, a table's two."""
+    return graph_stages(plan) + 1 + plan.table_regs
+
+
+def cmvm_module(plan: LayerPlan) -> str:
+    """The generated module of a latency layer's graph: `Cmvm.<Keras name>`, capitalised."""
+    ident = "".join(c if c.isalnum() or c == "_" else "_" for c in plan.name)
+    return "Cmvm." + (ident[0].upper() + ident[1:] if ident[:1].isalpha() else "L" + ident)
+
+
 class EngineKind(Kind):
     """A kind on the filter engine: knobs, constants in a ROM, requantized outputs."""
 
@@ -144,6 +195,8 @@ class EngineKind(Kind):
     has_knobs = True
     params_type: ClassVar[type[Params]] = EngineParams
     filter_word: ClassVar[str] = "filter"  # what the knobs' errors call an output channel
+    latency_built: ClassVar[bool] = False
+    """The latency strategy builds it (its adder graph, module and Network entry)."""
     window_per_pe: ClassVar[bool] = False
     """Each PE reads a window of its own (depthwise), not one window shared by all PEs."""
 
@@ -187,13 +240,61 @@ class EngineKind(Kind):
             if override.accumulator_bits is None
             else narrow_accumulator(exact, override.accumulator_bits, layer.name)
         )
-        return common.plan(
+        plan = common.plan(
             out_fmt=override.output or fmt,
             w_fmt=w_fmt,
             b_fmt=b_fmt,
             acc_fmt=acc,
             params=replace(own, exact_accumulator=acc == exact),
         )
+        return self.plan_latency(plan) if is_latency(plan) else plan
+
+    def plan_latency(self, plan: LayerPlan) -> LayerPlan:
+        """A latency-strategy plan: every filter at once in one cycle (pe = filters, cycles =
+        1), its solved graph's depth and register bits."""
+        if not self.latency_built:
+            raise K2CError(
+                f"layer '{plan.name}' ({plan.type}): the latency strategy builds dense and undilated convolution "
+                "layers; give this layer the resource strategy (--strategy takes one per dense/conv2d layer, "
+                "e.g. latency,resource)"
+            )
+        if not self.exact_accumulator(plan):
+            raise K2CError(
+                f"layer '{plan.name}': the latency strategy computes the exact accumulator; give it no "
+                "accumulator width"
+            )
+        plan = replace(plan, knobs=replace(plan.engine_knobs, pe=plan.filters, cycles=1))
+        graph = self.adder_graph(plan)
+        schedule = self.schedule(plan, graph)
+        params = replace(
+            params_of(plan, EngineParams),
+            adder_depth=graph.depth,
+            graph_registers=schedule.register_bits(),
+            graph_adders=len(graph.adders),
+            graph_cells=graph.carry_cells(),
+        )
+        return replace(plan, params=params)
+
+    def adder_graph(self, plan: LayerPlan, kernel: np.ndarray | None = None) -> cmvm.AdderGraph:
+        """The layer's quantized kernel (`kernel`, else its record's) as an adder graph on its
+        input's raw range (solved once: cached)."""
+        if kernel is None:
+            if plan.layer is None:
+                raise ValueError(f"layer '{plan.name}': its adder graph needs the layer's weights")
+            kernel = self.quantize(plan.layer, plan).kernel
+        matrix = self.graph_kernel(plan, kernel)
+        low, high = [plan.in_fmt.raw_min] * len(matrix), [plan.in_fmt.raw_max] * len(matrix)
+        return cmvm.solve_cached(matrix, low, high, GRAPH_DELAY, f"layer '{plan.name}'", cache_root())
+
+    def graph_kernel(self, plan: LayerPlan, kernel: np.ndarray) -> np.ndarray:
+        """The matrix the adder graph multiplies its input vector (the whole window, all its
+        channels) by, from the (K, filters) kernel: the kernel itself when every filter reads
+        the same window."""
+        return np.asarray(kernel)
+
+    def schedule(self, plan: LayerPlan, graph: cmvm.AdderGraph) -> cmvm.Schedule:
+        """The graph cut every `pipeline` levels (all of it in one stage at 0)."""
+        return cmvm.Schedule(graph, plan.engine_knobs.pipeline or max(graph.depth, 1))
 
     def check(self, plan: LayerPlan) -> None:
         check_requantized_output(plan)
@@ -205,16 +306,27 @@ class EngineKind(Kind):
         """1 when the engine loads each window from its window generator's shift register the
         cycle after accepting it (a convolution without a FIFO of windows: K2C.Conv's
         `direct`), else 0 (from the input beat as it accepts it)."""
-        return int(self.windowed and not params_of(plan, WindowParams).window_fifo)
+        return int(self.windowed and not params_of(plan, WindowParams).window_fifo and not is_latency(plan))
 
     def window_values(self, plan: LayerPlan) -> int:
         return self.window_channels(plan) * plan.window
 
+    def fixed_knobs(self, plan: LayerPlan) -> bool:
+        return is_latency(plan)
+
+    def cost_note(self, plan: LayerPlan) -> str:
+        if not is_latency(plan):
+            return ""
+        own = params_of(plan, EngineParams)
+        return HASKELL.cost_note(own.graph_adders, own.adder_depth, own.graph_cells)
+
     def multipliers(self, plan: LayerPlan) -> int:
-        return plan.engine_knobs.pe * plan.chunk
+        return 0 if is_latency(plan) else plan.engine_knobs.pe * plan.chunk
 
     def rom_bits(self, plan: LayerPlan) -> int:
         assert plan.w_fmt is not None and plan.b_fmt is not None
+        if is_latency(plan):
+            return 0
         return plan.rom_depth * plan.engine_knobs.pe * (plan.chunk * plan.w_fmt.hw_bits + plan.b_fmt.hw_bits)
 
     def constants(self, layer: Layer) -> tuple[np.ndarray, np.ndarray]:
@@ -233,7 +345,11 @@ class EngineKind(Kind):
         self, plan: LayerPlan, down: Block, mx: Max, blocks: list[Stateful], knobs: EngineTiming | None = None
     ) -> Block:
         """The engine (S = G*b steps, depth D, queue Q: `knobs`, arrays when the model runs many
-        configurations at once), behind the window generator when windowed."""
+        configurations at once), behind the window generator when windowed. The latency
+        strategy: K2C.Cmvm's pipeS of `cmvm_depth` registers."""
+        if is_latency(plan):
+            graph = pipe_block(cmvm_depth(plan), down, mx, blocks)
+            return front_blocks(plan, graph, mx, blocks) if self.windowed else graph
         steps, depth, queue = knobs if knobs is not None else (plan.steps, plan.pipe_depth, plan.queue_depth)
         engine = Engine(steps, depth, queue, down, mx)
         blocks.append(engine)
@@ -241,8 +357,20 @@ class EngineKind(Kind):
 
     def storage(self, plan: LayerPlan) -> Storage:
         """The engine's window (rotating chunks), accumulators, result register, pipeline
-        registers and output queue; the window generator's and its FIFOs when windowed."""
+        registers and output queue; the window generator's and its FIFOs when windowed. The
+        latency strategy: the graph's stages and valid bits, the finish stage's (and a table's
+        two) result and valid bit, pipeS's queue of d + 2 results."""
         assert plan.acc_fmt is not None
+        if is_latency(plan):
+            result = plan.filters * plan.out_fmt.hw_bits + 1
+            own = params_of(plan, EngineParams)
+            regs = own.graph_registers + graph_stages(plan) + (1 + plan.table_regs) * result
+            fifo = (cmvm_depth(plan) + 2) * plan.filters * plan.out_fmt.hw_bits
+            if not self.windowed:
+                return Storage(register_bits=regs, fifo_bits=fifo)
+            fifo += params_of(plan, WindowParams).window_fifo * self.window_values(plan) * plan.in_fmt.hw_bits
+            window = window_storage(plan)
+            return Storage(window.line_buffer_bits, regs + window.register_bits, fifo + window.fifo_bits)
         knobs = plan.engine_knobs
         in_bits, out_bits = plan.in_fmt.hw_bits, plan.out_fmt.hw_bits
         regs = self.window_channels(plan) * knobs.cycles * plan.chunk * in_bits
@@ -286,7 +414,11 @@ class EngineKind(Kind):
         return data + finished + tag * (7 + plan.table_regs + len(levels))
 
     def depths(self, plan: LayerPlan) -> tuple[Depth, ...]:
-        """D (without the late load e, which is the window generator's) and Q (K2C.Engine)."""
+        """D (without the late load e, which is the window generator's) and Q (K2C.Engine); the
+        latency strategy: K2C.Cmvm's d over the generated module's Depth."""
+        if is_latency(plan):
+            expr = HASKELL.cmvm_depth(cmvm_module(plan), plan.table_regs)
+            return (Depth("pipe", expr, cmvm_depth(plan), "cmvm"),)
         shape = (plan.chunk, plan.engine_knobs.pipeline, plan.groups, plan.engine_knobs.cycles, plan.table_regs)
         return (
             Depth("pipe", HASKELL.pipe_depth(*shape), plan.pipe_depth - plan.loads_late, "engine"),
@@ -348,6 +480,8 @@ class EngineKind(Kind):
     def compute_entry(
         self, plan: LayerPlan, doc: str, body: Sequence[str], notes: Sequence[str], uses: Sequence[str]
     ) -> Entry:
+        if is_latency(plan):
+            return self.latency_entry(plan, doc)
         return Entry(
             doc=doc,
             body=tuple(body),
@@ -355,3 +489,52 @@ class EngineKind(Kind):
             uses=tuple(uses),
             fields=self.engine_fields(plan),
         )
+
+    def latency_entry(self, plan: LayerPlan, doc: str, front: Sequence[str] = (), uses: Sequence[str] = ()) -> Entry:
+        """The layer as K2C.Cmvm over its generated module (`modules`), after the stages of
+        `front` (a convolution's window generator): no knob arguments, the engine's finish."""
+        assert plan.acc_fmt is not None
+        module = cmvm_module(plan)
+        own = params_of(plan, EngineParams)
+        notes = [
+            HASKELL.cmvm_note(
+                module, own.adder_depth, plan.engine_knobs.pipeline, graph_stages(plan), cmvm_depth(plan)
+            ),
+            HASKELL.accumulator_note(plan.acc_fmt.clash_type, "exact"),
+        ]
+        return Entry(
+            doc=doc,
+            body=(*front, HASKELL.cmvm(module)),
+            notes=tuple(notes),
+            uses=("cmvm", *uses),
+            fields={
+                "compute": False,
+                "finishes": True,
+                "table_regs": plan.table_regs,
+                "acc_clash": plan.acc_fmt.clash_type,
+                "imports": [f"import qualified {module}"],
+            },
+        )
+
+    def modules(self, plan: LayerPlan, params: QuantizedLayer | None) -> dict[str, str]:
+        """A latency layer's generated module (the weights, its adder graph, its Depth)."""
+        if not is_latency(plan):
+            return {}
+        assert params is not None and plan.acc_fmt is not None and plan.w_fmt is not None
+        assert plan.b_fmt is not None
+        graph = self.adder_graph(plan, np.asarray(params.kernel))  # the golden model's weights
+        product_shift = plan.acc_fmt.frac - (plan.in_fmt.raw_frac + plan.w_fmt.raw_frac)
+        bias = np.asarray(params.bias).astype(object) << (plan.acc_fmt.frac - plan.b_fmt.raw_frac)
+        module = cmvm_module(plan)
+        text = cmvm.haskell_module(
+            module,
+            "graph",
+            self.graph_kernel(plan, np.asarray(params.kernel)),
+            self.schedule(plan, graph),
+            in_width=plan.in_fmt.hw_bits,
+            out_width=plan.acc_fmt.hw_bits,
+            out_shift=product_shift,
+            bias=list(bias),
+            doc=HASKELL.module_doc(plan.name, plan.in_fmt, plan.w_fmt, plan.b_fmt, plan.acc_fmt.clash_type),
+        )
+        return {module: text}

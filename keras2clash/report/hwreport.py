@@ -167,16 +167,19 @@ class Source:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def load_source(path: Path, fmt: str = "1,7,8", weights: Path | None = None) -> Source:
-    """An emitted project directory, or a model file at a uniform format."""
+def load_source(path: Path, fmt: str = "1,7,8", weights: Path | None = None, strategy: str | None = None) -> Source:
+    """An emitted project directory (its own strategies), or a model file at a uniform format
+    and `strategy` (design.DesignOptions.strategy)."""
     path = Path(path)
     if (path / MANIFEST).is_file():
+        if strategy is not None:
+            raise K2CError(f"{path} is a project, built at its own strategies: give --strategy with a model file")
         project = load_project(path)
         manifest = json.loads((project.root / MANIFEST).read_text())
         extra = {k: manifest[k] for k in ("precision",) if k in manifest}
         return Source(project.name, project.top, project.plans, project.params, project, extra)
 
-    network = load_network(path, fmt, weights=weights)
+    network = load_network(path, fmt, weights=weights, strategy=strategy)
     name = hdl_name(network.name)
     return Source(name, name, network.plans, network.params)
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from keras2clash import procs
 from keras2clash.errors import K2CError
-from keras2clash.fsutil import atomic_directory
+from keras2clash.fsutil import atomic_directory, cache_root
 
 LANGUAGES = {"verilog": "--verilog", "vhdl": "--vhdl", "systemverilog": "--systemverilog"}
 """HDL name -> clash flag. Output lands in DIR/hdl/<language>/."""
@@ -122,16 +122,6 @@ def build_simulator(project: Path) -> Path:
     cache.store(build / "obj" / "K2C")
     os.replace(build / "sim.tmp", exe)
     return exe
-
-
-def cache_root() -> Path | None:
-    """Where compiled blocks are kept between projects: $K2C_CACHE_DIR (empty: no cache), else
-    $XDG_CACHE_HOME/keras2clash, else ~/.cache/keras2clash."""
-    configured = os.environ.get("K2C_CACHE_DIR")
-    if configured is not None:
-        return Path(configured) if configured else None
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "keras2clash"
 
 
 _IMPORT = re.compile(r"^import\s+(?:qualified\s+)?K2C\.(\w+)", re.MULTILINE)

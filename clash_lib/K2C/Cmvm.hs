@@ -1,0 +1,84 @@
+{-# LANGUAGE DataKinds, KindSignatures, NoImplicitPrelude, ScopedTypeVariables,
+             TypeApplications, TypeOperators, FlexibleContexts, ConstraintKinds, TypeFamilies,
+             NoStarIsType #-}
+{-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver #-}
+{-|
+A layer whose weights are constants: its matrix-vector product as an adder graph
+(shift-and-add terms with shared subexpressions, no multiplier), generated per
+layer (@Cmvm/<Layer>.hs@: the weights, one named term per adder, one function
+per register stage, its register stages as @type Depth@), behind one finish
+stage, as a free-running pipeline ("K2C.Pipe".'pipeS').
+
+= Hardware
+
+* the graph's @s@ register stages (its valid bit beside them);
+* one finish stage: the bias added to each exact product sum, the layer's
+  requantization and activation ('K2C.Activation.Finish'), registered; a table
+  activation's two registers after it (@t = 2@);
+* 'pipeS''s output queue of @d + 2@ vectors and its count.
+
+= Timing (exact)
+
+@d = s + 1 + t@ ('CmvmDepth'). A vector accepted in cycle @a@ leaves the last
+register in cycle @a + d@: 'pipeS''s rules, one vector a cycle with
+downstream ready and @d + 1@ cycles of latency.
+
+= Arithmetic
+
+The graph computes @x * W@ exactly on the inputs' raw integers, in the
+accumulator's fraction bits; the finish stage adds the bias in the same bits
+and rounds once: the engine's exact accumulator and finish, to the bit.
+-}
+module K2C.Cmvm
+  ( cmvm
+  , windows
+  , fit
+  , CmvmDepth
+  ) where
+
+import Clash.Prelude hiding (window)
+
+import K2C.Activation (Finish (..), TableRegs)
+import K2C.Pipe (pipeS, stageReg)
+import K2C.Stream (Stream, mapS, (|>))
+import K2C.Window (WindowShape, window)
+
+-- | The registers of 'cmvm': the graph's @s@, the finish stage, a table's @t@.
+type CmvmDepth s t = s + 1 + t
+
+-- | A layer of constant weights: @graph@ (the generated module's, @s@ register
+-- stages from the raw inputs to the exact sums @x * W@ in the accumulator's
+-- fraction bits), the bias in the accumulator's bits, and the layer's finish.
+cmvm
+  :: forall dom s n m ai af ci cf o t
+   . ( HiddenClockResetEnable dom
+     , KnownNat s, KnownNat n, KnownNat m, KnownNat ai, KnownNat af, KnownNat ci, KnownNat cf
+     , TableRegs t, NFDataX o )
+  => SNat s
+  -> (Signal dom (Maybe (Vec n (Signed (ai + af)))) -> Signal dom (Maybe (Vec m (Signed (ci + cf)))))
+  -> Vec m (Signed (ci + cf))
+  -> Finish t (SFixed ci cf) o
+  -> Stream dom (Vec n (SFixed ai af)) (Vec m o)
+cmvm SNat graph bias (Finish requant activate) = pipeS (SNat @(CmvmDepth s t)) pipe
+  where
+    pipe = tableRegs . stageReg . fmap (fmap finish) . graph . fmap (fmap (map unSF))
+    finish sums = zipWith (\acc b -> activate (requant (sf (SNat @cf) (acc + b)))) sums bias
+    tableRegs
+      | snatToNum (SNat @t) == (2 :: Int) = stageReg . stageReg
+      | otherwise = id
+
+-- | A convolution's windows as the graph's input vectors: "K2C.Window"'s
+-- generator, each window flattened in Keras kernel order (rows, columns,
+-- channels; wires only). Its stream goes straight into 'cmvm', which takes a
+-- window every cycle.
+windows
+  :: (HiddenClockResetEnable dom, WindowShape h w kh kw sh sw c, NFDataX a)
+  => SNat h -> SNat w -> SNat kh -> SNat kw -> SNat sh -> SNat sw
+  -> Stream dom (Vec c a) (Vec (kh * kw * c) a)
+windows h w kh kw sh sw = window h w kh kw sh sw |> mapS (concat . map concat)
+
+-- | An operand at a term's width, modulo 2^b: a sum that fits its term's width
+-- is exact whatever its operands' widths (two's complement), so an operand
+-- wider than the term keeps its low bits ('resize' would keep its sign bit).
+fit :: forall a b . (KnownNat a, KnownNat b) => Signed a -> Signed b
+fit x = truncateB (resize x :: Signed (b + a))
