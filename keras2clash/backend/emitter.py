@@ -973,8 +973,7 @@ def fpga_script(top: str) -> str:
     commands = device.synth_script(top, f"../../../fpga/{json_name}", block_roms=True).split("; ")
     return _env.get_template("fpga.ys.j2").render(
         name=top,
-        family=device.family,
-        family_name=f"ECP5 ({device.part} and its smaller sizes)",
+        part=device.part,
         device=device.name,
         script=FPGA_SCRIPT,
         json=json_name,
