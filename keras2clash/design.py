@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypedDict, cast
 
 from keras2clash.errors import K2CError
-from keras2clash.fpga.devices import multiplier_budget
+from keras2clash.fpga.devices import logic_budget, multiplier_budget
 from keras2clash.hw.clock import auto_clock, auto_levels
 from keras2clash.hw.lanes import resolve_lanes
-from keras2clash.hw.plan import STRATEGIES
+from keras2clash.hw.plan import AUTO_STRATEGY, STRATEGIES
 from keras2clash.hw.planner import parse_int_list
 from keras2clash.quant.autoformat import DEFAULT_WEIGHT_FORMAT, WEIGHT_FORMATS
 from keras2clash.quant.formats import FixedFormat, parse_format
@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 DEFAULT_FORMAT = "1,7,8"
+DEFAULT_LOGIC_BUDGET = "ecp5-85k"
+"""What `--strategy auto` fits its adder graphs into when no `--logic-budget` is given."""
 """The uniform format when none is given: the thesis' 1,7,8 (`SFixed 8 8`)."""
 
 SOFTMAX_MODES = ("exact", "argmax")
@@ -113,15 +115,16 @@ def pipeline_levels(value: str | int | Iterable[int] | None) -> int | tuple[int,
 
 def strategies(value: str | Iterable[str] | None) -> str | tuple[str, ...] | None:
     """`--strategy`: one for every compute layer ("latency") or one per layer
-    ("latency,resource,latency"), each one of hw.plan.STRATEGIES."""
+    ("latency,resource,latency"), each one of hw.plan.STRATEGIES or "auto" (chosen with the
+    multiplier budget, hw.strategy)."""
     if value is None:
         return None
     names = value.split(",") if isinstance(value, str) else list(value)
     names = [str(name).strip() for name in names]
-    bad = [name for name in names if name not in STRATEGIES]
+    bad = [name for name in names if name not in (*STRATEGIES, AUTO_STRATEGY)]
     if bad or not names:
         raise K2CError(
-            f"bad strategy {value!r}: expected {' or '.join(STRATEGIES)}, one for every "
+            f"bad strategy {value!r}: expected {', '.join(STRATEGIES)} or {AUTO_STRATEGY}, one for every "
             "dense/conv2d/depthwise2d layer or one per layer (e.g. latency,resource)"
         )
     return names[0] if len(names) == 1 else tuple(names)
@@ -130,6 +133,11 @@ def strategies(value: str | Iterable[str] | None) -> str | tuple[str, ...] | Non
 def dsp_budget(value: int | str | None) -> int | None:
     """`--dsp-budget`: a number of multipliers or a device (fpga.devices.multiplier_budget)."""
     return None if value is None else multiplier_budget(value)
+
+
+def logic_cells(value: int | str | None) -> int | None:
+    """`--logic-budget`: LUT4 cells or a device (fpga.devices.logic_budget)."""
+    return None if value is None else logic_budget(value)
 
 
 def lanes_choice(value: str | None) -> LanesChoice | None:
@@ -210,11 +218,15 @@ class DesignOptions:
             each (0: a whole dot product in one cycle; None: hw.plan.DEFAULT_PIPELINE).
         strategy: What each compute layer is built as, one for every compute layer or one
             each: "resource" (weights in a memory, multipliers, `parallelism` and `cycles`)
-            or "latency" (the weights as constants of an adder graph, one window a cycle);
-            None: "resource".
+            or "latency" (the weights as constants of an adder graph, one window a cycle),
+            or "auto" (chosen with `dsp_budget` within `logic_budget`, hw.strategy); None:
+            "resource".
         dsp_budget: Multipliers to balance `parallelism` and `cycles` within, for the
             smallest initiation interval (hw.allocate; a device's is the share the open flow
             routes: fpga.devices.Device.multiplier_budget); None: the knobs as given.
+        logic_budget: LUT4 cells the adder graphs of layers whose strategy is "auto" may take
+            (a device's is a share of its cells: fpga.devices.LOGIC_SHARE); None: the
+            default device's share (DEFAULT_LOGIC_BUDGET).
         lanes: A BatchNormalization's channels a cycle: "auto" the fewest that keep the
             initiation interval, "full" a whole beat (None: auto under a budget, else full).
         softmax: An output softmax computed ("exact") or left out ("argmax": the outputs
@@ -236,6 +248,7 @@ class DesignOptions:
     pipeline: int | tuple[int, ...] | None = None
     strategy: str | tuple[str, ...] | None = None
     dsp_budget: int | None = None
+    logic_budget: int | None = None
     lanes: LanesChoice | None = None
     softmax: SoftmaxMode = "exact"
     weight_format: WeightFormat = cast(WeightFormat, DEFAULT_WEIGHT_FORMAT)
@@ -292,6 +305,7 @@ class DesignKnobs(TypedDict, total=False):
     pipeline: str | int | Sequence[int] | None
     strategy: str | Sequence[str] | None
     dsp_budget: int | str | None
+    logic_budget: int | str | None
     lanes: str | None
     softmax: str
     weight_format: str
@@ -309,6 +323,7 @@ _PARSERS = {
     "pipeline": pipeline_levels,
     "strategy": strategies,
     "dsp_budget": dsp_budget,
+    "logic_budget": logic_cells,
     "lanes": lanes_choice,
     "softmax": softmax_choice,
     "weight_format": weight_format_choice,

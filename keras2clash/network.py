@@ -10,13 +10,22 @@ the precision sweep); `plan_network` takes a graph from there to the hardware pl
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from keras2clash.design import DEFAULT_FORMAT, DesignKnobs, DesignOptions, SoftmaxMode, per_layer
+from keras2clash.design import (
+    DEFAULT_FORMAT,
+    DEFAULT_LOGIC_BUDGET,
+    DesignKnobs,
+    DesignOptions,
+    SoftmaxMode,
+    logic_cells,
+    per_layer,
+)
 from keras2clash.errors import K2CError
 from keras2clash.frontend import hgq, qkeras
 from keras2clash.frontend.convert import load_keras_model, to_graph
@@ -25,6 +34,7 @@ from keras2clash.hw.hwmodel import with_fifos
 from keras2clash.hw.lanes import resolve_lanes, with_lanes
 from keras2clash.hw.plan import LayerFormats, LayerPlan
 from keras2clash.hw.planner import compute_layers, make_plan
+from keras2clash.hw.strategy import balanced_strategies, candidates, split_auto
 from keras2clash.ir.graph import Graph
 from keras2clash.kinds import kind_of
 from keras2clash.quant.autoformat import fitted_weights, parameter_overflow, resolve_formats
@@ -59,6 +69,7 @@ class Network:
     formats: Any = None  # quant.layerformats.ResolvedFormats
     overflow: list[Any] = field(default_factory=list)  # quant.autoformat.ParamOverflow rows
     keras_model: Any = None
+    auto: list[bool] = field(default_factory=list)  # compute layers left to --strategy auto, planned at resource
 
     @property
     def name(self) -> str:
@@ -72,6 +83,7 @@ def plan_network(
     fifos: bool = True,
     console: Console | None = None,
     keras_model: Any = None,
+    choose: bool = True,
     **knobs: Unpack[DesignKnobs],
 ) -> Network:
     """Formats (uniform, per layer, or automatic), knobs (given, or balanced for a
@@ -81,7 +93,8 @@ def plan_network(
     keywords given with a record replace its fields; `DesignOptions` says what each knob
     does). `fifos=False` skips the FIFO depths (precision tools that never emit).
     `keras_model`: the model the graph came from (a quantization-aware one brings its own
-    formats)."""
+    formats). A layer whose strategy is "auto" gets one with `dsp_budget` (hw.strategy);
+    `choose=False` plans it at resource and flags it in `Network.auto` (`options` tries both)."""
     design = DesignOptions.of(design, **knobs)
     _check_several_inputs(graph, keras_model)
     layer_formats, parallelism, cycles = design.layer_formats, design.parallelism, design.cycles
@@ -102,6 +115,12 @@ def plan_network(
             f"bad strategy {','.join(strategy)!r}: {len(strategy)} value(s) given, the model has "
             f"{n_compute} dense/conv2d/depthwise2d layer(s)"
         )
+    strategy, auto = split_auto(strategy, n_compute)
+    if any(auto) and choose and design.dsp_budget is None:
+        raise K2CError(
+            "--strategy auto chooses each layer's strategy with the multipliers: give --dsp-budget "
+            "(or give each layer latency or resource)"
+        )
     formats = resolve_formats(
         graph, design.format, layer_formats=layer_formats, bits=design.bits, calibration=design.calibration
     )
@@ -109,7 +128,7 @@ def plan_network(
     if formats.auto is not None and console is not None:
         render_auto(formats.auto, console)
     if design.dsp_budget is not None:
-        pes, cyc = _balanced_knobs(graph, formats, design.dsp_budget, pes, cyc, levels, strategy, console)
+        pes, cyc, strategy = _balanced_knobs(graph, formats, design, pes, cyc, levels, strategy, auto, console)
     plans = make_plan(
         graph,
         formats.default,
@@ -130,6 +149,7 @@ def plan_network(
         formats=formats,
         overflow=parameter_overflow(plans, graph),
         keras_model=keras_model,
+        auto=auto if not choose else [False] * n_compute,
     )
 
 
@@ -234,12 +254,15 @@ def _report_lanes(plans: Sequence[LayerPlan], console: Console | None) -> None:
 
 
 def _balanced_knobs(
-    graph: Graph, formats: Any, budget: int, pes, cyc, levels, strategy, console
-) -> tuple[list[int], list[int]]:
+    graph: Graph, formats: Any, design: DesignOptions, pes, cyc, levels, strategy, auto: list[bool], console
+) -> tuple[list[int], list[int], Any]:
     """--dsp-budget: the balanced (pe, cycles) of every compute layer (hw.allocate), ranked with
-    the pipeline the design will have (its depth moves every layer's results in time)."""
+    the pipeline the design will have (its depth moves every layer's results in time); and the
+    strategy of each layer left to "auto" (hw.strategy)."""
     if pes is not None or cyc is not None:
         raise K2CError("give either --dsp-budget or --parallelism/--cycles, not both")
+    assert design.dsp_budget is not None
+    budget = design.dsp_budget
     plans = make_plan(
         graph,
         formats.default,
@@ -248,13 +271,20 @@ def _balanced_knobs(
         pipeline=levels,
         strategy=strategy,
     )
-    if console is None:
-        alloc = balanced(plans, budget)
-    else:
-        with console.status(f"balancing within {budget} multipliers") as status:
-            alloc = balanced(plans, budget, progress=status.update)
-        console.print(alloc.summary())
-    return alloc.parallelism, alloc.cycles
+    status = console.status(f"balancing within {budget} multipliers") if console is not None else nullcontext()
+    with status as shown:
+        progress = shown.update if shown is not None else None
+        if any(auto):
+            logic = design.logic_budget if design.logic_budget is not None else logic_cells(DEFAULT_LOGIC_BUDGET)
+            chose = balanced_strategies(plans, candidates(plans, auto, progress), budget, logic, progress)
+            alloc, summary, notes, strategy = chose.allocation, chose.summary(), chose.notes, chose.strategies
+        else:
+            alloc = balanced(plans, budget, progress=progress)
+            summary, notes = alloc.summary(), []
+    if console is not None:
+        for line in [*notes, summary]:
+            console.print(line)
+    return alloc.parallelism, alloc.cycles, strategy
 
 
 def load_network(
@@ -263,10 +293,11 @@ def load_network(
     *,
     fifos: bool = True,
     console: Console | None = None,
+    choose: bool = True,
     **knobs: Unpack[DesignKnobs],
 ) -> Network:
     """`plan_network(load_model(model))`: see both (the model's weights file, for a JSON
     config, is the design's `weights`)."""
     design = DesignOptions.of(design, **knobs)
     keras_model, graph = load_model(model, design.weights)
-    return plan_network(graph, design, fifos=fifos, console=console, keras_model=keras_model)
+    return plan_network(graph, design, fifos=fifos, console=console, keras_model=keras_model, choose=choose)

@@ -12,6 +12,7 @@ from rich.console import Console
 from keras2clash.cli import params
 from keras2clash.cli.common import app, check_reports, err
 from keras2clash.design import dsp_budget as multipliers
+from keras2clash.design import logic_cells
 from keras2clash.errors import K2CError
 from keras2clash.fsutil import check_writable_target, write_output_file
 from keras2clash.hw import options as opts
@@ -42,6 +43,7 @@ def options(
     ] = opts.SEARCH_SECONDS,
     dsp_budget: params.DspBudgetShown = None,
     strategy: params.Strategy = None,
+    logic_budget: params.LogicBudget = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write every configuration as JSON.")] = None,
     csv_out: Annotated[Path | None, typer.Option("--csv", help="Write every configuration as CSV.")] = None,
     weights: params.Weights = None,
@@ -65,6 +67,8 @@ def options(
             budget=budget,
             progress=status.update,
             seconds=time_limit,
+            auto=source.auto,
+            logic_budget=logic_cells(logic_budget),
         )
     opts.render(result, Console(), sort=sort, max_rows=max_rows, pareto_only=pareto)
     if json_out is not None:

@@ -43,7 +43,8 @@ STRATEGY_HELP = (
     "What every dense/conv2d layer is built as, one for all or one per layer, e.g. "
     "latency or latency,resource: resource (default) reads weights from a memory into "
     "multipliers (--parallelism, --cycles); latency makes them constants of a multiplier-free "
-    "adder graph that takes a vector every cycle (--pipeline: adder levels per register stage)."
+    "adder graph that takes a vector every cycle (--pipeline: adder levels per register stage); "
+    "auto chooses per layer with --dsp-budget, its adder graphs within --logic-budget."
 )
 CYC_HELP = "Cycles per window per dense/conv2d layer, e.g. 1,9,1 (each 1..window size; default 1 each)."
 LF_HELP = (
@@ -78,6 +79,10 @@ BUDGET_HELP = (
     "routes; ice40-up5k: its 8): choose --parallelism "
     "and --cycles of every dense/conv2d layer for the smallest initiation interval within it "
     "(balanced allocation, exact model)."
+)
+LOGIC_BUDGET_HELP = (
+    "LUT4 cells the adder graphs of --strategy auto may take, a number or a device (ecp5-85k, the "
+    "default: half of its 83,640)."
 )
 LANES_HELP = (
     "Channels a BatchNormalization computes a cycle: 'auto' the fewest that keep the initiation "
@@ -172,6 +177,7 @@ Parallelism = Annotated[str | None, typer.Option("--parallelism", "-p", help=PAR
 Cycles = Annotated[str | None, typer.Option("--cycles", "-c", help=CYC_HELP)]
 Pipeline = Annotated[str | None, typer.Option("--pipeline", help=PIPE_HELP)]
 Strategy = Annotated[str | None, typer.Option("--strategy", help=STRATEGY_HELP)]
+LogicBudget = Annotated[str | None, typer.Option("--logic-budget", help=LOGIC_BUDGET_HELP)]
 LayerFormat = Annotated[list[str] | None, typer.Option("--layer-format", help=LF_HELP)]
 LayerFormats = Annotated[Path | None, typer.Option("--layer-formats", help=LFS_HELP)]
 InputFormat = Annotated[str | None, typer.Option("--input-format", help=IN_HELP)]
@@ -209,6 +215,7 @@ def design_options(
     pipeline: str | None = None,
     strategy: str | None = None,
     dsp_budget: str | None = None,
+    logic_budget: str | None = None,
     lanes: str | None = None,
     softmax: str = "exact",
     weight_format: str | None = None,
@@ -227,6 +234,7 @@ def design_options(
         pipeline=pipeline,
         strategy=strategy,
         dsp_budget=dsp_budget,
+        logic_budget=logic_budget,
         lanes=lanes,
         softmax=softmax,
         weight_format=DEFAULT_WEIGHT_FORMAT if weight_format is None else weight_format,
@@ -267,6 +275,7 @@ KNOBS = (
     _knob("softmax", Softmax, "exact"),
     _knob("pipeline", Pipeline),
     _knob("strategy", Strategy),
+    _knob("logic_budget", LogicBudget),
     _knob("hls4ml_config", Hls4ml),
     _knob("weight_format", WeightFormat, DEFAULT_WEIGHT_FORMAT),
     _knob("lanes", Lanes),
@@ -323,7 +332,7 @@ run_design_knobs = DesignParams(_knobs(calibration=RunCalibration), design_optio
 """Every knob; --calibration defaults to --data (run)."""
 debug_design_knobs = DesignParams(
     _knobs(
-        omit=("parallelism", "cycles", "dsp_budget", "pipeline", "strategy", "hls4ml_config", "lanes"),
+        omit=("parallelism", "cycles", "dsp_budget", "pipeline", "strategy", "logic_budget", "hls4ml_config", "lanes"),
         format=DebugFormat,
         weight_format=DebugWeightFormat,
     ),

@@ -252,6 +252,24 @@ def multiplier_budget(value: int | str) -> int:
     return budget
 
 
+LOGIC_SHARE = 0.5
+"""The share of a device's LUT4 cells `--logic-budget DEVICE` gives the adder graphs of the
+latency strategy: the rest of the design (control, FIFOs, activations) and the router's room."""
+
+
+def logic_budget(value: int | str) -> int:
+    """`--logic-budget`: LUT4 cells for the latency strategy's adder graphs, a number or a
+    device name (`LOGIC_SHARE` of its LUT4 cells)."""
+    text = str(value).strip()
+    if text.isdigit() and int(text) >= 1:
+        return int(text)
+    if text.lower() in DEVICES:
+        return int(LOGIC_SHARE * DEVICES[text.lower()].luts)
+    raise K2CError(
+        f"bad --logic-budget {text!r}: a number of LUT4 cells (at least 1) or a device, one of {', '.join(DEVICES)}"
+    )
+
+
 def get_device(name: str) -> Device:
     """The device called `name`; one error listing the known ones otherwise."""
     try:

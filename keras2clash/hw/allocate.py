@@ -33,13 +33,24 @@ from dataclasses import dataclass
 from keras2clash.errors import K2CError
 from keras2clash.hw.fronts import LayerFront, Picks, bound, own_front, picks_at
 from keras2clash.hw.hwmodel import MAX_WINDOW_FIFO, figures, figures_many, queued, with_deep_branch_fifos, with_fifos
-from keras2clash.hw.plan import LayerPlan
+from keras2clash.hw.plan import LATENCY_STRATEGY, LayerPlan
 from keras2clash.hw.planner import with_knobs
 from keras2clash.hw.resources import HwFigures
 
 
 def _ceil(a: int, b: int) -> int:
     return -(-a // b)
+
+
+LATENCY_LABEL = "L"
+"""A latency-strategy layer in a configuration's label (its pe and cycles are its own)."""
+
+
+def config_label(pes: Sequence[int], cycles: Sequence[int], strategies: Sequence[str] = ()) -> str:
+    """`8:1,8:1,5:1` (pe:cycles per compute layer, the form --config takes), `L` for a layer
+    at the latency strategy."""
+    built = list(strategies) or [""] * len(pes)
+    return ",".join(LATENCY_LABEL if s == LATENCY_STRATEGY else f"{p}:{b}" for p, b, s in zip(pes, cycles, built))
 
 
 CANDIDATE_BATCH = 8
@@ -80,7 +91,7 @@ class Allocation:
 
     def summary(self) -> str:
         f = self.figures
-        label = ",".join(f"{p}:{b}" for p, b in zip(f.parallelism, f.cycles))
+        label = config_label(f.parallelism, f.cycles, f.strategies)
         return (
             f"balanced within {self.budget} multipliers: pe:cycles {label} -> II {f.ii:g} cycles "
             f"(layers' busy bound {self.min_target}), latency {f.latency}, {f.multipliers} multipliers, "

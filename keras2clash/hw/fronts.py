@@ -98,9 +98,28 @@ def bound(fronts: Sequence[LayerFront], picks: Picks) -> int:
     return max(f.busy[i] for f, i in zip(fronts, picks))
 
 
-def front_flags(points: Sequence[tuple[float, float]]) -> list[bool]:
-    """Which (cost, time) points are Pareto-optimal: no other point is <= in both and < in
-    one (equal points are optimal together)."""
+def front_flags(points: Sequence[tuple[float, ...]]) -> list[bool]:
+    """Which points are Pareto-optimal: no other point is <= in every figure and < in one
+    (equal points are optimal together). A point is (cost, time), or (logic, cost, time)
+    with few distinct logic values (one per set of layers built as adder graphs: the 2-D
+    fronts of each logic value and of those below it)."""
+    if not points or len(points[0]) == 2:
+        return _flags_2d([(p[0], p[-1]) for p in points])
+    flags = [False] * len(points)
+    stair: list[tuple[float, float]] = []  # the front of the points at lower logic values
+    for level in sorted({p[0] for p in points}):
+        here = [i for i, p in enumerate(points) if p[0] == level]
+        pairs = [(points[i][1], points[i][2]) for i in here]
+        costs = [c for c, _ in stair]
+        for i, (cost, when), own in zip(here, pairs, _flags_2d(pairs)):
+            j = bisect.bisect_right(costs, cost) - 1  # the fastest point below costing no more
+            flags[i] = own and not (j >= 0 and stair[j][1] <= when)
+        merged = [*stair, *pairs]
+        stair = sorted({merged[k] for k, on in enumerate(_flags_2d(merged)) if on})
+    return flags
+
+
+def _flags_2d(points: Sequence[tuple[float, float]]) -> list[bool]:
     order = sorted(range(len(points)), key=lambda i: points[i])
     flags = [False] * len(points)
     best = float("inf")

@@ -623,6 +623,7 @@ def _assemble(
         register_bits=sum(r.register_bits for r in layers),
         fifo_bits=sum(r.fifo_bits for r in layers) + top,
         block_fifo_bits=sum(r.block_fifo_bits for r in layers),
+        logic_cells=sum(r.logic_cells for r in layers),
         layers=layers,
     )
 

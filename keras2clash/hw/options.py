@@ -35,12 +35,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from keras2clash.errors import K2CError
-from keras2clash.hw.allocate import balanced
+from keras2clash.hw.allocate import LATENCY_LABEL, balanced, config_label
 from keras2clash.hw.fronts import LayerFront, Picks, front_flags, own_front, pareto_search, threshold_picks
 from keras2clash.hw.hwmodel import figures_many
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.hw.resources import HwFigures
-from keras2clash.jsontypes import JsonObject
+from keras2clash.hw.strategy import Candidates, balanced_strategies, candidates, latency_sets, with_latency
+from keras2clash.jsontypes import Json, JsonObject
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -188,7 +189,8 @@ class Option:
 
     @property
     def label(self) -> str:
-        return config_label(self.figures.parallelism, self.figures.cycles)
+        f = self.figures
+        return config_label(f.parallelism, f.cycles, f.strategies)
 
     def to_json(self) -> JsonObject:
         f = self.figures
@@ -197,7 +199,9 @@ class Option:
             "cycles": list(f.cycles),
             "latency": f.latency,
             "ii": f.ii,
+            "strategies": list[Json](f.strategies),
             "multipliers": f.multipliers,
+            "logic_cells": f.logic_cells,
             "macs": f.macs,
             "efficiency": f.efficiency,
             "memory_bits": f.memory_bits,
@@ -208,11 +212,6 @@ class Option:
             "pareto_latency": self.pareto_latency,
             "balanced": self.balanced,
         }
-
-
-def config_label(pes: Sequence[int], cycles: Sequence[int]) -> str:
-    """`8:1,8:1,5:1` (pe:cycles per compute layer), the form --config takes."""
-    return ",".join(f"{p}:{b}" for p, b in zip(pes, cycles))
 
 
 @dataclass
@@ -267,7 +266,9 @@ class OptionsResult:
             "cycles",
             "latency",
             "ii",
+            "strategies",
             "multipliers",
+            "logic_cells",
             "macs",
             "efficiency",
             "memory_bits",
@@ -284,6 +285,7 @@ class OptionsResult:
             row["config"] = o.label
             row["parallelism"] = ",".join(map(str, o.figures.parallelism))
             row["cycles"] = ",".join(map(str, o.figures.cycles))
+            row["strategies"] = ",".join(o.figures.strategies)
             writer.writerow([row[c] for c in cols])
         return buf.getvalue()
 
@@ -295,45 +297,79 @@ def explore(
     budget: int | None = None,
     progress: Progress | None = None,
     seconds: float | None = SEARCH_SECONDS,
+    auto: Sequence[bool] = (),
+    logic_budget: int | None = None,
 ) -> OptionsResult:
     """The useful configurations of the network `plans` (its own knobs are ignored): every
     one (`every_config`), or for more than `EXHAUSTIVE`, or more than the model evaluates in
     `seconds`, the fronts' (`front_configs`, searched for at most `seconds` more; None:
-    until each ends by itself)."""
+    until each ends by itself). The compute layers flagged in `auto` are tried at both
+    strategies (`hw.strategy`: each set of them at latency within `logic_budget` LUT4 cells,
+    the time shared between the sets)."""
     t0 = time.perf_counter()
-    total = count_configs(plans, cycles_too)
-    notes = []
-    figs, every = every_config(plans, cycles_too, progress, seconds) if total <= EXHAUSTIVE else ([], False)
-    if not every:  # too many, or too slow a model to evaluate them all in time: the fronts
-        found, complete = front_configs(plans, cycles_too, progress, seconds)
-        figs = list({(tuple(f.parallelism), tuple(f.cycles)): f for f in [*figs, *found]}.values())
+    found = candidates(plans, auto, progress) if any(auto) else Candidates({}, [])
+    sets = latency_sets(plans, found, logic_budget)
+    share = None if seconds is None else seconds / len(sets)
+    notes = list(found.notes)
+    total, figs, cut = 0, [], []
+    for chosen in sets:
+        network = with_latency(plans, found, chosen)
+        count = count_configs(network, cycles_too)
+        got, complete = _configurations(network, count, cycles_too, progress, share)
+        total += count
+        figs += got
         if not complete:
-            notes.append(
-                f"the fronts were searched for {seconds:g} s ({len(figs):,} of {total:,} configurations evaluated): "
-                "a longer --time-limit may find better points"
-            )
+            cut.append(chosen)
+    figs = list({config_key(f): f for f in figs}.values())
+    if cut:
+        notes.append(
+            f"the fronts were searched for {share:g} s ({len(figs):,} of {total:,} configurations evaluated): "
+            "a longer --time-limit may find better points"
+        )
     opts = [Option(f) for f in figs]
     mark_pareto(opts)
     if budget is not None:
         if progress is not None:
             progress(f"balancing within {budget} multipliers")
-        alloc = balanced(plans, budget, progress=progress)
-        key = (alloc.figures.parallelism, alloc.figures.cycles)
-        hit = [o for o in opts if (o.figures.parallelism, o.figures.cycles) == key]
+        if found.plans:
+            chose = balanced_strategies(plans, found, budget, logic_budget, progress)
+            alloc, summary = chose.allocation, chose.summary()
+        else:
+            alloc = balanced(plans, budget, progress=progress)
+            summary = alloc.summary()
+        hit = [o for o in opts if config_key(o.figures) == config_key(alloc.figures)]
         if hit:
             hit[0].balanced = True
         else:
             opts.append(Option(alloc.figures, balanced=True))
             mark_pareto(opts)
-        notes.append(alloc.summary())
+        notes.append(summary)
     seconds = time.perf_counter() - t0
     layers = [p.name for p in plans if p.is_compute]
     return OptionsResult(model, layers, opts, seconds, cycles_too, budget, notes, configurations=total)
 
 
+def _configurations(
+    plans: Sequence[LayerPlan], total: int, cycles_too: bool, progress: Progress | None, seconds: float | None
+) -> tuple[list[HwFigures], bool]:
+    """Every configuration of a network of `total`, or the fronts' (`explore`); and whether
+    the search was complete."""
+    figs, every = every_config(plans, cycles_too, progress, seconds) if total <= EXHAUSTIVE else ([], False)
+    if every:
+        return figs, True
+    found, complete = front_configs(plans, cycles_too, progress, seconds)
+    return list({config_key(f): f for f in [*figs, *found]}.values()), complete
+
+
+def config_key(f: HwFigures) -> tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...]]:
+    """What tells configurations apart: each compute layer's strategy and knobs."""
+    return tuple(f.strategies), tuple(f.parallelism), tuple(f.cycles)
+
+
 def mark_pareto(opts: Sequence[Option]) -> None:
-    ii = front_flags([(o.figures.multipliers, o.figures.ii) for o in opts])
-    lat = front_flags([(o.figures.multipliers, o.figures.latency) for o in opts])
+    """Pareto-optimal in II, and in latency, against multipliers and the adder graphs' logic."""
+    ii = front_flags([(o.figures.logic_cells, o.figures.multipliers, o.figures.ii) for o in opts])
+    lat = front_flags([(o.figures.logic_cells, o.figures.multipliers, o.figures.latency) for o in opts])
     for o, a, b in zip(opts, ii, lat):
         o.pareto_ii, o.pareto_latency = a, b
 
@@ -374,9 +410,11 @@ def render(
     )
     from rich import box
 
-    table = Table(title=title, caption=f"pe:cycles of {', '.join(result.layers)}", box=box.SIMPLE_HEAD)
+    logic = any(o.figures.logic_cells for o in result.options)
+    caption = f"pe:cycles of {', '.join(result.layers)}" + (f" ({LATENCY_LABEL}: latency strategy)" if logic else "")
+    table = Table(title=title, caption=caption, box=box.SIMPLE_HEAD)
     table.add_column("pe:cycles", no_wrap=True)
-    for col in ("latency", "II", "mult.", "memory bits", "MAC eff."):
+    for col in ("latency", "II", "mult.", *(("LUT4 est.",) if logic else ()), "memory bits", "MAC eff."):
         table.add_column(col, justify="right", no_wrap=True)
     table.add_column("Pareto")
     for o in shown:
@@ -387,6 +425,7 @@ def render(
             f"{f.latency:,}",
             _ii_text(f.ii),
             f"{f.multipliers:,}",
+            *((f"{f.logic_cells:,}",) if logic else ()),
             f"{f.memory_bits:,}",
             f"{100 * f.efficiency:.1f}%",
             _pareto_text(o),
@@ -395,7 +434,8 @@ def render(
     console.print(table)
     console.print(
         "cycles: latency = first input beat accepted -> output; II = steady-state cycles per image, "
-        "back to back. MAC eff. = MACs / (multipliers x II). Pareto: II or latency vs multipliers."
+        "back to back. MAC eff. = MACs / (multipliers x II). Pareto: II or latency vs multipliers"
+        + (" and the adder graphs' LUT4 cells (estimated)." if logic else ".")
     )
     for note in result.notes:
         console.print(f"* {note}")

@@ -45,7 +45,10 @@ STRATEGIES = ("resource", "latency")
 kinds.engine): `resource`, weights in a memory read into multipliers, `pe` and `cycles`
 trading them for time; `latency`, the weights as constants in an adder graph, one window a
 cycle, `pipeline` adder levels per register stage."""
-DEFAULT_STRATEGY = STRATEGIES[0]
+DEFAULT_STRATEGY, LATENCY_STRATEGY = STRATEGIES
+AUTO_STRATEGY = "auto"
+"""`--strategy auto`: the layer's strategy is chosen with the knobs (`hw.strategy`); a plan
+never holds it."""
 
 
 @dataclass(frozen=True)
@@ -245,6 +248,18 @@ class LayerPlan:
         if self.knobs is None:
             raise ValueError(f"layer '{self.name}' ({self.type}) has no space-time knobs")
         return self.knobs
+
+    def with_strategy(self, strategy: str) -> LayerPlan:
+        """The plan built at another strategy (`Kind.with_strategy`: a K2CError when its kind
+        cannot build it so)."""
+        if self.kind is None:
+            raise ValueError(f"layer '{self.name}': type {self.type!r} has no hardware block")
+        return self.kind.with_strategy(self, strategy)
+
+    @property
+    def logic_cells(self) -> int:
+        """LUT4 cells the model counts apart from multipliers and memories (`Kind.logic_cells`)."""
+        return 0 if self.kind is None else self.kind.logic_cells(self)
 
     def with_knobs(self, pe: int, cycles: int) -> LayerPlan:
         """The plan with other `pe` and `cycles` (its pipeline kept)."""

@@ -46,6 +46,8 @@ class LayerResources:
     fifo_bits: int = 0  # LUT RAM FIFOs: a merge's branch FIFOs, an engine's output queue (K2C.Fifo)
     table_bits: int = 0  # activation tables (K2C.Lut, K2C.Softmax): one copy per beat element
     block_fifo_bits: int = 0  # block RAM FIFOs: a merge's branch FIFO that holds an image (K2C.Fifo.blockFifo)
+    logic_cells: int = 0  # LUT4 cells of an adder graph of constants (the latency strategy)
+    strategy: str = ""  # a compute layer's (hw.plan.STRATEGIES)
 
     @property
     def memory_bits(self) -> int:
@@ -87,6 +89,8 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
         fifo_bits=fifo,
         table_bits=activation_table_bits(plan),
         block_fifo_bits=own.block_fifo_bits,
+        logic_cells=plan.logic_cells,
+        strategy=knobs.strategy if knobs is not None else "",
     )
 
 
@@ -142,11 +146,19 @@ class HwFigures:
     fifo_bits: int = 0  # LUT RAM FIFOs: engine output queues, branch FIFOs
     layers: list[LayerResources] = field(default_factory=list)
     block_fifo_bits: int = 0  # block RAM FIFOs: branch FIFOs that hold an image
+    logic_cells: int = 0  # LUT4 cells of the adder graphs of constants (the latency strategy)
+
+    @property
+    def strategies(self) -> list[str]:
+        """Each compute layer's strategy (hw.plan.STRATEGIES)."""
+        return [r.strategy for r in self.layers if r.strategy]
 
     @property
     def efficiency(self) -> float:
-        """Multiplier efficiency: useful MACs per multiplier-cycle, MACs / (multipliers x II)."""
-        return multiplier_efficiency(self.macs, self.multipliers, self.ii)
+        """Multiplier efficiency: useful MACs per multiplier-cycle, MACs / (multipliers x II),
+        of the MACs done on multipliers (an adder graph of constants does its own without)."""
+        macs = self.macs - sum(r.macs for r in self.layers if r.logic_cells)
+        return multiplier_efficiency(macs, self.multipliers, self.ii)
 
     def images_per_second(self, clock_mhz: float) -> float:
         return clock_mhz * 1e6 / self.ii

@@ -196,6 +196,16 @@ class Kind:
         for `emit`'s summary; empty when nothing."""
         return ""
 
+    def logic_cells(self, plan: LayerPlan) -> int:
+        """LUT4 cells of logic the model counts apart from multipliers and memories (an adder
+        graph's carry chains, `hw.strategy`); 0 when it counts none."""
+        return 0
+
+    def with_strategy(self, plan: LayerPlan, strategy: str) -> LayerPlan:
+        """The plan built at another strategy (`hw.plan.STRATEGIES`), or a K2CError naming the
+        layer and why its kind cannot build it so."""
+        raise K2CError(f"layer '{plan.name}' ({plan.type}) has no strategy to choose")
+
     def fixed_knobs(self, plan: LayerPlan) -> bool:
         """Its `pe` and `cycles` are what its strategy builds, not a choice (`hw.options`,
         `hw.allocate` try no other)."""

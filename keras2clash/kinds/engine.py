@@ -34,6 +34,7 @@ from keras2clash.errors import K2CError
 from keras2clash.fsutil import cache_root
 from keras2clash.hw.events import Block, Engine, EngineTiming, Max, Stateful, pipe_block
 from keras2clash.hw.plan import (
+    LATENCY_STRATEGY,
     MAX_PIPELINE_LEVELS,
     Common,
     LayerFormats,
@@ -54,7 +55,9 @@ from keras2clash.quant.formats import FixedFormat, quantize, saturate
 
 HASKELL = kind_template("engine.hs.j2")
 
-LATENCY = "latency"
+LATENCY = LATENCY_STRATEGY
+CELLS_PER_CARRY = 2
+"""LUT4 cells an ECP5 CCU2C carry cell takes (nextpnr's TRELLIS_COMB count)."""
 """The strategy (`hw.plan.STRATEGIES`) that builds a layer as an adder graph of constants."""
 GRAPH_DELAY = 2
 """Adder levels da4ml may add over the fewest possible to share more subexpressions
@@ -313,6 +316,19 @@ class EngineKind(Kind):
 
     def fixed_knobs(self, plan: LayerPlan) -> bool:
         return is_latency(plan)
+
+    def logic_cells(self, plan: LayerPlan) -> int:
+        """The adder graph's carry cells, two LUT4 cells each (nextpnr counts a CCU2C as two
+        TRELLIS_COMB)."""
+        return CELLS_PER_CARRY * params_of(plan, EngineParams).graph_cells if is_latency(plan) else 0
+
+    def with_strategy(self, plan: LayerPlan, strategy: str) -> LayerPlan:
+        if strategy == plan.engine_knobs.strategy:
+            return plan
+        if strategy == LATENCY:
+            return self.plan_latency(replace(plan, knobs=replace(plan.engine_knobs, strategy=LATENCY)))
+        own = replace(params_of(plan, EngineParams), adder_depth=0, graph_registers=0, graph_adders=0, graph_cells=0)
+        return replace(plan, knobs=replace(plan.engine_knobs, strategy=strategy), params=own)
 
     def cost_note(self, plan: LayerPlan) -> str:
         if not is_latency(plan):

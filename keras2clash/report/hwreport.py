@@ -30,9 +30,9 @@ from keras2clash.backend.emitter import hdl_name, write_project
 from keras2clash.backend.project import MANIFEST, load_project, write_project_data
 from keras2clash.errors import K2CError
 from keras2clash.fsutil import atomic_directory
-from keras2clash.hw.allocate import balanced
+from keras2clash.hw.allocate import balanced, config_label
 from keras2clash.hw.hwmodel import figures
-from keras2clash.hw.options import config_label, explore
+from keras2clash.hw.options import explore
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.hw.planner import with_knobs  # noqa: F401  (with_knobs re-exported)
 from keras2clash.hw.resources import HwFigures
@@ -165,6 +165,7 @@ class Source:
     params: dict
     project: Any | None = None  # project.Project when the source is an emitted project
     extra: dict[str, Any] = field(default_factory=dict)
+    auto: list[bool] = field(default_factory=list)  # compute layers left to --strategy auto (network.Network.auto)
 
 
 def load_source(path: Path, fmt: str = "1,7,8", weights: Path | None = None, strategy: str | None = None) -> Source:
@@ -179,9 +180,9 @@ def load_source(path: Path, fmt: str = "1,7,8", weights: Path | None = None, str
         extra = {k: manifest[k] for k in ("precision",) if k in manifest}
         return Source(project.name, project.top, project.plans, project.params, project, extra)
 
-    network = load_network(path, fmt, weights=weights, strategy=strategy)
+    network = load_network(path, fmt, weights=weights, strategy=strategy, choose=False)
     name = hdl_name(network.name)
-    return Source(name, name, network.plans, network.params)
+    return Source(name, name, network.plans, network.params, auto=network.auto)
 
 
 def _same_project(root: Path, plans: Sequence[LayerPlan]) -> bool:
