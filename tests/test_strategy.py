@@ -83,6 +83,25 @@ def test_auto_per_layer_leaves_the_others_as_given():
     assert [p.engine_knobs.strategy for p in net.plans if p.is_compute] == ["resource", "latency", "latency"]
 
 
+def test_many_candidates_grow_one_greedy_set_within_the_logic_budget():
+    """Beyond four candidates, the sets are a greedy knapsack's: each the last plus one layer,
+    in order of MACs per logic cell, skipping a layer that no longer fits."""
+    model = random_dense_model([(6, "relu"), (5, "relu"), (7, "relu"), (4, "relu"), (3, "linear")], 6, seed=2)
+    base = load_network(model, "1,2,3", strategy="auto", choose=False)
+    found = strategy.candidates(base.plans, base.auto)
+    assert len(found.plans) == 5
+    cells = {i: p.logic_cells for i, p in found.plans.items()}
+    budget = sum(cells.values()) - min(cells.values()) // 2
+    sets = strategy.latency_sets(base.plans, found, budget)
+    assert sets[0] == frozenset() and all(a < b and len(b - a) == 1 for a, b in zip(sets, sets[1:]))
+    assert all(strategy.logic(found, s) <= budget for s in sets) and len(sets) == 5
+    worth = [base.plans[i].macs / cells[i] for i in sorted(cells, key=lambda i: -base.plans[i].macs / cells[i])]
+    added = [base.plans[next(iter(b - a))].macs / cells[next(iter(b - a))] for a, b in zip(sets, sets[1:])]
+    assert added == sorted(added, reverse=True) and set(added) <= set(worth)
+    net = load_network(model, "1,2,3", strategy="auto", dsp_budget=8, logic_budget=budget)
+    assert hwmodel.figures(net.plans).logic_cells <= budget
+
+
 def test_options_list_both_strategies_with_their_logic():
     base = load_network(_model(), "1,2,3", strategy="auto", choose=False)
     result = options.explore(base.plans, "net", auto=base.auto, seconds=None)

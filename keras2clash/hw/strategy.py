@@ -7,10 +7,10 @@ choice of logic against multipliers and time, made with the exact model like the
 
 - each layer left to `auto` whose kind builds it at latency gets its latency plan (its graph
   solved once, then cached); a layer whose kind cannot stays at resource, with a note why;
-- the sets of those layers to build at latency (`latency_sets`): every set when there are at
-  most `EVERY_SET` such layers, otherwise the growing prefixes of the layers ordered by the
-  multiply-accumulates each takes off the multipliers per logic cell (a greedy knapsack);
-  either way only the sets within the logic budget;
+- the sets of those layers to build at latency (`latency_sets`) within the logic budget:
+  every such set when there are at most `EVERY_SET` layers, otherwise the sets a greedy
+  knapsack grows, taking the layers in order of the multiply-accumulates each takes off the
+  multipliers per logic cell, each layer that still fits one more;
 - each set is then a network of fixed strategies whose knobs `hw.allocate.balanced` balances
   (`balanced_strategies`) or `hw.options` explores.
 """
@@ -24,8 +24,6 @@ from dataclasses import dataclass
 from keras2clash.errors import K2CError
 from keras2clash.hw.allocate import Allocation, balanced
 from keras2clash.hw.plan import AUTO_STRATEGY, DEFAULT_STRATEGY, LATENCY_STRATEGY, LayerPlan
-
-LATENCY = LATENCY_STRATEGY
 
 EVERY_SET = 4
 """Up to this many layers that may be built at latency, every set of them is tried (16);
@@ -67,7 +65,7 @@ def candidates(plans: Sequence[LayerPlan], auto: Sequence[bool], progress: Progr
         if progress is not None:
             progress(f"the adder graph of layer '{plans[i].name}' (solved once, then cached)")
         try:
-            out[i] = plans[i].with_strategy(LATENCY)
+            out[i] = plans[i].with_strategy(LATENCY_STRATEGY)
         except K2CError as e:
             notes.append(f"{plans[i].name} stays at resource: {e}")
     return Candidates(out, notes)
@@ -77,16 +75,22 @@ def latency_sets(plans: Sequence[LayerPlan], found: Candidates, logic_budget: in
     """The sets of candidate layers to build at latency (module docstring), the empty set first;
     only those whose adder graphs fit `logic_budget` LUT4 cells (None: every one)."""
     layers = sorted(found.plans)
+
+    def fits(chosen: frozenset[int]) -> bool:
+        return logic_budget is None or logic(found, chosen) <= logic_budget
+
     if len(layers) <= EVERY_SET:
-        sets = [frozenset(c) for r in range(len(layers) + 1) for c in itertools.combinations(layers, r)]
-    else:
+        every = (frozenset(c) for r in range(len(layers) + 1) for c in itertools.combinations(layers, r))
+        return [s for s in every if fits(s)]
 
-        def worth(i: int) -> float:
-            return plans[i].macs / max(found.plans[i].logic_cells, 1)
+    def worth(i: int) -> float:
+        return plans[i].macs / max(found.plans[i].logic_cells, 1)
 
-        ranked = sorted(layers, key=worth, reverse=True)
-        sets = [frozenset(ranked[:r]) for r in range(len(ranked) + 1)]
-    return [s for s in sets if logic_budget is None or logic(found, s) <= logic_budget]
+    sets = [frozenset[int]()]
+    for i in sorted(layers, key=worth, reverse=True):
+        if fits(sets[-1] | {i}):
+            sets.append(sets[-1] | {i})
+    return sets
 
 
 def logic(found: Candidates, chosen: frozenset[int]) -> int:
@@ -111,7 +115,7 @@ class StrategyAllocation:
 
     def summary(self) -> str:
         f = self.allocation.figures
-        latency = [p for p, s in zip(self.layers, self.strategies) if s == LATENCY]
+        latency = [p for p, s in zip(self.layers, self.strategies) if s == LATENCY_STRATEGY]
         built = (
             f"{', '.join(latency)} at latency ({f.logic_cells:,} LUT4 cells)" if latency else "every layer at resource"
         )
