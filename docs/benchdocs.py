@@ -310,6 +310,24 @@ def sweep_table(device: str = "ecp5-85k") -> str:
     return render("sweep_table.md.j2", rows=rows, device=device, example=rows[0].example)
 
 
+def da4ml_table() -> str:
+    """keras2clash's latency strategy beside da4ml's own Verilog of the same HGQ2 model, through
+    one place-and-route flow (bench/da4ml.json, bench/against_da4ml.py)."""
+    data = load("da4ml.json")
+    rows = [row for row in data["designs"] if "error" not in row]
+    if not rows:
+        raise BenchError("bench/da4ml.json has no measured design")
+    return render(
+        "da4ml_table.md.j2",
+        rows=rows,
+        part=rows[0]["report"]["part"],
+        harness=", ".join(
+            f"{row['design']} {row['harness_flip_flops']:,}" for row in rows if row["harness_flip_flops"]
+        ),
+        **{k: data[k] for k in ("model", "data", "samples", "fpga", "target_mhz", "seed", "ports", "routed", "date")},
+    )
+
+
 def accuracy_table() -> str:
     """Accuracy of every classifier example: Keras float and the hardware with each weight format."""
     data = load("accuracy.json")
@@ -529,6 +547,7 @@ MACROS = (
     headline_table,
     fpga_table,
     sweep_table,
+    da4ml_table,
     accuracy_table,
     widths_table,
     toolchain_table,

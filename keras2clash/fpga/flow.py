@@ -16,8 +16,12 @@ router stalled past 30 minutes with the clock there). Either way the top's clock
 is tied high (a top that fits the pins sits in a thin wrapper that does only that), as a user
 ties it: left on a register or a pin it reaches every flip-flop of the design.
 
-Everything lands in PROJECT/pnr/DEVICE/: synth.log, pnr.log, report.json (nextpnr's),
-design.json (the netlist), summary.json and summary.md (keras2clash's report). The folder is
+`pnr_verilog` takes the same steps and options for Verilog that is not a keras2clash project
+(another compiler's, for a side-by-side bench): a folder, its sources and a top.
+
+Everything lands in PROJECT/pnr/DEVICE/ (`pnr_verilog`: the folder it is given): synth.log,
+pnr.log, report.json (nextpnr's), design.json (the netlist), summary.json and summary.md
+(keras2clash's report). The folder is
 built under a temporary name beside it and renamed into place when the flow has succeeded;
 an existing one is replaced only with `force`. When a tool fails, its logs are kept in
 PROJECT/pnr/DEVICE.failed/ and the error shows the log's tail.
@@ -35,7 +39,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -216,6 +220,77 @@ crowds the DSP rows it can stall in its last arcs (mobilenet_digits: 194 arcs le
 minutes), where router2 (negotiated congestion) routed in 5."""
 
 
+@dataclass(frozen=True)
+class _Settings:
+    """The options of one place and route, checked (`_settings`)."""
+
+    freq_mhz: float
+    seed: int
+    router: str
+    placer: str
+    route: bool
+    force: bool
+    dsp_registers: bool
+    bram_registers: bool
+    check_cycles: int
+    block_roms: bool
+    max_fanout: int
+    fanout_placement: bool
+    ff_queues: int
+    ports: str
+
+
+def _settings(
+    device: Device,
+    *,
+    freq_mhz: float,
+    seed: int,
+    router: str,
+    placer: str | None,
+    route: bool,
+    force: bool,
+    dsp_registers: bool,
+    bram_registers: bool,
+    check_cycles: int,
+    block_roms: bool,
+    max_fanout: int | None,
+    fanout_placement: bool,
+    ff_queues: int,
+    ports: str,
+) -> _Settings:
+    """The options with the device's defaults filled in, or one error naming a bad one."""
+    if not freq_mhz > 0:
+        raise K2CError(f"bad --freq {freq_mhz}: a clock in MHz above 0")
+    if ports not in PORTS:
+        raise K2CError(f"bad --ports {ports!r}: one of {', '.join(PORTS)}")
+    if router not in ROUTERS:
+        raise K2CError(f"bad --router {router!r}: one of {', '.join(ROUTERS)}")
+    placer = placer or device.placers[0]
+    if placer not in device.placers:
+        raise K2CError(f"bad --placer {placer!r} for {device.name}: one of {', '.join(device.placers)}")
+    max_fanout = device.max_fanout if max_fanout is None else max_fanout
+    if max_fanout < 0:
+        raise K2CError(f"bad --max-fanout {max_fanout}: 0 (off) or the most pins a flip-flop may drive")
+    if ff_queues < 0:
+        raise K2CError(f"bad --ff-queues {ff_queues}: 0 (off) or the most words of a queue built from flip-flops")
+    return _Settings(
+        freq_mhz=freq_mhz,
+        seed=seed,
+        router=router,
+        placer=placer,
+        route=route,
+        force=force,
+        dsp_registers=dsp_registers,
+        bram_registers=bram_registers,
+        check_cycles=check_cycles,
+        block_roms=block_roms,
+        max_fanout=max_fanout,
+        fanout_placement=fanout_placement,
+        ff_queues=ff_queues,
+        ports=ports,
+    )
+
+
 def pnr(
     project_dir: str | Path,
     fpga: str,
@@ -239,20 +314,23 @@ def pnr(
     """Place and route PROJECT on `fpga` (module docstring); returns the report."""
     tell = progress or (lambda step, detail: None)
     device = get_device(fpga)
-    if not freq_mhz > 0:
-        raise K2CError(f"bad --freq {freq_mhz}: a clock in MHz above 0")
-    if ports not in PORTS:
-        raise K2CError(f"bad --ports {ports!r}: one of {', '.join(PORTS)}")
-    if router not in ROUTERS:
-        raise K2CError(f"bad --router {router!r}: one of {', '.join(ROUTERS)}")
-    placer = placer or device.placers[0]
-    if placer not in device.placers:
-        raise K2CError(f"bad --placer {placer!r} for {device.name}: one of {', '.join(device.placers)}")
-    max_fanout = device.max_fanout if max_fanout is None else max_fanout
-    if max_fanout < 0:
-        raise K2CError(f"bad --max-fanout {max_fanout}: 0 (off) or the most pins a flip-flop may drive")
-    if ff_queues < 0:
-        raise K2CError(f"bad --ff-queues {ff_queues}: 0 (off) or the most words of a queue built from flip-flops")
+    settings = _settings(
+        device,
+        freq_mhz=freq_mhz,
+        seed=seed,
+        router=router,
+        placer=placer,
+        route=route,
+        force=force,
+        dsp_registers=dsp_registers,
+        bram_registers=bram_registers,
+        check_cycles=check_cycles,
+        block_roms=block_roms,
+        max_fanout=max_fanout,
+        fanout_placement=fanout_placement,
+        ff_queues=ff_queues,
+        ports=ports,
+    )
     tools = require_tools(device)
     project = load_project(project_dir)
     _check_multipliers(project, device)
@@ -268,38 +346,136 @@ def pnr(
         seconds["HDL generation"] = time.monotonic() - t0
     tell("HDL generation", "done" if generated else "skipped")
 
-    top_verilog = (folder / f"{project.top}.v").read_text()
-    port_bits = top_port_bits(top_verilog, project.top)
-    if port_bits > device.io_pins and ports == "pins":
+    t = timing(list(project.plans))
+    sources = sorted(p.name for p in folder.glob("*.v"))
+    return _place_and_route(
+        tools, device, settings, folder, sources, project.top, out, project.name, t.first_latency, t.ii, seconds, tell
+    )
+
+
+def pnr_verilog(
+    folder: str | Path,
+    sources: Sequence[str],
+    top: str,
+    out: str | Path,
+    fpga: str,
+    *,
+    name: str | None = None,
+    latency_cycles: int = 0,
+    interval_cycles: float = 0.0,
+    freq_mhz: float = DEFAULT_FREQ_MHZ,
+    seed: int = 1,
+    router: str = "router1",
+    placer: str | None = None,
+    route: bool = True,
+    force: bool = False,
+    dsp_registers: bool = True,
+    bram_registers: bool = True,
+    check_cycles: int = 0,
+    block_roms: bool = True,
+    max_fanout: int | None = None,
+    fanout_placement: bool = False,
+    ff_queues: int = 0,
+    ports: str = "auto",
+    progress: Progress | None = None,
+) -> PnrReport:
+    """Place and route Verilog that is not a keras2clash project (another compiler's, for a
+    side-by-side bench) through the steps and options of `pnr`: `sources` (paths relative to
+    `folder`, where yosys runs and memory files load from) with module `top`; the logs and
+    reports land in `out` (replaced only with `force`). `name` titles the report (default: the
+    top); `latency_cycles` and `interval_cycles`, which only the design's author knows, give
+    the report's latency in ns and its throughput. A top with no clock enable goes on the pins
+    as it is; behind the scan harness it needs a port `clk` (a reset `rst` is optional)."""
+    tell = progress or (lambda step, detail: None)
+    device = get_device(fpga)
+    settings = _settings(
+        device,
+        freq_mhz=freq_mhz,
+        seed=seed,
+        router=router,
+        placer=placer,
+        route=route,
+        force=force,
+        dsp_registers=dsp_registers,
+        bram_registers=bram_registers,
+        check_cycles=check_cycles,
+        block_roms=block_roms,
+        max_fanout=max_fanout,
+        fanout_placement=fanout_placement,
+        ff_queues=ff_queues,
+        ports=ports,
+    )
+    tools = require_tools(device)
+    folder = Path(folder).resolve()
+    if not sources:
+        raise K2CError("pnr_verilog: no Verilog sources given")
+    missing = [s for s in sources if not (folder / s).is_file()]
+    if missing:
+        raise K2CError(f"pnr_verilog: no Verilog file {missing[0]} in {folder}")
+    out = Path(out)
+    check_writable_target(out, force)
+    return _place_and_route(
+        tools, device, settings, folder, list(sources), top, out, name or top, latency_cycles, interval_cycles, {}, tell
+    )
+
+
+def _top_verilog(folder: Path, sources: Sequence[str], top: str) -> str:
+    """The text of the source that defines module `top`: TOP.v (one module a file, as Clash
+    writes them), else the first source that declares it."""
+    named = [source for source in sources if Path(source).name == f"{top}.v"]
+    for source in named + [source for source in sources if source not in named]:
+        text = (folder / source).read_text(errors="replace")
+        if re.search(rf"\bmodule\s+{re.escape(top)}\b", text):
+            return text
+    raise K2CError(f"no module {top} in {', '.join(sources)}")
+
+
+def _place_and_route(
+    tools: Tools,
+    device: Device,
+    s: _Settings,
+    folder: Path,
+    sources: Sequence[str],
+    design_top: str,
+    out: Path,
+    name: str,
+    latency_cycles: int,
+    interval_cycles: float,
+    seconds: dict[str, float],
+    tell: Progress,
+) -> PnrReport:
+    """yosys and nextpnr on `sources` (relative to `folder`) with top `design_top`, into `out`."""
+    top_verilog = _top_verilog(folder, sources, design_top)
+    port_bits = top_port_bits(top_verilog, design_top)
+    if port_bits > device.io_pins and s.ports == "pins":
         raise K2CError(
-            f"--ports pins: {project.top} has {port_bits} port bits, the {device.package} package of "
+            f"--ports pins: {design_top} has {port_bits} port bits, the {device.package} package of "
             f"{device.name} {device.io_pins} IO pins; use --ports scan (or auto)"
         )
-    off_pins = port_bits > device.io_pins or ports == "scan"
+    off_pins = port_bits > device.io_pins or s.ports == "scan"
     out_of_context = off_pins and device.out_of_context
     ecp5 = device.family == "ecp5"  # the clock enable tied high (fpga/harness.py: not on iCE40)
-    scan = harness(top_verilog, project.top, ecp5) if off_pins and not device.out_of_context else None
-    pins = tied(top_verilog, project.top) if not off_pins and ecp5 else None
-    t = timing(list(project.plans))
+    scan = harness(top_verilog, design_top, ecp5) if off_pins and not device.out_of_context else None
+    pins = tied(top_verilog, design_top) if not off_pins and ecp5 else None
 
-    with atomic_directory(out, force=force) as work:
+    with atomic_directory(out, force=s.force) as work:
         try:
             # synthesis, from the HDL folder (the ROM files load relative to it)
             tell("synthesis", f"{Path(tools.yosys).name} {device.synth_command}")
-            sources = " ".join(sorted(p.name for p in folder.glob("*.v")))
-            top = project.top
+            files = " ".join(sources)
+            top = design_top
             if scan is not None:  # no out-of-context mode: the ports go behind a scan harness
                 (work / "harness.v").write_text(scan.verilog)
-                sources += " " + _rel(work / "harness.v", folder)
+                files += " " + _rel(work / "harness.v", folder)
                 top = HARNESS_TOP
             elif pins is not None:
                 (work / "pins.v").write_text(pins)
-                sources += " " + _rel(work / "pins.v", folder)
+                files += " " + _rel(work / "pins.v", folder)
                 top = TIED_TOP
             t1 = time.monotonic()
-            block = block_roms and device.family == "ecp5"
-            queues = ff_queues if device.family == "ecp5" else 0  # iCE40 has no LUT RAM
-            _synthesise(tools, device, folder, work, sources, top, block, queues)
+            block = s.block_roms and device.family == "ecp5"
+            queues = s.ff_queues if device.family == "ecp5" else 0  # iCE40 has no LUT RAM
+            _synthesise(tools, device, folder, work, files, top, block, queues)
             rom_note = "in block RAM (every registered ROM of two words or more)" if block else ""
             if (
                 block
@@ -310,11 +486,11 @@ def pnr(
                     f"{device.block_ram_cell} of {device.block_rams}"
                 )
                 tell("synthesis", rom_note)
-                _synthesise(tools, device, folder, work, sources, top, False, queues)
+                _synthesise(tools, device, folder, work, files, top, False, queues)
             fold = bram_fold = None
-            if device.family == "ecp5" and (dsp_registers or bram_registers):
+            if device.family == "ecp5" and (s.dsp_registers or s.bram_registers):
                 fold, bram_fold = _fold_registers(
-                    work / "design.json", top, check_cycles, tell, dsp=dsp_registers, bram=bram_registers
+                    work / "design.json", top, s.check_cycles, tell, dsp=s.dsp_registers, bram=s.bram_registers
                 )
             seconds["synthesis"] = time.monotonic() - t1
             tell("synthesis", "done")
@@ -331,13 +507,13 @@ def pnr(
                 "report.json",
                 "--detailed-timing-report",
                 "--freq",
-                f"{freq_mhz:g}",
+                f"{s.freq_mhz:g}",
                 "--seed",
-                str(seed),
+                str(s.seed),
                 "--placer",
-                placer,
+                s.placer,
                 "--router",
-                router,
+                s.router,
                 "--timing-allow-fail",
                 "-l",
                 "pnr.log",
@@ -349,11 +525,11 @@ def pnr(
             if out_of_context:
                 args.append("--out-of-context")
             fanout = None
-            if max_fanout:
+            if s.max_fanout:
                 t3 = time.monotonic()
-                fanout = _split_fanout(work, top, max_fanout, args, tell, fanout_placement)
+                fanout = _split_fanout(work, top, s.max_fanout, args, tell, s.fanout_placement)
                 seconds["fan-out placement"] = time.monotonic() - t3
-            if not route:
+            if not s.route:
                 args.append("--no-route")
             state = {"step": "placement", "since": time.monotonic()}
             tell(
@@ -363,7 +539,7 @@ def pnr(
             )
 
             def on_log(text: str) -> None:
-                if state["step"] == "placement" and route and any(m in text for m in _ROUTE_MARKERS):
+                if state["step"] == "placement" and s.route and any(m in text for m in _ROUTE_MARKERS):
                     now = time.monotonic()
                     seconds["placement"] = now - state["since"]
                     tell("placement", "done")
@@ -376,7 +552,7 @@ def pnr(
             seconds[state["step"]] = now - state["since"]
             seconds["place and route"] = now - t2
             tell(state["step"], "done")
-            if not route:
+            if not s.route:
                 tell("routing", "skipped")
         except _ToolFailed as exc:
             failed = _keep_failed(work, out)
@@ -395,12 +571,12 @@ def pnr(
         if not clocks:  # --no-route: the post-placement estimate is in the log only
             clocks = log_fmax((work / "pnr.log").read_text(errors="replace"))
         report = PnrReport(
-            project=project.name,
-            top=project.top,
+            project=name,
+            top=design_top,
             device=device.name,
             part=device.part,
             package=device.package,
-            routed=route,
+            routed=s.route,
             out_of_context=out_of_context,
             port_bits=port_bits,
             io_pins=device.io_pins,
@@ -410,16 +586,16 @@ def pnr(
             weight_roms=rom_note,
             queues=f"up to {queues} words in flip-flops, deeper in LUT RAM" if queues else "",
             fanout=fanout.summary if fanout is not None else "",
-            target_mhz=freq_mhz,
-            seed=seed,
-            router=router,
-            placer=placer,
+            target_mhz=s.freq_mhz,
+            seed=s.seed,
+            router=s.router,
+            placer=s.placer,
             utilisation=util,
             clocks=clocks,
             critical_path=critical,
             io_paths=io_paths,
-            latency_cycles=t.first_latency,
-            interval_cycles=t.ii,
+            latency_cycles=latency_cycles,
+            interval_cycles=interval_cycles,
             seconds={k: round(v, 1) for k, v in seconds.items()},
             tools={"yosys": tools.yosys, "nextpnr": tools.nextpnr},
             logs=str(out),

@@ -87,8 +87,9 @@ def harness(verilog: str, top: str, tie_enable: bool = True) -> Harness:
     found = ports(verilog, top)
     enable = tie_enable and _enable(found)
     names = {p.name for p in found}
-    if CLOCK not in names or RESET not in names or any(p.direction == "inout" for p in found):
-        raise K2CError(f"{top}: a scan harness needs ports '{CLOCK}' and '{RESET}' and no inout ports")
+    if CLOCK not in names or any(p.direction == "inout" for p in found):
+        raise K2CError(f"{top}: a scan harness needs a port '{CLOCK}' and no inout ports")
+    reset = RESET if RESET in names else None  # a design without one (da4ml's pipelines) runs as it is
     inputs, outputs = [], []
     for port in found:
         if port.name in (CLOCK, RESET) or (enable and port.name == ENABLE):
@@ -105,7 +106,7 @@ def harness(verilog: str, top: str, tie_enable: bool = True) -> Harness:
             name=HARNESS_TOP,
             top=top,
             clock=CLOCK,
-            reset=RESET,
+            reset=reset,
             enable=ENABLE if enable else None,
             inputs=inputs,
             outputs=outputs,
