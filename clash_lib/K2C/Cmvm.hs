@@ -6,28 +6,30 @@
 A layer whose weights are constants: its matrix-vector product as an adder graph
 (shift-and-add terms with shared subexpressions, no multiplier), generated per
 layer (@Cmvm/<Layer>.hs@: the weights, one named term per adder, one function
-per register stage, its register stages as @type Depth@), behind one finish
-stage, as a free-running pipeline ("K2C.Pipe".'pipeS').
+per register stage, its register stages as @type Depth@), behind two finish
+stages, as a free-running pipeline ("K2C.Pipe".'pipeS').
 
 = Hardware
 
 * the graph's @s@ register stages (its valid bit beside them);
-* one finish stage: the bias added to each exact product sum, the layer's
-  requantization and activation ('K2C.Activation.Finish'), registered; a table
-  activation's two registers after it (@t = 2@);
+* two finish stages ('K2C.Activation.Finish'): the bias added to each exact
+  product sum and the layer's requantization, registered; then the activation,
+  registered (split so that neither the bias's carry chain nor the activation
+  lies on the graph's last adders' path); a table activation's two registers
+  after them (@t = 2@);
 * 'pipeS''s output queue of @d + 2@ vectors and its count.
 
 = Timing (exact)
 
-@d = s + 1 + t@ ('CmvmDepth'). A vector accepted in cycle @a@ leaves the last
+@d = s + 2 + t@ ('CmvmDepth'). A vector accepted in cycle @a@ leaves the last
 register in cycle @a + d@: 'pipeS''s rules, one vector a cycle with
 downstream ready and @d + 1@ cycles of latency.
 
 = Arithmetic
 
 The graph computes @x * W@ exactly on the inputs' raw integers, in the
-accumulator's fraction bits; the finish stage adds the bias in the same bits
-and rounds once: the engine's exact accumulator and finish, to the bit.
+accumulator's fraction bits; the first finish stage adds the bias in the
+same bits and rounds once: the engine's exact accumulator and finish, to the bit.
 -}
 module K2C.Cmvm
   ( cmvm
@@ -43,8 +45,8 @@ import K2C.Pipe (pipeS, stageReg)
 import K2C.Stream (Stream, mapS, (|>))
 import K2C.Window (WindowShape, window)
 
--- | The registers of 'cmvm': the graph's @s@, the finish stage, a table's @t@.
-type CmvmDepth s t = s + 1 + t
+-- | The registers of 'cmvm': the graph's @s@, the two finish stages, a table's @t@.
+type CmvmDepth s t = s + 2 + t
 
 -- | A layer of constant weights: @graph@ (the generated module's, @s@ register
 -- stages from the raw inputs to the exact sums @x * W@ in the accumulator's
@@ -61,8 +63,9 @@ cmvm
   -> Stream dom (Vec n (SFixed ai af)) (Vec m o)
 cmvm SNat graph bias (Finish requant activate) = pipeS (SNat @(CmvmDepth s t)) pipe
   where
-    pipe = tableRegs . stageReg . fmap (fmap finish) . graph . fmap (fmap (map unSF))
-    finish sums = zipWith (\acc b -> activate (requant (sf (SNat @cf) (acc + b)))) sums bias
+    pipe = tableRegs . stageReg . fmap (fmap (map activate)) . stageReg . fmap (fmap requantize)
+         . graph . fmap (fmap (map unSF))
+    requantize sums = zipWith (\acc b -> requant (sf (SNat @cf) (acc + b))) sums bias
     tableRegs
       | snatToNum (SNat @t) == (2 :: Int) = stageReg . stageReg
       | otherwise = id

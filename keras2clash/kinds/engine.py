@@ -15,10 +15,10 @@ the output format and the activation.
 
 The latency strategy (`Knobs.strategy`, `LATENCY`) builds the same arithmetic another way:
 the weights are constants of an adder graph (`kinds.cmvm`, a generated module per layer) that
-takes one window a cycle, behind one finish stage (`K2C.Cmvm`, on `K2C.Pipe.pipeS`): no
+takes one window a cycle, behind two finish stages (`K2C.Cmvm`, on `K2C.Pipe.pipeS`): no
 multiplier and no weight memory; `pe` = filters and `cycles` = 1 in its plan, `pipeline` the
 adder levels per register stage. The hardware model is `pipe_block(d)` with d the solved
-graph's register stages plus the finish stage (and a table's two).
+graph's register stages plus the finish stages (and a table's two).
 """
 
 from __future__ import annotations
@@ -56,6 +56,8 @@ from keras2clash.quant.formats import FixedFormat, quantize, saturate
 HASKELL = kind_template("engine.hs.j2")
 
 LATENCY = LATENCY_STRATEGY
+FINISH_STAGES = 2
+"""K2C.Cmvm's registers after the graph: the bias and requantization, then the activation."""
 CELLS_PER_CARRY = 2
 """LUT4 cells an ECP5 CCU2C carry cell takes (nextpnr's TRELLIS_COMB count)."""
 """The strategy (`hw.plan.STRATEGIES`) that builds a layer as an adder graph of constants."""
@@ -178,8 +180,8 @@ def graph_stages(plan: LayerPlan) -> int:
 
 
 def cmvm_depth(plan: LayerPlan) -> int:
-    """d of K2C.Cmvm's pipeS (CmvmDepth): the graph's stages, the finish stage, a table's two."""
-    return graph_stages(plan) + 1 + plan.table_regs
+    """d of K2C.Cmvm's pipeS (CmvmDepth): the graph's stages, the finish stages, a table's two."""
+    return graph_stages(plan) + FINISH_STAGES + plan.table_regs
 
 
 def cmvm_module(plan: LayerPlan) -> str:
@@ -374,13 +376,13 @@ class EngineKind(Kind):
     def storage(self, plan: LayerPlan) -> Storage:
         """The engine's window (rotating chunks), accumulators, result register, pipeline
         registers and output queue; the window generator's and its FIFOs when windowed. The
-        latency strategy: the graph's stages and valid bits, the finish stage's (and a table's
-        two) result and valid bit, pipeS's queue of d + 2 results."""
+        latency strategy: the graph's stages and valid bits, the finish stages' (and a table's
+        two) results and valid bits, pipeS's queue of d + 2 results."""
         assert plan.acc_fmt is not None
         if is_latency(plan):
             result = plan.filters * plan.out_fmt.hw_bits + 1
             own = params_of(plan, EngineParams)
-            regs = own.graph_registers + graph_stages(plan) + (1 + plan.table_regs) * result
+            regs = own.graph_registers + graph_stages(plan) + (FINISH_STAGES + plan.table_regs) * result
             fifo = (cmvm_depth(plan) + 2) * plan.filters * plan.out_fmt.hw_bits
             if not self.windowed:
                 return Storage(register_bits=regs, fifo_bits=fifo)
