@@ -5,6 +5,7 @@ results and emit; the slow test simulates the emitted top candidate in Clash."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -66,6 +67,26 @@ def write(tmp: Path, text: str, name: str = "search.yaml") -> Path:
         ("constraints: {multipliers: 100}", "constraints: {device: ecp5-999k}", "constraints.device: unknown FPGA"),
         ("epochs: 1", "epochs: 0", "training.epochs: 0 out of range"),
         ("parallelism: [1, 2]", "parallelism: [1, 1]", "hardware.parallelism[1]: 1 appears twice"),
+        (
+            "pipeline: [1, 2]",
+            "pipeline: [1, 2]\n  strategies: [resource, auto]",
+            "hardware.strategies: auto is chosen with a multiplier budget: use it with knobs: balanced",
+        ),
+        (
+            "pipeline: [1, 2]",
+            "pipeline: [1, 2]\n  strategies: [resource, fast]",
+            "hardware.strategies[1]: expected one of resource, latency, auto, got 'fast'",
+        ),
+        (
+            "pipeline: [1, 2]",
+            "pipeline: [1, 2]\n  strategies: [latency]\n  logic_budget: 1000",
+            "hardware.logic_budget: logic_budget is what auto layers' adder graphs may take",
+        ),
+        (
+            "constraints: {multipliers: 100}",
+            "constraints: {logic_cells: ecp5-999k}",
+            "constraints.logic_cells: bad --logic-budget",
+        ),
     ],
 )
 def test_description_errors_name_the_key(tmp_path: Path, capsys, old: str, new: str, message: str) -> None:
@@ -296,6 +317,119 @@ def test_emitted_top_candidate_is_bit_exact_in_clash(finished_search, tmp_path: 
     with np.load(result.data) as data:
         x_raw = golden.quantize_inputs(project.plans, data["x"][:24])
     assert_clash_matches_golden(project, x_raw, seed=3)
+
+
+def test_candidate_key_of_the_resource_space_is_stable(tmp_path: Path) -> None:
+    """A space without strategies samples the candidates (and keys) it always has: stored
+    trials of earlier searches still emit."""
+    from keras2clash.search.description import load_description
+
+    desc = load_description(write(tmp_path, TINY))
+    params = {"dense.units_0": 8, "hw.format": "1,4,6", "hw.pe_0": 2, "hw.pe_1": 2, "hw.cycles_0": 2}
+    candidate = _candidate(desc, {**params, "hw.cycles_1": 1, "hw.pipeline": 1})
+    assert candidate.key == "951760b16694" and candidate.hardware.strategies == ()
+    assert candidate.hardware.describe() == "1,4,6; pe:cycles 2:2,2:1; pipeline 1"
+
+
+def test_the_search_varies_each_layers_strategy(tmp_path: Path) -> None:
+    """strategies: [resource, latency] samples one per compute layer; a latency layer's
+    figures come from the trained network's solved adder graph (its LUT4 cells, no
+    multiplier), equal to the hardware model's for the plans `emit` builds, and a
+    logic_cells constraint weighs them; the base design stays at resource; the results
+    table labels the latency layer L."""
+    import keras
+
+    from keras2clash.hw import hwmodel
+    from keras2clash.network import load_network
+    from keras2clash.quant import golden
+    from keras2clash.search import evaluate as ev_module
+    from keras2clash.search.description import load_description
+    from keras2clash.search.space import base_params
+
+    text = TINY.replace("pipeline: [1, 2]", "pipeline: [1, 2]\n  strategies: [resource, latency]").replace(
+        "constraints: {multipliers: 100}", "constraints: {multipliers: 100, logic_cells: 400}"
+    )
+    desc = load_description(write(tmp_path, text))
+    assert desc.hardware.strategies == ("resource", "latency") and desc.constraints.logic_cells == 400
+    assert {k: v for k, v in base_params(desc)[0].items() if "strategy" in k} == {
+        "hw.strategy_0": "resource",
+        "hw.strategy_1": "resource",
+    }
+    params = {"dense.units_0": 8, "hw.format": "1,4,6", "hw.pe_0": 2, "hw.pe_1": 2, "hw.cycles_0": 2}
+    params |= {"hw.cycles_1": 1, "hw.pipeline": 1, "hw.strategy_0": "latency", "hw.strategy_1": "resource"}
+    candidate = _candidate(desc, params)
+    assert candidate.hardware.strategies == ("latency", "resource")
+    data = ev_module.load_data(desc.data, desc.seed)
+    models = tmp_path / "models"
+    ev = ev_module.evaluate(candidate, desc, data, models)
+    model = keras.models.load_model(models / f"{candidate.network.key}.keras")
+    network = load_network(
+        model,
+        "1,4,6",
+        parallelism=[2, 2],
+        cycles=[2, 1],
+        pipeline=1,
+        softmax="argmax",
+        strategy=("latency", "resource"),
+    )
+    fig = hwmodel.figures(network.plans)
+    assert ev.trained and ev.strategies == ["latency", "resource"] == fig.strategies
+    assert (ev.multipliers, ev.ii, ev.latency, ev.memory_bits, ev.logic_cells) == (
+        fig.multipliers,
+        fig.ii,
+        fig.latency,
+        fig.memory_bits,
+        fig.logic_cells,
+    )
+    assert ev.multipliers == 2 * 8 and ev.logic_cells > 0  # only the output layer multiplies
+    assert ev.violations == {
+        "multipliers": pytest.approx(16 / 100 - 1),
+        "logic_cells": pytest.approx(ev.logic_cells / 400 - 1),
+    }
+    x = data.x_test.reshape(len(data.x_test), -1)
+    classes = golden.predict(network.plans, network.params, golden.quantize_inputs(network.plans, x))[1]
+    assert ev.test_accuracy == float(np.mean(classes == data.y_test))  # the golden model's, as at resource
+    row = _row(ev)
+    assert row["pe:cycles"] == "L,2:1" and row["logic"] == f"{ev.logic_cells:,}"
+
+
+def _row(ev) -> dict[str, str]:
+    from keras2clash.search.results import HEADER, TrialRow, table_rows
+
+    return dict(
+        zip(HEADER, table_rows([TrialRow(number=0, state="COMPLETE", base=False, params={}, evaluation=ev)])[0])
+    )
+
+
+def test_auto_strategies_are_the_allocators_choice(tmp_path: Path) -> None:
+    """knobs: balanced with strategies: [auto]: each candidate's layers are built as the
+    allocator chooses for its budget within logic_budget, on the trained weights."""
+    import keras
+
+    from keras2clash.design import DesignOptions
+    from keras2clash.hw import hwmodel
+    from keras2clash.network import load_model, plan_network
+    from keras2clash.search import evaluate as ev_module
+    from keras2clash.search.description import load_description
+
+    text = TINY.replace(
+        "  parallelism: [1, 2]\n  cycles: [1, 2]\n", "  knobs: balanced\n  budgets: [8]\n  strategies: [auto]\n"
+    ).replace("pipeline: [1, 2]", "pipeline: [1, 2]\n  logic_budget: 100000")
+    desc = load_description(write(tmp_path, text))
+    assert desc.hardware.logic_budget == 100000 and desc.hardware.weights_matter
+    candidate = _candidate(desc, {"dense.units_0": 8, "hw.format": "1,4,6", "hw.budget": 8, "hw.pipeline": 1})
+    assert candidate.hardware.strategies == ("auto", "auto")
+    models = tmp_path / "models"
+    ev = ev_module.evaluate(candidate, desc, ev_module.load_data(desc.data, desc.seed), models)
+    model = keras.models.load_model(models / f"{candidate.network.key}.keras")
+    _, graph = load_model(model)
+    options = DesignOptions.of("1,4,6", pipeline=1, softmax="argmax")
+    chosen = plan_network(
+        graph, replace(options, strategy="auto", dsp_budget=8, logic_budget=100000), keras_model=model
+    )
+    fig = hwmodel.figures(chosen.plans)
+    assert ev.strategies == fig.strategies == ["latency", "latency"]  # both fit: II 1
+    assert (ev.multipliers, ev.ii, ev.logic_cells) == (0, fig.ii, fig.logic_cells) and fig.ii == 1
 
 
 def test_balanced_knobs_and_weighted_goal(tmp_path: Path) -> None:

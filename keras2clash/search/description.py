@@ -21,9 +21,12 @@ The format (docs/guide/search.md, with a complete example):
   design evaluated first (the evolution starts from it);
 - `hardware`: `formats` (uniform, or `per_layer_formats`), the knobs (`knobs: search`
   with `parallelism`/`cycles` choices per compute layer, or `knobs: balanced` with
-  multiplier `budgets` the balanced allocator fills), `pipeline` levels, `softmax`;
-- `constraints`: `device` (its multipliers), `multipliers`, `memory_bits`, `latency`,
-  `ii` (cycles), `images_per_second` at `clock_mhz`, `accuracy` (minimum);
+  multiplier `budgets` the balanced allocator fills), `strategies` (what each compute layer
+  may be built as: `resource`, `latency`, and with `knobs: balanced` `auto`, chosen by the
+  allocator within `logic_budget`), `pipeline` levels, `softmax`;
+- `constraints`: `device` (its multipliers and half its LUT4 cells), `multipliers`,
+  `logic_cells` (the adder graphs' LUT4 cells), `memory_bits`, `latency`, `ii` (cycles),
+  `images_per_second` at `clock_mhz`, `accuracy` (minimum);
 - `goals`: `pareto: [metric, ...]` (a front of several), or `weights: {metric: w}` (one
   fitness, the weighted sum, maximised: give negative weights to what should be small).
 """
@@ -37,7 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from keras2clash.errors import K2CError, yaml_problem
-from keras2clash.fpga.devices import get_device, multiplier_budget
+from keras2clash.fpga.devices import get_device, logic_budget, multiplier_budget
+from keras2clash.hw.plan import AUTO_STRATEGY, DEFAULT_STRATEGY, STRATEGIES
 from keras2clash.quant.formats import FixedFormat, parse_format
 
 METRICS: dict[str, str] = {
@@ -48,7 +52,8 @@ METRICS: dict[str, str] = {
     "ii": "minimize",  # initiation interval, cycles
     "latency": "minimize",  # cycles
     "memory_bits": "minimize",
-    "efficiency": "maximize",  # MACs / (multipliers x II)
+    "logic_cells": "minimize",  # the latency strategy's adder graphs, LUT4 cells (estimate)
+    "efficiency": "maximize",  # MACs on multipliers / (multipliers x II)
 }
 """Every metric a goal can name, with its direction."""
 
@@ -254,11 +259,20 @@ class HardwareSpace:
     budgets: tuple[int, ...]  # multipliers, knobs: balanced
     pipeline: tuple[int, ...]
     softmax: str
+    strategies: tuple[str, ...] = (DEFAULT_STRATEGY,)  # choices per compute layer (auto: knobs balanced)
+    logic_budget: int | None = None  # LUT4 cells for the adder graphs of auto layers (None: the default)
+
+    @property
+    def weights_matter(self) -> bool:
+        """Whether a candidate's hardware figures depend on its trained weights: a latency
+        layer's adder graph is solved from them (and auto chooses by its size)."""
+        return any(s != DEFAULT_STRATEGY for s in self.strategies)
 
 
 @dataclass(frozen=True)
 class Constraints:
     multipliers: int | None = None  # the smaller of `multipliers` and the device's
+    logic_cells: int | None = None  # the smaller of `logic_cells` and half the device's LUT4 cells
     memory_bits: int | None = None
     latency: int | None = None
     ii: float | None = None
@@ -489,7 +503,20 @@ def _base(
 
 
 def _hardware(r: _Reader) -> HardwareSpace:
-    r.mapping(("formats", "per_layer_formats", "knobs", "parallelism", "cycles", "budgets", "pipeline", "softmax"))
+    r.mapping(
+        (
+            "formats",
+            "per_layer_formats",
+            "knobs",
+            "parallelism",
+            "cycles",
+            "budgets",
+            "strategies",
+            "logic_budget",
+            "pipeline",
+            "softmax",
+        )
+    )
     formats = []
     for i, text in enumerate(r.items("formats", ["1,7,8"])):
         try:
@@ -511,6 +538,16 @@ def _hardware(r: _Reader) -> HardwareSpace:
         budgets = tuple(values)
     elif r.has("budgets"):
         raise r.fail("budgets are for knobs: balanced (knobs: search takes parallelism and cycles)", "budgets")
+    strategies = r.texts("strategies", [DEFAULT_STRATEGY], choices=(*STRATEGIES, AUTO_STRATEGY))
+    if AUTO_STRATEGY in strategies and knobs != "balanced":
+        raise r.fail("auto is chosen with a multiplier budget: use it with knobs: balanced", "strategies")
+    cells = None
+    if r.has("logic_budget"):
+        if AUTO_STRATEGY not in strategies:
+            raise r.fail(
+                "logic_budget is what auto layers' adder graphs may take: add auto to strategies", "logic_budget"
+            )
+        cells = _logic_cells(r, "logic_budget")
     return HardwareSpace(
         formats=_unique(formats, r, "formats"),
         per_layer_formats=per_layer,
@@ -520,21 +557,50 @@ def _hardware(r: _Reader) -> HardwareSpace:
         budgets=budgets,
         pipeline=r.ints("pipeline", [2], low=0),
         softmax=r.text("softmax", "argmax", SOFTMAX),
+        strategies=strategies,
+        logic_budget=cells,
     )
 
 
+def _logic_cells(r: _Reader, key: str) -> int:
+    """LUT4 cells: a number or a device (fpga.devices.logic_budget: half its cells)."""
+    value = r.data[key]
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise r.fail(f"expected LUT4 cells or a device name, got {value!r}", key)
+    try:
+        return logic_budget(value)
+    except K2CError as exc:
+        raise r.fail(str(exc), key) from None
+
+
 def _constraints(r: _Reader) -> Constraints:
-    r.mapping(("device", "multipliers", "memory_bits", "latency", "ii", "images_per_second", "clock_mhz", "accuracy"))
+    r.mapping(
+        (
+            "device",
+            "multipliers",
+            "logic_cells",
+            "memory_bits",
+            "latency",
+            "ii",
+            "images_per_second",
+            "clock_mhz",
+            "accuracy",
+        )
+    )
     device = r.text("device") if r.has("device") else None
     multipliers = r.opt_int("multipliers")
+    cells = _logic_cells(r, "logic_cells") if r.has("logic_cells") else None
     if device is not None:
         try:
             budget = get_device(device).multipliers  # fits the part (a budget uses Device.multiplier_budget)
+            share = logic_budget(device)
         except K2CError as exc:
             raise r.fail(str(exc), "device") from None
         multipliers = budget if multipliers is None else min(multipliers, budget)
+        cells = share if cells is None else min(cells, share)
     return Constraints(
         multipliers=multipliers,
+        logic_cells=cells,
         memory_bits=r.opt_int("memory_bits"),
         latency=r.opt_int("latency"),
         ii=r.opt_number("ii"),

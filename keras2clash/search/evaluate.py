@@ -111,7 +111,8 @@ def _labels(y: np.ndarray) -> np.ndarray:
 def plan_candidate(candidate: Candidate, keras_model: Any) -> Any:
     """The candidate's planned network (`network.Network`): formats per compute layer, its
     knobs (clamped to each layer's filters and window) or the balanced allocation within
-    its budget, its pipeline levels, its softmax mode."""
+    its budget, its strategies (a latency layer's adder graph solved from `keras_model`'s
+    weights), its pipeline levels, its softmax mode."""
     _, graph = load_model(keras_model)
     return plan_network(graph, plan_options(candidate, graph), keras_model=keras_model)
 
@@ -125,6 +126,8 @@ def plan_options(candidate: Candidate, graph: Any) -> DesignOptions:
         {layer.name: LayerFormats(f, f, f) for layer, f in zip(layers, fmts)} if len(set(fmts)) > 1 else None
     )
     design = DesignOptions.of(fmts[0], pipeline=hw.pipeline, softmax=hw.softmax, layer_formats=layer_formats)
+    if hw.strategies:
+        design = replace(design, strategy=hw.strategies, logic_budget=hw.logic_budget)
     if hw.budget is not None:
         return replace(design, dsp_budget=hw.budget)
     plans = [p for p in make_plan(graph, fmts[0]) if p.is_compute]
@@ -292,6 +295,8 @@ class Evaluation:
     test_accuracy: float = 0.0  # golden model, test set
     keras_accuracy: float = 0.0  # Keras float, test set
     seconds: float = 0.0
+    strategies: list[str] = field(default_factory=list)  # per compute layer ([]: resource for every one)
+    logic_cells: int = 0  # the adder graphs' LUT4 cells (estimate)
 
     @property
     def feasible(self) -> bool:
@@ -313,6 +318,7 @@ def violations(
     out: dict[str, float] = {}
     for name, value, limit in (
         ("multipliers", fig.multipliers, limits.multipliers),
+        ("logic_cells", fig.logic_cells, limits.logic_cells),
         ("memory_bits", fig.memory_bits, limits.memory_bits),
         ("latency", fig.latency, limits.latency),
         ("ii", fig.ii, limits.ii),
@@ -326,22 +332,13 @@ def violations(
     return out
 
 
-def evaluate(candidate: Candidate, desc: Description, data: SearchData, models_dir: Path | None) -> Evaluation:
-    """Hardware figures (exact model), then, if the hardware constraints hold, training and
-    the golden model's accuracy at the candidate's formats."""
-    import keras
-
-    started = time.perf_counter()
-    spec = candidate.network
-    keras.utils.set_random_seed(desc.seed)
-    untrained = build_model(spec, data.input_shape(spec.template), data.classes)
-    network = plan_candidate(candidate, untrained)
-    fig = hardware_figures(network)
+def _hardware_evaluation(candidate: Candidate, fig: HwFigures, desc: Description) -> Evaluation:
+    """An evaluation's hardware part: the exact model's figures, the hardware constraints."""
     clock = desc.constraints.clock_mhz
-    ev = Evaluation(
-        network=spec.describe(),
+    return Evaluation(
+        network=candidate.network.describe(),
         hardware=candidate.hardware.describe(),
-        model_key=spec.key,
+        model_key=candidate.network.key,
         parallelism=list(fig.parallelism),
         cycles=list(fig.cycles),
         multipliers=fig.multipliers,
@@ -351,27 +348,53 @@ def evaluate(candidate: Candidate, desc: Description, data: SearchData, models_d
         efficiency=float(fig.efficiency),
         images_per_second=float(fig.images_per_second(clock)),
         violations=violations(fig, clock, desc.constraints),
+        strategies=fig.strategies if candidate.hardware.strategies else [],
+        logic_cells=fig.logic_cells,
     )
-    if ev.feasible:
-        net = trained_network(spec, data, desc.training, desc.seed, models_dir)
-        ev.epochs, ev.cached = net.epochs[-1], net.cached
-        trained = plan_candidate(candidate, net.model)
-        # the knobs must be the ones measured (a budget's allocation does not depend on weights)
-        assert [p.engine_knobs.pe for p in trained.plans if p.is_compute] == ev.parallelism
-        ev.trained = True
-        x = data.shaped(data.x_train, spec.template)
-        if data.folds:  # every training image, predicted by the fold model that did not train on it
-            right = sum(
-                golden_accuracy(plan_candidate(candidate, m), x[held], data.y_train[held]) * len(held)
-                for m, (_, held) in zip(net.folds, data.folds)
-            )
-            ev.accuracy = float(right / len(x))
-        else:
-            ev.accuracy = golden_accuracy(trained, data.shaped(data.x_val, spec.template), data.y_val)
-        x_test = data.shaped(data.x_test, spec.template)
-        ev.test_accuracy = golden_accuracy(trained, x_test, data.y_test)
-        ev.keras_accuracy = float(np.mean(np.argmax(net.model.predict(x_test, verbose=0), axis=1) == data.y_test))
-        ev.violations = violations(fig, clock, desc.constraints, ev.accuracy)
+
+
+def evaluate(candidate: Candidate, desc: Description, data: SearchData, models_dir: Path | None) -> Evaluation:
+    """Hardware figures (exact model), then, if the hardware constraints hold, training and
+    the golden model's accuracy at the candidate's formats.
+
+    A space with the latency strategy (`HardwareSpace.weights_matter`) has figures that
+    depend on the trained weights (the solved adder graphs, and which layers auto builds at
+    latency): every candidate is trained, and its figures and constraints are the trained
+    network's."""
+    import keras
+
+    started = time.perf_counter()
+    spec = candidate.network
+    if not desc.hardware.weights_matter:  # the constraints first: training only what can be built
+        keras.utils.set_random_seed(desc.seed)
+        untrained = build_model(spec, data.input_shape(spec.template), data.classes)
+        ev = _hardware_evaluation(candidate, hardware_figures(plan_candidate(candidate, untrained)), desc)
+        if not ev.feasible:
+            ev.seconds = time.perf_counter() - started
+            return ev
+    net = trained_network(spec, data, desc.training, desc.seed, models_dir)
+    trained = plan_candidate(candidate, net.model)
+    fig = hardware_figures(trained)
+    measured = _hardware_evaluation(candidate, fig, desc)
+    if desc.hardware.weights_matter:
+        ev = measured
+    else:  # the untrained network's figures must be the trained one's (no weight changes them)
+        assert measured == ev, (measured, ev)
+    ev.epochs, ev.cached = net.epochs[-1], net.cached
+    ev.trained = True
+    x = data.shaped(data.x_train, spec.template)
+    if data.folds:  # every training image, predicted by the fold model that did not train on it
+        right = sum(
+            golden_accuracy(plan_candidate(candidate, m), x[held], data.y_train[held]) * len(held)
+            for m, (_, held) in zip(net.folds, data.folds)
+        )
+        ev.accuracy = float(right / len(x))
+    else:
+        ev.accuracy = golden_accuracy(trained, data.shaped(data.x_val, spec.template), data.y_val)
+    x_test = data.shaped(data.x_test, spec.template)
+    ev.test_accuracy = golden_accuracy(trained, x_test, data.y_test)
+    ev.keras_accuracy = float(np.mean(np.argmax(net.model.predict(x_test, verbose=0), axis=1) == data.y_test))
+    ev.violations = violations(fig, desc.constraints.clock_mhz, desc.constraints, ev.accuracy)
     ev.seconds = time.perf_counter() - started
     return ev
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from keras2clash.errors import K2CError
 from keras2clash.fsutil import atomic_write_text
+from keras2clash.hw.allocate import config_label
 from keras2clash.search.description import METRICS, Description
 from keras2clash.search.evaluate import Evaluation, fitness, publish
 from keras2clash.search.study import SearchFolder, open_storage
@@ -139,6 +140,7 @@ HEADER = [
     "pe:cycles",
     "pipe",
     "mult.",
+    "logic",
     "II",
     "latency",
     "images/s",
@@ -149,7 +151,8 @@ HEADER = [
 ]
 """accuracy: the golden model (the hardware, bit for bit) at the candidate's formats on the
 validation split or cross-validation (what the search selects on) and on the test set;
-Keras: float, test set."""
+Keras: float, test set. pe:cycles shows `L` for a layer at the latency strategy; logic: its
+adder graphs' LUT4 cells (estimate)."""
 TERMINAL = (
     "trial",
     "network",
@@ -179,9 +182,10 @@ def table_rows(rows: Sequence[TrialRow]) -> list[list[str]]:
                 f"{r.number}{' (base)' if r.base else ''}",
                 ev.network,
                 fmt,
-                ",".join(f"{p}:{c}" for p, c in zip(ev.parallelism, ev.cycles)),
+                config_label(ev.parallelism, ev.cycles, ev.strategies),
                 pipe.replace("pipeline ", ""),
                 str(ev.multipliers),
+                f"{ev.logic_cells:,}",
                 f"{ev.ii:g}",
                 str(ev.latency),
                 f"{ev.images_per_second:,.0f}",

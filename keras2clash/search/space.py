@@ -21,6 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from keras2clash.hw.allocate import config_label
+from keras2clash.hw.plan import DEFAULT_STRATEGY, LATENCY_STRATEGY
 from keras2clash.quant.formats import FixedFormat, parse_format
 from keras2clash.search.description import CnnSpace, DenseSpace, Description
 
@@ -56,7 +58,8 @@ class NetworkSpec:
 
 @dataclass(frozen=True)
 class HardwareSpec:
-    """The hardware of a candidate: formats per compute layer, knobs or a budget, pipeline."""
+    """The hardware of a candidate: formats per compute layer, knobs or a budget, strategies,
+    pipeline."""
 
     formats: tuple[FixedFormat, ...]  # one per compute layer (all equal unless per_layer_formats)
     parallelism: tuple[int, ...] | None  # knobs: search (clamped to the layers' sizes at planning)
@@ -64,6 +67,8 @@ class HardwareSpec:
     budget: int | None  # knobs: balanced
     pipeline: int
     softmax: str
+    strategies: tuple[str, ...] = ()  # one per compute layer; () : resource for every layer
+    logic_budget: int | None = None  # auto layers' adder graphs (None: the default budget)
 
     def describe(self) -> str:
         fmts = sorted({str(f) for f in self.formats})
@@ -71,8 +76,10 @@ class HardwareSpec:
         knobs = (
             f"budget {self.budget}"
             if self.budget is not None
-            else "pe:cycles " + ",".join(f"{p}:{c}" for p, c in zip(self.parallelism or (), self.cycles or ()))
+            else "pe:cycles " + config_label(self.parallelism or (), self.cycles or (), self.strategies)
         )
+        if self.budget is not None and self.strategies:
+            knobs += " strategies " + ",".join(self.strategies)
         return f"{fmt}; {knobs}; pipeline {self.pipeline}"
 
 
@@ -86,6 +93,9 @@ class Candidate:
         """Identifies the whole candidate (network and active hardware choices)."""
         data = {"network": asdict(self.network), "hardware": asdict(self.hardware)}
         data["hardware"]["formats"] = [str(f) for f in self.hardware.formats]
+        for key, default in (("strategies", []), ("logic_budget", None)):  # keys of every resource-only search
+            if data["hardware"][key] in (default, ()):
+                del data["hardware"][key]
         return hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
 
 
@@ -116,7 +126,19 @@ def sample(trial: Any, desc: Description) -> Candidate:
     else:
         budget = trial.suggest_categorical("hw.budget", list(hw.budgets))
     pipeline = trial.suggest_categorical("hw.pipeline", list(hw.pipeline))
-    return Candidate(network, HardwareSpec(formats, pes, cycles, budget, pipeline, hw.softmax))
+    strategies: tuple[str, ...] = ()
+    if hw.weights_matter:  # the default space's parameters (and candidate keys) stay as they were
+        if len(hw.strategies) > 1:
+            chosen = [trial.suggest_categorical(f"hw.strategy_{i}", list(hw.strategies)) for i in range(n)]
+        else:
+            chosen = [hw.strategies[0]] * n
+        strategies = tuple(chosen[: network.compute_layers])
+        if pes is not None and cycles is not None:  # a latency layer has no knobs: inactive, out of the key
+            pes = tuple(1 if st == LATENCY_STRATEGY else p for p, st in zip(pes, strategies))
+            cycles = tuple(1 if st == LATENCY_STRATEGY else c for c, st in zip(cycles, strategies))
+    return Candidate(
+        network, HardwareSpec(formats, pes, cycles, budget, pipeline, hw.softmax, strategies, hw.logic_budget)
+    )
 
 
 def _sample_network(trial: Any, kind: str, space: DenseSpace | CnnSpace) -> NetworkSpec:
@@ -189,6 +211,9 @@ def base_params(desc: Description) -> list[dict[str, Any]]:
             params["hw.budget"] = max(hw.budgets)
         if len(hw.pipeline) == 1:
             params["hw.pipeline"] = hw.pipeline[0]
+        if len(hw.strategies) > 1:  # the base is built as it would be without the choice
+            base_strategy = DEFAULT_STRATEGY if DEFAULT_STRATEGY in hw.strategies else hw.strategies[0]
+            params.update({f"hw.strategy_{i}": base_strategy for i in range(desc.max_compute)})
         out.append(params)
     return out
 

@@ -156,7 +156,7 @@ def _constraint_names(desc: Description) -> list[str]:
     c = desc.constraints
     return [
         name
-        for name in ("multipliers", "memory_bits", "latency", "ii", "images_per_second", "accuracy")
+        for name in ("multipliers", "logic_cells", "memory_bits", "latency", "ii", "images_per_second", "accuracy")
         if getattr(c, name) is not None
     ]
 
