@@ -12,11 +12,11 @@ stages, as a free-running pipeline ("K2C.Pipe".'pipeS').
 = Hardware
 
 * the graph's @s@ register stages (its valid bit beside them);
-* two finish stages ('K2C.Activation.Finish'): the bias added to each exact
-  product sum and the layer's requantization, registered; then the activation,
-  registered (split so that neither the bias's carry chain nor the activation
-  lies on the graph's last adders' path); a table activation's two registers
-  after them (@t = 2@);
+* two finish stages: the bias added to each exact product sum, registered;
+  then the layer's requantization and activation ('K2C.Activation.Finish'),
+  registered (so that no stage holds more than one carry chain after the
+  graph's: the bias's, then the rounding's); a table activation's two
+  registers after them (@t = 2@);
 * 'pipeS''s output queue of @d + 2@ vectors and its count.
 
 = Timing (exact)
@@ -29,7 +29,7 @@ downstream ready and @d + 1@ cycles of latency.
 
 The graph computes @x * W@ exactly on the inputs' raw integers, in the
 accumulator's fraction bits; the first finish stage adds the bias in the
-same bits and rounds once: the engine's exact accumulator and finish, to the bit.
+same bits, the second rounds once: the engine's exact accumulator and finish, to the bit.
 -}
 module K2C.Cmvm
   ( cmvm
@@ -63,9 +63,9 @@ cmvm
   -> Stream dom (Vec n (SFixed ai af)) (Vec m o)
 cmvm SNat graph bias (Finish requant activate) = pipeS (SNat @(CmvmDepth s t)) pipe
   where
-    pipe = tableRegs . stageReg . fmap (fmap (map activate)) . stageReg . fmap (fmap requantize)
+    pipe = tableRegs . stageReg . fmap (fmap (map finish)) . stageReg . fmap (fmap (zipWith (+) bias))
          . graph . fmap (fmap (map unSF))
-    requantize sums = zipWith (\acc b -> requant (sf (SNat @cf) (acc + b))) sums bias
+    finish acc = activate (requant (sf (SNat @cf) acc))
     tableRegs
       | snatToNum (SNat @t) == (2 :: Int) = stageReg . stageReg
       | otherwise = id

@@ -57,7 +57,7 @@ HASKELL = kind_template("engine.hs.j2")
 
 LATENCY = LATENCY_STRATEGY
 FINISH_STAGES = 2
-"""K2C.Cmvm's registers after the graph: the bias and requantization, then the activation."""
+"""K2C.Cmvm's registers after the graph: the bias added, then the requantization and activation."""
 CELLS_PER_CARRY = 2
 """LUT4 cells an ECP5 CCU2C carry cell takes (nextpnr's TRELLIS_COMB count)."""
 """The strategy (`hw.plan.STRATEGIES`) that builds a layer as an adder graph of constants."""
