@@ -66,7 +66,33 @@ digits_heads 193, digits_side 177) balanced to the part (`keras2clash pnr` refus
 `dir/model`: examples/dir/model.keras (the quantization-aware models of jet_hgq and digits_hgq2).
 `name@budget`: the example balanced to a multiplier budget (`--dsp-budget`, a device name);
 `name@budget:argmax` also leaves the output softmax out (`--softmax argmax`), as iris needs on
-the iCE40 UP5K (`--fpga ice40-up5k --freq 24 --examples iris@ice40-up5k:argmax`)."""
+the iCE40 UP5K (`--fpga ice40-up5k --freq 24 --examples iris@ice40-up5k:argmax`). After the
+colon, `+`-separated emit options (`VARIANTS`): `argmax`, a strategy (`latency`, `auto`: with
+a budget, `--strategy auto --dsp-budget`), a format with dots (`1.3.4`: `--format 1,3,4`), e.g.
+`thesis_cnn:latency+1.3.4`."""
+
+VARIANTS = {"argmax": ("softmax", "argmax"), "latency": ("strategy", "latency"), "auto": ("strategy", "auto")}
+"""The words of a spec's variant and the emit option each sets (a format is `s.i.f`)."""
+
+
+def emit_options(spec: str) -> dict[str, str]:
+    """The emit options a spec names (`example[@budget][:variant]`, variant words joined by
+    `+`), beside the defaults the bench uses (1,7,8, the exact softmax)."""
+    head, _, variant = spec.partition(":")
+    budget = head.partition("@")[2]
+    options = {"format": "1,7,8", "softmax": "exact"} | ({"dsp_budget": budget} if budget else {})
+    for word in [w for w in variant.split("+") if w]:
+        parts = word.split(".")
+        if word in VARIANTS:
+            key, value = VARIANTS[word]
+            options[key] = value
+        elif len(parts) == 3 and all(p.isdigit() for p in parts):
+            options["format"] = ",".join(parts)
+        else:
+            raise SystemExit(f"{spec!r}: unknown variant {word!r}; use {', '.join(VARIANTS)} or a format s.i.f")
+    if options.get("strategy") == "auto" and not budget:
+        raise SystemExit(f"{spec!r}: auto chooses with a multiplier budget: name@budget:auto")
+    return options
 
 
 def _design(
@@ -83,13 +109,16 @@ def _design(
     from keras2clash import api
     from keras2clash.fpga.flow import pnr
 
-    example, _, rest = spec.partition("@")
-    budget, _, softmax = rest.partition(":")
-    out = work / f"{example}_{budget or 'default'}_{softmax or 'exact'}_{'default' if pipeline is None else pipeline}"
+    options = emit_options(spec)
+    example = spec.partition(":")[0].partition("@")[0]
+    variant = "_".join(f"{k}-{v}" for k, v in sorted(options.items()))
+    out = work / f"{example}_{variant}_{'default' if pipeline is None else pipeline}".replace("/", "_").replace(
+        ",", "."
+    )
     t0 = time.monotonic()
     model = ROOT / "examples" / f"{example if '/' in example else f'{example}/{example}'}.keras"
-    out = out.with_name(out.name.replace("/", "_"))
-    api.emit(model, "1,7,8", out, show=False, pipeline=pipeline, dsp_budget=budget or None, softmax=softmax or "exact")
+    fmt = options.pop("format")
+    api.emit(model, fmt, out, show=False, pipeline=pipeline, **options)
     reports = [
         pnr(out, fpga, freq_mhz=freq, route=route, router=router, placer=placer, seed=seed, force=True).to_dict()
         for seed in seeds
@@ -117,6 +146,8 @@ def _row(spec: str, project_dir: Path, report: dict, seconds: float) -> dict:
     fmax = report["fmax_mhz"]
     return {
         "example": spec,
+        "options": emit_options(spec),
+        "strategies": [p.engine_knobs.strategy for p in project.compute_plans],
         "parallelism": [p.engine_knobs.pe for p in project.compute_plans],
         "cycles": [p.engine_knobs.cycles for p in project.compute_plans],
         "pipeline": [p.engine_knobs.pipeline for p in project.compute_plans],

@@ -110,7 +110,7 @@ class Design:
     spec: str  # as bench/fpga.py names it: example[@budget][:variant]
     example: str  # the example (examples/EXAMPLE/), `dir/model` for a model beside others
     budget: str | None  # the --dsp-budget it was balanced to
-    variant: str | None  # `argmax`: --softmax argmax
+    variant: str | None  # emit options joined by `+` (bench/fpga.py's VARIANTS): `argmax`, `latency`, `1.3.4`
     device: str
     part: str
     parallelism: list[int]
@@ -140,10 +140,16 @@ class Design:
         options = []
         if self.budget:
             options.append(f"`--dsp-budget {self.budget}`")
-        if self.variant == "argmax":
-            options.append("`--softmax argmax`")
-        elif self.variant:
-            options.append(f"`{self.variant}`")
+        for word in (self.variant or "").split("+") if self.variant else ():  # bench/fpga.py's VARIANTS
+            parts = word.split(".")
+            if word == "argmax":
+                options.append("`--softmax argmax`")
+            elif word in ("latency", "auto"):
+                options.append(f"`--strategy {word}`")
+            elif len(parts) == 3 and all(p.isdigit() for p in parts):
+                options.append(f"`--format {','.join(parts)}`")
+            else:
+                options.append(f"`{word}`")
         return ", ".join(options) or "defaults"
 
     @property
@@ -155,8 +161,8 @@ class Design:
 
 def _design(row: dict[str, Any], device: str) -> Design:
     report = row.get("report", {})
-    example, _, rest = row["example"].partition("@")
-    budget, _, variant = rest.partition(":")
+    head, _, variant = row["example"].partition(":")
+    example, _, budget = head.partition("@")
     used = {
         RESOURCES[u["resource"]]: int(u["used"]) for u in report.get("utilisation", []) if u["resource"] in RESOURCES
     }

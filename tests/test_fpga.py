@@ -1123,3 +1123,33 @@ def test_bench_refuses_bad_seeds(seeds: str, monkeypatch, capsys) -> None:
     with pytest.raises(SystemExit) as exc:
         bench.main()
     assert exc.value.code == 2 and "--seeds" in capsys.readouterr().err
+
+
+def test_bench_specs_name_emit_options() -> None:
+    """A bench spec's variant words are emit options (bench/fpga.py), and the docs' table
+    shows them as the command-line options they are (docs/benchdocs.py)."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "docs"))
+    import benchdocs
+
+    bench = _bench_module()
+    assert bench.emit_options("thesis_cnn:latency+1.3.4") == {
+        "format": "1,3,4",
+        "softmax": "exact",
+        "strategy": "latency",
+    }
+    assert bench.emit_options("iris@ice40-up5k:argmax") == {
+        "format": "1,7,8",
+        "softmax": "argmax",
+        "dsp_budget": "ice40-up5k",
+    }
+    assert bench.emit_options("digits_dense@ecp5-85k:auto")["strategy"] == "auto"
+    for bad in ("digits_dense:fast", "digits_dense:auto", "digits_dense:1.3"):
+        with pytest.raises(SystemExit, match="digits_dense"):
+            bench.emit_options(bad)
+    row = {"example": "thesis_cnn@ecp5-85k:latency+1.3.4", "fmax_mhz": 100.0, "latency_cycles": 1}
+    row |= {"ii_cycles": 1.0, "latency_ns": 10.0, "images_per_second": 1e8}
+    design = benchdocs._design(row, "ecp5-85k")
+    assert (design.example, design.budget) == ("thesis_cnn", "ecp5-85k")
+    assert design.configuration == "`--dsp-budget ecp5-85k`, `--strategy latency`, `--format 1,3,4`"
