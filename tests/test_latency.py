@@ -116,6 +116,11 @@ LATENCY_NETS = [
     ([(7, "relu"), (4, "sigmoid"), (3, "softmax")], "1,2,5", 2, "latency"),
     ([(4, "linear")], "1,4,3", 0, "latency"),
     ([(6, "relu"), (5, "relu"), (3, "linear")], "1,2,3", 3, "latency,resource,latency"),
+    # the rounding's offset in the bias (nearest), and the modes it leaves to the finish
+    ([(5, "relu"), (3, "linear")], "1,2,3,rnd,wrap", 1, "latency"),
+    ([(5, "relu"), (3, "relu")], "0,3,2,rnd,sat", 2, "latency"),
+    ([(5, "relu"), (3, "linear")], "1,2,3,rnd_conv,sat", 2, "latency"),
+    ([(5, "linear"), (3, "linear")], "1,2,3,trn,wrap", 1, "latency"),
 ]
 
 

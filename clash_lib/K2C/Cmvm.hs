@@ -12,11 +12,10 @@ stages, as a free-running pipeline ("K2C.Pipe".'pipeS').
 = Hardware
 
 * the graph's @s@ register stages (its valid bit beside them);
-* two finish stages: the bias added to each exact product sum, registered;
-  then the layer's requantization and activation ('K2C.Activation.Finish'),
-  registered (so that no stage holds more than one carry chain after the
-  graph's: the bias's, then the rounding's); a table activation's two
-  registers after them (@t = 2@);
+* two finish stages: the bias added to each exact product sum, one bit
+  wider, registered; then the layer's requantization and activation
+  ('K2C.Activation.Finish'), registered; a table activation's two registers
+  after them (@t = 2@);
 * 'pipeS''s output queue of @d + 2@ vectors and its count.
 
 = Timing (exact)
@@ -29,7 +28,11 @@ downstream ready and @d + 1@ cycles of latency.
 
 The graph computes @x * W@ exactly on the inputs' raw integers, in the
 accumulator's fraction bits; the first finish stage adds the bias in the
-same bits, the second rounds once: the engine's exact accumulator and finish, to the bit.
+same bits, the second rounds once: the engine's exact accumulator and finish,
+to the bit. A rounding to nearest (ties toward +infinity) is @floor(x + h)@
+with @h@ half an output LSB: the generated bias includes @h@ and the finish
+truncates, so the second stage holds no carry chain for the rounding (the
+sum is one bit wider so that @h@ cannot wrap it).
 -}
 module K2C.Cmvm
   ( cmvm
@@ -50,7 +53,8 @@ type CmvmDepth s t = s + 2 + t
 
 -- | A layer of constant weights: @graph@ (the generated module's, @s@ register
 -- stages from the raw inputs to the exact sums @x * W@ in the accumulator's
--- fraction bits), the bias in the accumulator's bits, and the layer's finish.
+-- fraction bits), the bias in the accumulator's bits (one integer bit wider),
+-- and the layer's finish.
 cmvm
   :: forall dom s n m ai af ci cf o t
    . ( HiddenClockResetEnable dom
@@ -58,12 +62,12 @@ cmvm
      , TableRegs t, NFDataX o )
   => SNat s
   -> (Signal dom (Maybe (Vec n (Signed (ai + af)))) -> Signal dom (Maybe (Vec m (Signed (ci + cf)))))
-  -> Vec m (Signed (ci + cf))
-  -> Finish t (SFixed ci cf) o
+  -> Vec m (Signed (ci + 1 + cf))
+  -> Finish t (SFixed (ci + 1) cf) o
   -> Stream dom (Vec n (SFixed ai af)) (Vec m o)
 cmvm SNat graph bias (Finish requant activate) = pipeS (SNat @(CmvmDepth s t)) pipe
   where
-    pipe = tableRegs . stageReg . fmap (fmap (map finish)) . stageReg . fmap (fmap (zipWith (+) bias))
+    pipe = tableRegs . stageReg . fmap (fmap (map finish)) . stageReg . fmap (fmap (zipWith (+) bias . map resize))
          . graph . fmap (fmap (map unSF))
     finish acc = activate (requant (sf (SNat @cf) acc))
     tableRegs

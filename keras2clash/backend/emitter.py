@@ -20,7 +20,7 @@ from typing import NotRequired, TypeAlias, TypedDict, cast
 import jinja2
 
 from keras2clash.backend.activations import ActivationCode, activation_code
-from keras2clash.backend.haskell import beat_type, format_type_name, shape_text
+from keras2clash.backend.haskell import beat_type, format_type_name, requantizer, shape_text
 from keras2clash.backend.memfiles import memfile_text
 from keras2clash.errors import K2CError
 from keras2clash.fpga.devices import get_device
@@ -323,19 +323,6 @@ class TemplateContext(TypedDict):
     layer_modules: list[str]  # modules generated for a layer (`Kind.modules`)
     sim_blocks: NotRequired[list[str]]  # the copied blocks, added by `write_project`
     blocks: NotRequired[list[str]]
-
-
-def requantizer(fmt: FixedFormat) -> str:
-    """The Haskell that requantizes an exact value to `fmt`: K2C.Activation.requantize for
-    a plain format (round half up, saturate), K2C.Quant.requantizeTo for the others (its
-    width, the container's extra low bits, the modes, the sign)."""
-    if fmt.is_plain:
-        return "requantize"
-    rounding = {"nearest": "Nearest", "nearest_even": "NearestEven", "truncate": "Truncate"}[fmt.rounding]
-    overflow = "Saturate" if fmt.overflow == "saturate" else "Wrap"
-    return (
-        f"Quant.requantizeTo @{fmt.bits} @{fmt.raw_frac - fmt.frac} Quant.{rounding} Quant.{overflow} {bool(fmt.sign)}"
-    )
 
 
 def _layer_entry(plan: LayerPlan, fn: str, code: ActivationCode | None = None, at_output: bool = False) -> LayerEntry:

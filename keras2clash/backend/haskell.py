@@ -26,6 +26,18 @@ def format_type_name(fmt: FixedFormat) -> str:
     return f"Q{c.sign}_{c.int}_{c.frac}"
 
 
+def requantizer(fmt: FixedFormat, rounding: str | None = None) -> str:
+    """The Haskell that requantizes an exact value to `fmt`: K2C.Activation.requantize for
+    a plain format (round half up, saturate), K2C.Quant.requantizeTo for the others (its
+    width, the container's extra low bits, the modes, the sign). `rounding` replaces the
+    format's own (a layer that adds the rounding's offset itself truncates)."""
+    if fmt.is_plain and rounding in (None, fmt.rounding):
+        return "requantize"
+    mode = {"nearest": "Nearest", "nearest_even": "NearestEven", "truncate": "Truncate"}[rounding or fmt.rounding]
+    overflow = "Saturate" if fmt.overflow == "saturate" else "Wrap"
+    return f"Quant.requantizeTo @{fmt.bits} @{fmt.raw_frac - fmt.frac} Quant.{mode} Quant.{overflow} {bool(fmt.sign)}"
+
+
 def vec_type(shape: Sequence[int], elem: str) -> str:
     """Nested Vec for a shape, row-major: (8, 8) -> Vec 8 (Vec 8 e)."""
     inner = elem

@@ -431,14 +431,17 @@ def haskell_module(
     out_width: int | None = None,
     out_shift: int = 0,
     bias: Sequence[int] | None = None,
+    bias_width: int | None = None,
+    bias_note: str = "",
     doc: str = "",
 ) -> str:
     """A Clash module: `function` (the pipelined graph on a valid-tagged vector), the weights
     it multiplies by, one pure function per register stage, and `type Depth` (its stages).
     A layer's module (kinds.engine) gives its inputs' container width `in_width`, its
     accumulator's width `out_width`, the products' shift into the accumulator's fraction bits
-    `out_shift`, and its `bias` (raw, in the accumulator's bits); by default the inputs and
-    products are as wide as their ranges."""
+    `out_shift`, and its `bias` (raw, in the accumulator's bits; `bias_width` bits, the
+    accumulator's by default; `bias_note` says what it holds beside the bias); by default the
+    inputs and products are as wide as their ranges."""
     graph = schedule.graph
     live = schedule.live()
     inputs = list(range(graph.n_in))
@@ -492,6 +495,8 @@ def haskell_module(
         levels=schedule.levels,
         latency=schedule.stages,
         bias=vec_literal(np.asarray(bias)) if bias is not None else "",
+        bias_width=bias_width if bias_width is not None else width,
+        bias_note=bias_note,
         doc=doc,
         out_shift=out_shift,
     )

@@ -29,7 +29,7 @@ from typing import ClassVar, Protocol, cast
 
 import numpy as np
 
-from keras2clash.backend.haskell import kind_template
+from keras2clash.backend.haskell import kind_template, requantizer
 from keras2clash.errors import K2CError
 from keras2clash.fsutil import cache_root
 from keras2clash.hw.events import Block, Engine, EngineTiming, Max, Stateful, pipe_block
@@ -51,7 +51,7 @@ from keras2clash.kinds import cmvm
 from keras2clash.kinds.base import Depth, Entry, Kind, Storage, check_requantized_output, params_of
 from keras2clash.kinds.window import WindowParams, front_blocks, window_storage
 from keras2clash.quant.exact import INT64_SAFE_BITS, QuantizedLayer, finish
-from keras2clash.quant.formats import FixedFormat, quantize, saturate
+from keras2clash.quant.formats import NEAREST, TRUNCATE, FixedFormat, quantize, saturate
 
 HASKELL = kind_template("engine.hs.j2")
 
@@ -182,6 +182,16 @@ def graph_stages(plan: LayerPlan) -> int:
 def cmvm_depth(plan: LayerPlan) -> int:
     """d of K2C.Cmvm's pipeS (CmvmDepth): the graph's stages, the finish stages, a table's two."""
     return graph_stages(plan) + FINISH_STAGES + plan.table_regs
+
+
+def rounding_offset(plan: LayerPlan) -> int:
+    """What K2C.Cmvm adds to each sum with the bias, in the accumulator's raw bits: half an
+    output LSB when the output rounds to nearest (ties toward +infinity) and drops fraction
+    bits, so that its requantization only truncates, one carry chain fewer per output
+    (floor(x + half) is that rounding, ReLU first or not); 0 otherwise."""
+    assert plan.acc_fmt is not None
+    dropped = plan.acc_fmt.frac - plan.out_fmt.frac
+    return 1 << (dropped - 1) if plan.out_fmt.rounding == NEAREST and dropped > 0 else 0
 
 
 def cmvm_module(plan: LayerPlan) -> str:
@@ -376,13 +386,15 @@ class EngineKind(Kind):
     def storage(self, plan: LayerPlan) -> Storage:
         """The engine's window (rotating chunks), accumulators, result register, pipeline
         registers and output queue; the window generator's and its FIFOs when windowed. The
-        latency strategy: the graph's stages and valid bits, the finish stages' (and a table's
-        two) results and valid bits, pipeS's queue of d + 2 results."""
+        latency strategy: the graph's stages and valid bits, the finish stages' (the sums with
+        the bias, then the results, and a table's two) and their valid bits, pipeS's queue of
+        d + 2 results."""
         assert plan.acc_fmt is not None
         if is_latency(plan):
             result = plan.filters * plan.out_fmt.hw_bits + 1
+            summed = plan.filters * (plan.acc_fmt.hw_bits + 1) + 1  # the sums with the bias, one bit wider
             own = params_of(plan, EngineParams)
-            regs = own.graph_registers + graph_stages(plan) + (FINISH_STAGES + plan.table_regs) * result
+            regs = own.graph_registers + graph_stages(plan) + summed + (FINISH_STAGES - 1 + plan.table_regs) * result
             fifo = (cmvm_depth(plan) + 2) * plan.filters * plan.out_fmt.hw_bits
             if not self.windowed:
                 return Storage(register_bits=regs, fifo_bits=fifo)
@@ -514,6 +526,7 @@ class EngineKind(Kind):
         assert plan.acc_fmt is not None
         module = cmvm_module(plan)
         own = params_of(plan, EngineParams)
+        folded = rounding_offset(plan) > 0
         notes = [
             HASKELL.cmvm_note(
                 module, own.adder_depth, plan.engine_knobs.pipeline, graph_stages(plan), cmvm_depth(plan)
@@ -524,12 +537,14 @@ class EngineKind(Kind):
             doc=doc,
             body=(*front, HASKELL.cmvm(module)),
             notes=tuple(notes),
-            uses=("cmvm", *uses),
+            uses=("cmvm", *(("quant",) if folded else ()), *uses),
             fields={
                 "compute": False,
                 "finishes": True,
                 "table_regs": plan.table_regs,
-                "acc_clash": plan.acc_fmt.clash_type,
+                # the sum with the bias is one bit wider: the offset must not wrap it
+                "acc_clash": replace(plan.acc_fmt, int=plan.acc_fmt.int + 1).clash_type,
+                **({"requantizer": requantizer(plan.out_fmt, TRUNCATE)} if folded else {}),
                 "imports": [f"import qualified {module}"],
             },
         )
@@ -544,6 +559,7 @@ class EngineKind(Kind):
         product_shift = plan.acc_fmt.frac - (plan.in_fmt.raw_frac + plan.w_fmt.raw_frac)
         bias = np.asarray(params.bias).astype(object) << (plan.acc_fmt.frac - plan.b_fmt.raw_frac)
         module = cmvm_module(plan)
+        offset = rounding_offset(plan)
         text = cmvm.haskell_module(
             module,
             "graph",
@@ -552,7 +568,9 @@ class EngineKind(Kind):
             in_width=plan.in_fmt.hw_bits,
             out_width=plan.acc_fmt.hw_bits,
             out_shift=product_shift,
-            bias=list(bias),
+            bias=[b + offset for b in bias],
+            bias_width=plan.acc_fmt.hw_bits + 1,
+            bias_note=HASKELL.bias_note(offset),
             doc=HASKELL.module_doc(plan.name, plan.in_fmt, plan.w_fmt, plan.b_fmt, plan.acc_fmt.clash_type),
         )
         return {module: text}
