@@ -56,11 +56,11 @@ from keras2clash.quant.formats import NEAREST, TRUNCATE, FixedFormat, quantize, 
 HASKELL = kind_template("engine.hs.j2")
 
 LATENCY = LATENCY_STRATEGY
+"""The strategy (`hw.plan.STRATEGIES`) that builds a layer as an adder graph of constants."""
 FINISH_STAGES = 2
 """K2C.Cmvm's registers after the graph: the bias added, then the requantization and activation."""
 CELLS_PER_CARRY = 2
 """LUT4 cells an ECP5 CCU2C carry cell takes (nextpnr's TRELLIS_COMB count)."""
-"""The strategy (`hw.plan.STRATEGIES`) that builds a layer as an adder graph of constants."""
 GRAPH_DELAY = 2
 """Adder levels da4ml may add over the fewest possible to share more subexpressions
 (`kinds.cmvm.solve`; measured on the jet tagger: 3-7 % fewer adders than 0, 1-2 levels more)."""
