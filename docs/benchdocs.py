@@ -36,6 +36,18 @@ DEFAULT_WEIGHT_FORMAT = "fit"  # emit's default (keras2clash.quant.autoformat), 
 RESOURCES = {"LUT4": "lut", "flip-flops": "ff", "multipliers": "mult", "block RAM": "bram"}
 
 
+@cache
+def _bench_script() -> Any:
+    """bench/fpga.py, whose `emit_options` reads a design's name (`example[@budget][:variant]`)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_fpga", BENCH / "fpga.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 class BenchError(LookupError):
     """A figure that the bench JSON does not hold (a misspelt example or device)."""
 
@@ -110,7 +122,7 @@ class Design:
     spec: str  # as bench/fpga.py names it: example[@budget][:variant]
     example: str  # the example (examples/EXAMPLE/), `dir/model` for a model beside others
     budget: str | None  # the --dsp-budget it was balanced to
-    variant: str | None  # emit options joined by `+` (bench/fpga.py's VARIANTS): `argmax`, `latency`, `1.3.4`
+    variant: str | None  # emit options joined by `+` (bench/fpga.py's emit_options): `argmax`, `latency`, `1.3.4`
     device: str
     part: str
     parallelism: list[int]
@@ -137,20 +149,16 @@ class Design:
     @property
     def configuration(self) -> str:
         """How the design was emitted, as command-line options ('defaults' for none)."""
-        options = []
-        if self.budget:
-            options.append(f"`--dsp-budget {self.budget}`")
-        for word in (self.variant or "").split("+") if self.variant else ():  # bench/fpga.py's VARIANTS
-            parts = word.split(".")
-            if word == "argmax":
-                options.append("`--softmax argmax`")
-            elif word in ("latency", "auto"):
-                options.append(f"`--strategy {word}`")
-            elif len(parts) == 3 and all(p.isdigit() for p in parts):
-                options.append(f"`--format {','.join(parts)}`")
-            else:
-                options.append(f"`{word}`")
-        return ", ".join(options) or "defaults"
+        named = _bench_script().emit_options(self.spec)
+        defaults = {"softmax": "exact", "format": "1,7,8"}
+        return (
+            ", ".join(
+                f"`--{key.replace('_', '-')} {named[key]}`"
+                for key in ("dsp_budget", "softmax", "strategy", "format")
+                if key in named and named[key] != defaults.get(key)
+            )
+            or "defaults"
+        )
 
     @property
     def label(self) -> str:

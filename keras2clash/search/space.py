@@ -93,8 +93,8 @@ class Candidate:
         """Identifies the whole candidate (network and active hardware choices)."""
         data = {"network": asdict(self.network), "hardware": asdict(self.hardware)}
         data["hardware"]["formats"] = [str(f) for f in self.hardware.formats]
-        for key, default in (("strategies", []), ("logic_budget", None)):  # keys of every resource-only search
-            if data["hardware"][key] in (default, ()):
+        for key in ("strategies", "logic_budget"):  # unset: the keys every resource-only search has had
+            if not data["hardware"][key]:
                 del data["hardware"][key]
         return hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
 
