@@ -126,7 +126,7 @@ _UNSUPPORTED_HINTS: dict[str, str] = {
     "Lambda": "a Lambda layer runs arbitrary Python, which has no hardware equivalent",
     "Dot": "the Dot merge layer is not supported (element-wise merges and Concatenate are)",
 }
-for _kind in ("LSTM", "GRU", "SimpleRNN", "RNN", "Bidirectional", "ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D"):
+for _kind in ("LSTM", "GRU", "RNN", "Bidirectional", "ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D"):
     _UNSUPPORTED_HINTS[_kind] = (
         "a recurrent layer feeds its state back from one time step to the next; the streaming pipeline is feed-forward"
     )

@@ -305,6 +305,42 @@ class Global:
         self.ready, self.resume, self.M = values
 
 
+class Recurrent:
+    """K2C.Recurrent (SimpleRNN): one step at a time in its engine (S steps, depth D), the
+    state fed back. A step offered from `v` moves in in `a = max(v, F)` (F: the cycle after
+    the previous step's result left the engine); its result is valid from `a + S + D + 1` and
+    leaves the engine in `r`, at once when the step sends nothing, else from the cycle after
+    the previous output moved on; the output register shows it from `r + 1`, and the next
+    step can move in from `r + 1`. Every step sends (`every`), or a sequence's last."""
+
+    def __init__(self, steps: int, every: bool, S: Cycle, D: Cycle, down: Block, mx: Max) -> None:
+        self.n, self.every, self.S, self.D, self.down, self.mx = steps, every, S, D, down, mx
+        self.t = 0  # the step within the sequence
+        self.free: Cycle = NEG  # F
+        self.out_free: Cycle = NEG  # the cycle after the previous output moved on
+
+    def ready_at(self, v: Cycle) -> Cycle:
+        return self.mx(v, self.free)
+
+    def accept(self, v: Cycle) -> Cycle:
+        a = self.mx(v, self.free)
+        valid = a + self.S + self.D + 1
+        if self.every or self.t == self.n - 1:
+            r = self.mx(valid, self.out_free)
+            self.out_free = self.down.accept(r + 1) + 1
+        else:
+            r = valid
+        self.free = r + 1
+        self.t = (self.t + 1) % self.n
+        return a
+
+    def state(self) -> list[Cycle]:
+        return [self.free, self.out_free]
+
+    def set_state(self, values: Sequence[Cycle]) -> None:
+        self.free, self.out_free = values
+
+
 BLOCK_RAM_FIFO_DEPTH = 64
 """The deepest branch FIFO in LUT RAM (`K2C.Fifo.fifo`); a deeper one, such as the FIFO that
 holds a map's whole image while its per-image gate is computed, is `K2C.Fifo.blockFifo`."""

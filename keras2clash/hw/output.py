@@ -44,8 +44,11 @@ def splits_output(plan: LayerPlan) -> bool:
     one (sigmoid, softmax, tanh, relu, ...) keeps the order of the values before it, and
     taking the argmax there avoids the ties its saturation would create. Not a relu applied
     before a wrapping requantization: that one is part of the requantization. An output
-    without a class keeps its activation in the network."""
+    without a class keeps its activation in the network, and so does a layer that feeds its
+    output back into its next step (`Kind.feeds_back`)."""
     act = activations.parse(plan.activation)
+    if plan.kind is not None and plan.kind.feeds_back:
+        return False
     return classifies(plan) and act.monotone and not act.is_linear and not relu_before_requantize(plan)
 
 

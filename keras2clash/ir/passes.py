@@ -292,6 +292,8 @@ def _fusable(graph: Graph, layer: Activation) -> bool:
     home = None if target is None else kind_of(target.type)
     if target is None or home is None or not home.fuses_activation or target.activation != "linear":
         return False
+    if home.feeds_back:  # its activation acts inside the recurrence, before the state is fed back
+        return False
     if len(graph.consumers(source)) > 1:
         return False
     return len(set(activations.parse(layer.activation).slopes)) == 1

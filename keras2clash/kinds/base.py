@@ -119,6 +119,10 @@ class Kind:
     """It is built on the window generator (`kinds.window`)."""
     joins: ClassVar[bool] = False
     """It reads several inputs (a merge: the join of K2C.Branch in front of it)."""
+    feeds_back: ClassVar[bool] = False
+    """Its output is fed back into its next step (a recurrent state): its activation is part of
+    the step, never applied after the layer (`hw.output.splits_output`), and an activation layer
+    after it does not fuse into it (`ir.passes`)."""
     activation_only: ClassVar[bool] = False
     """Its function is its activation (a standalone activation layer): the activation reads
     its input's format, and the Top may apply it after taking the class."""

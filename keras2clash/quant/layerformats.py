@@ -340,6 +340,8 @@ def load_calibration(path: str | Path, input_shape: tuple[int, ...]) -> tuple[np
     if key is None:
         raise K2CError(f"calibration file {path} needs an array 'x'; it has {sorted(arrays)}")
     x = arrays[key]
+    if x.ndim == 3 and (1, *x.shape[1:]) == tuple(input_shape):  # a 1-D sequence (frontend.registry.image_shape)
+        x = x.reshape(len(x), *input_shape)
     if x.ndim < 2 or tuple(x.shape[1:]) != tuple(input_shape) or len(x) == 0:
         raise K2CError(
             f"calibration file {path}: inputs have shape {tuple(x.shape)}, the model expects "

@@ -1,0 +1,240 @@
+"""Recurrent layers (`kinds.recurrent`): SimpleRNN's step, its state fed back.
+
+The golden model's step is checked against an exact rational reference and against Keras'
+own float output; random recurrent models (steps, features, units, stacking, every step's
+state or the last, activations, formats, knobs) are bit-exact in the Clash simulation with
+the hardware model's cycles, also under gaps and stalls, and in Verilator; what stays refused
+gets one error line naming the layer and the setting.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import keras
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+from keras import layers
+
+from helpers import assert_clash_matches_golden, needs_toolchain
+from keras2clash.errors import K2CError
+from keras2clash.hw import hwmodel
+from keras2clash.network import load_network
+from keras2clash.quant import activations, golden
+from keras2clash.quant.formats import parse_format
+
+ACTIVATIONS = ("tanh", "sigmoid", "hard_sigmoid", "relu", "linear")
+
+
+def _randomize(model: keras.Model, seed: int, scale: float = 0.5) -> keras.Model:
+    rng = np.random.default_rng(seed)
+    for layer in model.layers:
+        weights = layer.get_weights()
+        if weights:
+            layer.set_weights([rng.uniform(-scale, scale, w.shape).astype("float32") for w in weights])
+    return model
+
+
+def _rnn_model(
+    steps: int,
+    features: int,
+    units: tuple[int, ...],
+    sequences: tuple[bool, ...],
+    act: str,
+    seed: int,
+    scale: float = 0.5,
+):
+    """Input (steps, features) -> SimpleRNN per unit count -> (Flatten) -> Dense(3), weights
+    uniform in [-scale, scale]."""
+    inp = keras.Input((steps, features))
+    x = inp
+    for k, (u, seq) in enumerate(zip(units, sequences)):
+        x = layers.SimpleRNN(u, activation=act, return_sequences=seq, name=f"rnn{k}")(x)
+    if len(x.shape) == 3:
+        x = layers.Flatten(name="flat")(x)
+    return _randomize(keras.Model(inp, layers.Dense(3, name="out")(x)), seed, scale)
+
+
+def _reference(x_raw: np.ndarray, kernel, recurrent, bias, frac: int, act) -> list[list[int]]:
+    """The contract's step on exact rationals, raw in and out (`frac` fraction bits, an output
+    format wide enough not to saturate): h_t = act(floor((W x_t + U h_(t-1) + b) * 2^frac + 1/2))."""
+    one = 2**frac
+    h = [Fraction(0)] * len(bias)
+    states = []
+    for xt in x_raw:
+        x = [Fraction(int(v), one) for v in xt]
+        pre = [
+            sum((a * w for a, w in zip(x, kernel[:, j])), Fraction(0))
+            + sum((a * w for a, w in zip(h, recurrent[:, j])), Fraction(0))
+            + bias[j]
+            for j in range(len(bias))
+        ]
+        h = [act(Fraction((p * one + Fraction(1, 2)).__floor__(), one)) for p in pre]
+        states.append([int(v * one) for v in h])
+    return states
+
+
+@pytest.mark.parametrize("act", ["linear", "relu"])
+def test_step_equals_exact_rationals(act) -> None:
+    """linear and relu: every state is the rounding of the exact sum of the input and the
+    previous state (itself rounded), one rounding per step and none on the feedback."""
+    fmt = parse_format("1,9,12")
+    model = _rnn_model(5, 3, (4,), (True,), act, seed=3)
+    plans = load_network(model, str(fmt), fifos=False).plans
+    rnn = plans[0]
+    params = golden.quantize_params(plans)["rnn0"]
+    x = np.random.default_rng(1).integers(-3000, 3000, size=(4, 5, 3))
+    got = golden.layer(rnn, {"rnn0": params}, [x.reshape(4, 1, 5, 3)])
+    kernel = [[Fraction(int(w), 2**rnn.w_fmt.frac) for w in row] for row in np.asarray(params.kernel)]
+    bias = [Fraction(int(b), 2**rnn.b_fmt.frac) for b in np.asarray(params.bias)]
+    k, u = np.asarray(kernel[:3], dtype=object), np.asarray(kernel[3:], dtype=object)
+    relu = (lambda v: max(v, Fraction(0))) if act == "relu" else (lambda v: v)
+    for n in range(len(x)):
+        assert got[n].reshape(5, 4).tolist() == _reference(x[n], k, u, bias, fmt.frac, relu)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    steps=st.integers(1, 8),
+    features=st.integers(1, 4),
+    units=st.integers(1, 6),
+    sequences=st.booleans(),
+    act=st.sampled_from(ACTIVATIONS),
+    seed=st.integers(0, 9999),
+)
+def test_golden_close_to_keras(steps, features, units, sequences, act, seed) -> None:
+    """At 1,7,16 the golden model is Keras' float model within the errors its contract
+    states: the activation's own (the table's), and one output rounding, per step, carried
+    through the recurrent kernel."""
+    scale = 0.9 / (features + units)  # every |pre-activation| < 1: no saturation anywhere
+    model = _rnn_model(steps, features, (units,), (sequences,), act, seed, scale)
+    fmt = parse_format("1,7,16")
+    plans = load_network(model, str(fmt), fifos=False).plans
+    rnn = plans[0]
+    x = np.random.default_rng(seed).uniform(-1, 1, (16, steps, features))
+    raw = golden.run_all(plans, golden.quantize_params(plans), golden.quantize_inputs(plans, x))["rnn0"]
+    got = raw / 2.0**fmt.frac
+    want = keras.Model(model.inputs, model.get_layer("rnn0").output).predict(x, verbose=0)
+    table = activations.table(rnn.activation, fmt, fmt).max_error if rnn.table_activation else 0.0
+    lsb = 2.0**-fmt.frac
+    # a step's own error: the inputs' and weights' rounding (half an LSB each, |x|, |w| <= 1),
+    # the output's rounding, the table's; the slope of every activation here is <= 1 and the
+    # recurrent kernel's row sums are <= 0.9, so an error reaching the state shrinks each step
+    per_step = lsb * (features + units + 1) + lsb / 2 + table
+    bound = per_step * steps + 1e-6
+    assert np.max(np.abs(got.reshape(want.shape) - want)) <= bound
+
+
+CLASH = settings(
+    max_examples=6, deadline=None, suppress_health_check=list(HealthCheck), phases=[Phase.explicit, Phase.generate]
+)  # no shrinking: each example builds Clash
+
+
+@needs_toolchain
+@CLASH
+@given(
+    steps=st.integers(1, 6),
+    features=st.integers(1, 4),
+    units=st.lists(st.integers(1, 5), min_size=1, max_size=2),
+    last_sequences=st.booleans(),
+    act=st.sampled_from(ACTIVATIONS),
+    fmt=st.sampled_from(["1,5,10", "1,3,6", "1,4,4,trn,wrap"]),
+    seed=st.integers(0, 10_000),
+)
+def test_random_recurrent_models_bit_exact_in_clash(
+    tmp_path_factory, steps, features, units, last_sequences, act, fmt, seed
+) -> None:
+    from keras2clash import api
+    from keras2clash.backend.project import load_project
+
+    if "wrap" in fmt and act not in ("relu", "linear"):
+        act = "relu"  # a truncating, wrapping format takes a linear or relu activation only
+    sequences = (*([True] * (len(units) - 1)), last_sequences)
+    model = _rnn_model(steps, features, tuple(units), sequences, act, seed)
+    rng = np.random.default_rng(seed)
+    compute = [p for p in load_network(model, fmt, fifos=False).plans if p.is_compute]
+    pes = [int(rng.integers(1, p.filters + 1)) for p in compute]
+    cycles = [int(rng.integers(1, min(p.window, 4) + 1)) for p in compute]
+    pipeline = ",".join(str(int(rng.integers(0, 3))) for _ in compute)
+    out = tmp_path_factory.mktemp("rnn") / "net"
+    api.emit(model, fmt, out, pes, cycles=cycles, pipeline=pipeline, show=False)
+    project = load_project(out)
+    x = rng.uniform(-1.5, 1.5, size=(5, steps, features))
+    assert_clash_matches_golden(project, golden.quantize_inputs(project.plans, x), seed)
+
+
+def test_a_step_takes_the_engines_steps_depth_and_two() -> None:
+    """With downstream always ready a step is S + D + 2 cycles and a sequence steps times
+    that: the interval between sequences."""
+    model = _rnn_model(6, 3, (4,), (False,), "tanh", seed=1)
+    plans = load_network(model, "1,7,8", fifos=False).plans
+    rnn = plans[0]
+    t = hwmodel.timing(plans, 3)
+    period = rnn.steps + rnn.pipe_depth + 2
+    assert np.all(np.diff(t.output_cycle) == 6 * period) and t.ii == 6 * period
+
+
+@needs_toolchain
+def test_verilog_bit_exact_in_verilator(tmp_path) -> None:
+    """Stacked SimpleRNNs in Verilog, back to back under random gaps and stalls."""
+    from keras2clash import api
+    from keras2clash.verify import rtlsim
+
+    model = _rnn_model(5, 2, (3, 4), (True, False), "tanh", seed=7)
+    out = tmp_path / "net"
+    api.emit(model, "1,5,10", out, [2, 1, 1], cycles=[1, 2, 1], show=False)
+    x = np.random.default_rng(5).uniform(-1, 1, size=(6, 5, 2))
+    np.savez(tmp_path / "data.npz", x_test=x, y_test=np.zeros(6, dtype=int))
+    result = rtlsim.rtlsim(out, tmp_path / "data.npz", "verilator", gap_max=3, seed=2)
+    assert result.ok and len(result.samples) == 6
+
+
+def _refusal(build) -> str:
+    inp = keras.Input((5, 3))
+    model = keras.Model(inp, build(inp))
+    with pytest.raises(K2CError) as err:
+        load_network(model, "1,7,8", fifos=False)
+    return str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("build", "words"),
+    [
+        (lambda x: layers.SimpleRNN(4, return_state=True, name="r")(x)[0], ["'r'", "return_state"]),
+        (lambda x: layers.SimpleRNN(4, go_backwards=True, name="r")(x), ["'r'", "go_backwards"]),
+        (lambda x: layers.SimpleRNN(4, activation="softmax", name="r")(x), ["'r'", "softmax", "recurrent"]),
+        (lambda x: layers.SimpleRNN(4, activation="leaky_relu", name="r")(x), ["'r'", "leaky_relu"]),
+        (lambda x: layers.LSTM(4, name="l")(x), ["LSTM", "'l'", "feeds its state back"]),
+    ],
+)
+def test_refusals_name_the_layer_and_the_setting(build, words) -> None:
+    message = _refusal(build)
+    assert len(message.splitlines()) == 1
+    for word in words:
+        assert word in message
+
+
+def test_a_sequence_of_unknown_length_is_refused() -> None:
+    inp = keras.Input((None, 3))
+    model = keras.Model(inp, layers.SimpleRNN(4, name="r")(inp))
+    with pytest.raises(K2CError, match="length|None|shape"):
+        load_network(model, "1,7,8", fifos=False)
+
+
+def test_latency_strategy_is_refused_for_a_recurrent_step() -> None:
+    from keras2clash import api
+
+    model = _rnn_model(4, 2, (3,), (False,), "tanh", seed=2)
+    with pytest.raises(K2CError, match="'rnn0'.*resource strategy"):
+        api.emit(model, "1,7,8", "/nonexistent/never", strategy="latency,resource", show=False)
+
+
+def test_an_activation_layer_after_it_stays_a_stage_of_its_own() -> None:
+    """A ReLU after a linear SimpleRNN acts on its output, not inside the recurrence."""
+    inp = keras.Input((4, 2))
+    x = layers.SimpleRNN(3, activation="linear", name="r")(inp)
+    model = _randomize(keras.Model(inp, layers.Dense(2, name="out")(layers.ReLU(name="act")(x))), 4)
+    plans = load_network(model, "1,7,8", fifos=False).plans
+    assert [p.name for p in plans] == ["r", "act", "out"] and plans[0].activation == "linear"
