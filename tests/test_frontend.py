@@ -1069,7 +1069,7 @@ def test_softmax_over_a_non_last_axis() -> None:
             "UpSampling3D",
             "up",
         ),
-        (lambda: seq((5, 3), layers.LSTM(4, name="lstm"), layers.Dense(2)), "LSTM", "lstm"),
+        (lambda: seq((5, 3), layers.Bidirectional(layers.GRU(4), name="bi"), layers.Dense(2)), "Bidirectional", "bi"),
         (lambda: seq((4,), layers.Lambda(lambda t: t * 2, name="lam"), layers.Dense(2)), "Lambda", "lam"),
         (
             lambda: seq((6,), layers.RepeatVector(2, name="resh"), layers.Flatten(), layers.Dense(2)),
@@ -1345,8 +1345,18 @@ def test_batch_normalization_with_negative_variance() -> None:
             "gmp3",
             "3-D global pooling",
         ),
-        (lambda: seq((5, 3), layers.LSTM(4, name="lstm_a"), layers.Dense(2)), "LSTM", "lstm_a", "feeds its state back"),
-        (lambda: seq((5, 3), layers.GRU(4, name="gru_a"), layers.Dense(2)), "GRU", "gru_a", "feeds its state back"),
+        (
+            lambda: seq((5, 3), layers.Bidirectional(layers.LSTM(4), name="bi_a"), layers.Dense(2)),
+            "Bidirectional",
+            "bi_a",
+            "whole sequence",
+        ),
+        (
+            lambda: seq((5, 3), layers.RNN(layers.SimpleRNNCell(4), name="rnn_a"), layers.Dense(2)),
+            "RNN",
+            "rnn_a",
+            "LSTM and GRU are built",
+        ),
         (
             lambda: seq((5, 3), layers.LayerNormalization(name="ln"), layers.Flatten(), layers.Dense(2)),
             "LayerNormalization",

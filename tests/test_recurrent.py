@@ -1,4 +1,4 @@
-"""Recurrent layers (`kinds.recurrent`): SimpleRNN's step, its state fed back.
+"""Recurrent layers (`kinds.recurrent`): SimpleRNN, LSTM and GRU, their state fed back.
 
 The golden model's step is checked against an exact rational reference and against Keras'
 own float output; random recurrent models (steps, features, units, stacking, every step's
@@ -37,6 +37,13 @@ def _randomize(model: keras.Model, seed: int, scale: float = 0.5) -> keras.Model
     return model
 
 
+RECURRENT = {
+    "simple": lambda u, act, gate, **kw: layers.SimpleRNN(u, activation=act, **kw),
+    "lstm": lambda u, act, gate, **kw: layers.LSTM(u, activation=act, recurrent_activation=gate, **kw),
+    "gru": lambda u, act, gate, **kw: layers.GRU(u, activation=act, recurrent_activation=gate, **kw),
+}
+
+
 def _rnn_model(
     steps: int,
     features: int,
@@ -45,13 +52,15 @@ def _rnn_model(
     act: str,
     seed: int,
     scale: float = 0.5,
+    kind: str = "simple",
+    gate: str = "sigmoid",
 ):
-    """Input (steps, features) -> SimpleRNN per unit count -> (Flatten) -> Dense(3), weights
-    uniform in [-scale, scale]."""
+    """Input (steps, features) -> a recurrent layer of `kind` per unit count -> (Flatten) ->
+    Dense(3), weights uniform in [-scale, scale]."""
     inp = keras.Input((steps, features))
     x = inp
     for k, (u, seq) in enumerate(zip(units, sequences)):
-        x = layers.SimpleRNN(u, activation=act, return_sequences=seq, name=f"rnn{k}")(x)
+        x = RECURRENT[kind](u, act, gate, return_sequences=seq, name=f"rnn{k}")(x)
     if len(x.shape) == 3:
         x = layers.Flatten(name="flat")(x)
     return _randomize(keras.Model(inp, layers.Dense(3, name="out")(x)), seed, scale)
@@ -95,6 +104,81 @@ def test_step_equals_exact_rationals(act) -> None:
         assert got[n].reshape(5, 4).tolist() == _reference(x[n], k, u, bias, fmt.frac, relu)
 
 
+def _round(v: Fraction, frac: int) -> Fraction:
+    """One rounding to nearest, ties up, at `frac` fraction bits (no saturation: wide formats)."""
+    return Fraction((v * 2**frac + Fraction(1, 2)).__floor__(), 2**frac)
+
+
+def _hard_sigmoid(v: Fraction, frac: int) -> Fraction:
+    return _round(min(max((v + 3) / 6, Fraction(0)), Fraction(1)), frac)
+
+
+def _gated_reference(kind: str, x_raw, kernel, bias, units: int, frac: int, act) -> list[list[int]]:
+    """LSTM or GRU (gate hard_sigmoid) on exact rationals, raw in and out: every gate sum
+    rounded once to the output format, each activation, product sum and state rounded once."""
+    one = 2**frac
+    h, c = [Fraction(0)] * units, [Fraction(0)] * units
+    states = []
+    for xt in x_raw:
+        window = [Fraction(int(v), one) for v in xt] + h
+        z = [
+            _round(sum((a * w for a, w in zip(window, kernel[:, j])), Fraction(0)) + bias[j], frac)
+            for j in range(4 * units)
+        ]
+        g = [z[k * units : (k + 1) * units] for k in range(4)]
+        if kind == "lstm":
+            i, f, o = ([_hard_sigmoid(v, frac) for v in g[k]] for k in (0, 1, 3))
+            c = [_round(fv * cv + iv * act(cand), frac) for fv, cv, iv, cand in zip(f, c, i, g[2])]
+            h = [_round(ov * act(cv), frac) for ov, cv in zip(o, c)]
+        else:
+            zg, r = ([_hard_sigmoid(v, frac) for v in g[k]] for k in (0, 1))
+            cand = [act(_round(xv + rv * hv, frac)) for xv, rv, hv in zip(g[2], r, g[3])]
+            h = [_round(zv * hp + (1 - zv) * cv, frac) for zv, hp, cv in zip(zg, h, cand)]
+        states.append([int(v * one) for v in h])
+    return states
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+@pytest.mark.parametrize("act", ["linear", "relu"])
+def test_gated_step_equals_exact_rationals(kind, act) -> None:
+    """LSTM and GRU with exact activations (hard_sigmoid gates): the engine's sums rounded
+    once per gate, the cell's products exact and each new value rounded once; the GRU's
+    window matrix holds the candidate's input and recurrent parts apart."""
+    fmt = parse_format("1,9,12")
+    model = _rnn_model(5, 3, (4,), (True,), act, seed=3, kind=kind, gate="hard_sigmoid")
+    plans = load_network(model, str(fmt), fifos=False).plans
+    rnn = plans[0]
+    params = golden.quantize_params(plans)["rnn0"]
+    x = np.random.default_rng(1).integers(-3000, 3000, size=(3, 5, 3))
+    got = golden.layer(rnn, {"rnn0": params}, [x.reshape(3, 1, 5, 3)])
+    kernel = np.asarray(
+        [[Fraction(int(w), 2**rnn.w_fmt.frac) for w in row] for row in np.asarray(params.kernel)], dtype=object
+    )
+    bias = [Fraction(int(b), 2**rnn.b_fmt.frac) for b in np.asarray(params.bias)]
+    relu = (lambda v: max(v, Fraction(0))) if act == "relu" else (lambda v: v)
+    for n in range(len(x)):
+        assert got[n].reshape(5, 4).tolist() == _gated_reference(kind, x[n], kernel, bias, 4, fmt.frac, relu)
+
+
+def test_gru_window_matrix_keeps_the_candidates_parts_apart() -> None:
+    """The GRU's stacked constants: z and r read the whole window with the input's and the
+    recurrent bias summed; x_h reads only x_t, r_h only h_(t-1)."""
+    from keras2clash.registry import kind_of
+
+    model = _rnn_model(3, 2, (3,), (False,), "tanh", seed=5, kind="gru")
+    keras_gru = model.get_layer("rnn0")
+    kernel, recurrent, bias = (np.asarray(w, dtype=np.float64) for w in keras_gru.get_weights())
+    layer = load_network(model, "1,7,8", fifos=False).plans[0].layer
+    matrix, b = kind_of("gru").constants(layer)
+    assert matrix.shape == (5, 12) and b.shape == (12,)
+    np.testing.assert_array_equal(matrix[:2, :9], kernel)
+    np.testing.assert_array_equal(matrix[:2, 9:], 0)
+    np.testing.assert_array_equal(matrix[2:, :6], recurrent[:, :6])
+    np.testing.assert_array_equal(matrix[2:, 6:9], 0)
+    np.testing.assert_array_equal(matrix[2:, 9:], recurrent[:, 6:])
+    np.testing.assert_allclose(b, np.concatenate([bias[0, :6] + bias[1, :6], bias[0, 6:], bias[1, 6:]]))
+
+
 @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
 @given(
     steps=st.integers(1, 8),
@@ -127,32 +211,63 @@ def test_golden_close_to_keras(steps, features, units, sequences, act, seed) -> 
     assert np.max(np.abs(got.reshape(want.shape) - want)) <= bound
 
 
+@settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    kind=st.sampled_from(["lstm", "gru"]),
+    steps=st.integers(1, 8),
+    features=st.integers(1, 4),
+    units=st.integers(1, 5),
+    sequences=st.booleans(),
+    seed=st.integers(0, 9999),
+)
+def test_gated_golden_close_to_keras(kind, steps, features, units, sequences, seed) -> None:
+    """At 1,7,16 an LSTM or GRU (tanh, sigmoid) is Keras' within a step's own errors (the
+    gates' and the cell's table errors and roundings) times the steps: the gates are below 1
+    and the weights small, so an error does not grow through the recurrence."""
+    scale = 0.9 / (features + units)
+    model = _rnn_model(steps, features, (units,), (sequences,), "tanh", seed, scale, kind=kind)
+    fmt = parse_format("1,7,16")
+    plans = load_network(model, str(fmt), fifos=False).plans
+    x = np.random.default_rng(seed).uniform(-1, 1, (16, steps, features))
+    raw = golden.run_all(plans, golden.quantize_params(plans), golden.quantize_inputs(plans, x))["rnn0"]
+    got = raw / 2.0**fmt.frac
+    want = keras.Model(model.inputs, model.get_layer("rnn0").output).predict(x, verbose=0)
+    tables = sum(activations.table(f, fmt, fmt).max_error for f in ("tanh", "sigmoid"))
+    lsb = 2.0**-fmt.frac
+    per_step = 2 * tables + lsb * (features + units + 8)  # two tables on a path, the roundings
+    assert np.max(np.abs(got.reshape(want.shape) - want)) <= per_step * steps + 1e-6
+
+
 CLASH = settings(
-    max_examples=6, deadline=None, suppress_health_check=list(HealthCheck), phases=[Phase.explicit, Phase.generate]
+    max_examples=9, deadline=None, suppress_health_check=list(HealthCheck), phases=[Phase.explicit, Phase.generate]
 )  # no shrinking: each example builds Clash
 
 
 @needs_toolchain
 @CLASH
 @given(
+    kind=st.sampled_from(["simple", "lstm", "gru"]),
     steps=st.integers(1, 6),
     features=st.integers(1, 4),
     units=st.lists(st.integers(1, 5), min_size=1, max_size=2),
     last_sequences=st.booleans(),
     act=st.sampled_from(ACTIVATIONS),
+    gate=st.sampled_from(["sigmoid", "hard_sigmoid", "linear"]),
     fmt=st.sampled_from(["1,5,10", "1,3,6", "1,4,4,trn,wrap"]),
     seed=st.integers(0, 10_000),
 )
 def test_random_recurrent_models_bit_exact_in_clash(
-    tmp_path_factory, steps, features, units, last_sequences, act, fmt, seed
+    tmp_path_factory, kind, steps, features, units, last_sequences, act, gate, fmt, seed
 ) -> None:
     from keras2clash import api
     from keras2clash.backend.project import load_project
 
+    if "wrap" in fmt and kind != "simple":
+        fmt = "1,4,4"  # a gated cell rounds to nearest and saturates
     if "wrap" in fmt and act not in ("relu", "linear"):
         act = "relu"  # a truncating, wrapping format takes a linear or relu activation only
     sequences = (*([True] * (len(units) - 1)), last_sequences)
-    model = _rnn_model(steps, features, tuple(units), sequences, act, seed)
+    model = _rnn_model(steps, features, tuple(units), sequences, act, seed, kind=kind, gate=gate)
     rng = np.random.default_rng(seed)
     compute = [p for p in load_network(model, fmt, fifos=False).plans if p.is_compute]
     pes = [int(rng.integers(1, p.filters + 1)) for p in compute]
@@ -177,12 +292,13 @@ def test_a_step_takes_the_engines_steps_depth_and_two() -> None:
 
 
 @needs_toolchain
-def test_verilog_bit_exact_in_verilator(tmp_path) -> None:
-    """Stacked SimpleRNNs in Verilog, back to back under random gaps and stalls."""
+@pytest.mark.parametrize("kind", ["simple", "lstm", "gru"])
+def test_verilog_bit_exact_in_verilator(tmp_path, kind) -> None:
+    """Two stacked recurrent layers in Verilog, back to back under random gaps and stalls."""
     from keras2clash import api
     from keras2clash.verify import rtlsim
 
-    model = _rnn_model(5, 2, (3, 4), (True, False), "tanh", seed=7)
+    model = _rnn_model(5, 2, (3, 4), (True, False), "tanh", seed=7, kind=kind)
     out = tmp_path / "net"
     api.emit(model, "1,5,10", out, [2, 1, 1], cycles=[1, 2, 1], show=False)
     x = np.random.default_rng(5).uniform(-1, 1, size=(6, 5, 2))
@@ -206,7 +322,10 @@ def _refusal(build) -> str:
         (lambda x: layers.SimpleRNN(4, go_backwards=True, name="r")(x), ["'r'", "go_backwards"]),
         (lambda x: layers.SimpleRNN(4, activation="softmax", name="r")(x), ["'r'", "softmax", "recurrent"]),
         (lambda x: layers.SimpleRNN(4, activation="leaky_relu", name="r")(x), ["'r'", "leaky_relu"]),
-        (lambda x: layers.LSTM(4, name="l")(x), ["LSTM", "'l'", "feeds its state back"]),
+        (lambda x: layers.GRU(4, reset_after=False, name="g")(x), ["GRU", "'g'", "reset_after=False"]),
+        (lambda x: layers.LSTM(4, activation="softmax", name="l")(x), ["'l'", "activation softmax"]),
+        (lambda x: layers.LSTM(4, recurrent_activation="leaky_relu", name="l")(x), ["'l'", "recurrent_activation"]),
+        (lambda x: layers.Bidirectional(layers.LSTM(4), name="b")(x), ["Bidirectional", "'b'"]),
     ],
 )
 def test_refusals_name_the_layer_and_the_setting(build, words) -> None:
@@ -221,6 +340,23 @@ def test_a_sequence_of_unknown_length_is_refused() -> None:
     model = keras.Model(inp, layers.SimpleRNN(4, name="r")(inp))
     with pytest.raises(K2CError, match="length|None|shape"):
         load_network(model, "1,7,8", fifos=False)
+
+
+def test_a_gated_cell_takes_a_plain_output_format() -> None:
+    model = _rnn_model(4, 2, (3,), (False,), "tanh", seed=2, kind="lstm")
+    with pytest.raises(K2CError, match="'rnn0'.*default modes"):
+        load_network(model, "1,4,4,trn,wrap", fifos=False)
+
+
+def test_a_gated_step_adds_its_cell_to_the_steps_time() -> None:
+    """A gated step is the engine's S + D + 2 cycles and the cell's six registers and one
+    more (K2C.Pipe.pipeS)."""
+    model = _rnn_model(4, 3, (5,), (True,), "tanh", seed=1, kind="lstm")
+    plans = load_network(model, "1,7,8", fifos=False).plans
+    rnn = plans[0]
+    assert rnn.filters == 20 and rnn.window == 8
+    t = hwmodel.timing(plans, 3)
+    assert t.ii == 4 * (rnn.steps + rnn.pipe_depth + 2 + 7)
 
 
 def test_latency_strategy_is_refused_for_a_recurrent_step() -> None:

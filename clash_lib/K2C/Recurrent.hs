@@ -1,29 +1,43 @@
 {-# LANGUAGE DataKinds, KindSignatures, NoImplicitPrelude, ScopedTypeVariables,
              TypeApplications, TypeOperators, FlexibleContexts, TypeFamilies, NoStarIsType #-}
-{-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver #-}
+{-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver -fconstraint-solver-iterations=16 #-}
 {-|
-A recurrent layer (Keras @SimpleRNN@): a step engine whose result is fed back.
-Each time step's input beat @x_t@ (@f@ values) and the state @h_(t-1)@ (@u@
-values, zero before a sequence's first step) form one window @x_t ++ h_(t-1)@
-of @f + u@ values; the step engine (a "K2C.Engine", e.g. 'K2C.Dense.dense'
-with the kernel and the recurrent kernel stacked in one ROM) turns it into
-@h_t@, which becomes the state. A sequence is @n@ beats; the block sends
-every step's state (Keras' @return_sequences=True@: @n@ beats out per
-sequence) or only the last one's (one beat).
+Recurrent layers (Keras @SimpleRNN@, @LSTM@, @GRU@): a step engine whose
+result is fed back. Each time step's input beat @x_t@ (@f@ values) and the
+state's @h_(t-1)@ (@u@ values, zero before a sequence's first step) form one
+window @x_t ++ h_(t-1)@ of @f + u@ values; the step engine (a "K2C.Engine",
+'K2C.Dense.dense' with the kernel and the recurrent kernel stacked in one
+ROM) computes the step's sums, and for a gated layer a cell ('lstmCell',
+'gruCell') combines them with the previous state into the new state. A
+sequence is @n@ beats; the block sends every step's @h_t@ (Keras'
+@return_sequences=True@: @n@ beats out per sequence) or only the last one's.
 
 = Arithmetic (docs/guide/contract.md, "Recurrent layers")
 
 The window is held in one format that holds both the input's and the state's
 values exactly (the larger integer and fraction fields of the two: sign
 extension and a left shift, no rounding), so the step engine's exact sum is
-@W x_t + U h_(t-1) + b@ and its finish (requantization, then the activation)
-gives @h_t@ in the layer's output format: one rounding per step.
+@W x_t + U h_(t-1) + b@, rounded once by its finish. 'simple': the finish's
+activation gives @h_t@. 'lstm' and 'gru': the finish is linear (the gates'
+sums in the output format @SFixed hi hf@) and the cell applies the gate and
+the cell activation, multiplies exactly ('K2C.Merge.mulExact') and rounds
+each new value once ('K2C.Activation.requantize'):
+
+* LSTM (gates i, f, c, o in Keras' order): @c_t = f * c_(t-1) + i * act(z_c)@,
+  @h_t = o * act(c_t)@ with @i, f, o = gate(z)@;
+* GRU (@reset_after@; filters z, r, the candidate's input part @x_h@ and its
+  recurrent part @r_h@): @h~ = act(x_h + r * r_h)@,
+  @h_t = z * h_(t-1) + (1 - z) * h~@.
 
 = Hardware
 
 * the step engine ("K2C.Engine": its knobs are the layer's);
-* the state (@u@ values), an output register (@u@ values and a valid bit), a
-  step counter @Index n@ and a busy flag.
+* a gated layer's cell: 'CellDepth' register stages on 'K2C.Pipe.pipeS' (the
+  gates' table reads and their output registers; the products; the cell
+  activation's reads and registers; the last products), each activation a
+  table per value ("K2C.Lut");
+* the state (@u@ values, an LSTM's @c@ too), an output register (@u@ values
+  and a valid bit), a step counter @Index n@ and a busy flag.
 
 = Protocol and exact timing
 
@@ -32,17 +46,26 @@ One step at a time: the next step needs this step's result.
 * Input ready (registered state only, and the engine's ready) = no step in
   the engine. A beat accepted in cycle @a@ is the engine's window in that
   cycle (the engine loads it as it moves: 'K2C.Engine.atAccept'), so its
-  result is valid from @a + S + D + 1@ ("K2C.Engine": @S@ steps, depth @D@).
+  result is valid from @a + S + D + 1@ ("K2C.Engine": @S@ steps, depth @D@),
+  and a gated layer's cell takes it at once and shows its result from
+  @a + S + D + CellDepth + 2@ ('K2C.Pipe.pipeS').
 * The result moves out of the engine in the first cycle @r@ from then in
   which the output register is empty, or at once when the step sends nothing
   (not the last step of a sequence without @return_sequences@); in @r@ the
   state takes it (a sequence's last step sets it back to zero) and, when the
   step sends, the output register takes it: valid from @r + 1@.
 * The next beat can move in from @r + 1@. So a step takes @S + D + 2@ cycles
-  with downstream always ready, a sequence @n@ times that.
+  with downstream always ready (and @CellDepth + 1@ more with a cell), a
+  sequence @n@ times that.
 -}
 module K2C.Recurrent
-  ( recurrent
+  ( simple
+  , lstm
+  , gru
+  , recurrentWith
+  , lstmCell
+  , gruCell
+  , CellDepth
   , Sends (..)
   , Window (..)
   ) where
@@ -50,7 +73,10 @@ module K2C.Recurrent
 import Clash.Prelude
 import Data.Maybe (isJust)
 
-import K2C.Stream (Stream)
+import K2C.Activation (requantize)
+import K2C.Merge (addExact, mulExact, subExact)
+import K2C.Pipe (pipeS, stageReg)
+import K2C.Stream (Stream, (|>))
 
 -- | Which steps' states leave the block.
 data Sends
@@ -61,6 +87,11 @@ data Sends
 -- @Window \@(SFixed 6 10)@.
 data Window w = Window
 
+-- | A gated cell's register stages: the gates' table reads and their output
+-- registers (2), the products (1), the cell activation's reads and
+-- registers (2), the last products (1).
+type CellDepth = 6
+
 -- | Exact widening to a format with at least as many integer and fraction
 -- bits: sign extension, then a left shift by the extra fraction bits.
 widen
@@ -69,10 +100,8 @@ widen
   => SFixed i f -> SFixed oi fo
 widen x = sf (SNat @fo) (shiftL (resize (unSF x)) (natToNum @fo - natToNum @f))
 
--- | The recurrent layer over sequences of @n@ beats around @step@, the step
--- engine on windows in the format 'Window' names (it the format
--- holds the input's and the state's values exactly; module header).
-recurrent
+-- | SimpleRNN: the step is the engine alone (its finish applies the activation).
+simple
   :: forall dom n f u xi xf wi wf hi hf
    . ( HiddenClockResetEnable dom, KnownNat n, 1 <= n, KnownNat f, KnownNat u
      , KnownNat xi, KnownNat xf, KnownNat wi, KnownNat wf, KnownNat hi, KnownNat hf )
@@ -81,10 +110,105 @@ recurrent
   -> Window (SFixed wi wf)
   -> Stream dom (Vec (f + u) (SFixed wi wf)) (Vec u (SFixed hi hf))
   -> Stream dom (Vec f (SFixed xi xf)) (Vec u (SFixed hi hf))
-recurrent SNat sends Window step (input, readyOut) = (held, readyIn)
+simple n sends window step = recurrentWith n sends window id (repeat 0) (const step)
+
+-- | LSTM: the engine's @4 * u@ sums (i, f, c, o), then 'lstmCell' with the
+-- gate activation @gate@ and the cell activation @act@; the state is (h, c).
+lstm
+  :: forall dom n f u xi xf wi wf hi hf
+   . ( HiddenClockResetEnable dom, KnownNat n, 1 <= n, KnownNat f, KnownNat u
+     , KnownNat xi, KnownNat xf, KnownNat wi, KnownNat wf, KnownNat hi, KnownNat hf )
+  => SNat n
+  -> Sends
+  -> Window (SFixed wi wf)
+  -> Stream dom (Vec (f + u) (SFixed wi wf)) (Vec (4 * u) (SFixed hi hf))
+  -> (SFixed hi hf -> SFixed hi hf)
+  -> (SFixed hi hf -> SFixed hi hf)
+  -> Stream dom (Vec f (SFixed xi xf)) (Vec u (SFixed hi hf))
+lstm n sends window engine gate act =
+  recurrentWith n sends window fst (repeat 0, repeat 0) step
   where
-    (result, stepReady) = step (window, resultReady)
-    window = mux busy (pure Nothing) (fmap <$> (joinWindow <$> state) <*> input)
+    step prev = engine |> pipeS (SNat @CellDepth) (lstmCell gate act (snd <$> prev))
+
+-- | GRU (@reset_after@): the engine's @4 * u@ sums (z, r, x_h, r_h), then
+-- 'gruCell'; the state is h.
+gru
+  :: forall dom n f u xi xf wi wf hi hf
+   . ( HiddenClockResetEnable dom, KnownNat n, 1 <= n, KnownNat f, KnownNat u
+     , KnownNat xi, KnownNat xf, KnownNat wi, KnownNat wf, KnownNat hi, KnownNat hf )
+  => SNat n
+  -> Sends
+  -> Window (SFixed wi wf)
+  -> Stream dom (Vec (f + u) (SFixed wi wf)) (Vec (4 * u) (SFixed hi hf))
+  -> (SFixed hi hf -> SFixed hi hf)
+  -> (SFixed hi hf -> SFixed hi hf)
+  -> Stream dom (Vec f (SFixed xi xf)) (Vec u (SFixed hi hf))
+gru n sends window engine gate act =
+  recurrentWith n sends window id (repeat 0) step
+  where
+    step prev = engine |> pipeS (SNat @CellDepth) (gruCell gate act prev)
+
+-- | The LSTM cell's 'CellDepth' registers on the gates' sums, with @cPrev@ the
+-- previous cell state (held still while a step is in flight).
+lstmCell
+  :: forall dom u hi hf
+   . (HiddenClockResetEnable dom, KnownNat u, KnownNat hi, KnownNat hf)
+  => (SFixed hi hf -> SFixed hi hf)
+  -> (SFixed hi hf -> SFixed hi hf)
+  -> Signal dom (Vec u (SFixed hi hf))
+  -> Signal dom (Maybe (Vec (4 * u) (SFixed hi hf)))
+  -> Signal dom (Maybe (Vec u (SFixed hi hf), Vec u (SFixed hi hf)))
+lstmCell gate act cPrev z = hidden
+  where
+    gates = stageReg (stageReg (fmap activate <$> z))
+    activate v = case unconcatI v :: Vec 4 (Vec u (SFixed hi hf)) of
+      zs -> (map gate (zs !! 0), map gate (zs !! 1), map act (zs !! 2), map gate (zs !! 3))
+    updated = stageReg (fmap <$> (update <$> cPrev) <*> gates)
+    update c (i, fg, g, o) = (zipWith3 (\fv cv (iv, gv) -> requantize (addExact (mulExact fv cv) (mulExact iv gv))) fg c (zip i g), o)
+    squashed = stageReg (stageReg (fmap (\(c, o) -> (c, o, map act c)) <$> updated))
+    hidden = stageReg (fmap (\(c, o, t) -> (zipWith (\ov tv -> requantize (mulExact ov tv)) o t, c)) <$> squashed)
+
+-- | The GRU cell's 'CellDepth' registers on the step's sums, with @hPrev@ the
+-- previous state (held still while a step is in flight).
+gruCell
+  :: forall dom u hi hf
+   . (HiddenClockResetEnable dom, KnownNat u, KnownNat hi, KnownNat hf)
+  => (SFixed hi hf -> SFixed hi hf)
+  -> (SFixed hi hf -> SFixed hi hf)
+  -> Signal dom (Vec u (SFixed hi hf))
+  -> Signal dom (Maybe (Vec (4 * u) (SFixed hi hf)))
+  -> Signal dom (Maybe (Vec u (SFixed hi hf)))
+gruCell gate act hPrev z = hidden
+  where
+    gates = stageReg (stageReg (fmap activate <$> z))
+    activate v = case unconcatI v :: Vec 4 (Vec u (SFixed hi hf)) of
+      zs -> (map gate (zs !! 0), map gate (zs !! 1), zs !! 2, zs !! 3)
+    summed = stageReg (fmap (\(zg, r, xh, rh) -> (zg, zipWith3 (\rv xv hv -> requantize (addExact xv (mulExact rv hv))) r xh rh)) <$> gates)
+    squashed = stageReg (stageReg (fmap (\(zg, s) -> (zg, map act s)) <$> summed))
+    hidden = stageReg (fmap <$> (mix <$> hPrev) <*> squashed)
+    mix h (zg, cand) = zipWith3 (\zv hv cv -> requantize (addExact (mulExact zv hv) (mulExact (subExact one zv) cv))) zg h cand
+    one = 1 :: SFixed 2 0
+
+-- | The recurrent layer over sequences of @n@ beats: @step prev@ is the step
+-- (the engine, then a cell reading the previous state @prev@) on windows in
+-- the format 'Window' names (it holds the input's and the state's values
+-- exactly); @hidden@ is the state's part that joins the window and leaves
+-- the block; @start@ the state before a sequence's first step.
+recurrentWith
+  :: forall dom n f u s xi xf wi wf hi hf
+   . ( HiddenClockResetEnable dom, KnownNat n, 1 <= n, KnownNat f, KnownNat u, NFDataX s
+     , KnownNat xi, KnownNat xf, KnownNat wi, KnownNat wf, KnownNat hi, KnownNat hf )
+  => SNat n
+  -> Sends
+  -> Window (SFixed wi wf)
+  -> (s -> Vec u (SFixed hi hf))
+  -> s
+  -> (Signal dom s -> Stream dom (Vec (f + u) (SFixed wi wf)) s)
+  -> Stream dom (Vec f (SFixed xi xf)) (Vec u (SFixed hi hf))
+recurrentWith SNat sends Window hidden start step (input, readyOut) = (held, readyIn)
+  where
+    (result, stepReady) = step state (window, resultReady)
+    window = mux busy (pure Nothing) (fmap <$> (joinWindow . hidden <$> state) <*> input)
     joinWindow h x = map widen x ++ map widen h
 
     readyIn = (not <$> busy) .&&. stepReady
@@ -102,5 +226,5 @@ recurrent SNat sends Window step (input, readyOut) = (held, readyIn)
     busy = register False (mux accepted (pure True) (mux taken (pure False) busy))
     count = register (0 :: Index n) (mux taken (next <$> count) count)
     next c = if c == maxBound then 0 else c + 1
-    state = register (repeat 0) (mux taken (mux lastStep (pure (repeat 0)) (fromJustX <$> result)) state)
-    held = register Nothing (mux (taken .&&. sending) result (mux leaves (pure Nothing) held))
+    state = register start (mux taken (mux lastStep (pure start) (fromJustX <$> result)) state)
+    held = register Nothing (mux (taken .&&. sending) (fmap hidden <$> result) (mux leaves (pure Nothing) held))

@@ -238,6 +238,7 @@ IMPORTS = {
     "quant": "import qualified K2C.Quant as Quant",
     "requant": "import qualified K2C.Requant as Requant",
     "cmvm": "import qualified K2C.Cmvm as Cmvm",
+    "recurrent": "import qualified K2C.Recurrent as Recurrent",
 }
 
 
@@ -349,6 +350,7 @@ def _layer_entry(plan: LayerPlan, fn: str, code: ActivationCode | None = None, a
     if code is not None:
         notes.append(f"Activation {code.doc}" + (" (applied in Top, after the class)" if at_output else ""))
         uses.append(_activation_import(plan))
+    uses += [_activation_import(variant) for _, variant in home.extra_activations(plan, fn)]
     own = home.entry(plan, fn, code.stage() if code is not None else None)
     entry: LayerEntry = {
         "name": plan.name,
@@ -625,18 +627,27 @@ def _activation_codes(
     for plan, fn in zip(plans, fns):
         code = activation_code(plan, fn, type_names)
         if code is not None and code.name in taken:
-            code = replace(
-                code,
-                name=code.name + "_act",
-                body=code.body.replace(f"W.{code.name}", f"W.{code.name}_act").replace(
-                    code.product_name, code.name + "_act_product"
-                ),
-                table_name=code.table_name and code.table_name + "_act",
-            )
+            code = _named(code, code.name + "_act")
         if code is not None:
             taken.add(code.name)
         codes[plan.name] = code
+        for name, variant in plan.kind.extra_activations(plan, fn) if plan.kind is not None else ():
+            extra = activation_code(variant, fn, type_names)
+            if extra is None or name in taken:
+                raise ValueError(f"layer '{plan.name}': no activation function {name} or one of that name already")
+            taken.add(name)
+            codes[f"{plan.name}/{name}"] = _named(extra, name)
     return codes
+
+
+def _named(code: ActivationCode, name: str) -> ActivationCode:
+    """`code` under another Haskell name (its table and its first half renamed with it)."""
+    return replace(
+        code,
+        name=name,
+        body=code.body.replace(f"W.{code.name}", f"W.{name}").replace(code.product_name, name + "_product"),
+        table_name=code.table_name and name,
+    )
 
 
 class HeadContext(TypedDict):

@@ -126,10 +126,12 @@ _UNSUPPORTED_HINTS: dict[str, str] = {
     "Lambda": "a Lambda layer runs arbitrary Python, which has no hardware equivalent",
     "Dot": "the Dot merge layer is not supported (element-wise merges and Concatenate are)",
 }
-for _kind in ("LSTM", "GRU", "RNN", "Bidirectional", "ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D"):
-    _UNSUPPORTED_HINTS[_kind] = (
-        "a recurrent layer feeds its state back from one time step to the next; the streaming pipeline is feed-forward"
-    )
+_UNSUPPORTED_HINTS["RNN"] = "a generic RNN runs a cell of its own; SimpleRNN, LSTM and GRU are built"
+_UNSUPPORTED_HINTS["Bidirectional"] = (
+    "its backward layer reads the sequence from its last step, so no output before the whole sequence; not built"
+)
+for _kind in ("ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D"):
+    _UNSUPPORTED_HINTS[_kind] = "a convolutional recurrent layer is not built (SimpleRNN, LSTM and GRU are)"
 for _kind in ("MultiHeadAttention", "Attention", "AdditiveAttention", "GroupedQueryAttention"):
     _UNSUPPORTED_HINTS[_kind] = (
         "attention multiplies two activations and needs the whole sequence before its first output; not built"
@@ -155,7 +157,7 @@ _QUANTIZATION_AWARE_HINTS: dict[tuple[str, ...], str] = {
     ("QEinsum", "QDot"): "a product of two activations is not built (QEinsumDense as a Dense on a vector is)",
     ("QEinsumDenseBatchnorm", "QAveragePow2", "QSum", "QMeanPow2"): "this HGQ2 layer is not converted",
     ("QSimpleRNN", "QGRU", "QLSTM", "QBidirectional", "QLIF", "QSimpleSNN"): (
-        "a recurrent layer feeds its state back from one time step to the next; the streaming pipeline is feed-forward"
+        "a quantization-aware recurrent layer is not converted (Keras' SimpleRNN, LSTM and GRU are)"
     ),
     ("QMultiHeadAttention", "QMultiHeadAttentionT", "QLinformerAttention", "QLinformerAttentionT"): (
         "attention multiplies two activations and needs the whole sequence before its first output; not built"

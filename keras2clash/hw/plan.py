@@ -200,8 +200,9 @@ class LayerPlan:
 
     @property
     def filters(self) -> int:
-        """Neurons (dense) or filters (conv2d): the output's last axis."""
-        return self.output_shape[-1]
+        """Neurons (dense) or filters (conv2d) of its engine: the output's last axis, unless
+        its kind computes more per output channel (`Kind.filters`: a gated recurrent step)."""
+        return self.kind.filters(self) if self.kind is not None else self.output_shape[-1]
 
     @property
     def window(self) -> int:

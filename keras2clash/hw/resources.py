@@ -87,7 +87,7 @@ def layer_resources(plan: LayerPlan) -> LayerResources:
         line_buffer_bits=line,
         register_bits=regs,
         fifo_bits=fifo,
-        table_bits=activation_table_bits(plan),
+        table_bits=activation_table_bits(plan) + own.table_bits,
         block_fifo_bits=own.block_fifo_bits,
         logic_cells=plan.logic_cells,
         strategy=knobs.strategy if knobs is not None else "",

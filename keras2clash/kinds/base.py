@@ -55,6 +55,7 @@ class Storage:
     register_bits: int = 0  # data registers
     fifo_bits: int = 0  # LUT RAM FIFOs
     block_fifo_bits: int = 0  # block RAM FIFOs (K2C.Fifo.blockFifo: a branch FIFO that holds an image)
+    table_bits: int = 0  # activation tables of its own blocks (a gated recurrent cell's), beside its activation's
 
 
 @dataclass(frozen=True)
@@ -150,6 +151,10 @@ class Kind:
 
     def check(self, plan: LayerPlan) -> None:
         """One clear error for formats the kind's blocks cannot build exactly."""
+
+    def filters(self, plan: LayerPlan) -> int:
+        """Filters of its engine (`LayerPlan.filters`): one per output channel."""
+        return plan.output_shape[-1]
 
     def window(self, input_shape: tuple[int, ...], params: Params) -> int:
         """K: the inputs of one dot product, for a record (`plan_params`) or a plan of the kind."""
@@ -291,6 +296,12 @@ class Kind:
         """The layer in Network.hs; `fn` is its Haskell name (Weights.hs uses it too), `stage`
         its activation as a stream stage (`backend.activations`), None when linear."""
         raise NotImplementedError(f"{type(self).__name__}.entry")
+
+    def extra_activations(self, plan: LayerPlan, fn: str) -> tuple[tuple[str, LayerPlan], ...]:
+        """Activation functions its own blocks apply besides the layer's (a gated recurrent
+        cell's), for the emitter to write: (the Haskell name its entry uses, a plan whose
+        activation is the function, on the layer's formats)."""
+        return ()
 
     def depths(self, plan: LayerPlan) -> tuple[Depth, ...]:
         """The register depths of its own blocks that the hardware model counts."""

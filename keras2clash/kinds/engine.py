@@ -215,6 +215,13 @@ class EngineKind(Kind):
     window_per_pe: ClassVar[bool] = False
     """Each PE reads a window of its own (depthwise), not one window shared by all PEs."""
 
+    def filters_for(self, channels: int) -> int:
+        """The engine's filters for `channels` output channels (one each)."""
+        return channels
+
+    def filters(self, plan: LayerPlan) -> int:
+        return self.filters_for(plan.output_shape[-1])
+
     def window_channels(self, plan: LayerPlan) -> int:
         """Channels of the engine's window (a depthwise engine holds every channel's)."""
         return 1
@@ -232,7 +239,7 @@ class EngineKind(Kind):
         w_fmt = override.weight or fmt
         b_fmt = override.bias or w_fmt
         own = self.plan_params(layer)
-        window, filters = self.window(layer.input_shape, own), layer.output_shape[-1]
+        window, filters = self.window(layer.input_shape, own), self.filters_for(layer.output_shape[-1])
         levels, pe, cycles = common.knobs.pipeline, common.knobs.pe, common.knobs.cycles
         if not 0 <= levels <= MAX_PIPELINE_LEVELS:
             raise K2CError(

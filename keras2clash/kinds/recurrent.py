@@ -1,22 +1,25 @@
-"""The recurrent kind: Keras SimpleRNN over a sequence, on the filter engine with its
-result fed back (`K2C.Recurrent` around `K2C.Dense`).
+"""The recurrent kinds: Keras SimpleRNN, LSTM and GRU over a sequence, on the filter engine
+with its result fed back (`K2C.Recurrent` around `K2C.Dense`).
 
 A sequence `(steps, features)` is an image one row high in the IR (`frontend.registry.
 image_shape`): one beat per time step. Each step's window is the step's input `x_t` followed
-by the state `h_(t-1)` (zeros before the first step), so the step is a dense layer of
-`features + units` inputs whose kernel is Keras' kernel stacked over its recurrent kernel:
-`h_t = act(W x_t + U h_(t-1) + b)`. The output is every step's state
-(`return_sequences=True`, `(1, steps, units)`) or the last one's (`(units,)`).
+by `h_(t-1)` (zeros before the first step), so the step's sums are a dense layer of
+`features + units` inputs whose kernel is Keras' kernel stacked over its recurrent kernel.
+SimpleRNN: `h_t = act(W x_t + U h_(t-1) + b)` in the engine's finish. LSTM and GRU: the
+engine's `4 * units` sums, rounded once, go through a cell (`GatedKind`) that applies the
+gate and cell activations, multiplies exactly and rounds each new value once. The output is
+every step's `h_t` (`return_sequences=True`, `(1, steps, units)`) or the last one's
+(`(units,)`).
 
 Arithmetic (docs/guide/contract.md, "Recurrent layers"): the window is held in the union
 format of the input's and the output's containers (`window_format`: both convert to it
-exactly), the kernel and the recurrent kernel share the weight format, and a step is the
-engine's contract on that window (exact sum, one requantization, the activation) with the
-state in the layer's output format. One rounding per step, none on the feedback.
+exactly), the kernel and the recurrent kernel share the weight format, the state is in the
+layer's output format; no rounding on the feedback.
 
 Block and timing (`K2C.Recurrent`, the hardware model `hw.events.Recurrent`): one step in
 the engine at a time; a step of the engine's `S` steps and depth `D` takes `S + D + 2`
-cycles with downstream always ready, a sequence `steps` times that.
+cycles with downstream always ready (a gated cell's `CellDepth + 1` more), a sequence
+`steps` times that.
 """
 
 from __future__ import annotations
@@ -33,18 +36,20 @@ from keras2clash.frontend.registry import (
     ConversionState,
     KerasLayer,
     _activation,
+    _activation_name,
     _check_keras_shape,
     _single_input,
     _to_numpy,
+    check_activation,
     register_converter,
 )
 from keras2clash.hw.events import Block, EngineTiming, Max, Recurrent, Stateful
 from keras2clash.hw.plan import Common, LayerFormats, LayerPlan, Params
 from keras2clash.ir.layers import Layer, register_record
-from keras2clash.kinds.base import Entry, Storage, narrow, params_of
+from keras2clash.kinds.base import Depth, Entry, Storage, narrow, params_of
 from keras2clash.kinds.engine import EngineKind, EngineParams, neurons
 from keras2clash.quant import activations
-from keras2clash.quant.exact import QuantizedLayer
+from keras2clash.quant.exact import QuantizedLayer, requantize_to
 from keras2clash.quant.formats import FixedFormat, quantize
 
 HASKELL = kind_template("recurrent.hs.j2")
@@ -65,6 +70,37 @@ class SimpleRNN(Layer):
 
     type: ClassVar[str] = "simple_rnn"
     keras_class: ClassVar[str] = "SimpleRNN"
+
+
+@dataclass(frozen=True)
+class GatedRecurrent(Layer):
+    """An LSTM or GRU: `kernel` (features, gates * units), `recurrent_kernel` (units, gates *
+    units), `bias` as Keras holds it (GRU with `reset_after`: (2, 3 * units), the input's and
+    the recurrent bias); `cell_activation` Keras' `activation`, `gate_activation` its
+    `recurrent_activation`. The engine's own activation is linear (the property `activation`):
+    the cell applies both."""
+
+    kernel: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)), compare=False)
+    recurrent_kernel: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)), compare=False)
+    bias: np.ndarray = field(default_factory=lambda: np.zeros(0), compare=False)
+    use_bias: bool = True
+    return_sequences: bool = False
+    cell_activation: str = "tanh"
+    gate_activation: str = "sigmoid"
+
+
+@register_record
+@dataclass(frozen=True)
+class LSTM(GatedRecurrent):
+    type: ClassVar[str] = "lstm"
+    keras_class: ClassVar[str] = "LSTM"
+
+
+@register_record
+@dataclass(frozen=True)
+class GRU(GatedRecurrent):
+    type: ClassVar[str] = "gru"
+    keras_class: ClassVar[str] = "GRU"
 
 
 def _check_recurrent(layer: KerasLayer, state: ConversionState) -> tuple[int, int]:
@@ -88,32 +124,69 @@ def _check_recurrent(layer: KerasLayer, state: ConversionState) -> tuple[int, in
     return int(steps), int(features)
 
 
-@register_converter("SimpleRNN")
-def _convert_simple_rnn(layer: KerasLayer, state: ConversionState) -> Layer:
+def _cell_weights(
+    layer: KerasLayer, state: ConversionState, gates: int, bias_shape: tuple[int, ...]
+) -> tuple[dict[str, Any], int]:
+    """A recurrent layer's checked weights and its record's common fields; its units."""
     steps, features = _check_recurrent(layer, state)
     cell = layer.cell
     units = int(cell.units)
+    kind = type(layer).__name__
     kernel, recurrent = _to_numpy(cell.kernel), _to_numpy(cell.recurrent_kernel)
-    if kernel.shape != (features, units) or recurrent.shape != (units, units):
+    if kernel.shape != (features, gates * units) or recurrent.shape != (units, gates * units):
         raise K2CError(
-            f"SimpleRNN layer '{layer.name}' has kernels of shapes {kernel.shape} and {recurrent.shape}, "
-            f"expected {(features, units)} and {(units, units)}"
+            f"{kind} layer '{layer.name}' has kernels of shapes {kernel.shape} and {recurrent.shape}, "
+            f"expected {(features, gates * units)} and {(units, gates * units)}"
         )
-    bias = _to_numpy(cell.bias) if cell.use_bias else np.zeros(units)
+    bias = _to_numpy(cell.bias) if cell.use_bias else np.zeros(bias_shape)
+    if bias.shape != bias_shape:
+        raise K2CError(f"{kind} layer '{layer.name}' has a bias of shape {bias.shape}, expected {bias_shape}")
     if not all(np.all(np.isfinite(w)) for w in (kernel, recurrent, bias)):
-        raise K2CError(f"SimpleRNN layer '{layer.name}' has NaN or infinite weights")
+        raise K2CError(f"{kind} layer '{layer.name}' has NaN or infinite weights")
     sequences = bool(layer.return_sequences)
     out = (1, steps, units) if sequences else (units,)
     _check_keras_shape(layer, state, out)
-    return SimpleRNN(
+    fields = {
         **state.common(layer, out),
-        kernel=kernel,
-        recurrent_kernel=recurrent,
-        bias=bias,
-        use_bias=bool(cell.use_bias),
-        return_sequences=sequences,
-        activation=_activation(cell),
-    )
+        "kernel": kernel,
+        "recurrent_kernel": recurrent,
+        "bias": bias,
+        "use_bias": bool(cell.use_bias),
+        "return_sequences": sequences,
+    }
+    return fields, units
+
+
+@register_converter("SimpleRNN")
+def _convert_simple_rnn(layer: KerasLayer, state: ConversionState) -> Layer:
+    fields, units = _cell_weights(layer, state, 1, (int(layer.cell.units),))
+    return SimpleRNN(**fields, activation=_activation(layer.cell))
+
+
+def _gate_activations(layer: KerasLayer) -> dict[str, Any]:
+    cell = layer.cell
+    gate = _activation_name(cell.recurrent_activation)
+    check_activation(layer.name, type(layer).__name__, gate)
+    return {"cell_activation": _activation(cell), "gate_activation": gate}
+
+
+@register_converter("LSTM")
+def _convert_lstm(layer: KerasLayer, state: ConversionState) -> Layer:
+    fields, _ = _cell_weights(layer, state, 4, (4 * int(layer.cell.units),))
+    return LSTM(**fields, **_gate_activations(layer))
+
+
+@register_converter("GRU")
+def _convert_gru(layer: KerasLayer, state: ConversionState) -> Layer:
+    units = int(layer.cell.units)
+    if not layer.cell.reset_after:
+        raise K2CError(
+            f"GRU layer '{layer.name}' sets reset_after=False: its candidate multiplies the reset gate into the "
+            "state before the recurrent kernel, a second product per step that is not built; reset_after=True "
+            "(Keras' default) is"
+        )
+    fields, _ = _cell_weights(layer, state, 3, (2, 3 * units))
+    return GRU(**fields, **_gate_activations(layer))
 
 
 @dataclass(frozen=True)
@@ -124,6 +197,8 @@ class RecurrentParams(EngineParams):
     steps: int = 1
     units: int = 1
     sequences: bool = False
+    cell_activation: str = ""  # a gated layer's: Keras' activation
+    gate_activation: str = ""  # and recurrent_activation
 
 
 def window_format(in_fmt: FixedFormat, out_fmt: FixedFormat) -> FixedFormat:
@@ -134,17 +209,25 @@ def window_format(in_fmt: FixedFormat, out_fmt: FixedFormat) -> FixedFormat:
 
 
 class RecurrentKind(EngineKind):
-    """SimpleRNN: the filter engine's step on `x_t ++ h_(t-1)`, its result fed back."""
+    """A recurrent layer: the filter engine's step on `x_t ++ h_(t-1)`, its result (after the
+    cell of a gated layer) fed back. SimpleRNN's step is the engine alone (its activation in
+    the engine's finish); `GatedKind` adds a cell."""
 
-    records = (SimpleRNN,)
+    records: ClassVar[tuple[type[Layer], ...]] = (SimpleRNN,)
     params_type: ClassVar[type[Params]] = RecurrentParams
     feeds_back = True
     filter_word = "unit"
+    gates: ClassVar[int] = 1
+    """The engine's filters per unit (its outputs: gates * units)."""
 
     def plan_params(self, layer: Layer) -> RecurrentParams:
         out = layer.output_shape
         return RecurrentParams(
-            steps=layer.input_shape[-2], units=out[-1], sequences=bool(getattr(layer, "return_sequences", False))
+            steps=layer.input_shape[-2],
+            units=out[-1],
+            sequences=bool(getattr(layer, "return_sequences", False)),
+            cell_activation=getattr(layer, "cell_activation", ""),
+            gate_activation=getattr(layer, "gate_activation", ""),
         )
 
     def window(self, input_shape: tuple[int, ...], params: Params) -> int:
@@ -156,11 +239,12 @@ class RecurrentKind(EngineKind):
 
     def plan(self, common: Common, override: LayerFormats | None, fmt: FixedFormat) -> LayerPlan:
         """The engine's plan on the window format (its exact accumulator covers the input's and
-        the state's values), with the layer's own input format."""
+        the state's values) and of `gates * units` filters, with the layer's own input format
+        and output shape."""
         out = (override.output if override is not None else None) or fmt
         union = window_format(common.in_fmt, out)
-        plan = super().plan(replace(common, in_fmts=(union, *common.in_fmts[1:])), override, fmt)
-        return replace(plan, in_fmt=common.in_fmt)
+        step = super().plan(replace(common, in_fmts=(union, *common.in_fmts[1:])), override, fmt)
+        return replace(step, in_fmt=common.in_fmt)
 
     def plan_latency(self, plan: LayerPlan) -> LayerPlan:
         raise K2CError(
@@ -172,20 +256,28 @@ class RecurrentKind(EngineKind):
         """The plan of the step engine: the layer's on its window format."""
         return replace(plan, in_fmt=window_format(plan.in_fmt, plan.out_fmt))
 
+    def filters_for(self, channels: int) -> int:
+        """`gates` filters per unit."""
+        return self.gates * channels
+
     def check(self, plan: LayerPlan) -> None:
         super().check(plan)
-        act = activations.parse(plan.activation)
-        if act.kind == "softmax" or activations.per_channel(act, plan.out_fmt, plan.out_fmt):
-            raise K2CError(
-                f"layer '{plan.name}' ({plan.type}): its activation {plan.activation} is not built inside a "
-                "recurrent step (its state is fed back); tanh, sigmoid, hard_sigmoid, relu and linear are"
-            )
-        if activations.multiplies(act, plan.out_fmt, plan.out_fmt):
-            raise K2CError(
-                f"layer '{plan.name}' ({plan.type}): its activation {plan.activation} multiplies by a slope, "
-                "a stage of its own that a recurrent step does not have; use tanh, sigmoid, hard_sigmoid, relu "
-                "or linear"
-            )
+        for what, text in self.cell_functions(plan):
+            act = activations.parse(text)
+            if act.kind == "softmax" or activations.per_channel(act, plan.out_fmt, plan.out_fmt):
+                raise K2CError(
+                    f"layer '{plan.name}' ({plan.type}): its {what} {text} is not built inside a recurrent step "
+                    "(its state is fed back); tanh, sigmoid, hard_sigmoid, relu and linear are"
+                )
+            if activations.multiplies(act, plan.out_fmt, plan.out_fmt):
+                raise K2CError(
+                    f"layer '{plan.name}' ({plan.type}): its {what} {text} multiplies by a slope, a stage of its "
+                    "own that a recurrent step does not have; use tanh, sigmoid, hard_sigmoid, relu or linear"
+                )
+
+    def cell_functions(self, plan: LayerPlan) -> tuple[tuple[str, str], ...]:
+        """The activations of a step: (what Keras calls it, its canonical text)."""
+        return (("activation", plan.activation),)
 
     def constants(self, layer: Layer) -> tuple[np.ndarray, np.ndarray]:
         """The kernel stacked over the recurrent kernel (the window's order), the bias."""
@@ -197,70 +289,297 @@ class RecurrentKind(EngineKind):
         kernel, bias = self.constants(layer)
         return QuantizedLayer(kernel=quantize(kernel, plan.w_fmt), bias=quantize(bias, plan.b_fmt))
 
+    # --- the golden model and the float model -------------------------------------------
+
+    def cell(self, plan: LayerPlan, z: np.ndarray, state: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+        """A step's new state from the engine's outputs `z` (N, gates * units) raw in the
+        output format and the previous state; the first of the state is h."""
+        return (z,)
+
+    def float_cell(self, layer: Layer, pre: np.ndarray, state: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+        """Keras' cell in float64 on the step's exact sums `pre`."""
+        return (activations.keras_float(activations.parse(layer.activation), pre),)
+
     def golden(self, plan: LayerPlan, xs: Sequence[np.ndarray], params: QuantizedLayer | None) -> np.ndarray:
-        """(N, 1, steps, features) raw -> every step's state (N, 1, steps, units) or the last's (N, units)."""
+        """(N, 1, steps, features) raw -> every step's h (N, 1, steps, units) or the last's (N, units)."""
         assert params is not None
         own = params_of(plan, RecurrentParams)
         step = self.step_plan(plan)
         x = np.asarray(xs[0]).reshape(len(xs[0]), own.steps, -1)
         x_shift = step.in_fmt.raw_frac - plan.in_fmt.raw_frac
         h_shift = step.in_fmt.raw_frac - plan.out_fmt.raw_frac
-        h = np.zeros((len(x), own.units), dtype=np.int64)
-        states = []
+        zeros = np.zeros((len(x), own.units), dtype=np.int64)
+        state: tuple[np.ndarray, ...] = (zeros,) * self.state_count
+        outs = []
         for t in range(own.steps):
-            window = np.concatenate([x[:, t] << x_shift, np.asarray(h, dtype=x.dtype) << h_shift], axis=1)
-            h = neurons(window, step, params)
-            states.append(h)
-        out = np.stack(states, axis=1) if own.sequences else states[-1]
+            window = np.concatenate([x[:, t] << x_shift, np.asarray(state[0], dtype=x.dtype) << h_shift], axis=1)
+            state = tuple(np.asarray(v, dtype=np.int64) for v in self.cell(plan, neurons(window, step, params), state))
+            outs.append(state[0])
+        out = np.stack(outs, axis=1) if own.sequences else outs[-1]
         return np.asarray(out).reshape(len(x), *plan.output_shape)
 
     def float_step(
         self, layer: Layer, xs: Sequence[np.ndarray], params: tuple[np.ndarray, np.ndarray] | None
     ) -> tuple[np.ndarray | None, np.ndarray]:
-        """Keras' step in float64: every step's values before the activation, and the output."""
+        """Keras' layer in float64: every step's exact sums, and the output."""
         kernel, bias = params if params is not None else self.constants(layer)
         kernel, bias = np.asarray(kernel, dtype=np.float64), np.asarray(bias, dtype=np.float64)
-        act = activations.parse(layer.activation)
         steps, units = layer.input_shape[-2], layer.output_shape[-1]
         x = np.asarray(xs[0], dtype=np.float64).reshape(len(xs[0]), steps, -1)
-        h = np.zeros((len(x), units))
-        pres, states = [], []
+        state: tuple[np.ndarray, ...] = (np.zeros((len(x), units)),) * self.state_count
+        pres, outs = [], []
         for t in range(steps):
-            pre = np.concatenate([x[:, t], h], axis=1) @ kernel + bias
-            h = activations.keras_float(act, pre)
+            pre = np.concatenate([x[:, t], state[0]], axis=1) @ kernel + bias
+            state = self.float_cell(layer, pre, state)
             pres.append(pre)
-            states.append(h)
-        out = np.stack(states, axis=1) if getattr(layer, "return_sequences", False) else h
+            outs.append(state[0])
+        out = np.stack(outs, axis=1) if getattr(layer, "return_sequences", False) else outs[-1]
         return np.stack(pres, axis=1), out.reshape(len(x), *layer.output_shape)
+
+    state_count: ClassVar[int] = 1
+    """Vectors of `units` values in the state (h; an LSTM's h and c)."""
+    cell_depth: ClassVar[int] = 0
+    """Registers of the cell after the engine (K2C.Recurrent's CellDepth; 0: no cell)."""
+
+    # --- the hardware model --------------------------------------------------------------
 
     def blocks(
         self, plan: LayerPlan, down: Block, mx: Max, blocks: list[Stateful], knobs: EngineTiming | None = None
     ) -> Block:
-        """K2C.Recurrent around its step engine (S = G*b steps, depth D)."""
+        """K2C.Recurrent around its step engine (S = G*b steps, depth D) and its cell."""
         steps, depth, _ = knobs if knobs is not None else (plan.steps, plan.pipe_depth, plan.queue_depth)
         own = params_of(plan, RecurrentParams)
-        block = Recurrent(own.steps, own.sequences, steps, depth, down, mx)
+        cell = self.cell_depth + 1 if self.cell_depth else 0
+        block = Recurrent(own.steps, own.sequences, steps, depth + cell, down, mx)
         blocks.append(block)
         return block
 
     def storage(self, plan: LayerPlan) -> Storage:
         """The step engine's (on the window format), the state and the output register (a
-        valid bit), the step counter and the busy flag."""
+        valid bit), the step counter and the busy flag; a cell's registers and queue."""
         own = params_of(plan, RecurrentParams)
         engine = super().storage(self.step_plan(plan))
-        state = 2 * own.units * plan.out_fmt.hw_bits + 1 + max(own.steps - 1, 1).bit_length() + 1
-        return replace(engine, register_bits=engine.register_bits + state)
+        bits = plan.out_fmt.hw_bits
+        state = (self.state_count + 1) * own.units * bits + 1 + max(own.steps - 1, 1).bit_length() + 1
+        cell_regs = self.cell_register_values(own.units) * bits + self.cell_depth
+        cell_fifo = (self.cell_depth + 2) * self.state_count * own.units * bits if self.cell_depth else 0
+        return replace(
+            engine,
+            register_bits=engine.register_bits + state + cell_regs,
+            fifo_bits=engine.fifo_bits + cell_fifo,
+            table_bits=self.cell_table_bits(plan),
+        )
+
+    def cell_register_values(self, units: int) -> int:
+        """Values the cell's registers hold (0 without a cell)."""
+        return 0
+
+    def cell_table_bits(self, plan: LayerPlan) -> int:
+        """The cell's activation tables (each element its own copy: K2C.Lut)."""
+        return 0
+
+    def depths(self, plan: LayerPlan) -> tuple[Depth, ...]:
+        own = (Depth("cell", HASKELL.cell_depth(), self.cell_depth, "recurrent"),) if self.cell_depth else ()
+        return (*super().depths(plan), *own)
+
+    # --- the backend ---------------------------------------------------------------------
 
     def entry(self, plan: LayerPlan, fn: str, stage: str | None = None) -> Entry:
         own = params_of(plan, RecurrentParams)
         step = self.step_plan(plan)
         window = step.in_fmt.clash_type
         doc = HASKELL.doc(
-            own.steps, plan.input_shape[-1], own.units, plan.activation, own.sequences, step.in_fmt, window
+            self.keras_word(),
+            own.steps,
+            plan.input_shape[-1],
+            own.units,
+            self.describe(plan),
+            own.sequences,
+            step.in_fmt,
+            window,
         )
-        body = HASKELL.recurrent(own.steps, own.sequences, window, fn)
-        entry = self.compute_entry(plan, doc, [body], [], ["dense"])
-        return replace(entry, fields={**entry.fields, "imports": [HASKELL.imports()]})
+        body = HASKELL.recurrent(self.block_name(), own.steps, own.sequences, window, fn, self.cell_names(plan, fn))
+        return self.compute_entry(plan, doc, [body], [], ["dense", "recurrent"])
+
+    def keras_word(self) -> str:
+        return "SimpleRNN"
+
+    def describe(self, plan: LayerPlan) -> str:
+        return plan.activation
+
+    def block_name(self) -> str:
+        return "simple"
+
+    def cell_names(self, plan: LayerPlan, fn: str) -> tuple[str, ...]:
+        """The Haskell functions the cell takes (its activations: `extra_activations`)."""
+        return ()
 
 
-KINDS = (RecurrentKind(),)
+GATE_TABLES = 2
+"""The gated cell's registers after a table's read (K2C.Pipe.mapTable's: the read, then the
+block RAM's output register)."""
+
+
+class GatedKind(RecurrentKind):
+    """LSTM and GRU: the engine's outputs are the gates' exact sums rounded once to the output
+    format (a linear finish), then the cell (`K2C.Recurrent.lstmCell`, `gruCell`): the gate
+    and cell activations by table or exact function, each product exact, each new value
+    rounded once to the output format (docs/guide/contract.md, "Recurrent layers")."""
+
+    cell_depth = 2 * GATE_TABLES + 2
+
+    def check(self, plan: LayerPlan) -> None:
+        super().check(plan)
+        if not plan.out_fmt.is_plain:
+            raise K2CError(
+                f"layer '{plan.name}' ({plan.type}): output format {plan.out_fmt}: a gated cell rounds to nearest "
+                "and saturates; give it a signed format with the default modes, e.g. 1,7,8"
+            )
+
+    def cell_functions(self, plan: LayerPlan) -> tuple[tuple[str, str], ...]:
+        gate, act = self.functions(plan)
+        return (("activation", act), ("recurrent_activation", gate))
+
+    def functions(self, plan: LayerPlan) -> tuple[str, str]:
+        """(the gate activation, the cell activation) as canonical texts."""
+        own = params_of(plan, RecurrentParams)
+        return own.gate_activation, own.cell_activation
+
+    def apply(self, plan: LayerPlan, text: str, r: np.ndarray) -> np.ndarray:
+        return activations.apply(np.asarray(r, dtype=np.int64), text, plan.out_fmt, plan.out_fmt)
+
+    def product_sum(self, plan: LayerPlan, *pairs: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+        """Sum of exact products of raw values in the output format, rounded once to it."""
+        exact = sum(np.asarray(a, dtype=object) * np.asarray(b, dtype=object) for a, b in pairs)
+        return np.asarray(requantize_to(np.asarray(exact), 2 * plan.out_fmt.frac, plan.out_fmt), dtype=np.int64)
+
+    def split(self, z: np.ndarray) -> list[np.ndarray]:
+        return np.split(np.asarray(z, dtype=np.int64), self.gates, axis=1)
+
+    def describe(self, plan: LayerPlan) -> str:
+        gate, act = self.functions(plan)
+        return f"gates {gate}, cell {act}"
+
+    def cell_names(self, plan: LayerPlan, fn: str) -> tuple[str, ...]:
+        """`<fn>_gate` and `<fn>_cell`; K2C.Activation's `linear` for a linear one."""
+        return tuple(
+            "linear" if activations.parse(text).is_linear else f"{fn}_{role}"
+            for role, text in zip(("gate", "cell"), self.functions(plan))
+        )
+
+    def extra_activations(self, plan: LayerPlan, fn: str) -> tuple[tuple[str, LayerPlan], ...]:
+        return tuple(
+            (name, replace(plan, activation=text))
+            for name, text in zip(self.cell_names(plan, fn), self.functions(plan))
+            if name != "linear"
+        )
+
+    def cell_table_bits(self, plan: LayerPlan) -> int:
+        units = params_of(plan, RecurrentParams).units
+        gate, act = self.functions(plan)
+        return sum(self.uses(plan)[k] * units * _table_bits(text, plan.out_fmt) for k, text in enumerate((gate, act)))
+
+    def uses(self, plan: LayerPlan) -> tuple[int, int]:
+        """How many times per unit the cell reads the gate and the cell activation."""
+        raise NotImplementedError
+
+
+def _table_bits(text: str, fmt: FixedFormat) -> int:
+    """Bits of one copy of an activation's table on `fmt` (0 when it has none)."""
+    if activations.parse(text).family != "table":
+        return 0
+    return len(activations.table(text, fmt, fmt).values) * fmt.hw_bits
+
+
+class LstmKind(GatedKind):
+    """LSTM: z = W x_t + U h_(t-1) + b in four gates (i, f, c, o: Keras' order), then
+    c_t = f * c_(t-1) + i * act(z_c), h_t = o * act(c_t) with i, f, o the gate activation."""
+
+    records = (LSTM,)
+    gates = 4
+    state_count = 2
+
+    def cell(self, plan: LayerPlan, z: np.ndarray, state: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+        gate, act = self.functions(plan)
+        zi, zf, zc, zo = self.split(z)
+        i, f, o = (self.apply(plan, gate, v) for v in (zi, zf, zo))
+        c = self.product_sum(plan, (f, state[1]), (i, self.apply(plan, act, zc)))
+        return self.product_sum(plan, (o, self.apply(plan, act, c))), c
+
+    def float_cell(self, layer: Layer, pre: np.ndarray, state: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+        rec: Any = layer
+        gate, act = activations.parse(rec.gate_activation), activations.parse(rec.cell_activation)
+        zi, zf, zc, zo = np.split(pre, 4, axis=1)
+        c = activations.keras_float(gate, zf) * state[1] + activations.keras_float(gate, zi) * activations.keras_float(
+            act, zc
+        )
+        return activations.keras_float(gate, zo) * activations.keras_float(act, c), c
+
+    def uses(self, plan: LayerPlan) -> tuple[int, int]:
+        return 3, 2
+
+    def cell_register_values(self, units: int) -> int:
+        """i, f, c~, o twice (the read, its register); c and o; c, o, act(c) twice; h and c."""
+        return units * (2 * 4 + 2 + 2 * 3 + 2)
+
+    def keras_word(self) -> str:
+        return "LSTM"
+
+    def block_name(self) -> str:
+        return "lstm"
+
+
+class GruKind(GatedKind):
+    """GRU (reset_after, Keras' default): z, r and the candidate's input and recurrent parts
+    from one engine of four filters per unit; then h~ = act(x_h + r * (U_h h + b_rh)) and
+    h_t = z * h_(t-1) + (1 - z) * h~."""
+
+    records = (GRU,)
+    gates = 4
+
+    def constants(self, layer: Layer) -> tuple[np.ndarray, np.ndarray]:
+        """The window's matrix [[W_z, W_r, W_h, 0], [U_z, U_r, 0, U_h]] and the biases of z
+        and r (input's plus recurrent), of x_h and of the recurrent part."""
+        rec: Any = layer
+        kernel, recurrent, bias = (
+            np.asarray(w, dtype=np.float64) for w in (rec.kernel, rec.recurrent_kernel, rec.bias)
+        )
+        units = recurrent.shape[0]
+        wz, wr, wh = np.split(kernel, 3, axis=1)
+        uz, ur, uh = np.split(recurrent, 3, axis=1)
+        top = np.concatenate([wz, wr, wh, np.zeros_like(wh)], axis=1)
+        bottom = np.concatenate([uz, ur, np.zeros((units, units)), uh], axis=1)
+        b_in, b_rec = bias
+        b = np.concatenate([b_in[: 2 * units] + b_rec[: 2 * units], b_in[2 * units :], b_rec[2 * units :]])
+        return np.concatenate([top, bottom]), b
+
+    def cell(self, plan: LayerPlan, z: np.ndarray, state: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+        gate, act = self.functions(plan)
+        pz, pr, xh, rh = self.split(z)
+        zg, r = self.apply(plan, gate, pz), self.apply(plan, gate, pr)
+        one = 1 << plan.out_fmt.frac
+        candidate = self.apply(plan, act, self.product_sum(plan, (xh, np.full_like(xh, one)), (r, rh)))
+        return (self.product_sum(plan, (zg, state[0]), (one - zg, candidate)),)
+
+    def float_cell(self, layer: Layer, pre: np.ndarray, state: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+        rec: Any = layer
+        gate, act = activations.parse(rec.gate_activation), activations.parse(rec.cell_activation)
+        pz, pr, xh, rh = np.split(pre, 4, axis=1)
+        z, r = activations.keras_float(gate, pz), activations.keras_float(gate, pr)
+        return (z * state[0] + (1 - z) * activations.keras_float(act, xh + r * rh),)
+
+    def uses(self, plan: LayerPlan) -> tuple[int, int]:
+        return 2, 1
+
+    def cell_register_values(self, units: int) -> int:
+        """z, r, x_h, r_h twice; z and the candidate's sum; z and h~ twice; h."""
+        return units * (2 * 4 + 2 + 2 * 2 + 1)
+
+    def keras_word(self) -> str:
+        return "GRU"
+
+    def block_name(self) -> str:
+        return "gru"
+
+
+KINDS = (RecurrentKind(), LstmKind(), GruKind())
