@@ -57,6 +57,8 @@ EXAMPLES = [
     "digits_denoise@ecp5-85k",
     "digits_heads@ecp5-85k",
     "digits_side@ecp5-85k",
+    "digits_lstm",
+    "waves_gru",
 ]
 """Every example at its defaults where they fit the LFE5U-85F's 156 multipliers; the ten that
 need more at one PE per layer (thesis_cnn 217, resnet_digits 533, inception_digits 407, mlp_tanh

@@ -6,13 +6,14 @@ simulation's on the first `clash_images` images, 20 by default (the Clash simula
 about a third of a second per image of these networks; Verilator runs the whole set in seconds).
 
 mobilenet_digits (depthwise, separable, ReLU6, BatchNorm, zero padding, global pooling,
-softmax) runs by default; inception_digits and resnet_digits (their Concatenate and residual
+softmax) and digits_lstm (a recurrent layer) run by default; inception_digits and resnet_digits (their Concatenate and residual
 Adds are in the random graphs of tests/test_graph.py by default, the branch blocks' Verilog in
 the block bench of tests/test_blocks.py), mlp_tanh, conv1d_waves, se_digits (its gated
 Multiply is in tests/test_graph.py by default), densenet_digits (its wiring is in
 tests/test_dag.py by default) and digits_hgq2 (its golden model against HGQ2 on the whole set
 and a per-element quantized CNN in Clash are in tests/test_hgq_elements.py by default) with
-`-m slow`, where the Clash simulation takes the whole set too.
+`-m slow`, where the Clash simulation takes the whole set too (and digits_lstm's, and
+waves_gru: two stacked GRUs).
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ WHOLE = 360
         pytest.param("densenet_digits", [4, 2, 2, 5], WHOLE, marks=pytest.mark.slow),
         pytest.param("conv1d_waves", [4, 6, 4, 2], WHOLE, marks=pytest.mark.slow),
         pytest.param("digits_hgq2", [4, 4, 5], WHOLE, marks=pytest.mark.slow),
+        ("digits_lstm", [8, 4], 20),
+        pytest.param("digits_lstm", [8, 4], WHOLE, marks=pytest.mark.slow, id="digits_lstm-whole"),
+        pytest.param("waves_gru", [4, 8, 2], WHOLE, marks=pytest.mark.slow),
     ],
 )
 def test_example_whole_test_set(tmp_path: Path, example: str, parallelism: list[int], clash_images: int) -> None:

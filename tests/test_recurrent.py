@@ -292,19 +292,66 @@ def test_a_step_takes_the_engines_steps_depth_and_two() -> None:
 
 
 @needs_toolchain
-@pytest.mark.parametrize("kind", ["simple", "lstm", "gru"])
+@pytest.mark.parametrize("kind", ["simple", "lstm", "gru", "bidirectional"])
 def test_verilog_bit_exact_in_verilator(tmp_path, kind) -> None:
-    """Two stacked recurrent layers in Verilog, back to back under random gaps and stalls."""
+    """Two stacked recurrent layers (or a Bidirectional GRU and a backwards GRU) in Verilog,
+    back to back under random gaps and stalls."""
     from keras2clash import api
     from keras2clash.verify import rtlsim
 
-    model = _rnn_model(5, 2, (3, 4), (True, False), "tanh", seed=7, kind=kind)
+    if kind == "bidirectional":
+        model, pes, cycles = _directions_model("concat", False, "gru", seed=7), [2, 1, 1, 1], [1, 2, 1, 1]
+    else:
+        model, pes, cycles = _rnn_model(5, 2, (3, 4), (True, False), "tanh", seed=7, kind=kind), [2, 1, 1], [1, 2, 1]
     out = tmp_path / "net"
-    api.emit(model, "1,5,10", out, [2, 1, 1], cycles=[1, 2, 1], show=False)
+    api.emit(model, "1,5,10", out, pes, cycles=cycles, show=False)
     x = np.random.default_rng(5).uniform(-1, 1, size=(6, 5, 2))
     np.savez(tmp_path / "data.npz", x_test=x, y_test=np.zeros(6, dtype=int))
     result = rtlsim.rtlsim(out, tmp_path / "data.npz", "verilator", gap_max=3, seed=2)
     assert result.ok and len(result.samples) == 6
+
+
+def _directions_model(mode: str, sequences: bool, kind: str, seed: int) -> keras.Model:
+    """A Bidirectional recurrent layer of `kind` merged by `mode`, then (its last states) a
+    layer reading its sequence backwards, then Dense(3)."""
+    inp = keras.Input((5, 2))
+    x = layers.Bidirectional(
+        RECURRENT[kind](3, "tanh", "sigmoid", return_sequences=sequences), merge_mode=mode, name="bi"
+    )(inp)
+    if sequences:
+        x = layers.Flatten(name="flat")(x)
+    else:
+        x = layers.Reshape((-1, 1), name="steps")(x)
+        x = RECURRENT[kind](2, "tanh", "sigmoid", go_backwards=True, name="back")(x)
+    return _randomize(keras.Model(inp, layers.Dense(3, name="out")(x)), seed)
+
+
+@pytest.mark.parametrize("kind", ["simple", "lstm", "gru"])
+@pytest.mark.parametrize(("mode", "sequences"), [("concat", True), ("sum", False), ("mul", True), ("ave", False)])
+def test_directions_golden_close_to_keras(kind, mode, sequences) -> None:
+    """Bidirectional in every merge mode and go_backwards: the backward layer reads the
+    sequence from its last step, its outputs return to time order before the merge."""
+    model = _directions_model(mode, sequences, kind, seed=3)
+    plans = load_network(model, "1,7,16", fifos=False).plans
+    names = [p.name for p in plans]
+    assert names[:3] == ["bi_forward", "bi_reverse", "bi_backward"] and ("bi_backward_reverse" in names) == sequences
+    x = np.random.default_rng(2).uniform(-1, 1, (16, 5, 2))
+    got = golden.run(plans, golden.quantize_params(plans), golden.quantize_inputs(plans, x)) / 2.0**16
+    want = model.predict(x, verbose=0)
+    assert np.max(np.abs(got.reshape(want.shape) - want)) < 0.02
+
+
+@needs_toolchain
+@pytest.mark.parametrize(("mode", "sequences", "kind"), [("concat", True, "gru"), ("sum", False, "lstm")])
+def test_directions_bit_exact_in_clash(tmp_path, mode, sequences, kind) -> None:
+    from keras2clash import api
+    from keras2clash.backend.project import load_project
+
+    model = _directions_model(mode, sequences, kind, seed=5)
+    api.emit(model, "1,5,10", tmp_path / "net", show=False)
+    project = load_project(tmp_path / "net")
+    x = np.random.default_rng(3).uniform(-1, 1, (5, 5, 2))
+    assert_clash_matches_golden(project, golden.quantize_inputs(project.plans, x), seed=4)
 
 
 def _refusal(build) -> str:
@@ -319,13 +366,15 @@ def _refusal(build) -> str:
     ("build", "words"),
     [
         (lambda x: layers.SimpleRNN(4, return_state=True, name="r")(x)[0], ["'r'", "return_state"]),
-        (lambda x: layers.SimpleRNN(4, go_backwards=True, name="r")(x), ["'r'", "go_backwards"]),
+        (
+            lambda x: layers.Bidirectional(layers.GRU(4), merge_mode=None, name="b")(x)[0],
+            ["'b'", "merge_mode=None"],
+        ),
         (lambda x: layers.SimpleRNN(4, activation="softmax", name="r")(x), ["'r'", "softmax", "recurrent"]),
         (lambda x: layers.SimpleRNN(4, activation="leaky_relu", name="r")(x), ["'r'", "leaky_relu"]),
         (lambda x: layers.GRU(4, reset_after=False, name="g")(x), ["GRU", "'g'", "reset_after=False"]),
         (lambda x: layers.LSTM(4, activation="softmax", name="l")(x), ["'l'", "activation softmax"]),
         (lambda x: layers.LSTM(4, recurrent_activation="leaky_relu", name="l")(x), ["'l'", "recurrent_activation"]),
-        (lambda x: layers.Bidirectional(layers.LSTM(4), name="b")(x), ["Bidirectional", "'b'"]),
     ],
 )
 def test_refusals_name_the_layer_and_the_setting(build, words) -> None:

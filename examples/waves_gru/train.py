@@ -1,6 +1,6 @@
 """Train two stacked GRUs on synthetic waveforms (sine, square, triangle, sawtooth).
 
-32x1 -> GRU 12 (every step's state) -> GRU 12 (the last step's) -> Dense 4 softmax.
+32x1 -> GRU 16 (every step's state) -> GRU 16 (the last step's) -> Dense 4 softmax.
 
 A stacked recurrent sequence classifier on conv1d_waves' data (generated with the same fixed
 seed, no download), each window taken every other sample (32 steps): the first GRU's states
@@ -51,8 +51,8 @@ def build_model() -> keras.Model:
     return keras.Sequential(
         [
             keras.Input(shape=(STEPS, 1), name="signal"),
-            layers.GRU(12, return_sequences=True, name="gru_1"),
-            layers.GRU(12, name="gru_2"),
+            layers.GRU(16, return_sequences=True, name="gru_1"),
+            layers.GRU(16, name="gru_2"),
             layers.Dense(CLASSES, activation="softmax", name="dense"),
         ],
         name="waves_gru",

@@ -239,6 +239,7 @@ IMPORTS = {
     "requant": "import qualified K2C.Requant as Requant",
     "cmvm": "import qualified K2C.Cmvm as Cmvm",
     "recurrent": "import qualified K2C.Recurrent as Recurrent",
+    "reverse": "import qualified K2C.Reverse as Reverse",
 }
 
 

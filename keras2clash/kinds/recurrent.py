@@ -48,6 +48,8 @@ from keras2clash.hw.plan import Common, LayerFormats, LayerPlan, Params
 from keras2clash.ir.layers import Layer, register_record
 from keras2clash.kinds.base import Depth, Entry, Storage, narrow, params_of
 from keras2clash.kinds.engine import EngineKind, EngineParams, neurons
+from keras2clash.kinds.merge import Merge
+from keras2clash.kinds.reverse import reversed_steps
 from keras2clash.quant import activations
 from keras2clash.quant.exact import QuantizedLayer, requantize_to
 from keras2clash.quant.formats import FixedFormat, quantize
@@ -111,7 +113,6 @@ def _check_recurrent(layer: KerasLayer, state: ConversionState) -> tuple[int, in
     for setting, why in (
         ("stateful", "keeps its state from one batch to the next"),
         ("return_state", "returns its state as a second output"),
-        ("go_backwards", "reads its sequence backwards (the stream is in time order)"),
     ):
         if getattr(layer, setting, False):
             raise K2CError(f"{kind} layer '{layer.name}' sets {setting}=True: it {why}; not built")
@@ -157,8 +158,7 @@ def _cell_weights(
     return fields, units
 
 
-@register_converter("SimpleRNN")
-def _convert_simple_rnn(layer: KerasLayer, state: ConversionState) -> Layer:
+def _simple_rnn(layer: KerasLayer, state: ConversionState) -> Layer:
     fields, units = _cell_weights(layer, state, 1, (int(layer.cell.units),))
     return SimpleRNN(**fields, activation=_activation(layer.cell))
 
@@ -170,14 +170,12 @@ def _gate_activations(layer: KerasLayer) -> dict[str, Any]:
     return {"cell_activation": _activation(cell), "gate_activation": gate}
 
 
-@register_converter("LSTM")
-def _convert_lstm(layer: KerasLayer, state: ConversionState) -> Layer:
+def _lstm(layer: KerasLayer, state: ConversionState) -> Layer:
     fields, _ = _cell_weights(layer, state, 4, (4 * int(layer.cell.units),))
     return LSTM(**fields, **_gate_activations(layer))
 
 
-@register_converter("GRU")
-def _convert_gru(layer: KerasLayer, state: ConversionState) -> Layer:
+def _gru(layer: KerasLayer, state: ConversionState) -> Layer:
     units = int(layer.cell.units)
     if not layer.cell.reset_after:
         raise K2CError(
@@ -187,6 +185,59 @@ def _convert_gru(layer: KerasLayer, state: ConversionState) -> Layer:
         )
     fields, _ = _cell_weights(layer, state, 3, (2, 3 * units))
     return GRU(**fields, **_gate_activations(layer))
+
+
+_BUILDERS = {"SimpleRNN": _simple_rnn, "LSTM": _lstm, "GRU": _gru}
+"""The record of each recurrent Keras class, read in time order whatever its `go_backwards`."""
+
+
+@register_converter(*_BUILDERS)
+def _convert_recurrent(layer: KerasLayer, state: ConversionState) -> Layer | tuple[Layer, ...]:
+    """The layer's record; with `go_backwards`, after the sequence reversed (Keras then gives
+    the outputs in the order it read them: from the last step)."""
+    record = _BUILDERS[type(layer).__name__](layer, state)
+    if not getattr(layer, "go_backwards", False):
+        return record
+    backwards = reversed_steps(f"{layer.name}_reverse", state.inputs[0], state.shape)
+    return backwards, replace(record, inputs=(backwards.name,))
+
+
+_MERGE_MODES = {"concat": "concatenate", "sum": "add", "mul": "multiply", "ave": "average"}
+"""Bidirectional's merge modes as merge records' ops."""
+
+
+@register_converter("Bidirectional")
+def _convert_bidirectional(layer: KerasLayer, state: ConversionState) -> tuple[Layer, ...]:
+    """`<name>_forward` on the sequence; `<name>_backward` on it reversed (`<name>_reverse`),
+    its outputs returned to time order (`<name>_backward_reverse`) with `return_sequences`;
+    then the merge `<name>` of the two."""
+    _single_input(layer, state)
+    name = str(layer.name)
+    inner = type(layer.forward_layer).__name__
+    if inner not in _BUILDERS:
+        raise K2CError(f"Bidirectional layer '{name}' wraps a {inner}; SimpleRNN, LSTM and GRU are built")
+    if layer.merge_mode not in _MERGE_MODES:
+        raise K2CError(
+            f"Bidirectional layer '{name}' sets merge_mode={layer.merge_mode!r}: it returns its two directions "
+            "as two outputs; concat, sum, mul and ave are built"
+        )
+    if getattr(layer, "return_state", False):
+        raise K2CError(f"Bidirectional layer '{name}' sets return_state=True: it returns its states too; not built")
+    forward = replace(_BUILDERS[inner](layer.forward_layer, state), name=f"{name}_forward")
+    backwards = reversed_steps(f"{name}_reverse", state.inputs[0], state.shape)
+    reversed_state = ConversionState(shapes=state.shapes, inputs=[backwards.name], keras_shapes=state.keras_shapes)
+    backward = replace(_BUILDERS[inner](layer.backward_layer, reversed_state), name=f"{name}_backward")
+    records: list[Layer] = [forward, backwards, backward]
+    shape = tuple(forward.output_shape)
+    if getattr(forward, "return_sequences", False):
+        records.append(reversed_steps(f"{name}_backward_reverse", backward.name, shape))
+    op = _MERGE_MODES[layer.merge_mode]
+    out = (*shape[:-1], 2 * shape[-1]) if op == "concatenate" else shape
+    _check_keras_shape(layer, state, out)
+    merge = Merge(
+        name=name, inputs=(forward.name, records[-1].name), input_shapes=(shape, shape), output_shape=out, op=op
+    )
+    return (*records, merge)
 
 
 @dataclass(frozen=True)
