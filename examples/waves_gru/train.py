@@ -60,4 +60,4 @@ def build_model() -> keras.Model:
 
 
 if __name__ == "__main__":
-    train_example("waves_gru", build_model, HERE, __doc__, data=waves, epochs=60, fixed_point_check=False)
+    train_example("waves_gru", build_model, HERE, __doc__, data=waves, epochs=80, fixed_point_check=False)
