@@ -1069,7 +1069,7 @@ def test_softmax_over_a_non_last_axis() -> None:
             "UpSampling3D",
             "up",
         ),
-        (lambda: seq((5, 3), layers.Bidirectional(layers.GRU(4), name="bi"), layers.Dense(2)), "Bidirectional", "bi"),
+        (lambda: seq((5, 3), layers.RNN(layers.GRUCell(4), name="rnn"), layers.Dense(2)), "RNN", "rnn"),
         (lambda: seq((4,), layers.Lambda(lambda t: t * 2, name="lam"), layers.Dense(2)), "Lambda", "lam"),
         (
             lambda: seq((6,), layers.RepeatVector(2, name="resh"), layers.Flatten(), layers.Dense(2)),
@@ -1346,10 +1346,10 @@ def test_batch_normalization_with_negative_variance() -> None:
             "3-D global pooling",
         ),
         (
-            lambda: seq((5, 3), layers.Bidirectional(layers.LSTM(4), name="bi_a"), layers.Dense(2)),
-            "Bidirectional",
-            "bi_a",
-            "whole sequence",
+            lambda: seq((5, 4, 3), layers.ConvLSTM1D(2, 2, name="clstm"), layers.Flatten(), layers.Dense(2)),
+            "ConvLSTM1D",
+            "clstm",
+            "convolutional recurrent layer",
         ),
         (
             lambda: seq((5, 3), layers.RNN(layers.SimpleRNNCell(4), name="rnn_a"), layers.Dense(2)),

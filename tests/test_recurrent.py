@@ -292,10 +292,19 @@ def test_a_step_takes_the_engines_steps_depth_and_two() -> None:
 
 
 @needs_toolchain
-@pytest.mark.parametrize("kind", ["simple", "lstm", "gru", "bidirectional"])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        pytest.param("simple", marks=pytest.mark.slow),
+        "lstm",
+        pytest.param("gru", marks=pytest.mark.slow),
+        "bidirectional",
+    ],
+)
 def test_verilog_bit_exact_in_verilator(tmp_path, kind) -> None:
     """Two stacked recurrent layers (or a Bidirectional GRU and a backwards GRU) in Verilog,
-    back to back under random gaps and stalls."""
+    back to back under random gaps and stalls (the GRU's cell in Verilog by default through
+    the Bidirectional one)."""
     from keras2clash import api
     from keras2clash.verify import rtlsim
 
