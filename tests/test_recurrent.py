@@ -249,7 +249,7 @@ CLASH = settings(
     kind=st.sampled_from(["simple", "lstm", "gru"]),
     steps=st.integers(1, 6),
     features=st.integers(1, 4),
-    units=st.lists(st.integers(1, 5), min_size=1, max_size=2),
+    units=st.lists(st.integers(1, 8), min_size=1, max_size=2),
     last_sequences=st.booleans(),
     act=st.sampled_from(ACTIVATIONS),
     gate=st.sampled_from(["sigmoid", "hard_sigmoid", "linear"]),
@@ -302,7 +302,7 @@ def test_a_step_takes_the_engines_steps_depth_and_two() -> None:
     ],
 )
 def test_verilog_bit_exact_in_verilator(tmp_path, kind) -> None:
-    """Two stacked recurrent layers (or a Bidirectional GRU and a backwards GRU) in Verilog,
+    """Two stacked recurrent layers (the second cell in two chunks; or a Bidirectional GRU and a backwards GRU) in Verilog,
     back to back under random gaps and stalls (the GRU's cell in Verilog by default through
     the Bidirectional one)."""
     from keras2clash import api
@@ -311,7 +311,7 @@ def test_verilog_bit_exact_in_verilator(tmp_path, kind) -> None:
     if kind == "bidirectional":
         model, pes, cycles = _directions_model("concat", False, "gru", seed=7), [2, 1, 1, 1], [1, 2, 1, 1]
     else:
-        model, pes, cycles = _rnn_model(5, 2, (3, 4), (True, False), "tanh", seed=7, kind=kind), [2, 1, 1], [1, 2, 1]
+        model, pes, cycles = _rnn_model(5, 2, (3, 8), (True, False), "tanh", seed=7, kind=kind), [2, 1, 1], [1, 2, 1]
     out = tmp_path / "net"
     api.emit(model, "1,5,10", out, pes, cycles=cycles, show=False)
     x = np.random.default_rng(5).uniform(-1, 1, size=(6, 5, 2))
@@ -406,15 +406,17 @@ def test_a_gated_cell_takes_a_plain_output_format() -> None:
         load_network(model, "1,4,4,trn,wrap", fifos=False)
 
 
-def test_a_gated_step_adds_its_cell_to_the_steps_time() -> None:
-    """A gated step is the engine's S + D + 2 cycles and the cell's six registers and one
-    more (K2C.Pipe.pipeS)."""
-    model = _rnn_model(4, 3, (5,), (True,), "tanh", seed=1, kind="lstm")
+@pytest.mark.parametrize(("units", "lanes"), [(5, 1), (8, 4), (6, 3), (24, 4)])
+def test_a_gated_step_adds_its_cell_to_the_steps_time(units, lanes) -> None:
+    """A gated cell takes the most units up to four a cycle that divide the units (a table
+    per lane, not per unit), and a step is the engine's S + D + 2 cycles and the cell's: its
+    chunks scattered one a cycle, six registers, the chunks collected (chunks + 8)."""
+    model = _rnn_model(4, 3, (units,), (True,), "tanh", seed=1, kind="lstm")
     plans = load_network(model, "1,7,8", fifos=False).plans
     rnn = plans[0]
-    assert rnn.filters == 20 and rnn.window == 8
+    assert rnn.filters == 4 * units and rnn.window == 3 + units and rnn.params.cell_lanes == lanes
     t = hwmodel.timing(plans, 3)
-    assert t.ii == 4 * (rnn.steps + rnn.pipe_depth + 2 + 7)
+    assert t.ii == 4 * (rnn.steps + rnn.pipe_depth + 2 + units // lanes + 8)
 
 
 def test_latency_strategy_is_refused_for_a_recurrent_step() -> None:

@@ -1,4 +1,4 @@
-{-# LANGUAGE DataKinds, KindSignatures, NoImplicitPrelude, ScopedTypeVariables,
+{-# LANGUAGE TupleSections, DataKinds, KindSignatures, NoImplicitPrelude, ScopedTypeVariables,
              TypeApplications, TypeOperators, FlexibleContexts, TypeFamilies, NoStarIsType #-}
 {-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver -fconstraint-solver-iterations=16 #-}
 {-|
@@ -32,10 +32,13 @@ each new value once ('K2C.Activation.requantize'):
 = Hardware
 
 * the step engine ("K2C.Engine": its knobs are the layer's);
-* a gated layer's cell: 'CellDepth' register stages on 'K2C.Pipe.pipeS' (the
-  gates' table reads and their output registers; the products; the cell
-  activation's reads and registers; the last products), each activation a
-  table per value ("K2C.Lut");
+* a gated layer's cell on @l@ units a cycle: the engine's sums scattered into
+  @k = u / l@ chunks ("K2C.Scatter"; the ROM's filters are in chunk order),
+  each beside its units' previous state ('chunked'), 'CellDepth' register
+  stages on 'K2C.Pipe.pipeS' (the gates' table reads and their output
+  registers; the products; the cell activation's reads and registers; the
+  last products), each activation a table per lane ("K2C.Lut"), and the new
+  state collected ("K2C.Collect");
 * the state (@u@ values, an LSTM's @c@ too), an output register (@u@ values
   and a valid bit), a step counter @Index n@ and a busy flag.
 
@@ -47,22 +50,24 @@ One step at a time: the next step needs this step's result.
   the engine. A beat accepted in cycle @a@ is the engine's window in that
   cycle (the engine loads it as it moves: 'K2C.Engine.atAccept'), so its
   result is valid from @a + S + D + 1@ ("K2C.Engine": @S@ steps, depth @D@),
-  and a gated layer's cell takes it at once and shows its result from
-  @a + S + D + CellDepth + 2@ ('K2C.Pipe.pipeS').
+  and a gated layer's cell takes it at once and shows the new state
+  @k + 8@ cycles later (the chunks one a cycle through the pipeline, then
+  collected).
 * The result moves out of the engine in the first cycle @r@ from then in
   which the output register is empty, or at once when the step sends nothing
   (not the last step of a sequence without @return_sequences@); in @r@ the
   state takes it (a sequence's last step sets it back to zero) and, when the
   step sends, the output register takes it: valid from @r + 1@.
 * The next beat can move in from @r + 1@. So a step takes @S + D + 2@ cycles
-  with downstream always ready (and @CellDepth + 1@ more with a cell), a
-  sequence @n@ times that.
+  with downstream always ready (and @k + 8@ more with a cell), a sequence
+  @n@ times that.
 -}
 module K2C.Recurrent
   ( simple
   , lstm
   , gru
   , recurrentWith
+  , chunked
   , lstmCell
   , gruCell
   , CellDepth
@@ -70,13 +75,15 @@ module K2C.Recurrent
   , Window (..)
   ) where
 
-import Clash.Prelude
+import Clash.Prelude hiding (scatter)
 import Data.Maybe (isJust)
 
 import K2C.Activation (requantize)
+import K2C.Collect (collect)
 import K2C.Merge (addExact, mulExact, subExact)
 import K2C.Pipe (pipeS, stageReg)
-import K2C.Stream (Stream, (|>))
+import K2C.Scatter (scatter)
+import K2C.Stream (Stream, mapS, (|>))
 
 -- | Which steps' states leave the block.
 data Sends
@@ -112,81 +119,111 @@ simple
   -> Stream dom (Vec f (SFixed xi xf)) (Vec u (SFixed hi hf))
 simple n sends window step = recurrentWith n sends window id (repeat 0) (const step)
 
--- | LSTM: the engine's @4 * u@ sums (i, f, c, o), then 'lstmCell' with the
--- gate activation @gate@ and the cell activation @act@; the state is (h, c).
+-- | LSTM: the engine's @4 * u@ sums, chunk by chunk: @k@ chunks of @l@ units,
+-- chunk @j@ holding the sums of gates i, f, c, o (Keras' order) of units
+-- @j*l .. j*l+l-1@ (the ROM's filters are in that order); 'lstmCell' on one
+-- chunk a cycle with @gate@ and @act@; the state is (h, c).
 lstm
-  :: forall dom n f u xi xf wi wf hi hf
+  :: forall dom n f u k l xi xf wi wf hi hf
    . ( HiddenClockResetEnable dom, KnownNat n, 1 <= n, KnownNat f, KnownNat u
+     , KnownNat k, 1 <= k, KnownNat l, u ~ (k * l)
      , KnownNat xi, KnownNat xf, KnownNat wi, KnownNat wf, KnownNat hi, KnownNat hf )
   => SNat n
   -> Sends
   -> Window (SFixed wi wf)
-  -> Stream dom (Vec (f + u) (SFixed wi wf)) (Vec (4 * u) (SFixed hi hf))
+  -> SNat k
+  -> SNat l
+  -> Stream dom (Vec (f + u) (SFixed wi wf)) (Vec (k * (4 * l)) (SFixed hi hf))
   -> (SFixed hi hf -> SFixed hi hf)
   -> (SFixed hi hf -> SFixed hi hf)
   -> Stream dom (Vec f (SFixed xi xf)) (Vec u (SFixed hi hf))
-lstm n sends window engine gate act =
+lstm n sends window k SNat engine gate act =
   recurrentWith n sends window fst (repeat 0, repeat 0) step
   where
-    step prev = engine |> pipeS (SNat @CellDepth) (lstmCell gate act (snd <$> prev))
+    step prev =
+      engine |> scatter k |> chunked k (snd <$> prev)
+        |> pipeS (SNat @CellDepth) (lstmCell gate act)
+        |> collect k |> mapS unzip
 
--- | GRU (@reset_after@): the engine's @4 * u@ sums (z, r, x_h, r_h), then
--- 'gruCell'; the state is h.
+-- | GRU (@reset_after@): the engine's @4 * u@ sums in @k@ chunks of @l@ units
+-- (z, r, x_h, r_h of each chunk's units), then 'gruCell' on one chunk a
+-- cycle; the state is h.
 gru
-  :: forall dom n f u xi xf wi wf hi hf
+  :: forall dom n f u k l xi xf wi wf hi hf
    . ( HiddenClockResetEnable dom, KnownNat n, 1 <= n, KnownNat f, KnownNat u
+     , KnownNat k, 1 <= k, KnownNat l, u ~ (k * l)
      , KnownNat xi, KnownNat xf, KnownNat wi, KnownNat wf, KnownNat hi, KnownNat hf )
   => SNat n
   -> Sends
   -> Window (SFixed wi wf)
-  -> Stream dom (Vec (f + u) (SFixed wi wf)) (Vec (4 * u) (SFixed hi hf))
+  -> SNat k
+  -> SNat l
+  -> Stream dom (Vec (f + u) (SFixed wi wf)) (Vec (k * (4 * l)) (SFixed hi hf))
   -> (SFixed hi hf -> SFixed hi hf)
   -> (SFixed hi hf -> SFixed hi hf)
   -> Stream dom (Vec f (SFixed xi xf)) (Vec u (SFixed hi hf))
-gru n sends window engine gate act =
+gru n sends window k SNat engine gate act =
   recurrentWith n sends window id (repeat 0) step
   where
-    step prev = engine |> pipeS (SNat @CellDepth) (gruCell gate act prev)
+    step prev =
+      engine |> scatter k |> chunked k prev
+        |> pipeS (SNat @CellDepth) (gruCell gate act)
+        |> collect k
 
--- | The LSTM cell's 'CellDepth' registers on the gates' sums, with @cPrev@ the
--- previous cell state (held still while a step is in flight).
+-- | Each of a step's @k@ chunks of sums beside its units' previous state:
+-- chunk @j@ (counted as the chunks move on) with values @j*l .. j*l+l-1@ of
+-- @prev@, which stays still while a step is in flight. Combinational: valid
+-- and ready pass through.
+chunked
+  :: forall dom k l g a
+   . (HiddenClockResetEnable dom, KnownNat k, 1 <= k, KnownNat l)
+  => SNat k
+  -> Signal dom (Vec (k * l) a)
+  -> Stream dom g (g, Vec l a)
+chunked SNat prev (input, readyOut) = (output, readyOut)
+  where
+    count = register (0 :: Index k) (mux moves (next <$> count) count)
+    next j = if j == maxBound then 0 else j + 1
+    moves = (isJust <$> input) .&&. readyOut
+    output = (\ps j -> fmap (, (unconcatI ps :: Vec k (Vec l a)) !! j)) <$> prev <*> count <*> input
+
+-- | The LSTM cell's 'CellDepth' registers on one chunk: the gates' sums of @l@
+-- units (i, f, c, o) and their previous cell state.
 lstmCell
-  :: forall dom u hi hf
-   . (HiddenClockResetEnable dom, KnownNat u, KnownNat hi, KnownNat hf)
+  :: forall dom l hi hf
+   . (HiddenClockResetEnable dom, KnownNat l, KnownNat hi, KnownNat hf)
   => (SFixed hi hf -> SFixed hi hf)
   -> (SFixed hi hf -> SFixed hi hf)
-  -> Signal dom (Vec u (SFixed hi hf))
-  -> Signal dom (Maybe (Vec (4 * u) (SFixed hi hf)))
-  -> Signal dom (Maybe (Vec u (SFixed hi hf), Vec u (SFixed hi hf)))
-lstmCell gate act cPrev z = hidden
+  -> Signal dom (Maybe (Vec (4 * l) (SFixed hi hf), Vec l (SFixed hi hf)))
+  -> Signal dom (Maybe (Vec l (SFixed hi hf, SFixed hi hf)))
+lstmCell gate act z = hidden
   where
     gates = stageReg (stageReg (fmap activate <$> z))
-    activate v = case unconcatI v :: Vec 4 (Vec u (SFixed hi hf)) of
-      zs -> (map gate (zs !! 0), map gate (zs !! 1), map act (zs !! 2), map gate (zs !! 3))
-    updated = stageReg (fmap <$> (update <$> cPrev) <*> gates)
-    update c (i, fg, g, o) = (zipWith3 (\fv cv (iv, gv) -> requantize (addExact (mulExact fv cv) (mulExact iv gv))) fg c (zip i g), o)
+    activate (v, c) = case unconcatI v :: Vec 4 (Vec l (SFixed hi hf)) of
+      zs -> (map gate (zs !! 0), map gate (zs !! 1), map act (zs !! 2), map gate (zs !! 3), c)
+    updated = stageReg (fmap update <$> gates)
+    update (i, fg, g, o, c) = (zipWith3 (\fv cv (iv, gv) -> requantize (addExact (mulExact fv cv) (mulExact iv gv))) fg c (zip i g), o)
     squashed = stageReg (stageReg (fmap (\(c, o) -> (c, o, map act c)) <$> updated))
-    hidden = stageReg (fmap (\(c, o, t) -> (zipWith (\ov tv -> requantize (mulExact ov tv)) o t, c)) <$> squashed)
+    hidden = stageReg (fmap (\(c, o, t) -> zip (zipWith (\ov tv -> requantize (mulExact ov tv)) o t) c) <$> squashed)
 
--- | The GRU cell's 'CellDepth' registers on the step's sums, with @hPrev@ the
--- previous state (held still while a step is in flight).
+-- | The GRU cell's 'CellDepth' registers on one chunk: the sums of @l@ units
+-- (z, r, x_h, r_h) and their previous state.
 gruCell
-  :: forall dom u hi hf
-   . (HiddenClockResetEnable dom, KnownNat u, KnownNat hi, KnownNat hf)
+  :: forall dom l hi hf
+   . (HiddenClockResetEnable dom, KnownNat l, KnownNat hi, KnownNat hf)
   => (SFixed hi hf -> SFixed hi hf)
   -> (SFixed hi hf -> SFixed hi hf)
-  -> Signal dom (Vec u (SFixed hi hf))
-  -> Signal dom (Maybe (Vec (4 * u) (SFixed hi hf)))
-  -> Signal dom (Maybe (Vec u (SFixed hi hf)))
-gruCell gate act hPrev z = hidden
+  -> Signal dom (Maybe (Vec (4 * l) (SFixed hi hf), Vec l (SFixed hi hf)))
+  -> Signal dom (Maybe (Vec l (SFixed hi hf)))
+gruCell gate act z = hidden
   where
     gates = stageReg (stageReg (fmap activate <$> z))
-    activate v = case unconcatI v :: Vec 4 (Vec u (SFixed hi hf)) of
-      zs -> (map gate (zs !! 0), map gate (zs !! 1), zs !! 2, zs !! 3)
-    summed = stageReg (fmap (\(zg, r, xh, rh) -> (zg, zipWith3 (\rv xv hv -> requantize (addExact xv (mulExact rv hv))) r xh rh)) <$> gates)
-    squashed = stageReg (stageReg (fmap (\(zg, s) -> (zg, map act s)) <$> summed))
-    hidden = stageReg (fmap <$> (mix <$> hPrev) <*> squashed)
-    mix h (zg, cand) = zipWith3 (\zv hv cv -> requantize (addExact (mulExact zv hv) (mulExact (subExact one zv) cv))) zg h cand
+    activate (v, h) = case unconcatI v :: Vec 4 (Vec l (SFixed hi hf)) of
+      zs -> (map gate (zs !! 0), map gate (zs !! 1), zs !! 2, zs !! 3, h)
+    summed = stageReg (fmap (\(zg, r, xh, rh, h) -> (zg, zipWith3 (\rv xv hv -> requantize (addExact xv (mulExact rv hv))) r xh rh, h)) <$> gates)
+    squashed = stageReg (stageReg (fmap (\(zg, s, h) -> (zg, map act s, h)) <$> summed))
+    hidden = stageReg (fmap mix <$> squashed)
+    mix (zg, cand, h) = zipWith3 (\zv hv cv -> requantize (addExact (mulExact zv hv) (mulExact (subExact one zv) cv))) zg h cand
     one = 1 :: SFixed 2 0
 
 -- | The recurrent layer over sequences of @n@ beats: @step prev@ is the step

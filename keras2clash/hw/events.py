@@ -306,15 +306,26 @@ class Global:
 
 
 class Recurrent:
-    """K2C.Recurrent (SimpleRNN): one step at a time in its engine (S steps, depth D), the
-    state fed back. A step offered from `v` moves in in `a = max(v, F)` (F: the cycle after
-    the previous step's result left the engine); its result is valid from `a + S + D + 1` and
-    leaves the engine in `r`, at once when the step sends nothing, else from the cycle after
-    the previous output moved on; the output register shows it from `r + 1`, and the next
-    step can move in from `r + 1`. Every step sends (`every`), or a sequence's last."""
+    """K2C.Recurrent: one step at a time in its engine (S steps, depth D), the state fed
+    back. A step offered from `v` moves in in `a = max(v, F)` (F: the cycle after the previous
+    step's result left the step); the engine's result is valid from `a + S + D + 1` (a gated
+    cell's from `cell` of that: `gated_cell`) and leaves in `r`, at once when the step sends
+    nothing, else from the cycle after the previous output moved on; the output register
+    shows it from `r + 1`, and the next step can move in from `r + 1`. Every step sends
+    (`every`), or a sequence's last."""
 
-    def __init__(self, steps: int, every: bool, S: Cycle, D: Cycle, down: Block, mx: Max) -> None:
+    def __init__(
+        self,
+        steps: int,
+        every: bool,
+        S: Cycle,
+        D: Cycle,
+        down: Block,
+        mx: Max,
+        cell: Callable[[Cycle], Cycle] | None = None,
+    ) -> None:
         self.n, self.every, self.S, self.D, self.down, self.mx = steps, every, S, D, down, mx
+        self.cell = cell  # a gated cell after the engine: the cycle its result is valid from
         self.t = 0  # the step within the sequence
         self.free: Cycle = NEG  # F
         self.out_free: Cycle = NEG  # the cycle after the previous output moved on
@@ -325,6 +336,8 @@ class Recurrent:
     def accept(self, v: Cycle) -> Cycle:
         a = self.mx(v, self.free)
         valid = a + self.S + self.D + 1
+        if self.cell is not None:
+            valid = self.cell(valid)
         if self.every or self.t == self.n - 1:
             r = self.mx(valid, self.out_free)
             self.out_free = self.down.accept(r + 1) + 1
@@ -372,6 +385,33 @@ class Reverse:
 
     def set_state(self, values: Sequence[Cycle]) -> None:
         (self.free,) = values
+
+
+class _Valid:
+    """A sink always ready that keeps the cycle its last beat was valid from."""
+
+    def __init__(self) -> None:
+        self.valid: Cycle = NEG
+
+    def ready_at(self, v: Cycle) -> Cycle:
+        return v
+
+    def accept(self, v: Cycle) -> Cycle:
+        self.valid = v
+        return v
+
+
+def gated_cell(chunks: int, depth: int, mx: Max) -> Callable[[Cycle], Cycle]:
+    """K2C.Recurrent's gated cell: the engine's sums scattered into `chunks` beats, a pipeline
+    of `depth` registers, the beats collected; alone in it (one step at a time), from the cycle
+    the sums are valid to the cycle the new state is."""
+
+    def run(valid: Cycle) -> Cycle:
+        sink = _Valid()
+        Scatter(chunks, pipe_block(depth, Collect(chunks, sink, mx), mx, []), mx).accept(valid)
+        return sink.valid
+
+    return run
 
 
 BLOCK_RAM_FIFO_DEPTH = 64

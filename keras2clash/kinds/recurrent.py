@@ -18,8 +18,8 @@ layer's output format; no rounding on the feedback.
 
 Block and timing (`K2C.Recurrent`, the hardware model `hw.events.Recurrent`): one step in
 the engine at a time; a step of the engine's `S` steps and depth `D` takes `S + D + 2`
-cycles with downstream always ready (a gated cell's `CellDepth + 1` more), a sequence
-`steps` times that.
+cycles with downstream always ready (a gated cell's `units / lanes + 8` more:
+`hw.events.gated_cell`), a sequence `steps` times that.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from keras2clash.frontend.registry import (
     check_activation,
     register_converter,
 )
-from keras2clash.hw.events import Block, EngineTiming, Max, Recurrent, Stateful
+from keras2clash.hw.events import Block, EngineTiming, Max, Recurrent, Stateful, gated_cell
 from keras2clash.hw.plan import Common, LayerFormats, LayerPlan, Params
 from keras2clash.ir.layers import Layer, register_record
 from keras2clash.kinds.base import Depth, Entry, Storage, narrow, params_of
@@ -250,6 +250,7 @@ class RecurrentParams(EngineParams):
     sequences: bool = False
     cell_activation: str = ""  # a gated layer's: Keras' activation
     gate_activation: str = ""  # and recurrent_activation
+    cell_lanes: int = 0  # a gated layer's units per cycle in its cell (`GatedKind.lanes`)
 
 
 def window_format(in_fmt: FixedFormat, out_fmt: FixedFormat) -> FixedFormat:
@@ -279,7 +280,12 @@ class RecurrentKind(EngineKind):
             sequences=bool(getattr(layer, "return_sequences", False)),
             cell_activation=getattr(layer, "cell_activation", ""),
             gate_activation=getattr(layer, "gate_activation", ""),
+            cell_lanes=self.lanes(out[-1]),
         )
+
+    def lanes(self, units: int) -> int:
+        """Units per cycle in the cell (0: no cell)."""
+        return 0
 
     def window(self, input_shape: tuple[int, ...], params: Params) -> int:
         """K = features + units: the step's input and the state."""
@@ -347,6 +353,10 @@ class RecurrentKind(EngineKind):
         output format and the previous state; the first of the state is h."""
         return (z,)
 
+    def standard_order(self, plan: LayerPlan, z: np.ndarray) -> np.ndarray:
+        """The engine's sums (its filters' order) in the constants' order (`constants`)."""
+        return z
+
     def float_cell(self, layer: Layer, pre: np.ndarray, state: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
         """Keras' cell in float64 on the step's exact sums `pre`."""
         return (activations.keras_float(activations.parse(layer.activation), pre),)
@@ -364,7 +374,8 @@ class RecurrentKind(EngineKind):
         outs = []
         for t in range(own.steps):
             window = np.concatenate([x[:, t] << x_shift, np.asarray(state[0], dtype=x.dtype) << h_shift], axis=1)
-            state = tuple(np.asarray(v, dtype=np.int64) for v in self.cell(plan, neurons(window, step, params), state))
+            z = self.standard_order(plan, neurons(window, step, params))
+            state = tuple(np.asarray(v, dtype=np.int64) for v in self.cell(plan, z, state))
             outs.append(state[0])
         out = np.stack(outs, axis=1) if own.sequences else outs[-1]
         return np.asarray(out).reshape(len(x), *plan.output_shape)
@@ -400,8 +411,9 @@ class RecurrentKind(EngineKind):
         """K2C.Recurrent around its step engine (S = G*b steps, depth D) and its cell."""
         steps, depth, _ = knobs if knobs is not None else (plan.steps, plan.pipe_depth, plan.queue_depth)
         own = params_of(plan, RecurrentParams)
-        cell = self.cell_depth + 1 if self.cell_depth else 0
-        block = Recurrent(own.steps, own.sequences, steps, depth + cell, down, mx)
+        chunks = own.units // own.cell_lanes if own.cell_lanes else 0
+        cell = gated_cell(chunks, self.cell_depth, mx) if chunks else None
+        block = Recurrent(own.steps, own.sequences, steps, depth, down, mx, cell)
         blocks.append(block)
         return block
 
@@ -412,8 +424,17 @@ class RecurrentKind(EngineKind):
         engine = super().storage(self.step_plan(plan))
         bits = plan.out_fmt.hw_bits
         state = (self.state_count + 1) * own.units * bits + 1 + max(own.steps - 1, 1).bit_length() + 1
-        cell_regs = self.cell_register_values(own.units) * bits + self.cell_depth
-        cell_fifo = (self.cell_depth + 2) * self.state_count * own.units * bits if self.cell_depth else 0
+        lanes = own.cell_lanes
+        # the scattered sums and the collected state (K2C.Scatter, K2C.Collect), the chunk's
+        # registers in the cell and its queue
+        cell_regs = (
+            (self.gates + self.state_count) * own.units * bits
+            + self.cell_register_values(lanes) * bits
+            + self.cell_depth
+            if lanes
+            else 0
+        )
+        cell_fifo = (self.cell_depth + 2) * self.state_count * lanes * bits
         return replace(
             engine,
             register_bits=engine.register_bits + state + cell_regs,
@@ -421,8 +442,8 @@ class RecurrentKind(EngineKind):
             table_bits=self.cell_table_bits(plan),
         )
 
-    def cell_register_values(self, units: int) -> int:
-        """Values the cell's registers hold (0 without a cell)."""
+    def cell_register_values(self, lanes: int) -> int:
+        """Values the cell's registers hold for a chunk of `lanes` units (0 without a cell)."""
         return 0
 
     def cell_table_bits(self, plan: LayerPlan) -> int:
@@ -449,7 +470,10 @@ class RecurrentKind(EngineKind):
             step.in_fmt,
             window,
         )
-        body = HASKELL.recurrent(self.block_name(), own.steps, own.sequences, window, fn, self.cell_names(plan, fn))
+        chunks = (own.units // own.cell_lanes, own.cell_lanes) if own.cell_lanes else ()
+        body = HASKELL.recurrent(
+            self.block_name(), own.steps, own.sequences, window, chunks, fn, self.cell_names(plan, fn)
+        )
         return self.compute_entry(plan, doc, [body], [], ["dense", "recurrent"])
 
     def keras_word(self) -> str:
@@ -466,6 +490,8 @@ class RecurrentKind(EngineKind):
         return ()
 
 
+CELL_LANES = 4
+"""The most units a gated cell takes a cycle (`GatedKind.lanes`)."""
 GATE_TABLES = 2
 """The gated cell's registers after a table's read (K2C.Pipe.mapTable's: the read, then the
 block RAM's output register)."""
@@ -473,11 +499,37 @@ block RAM's output register)."""
 
 class GatedKind(RecurrentKind):
     """LSTM and GRU: the engine's outputs are the gates' exact sums rounded once to the output
-    format (a linear finish), then the cell (`K2C.Recurrent.lstmCell`, `gruCell`): the gate
-    and cell activations by table or exact function, each product exact, each new value
-    rounded once to the output format (docs/guide/contract.md, "Recurrent layers")."""
+    format (a linear finish), then the cell (`K2C.Recurrent.lstmCell`, `gruCell`) on `lanes`
+    units a cycle: the gate and cell activations by table or exact function, each product
+    exact, each new value rounded once to the output format (docs/guide/contract.md,
+    "Recurrent layers")."""
 
     cell_depth = 2 * GATE_TABLES + 2
+
+    def lanes(self, units: int) -> int:
+        """The most units up to CELL_LANES that divide `units`: each lane has its own copy of
+        every table, so the cell's block RAM stays small whatever the units."""
+        return max(d for d in range(1, min(units, CELL_LANES) + 1) if units % d == 0)
+
+    def order(self, plan: LayerPlan) -> np.ndarray:
+        """The engine's filter `c` is the constants' column `order[c]`: the sums by chunk of
+        `lanes` units, each chunk gate by gate (K2C.Recurrent's `chunked`)."""
+        own = params_of(plan, RecurrentParams)
+        units, lanes = own.units, own.cell_lanes
+        return np.asarray(
+            [g * units + j * lanes + i for j in range(units // lanes) for g in range(self.gates) for i in range(lanes)]
+        )
+
+    def quantize(self, layer: Layer, plan: LayerPlan) -> QuantizedLayer:
+        """The constants with their columns in the engine's order (`order`)."""
+        standard = super().quantize(layer, plan)
+        order = self.order(plan)
+        return QuantizedLayer(kernel=np.asarray(standard.kernel)[:, order], bias=np.asarray(standard.bias)[order])
+
+    def standard_order(self, plan: LayerPlan, z: np.ndarray) -> np.ndarray:
+        out = np.empty_like(z)
+        out[:, self.order(plan)] = z
+        return out
 
     def check(self, plan: LayerPlan) -> None:
         super().check(plan)
@@ -526,9 +578,9 @@ class GatedKind(RecurrentKind):
         )
 
     def cell_table_bits(self, plan: LayerPlan) -> int:
-        units = params_of(plan, RecurrentParams).units
+        lanes = params_of(plan, RecurrentParams).cell_lanes
         gate, act = self.functions(plan)
-        return sum(self.uses(plan)[k] * units * _table_bits(text, plan.out_fmt) for k, text in enumerate((gate, act)))
+        return sum(self.uses(plan)[k] * lanes * _table_bits(text, plan.out_fmt) for k, text in enumerate((gate, act)))
 
     def uses(self, plan: LayerPlan) -> tuple[int, int]:
         """How many times per unit the cell reads the gate and the cell activation."""
@@ -569,9 +621,9 @@ class LstmKind(GatedKind):
     def uses(self, plan: LayerPlan) -> tuple[int, int]:
         return 3, 2
 
-    def cell_register_values(self, units: int) -> int:
-        """i, f, c~, o twice (the read, its register); c and o; c, o, act(c) twice; h and c."""
-        return units * (2 * 4 + 2 + 2 * 3 + 2)
+    def cell_register_values(self, lanes: int) -> int:
+        """i, f, c~, o and c twice (the read, its register); c and o; c, o, act(c) twice; h and c."""
+        return lanes * (2 * 5 + 2 + 2 * 3 + 2)
 
     def keras_word(self) -> str:
         return "LSTM"
@@ -622,9 +674,9 @@ class GruKind(GatedKind):
     def uses(self, plan: LayerPlan) -> tuple[int, int]:
         return 2, 1
 
-    def cell_register_values(self, units: int) -> int:
-        """z, r, x_h, r_h twice; z and the candidate's sum; z and h~ twice; h."""
-        return units * (2 * 4 + 2 + 2 * 2 + 1)
+    def cell_register_values(self, lanes: int) -> int:
+        """z, r, x_h, r_h and h twice; z, the candidate's sum and h; z, h~ and h twice; h."""
+        return lanes * (2 * 5 + 3 + 2 * 3 + 1)
 
     def keras_word(self) -> str:
         return "GRU"
