@@ -51,7 +51,7 @@ One step at a time: the next step needs this step's result.
   cycle (the engine loads it as it moves: 'K2C.Engine.atAccept'), so its
   result is valid from @a + S + D + 1@ ("K2C.Engine": @S@ steps, depth @D@),
   and a gated layer's cell takes it at once and shows the new state
-  @k + 8@ cycles later (the chunks one a cycle through the pipeline, then
+  @k + 10@ cycles later (the chunks one a cycle through the pipeline, then
   collected).
 * The result moves out of the engine in the first cycle @r@ from then in
   which the output register is empty, or at once when the step sends nothing
@@ -59,7 +59,7 @@ One step at a time: the next step needs this step's result.
   state takes it (a sequence's last step sets it back to zero) and, when the
   step sends, the output register takes it: valid from @r + 1@.
 * The next beat can move in from @r + 1@. So a step takes @S + D + 2@ cycles
-  with downstream always ready (and @k + 8@ more with a cell), a sequence
+  with downstream always ready (and @k + 10@ more with a cell), a sequence
   @n@ times that.
 -}
 module K2C.Recurrent
@@ -95,9 +95,12 @@ data Sends
 data Window w = Window
 
 -- | A gated cell's register stages: the gates' table reads and their output
--- registers (2), the products (1), the cell activation's reads and
--- registers (2), the last products (1).
-type CellDepth = 6
+-- registers (2), the exact products (1: the multipliers' output registers),
+-- their sums rounded (1), the cell activation's reads and registers (2), the
+-- last products (1) and their rounding (1). A product and its rounding in
+-- one cycle were digits_lstm's critical path on ECP5 (a MULT18X18D's output
+-- through the sum and the saturation: 33 logic levels, 13.6 ns).
+type CellDepth = 8
 
 -- | Exact widening to a format with at least as many integer and fraction
 -- bits: sign extension, then a left shift by the extra fraction bits.
@@ -201,10 +204,11 @@ lstmCell gate act z = hidden
     gates = stageReg (stageReg (fmap activate <$> z))
     activate (v, c) = case unconcatI v :: Vec 4 (Vec l (SFixed hi hf)) of
       zs -> (map gate (zs !! 0), map gate (zs !! 1), map act (zs !! 2), map gate (zs !! 3), c)
-    updated = stageReg (fmap update <$> gates)
-    update (i, fg, g, o, c) = (zipWith3 (\fv cv (iv, gv) -> requantize (addExact (mulExact fv cv) (mulExact iv gv))) fg c (zip i g), o)
+    products = stageReg (fmap (\(i, fg, g, o, c) -> (zipWith mulExact fg c, zipWith mulExact i g, o)) <$> gates)
+    updated = stageReg (fmap (\(fc, ig, o) -> (zipWith (\a b -> requantize (addExact a b)) fc ig, o)) <$> products)
     squashed = stageReg (stageReg (fmap (\(c, o) -> (c, o, map act c)) <$> updated))
-    hidden = stageReg (fmap (\(c, o, t) -> zip (zipWith (\ov tv -> requantize (mulExact ov tv)) o t) c) <$> squashed)
+    outputs = stageReg (fmap (\(c, o, t) -> (zipWith mulExact o t, c)) <$> squashed)
+    hidden = stageReg (fmap (\(ot, c) -> zip (map requantize ot) c) <$> outputs)
 
 -- | The GRU cell's 'CellDepth' registers on one chunk: the sums of @l@ units
 -- (z, r, x_h, r_h) and their previous state.
@@ -220,10 +224,11 @@ gruCell gate act z = hidden
     gates = stageReg (stageReg (fmap activate <$> z))
     activate (v, h) = case unconcatI v :: Vec 4 (Vec l (SFixed hi hf)) of
       zs -> (map gate (zs !! 0), map gate (zs !! 1), zs !! 2, zs !! 3, h)
-    summed = stageReg (fmap (\(zg, r, xh, rh, h) -> (zg, zipWith3 (\rv xv hv -> requantize (addExact xv (mulExact rv hv))) r xh rh, h)) <$> gates)
-    squashed = stageReg (stageReg (fmap (\(zg, s, h) -> (zg, map act s, h)) <$> summed))
-    hidden = stageReg (fmap mix <$> squashed)
-    mix (zg, cand, h) = zipWith3 (\zv hv cv -> requantize (addExact (mulExact zv hv) (mulExact (subExact one zv) cv))) zg h cand
+    products = stageReg (fmap (\(zg, r, xh, rh, h) -> (zg, map (subExact one) zg, xh, zipWith mulExact r rh, h)) <$> gates)
+    summed = stageReg (fmap (\(zg, zc, xh, rp, h) -> (zg, zc, zipWith (\x p -> requantize (addExact x p)) xh rp, h)) <$> products)
+    squashed = stageReg (stageReg (fmap (\(zg, zc, s, h) -> (zg, zc, map act s, h)) <$> summed))
+    mixes = stageReg (fmap (\(zg, zc, cand, h) -> (zipWith mulExact zg h, zipWith mulExact zc cand)) <$> squashed)
+    hidden = stageReg (fmap (\(zh, zc) -> zipWith (\a b -> requantize (addExact a b)) zh zc) <$> mixes)
     one = 1 :: SFixed 2 0
 
 -- | The recurrent layer over sequences of @n@ beats: @step prev@ is the step

@@ -18,7 +18,7 @@ layer's output format; no rounding on the feedback.
 
 Block and timing (`K2C.Recurrent`, the hardware model `hw.events.Recurrent`): one step in
 the engine at a time; a step of the engine's `S` steps and depth `D` takes `S + D + 2`
-cycles with downstream always ready (a gated cell's `units / lanes + 8` more:
+cycles with downstream always ready (a gated cell's `units / lanes + 10` more:
 `hw.events.gated_cell`), a sequence `steps` times that.
 """
 
@@ -494,7 +494,8 @@ CELL_LANES = 4
 """The most units a gated cell takes a cycle (`GatedKind.lanes`)."""
 GATE_TABLES = 2
 """The gated cell's registers after a table's read (K2C.Pipe.mapTable's: the read, then the
-block RAM's output register)."""
+block RAM's output register); each of its two products takes two more (the products, then
+their rounding: K2C.Recurrent's CellDepth)."""
 
 
 class GatedKind(RecurrentKind):
@@ -504,7 +505,7 @@ class GatedKind(RecurrentKind):
     exact, each new value rounded once to the output format (docs/guide/contract.md,
     "Recurrent layers")."""
 
-    cell_depth = 2 * GATE_TABLES + 2
+    cell_depth = 2 * GATE_TABLES + 4
 
     def lanes(self, units: int) -> int:
         """The most units up to CELL_LANES that divide `units`: each lane has its own copy of
@@ -622,8 +623,9 @@ class LstmKind(GatedKind):
         return 3, 2
 
     def cell_register_values(self, lanes: int) -> int:
-        """i, f, c~, o and c twice (the read, its register); c and o; c, o, act(c) twice; h and c."""
-        return lanes * (2 * 5 + 2 + 2 * 3 + 2)
+        """i, f, c~, o and c twice (the read, its register); f·c, i·c~ (double width) and o;
+        c and o; c, o, act(c) twice; o·act(c) (double width) and c; h and c."""
+        return lanes * (2 * 5 + 5 + 2 + 2 * 3 + 3 + 2)
 
     def keras_word(self) -> str:
         return "LSTM"
@@ -675,8 +677,9 @@ class GruKind(GatedKind):
         return 2, 1
 
     def cell_register_values(self, lanes: int) -> int:
-        """z, r, x_h, r_h and h twice; z, the candidate's sum and h; z, h~ and h twice; h."""
-        return lanes * (2 * 5 + 3 + 2 * 3 + 1)
+        """z, r, x_h, r_h and h twice; z, 1 - z, x_h, r·r_h (double width) and h; z, 1 - z, the
+        candidate's sum and h; the same with h~, twice; z·h and (1 - z)·h~ (double width); h."""
+        return lanes * (2 * 5 + 6 + 4 + 2 * 4 + 4 + 1)
 
     def keras_word(self) -> str:
         return "GRU"
