@@ -51,6 +51,7 @@ module K2C.Merge
   , maxExact
   , minExact
   , average
+  , widen
   ) where
 
 import Clash.Prelude
@@ -59,9 +60,10 @@ import K2C.Activation (requantize)
 
 -- | Exact widening to a format with at least as many integer and fraction
 -- bits (@i <= oi@, @f <= fo@): sign extension, then a left shift by the extra
--- fraction bits. Not exported: the typelits plugins cannot prove
--- @i <= 1 + Max i j@, so the precondition is the callers' (all in this
--- module, all with result formats built from 'Max').
+-- fraction bits. The precondition is not a constraint (the typelits plugins
+-- cannot prove @i <= 1 + Max i j@): it is the caller's, here result formats
+-- built from 'Max', in "K2C.Recurrent" a window format that holds the input's
+-- and the state's (keras2clash.kinds.recurrent.window_format).
 widen
   :: forall i f oi fo
    . (KnownNat i, KnownNat f, KnownNat oi, KnownNat fo)

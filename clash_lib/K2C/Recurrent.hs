@@ -1,4 +1,4 @@
-{-# LANGUAGE TupleSections, DataKinds, KindSignatures, NoImplicitPrelude, ScopedTypeVariables,
+{-# LANGUAGE TupleSections, ConstraintKinds, DataKinds, KindSignatures, NoImplicitPrelude, ScopedTypeVariables,
              TypeApplications, TypeOperators, FlexibleContexts, TypeFamilies, NoStarIsType #-}
 {-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver -fconstraint-solver-iterations=16 #-}
 {-|
@@ -80,7 +80,7 @@ import Data.Maybe (isJust)
 
 import K2C.Activation (requantize)
 import K2C.Collect (collect)
-import K2C.Merge (addExact, mulExact, subExact)
+import K2C.Merge (addExact, mulExact, subExact, widen)
 import K2C.Pipe (pipeS, stageReg)
 import K2C.Scatter (scatter)
 import K2C.Stream (Stream, mapS, (|>))
@@ -102,14 +102,6 @@ data Window w = Window
 -- through the sum and the saturation: 33 logic levels, 13.6 ns).
 type CellDepth = 8
 
--- | Exact widening to a format with at least as many integer and fraction
--- bits: sign extension, then a left shift by the extra fraction bits.
-widen
-  :: forall i f oi fo
-   . (KnownNat i, KnownNat f, KnownNat oi, KnownNat fo)
-  => SFixed i f -> SFixed oi fo
-widen x = sf (SNat @fo) (shiftL (resize (unSF x)) (natToNum @fo - natToNum @f))
-
 -- | SimpleRNN: the step is the engine alone (its finish applies the activation).
 simple
   :: forall dom n f u xi xf wi wf hi hf
@@ -122,56 +114,71 @@ simple
   -> Stream dom (Vec f (SFixed xi xf)) (Vec u (SFixed hi hf))
 simple n sends window step = recurrentWith n sends window id (repeat 0) (const step)
 
+-- | The shape of a gated layer's arguments: steps, which steps send, the
+-- window's format, @k@ chunks of @l@ units, the engine (its @4 * u@ sums in
+-- chunk order), the gate and the cell activations.
+type Gated dom n f u k l xi xf wi wf hi hf =
+  SNat n
+  -> Sends
+  -> Window (SFixed wi wf)
+  -> SNat k
+  -> SNat l
+  -> Stream dom (Vec (f + u) (SFixed wi wf)) (Vec (k * (4 * l)) (SFixed hi hf))
+  -> (SFixed hi hf -> SFixed hi hf)
+  -> (SFixed hi hf -> SFixed hi hf)
+  -> Stream dom (Vec f (SFixed xi xf)) (Vec u (SFixed hi hf))
+
+-- | What a gated layer's sizes must satisfy.
+type GatedShape dom n f u k l xi xf wi wf hi hf =
+  ( HiddenClockResetEnable dom, KnownNat n, 1 <= n, KnownNat f, KnownNat u
+  , KnownNat k, 1 <= k, KnownNat l, u ~ (k * l)
+  , KnownNat xi, KnownNat xf, KnownNat wi, KnownNat wf, KnownNat hi, KnownNat hf )
+
 -- | LSTM: the engine's @4 * u@ sums, chunk by chunk: @k@ chunks of @l@ units,
 -- chunk @j@ holding the sums of gates i, f, c, o (Keras' order) of units
 -- @j*l .. j*l+l-1@ (the ROM's filters are in that order); 'lstmCell' on one
 -- chunk a cycle with @gate@ and @act@; the state is (h, c).
 lstm
   :: forall dom n f u k l xi xf wi wf hi hf
-   . ( HiddenClockResetEnable dom, KnownNat n, 1 <= n, KnownNat f, KnownNat u
-     , KnownNat k, 1 <= k, KnownNat l, u ~ (k * l)
-     , KnownNat xi, KnownNat xf, KnownNat wi, KnownNat wf, KnownNat hi, KnownNat hf )
-  => SNat n
-  -> Sends
-  -> Window (SFixed wi wf)
-  -> SNat k
-  -> SNat l
-  -> Stream dom (Vec (f + u) (SFixed wi wf)) (Vec (k * (4 * l)) (SFixed hi hf))
-  -> (SFixed hi hf -> SFixed hi hf)
-  -> (SFixed hi hf -> SFixed hi hf)
-  -> Stream dom (Vec f (SFixed xi xf)) (Vec u (SFixed hi hf))
+   . GatedShape dom n f u k l xi xf wi wf hi hf => Gated dom n f u k l xi xf wi wf hi hf
 lstm n sends window k SNat engine gate act =
-  recurrentWith n sends window fst (repeat 0, repeat 0) step
-  where
-    step prev =
-      engine |> scatter k |> chunked k (snd <$> prev)
-        |> pipeS (SNat @CellDepth) (lstmCell gate act)
-        |> collect k |> mapS unzip
+  gated n sends window k fst snd (repeat 0, repeat 0) unzip (lstmCell gate act) engine
 
 -- | GRU (@reset_after@): the engine's @4 * u@ sums in @k@ chunks of @l@ units
 -- (z, r, x_h, r_h of each chunk's units), then 'gruCell' on one chunk a
 -- cycle; the state is h.
 gru
   :: forall dom n f u k l xi xf wi wf hi hf
-   . ( HiddenClockResetEnable dom, KnownNat n, 1 <= n, KnownNat f, KnownNat u
-     , KnownNat k, 1 <= k, KnownNat l, u ~ (k * l)
-     , KnownNat xi, KnownNat xf, KnownNat wi, KnownNat wf, KnownNat hi, KnownNat hf )
+   . GatedShape dom n f u k l xi xf wi wf hi hf => Gated dom n f u k l xi xf wi wf hi hf
+gru n sends window k SNat engine gate act =
+  gated n sends window k id id (repeat 0) id (gruCell gate act) engine
+
+-- | A gated layer around @cell@: the engine's sums scattered into @k@ chunks,
+-- each beside its units' part (@previous@) of the state, the cell's
+-- 'CellDepth' registers on each, the results collected into the new state
+-- (@collected@); @hidden@ is the state's h, @start@ the state at a
+-- sequence's start.
+gated
+  :: forall dom n f u k l s o xi xf wi wf hi hf
+   . (GatedShape dom n f u k l xi xf wi wf hi hf, NFDataX s, NFDataX o)
   => SNat n
   -> Sends
   -> Window (SFixed wi wf)
   -> SNat k
-  -> SNat l
+  -> (s -> Vec u (SFixed hi hf))
+  -> (s -> Vec u (SFixed hi hf))
+  -> s
+  -> (Vec u o -> s)
+  -> (Signal dom (Maybe (Vec (4 * l) (SFixed hi hf), Vec l (SFixed hi hf))) -> Signal dom (Maybe (Vec l o)))
   -> Stream dom (Vec (f + u) (SFixed wi wf)) (Vec (k * (4 * l)) (SFixed hi hf))
-  -> (SFixed hi hf -> SFixed hi hf)
-  -> (SFixed hi hf -> SFixed hi hf)
   -> Stream dom (Vec f (SFixed xi xf)) (Vec u (SFixed hi hf))
-gru n sends window k SNat engine gate act =
-  recurrentWith n sends window id (repeat 0) step
+gated n sends window k hidden previous start collected cell engine =
+  recurrentWith n sends window hidden start step
   where
     step prev =
-      engine |> scatter k |> chunked k prev
-        |> pipeS (SNat @CellDepth) (gruCell gate act)
-        |> collect k
+      engine |> scatter k |> chunked k (previous <$> prev)
+        |> pipeS (SNat @CellDepth) cell
+        |> collect k |> mapS collected
 
 -- | Each of a step's @k@ chunks of sums beside its units' previous state:
 -- chunk @j@ (counted as the chunks move on) with values @j*l .. j*l+l-1@ of
