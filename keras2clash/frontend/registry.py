@@ -127,9 +127,6 @@ _UNSUPPORTED_HINTS: dict[str, str] = {
     "Dot": "the Dot merge layer is not supported (element-wise merges and Concatenate are)",
 }
 _UNSUPPORTED_HINTS["RNN"] = "a generic RNN runs a cell of its own; SimpleRNN, LSTM and GRU are built"
-_UNSUPPORTED_HINTS["Bidirectional"] = (
-    "its backward layer reads the sequence from its last step, so no output before the whole sequence; not built"
-)
 for _kind in ("ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D"):
     _UNSUPPORTED_HINTS[_kind] = "a convolutional recurrent layer is not built (SimpleRNN, LSTM and GRU are)"
 for _kind in ("MultiHeadAttention", "Attention", "AdditiveAttention", "GroupedQueryAttention"):
