@@ -474,7 +474,8 @@ class RecurrentKind(EngineKind):
         body = HASKELL.recurrent(
             self.block_name(), own.steps, own.sequences, window, chunks, fn, self.cell_names(plan, fn)
         )
-        return self.compute_entry(plan, doc, [body], [], ["dense", "recurrent"])
+        notes = [HASKELL.cell_note(*chunks, self.cell_depth)] if chunks else []
+        return self.compute_entry(plan, doc, [body], notes, ["dense", "recurrent"])
 
     def keras_word(self) -> str:
         return "SimpleRNN"
