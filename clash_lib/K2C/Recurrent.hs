@@ -51,7 +51,7 @@ One step at a time: the next step needs this step's result.
   cycle (the engine loads it as it moves: 'K2C.Engine.atAccept'), so its
   result is valid from @a + S + D + 1@ ("K2C.Engine": @S@ steps, depth @D@),
   and a gated layer's cell takes it at once and shows the new state
-  @k + 10@ cycles later (the chunks one a cycle through the pipeline, then
+  @k + 12@ cycles later (the chunks one a cycle through the pipeline, then
   collected).
 * The result moves out of the engine in the first cycle @r@ from then in
   which the output register is empty, or at once when the step sends nothing
@@ -59,7 +59,7 @@ One step at a time: the next step needs this step's result.
   state takes it (a sequence's last step sets it back to zero) and, when the
   step sends, the output register takes it: valid from @r + 1@.
 * The next beat can move in from @r + 1@. So a step takes @S + D + 2@ cycles
-  with downstream always ready (and @k + 10@ more with a cell), a sequence
+  with downstream always ready (and @k + 12@ more with a cell), a sequence
   @n@ times that.
 -}
 module K2C.Recurrent
@@ -96,11 +96,13 @@ data Window w = Window
 
 -- | A gated cell's register stages: the gates' table reads and their output
 -- registers (2), the exact products (1: the multipliers' output registers),
--- their sums rounded (1), the cell activation's reads and registers (2), the
--- last products (1) and their rounding (1). A product and its rounding in
--- one cycle were digits_lstm's critical path on ECP5 (a MULT18X18D's output
--- through the sum and the saturation: 33 logic levels, 13.6 ns).
-type CellDepth = 8
+-- their exact sum (1), its rounding (1), the cell activation's reads and
+-- registers (2), the last products (1), their exact sum (1: an LSTM's
+-- multiplier input registers instead, it has one product) and its rounding
+-- (1). Each product, sum and rounding has its own cycle: on ECP5 a registered
+-- product through a 32-bit sum, the rounding and the saturation in one cycle
+-- was digits_lstm's critical path (27 logic levels, 11.7 ns).
+type CellDepth = 10
 
 -- | SimpleRNN: the step is the engine alone (its finish applies the activation).
 simple
@@ -212,9 +214,10 @@ lstmCell gate act z = hidden
     activate (v, c) = case unconcatI v :: Vec 4 (Vec l (SFixed hi hf)) of
       zs -> (map gate (zs !! 0), map gate (zs !! 1), map act (zs !! 2), map gate (zs !! 3), c)
     products = stageReg (fmap (\(i, fg, g, o, c) -> (zipWith mulExact fg c, zipWith mulExact i g, o)) <$> gates)
-    updated = stageReg (fmap (\(fc, ig, o) -> (zipWith (\a b -> requantize (addExact a b)) fc ig, o)) <$> products)
+    summed = stageReg (fmap (\(fc, ig, o) -> (zipWith addExact fc ig, o)) <$> products)
+    updated = stageReg (fmap (\(s, o) -> (map requantize s, o)) <$> summed)
     squashed = stageReg (stageReg (fmap (\(c, o) -> (c, o, map act c)) <$> updated))
-    outputs = stageReg (fmap (\(c, o, t) -> (zipWith mulExact o t, c)) <$> squashed)
+    outputs = stageReg (fmap (\(c, o, t) -> (zipWith mulExact o t, c)) <$> stageReg squashed)
     hidden = stageReg (fmap (\(ot, c) -> zip (map requantize ot) c) <$> outputs)
 
 -- | The GRU cell's 'CellDepth' registers on one chunk: the sums of @l@ units
@@ -232,10 +235,12 @@ gruCell gate act z = hidden
     activate (v, h) = case unconcatI v :: Vec 4 (Vec l (SFixed hi hf)) of
       zs -> (map gate (zs !! 0), map gate (zs !! 1), zs !! 2, zs !! 3, h)
     products = stageReg (fmap (\(zg, r, xh, rh, h) -> (zg, map (subExact one) zg, xh, zipWith mulExact r rh, h)) <$> gates)
-    summed = stageReg (fmap (\(zg, zc, xh, rp, h) -> (zg, zc, zipWith (\x p -> requantize (addExact x p)) xh rp, h)) <$> products)
-    squashed = stageReg (stageReg (fmap (\(zg, zc, s, h) -> (zg, zc, map act s, h)) <$> summed))
+    summed = stageReg (fmap (\(zg, zc, xh, rp, h) -> (zg, zc, zipWith addExact xh rp, h)) <$> products)
+    rounded = stageReg (fmap (\(zg, zc, s, h) -> (zg, zc, map requantize s, h)) <$> summed)
+    squashed = stageReg (stageReg (fmap (\(zg, zc, s, h) -> (zg, zc, map act s, h)) <$> rounded))
     mixes = stageReg (fmap (\(zg, zc, cand, h) -> (zipWith mulExact zg h, zipWith mulExact zc cand)) <$> squashed)
-    hidden = stageReg (fmap (\(zh, zc) -> zipWith (\a b -> requantize (addExact a b)) zh zc) <$> mixes)
+    blended = stageReg (fmap (uncurry (zipWith addExact)) <$> mixes)
+    hidden = stageReg (fmap (map requantize) <$> blended)
     one = 1 :: SFixed 2 0
 
 -- | The recurrent layer over sequences of @n@ beats: @step prev@ is the step

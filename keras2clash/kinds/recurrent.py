@@ -18,7 +18,7 @@ layer's output format; no rounding on the feedback.
 
 Block and timing (`K2C.Recurrent`, the hardware model `hw.events.Recurrent`): one step in
 the engine at a time; a step of the engine's `S` steps and depth `D` takes `S + D + 2`
-cycles with downstream always ready (a gated cell's `units / lanes + 10` more:
+cycles with downstream always ready (a gated cell's `units / lanes + 12` more:
 `hw.events.gated_cell`), a sequence `steps` times that.
 """
 
@@ -495,8 +495,8 @@ CELL_LANES = 4
 """The most units a gated cell takes a cycle (`GatedKind.lanes`)."""
 GATE_TABLES = 2
 """The gated cell's registers after a table's read (K2C.Pipe.mapTable's: the read, then the
-block RAM's output register); each of its two products takes two more (the products, then
-their rounding: K2C.Recurrent's CellDepth)."""
+block RAM's output register); each of its two products takes three more (the products, their
+exact sum, its rounding: K2C.Recurrent's CellDepth)."""
 
 
 class GatedKind(RecurrentKind):
@@ -506,7 +506,7 @@ class GatedKind(RecurrentKind):
     exact, each new value rounded once to the output format (docs/guide/contract.md,
     "Recurrent layers")."""
 
-    cell_depth = 2 * GATE_TABLES + 4
+    cell_depth = 2 * GATE_TABLES + 6
 
     def lanes(self, units: int) -> int:
         """The most units up to CELL_LANES that divide `units`: each lane has its own copy of
