@@ -323,8 +323,8 @@ def test_float_activation_and_layout_refusals():
     with pytest.raises(K2CError, match="'s' .*activation 'sigmoid' in float32"):
         to_graph(model)
     inp = keras.Input((3, 4))
-    model = keras.Model(inp, QEinsumDense("abc,cd->abd", (3, 2), iq_conf=datalane(), name="ein")(inp))
-    with pytest.raises(K2CError, match="QEinsumDense layer 'ein' computes 'abc,cd->abd'"):
+    model = keras.Model(inp, QEinsumDense("abc,cde->abde", (3, 2, 2), iq_conf=datalane(), name="ein")(inp))
+    with pytest.raises(K2CError, match="QEinsumDense layer 'ein' computes 'abc,cde->abde'"):
         to_graph(model)
     inp = keras.Input((4,))
     model = keras.Model(inp, QDense(2, enable_iq=False, name="noiq")(inp))

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
@@ -45,7 +44,6 @@ import numpy as np
 from keras2clash.errors import K2CError
 from keras2clash.frontend.registry import (
     ConversionState,
-    _activation,
     _activation_name,
     _single_input,
     _to_numpy,
@@ -59,7 +57,6 @@ from keras2clash.ir.graph import Graph
 from keras2clash.kinds import kind_of
 from keras2clash.kinds.activation import Activation
 from keras2clash.kinds.batchnorm import BatchNorm
-from keras2clash.kinds.dense import Dense
 from keras2clash.kinds.merge import Merge
 from keras2clash.kinds.quantize import Quantize, check_input, format_text, input_format
 from keras2clash.kinds.quantize import element_formats as element_formats_of
@@ -514,44 +511,8 @@ register_converter("QDense", "QBatchNormDense", module="hgq.")(_quantized_twin("
 register_converter("QConv2D", module="hgq.")(_quantized_twin("Conv2D"))
 register_converter("QConv1D", module="hgq.")(_quantized_twin("Conv1D"))
 
-_DENSE_EQUATION = re.compile(r"^(\.\.\.|[a-z])([a-z]),([a-z])([a-z])->(\.\.\.|[a-z])([a-z])$")
-
-
-@register_converter("QEinsumDense", module="hgq.")
-def _convert_einsum_dense(layer: Any, state: ConversionState) -> ir.Layer | tuple[ir.Layer, ...]:
-    """A QEinsumDense whose equation is a Dense on a vector (`ba,ac->bc`, `...a,ab->...b`)."""
-    _single_input(layer, state)
-    equation = str(layer.equation).replace(" ", "")
-    match = _DENSE_EQUATION.match(equation)
-    dense = (
-        match is not None
-        and len(state.shape) == 1
-        and match.group(1) == match.group(5)
-        and match.group(2) == match.group(3)
-        and match.group(4) == match.group(6)
-        and len({match.group(1), match.group(2), match.group(4)}) == 3
-    )
-    bias_axes = getattr(layer, "bias_axes", None)
-    if not dense or bias_axes not in (None, match.group(4) if match else None):
-        raise K2CError(
-            f"QEinsumDense layer '{layer.name}' computes '{layer.equation}' (bias_axes {bias_axes!r}) "
-            f"on an input of shape {state.shape}; only a Dense on a vector is supported "
-            "('ba,ac->bc' or '...a,ab->...b', bias on the output axis)"
-        )
-    kernel, bias = quantized_weights(layer)
-    n_in, n_out = state.shape[0], int(kernel.shape[-1])
-    if kernel.shape != (n_in, n_out):  # pragma: no cover - Keras builds it so
-        raise K2CError(f"QEinsumDense layer '{layer.name}' has kernel {kernel.shape}, expected {(n_in, n_out)}")
-    record = Dense(
-        **state.common(layer, (n_out,)),
-        kernel=kernel,
-        bias=np.zeros(n_out) if bias is None else bias.reshape(-1),
-        use_bias=bias is not None,
-        activation=_activation(layer),
-    )
-    _check_layer(layer, record)
-    layer_quant(layer, kernel, bias, record.activation, elements=True)
-    return _quantized_input(layer, state, record)
+# a QEinsumDense whose equation is a Dense on the last axis (`kinds.dense.dense_equation`)
+register_converter("QEinsumDense", module="hgq.")(_quantized_twin("EinsumDense"))
 
 
 def is_hgq_model(model: Any) -> bool:

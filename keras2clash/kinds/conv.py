@@ -172,12 +172,12 @@ def _convert_conv1d(layer: KerasLayer, state: ConversionState) -> Layer:
 
 def dense_on_tensor(layer: KerasLayer, state: ConversionState) -> Layer:
     """A Dense on a `(..., C)` tensor of rank 2 or 3 (Keras applies it to the last axis at
-    every position) -> a 1x1 Conv2D with kernel (1, 1, C, units) on the IR image (a
-    sequence is one row high). BatchNormalization folding and activation fusing then treat
-    it like any Conv2D."""
+    every position; an EinsumDense or a TimeDistributed Dense given as one, `kinds.dense`) ->
+    a 1x1 Conv2D with kernel (1, 1, C, units) on the IR image (a sequence is one row high).
+    BatchNormalization folding and activation fusing then treat it like any Conv2D."""
     if len(state.shape) != 3:
         raise K2CError(
-            f"Dense layer '{layer.name}' gets an input of shape {state.keras_shape} (rank "
+            f"{type(layer).__name__} layer '{layer.name}' gets an input of shape {state.keras_shape} (rank "
             f"{len(state.keras_shape)}); a Dense applies per position only to a sequence "
             "(steps, channels) or an image (height, width, channels); add a Flatten or Reshape before it"
         )

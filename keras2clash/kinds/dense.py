@@ -1,11 +1,14 @@
 """The dense kind: Keras Dense on a vector (a Dense on a sequence or an image is a 1x1
-convolution, `kinds.conv.dense_on_tensor`), on the filter engine (`kinds.engine`).
+convolution, `kinds.conv.dense_on_tensor`), on the filter engine (`kinds.engine`). An
+EinsumDense whose equation is a Dense on the last axis (`dense_equation`) is converted the
+same way.
 
 Block: `K2C.Dense`, the engine fed the whole input vector as its one window (K = n_in).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -16,6 +19,7 @@ from keras2clash.backend.haskell import kind_template
 from keras2clash.errors import K2CError
 from keras2clash.frontend.registry import (
     ConversionState,
+    FloatTwin,
     KerasLayer,
     _activation,
     _kernel_and_bias,
@@ -50,19 +54,77 @@ class Dense(Layer):
 @register_converter("Dense")
 def _convert_dense(layer: KerasLayer, state: ConversionState) -> Layer:
     _single_input(layer, state)
+    _refuse_keras_quantized(layer)
+    return dense_on_last_axis(layer, state)
+
+
+def _refuse_keras_quantized(layer: KerasLayer) -> None:
     if getattr(layer, "quantization_mode", None) is not None:
         raise K2CError(
-            f"Dense layer '{layer.name}' is Keras-quantized ({layer.quantization_mode}); "
+            f"{type(layer).__name__} layer '{layer.name}' is Keras-quantized ({layer.quantization_mode}); "
             "give keras2clash the float model"
         )
+
+
+def dense_on_last_axis(layer: KerasLayer, state: ConversionState) -> Layer:
+    """A Dense (`units`, `kernel` (n_in, units), `use_bias`, `bias`, `activation`) on the last
+    axis: the Dense record on a vector, a 1x1 convolution per position of a sequence or an
+    image (`dense_on_tensor`)."""
     if len(state.shape) != 1:
-        return dense_on_tensor(layer, state)  # per position: a 1x1 Conv2D
+        return dense_on_tensor(layer, state)
     activation = _activation(layer)
     n_in, n_out = state.shape[0], int(layer.units)
     kernel, bias = _kernel_and_bias(layer, (n_in, n_out))
     return Dense(
         **state.common(layer, (n_out,)), kernel=kernel, bias=bias, use_bias=bool(layer.use_bias), activation=activation
     )
+
+
+_EQUATION = re.compile(r"^(\.\.\.)?([a-z]+),([a-z])([a-z])->(\.\.\.)?([a-z]+)$")
+
+DENSE_EQUATIONS = (
+    "'ab,bc->ac' or '...b,bc->...c' on a vector, 'abc,cd->abd' or '...c,cd->...d' per step of a sequence, "
+    "'abcd,de->abce' per pixel of an image; bias_axes absent or the output's last letter"
+)
+"""The EinsumDense equations converted (`dense_equation`), for refusals."""
+
+
+def dense_equation(layer: KerasLayer, state: ConversionState) -> int:
+    """The units of an EinsumDense (plain Keras, HGQ2's QEinsumDense) whose equation is a Dense
+    on the last axis of its input (`DENSE_EQUATIONS`: the batch and every other axis kept, the
+    last one contracted with the kernel's first axis into one new axis); one error otherwise."""
+    _single_input(layer, state)
+    equation = str(layer.equation).replace(" ", "")
+    bias_axes = getattr(layer, "bias_axes", None)
+    rank = len(state.keras_shape)
+    match = _EQUATION.match(equation)
+    if match is not None:
+        dots, given, inner, new, out_dots, out = match.groups()
+        dense = (
+            dots == out_dots
+            and len(set(given)) == len(given)
+            and given[-1] == inner
+            and new not in given
+            and out == given[:-1] + new
+            and (len(given) == 1 if dots else len(given) == rank + 1)
+            and bias_axes in (None, new)
+        )
+        if dense and (rank in (1, 2) or rank == 3 and not dots):  # Keras' shape of '...' on rank 3 is wrong
+            return int(layer.kernel.shape[-1])
+    raise K2CError(
+        f"{type(layer).__name__} layer '{layer.name}' computes '{layer.equation}' (bias_axes {bias_axes!r}) on "
+        f"an input of shape {state.keras_shape}; only a Dense on the last axis is converted: {DENSE_EQUATIONS}"
+    )
+
+
+@register_converter("EinsumDense")
+def _convert_einsum_dense(layer: KerasLayer, state: ConversionState) -> Layer:
+    """An EinsumDense whose equation is a Dense on the last axis (`dense_equation`), as that Dense."""
+    units = dense_equation(layer, state)
+    _refuse_keras_quantized(layer)
+    use_bias = getattr(layer, "bias", None) is not None
+    twin = FloatTwin(layer, type(layer).__name__, units=units, use_bias=use_bias)
+    return dense_on_last_axis(twin, state)
 
 
 class DenseKind(EngineKind):

@@ -119,8 +119,8 @@ def source_doc(plan: LayerPlan) -> str:
     """The Keras class, when the hardware builds it as another kind (a 1-D layer one row high, the
     stride phases of a transposed convolution: `kinds.transpose`)."""
     source = params_of(plan, WindowParams).source_class
-    if source == "Dense":
-        return HASKELL.source_dense()
+    if source.endswith("Dense"):  # Dense, EinsumDense and their quantization-aware twins
+        return HASKELL.source_dense(source)
     if source.endswith("Transpose"):
         return HASKELL.source_phases(source)
     return HASKELL.source_1d(source) if source.endswith("1D") else ""
