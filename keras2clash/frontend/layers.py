@@ -76,7 +76,7 @@ def _convert_time_distributed(layer: Any, state: ConversionState) -> ir.Layer | 
         )
     overrides: dict[str, Any] = {"name": layer.name}
     axis = getattr(inner, "axis", None)  # Softmax, BatchNormalization: of the step's shape (rank - 1)
-    axes = axis if isinstance(axis, (list, tuple)) else [axis]
-    if axis is not None and len(axes) == 1 and int(axes[0]) % rank == rank - 1:
+    axes = list(axis) if isinstance(axis, (list, tuple)) else [axis]
+    if len(axes) == 1 and axes[0] is not None and int(axes[0]) % rank == rank - 1:
         overrides["axis"] = -1  # the last axis of the whole sequence too
     return keras_converter(wrapped)(FloatTwin(inner, wrapped, **overrides), state)

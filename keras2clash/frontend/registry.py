@@ -151,7 +151,7 @@ _QUANTIZATION_AWARE_HINTS: dict[tuple[str, ...], str] = {
         "HGQ2 computes it through a table it fills in float32, which is not reproduced bit for bit"
     ),
     ("QDenseT", "QConvT1D", "QConvT2D", "QEinsumDenseT"): "a learned table per weight is not a multiply-accumulate",
-    ("QEinsum", "QDot"): "a product of two activations is not built (QEinsumDense as a Dense on a vector is)",
+    ("QEinsum", "QDot"): "a product of two activations is not built (QEinsumDense as a Dense on the last axis is)",
     ("QEinsumDenseBatchnorm", "QAveragePow2", "QSum", "QMeanPow2"): "this HGQ2 layer is not converted",
     ("QSimpleRNN", "QGRU", "QLSTM", "QBidirectional", "QLIF", "QSimpleSNN"): (
         "a quantization-aware recurrent layer is not converted (Keras' SimpleRNN, LSTM and GRU are)"
