@@ -131,9 +131,7 @@ _UNSUPPORTED_HINTS["RNN"] = "a generic RNN runs a cell of its own; SimpleRNN, LS
 for _kind in ("ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D"):
     _UNSUPPORTED_HINTS[_kind] = "a convolutional recurrent layer is not built (SimpleRNN, LSTM and GRU are)"
 for _kind in ("Attention", "AdditiveAttention", "GroupedQueryAttention"):
-    _UNSUPPORTED_HINTS[_kind] = (
-        "attention multiplies two activations and needs the whole sequence before its first output; not built"
-    )
+    _UNSUPPORTED_HINTS[_kind] = "this attention layer is not converted (MultiHeadAttention is)"
 for _kind in ("LayerNormalization", "GroupNormalization", "UnitNormalization", "RMSNormalization"):
     _UNSUPPORTED_HINTS[_kind] = (
         "per-sample normalization needs the sample's statistics (a mean, a square "
