@@ -26,7 +26,8 @@ def _expected_cycles(project_dir: Path) -> tuple[int, int]:
     """A dense chain's closed form (K2C.Dense): each layer G*b steps, D pipeline cycles and
     one into its output queue; one more for each of Top's input and output FIFOs; Top's class
     (and an output softmax) d register stages and one into their queue (K2C.Pipe)."""
-    from keras2clash.hw.blocks import class_depth, is_softmax, softmax_depth
+    from keras2clash.hw.blocks import class_depth, is_softmax
+    from keras2clash.hw.events import softmax_depth
 
     plans = load_project(project_dir).compute_plans
     last = plans[-1]

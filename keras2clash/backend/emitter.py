@@ -240,6 +240,7 @@ IMPORTS = {
     "cmvm": "import qualified K2C.Cmvm as Cmvm",
     "recurrent": "import qualified K2C.Recurrent as Recurrent",
     "reverse": "import qualified K2C.Reverse as Reverse",
+    "attention": "import qualified K2C.Attention as Attention",
 }
 
 
@@ -769,12 +770,15 @@ def build_context(
     """Everything the templates need, computed here so the templates stay declarative.
     `params` supplies the constants generated into Weights.hs (BatchNormalization)."""
     fns = haskell_names([p.name for p in plans])
+    extras = [v for p, fn in zip(plans, fns) if p.kind is not None for _, v in p.kind.extra_activations(p, fn)]
     formats = sorted(
         {p.in_fmt for p in plans}
         | {port.fmt for port in network_inputs(plans)}
         | {p.out_fmt for p in plans}
         | {p.w_fmt for p in plans if p.w_fmt is not None}
         | {p.b_fmt for p in plans if p.b_fmt is not None}
+        | {v.in_fmt for v in extras}
+        | {v.out_fmt for v in extras}
     )
     containers: dict[FixedFormat, list[str]] = {}
     for f in formats:

@@ -80,6 +80,7 @@ def raw_graph(model: keras.Model) -> Graph:
             shapes=[shapes[name] for name in inputs],
             inputs=inputs,
             keras_shapes=[keras_shapes[name] for name in inputs],
+            options=node.options,
         )
         produced = _converter_for(node.layer)(node.layer, state)
         for record in produced if isinstance(produced, tuple) else (produced,):  # the last is the layer's output

@@ -8,7 +8,7 @@ Supporting a new Keras class means writing one converter and registering it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
@@ -46,6 +46,7 @@ class ConversionState:
     shapes: list[Shape]
     inputs: list[str]
     keras_shapes: list[Shape] | None = None
+    options: dict[str, Any] = field(default_factory=dict)  # the call's keyword arguments
 
     @property
     def keras_shape(self) -> Shape:
@@ -129,10 +130,8 @@ _UNSUPPORTED_HINTS: dict[str, str] = {
 _UNSUPPORTED_HINTS["RNN"] = "a generic RNN runs a cell of its own; SimpleRNN, LSTM and GRU are built"
 for _kind in ("ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D"):
     _UNSUPPORTED_HINTS[_kind] = "a convolutional recurrent layer is not built (SimpleRNN, LSTM and GRU are)"
-for _kind in ("MultiHeadAttention", "Attention", "AdditiveAttention", "GroupedQueryAttention"):
-    _UNSUPPORTED_HINTS[_kind] = (
-        "attention multiplies two activations and needs the whole sequence before its first output; not built"
-    )
+for _kind in ("Attention", "AdditiveAttention", "GroupedQueryAttention"):
+    _UNSUPPORTED_HINTS[_kind] = "this attention layer is not converted (MultiHeadAttention is)"
 for _kind in ("LayerNormalization", "GroupNormalization", "UnitNormalization", "RMSNormalization"):
     _UNSUPPORTED_HINTS[_kind] = (
         "per-sample normalization needs the sample's statistics (a mean, a square "

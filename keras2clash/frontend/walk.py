@@ -9,7 +9,7 @@ training=True (not inference-time layers) are rejected here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from keras2clash.errors import K2CError
@@ -21,10 +21,12 @@ if TYPE_CHECKING:
 
 @dataclass
 class KerasNode:
-    """One call of a Keras layer: the layer and the names of the tensors it reads."""
+    """One call of a Keras layer: the layer, the names of the tensors it reads, and the
+    call's keyword arguments (MultiHeadAttention's `use_causal_mask`)."""
 
     layer: Any
     inputs: list[str]
+    options: dict[str, Any] = field(default_factory=dict)
 
 
 def check_model_kind(model: keras.Model) -> None:
@@ -194,12 +196,14 @@ def _walk(
                 raise K2CError(f"nested model '{operation.name}' takes {len(inputs)} inputs; one is supported")
             output = _walk(operation, inputs, nodes, seen)[0]
         else:
-            output = _add(operation, inputs, nodes, seen)
+            output = _add(operation, inputs, nodes, seen, dict(node.arguments.kwargs))
         names[id(operation)] = output
     return [names[id(t._keras_history[0])] for t in model.outputs]
 
 
-def _add(layer: Any, inputs: list[str], nodes: list[KerasNode], seen: dict[int, int]) -> str:
+def _add(
+    layer: Any, inputs: list[str], nodes: list[KerasNode], seen: dict[int, int], options: dict[str, Any] | None = None
+) -> str:
     import keras
 
     if isinstance(layer, keras.Model):
@@ -210,7 +214,7 @@ def _add(layer: Any, inputs: list[str], nodes: list[KerasNode], seen: dict[int, 
             "layer); each layer call needs its own hardware, so give each call its own layer"
         )
     seen[id(layer)] = len(nodes)
-    nodes.append(KerasNode(layer, inputs))
+    nodes.append(KerasNode(layer, inputs, options or {}))
     return str(layer.name)
 
 

@@ -87,6 +87,8 @@ from keras2clash.hw.events import (
     Sources,
     Stateful,
     pipe_block,
+    softmax_depth,
+    tree_depth,
 )
 from keras2clash.hw.inputs import network_inputs
 from keras2clash.hw.output import classifies, output_beats, output_plans, several_outputs, splits_output
@@ -103,25 +105,6 @@ STAGES = kind_template("stages.hs.j2")
 def _knobs(plan: LayerPlan) -> tuple[int, int, int]:
     """What the engine's timing depends on: S = G*b steps, pipeline depth D, queue depth Q."""
     return plan.steps, plan.pipe_depth, plan.queue_depth
-
-
-SOFTMAX_STEPS_PER_STAGE = 1
-"""K2C.Softmax's StepsPerStage: quotient bits per pipeline stage of its divisions."""
-
-
-def softmax_depth(out_frac: int, n: int) -> int:
-    """K2C.Softmax's SoftmaxDepth over n values: the beat, the maximum (ceil(log2 n) comparison
-    levels), exponentials (table indices, table read, its data, a fabric copy for the route
-    from the block RAM's row), the sum in two stages (groups of four,
-    then the groups: ten exponentials in one cycle would be mobilenet_digits' critical path),
-    numerators, then fo + 1 division stages (one quotient bit a stage: two bits a stage would
-    chain two ~30-bit subtractions, the iris design's critical path on ECP5, 52 logic levels)."""
-    return 1 + tree_depth(n) + 7 + -(-(out_frac + 1) // SOFTMAX_STEPS_PER_STAGE)
-
-
-def tree_depth(n: int) -> int:
-    """K2C.Classify's TreeDepth: ceil(log2 n) registered comparison levels."""
-    return (n - 1).bit_length()
 
 
 def class_depth(n: int) -> int:

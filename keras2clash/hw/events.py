@@ -28,6 +28,25 @@ EngineTiming: TypeAlias = tuple[Cycle, Cycle, Cycle]
 """What an engine's timing depends on: S = G*b steps, pipeline depth D, queue depth Q."""
 
 
+SOFTMAX_STEPS_PER_STAGE = 1
+"""K2C.Softmax's StepsPerStage: quotient bits per pipeline stage of its divisions."""
+
+
+def softmax_depth(out_frac: int, n: int) -> int:
+    """K2C.Softmax's SoftmaxDepth over n values: the beat, the maximum (ceil(log2 n) comparison
+    levels), exponentials (table indices, table read, its data, a fabric copy for the route
+    from the block RAM's row), the sum in two stages (groups of four,
+    then the groups: ten exponentials in one cycle would be mobilenet_digits' critical path),
+    numerators, then fo + 1 division stages (one quotient bit a stage: two bits a stage would
+    chain two ~30-bit subtractions, the iris design's critical path on ECP5, 52 logic levels)."""
+    return 1 + tree_depth(n) + 7 + -(-(out_frac + 1) // SOFTMAX_STEPS_PER_STAGE)
+
+
+def tree_depth(n: int) -> int:
+    """K2C.Classify's TreeDepth: ceil(log2 n) registered comparison levels."""
+    return (n - 1).bit_length()
+
+
 class Block(Protocol):
     """A block as its producer sees it: when it is ready for a beat offered from cycle `v`,
     and the cycle the beat moves when it is offered."""
@@ -352,6 +371,39 @@ class Recurrent:
 
     def set_state(self, values: Sequence[Cycle]) -> None:
         self.free, self.out_free = values
+
+
+class Playback:
+    """K2C.Attention's store: fills with a sequence's n beats, one a cycle, then plays m jobs
+    from them: the first valid the cycle after the n-th beat moved in, each next one the cycle
+    after the one before left; it fills again from `release()`, the cycle after the last job's
+    last use downstream (the mixer's last beat) moved."""
+
+    def __init__(self, n: int, m: int, down: Block, mx: Max, release: Callable[[], Cycle]) -> None:
+        self.n, self.m, self.down, self.mx, self.release = n, m, down, mx, release
+        self.count = 0
+        self.free: Cycle = NEG  # the first cycle it takes a beat again
+
+    def ready_at(self, v: Cycle) -> Cycle:
+        return self.mx(v, self.free)
+
+    def accept(self, v: Cycle) -> Cycle:
+        q = self.mx(v, self.free)
+        self.free = q + 1
+        self.count += 1
+        if self.count == self.n:
+            t = q + 1
+            for _ in range(self.m):
+                t = self.down.accept(t) + 1
+            self.free = self.mx(t, self.release())
+            self.count = 0
+        return q
+
+    def state(self) -> list[Cycle]:
+        return [self.free]
+
+    def set_state(self, values: Sequence[Cycle]) -> None:
+        (self.free,) = values
 
 
 class Reverse:

@@ -14,8 +14,8 @@ from keras2clash.hw.blocks import (
     is_softmax,
     is_table,
     map_depth,
-    softmax_depth,
 )
+from keras2clash.hw.events import softmax_depth
 from keras2clash.hw.output import classifies, output_plans, splits_output
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.jsontypes import JsonObject
