@@ -133,10 +133,10 @@ for _kind in ("MultiHeadAttention", "Attention", "AdditiveAttention", "GroupedQu
     _UNSUPPORTED_HINTS[_kind] = (
         "attention multiplies two activations and needs the whole sequence before its first output; not built"
     )
-for _kind in ("LayerNormalization", "GroupNormalization", "UnitNormalization", "RMSNormalization"):
+for _kind in ("GroupNormalization", "UnitNormalization", "RMSNormalization"):
     _UNSUPPORTED_HINTS[_kind] = (
-        "per-sample normalization needs the sample's statistics (a mean, a square "
-        "root, a division) before any output; BatchNormalization is supported"
+        "this per-sample normalization is not built; LayerNormalization over the last axis and "
+        "BatchNormalization are supported"
     )
 _UNSUPPORTED_HINTS["Embedding"] = "integer token inputs with a table lookup are not supported"
 for _kind in ("ZeroPadding3D", "Cropping3D", "UpSampling3D"):
