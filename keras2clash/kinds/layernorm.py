@@ -78,7 +78,8 @@ def _convert_layer_normalization(layer: KerasLayer, state: ConversionState) -> L
     axes = layer.axis if isinstance(layer.axis, (list, tuple)) else [layer.axis]
     if len(axes) != 1 or int(axes[0]) % rank != rank - 1:
         raise K2CError(
-            f"LayerNormalization layer '{layer.name}' normalizes axis {layer.axis} of an input of shape "
+            f"LayerNormalization layer '{layer.name}' normalizes axis {axes[0] if len(axes) == 1 else list(axes)} "
+            f"of an input of shape "
             f"{state.keras_shape}; only the last axis (axis=-1) is supported"
         )
     if getattr(layer, "rms_scaling", False):
