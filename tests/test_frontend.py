@@ -1063,7 +1063,7 @@ def test_softmax_over_a_non_last_axis() -> None:
 @pytest.mark.parametrize(
     ("build", "cls", "name"),
     [
-        (lambda: seq((4,), layers.LayerNormalization(name="ln"), layers.Dense(2)), "LayerNormalization", "ln"),
+        (lambda: seq((4,), layers.GroupNormalization(2, name="gn"), layers.Dense(2)), "GroupNormalization", "gn"),
         (
             lambda: seq((4, 4, 4, 1), layers.UpSampling3D(name="up"), layers.Flatten(), layers.Dense(2)),
             "UpSampling3D",
@@ -1358,10 +1358,10 @@ def test_batch_normalization_with_negative_variance() -> None:
             "LSTM and GRU are built",
         ),
         (
-            lambda: seq((5, 3), layers.LayerNormalization(name="ln"), layers.Flatten(), layers.Dense(2)),
-            "LayerNormalization",
-            "ln",
-            "BatchNormalization is supported",
+            lambda: seq((5, 4), layers.GroupNormalization(2, name="gn"), layers.Flatten(), layers.Dense(2)),
+            "GroupNormalization",
+            "gn",
+            "LayerNormalization over the last axis and BatchNormalization are supported",
         ),
         (
             lambda: seq((5,), layers.Embedding(8, 3, name="emb"), layers.Flatten(), layers.Dense(2)),

@@ -219,6 +219,7 @@ IMPORTS = {
     "merge": "import qualified K2C.Merge as Merge",
     "global": "import qualified K2C.Global as Global",
     "batch_norm": "import qualified K2C.BatchNorm as BatchNorm",
+    "layer_norm": "import qualified K2C.LayerNorm as LayerNorm",
     "branches": "import K2C.Branch (branches)",
     "wiring": "import K2C.Branch (fork, joined, moves)",
     "fifo": "import K2C.Fifo (fifo)",

@@ -132,10 +132,10 @@ for _kind in ("ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D"):
     _UNSUPPORTED_HINTS[_kind] = "a convolutional recurrent layer is not built (SimpleRNN, LSTM and GRU are)"
 for _kind in ("Attention", "AdditiveAttention", "GroupedQueryAttention"):
     _UNSUPPORTED_HINTS[_kind] = "this attention layer is not converted (MultiHeadAttention is)"
-for _kind in ("LayerNormalization", "GroupNormalization", "UnitNormalization", "RMSNormalization"):
+for _kind in ("GroupNormalization", "UnitNormalization", "RMSNormalization"):
     _UNSUPPORTED_HINTS[_kind] = (
-        "per-sample normalization needs the sample's statistics (a mean, a square "
-        "root, a division) before any output; BatchNormalization is supported"
+        "this per-sample normalization is not built; LayerNormalization over the last axis and "
+        "BatchNormalization are supported"
     )
 _UNSUPPORTED_HINTS["Embedding"] = "integer token inputs with a table lookup are not supported"
 for _kind in ("ZeroPadding3D", "Cropping3D", "UpSampling3D"):
