@@ -410,13 +410,13 @@ def test_a_gated_cell_takes_a_plain_output_format() -> None:
 def test_a_gated_step_adds_its_cell_to_the_steps_time(units, lanes) -> None:
     """A gated cell takes the most units up to four a cycle that divide the units (a table
     per lane, not per unit), and a step is the engine's S + D + 2 cycles and the cell's: its
-    chunks scattered one a cycle, ten registers, the chunks collected (chunks + 12)."""
+    chunks scattered one a cycle, twelve registers, the chunks collected (chunks + 14)."""
     model = _rnn_model(4, 3, (units,), (True,), "tanh", seed=1, kind="lstm")
     plans = load_network(model, "1,7,8", fifos=False).plans
     rnn = plans[0]
     assert rnn.filters == 4 * units and rnn.window == 3 + units and rnn.params.cell_lanes == lanes
     t = hwmodel.timing(plans, 3)
-    assert t.ii == 4 * (rnn.steps + rnn.pipe_depth + 2 + units // lanes + 12)
+    assert t.ii == 4 * (rnn.steps + rnn.pipe_depth + 2 + units // lanes + 14)
 
 
 def test_latency_strategy_is_refused_for_a_recurrent_step() -> None:

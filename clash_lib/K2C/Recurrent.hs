@@ -51,7 +51,7 @@ One step at a time: the next step needs this step's result.
   cycle (the engine loads it as it moves: 'K2C.Engine.atAccept'), so its
   result is valid from @a + S + D + 1@ ("K2C.Engine": @S@ steps, depth @D@),
   and a gated layer's cell takes it at once and shows the new state
-  @k + 12@ cycles later (the chunks one a cycle through the pipeline, then
+  @k + 14@ cycles later (the chunks one a cycle through the pipeline, then
   collected).
 * The result moves out of the engine in the first cycle @r@ from then in
   which the output register is empty, or at once when the step sends nothing
@@ -59,7 +59,7 @@ One step at a time: the next step needs this step's result.
   state takes it (a sequence's last step sets it back to zero) and, when the
   step sends, the output register takes it: valid from @r + 1@.
 * The next beat can move in from @r + 1@. So a step takes @S + D + 2@ cycles
-  with downstream always ready (and @k + 12@ more with a cell), a sequence
+  with downstream always ready (and @k + 14@ more with a cell), a sequence
   @n@ times that.
 -}
 module K2C.Recurrent
@@ -94,15 +94,17 @@ data Sends
 -- @Window \@(SFixed 6 10)@.
 data Window w = Window
 
--- | A gated cell's register stages: the gates' table reads and their output
--- registers (2), the exact products (1: the multipliers' output registers),
--- their exact sum (1), its rounding (1), the cell activation's reads and
--- registers (2), the last products (1), their exact sum (1: an LSTM's
--- multiplier input registers instead, it has one product) and its rounding
--- (1). Each product, sum and rounding has its own cycle: on ECP5 a registered
--- product through a 32-bit sum, the rounding and the saturation in one cycle
--- was digits_lstm's critical path (27 logic levels, 11.7 ns).
-type CellDepth = 10
+-- | A gated cell's register stages: each table read (the gates', then the
+-- cell activation's) takes three: the block RAM's address and output
+-- registers and a copy in the fabric, so the route from the block RAM's row
+-- to the multipliers starts from a flip-flop (waves_gru on ECP5: a table's
+-- output register straight into a MULT18X18D, 10.2 ns); the exact products
+-- (1: the multipliers' output registers), their exact sum (1), its rounding
+-- (1), twice. An LSTM's last products have no sum: they are registered twice.
+-- Each product, sum and rounding has its own cycle: a registered product
+-- through a 32-bit sum, the rounding and the saturation in one cycle was
+-- digits_lstm's critical path (27 logic levels, 11.7 ns).
+type CellDepth = 12
 
 -- | SimpleRNN: the step is the engine alone (its finish applies the activation).
 simple
@@ -210,14 +212,14 @@ lstmCell
   -> Signal dom (Maybe (Vec l (SFixed hi hf, SFixed hi hf)))
 lstmCell gate act z = hidden
   where
-    gates = stageReg (stageReg (fmap activate <$> z))
+    gates = stageReg (stageReg (stageReg (fmap activate <$> z)))
     activate (v, c) = case unconcatI v :: Vec 4 (Vec l (SFixed hi hf)) of
       zs -> (map gate (zs !! 0), map gate (zs !! 1), map act (zs !! 2), map gate (zs !! 3), c)
     products = stageReg (fmap (\(i, fg, g, o, c) -> (zipWith mulExact fg c, zipWith mulExact i g, o)) <$> gates)
     summed = stageReg (fmap (\(fc, ig, o) -> (zipWith addExact fc ig, o)) <$> products)
     updated = stageReg (fmap (\(s, o) -> (map requantize s, o)) <$> summed)
-    squashed = stageReg (stageReg (fmap (\(c, o) -> (c, o, map act c)) <$> updated))
-    outputs = stageReg (fmap (\(c, o, t) -> (zipWith mulExact o t, c)) <$> stageReg squashed)
+    squashed = stageReg (stageReg (stageReg (fmap (\(c, o) -> (c, o, map act c)) <$> updated)))
+    outputs = stageReg (stageReg (fmap (\(c, o, t) -> (zipWith mulExact o t, c)) <$> squashed))
     hidden = stageReg (fmap (\(ot, c) -> zip (map requantize ot) c) <$> outputs)
 
 -- | The GRU cell's 'CellDepth' registers on one chunk: the sums of @l@ units
@@ -231,13 +233,13 @@ gruCell
   -> Signal dom (Maybe (Vec l (SFixed hi hf)))
 gruCell gate act z = hidden
   where
-    gates = stageReg (stageReg (fmap activate <$> z))
+    gates = stageReg (stageReg (stageReg (fmap activate <$> z)))
     activate (v, h) = case unconcatI v :: Vec 4 (Vec l (SFixed hi hf)) of
       zs -> (map gate (zs !! 0), map gate (zs !! 1), zs !! 2, zs !! 3, h)
     products = stageReg (fmap (\(zg, r, xh, rh, h) -> (zg, map (subExact one) zg, xh, zipWith mulExact r rh, h)) <$> gates)
     summed = stageReg (fmap (\(zg, zc, xh, rp, h) -> (zg, zc, zipWith addExact xh rp, h)) <$> products)
     rounded = stageReg (fmap (\(zg, zc, s, h) -> (zg, zc, map requantize s, h)) <$> summed)
-    squashed = stageReg (stageReg (fmap (\(zg, zc, s, h) -> (zg, zc, map act s, h)) <$> rounded))
+    squashed = stageReg (stageReg (stageReg (fmap (\(zg, zc, s, h) -> (zg, zc, map act s, h)) <$> rounded)))
     mixes = stageReg (fmap (\(zg, zc, cand, h) -> (zipWith mulExact zg h, zipWith mulExact zc cand)) <$> squashed)
     blended = stageReg (fmap (uncurry (zipWith addExact)) <$> mixes)
     hidden = stageReg (fmap (map requantize) <$> blended)

@@ -33,14 +33,15 @@ TOKENS = 8
 FEATURES = 3
 CLASSES = 4
 EMBED = 16
-SAMPLES = 6000
+SAMPLES = 5160
+TEST = 360
 SEED = 7
 
 
 def jets(n: int = SAMPLES, seed: int = SEED) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(x_train, x_test, y_train, y_test): x (n, 8, 3) of (pt fraction, eta, phi) per
     constituent, hardest first; y the number of prongs minus one, or 3 for a diffuse spray.
-    A 4:1 split, classes balanced."""
+    The last `TEST` jets are the test set; classes balanced."""
     rng = np.random.default_rng(seed)
     y = np.arange(n) % CLASSES
     rng.shuffle(y)
@@ -57,7 +58,7 @@ def jets(n: int = SAMPLES, seed: int = SEED) -> tuple[np.ndarray, np.ndarray, np
         axis = (pt[:, None] * position).sum(axis=0)  # the pt-weighted jet axis
         x[k, :, 0] = pt
         x[k, :, 1:] = position - axis
-    split = n * 4 // 5
+    split = n - TEST
     return x[:split], x[split:], y[:split], y[split:]
 
 

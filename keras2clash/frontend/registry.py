@@ -257,9 +257,13 @@ def _check_keras_shape(layer: Any, state: ConversionState, out: Shape) -> None:
 
 def keras_output_shape(layer: Any, state: ConversionState) -> Shape | None:
     """The layer's output shape as Keras computes it from its Keras input shapes (None when
-    Keras cannot tell)."""
-    try:
-        shapes = [(None, *s) for s in (state.keras_shapes or state.shapes)]
-        return tuple(int(d) for d in layer.compute_output_shape(shapes[0] if len(shapes) == 1 else shapes)[1:])
-    except Exception:  # pragma: no cover - depends on the layer class
-        return None
+    Keras cannot tell). A layer of several inputs takes their shapes as one list (a merge) or
+    as arguments of their own (MultiHeadAttention's query and value)."""
+    shapes = [(None, *s) for s in (state.keras_shapes or state.shapes)]
+    calls = [(shapes[0],)] if len(shapes) == 1 else [(shapes,), tuple(shapes)]
+    for args in calls:
+        try:
+            return tuple(int(d) for d in layer.compute_output_shape(*args)[1:])
+        except Exception:  # noqa: PERF203 - which form a layer takes depends on its class
+            continue
+    return None

@@ -171,7 +171,7 @@ def _convert_multi_head_attention(layer: KerasLayer, state: ConversionState) -> 
         )
     )
     out = _projection(name, records[-1].name, mixed, wo, bo, use_bias)
-    _check_keras_shape(layer, state, (out.output_shape[-2], out.output_shape[-1]))
+    _check_keras_shape(layer, state, out.output_shape)
     return (*records, out)
 
 

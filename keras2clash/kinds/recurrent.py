@@ -18,7 +18,7 @@ layer's output format; no rounding on the feedback.
 
 Block and timing (`K2C.Recurrent`, the hardware model `hw.events.Recurrent`): one step in
 the engine at a time; a step of the engine's `S` steps and depth `D` takes `S + D + 2`
-cycles with downstream always ready (a gated cell's `units / lanes + 12` more:
+cycles with downstream always ready (a gated cell's `units / lanes + 14` more:
 `hw.events.gated_cell`), a sequence `steps` times that.
 """
 
@@ -493,10 +493,10 @@ class RecurrentKind(EngineKind):
 
 CELL_LANES = 4
 """The most units a gated cell takes a cycle (`GatedKind.lanes`)."""
-GATE_TABLES = 2
-"""The gated cell's registers after a table's read (K2C.Pipe.mapTable's: the read, then the
-block RAM's output register); each of its two products takes three more (the products, their
-exact sum, its rounding: K2C.Recurrent's CellDepth)."""
+GATE_TABLES = 3
+"""The gated cell's registers after a table's read (the read, the block RAM's output register,
+a copy in the fabric near the multipliers); each of its two products takes three more (the
+products, their exact sum, its rounding: K2C.Recurrent's CellDepth)."""
 
 
 class GatedKind(RecurrentKind):
