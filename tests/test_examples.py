@@ -6,14 +6,15 @@ simulation's on the first `clash_images` images, 20 by default (the Clash simula
 about a third of a second per image of these networks; Verilator runs the whole set in seconds).
 
 mobilenet_digits (depthwise, separable, ReLU6, BatchNorm, zero padding, global pooling,
-softmax) and digits_lstm (a recurrent layer) run by default; inception_digits and resnet_digits (their Concatenate and residual
+softmax), digits_lstm (a recurrent layer) and jet_transformer (attention, layer normalization)
+run by default; inception_digits and resnet_digits (their Concatenate and residual
 Adds are in the random graphs of tests/test_graph.py by default, the branch blocks' Verilog in
 the block bench of tests/test_blocks.py), mlp_tanh, conv1d_waves, se_digits (its gated
 Multiply is in tests/test_graph.py by default), densenet_digits (its wiring is in
 tests/test_dag.py by default) and digits_hgq2 (its golden model against HGQ2 on the whole set
 and a per-element quantized CNN in Clash are in tests/test_hgq_elements.py by default) with
-`-m slow`, where the Clash simulation takes the whole set too (and digits_lstm's, and
-waves_gru: two stacked GRUs).
+`-m slow`, where the Clash simulation takes the whole set too (and digits_lstm's and
+jet_transformer's, and waves_gru: two stacked GRUs).
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ WHOLE = 360
         ("digits_lstm", [8, 4], 20),
         pytest.param("digits_lstm", [8, 4], WHOLE, marks=pytest.mark.slow, id="digits_lstm-whole"),
         pytest.param("waves_gru", [4, 8, 2], WHOLE, marks=pytest.mark.slow),
+        ("jet_transformer", [2, 1, 1, 1, 2, 2, 2, 1], 20),
+        pytest.param("jet_transformer", [2, 1, 1, 1, 2, 2, 2, 1], WHOLE, marks=pytest.mark.slow, id="jet_transformer-whole"),
     ],
 )
 def test_example_whole_test_set(tmp_path: Path, example: str, parallelism: list[int], clash_images: int) -> None:

@@ -205,6 +205,12 @@ def hdl_name(text: str) -> str:
     return ident
 
 
+CLASH_FLAGS = ("-fclash-spec-limit=100",)
+"""What every run of clash on a project passes besides the language: Clash specializes each
+block function once per type it is used at, and stops at 20 by default as if it were
+recursing; a network of many stages (jet_transformer: attention and two layer normalizations)
+uses K2C.Pipe.stageReg at more types than that."""
+
 IMPORTS = {
     "dense": "import qualified K2C.Dense as Dense",
     "conv2d": "import qualified K2C.Conv as Conv",
@@ -867,6 +873,7 @@ def build_context(
         "name": name,
         "package": cabal_package_name(name),
         "version": __version__,
+        "clash_flags": " ".join(CLASH_FLAGS),
         "format_types": format_types,
         "layers": layers,
         "timing": timing,

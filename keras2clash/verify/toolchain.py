@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 from keras2clash import procs
+from keras2clash.backend.emitter import CLASH_FLAGS
 from keras2clash.errors import K2CError
 from keras2clash.fsutil import atomic_directory, cache_root
 
@@ -74,6 +75,7 @@ def generate_hdl(project: Path, language: str) -> Path:
                     TOP_MODULE + ".hs",
                     LANGUAGES[language],
                     "-fclash-no-cache",
+                    *CLASH_FLAGS,
                     "-fclash-hdldir",
                     str(tmp),
                     "-outputdir",
