@@ -338,3 +338,19 @@ def test_random_models_bit_exact_in_clash(tmp_path_factory, case, channels, step
     if "wrap" in fmt and act == "tanh":
         act = "relu"  # a truncating, wrapping format takes a linear or relu activation only
     _bit_exact(tmp_path_factory.mktemp("ln"), case, channels, steps, act, fmt, seed)
+
+
+@needs_toolchain
+def test_verilog_bit_exact_in_verilator(tmp_path) -> None:
+    """The Verilog (the table a block RAM read from its memory file) equals the golden model in
+    Verilator, under random gaps and stalls."""
+    from keras2clash import api
+    from keras2clash.verify import rtlsim
+
+    model = _network("sequence", 7, 3, "tanh", seed=8)
+    out = tmp_path / "net"
+    api.emit(model, "1,7,8", out, show=False)
+    x = np.random.default_rng(5).normal(0, 1.5, size=(6, 3, 7))
+    np.savez(tmp_path / "data.npz", x_test=x, y_test=np.zeros(6, dtype=int))
+    result = rtlsim.rtlsim(out, tmp_path / "data.npz", "verilator", gap_max=3, seed=2)
+    assert result.ok and len(result.samples) == 6

@@ -40,10 +40,13 @@ pairs (a priority encoder), the table index (a barrel shift), the table read
 its output register, the products, then the sum with beta, the rounding and
 the activation. Its timing is "K2C.Pipe"'s with @d = 11@.
 
-The table is a 'Vec' read by 'rom' (a registered read from an initialised
-memory, which synthesis maps to a block RAM), not "K2C.Lut"'s asynchronous
-ROM from a memory file: the table is a constant of the layer (its size
-depends on @c@), written into @Weights.hs@ beside gamma and beta.
+= Storage
+
+The table is a memory file (@weights/<layer>_rsqrt.mem@, one entry per line
+in ASCII binary), read as "K2C.Lut"'s 'TableRom' (an asynchronous ROM): the
+register after the read becomes the block RAM's synchronous read, the next
+its output register. A 'Vec' of the entries in @Weights.hs@ would do the
+same in simulation, but Clash takes minutes to evaluate one of 768 entries.
 -}
 module K2C.LayerNorm
   ( layerNorm
@@ -56,6 +59,7 @@ module K2C.LayerNorm
 import Clash.Prelude
 import Data.Maybe (fromMaybe)
 
+import K2C.Lut (TableRom (..))
 import K2C.Merge (addExact, mulExact)
 import K2C.Pipe (pipeS, stageReg)
 import K2C.Stream (Stream)
@@ -69,9 +73,9 @@ type LayerNormDepth = 11
 layerNorm
   :: forall bd n dom c hm m ti r ia fa iw fw ib fb b
    . ( HiddenClockResetEnable dom, KnownNat c, KnownNat bd, KnownNat n, 2 <= n, n <= 2 * hm
-     , KnownNat hm, 1 <= hm, KnownNat m, KnownNat ti, KnownNat r
+     , KnownNat hm, 1 <= hm, KnownNat m, 1 <= m, KnownNat ti, KnownNat r
      , KnownNat ia, KnownNat fa, KnownNat iw, KnownNat fw, KnownNat ib, KnownNat fb, NFDataX b )
-  => Unsigned (2 * hm) -> Vec m (SFixed ti r)
+  => Unsigned (2 * hm) -> TableRom m (SFixed ti r)
   -> Vec c (SFixed iw fw) -> Vec c (SFixed ib fb)
   -> (SFixed (1 + Max (iw + 1 + ti) ib) (Max (fw + hm + r) fb) -> b)
   -> Stream dom (Vec c (SFixed ia fa)) (Vec c b)
@@ -86,13 +90,15 @@ layerNorm e table gammas betas finish = pipeS (SNat @LayerNormDepth) stages
         us     = stageReg (fmap (\(qs, gs) -> (fold (+) (e :> qs), gs)) <$> squares)
         pairs  = stageReg (fmap (\(u, gs) -> (u, leadingPairs u, gs)) <$> us)
         index  = stageReg (fmap (\(u, k, gs) -> (tableIndex @n u k, k, gs)) <$> pairs)
-        -- the read's address register is 'index''s: 'rom' registers the data, as 'normed' does the rest
-        entry  = rom table (maybe 0 (\(j, _, _) -> j) <$> index)
+        -- the table's read and its register, which synthesis absorbs into the block RAM
+        entry  = stageReg (fmap (\(j, _, _) -> readTable j) <$> index)
         normed = stageReg (fmap (\(_, k, gs) -> map (normalize k) gs) <$> index)
         -- the block RAM's output register (nothing but this register reads its data)
-        fetched = stageReg ((\g t -> fmap (\gs -> (gs, t)) g) <$> normed <*> entry)
+        fetched = stageReg ((\g t -> (,) <$> g <*> t) <$> normed <*> entry)
         prods  = stageReg (fmap (\(gs, t) -> map (`mulExact` t) gs) <$> fetched)
         done   = stageReg (fmap (map finish . zipWith (flip addExact) betas) <$> prods)
+
+    TableRom readTable = table
 
     widen :: SFixed ia fa -> Signed bd
     widen = resize . unSF
@@ -123,8 +129,10 @@ leadingPairs u = fromMaybe maxBound (findIndex (/= 0) groups)
 
 -- | The table index of @u@ with @k@ leading pairs: the top @n@ bits of
 -- @u 4^k@ (at least @2^(n-2)@ when @u /= 0@) less @2^(n-2)@; 0 for @u = 0@.
-tableIndex :: forall n hm . (KnownNat n, KnownNat hm, n <= 2 * hm) => Unsigned (2 * hm) -> Index hm -> Unsigned n
-tableIndex u k = if top < quarter then 0 else top - quarter
+-- The table has @m = 3 * 2^(n-2)@ entries.
+tableIndex
+  :: forall n hm m . (KnownNat n, KnownNat hm, n <= 2 * hm, KnownNat m) => Unsigned (2 * hm) -> Index hm -> Index m
+tableIndex u k = if top < quarter then 0 else fromIntegral (top - quarter)
   where
     top = resize (shiftR (shiftL u (2 * fromEnum k)) (natToNum @(2 * hm - n))) :: Unsigned n
     quarter = bit (natToNum @n - 2)

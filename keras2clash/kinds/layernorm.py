@@ -380,8 +380,13 @@ class LayerNormKind(Kind):
             uses=("layer_norm",),
         )
 
+    def memory_files(self, plan: LayerPlan, fn: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        """The table: an entry a line, its `SFixed ti R` bits in ASCII binary, MSB first."""
+        t = sizes(plan).table
+        return ((f"{fn}_rsqrt.mem", tuple(format(v, f"0{t.entry_bits}b") for v in t.values)),)
+
     def weights(self, plan: LayerPlan, fn: str, params: QuantizedLayer | None) -> tuple[tuple[str, ...], str]:
-        """Weights.hs: gamma, beta, the epsilon term and the table."""
+        """Weights.hs: gamma, beta, the epsilon term and the table (its memory file)."""
         assert params is not None and plan.w_fmt is not None and plan.b_fmt is not None
         s = sizes(plan)
         t = s.table
@@ -405,8 +410,6 @@ class LayerNormKind(Kind):
             "index_bits": t.index_bits,
             "table_int": t.entry_bits - t.frac,
             "table_frac": t.frac,
-            "table_bits": t.entry_bits,
-            "table": vec_literal(t.values),
         }
         return (f"{fn}_gamma", f"{fn}_beta", f"{fn}_epsilon", f"{fn}_rsqrt"), HASKELL.constants(c)
 
