@@ -243,7 +243,7 @@ class LayerNormKind(Kind):
     fuses_activation = True
     has_params = True
     table_after_register = False
-    weight_name = "gamma"
+    weight_name = "scale"  # hls4ml's LayerNormalization names gamma's precision so
 
     def plan(self, common: Common, override: LayerFormats | None, fmt: FixedFormat) -> LayerPlan:
         """Gamma in the weight format, beta in the bias format (default: the weight format), the
