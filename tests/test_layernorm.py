@@ -260,13 +260,15 @@ def test_accumulator_format_is_refused() -> None:
 
 
 def test_hardware_figures() -> None:
-    """Three multipliers per channel, the table's bits, the gamma and beta bits, the depth the
-    emitted project checks against LayerNormDepth."""
+    """The 18x18 multipliers of the limbs' products, the table's bits, the gamma and beta bits,
+    the depth the emitted project checks against LayerNormDepth."""
     net = load_network(_model((3, 8), 0), "1,7,8", fifos=False)
     plan = net.plans[0]
     kind = LayerNormKind()
     s = sizes(plan)
-    assert plan.multipliers == 24
+    # per channel d^2: 2x2 limbs (d has 16 + 3 + 1 bits), gamma d: 1x2, its shifted copy times the entry: 3x1
+    assert (s.bd, plan.w_fmt.hw_bits, s.table.entry_bits) == (20, 16, 17) and s.hm == 21
+    assert plan.multipliers == 8 * (4 + 2 + 3)
     assert kind.storage(plan).table_bits == 768 * s.table.entry_bits
     assert kind.rom_bits(plan) == 8 * (plan.w_fmt.hw_bits + plan.b_fmt.hw_bits)
     (depth,) = kind.depths(plan)

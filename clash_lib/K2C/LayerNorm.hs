@@ -1,7 +1,7 @@
 {-# LANGUAGE DataKinds, KindSignatures, NoImplicitPrelude, ScopedTypeVariables,
              TypeApplications, TypeOperators, FlexibleContexts, NoStarIsType, TypeFamilies,
              AllowAmbiguousTypes #-}
-{-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver #-}
+{-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver -fconstraint-solver-iterations=16 #-}
 {-|
 A Keras @LayerNormalization@ of the last axis: each beat of @c@ values is
 normalized by its own mean and variance,
@@ -33,12 +33,21 @@ the golden model (keras2clash.kinds.layernorm) computes the same integers.
 A beat a cycle in 'LayerNormDepth' register stages on "K2C.Pipe": the input
 beat (the producer's queue is LUT RAM, read combinationally), the sum @S@ (an
 adder tree), the deviations (@c x_i@ as shifts and adds of the constant's
-bits, then a subtraction: no multiplier), the squares and @gamma_i d_i@ (two
-multipliers per channel, side by side), @u@ (an adder tree), the leading
-pairs (a priority encoder), the table index (a barrel shift), the table read
-(a block RAM with its synchronous read, beside the shift of @gamma_i d_i@),
-its output register, the products, then the sum with beta, the rounding and
-the activation. Its timing is "K2C.Pipe"'s with @d = 11@.
+bits, then a subtraction: no multiplier), the partial products of the squares
+and of @gamma_i d_i@ (side by side), their sums, @u@ (an adder tree), the
+leading pairs (a priority encoder), the table index (a barrel shift), the
+table read (a block RAM with its synchronous read, beside the shift of
+@gamma_i d_i@), its output register, the partial products with the table's
+entry, their sums, then the sum with beta, the rounding and the activation.
+Its timing is "K2C.Pipe"'s with @d = 13@.
+
+A product is wider than one 18x18 multiplier (@d_i@ has the input's width
+and @log2 c + 1@ bits more), so each is computed as 'partials': the operands
+cut into limbs of 17 bits (the top one 18 bits, signed), one MULT18X18D per
+pair of limbs, each registered, and summed in the next stage
+('joinPartials'). Left to synthesis, the blocks' outputs would be summed in
+the cycle of the multiplication, after the block's slow unregistered output
+(an 8-channel layer on ECP5: 12.5 ns, 80 MHz).
 
 = Storage
 
@@ -54,18 +63,22 @@ module K2C.LayerNorm
   , timesConst
   , leadingPairs
   , tableIndex
+  , Limbs
+  , limbs
+  , partials
+  , joinPartials
   ) where
 
 import Clash.Prelude
 import Data.Maybe (fromMaybe)
 
 import K2C.Lut (TableRom (..))
-import K2C.Merge (addExact, mulExact)
+import K2C.Merge (addExact)
 import K2C.Pipe (pipeS, stageReg)
 import K2C.Stream (Stream)
 
 -- | Register stages of 'layerNorm' (see the module header).
-type LayerNormDepth = 11
+type LayerNormDepth = 13
 
 -- | The stage: @bd@ the width of @S@ and @d_i@, @n@ the table's index bits
 -- (type applications); @e@, the table, gamma and beta from @Weights.hs@;
@@ -86,7 +99,10 @@ layerNorm e table gammas betas finish = pipeS (SNat @LayerNormDepth) stages
         beat   = stageReg input
         sums   = stageReg (fmap (\xs -> let ws = map widen xs in (ws, fold (+) (0 :> ws))) <$> beat)
         devs   = stageReg (fmap (\(ws, s) -> map (\w -> timesConst @c w - s) ws) <$> sums)
-        squares = stageReg (fmap (\ds -> (map square ds, zipWith scaled gammas ds)) <$> devs)
+        -- the products in two stages: 18x18 partial products (each a MULT18X18D with its output
+        -- register), then their sum
+        parts  = stageReg (fmap (\ds -> (map (\d -> partials d d) ds, zipWith (partials . unSF) gammas ds)) <$> devs)
+        squares = stageReg (fmap (\(qs, gs) -> (map (square . joinPartials) qs, map scaled gs)) <$> parts)
         us     = stageReg (fmap (\(qs, gs) -> (fold (+) (e :> qs), gs)) <$> squares)
         pairs  = stageReg (fmap (\(u, gs) -> (u, leadingPairs u, gs)) <$> us)
         index  = stageReg (fmap (\(u, k, gs) -> (tableIndex @n u k, k, gs)) <$> pairs)
@@ -95,7 +111,8 @@ layerNorm e table gammas betas finish = pipeS (SNat @LayerNormDepth) stages
         normed = stageReg (fmap (\(_, k, gs) -> map (normalize k) gs) <$> index)
         -- the block RAM's output register (nothing but this register reads its data)
         fetched = stageReg ((\g t -> (,) <$> g <*> t) <$> normed <*> entry)
-        prods  = stageReg (fmap (\(gs, t) -> map (`mulExact` t) gs) <$> fetched)
+        prodParts = stageReg (fmap (\(gs, t) -> map (\g -> partials (unSF g) (unSF t)) gs) <$> fetched)
+        prods  = stageReg (fmap (map product') <$> prodParts)
         done   = stageReg (fmap (map finish . zipWith (flip addExact) betas) <$> prods)
 
     TableRom readTable = table
@@ -103,11 +120,14 @@ layerNorm e table gammas betas finish = pipeS (SNat @LayerNormDepth) stages
     widen :: SFixed ia fa -> Signed bd
     widen = resize . unSF
 
-    square :: Signed bd -> Unsigned (2 * hm)
-    square d = unpack (resize (pack (d `mul` d)))
+    square :: Signed (bd + bd) -> Unsigned (2 * hm)
+    square dd = unpack (resize (pack dd))
 
-    scaled :: SFixed iw fw -> Signed bd -> SFixed (iw + bd) fw
-    scaled g d = mulExact g (sf (SNat @0) d)
+    scaled :: Vec (Limbs (iw + fw)) (Vec (Limbs bd) (Signed 36)) -> SFixed (iw + bd) fw
+    scaled = sf (SNat @fw) . joinPartials @(iw + fw) @bd
+
+    product' :: Vec (Limbs (iw + 1 + fw + hm)) (Vec (Limbs (ti + r)) (Signed 36)) -> SFixed (iw + 1 + ti) (fw + hm + r)
+    product' = sf (SNat @(fw + hm + r)) . joinPartials @(iw + 1 + fw + hm) @(ti + r)
 
     normalize :: Index hm -> SFixed (iw + bd) fw -> SFixed (iw + 1) (fw + hm)
     normalize k gd = sf (SNat @(fw + hm)) (shiftL (resize (unSF gd)) (fromEnum k))
@@ -136,3 +156,36 @@ tableIndex u k = if top < quarter then 0 else fromIntegral (top - quarter)
   where
     top = resize (shiftR (shiftL u (2 * fromEnum k)) (natToNum @(2 * hm - n))) :: Unsigned n
     quarter = bit (natToNum @n - 2)
+
+-- | Bits of a limb below the top one.
+type Limb = 17
+
+-- | Limbs of a @Signed w@ (@w >= 2@): @k - 1@ unsigned ones of 'Limb' bits and a signed top
+-- one of 18 bits cover @17 k + 1@ bits.
+type Limbs w = Div (w + 15) Limb
+
+-- | @x@ as its limbs, lowest first, each an 18-bit signed value:
+-- @x = sum_i limb_i 2^(17 i)@ (the top one signed, the others in @[0, 2^17)@).
+limbs :: forall w . KnownNat w => Signed w -> Vec (Limbs w) (Signed 18)
+limbs x = imap limb (repeat ())
+  where
+    wide = resize x :: Signed (Limb * Limbs w + 1)
+    limb i ()
+      | i == maxBound = resize (shiftR wide (natToNum @Limb * fromEnum i))
+      | otherwise = unpack (zeroExtend (resize (pack (shiftR wide (natToNum @Limb * fromEnum i))) :: BitVector Limb))
+
+-- | The partial products of @a * b@, limb by limb: each an 18x18 signed product, one
+-- MULT18X18D on ECP5. Registered as they are, each block registers its own output; a
+-- product wider than one block left to synthesis sums its blocks' unregistered outputs in
+-- the same cycle (on ECP5 a block's output is valid 3.9 ns after the clock).
+partials :: forall wa wb . (KnownNat wa, KnownNat wb) => Signed wa -> Signed wb -> Vec (Limbs wa) (Vec (Limbs wb) (Signed 36))
+partials a b = map (\x -> map (mul x) (limbs b)) (limbs a)
+
+-- | The sum of 'partials': @a * b@, exactly (the terms are summed in a width that holds every
+-- partial sum, then the product, which fits @wa + wb@ bits, is taken).
+joinPartials
+  :: forall wa wb . (KnownNat wa, KnownNat wb) => Vec (Limbs wa) (Vec (Limbs wb) (Signed 36)) -> Signed (wa + wb)
+joinPartials ps = resize (fold (+) (0 :> concat (imap (\i row -> imap (term (fromEnum i)) row) ps)))
+  where
+    term :: Int -> Index (Limbs wb) -> Signed 36 -> Signed (Limb * (Limbs wa + Limbs wb) + 8)
+    term i j p = shiftL (resize p) (natToNum @Limb * (i + fromEnum j))
