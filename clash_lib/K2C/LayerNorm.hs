@@ -37,9 +37,9 @@ bits, then a subtraction: no multiplier), the partial products of the squares
 and of @gamma_i d_i@ (side by side), their sums, @u@ (an adder tree), the
 leading pairs (a priority encoder), the table index (a barrel shift), the
 table read (a block RAM with its synchronous read, beside the shift of
-@gamma_i d_i@), its output register, the partial products with the table's
-entry, their sums, then the sum with beta, the rounding and the activation.
-Its timing is "K2C.Pipe"'s with @d = 13@.
+@gamma_i d_i@), its output register, a register in the fabric, the partial
+products with the table's entry, their sums, then the sum with beta, the
+rounding and the activation. Its timing is "K2C.Pipe"'s with @d = 14@.
 
 A product is wider than one 18x18 multiplier (@d_i@ has the input's width
 and @log2 c + 1@ bits more), so each is computed as 'partials': the operands
@@ -78,7 +78,7 @@ import K2C.Pipe (pipeS, stageReg)
 import K2C.Stream (Stream)
 
 -- | Register stages of 'layerNorm' (see the module header).
-type LayerNormDepth = 13
+type LayerNormDepth = 14
 
 -- | The stage: @bd@ the width of @S@ and @d_i@, @n@ the table's index bits
 -- (type applications); @e@, the table, gamma and beta from @Weights.hs@;
@@ -111,7 +111,11 @@ layerNorm e table gammas betas finish = pipeS (SNat @LayerNormDepth) stages
         normed = stageReg (fmap (\(_, k, gs) -> map (normalize k) gs) <$> index)
         -- the block RAM's output register (nothing but this register reads its data)
         fetched = stageReg ((\g t -> (,) <$> g <*> t) <$> normed <*> entry)
-        prodParts = stageReg (fmap (\(gs, t) -> map (\g -> partials (unSF g) (unSF t)) gs) <$> fetched)
+        -- one more, in the fabric: the entry goes from the block RAM's row to every channel's
+        -- multipliers (without it, on ECP5 the multipliers took this register as their input
+        -- register, and the block RAM's unregistered read and that route made 10.4 ns)
+        moved  = stageReg fetched
+        prodParts = stageReg (fmap (\(gs, t) -> map (\g -> partials (unSF g) (unSF t)) gs) <$> moved)
         prods  = stageReg (fmap (map product') <$> prodParts)
         done   = stageReg (fmap (map finish . zipWith (flip addExact) betas) <$> prods)
 

@@ -44,11 +44,11 @@ from keras2clash.quant.formats import FixedFormat, quantize
 
 HASKELL = kind_template("layernorm.hs.j2")
 
-LAYERNORM_DEPTH = 13
+LAYERNORM_DEPTH = 14
 """K2C.LayerNorm's LayerNormDepth: the input beat, the sum, the deviations, the partial products
 of the squares and of gamma d, their sums, u, the leading zeros, the table index, the table
-read, its output register, the partial products with the table's entry, their sums, then the
-finished values."""
+read, its output register, a register in the fabric, the partial products with the table's
+entry, their sums, then the finished values."""
 
 
 def limbs(bits: int) -> int:
@@ -362,29 +362,24 @@ class LayerNormKind(Kind):
         (kd, _), (kw, _), (kn, kt) = _products(plan)
         k = max(s.hm - 1, 1).bit_length()
         n = s.table.index_bits
-        regs = (
-            c * bx  # the input beat
-            + c * bx
-            + s.bd  # the beat and S
-            + c * s.bd  # d
-            + c * 36 * (kd * kd + kw * kd)  # their partial products
-            + c * (2 * s.hm + gd)  # the squares, gamma d
-            + 2 * s.hm
-            + c * gd  # u, gamma d
-            + 2 * s.hm
-            + k
-            + c * gd  # u, k, gamma d
-            + n
-            + k
-            + c * gd  # j, k, gamma d
-            + c * gn  # normalized (beside the table's read)
-            + c * gn
-            + tw  # and the table's entry (its output register)
-            + c * 36 * kn * kt  # the partial products
-            + c * (gn + tw)  # the products
-            + c * out  # the finished values
-            + LAYERNORM_DEPTH  # valid bits
+        stages = (
+            c * bx,  # the input beat
+            c * bx + s.bd,  # the beat and S
+            c * s.bd,  # d
+            c * 36 * (kd * kd + kw * kd),  # the partial products of d^2 and gamma d
+            c * (2 * s.hm + gd),  # the squares, gamma d
+            2 * s.hm + c * gd,  # u, gamma d
+            2 * s.hm + k + c * gd,  # u, k, gamma d
+            n + k + c * gd,  # j, k, gamma d
+            c * gn,  # gamma d normalized, beside the table's read
+            c * gn + tw,  # and the table's entry (the block RAM's output register)
+            c * gn + tw,  # the same in the fabric
+            c * 36 * kn * kt,  # the partial products with the entry
+            c * (gn + tw),  # the products
+            c * out,  # the finished values
         )
+        assert len(stages) == LAYERNORM_DEPTH
+        regs = sum(stages) + LAYERNORM_DEPTH  # and the valid bits
         return Storage(
             register_bits=regs,
             fifo_bits=(LAYERNORM_DEPTH + 2) * c * out,
