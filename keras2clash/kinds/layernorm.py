@@ -291,7 +291,8 @@ class LayerNormKind(Kind):
         """18x18 multipliers (an ECP5 MULT18X18D each, K2C.LayerNorm.partials): per channel,
         d_i^2 and gamma_i d_i side by side, then gamma_i d_i 2^(hm - h) times the table's entry,
         each a product of limbs. At most: synthesis builds some products of a top limb of a few bits
-        in logic (8 channels at 1,7,8 placed on ECP5: 64 blocks where this counts 72)."""
+        in logic (8 channels at 1,7,8 and a Dense of 8 multipliers after it, placed on ECP5: 72 blocks
+        in all where the model counts 80)."""
         return plan.output_shape[-1] * sum(a * b for a, b in _products(plan))
 
     def rom_bits(self, plan: LayerPlan) -> int:
