@@ -260,13 +260,15 @@ def test_accumulator_format_is_refused() -> None:
 
 
 def test_hardware_figures() -> None:
-    """Three multipliers per channel, the table's bits, the gamma and beta bits, the depth the
-    emitted project checks against LayerNormDepth."""
+    """The 18x18 multipliers of the limbs' products, the table's bits, the gamma and beta bits,
+    the depth the emitted project checks against LayerNormDepth."""
     net = load_network(_model((3, 8), 0), "1,7,8", fifos=False)
     plan = net.plans[0]
     kind = LayerNormKind()
     s = sizes(plan)
-    assert plan.multipliers == 24
+    # per channel d^2: 2x2 limbs (d has 16 + 3 + 1 bits), gamma d: 1x2, its shifted copy times the entry: 3x1
+    assert (s.bd, plan.w_fmt.hw_bits, s.table.entry_bits) == (20, 16, 17) and s.hm == 21
+    assert plan.multipliers == 8 * (4 + 2 + 3)
     assert kind.storage(plan).table_bits == 768 * s.table.entry_bits
     assert kind.rom_bits(plan) == 8 * (plan.w_fmt.hw_bits + plan.b_fmt.hw_bits)
     (depth,) = kind.depths(plan)
@@ -338,3 +340,19 @@ def test_random_models_bit_exact_in_clash(tmp_path_factory, case, channels, step
     if "wrap" in fmt and act == "tanh":
         act = "relu"  # a truncating, wrapping format takes a linear or relu activation only
     _bit_exact(tmp_path_factory.mktemp("ln"), case, channels, steps, act, fmt, seed)
+
+
+@needs_toolchain
+def test_verilog_bit_exact_in_verilator(tmp_path) -> None:
+    """The Verilog (the table a block RAM read from its memory file) equals the golden model in
+    Verilator, under random gaps and stalls."""
+    from keras2clash import api
+    from keras2clash.verify import rtlsim
+
+    model = _network("sequence", 7, 3, "tanh", seed=8)
+    out = tmp_path / "net"
+    api.emit(model, "1,7,8", out, show=False)
+    x = np.random.default_rng(5).normal(0, 1.5, size=(6, 3, 7))
+    np.savez(tmp_path / "data.npz", x_test=x, y_test=np.zeros(6, dtype=int))
+    result = rtlsim.rtlsim(out, tmp_path / "data.npz", "verilator", gap_max=3, seed=2)
+    assert result.ok and len(result.samples) == 6

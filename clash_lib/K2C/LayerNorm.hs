@@ -1,7 +1,7 @@
 {-# LANGUAGE DataKinds, KindSignatures, NoImplicitPrelude, ScopedTypeVariables,
              TypeApplications, TypeOperators, FlexibleContexts, NoStarIsType, TypeFamilies,
              AllowAmbiguousTypes #-}
-{-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver #-}
+{-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver -fconstraint-solver-iterations=16 #-}
 {-|
 A Keras @LayerNormalization@ of the last axis: each beat of @c@ values is
 normalized by its own mean and variance,
@@ -33,17 +33,29 @@ the golden model (keras2clash.kinds.layernorm) computes the same integers.
 A beat a cycle in 'LayerNormDepth' register stages on "K2C.Pipe": the input
 beat (the producer's queue is LUT RAM, read combinationally), the sum @S@ (an
 adder tree), the deviations (@c x_i@ as shifts and adds of the constant's
-bits, then a subtraction: no multiplier), the squares and @gamma_i d_i@ (two
-multipliers per channel, side by side), @u@ (an adder tree), the leading
-pairs (a priority encoder), the table index (a barrel shift), the table read
-(a block RAM with its synchronous read, beside the shift of @gamma_i d_i@),
-its output register, the products, then the sum with beta, the rounding and
-the activation. Its timing is "K2C.Pipe"'s with @d = 11@.
+bits, then a subtraction: no multiplier), the partial products of the squares
+and of @gamma_i d_i@ (side by side), their sums, @u@ (an adder tree), the
+leading pairs (a priority encoder), the table index (a barrel shift), the
+table read (a block RAM with its synchronous read, beside the shift of
+@gamma_i d_i@), its output register, a register in the fabric, the partial
+products with the table's entry, their sums, then the sum with beta, the
+rounding and the activation. Its timing is "K2C.Pipe"'s with @d = 14@.
 
-The table is a 'Vec' read by 'rom' (a registered read from an initialised
-memory, which synthesis maps to a block RAM), not "K2C.Lut"'s asynchronous
-ROM from a memory file: the table is a constant of the layer (its size
-depends on @c@), written into @Weights.hs@ beside gamma and beta.
+A product is wider than one 18x18 multiplier (@d_i@ has the input's width
+and @log2 c + 1@ bits more), so each is computed as 'partials': the operands
+cut into limbs of 17 bits (the top one 18 bits, signed), one MULT18X18D per
+pair of limbs, each registered, and summed in the next stage
+('joinPartials'). Left to synthesis, the blocks' outputs would be summed in
+the cycle of the multiplication, after the block's slow unregistered output
+(an 8-channel layer on ECP5: 12.5 ns, 80 MHz).
+
+= Storage
+
+The table is a memory file (@weights/<layer>_rsqrt.mem@, one entry per line
+in ASCII binary), read as "K2C.Lut"'s 'TableRom' (an asynchronous ROM): the
+register after the read becomes the block RAM's synchronous read, the next
+its output register. A 'Vec' of the entries in @Weights.hs@ would do the
+same in simulation, but Clash takes minutes to evaluate one of 768 entries.
 -}
 module K2C.LayerNorm
   ( layerNorm
@@ -51,17 +63,22 @@ module K2C.LayerNorm
   , timesConst
   , leadingPairs
   , tableIndex
+  , Limbs
+  , limbs
+  , partials
+  , joinPartials
   ) where
 
 import Clash.Prelude
 import Data.Maybe (fromMaybe)
 
-import K2C.Merge (addExact, mulExact)
+import K2C.Lut (TableRom (..))
+import K2C.Merge (addExact)
 import K2C.Pipe (pipeS, stageReg)
 import K2C.Stream (Stream)
 
 -- | Register stages of 'layerNorm' (see the module header).
-type LayerNormDepth = 11
+type LayerNormDepth = 14
 
 -- | The stage: @bd@ the width of @S@ and @d_i@, @n@ the table's index bits
 -- (type applications); @e@, the table, gamma and beta from @Weights.hs@;
@@ -69,9 +86,9 @@ type LayerNormDepth = 11
 layerNorm
   :: forall bd n dom c hm m ti r ia fa iw fw ib fb b
    . ( HiddenClockResetEnable dom, KnownNat c, KnownNat bd, KnownNat n, 2 <= n, n <= 2 * hm
-     , KnownNat hm, 1 <= hm, KnownNat m, KnownNat ti, KnownNat r
+     , KnownNat hm, 1 <= hm, KnownNat m, 1 <= m, KnownNat ti, KnownNat r
      , KnownNat ia, KnownNat fa, KnownNat iw, KnownNat fw, KnownNat ib, KnownNat fb, NFDataX b )
-  => Unsigned (2 * hm) -> Vec m (SFixed ti r)
+  => Unsigned (2 * hm) -> TableRom m (SFixed ti r)
   -> Vec c (SFixed iw fw) -> Vec c (SFixed ib fb)
   -> (SFixed (1 + Max (iw + 1 + ti) ib) (Max (fw + hm + r) fb) -> b)
   -> Stream dom (Vec c (SFixed ia fa)) (Vec c b)
@@ -82,26 +99,39 @@ layerNorm e table gammas betas finish = pipeS (SNat @LayerNormDepth) stages
         beat   = stageReg input
         sums   = stageReg (fmap (\xs -> let ws = map widen xs in (ws, fold (+) (0 :> ws))) <$> beat)
         devs   = stageReg (fmap (\(ws, s) -> map (\w -> timesConst @c w - s) ws) <$> sums)
-        squares = stageReg (fmap (\ds -> (map square ds, zipWith scaled gammas ds)) <$> devs)
+        -- the products in two stages: 18x18 partial products (each a MULT18X18D with its output
+        -- register), then their sum
+        parts  = stageReg (fmap (\ds -> (map (\d -> partials d d) ds, zipWith (partials . unSF) gammas ds)) <$> devs)
+        squares = stageReg (fmap (\(qs, gs) -> (map (square . joinPartials) qs, map scaled gs)) <$> parts)
         us     = stageReg (fmap (\(qs, gs) -> (fold (+) (e :> qs), gs)) <$> squares)
         pairs  = stageReg (fmap (\(u, gs) -> (u, leadingPairs u, gs)) <$> us)
         index  = stageReg (fmap (\(u, k, gs) -> (tableIndex @n u k, k, gs)) <$> pairs)
-        -- the read's address register is 'index''s: 'rom' registers the data, as 'normed' does the rest
-        entry  = rom table (maybe 0 (\(j, _, _) -> j) <$> index)
+        -- the table's read and its register, which synthesis absorbs into the block RAM
+        entry  = stageReg (fmap (\(j, _, _) -> readTable j) <$> index)
         normed = stageReg (fmap (\(_, k, gs) -> map (normalize k) gs) <$> index)
         -- the block RAM's output register (nothing but this register reads its data)
-        fetched = stageReg ((\g t -> fmap (\gs -> (gs, t)) g) <$> normed <*> entry)
-        prods  = stageReg (fmap (\(gs, t) -> map (`mulExact` t) gs) <$> fetched)
+        fetched = stageReg ((\g t -> (,) <$> g <*> t) <$> normed <*> entry)
+        -- one more, in the fabric: the entry goes from the block RAM's row to every channel's
+        -- multipliers (without it, on ECP5 the multipliers took this register as their input
+        -- register, and the block RAM's unregistered read and that route made 10.4 ns)
+        moved  = stageReg fetched
+        prodParts = stageReg (fmap (\(gs, t) -> map (\g -> partials (unSF g) (unSF t)) gs) <$> moved)
+        prods  = stageReg (fmap (map product') <$> prodParts)
         done   = stageReg (fmap (map finish . zipWith (flip addExact) betas) <$> prods)
+
+    TableRom readTable = table
 
     widen :: SFixed ia fa -> Signed bd
     widen = resize . unSF
 
-    square :: Signed bd -> Unsigned (2 * hm)
-    square d = unpack (resize (pack (d `mul` d)))
+    square :: Signed (bd + bd) -> Unsigned (2 * hm)
+    square dd = unpack (resize (pack dd))
 
-    scaled :: SFixed iw fw -> Signed bd -> SFixed (iw + bd) fw
-    scaled g d = mulExact g (sf (SNat @0) d)
+    scaled :: Vec (Limbs (iw + fw)) (Vec (Limbs bd) (Signed 36)) -> SFixed (iw + bd) fw
+    scaled = sf (SNat @fw) . joinPartials @(iw + fw) @bd
+
+    product' :: Vec (Limbs (iw + 1 + fw + hm)) (Vec (Limbs (ti + r)) (Signed 36)) -> SFixed (iw + 1 + ti) (fw + hm + r)
+    product' = sf (SNat @(fw + hm + r)) . joinPartials @(iw + 1 + fw + hm) @(ti + r)
 
     normalize :: Index hm -> SFixed (iw + bd) fw -> SFixed (iw + 1) (fw + hm)
     normalize k gd = sf (SNat @(fw + hm)) (shiftL (resize (unSF gd)) (fromEnum k))
@@ -123,8 +153,43 @@ leadingPairs u = fromMaybe maxBound (findIndex (/= 0) groups)
 
 -- | The table index of @u@ with @k@ leading pairs: the top @n@ bits of
 -- @u 4^k@ (at least @2^(n-2)@ when @u /= 0@) less @2^(n-2)@; 0 for @u = 0@.
-tableIndex :: forall n hm . (KnownNat n, KnownNat hm, n <= 2 * hm) => Unsigned (2 * hm) -> Index hm -> Unsigned n
-tableIndex u k = if top < quarter then 0 else top - quarter
+-- The table has @m = 3 * 2^(n-2)@ entries.
+tableIndex
+  :: forall n hm m . (KnownNat n, KnownNat hm, n <= 2 * hm, KnownNat m) => Unsigned (2 * hm) -> Index hm -> Index m
+tableIndex u k = if top < quarter then 0 else fromIntegral (top - quarter)
   where
     top = resize (shiftR (shiftL u (2 * fromEnum k)) (natToNum @(2 * hm - n))) :: Unsigned n
     quarter = bit (natToNum @n - 2)
+
+-- | Bits of a limb below the top one.
+type Limb = 17
+
+-- | Limbs of a @Signed w@ (@w >= 2@): @k - 1@ unsigned ones of 'Limb' bits and a signed top
+-- one of 18 bits cover @17 k + 1@ bits.
+type Limbs w = Div (w + 15) Limb
+
+-- | @x@ as its limbs, lowest first, each an 18-bit signed value:
+-- @x = sum_i limb_i 2^(17 i)@ (the top one signed, the others in @[0, 2^17)@).
+limbs :: forall w . KnownNat w => Signed w -> Vec (Limbs w) (Signed 18)
+limbs x = imap limb (repeat ())
+  where
+    wide = resize x :: Signed (Limb * Limbs w + 1)
+    limb i ()
+      | i == maxBound = resize (shiftR wide (natToNum @Limb * fromEnum i))
+      | otherwise = unpack (zeroExtend (resize (pack (shiftR wide (natToNum @Limb * fromEnum i))) :: BitVector Limb))
+
+-- | The partial products of @a * b@, limb by limb: each an 18x18 signed product, one
+-- MULT18X18D on ECP5. Registered as they are, each block registers its own output; a
+-- product wider than one block left to synthesis sums its blocks' unregistered outputs in
+-- the same cycle (on ECP5 a block's output is valid 3.9 ns after the clock).
+partials :: forall wa wb . (KnownNat wa, KnownNat wb) => Signed wa -> Signed wb -> Vec (Limbs wa) (Vec (Limbs wb) (Signed 36))
+partials a b = map (\x -> map (mul x) (limbs b)) (limbs a)
+
+-- | The sum of 'partials': @a * b@, exactly (the terms are summed in a width that holds every
+-- partial sum, then the product, which fits @wa + wb@ bits, is taken).
+joinPartials
+  :: forall wa wb . (KnownNat wa, KnownNat wb) => Vec (Limbs wa) (Vec (Limbs wb) (Signed 36)) -> Signed (wa + wb)
+joinPartials ps = resize (fold (+) (0 :> concat (imap (\i row -> imap (term (fromEnum i)) row) ps)))
+  where
+    term :: Int -> Index (Limbs wb) -> Signed 36 -> Signed (Limb * (Limbs wa + Limbs wb) + 8)
+    term i j p = shiftL (resize p) (natToNum @Limb * (i + fromEnum j))

@@ -322,6 +322,7 @@ class TemplateContext(TypedDict):
     inputs: list[InputContext]  # several inputs: one per input port (empty for one input)
     activations: list[ActivationCode]
     tables: list[ActivationCode]
+    kind_tables: bool  # a kind's own memory files (`Kind.memory_files`) beside the activation tables
     uses_maps: bool
     in_fmt: FixedFormat
     out_fmt: FixedFormat
@@ -907,6 +908,7 @@ def build_context(
         "inputs": ports_in,
         "activations": [c for c in codes.values() if c is not None],
         "tables": [c for c in codes.values() if c is not None and c.table_name],
+        "kind_tables": bool(kind_memory_files(plans)),
         "uses_maps": bool(fifo_args)
         or any(c is not None and (c.vector or p.activation_only) for p, c in ((p, codes[p.name]) for p in plans)),
         "in_fmt": first.in_fmt.container,  # the hardware types (FixedFormat.container)
@@ -917,6 +919,16 @@ def build_context(
         "input_shape_text": shape_text(first.input_shape),
         "output_shape_text": shape_text(last.output_shape),
     }
+
+
+def kind_memory_files(plans: Sequence[LayerPlan]) -> list[tuple[str, tuple[str, ...]]]:
+    """The memory files the layers' kinds read (`Kind.memory_files`): (name under weights/, lines)."""
+    return [
+        file
+        for plan, fn in zip(plans, haskell_names([p.name for p in plans]))
+        if plan.kind is not None
+        for file in plan.kind.memory_files(plan, fn)
+    ]
 
 
 def layer_modules(plans: Sequence[LayerPlan], params: dict[str, QuantizedLayer] | None) -> dict[str, str]:
@@ -1025,3 +1037,5 @@ def write_project(root: Path, name: str, plans: Sequence[LayerPlan], params: dic
     for code in context["tables"]:
         for name, lines in code.table_files:
             (weights / name).write_text("\n".join(lines) + "\n")
+    for name, lines in kind_memory_files(plans):
+        (weights / name).write_text("\n".join(lines) + "\n")

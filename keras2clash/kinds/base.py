@@ -313,6 +313,12 @@ class Kind:
         `imports`)."""
         return {}
 
+    def memory_files(self, plan: LayerPlan, fn: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        """Memory files its own blocks read (a table too large for a Haskell literal: Clash takes
+        minutes to evaluate one), as (name under weights/, lines); its Weights.hs definitions
+        name them. () when none."""
+        return ()
+
     def weights(self, plan: LayerPlan, fn: str, params: QuantizedLayer | None) -> tuple[tuple[str, ...], str] | None:
         """Its definitions in Weights.hs: the names exported and the Haskell text; None. `params`:
         its quantized constants (`quantize`), None for a kind without (`has_params`)."""

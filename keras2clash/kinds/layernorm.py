@@ -44,10 +44,18 @@ from keras2clash.quant.formats import FixedFormat, quantize
 
 HASKELL = kind_template("layernorm.hs.j2")
 
-LAYERNORM_DEPTH = 11
-"""K2C.LayerNorm's LayerNormDepth: the input beat, the sum, the deviations, the squares, their
-sum, the leading zeros, the table index, the table read, its output register, the products,
-then the finished values."""
+LAYERNORM_DEPTH = 14
+"""K2C.LayerNorm's LayerNormDepth: the input beat, the sum, the deviations, the partial products
+of the squares and of gamma d, their sums, u, the leading zeros, the table index, the table
+read, its output register, a register in the fabric, the partial products with the table's
+entry, their sums, then the finished values."""
+
+
+def limbs(bits: int) -> int:
+    """18x18 multipliers' operand pieces of a signed `bits`-bit value (K2C.LayerNorm.Limbs):
+    17-bit unsigned ones and an 18-bit signed top one."""
+    return max(1, (bits + 15) // 17)
+
 
 INDEX_BITS = (8, 10)
 """The table's index bits N lie in this range: 3 * 2^(N-2) entries, 192 to 768 (one ECP5 block
@@ -103,8 +111,8 @@ def _convert_layer_normalization(layer: KerasLayer, state: ConversionState) -> L
 class RsqrtTable:
     """`T[j]`, `j` in [0, 3 * 2^(N-2)): `sqrt(C / m)` for a mantissa `m` in the bucket
     [(j + 2^(N-2)) 2^-N, (j + 2^(N-2) + 1) 2^-N), rounded to `frac` (R) fraction bits, at the
-    value that makes the relative errors at the bucket's two ends equal (`2 / (sqrt(a) +
-    sqrt(b))`). `rho` bounds |T[j] 2^-R / sqrt(C / m) - 1| over every mantissa of the
+    value that makes the relative errors at the bucket's two ends a, b equal (`2 sqrt(C) /
+    (sqrt(a) + sqrt(b))`). `rho` bounds |T[j] 2^-R / sqrt(C / m) - 1| over every mantissa of the
     bucket (rsqrt is monotone: the largest error is at an end), computed from the stored
     integers."""
 
@@ -221,6 +229,15 @@ def describe(plan: LayerPlan) -> str:
     )
 
 
+def _products(plan: LayerPlan) -> tuple[tuple[int, int], ...]:
+    """The limbs of each product's operands: d d, gamma d, gamma d 2^(hm - h) and the entry."""
+    assert plan.w_fmt is not None
+    s = sizes(plan)
+    ww = plan.w_fmt.hw_bits
+    kd = limbs(s.bd)
+    return ((kd, kd), (limbs(ww), kd), (limbs(ww + 1 + s.hm), limbs(s.table.entry_bits)))
+
+
 # --- the kind ---------------------------------------------------------------------------------
 
 
@@ -243,7 +260,7 @@ class LayerNormKind(Kind):
     fuses_activation = True
     has_params = True
     table_after_register = False
-    weight_name = "gamma"
+    weight_name = "scale"  # hls4ml's LayerNormalization names gamma's precision so
 
     def plan(self, common: Common, override: LayerFormats | None, fmt: FixedFormat) -> LayerPlan:
         """Gamma in the weight format, beta in the bias format (default: the weight format), the
@@ -271,8 +288,12 @@ class LayerNormKind(Kind):
         check_requantized_output(plan)
 
     def multipliers(self, plan: LayerPlan) -> int:
-        """Three per channel: d_i^2 and gamma_i d_i side by side, then the product with the table's r."""
-        return 3 * plan.output_shape[-1]
+        """18x18 multipliers (an ECP5 MULT18X18D each, K2C.LayerNorm.partials): per channel,
+        d_i^2 and gamma_i d_i side by side, then gamma_i d_i 2^(hm - h) times the table's entry,
+        each a product of limbs. At most: synthesis builds some products of a top limb of a few bits
+        in logic (8 channels at 1,7,8 and a Dense of 8 multipliers after it, placed on ECP5: 72 blocks
+        in all where the model counts 80)."""
+        return plan.output_shape[-1] * sum(a * b for a, b in _products(plan))
 
     def rom_bits(self, plan: LayerPlan) -> int:
         """The per-channel constants (gamma, beta)."""
@@ -340,29 +361,27 @@ class LayerNormKind(Kind):
         ww, tw = plan.w_fmt.hw_bits, s.table.entry_bits
         gd = ww + s.bd  # gamma_i d_i
         gn = ww + s.hm + 1  # gamma_i d_i 2^(hm - h)
+        (kd, _), (kw, _), (kn, kt) = _products(plan)
         k = max(s.hm - 1, 1).bit_length()
         n = s.table.index_bits
-        regs = (
-            c * bx  # the input beat
-            + c * bx
-            + s.bd  # the beat and S
-            + c * s.bd  # d
-            + c * (2 * s.hm + gd)  # the squares, gamma d
-            + 2 * s.hm
-            + c * gd  # u, gamma d
-            + 2 * s.hm
-            + k
-            + c * gd  # u, k, gamma d
-            + n
-            + k
-            + c * gd  # j, k, gamma d
-            + c * gn  # normalized (beside the table's read)
-            + c * gn
-            + tw  # and the table's entry (its output register)
-            + c * (gn + tw)  # the products
-            + c * out  # the finished values
-            + LAYERNORM_DEPTH  # valid bits
+        stages = (
+            c * bx,  # the input beat
+            c * bx + s.bd,  # the beat and S
+            c * s.bd,  # d
+            c * 36 * (kd * kd + kw * kd),  # the partial products of d^2 and gamma d
+            c * (2 * s.hm + gd),  # the squares, gamma d
+            2 * s.hm + c * gd,  # u, gamma d
+            2 * s.hm + k + c * gd,  # u, k, gamma d
+            n + k + c * gd,  # j, k, gamma d
+            c * gn,  # gamma d normalized, beside the table's read
+            c * gn + tw,  # and the table's entry (the block RAM's output register)
+            c * gn + tw,  # the same in the fabric
+            c * 36 * kn * kt,  # the partial products with the entry
+            c * (gn + tw),  # the products
+            c * out,  # the finished values
         )
+        assert len(stages) == LAYERNORM_DEPTH
+        regs = sum(stages) + LAYERNORM_DEPTH  # and the valid bits
         return Storage(
             register_bits=regs,
             fifo_bits=(LAYERNORM_DEPTH + 2) * c * out,
@@ -376,12 +395,17 @@ class LayerNormKind(Kind):
         return Entry(
             doc=HASKELL.doc(shapes, plan.w_fmt, plan.b_fmt, plan.out_fmt, plan.activation),
             body=(HASKELL.layer_norm(fn, s.bd, s.table.index_bits),),
-            notes=(HASKELL.stages_note(s.channels, LAYERNORM_DEPTH), describe(plan) + "."),
+            notes=(HASKELL.stages_note(self.multipliers(plan), LAYERNORM_DEPTH), describe(plan) + "."),
             uses=("layer_norm",),
         )
 
+    def memory_files(self, plan: LayerPlan, fn: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        """The table: an entry a line, its `SFixed ti R` bits in ASCII binary, MSB first."""
+        t = sizes(plan).table
+        return ((f"{fn}_rsqrt.mem", tuple(format(v, f"0{t.entry_bits}b") for v in t.values)),)
+
     def weights(self, plan: LayerPlan, fn: str, params: QuantizedLayer | None) -> tuple[tuple[str, ...], str]:
-        """Weights.hs: gamma, beta, the epsilon term and the table."""
+        """Weights.hs: gamma, beta, the epsilon term and the table (its memory file)."""
         assert params is not None and plan.w_fmt is not None and plan.b_fmt is not None
         s = sizes(plan)
         t = s.table
@@ -405,8 +429,6 @@ class LayerNormKind(Kind):
             "index_bits": t.index_bits,
             "table_int": t.entry_bits - t.frac,
             "table_frac": t.frac,
-            "table_bits": t.entry_bits,
-            "table": vec_literal(t.values),
         }
         return (f"{fn}_gamma", f"{fn}_beta", f"{fn}_epsilon", f"{fn}_rsqrt"), HASKELL.constants(c)
 
