@@ -51,7 +51,9 @@ WHOLE = 360
         pytest.param("digits_lstm", [8, 4], WHOLE, marks=pytest.mark.slow, id="digits_lstm-whole"),
         pytest.param("waves_gru", [4, 8, 2], WHOLE, marks=pytest.mark.slow),
         ("jet_transformer", [2, 1, 1, 1, 2, 2, 2, 1], 20),
-        pytest.param("jet_transformer", [2, 1, 1, 1, 2, 2, 2, 1], WHOLE, marks=pytest.mark.slow, id="jet_transformer-whole"),
+        pytest.param(
+            "jet_transformer", [2, 1, 1, 1, 2, 2, 2, 1], WHOLE, marks=pytest.mark.slow, id="jet_transformer-whole"
+        ),
     ],
 )
 def test_example_whole_test_set(tmp_path: Path, example: str, parallelism: list[int], clash_images: int) -> None:

@@ -292,6 +292,7 @@ class TemplateContext(TypedDict):
     name: str
     package: str
     version: str
+    clash_flags: str  # CLASH_FLAGS, for the README's commands
     format_types: list[FormatType]
     layers: list[LayerEntry]
     timing: list[TimingCheck]
