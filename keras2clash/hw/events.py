@@ -406,37 +406,14 @@ class Playback:
         (self.free,) = values
 
 
-class Reverse:
+class Reverse(Playback):
     """K2C.Reverse: fills with a sequence's n beats, one a cycle, then sends them from the
     last: the last step's beat is valid the cycle after it moved in, each next one the cycle
     after the one before left, and the block fills again from the cycle after the first
-    step's beat left."""
+    step's beat left (a playback of n beats that nothing downstream holds on to)."""
 
     def __init__(self, n: int, down: Block, mx: Max) -> None:
-        self.n, self.down, self.mx = n, down, mx
-        self.count = 0
-        self.free: Cycle = NEG  # the first cycle it takes a beat again
-
-    def ready_at(self, v: Cycle) -> Cycle:
-        return self.mx(v, self.free)
-
-    def accept(self, v: Cycle) -> Cycle:
-        q = self.mx(v, self.free)
-        self.free = q + 1
-        self.count += 1
-        if self.count == self.n:
-            t = q + 1
-            for _ in range(self.n):
-                t = self.down.accept(t) + 1
-            self.free = t
-            self.count = 0
-        return q
-
-    def state(self) -> list[Cycle]:
-        return [self.free]
-
-    def set_state(self, values: Sequence[Cycle]) -> None:
-        (self.free,) = values
+        super().__init__(n, n, down, mx, lambda: NEG)
 
 
 class _Valid:

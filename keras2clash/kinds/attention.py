@@ -194,6 +194,18 @@ def probability_format(fmt: FixedFormat) -> FixedFormat:
     return FixedFormat(1, 1, fmt.hw_bits - 2)
 
 
+def _geometry(layer: Attention, **formats: FixedFormat) -> AttentionParams:
+    """The record's sequence, heads, sizes and mask as parameters (with `formats`)."""
+    return AttentionParams(
+        steps=layer.input_shape[-2],
+        heads=layer.heads,
+        key_dim=layer.key_dim,
+        value_dim=layer.value_dim,
+        causal=layer.causal,
+        **formats,
+    )
+
+
 def _split(x: np.ndarray, p: AttentionParams) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A batch `(N, 1, steps, width)` as q, k `(N, steps, h, dk)` and v `(N, steps, h, dv)`."""
     n, hk = len(x), p.heads * p.key_dim
@@ -221,15 +233,7 @@ class AttentionKind(Kind):
         layer = common.layer
         assert isinstance(layer, Attention)
         override = refuse_constant_formats(layer, override)
-        params = AttentionParams(
-            steps=layer.input_shape[-2],
-            heads=layer.heads,
-            key_dim=layer.key_dim,
-            value_dim=layer.value_dim,
-            causal=layer.causal,
-            score_fmt=fmt,
-            prob_fmt=probability_format(fmt),
-        )
+        params = _geometry(layer, score_fmt=fmt, prob_fmt=probability_format(fmt))
         return common.plan(out_fmt=override.output or fmt, params=params)
 
     def check(self, plan: LayerPlan) -> None:
@@ -273,13 +277,7 @@ class AttentionKind(Kind):
         self, layer: Layer, xs: Sequence[np.ndarray], params: tuple[np.ndarray, np.ndarray] | None
     ) -> tuple[np.ndarray | None, np.ndarray]:
         assert isinstance(layer, Attention)
-        p = AttentionParams(
-            steps=layer.input_shape[-2],
-            heads=layer.heads,
-            key_dim=layer.key_dim,
-            value_dim=layer.value_dim,
-            causal=layer.causal,
-        )
+        p = _geometry(layer)
         q, k, v = _split(np.asarray(xs[0], dtype=np.float64), p)
         scores = np.einsum("ntid,njid->nitj", q, k)
         scores = np.where(_mask(p)[None, None], -np.inf, scores)

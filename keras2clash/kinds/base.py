@@ -30,7 +30,7 @@ from keras2clash.hw.events import Block, EngineTiming, Max, Stateful
 from keras2clash.hw.plan import PLAIN_ACTIVATIONS, Common, LayerFormats, LayerPlan, NoParams, Params
 from keras2clash.ir.layers import Layer
 from keras2clash.quant.exact import QuantizedLayer
-from keras2clash.quant.formats import FixedFormat
+from keras2clash.quant.formats import FixedFormat, quantize
 
 P = TypeVar("P", bound=Params)
 
@@ -323,6 +323,25 @@ class Kind:
         """Its definitions in Weights.hs: the names exported and the Haskell text; None. `params`:
         its quantized constants (`quantize`), None for a kind without (`has_params`)."""
         return None
+
+
+class ChannelConstantsKind(Kind):
+    """A kind whose constants are one weight (in the weight format) and one bias (in the bias
+    format) per channel (`constants`): a batch normalization's scale and offset, a layer
+    normalization's gamma and beta."""
+
+    has_params = True
+
+    def rom_bits(self, plan: LayerPlan) -> int:
+        """The per-channel constants."""
+        assert plan.w_fmt is not None and plan.b_fmt is not None
+        return plan.output_shape[-1] * (plan.w_fmt.hw_bits + plan.b_fmt.hw_bits)
+
+    def quantize(self, layer: Layer, plan: LayerPlan) -> QuantizedLayer:
+        """The weights in the weight format, the biases in the bias format."""
+        assert plan.w_fmt is not None and plan.b_fmt is not None
+        weights, biases = self.constants(layer)
+        return QuantizedLayer(kernel=quantize(weights, plan.w_fmt), bias=quantize(biases, plan.b_fmt))
 
 
 def refuse_constant_formats(layer: Layer, override: LayerFormats | None) -> LayerFormats:

@@ -29,10 +29,10 @@ from keras2clash.frontend.registry import ConversionState, KerasLayer, _single_i
 from keras2clash.hw.events import Block, Collect, EngineTiming, Max, Scatter, Stateful, pipe_block
 from keras2clash.hw.plan import Common, LayerFormats, LayerPlan, Params, accumulator_format, relu_before_requantize
 from keras2clash.ir.layers import Layer, register_record
-from keras2clash.kinds.base import Depth, Entry, Kind, Storage, check_requantized_output, params_of
+from keras2clash.kinds.base import ChannelConstantsKind, Depth, Entry, Storage, check_requantized_output, params_of
 from keras2clash.quant import activations
 from keras2clash.quant.exact import INT64_SAFE_BITS, QuantizedLayer, finish
-from keras2clash.quant.formats import FixedFormat, quantize
+from keras2clash.quant.formats import FixedFormat
 
 HASKELL = kind_template("batchnorm.hs.j2")
 
@@ -94,13 +94,12 @@ class BatchNormParams(Params):
     lanes: int = 0
 
 
-class BatchNormKind(Kind):
+class BatchNormKind(ChannelConstantsKind):
     records: ClassVar[tuple[type[Layer], ...]] = (BatchNorm,)
     params_type: ClassVar[type[Params]] = BatchNormParams
     keeps_format = False
     requantizes = True
     fuses_activation = True
-    has_params = True
     lanes_knob = True
     table_after_register = False
     weight_name = "scale"
@@ -144,21 +143,10 @@ class BatchNormKind(Kind):
         """One per channel of a beat, all in the same cycle, or one per lane."""
         return plan.channel_lanes
 
-    def rom_bits(self, plan: LayerPlan) -> int:
-        """The per-channel constants (scale, offset)."""
-        assert plan.w_fmt is not None and plan.b_fmt is not None
-        return plan.output_shape[-1] * (plan.w_fmt.hw_bits + plan.b_fmt.hw_bits)
-
     def constants(self, layer: Layer) -> tuple[np.ndarray, np.ndarray]:
         """Scale (stored in the weight format) and offset (in the bias format), as floats."""
         assert isinstance(layer, BatchNorm)
         return np.asarray(layer.scale, dtype=np.float64), np.asarray(layer.offset, dtype=np.float64)
-
-    def quantize(self, layer: Layer, plan: LayerPlan) -> QuantizedLayer:
-        """The scale in the weight format, the offset in the bias format."""
-        assert plan.w_fmt is not None and plan.b_fmt is not None
-        scale, offset = self.constants(layer)
-        return QuantizedLayer(kernel=quantize(scale, plan.w_fmt), bias=quantize(offset, plan.b_fmt))
 
     def golden(self, plan: LayerPlan, xs: Sequence[np.ndarray], params: QuantizedLayer | None) -> np.ndarray:
         """Per channel `x * scale + offset` exactly (product with fa + fw fraction bits, offset

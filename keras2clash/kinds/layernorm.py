@@ -37,7 +37,7 @@ from keras2clash.frontend.registry import ConversionState, KerasLayer, _single_i
 from keras2clash.hw.events import Block, EngineTiming, Max, Stateful, pipe_block
 from keras2clash.hw.plan import Common, LayerFormats, LayerPlan, Params, relu_before_requantize
 from keras2clash.ir.layers import Layer, register_record
-from keras2clash.kinds.base import Depth, Entry, Kind, Storage, check_requantized_output, params_of
+from keras2clash.kinds.base import ChannelConstantsKind, Depth, Entry, Storage, check_requantized_output, params_of
 from keras2clash.quant import activations
 from keras2clash.quant.exact import QuantizedLayer, finish
 from keras2clash.quant.formats import FixedFormat, quantize
@@ -252,13 +252,12 @@ class LayerNormParams(Params):
     gamma_max: float = 0.0
 
 
-class LayerNormKind(Kind):
+class LayerNormKind(ChannelConstantsKind):
     records: ClassVar[tuple[type[Layer], ...]] = (LayerNorm,)
     params_type: ClassVar[type[Params]] = LayerNormParams
     keeps_format = False
     requantizes = True
     fuses_activation = True
-    has_params = True
     table_after_register = False
     weight_name = "scale"  # hls4ml's LayerNormalization names gamma's precision so
 
@@ -295,20 +294,10 @@ class LayerNormKind(Kind):
         in all where the model counts 80)."""
         return plan.output_shape[-1] * sum(a * b for a, b in _products(plan))
 
-    def rom_bits(self, plan: LayerPlan) -> int:
-        """The per-channel constants (gamma, beta)."""
-        assert plan.w_fmt is not None and plan.b_fmt is not None
-        return plan.output_shape[-1] * (plan.w_fmt.hw_bits + plan.b_fmt.hw_bits)
-
     def constants(self, layer: Layer) -> tuple[np.ndarray, np.ndarray]:
         """Gamma (stored in the weight format) and beta (in the bias format), as floats."""
         assert isinstance(layer, LayerNorm)
         return np.asarray(layer.gamma, dtype=np.float64), np.asarray(layer.beta, dtype=np.float64)
-
-    def quantize(self, layer: Layer, plan: LayerPlan) -> QuantizedLayer:
-        assert plan.w_fmt is not None and plan.b_fmt is not None
-        gamma, beta = self.constants(layer)
-        return QuantizedLayer(kernel=quantize(gamma, plan.w_fmt), bias=quantize(beta, plan.b_fmt))
 
     def golden(self, plan: LayerPlan, xs: Sequence[np.ndarray], params: QuantizedLayer | None) -> np.ndarray:
         """The contract on Python integers (module docstring): exact up to the table read and
