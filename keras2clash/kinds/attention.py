@@ -266,8 +266,7 @@ class AttentionKind(Kind):
         q, k, v = _split(x, p)
         fi = plan.in_fmt.raw_frac
         scores = requantize(np.einsum("ntid,njid->nitj", q, k), 2 * fi, p.score_fmt)
-        lowest = -(1 << (p.score_fmt.hw_bits - 1))
-        scores = np.where(_mask(p)[None, None], lowest, scores)
+        scores = np.where(_mask(p)[None, None], p.score_fmt.raw_min, scores)
         probs = activations.softmax_raw(scores, p.score_fmt, p.prob_fmt)
         mixed = np.einsum("nitj,njie->ntie", probs, v)
         out = requantize(mixed, p.prob_fmt.raw_frac + fi, plan.out_fmt)
