@@ -227,7 +227,7 @@ class DesignOptions:
         logic_budget: LUT4 cells the adder graphs of layers whose strategy is "auto" may take
             (a device's is a share of its cells: fpga.devices.LOGIC_SHARE); None: the
             default device's share (DEFAULT_LOGIC_BUDGET).
-        lanes: A BatchNormalization's channels a cycle: "auto" the fewest that keep the
+        lanes: A Batch- or LayerNormalization's channels a cycle: "auto" the fewest that keep the
             initiation interval, "full" a whole beat (None: auto under a budget, else full).
         softmax: An output softmax computed ("exact") or left out ("argmax": the outputs
             are the logits, the class the same).

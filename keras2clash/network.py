@@ -9,7 +9,7 @@ the precision sweep); `plan_network` takes a graph from there to the hardware pl
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -127,20 +127,29 @@ def plan_network(
     formats = _weight_formats(graph, formats, design.weight_format)
     if formats.auto is not None and console is not None:
         render_auto(formats.auto, console)
-    if design.dsp_budget is not None:
-        pes, cyc, strategy = _balanced_knobs(graph, formats, design, pes, cyc, levels, strategy, auto, console)
-    plans = make_plan(
-        graph,
-        formats.default,
-        pes,
-        cycles=cyc,
-        layer_formats=formats.layers or None,
-        input_fmt=formats.input,
-        pipeline=levels,
-        strategy=strategy,
-    )
+    serial = fifos and lanes == "auto"
+
+    def build(pes, cyc, strategy) -> list[LayerPlan]:
+        return make_plan(
+            graph,
+            formats.default,
+            pes,
+            cycles=cyc,
+            layer_formats=formats.layers or None,
+            input_fmt=formats.input,
+            pipeline=levels,
+            strategy=strategy,
+        )
+
+    if design.dsp_budget is None:
+        plans = build(pes, cyc, strategy)
+        if fifos:
+            plans = with_lanes(plans) if serial else with_fifos(plans)
+    else:
+        plans = _within_budget(graph, formats, design, (pes, cyc, strategy), levels, auto, serial, build, console)
+        if fifos and not serial:
+            plans = with_fifos(plans)
     if fifos:
-        plans = with_lanes(plans) if lanes == "auto" else with_fifos(plans)
         _report_lanes(plans, console)
     return Network(
         graph=graph,
@@ -244,25 +253,81 @@ def softmax_mode(graph: Graph, mode: SoftmaxMode) -> Graph:
 
 
 def _report_lanes(plans: Sequence[LayerPlan], console: Console | None) -> None:
-    """One line per serial BatchNormalization (hw.lanes)."""
+    """One line for the serial normalizations (hw.lanes)."""
     serial = [p for p in plans if p.lane_chunks > 1]
     if console is not None and serial:
         console.print(
-            "serial BatchNormalization (the same II): "
+            "serial normalization (the same II): "
             + ", ".join(f"{p.name} {p.channel_lanes} of {p.output_shape[-1]} channels a cycle" for p in serial)
         )
 
 
+def _within_budget(
+    graph: Graph,
+    formats: Any,
+    design: DesignOptions,
+    knobs: tuple[Any, Any, Any],
+    levels,
+    auto: list[bool],
+    serial: bool,
+    build: Callable[[Any, Any, Any], list[LayerPlan]],
+    console: Console | None,
+) -> list[LayerPlan]:
+    """--dsp-budget: the plans with the balanced knobs (`_balanced_knobs`). With serial layers
+    (`--lanes auto`, hw.lanes) the engines are balanced with each serial layer at its fewest
+    lanes; `with_lanes` then gives it the fewest that keep the II, and when those take more than
+    the budget has, the engines are balanced again without the excess (a few times), else the
+    serial layers stay at their fewest lanes (which the balance counted)."""
+    assert design.dsp_budget is not None
+    budget, reserve = design.dsp_budget, 0
+    fewest: list[LayerPlan] | None = None
+    for _ in range(3):
+        try:
+            pes, cyc, strategy = _balanced_knobs(graph, formats, design, knobs, levels, auto, console, reserve, serial)
+        except K2CError:
+            if fewest is None:
+                raise
+            break
+        plans = build(pes, cyc, strategy)
+        if not serial:
+            return plans
+        fewest = fewest or with_fifos([_fewest_lanes(p) for p in plans])
+        chosen = with_lanes(plans)
+        over = sum(p.multipliers for p in chosen) - budget
+        if over <= 0:
+            return chosen
+        reserve += over
+    assert fewest is not None
+    return fewest
+
+
+def _fewest_lanes(plan: LayerPlan) -> LayerPlan:
+    """A layer with lanes (`Kind.lanes_knob`) computing one channel a cycle (when it has more)."""
+    if plan.kind is None or not plan.kind.lanes_knob or plan.output_shape[-1] == 1:
+        return plan
+    return plan.kind.with_lanes(plan, 1)
+
+
 def _balanced_knobs(
-    graph: Graph, formats: Any, design: DesignOptions, pes, cyc, levels, strategy, auto: list[bool], console
+    graph: Graph,
+    formats: Any,
+    design: DesignOptions,
+    knobs: tuple[Any, Any, Any],
+    levels,
+    auto: list[bool],
+    console,
+    reserve: int = 0,
+    serial: bool = False,
 ) -> tuple[list[int], list[int], Any]:
-    """--dsp-budget: the balanced (pe, cycles) of every compute layer (hw.allocate), ranked with
-    the pipeline the design will have (its depth moves every layer's results in time); and the
+    """--dsp-budget: the balanced (pe, cycles) of every compute layer (hw.allocate) within the
+    budget less `reserve`, ranked with the pipeline the design will have (its depth moves every
+    layer's results in time), serial layers at their fewest lanes when `serial`; and the
     strategy of each layer left to "auto" (hw.strategy)."""
+    pes, cyc, strategy = knobs
     if pes is not None or cyc is not None:
         raise K2CError("give either --dsp-budget or --parallelism/--cycles, not both")
     assert design.dsp_budget is not None
-    budget = design.dsp_budget
+    budget = design.dsp_budget - reserve
     plans = make_plan(
         graph,
         formats.default,
@@ -271,6 +336,8 @@ def _balanced_knobs(
         pipeline=levels,
         strategy=strategy,
     )
+    if serial:
+        plans = [_fewest_lanes(p) for p in plans]
     status = console.status(f"balancing within {budget} multipliers") if console is not None else nullcontext()
     with status as shown:
         progress = shown.update if shown is not None else None

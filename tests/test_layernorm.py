@@ -20,9 +20,18 @@ from keras import layers
 from helpers import assert_clash_matches_golden, needs_toolchain
 from keras2clash.errors import K2CError
 from keras2clash.frontend.convert import to_graph
+from keras2clash.hw.hwmodel import timing, with_fifos
+from keras2clash.hw.lanes import divisors
 from keras2clash.hw.plan import LayerFormats
 from keras2clash.hw.planner import make_plan
-from keras2clash.kinds.layernorm import LAYERNORM_DEPTH, LayerNorm, LayerNormKind, rsqrt_table, sizes
+from keras2clash.kinds.layernorm import (
+    LAYERNORM_DEPTH,
+    LAYERNORM_LANES_DEPTH,
+    LayerNorm,
+    LayerNormKind,
+    rsqrt_table,
+    sizes,
+)
 from keras2clash.network import load_network
 from keras2clash.quant import golden
 from keras2clash.quant.formats import parse_format, quantize
@@ -273,6 +282,36 @@ def test_hardware_figures() -> None:
     assert kind.rom_bits(plan) == 8 * (plan.w_fmt.hw_bits + plan.b_fmt.hw_bits)
     (depth,) = kind.depths(plan)
     assert depth.value == LAYERNORM_DEPTH and depth.type == "LayerNorm.LayerNormDepth"
+    # two lanes: per lane x^2 1x1, gamma d 1x2, the product with the entry 3x1; S^2 2x2 once
+    serial = kind.with_lanes(plan, 2)
+    assert (serial.channel_lanes, serial.lane_chunks) == (2, 4)
+    assert serial.multipliers == 2 * (1 + 2 + 3) + 4
+    (depth,) = kind.depths(serial)
+    assert depth.value == LAYERNORM_LANES_DEPTH and depth.type == "LayerNorm.LayerNormLanesDepth"
+    assert kind.storage(serial).register_bits < kind.storage(plan).register_bits
+
+
+def test_serial_beat_takes_two_passes() -> None:
+    """A serial layer takes a beat every 2 C / lanes + 1 cycles (its Scatter of both passes):
+    three positions of 8 channels at 2 lanes, back to back, are accepted 9 cycles apart."""
+    net = load_network(_model((3, 8), 0), "1,7,8", fifos=False)
+    plans = with_fifos([net.plans[0].kind.with_lanes(net.plans[0], 2)])
+    t = timing(plans, 2)
+    assert t.ii == 3 * 9
+
+
+def test_budget_counts_serial_layers() -> None:
+    """Under a multiplier budget a LayerNormalization that whole would not fit is serial, and
+    the design keeps to the budget."""
+    model = _network("sequence", 8, 6, None, 3)
+    full = load_network(model, "1,7,8")
+    assert full.plans[0].multipliers == 8 * 9
+    net = load_network(model, "1,7,8", dsp_budget=40)
+    (ln,) = [p for p in net.plans if p.type == "layernorm"]
+    assert ln.params.lanes in divisors(8)[:-1]
+    assert sum(p.multipliers for p in net.plans) <= 40
+    with pytest.raises(K2CError, match="multiplier budget 40 too small"):
+        load_network(model, "1,7,8", dsp_budget=40, lanes="full")
 
 
 # --- the Clash simulation --------------------------------------------------------------------------
@@ -303,16 +342,23 @@ def _network(case: str, channels: int, steps: int, act: str | None, seed: int) -
     return model
 
 
-def _bit_exact(tmp_path, case, channels, steps, act, fmt, seed) -> None:
+def _bit_exact(tmp_path, case, channels, steps, act, fmt, seed, lanes=0) -> None:
+    """`lanes`: the layer's (0: a whole beat a cycle)."""
+    from dataclasses import replace
+
     from keras2clash import api
     from keras2clash.backend.project import load_project
 
     model = _network(case, channels, steps, act, seed)
     out = tmp_path / "net"
-    api.emit(model, fmt, out, show=False)
+    out.mkdir()
+    network = load_network(model, fmt)
+    plans = with_fifos([p.kind.with_lanes(p, lanes) if p.type == "layernorm" else p for p in network.plans])
+    api._write_project(replace(network, plans=plans), out, None, show=False)
     project = load_project(out)
     assert "layernorm" in [p.type for p in project.plans]
-    assert "LayerNorm.layerNorm @" in (out / "Network.hs").read_text()
+    block = "LayerNorm.layerNormLanes @" if lanes else "LayerNorm.layerNorm @"
+    assert block in (out / "Network.hs").read_text()
     rng = np.random.default_rng(seed)
     x = rng.normal(0, 1.5, size=(6, *model.input_shape[1:]))
     assert_clash_matches_golden(project, golden.quantize_inputs(project.plans, x), seed)
@@ -325,6 +371,12 @@ def test_bit_exact_in_clash(tmp_path) -> None:
     _bit_exact(tmp_path, "sequence", 6, 3, None, "1,7,8", 5)
 
 
+@needs_toolchain
+def test_serial_bit_exact_in_clash(tmp_path) -> None:
+    """Two lanes of eight channels: the same values, with the serial block's cycles."""
+    _bit_exact(tmp_path, "sequence", 8, 3, "relu", "1,7,8", 12, lanes=2)
+
+
 @pytest.mark.slow
 @needs_toolchain
 @CLASH
@@ -335,11 +387,15 @@ def test_bit_exact_in_clash(tmp_path) -> None:
     act=st.sampled_from([None, "relu", "tanh"]),
     fmt=st.sampled_from(["1,7,8", "1,5,10", "1,3,6", "1,4,4,trn,wrap"]),
     seed=st.integers(0, 10_000),
+    pick=st.integers(0, 5),
 )
-def test_random_models_bit_exact_in_clash(tmp_path_factory, case, channels, steps, act, fmt, seed) -> None:
+def test_random_models_bit_exact_in_clash(tmp_path_factory, case, channels, steps, act, fmt, seed, pick) -> None:
+    """Any lanes (`pick` among the divisors of the channels: all of them a whole beat)."""
     if "wrap" in fmt and act == "tanh":
         act = "relu"  # a truncating, wrapping format takes a linear or relu activation only
-    _bit_exact(tmp_path_factory.mktemp("ln"), case, channels, steps, act, fmt, seed)
+    options = divisors(channels)
+    lanes = options[pick % len(options)]
+    _bit_exact(tmp_path_factory.mktemp("ln"), case, channels, steps, act, fmt, seed, 0 if lanes == channels else lanes)
 
 
 @needs_toolchain

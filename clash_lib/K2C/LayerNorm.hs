@@ -49,6 +49,27 @@ pair of limbs, each registered, and summed in the next stage
 the cycle of the multiplication, after the block's slow unregistered output
 (an 8-channel layer on ECP5: 12.5 ns, 80 MHz).
 
+= Fewer multipliers: 'layerNormLanes'
+
+Where beats come slower than one a cycle, 'layerNormLanes' computes @l@ of the
+@c = k * l@ channels a cycle with the same arithmetic: the beat is scattered
+twice into its @k@ chunks ("K2C.Scatter" of @2 k@), each chunk a beat of one
+pipeline of 'LayerNormLanesDepth' stages, and the second pass's chunks
+collected ("K2C.Collect" of @2 k@; the first pass's values are dropped, and
+with them their registers). The first pass sums @x_i@ and @x_i^2@ over the
+chunks (running sums, one 18x18 product a lane at inputs of up to 18 bits);
+its last chunk leaves with @S@ and @sum x_i^2@, and @u = c (c sum x_i^2 - S^2)
++ e@, the same integer as @sum d_i^2 + e@ (computed modulo @2^(2 hm)@, which
+holds it), then the leading pairs, the table index and the table read. The
+values a second-pass chunk needs of its beat (@S@, the leading pairs, the
+table's entry) are kept in a register each as the first pass's last chunk
+leaves their stage: the chunks move in order and never stall inside the
+pipeline, so the second pass reads them after they are written and before the
+next beat's first pass replaces them. The second pass computes @d_i@,
+@gamma_i d_i@, its shift and its product with the entry as 'layerNorm' does.
+A beat every @2 k + 1@ cycles; multipliers per lane: @x_i^2@, @gamma_i d_i@ and
+the product with the entry, and @S^2@ once.
+
 = Storage
 
 The table is a memory file (@weights/<layer>_rsqrt.mem@, one entry per line
@@ -60,6 +81,8 @@ same in simulation, but Clash takes minutes to evaluate one of 768 entries.
 module K2C.LayerNorm
   ( layerNorm
   , LayerNormDepth
+  , layerNormLanes
+  , LayerNormLanesDepth
   , timesConst
   , leadingPairs
   , tableIndex
@@ -69,13 +92,16 @@ module K2C.LayerNorm
   , joinPartials
   ) where
 
-import Clash.Prelude
-import Data.Maybe (fromMaybe)
+import Clash.Prelude hiding (scatter)
+import Data.Maybe (fromMaybe, isJust)
 
+import K2C.Collect (collect)
 import K2C.Lut (TableRom (..))
 import K2C.Merge (addExact)
 import K2C.Pipe (pipeS, stageReg)
-import K2C.Stream (Stream)
+import K2C.Scatter (scatter)
+import K2C.Stream (Stream, mapS, (|>))
+import K2C.Window (nextIndex)
 
 -- | Register stages of 'layerNorm' (see the module header).
 type LayerNormDepth = 14
@@ -135,6 +161,111 @@ layerNorm e table gammas betas finish = pipeS (SNat @LayerNormDepth) stages
 
     normalize :: Index hm -> SFixed (iw + bd) fw -> SFixed (iw + 1) (fw + hm)
     normalize k gd = sf (SNat @(fw + hm)) (shiftL (resize (unSF gd)) (fromEnum k))
+
+-- | Register stages of 'layerNormLanes''s pipeline (see the module header).
+type LayerNormLanesDepth = 15
+
+-- | 'layerNorm' on @l@ of the @k * l@ channels a cycle (see the module header):
+-- the same arithmetic and the same integers.
+layerNormLanes
+  :: forall bd n k l dom hm m ti r ia fa iw fw ib fb b
+   . ( HiddenClockResetEnable dom, KnownNat k, 1 <= k, KnownNat l, 1 <= l, KnownNat bd, KnownNat n
+     , 2 <= n, n <= 2 * hm, KnownNat hm, 1 <= hm, KnownNat m, 1 <= m, KnownNat ti, KnownNat r
+     , KnownNat ia, KnownNat fa, KnownNat iw, KnownNat fw, KnownNat ib, KnownNat fb, NFDataX b )
+  => SNat k -> Unsigned (2 * hm) -> TableRom m (SFixed ti r)
+  -> Vec (k * l) (SFixed iw fw) -> Vec (k * l) (SFixed ib fb)
+  -> (SFixed (1 + Max (iw + 1 + ti) ib) (Max (fw + hm + r) fb) -> b)
+  -> Stream dom (Vec (k * l) (SFixed ia fa)) (Vec (k * l) b)
+layerNormLanes SNat e table gammas betas finish =
+  mapS (\xs -> xs ++ xs)
+    |> scatter (SNat @(2 * k))
+    |> pipeS (SNat @LayerNormLanesDepth) stages
+    |> collect (SNat @(2 * k))
+    |> mapS (drop (SNat @(k * l)))
+  where
+    gammaChunks = unconcatI @k @l gammas
+    betaChunks = unconcatI @k @l betas
+    stages input = done
+      where
+        -- which chunk a beat is: beats 0 .. k-1 of every 2 k the first pass, the rest the second
+        count  = register (0 :: Index (2 * k)) (mux (isJust <$> input) (nextIndex <$> count) count)
+        tagged = stageReg ((\i -> fmap (\xs -> (tag i, xs))) <$> count <*> input)
+        -- the first pass: the chunk's sum, and its squares as 18x18 partial products
+        parts  = stageReg (on (\_ xs -> (xs, fold (+) (0 :> map widen xs), map (\x -> partials (unSF x) (unSF x)) xs)) <$> tagged)
+        chunkQ = stageReg (on (\_ (xs, s, qs) -> (xs, s, fold (+) (0 :> map square' qs))) <$> parts)
+        -- the running sums of the first pass: its last beat leaves with S and sum x^2
+        summed = stageReg ((\acc -> on (\t (xs, s, q) -> (xs, add t acc (s, q)))) <$> latest <*> chunkQ)
+        -- the sums so far: those of the first-pass beat leaving this stage, else the last kept
+        latest = mux (firstPass <$> summed) (snd . snd . fromJustX <$> summed) running
+        running :: Signal dom (Signed bd, Signed (2 * hm))
+        running = register (0, 0) latest
+        add t (sa, qa) (s, q) = if chunkOf t == 0 then (s, q) else (sa + s, qa + q)
+        heldS  = held (fst . snd . snd) summed
+        -- the second pass: d_i = c x_i - S, and gamma_i registered beside it; the first pass's
+        -- last beat: S^2 as partial products
+        devs   = stageReg ((\sb -> on (\t (xs, (s, q)) ->
+                   (map (\x -> timesConst @(k * l) (widen x) - sb) xs, gammaChunks !! chunkOf t, q, partials s s))) <$> heldS <*> summed)
+        gdParts = stageReg (on (\_ (ds, gs, q, ss) -> (zipWith (partials . unSF) gs ds, timesConst @(k * l) q - wrap (joinPartials ss))) <$> devs)
+        -- u = c (c sum x^2 - S^2) + e = sum d_i^2 + e on 2 hm bits: it fits them, so the
+        -- wrapping sums are exact
+        us     = stageReg (on (\_ (gs, v) -> (map scaled gs, unpack (pack (timesConst @(k * l) v)) + e)) <$> gdParts)
+        pairs  = stageReg (on (\_ (gs, u) -> (gs, u, leadingPairs u)) <$> us)
+        index  = stageReg (on (\_ (gs, u, p) -> (gs, tableIndex @n u p, p)) <$> pairs)
+        heldK  = held (\(_, (_, _, p)) -> p) index
+        -- the first pass's table read and its register (the block RAM's synchronous read),
+        -- beside the second pass's gamma_i d_i 2^(hm - h)
+        entry  = stageReg (fmap (\(_, (_, j, _)) -> readTable j) <$> index)
+        normed = stageReg ((\p -> on (\_ (gs, _, _) -> map (normalize p) gs)) <$> heldK <*> index)
+        -- the block RAM's output register, then one in the fabric (as in 'layerNorm')
+        fetched = stageReg ((\g x -> (\(t, gs) x' -> (t, (gs, x'))) <$> g <*> x) <$> normed <*> entry)
+        moved  = stageReg fetched
+        heldT  = held (snd . snd) moved
+        prodParts = stageReg ((\x -> on (\_ (gs, _) -> map (\g -> partials (unSF g) (unSF x)) gs)) <$> heldT <*> moved)
+        prods  = stageReg (on (\t ps -> (betaChunks !! chunkOf t, map product' ps)) <$> prodParts)
+        done   = stageReg (fmap (\(_, (bs, ps)) -> map finish (zipWith (flip addExact) bs ps)) <$> prods)
+
+    -- (first pass, its last beat, the chunk)
+    tag :: Index (2 * k) -> (Bool, Bool, Index k)
+    tag i
+      | i < natToNum @k = (True, i == natToNum @(k - 1), resize i)
+      | otherwise = (False, False, resize (i - natToNum @k))
+
+    chunkOf (_, _, i) = i
+
+    square' :: Vec (Limbs (ia + fa)) (Vec (Limbs (ia + fa)) (Signed 36)) -> Signed (2 * hm)
+    square' = wrap . joinPartials @(ia + fa) @(ia + fa)
+
+    -- a stage's function of the tag and the values, the tag carried along
+    on :: (t -> a -> c) -> Maybe (t, a) -> Maybe (t, c)
+    on f = fmap (\(t, a) -> (t, f t a))
+
+    firstPass :: Maybe ((Bool, Bool, Index k), a) -> Bool
+    firstPass = maybe False (\((p, _, _), _) -> p)
+
+    -- a value of the first pass's last beat, kept for the second pass
+    held :: NFDataX v => Num v => (((Bool, Bool, Index k), a) -> v) -> Signal dom (Maybe ((Bool, Bool, Index k), a)) -> Signal dom v
+    held f stage = value
+      where
+        value = register 0 (mux (lastBeat <$> stage) (f . fromJustX <$> stage) value)
+        lastBeat = maybe False (\((_, lst, _), _) -> lst)
+
+    TableRom readTable = table
+
+    widen :: SFixed ia fa -> Signed bd
+    widen = resize . unSF
+
+    scaled :: Vec (Limbs (iw + fw)) (Vec (Limbs bd) (Signed 36)) -> SFixed (iw + bd) fw
+    scaled = sf (SNat @fw) . joinPartials @(iw + fw) @bd
+
+    product' :: Vec (Limbs (iw + 1 + fw + hm)) (Vec (Limbs (ti + r)) (Signed 36)) -> SFixed (iw + 1 + ti) (fw + hm + r)
+    product' = sf (SNat @(fw + hm + r)) . joinPartials @(iw + 1 + fw + hm) @(ti + r)
+
+    normalize :: Index hm -> SFixed (iw + bd) fw -> SFixed (iw + 1) (fw + hm)
+    normalize k' gd = sf (SNat @(fw + hm)) (shiftL (resize (unSF gd)) (fromEnum k'))
+
+-- | The low @v@ bits of @x@ as a signed number (arithmetic modulo @2^v@).
+wrap :: forall w v . (KnownNat w, KnownNat v) => Signed w -> Signed v
+wrap x = truncateB (resize x :: Signed (v + w))
 
 -- | @c x@ for the constant @c@: the sum of @x@ shifted by each set bit of @c@
 -- (synthesis folds the zero terms away), so that no multiplier is spent on it.

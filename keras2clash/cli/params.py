@@ -85,7 +85,7 @@ LOGIC_BUDGET_HELP = (
     "default: half of its 83,640)."
 )
 LANES_HELP = (
-    "Channels a BatchNormalization computes a cycle: 'auto' the fewest that keep the initiation "
+    "Channels a Batch- or LayerNormalization computes a cycle: 'auto' the fewest that keep the initiation "
     "interval (fewer multipliers, a few cycles more latency), 'full' a whole beat a cycle. "
     "Default: auto with --dsp-budget, full without."
 )

@@ -1,4 +1,4 @@
-"""Serial BatchNormalization: as many multipliers as its beats' rate needs, not one per channel.
+"""Serial normalizations: as many multipliers as their beats' rate needs, not a set per channel.
 
 A BatchNormalization the passes cannot fold (after an activation, a pool, a merge) has one
 multiplier per channel of a beat (`K2C.BatchNorm.batchNorm`), all busy in the one cycle a
@@ -11,12 +11,17 @@ LFE5U-85F 122.0 / 118.5 MHz (router1, seeds 1 / 2; whole beats: router2 at best 
 router1 not routed after 33 minutes): the 32 multipliers of a whole beat, spread along the
 DSP rows and read from one LUT-RAM queue, are its critical path.
 
-`with_lanes` gives every BatchNormalization the fewest lanes (a divisor of its channels)
+A LayerNormalization (`kinds.layernorm`, `layerNormLanes`) has the same knob: two passes over
+its `c / k` chunks, one beat every `2 c / k + 1` cycles, about `6 k + 4` multipliers instead of
+`9 c`.
+
+`with_lanes` gives every such layer (`Kind.lanes_knob`) the fewest lanes (a divisor of its channels)
 for which the exact II of the whole design (`hw.hwmodel`, FIFOs sized again) is no longer
 than with whole beats: one layer at a time in graph order, a binary search over the
 divisors each (more lanes are never slower). The cost is latency, about `c / k` cycles per
 serial layer, which is why `network.plan_network` does it under a multiplier budget (or
-when asked: `--lanes auto`) and not by default.
+when asked: `--lanes auto`) and not by default; under a budget the engines are balanced with
+each serial layer at its fewest lanes (`network._within_budget`).
 """
 
 from __future__ import annotations
@@ -39,8 +44,8 @@ def resolve_lanes(lanes: str | None, dsp_budget: object) -> str:
     choice = lanes.strip().lower()
     if choice not in LANES_CHOICES:
         raise K2CError(
-            f"bad --lanes {lanes!r}: expected 'auto' (a BatchNormalization computes the fewest "
-            "channels a cycle that keep the initiation interval) or 'full' (a whole beat a cycle)"
+            f"bad --lanes {lanes!r}: expected 'auto' (a Batch- or LayerNormalization computes the "
+            "fewest channels a cycle that keep the initiation interval) or 'full' (a whole beat a cycle)"
         )
     return choice
 
@@ -61,7 +66,7 @@ def divisors(n: int) -> list[int]:
 
 
 def with_lanes(plans: Sequence[LayerPlan]) -> list[LayerPlan]:
-    """Every BatchNormalization with the fewest lanes that keep the design's exact II (the
+    """Every layer with lanes at the fewest that keep the design's exact II (the
     module's docstring); the FIFOs sized for the result."""
     current = with_fifos([_with_lanes(p, 0) if _serial(p) else p for p in plans])
     if not any(_serial(p) for p in current):

@@ -17,7 +17,11 @@ bits:
 
 `u = 0` (every value equal and `e = 0`) makes every `d_i` 0, so the output is beta exactly.
 
-Block: `K2C.LayerNorm` on `K2C.Pipe`, `LAYERNORM_DEPTH` register stages, a beat a cycle.
+Block: `K2C.LayerNorm` on `K2C.Pipe`, `LAYERNORM_DEPTH` register stages, a beat a cycle. A
+serial one (`lanes`, chosen by `hw.lanes` like a BatchNormalization's) is `layerNormLanes`: the
+beat scattered twice into `c / lanes` chunks, the first pass summing `x_i` and `x_i^2` (then
+`u = c (c sum x_i^2 - S^2) + e`, the same integer) and reading the table, the second computing
+the chunks' values, `LAYERNORM_LANES_DEPTH` stages; a beat every `2 c / lanes + 1` cycles.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ import numpy as np
 from keras2clash.backend.haskell import kind_template, shape_text, vec_literal
 from keras2clash.errors import K2CError
 from keras2clash.frontend.registry import ConversionState, KerasLayer, _single_input, _to_numpy, register_converter
-from keras2clash.hw.events import Block, EngineTiming, Max, Stateful, pipe_block
+from keras2clash.hw.events import Block, Collect, EngineTiming, Max, Scatter, Stateful, pipe_block
 from keras2clash.hw.plan import Common, LayerFormats, LayerPlan, Params, relu_before_requantize
 from keras2clash.ir.layers import Layer, register_record
 from keras2clash.kinds.base import ChannelConstantsKind, Depth, Entry, Storage, check_requantized_output, params_of
@@ -56,6 +60,13 @@ def limbs(bits: int) -> int:
     17-bit unsigned ones and an 18-bit signed top one."""
     return max(1, (bits + 15) // 17)
 
+
+LAYERNORM_LANES_DEPTH = 15
+"""K2C.LayerNorm's LayerNormLanesDepth: the chunk with its tag, the chunk's sum and the partial
+products of its squares, their sum, the running sums, the deviations (and the partial products
+of S^2), the partial products of gamma d (and c sum x^2 - S^2), u, the leading zeros, the table
+index, the table read, its output register, a register in the fabric, the partial products
+with the entry, their sums, then the finished values."""
 
 INDEX_BITS = (8, 10)
 """The table's index bits N lie in this range: 3 * 2^(N-2) entries, 192 to 768 (one ECP5 block
@@ -230,12 +241,18 @@ def describe(plan: LayerPlan) -> str:
 
 
 def _products(plan: LayerPlan) -> tuple[tuple[int, int], ...]:
-    """The limbs of each product's operands: d d, gamma d, gamma d 2^(hm - h) and the entry."""
+    """The limbs of each lane's products' operands: d d (a serial one: x x), gamma d, gamma d
+    2^(hm - h) and the entry."""
     assert plan.w_fmt is not None
     s = sizes(plan)
     ww = plan.w_fmt.hw_bits
     kd = limbs(s.bd)
-    return ((kd, kd), (limbs(ww), kd), (limbs(ww + 1 + s.hm), limbs(s.table.entry_bits)))
+    kx = limbs(plan.in_fmt.hw_bits) if _lanes(plan) else kd
+    return ((kx, kx), (limbs(ww), kd), (limbs(ww + 1 + s.hm), limbs(s.table.entry_bits)))
+
+
+def _lanes(plan: LayerPlan) -> int:
+    return params_of(plan, LayerNormParams).lanes
 
 
 # --- the kind ---------------------------------------------------------------------------------
@@ -245,11 +262,14 @@ def _products(plan: LayerPlan) -> tuple[tuple[int, int], ...]:
 class LayerNormParams(Params):
     """What the block needs of the record once planned (the manifest keeps the plan, not the
     record): `epsilon` as Keras has it, `e` its term on the input's grid (`epsilon_term`),
-    `gamma_max` the largest |gamma| in the weight format (the error bound's)."""
+    `gamma_max` the largest |gamma| in the weight format (the error bound's); `lanes` the
+    channels computed a cycle (`layerNormLanes`, a divisor of C below C, chosen by `hw.lanes`),
+    0: a whole beat a cycle."""
 
     epsilon: float = 0.0
     e: int = 0
     gamma_max: float = 0.0
+    lanes: int = 0
 
 
 class LayerNormKind(ChannelConstantsKind):
@@ -258,6 +278,7 @@ class LayerNormKind(ChannelConstantsKind):
     keeps_format = False
     requantizes = True
     fuses_activation = True
+    lanes_knob = True
     table_after_register = False
     weight_name = "scale"  # hls4ml's LayerNormalization names gamma's precision so
 
@@ -286,13 +307,22 @@ class LayerNormKind(ChannelConstantsKind):
     def check(self, plan: LayerPlan) -> None:
         check_requantized_output(plan)
 
+    def channel_lanes(self, plan: LayerPlan) -> int:
+        """`lanes`, or all of a beat's."""
+        return _lanes(plan) or plan.output_shape[-1]
+
+    def with_lanes(self, plan: LayerPlan, lanes: int) -> LayerPlan:
+        return replace(plan, params=replace(params_of(plan, LayerNormParams), lanes=lanes))
+
     def multipliers(self, plan: LayerPlan) -> int:
-        """18x18 multipliers (an ECP5 MULT18X18D each, K2C.LayerNorm.partials): per channel,
-        d_i^2 and gamma_i d_i side by side, then gamma_i d_i 2^(hm - h) times the table's entry,
-        each a product of limbs. At most: synthesis builds some products of a top limb of a few bits
-        in logic (8 channels at 1,7,8 and a Dense of 8 multipliers after it, placed on ECP5: 72 blocks
-        in all where the model counts 80)."""
-        return plan.output_shape[-1] * sum(a * b for a, b in _products(plan))
+        """18x18 multipliers (an ECP5 MULT18X18D each, K2C.LayerNorm.partials): per lane,
+        d_i^2 (a serial one: x_i^2) and gamma_i d_i side by side, then gamma_i d_i 2^(hm - h)
+        times the table's entry, each a product of limbs; a serial one also S^2. At most:
+        synthesis builds some products of a top limb of a few bits in logic (8 channels at
+        1,7,8 and a Dense of 8 multipliers after it, placed on ECP5: 72 blocks in all where the
+        model counts 80)."""
+        lanes = plan.channel_lanes * sum(a * b for a, b in _products(plan))
+        return lanes + (limbs(sizes(plan).bd) ** 2 if _lanes(plan) else 0)
 
     def constants(self, layer: Layer) -> tuple[np.ndarray, np.ndarray]:
         """Gamma (stored in the weight format) and beta (in the bias format), as floats."""
@@ -336,14 +366,28 @@ class LayerNormKind(ChannelConstantsKind):
     def blocks(
         self, plan: LayerPlan, down: Block, mx: Max, blocks: list[Stateful], knobs: EngineTiming | None = None
     ) -> Block:
-        return pipe_block(LAYERNORM_DEPTH, down, mx, blocks)
+        """A beat a cycle on K2C.Pipe; a serial one: a Scatter of the beat's chunks twice, the
+        pipe, a Collect of both passes (the first pass's values are dropped)."""
+        if not _lanes(plan):
+            return pipe_block(LAYERNORM_DEPTH, down, mx, blocks)
+        n = 2 * plan.lane_chunks
+        collect = Collect(n, down, mx)
+        blocks.append(collect)
+        down = pipe_block(LAYERNORM_LANES_DEPTH, collect, mx, blocks)
+        scatter = Scatter(n, down, mx)
+        blocks.append(scatter)
+        return scatter
 
     def depths(self, plan: LayerPlan) -> tuple[Depth, ...]:
+        if _lanes(plan):
+            return (Depth("stage", HASKELL.lanes_depth(), LAYERNORM_LANES_DEPTH, "layer_norm"),)
         return (Depth("stage", HASKELL.depth(), LAYERNORM_DEPTH, "layer_norm"),)
 
     def storage(self, plan: LayerPlan) -> Storage:
         """The registers of each stage (valid bits included), the queue of `LAYERNORM_DEPTH + 2`
         output beats, and the table."""
+        if _lanes(plan):
+            return self._serial_storage(plan)
         assert plan.w_fmt is not None and plan.b_fmt is not None
         s = sizes(plan)
         c, bx, out = s.channels, plan.in_fmt.hw_bits, plan.out_fmt.hw_bits
@@ -377,12 +421,72 @@ class LayerNormKind(ChannelConstantsKind):
             table_bits=len(s.table.values) * tw,
         )
 
+    def _serial_storage(self, plan: LayerPlan) -> Storage:
+        """`layerNormLanes`: its stages on `lanes` channels (each with the chunk's tag), the
+        values kept from the first pass, the Scatter's two copies of the beat, the Collect's
+        second pass (synthesis drops the first's registers, which nothing reads), the queue."""
+        assert plan.w_fmt is not None and plan.b_fmt is not None
+        s = sizes(plan)
+        c, lanes, k = s.channels, plan.channel_lanes, plan.lane_chunks
+        bx, out, ww, bw, tw = (
+            plan.in_fmt.hw_bits,
+            plan.out_fmt.hw_bits,
+            plan.w_fmt.hw_bits,
+            plan.b_fmt.hw_bits,
+            s.table.entry_bits,
+        )
+        gd, gn, u = ww + s.bd, ww + s.hm + 1, 2 * s.hm
+        (kx, _), (kw, kd), (kn, kt) = _products(plan)
+        ks = limbs(s.bd)
+        p = max(s.hm - 1, 1).bit_length()
+        tag = 2 + max(k - 1, 1).bit_length()
+        stages = (
+            lanes * bx,  # the chunk
+            lanes * bx + s.bd + lanes * 36 * kx * kx,  # its sum, the partial products of its squares
+            lanes * bx + s.bd + u,  # the sum of its squares
+            lanes * bx + s.bd + u,  # the running sums
+            lanes * (s.bd + ww) + u + 36 * ks * ks,  # d, gamma; S^2's partial products
+            lanes * 36 * kw * kd + u,  # gamma d's partial products; c sum x^2 - S^2
+            lanes * gd + u,  # gamma d, u
+            lanes * gd + u + p,  # and its leading pairs
+            lanes * gd + s.table.index_bits + p,  # the table index
+            lanes * gn + tw,  # gamma d normalized, the table's read
+            lanes * gn + tw,  # the block RAM's output register
+            lanes * gn + tw,  # the same in the fabric
+            lanes * 36 * kn * kt,  # the partial products with the entry
+            lanes * (bw + gn + tw),  # beta, the products
+            lanes * out,  # the finished values
+        )
+        assert len(stages) == LAYERNORM_LANES_DEPTH
+        kept = (s.bd + u) + s.bd + p + tw  # the running sums, S, the leading pairs, the entry
+        moved = 2 * c * bx + c * out + 3 * (2 * k).bit_length()  # the Scatter, the Collect, the counters
+        regs = sum(stages) + LAYERNORM_LANES_DEPTH * (1 + tag) + kept + moved
+        return Storage(
+            register_bits=regs,
+            fifo_bits=(LAYERNORM_LANES_DEPTH + 2) * lanes * out,
+            table_bits=len(s.table.values) * tw,
+        )
+
     def entry(self, plan: LayerPlan, fn: str, stage: str | None = None) -> Entry:
         assert plan.w_fmt is not None and plan.b_fmt is not None
         s = sizes(plan)
         shapes = f"{shape_text(plan.input_shape)} -> {shape_text(plan.output_shape)}"
+        doc = HASKELL.doc(shapes, plan.w_fmt, plan.b_fmt, plan.out_fmt, plan.activation)
+        if _lanes(plan):
+            k = plan.lane_chunks
+            return Entry(
+                doc=doc,
+                body=(HASKELL.layer_norm_lanes(fn, s.bd, s.table.index_bits, k),),
+                notes=(
+                    HASKELL.lanes_note(
+                        self.multipliers(plan), plan.channel_lanes, s.channels, k, LAYERNORM_LANES_DEPTH
+                    ),
+                    describe(plan) + ".",
+                ),
+                uses=("layer_norm",),
+            )
         return Entry(
-            doc=HASKELL.doc(shapes, plan.w_fmt, plan.b_fmt, plan.out_fmt, plan.activation),
+            doc=doc,
             body=(HASKELL.layer_norm(fn, s.bd, s.table.index_bits),),
             notes=(HASKELL.stages_note(self.multipliers(plan), LAYERNORM_DEPTH), describe(plan) + "."),
             uses=("layer_norm",),
