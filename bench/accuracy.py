@@ -41,6 +41,9 @@ EXAMPLES = (
     "densenet_digits",
     "mlp_tanh",
     "conv1d_waves",
+    "digits_lstm",
+    "waves_gru",
+    "jet_transformer",
 )
 DIGITS = {
     "digits_dense",
@@ -52,6 +55,7 @@ DIGITS = {
     "se_digits",
     "densenet_digits",
     "mlp_tanh",
+    "digits_lstm",
 }
 WEIGHT_FORMATS = ("fit", "same")
 

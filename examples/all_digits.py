@@ -16,8 +16,9 @@ import numpy as np
 from digits8 import digits_8x8
 from digits14 import digits_14x14
 
-LAYOUTS = {(14, 14, 1): digits_14x14, (8, 8, 1): digits_8x8, (64,): digits_8x8}
-"""An example's input shape -> the split its train.py makes (64: the 8x8 images flattened)."""
+LAYOUTS = {(14, 14, 1): digits_14x14, (8, 8, 1): digits_8x8, (64,): digits_8x8, (8, 8): digits_8x8}
+"""An example's input shape -> the split its train.py makes (64: the 8x8 images flattened;
+(8, 8): read row by row, a sequence of 8 steps)."""
 
 
 def all_digits(example: Path) -> tuple[np.ndarray, np.ndarray]:

@@ -42,6 +42,7 @@ def all_digits():
         "mlp_tanh",
         "se_digits",
         "densenet_digits",
+        "digits_lstm",
     ],
 )
 def test_hardware_accuracy_within_a_quarter_point_of_keras_float(all_digits, example: str) -> None:
