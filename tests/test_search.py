@@ -55,6 +55,11 @@ def write(tmp: Path, text: str, name: str = "search.yaml") -> Path:
         ),
         ("layers: [1, 1]", "layers: [2, 1]", "networks.dense.layers: [2, 1]: need 0 <= min <= max"),
         (
+            "base: {layers: [8]}",
+            "base: {layers: [8], activation: [relu]}",
+            "networks.dense.base.activation: one value for the whole network, got the list ['relu']",
+        ),
+        (
             "goals: {pareto: [accuracy, multipliers]}",
             "goals: {pareto: [accuracy, luts]}",
             "goals.pareto[1]: expected one of accuracy",
