@@ -734,6 +734,29 @@ def test_a_recurrent_trial_builds_its_model_and_knobs(tmp_path: Path, cell: str,
     assert [p.knobs.strategy for p in plans] == ["resource", "resource", "resource", "latency"]
 
 
+def test_recurrent_layers_stay_at_resource_under_auto(tmp_path: Path) -> None:
+    """knobs: balanced with strategies: [auto]: the recurrent layers are built at resource
+    (no adder graph builds a step), the Dense layers left to the allocator."""
+    import keras
+
+    from keras2clash.search import evaluate as ev_module
+    from keras2clash.search.description import load_description
+    from keras2clash.search.space import build_model
+
+    text = SEQ.replace(
+        "  parallelism: [1, 2]\n  cycles: [1, 2]\n", "  knobs: balanced\n  budgets: [40]\n  strategies: [auto]\n"
+    )
+    desc = load_description(write(tmp_path, text))
+    params = {"recurrent.cell": "gru", "recurrent.layers": 2, "recurrent.units_0": 6, "recurrent.units_1": 4}
+    params |= {"recurrent.dense_layers": 1, "recurrent.dense_units_0": 8, "hw.format": "1,7,8", "hw.budget": 40}
+    candidate = _candidate(desc, {**params, "hw.pipeline": 2})
+    assert candidate.hardware.strategies == ("resource", "resource", "auto", "auto")
+    keras.utils.set_random_seed(1)
+    network = ev_module.plan_candidate(candidate, build_model(candidate.network, (8, 8), 10))
+    fig = ev_module.hardware_figures(network)
+    assert fig.strategies[:2] == ["resource", "resource"] and fig.multipliers <= 40
+
+
 def _waves(n: int, steps: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """`n` sequences of `steps` steps of 2 features: a sine, square or sawtooth wave (the
     class, 3) of random frequency and phase, beside noise."""
@@ -745,10 +768,31 @@ def _waves(n: int, steps: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return x.astype(np.float32), y
 
 
-def test_recurrent_search_end_to_end(tmp_path: Path, capsys) -> None:
-    """A search of recurrent networks on sequences of 12 steps of 2 features: every trained
-    candidate's figures are the hardware model's for the network `emit` builds, its
-    accuracies the golden model's on the sequences; the results show it and emit writes it."""
+@pytest.fixture(scope="module")
+def recurrent_search(tmp_path_factory):
+    """A search of recurrent networks on sequences of 12 steps of 2 features (npz files): the
+    base design, a stacked GRU with a hidden Dense layer, and two bred candidates."""
+    from keras2clash.search import study as study_module
+    from keras2clash.search.description import load_description
+
+    tmp = tmp_path_factory.mktemp("recurrent")
+    x, y = _waves(400, 12, seed=1)
+    np.savez(tmp / "train.npz", x=x[:300], y=y[:300])
+    np.savez(tmp / "test.npz", x=x[300:], y=y[300:])
+    text = (
+        SEQ.replace("data: {dataset: digits, validation: 0.2}", "data: {train: train.npz, test: test.npz}")
+        .replace("cells: [lstm, gru]", "cells: [simple_rnn, lstm, gru]")
+        .replace("base: {cell: lstm, layers: [6]}", "base: {cell: gru, layers: [6, 4], dense: [8]}")
+    )
+    desc = load_description(write(tmp, text))
+    summary = study_module.run(desc, tmp / "run", show=False)
+    return desc, summary, x[300:], y[300:]
+
+
+def test_recurrent_search_end_to_end(recurrent_search, tmp_path: Path, capsys) -> None:
+    """Every trained candidate's figures are the hardware model's for the network `emit`
+    builds, its accuracies the golden model's on the sequences; the results show it and emit
+    writes it with its test set as sequences."""
     import keras
     import optuna
 
@@ -756,27 +800,15 @@ def test_recurrent_search_end_to_end(tmp_path: Path, capsys) -> None:
     from keras2clash.hw import hwmodel
     from keras2clash.network import load_network
     from keras2clash.quant import golden
-    from keras2clash.search import study as study_module
-    from keras2clash.search.description import load_description
     from keras2clash.search.space import candidate_from_params
 
-    x, y = _waves(400, 12, seed=1)
-    np.savez(tmp_path / "train.npz", x=x[:300], y=y[:300])
-    np.savez(tmp_path / "test.npz", x=x[300:], y=y[300:])
-    text = (
-        SEQ.replace("data: {dataset: digits, validation: 0.2}", "data: {train: train.npz, test: test.npz}")
-        .replace("cells: [lstm, gru]", "cells: [simple_rnn, lstm, gru]")
-        .replace("base: {cell: lstm, layers: [6]}", "base: {cell: gru, layers: [6, 4], dense: [8]}")
-    )
-    desc = load_description(write(tmp_path, text))
-    summary = study_module.run(desc, tmp_path / "run", show=False)
+    desc, summary, x_test, y_test = recurrent_search
+    out = summary.folder.root
     trials = optuna.load_study(study_name="seq", storage=summary.folder.storage).get_trials()
     assert [t.state.name for t in trials] == ["COMPLETE"] * 3 and trials[0].user_attrs["base"]
-    measured = 0
     for t in trials:
         ev = t.user_attrs["evaluation"]
-        if not ev["trained"]:
-            continue
+        assert ev["trained"]
         candidate = candidate_from_params(t.params, desc)
         model = keras.models.load_model(summary.folder.models / f"{candidate.network.key}.keras")
         assert model.input_shape == (None, 12, 2)
@@ -802,20 +834,39 @@ def test_recurrent_search_end_to_end(tmp_path: Path, capsys) -> None:
             fig.memory_bits,
         )
         assert ev["cycles"] == list(fig.cycles) and ev["network"].startswith(f"recurrent: {candidate.network.cell}")
-        classes = golden.predict(network.plans, network.params, golden.quantize_inputs(network.plans, x[300:]))[1]
-        assert ev["test_accuracy"] == float(np.mean(classes == y[300:]))
-        measured += 1
-    assert measured == 3
-    code, text = run_cli(["search", "show", str(tmp_path / "run")], capsys)
-    assert code == 0 and "recurrent: gru6-gru4-d8-out tanh" in (tmp_path / "run/results.md").read_text()
-    assert (tmp_path / "run/pareto.png").stat().st_size > 10_000
-    code, text = run_cli(
-        ["search", "emit", str(tmp_path / "run"), "--trial", "0", "--out", str(tmp_path / "p")], capsys
-    )
+        classes = golden.predict(network.plans, network.params, golden.quantize_inputs(network.plans, x_test))[1]
+        assert ev["test_accuracy"] == float(np.mean(classes == y_test))
+    code, text = run_cli(["search", "show", str(out)], capsys)
+    assert code == 0 and "recurrent: gru6-gru4-d8-out tanh" in (out / "results.md").read_text()
+    assert (out / "pareto.png").stat().st_size > 10_000
+    code, text = run_cli(["search", "emit", str(out), "--trial", "0", "--out", str(tmp_path / "p")], capsys)
     assert code == 0, text
     project = load_project(tmp_path / "p")
     fig = hwmodel.figures(project.plans)
     base = trials[0].user_attrs["evaluation"]
     assert (fig.multipliers, fig.ii, fig.latency) == (base["multipliers"], base["ii"], base["latency"])
-    with np.load(tmp_path / "run/data/test_recurrent.npz") as data:
-        assert np.array_equal(data["x"], x[300:]) and np.array_equal(data["y"], y[300:])
+    with np.load(out / "data/test_recurrent.npz") as data:
+        assert np.array_equal(data["x"], x_test) and np.array_equal(data["y"], y_test)
+
+
+@pytest.mark.slow
+@pytest.mark.toolchain
+@needs_toolchain
+def test_emitted_recurrent_candidate_is_bit_exact_in_clash(recurrent_search, tmp_path: Path) -> None:
+    """The recurrent search's top candidate, emitted, equals the golden model in the Clash
+    simulation, back to back and under stalls, with the hardware model's cycles."""
+    from helpers import assert_clash_matches_golden
+    from keras2clash.backend.project import load_project
+    from keras2clash.quant import golden
+    from keras2clash.search.emit import emit
+    from keras2clash.search.results import collect
+    from keras2clash.search.study import open_folder
+
+    desc, summary, _, _ = recurrent_search
+    top = collect(open_folder(summary.folder.root), desc).best[0]
+    result = emit(summary.folder.root, top.number, tmp_path / "top", simulate=True, limit=24)
+    assert result.confirmed and result.comparison.bit_exact == 24
+    project = load_project(tmp_path / "top")
+    with np.load(result.data) as data:
+        x_raw = golden.quantize_inputs(project.plans, data["x"][:12])
+    assert_clash_matches_golden(project, x_raw, seed=3)

@@ -62,6 +62,8 @@ POOLINGS = ("max", "avg", "none")
 CELLS = {"simple_rnn": "SimpleRNN", "lstm": "LSTM", "gru": "GRU"}
 """The recurrent template's cells (named as their records are) and their Keras layers."""
 SOFTMAX = ("argmax", "exact")
+ONE_PER_NETWORK = ("activation", "cell")
+"""Base keys that take one value, not one per layer (the space samples one per network)."""
 
 
 class _Reader:
@@ -526,10 +528,6 @@ def _check_base_dense(r: _Reader, base: Mapping[str, Any], bounds: tuple[int, in
         raise r.sub("base").fail(
             f"{len(base.get('dense', ()))} dense layers, outside dense_layers {list(bounds)}", "dense"
         )
-
-
-ONE_PER_NETWORK = ("activation", "cell")
-"""Base keys that take one value, not one per layer (the space samples one per network)."""
 
 
 def _base(
