@@ -55,6 +55,11 @@ def write(tmp: Path, text: str, name: str = "search.yaml") -> Path:
         ),
         ("layers: [1, 1]", "layers: [2, 1]", "networks.dense.layers: [2, 1]: need 0 <= min <= max"),
         (
+            "base: {layers: [8]}",
+            "base: {layers: [8], activation: [relu]}",
+            "networks.dense.base.activation: one value for the whole network, got the list ['relu']",
+        ),
+        (
             "goals: {pareto: [accuracy, multipliers]}",
             "goals: {pareto: [accuracy, luts]}",
             "goals.pareto[1]: expected one of accuracy",
@@ -568,3 +573,300 @@ def test_one_worker_search_is_reproducible(tmp_path: Path) -> None:
         trials = optuna.load_study(study_name="tiny", storage=summary.folder.storage).get_trials()
         runs.append([(t.params, t.values, t.user_attrs["evaluation"]["test_accuracy"]) for t in trials])
     assert runs[0] == runs[1] and len(runs[0]) == 3
+
+
+SEQ = """\
+name: seq
+seed: 7
+trials: 3
+population: 2
+data: {dataset: digits, validation: 0.2}
+training: {epochs: 1, batch_size: 32}
+networks:
+  recurrent:
+    cells: [lstm, gru]
+    layers: [1, 2]
+    units: [4, 6]
+    dense_layers: [0, 1]
+    dense_units: [8]
+    base: {cell: lstm, layers: [6]}
+hardware:
+  formats: ["1,7,8", "1,4,6"]
+  parallelism: [1, 2]
+  cycles: [1, 2]
+  pipeline: [1, 2]
+constraints: {multipliers: 100}
+goals: {pareto: [accuracy, multipliers]}
+"""
+"""A search of recurrent networks, small enough to train a few candidates in seconds."""
+
+
+@pytest.mark.parametrize(
+    "old,new,message",
+    [
+        ("cells: [lstm, gru]", "cells: [lstm, transformer]", "networks.recurrent.cells[1]: expected one of"),
+        ("layers: [1, 2]", "layers: [0, 2]", "networks.recurrent.layers: [0, 2]: need 1 <= min <= max"),
+        ("units: [4, 6]", "unit: [4, 6]", "networks.recurrent: unknown key 'unit'"),
+        ("  recurrent:", "  rnn:", "networks: unknown key 'rnn'; known keys: dense, cnn, recurrent"),
+        (
+            "base: {cell: lstm, layers: [6]}",
+            "base: {cell: simple_rnn, layers: [6]}",
+            "networks.recurrent.base.cell: 'simple_rnn' is not in the space's choices ['lstm', 'gru']",
+        ),
+        (
+            "base: {cell: lstm, layers: [6]}",
+            "base: {cell: [lstm], layers: [6]}",
+            "networks.recurrent.base.cell: one value for the whole network, got the list ['lstm']",
+        ),
+        (
+            "base: {cell: lstm, layers: [6]}",
+            "base: {cell: lstm, layers: [6, 6, 6]}",
+            "networks.recurrent.base.layers: 3 layers, outside the space's [1, 2]",
+        ),
+        (
+            "base: {cell: lstm, layers: [6]}",
+            "base: {cell: lstm, layers: [6], dense: [8, 8]}",
+            "networks.recurrent.base.dense: 2 dense layers, outside dense_layers [0, 1]",
+        ),
+        ("dense_units: [8]", "dense_units: [8, 8]", "networks.recurrent.dense_units[1]: 8 appears twice"),
+    ],
+)
+def test_recurrent_description_errors_name_the_key(tmp_path: Path, capsys, old: str, new: str, message: str) -> None:
+    assert old in SEQ
+    desc = write(tmp_path, SEQ.replace(old, new))
+    out = tmp_path / "out"
+    code, text = run_cli(["search", "run", str(desc), "--out", str(out)], capsys)
+    assert code == 2
+    assert f"search description {desc}: {message}" in " ".join(text.split())
+    assert "Traceback" not in text and not out.exists()
+
+
+def test_recurrent_description_reads_everything(tmp_path: Path) -> None:
+    """The recurrent template's fields and defaults, its base design as trial parameters, the
+    digits as sequences (examples/digits_lstm's rows), and the docs' example description."""
+    from keras2clash.search import evaluate as ev_module
+    from keras2clash.search.description import RecurrentSpace, load_description, parse_description
+    from keras2clash.search.space import base_params
+
+    desc = load_description(write(tmp_path, SEQ))
+    assert desc.networks["recurrent"] == RecurrentSpace(
+        cells=("lstm", "gru"),
+        layers=(1, 2),
+        units=(4, 6),
+        dense_layers=(0, 1),
+        dense_units=(8,),
+        activations=("tanh",),
+        base={"cell": "lstm", "layers": [6]},
+    )
+    assert desc.max_compute == 4  # two recurrent layers, a hidden Dense, the output
+    assert base_params(desc) == [
+        {
+            "recurrent.cell": "lstm",
+            "recurrent.layers": 1,
+            "recurrent.units_0": 6,
+            "recurrent.dense_layers": 0,
+            "hw.format": "1,7,8",
+            **{f"hw.pe_{i}": 1 for i in range(2)},
+            **{f"hw.cycles_{i}": 1 for i in range(2)},
+        }
+    ]
+    defaults = parse_description(SEQ.replace(SEQ[SEQ.index("    cells") : SEQ.index("hardware:")], "    {}\n"))
+    assert defaults.networks["recurrent"] == RecurrentSpace(("lstm",), (1, 1), (8, 16), (0, 0), (16,), ("tanh",))
+    data = ev_module.load_data(desc.data, desc.seed)
+    with np.load(ROOT / "examples/digits_lstm/test.npz") as ref:
+        assert np.array_equal(data.shaped(data.x_test, "recurrent"), ref["x"])
+    assert data.input_shape("recurrent") == (8, 8)
+    assert ev_module.SearchData.shaped(np.zeros((5, 12)), "recurrent").shape == (5, 12, 1)  # a value a step
+    page = (ROOT / "docs/guide/search.md").read_text()
+    block = page[page.index("```yaml\n", page.index("## Sequences: the recurrent template")) + 8 :]
+    shown = parse_description(block[: block.index("```")], "docs/guide/search.md")
+    assert shown.networks["recurrent"].cells == ("simple_rnn", "lstm", "gru") and shown.max_compute == 4
+
+
+@pytest.mark.parametrize(
+    "cell,keras_class,gates", [("simple_rnn", "SimpleRNN", 1), ("lstm", "LSTM", 4), ("gru", "GRU", 4)]
+)
+def test_a_recurrent_trial_builds_its_model_and_knobs(tmp_path: Path, cell: str, keras_class: str, gates: int) -> None:
+    """A trial's cell, depth and units give the stacked Keras layers (every state but the
+    last layer's returned); its knobs are clamped to each recurrent layer's sums (gates x
+    units) and window (features + units) when planned; with strategies [resource, latency]
+    the recurrent layers stay at resource."""
+    from keras2clash.search import evaluate as ev_module
+    from keras2clash.search.description import load_description
+    from keras2clash.search.space import NetworkSpec, build_model
+
+    text = (
+        SEQ.replace("cells: [lstm, gru]", "cells: [simple_rnn, lstm, gru]")
+        .replace("parallelism: [1, 2]", "parallelism: [1, 2, 32]")
+        .replace("cycles: [1, 2]", "cycles: [1, 2, 16]")
+        .replace("pipeline: [1, 2]", "pipeline: [1, 2]\n  strategies: [resource, latency]")
+    )
+    desc = load_description(write(tmp_path, text))
+    params = {
+        "recurrent.cell": cell,
+        "recurrent.layers": 2,
+        "recurrent.units_0": 6,
+        "recurrent.units_1": 4,
+        "recurrent.dense_layers": 1,
+        "recurrent.dense_units_0": 8,
+        "hw.format": "1,4,6",
+        "hw.pipeline": 1,
+    }
+    params |= {f"hw.pe_{i}": pe for i, pe in enumerate([32, 2, 2, 1])}
+    params |= {f"hw.cycles_{i}": c for i, c in enumerate([16, 16, 2, 1])}
+    params |= {f"hw.strategy_{i}": s for i, s in enumerate(["latency", "latency", "resource", "latency"])}
+    candidate = _candidate(desc, params)
+    assert candidate.network == NetworkSpec("recurrent", dense=(8,), activation="tanh", cell=cell, recurrent=(6, 4))
+    assert candidate.network.describe() == f"recurrent: {cell}6-{cell}4-d8-out tanh"
+    hw = candidate.hardware
+    assert hw.strategies == ("resource", "resource", "resource", "latency")
+    assert (hw.parallelism, hw.cycles) == ((32, 2, 2, 1), (16, 16, 2, 1))  # the latency layer's knobs inactive
+    model = build_model(candidate.network, (8, 8), 10)
+    assert [type(layer).__name__ for layer in model.layers] == [keras_class, keras_class, "Dense", "Dense"]
+    rnn = model.layers[:2]
+    assert [layer.units for layer in rnn] == [6, 4] and [layer.return_sequences for layer in rnn] == [True, False]
+    assert {layer.activation.__name__ for layer in model.layers[:3]} == {"tanh"}
+    assert model.output_shape == (None, 10)
+    network = ev_module.plan_candidate(candidate, model)
+    plans = [p for p in network.plans if p.is_compute]
+    assert [p.knobs.pe for p in plans[:3]] == [min(32, gates * 6), 2, 2]
+    assert [p.knobs.cycles for p in plans[:3]] == [8 + 6, 6 + 4, 2]
+    assert [p.knobs.strategy for p in plans] == ["resource", "resource", "resource", "latency"]
+
+
+def test_recurrent_layers_stay_at_resource_under_auto(tmp_path: Path) -> None:
+    """knobs: balanced with strategies: [auto]: the recurrent layers are built at resource
+    (no adder graph builds a step), the Dense layers left to the allocator."""
+    import keras
+
+    from keras2clash.search import evaluate as ev_module
+    from keras2clash.search.description import load_description
+    from keras2clash.search.space import build_model
+
+    text = SEQ.replace(
+        "  parallelism: [1, 2]\n  cycles: [1, 2]\n", "  knobs: balanced\n  budgets: [40]\n  strategies: [auto]\n"
+    )
+    desc = load_description(write(tmp_path, text))
+    params = {"recurrent.cell": "gru", "recurrent.layers": 2, "recurrent.units_0": 6, "recurrent.units_1": 4}
+    params |= {"recurrent.dense_layers": 1, "recurrent.dense_units_0": 8, "hw.format": "1,7,8", "hw.budget": 40}
+    candidate = _candidate(desc, {**params, "hw.pipeline": 2})
+    assert candidate.hardware.strategies == ("resource", "resource", "auto", "auto")
+    keras.utils.set_random_seed(1)
+    network = ev_module.plan_candidate(candidate, build_model(candidate.network, (8, 8), 10))
+    fig = ev_module.hardware_figures(network)
+    assert fig.strategies[:2] == ["resource", "resource"] and fig.multipliers <= 40
+
+
+def _waves(n: int, steps: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """`n` sequences of `steps` steps of 2 features: a sine, square or sawtooth wave (the
+    class, 3) of random frequency and phase, beside noise."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 3, n)
+    u = (rng.uniform(0.08, 0.2, (n, 1)) * np.arange(steps) + rng.uniform(0, 1, (n, 1))) % 1.0
+    waves = np.stack([np.sin(2 * np.pi * u), np.where(u < 0.5, 1.0, -1.0), 2 * u - 1])
+    x = np.stack([waves[y, np.arange(n)], rng.normal(0, 0.1, (n, steps))], axis=-1)
+    return x.astype(np.float32), y
+
+
+@pytest.fixture(scope="module")
+def recurrent_search(tmp_path_factory):
+    """A search of recurrent networks on sequences of 12 steps of 2 features (npz files): the
+    base design, a stacked GRU with a hidden Dense layer, and two bred candidates."""
+    from keras2clash.search import study as study_module
+    from keras2clash.search.description import load_description
+
+    tmp = tmp_path_factory.mktemp("recurrent")
+    x, y = _waves(400, 12, seed=1)
+    np.savez(tmp / "train.npz", x=x[:300], y=y[:300])
+    np.savez(tmp / "test.npz", x=x[300:], y=y[300:])
+    text = (
+        SEQ.replace("data: {dataset: digits, validation: 0.2}", "data: {train: train.npz, test: test.npz}")
+        .replace("cells: [lstm, gru]", "cells: [simple_rnn, lstm, gru]")
+        .replace("base: {cell: lstm, layers: [6]}", "base: {cell: gru, layers: [6, 4], dense: [8]}")
+    )
+    desc = load_description(write(tmp, text))
+    summary = study_module.run(desc, tmp / "run", show=False)
+    return desc, summary, x[300:], y[300:]
+
+
+def test_recurrent_search_end_to_end(recurrent_search, tmp_path: Path, capsys) -> None:
+    """Every trained candidate's figures are the hardware model's for the network `emit`
+    builds, its accuracies the golden model's on the sequences; the results show it and emit
+    writes it with its test set as sequences."""
+    import keras
+    import optuna
+
+    from keras2clash.backend.project import load_project
+    from keras2clash.hw import hwmodel
+    from keras2clash.network import load_network
+    from keras2clash.quant import golden
+    from keras2clash.search.space import candidate_from_params
+
+    desc, summary, x_test, y_test = recurrent_search
+    out = summary.folder.root
+    trials = optuna.load_study(study_name="seq", storage=summary.folder.storage).get_trials()
+    assert [t.state.name for t in trials] == ["COMPLETE"] * 3 and trials[0].user_attrs["base"]
+    for t in trials:
+        ev = t.user_attrs["evaluation"]
+        assert ev["trained"]
+        candidate = candidate_from_params(t.params, desc)
+        model = keras.models.load_model(summary.folder.models / f"{candidate.network.key}.keras")
+        assert model.input_shape == (None, 12, 2)
+        hw = candidate.hardware
+        engines = [layer for layer in model.layers if layer.__class__.__name__ != "InputLayer"]
+        gates = 4 if candidate.network.cell in ("lstm", "gru") else 1
+        filters = [gates * layer.units if hasattr(layer, "cell") else layer.units for layer in engines]
+        windows = [int(layer.input.shape[-1]) + (layer.units if hasattr(layer, "cell") else 0) for layer in engines]
+        assert hw.parallelism is not None and hw.cycles is not None
+        network = load_network(
+            model,
+            str(hw.formats[0]),
+            parallelism=[min(p, f) for p, f in zip(hw.parallelism, filters)],
+            cycles=[min(c, w) for c, w in zip(hw.cycles, windows)],
+            pipeline=hw.pipeline,
+            softmax="argmax",
+        )
+        fig = hwmodel.figures(network.plans)
+        assert (ev["multipliers"], ev["ii"], ev["latency"], ev["memory_bits"]) == (
+            fig.multipliers,
+            fig.ii,
+            fig.latency,
+            fig.memory_bits,
+        )
+        assert ev["cycles"] == list(fig.cycles) and ev["network"].startswith(f"recurrent: {candidate.network.cell}")
+        classes = golden.predict(network.plans, network.params, golden.quantize_inputs(network.plans, x_test))[1]
+        assert ev["test_accuracy"] == float(np.mean(classes == y_test))
+    code, text = run_cli(["search", "show", str(out)], capsys)
+    assert code == 0 and "recurrent: gru6-gru4-d8-out tanh" in (out / "results.md").read_text()
+    assert (out / "pareto.png").stat().st_size > 10_000
+    code, text = run_cli(["search", "emit", str(out), "--trial", "0", "--out", str(tmp_path / "p")], capsys)
+    assert code == 0, text
+    project = load_project(tmp_path / "p")
+    fig = hwmodel.figures(project.plans)
+    base = trials[0].user_attrs["evaluation"]
+    assert (fig.multipliers, fig.ii, fig.latency) == (base["multipliers"], base["ii"], base["latency"])
+    with np.load(out / "data/test_recurrent.npz") as data:
+        assert np.array_equal(data["x"], x_test) and np.array_equal(data["y"], y_test)
+
+
+@pytest.mark.slow
+@pytest.mark.toolchain
+@needs_toolchain
+def test_emitted_recurrent_candidate_is_bit_exact_in_clash(recurrent_search, tmp_path: Path) -> None:
+    """The recurrent search's top candidate, emitted, equals the golden model in the Clash
+    simulation, back to back and under stalls, with the hardware model's cycles."""
+    from helpers import assert_clash_matches_golden
+    from keras2clash.backend.project import load_project
+    from keras2clash.quant import golden
+    from keras2clash.search.emit import emit
+    from keras2clash.search.results import collect
+    from keras2clash.search.study import open_folder
+
+    desc, summary, _, _ = recurrent_search
+    top = collect(open_folder(summary.folder.root), desc).best[0]
+    result = emit(summary.folder.root, top.number, tmp_path / "top", simulate=True, limit=24)
+    assert result.confirmed and result.comparison.bit_exact == 24
+    project = load_project(tmp_path / "top")
+    with np.load(result.data) as data:
+        x_raw = golden.quantize_inputs(project.plans, data["x"][:12])
+    assert_clash_matches_golden(project, x_raw, seed=3)

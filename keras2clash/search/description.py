@@ -17,8 +17,8 @@ The format (docs/guide/search.md, with a complete example):
   set's accuracy is reported beside it, never selected on;
 - `training`: `epochs`, `batch_size`, `learning_rate`, `patience` (early stopping on the
   validation loss, 0: none);
-- `networks`: one or more templates (`dense`, `cnn`), each with its ranges and a `base`
-  design evaluated first (the evolution starts from it);
+- `networks`: one or more templates (`dense`, `cnn`, `recurrent` for sequences), each with
+  its ranges and a `base` design evaluated first (the evolution starts from it);
 - `hardware`: `formats` (uniform, or `per_layer_formats`), the knobs (`knobs: search`
   with `parallelism`/`cycles` choices per compute layer, or `knobs: balanced` with
   multiplier `budgets` the balanced allocator fills), `strategies` (what each compute layer
@@ -34,8 +34,8 @@ The format (docs/guide/search.md, with a complete example):
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +59,11 @@ METRICS: dict[str, str] = {
 
 ACTIVATIONS = ("relu", "tanh", "sigmoid", "linear")
 POOLINGS = ("max", "avg", "none")
+CELLS = {"simple_rnn": "SimpleRNN", "lstm": "LSTM", "gru": "GRU"}
+"""The recurrent template's cells (named as their records are) and their Keras layers."""
 SOFTMAX = ("argmax", "exact")
+ONE_PER_NETWORK = ("activation", "cell")
+"""Base keys that take one value, not one per layer (the space samples one per network)."""
 
 
 class _Reader:
@@ -246,7 +250,31 @@ class CnnSpace:
         return self.conv_layers[1] + self.dense_layers[1] + 1
 
 
-NetworkSpace = DenseSpace | CnnSpace
+@dataclass(frozen=True)
+class RecurrentSpace:
+    """`layers` stacked recurrent layers of one cell from `cells` (units from `units`; each
+    but the last returns every step's state, the next one's sequence) -> `dense_layers`
+    hidden Dense (units from `dense_units`) -> Dense (classes). `activations`: the cells'
+    activation (Keras' `activation`; the gates keep their sigmoid) and the hidden Dense
+    layers'."""
+
+    cells: tuple[str, ...]
+    layers: tuple[int, int]
+    units: tuple[int, ...]
+    dense_layers: tuple[int, int]
+    dense_units: tuple[int, ...]
+    activations: tuple[str, ...]
+    base: Mapping[str, Any] = field(default_factory=dict)
+
+    kind = "recurrent"
+
+    @property
+    def max_compute(self) -> int:
+        return self.layers[1] + self.dense_layers[1] + 1
+
+
+NetworkSpace = DenseSpace | CnnSpace | RecurrentSpace
+TEMPLATES = ("dense", "cnn", "recurrent")
 
 
 @dataclass(frozen=True)
@@ -407,14 +435,11 @@ def _training(r: _Reader) -> TrainingSpec:
 
 
 def _networks(r: _Reader) -> dict[str, NetworkSpace]:
-    data = r.mapping(("dense", "cnn"))
+    data = r.mapping(TEMPLATES)
     if not data:
-        raise r.fail("at least one network template (dense, cnn) is needed")
-    spaces: dict[str, NetworkSpace] = {}
-    for template in data:
-        sub = r.sub(template)
-        spaces[template] = _dense(sub) if template == "dense" else _cnn(sub)
-    return spaces
+        raise r.fail(f"at least one network template ({', '.join(TEMPLATES)}) is needed")
+    readers: dict[str, Callable[[_Reader], NetworkSpace]] = {"dense": _dense, "cnn": _cnn, "recurrent": _recurrent}
+    return {template: readers[template](r.sub(template)) for template in data}
 
 
 def _dense(r: _Reader) -> DenseSpace:
@@ -458,10 +483,7 @@ def _cnn(r: _Reader) -> CnnSpace:
         space.conv_layers,
         "conv",
     )
-    if base and not space.dense_layers[0] <= len(base.get("dense", ())) <= space.dense_layers[1]:
-        raise r.sub("base").fail(
-            f"{len(base.get('dense', ()))} dense layers, outside dense_layers {list(space.dense_layers)}", "dense"
-        )
+    _check_base_dense(r, base, space.dense_layers)
     return CnnSpace(
         space.conv_layers,
         space.filters,
@@ -472,6 +494,40 @@ def _cnn(r: _Reader) -> CnnSpace:
         space.activations,
         base,
     )
+
+
+def _recurrent(r: _Reader) -> RecurrentSpace:
+    r.mapping(("cells", "layers", "units", "dense_layers", "dense_units", "activations", "base"))
+    space = RecurrentSpace(
+        cells=r.texts("cells", ["lstm"], tuple(CELLS)),
+        layers=r.range("layers", [1, 1], low=1),
+        units=r.ints("units", [8, 16]),
+        dense_layers=r.range("dense_layers", [0, 0]),
+        dense_units=r.ints("dense_units", [16]),
+        activations=r.texts("activations", ["tanh"], ACTIVATIONS),
+    )
+    base = _base(
+        r.sub("base"),
+        {
+            "cell": space.cells,
+            "layers": space.units,
+            "dense": space.dense_units,
+            "activation": space.activations,
+        },
+        lambda b: len(b["layers"]),
+        space.layers,
+        "layers",
+    )
+    _check_base_dense(r, base, space.dense_layers)
+    return replace(space, base=base)
+
+
+def _check_base_dense(r: _Reader, base: Mapping[str, Any], bounds: tuple[int, int]) -> None:
+    """A base's hidden Dense layers (`dense`, none when left out) within `dense_layers`."""
+    if base and not bounds[0] <= len(base.get("dense", ())) <= bounds[1]:
+        raise r.sub("base").fail(
+            f"{len(base.get('dense', ()))} dense layers, outside dense_layers {list(bounds)}", "dense"
+        )
 
 
 def _base(
@@ -492,6 +548,8 @@ def _base(
         values = value if isinstance(value, list) else [value]
         if key in (depth_key, "dense") and not isinstance(value, list):
             raise r.fail(f"expected a list, got {value!r}", key)
+        if key in ONE_PER_NETWORK and isinstance(value, list):
+            raise r.fail(f"one value for the whole network, got the list {value!r}", key)
         for i, v in enumerate(values):
             if v not in allowed:
                 where = f"{key}[{i}]" if isinstance(value, list) else key

@@ -84,8 +84,9 @@ def _trial(folder: Any, number: int) -> Any:
 
 
 def test_data_file(root: Path, template: str, data: Any) -> Path:
-    """The test set as the candidate's network takes it (the dense template flattens),
-    written once into the search folder (atomically)."""
+    """The test set as the candidate's network takes it (`SearchData.shaped`: the dense
+    template flattens, the recurrent one reads sequences), written once into the search
+    folder (atomically)."""
     path = Path(root) / "data" / f"test_{template}.npz"
     if not path.is_file():
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -43,7 +43,8 @@ DIGITS_SPLIT_SEED = 2021
 
 @dataclass(frozen=True)
 class SearchData:
-    """Images (N, H, W, C) or vectors (N, F), integer labels; the dense template flattens.
+    """Images (N, H, W, C), sequences (N, steps, features) or vectors (N, F), integer
+    labels, as stored; each template takes its own view of them (`shaped`).
 
     `x_train` is what the candidate's model trains on: the training set without the
     validation split, or (cross-validation) all of it, with `folds` the (fit, held-out)
@@ -60,7 +61,15 @@ class SearchData:
 
     @staticmethod
     def shaped(x: np.ndarray, template: str) -> np.ndarray:
-        return x.reshape(len(x), -1) if template == "dense" else x
+        """The inputs as `template`'s network takes them: the dense template flattens; the
+        recurrent template reads the first axis after the examples as time and the rest as
+        each step's features (an image row by row, a vector one value a step); the cnn
+        template takes them as stored."""
+        if template == "dense":
+            return x.reshape(len(x), -1)
+        if template == "recurrent":
+            return x.reshape(len(x), x.shape[1] if x.ndim > 1 else 1, -1)
+        return x
 
     def input_shape(self, template: str) -> tuple[int, ...]:
         return tuple(self.shaped(self.x_test[:1], template).shape[1:])

@@ -239,7 +239,7 @@ def plot(res: SearchResults, path: Path) -> Path:
 
     usable = [r for r in res.rows if r.usable]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.6), sharey=True)
-    colours = {"dense": "#2c5aa0", "cnn": "#d35400"}
+    colours = {"dense": "#2c5aa0", "cnn": "#d35400", "recurrent": "#27864a"}
     for ax, metric, label, sign in (
         (axes[0], "multipliers", "multipliers", -1),
         (axes[1], "images_per_second", f"images/s at {res.clock_mhz:g} MHz", 1),

@@ -24,34 +24,53 @@ from typing import Any
 from keras2clash.hw.allocate import config_label
 from keras2clash.hw.plan import DEFAULT_STRATEGY, LATENCY_STRATEGY
 from keras2clash.quant.formats import FixedFormat, parse_format
-from keras2clash.search.description import CnnSpace, DenseSpace, Description
+from keras2clash.search.description import CELLS, DenseSpace, Description, NetworkSpace, RecurrentSpace
 
 
 @dataclass(frozen=True)
 class NetworkSpec:
     """A network the templates can build: the active choices only."""
 
-    template: str  # "dense" | "cnn"
+    template: str  # "dense" | "cnn" | "recurrent"
     conv: tuple[int, ...] = ()  # filters per Conv2D layer
     kernels: tuple[int, ...] = ()
     pools: tuple[str, ...] = ()  # after each Conv2D: max | avg | none
     dense: tuple[int, ...] = ()  # units per hidden Dense layer
     activation: str = "relu"
+    cell: str = ""  # the recurrent layers' cell: simple_rnn | lstm | gru
+    recurrent: tuple[int, ...] = ()  # units per stacked recurrent layer
 
     @property
     def compute_layers(self) -> int:
-        return len(self.conv) + len(self.dense) + 1
+        return len(self.conv) + len(self.recurrent) + len(self.dense) + 1
+
+    @property
+    def resource_only(self) -> tuple[bool, ...]:
+        """Per compute layer, whether only the resource strategy builds it: a recurrent step
+        feeds its result back through the engine, which an adder graph does not."""
+        return (False,) * len(self.conv) + (True,) * len(self.recurrent) + (False,) * (len(self.dense) + 1)
+
+    def fields(self) -> dict[str, Any]:
+        """The spec as the keys hash it: a template's unset fields left out, so that the
+        dense and cnn templates' keys (and the model files named by them) do not depend on
+        the recurrent template's fields."""
+        data = asdict(self)
+        for key in ("cell", "recurrent"):
+            if not data[key]:
+                del data[key]
+        return data
 
     @property
     def key(self) -> str:
         """Identifies the trained model: same network, same seed, same weights."""
-        return hashlib.sha1(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:12]
+        return hashlib.sha1(json.dumps(self.fields(), sort_keys=True).encode()).hexdigest()[:12]
 
     def describe(self) -> str:
         parts = [
             f"conv{f}k{k}{'' if p == 'none' else '+' + p + 'pool'}"
             for f, k, p in zip(self.conv, self.kernels, self.pools)
         ]
+        parts += [f"{self.cell}{u}" for u in self.recurrent]
         parts += [f"d{u}" for u in self.dense]
         return f"{self.template}: {'-'.join(parts + ['out'])} {self.activation}"
 
@@ -91,7 +110,7 @@ class Candidate:
     @property
     def key(self) -> str:
         """Identifies the whole candidate (network and active hardware choices)."""
-        data = {"network": asdict(self.network), "hardware": asdict(self.hardware)}
+        data = {"network": self.network.fields(), "hardware": asdict(self.hardware)}
         data["hardware"]["formats"] = [str(f) for f in self.hardware.formats]
         for key in ("strategies", "logic_budget"):  # unset: the keys every resource-only search has had
             if not data["hardware"][key]:
@@ -132,7 +151,10 @@ def sample(trial: Any, desc: Description) -> Candidate:
             chosen = [trial.suggest_categorical(f"hw.strategy_{i}", list(hw.strategies)) for i in range(n)]
         else:
             chosen = [hw.strategies[0]] * n
-        strategies = tuple(chosen[: network.compute_layers])
+        strategies = tuple(
+            DEFAULT_STRATEGY if fixed else st
+            for st, fixed in zip(chosen[: network.compute_layers], network.resource_only)
+        )
         if pes is not None and cycles is not None:  # a latency layer has no knobs: inactive, out of the key
             pes = tuple(1 if st == LATENCY_STRATEGY else p for p, st in zip(pes, strategies))
             cycles = tuple(1 if st == LATENCY_STRATEGY else c for c, st in zip(cycles, strategies))
@@ -141,7 +163,20 @@ def sample(trial: Any, desc: Description) -> Candidate:
     )
 
 
-def _sample_network(trial: Any, kind: str, space: DenseSpace | CnnSpace) -> NetworkSpec:
+def _sample_network(trial: Any, kind: str, space: NetworkSpace) -> NetworkSpec:
+    if isinstance(space, RecurrentSpace):
+        cell = trial.suggest_categorical("recurrent.cell", list(space.cells))
+        depth = trial.suggest_int("recurrent.layers", *space.layers)
+        units = [trial.suggest_categorical(f"recurrent.units_{i}", list(space.units)) for i in range(space.layers[1])]
+        denses = trial.suggest_int("recurrent.dense_layers", *space.dense_layers)
+        dense = [
+            trial.suggest_categorical(f"recurrent.dense_units_{i}", list(space.dense_units))
+            for i in range(space.dense_layers[1])
+        ]
+        act = trial.suggest_categorical("recurrent.activation", list(space.activations))
+        return NetworkSpec(
+            "recurrent", dense=tuple(dense[:denses]), activation=act, cell=cell, recurrent=tuple(units[:depth])
+        )
     if isinstance(space, DenseSpace):
         depth = trial.suggest_int("dense.layers", *space.layers)
         units = [trial.suggest_categorical(f"dense.units_{i}", list(space.units)) for i in range(space.layers[1])]
@@ -183,6 +218,17 @@ def base_params(desc: Description) -> list[dict[str, Any]]:
             if "activation" in base:
                 params["dense.activation"] = base["activation"]
             layers = len(base["layers"]) + 1
+        elif isinstance(space, RecurrentSpace):
+            if "cell" in base:
+                params["recurrent.cell"] = base["cell"]
+            params["recurrent.layers"] = len(base["layers"])
+            params.update({f"recurrent.units_{i}": u for i, u in enumerate(base["layers"])})
+            dense = base.get("dense", [])
+            params["recurrent.dense_layers"] = len(dense)
+            params.update({f"recurrent.dense_units_{i}": u for i, u in enumerate(dense)})
+            if "activation" in base:
+                params["recurrent.activation"] = base["activation"]
+            layers = len(base["layers"]) + len(dense) + 1
         else:
             conv = base["conv"]
             params["cnn.conv_layers"] = len(conv)
@@ -229,10 +275,24 @@ def build_model(spec: NetworkSpec, input_shape: Sequence[int], classes: int) -> 
     """The Keras model of a network spec (untrained; `keras.utils.set_random_seed` first
     for reproducible initial weights). The dense template flattens its input; the CNN's
     convolutions are 'same', and a pooling layer is left out where the image is already
-    1 pixel wide (so every depth the space allows builds)."""
+    1 pixel wide (so every depth the space allows builds); the recurrent template's layers
+    read a sequence (steps, features), each but the last returning every step's state for
+    the next, the last only its final state for the Dense layers."""
     import keras
 
-    layers: list[Any] = [keras.Input(tuple(input_shape), name="pixels")]
+    sequence = spec.template == "recurrent"
+    layers: list[Any] = [keras.Input(tuple(input_shape), name="sequence" if sequence else "pixels")]
+    if sequence:
+        if len(input_shape) != 2:
+            raise ValueError(
+                f"the recurrent template needs sequences (steps, features), got inputs of shape {tuple(input_shape)}"
+            )
+        cell = getattr(keras.layers, CELLS[spec.cell])
+        for i, units in enumerate(spec.recurrent):
+            last = i == len(spec.recurrent) - 1
+            layers.append(
+                cell(units, activation=spec.activation, return_sequences=not last, name=f"{spec.cell}_{i + 1}")
+            )
     if spec.template == "cnn":
         if len(input_shape) != 3:
             raise ValueError(f"the cnn template needs images (H, W, C), got inputs of shape {tuple(input_shape)}")
@@ -243,7 +303,7 @@ def build_model(spec: NetworkSpec, input_shape: Sequence[int], classes: int) -> 
                 pool = keras.layers.MaxPooling2D if p == "max" else keras.layers.AveragePooling2D
                 layers.append(pool(2, name=f"pool_{i + 1}"))
                 size //= 2
-    if len(input_shape) > 1:
+    if len(input_shape) > 1 and not sequence:
         layers.append(keras.layers.Flatten(name="flatten"))
     for i, units in enumerate(spec.dense):
         layers.append(keras.layers.Dense(units, activation=spec.activation, name=f"dense_{i + 1}"))
