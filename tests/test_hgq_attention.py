@@ -222,11 +222,13 @@ def test_the_other_attention_layers_are_refused(cls) -> None:
 
 @needs_toolchain
 def test_clash_simulation_equals_the_golden_model(tmp_path) -> None:
+    """A causal attention whose output quantizer wraps (`K2C.Quant.requantizeTo`)."""
     from keras2clash import api
     from keras2clash.backend.project import load_project
 
-    net = model(causal=True, seed=3)
+    net = model(attention(qkvo_iq_conf=datalane(i0=2, f0=4)), causal=True, seed=3)  # the mix rounded and wrapped
     out = tmp_path / "net"
     api.emit(net, "1,7,8", out, show=False)
     project = load_project(out)
+    assert project.plans[5].name == "mha_attention" and project.plans[5].out_fmt.overflow == "wrap"
     assert_clash_matches_golden(project, golden.quantize_inputs(project.plans, inputs(6, seed=3)), 3)

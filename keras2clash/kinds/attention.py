@@ -2,18 +2,21 @@
 output projection, scaled dot-product attention over a whole sequence.
 
 A MultiHeadAttention layer `<name>` becomes records the stages already build, around this
-kind's one: its query, key and value projections (`<name>_query`, `<name>_key`,
-`<name>_value`: Dense per step, 1x1 convolutions; the query's carries Keras' `1/sqrt(key_dim)`
-scale in its kernel and bias), their concatenation per step (`<name>_qkv`), this kind's
-record (`<name>_attention`) and the output projection (`<name>`, Dense per step), which
-takes the formats and knobs a config gives the Keras layer.
+kind's one (`attention_records`): its query, key and value projections (`<name>_query`,
+`<name>_key`, `<name>_value`: Dense per step, 1x1 convolutions; the query's carries Keras'
+`1/sqrt(key_dim)` scale in its kernel and bias), their concatenation per step
+(`<name>_qkv`), this kind's record (`<name>_attention`) and the output projection (`<name>`,
+Dense per step), which takes the formats and knobs a config gives the Keras layer. HGQ2's
+QMultiHeadAttention (`frontend.hgq_attention`) becomes the same records with its own
+formats: its query unscaled, the scale in the softmax (`Attention.scale`), exact scores.
 
 Arithmetic (docs/guide/contract.md, "Attention"), on a step's `q ++ k ++ v` in the input's
 format: each score `q[t,i] . k[j,i]` exact, rounded once to the score format (a key after
 its query scores the format's minimum under a causal mask); each row of scores through the
 softmax (`quant.activations.softmax_raw`) to the probability format; each output
-`sum_j p[t,i,j] v[j,i]` exact, rounded once to the output format. The score format is the
-network's default format, the probabilities' its width with one integer bit.
+`sum_j p[t,i,j] v[j,i]` exact, rounded once to the output format (with its modes). The
+score format is the network's default format (or, `exact_scores`, one that keeps every
+score), the probabilities' its width with one integer bit (or the model's own).
 
 Block: `K2C.Attention` (the exact hardware model `hw.events.Playback`, then K2C.Pipe,
 Collect and Scatter blocks): the sequence held, one score a cycle, the row's softmax, one
