@@ -17,7 +17,7 @@ from keras2clash.errors import K2CError
 from keras2clash.kinds.attention import AttentionParams
 from keras2clash.network import load_network
 from keras2clash.quant import activations, golden
-from keras2clash.quant.formats import parse_format
+from keras2clash.quant.formats import parse_format, requantize
 
 
 def _randomize(model: keras.Model, seed: int, scale: float = 0.5) -> keras.Model:
@@ -155,10 +155,23 @@ def test_refusals_name_the_layer_and_the_setting(call, words) -> None:
         assert word in message
 
 
-def test_the_score_and_output_formats_must_be_plain() -> None:
+def test_the_output_is_rounded_with_its_formats_modes() -> None:
+    """An output format with other modes (truncate, wrap) rounds the exact mix once with them:
+    the golden output equals the exact mix (an output format wide enough to keep it)
+    requantized to that format."""
     model = _attention_model(3, 2, 1, 2, 2, False, False, seed=2)
-    with pytest.raises(K2CError, match="mha_attention.*output format 1,4,4,trn,wrap.*default modes"):
-        load_network(model, "1,7,8", fifos=False, layer_formats={"mha_attention": {"o": "1,4,4,trn,wrap"}})
+    x = np.random.default_rng(2).uniform(-1, 1, (8, 3, 2))
+
+    def attention_output(fmt: str) -> tuple[np.ndarray, AttentionParams]:
+        plans = load_network(model, "1,7,8", fifos=False, layer_formats={"mha_attention": {"o": fmt}}).plans
+        values = golden.run_all(plans, golden.quantize_params(plans), golden.quantize_inputs(plans, x))
+        plan = next(p for p in plans if p.type == "attention")
+        return values["mha_attention"], plan.params  # type: ignore[return-value]
+
+    exact, p = attention_output("1,9,22")  # the mix's fraction bits: the probabilities' 14 and the input's 8
+    assert p.prob_fmt.frac + 8 == 22
+    got, _ = attention_output("1,2,3,trn,wrap")
+    assert np.array_equal(got, requantize(exact.astype(object), 22, parse_format("1,2,3,trn,wrap")))
 
 
 def test_the_probabilities_have_one_integer_bit() -> None:

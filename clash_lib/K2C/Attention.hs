@@ -10,16 +10,17 @@ output projection (docs/guide/contract.md, "Attention").
 = Arithmetic
 
 A beat is one step's projections @q ++ k ++ v@ (@h * dk@, @h * dk@, @h * dv@
-values, head by head; the query's projection carries the @1 / sqrt dk@
-scale). For each step @t@ (a query), head @i@ and step @j@ (a key):
+values, head by head; the @1 / sqrt dk@ scale is in the query's projection
+or in the softmax's table). For each step @t@ (a query), head @i@ and step
+@j@ (a key):
 
 1. the score @s = round(sum_d q[t,i,d] * k[j,i,d])@ to the score format (the
    products and their sum exact); with a causal mask, a key after the query
    (@j > t@) scores the format's minimum;
 2. the row @s[t,i,0..n-1]@ through the softmax stream stage the caller gives
    ("K2C.Softmax": the probabilities @p@);
-3. the output @o[t,i,e] = round(sum_j p[j] * v[j,i,e])@ to the output format
-   (the products and their sum exact).
+3. the output @o[t,i,e] = finish(sum_j p[j] * v[j,i,e])@ (the products and
+   their sum exact), @finish@ the caller's requantization to the output format.
 
 The output beat of step @t@ is @o[t,0,..] ++ .. ++ o[t,h-1,..]@.
 
@@ -76,7 +77,8 @@ type SumDepth = 2
 
 -- | Attention over @n@ steps, @h@ heads of @dk@ key and @dv@ value features;
 -- @causal@ masks the keys after each query; @softmaxRow@ is the row's softmax
--- stream stage. Inputs in @SFixed ii fi@, scores in @SFixed si sf@,
+-- stream stage; @finish@ rounds an exact output to the output format (its
+-- modes are the format's). Inputs in @SFixed ii fi@, scores in @SFixed si sf@,
 -- probabilities in @SFixed pi pf@, outputs in @SFixed oi fo@.
 attention
   :: forall n h dk dv ii fi si sf pi pf oi fo dom
@@ -86,8 +88,9 @@ attention
      , KnownNat oi, KnownNat fo )
   => Bool
   -> Stream dom (Vec n (SFixed si sf), ()) (Vec n (SFixed pi pf), ())
+  -> (SFixed (pi + ii + CLog 2 n) (pf + fi) -> SFixed oi fo)
   -> Stream dom (Vec (h * dk + h * dk + h * dv) (SFixed ii fi)) (Vec (h * dv) (SFixed oi fo))
-attention causal softmaxRow (input, readyOut) = (output, readyIn)
+attention causal softmaxRow finish (input, readyOut) = (output, readyIn)
   where
     -- the sequence: filling, playing the jobs, or waiting for the mixer to let go of v
     mode = register Filling nextMode
@@ -138,7 +141,7 @@ attention causal softmaxRow (input, readyOut) = (output, readyIn)
     (output, mixOut) =
       ( pipeS (SNat @MixDepth) (stageReg . fmap (fmap (\(p, v) -> map (mulExact p) v)))
       |> collect (SNat @n)
-      |> pipeS (SNat @SumDepth) (stageReg . fmap (fmap (map requantize)) . stageReg . fmap (fmap rowSums))
+      |> pipeS (SNat @SumDepth) (stageReg . fmap (fmap (map finish)) . stageReg . fmap (fmap rowSums))
       |> collect (SNat @h) ) (mixed, readyOut)
 
     rowSums :: Vec (n * dv) (SFixed (pi + ii) (pf + fi)) -> Vec dv (SFixed (pi + ii + CLog 2 n) (pf + fi))

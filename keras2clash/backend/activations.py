@@ -170,7 +170,7 @@ def activation_code(plan: LayerPlan, fn: str, type_name: dict[FixedFormat, str])
         fn_name = "hardSigmoid" if act.kind == "hard_sigmoid" else "hardSilu"
         return ActivationCode(name, False, scalar, f"Relu.{fn_name} @{width}", doc)
     if act.kind == "softmax":
-        exp = acts.softmax_table(fi, fo, n)
+        exp = acts.softmax_table(fi, fo, n, act.scale)
         eb = exp.frac + 2
         width = eb + fo.frac + 4 + math.ceil(math.log2(n + 1))
         return ActivationCode(

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 # The converters register themselves on import (the kinds' with the kinds).
 import keras2clash.kinds  # noqa: E402,F401
-from keras2clash.frontend import hgq, hgq_layers, layers, qkeras, qkeras_layers  # noqa: E402,F401
+from keras2clash.frontend import hgq, hgq_attention, hgq_layers, layers, qkeras, qkeras_layers  # noqa: E402,F401
 from keras2clash.frontend.images import same_pads  # noqa: E402,F401  (API)
 from keras2clash.frontend.registry import (  # noqa: E402,F401  (API)
     SUPPORTED_ACTIVATIONS,

@@ -527,9 +527,10 @@ def _all_layers(model: Any) -> list[Any]:
     return out
 
 
-LayerQuantReader = Callable[[Any], LayerQuant]
+LayerQuantReader = Callable[[Any], "LayerQuant | tuple[LayerQuant, ...]"]
 _QUANT_READERS: dict[str, LayerQuantReader] = {}
-"""HGQ2 class name -> what reads the formats of one of its layers (`register_quant`)."""
+"""HGQ2 class name -> what reads the formats of one of its layers (`register_quant`): one
+`LayerQuant`, or one per record for a layer that becomes several (QMultiHeadAttention)."""
 
 
 def register_quant(*class_names: str) -> Callable[[LayerQuantReader], LayerQuantReader]:
@@ -556,8 +557,9 @@ def model_quant(model: Any) -> dict[str, LayerQuant]:
     for layer in _all_layers(model):
         reader = _QUANT_READERS.get(type(layer).__name__)
         if reader is not None and type(layer).__module__.startswith("hgq."):
-            quant = reader(layer)
-            result[quant.name] = quant  # the name of the record that quantizes
+            read = reader(layer)
+            for quant in read if isinstance(read, tuple) else (read,):
+                result[quant.name] = quant  # the name of the record that quantizes
     return result
 
 

@@ -155,8 +155,11 @@ _QUANTIZATION_AWARE_HINTS: dict[tuple[str, ...], str] = {
     ("QSimpleRNN", "QGRU", "QLSTM", "QBidirectional", "QLIF", "QSimpleSNN"): (
         "a quantization-aware recurrent layer is not converted (Keras' SimpleRNN, LSTM and GRU are)"
     ),
-    ("QMultiHeadAttention", "QMultiHeadAttentionT", "QLinformerAttention", "QLinformerAttentionT"): (
-        "attention multiplies two activations and needs the whole sequence before its first output; not built"
+    (
+        "QMultiHeadAttentionT",
+    ): "its projections are learned tables, not multiply-accumulates (QMultiHeadAttention is built)",
+    ("QLinformerAttention", "QLinformerAttentionT", "QSALTAttention"): (
+        "this attention is not converted (QMultiHeadAttention is)"
     ),
     ("QConv2DTranspose", "QDepthwiseConv2DTranspose", "QSeparableConv2DTranspose"): (
         "the quantization-aware transposed convolution is not converted (a plain Conv2DTranspose is)"

@@ -120,7 +120,7 @@ def activation_table_bits(plan: LayerPlan) -> int:
     act = activations.parse(plan.activation)
     beat = plan.output_shape[-1]
     if act.kind == "softmax":
-        table = activations.softmax_table(plan.act_in_fmt, plan.out_fmt, beat)
+        table = activations.softmax_table(plan.act_in_fmt, plan.out_fmt, beat, act.scale)
         return len(table.values) * (table.frac + 2) * beat
     if act.family == "table":
         return (

@@ -99,6 +99,7 @@ class Act:
     slopes: tuple[float, ...] = (0.0,)  # negative side (relu family; one per channel: PReLU)
     alpha: float = 1.0  # elu
     approximate: bool = False  # gelu
+    scale: float = 1.0  # softmax: of `scale * x` (HGQ2's attention scales its scores inside its exponential table)
 
     @property
     def family(self) -> str:
@@ -126,6 +127,7 @@ def canonical(name: str, **params: object) -> str:
         "leaky_relu": {"negative_slope": 0.2},
         "elu": {"alpha": 1.0},
         "gelu": {"approximate": False},
+        "softmax": {"scale": 1.0},
     }
     name = {"swish": "silu", "hard_swish": "hard_silu"}.get(name, name)
     kept = {k: v for k, v in params.items() if defaults.get(name, {}).get(k, object()) != v}
@@ -175,6 +177,8 @@ def parse(text: str) -> Act:
         return Act("elu", text, alpha=float(params.get("alpha", 1.0)))
     if name == "gelu":
         return Act("gelu", text, approximate=bool(params.get("approximate", False)))
+    if name == "softmax":
+        return Act("softmax", text, scale=float(params.get("scale", 1.0)))
     return Act(name, text)
 
 
@@ -235,6 +239,7 @@ def keras_float(act: Act, x: np.ndarray) -> np.ndarray:
         if k == "hard_silu":
             return x * np.clip(x + 3.0, 0.0, 6.0) / 6.0
         if k == "softmax":
+            x = act.scale * x
             e = np.exp(x - x.max(axis=-1, keepdims=True))
             return e / e.sum(axis=-1, keepdims=True)
     raise ValueError(f"no float definition of {act.text!r}")
@@ -495,20 +500,23 @@ SOFTMAX_MAX_FRAC = 58
 
 
 @functools.lru_cache(maxsize=256)
-def softmax_table(fi: FixedFormat, fo: FixedFormat, n: int) -> SoftmaxTable:
+def softmax_table(fi: FixedFormat, fo: FixedFormat, n: int, scale: float = 1.0) -> SoftmaxTable:
+    """The softmax of `scale * x` over `n` values of `fi`: its exponential table on the raw
+    differences `d` (each entry `exp(-scale d 2^-fi)`), with its error bound."""
     frac = min(fo.frac + SOFTMAX_GUARD_BITS, SOFTMAX_MAX_FRAC)
     eta = 2.0 ** -(frac + 1)
-    d_top = min((1 << fi.bits) - 1, math.ceil((frac + 1) * math.log(2) * (1 << fi.frac)))
+    step = scale * 2.0**-fi.frac  # the real exponent of one raw unit of difference
+    d_top = min((1 << fi.bits) - 1, math.ceil((frac + 1) * math.log(2) / step))
     shift = 0
     while (d_top >> shift) + 2 > TABLE_MAX_ENTRIES:
         shift += 1
     size = (d_top >> shift) + 2
     starts = np.arange(size - 1) * float(1 << shift)
     centres = starts + ((1 << shift) - 1) / 2.0
-    values = np.append(quantize(np.exp(-centres * 2.0**-fi.frac), FixedFormat(1, 1, frac)), 0)
+    values = np.append(quantize(np.exp(-centres * step), FixedFormat(1, 1, frac)), 0)
     # exp is monotone: within a bucket the error is largest at an end; t >= t(end of bucket)
-    t_start = np.exp(-starts * 2.0**-fi.frac)
-    t_end = np.exp(-(starts + (1 << shift) - 1) * 2.0**-fi.frac)
+    t_start = np.exp(-starts * step)
+    t_end = np.exp(-(starts + (1 << shift) - 1) * step)
     e = values[:-1] * 2.0**-frac
     gap = np.maximum(np.abs(e - t_start), np.abs(e - t_end))
     rho = float(np.max(np.maximum(gap - eta, 0.0) / t_end))
@@ -516,10 +524,10 @@ def softmax_table(fi: FixedFormat, fo: FixedFormat, n: int) -> SoftmaxTable:
     return SoftmaxTable(shift, frac, tuple(int(v) for v in values), rho, eta, n, bound)
 
 
-def softmax_raw(r: np.ndarray, fi: FixedFormat, fo: FixedFormat) -> np.ndarray:
-    """Softmax over the last axis on raw integers (what K2C.Softmax computes)."""
+def softmax_raw(r: np.ndarray, fi: FixedFormat, fo: FixedFormat, scale: float = 1.0) -> np.ndarray:
+    """Softmax of `scale * x` over the last axis on raw integers (what K2C.Softmax computes)."""
     r = np.asarray(r).astype(object)
-    t = softmax_table(fi, fo, r.shape[-1])
+    t = softmax_table(fi, fo, r.shape[-1], scale)
     d = r.max(axis=-1, keepdims=True) - r
     idx = np.minimum(d >> t.shift, len(t.values) - 1)
     e = np.asarray(t.values, dtype=object)[idx.astype(np.int64)]
@@ -541,7 +549,7 @@ def apply(r: np.ndarray, text: str, fi: FixedFormat, fo: FixedFormat) -> np.ndar
     elif act.family == "hard":
         y = hard_function(r, act, fi, fo)
     elif act.kind == "softmax":
-        y = softmax_raw(r, fi, fo)
+        y = softmax_raw(r, fi, fo, act.scale)
     else:
         y = table_lookup(r, table(text, fi, fo), fi, fo)
     return np.asarray(y, dtype=np.int64)
@@ -567,9 +575,9 @@ def describe(text: str, fi: FixedFormat, fo: FixedFormat, n: int = 1) -> str:
     if act.family == "hard":
         return f"{text}: the exact rational value rounded half up once (max error 0.5 LSB = {lsb / 2:.3g})"
     if act.kind == "softmax":
-        exp = softmax_table(fi, fo, n)
+        exp = softmax_table(fi, fo, n, act.scale)
         return (
-            f"softmax over {n}: exp table of {len(exp.values)} entries (frac {exp.frac}, shift {exp.shift}), "
+            f"{text} over {n}: exp table of {len(exp.values)} entries (frac {exp.frac}, shift {exp.shift}), "
             f"exact sum and division; max error <= {exp.error_bound:.3g} ({exp.error_bound / lsb:.2f} LSB)"
         )
     t = table(text, fi, fo)
