@@ -8,7 +8,8 @@ state's @h_(t-1)@ (@u@ values, zero before a sequence's first step) form one
 window @x_t ++ h_(t-1)@ of @f + u@ values; the step engine (a "K2C.Engine",
 'K2C.Dense.dense' with the kernel and the recurrent kernel stacked in one
 ROM) computes the step's sums, and for a gated layer a cell ('lstmCell',
-'gruCell') combines them with the previous state into the new state. A
+'gruCell', 'gruResetBeforeCell') combines them with the previous state into
+the new state. A
 sequence is @n@ beats; the block sends every step's @h_t@ (Keras'
 @return_sequences=True@: @n@ beats out per sequence) or only the last one's.
 
@@ -27,7 +28,12 @@ each new value once ('K2C.Activation.requantize'):
   @h_t = o * act(c_t)@ with @i, f, o = gate(z)@;
 * GRU (@reset_after@; filters z, r, the candidate's input part @x_h@ and its
   recurrent part @r_h@): @h~ = act(x_h + r * r_h)@,
-  @h_t = z * h_(t-1) + (1 - z) * h~@.
+  @h_t = z * h_(t-1) + (1 - z) * h~@;
+* GRU with @reset_after=False@ ('gruResetBefore'; filters z, r and the
+  candidate, Keras' kernels stacked): two passes a time step, the second on
+  the window @x_t ++ round(r * h_(t-1))@, so that the candidate's sum is
+  Keras' @W_h x_t + U_h (r * h_(t-1)) + b_h@ rounded once; then
+  @h~ = act(sum)@, @h_t = z * h_(t-1) + (1 - z) * h~@.
 
 = Hardware
 
@@ -37,10 +43,13 @@ each new value once ('K2C.Activation.requantize'):
   each beside its units' previous state ('chunked'), 'CellDepth' register
   stages on 'K2C.Pipe.pipeS' (the gates' table reads and their output
   registers; the products; the cell activation's reads and registers; the
-  last products), each activation a table per lane ("K2C.Lut"), and the new
-  state collected ("K2C.Collect");
-* the state (@u@ values, an LSTM's @c@ too), an output register (@u@ values
-  and a valid bit), a step counter @Index n@ and a busy flag.
+  last products; a reset-before GRU's 'ResetBeforeDepth'), each activation a
+  table per lane ("K2C.Lut"), and the new state collected ("K2C.Collect");
+* the state (@u@ values, an LSTM's @c@ too, a reset-before GRU's @r * h@ and
+  @z@ too and a pass flag), an output register (@u@ values and a valid bit),
+  a step counter @Index n@ (@Index (2 * n)@: a reset-before GRU counts its
+  passes) and a busy flag; a reset-before GRU's "K2C.Repeat" in front (one
+  input beat).
 
 = Protocol and exact timing
 
@@ -61,6 +70,10 @@ One step at a time: the next step needs this step's result.
 * The next beat can move in from @r + 1@. So a step takes @S + D + 2@ cycles
   with downstream always ready (and @k + 14@ more with a cell), a sequence
   @n@ times that.
+* A reset-before GRU's time step is two such steps (its cell's @k + 8@ after
+  each): "K2C.Repeat" offers each input beat twice (the first copy from the
+  cycle after the beat moved in, the second from the cycle after the first
+  moved), and only a second pass sends.
 -}
 module K2C.Recurrent
   ( simple
