@@ -369,6 +369,7 @@ def test_a_step_takes_the_engines_steps_depth_and_two() -> None:
         pytest.param("simple", marks=pytest.mark.slow),
         "lstm",
         pytest.param("gru", marks=pytest.mark.slow),
+        pytest.param("gru_before", marks=pytest.mark.slow),
         "bidirectional",
     ],
 )

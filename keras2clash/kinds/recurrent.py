@@ -7,9 +7,11 @@ by `h_(t-1)` (zeros before the first step), so the step's sums are a dense layer
 `features + units` inputs whose kernel is Keras' kernel stacked over its recurrent kernel.
 SimpleRNN: `h_t = act(W x_t + U h_(t-1) + b)` in the engine's finish. LSTM and GRU: the
 engine's `4 * units` sums, rounded once, go through a cell (`GatedKind`) that applies the
-gate and cell activations, multiplies exactly and rounds each new value once. The output is
-every step's `h_t` (`return_sequences=True`, `(1, steps, units)`) or the last one's
-(`(units,)`).
+gate and cell activations, multiplies exactly and rounds each new value once. A GRU with
+`reset_after=False` (`GruResetBeforeKind`) multiplies the reset gate into the state before the
+recurrent kernel: each time step is two passes of its engine, the second on
+`x_t ++ round(r * h_(t-1))`. The output is every step's `h_t` (`return_sequences=True`,
+`(1, steps, units)`) or the last one's (`(units,)`).
 
 Arithmetic (docs/guide/contract.md, "Recurrent layers"): the window is held in the union
 format of the input's and the output's containers (`window_format`: both convert to it
@@ -19,7 +21,8 @@ layer's output format; no rounding on the feedback.
 Block and timing (`K2C.Recurrent`, the hardware model `hw.events.Recurrent`): one step in
 the engine at a time; a step of the engine's `S` steps and depth `D` takes `S + D + 2`
 cycles with downstream always ready (a gated cell's `units / lanes + 14` more:
-`hw.events.gated_cell`), a sequence `steps` times that.
+`hw.events.gated_cell`; a reset-before GRU's two passes each `units / lanes + 8` more), a
+sequence `steps` times that.
 """
 
 from __future__ import annotations
@@ -79,8 +82,8 @@ class SimpleRNN(Layer):
 class GatedRecurrent(Layer):
     """An LSTM or GRU: `kernel` (features, gates * units), `recurrent_kernel` (units, gates *
     units), `bias` as Keras holds it (GRU with `reset_after`: (2, 3 * units), the input's and
-    the recurrent bias; without: (3 * units,)); `cell_activation` Keras' `activation`, `gate_activation` its
-    `recurrent_activation`. The engine's own activation is linear (the property `activation`):
+    the recurrent bias; without: (3 * units,)); `cell_activation` Keras' `activation`,
+    `gate_activation` its `recurrent_activation`. The engine's own activation is linear (the property `activation`):
     the cell applies both."""
 
     kernel: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)), compare=False)
