@@ -193,6 +193,23 @@ def test_gru_window_matrix_keeps_the_candidates_parts_apart() -> None:
     np.testing.assert_allclose(b, np.concatenate([bias[0, :6] + bias[1, :6], bias[0, 6:], bias[1, 6:]]))
 
 
+@pytest.mark.parametrize("kind", ["simple", "lstm", "gru", "gru_before"])
+@pytest.mark.parametrize("sequences", [True, False])
+def test_float_model_is_keras(kind, sequences) -> None:
+    """The float model the formats are fitted on (`float_step`) is Keras' layer in float64;
+    a reset-before GRU's sums are z's and r's on x_t ++ h_(t-1) and the candidate's on
+    x_t ++ r * h_(t-1)."""
+    from keras2clash.registry import kind_of
+
+    model = _rnn_model(6, 3, (5,), (sequences,), "tanh", seed=2, kind=kind)
+    plan = load_network(model, "1,7,8", fifos=False).plans[0]
+    x = np.random.default_rng(0).uniform(-1, 1, (4, 6, 3))
+    pre, out = kind_of(plan.type).float_step(plan.layer, [x.reshape(4, 1, 6, 3)], None)
+    want = keras.Model(model.inputs, model.get_layer("rnn0").output).predict(x, verbose=0)
+    assert pre is not None and pre.shape == (4, 6, plan.filters)
+    np.testing.assert_allclose(out.reshape(want.shape), want, atol=1e-5)
+
+
 def test_gru_reset_before_constants_are_keras_stacked() -> None:
     """A reset-before GRU's engine reads Keras' kernel stacked over its recurrent kernel and
     Keras' bias (z, r, the candidate): both of its passes use them whole."""
