@@ -41,6 +41,9 @@ RECURRENT = {
     "simple": lambda u, act, gate, **kw: layers.SimpleRNN(u, activation=act, **kw),
     "lstm": lambda u, act, gate, **kw: layers.LSTM(u, activation=act, recurrent_activation=gate, **kw),
     "gru": lambda u, act, gate, **kw: layers.GRU(u, activation=act, recurrent_activation=gate, **kw),
+    "gru_before": lambda u, act, gate, **kw: layers.GRU(
+        u, activation=act, recurrent_activation=gate, reset_after=False, **kw
+    ),
 }
 
 
@@ -115,18 +118,28 @@ def _hard_sigmoid(v: Fraction, frac: int) -> Fraction:
 
 def _gated_reference(kind: str, x_raw, kernel, bias, units: int, frac: int, act) -> list[list[int]]:
     """LSTM or GRU (gate hard_sigmoid) on exact rationals, raw in and out: every gate sum
-    rounded once to the output format, each activation, product sum and state rounded once."""
+    rounded once to the output format, each activation, product sum and state rounded once.
+    A reset-before GRU's candidate sum is on the window x_t ++ round(r * h_(t-1))."""
     one = 2**frac
     h, c = [Fraction(0)] * units, [Fraction(0)] * units
     states = []
-    for xt in x_raw:
-        window = [Fraction(int(v), one) for v in xt] + h
-        z = [
+
+    def sums(x, state):
+        window = x + state
+        return [
             _round(sum((a * w for a, w in zip(window, kernel[:, j])), Fraction(0)) + bias[j], frac)
-            for j in range(4 * units)
+            for j in range(len(bias))
         ]
-        g = [z[k * units : (k + 1) * units] for k in range(4)]
-        if kind == "lstm":
+
+    for xt in x_raw:
+        x = [Fraction(int(v), one) for v in xt]
+        z = sums(x, h)
+        g = [z[k * units : (k + 1) * units] for k in range(len(bias) // units)]
+        if kind == "gru_before":
+            zg, r = ([_hard_sigmoid(v, frac) for v in g[k]] for k in (0, 1))
+            cand = [act(v) for v in sums(x, [_round(rv * hv, frac) for rv, hv in zip(r, h)])[2 * units :]]
+            h = [_round(zv * hp + (1 - zv) * cv, frac) for zv, hp, cv in zip(zg, h, cand)]
+        elif kind == "lstm":
             i, f, o = ([_hard_sigmoid(v, frac) for v in g[k]] for k in (0, 1, 3))
             c = [_round(fv * cv + iv * act(cand), frac) for fv, cv, iv, cand in zip(f, c, i, g[2])]
             h = [_round(ov * act(cv), frac) for ov, cv in zip(o, c)]
@@ -138,12 +151,13 @@ def _gated_reference(kind: str, x_raw, kernel, bias, units: int, frac: int, act)
     return states
 
 
-@pytest.mark.parametrize("kind", ["lstm", "gru"])
+@pytest.mark.parametrize("kind", ["lstm", "gru", "gru_before"])
 @pytest.mark.parametrize("act", ["linear", "relu"])
 def test_gated_step_equals_exact_rationals(kind, act) -> None:
     """LSTM and GRU with exact activations (hard_sigmoid gates): the engine's sums rounded
     once per gate, the cell's products exact and each new value rounded once; the GRU's
-    window matrix holds the candidate's input and recurrent parts apart."""
+    window matrix holds the candidate's input and recurrent parts apart; the reset-before
+    GRU's r * h_(t-1) is rounded once and its candidate's whole sum once."""
     fmt = parse_format("1,9,12")
     model = _rnn_model(5, 3, (4,), (True,), act, seed=3, kind=kind, gate="hard_sigmoid")
     plans = load_network(model, str(fmt), fifos=False).plans
@@ -177,6 +191,37 @@ def test_gru_window_matrix_keeps_the_candidates_parts_apart() -> None:
     np.testing.assert_array_equal(matrix[2:, 6:9], 0)
     np.testing.assert_array_equal(matrix[2:, 9:], recurrent[:, 6:])
     np.testing.assert_allclose(b, np.concatenate([bias[0, :6] + bias[1, :6], bias[0, 6:], bias[1, 6:]]))
+
+
+@pytest.mark.parametrize("kind", ["simple", "lstm", "gru", "gru_before"])
+@pytest.mark.parametrize("sequences", [True, False])
+def test_float_model_is_keras(kind, sequences) -> None:
+    """The float model the formats are fitted on (`float_step`) is Keras' layer in float64;
+    a reset-before GRU's sums are z's and r's on x_t ++ h_(t-1) and the candidate's on
+    x_t ++ r * h_(t-1)."""
+    from keras2clash.registry import kind_of
+
+    model = _rnn_model(6, 3, (5,), (sequences,), "tanh", seed=2, kind=kind)
+    plan = load_network(model, "1,7,8", fifos=False).plans[0]
+    x = np.random.default_rng(0).uniform(-1, 1, (4, 6, 3))
+    pre, out = kind_of(plan.type).float_step(plan.layer, [x.reshape(4, 1, 6, 3)], None)
+    want = keras.Model(model.inputs, model.get_layer("rnn0").output).predict(x, verbose=0)
+    assert pre is not None and pre.shape == (4, 6, plan.filters)
+    np.testing.assert_allclose(out.reshape(want.shape), want, atol=1e-5)
+
+
+def test_gru_reset_before_constants_are_keras_stacked() -> None:
+    """A reset-before GRU's engine reads Keras' kernel stacked over its recurrent kernel and
+    Keras' bias (z, r, the candidate): both of its passes use them whole."""
+    from keras2clash.registry import kind_of
+
+    model = _rnn_model(3, 2, (3,), (False,), "tanh", seed=5, kind="gru_before")
+    kernel, recurrent, bias = (np.asarray(w, dtype=np.float64) for w in model.get_layer("rnn0").get_weights())
+    plan = load_network(model, "1,7,8", fifos=False).plans[0]
+    assert plan.type == "gru_reset_before" and plan.filters == 9 and plan.window == 5
+    matrix, b = kind_of(plan.type).constants(plan.layer)
+    np.testing.assert_array_equal(matrix, np.concatenate([kernel, recurrent]))
+    np.testing.assert_array_equal(b, bias)
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
@@ -238,6 +283,37 @@ def test_gated_golden_close_to_keras(kind, steps, features, units, sequences, se
     assert np.max(np.abs(got.reshape(want.shape) - want)) <= per_step * steps + 1e-6
 
 
+@settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    steps=st.integers(1, 8),
+    features=st.integers(1, 4),
+    units=st.integers(1, 6),
+    sequences=st.booleans(),
+    act=st.sampled_from(ACTIVATIONS),
+    gate=st.sampled_from(["sigmoid", "hard_sigmoid"]),
+    seed=st.integers(0, 9999),
+)
+def test_gru_reset_before_golden_close_to_keras(steps, features, units, sequences, act, gate, seed) -> None:
+    """At 1,7,16 a GRU with reset_after=False is Keras' within a step's own errors times the
+    steps (docs/guide/contract.md): those of the reset-after GRU, the rounding of r * h_(t-1)
+    carried through U_h (below half an LSB: its row sums are below 1), and the reset gate's
+    table error carried the same way."""
+    scale = 0.9 / (features + units)
+    model = _rnn_model(steps, features, (units,), (sequences,), act, seed, scale, kind="gru_before", gate=gate)
+    fmt = parse_format("1,7,16")
+    plans = load_network(model, str(fmt), fifos=False).plans
+    x = np.random.default_rng(seed).uniform(-1, 1, (16, steps, features))
+    raw = golden.run_all(plans, golden.quantize_params(plans), golden.quantize_inputs(plans, x))["rnn0"]
+    got = raw / 2.0**fmt.frac
+    want = keras.Model(model.inputs, model.get_layer("rnn0").output).predict(x, verbose=0)
+    tables = sum(
+        activations.table(f, fmt, fmt).max_error for f in (act, gate) if activations.parse(f).family == "table"
+    )
+    lsb = 2.0**-fmt.frac
+    per_step = 2 * tables + lsb * (features + units + 9)
+    assert np.max(np.abs(got.reshape(want.shape) - want)) <= per_step * steps + 1e-6
+
+
 CLASH = settings(
     max_examples=9, deadline=None, suppress_health_check=list(HealthCheck), phases=[Phase.explicit, Phase.generate]
 )  # no shrinking: each example builds Clash
@@ -280,6 +356,18 @@ def test_random_recurrent_models_bit_exact_in_clash(
     assert_clash_matches_golden(project, golden.quantize_inputs(project.plans, x), seed)
 
 
+def test_a_reset_before_gru_step_is_two_passes() -> None:
+    """A reset-before GRU's time step is two passes, each the engine's S + D + 2 cycles and
+    its cell's (chunks scattered one a cycle, six registers, collected: chunks + 8); the
+    repeated input beat waits for nothing with the input always there."""
+    model = _rnn_model(5, 3, (6,), (True,), "tanh", seed=1, kind="gru_before")
+    plans = load_network(model, "1,7,8", fifos=False).plans
+    rnn = plans[0]
+    assert rnn.filters == 18 and rnn.params.cell_lanes == 3 and rnn.windows_per_image == 10
+    t = hwmodel.timing(plans, 3)
+    assert t.ii == 5 * 2 * (rnn.steps + rnn.pipe_depth + 2 + 6 // 3 + 8)
+
+
 def test_a_step_takes_the_engines_steps_depth_and_two() -> None:
     """With downstream always ready a step is S + D + 2 cycles and a sequence steps times
     that: the interval between sequences."""
@@ -298,6 +386,7 @@ def test_a_step_takes_the_engines_steps_depth_and_two() -> None:
         pytest.param("simple", marks=pytest.mark.slow),
         "lstm",
         pytest.param("gru", marks=pytest.mark.slow),
+        pytest.param("gru_before", marks=pytest.mark.slow),
         "bidirectional",
     ],
 )
@@ -335,7 +424,7 @@ def _directions_model(mode: str, sequences: bool, kind: str, seed: int) -> keras
     return _randomize(keras.Model(inp, layers.Dense(3, name="out")(x)), seed)
 
 
-@pytest.mark.parametrize("kind", ["simple", "lstm", "gru"])
+@pytest.mark.parametrize("kind", ["simple", "lstm", "gru", "gru_before"])
 @pytest.mark.parametrize(("mode", "sequences"), [("concat", True), ("sum", False), ("mul", True), ("ave", False)])
 def test_directions_golden_close_to_keras(kind, mode, sequences) -> None:
     """Bidirectional in every merge mode and go_backwards: the backward layer reads the
@@ -381,7 +470,7 @@ def _refusal(build) -> str:
         ),
         (lambda x: layers.SimpleRNN(4, activation="softmax", name="r")(x), ["'r'", "softmax", "recurrent"]),
         (lambda x: layers.SimpleRNN(4, activation="leaky_relu", name="r")(x), ["'r'", "leaky_relu"]),
-        (lambda x: layers.GRU(4, reset_after=False, name="g")(x), ["GRU", "'g'", "reset_after=False"]),
+        (lambda x: layers.GRU(4, reset_after=False, return_state=True, name="g")(x)[0], ["'g'", "return_state"]),
         (lambda x: layers.LSTM(4, activation="softmax", name="l")(x), ["'l'", "activation softmax"]),
         (lambda x: layers.LSTM(4, recurrent_activation="leaky_relu", name="l")(x), ["'l'", "recurrent_activation"]),
     ],
@@ -434,3 +523,62 @@ def test_an_activation_layer_after_it_stays_a_stage_of_its_own() -> None:
     model = _randomize(keras.Model(inp, layers.Dense(2, name="out")(layers.ReLU(name="act")(x))), 4)
     plans = load_network(model, "1,7,8", fifos=False).plans
     assert [p.name for p in plans] == ["r", "act", "out"] and plans[0].activation == "linear"
+
+
+@needs_toolchain
+def test_gru_reset_before_bit_exact_in_clash(tmp_path) -> None:
+    """Two stacked GRUs with reset_after=False, every step's state out and then the last
+    step's (its cell in two chunks), each time step two passes of one engine: bit-exact in
+    the Clash simulation with the hardware model's cycles, also under gaps and stalls."""
+    from keras2clash import api
+    from keras2clash.backend.project import load_project
+
+    model = _rnn_model(4, 2, (3, 6), (True, False), "tanh", seed=11, kind="gru_before")
+    api.emit(model, "1,5,10", tmp_path / "net", [2, 5, 1], cycles=[1, 3, 1], show=False)
+    project = load_project(tmp_path / "net")
+    assert [p.type for p in project.plans[:2]] == ["gru_reset_before"] * 2
+    x = np.random.default_rng(6).uniform(-1.5, 1.5, (5, 4, 2))
+    assert_clash_matches_golden(project, golden.quantize_inputs(project.plans, x), seed=3)
+
+
+@pytest.mark.slow
+@needs_toolchain
+@CLASH
+@given(
+    steps=st.integers(1, 5),
+    features=st.integers(1, 3),
+    units=st.lists(st.integers(1, 8), min_size=1, max_size=2),
+    last_sequences=st.booleans(),
+    act=st.sampled_from(ACTIVATIONS),
+    gate=st.sampled_from(["sigmoid", "hard_sigmoid", "linear"]),
+    fmt=st.sampled_from(["1,5,10", "1,3,6"]),
+    bidirectional=st.sampled_from([None, "concat", "sum"]),
+    seed=st.integers(0, 10_000),
+)
+def test_random_gru_reset_before_bit_exact_in_clash(
+    tmp_path_factory, steps, features, units, last_sequences, act, gate, fmt, bidirectional, seed
+) -> None:
+    """Random GRUs with reset_after=False (stacked, or one Bidirectional in concat or sum
+    mode), random knobs: bit-exact in the Clash simulation with the hardware model's cycles."""
+    from keras2clash import api
+    from keras2clash.backend.project import load_project
+
+    sequences = (*([True] * (len(units) - 1)), last_sequences)
+    if bidirectional is None:
+        model = _rnn_model(steps, features, tuple(units), sequences, act, seed, kind="gru_before", gate=gate)
+    else:
+        inp = keras.Input((steps, features))
+        gru = RECURRENT["gru_before"](units[0], act, gate, return_sequences=last_sequences)
+        x = layers.Bidirectional(gru, merge_mode=bidirectional, name="bi")(inp)
+        x = layers.Flatten(name="flat")(x) if last_sequences else x
+        model = _randomize(keras.Model(inp, layers.Dense(3, name="out")(x)), seed)
+    rng = np.random.default_rng(seed)
+    compute = [p for p in load_network(model, fmt, fifos=False).plans if p.is_compute]
+    pes = [int(rng.integers(1, p.filters + 1)) for p in compute]
+    cycles = [int(rng.integers(1, min(p.window, 4) + 1)) for p in compute]
+    pipeline = ",".join(str(int(rng.integers(0, 3))) for _ in compute)
+    out = tmp_path_factory.mktemp("gru_before") / "net"
+    api.emit(model, fmt, out, pes, cycles=cycles, pipeline=pipeline, show=False)
+    project = load_project(out)
+    x = rng.uniform(-1.5, 1.5, size=(5, steps, features))
+    assert_clash_matches_golden(project, golden.quantize_inputs(project.plans, x), seed)

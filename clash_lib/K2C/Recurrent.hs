@@ -8,7 +8,8 @@ state's @h_(t-1)@ (@u@ values, zero before a sequence's first step) form one
 window @x_t ++ h_(t-1)@ of @f + u@ values; the step engine (a "K2C.Engine",
 'K2C.Dense.dense' with the kernel and the recurrent kernel stacked in one
 ROM) computes the step's sums, and for a gated layer a cell ('lstmCell',
-'gruCell') combines them with the previous state into the new state. A
+'gruCell', 'gruResetBeforeCell') combines them with the previous state into
+the new state. A
 sequence is @n@ beats; the block sends every step's @h_t@ (Keras'
 @return_sequences=True@: @n@ beats out per sequence) or only the last one's.
 
@@ -27,7 +28,12 @@ each new value once ('K2C.Activation.requantize'):
   @h_t = o * act(c_t)@ with @i, f, o = gate(z)@;
 * GRU (@reset_after@; filters z, r, the candidate's input part @x_h@ and its
   recurrent part @r_h@): @h~ = act(x_h + r * r_h)@,
-  @h_t = z * h_(t-1) + (1 - z) * h~@.
+  @h_t = z * h_(t-1) + (1 - z) * h~@;
+* GRU with @reset_after=False@ ('gruResetBefore'; filters z, r and the
+  candidate, Keras' kernels stacked): two passes a time step, the second on
+  the window @x_t ++ round(r * h_(t-1))@, so that the candidate's sum is
+  Keras' @W_h x_t + U_h (r * h_(t-1)) + b_h@ rounded once; then
+  @h~ = act(sum)@, @h_t = z * h_(t-1) + (1 - z) * h~@.
 
 = Hardware
 
@@ -37,10 +43,13 @@ each new value once ('K2C.Activation.requantize'):
   each beside its units' previous state ('chunked'), 'CellDepth' register
   stages on 'K2C.Pipe.pipeS' (the gates' table reads and their output
   registers; the products; the cell activation's reads and registers; the
-  last products), each activation a table per lane ("K2C.Lut"), and the new
-  state collected ("K2C.Collect");
-* the state (@u@ values, an LSTM's @c@ too), an output register (@u@ values
-  and a valid bit), a step counter @Index n@ and a busy flag.
+  last products; a reset-before GRU's 'ResetBeforeDepth'), each activation a
+  table per lane ("K2C.Lut"), and the new state collected ("K2C.Collect");
+* the state (@u@ values, an LSTM's @c@ too, a reset-before GRU's @r * h@ and
+  @z@ too and a pass flag), an output register (@u@ values and a valid bit),
+  a step counter @Index n@ (@Index (2 * n)@: a reset-before GRU counts its
+  passes) and a busy flag; a reset-before GRU's "K2C.Repeat" in front (one
+  input beat).
 
 = Protocol and exact timing
 
@@ -61,16 +70,23 @@ One step at a time: the next step needs this step's result.
 * The next beat can move in from @r + 1@. So a step takes @S + D + 2@ cycles
   with downstream always ready (and @k + 14@ more with a cell), a sequence
   @n@ times that.
+* A reset-before GRU's time step is two such steps (its cell's @k + 8@ after
+  each): "K2C.Repeat" offers each input beat twice (the first copy from the
+  cycle after the beat moved in, the second from the cycle after the first
+  moved), and only a second pass sends.
 -}
 module K2C.Recurrent
   ( simple
   , lstm
   , gru
+  , gruResetBefore
   , recurrentWith
   , chunked
   , lstmCell
   , gruCell
+  , gruResetBeforeCell
   , CellDepth
+  , ResetBeforeDepth
   , Sends (..)
   , Window (..)
   ) where
@@ -82,6 +98,7 @@ import K2C.Activation (requantize)
 import K2C.Collect (collect)
 import K2C.Merge (addExact, mulExact, subExact, widen)
 import K2C.Pipe (pipeS, stageReg)
+import K2C.Repeat (repeatS)
 import K2C.Scatter (scatter)
 import K2C.Stream (Stream, mapS, (|>))
 
@@ -106,6 +123,11 @@ data Window w = Window
 -- digits_lstm's critical path (27 logic levels, 11.7 ns).
 type CellDepth = 12
 
+-- | 'gruResetBeforeCell''s register stages: the three tables read in
+-- parallel (three each, as in 'CellDepth'), the exact products, their exact
+-- sum, the roundings.
+type ResetBeforeDepth = 6
+
 -- | SimpleRNN: the step is the engine alone (its finish applies the activation).
 simple
   :: forall dom n f u xi xf wi wf hi hf
@@ -116,18 +138,18 @@ simple
   -> Window (SFixed wi wf)
   -> Stream dom (Vec (f + u) (SFixed wi wf)) (Vec u (SFixed hi hf))
   -> Stream dom (Vec f (SFixed xi xf)) (Vec u (SFixed hi hf))
-simple n sends window step = recurrentWith n sends window id (repeat 0) (const step)
+simple n sends window step = recurrentWith n (sendsAt sends) window id (repeat 0) (const step)
 
 -- | The shape of a gated layer's arguments: steps, which steps send, the
--- window's format, @k@ chunks of @l@ units, the engine (its @4 * u@ sums in
+-- window's format, @k@ chunks of @l@ units, the engine (its @g * u@ sums in
 -- chunk order), the gate and the cell activations.
-type Gated dom n f u k l xi xf wi wf hi hf =
+type Gated dom g n f u k l xi xf wi wf hi hf =
   SNat n
   -> Sends
   -> Window (SFixed wi wf)
   -> SNat k
   -> SNat l
-  -> Stream dom (Vec (f + u) (SFixed wi wf)) (Vec (k * (4 * l)) (SFixed hi hf))
+  -> Stream dom (Vec (f + u) (SFixed wi wf)) (Vec (k * (g * l)) (SFixed hi hf))
   -> (SFixed hi hf -> SFixed hi hf)
   -> (SFixed hi hf -> SFixed hi hf)
   -> Stream dom (Vec f (SFixed xi xf)) (Vec u (SFixed hi hf))
@@ -144,45 +166,89 @@ type GatedShape dom n f u k l xi xf wi wf hi hf =
 -- chunk a cycle with @gate@ and @act@; the state is (h, c).
 lstm
   :: forall dom n f u k l xi xf wi wf hi hf
-   . GatedShape dom n f u k l xi xf wi wf hi hf => Gated dom n f u k l xi xf wi wf hi hf
+   . GatedShape dom n f u k l xi xf wi wf hi hf => Gated dom 4 n f u k l xi xf wi wf hi hf
 lstm n sends window k SNat engine gate act =
-  gated n sends window k fst snd (repeat 0, repeat 0) unzip (lstmCell gate act) engine
+  gated n (sendsAt sends) window k fst snd (repeat 0, repeat 0) (const unzip) (SNat @CellDepth)
+    (const (lstmCell gate act)) engine
 
 -- | GRU (@reset_after@): the engine's @4 * u@ sums in @k@ chunks of @l@ units
 -- (z, r, x_h, r_h of each chunk's units), then 'gruCell' on one chunk a
 -- cycle; the state is h.
 gru
   :: forall dom n f u k l xi xf wi wf hi hf
-   . GatedShape dom n f u k l xi xf wi wf hi hf => Gated dom n f u k l xi xf wi wf hi hf
+   . GatedShape dom n f u k l xi xf wi wf hi hf => Gated dom 4 n f u k l xi xf wi wf hi hf
 gru n sends window k SNat engine gate act =
-  gated n sends window k id id (repeat 0) id (gruCell gate act) engine
+  gated n (sendsAt sends) window k id id (repeat 0) (const id) (SNat @CellDepth) (const (gruCell gate act)) engine
+
+-- | GRU with @reset_after=False@: the candidate reads @r * h_(t-1)@, so the
+-- reset gate must be known before the recurrent kernel's product that the
+-- candidate needs. Each time step is two passes of one engine whose ROM is
+-- Keras' kernel stacked over its recurrent kernel (@3 * u@ sums: z, r and
+-- the candidate's, in @k@ chunks of @l@ units), one pass at a time as any
+-- step ('recurrentWith' over @2 * n@ steps, each input beat offered twice
+-- by "K2C.Repeat"):
+--
+-- 1. on the window @x_t ++ h_(t-1)@: 'gruResetBeforeCell' keeps
+--    @g = gate(z)@ and @rh = round(gate(r) * h_(t-1))@ (the candidate's sum
+--    is not read);
+-- 2. on the window @x_t ++ rh@: the candidate's sum is then Keras'
+--    @W_h x_t + U_h (r * h) + b_h@, rounded once by the engine's finish;
+--    the cell gives @h_t = round(g * h_(t-1) + (1 - g) * act(sum))@ (z's and
+--    r's sums are not read).
+--
+-- One engine with the layer's knobs serves both products, rather than a
+-- second engine for @U_h@: no more multipliers or ROM than Keras' weights,
+-- at twice the time per step. The cell is 'ResetBeforeDepth' registers: the
+-- candidate's sum leaves the engine complete, so the three tables are read
+-- in parallel, and the products, their sum and the roundings of both passes
+-- share the stages after them. The state is each unit's @(h, rh, g)@ and
+-- which pass is next; only a second pass sends.
+gruResetBefore
+  :: forall dom n f u k l xi xf wi wf hi hf
+   . GatedShape dom n f u k l xi xf wi wf hi hf => Gated dom 3 n f u k l xi xf wi wf hi hf
+gruResetBefore SNat sends window k SNat engine gate act =
+  repeatS (SNat @2)
+    |> gated (SNat @(2 * n)) secondSends window k hidden previous start collected (SNat @ResetBeforeDepth)
+         (gruResetBeforeCell gate act . fmap snd) engine
+  where
+    -- a time step's second pass (an odd step) sends when its time step does
+    secondSends c = odd c && sendsAt sends c
+    hidden (v, second) = map (\(h, rh, _) -> if second then rh else h) v
+    previous (v, _) = map (\(h, _, g) -> (h, g)) v
+    start = (repeat (0, 0, 0), False)
+    collected (_, second) v = (v, not second)
 
 -- | A gated layer around @cell@: the engine's sums scattered into @k@ chunks,
--- each beside its units' part (@previous@) of the state, the cell's
--- 'CellDepth' registers on each, the results collected into the new state
--- (@collected@); @hidden@ is the state's h, @start@ the state at a
--- sequence's start.
+-- each beside its units' part (@previous@) of the state, the cell's @d@
+-- registers on each, the results collected into the new state
+-- (@collected@, from the previous one and the chunks' results); @hidden@ is
+-- the state's part that joins the window and leaves the block, @start@ the
+-- state at a sequence's start. The cell may read the previous state too: it
+-- stays still while a step is in flight.
 gated
-  :: forall dom n f u k l s o xi xf wi wf hi hf
-   . (GatedShape dom n f u k l xi xf wi wf hi hf, NFDataX s, NFDataX o)
+  :: forall dom g d n f u k l s p o xi xf wi wf hi hf
+   . (GatedShape dom n f u k l xi xf wi wf hi hf, KnownNat g, KnownNat d, NFDataX s, NFDataX o)
   => SNat n
-  -> Sends
+  -> (Index n -> Bool)
   -> Window (SFixed wi wf)
   -> SNat k
   -> (s -> Vec u (SFixed hi hf))
-  -> (s -> Vec u (SFixed hi hf))
+  -> (s -> Vec u p)
   -> s
-  -> (Vec u o -> s)
-  -> (Signal dom (Maybe (Vec (4 * l) (SFixed hi hf), Vec l (SFixed hi hf))) -> Signal dom (Maybe (Vec l o)))
-  -> Stream dom (Vec (f + u) (SFixed wi wf)) (Vec (k * (4 * l)) (SFixed hi hf))
+  -> (s -> Vec u o -> s)
+  -> SNat d
+  -> (Signal dom s -> Signal dom (Maybe (Vec (g * l) (SFixed hi hf), Vec l p)) -> Signal dom (Maybe (Vec l o)))
+  -> Stream dom (Vec (f + u) (SFixed wi wf)) (Vec (k * (g * l)) (SFixed hi hf))
   -> Stream dom (Vec f (SFixed xi xf)) (Vec u (SFixed hi hf))
-gated n sends window k hidden previous start collected cell engine =
+gated n sends window k hidden previous start collected d cell engine =
   recurrentWith n sends window hidden start step
   where
     step prev =
       engine |> scatter k |> chunked k (previous <$> prev)
-        |> pipeS (SNat @CellDepth) cell
-        |> collect k |> mapS collected
+        |> pipeS d (cell prev)
+        |> collect k |> withPrevious prev
+    -- combinational: the collected results with the state they follow
+    withPrevious prev (input, readyOut) = (fmap <$> (collected <$> prev) <*> input, readyOut)
 
 -- | Each of a step's @k@ chunks of sums beside its units' previous state:
 -- chunk @j@ (counted as the chunks move on) with values @j*l .. j*l+l-1@ of
@@ -245,17 +311,50 @@ gruCell gate act z = hidden
     hidden = stageReg (fmap (map requantize) <$> blended)
     one = 1 :: SFixed 2 0
 
+-- | The reset-before GRU cell's 'ResetBeforeDepth' registers on one chunk:
+-- the sums of @l@ units (z, r, the candidate's), each unit's previous
+-- @(h, g)@, and whether this is a time step's second pass. Both passes'
+-- work runs on every chunk and the last stage keeps a pass's own: the first
+-- pass's @(h, round(gate(r) * h), gate(z))@, the second's
+-- @(round(g * h + (1 - g) * act(sum)), _, _)@ (what it leaves in @rh@ and
+-- @g@ is not read before the next first pass sets them).
+gruResetBeforeCell
+  :: forall dom l hi hf
+   . (HiddenClockResetEnable dom, KnownNat l, KnownNat hi, KnownNat hf)
+  => (SFixed hi hf -> SFixed hi hf)
+  -> (SFixed hi hf -> SFixed hi hf)
+  -> Signal dom Bool
+  -> Signal dom (Maybe (Vec (3 * l) (SFixed hi hf), Vec l (SFixed hi hf, SFixed hi hf)))
+  -> Signal dom (Maybe (Vec l (SFixed hi hf, SFixed hi hf, SFixed hi hf)))
+gruResetBeforeCell gate act second z = next
+  where
+    tables = stageReg (stageReg (stageReg (fmap activate <$> z)))
+    activate (v, p) = case (unconcatI v :: Vec 3 (Vec l (SFixed hi hf)), unzip p) of
+      (zs, (h, g)) -> (map gate (zs !! 0), map gate (zs !! 1), map act (zs !! 2), h, g, map (subExact one) g)
+    products = stageReg (fmap multiply <$> tables)
+    multiply (zg, r, cand, h, g, gc) = (zg, h, zipWith mulExact r h, zipWith mulExact g h, zipWith mulExact gc cand)
+    summed = stageReg (fmap (\(zg, h, rh, gh, gc) -> (zg, h, rh, zipWith addExact gh gc)) <$> products)
+    next = stageReg (fmap <$> (finish <$> second) <*> summed)
+    finish isSecond (zg, h, rh, s) = zip3 (if isSecond then map requantize s else h) (map requantize rh) zg
+    one = 1 :: SFixed 2 0
+
+-- | Whether step @c@ of a sequence sends its state.
+sendsAt :: KnownNat n => Sends -> Index n -> Bool
+sendsAt EveryStep _ = True
+sendsAt LastStep c = c == maxBound
+
 -- | The recurrent layer over sequences of @n@ beats: @step prev@ is the step
 -- (the engine, then a cell reading the previous state @prev@) on windows in
 -- the format 'Window' names (it holds the input's and the state's values
--- exactly); @hidden@ is the state's part that joins the window and leaves
--- the block; @start@ the state before a sequence's first step.
+-- exactly); @sends c@ says whether step @c@ sends its state; @hidden@ is the
+-- state's part that joins the window and leaves the block; @start@ the state
+-- before a sequence's first step.
 recurrentWith
   :: forall dom n f u s xi xf wi wf hi hf
    . ( HiddenClockResetEnable dom, KnownNat n, 1 <= n, KnownNat f, KnownNat u, NFDataX s
      , KnownNat xi, KnownNat xf, KnownNat wi, KnownNat wf, KnownNat hi, KnownNat hf )
   => SNat n
-  -> Sends
+  -> (Index n -> Bool)
   -> Window (SFixed wi wf)
   -> (s -> Vec u (SFixed hi hf))
   -> s
@@ -271,9 +370,7 @@ recurrentWith SNat sends Window hidden start step (input, readyOut) = (held, rea
     accepted = readyIn .&&. (isJust <$> input)
 
     lastStep = (== maxBound) <$> count
-    sending = case sends of
-      EveryStep -> pure True
-      LastStep -> lastStep
+    sending = sends <$> count
     -- registered state only: the output register is empty, or this step sends nothing
     resultReady = not <$> (sending .&&. (isJust <$> held))
     taken = (isJust <$> result) .&&. resultReady

@@ -330,8 +330,9 @@ class Recurrent:
     step's result left the step); the engine's result is valid from `a + S + D + 1` (a gated
     cell's from `cell` of that: `gated_cell`) and leaves in `r`, at once when the step sends
     nothing, else from the cycle after the previous output moved on; the output register
-    shows it from `r + 1`, and the next step can move in from `r + 1`. Every step sends
-    (`every`), or a sequence's last."""
+    shows it from `r + 1`, and the next step can move in from `r + 1`. A time step is
+    `passes` such steps (a reset-before GRU's two, its input beat offered to each by a
+    `Repeat`), of which the last sends: every time step's (`every`), or a sequence's last."""
 
     def __init__(
         self,
@@ -342,10 +343,12 @@ class Recurrent:
         down: Block,
         mx: Max,
         cell: Callable[[Cycle], Cycle] | None = None,
+        passes: int = 1,
     ) -> None:
-        self.n, self.every, self.S, self.D, self.down, self.mx = steps, every, S, D, down, mx
+        self.n, self.every, self.S, self.D, self.down, self.mx = steps * passes, every, S, D, down, mx
         self.cell = cell  # a gated cell after the engine: the cycle its result is valid from
-        self.t = 0  # the step within the sequence
+        self.passes = passes
+        self.t = 0  # the step (a pass) within the sequence
         self.free: Cycle = NEG  # F
         self.out_free: Cycle = NEG  # the cycle after the previous output moved on
 
@@ -357,7 +360,7 @@ class Recurrent:
         valid = a + self.S + self.D + 1
         if self.cell is not None:
             valid = self.cell(valid)
-        if self.every or self.t == self.n - 1:
+        if (self.t + 1) % self.passes == 0 and (self.every or self.t == self.n - 1):
             r = self.mx(valid, self.out_free)
             self.out_free = self.down.accept(r + 1) + 1
         else:

@@ -7,9 +7,11 @@ by `h_(t-1)` (zeros before the first step), so the step's sums are a dense layer
 `features + units` inputs whose kernel is Keras' kernel stacked over its recurrent kernel.
 SimpleRNN: `h_t = act(W x_t + U h_(t-1) + b)` in the engine's finish. LSTM and GRU: the
 engine's `4 * units` sums, rounded once, go through a cell (`GatedKind`) that applies the
-gate and cell activations, multiplies exactly and rounds each new value once. The output is
-every step's `h_t` (`return_sequences=True`, `(1, steps, units)`) or the last one's
-(`(units,)`).
+gate and cell activations, multiplies exactly and rounds each new value once. A GRU with
+`reset_after=False` (`GruResetBeforeKind`) multiplies the reset gate into the state before the
+recurrent kernel: each time step is two passes of its engine, the second on
+`x_t ++ round(r * h_(t-1))`. The output is every step's `h_t` (`return_sequences=True`,
+`(1, steps, units)`) or the last one's (`(units,)`).
 
 Arithmetic (docs/guide/contract.md, "Recurrent layers"): the window is held in the union
 format of the input's and the output's containers (`window_format`: both convert to it
@@ -19,13 +21,15 @@ layer's output format; no rounding on the feedback.
 Block and timing (`K2C.Recurrent`, the hardware model `hw.events.Recurrent`): one step in
 the engine at a time; a step of the engine's `S` steps and depth `D` takes `S + D + 2`
 cycles with downstream always ready (a gated cell's `units / lanes + 14` more:
-`hw.events.gated_cell`), a sequence `steps` times that.
+`hw.events.gated_cell`; a reset-before GRU's two passes each `units / lanes + 8` more), a
+sequence `steps` times that.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, ClassVar
 
 import numpy as np
@@ -43,7 +47,7 @@ from keras2clash.frontend.registry import (
     check_activation,
     register_converter,
 )
-from keras2clash.hw.events import Block, EngineTiming, Max, Recurrent, Stateful, gated_cell
+from keras2clash.hw.events import Block, EngineTiming, Max, Recurrent, Repeat, Stateful, gated_cell
 from keras2clash.hw.plan import Common, LayerFormats, LayerPlan, Params
 from keras2clash.ir.layers import Layer, register_record
 from keras2clash.kinds.base import Depth, Entry, Storage, narrow, params_of
@@ -78,8 +82,8 @@ class SimpleRNN(Layer):
 class GatedRecurrent(Layer):
     """An LSTM or GRU: `kernel` (features, gates * units), `recurrent_kernel` (units, gates *
     units), `bias` as Keras holds it (GRU with `reset_after`: (2, 3 * units), the input's and
-    the recurrent bias); `cell_activation` Keras' `activation`, `gate_activation` its
-    `recurrent_activation`. The engine's own activation is linear (the property `activation`):
+    the recurrent bias; without: (3 * units,)); `cell_activation` Keras' `activation`,
+    `gate_activation` its `recurrent_activation`. The engine's own activation is linear (the property `activation`):
     the cell applies both."""
 
     kernel: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)), compare=False)
@@ -102,6 +106,16 @@ class LSTM(GatedRecurrent):
 @dataclass(frozen=True)
 class GRU(GatedRecurrent):
     type: ClassVar[str] = "gru"
+    keras_class: ClassVar[str] = "GRU"
+
+
+@register_record
+@dataclass(frozen=True)
+class GRUResetBefore(GatedRecurrent):
+    """A GRU with `reset_after=False`: the reset gate multiplies the state before the
+    recurrent kernel's candidate part."""
+
+    type: ClassVar[str] = "gru_reset_before"
     keras_class: ClassVar[str] = "GRU"
 
 
@@ -178,11 +192,8 @@ def _lstm(layer: KerasLayer, state: ConversionState) -> Layer:
 def _gru(layer: KerasLayer, state: ConversionState) -> Layer:
     units = int(layer.cell.units)
     if not layer.cell.reset_after:
-        raise K2CError(
-            f"GRU layer '{layer.name}' sets reset_after=False: its candidate multiplies the reset gate into the "
-            "state before the recurrent kernel, a second product per step that is not built; reset_after=True "
-            "(Keras' default) is"
-        )
+        fields, _ = _cell_weights(layer, state, 3, (3 * units,))
+        return GRUResetBefore(**fields, **_gate_activations(layer))
     fields, _ = _cell_weights(layer, state, 3, (2, 3 * units))
     return GRU(**fields, **_gate_activations(layer))
 
@@ -271,6 +282,9 @@ class RecurrentKind(EngineKind):
     filter_word = "unit"
     gates: ClassVar[int] = 1
     """The engine's filters per unit (its outputs: gates * units)."""
+    passes: ClassVar[int] = 1
+    """The engine's steps per time step (a reset-before GRU's two), each input beat offered to
+    each of them (K2C.Repeat)."""
 
     def plan_params(self, layer: Layer) -> RecurrentParams:
         out = layer.output_shape
@@ -292,7 +306,7 @@ class RecurrentKind(EngineKind):
         return input_shape[-1] + narrow(params, RecurrentParams).units
 
     def windows_per_image(self, plan: LayerPlan) -> int:
-        return params_of(plan, RecurrentParams).steps
+        return self.passes * params_of(plan, RecurrentParams).steps
 
     def plan(self, common: Common, override: LayerFormats | None, fmt: FixedFormat) -> LayerPlan:
         """The engine's plan on the window format (its exact accumulator covers the input's and
@@ -348,6 +362,14 @@ class RecurrentKind(EngineKind):
 
     # --- the golden model and the float model -------------------------------------------
 
+    def time_step(
+        self, plan: LayerPlan, sums: Callable[[np.ndarray], np.ndarray], state: tuple[np.ndarray, ...]
+    ) -> tuple[np.ndarray, ...]:
+        """A time step's new state from the previous one; `sums(h)` is the engine's outputs
+        (N, gates * units) in the constants' order, raw in the output format, on the window
+        `x_t ++ h`: one pass, `cell` on the sums of `x_t ++ h_(t-1)`."""
+        return self.cell(plan, sums(state[0]), state)
+
     def cell(self, plan: LayerPlan, z: np.ndarray, state: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
         """A step's new state from the engine's outputs `z` (N, gates * units) raw in the
         output format and the previous state; the first of the state is h."""
@@ -356,6 +378,14 @@ class RecurrentKind(EngineKind):
     def standard_order(self, plan: LayerPlan, z: np.ndarray) -> np.ndarray:
         """The engine's sums (its filters' order) in the constants' order (`constants`)."""
         return z
+
+    def float_time_step(
+        self, layer: Layer, sums: Callable[[np.ndarray], np.ndarray], state: tuple[np.ndarray, ...]
+    ) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
+        """Keras' time step in float64 (`sums(h)`: the exact sums on `x_t ++ h`): the sums its
+        cell reads, and the new state."""
+        pre = sums(state[0])
+        return pre, self.float_cell(layer, pre, state)
 
     def float_cell(self, layer: Layer, pre: np.ndarray, state: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
         """Keras' cell in float64 on the step's exact sums `pre`."""
@@ -373,12 +403,19 @@ class RecurrentKind(EngineKind):
         state: tuple[np.ndarray, ...] = (zeros,) * self.state_count
         outs = []
         for t in range(own.steps):
-            window = np.concatenate([x[:, t] << x_shift, np.asarray(state[0], dtype=x.dtype) << h_shift], axis=1)
-            z = self.standard_order(plan, neurons(window, step, params))
-            state = tuple(np.asarray(v, dtype=np.int64) for v in self.cell(plan, z, state))
+            sums = partial(self.window_sums, plan, step, params, x[:, t] << x_shift, h_shift)
+            state = tuple(np.asarray(v, dtype=np.int64) for v in self.time_step(plan, sums, state))
             outs.append(state[0])
         out = np.stack(outs, axis=1) if own.sequences else outs[-1]
         return np.asarray(out).reshape(len(x), *plan.output_shape)
+
+    def window_sums(
+        self, plan: LayerPlan, step: LayerPlan, params: QuantizedLayer, xt: np.ndarray, h_shift: int, h: np.ndarray
+    ) -> np.ndarray:
+        """The step engine's (`step`) outputs in the constants' order on the window `x_t ++ h`
+        (`xt` already in the window's format, `h` raw in the output format)."""
+        window = np.concatenate([xt, np.asarray(h, dtype=xt.dtype) << h_shift], axis=1)
+        return self.standard_order(plan, neurons(window, step, params))
 
     def float_step(
         self, layer: Layer, xs: Sequence[np.ndarray], params: tuple[np.ndarray, np.ndarray] | None
@@ -391,17 +428,18 @@ class RecurrentKind(EngineKind):
         state: tuple[np.ndarray, ...] = (np.zeros((len(x), units)),) * self.state_count
         pres, outs = [], []
         for t in range(steps):
-            pre = np.concatenate([x[:, t], state[0]], axis=1) @ kernel + bias
-            state = self.float_cell(layer, pre, state)
+            pre, state = self.float_time_step(layer, partial(_float_sums, kernel, bias, x[:, t]), state)
             pres.append(pre)
             outs.append(state[0])
         out = np.stack(outs, axis=1) if getattr(layer, "return_sequences", False) else outs[-1]
         return np.stack(pres, axis=1), out.reshape(len(x), *layer.output_shape)
 
     state_count: ClassVar[int] = 1
-    """Vectors of `units` values in the state (h; an LSTM's h and c)."""
+    """Vectors of `units` values in the state (h; an LSTM's h and c; a reset-before GRU's h,
+    r * h and z)."""
     cell_depth: ClassVar[int] = 0
-    """Registers of the cell after the engine (K2C.Recurrent's CellDepth; 0: no cell)."""
+    """Registers of the cell after the engine (K2C.Recurrent's `cell_depth_type`; 0: no cell)."""
+    cell_depth_type: ClassVar[str] = "CellDepth"
 
     # --- the hardware model --------------------------------------------------------------
 
@@ -413,17 +451,25 @@ class RecurrentKind(EngineKind):
         own = params_of(plan, RecurrentParams)
         chunks = own.units // own.cell_lanes if own.cell_lanes else 0
         cell = gated_cell(chunks, self.cell_depth, mx) if chunks else None
-        block = Recurrent(own.steps, own.sequences, steps, depth, down, mx, cell)
+        block = Recurrent(own.steps, own.sequences, steps, depth, down, mx, cell, self.passes)
         blocks.append(block)
-        return block
+        if self.passes == 1:
+            return block
+        repeat = Repeat(self.passes, block, mx)
+        blocks.append(repeat)
+        return repeat
 
     def storage(self, plan: LayerPlan) -> Storage:
         """The step engine's (on the window format), the state and the output register (a
-        valid bit), the step counter and the busy flag; a cell's registers and queue."""
+        valid bit), the step counter and the busy flag; a cell's registers and queue; with two
+        passes a step, the pass flag in the state and K2C.Repeat's beat, counter and flag."""
         own = params_of(plan, RecurrentParams)
         engine = super().storage(self.step_plan(plan))
         bits = plan.out_fmt.hw_bits
-        state = (self.state_count + 1) * own.units * bits + 1 + max(own.steps - 1, 1).bit_length() + 1
+        counter = max(self.passes * own.steps - 1, 1).bit_length()
+        state = (self.state_count + 1) * own.units * bits + 1 + counter + 1
+        if self.passes > 1:
+            state += 1 + plan.input_shape[-1] * plan.in_fmt.hw_bits + (self.passes - 1).bit_length() + 1
         lanes = own.cell_lanes
         # the scattered sums and the collected state (K2C.Scatter, K2C.Collect), the chunk's
         # registers in the cell and its queue
@@ -451,7 +497,11 @@ class RecurrentKind(EngineKind):
         return 0
 
     def depths(self, plan: LayerPlan) -> tuple[Depth, ...]:
-        own = (Depth("cell", HASKELL.cell_depth(), self.cell_depth, "recurrent"),) if self.cell_depth else ()
+        own = (
+            (Depth("cell", HASKELL.cell_depth(self.cell_depth_type), self.cell_depth, "recurrent"),)
+            if self.cell_depth
+            else ()
+        )
         return (*super().depths(plan), *own)
 
     # --- the backend ---------------------------------------------------------------------
@@ -489,6 +539,11 @@ class RecurrentKind(EngineKind):
     def cell_names(self, plan: LayerPlan, fn: str) -> tuple[str, ...]:
         """The Haskell functions the cell takes (its activations: `extra_activations`)."""
         return ()
+
+
+def _float_sums(kernel: np.ndarray, bias: np.ndarray, xt: np.ndarray, h: np.ndarray) -> np.ndarray:
+    """The exact sums on the window `x_t ++ h` in float64."""
+    return np.concatenate([xt, h], axis=1) @ kernel + bias
 
 
 CELL_LANES = 4
@@ -689,4 +744,63 @@ class GruKind(GatedKind):
         return "gru"
 
 
-KINDS = (RecurrentKind(), LstmKind(), GruKind())
+class GruResetBeforeKind(GatedKind):
+    """GRU with `reset_after=False`: h~ = act(W_h x_t + U_h (r * h_(t-1)) + b_h), so each time
+    step is two passes of one engine whose constants are Keras' kernel stacked over its
+    recurrent kernel (three filters per unit: z, r, the candidate). The first pass, on
+    `x_t ++ h_(t-1)`, gives g = gate(z) and rh = round(gate(r) * h_(t-1)); the second, on
+    `x_t ++ rh`, the candidate's sum (its z and r sums are not read), then
+    h_t = round(g * h_(t-1) + (1 - g) * act(sum)) (`K2C.Recurrent.gruResetBefore`)."""
+
+    records = (GRUResetBefore,)
+    gates = 3
+    state_count = 3
+    passes = 2
+    cell_depth = GATE_TABLES + 3
+    cell_depth_type = "ResetBeforeDepth"
+
+    def time_step(
+        self, plan: LayerPlan, sums: Callable[[np.ndarray], np.ndarray], state: tuple[np.ndarray, ...]
+    ) -> tuple[np.ndarray, ...]:
+        """(h_t, rh, g): the state the block keeps between its passes."""
+        gate, act = self.functions(plan)
+        h = state[0]
+        pz, pr, _ = self.split(sums(h))
+        g = self.apply(plan, gate, pz)
+        rh = self.product_sum(plan, (self.apply(plan, gate, pr), h))
+        candidate = self.apply(plan, act, self.split(sums(rh))[2])
+        one = 1 << plan.out_fmt.frac
+        return self.product_sum(plan, (g, h), (one - g, candidate)), rh, g
+
+    def float_time_step(
+        self, layer: Layer, sums: Callable[[np.ndarray], np.ndarray], state: tuple[np.ndarray, ...]
+    ) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
+        """The sums of z and r on `x_t ++ h_(t-1)` and the candidate's on `x_t ++ r * h_(t-1)`."""
+        rec: Any = layer
+        gate, act = activations.parse(rec.gate_activation), activations.parse(rec.cell_activation)
+        h = state[0]
+        pz, pr, _ = np.split(sums(h), 3, axis=1)
+        z, r = activations.keras_float(gate, pz), activations.keras_float(gate, pr)
+        pc = np.split(sums(r * h), 3, axis=1)[2]
+        return np.concatenate([pz, pr, pc], axis=1), (z * h + (1 - z) * activations.keras_float(act, pc), r * h, z)
+
+    def uses(self, plan: LayerPlan) -> tuple[int, int]:
+        return 2, 1
+
+    def cell_register_values(self, lanes: int) -> int:
+        """z, r, the candidate, h, g and 1 - g after each of the three table stages; z, h and
+        r·h, g·h, (1 - g)·h~ (double width); z, h, r·h and the mix's sum (double width); h, rh,
+        g."""
+        return lanes * (3 * 6 + 8 + 6 + 3)
+
+    def keras_word(self) -> str:
+        return "GRU (reset_after=False)"
+
+    def describe(self, plan: LayerPlan) -> str:
+        return f"{super().describe(plan)}, two passes a step (the second on x_t ++ round(r * h_(t-1)))"
+
+    def block_name(self) -> str:
+        return "gruResetBefore"
+
+
+KINDS = (RecurrentKind(), LstmKind(), GruKind(), GruResetBeforeKind())
