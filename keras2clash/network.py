@@ -273,24 +273,32 @@ def _within_budget(
     build: Callable[[Any, Any, Any], list[LayerPlan]],
     console: Console | None,
 ) -> list[LayerPlan]:
-    """--dsp-budget: the plans with the balanced knobs (`_balanced_knobs`). With serial layers
-    (`--lanes auto`, hw.lanes) the engines are balanced with each serial layer at its fewest
-    lanes; `with_lanes` then gives it the fewest that keep the II, and when those take more than
-    the budget has, the engines are balanced again without the excess (a few times), else the
-    serial layers stay at their fewest lanes (which the balance counted)."""
+    """--dsp-budget: the plans with the balanced knobs (`_balanced_knobs`). Layers with lanes
+    (hw.lanes) are counted at whole beats, and with `--lanes auto` then get the fewest lanes
+    that keep the II (fewer multipliers than the budget counted). When whole beats do not fit
+    the budget, they are counted at their fewest lanes; `with_lanes` then gives them the
+    fewest that keep the II, and when those take more than the budget has, the engines are
+    balanced again without the excess (a few times), else the layers stay at their fewest
+    lanes (which the balance counted)."""
     assert design.dsp_budget is not None
+    try:
+        pes, cyc, strategy = _balanced_knobs(graph, formats, design, knobs, levels, auto, console)
+    except K2CError:
+        if not serial:
+            raise
+    else:
+        plans = build(pes, cyc, strategy)
+        return with_lanes(plans) if serial else plans
     budget, reserve = design.dsp_budget, 0
     fewest: list[LayerPlan] | None = None
     for _ in range(3):
         try:
-            pes, cyc, strategy = _balanced_knobs(graph, formats, design, knobs, levels, auto, console, reserve, serial)
+            pes, cyc, strategy = _balanced_knobs(graph, formats, design, knobs, levels, auto, console, reserve, True)
         except K2CError:
             if fewest is None:
                 raise
             break
         plans = build(pes, cyc, strategy)
-        if not serial:
-            return plans
         fewest = fewest or with_fifos([_fewest_lanes(p) for p in plans])
         chosen = with_lanes(plans)
         over = sum(p.multipliers for p in chosen) - budget

@@ -216,11 +216,15 @@ layerNormLanes SNat e table gammas betas finish =
         -- beside the second pass's gamma_i d_i 2^(hm - h)
         entry  = stageReg (fmap (\(_, (_, j, _)) -> readTable j) <$> index)
         normed = stageReg ((\p -> on (\_ (gs, _, _) -> map (normalize p) gs)) <$> heldK <*> index)
-        -- the block RAM's output register, then one in the fabric (as in 'layerNorm')
+        -- the block RAM's output register; the entry kept as it leaves, and a second-pass
+        -- chunk's copy of it registered beside its values, in the fabric (as in 'layerNorm'),
+        -- so that both operands of every multiplier come from one plain register (an entry
+        -- read straight from the kept one, a register with an enable, leaves the block's
+        -- input register unused on that side)
         fetched = stageReg ((\g x -> (\(t, gs) x' -> (t, (gs, x'))) <$> g <*> x) <$> normed <*> entry)
-        moved  = stageReg fetched
-        heldT  = held (snd . snd) moved
-        prodParts = stageReg ((\x -> on (\_ (gs, _) -> map (\g -> partials (unSF g) (unSF x)) gs)) <$> heldT <*> moved)
+        heldT  = held (snd . snd) fetched
+        moved  = stageReg ((\x -> on (\_ (gs, _) -> (gs, x))) <$> heldT <*> fetched)
+        prodParts = stageReg (on (\_ (gs, x) -> map (\g -> partials (unSF g) (unSF x)) gs) <$> moved)
         prods  = stageReg (on (\t ps -> (betaChunks !! chunkOf t, map product' ps)) <$> prodParts)
         done   = stageReg (fmap (\(_, (bs, ps)) -> map finish (zipWith (flip addExact) bs ps)) <$> prods)
 

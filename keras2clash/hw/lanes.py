@@ -20,8 +20,8 @@ for which the exact II of the whole design (`hw.hwmodel`, FIFOs sized again) is 
 than with whole beats: one layer at a time in graph order, a binary search over the
 divisors each (more lanes are never slower). The cost is latency, about `c / k` cycles per
 serial layer, which is why `network.plan_network` does it under a multiplier budget (or
-when asked: `--lanes auto`) and not by default; under a budget the engines are balanced with
-each serial layer at its fewest lanes (`network._within_budget`).
+when asked: `--lanes auto`) and not by default; a budget that whole beats do not fit counts
+them at their fewest lanes (`network._within_budget`).
 """
 
 from __future__ import annotations
