@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict, Unpack
 
 import numpy as np
 
@@ -117,7 +117,15 @@ class Projection:
     bias: np.ndarray
 
 
-def check_call(name: str, class_name: str, state: ConversionState, attention_axes: Any) -> None:
+class AttentionOptions(TypedDict, total=False):
+    """The attention record's fields beyond the geometry that a converter may set."""
+
+    scale: float
+    exact_scores: bool
+    probability_format: str
+
+
+def check_call(name: str, class_name: str, state: ConversionState, attention_axes: Sequence[int] | None) -> None:
     """What a multi-head attention call must be to be built: a query and a value (the key is
     the value), sequences of one length, attention over the sequence, no scores returned."""
     options = state.options
@@ -149,7 +157,7 @@ def attention_records(
     layer: KerasLayer,
     state: ConversionState,
     projections: tuple[Projection, Projection, Projection, Projection],
-    **attention: Any,
+    **attention: Unpack[AttentionOptions],
 ) -> tuple[Layer, ...]:
     """The records of a multi-head attention layer `<name>` (checked by `check_call`): its
     query, key and value projections, their concatenation, the attention (`attention`: its
