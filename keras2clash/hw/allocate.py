@@ -63,9 +63,7 @@ def layer_front(plan: LayerPlan) -> LayerFront:
     windows = plan.windows_per_image
     if plan.fixed_knobs:
         knobs = plan.engine_knobs
-        return own_front(
-            [((knobs.pe, knobs.cycles), windows * plan.steps, plan.multipliers - plan.fixed_multipliers)]
-        )
+        return own_front([((knobs.pe, knobs.cycles), windows * plan.steps, plan.multipliers - plan.fixed_multipliers)])
     return own_front(
         ((p, b), windows * _ceil(plan.filters, p) * b, p * _ceil(plan.window, b))
         for p in range(1, plan.filters + 1)
