@@ -379,6 +379,23 @@ def test_a_step_takes_the_engines_steps_depth_and_two() -> None:
     assert np.all(np.diff(t.output_cycle) == 6 * period) and t.ii == 6 * period
 
 
+def test_cell_products_are_multipliers() -> None:
+    """A gated cell's three products a lane are multipliers beside the engine: digits_lstm's
+    LSTM has 32 in its engine and 3 x 4 in its cell, the design 68 in all (the MULT18X18D
+    blocks placed on the LFE5U-85F, bench/fpga.json); a budget counts them as fixed."""
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "examples" / "digits_lstm" / "digits_lstm.keras"
+    plans = load_network(path, "1,7,8", fifos=False).plans
+    lstm = plans[0]
+    assert lstm.params.cell_lanes == 4 and lstm.fixed_multipliers == 12
+    assert lstm.multipliers == 32 + 12 and sum(p.multipliers for p in plans) == 68
+    within = load_network(path, "1,7,8", dsp_budget=40).plans
+    assert sum(p.multipliers for p in within) <= 40
+    with pytest.raises(K2CError, match=r"at least 14 \(.* and 12 in lstm beside its engine\)"):
+        load_network(path, "1,7,8", dsp_budget=13)
+
+
 @needs_toolchain
 @pytest.mark.parametrize(
     "kind",

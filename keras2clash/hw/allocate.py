@@ -63,9 +63,7 @@ def layer_front(plan: LayerPlan) -> LayerFront:
     windows = plan.windows_per_image
     if plan.fixed_knobs:
         knobs = plan.engine_knobs
-        return own_front(
-            [((knobs.pe, knobs.cycles), windows * plan.steps, plan.multipliers - plan.activation_multipliers)]
-        )
+        return own_front([((knobs.pe, knobs.cycles), windows * plan.steps, plan.multipliers - plan.fixed_multipliers)])
     return own_front(
         ((p, b), windows * _ceil(plan.filters, p) * b, p * _ceil(plan.window, b))
         for p in range(1, plan.filters + 1)
@@ -119,7 +117,7 @@ def balanced(plans: Sequence[LayerPlan], budget: int, progress: Callable[[str], 
     if not compute:
         raise K2CError("the model has no dense/conv2d layer to allocate multipliers to")
     fixed = {
-        f"{p.name}'s activation" if p.is_compute else p.name: p.activation_multipliers
+        f"{p.name} beside its engine" if p.is_compute else p.name: p.fixed_multipliers
         if p.is_compute
         else p.multipliers
         for p in plans

@@ -335,6 +335,12 @@ class LayerPlan:
         return activations.multiplies(activations.parse(self.activation), self.act_in_fmt, self.out_fmt)
 
     @property
+    def fixed_multipliers(self) -> int:
+        """Multipliers the engine's knobs do not change: a fused activation's and those beside
+        the engine (`Kind.side_multipliers`)."""
+        return self.activation_multipliers + (self.kind.side_multipliers(self) if self.kind is not None else 0)
+
+    @property
     def activation_multipliers(self) -> int:
         """A ReLU-family slope that is a constant multiplication (LeakyReLU(0.1), PReLU;
         `splits_activation`): one product per channel of a beat, which yosys maps to a DSP

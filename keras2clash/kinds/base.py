@@ -247,6 +247,11 @@ class Kind:
         """Multipliers of the kind's own blocks (a fused activation's are counted apart)."""
         return 0
 
+    def side_multipliers(self, plan: LayerPlan) -> int:
+        """A compute layer's multipliers beside its engine, counted in `multipliers`, which the
+        engine's knobs do not change (a gated recurrent cell's products)."""
+        return 0
+
     def rom_bits(self, plan: LayerPlan) -> int:
         """Bits of its stored constants."""
         return 0

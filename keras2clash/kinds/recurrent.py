@@ -562,6 +562,17 @@ class GatedKind(RecurrentKind):
     "Recurrent layers")."""
 
     cell_depth = 2 * GATE_TABLES + 6
+    cell_products: ClassVar[int] = 3
+    """Products per unit in the cell (LSTM: f c, i c~, o act(c); GRU: r r_h or r h, z h,
+    (1 - z) h~), each a multiplier of each lane."""
+
+    def multipliers(self, plan: LayerPlan) -> int:
+        return super().multipliers(plan) + self.side_multipliers(plan)
+
+    def side_multipliers(self, plan: LayerPlan) -> int:
+        """The cell's products of its lanes' units (synthesis maps each to a MULT18X18D:
+        digits_lstm's 56 in the engine and the dense layer and 12 in the cell on the LFE5U-85F)."""
+        return self.cell_products * params_of(plan, RecurrentParams).cell_lanes
 
     def lanes(self, units: int) -> int:
         """The most units up to CELL_LANES that divide `units`: each lane has its own copy of
