@@ -212,7 +212,7 @@ def test_dsp_budget_counts_every_multiplier() -> None:
     with pytest.raises(
         K2CError,
         match=r"at least 83 \(one multiplier per dense/conv2d layer and 80 in "
-        r"bn_1, dense_2's activation, bn_2\)",
+        r"bn_1, dense_2 beside its engine, bn_2\)",
     ):
         balanced(plans, 82)
     # dense_2's LeakyReLU(0.1): a constant product per neuron, a DSP block each on ECP5
