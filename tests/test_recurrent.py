@@ -319,6 +319,25 @@ CLASH = settings(
 )  # no shrinking: each example builds Clash
 
 
+def _random_knobs_bit_exact(tmp_path, model, fmt: str, seed: int) -> None:
+    """`model` with random processing elements, cycles and pipeline levels per compute layer:
+    the Clash simulation equals the golden model on five random sequences, with the hardware
+    model's cycles."""
+    from keras2clash import api
+    from keras2clash.backend.project import load_project
+
+    rng = np.random.default_rng(seed)
+    compute = [p for p in load_network(model, fmt, fifos=False).plans if p.is_compute]
+    pes = [int(rng.integers(1, p.filters + 1)) for p in compute]
+    cycles = [int(rng.integers(1, min(p.window, 4) + 1)) for p in compute]
+    pipeline = ",".join(str(int(rng.integers(0, 3))) for _ in compute)
+    out = tmp_path / "net"
+    api.emit(model, fmt, out, pes, cycles=cycles, pipeline=pipeline, show=False)
+    project = load_project(out)
+    x = rng.uniform(-1.5, 1.5, size=(5, *model.input_shape[1:]))
+    assert_clash_matches_golden(project, golden.quantize_inputs(project.plans, x), seed)
+
+
 @needs_toolchain
 @CLASH
 @given(
@@ -335,8 +354,6 @@ CLASH = settings(
 def test_random_recurrent_models_bit_exact_in_clash(
     tmp_path_factory, kind, steps, features, units, last_sequences, act, gate, fmt, seed
 ) -> None:
-    from keras2clash import api
-    from keras2clash.backend.project import load_project
 
     if "wrap" in fmt and kind != "simple":
         fmt = "1,4,4"  # a gated cell rounds to nearest and saturates
@@ -344,16 +361,7 @@ def test_random_recurrent_models_bit_exact_in_clash(
         act = "relu"  # a truncating, wrapping format takes a linear or relu activation only
     sequences = (*([True] * (len(units) - 1)), last_sequences)
     model = _rnn_model(steps, features, tuple(units), sequences, act, seed, kind=kind, gate=gate)
-    rng = np.random.default_rng(seed)
-    compute = [p for p in load_network(model, fmt, fifos=False).plans if p.is_compute]
-    pes = [int(rng.integers(1, p.filters + 1)) for p in compute]
-    cycles = [int(rng.integers(1, min(p.window, 4) + 1)) for p in compute]
-    pipeline = ",".join(str(int(rng.integers(0, 3))) for _ in compute)
-    out = tmp_path_factory.mktemp("rnn") / "net"
-    api.emit(model, fmt, out, pes, cycles=cycles, pipeline=pipeline, show=False)
-    project = load_project(out)
-    x = rng.uniform(-1.5, 1.5, size=(5, steps, features))
-    assert_clash_matches_golden(project, golden.quantize_inputs(project.plans, x), seed)
+    _random_knobs_bit_exact(tmp_path_factory.mktemp("rnn"), model, fmt, seed)
 
 
 def test_a_reset_before_gru_step_is_two_passes() -> None:
@@ -577,8 +585,6 @@ def test_random_gru_reset_before_bit_exact_in_clash(
 ) -> None:
     """Random GRUs with reset_after=False (stacked, or one Bidirectional in concat or sum
     mode), random knobs: bit-exact in the Clash simulation with the hardware model's cycles."""
-    from keras2clash import api
-    from keras2clash.backend.project import load_project
 
     sequences = (*([True] * (len(units) - 1)), last_sequences)
     if bidirectional is None:
@@ -589,13 +595,4 @@ def test_random_gru_reset_before_bit_exact_in_clash(
         x = layers.Bidirectional(gru, merge_mode=bidirectional, name="bi")(inp)
         x = layers.Flatten(name="flat")(x) if last_sequences else x
         model = _randomize(keras.Model(inp, layers.Dense(3, name="out")(x)), seed)
-    rng = np.random.default_rng(seed)
-    compute = [p for p in load_network(model, fmt, fifos=False).plans if p.is_compute]
-    pes = [int(rng.integers(1, p.filters + 1)) for p in compute]
-    cycles = [int(rng.integers(1, min(p.window, 4) + 1)) for p in compute]
-    pipeline = ",".join(str(int(rng.integers(0, 3))) for _ in compute)
-    out = tmp_path_factory.mktemp("gru_before") / "net"
-    api.emit(model, fmt, out, pes, cycles=cycles, pipeline=pipeline, show=False)
-    project = load_project(out)
-    x = rng.uniform(-1.5, 1.5, size=(5, steps, features))
-    assert_clash_matches_golden(project, golden.quantize_inputs(project.plans, x), seed)
+    _random_knobs_bit_exact(tmp_path_factory.mktemp("gru_before"), model, fmt, seed)
