@@ -319,13 +319,13 @@ class LayerPlan:
     @property
     def channel_lanes(self) -> int:
         """Channels computed a cycle (`Kind.channel_lanes`): all of a beat's, or a serial
-        BatchNormalization's lanes."""
+        normalization's lanes."""
         return self.kind.channel_lanes(self) if self.kind is not None else self.output_shape[-1]
 
     @property
     def lane_chunks(self) -> int:
-        """n of a serial layer (K2C.Scatter and K2C.Collect around `batchNormLanes`): chunks
-        of `channel_lanes` channels per beat; 1 when it takes whole beats."""
+        """Chunks of `channel_lanes` channels per beat of a serial layer (`batchNormLanes`,
+        `layerNormLanes`); 1 when it takes whole beats."""
         return self.output_shape[-1] // self.channel_lanes
 
     @property
