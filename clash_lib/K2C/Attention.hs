@@ -28,15 +28,20 @@ The output beat of step @t@ is @o[t,0,..] ++ .. ++ o[t,h-1,..]@.
 
 * the sequence's @q@, @k@ and @v@ in three LUT RAMs ('asyncRam', written as
   the beats move in; @q@ and @k@ read by the job counter, @v@ by the mixer);
-* one score a cycle: @dk@ multipliers on a pipeline of 'ScoreDepth' registers
-  (the products, their sum, the rounding and the mask), then the row
-  collected ("K2C.Collect");
+* one score a cycle on a pipeline of @'ScoreDepth' dk@ registers: the
+  operands twice (the LUT RAMs' reads and the head's multiplexer, then the
+  multipliers' own input registers, so no route from the LUT RAMs ends in a
+  multiplier: at one register the jobs' LUT RAM read -> 4.7 ns of route into a
+  MULT18X18D was the attention's critical path on ECP5, 14.2 ns), @dk@
+  products, their exact sum as a tree with a register a level ("K2C.Tree"),
+  the rounding and the mask; then the row collected ("K2C.Collect");
 * the softmax of a row a beat (the caller's stream stage);
 * the mixer: a row's @n@ probabilities one a cycle, each with its key's @v@
-  values ("K2C.Scatter"'s control, 'heldFor'), @dv@ multipliers on one
-  register stage ('MixDepth'), the row's products collected, their sums and
-  the rounding on 'SumDepth' registers, then the @h@ heads of a step
-  collected into the output beat.
+  values ("K2C.Scatter"'s control, 'heldFor'), the operands registered twice
+  as the scores' and @dv@ multipliers ('MixDepth'), the row's products
+  collected, their sums (a tree with a register a level) and the rounding on
+  @'SumDepth' n@ registers, then the @h@ heads of a step collected into the
+  output beat.
 
 = Protocol and exact timing
 
@@ -64,16 +69,20 @@ import K2C.Merge (mulExact, widen)
 import K2C.Pipe (pipeS, stageReg)
 import K2C.Scatter (heldFor)
 import K2C.Stream (Stream, mapS, (|>))
+import K2C.Tree (TreeDepth, treeFold)
 
--- | The score pipeline's registers: the products, their exact sum, the
--- rounding (and the mask).
-type ScoreDepth = 3
+-- | The score pipeline's registers over @dk@ products: the operands (twice),
+-- the products, their exact sum (a level of the tree each), the rounding (and
+-- the mask).
+type ScoreDepth dk = 3 + TreeDepth dk + 1
 
--- | The mixer's register: the products of a probability and its key's values.
-type MixDepth = 1
+-- | The mixer's registers: a probability and its key's values (twice), their
+-- products.
+type MixDepth = 3
 
--- | The row's sums: the exact sums, then the rounding.
-type SumDepth = 2
+-- | The row's sums over @n@ products each: the exact sums (a level of the tree
+-- each), then the rounding.
+type SumDepth n = TreeDepth n + 1
 
 -- | Attention over @n@ steps, @h@ heads of @dk@ key and @dv@ value features;
 -- @causal@ masks the keys after each query; @softmaxRow@ is the row's softmax
@@ -124,7 +133,7 @@ attention causal softmaxRow finish (input, readyOut) = (output, readyIn)
     mode' Waiting _ _ True = Filling
     mode' m _ _ _ = m
 
-    (rows, jobsReady) = (pipeS (SNat @ScoreDepth) scores |> collect (SNat @n) |> mapS (\s -> (s, ())) |> softmaxRow) (jobs, mixReady)
+    (rows, jobsReady) = (pipeS (SNat @(ScoreDepth dk)) scores |> collect (SNat @n) |> mapS (\s -> (s, ())) |> softmaxRow) (jobs, mixReady)
 
     -- the mixer: a row's probabilities one a cycle, each with its key's v
     (full, taken, delivered) = heldFor (SNat @n) (isJust <$> rows) mixOut
@@ -139,22 +148,23 @@ attention causal softmaxRow finish (input, readyOut) = (output, readyIn)
     vAt = mixJ
     mixed = mux full (Just <$> ((\ps j v i -> (ps !! j, headOf @dv v i)) <$> held <*> mixJ <*> vs <*> mixI)) (pure Nothing)
     (output, mixOut) =
-      ( pipeS (SNat @MixDepth) (stageReg . fmap (fmap (\(p, v) -> map (mulExact p) v)))
+      ( pipeS (SNat @MixDepth) (stageReg . fmap (fmap (\(p, v) -> map (mulExact p) v)) . stageReg . stageReg)
       |> collect (SNat @n)
-      |> pipeS (SNat @SumDepth) (stageReg . fmap (fmap (map finish)) . stageReg . fmap (fmap rowSums))
+      |> pipeS (SNat @(SumDepth n)) (stageReg . fmap (fmap (map finish . snd)) . treeFold (zipWith (+)) (repeat 0) . fmap (fmap keyRows))
       |> collect (SNat @h) ) (mixed, readyOut)
 
-    rowSums :: Vec (n * dv) (SFixed (pi + ii) (pf + fi)) -> Vec dv (SFixed (pi + ii + CLog 2 n) (pf + fi))
-    rowSums products = map (sum . map widen) (transpose (unconcatI products :: Vec n (Vec dv (SFixed (pi + ii) (pf + fi)))))
+    -- the row's products of each key, widened to the sums' format
+    keyRows :: Vec (n * dv) (SFixed (pi + ii) (pf + fi)) -> ((), Vec n (Vec dv (SFixed (pi + ii + CLog 2 n) (pf + fi))))
+    keyRows products = ((), map (map widen) (unconcatI products))
 
     scores
       :: Signal dom (Maybe (Vec dk (SFixed ii fi), Vec dk (SFixed ii fi), Bool))
       -> Signal dom (Maybe (Vec 1 (SFixed si sf)))
-    scores = stageReg . fmap (fmap finish) . stageReg . fmap (fmap total) . stageReg . fmap (fmap multiply)
+    scores = stageReg . fmap (fmap finish) . treeFold (+) 0 . fmap (fmap widened) . stageReg . fmap (fmap multiply) . stageReg . stageReg
       where
-        multiply (q, k, masked) = (zipWith mulExact q k, masked)
-        total (ps, masked) = (sum (map widen ps) :: SFixed (ii + ii + CLog 2 dk) (fi + fi), masked)
-        finish (s, masked) = (if masked then minBound else requantize s) :> Nil
+        multiply (q, k, masked) = (masked, zipWith mulExact q k)
+        widened (masked, ps) = (masked, map widen ps :: Vec dk (SFixed (ii + ii + CLog 2 dk) (fi + fi)))
+        finish (masked, s) = (if masked then minBound else requantize s) :> Nil
 
     queries, keys :: Vec (h * dk + h * dk + h * dv) (SFixed ii fi) -> Vec (h * dk) (SFixed ii fi)
     queries b = takeI @(h * dk) b

@@ -38,24 +38,14 @@ module K2C.Classify
   ) where
 
 import Clash.Prelude
-import Data.Kind (Type)
-import Data.Proxy (Proxy (..))
-import Data.Singletons (Apply, TyFun)
 
 import K2C.Pipe (pipeS, stageReg)
 import K2C.Stream (Stream)
-
--- | Register levels of 'argmaxTree' over @n@ values.
-type TreeDepth n = CLog 2 n
+import K2C.Tree (TreeDepth, treeFold)
 
 -- | Register stages of 'classify' over @n@ values: the beat's, the activation's,
 -- then the tree's.
 type ClassDepth n = 2 + TreeDepth n
-
--- | Every level of the tree carries the beat (valid and values) and the best
--- candidate so far.
-data Level (a :: Type) (f :: TyFun Nat Type) :: Type
-type instance Apply (Level a) k = a
 
 -- | The activation's output and the class of each beat of @n@ values.
 classify
@@ -72,34 +62,13 @@ classify activate = pipeS (SNat @(ClassDepth n)) tree
 
 -- | The tree of 'classify' on its own: each beat (@Nothing@: none) with the
 -- maximum of its values (picked by @values@) and its index, 'TreeDepth'
--- cycles later. The beat rides along unchanged.
+-- cycles later ("K2C.Tree"). The beat rides along unchanged.
 argmaxTree
   :: forall dom n a t
    . ( HiddenClockResetEnable dom, KnownNat n, 1 <= n, Ord a, Bounded a, NFDataX a, NFDataX t )
   => (t -> Vec n a)
   -> Signal dom (Maybe (t, ()))
   -> Signal dom (Maybe (t, (a, Index n)))
-argmaxTree values input = result <$> beat <*> best
+argmaxTree values input = treeFold better (minBound, 0) (fmap (\(t, ()) -> (t, imap (\i v -> (v, i)) (values t))) <$> input)
   where
-    (beat, best) = dtfold (Proxy @(Level (Signal dom (Maybe t), Signal dom (a, Index n))))
-                          id level (map (\i -> (fmap fst <$> input, candidate i . fmap fst <$> input)) indicesI)
-    result held winner = fmap (\x -> (x, winner)) held
-
-    -- A leaf's value does not depend on whether the beat is valid (an empty beat's winner is
-    -- never read): gating every value with the valid bit would give that one flip-flop a pin
-    -- per value bit, and its copy's route to a leaf comparison would be mlp_tanh's critical
-    -- path on ECP5 (a fan-out copy -> 6.0 ns of route -> the softmax's first comparison, 12.6 ns).
-    candidate :: Index (2 ^ TreeDepth n) -> Maybe t -> (a, Index n)
-    candidate i held
-      | toInteger i < natToNum @n = (values (fromJustX held) !! i, fromInteger (toInteger i))
-      | otherwise                 = (minBound, 0)
-
-    level
-      :: SNat j
-      -> (Signal dom (Maybe t), Signal dom (a, Index n))
-      -> (Signal dom (Maybe t), Signal dom (a, Index n))
-      -> (Signal dom (Maybe t), Signal dom (a, Index n))
-    level _ (beatA, a) (_, b) =
-      (register Nothing beatA, delay (minBound, 0) (better <$> a <*> b))
-
     better (va, ia) (vb, ib) = if vb > va then (vb, ib) else (va, ia)

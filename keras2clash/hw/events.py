@@ -43,7 +43,7 @@ def softmax_depth(out_frac: int, n: int) -> int:
 
 
 def tree_depth(n: int) -> int:
-    """K2C.Classify's TreeDepth: ceil(log2 n) registered comparison levels."""
+    """K2C.Tree's TreeDepth: ceil(log2 n) registered levels (comparisons, sums)."""
     return (n - 1).bit_length()
 
 

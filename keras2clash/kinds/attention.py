@@ -45,6 +45,7 @@ from keras2clash.hw.events import (
     Stateful,
     pipe_block,
     softmax_depth,
+    tree_depth,
 )
 from keras2clash.hw.plan import Common, LayerFormats, LayerPlan, NoParams, Params
 from keras2clash.ir.layers import Layer, register_record
@@ -58,12 +59,21 @@ from keras2clash.quant.formats import FixedFormat, parse_format, requantize
 HASKELL = kind_template("attention.hs.j2")
 STAGES = kind_template("stages.hs.j2")
 
-SCORE_DEPTH = 3
-"""K2C.Attention's ScoreDepth: the products, their exact sum, the rounding and the mask."""
-MIX_DEPTH = 1
-"""K2C.Attention's MixDepth: a probability's products with its key's values."""
-SUM_DEPTH = 2
-"""K2C.Attention's SumDepth: a row's exact sums, then their rounding."""
+MIX_DEPTH = 3
+"""K2C.Attention's MixDepth: a probability and its key's values (twice: the second register is
+the multipliers' own), their products."""
+
+
+def score_depth(key_dim: int) -> int:
+    """K2C.Attention's ScoreDepth: the operands (twice), the products, their exact sum (a
+    register a level of the tree), the rounding and the mask."""
+    return 3 + tree_depth(key_dim) + 1
+
+
+def sum_depth(steps: int) -> int:
+    """K2C.Attention's SumDepth: a row's exact sums (a register a level of the tree), then their
+    rounding."""
+    return tree_depth(steps) + 1
 
 
 @register_record
@@ -365,13 +375,13 @@ class AttentionKind(Kind):
     ) -> Block:
         p = params_of(plan, AttentionParams)
         heads = Collect(p.heads, down, mx)
-        sums = pipe_block(SUM_DEPTH, heads, mx, blocks)
+        sums = pipe_block(sum_depth(p.steps), heads, mx, blocks)
         row = Collect(p.steps, sums, mx)
         mix = pipe_block(MIX_DEPTH, row, mx, blocks)
         mixer = Scatter(p.steps, mix, mx)
         softmax = pipe_block(softmax_depth(p.prob_fmt.raw_frac, p.steps), mixer, mx, blocks)
         scores = Collect(p.steps, softmax, mx)
-        first = pipe_block(SCORE_DEPTH, scores, mx, blocks)
+        first = pipe_block(score_depth(p.key_dim), scores, mx, blocks)
         store = Playback(p.steps, p.steps * p.heads * p.steps, first, mx, lambda: mixer.ready)
         blocks.extend((heads, row, mixer, scores, store))
         return store
@@ -414,9 +424,9 @@ class AttentionKind(Kind):
         p = params_of(plan, AttentionParams)
         fo = p.prob_fmt.raw_frac
         return (
-            Depth("score", HASKELL.score_depth(), SCORE_DEPTH, "attention"),
+            Depth("score", HASKELL.score_depth(p.key_dim), score_depth(p.key_dim), "attention"),
             Depth("mix", HASKELL.mix_depth(), MIX_DEPTH, "attention"),
-            Depth("sum", HASKELL.sum_depth(), SUM_DEPTH, "attention"),
+            Depth("sum", HASKELL.sum_depth(p.steps), sum_depth(p.steps), "attention"),
             Depth("softmax", STAGES.softmax_depth(p.steps, fo), softmax_depth(fo, p.steps), "softmax"),
         )
 
