@@ -31,8 +31,8 @@ The output beat of step @t@ is @o[t,0,..] ++ .. ++ o[t,h-1,..]@.
 * one score a cycle on a pipeline of @'ScoreDepth' dk@ registers: the
   operands twice (the LUT RAMs' reads and the head's multiplexer, then the
   multipliers' own input registers, so no route from the LUT RAMs ends in a
-  multiplier: at one register the jobs' LUT RAM read -> 4.7 ns of route into a
-  MULT18X18D was the attention's critical path on ECP5, 14.2 ns), @dk@
+  multiplier: read straight into one, the jobs' LUT RAM -> 4.7 ns of route ->
+  a MULT18X18D's unregistered input is 14.2 ns on ECP5), @dk@
   products, their exact sum as a tree with a register a level ("K2C.Tree"),
   the rounding and the mask; then the row collected ("K2C.Collect");
 * the softmax of a row a beat (the caller's stream stage);
