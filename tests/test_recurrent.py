@@ -354,7 +354,6 @@ def _random_knobs_bit_exact(tmp_path, model, fmt: str, seed: int) -> None:
 def test_random_recurrent_models_bit_exact_in_clash(
     tmp_path_factory, kind, steps, features, units, last_sequences, act, gate, fmt, seed
 ) -> None:
-
     if "wrap" in fmt and kind != "simple":
         fmt = "1,4,4"  # a gated cell rounds to nearest and saturates
     if "wrap" in fmt and act not in ("relu", "linear"):
@@ -585,7 +584,6 @@ def test_random_gru_reset_before_bit_exact_in_clash(
 ) -> None:
     """Random GRUs with reset_after=False (stacked, or one Bidirectional in concat or sum
     mode), random knobs: bit-exact in the Clash simulation with the hardware model's cycles."""
-
     sequences = (*([True] * (len(units) - 1)), last_sequences)
     if bidirectional is None:
         model = _rnn_model(steps, features, tuple(units), sequences, act, seed, kind="gru_before", gate=gate)
