@@ -89,6 +89,33 @@ def test_long_transient_is_jumped_exactly(thesis_ir) -> None:
     assert np.all(np.diff(brute.accept_cycle)[-100:] == 320)
 
 
+def test_long_transients_are_jumped_together_exactly(thesis_ir, monkeypatch) -> None:
+    """Many configurations whose backlog grows for hundreds of images (a slow dense after fast
+    convolutions), timed together: the batch's drift jumps give each one's II and latency as
+    the scalar model does, one configuration at a time."""
+    base = hwmodel.with_window_fifos(_plans(thesis_ir, [8, 4, 1], [1, 3, 32]))
+    configs = [((8, 4, 1), (1, 3, b)) for b in range(29, 37)]
+    configs += [((8, p, 1), (1, c, 32)) for p in range(2, 9) for c in (1, 2, 3)]
+    drifting = []
+    batch = hwmodel._drift_batch
+    monkeypatch.setattr(hwmodel, "_drift_batch", lambda *a: drifting.append(a[2]) or batch(*a))
+    many = hwmodel.figures_many(base, configs)
+    assert sum(drifting) >= 8  # past the first batch's images
+    for (pes, cyc), fig in zip(configs, many):
+        plans = [
+            p.with_knobs(n, b) if p.is_compute else p for p, n, b in zip(base, _spread(base, pes), _spread(base, cyc))
+        ]
+        t = hwmodel.timing(plans)
+        assert (fig.latency, fig.ii) == (t.first_latency, t.ii)
+    assert [f.ii for f in many[:8]] == [315, 315, 315, 320, 330, 340, 350, 360]  # b = 32: 320 as above
+
+
+def _spread(plans, values):
+    """`values` per compute layer, None for the others (plan order)."""
+    it = iter(values)
+    return [next(it) if p.is_compute else None for p in plans]
+
+
 def test_vectorised_model_equals_the_scalar_one(thesis_ir) -> None:
     from keras2clash.hw import options
 

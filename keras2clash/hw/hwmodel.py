@@ -280,6 +280,156 @@ def steady_state(
     raise RuntimeError(f"hwmodel: no periodic steady state within {max_images} images")
 
 
+# --- the drift jump on a batch of configurations ----------------------------------------
+
+DRIFT_PERIOD = 4
+"""The longest period (images) `_drift_batch` looks for; a longer one goes to `steady_state`."""
+DRIFT_IMAGES = 2048
+"""Images `_drift_batch` runs at most between jumps, all configurations together."""
+DRIFT_WAIT = 8
+"""Images a drifting configuration waits for others to drift before its jump is searched."""
+SEARCH_POINTS = 16
+"""Probes per configuration in each round of the search for a drift's end (`_drift_ends`)."""
+
+
+def _columns(knobs: Sequence[EngineTiming], n: int, cols: np.ndarray) -> list[EngineTiming]:
+    """The knob arrays of the configurations `cols` (of `n`), in that order."""
+    return [tuple(np.broadcast_to(k, (n,))[cols] for k in layer) for layer in knobs]  # type: ignore[misc]
+
+
+def _rel_state(blocks: Sequence[Stateful], ref: np.ndarray) -> np.ndarray:
+    """`_snapshot`'s values for a batch: (state values, configurations), relative to `ref`."""
+    values = [v for b in blocks for v in b.state()]
+    out = np.empty((len(values), ref.shape[0]), dtype=np.int64)
+    for i, v in enumerate(values):
+        out[i] = v  # a block's value is one for all configurations where no knob reaches it
+    return np.maximum(out - ref, CLAMP)
+
+
+def _set_rel_state(blocks: Sequence[Any], rel: np.ndarray, ref: np.ndarray) -> None:
+    """`_restore` for a batch: every block's state from `rel` relative to `ref` (no joins)."""
+    values = np.where(rel <= CLAMP, NEG, ref + rel)
+    i = 0
+    for b in blocks:
+        n = len(b.state())
+        b.set_state(list(values[i : i + n]))
+        i += n
+
+
+def _drift_batch(plans: Sequence[LayerPlan], knobs: Sequence[EngineTiming], m: int) -> tuple[np.ndarray, np.ndarray]:
+    """`steady_state` of `m` configurations of a chain at once: the II and the period of each
+    (period 0 where none of at most `DRIFT_PERIOD` images was found within `DRIFT_IMAGES`
+    images after its last jump). Every configuration runs image by image, and one whose last
+    two images changed its relative state by the same vector jumps to the end of that affine
+    run, found for all of them together (`_drift_ends`), as `steady_state` does one by one.
+
+    An engine's history of results is as long as the deepest queue of the configurations run
+    together: the probes' runs hold one more column with the batch's deepest, so every
+    snapshot has the same values."""
+    first, blocks, _ = _build(plans, knobs, np.maximum)
+    deepest = [tuple(np.asarray(x).max(keepdims=True) for x in layer) for layer in knobs]
+    beats = beats_per_image(plans)
+    ref = np.zeros(m, dtype=np.int64)
+    ii, lag = np.zeros(m), np.zeros(m, dtype=np.int64)
+    jumps = np.ones(m, dtype=bool)  # False once a drift ran AFFINE_LIMIT images without a break
+    hist: list[tuple[np.ndarray, np.ndarray]] = []  # (relative state, ref) of the last images
+    since = np.zeros(m, dtype=np.int64)  # per configuration: its images in `hist` since its last jump
+    plain = np.zeros(m, dtype=np.int64)  # per configuration: images since its last jump
+    waited = np.zeros(m, dtype=np.int64)  # per configuration: images it has been drifting unjumped
+    while True:
+        rel = _rel_state(blocks, ref)
+        for back in range(1, min(DRIFT_PERIOD, len(hist)) + 1):
+            old, old_ref = hist[-back]
+            same = (lag == 0) & (since >= back) & np.all(rel == old, axis=0)
+            ii[same] = (ref[same] - old_ref[same]) / back
+            lag[same] = back
+        running = (lag == 0) & (plain < DRIFT_IMAGES)
+        if not running.any():
+            return ii, lag
+        if len(hist) >= 2:
+            (rel2, ref2), (rel1, ref1) = hist[-2], hist[-1]
+            delta, period = rel - rel1, ref - ref1
+            affine = running & jumps & (since >= 2) & (period == ref1 - ref2) & np.all(delta == rel1 - rel2, axis=0)
+            waited = np.where(affine, waited + 1, 0)
+            # A search runs the probes of every drifting configuration at once: the ones found
+            # drifting wait a few images (exact all the same) for others to join them.
+            if affine.any() and (waited.max() > DRIFT_WAIT or 2 * affine.sum() >= running.sum()):
+                cols = np.nonzero(affine)[0]
+                sub = _columns(knobs, m, cols)
+                found = _drift_ends(plans, sub, deepest, rel[:, cols], delta[:, cols], ref[cols], period[cols], beats)
+                ends = np.zeros(m, dtype=np.int64)
+                ends[cols] = found
+                jumps[affine & (ends == 0)] = False
+                jumped = affine & (ends > 0)
+                rel = np.where(jumped & (rel > CLAMP), rel + ends * delta, rel)
+                ref = ref + np.where(jumped, ends * period, 0)
+                _set_rel_state(blocks, rel, ref)
+                since[jumped], plain[jumped], waited[affine] = 0, 0, 0
+        hist = [*hist[-DRIFT_PERIOD:], (rel, ref)]
+        since += 1
+        plain += 1
+        last = ref - 1
+        for _ in range(beats):
+            last = np.broadcast_to(first.accept(last + 1), ref.shape)
+        ref = last + 1
+
+
+def _drift_ends(
+    plans: Sequence[LayerPlan],
+    knobs: Sequence[EngineTiming],
+    deepest: Sequence[EngineTiming],
+    rel: np.ndarray,
+    delta: np.ndarray,
+    ref: np.ndarray,
+    period: np.ndarray,
+    beats: int,
+) -> np.ndarray:
+    """Per configuration (column) in an affine drift (its state `rel + j*delta` at `ref +
+    j*period` after j images), the first j whose next image is not that affine step (0: none
+    up to `AFFINE_LIMIT`): `steady_state`'s exponential and binary search, with every
+    configuration's probes in one run, `SEARCH_POINTS` probes a round. One more column in
+    every probe run, with the knobs `deepest` (each layer's deepest queue in the batch),
+    gives the engines' histories the batch's length."""
+    k = ref.shape[0]
+    own = [tuple(np.broadcast_to(x, (k,)) for x in layer) for layer in knobs]
+
+    def holds(j: np.ndarray) -> np.ndarray:
+        """Whether the affine step holds after j[p, c] images (p: probes, c: configurations)."""
+        probes = j.shape[0]
+        tiled = [
+            tuple(np.concatenate([np.tile(x, probes), pad]) for x, pad in zip(layer, top))
+            for layer, top in zip(own, deepest)
+        ]
+        first, blocks, _ = _build(plans, tiled, np.maximum)  # type: ignore[arg-type]
+        jj = np.append(j.ravel(), 0)
+        r, d = np.tile(rel, probes + 1)[:, : jj.size], np.tile(delta, probes + 1)[:, : jj.size]
+        per = np.tile(period, probes + 1)[: jj.size]
+        start = np.tile(ref, probes + 1)[: jj.size] + jj * per
+        _set_rel_state(blocks, np.where(r <= CLAMP, r, r + jj * d), start)
+        last = start - 1
+        for _ in range(beats):
+            last = np.broadcast_to(first.accept(last + 1), start.shape)
+        nxt = last + 1
+        want = np.where(r <= CLAMP, r, r + (jj + 1) * d)
+        ok = (nxt == start + per) & np.all(_rel_state(blocks, nxt) == want, axis=0)
+        return ok[:-1].reshape(probes, k)
+
+    powers = 1 << np.arange(AFFINE_LIMIT.bit_length(), dtype=np.int64)  # 1, 2, 4, ... AFFINE_LIMIT
+    ok = holds(np.repeat(powers[:, None], k, axis=1))
+    hi = np.where(ok.all(axis=0), 0, powers[np.argmin(ok, axis=0)])  # the first power that breaks
+    lo = hi // 2  # holds (or 0: the step just measured)
+    t = np.arange(1, SEARCH_POINTS, dtype=np.int64)[:, None]
+    while (hi - lo > 1).any():
+        open_ = hi - lo > 1
+        points = np.where(open_, np.clip(lo + (hi - lo) * t // SEARCH_POINTS, lo + 1, hi - 1), 0)
+        good = holds(points)
+        # the breaks are monotone in j: the first failing probe is the new end, the probe before it holds
+        fails = np.where(good | ~open_, hi, points).min(axis=0)
+        lo = np.where(open_, np.where(good & (points < fails), points, lo).max(axis=0), lo)
+        hi = np.where(open_, fails, hi)
+    return hi
+
+
 def timing(plans: Sequence[LayerPlan], images: int = 0) -> Timing:
     """The exact cycles of `images` images back to back (at least one), and the exact II."""
     ii, period = steady_state(plans)
@@ -513,8 +663,8 @@ def timings(configs: Sequence[Sequence[LayerPlan]]) -> list[tuple[int, float]]:
 
 
 LONG_BATCH_IMAGES = 512
-"""Images the batch model runs on, together, the configurations that are not periodic after
-the first batch (then the scalar model, one by one)."""
+"""Images the batch model runs on, together, the configurations behind a join that are not
+periodic after the first batch (then the scalar model, one by one)."""
 
 
 def timing_batch(
@@ -530,25 +680,22 @@ def timing_batch(
     safe = np.maximum(lag, 1)
     ii = (ref[np.minimum(at + safe, len(refs) - 1), idx] - ref[at, idx]) / safe
     slow = np.nonzero(lag == 0)[0]
-    if slow.size > 1:
-        # Long transients: the batch goes on for those configurations first, together. Behind
-        # a join the scalar model goes image by image (no drift jumps), so there the batch
-        # runs until every one is periodic; in a chain the scalar model jumps the drift, so
-        # the batch stops when a few are left for it (one slow one would hold all the others).
-        merges = any(p.is_merge for p in plans)
-        sub = [
-            (np.broadcast_to(s, (n,))[slow], np.broadcast_to(d, (n,))[slow], np.broadcast_to(q, (n,))[slow])
-            for s, d, q in knobs
-        ]
-        enough = 0 if merges else max(2, slow.size // 16)
-        _, _, refs2, lag2, at2 = _simulate_batch(
-            plans, sub, slow.size, None, max_images=LONG_BATCH_IMAGES, enough=enough
-        )
-        ref2, done = np.stack(refs2), lag2 > 0
-        rows = np.arange(slow.size)[done]
-        ii[slow[done]] = (ref2[at2[done] + lag2[done], rows] - ref2[at2[done], rows]) / lag2[done]
+    if slow.size:
+        # Long transients: the batch goes on for those configurations, together. In a chain
+        # it jumps each one's drift (`_drift_batch`); behind a join the model goes image by
+        # image (the scalar model too), until every one is periodic.
+        sub = _columns(knobs, n, slow)
+        if any(p.is_merge for p in plans):
+            _, _, refs2, lag2, at2 = _simulate_batch(plans, sub, slow.size, None, max_images=LONG_BATCH_IMAGES)
+            ref2, done = np.stack(refs2), lag2 > 0
+            rows = np.arange(slow.size)[done]
+            ii[slow[done]] = (ref2[at2[done] + lag2[done], rows] - ref2[at2[done], rows]) / lag2[done]
+        else:
+            ii2, lag2 = _drift_batch(plans, sub, slow.size)
+            done = lag2 > 0
+            ii[slow[done]] = ii2[done]
         lag[slow[done]] = lag2[done]
-    for i in np.nonzero(lag == 0)[0]:  # long transients: the scalar model with drift jumps
+    for i in np.nonzero(lag == 0)[0]:  # a period longer than the batch looks for: the scalar model
         one = [
             (int(np.broadcast_to(s, (n,))[i]), int(np.broadcast_to(d, (n,))[i]), int(np.broadcast_to(q, (n,))[i]))
             for s, d, q in knobs
