@@ -158,6 +158,7 @@ TYPED = [
     "keras2clash/hw",
     "keras2clash/backend",
     "keras2clash/kinds",
+    "keras2clash/train",
     "keras2clash/registry.py",
 ]
 """The packages mypy checks ([tool.mypy] in pyproject)."""

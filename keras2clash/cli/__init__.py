@@ -19,7 +19,7 @@ from keras2clash import procs
 
 # The command modules register their commands on `app` as they are imported, in the order
 # `keras2clash --help` lists them.
-from keras2clash.cli import debugging, flow, hardware, pnr, precision, rtl, search  # noqa: E402, F401, I001
+from keras2clash.cli import debugging, flow, hardware, pnr, precision, rtl, search, train  # noqa: E402, F401, I001
 from keras2clash.cli.common import app, err
 from keras2clash.errors import K2CError, os_error_text
 
