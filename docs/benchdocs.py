@@ -348,6 +348,30 @@ def accuracy_table() -> str:
     return render("accuracy_table.md.j2", rows=data["examples"], format=data["format"])
 
 
+TRAINING_WITHIN_POINTS = 1.0
+"""bench/training.json's overview names the narrowest gradient format whose test accuracy after
+the last epoch is within this many points of Keras float's."""
+
+
+def training_examples() -> list[dict[str, Any]]:
+    """bench/training.json's networks, each with the narrowest gradient format within
+    `TRAINING_WITHIN_POINTS` of Keras float (`narrowest`, `-` when none is)."""
+    rows = []
+    for row in load("training.json")["examples"]:
+        target = row["keras_float"]["epochs"][-1]["test_accuracy"] - TRAINING_WITHIN_POINTS / 100
+        good = [r for r in row["gradient_widths"] if r["epochs"][-1]["test_accuracy"] >= target]
+        rows.append({**row, "narrowest": f"`{good[0]['g']}` ({good[0]['g_bits']} bits)" if good else "-"})
+    return rows
+
+
+def training_table() -> str:
+    """The golden trainer against Keras float SGD (bench/training.py)."""
+    data = load("training.json")
+    return render(
+        "training_table.md.j2", rows=training_examples(), epochs=data["epochs"], machine=data["machine"]["cpu"]
+    )
+
+
 WIDTHS_WITHIN_POINTS = 1.0
 """The overview of bench/widths.json names, per example, the narrowest width from which the
 golden model stays within this many accuracy points of Keras float."""

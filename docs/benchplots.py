@@ -224,6 +224,53 @@ def toolchain() -> Figure:
     )
 
 
+def training() -> Figure:
+    """Left: the running loss per epoch, the golden trainer (solid) beside Keras float (dashed),
+    a colour per network. Right: the test accuracy after the last epoch against the
+    gradients' width, Keras float as a dashed line."""
+    import matplotlib
+
+    rows = benchdocs.training_examples()
+    colours = matplotlib.colormaps["tab10"].colors
+    fig = Figure(figsize=(10, 4.2), dpi=DPI, layout="constrained")
+    loss, acc = fig.subplots(1, 2)
+    for k, row in enumerate(rows):
+        c = colours[k % len(colours)]
+        for runs, style, who in (
+            (row["golden"]["epochs"], "-o", "golden"),
+            (row["keras_float"]["epochs"], "--s", "Keras float"),
+        ):
+            loss.plot(
+                [r["epoch"] for r in runs],
+                [r["loss"] for r in runs],
+                style,
+                ms=4,
+                color=c,
+                label=f"{row['example']}, {who}",
+            )
+        widths = row["gradient_widths"]
+        acc.plot(
+            [r["g_bits"] for r in widths],
+            [100 * r["epochs"][-1]["test_accuracy"] for r in widths],
+            "-o",
+            ms=4,
+            color=c,
+            label=row["example"],
+        )
+        acc.axhline(100 * row["keras_float"]["epochs"][-1]["test_accuracy"], ls="--", lw=1, color=c)
+    loss.set(xlabel="epoch", ylabel="running loss", title="loss per epoch (batch 1)")
+    loss.set_yscale("log")
+    acc.set(
+        xlabel="gradient format's total bits (1,0,F)",
+        ylabel="test accuracy after the last epoch (%)",
+        title="test accuracy against the gradients' width (dashed: Keras)",
+    )
+    for ax in (loss, acc):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    return fig
+
+
 PLOTS = {
     "fmax.png": fmax,
     "latency.png": latency,
@@ -232,4 +279,5 @@ PLOTS = {
     "accuracy.png": accuracy,
     "widths.png": widths,
     "toolchain.png": toolchain,
+    "training.png": training,
 }

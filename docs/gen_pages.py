@@ -124,6 +124,7 @@ def benchmarks() -> None:
             for e in benchdocs.widths_examples()
         ],
         configurations=benchdocs.configurations_table(),
+        training=benchdocs.training_table(),
         toolchain=benchdocs.toolchain_table(),
     )
     write("benchmarks/index.md", page, "../bench/")

@@ -277,3 +277,21 @@ def test_train_command_writes_the_epochs_and_weights(tmp_path: Path, capsys) -> 
     assert code == 2 and "--lr 'fast'" in text
     code, text = run_cli([*args, "--layer-format", "nope:w=1,0,15"], capsys)
     assert code == 2 and "no Dense layer 'nope'" in text
+
+
+def test_auto_formats_cover_the_profile() -> None:
+    """`--auto-bits`: each tensor's format has the asked width and room for twice the largest
+    magnitude the profile saw (the softmax output's gradient p - onehot reaches -1)."""
+    from keras2clash.train.profile import HEADROOM, auto_formats
+
+    net = _net([5, 6, 3], ["tanh", "softmax"], "categorical_crossentropy", 3)
+    rng = np.random.default_rng(3)
+    x, labels = rng.uniform(-1, 1, (40, 5)), rng.integers(0, 3, 40)
+    formats, seen = auto_formats(net, Sgd(2.0**-4), x, labels, [rng.permutation(40)], 12)
+    for fmt, top in zip(formats, seen):
+        for key in ("a", "w", "b", "g"):
+            f = getattr(fmt, key)
+            assert f.bits == 12 and f.sign == 1
+            assert top[key] * HEADROOM <= 2.0**f.int, (key, f, top[key])
+            assert f.int == 0 or top[key] * HEADROOM > 2.0 ** (f.int - 1)  # and no more than that
+    assert seen[1]["g"] >= 0.5 and formats[1].g.int == 1

@@ -55,6 +55,15 @@ def train(
         list[str] | None,
         typer.Option("--layer-format", help="One layer's formats: NAME:KEY=FORMAT[;KEY=FORMAT], KEY a|w|b|g|v."),
     ] = None,
+    auto_bits: Annotated[
+        int | None,
+        typer.Option(
+            "--auto-bits",
+            min=4,
+            max=32,
+            help="Formats of N bits chosen per layer from a profile of one epoch at 24 bits (instead of the *-format options).",
+        ),
+    ] = None,
     loss: Annotated[
         str | None,
         typer.Option("--loss", help="categorical_crossentropy (softmax output) or mse. Default: by the output."),
@@ -84,6 +93,7 @@ def train(
             loss=loss,
             seed=seed,
             keras=keras,
+            auto_bits=auto_bits,
             progress=status.update,
         )
     table = Table(

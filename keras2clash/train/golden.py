@@ -31,7 +31,7 @@ bits (the trainer says how far from the asked value). The momentum is a constant
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
@@ -154,6 +154,8 @@ class GoldenTrainer:
     scale: Constant = field(init=False)
     momentum: Constant = field(init=False)
     steps: int = field(init=False, default=0)
+    observe: Callable[[int, str, np.ndarray], object] | None = None
+    """Told every tensor as it is stored: (layer, key of its format, raw values) (`train.profile`)."""
 
     def __post_init__(self) -> None:
         n = len(self.net.layers)
@@ -199,6 +201,9 @@ class GoldenTrainer:
             else:
                 y = activations.apply(z, layer.activation, f.a, f.a)
             out.append((z, y))
+            if self.observe is not None:
+                self.observe(i, "a", z)
+                self.observe(i, "g" if layer.activation == "softmax" else "a", y)
             h = y
         return out
 
@@ -242,6 +247,8 @@ class GoldenTrainer:
         passes = self.forward(x)
         z_last, y_last = passes[-1]
         d = self._output_gradient(z_last, y_last, target)
+        if self.observe is not None:
+            self.observe(len(self.net.layers) - 1, "g", d)
         grads: list[tuple[np.ndarray, np.ndarray]] = []
         for i in range(len(self.net.layers) - 1, -1, -1):
             h = x if i == 0 else passes[i - 1][1]
@@ -252,6 +259,8 @@ class GoldenTrainer:
                 back: np.ndarray = d.astype(dt) @ self.weights[i].T.astype(dt)
                 zp, yp = passes[i - 1]
                 d = self._derivative_product(i - 1, back, f.g.frac + f.w.frac, zp, yp)
+                if self.observe is not None:
+                    self.observe(i - 1, "g", d)
         grads.reverse()
         for i, (gw, gb) in enumerate(grads):
             f = self.formats[i]
@@ -259,6 +268,11 @@ class GoldenTrainer:
             self.weights[i], vw = self._update(self.weights[i], self.velocity[i][0], gw, fx.frac + f.g.frac, f.w, f.v)
             self.biases[i], vb = self._update(self.biases[i], self.velocity[i][1], gb, f.g.frac, f.b, f.v)
             self.velocity[i] = (vw, vb)
+            if self.observe is not None:
+                self.observe(i, "w", self.weights[i])
+                self.observe(i, "b", self.biases[i])
+                if self.momentum.raw:
+                    self.observe(i, "v", np.concatenate([vw.ravel(), vb]))
         self.steps += 1
         return z_last, y_last
 

@@ -105,6 +105,7 @@ def train(
     loss: str | None = None,
     seed: int = 0,
     keras: bool = True,
+    auto_bits: int | None = None,
     progress: Callable[[str], object] | None = None,
 ) -> tuple[TrainResult, GoldenTrainer]:
     import time
@@ -117,11 +118,19 @@ def train(
     net = train_net(to_graph(load_keras_model(model)), loss)
     samples = read_samples(data, net, "train")
     held = read_samples(test, net, "test") if test is not None else None
-    fmts = layer_formats(net, formats or LayerFormats(), layer_specs)
-    golden = GoldenTrainer(net, sgd, fmts, x_format=parse_format(x_format))
-    start = golden.real_weights()
     rng = np.random.default_rng(seed)
     orders = [rng.permutation(len(samples.x)) for _ in range(epochs)]
+    if auto_bits is not None:
+        from keras2clash.train.profile import auto_formats
+
+        if progress is not None:
+            progress("profiling one epoch at 24-bit formats")
+        chosen, _ = auto_formats(net, sgd, samples.x, samples.y, orders[:1], auto_bits)
+        fmts = [layer_formats(net, f, layer_specs)[i] for i, f in enumerate(chosen)]
+    else:
+        fmts = layer_formats(net, formats or LayerFormats(), layer_specs)
+    golden = GoldenTrainer(net, sgd, fmts, x_format=parse_format(x_format))
+    start = golden.real_weights()
     pair = (held.x, held.y) if held is not None else None
     seconds = {}
     t0 = time.perf_counter()
