@@ -85,11 +85,10 @@ def _simulate_batch(
     images: int | None,
     max_images: int = 24,
     max_period: int = 4,
-    enough: int = 0,
 ) -> tuple[list[np.ndarray], list[Cycle], list[np.ndarray], np.ndarray, np.ndarray]:
     """Run the event model on arrays of `n_configs` configurations. With `images` given,
-    exactly that many images; otherwise until the state of every configuration but at most
-    `enough` repeats (or `max_images`)."""
+    exactly that many images; otherwise until the state of every configuration repeats (or
+    `max_images`)."""
     first, blocks, sinks = _build(plans, knobs, np.maximum)
     k = beats_per_image(plans)
     last = np.full(n_configs, -1, dtype=np.int64)
@@ -121,7 +120,7 @@ def _simulate_batch(
             found_at[same] = n - lag
         snaps.append(snap)
         refs.append(ref)
-        if images is None and (np.count_nonzero(found_lag == 0) <= enough or n >= max_images):
+        if images is None and (not np.any(found_lag == 0) or n >= max_images):
             break
         for j in range(k):
             # one array per configuration: a port whose path has no knob answers one cycle for all

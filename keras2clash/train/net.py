@@ -13,12 +13,15 @@ import numpy as np
 
 from keras2clash.errors import K2CError
 from keras2clash.ir.graph import Graph
+from keras2clash.kinds.dense import Dense
+from keras2clash.kinds.flatten import Flatten
+from keras2clash.kinds.shapes import Reshape
 
 ACTIVATIONS = ("relu", "linear", "tanh", "sigmoid")
 """The hidden layers' activations training takes (their derivatives are exact)."""
 LOSSES = ("categorical_crossentropy", "mse")
 """Softmax output with cross-entropy, or mean squared error on a relu/linear/tanh/sigmoid output."""
-FLATTENING = ("flatten", "reshape")
+FLATTENING = (Flatten, Reshape)
 """Records that only reshape the input before the first Dense (training sees flat vectors)."""
 
 
@@ -55,19 +58,17 @@ def train_net(graph: Graph, loss: str | None = None) -> TrainNet:
     `loss`: cross-entropy for a softmax output, mean squared error otherwise (default)."""
     layers: list[TrainLayer] = []
     for record in graph:
-        kind = record.type
-        if kind in FLATTENING and not layers:
+        if isinstance(record, FLATTENING) and not layers:
             continue
-        if kind != "dense":
+        if not isinstance(record, Dense):
             raise K2CError(
                 f"layer '{record.name}' ({record.keras_class}): training takes a chain of Dense layers "
                 f"(an input of any shape, flattened), not {record.keras_class}"
             )
         act = record.activation
-        params = record.weights()
-        kernel = np.asarray(params["kernel"], dtype=np.float64)
-        bias = np.asarray(params["bias"], dtype=np.float64)
-        if not record.attributes().get("use_bias", True):
+        kernel = np.asarray(record.kernel, dtype=np.float64)
+        bias = np.asarray(record.bias, dtype=np.float64)
+        if not record.use_bias:
             raise K2CError(f"Dense layer '{record.name}' has no bias: training takes Dense layers with a bias")
         layers.append(TrainLayer(record.name, kernel.reshape(-1, kernel.shape[-1]), bias, act))
     if not layers:

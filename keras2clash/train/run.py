@@ -9,6 +9,7 @@ table, JSON and a plot.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -17,9 +18,12 @@ import numpy as np
 
 from keras2clash.data import read_npz
 from keras2clash.errors import K2CError
+from keras2clash.frontend.convert import load_keras_model, to_graph
 from keras2clash.quant.formats import parse_format
 from keras2clash.train.golden import Epoch, GoldenTrainer, LayerFormats, Sgd
 from keras2clash.train.net import TrainNet, train_net
+from keras2clash.train.profile import auto_formats
+from keras2clash.train.reference import keras_fit
 
 FORMAT_KEYS = ("a", "w", "b", "g", "v")
 
@@ -108,10 +112,6 @@ def train(
     auto_bits: int | None = None,
     progress: Callable[[str], object] | None = None,
 ) -> tuple[TrainResult, GoldenTrainer]:
-    import time
-
-    from keras2clash.frontend.convert import load_keras_model, to_graph
-
     if epochs < 1:
         raise K2CError(f"--epochs {epochs}: at least 1")
     sgd = sgd or Sgd()
@@ -121,8 +121,6 @@ def train(
     rng = np.random.default_rng(seed)
     orders = [rng.permutation(len(samples.x)) for _ in range(epochs)]
     if auto_bits is not None:
-        from keras2clash.train.profile import auto_formats
-
         if progress is not None:
             progress("profiling one epoch at 24-bit formats")
         chosen, _ = auto_formats(net, sgd, samples.x, samples.y, orders[:1], auto_bits)
@@ -143,8 +141,6 @@ def train(
     seconds["golden"] = time.perf_counter() - t0
     theirs: list[Epoch] = []
     if keras:
-        from keras2clash.train.reference import keras_fit
-
         if progress is not None:
             progress(f"Keras float: {epochs} epochs")
         t0 = time.perf_counter()
