@@ -32,23 +32,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 import numpy as np
 
 from keras2clash.errors import K2CError
 from keras2clash.quant import activations
-from keras2clash.quant.exact import requantize_to
+from keras2clash.quant.exact import INT64_SAFE_BITS, requantize_to
 from keras2clash.quant.formats import FixedFormat, quantize, saturate
-from keras2clash.train.net import LOSSES, TrainNet
+from keras2clash.train.net import TrainNet
 
 SCALE_FRAC = 24
 """Fraction bits of an update scale `lr / B` that is not a power of two."""
 MOMENTUM_FRAC = 16
 """Fraction bits of the momentum constant."""
-INT64_BITS = 62
-"""Values up to this width are computed in int64; wider ones in Python integers."""
 
 
 @dataclass(frozen=True)
@@ -122,11 +120,8 @@ def constant(value: Fraction, frac: int) -> Constant:
 
 
 def _dtype(bits: int) -> type:
-    return np.int64 if bits <= INT64_BITS else object
-
-
-def _bits(fmt: FixedFormat) -> int:
-    return fmt.bits
+    """int64 for values of up to `bits` bits, Python integers beyond."""
+    return np.int64 if bits <= INT64_SAFE_BITS else object
 
 
 @dataclass
@@ -192,7 +187,7 @@ class GoldenTrainer:
         for i, (layer, f) in enumerate(zip(self.net.layers, self.formats)):
             fx = self._formats_in(i)
             frac = fx.frac + f.w.frac
-            bits = _bits(fx) + _bits(f.w) + max(layer.n_in, 1).bit_length() + 2
+            bits = fx.bits + f.w.bits + max(layer.n_in, 1).bit_length() + 2
             acc: np.ndarray = h.astype(_dtype(bits)) @ self.weights[i].astype(_dtype(bits))
             acc = acc + _align(self.biases[i], f.b.frac, frac, f.b.bits)
             z = np.asarray(requantize_to(acc, frac, f.a), dtype=np.int64)
@@ -330,9 +325,12 @@ class GoldenTrainer:
         epochs: int,
         orders: Sequence[np.ndarray],
         test: tuple[np.ndarray, np.ndarray] | None = None,
+        progress: Callable[[str], object] | None = None,
     ) -> list[Epoch]:
         out = []
         for e in range(epochs):
+            if progress is not None:
+                progress(f"golden trainer: epoch {e + 1} of {epochs}")
             loss, acc = self.epoch(x, target, orders[e])
             test_acc = self.accuracy(*test) if test is not None and self.net.loss != "mse" else None
             out.append(Epoch(e + 1, loss, acc, test_acc))
@@ -368,11 +366,3 @@ def _outer_sum(h: np.ndarray, d: np.ndarray, hf: FixedFormat, gf: FixedFormat) -
     """sum over the batch of h^T d, exact (hf.frac + gf.frac fraction bits)."""
     bits = hf.bits + gf.bits + max(len(h), 1).bit_length() + 1
     return h.T.astype(_dtype(bits)) @ d.astype(_dtype(bits))
-
-
-def with_formats(formats: Sequence[LayerFormats], **changes: FixedFormat) -> list[LayerFormats]:
-    """Every layer's formats with the same fields changed."""
-    return [replace(f, **changes) for f in formats]
-
-
-__all__ = ["LOSSES", "Epoch", "GoldenTrainer", "LayerFormats", "Sgd", "with_formats"]

@@ -76,10 +76,10 @@ def read_samples(path: Path, net: TrainNet, split: str) -> Samples:
     return Samples(x.reshape(len(x), -1).astype(np.float64), y.reshape(len(y), -1).astype(np.float64))
 
 
-def layer_formats(net: TrainNet, base: LayerFormats, specs: Sequence[str]) -> list[LayerFormats]:
-    """Every layer's formats: `base`, then `NAME:KEY=FORMAT;KEY=FORMAT` overrides (keys a, w,
-    b, g, v)."""
-    by_name = {layer.name: base for layer in net.layers}
+def layer_formats(net: TrainNet, bases: Sequence[LayerFormats], specs: Sequence[str]) -> list[LayerFormats]:
+    """Every layer's formats: `bases` (one per layer), then `NAME:KEY=FORMAT;KEY=FORMAT`
+    overrides (keys a, w, b, g, v)."""
+    by_name = {layer.name: base for layer, base in zip(net.layers, bases)}
     for spec in specs:
         name, _, rest = spec.partition(":")
         if name not in by_name:
@@ -124,20 +124,15 @@ def train(
         if progress is not None:
             progress("profiling one epoch at 24-bit formats")
         chosen, _ = auto_formats(net, sgd, samples.x, samples.y, orders[:1], auto_bits)
-        fmts = [layer_formats(net, f, layer_specs)[i] for i, f in enumerate(chosen)]
     else:
-        fmts = layer_formats(net, formats or LayerFormats(), layer_specs)
+        chosen = [formats or LayerFormats()] * len(net.layers)
+    fmts = layer_formats(net, chosen, layer_specs)
     golden = GoldenTrainer(net, sgd, fmts, x_format=parse_format(x_format))
     start = golden.real_weights()
     pair = (held.x, held.y) if held is not None else None
     seconds = {}
     t0 = time.perf_counter()
-    runs = []
-    for e in range(epochs):
-        if progress is not None:
-            progress(f"golden trainer: epoch {e + 1} of {epochs}")
-        runs.extend(golden.fit(samples.x, samples.y, 1, orders[e : e + 1], pair))
-        runs[-1].epoch = e + 1
+    runs = golden.fit(samples.x, samples.y, epochs, orders, pair, progress)
     seconds["golden"] = time.perf_counter() - t0
     theirs: list[Epoch] = []
     if keras:
