@@ -49,6 +49,7 @@ module K2C.Softmax
   ( softmax
   , softmaxS
   , SoftmaxDepth
+  , DivStages
   , StepsPerStage
   ) where
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import subprocess
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -122,8 +122,20 @@ def _simulator_rows(
     progress: Callable[[int], None] | None,
 ) -> list[list[int]]:
     """The simulator's output lines as integers: `lines` of them, or one clear error."""
-    cmd = [str(exe), *(extra_args or [])]
     rows: list[list[int]] = []
+    for line in simulator_lines(exe, project, _format_input(x_raw), extra_args or []):
+        rows.append([int(v) for v in line.split()])
+        if progress is not None:
+            progress(len(rows))
+    if len(rows) != lines:
+        raise K2CError(f"simulation returned {len(rows)} outputs for {samples(x_raw)} samples")
+    return rows
+
+
+def simulator_lines(exe: Path, project: Path, stdin_text: str, args: Sequence[str]) -> Iterator[str]:
+    """Run a simulation executable in `project` on `stdin_text`; its non-empty output lines
+    as they come, then one clear error if it failed."""
+    cmd = [str(exe), *args]
     with procs.child(
         cmd, cwd=project, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     ) as proc:
@@ -133,7 +145,7 @@ def _simulator_rows(
 
         def feed() -> None:  # a thread, so a simulator that answers early cannot deadlock us
             try:
-                stdin.write(_format_input(x_raw))
+                stdin.write(stdin_text)
                 stdin.close()
             except (BrokenPipeError, ValueError, OSError):
                 pass  # the simulator stopped (an error below, or Ctrl-C)
@@ -145,17 +157,11 @@ def _simulator_rows(
         for thread in threads:
             thread.start()
         for line in proc.stdout:
-            if not line.strip():
-                continue
-            rows.append([int(v) for v in line.split()])
-            if progress is not None:
-                progress(len(rows))
+            if line.strip():
+                yield line
         for thread in threads:
             thread.join()
         code = proc.wait()
     err = "".join(errors)
     if code != 0:
         raise K2CError(f"simulation failed (exit {code}): {err.strip()[-2000:]}")
-    if len(rows) != lines:
-        raise K2CError(f"simulation returned {len(rows)} outputs for {samples(x_raw)} samples")
-    return rows

@@ -1,0 +1,354 @@
+{-# LANGUAGE DataKinds, KindSignatures, NoImplicitPrelude, ScopedTypeVariables, RankNTypes,
+             TypeApplications, TypeOperators, FlexibleContexts, NoStarIsType, TypeFamilies,
+             AllowAmbiguousTypes, DeriveGeneric, DeriveAnyClass #-}
+{-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver -fconstraint-solver-iterations=16 #-}
+{-|
+A training core's blocks: a Dense layer that runs forward, backward and its own SGD update
+on weights in block RAM, and the softmax with cross-entropy at the output
+(docs/guide/training.md, "The training core"; the arithmetic is the golden trainer's,
+keras2clash/train/golden.py, bit for bit).
+
+= Arithmetic
+
+Every value is a raw two's-complement integer whose fraction bits the compiler knows; it
+gives each layer the shifts that align them ('LayerArith'). Sums and products are exact;
+a tensor is rounded once where it is stored: 'roundTo' (round half up, saturate), the
+golden trainer's @requantize_to@. With @x@ the layer's input (the previous layer's output),
+@d@ the gradient of the loss by its pre-activation:
+
+* forward, per output @j@: @z_j = roundTo(sum_k x_k w_kj + b_j)@ to the activation
+  format, @y_j = f(z_j)@ (the compiler's function: relu, linear, a table);
+* backward, per input @k@: @back_k = sum_j w_kj d_j@ (the weights before this step's
+  update), the previous layer's gradient @roundTo(back_k f'(x_k))@ ('Deriv': @f'@ from
+  the stored output alone);
+* update: @w_kj <- roundTo(w_kj - s x_k d_j)@, @b_j <- roundTo(b_j - s d_j)@, @s@ the
+  update's scale (@scaleRaw * 2^-frac@; the fraction is in the shifts).
+
+= Hardware
+
+A layer of @nIn@ inputs and @g@ groups of @pe@ outputs keeps its weights in one block RAM
+of @nIn * g@ words of @pe@ weights, word @k * g + j@ the weights of input @k@ to group @j@
+(outputs past the layer's are zero), its biases in @g@ words, its input in a block RAM of
+words of @pin@ values (as the previous layer writes them, one group a word), and the
+gradient of its output in @g@ words. @pe@ multipliers serve both directions (the input
+forward, the gradient backward, each times a weight) and @pe@ more the update's @x d@.
+
+The layer's phases: 'Fill' (input words arrive), 'Fwd' (one word of weights a cycle, group
+by group, @k@ fastest: @nIn * g@ cycles), 'DFill' (its output's gradient arrives, a value a
+cycle), 'Bwd' (one word a cycle, @k@ by @k@, the group fastest: @nIn * g@ cycles; each weight
+read, updated and written back in one pass, its old value into the backward sum), 'Drain'
+(the last writes land), then 'Fill' again.
+
+= Exact timing
+
+A layer entering 'Fwd' in cycle @t@ writes its last output word in cycle
+@t + nIn g - 1 + 'FwdLatency'@, and the next layer enters 'Fwd' the cycle after. A layer
+entering 'Bwd' in @t@ gives the last gradient of its input in
+@t + nIn g - 1 + 'BwdLatency' pe@ and is back in 'Fill' in @t + nIn g + 'DrainCycles'@
+(keras2clash/train/hardware.py's cycle model counts the same).
+-}
+module K2C.Train
+  ( LayerArith (..)
+  , Deriv (..)
+  , Phase (..)
+  , TrainLayerOut (..)
+  , trainLayer
+  , softmaxLoss
+  , roundTo
+  , FwdLatency
+  , BwdLatency
+  , DrainCycles
+  , LossLatency
+  ) where
+
+import Clash.Prelude
+import Data.Maybe (isJust)
+
+import K2C.Activation (argmax)
+import K2C.Lut (TableRom)
+import K2C.Softmax (DivStages, SoftmaxDepth, softmaxS)
+import K2C.Tree (TreeDepth, treeFold)
+
+-- | The alignments of a layer's arithmetic (left shifts onto a common number of fraction
+-- bits, and the roundings back), decided by the compiler from the formats.
+data LayerArith = LayerArith
+  { biasShift  :: Int      -- ^ the bias onto the forward sum's fraction (x.frac + w.frac)
+  , zShift     :: Int      -- ^ the forward sum's fraction minus the activation format's
+  , wStepShift :: Int      -- ^ @x d scaleRaw@ onto the update's common fraction
+  , wKeepShift :: Int      -- ^ the weight onto it (and the rounding back)
+  , bStepShift :: Int      -- ^ @d scaleRaw@ onto the bias update's common fraction
+  , bKeepShift :: Int      -- ^ the bias onto it (and the rounding back)
+  , scaleRaw   :: Integer  -- ^ the update's scale, odd (1: a power of two, in the shifts)
+  , backShift  :: Int      -- ^ the fraction of @back f'@ minus the previous gradient format's
+  }
+
+-- | The derivative of the input's activation (the previous layer's), from its output @x@
+-- alone: linear 1; relu @x > 0@; tanh @1 - x^2@ and sigmoid @x (1 - x)@, @one@ the raw 1.
+data Deriv = Pass | Positive | Tanh Integer | Sigmoid Integer
+
+-- | What a layer is doing.
+data Phase = Fill | Fwd | DFill | Bwd | Drain
+  deriving (Eq, Show, Generic, NFDataX)
+
+-- | Cycles from a forward operation's issue to its group's output word (the last operation
+-- of a group): the reads, the operands' registers, the products, the sum, the rounding, the
+-- activation.
+type FwdLatency = 6
+
+-- | Cycles from a backward operation's issue to the previous layer's gradient (the last group
+-- of an input): the reads, the operands, the products, the tree over @pe@ products, the sum
+-- over the groups, the derivative's product and its rounding.
+type BwdLatency pe = 6 + TreeDepth pe
+
+-- | Cycles after the last backward issue before the layer takes input again: the update's
+-- writes land (issue, read, operands, products, the rounding; the write).
+type DrainCycles = 4
+
+-- | Cycles from the last output word of the network's last layer to the first gradient value:
+-- the word collected, the softmax's stream stage (its pipeline and its queue, "K2C.Pipe"), the
+-- gradients registered.
+type LossLatency n fo = 3 + SoftmaxDepth (n + 1) fo
+
+-- | @v@ (a value with @f@ fraction bits) with @f - s@ fraction bits in @m@ bits: for @s > 0@
+-- rounded half up (the dropped bits' half added, then an arithmetic shift, a floor), for
+-- @s <= 0@ shifted left (exact); saturated to @m@ bits. @u@ holds the value with a bit to
+-- spare for the rounding's addition.
+roundTo :: forall u m . (KnownNat u, KnownNat m) => Int -> Signed u -> Signed m
+roundTo s v = saturate (if s > 0 then shiftR (wide + bit (s - 1)) s else shiftL wide (negate s))
+  where
+    wide = resize v :: Signed (u + 1)
+    saturate r
+      | r > resize (maxBound :: Signed m) = maxBound
+      | r < resize (minBound :: Signed m) = minBound
+      | otherwise = resize r
+
+-- | One operation of a layer's loop: forward or backward, its input @k@ (its word and lane
+-- in the input buffer), its group, whether it starts or ends a sum, and (backward) whether it
+-- updates the group's biases (@k = 0@).
+data Op nInW pin g = Op
+  { opFwd   :: Bool
+  , opWord  :: Index nInW
+  , opLane  :: Index pin
+  , opGroup :: Index g
+  , opFirst :: Bool
+  , opLast  :: Bool
+  , opBias  :: Bool
+  }
+  deriving (Generic, NFDataX)
+
+-- | The controller's state: the phase, the loop's counters and the weight address.
+data Ctl nIn nInW pin g nOut = Ctl
+  { phase   :: Phase
+  , filled  :: Index nInW
+  , kIdx    :: Index nIn
+  , kWord   :: Index nInW
+  , kLane   :: Index pin
+  , gIdx    :: Index g
+  , address :: Index (nIn * g)
+  , rowBase :: Index (nIn * g)
+  , dCount  :: Index nOut
+  , drained :: Index (DrainCycles + 1)
+  }
+  deriving (Generic, NFDataX)
+
+-- | A layer's outputs: its output words (a group's @pe@ values, as the next layer's input
+-- buffer takes them), the gradient of its input (a value a cycle), whether it takes input,
+-- its phase, and the writes of its weight and bias memories (a simulation sees the weights
+-- after each step in them: each step writes every word once, in address order).
+data TrainLayerOut dom g pe nIn gpb ab wb bb = TrainLayerOut
+  { layerOut     :: Signal dom (Maybe (Vec pe (Signed ab)))
+  , layerBack    :: Signal dom (Maybe (Signed gpb))
+  , layerReady   :: Signal dom Bool
+  , layerPhase   :: Signal dom Phase
+  , weightWrites :: Signal dom (Maybe (Index (nIn * g), Vec pe (Signed wb)))
+  , biasWrites   :: Signal dom (Maybe (Index g, Vec pe (Signed bb)))
+  }
+
+-- | A Dense layer that trains (the module header): @nIn@ inputs arriving as words of @pin@
+-- values, @nOut@ outputs in @g@ groups of @pe@; input @xb@ bits, weights @wb@, biases @bb@,
+-- activations @ab@, its gradient @gb@, the previous layer's gradient @gpb@; @fu@ holds the
+-- forward sum (with the bias), @uu@ the update, @bu@ the backward sum.
+trainLayer
+  :: forall nIn nInW pin g pe nOut xb wb bb ab gb gpb fu uu bu dom
+   . ( HiddenClockResetEnable dom
+     , KnownNat nIn, 1 <= nIn, KnownNat nInW, 1 <= nInW, KnownNat pin, 1 <= pin
+     , KnownNat g, 1 <= g, KnownNat pe, 1 <= pe, KnownNat nOut, 1 <= nOut
+     , KnownNat xb, KnownNat wb, KnownNat bb, KnownNat ab, KnownNat gb, KnownNat gpb
+     , KnownNat fu, KnownNat uu, KnownNat bu )
+  => LayerArith
+  -> (Signed ab -> Signed ab)
+  -> Deriv
+  -> FilePath
+  -> FilePath
+  -> Signal dom (Maybe (Vec pin (Signed xb)))
+  -> Signal dom (Maybe (Signed gb))
+  -> TrainLayerOut dom g pe nIn gpb ab wb bb
+trainLayer arith activate deriv weightFile biasFile input grad =
+  TrainLayerOut outWord backOut ((== Fill) . phase <$> ctl) (phase <$> ctl) wWrite bWrite
+  where
+    ctl :: Signal dom (Ctl nIn nInW pin g nOut)
+    ctl = register (Ctl Fill 0 0 0 0 0 0 0 0 0) (control <$> ctl <*> (isJust <$> input) <*> (isJust <$> grad))
+    issued :: Signal dom (Maybe (Op nInW pin g))
+    issued = issue <$> ctl
+
+    -- the memories
+    xWrite = (\c i -> (\ws -> (filled c, ws)) <$> i) <$> ctl <*> input
+    xWord = blockRam (repeat @nInW (repeat @pin 0)) (opWord' <$> issued) xWrite
+    weightBits = blockRamFile (SNat @(nIn * g)) weightFile (address <$> ctl) (fmap packW <$> wWrite)
+    biasBits = blockRamFile (SNat @g) biasFile (gIdx <$> ctl) (fmap packB <$> bWrite)
+    weights = unpack <$> weightBits :: Signal dom (Vec pe (Signed wb))
+    biases = unpack <$> biasBits :: Signal dom (Vec pe (Signed bb))
+    dWords = blockRam (repeat @g (repeat @pe 0)) (gIdx <$> ctl) dWrite
+    packW (a, ws) = (a, pack ws)
+    packB (a, bs) = (a, pack bs)
+    opWord' = maybe 0 opWord
+
+    -- the gradient arrives a value a cycle; a word is written as its group fills
+    gathering = register (0 :: Index g, 0 :: Index pe, repeat @pe (0 :: Signed gb)) (snd <$> gathered)
+    gathered = gather <$> gathering <*> grad
+    dWrite = fst <$> gathered
+    gather held Nothing = (Nothing, held)
+    gather (word, lane, vals) (Just v) = (if full then Just (word, vals') else Nothing, next)
+      where
+        vals' = replace lane v vals
+        lastValue = toInteger word * natToNum @pe + toInteger lane == natToNum @nOut - 1
+        full = lane == maxBound || lastValue
+        next
+          | lastValue = (0, 0, repeat 0)
+          | full      = (word + 1, 0, repeat 0)
+          | otherwise = (word, lane + 1, vals')
+
+    -- cycle 1: the reads' data with their operation; registered (cycle 2)
+    op1 = register Nothing issued
+    operands = register Nothing (pick <$> op1 <*> xWord <*> weights <*> dWords <*> biases)
+    pick o xs ws ds bs = (\op -> (op, xs !! opLane op, ws, ds, bs)) <$> o
+
+    -- cycle 2: the products; registered (cycle 3)
+    products = register Nothing (fmap multiply <$> operands)
+    multiply (op, x, ws, ds, bs) = (op, x, ws, ds, bs, shared, updates)
+      where
+        shared = zipWith (\w d -> (if opFwd op then resize x else resize d) `mul` w) ws ds
+          :: Vec pe (Signed (xb + gb + wb))
+        updates = map (\d -> x `mul` d) ds :: Vec pe (Signed (xb + gb))
+
+    -- forward, cycle 3: the sums; cycle 4: the rounding; cycle 5: the activation; cycle 6 out
+    sums = register (repeat 0) (accumulate <$> products <*> sums)
+    accumulate (Just (op, _, _, _, _, ps, _)) acc | opFwd op =
+      zipWith (\a p -> (if opFirst op then 0 else a) + resize p) acc ps
+    accumulate _ acc = acc
+    finishing = register Nothing (fwdLast <$> products)
+    fwdLast (Just (op, _, _, _, bs, _, _)) | opFwd op && opLast op = Just bs
+    fwdLast _ = Nothing
+    zs = register Nothing (fmap <$> (roundZ <$> sums) <*> finishing)
+    roundZ acc bs = zipWith (\a b -> roundTo @fu @ab (zShift arith) (a + shiftL (resize b) (biasShift arith))) acc bs
+    outWord = register Nothing (fmap (map activate) <$> zs)
+
+    -- backward, cycle 3: the updates rounded; cycle 4 written
+    wWrite = register Nothing (updateW <$> products <*> wAddr3)
+    wAddr3 = register 0 (register 0 (register 0 (address <$> ctl)))
+    updateW (Just (op, _, ws, _, _, _, xds)) a | not (opFwd op) = Just (a, zipWith (newValue @uu (wStepShift arith) (wKeepShift arith)) ws xds)
+    updateW _ _ = Nothing
+    bWrite = register Nothing (updateB <$> products)
+    updateB (Just (op, _, _, ds, bs, _, _)) | not (opFwd op) && opBias op =
+      Just (opGroup op, zipWith (newValue @uu (bStepShift arith) (bKeepShift arith)) bs ds)
+    updateB _ = Nothing
+    newValue :: forall u v s . (KnownNat u, KnownNat v, KnownNat s) => Int -> Int -> Signed v -> Signed s -> Signed v
+    newValue stepShift keepShift old grad' =
+      roundTo @u keepShift (shiftL (resize old) keepShift - shiftL (resize grad' * fromInteger (scaleRaw arith)) stepShift)
+
+    -- backward, cycles 3 .. 3 + TreeDepth pe: the tree over a word's products; then the sum
+    -- over the groups, the derivative's product, the rounding
+    backTree = treeFold (+) 0 ((>>= backLeaves) <$> products)
+    backLeaves (op, x, _, _, _, ps, _)
+      | opFwd op = Nothing
+      | otherwise = Just ((opFirst op, opLast op, x), map resize ps :: Vec pe (Signed bu))
+    backSum = register Nothing (accumulateBack <$> backTree <*> backSum)
+    accumulateBack (Just ((first, lst, x), s)) prev =
+      Just (lst, x, (if first then 0 else maybe 0 (\(_, _, v) -> v) prev) + s)
+    accumulateBack Nothing prev = prev
+    backDone = register Nothing (finishedBack <$> backTree <*> backSum)
+    finishedBack (Just ((_, True, _), _)) _ = Just ()
+    finishedBack _ _ = Nothing
+    derived = register Nothing ((\done s -> done >> fmap derivative s) <$> backDone <*> backSum)
+    derivative (_, x, back) = applyDeriv deriv x back
+    backOut = register Nothing (fmap (roundTo @(bu + 2 * xb + 2) @gpb (backShift arith)) <$> derived)
+
+    -- the controller
+    issue :: Ctl nIn nInW pin g nOut -> Maybe (Op nInW pin g)
+    issue c = case phase c of
+      Fwd -> Just (Op True (kWord c) (kLane c) (gIdx c) (kIdx c == 0) (kIdx c == maxBound) False)
+      Bwd -> Just (Op False (kWord c) (kLane c) (gIdx c) (gIdx c == 0) (gIdx c == maxBound) (kIdx c == 0))
+      _ -> Nothing
+
+    control :: Ctl nIn nInW pin g nOut -> Bool -> Bool -> Ctl nIn nInW pin g nOut
+    control c inputValid gradValid = case phase c of
+      Fill
+        | not inputValid -> c
+        | filled c == maxBound -> c { phase = Fwd, filled = 0 }
+        | otherwise -> c { filled = filled c + 1 }
+      Fwd
+        | kIdx c /= maxBound -> nextK c { address = address c + natToNum @g }
+        | gIdx c /= maxBound -> firstK c { gIdx = gIdx c + 1, address = rowBase c + 1, rowBase = rowBase c + 1 }
+        | otherwise -> firstK c { phase = DFill, gIdx = 0, address = 0, rowBase = 0 }
+      DFill
+        | not gradValid -> c
+        | dCount c == maxBound -> c { phase = Bwd, dCount = 0 }
+        | otherwise -> c { dCount = dCount c + 1 }
+      Bwd
+        | gIdx c /= maxBound -> c { gIdx = gIdx c + 1, address = address c + 1 }
+        | kIdx c /= maxBound -> nextK c { gIdx = 0, address = address c + 1 }
+        | otherwise -> firstK c { phase = Drain, gIdx = 0, address = 0, drained = 0 }
+      Drain
+        | drained c == maxBound -> c { phase = Fill }
+        | otherwise -> c { drained = drained c + 1 }
+
+    nextK, firstK :: Ctl nIn nInW pin g nOut -> Ctl nIn nInW pin g nOut
+    nextK c
+      | kLane c == maxBound = c { kIdx = kIdx c + 1, kWord = kWord c + 1, kLane = 0 }
+      | otherwise = c { kIdx = kIdx c + 1, kLane = kLane c + 1 }
+    firstK c = c { kIdx = 0, kWord = 0, kLane = 0 }
+
+-- | @back f'(x)@ exact: the derivative of the input's activation ('Deriv') from its value.
+applyDeriv :: forall bu xb . (KnownNat bu, KnownNat xb) => Deriv -> Signed xb -> Signed bu -> Signed (bu + 2 * xb + 2)
+applyDeriv Pass _ back = resize back
+applyDeriv Positive x back = if x > 0 then resize back else 0
+applyDeriv (Tanh one) x back = back `mul` (fromInteger (one * one) - resize x * resize x :: Signed (2 * xb + 2))
+applyDeriv (Sigmoid one) x back = back `mul` (resize x * (fromInteger one - resize x) :: Signed (2 * xb + 2))
+
+-- | The output layer's softmax with cross-entropy: its @g@ words of pre-activations @z@ (in
+-- @SFixed ai af@) collected, their softmax (K2C.Softmax's pipeline, probabilities @p@ in
+-- @SFixed gi gf@) of the @n + 1@ classes, then the gradients @p_j - [j = label]@ (exact, saturated) one a cycle, and
+-- the answer: the predicted class (the largest @z@, the lowest index on ties) and @p@ of
+-- the label. @w@ is the softmax's sum width.
+softmaxLoss
+  :: forall w n g pe m s eb ai af gi gf dom k
+   . ( HiddenClockResetEnable dom
+     , KnownNat w, KnownNat n, KnownNat g, 1 <= g, KnownNat pe, 1 <= pe, n + 1 <= g * pe
+     , KnownNat m, 1 <= m, KnownNat eb, KnownNat ai, KnownNat af, KnownNat gi, KnownNat gf
+     , k ~ DivStages gf, KnownNat k, 1 <= k )
+  => SNat s
+  -> TableRom m (Signed eb)
+  -> Signal dom (Maybe (Vec pe (Signed (ai + af))))
+  -> Signal dom (Index (n + 1))
+  -> (Signal dom (Maybe (Signed (gi + gf))), Signal dom (Maybe (Index (n + 1), Signed (gi + gf))))
+softmaxLoss s table zWord label = (grads, answer)
+  where
+    collected = register (0 :: Index g, repeat @(g * pe) (0 :: Signed (ai + af))) (collect <$> zWord <*> collected)
+    collect (Just zs) (word, acc) =
+      (if word == maxBound then 0 else word + 1, concat (replace word zs (unconcatI @g @pe acc)))
+    collect Nothing held = held
+    complete = register False ((\z (word, _) -> isJust z && word == maxBound) <$> zWord <*> collected)
+    logits = (\(_, zs) -> map (zs !!) (indicesI @(n + 1))) <$> collected
+    start = mux complete (Just <$> ((\zs -> (map (sf (SNat @af)) zs, argmax zs)) <$> logits)) (pure Nothing)
+    (probs, _) = softmaxS @w s table (start, pure True)
+      :: (Signal dom (Maybe (Vec (n + 1) (SFixed gi gf), Index (n + 1))), Signal dom Bool)
+    -- the probabilities held while their gradients leave, a value a cycle
+    held = register Nothing (hold <$> probs <*> held <*> label)
+    hold (Just (ps, cls)) _ lbl = Just (map unSF ps, cls, lbl, 0 :: Index (n + 1))
+    hold Nothing (Just (ps, cls, lbl, j)) _ | j /= maxBound = Just (ps, cls, lbl, j + 1)
+    hold Nothing _ _ = Nothing
+    grads = fmap gradient <$> held
+    gradient (ps, _, lbl, j) = roundTo @(gi + gf + 2) 0 (resize (ps !! j) - (if j == lbl then bit (natToNum @gf) else 0))
+    answer = fmap (\(ps, cls, lbl, _) -> (cls, ps !! lbl)) . firstOnly <$> held
+    firstOnly h@(Just (_, _, _, 0)) = h
+    firstOnly _ = Nothing

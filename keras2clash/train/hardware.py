@@ -1,0 +1,284 @@
+"""The training core's design: per layer its widths, alignments and memories, and its exact
+cycle model (K2C.Train's blocks; the arithmetic is the golden trainer's, bit for bit).
+
+Every decision about the hardware is here; the templates only write it down as Haskell.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from bitstring import Bits
+
+from keras2clash.backend.activations import ActivationCode
+from keras2clash.backend.emitter import haskell_names
+from keras2clash.errors import K2CError
+from keras2clash.hw.events import softmax_depth, tree_depth
+from keras2clash.quant import activations as acts
+from keras2clash.quant.formats import FixedFormat
+from keras2clash.train.golden import GoldenTrainer, LayerFormats
+
+WORD_BITS = 32
+"""The host's words (AXI4-Stream TDATA): a raw value sign-extended, a label, a class."""
+
+FWD_LATENCY = 6
+"""K2C.Train's FwdLatency: a forward operation's issue to its group's output word."""
+DRAIN_CYCLES = 4
+TEMPLATE_NAMES = frozenset({"trainer", "loss", "main", "circuit", "run"})
+"""Top-level names of the core's modules (Trainer.hs, Sim.hs) a layer's function must not take."""
+"""K2C.Train's DrainCycles: the last backward issue to the update's last write."""
+
+
+def bwd_latency(pe: int) -> int:
+    """K2C.Train's BwdLatency: a backward operation's issue to the previous layer's gradient."""
+    return 6 + tree_depth(pe)
+
+
+def loss_latency(classes: int, g_frac: int) -> int:
+    """K2C.Train's LossLatency: the last output word to the first gradient."""
+    return 3 + softmax_depth(g_frac, classes)
+
+
+@dataclass(frozen=True)
+class LayerCore:
+    """One layer of the core: its sizes, its knob (`pe` outputs a cycle), its formats and the
+    alignments of its arithmetic (K2C.Train.LayerArith), the widths of its sums."""
+
+    name: str
+    fn: str
+    n_in: int
+    n_out: int
+    pin: int  # values per input word (the previous layer's pe; 1 for the host's input)
+    pe: int
+    activation: str
+    deriv: str  # the input's activation (the previous layer's), for the backward gradient
+    x: FixedFormat
+    f: LayerFormats
+    g_prev: FixedFormat | None
+    scale_raw: int
+    scale_frac: int
+
+    @property
+    def groups(self) -> int:
+        return -(-self.n_out // self.pe)
+
+    @property
+    def in_words(self) -> int:
+        return -(-self.n_in // self.pin)
+
+    @property
+    def ops(self) -> int:
+        """Cycles of one pass (forward or backward): a word of weights a cycle."""
+        return self.n_in * self.groups
+
+    @property
+    def multipliers(self) -> int:
+        """The shared products (the input or the gradient times a weight) and the update's."""
+        return 2 * self.pe
+
+    # the alignments (K2C.Train.LayerArith)
+    @property
+    def sum_frac(self) -> int:
+        return self.x.frac + self.f.w.frac
+
+    @property
+    def bias_shift(self) -> int:
+        return self.sum_frac - self.f.b.frac
+
+    @property
+    def z_shift(self) -> int:
+        return self.sum_frac - self.f.a.frac
+
+    def _update(self, kept: FixedFormat, step_frac: int) -> tuple[int, int]:
+        top = max(step_frac, kept.frac)
+        return top - step_frac, top - kept.frac
+
+    @property
+    def w_shifts(self) -> tuple[int, int]:
+        return self._update(self.f.w, self.x.frac + self.f.g.frac + self.scale_frac)
+
+    @property
+    def b_shifts(self) -> tuple[int, int]:
+        return self._update(self.f.b, self.f.g.frac + self.scale_frac)
+
+    @property
+    def deriv_frac(self) -> int:
+        return 2 * self.x.frac if self.deriv in ("tanh", "sigmoid") else 0
+
+    @property
+    def back_shift(self) -> int:
+        if self.g_prev is None:
+            return 0
+        return self.f.g.frac + self.f.w.frac + self.deriv_frac - self.g_prev.frac
+
+    # the widths
+    @property
+    def fu(self) -> int:
+        products = self.x.bits + self.f.w.bits + max(self.n_in - 1, 1).bit_length() + 1
+        return max(products, self.f.b.bits + self.bias_shift) + 2
+
+    @property
+    def uu(self) -> int:
+        raw = self.scale_raw.bit_length() + 1
+        step_w, keep_w = self.w_shifts
+        step_b, keep_b = self.b_shifts
+        return (
+            max(
+                self.f.w.bits + keep_w,
+                self.x.bits + self.f.g.bits + raw + step_w,
+                self.f.b.bits + keep_b,
+                self.f.g.bits + raw + step_b,
+            )
+            + 2
+        )
+
+    @property
+    def bu(self) -> int:
+        return self.f.g.bits + self.f.w.bits + max(self.groups * self.pe - 1, 1).bit_length() + 1
+
+    def type_args(self) -> list[int]:
+        """K2C.Train.trainLayer's type arguments, in its order."""
+        gpb = self.g_prev.bits if self.g_prev is not None else 1
+        f = self.f
+        sizes = [self.n_in, self.in_words, self.pin, self.groups, self.pe, self.n_out]
+        return sizes + [self.x.bits, f.w.bits, f.b.bits, f.a.bits, f.g.bits, gpb, self.fu, self.uu, self.bu]
+
+    def arith(self) -> str:
+        """The LayerArith record, in Haskell."""
+        (ws, wk), (bs, bk) = self.w_shifts, self.b_shifts
+        fields = [self.bias_shift, self.z_shift, ws, wk, bs, bk, self.scale_raw, self.back_shift]
+        return "LayerArith " + " ".join(f"({v})" if v < 0 else str(v) for v in fields)
+
+    def deriv_expr(self) -> str:
+        one = 1 << self.x.frac
+        return {"relu": "Positive", "linear": "Pass", "tanh": f"(Tanh {one})", "sigmoid": f"(Sigmoid {one})"}[
+            self.deriv
+        ]
+
+    def memory(self, weights: np.ndarray, biases: np.ndarray) -> tuple[list[str], list[str]]:
+        """The weight and bias memories' words ('0'/'1', MSB first): word `k * groups + j` holds
+        input k's weights to outputs `j * pe ..`, output `j * pe` in the high bits."""
+        g, pe = self.groups, self.pe
+        w = np.zeros((self.n_in, g * pe), dtype=np.int64)
+        w[:, : self.n_out] = weights
+        b = np.zeros(g * pe, dtype=np.int64)
+        b[: self.n_out] = biases
+        w_words = ["".join(Bits(int=int(v), length=self.f.w.bits).bin for v in row) for row in w.reshape(-1, pe)]
+        b_words = ["".join(Bits(int=int(v), length=self.f.b.bits).bin for v in row) for row in b.reshape(-1, pe)]
+        return w_words, b_words
+
+    def unpack_weights(self, words: Sequence[Sequence[int]]) -> np.ndarray:
+        """(n_in, n_out) raw weights from the memory's words in address order (pe values each)."""
+        return np.asarray(words, dtype=np.int64).reshape(self.n_in, self.groups * self.pe)[:, : self.n_out]
+
+    def unpack_biases(self, words: Sequence[Sequence[int]]) -> np.ndarray:
+        return np.asarray(words, dtype=np.int64).reshape(-1)[: self.n_out]
+
+
+def table_code(name: str, activation: str, fi: FixedFormat, fo: FixedFormat, n: int) -> ActivationCode:
+    """A tanh / sigmoid table (a -> a) or the output's softmax table (a -> g): the inference
+    tables (`quant.activations`, the golden trainer's too), as their memory files and value."""
+    if activation == "softmax":
+        exp = acts.softmax_table(fi, fo, n)
+        bits, values, table_type = exp.frac + 2, exp.values, f"TableRom {len(exp.values)} (Signed {exp.frac + 2})"
+    else:
+        t = acts.table(activation, fi, fo)
+        bits, values, table_type = fo.bits, t.values, f"TableRom {len(t.values)} ({fo.clash_type})"
+    words = tuple(format(v & ((1 << bits) - 1), f"0{bits}b") for v in values)
+    return ActivationCode(name, False, "", "", "", name, table_type, words)
+
+
+@dataclass(frozen=True)
+class TrainCore:
+    """A training core for a golden trainer's network, its formats and SGD (batch 1, no
+    momentum: the settings the core takes), `pe` outputs a cycle per layer."""
+
+    trainer: GoldenTrainer
+    pes: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        t = self.trainer
+        if t.sgd.batch != 1 or t.momentum.raw != 0:
+            raise K2CError(
+                f"training core: SGD with batch {t.sgd.batch} and momentum {t.sgd.momentum}; the core "
+                "trains with batch 1 and no momentum"
+            )
+        if t.net.loss != "categorical_crossentropy":
+            raise K2CError("training core: the core trains a softmax output with cross-entropy")
+        if len(self.pes) != len(t.net.layers):
+            raise K2CError(f"{len(self.pes)} parallelism values for {len(t.net.layers)} layers")
+        for layer, pe in zip(t.net.layers, self.pes):
+            if not 1 <= pe <= layer.n_out:
+                raise K2CError(f"layer '{layer.name}': parallelism {pe} is not within 1 to its {layer.n_out} outputs")
+        widest = max(max(f.a.bits, f.w.bits, f.b.bits, f.g.bits) for f in t.formats)
+        if max(widest, t.x_format.bits) > WORD_BITS:
+            raise K2CError(f"training core: formats of up to {WORD_BITS} bits (the host's words)")
+        for layer, f, x in zip(t.net.layers, t.formats, [t.x_format, *(f.a for f in t.formats[:-1])]):
+            if x.frac + f.w.frac < f.b.frac:
+                raise K2CError(
+                    f"layer '{layer.name}': bias format {f.b} has more fraction bits than input times weight "
+                    f"({x.frac + f.w.frac})"
+                )
+
+    @property
+    def layers(self) -> list[LayerCore]:
+        t = self.trainer
+        names = [n if n not in TEMPLATE_NAMES else f"{n}_layer" for n in haskell_names([x.name for x in t.net.layers])]
+        out = []
+        for i, (layer, f, pe) in enumerate(zip(t.net.layers, t.formats, self.pes)):
+            prev = t.net.layers[i - 1] if i else None
+            out.append(
+                LayerCore(
+                    name=layer.name,
+                    fn=names[i],
+                    n_in=layer.n_in,
+                    n_out=layer.n_out,
+                    pin=self.pes[i - 1] if i else 1,
+                    pe=pe,
+                    activation=layer.activation,
+                    deriv=prev.activation if prev is not None else "linear",
+                    x=t.x_format if i == 0 else t.formats[i - 1].a,
+                    f=f,
+                    g_prev=t.formats[i - 1].g if i else None,
+                    scale_raw=t.scale.raw,
+                    scale_frac=t.scale.frac,
+                )
+            )
+        return out
+
+    @property
+    def classes(self) -> int:
+        return self.trainer.net.layers[-1].n_out
+
+    @property
+    def multipliers(self) -> int:
+        return sum(layer.multipliers for layer in self.layers)
+
+    def step_cycles(self) -> int:
+        """Cycles of one training step, from the sample's first word taken to the core taking
+        the next one (words back to back, the answer taken as it leaves): the input words, each
+        layer's forward pass and its output's latency, the loss, each layer's backward pass and
+        its gradient's latency, the first layer's last writes."""
+        layers = self.layers
+        t = layers[0].in_words
+        for layer in layers:
+            t += layer.ops + FWD_LATENCY
+        t += -1 + loss_latency(self.classes, layers[-1].f.g.frac) + self.classes
+        for layer in reversed(layers[1:]):
+            t += layer.ops + bwd_latency(layer.pe)
+        return t + layers[0].ops + DRAIN_CYCLES + 1
+
+    def answer_cycle(self) -> int:
+        """Cycles from the sample's first word to its answer's first word."""
+        layers = self.layers
+        t = layers[0].in_words + sum(layer.ops + FWD_LATENCY for layer in layers)
+        return t - 1 + loss_latency(self.classes, layers[-1].f.g.frac) + 1  # the answer's register
+
+
+def sum_width(classes: int, g: FixedFormat) -> int:
+    """The softmax's sum and division width (as the inference network's)."""
+    exp = acts.softmax_table(FixedFormat(1, 1, 1), g, classes)  # only its fraction is used
+    return exp.frac + 2 + g.frac + 4 + math.ceil(math.log2(classes + 1))
