@@ -52,8 +52,15 @@ module K2C.Train
   , Deriv (..)
   , Phase (..)
   , TrainLayerOut (..)
+  , HostWord
+  , Command (..)
+  , HostIn (..)
   , trainLayer
   , softmaxLoss
+  , hostControl
+  , hostAnswers
+  , nextStart
+  , (.<|>.)
   , roundTo
   , FwdLatency
   , BwdLatency
@@ -62,6 +69,7 @@ module K2C.Train
   ) where
 
 import Clash.Prelude
+import Control.Applicative ((<|>))
 import Data.Maybe (isJust)
 
 import K2C.Activation (argmax)
@@ -87,8 +95,24 @@ data LayerArith = LayerArith
 data Deriv = Pass | Positive | Tanh Integer | Sigmoid Integer
 
 -- | What a layer is doing.
-data Phase = Fill | Fwd | DFill | Bwd | Drain
+data Phase = Fill | Fwd | DFill | Bwd | Drain | Read | Load
   deriving (Eq, Show, Generic, NFDataX)
+
+-- | The host's words: a raw value sign-extended, a label, a class, a command.
+type HostWord = Signed 32
+
+-- | What the host asks of the core, the first word of a message ('hostControl').
+data Command = TrainCmd | InferCmd | ReadCmd | WriteCmd
+  deriving (Eq, Show, Generic, NFDataX)
+
+-- | What the host's control tells every layer: whether the sample trains (held through it),
+-- the start of a read or a write of the weights (a pulse to the first layer; each next layer
+-- starts as the one before ends), the host taking a read value, a value to write.
+data HostIn dom = HostIn
+  { hostTrain     :: Signal dom Bool
+  , hostReadReady :: Signal dom Bool
+  , hostValue     :: Signal dom (Maybe HostWord)
+  }
 
 -- | Cycles from a forward operation's issue to its group's output word (the last operation
 -- of a group): the reads, the operands' registers, the products, the sum, the rounding, the
@@ -136,8 +160,13 @@ data Op nInW pin g = Op
   }
   deriving (Generic, NFDataX)
 
--- | The controller's state: the phase, the loop's counters and the weight address.
-data Ctl nIn nInW pin g nOut = Ctl
+-- | What the controller sees in a cycle: an input word, a gradient value, whether the sample
+-- trains, the start of a transfer, the host taking a value read, a value to write.
+data Events = Events Bool Bool Bool (Maybe Command) Bool Bool
+
+-- | The controller's state: the phase, the loop's counters and the weight address; in a
+-- transfer the lane of the word, whether it is in the biases, whether the word read is there.
+data Ctl nIn nInW pin g pe nOut = Ctl
   { phase   :: Phase
   , filled  :: Index nInW
   , kIdx    :: Index nIn
@@ -148,13 +177,17 @@ data Ctl nIn nInW pin g nOut = Ctl
   , rowBase :: Index (nIn * g)
   , dCount  :: Index nOut
   , drained :: Index (DrainCycles + 1)
+  , lane    :: Index pe
+  , inBias  :: Bool
+  , primed  :: Bool
   }
   deriving (Generic, NFDataX)
 
 -- | A layer's outputs: its output words (a group's @pe@ values, as the next layer's input
 -- buffer takes them), the gradient of its input (a value a cycle), whether it takes input,
--- its phase, and the writes of its weight and bias memories (a simulation sees the weights
--- after each step in them: each step writes every word once, in address order).
+-- its phase, the updates of its weight and bias memories (a simulation sees the weights
+-- after each step in them: each step writes every word once, in address order), a value
+-- of its weights for the host ('Read'), and the end of a read or a write (a pulse).
 data TrainLayerOut dom g pe nIn gpb ab wb bb = TrainLayerOut
   { layerOut     :: Signal dom (Maybe (Vec pe (Signed ab)))
   , layerBack    :: Signal dom (Maybe (Signed gpb))
@@ -162,6 +195,8 @@ data TrainLayerOut dom g pe nIn gpb ab wb bb = TrainLayerOut
   , layerPhase   :: Signal dom Phase
   , weightWrites :: Signal dom (Maybe (Index (nIn * g), Vec pe (Signed wb)))
   , biasWrites   :: Signal dom (Maybe (Index g, Vec pe (Signed bb)))
+  , readValue    :: Signal dom (Maybe (HostWord, Bool))
+  , transferDone :: Signal dom Bool
   }
 
 -- | A Dense layer that trains (the module header): @nIn@ inputs arriving as words of @pin@
@@ -180,22 +215,26 @@ trainLayer
   -> Deriv
   -> FilePath
   -> FilePath
+  -> HostIn dom
+  -> Signal dom (Maybe Command)
   -> Signal dom (Maybe (Vec pin (Signed xb)))
   -> Signal dom (Maybe (Signed gb))
   -> TrainLayerOut dom g pe nIn gpb ab wb bb
-trainLayer arith activate deriv weightFile biasFile input grad =
-  TrainLayerOut outWord backOut ((== Fill) . phase <$> ctl) (phase <$> ctl) wWrite bWrite
+trainLayer arith activate deriv weightFile biasFile host start input grad =
+  TrainLayerOut outWord backOut ((== Fill) . phase <$> ctl) (phase <$> ctl) wWrite bWrite readOut done
   where
-    ctl :: Signal dom (Ctl nIn nInW pin g nOut)
-    ctl = register (Ctl Fill 0 0 0 0 0 0 0 0 0) (control <$> ctl <*> (isJust <$> input) <*> (isJust <$> grad))
+    ctl :: Signal dom (Ctl nIn nInW pin g pe nOut)
+    ctl = register (Ctl Fill 0 0 0 0 0 0 0 0 0 0 False False) (control <$> ctl <*> events)
+    events = Events <$> (isJust <$> input) <*> (isJust <$> grad) <*> hostTrain host <*> start
+                    <*> taken <*> (isJust <$> loadIn)
     issued :: Signal dom (Maybe (Op nInW pin g))
     issued = issue <$> ctl
 
     -- the memories
     xWrite = (\c i -> (\ws -> (filled c, ws)) <$> i) <$> ctl <*> input
     xWord = blockRam (repeat @nInW (repeat @pin 0)) (opWord' <$> issued) xWrite
-    weightBits = blockRamFile (SNat @(nIn * g)) weightFile (address <$> ctl) (fmap packW <$> wWrite)
-    biasBits = blockRamFile (SNat @g) biasFile (gIdx <$> ctl) (fmap packB <$> bWrite)
+    weightBits = blockRamFile (SNat @(nIn * g)) weightFile (address <$> ctl) (fmap packW <$> (wWrite .<|>. wLoad))
+    biasBits = blockRamFile (SNat @g) biasFile (gIdx <$> ctl) (fmap packB <$> (bWrite .<|>. bLoad))
     weights = unpack <$> weightBits :: Signal dom (Vec pe (Signed wb))
     biases = unpack <$> biasBits :: Signal dom (Vec pe (Signed bb))
     dWords = blockRam (repeat @g (repeat @pe 0)) (gIdx <$> ctl) dWrite
@@ -273,23 +312,42 @@ trainLayer arith activate deriv weightFile biasFile input grad =
     derivative (_, x, back) = applyDeriv deriv x back
     backOut = register Nothing (fmap (roundTo @(bu + 2 * xb + 2) @gpb (backShift arith)) <$> derived)
 
+    -- the host's reads and writes of the memories: a value a cycle, word by word in address
+    -- order (the weights, then the biases), the outputs past the layer's skipped
+    loading = (== Load) . phase <$> ctl
+    loadIn = mux loading (hostValue host) (pure Nothing)
+    readOut = readOf <$> ctl <*> weights <*> biases
+    readOf c ws bs
+      | phase c == Read && primed c = Just (if inBias c then resize (bs !! lane c) else resize (ws !! lane c), lastValue c)
+      | otherwise = Nothing
+    taken = (isJust <$> readOut) .&&. hostReadReady host
+    done = (taken .||. (isJust <$> loadIn)) .&&. (lastValue <$> ctl)
+    gathered' = register (repeat @pe (0 :: HostWord)) (gatherLoad <$> ctl <*> loadIn <*> gathered')
+    gatherLoad c (Just v) vals = if lastLane c then repeat 0 else replace (lane c) v vals
+    gatherLoad _ Nothing vals = vals
+    loadWord = (\c v vals -> (\x -> (c, replace (lane c) x vals)) <$> v) <$> ctl <*> loadIn <*> gathered'
+    wLoad = (>>= \(c, vals) -> if lastLane c && not (inBias c) then Just (address c, map resize vals) else Nothing) <$> loadWord
+    bLoad = (>>= \(c, vals) -> if lastLane c && inBias c then Just (gIdx c, map resize vals) else Nothing) <$> loadWord
+
     -- the controller
-    issue :: Ctl nIn nInW pin g nOut -> Maybe (Op nInW pin g)
+    issue :: Ctl nIn nInW pin g pe nOut -> Maybe (Op nInW pin g)
     issue c = case phase c of
       Fwd -> Just (Op True (kWord c) (kLane c) (gIdx c) (kIdx c == 0) (kIdx c == maxBound) False)
       Bwd -> Just (Op False (kWord c) (kLane c) (gIdx c) (gIdx c == 0) (gIdx c == maxBound) (kIdx c == 0))
       _ -> Nothing
 
-    control :: Ctl nIn nInW pin g nOut -> Bool -> Bool -> Ctl nIn nInW pin g nOut
-    control c inputValid gradValid = case phase c of
+    control :: Ctl nIn nInW pin g pe nOut -> Events -> Ctl nIn nInW pin g pe nOut
+    control c (Events inputValid gradValid training starting readTaken loadValid) = case phase c of
       Fill
+        | starting == Just ReadCmd -> c { phase = Read }
+        | starting == Just WriteCmd -> c { phase = Load }
         | not inputValid -> c
         | filled c == maxBound -> c { phase = Fwd, filled = 0 }
         | otherwise -> c { filled = filled c + 1 }
       Fwd
         | kIdx c /= maxBound -> nextK c { address = address c + natToNum @g }
         | gIdx c /= maxBound -> firstK c { gIdx = gIdx c + 1, address = rowBase c + 1, rowBase = rowBase c + 1 }
-        | otherwise -> firstK c { phase = DFill, gIdx = 0, address = 0, rowBase = 0 }
+        | otherwise -> firstK c { phase = if training then DFill else Fill, gIdx = 0, address = 0, rowBase = 0 }
       DFill
         | not gradValid -> c
         | dCount c == maxBound -> c { phase = Bwd, dCount = 0 }
@@ -301,12 +359,38 @@ trainLayer arith activate deriv weightFile biasFile input grad =
       Drain
         | drained c == maxBound -> c { phase = Fill }
         | otherwise -> c { drained = drained c + 1 }
+      Read
+        | not (primed c) -> c { primed = True }
+        | readTaken -> (nextValue c) { primed = not (lastLane c) }
+        | otherwise -> c
+      Load
+        | loadValid -> nextValue c
+        | otherwise -> c
 
-    nextK, firstK :: Ctl nIn nInW pin g nOut -> Ctl nIn nInW pin g nOut
+    -- the next value of a transfer: the next lane, the next word's first, the biases' first,
+    -- or (after the last bias) back to 'Fill'
+    nextValue :: Ctl nIn nInW pin g pe nOut -> Ctl nIn nInW pin g pe nOut
+    nextValue c
+      | not (lastLane c) = c { lane = lane c + 1 }
+      | lastValue c = c { phase = Fill, lane = 0, gIdx = 0, address = 0, inBias = False }
+      | inBias c = c { lane = 0, gIdx = gIdx c + 1 }
+      | address c == maxBound = c { lane = 0, gIdx = 0, inBias = True }
+      | otherwise = c { lane = 0, address = address c + 1, gIdx = if gIdx c == maxBound then 0 else gIdx c + 1 }
+
+    -- the last of a word's values that are the layer's outputs, the last value of a transfer
+    lastLane, lastValue :: Ctl nIn nInW pin g pe nOut -> Bool
+    lastLane c = lane c == maxBound || toInteger (gIdx c) * natToNum @pe + toInteger (lane c) == natToNum @nOut - 1
+    lastValue c = inBias c && gIdx c == maxBound && lastLane c
+
+    nextK, firstK :: Ctl nIn nInW pin g pe nOut -> Ctl nIn nInW pin g pe nOut
     nextK c
       | kLane c == maxBound = c { kIdx = kIdx c + 1, kWord = kWord c + 1, kLane = 0 }
       | otherwise = c { kIdx = kIdx c + 1, kLane = kLane c + 1 }
     firstK c = c { kIdx = 0, kWord = 0, kLane = 0 }
+
+-- | The first of two streams that has a value.
+(.<|>.) :: Signal dom (Maybe a) -> Signal dom (Maybe a) -> Signal dom (Maybe a)
+a .<|>. b = (<|>) <$> a <*> b
 
 -- | @back f'(x)@ exact: the derivative of the input's activation ('Deriv') from its value.
 applyDeriv :: forall bu xb . (KnownNat bu, KnownNat xb) => Deriv -> Signed xb -> Signed bu -> Signed (bu + 2 * xb + 2)
@@ -319,7 +403,7 @@ applyDeriv (Sigmoid one) x back = back `mul` (resize x * (fromInteger one - resi
 -- @SFixed ai af@) collected, their softmax (K2C.Softmax's pipeline, probabilities @p@ in
 -- @SFixed gi gf@) of the @n + 1@ classes, then the gradients @p_j - [j = label]@ (exact, saturated) one a cycle, and
 -- the answer: the predicted class (the largest @z@, the lowest index on ties) and @p@ of
--- the label. @w@ is the softmax's sum width.
+-- the label; an inference (@training@ low) gives the answer alone. @w@ is the softmax's sum width.
 softmaxLoss
   :: forall w n g pe m s eb ai af gi gf dom k
    . ( HiddenClockResetEnable dom
@@ -328,10 +412,11 @@ softmaxLoss
      , k ~ DivStages gf, KnownNat k, 1 <= k )
   => SNat s
   -> TableRom m (Signed eb)
+  -> Signal dom Bool
   -> Signal dom (Maybe (Vec pe (Signed (ai + af))))
   -> Signal dom (Index (n + 1))
   -> (Signal dom (Maybe (Signed (gi + gf))), Signal dom (Maybe (Index (n + 1), Signed (gi + gf))))
-softmaxLoss s table zWord label = (grads, answer)
+softmaxLoss s table training zWord label = (grads, answer)
   where
     collected = register (0 :: Index g, repeat @(g * pe) (0 :: Signed (ai + af))) (collect <$> zWord <*> collected)
     collect (Just zs) (word, acc) =
@@ -347,8 +432,111 @@ softmaxLoss s table zWord label = (grads, answer)
     hold (Just (ps, cls)) _ lbl = Just (map unSF ps, cls, lbl, 0 :: Index (n + 1))
     hold Nothing (Just (ps, cls, lbl, j)) _ | j /= maxBound = Just (ps, cls, lbl, j + 1)
     hold Nothing _ _ = Nothing
-    grads = fmap gradient <$> held
+    grads = mux training (fmap gradient <$> held) (pure Nothing)
     gradient (ps, _, lbl, j) = roundTo @(gi + gf + 2) 0 (resize (ps !! j) - (if j == lbl then bit (natToNum @gf) else 0))
     answer = fmap (\(ps, cls, lbl, _) -> (cls, ps !! lbl)) . firstOnly <$> held
     firstOnly h@(Just (_, _, _, 0)) = h
     firstOnly _ = Nothing
+
+-- | Where the host's control is in a message.
+data HostState nIn = Idle | Values Bool (Index nIn) | Label | Reading | Writing
+  deriving (Eq, Generic, NFDataX)
+
+-- | The host's side of the core (docs/guide/training.md, "The host's protocol"). A message is a
+-- command word, then its words: 0 trains on a sample (its @nIn@ values, then its label; the
+-- answer: the class, the label's probability), 1 infers (its @nIn@ values; the answer: the
+-- class), 2 reads the weights (the answer: every layer's weights row by row, then its biases),
+-- 3 writes them (the same values in; the answer: one word, 0). Other command words are
+-- dropped. A command is taken once the previous message is done (@idle@: every layer fills
+-- and no answer waits, and the previous sample's answer was given).
+--
+-- In: the host's words, the core's idleness, the answer of a sample (a pulse), the last
+-- layer's transfer ending (a pulse), the host's readiness for an output word. Out: the
+-- host's ready, a sample's value (to the first layer), its label, what the layers see
+-- ('HostIn'), the start of a transfer (to the first layer), the end of a write (a pulse).
+hostControl
+  :: forall nIn dom
+   . (HiddenClockResetEnable dom, KnownNat nIn, 1 <= nIn)
+  => Signal dom (Maybe HostWord)
+  -> Signal dom Bool
+  -> Signal dom Bool
+  -> Signal dom Bool
+  -> Signal dom Bool
+  -> ( Signal dom Bool, Signal dom (Maybe HostWord), Signal dom (Maybe HostWord), HostIn dom
+     , Signal dom (Maybe Command), Signal dom Bool )
+hostControl hostWords idle answered transferEnd outReady =
+  (ready, sampleValue, labelValue, HostIn training outReady writeValue, startTransfer, writeEnded)
+  where
+    state = register (Idle :: HostState nIn) (step <$> state <*> moved <*> command <*> transferEnd)
+    waiting = register False (mux (moved .&&. starts) (pure True) (mux answered (pure False) waiting))
+    starts = ((== Idle) <$> state) .&&. (isSample <$> command)
+    isSample c = c == Just TrainCmd || c == Just InferCmd
+    ready = readyOf <$> state <*> (idle .&&. (not <$> waiting))
+    readyOf Idle free = free
+    readyOf Reading _ = False
+    readyOf _ _ = True
+    moved = (isJust <$> hostWords) .&&. ready
+    word = fromJustX <$> hostWords
+    command = decode <$> word
+    decode w = case w of
+      0 -> Just TrainCmd
+      1 -> Just InferCmd
+      2 -> Just ReadCmd
+      3 -> Just WriteCmd
+      _ -> Nothing
+
+    step Idle True (Just TrainCmd) _ = Values True 0
+    step Idle True (Just InferCmd) _ = Values False 0
+    step Idle True (Just ReadCmd) _ = Reading
+    step Idle True (Just WriteCmd) _ = Writing
+    step (Values t k) True _ _
+      | k /= maxBound = Values t (k + 1)
+      | t = Label
+      | otherwise = Idle
+    step Label True _ _ = Idle
+    step Reading _ _ True = Idle
+    step Writing _ _ True = Idle
+    step st _ _ _ = st
+
+    inValues (Values _ _) = True
+    inValues _ = False
+    sampleValue = mux (moved .&&. (inValues <$> state)) (Just <$> word) (pure Nothing)
+    labelValue = mux (moved .&&. ((== Label) <$> state)) (Just <$> word) (pure Nothing)
+    training = register True (mux (moved .&&. starts) ((== Just TrainCmd) <$> command) training)
+    startTransfer = mux (moved .&&. ((== Idle) <$> state)) (transferOf <$> command) (pure Nothing)
+    transferOf c = if c == Just ReadCmd || c == Just WriteCmd then c else Nothing
+    writeValue = mux (moved .&&. ((== Writing) <$> state)) (Just <$> word) (pure Nothing)
+    writeEnded = ((== Writing) <$> state) .&&. transferEnd
+
+-- | The start of the next layer's transfer: as this one's ends, the same kind.
+nextStart :: TrainLayerOut dom g pe nIn gpb ab wb bb -> Signal dom (Maybe Command)
+nextStart l = (\d p -> if d then Just (if p == Read then ReadCmd else WriteCmd) else Nothing) <$> transferDone l <*> layerPhase l
+
+-- | An answer's words: the first, and the second if there is one.
+data Answer = Answer HostWord (Maybe HostWord)
+  deriving (Generic, NFDataX)
+
+-- | The core's output words: a sample's answer (a training sample's class and probability, an
+-- inference's class), a write's acknowledgement (0), a read's values (they pass through, the
+-- last layer's last marked); the last word of each marked. In: the answer of a sample, whether
+-- it trains, the end of a write, the read values, the host's readiness. Out: the words, and
+-- whether an answer waits.
+hostAnswers
+  :: HiddenClockResetEnable dom
+  => Signal dom (Maybe (HostWord, HostWord))
+  -> Signal dom Bool
+  -> Signal dom Bool
+  -> Signal dom (Maybe (HostWord, Bool))
+  -> Signal dom Bool
+  -> (Signal dom (Maybe (HostWord, Bool)), Signal dom Bool)
+hostAnswers answer training writeEnded reads outReady = (pendingWord .<|>. reads, isJust <$> pending)
+  where
+    pending = register Nothing (respond <$> pending <*> fresh <*> outReady)
+    fresh = pick <$> answer <*> training <*> writeEnded
+    pick _ _ True = Just (Answer 0 Nothing)
+    pick a t False = (\(cls, p) -> Answer cls (if t then Just p else Nothing)) <$> a
+    respond _ (Just a) _ = Just a
+    respond (Just (Answer _ (Just p))) Nothing True = Just (Answer p Nothing)
+    respond (Just (Answer _ Nothing)) Nothing True = Nothing
+    respond held Nothing _ = held
+    pendingWord = fmap (\(Answer w rest) -> (w, not (isJust rest))) <$> pending

@@ -22,6 +22,7 @@ from keras2clash.errors import K2CError
 from keras2clash.fsutil import atomic_directory
 from keras2clash.quant import activations as acts
 from keras2clash.quant.formats import FixedFormat
+from keras2clash.train.golden import GoldenTrainer
 from keras2clash.train.hardware import WORD_BITS, TrainCore, sum_width, table_code
 from keras2clash.verify.simulate import simulator_lines
 from keras2clash.verify.toolchain import build_simulator
@@ -136,53 +137,101 @@ def write_core(core: TrainCore, out: Path, name: str, force: bool = False) -> Pa
     return Path(out)
 
 
+TRAIN, INFER, READ, WRITE = 0, 1, 2, 3
+"""The host's command words (K2C.Train.hostControl)."""
+
+
+@dataclass(frozen=True)
+class Message:
+    """A message to the core: its words (the command first) and its answer's length in words."""
+
+    words: tuple[int, ...]
+    answer_words: int
+
+    @property
+    def command(self) -> int:
+        return self.words[0]
+
+
+def train_message(x_raw: np.ndarray, label: int) -> Message:
+    return Message((TRAIN, *(int(v) for v in np.ravel(x_raw)), int(label)), 2)
+
+
+def infer_message(x_raw: np.ndarray) -> Message:
+    return Message((INFER, *(int(v) for v in np.ravel(x_raw))), 1)
+
+
+def read_message(core: TrainCore) -> Message:
+    return Message((READ,), sum(layer.n_in * layer.n_out + layer.n_out for layer in core.layers))
+
+
+def write_message(core: TrainCore, weights: Sequence[np.ndarray], biases: Sequence[np.ndarray]) -> Message:
+    """Every layer's raw weights row by row (input by input), then its biases."""
+    words: list[int] = [WRITE]
+    for layer, w, b in zip(core.layers, weights, biases):
+        if np.shape(w) != (layer.n_in, layer.n_out) or np.shape(b) != (layer.n_out,):
+            raise K2CError(f"layer '{layer.name}': weights {np.shape(w)} and biases {np.shape(b)} for a write")
+        words.extend(int(v) for v in np.ravel(w))
+        words.extend(int(v) for v in b)
+    return Message(tuple(words), 1)
+
+
+def split_read(core: TrainCore, values: Sequence[int]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """A read's answer as every layer's raw (weights, biases)."""
+    weights, biases, at = [], [], 0
+    for layer in core.layers:
+        n = layer.n_in * layer.n_out
+        weights.append(np.asarray(values[at : at + n], dtype=np.int64).reshape(layer.n_in, layer.n_out))
+        biases.append(np.asarray(values[at + n : at + n + layer.n_out], dtype=np.int64))
+        at += n + layer.n_out
+    return weights, biases
+
+
 @dataclass
 class CoreRun:
-    """What a simulation of the core saw: per step the weights and biases of every layer after
-    it (raw), the cycle it ended; per sample its answer (class, the label's raw probability)
-    and the cycle its first answer word moved."""
+    """What a simulation of the core saw: per message its answer's words, the cycle its
+    command word moved in and the cycle its answer's first word moved out; per training step
+    the weights and biases of every layer after it (raw, from the memories' writes) and the
+    cycle it ended (the first layer taking input again)."""
 
+    answers: list[list[int]] = field(default_factory=list)
+    first_word: list[int] = field(default_factory=list)
+    answer_cycle: list[int] = field(default_factory=list)
     weights: list[list[np.ndarray]] = field(default_factory=list)
     biases: list[list[np.ndarray]] = field(default_factory=list)
     step_end: list[int] = field(default_factory=list)
-    answers: list[tuple[int, int]] = field(default_factory=list)
-    answer_cycle: list[int] = field(default_factory=list)
-    first_word: list[int] = field(default_factory=list)
 
 
 def simulate_core(
-    core: TrainCore,
-    project: Path,
-    x_raw: np.ndarray,
-    labels: np.ndarray,
-    progress: Callable[[int], None] | None = None,
+    core: TrainCore, project: Path, messages: Sequence[Message], progress: Callable[[int], None] | None = None
 ) -> CoreRun:
-    """Train the simulated core on raw samples `x_raw` (N, n_in) with `labels`, one step each."""
+    """Send `messages` to the simulated core (its words back to back, the answers taken as they
+    come); what it answered and wrote, when."""
     exe = build_simulator(project)
-    n = len(x_raw)
-    rows = np.concatenate([np.asarray(x_raw, dtype=np.int64).reshape(n, -1), np.asarray(labels).reshape(n, 1)], axis=1)
-    budget = (n + 1) * core.step_cycles() * 2 + 1000
-    text = f"{n}\n" + "\n".join(" ".join(map(str, r)) for r in rows.tolist()) + "\n"
+    steps = sum(m.command == TRAIN for m in messages)
+    words = [w for m in messages for w in m.words]
+    budget = 2 * (steps + 1) * core.step_cycles() + 4 * len(words) + 4 * sum(m.answer_words for m in messages) + 1000
+    text = f"{len(messages)} {steps}\n" + " ".join(map(str, words)) + "\n"
     layers = core.layers
     run = CoreRun()
     w_words: list[list[Sequence[int]]] = [[] for _ in layers]
     b_words: list[list[Sequence[int]]] = [[] for _ in layers]
-    word: list[int] = []
-    taken = 0
+    starts = np.cumsum([0] + [len(m.words) for m in messages])
+    taken, answer = 0, list[int]()
     for line in simulator_lines(exe, project, text, [str(budget)]):
         tag, cycle, *rest = line.split()
         values = [int(v) for v in rest]
         if tag == "i":
-            if taken % (layers[0].n_in + 1) == 0:
+            if taken in starts:
                 run.first_word.append(int(cycle))
             taken += 1
         elif tag == "o":
-            if not word:
+            if not answer:
                 run.answer_cycle.append(int(cycle))
-            word.append(values[0])
+            answer.append(values[0])
             if values[1]:
-                run.answers.append((word[0], word[1]))
-                word = []
+                run.answers.append(answer)
+                answer = []
         elif tag in ("w", "b"):
             target = w_words if tag == "w" else b_words
             layer, address = values[0], values[1]
@@ -199,6 +248,75 @@ def simulate_core(
             b_words = [[] for _ in layers]
             if progress is not None:
                 progress(len(run.step_end))
-    if len(run.step_end) != n:
-        raise K2CError(f"training core: the simulation ended after {len(run.step_end)} of {n} steps")
+    if len(run.answers) != len(messages) or len(run.step_end) != steps:
+        raise K2CError(
+            f"training core: the simulation ended after {len(run.answers)} of {len(messages)} answers "
+            f"and {len(run.step_end)} of {steps} steps"
+        )
+    for k, (m, a) in enumerate(zip(messages, run.answers)):
+        if len(a) != m.answer_words:
+            raise K2CError(
+                f"training core: message {k} (command {m.command}) answered {len(a)} words, not {m.answer_words}"
+            )
     return run
+
+
+@dataclass(frozen=True)
+class CoreCheck:
+    """The simulated core against the golden trainer over `steps` steps: the steps whose weights,
+    biases or answer differ (none, when bit-exact), the cycles of each step and of each answer
+    as simulated, and as the cycle model counts them."""
+
+    steps: int
+    mismatches: list[str]
+    step_cycles: list[int]
+    answer_cycles: list[int]
+    model_step_cycles: int
+    model_answer_cycle: int
+
+    @property
+    def exact(self) -> bool:
+        return not self.mismatches
+
+    @property
+    def cycles_match(self) -> bool:
+        return set(self.step_cycles) == {self.model_step_cycles} and set(self.answer_cycles) == {
+            self.model_answer_cycle
+        }
+
+
+def check_core(
+    core: TrainCore,
+    project: Path,
+    x: np.ndarray,
+    labels: np.ndarray,
+    progress: Callable[[int], None] | None = None,
+) -> CoreCheck:
+    """Train the simulated core and a fresh golden trainer (the core's network, formats and
+    SGD) on float samples `x` one step each; compare the weights and biases after every step
+    and every answer (the class, the label's probability)."""
+    t = core.trainer
+    golden = GoldenTrainer(t.net, t.sgd, t.formats, t.x_format)
+    xq = golden.quantize_inputs(x)
+    labels = np.asarray(labels, dtype=np.int64)
+    run = simulate_core(core, project, [train_message(row, lab) for row, lab in zip(xq, labels)], progress)
+    mismatches = []
+    for s in range(len(xq)):
+        z, y = golden.step(xq[s : s + 1], labels[s : s + 1])
+        answer = [int(np.argmax(z[0])), int(y[0, labels[s]])]
+        if run.answers[s] != answer:
+            mismatches.append(f"step {s}: answer {run.answers[s]}, golden {answer}")
+        for layer, w, b, wg, bg in zip(core.layers, run.weights[s], run.biases[s], golden.weights, golden.biases):
+            for what, hw, gold in (("weights", w, wg), ("biases", b, bg)):
+                if not np.array_equal(hw, gold):
+                    wrong = int(np.count_nonzero(hw != gold))
+                    mismatches.append(f"step {s}: layer '{layer.name}' {what}: {wrong} of {gold.size} differ")
+    starts = [*run.first_word, run.step_end[-1]]
+    return CoreCheck(
+        steps=len(xq),
+        mismatches=mismatches,
+        step_cycles=[int(b - a) for a, b in zip(starts, starts[1:])],
+        answer_cycles=[int(a - f) for a, f in zip(run.answer_cycle, run.first_word)],
+        model_step_cycles=core.step_cycles(),
+        model_answer_cycle=core.answer_cycle(),
+    )

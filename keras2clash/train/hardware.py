@@ -258,12 +258,12 @@ class TrainCore:
         return sum(layer.multipliers for layer in self.layers)
 
     def step_cycles(self) -> int:
-        """Cycles of one training step, from the sample's first word taken to the core taking
-        the next one (words back to back, the answer taken as it leaves): the input words, each
+        """Cycles of one training step, from its command word taken to the core taking the next
+        (words back to back, the answer taken as it leaves): the command and the input words, each
         layer's forward pass and its output's latency, the loss, each layer's backward pass and
         its gradient's latency, the first layer's last writes."""
         layers = self.layers
-        t = layers[0].in_words
+        t = 1 + layers[0].in_words  # the command word, the values
         for layer in layers:
             t += layer.ops + FWD_LATENCY
         t += -1 + loss_latency(self.classes, layers[-1].f.g.frac) + self.classes
@@ -272,9 +272,9 @@ class TrainCore:
         return t + layers[0].ops + DRAIN_CYCLES + 1
 
     def answer_cycle(self) -> int:
-        """Cycles from the sample's first word to its answer's first word."""
+        """Cycles from a sample's command word to its answer's first word."""
         layers = self.layers
-        t = layers[0].in_words + sum(layer.ops + FWD_LATENCY for layer in layers)
+        t = 1 + layers[0].in_words + sum(layer.ops + FWD_LATENCY for layer in layers)
         return t - 1 + loss_latency(self.classes, layers[-1].f.g.frac) + 1  # the answer's register
 
 

@@ -1,0 +1,181 @@
+"""The training core (K2C.Train): its Clash simulation against the golden trainer, step by step
+(the weights and biases after every step, every answer), its cycles against the cycle model,
+and the settings it refuses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from keras2clash.errors import K2CError
+from keras2clash.quant.formats import FixedFormat
+from keras2clash.train.core import check_core, write_core
+from keras2clash.train.golden import GoldenTrainer, LayerFormats, Sgd
+from keras2clash.train.hardware import TrainCore
+from keras2clash.train.net import TrainLayer, TrainNet
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "train_digits"
+
+
+def _net(sizes: list[int], hidden: list[str], seed: int) -> TrainNet:
+    rng = np.random.default_rng(seed)
+    acts = [*hidden, "softmax"]
+    layers = tuple(
+        TrainLayer(f"dense_{i}", rng.normal(0, 0.7, (a, b)), rng.normal(0, 0.3, b), act)
+        for i, (a, b, act) in enumerate(zip(sizes, sizes[1:], acts))
+    )
+    return TrainNet("random", (sizes[0],), layers, "categorical_crossentropy")
+
+
+fmt = st.builds(
+    lambda i, f: FixedFormat(1, i, f), st.integers(min_value=0, max_value=3), st.integers(min_value=5, max_value=13)
+)
+layer_formats = st.builds(LayerFormats, a=fmt, w=fmt, b=fmt, g=fmt)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(
+    sizes=st.lists(st.integers(min_value=2, max_value=7), min_size=3, max_size=4),
+    hidden=st.lists(st.sampled_from(["relu", "linear", "tanh", "sigmoid"]), min_size=2, max_size=2),
+    formats=st.lists(layer_formats, min_size=3, max_size=3),
+    pe_choice=st.lists(st.integers(min_value=0, max_value=6), min_size=3, max_size=3),
+    lr=st.sampled_from([2.0**-3, 2.0**-5, 0.1, 0.3]),
+    seed=st.integers(min_value=0, max_value=99),
+)
+def test_random_cores_train_as_the_golden_trainer(tmp_path_factory, sizes, hidden, formats, pe_choice, lr, seed):
+    net = _net(sizes, hidden[: len(sizes) - 2], seed)
+    formats = [
+        f if f.b.frac <= x.frac + f.w.frac else LayerFormats(a=f.a, w=f.w, b=FixedFormat(1, f.b.int, x.frac), g=f.g)
+        for f, x in zip(formats, [FixedFormat(1, 2, 7), *(f.a for f in formats)])
+    ][: len(net.layers)]
+    pes = tuple(1 + c % layer.n_out for c, layer in zip(pe_choice, net.layers))
+    trainer = GoldenTrainer(net, Sgd(learning_rate=lr), formats, x_format=FixedFormat(1, 2, 7))
+    core = TrainCore(trainer, pes)
+    project = write_core(core, tmp_path_factory.mktemp("core") / "core", "random")
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-3, 3, (12, sizes[0]))
+    labels = rng.integers(0, sizes[-1], 12)
+    check = check_core(core, project, x, labels)
+    assert check.mismatches == []
+    assert check.cycles_match, (
+        check.step_cycles,
+        check.model_step_cycles,
+        check.answer_cycles,
+        check.model_answer_cycle,
+    )
+
+
+def test_digits8_core_trains_as_the_golden_trainer_for_200_steps(tmp_path: Path) -> None:
+    """The small example network (64-16-10, relu, lr 2^-7, the default 18-bit formats), two
+    and five outputs a cycle: every weight after each of the first 200 steps."""
+    from keras2clash.frontend.convert import load_keras_model, to_graph
+    from keras2clash.train.net import train_net
+
+    net = train_net(to_graph(load_keras_model(EXAMPLE / "digits8.keras")))
+    data = np.load(EXAMPLE / "train_digits8.npz")
+    core = TrainCore(GoldenTrainer(net, Sgd(learning_rate=2.0**-7)), (2, 5))
+    project = write_core(core, tmp_path / "core", "digits8")
+    check = check_core(core, project, data["x"][:200], data["y"][:200])
+    assert check.steps == 200
+    assert check.mismatches == []
+    # the command and the input's 64 words; forward 64 x 8 and 16 x 2 words of weights, each pass's output 6
+    # cycles after its last; the loss (the softmax's 30 stages and its queue) and 10 gradients;
+    # backward 16 x 2 words and the gradient 9 cycles after, then 64 x 8 and the last writes
+    assert core.step_cycles() == 1 + 64 + (512 + 6) + (32 + 6) - 1 + 33 + 10 + (32 + 9) + (512 + 5) == 1221
+    assert set(check.step_cycles) == {1221}
+    assert set(check.answer_cycles) == {core.answer_cycle()}
+    assert core.multipliers == 14
+
+
+@pytest.mark.parametrize(
+    ("sgd", "loss", "pes", "message"),
+    [
+        (Sgd(batch=4), "categorical_crossentropy", (1, 1), "batch 4"),
+        (Sgd(momentum=0.9), "categorical_crossentropy", (1, 1), "momentum 0.9"),
+        (Sgd(), "mse", (1, 1), "softmax output with cross-entropy"),
+        (Sgd(), "categorical_crossentropy", (1, 4), "parallelism 4 is not within 1 to its 3 outputs"),
+        (Sgd(), "categorical_crossentropy", (1,), "1 parallelism values for 2 layers"),
+    ],
+)
+def test_core_refusals_name_the_setting(sgd, loss, pes, message) -> None:
+    net = _net([4, 3, 3], ["relu"], 0)
+    if loss == "mse":
+        last = net.layers[-1]
+        net = TrainNet(
+            net.name, net.input_shape, (net.layers[0], TrainLayer(last.name, last.kernel, last.bias, "linear")), "mse"
+        )
+    with pytest.raises(K2CError, match=message):
+        TrainCore(GoldenTrainer(net, sgd), pes)
+
+
+def test_core_refuses_formats_wider_than_the_host_words() -> None:
+    net = _net([4, 3, 3], ["relu"], 0)
+    wide = LayerFormats(a=FixedFormat(1, 10, 24))
+    with pytest.raises(K2CError, match="formats of up to 32 bits"):
+        TrainCore(GoldenTrainer(net, Sgd(), [wide, LayerFormats()]), (1, 1))
+
+
+def test_host_reads_writes_and_infers_between_steps(tmp_path: Path) -> None:
+    """The host's messages mixed: the weights read before and after training steps, new weights
+    written and read back, inference and training on them; each answer as the golden trainer
+    gives it (its weights reset to the written ones)."""
+    from keras2clash.train.core import (
+        infer_message,
+        read_message,
+        simulate_core,
+        split_read,
+        train_message,
+        write_message,
+    )
+
+    net = _net([5, 4, 3], ["tanh"], 3)
+    formats = [LayerFormats(a=FixedFormat(1, 2, 9), w=FixedFormat(1, 1, 10)), LayerFormats(a=FixedFormat(1, 3, 8))]
+    make = lambda: GoldenTrainer(net, Sgd(learning_rate=2.0**-4), formats, x_format=FixedFormat(1, 2, 7))  # noqa: E731
+    golden, core = make(), TrainCore(make(), (3, 2))
+    project = write_core(core, tmp_path / "core", "host")
+    rng = np.random.default_rng(5)
+    xq = golden.quantize_inputs(rng.uniform(-2, 2, (6, 5)))
+    labels = rng.integers(0, 3, 6)
+    written_w = [rng.integers(-900, 900, (5, 4)), rng.integers(-900, 900, (4, 3))]
+    written_b = [rng.integers(-300, 300, 4), rng.integers(-300, 300, 3)]
+    messages = [
+        read_message(core),
+        train_message(xq[0], labels[0]),
+        train_message(xq[1], labels[1]),
+        read_message(core),
+        write_message(core, written_w, written_b),
+        read_message(core),
+        infer_message(xq[2]),
+        infer_message(xq[3]),
+        train_message(xq[4], labels[4]),
+        read_message(core),
+    ]
+    run = simulate_core(core, project, messages)
+    expected_reads = [([w.copy() for w in golden.weights], [b.copy() for b in golden.biases])]
+    answers = []
+    for s in (0, 1):
+        z, y = golden.step(xq[s : s + 1], labels[s : s + 1])
+        answers.append([int(np.argmax(z[0])), int(y[0, labels[s]])])
+    expected_reads.append(([w.copy() for w in golden.weights], [b.copy() for b in golden.biases]))
+    golden.weights = [np.asarray(w, dtype=np.int64) for w in written_w]
+    golden.biases = [np.asarray(b, dtype=np.int64) for b in written_b]
+    expected_reads.append(([w.copy() for w in golden.weights], [b.copy() for b in golden.biases]))
+    infers = [int(np.argmax(golden.forward(xq[k : k + 1])[-1][0][0])) for k in (2, 3)]
+    z, y = golden.step(xq[4:5], labels[4:5])
+    expected_reads.append(([w.copy() for w in golden.weights], [b.copy() for b in golden.biases]))
+    reads = [split_read(core, run.answers[k]) for k in (0, 3, 5, 9)]
+    for (rw, rb), (ew, eb) in zip(reads, expected_reads):
+        assert all(np.array_equal(a, b) for a, b in zip(rw, ew))
+        assert all(np.array_equal(a, b) for a, b in zip(rb, eb))
+    assert [run.answers[1], run.answers[2]] == answers
+    assert run.answers[4] == [0]
+    assert [run.answers[6], run.answers[7]] == [[c] for c in infers]
+    assert run.answers[8] == [int(np.argmax(z[0])), int(y[0, labels[4]])]
+    # an inference answers as a training step does, and the core takes the next message then
+    assert run.answer_cycle[6] - run.first_word[6] == core.answer_cycle()
+    assert run.first_word[7] - run.first_word[6] == core.answer_cycle() + 1
