@@ -83,11 +83,13 @@ def test_digits8_core_trains_as_the_golden_trainer_for_200_steps(tmp_path: Path)
     check = check_core(core, project, data["x"][:200], data["y"][:200])
     assert check.steps == 200
     assert check.mismatches == []
-    # the command and the input's 64 words; forward 64 x 8 and 16 x 2 words of weights, each pass's output 6
-    # cycles after its last; the loss (the softmax's 30 stages and its queue) and 10 gradients;
-    # backward 16 x 2 words and the gradient 9 cycles after, then 64 x 8 and the last writes
-    assert core.step_cycles() == 1 + 64 + (512 + 6) + (32 + 6) - 1 + 33 + 10 + (32 + 9) + (512 + 5) == 1221
-    assert set(check.step_cycles) == {1221}
+    # the command and the input's 64 words; forward 64 x 8 and 16 x 2 words of weights, each
+    # pass's output 9 cycles after its last; the loss: the maximum and the exponentials of the 10
+    # classes, then 10 divisions of 18 quotient bits (20 cycles each); backward 16 x 2 words and
+    # the gradient 10 cycles after, then 64 x 8 and the last writes
+    loss = 2 * 10 + 17 + 8 + 9 * 20 + 1
+    assert core.step_cycles() == 1 + 64 + (512 + 9) + (32 + 9) - 1 + loss + (32 + 10) + (512 + 6) == 1412
+    assert set(check.step_cycles) == {1412}
     assert set(check.answer_cycles) == {core.answer_cycle()}
     assert core.multipliers == 14
 

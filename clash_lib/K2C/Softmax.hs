@@ -49,7 +49,6 @@ module K2C.Softmax
   ( softmax
   , softmaxS
   , SoftmaxDepth
-  , DivStages
   , StepsPerStage
   ) where
 

@@ -72,9 +72,7 @@ import Clash.Prelude
 import Control.Applicative ((<|>))
 import Data.Maybe (isJust)
 
-import K2C.Activation (argmax)
-import K2C.Lut (TableRom)
-import K2C.Softmax (DivStages, SoftmaxDepth, softmaxS)
+import K2C.Lut (TableRom (..))
 import K2C.Tree (TreeDepth, treeFold)
 
 -- | The alignments of a layer's arithmetic (left shifts onto a common number of fraction
@@ -117,21 +115,20 @@ data HostIn dom = HostIn
 -- | Cycles from a forward operation's issue to its group's output word (the last operation
 -- of a group): the reads, the operands' registers, the products, the sum, the rounding, the
 -- activation.
-type FwdLatency = 6
+type FwdLatency = 9
 
 -- | Cycles from a backward operation's issue to the previous layer's gradient (the last group
 -- of an input): the reads, the operands, the products, the tree over @pe@ products, the sum
 -- over the groups, the derivative's product and its rounding.
-type BwdLatency pe = 6 + TreeDepth pe
+type BwdLatency pe = 7 + TreeDepth pe
 
 -- | Cycles after the last backward issue before the layer takes input again: the update's
 -- writes land (issue, read, operands, products, the rounding; the write).
-type DrainCycles = 4
+type DrainCycles = 5
 
--- | Cycles from the last output word of the network's last layer to the first gradient value:
--- the word collected, the softmax's stream stage (its pipeline and its queue, "K2C.Pipe"), the
--- gradients registered.
-type LossLatency n fo = 3 + SoftmaxDepth (n + 1) fo
+-- | Cycles from the last output word of the network's last layer (@n + 1@ classes, the
+-- probabilities' @fo@ fraction bits) to the first gradient ('softmaxLoss').
+type LossLatency n fo = 1 + (n + 1) + (n + 1 + 3) + fo + 4
 
 -- | @v@ (a value with @f@ fraction bits) with @f - s@ fraction bits in @m@ bits: for @s > 0@
 -- rounded half up (the dropped bits' half added, then an arithmetic shift, a floor), for
@@ -149,8 +146,9 @@ roundTo s v = saturate (if s > 0 then shiftR (wide + bit (s - 1)) s else shiftL 
 -- | One operation of a layer's loop: forward or backward, its input @k@ (its word and lane
 -- in the input buffer), its group, whether it starts or ends a sum, and (backward) whether it
 -- updates the group's biases (@k = 0@).
-data Op nInW pin g = Op
+data Op nIn nInW pin g = Op
   { opFwd   :: Bool
+  , opAddress :: Index (nIn * g)
   , opWord  :: Index nInW
   , opLane  :: Index pin
   , opGroup :: Index g
@@ -227,7 +225,7 @@ trainLayer arith activate deriv weightFile biasFile host start input grad =
     ctl = register (Ctl Fill 0 0 0 0 0 0 0 0 0 0 False False) (control <$> ctl <*> events)
     events = Events <$> (isJust <$> input) <*> (isJust <$> grad) <*> hostTrain host <*> start
                     <*> taken <*> (isJust <$> loadIn)
-    issued :: Signal dom (Maybe (Op nInW pin g))
+    issued :: Signal dom (Maybe (Op nIn nInW pin g))
     issued = issue <$> ctl
 
     -- the memories
@@ -257,66 +255,75 @@ trainLayer arith activate deriv weightFile biasFile host start input grad =
           | full      = (word + 1, 0, repeat 0)
           | otherwise = (word, lane + 1, vals')
 
-    -- cycle 1: the reads' data with their operation; registered (cycle 2)
+    -- cycle 1: the reads' data with their operation, registered as they leave the block RAMs
+    -- (cycle 2); then the input's lane picked and each lane's operand chosen (cycle 3)
     op1 = register Nothing issued
-    operands = register Nothing (pick <$> op1 <*> xWord <*> weights <*> dWords <*> biases)
-    pick o xs ws ds bs = (\op -> (op, xs !! opLane op, ws, ds, bs)) <$> o
-
-    -- cycle 2: the products; registered (cycle 3)
-    products = register Nothing (fmap multiply <$> operands)
-    multiply (op, x, ws, ds, bs) = (op, x, ws, ds, bs, shared, updates)
+    raw = register Nothing ((\o xs ws ds bs -> (\op -> (op, xs, ws, ds, bs)) <$> o) <$> op1 <*> xWord <*> weights <*> dWords <*> biases)
+    operands = register Nothing (fmap pick <$> raw)
+    pick (op, xs, ws, ds, bs) = (op, x, ws, ds, bs, map (\d -> if opFwd op then resize x else resize d) ds)
       where
-        shared = zipWith (\w d -> (if opFwd op then resize x else resize d) `mul` w) ws ds
-          :: Vec pe (Signed (xb + gb + wb))
-        updates = map (\d -> x `mul` d) ds :: Vec pe (Signed (xb + gb))
+        x = xs !! opLane op
 
-    -- forward, cycle 3: the sums; cycle 4: the rounding; cycle 5: the activation; cycle 6 out
+    -- cycle 3: the products (cycle 4): one multiplier per lane for both directions, its operand
+    -- as wide as the wider of the input and the gradient (18 bits each fit one MULT18X18D), and
+    -- the update's; the derivative's factor of the input
+    products = register Nothing (fmap multiply <$> operands)
+    multiply (op, x, ws, ds, bs, as) = (op, x, ws, ds, bs, zipWith mul as ws, map (mul x) ds, derivFactor deriv x)
+      :: (Op nIn nInW pin g, Signed xb, Vec pe (Signed wb), Vec pe (Signed gb), Vec pe (Signed bb), Vec pe (Signed (Max xb gb + wb)), Vec pe (Signed (xb + gb)), Signed (2 * xb + 2))
+
+    -- forward, cycle 4: the sums (cycle 5); the bias added (6); the rounding (7); the
+    -- activation (8: a table's block RAM read) and its register (9: the block RAM's output)
     sums = register (repeat 0) (accumulate <$> products <*> sums)
-    accumulate (Just (op, _, _, _, _, ps, _)) acc | opFwd op =
+    accumulate (Just (op, _, _, _, _, ps, _, _)) acc | opFwd op =
       zipWith (\a p -> (if opFirst op then 0 else a) + resize p) acc ps
     accumulate _ acc = acc
     finishing = register Nothing (fwdLast <$> products)
-    fwdLast (Just (op, _, _, _, bs, _, _)) | opFwd op && opLast op = Just bs
+    fwdLast (Just (op, _, _, _, bs, _, _, _)) | opFwd op && opLast op = Just bs
     fwdLast _ = Nothing
-    zs = register Nothing (fmap <$> (roundZ <$> sums) <*> finishing)
-    roundZ acc bs = zipWith (\a b -> roundTo @fu @ab (zShift arith) (a + shiftL (resize b) (biasShift arith))) acc bs
-    outWord = register Nothing (fmap (map activate) <$> zs)
+    biased = register Nothing (fmap <$> (addBias <$> sums) <*> finishing)
+    addBias acc bs = zipWith (\a b -> a + shiftL (resize b) (biasShift arith)) acc bs :: Vec pe (Signed fu)
+    zs = register Nothing (fmap (map (roundTo @fu @ab (zShift arith))) <$> biased)
+    activated = register Nothing (fmap (map activate) <$> zs)
+    outWord = register Nothing activated
 
-    -- backward, cycle 3: the updates rounded; cycle 4 written
-    wWrite = register Nothing (updateW <$> products <*> wAddr3)
-    wAddr3 = register 0 (register 0 (register 0 (address <$> ctl)))
-    updateW (Just (op, _, ws, _, _, _, xds)) a | not (opFwd op) = Just (a, zipWith (newValue @uu (wStepShift arith) (wKeepShift arith)) ws xds)
-    updateW _ _ = Nothing
-    bWrite = register Nothing (updateB <$> products)
-    updateB (Just (op, _, _, ds, bs, _, _)) | not (opFwd op) && opBias op =
-      Just (opGroup op, zipWith (newValue @uu (bStepShift arith) (bKeepShift arith)) bs ds)
+    -- backward, cycle 4: the updates' exact values (cycle 5); rounded (6), written
+    diffs = register Nothing (fmap updates <$> products)
+    updates (op, _, ws, ds, bs, _, xds, _) = (op, zipWith (exactNew (wStepShift arith) (wKeepShift arith)) ws xds
+                                                , zipWith (exactNew (bStepShift arith) (bKeepShift arith)) bs ds)
+    exactNew :: forall v t . (KnownNat v, KnownNat t) => Int -> Int -> Signed v -> Signed t -> Signed uu
+    exactNew stepShift keepShift old grad' =
+      shiftL (resize old) keepShift - shiftL (resize grad' * fromInteger (scaleRaw arith)) stepShift
+    wWrite = register Nothing ((>>= updateW) <$> diffs)
+    updateW (op, news, _) | not (opFwd op) = Just (opAddress op, map (roundTo @uu (wKeepShift arith)) news)
+    updateW _ = Nothing
+    bWrite = register Nothing ((>>= updateB) <$> diffs)
+    updateB (op, _, news) | not (opFwd op) && opBias op = Just (opGroup op, map (roundTo @uu (bKeepShift arith)) news)
     updateB _ = Nothing
-    newValue :: forall u v s . (KnownNat u, KnownNat v, KnownNat s) => Int -> Int -> Signed v -> Signed s -> Signed v
-    newValue stepShift keepShift old grad' =
-      roundTo @u keepShift (shiftL (resize old) keepShift - shiftL (resize grad' * fromInteger (scaleRaw arith)) stepShift)
 
-    -- backward, cycles 3 .. 3 + TreeDepth pe: the tree over a word's products; then the sum
+    -- backward, cycles 4 .. 4 + TreeDepth pe: the tree over a word's products; then the sum
     -- over the groups, the derivative's product, the rounding
     backTree = treeFold (+) 0 ((>>= backLeaves) <$> products)
-    backLeaves (op, x, _, _, _, ps, _)
+    backLeaves (op, x, _, _, _, ps, _, f)
       | opFwd op = Nothing
-      | otherwise = Just ((opFirst op, opLast op, x), map resize ps :: Vec pe (Signed bu))
+      | otherwise = Just ((opFirst op, opLast op, x, f), map resize ps :: Vec pe (Signed bu))
     backSum = register Nothing (accumulateBack <$> backTree <*> backSum)
-    accumulateBack (Just ((first, lst, x), s)) prev =
-      Just (lst, x, (if first then 0 else maybe 0 (\(_, _, v) -> v) prev) + s)
+    accumulateBack (Just ((first, lst, x, f), s)) prev =
+      Just (lst, x, f, (if first then 0 else maybe 0 (\(_, _, _, v) -> v) prev) + s)
     accumulateBack Nothing prev = prev
-    backDone = register Nothing (finishedBack <$> backTree <*> backSum)
-    finishedBack (Just ((_, True, _), _)) _ = Just ()
-    finishedBack _ _ = Nothing
-    derived = register Nothing ((\done s -> done >> fmap derivative s) <$> backDone <*> backSum)
-    derivative (_, x, back) = applyDeriv deriv x back
+    backDone = register Nothing (finishedBack <$> backTree)
+    finishedBack (Just ((_, True, _, _), _)) = Just ()
+    finishedBack _ = Nothing
+    derived = register Nothing ((\d s -> d >> fmap (\(_, x, f, back) -> applyDeriv deriv x f back) s) <$> backDone <*> backSum)
     backOut = register Nothing (fmap (roundTo @(bu + 2 * xb + 2) @gpb (backShift arith)) <$> derived)
 
     -- the host's reads and writes of the memories: a value a cycle, word by word in address
     -- order (the weights, then the biases), the outputs past the layer's skipped
     loading = (== Load) . phase <$> ctl
     loadIn = mux loading (hostValue host) (pure Nothing)
-    readOut = readOf <$> ctl <*> weights <*> biases
+    -- a value read leaves from a register (the block RAM's data goes through a lane's
+    -- multiplexer first): it is there the cycle after the word's data, and after each value
+    -- taken the next is loaded a cycle later
+    readOut = register Nothing (mux taken (pure Nothing) (readOf <$> ctl <*> weights <*> biases))
     readOf c ws bs
       | phase c == Read && primed c = Just (if inBias c then resize (bs !! lane c) else resize (ws !! lane c), lastValue c)
       | otherwise = Nothing
@@ -330,10 +337,10 @@ trainLayer arith activate deriv weightFile biasFile host start input grad =
     bLoad = (>>= \(c, vals) -> if lastLane c && inBias c then Just (gIdx c, map resize vals) else Nothing) <$> loadWord
 
     -- the controller
-    issue :: Ctl nIn nInW pin g pe nOut -> Maybe (Op nInW pin g)
+    issue :: Ctl nIn nInW pin g pe nOut -> Maybe (Op nIn nInW pin g)
     issue c = case phase c of
-      Fwd -> Just (Op True (kWord c) (kLane c) (gIdx c) (kIdx c == 0) (kIdx c == maxBound) False)
-      Bwd -> Just (Op False (kWord c) (kLane c) (gIdx c) (gIdx c == 0) (gIdx c == maxBound) (kIdx c == 0))
+      Fwd -> Just (Op True (address c) (kWord c) (kLane c) (gIdx c) (kIdx c == 0) (kIdx c == maxBound) False)
+      Bwd -> Just (Op False (address c) (kWord c) (kLane c) (gIdx c) (gIdx c == 0) (gIdx c == maxBound) (kIdx c == 0))
       _ -> Nothing
 
     control :: Ctl nIn nInW pin g pe nOut -> Events -> Ctl nIn nInW pin g pe nOut
@@ -392,51 +399,142 @@ trainLayer arith activate deriv weightFile biasFile host start input grad =
 (.<|>.) :: Signal dom (Maybe a) -> Signal dom (Maybe a) -> Signal dom (Maybe a)
 a .<|>. b = (<|>) <$> a <*> b
 
--- | @back f'(x)@ exact: the derivative of the input's activation ('Deriv') from its value.
-applyDeriv :: forall bu xb . (KnownNat bu, KnownNat xb) => Deriv -> Signed xb -> Signed bu -> Signed (bu + 2 * xb + 2)
-applyDeriv Pass _ back = resize back
-applyDeriv Positive x back = if x > 0 then resize back else 0
-applyDeriv (Tanh one) x back = back `mul` (fromInteger (one * one) - resize x * resize x :: Signed (2 * xb + 2))
-applyDeriv (Sigmoid one) x back = back `mul` (resize x * (fromInteger one - resize x) :: Signed (2 * xb + 2))
+-- | The factor of the input's derivative that needs a product (tanh's @1 - x^2@, sigmoid's
+-- @x (1 - x)@), 0 for the others: computed as the operands leave, a product of its own.
+derivFactor :: forall xb . KnownNat xb => Deriv -> Signed xb -> Signed (2 * xb + 2)
+derivFactor (Tanh one) x = fromInteger (one * one) - resize x * resize x
+derivFactor (Sigmoid one) x = resize x * (fromInteger one - resize x)
+derivFactor _ _ = 0
 
--- | The output layer's softmax with cross-entropy: its @g@ words of pre-activations @z@ (in
--- @SFixed ai af@) collected, their softmax (K2C.Softmax's pipeline, probabilities @p@ in
--- @SFixed gi gf@) of the @n + 1@ classes, then the gradients @p_j - [j = label]@ (exact, saturated) one a cycle, and
--- the answer: the predicted class (the largest @z@, the lowest index on ties) and @p@ of
--- the label; an inference (@training@ low) gives the answer alone. @w@ is the softmax's sum width.
+-- | @back f'(x)@ exact: the derivative of the input's activation ('Deriv') from its value (and
+-- its factor, 'derivFactor').
+applyDeriv :: forall bu xb . (KnownNat bu, KnownNat xb) => Deriv -> Signed xb -> Signed (2 * xb + 2) -> Signed bu -> Signed (bu + 2 * xb + 2)
+applyDeriv Pass _ _ back = resize back
+applyDeriv Positive x _ back = if x > 0 then resize back else 0
+applyDeriv _ _ f back = back `mul` f
+
+-- | What the loss is doing: waiting for the logits, finding their maximum, reading their
+-- exponentials (and summing them), dividing, answering.
+data LossPhase = LWait | LMax | LExp | LDiv | LAnswer
+  deriving (Eq, Generic, NFDataX)
+
+-- | The loss's state: its phase, the class @j@ it is at, the maximum (and its class), the
+-- exponentials read, the division's cycle and its remainder, numerator bits and quotient,
+-- the label's probability.
+data Loss n ab eb w steps = Loss
+  { lossPhase :: LossPhase
+  , lossJ     :: Index (n + 1)
+  , lossTop   :: Signed ab
+  , lossClass :: Index (n + 1)
+  , lossExps  :: Vec (n + 1) (Signed eb)
+  , lossStep  :: Index (steps + 2)
+  , lossRem   :: Unsigned (w + 1)
+  , lossBits  :: BitVector steps
+  , lossQuot  :: Unsigned steps
+  , lossProb  :: Signed w
+  }
+  deriving (Generic, NFDataX)
+
+-- | The output layer's softmax with cross-entropy (K2C.Softmax's arithmetic, one value at a
+-- time): its @g@ words of pre-activations @z@ (@ab@ bits, @af@ of them fraction) collected;
+-- their maximum and the predicted class (the largest @z@, the lowest index on ties), a value a
+-- cycle; the exponentials @e_j@ read from the table one a cycle (a register before the read,
+-- the read, its data: a block RAM's), their sum @S@; then each probability
+-- @p_j = floor((2 e_j 2^gf + S) / (2 S))@ (saturated to @gi + gf@ bits) by a long division of
+-- @gf + 1@ quotient bits, a bit a cycle, and its gradient @p_j - [j = label]@ (exact,
+-- saturated) given as it is known; then the answer: the class and @p@ of the label. An
+-- inference (@training@ low) gives the answer alone. @w@ is the sum's and the division's width.
+--
+-- Timing: the last word of @z@ in cycle @t@; the maximum's @n + 1@ cycles from @t + 2@, the
+-- exponentials' @n + 1 + 3@ after them, then each class's division in @gf + 3@ cycles (its
+-- start, @gf + 1@ steps, its gradient), the first gradient 'LossLatency' cycles after @t@;
+-- the answer in the cycle after the last gradient.
 softmaxLoss
-  :: forall w n g pe m s eb ai af gi gf dom k
+  :: forall w n g pe m s eb ab af gi gf dom
    . ( HiddenClockResetEnable dom
      , KnownNat w, KnownNat n, KnownNat g, 1 <= g, KnownNat pe, 1 <= pe, n + 1 <= g * pe
-     , KnownNat m, 1 <= m, KnownNat eb, KnownNat ai, KnownNat af, KnownNat gi, KnownNat gf
-     , k ~ DivStages gf, KnownNat k, 1 <= k )
+     , KnownNat m, 1 <= m, KnownNat s, KnownNat eb, KnownNat ab, KnownNat af, KnownNat gi, KnownNat gf )
   => SNat s
   -> TableRom m (Signed eb)
   -> Signal dom Bool
-  -> Signal dom (Maybe (Vec pe (Signed (ai + af))))
+  -> Signal dom (Maybe (Vec pe (Signed ab)))
   -> Signal dom (Index (n + 1))
   -> (Signal dom (Maybe (Signed (gi + gf))), Signal dom (Maybe (Index (n + 1), Signed (gi + gf))))
-softmaxLoss s table training zWord label = (grads, answer)
+softmaxLoss SNat (TableRom rom) training zWord label = (grads, answer)
   where
-    collected = register (0 :: Index g, repeat @(g * pe) (0 :: Signed (ai + af))) (collect <$> zWord <*> collected)
+    collected = register (0 :: Index g, repeat @(g * pe) (0 :: Signed ab)) (collect <$> zWord <*> collected)
     collect (Just zs) (word, acc) =
       (if word == maxBound then 0 else word + 1, concat (replace word zs (unconcatI @g @pe acc)))
     collect Nothing held = held
     complete = register False ((\z (word, _) -> isJust z && word == maxBound) <$> zWord <*> collected)
     logits = (\(_, zs) -> map (zs !!) (indicesI @(n + 1))) <$> collected
-    start = mux complete (Just <$> ((\zs -> (map (sf (SNat @af)) zs, argmax zs)) <$> logits)) (pure Nothing)
-    (probs, _) = softmaxS @w s table (start, pure True)
-      :: (Signal dom (Maybe (Vec (n + 1) (SFixed gi gf), Index (n + 1))), Signal dom Bool)
-    -- the probabilities held while their gradients leave, a value a cycle
-    held = register Nothing (hold <$> probs <*> held <*> label)
-    hold (Just (ps, cls)) _ lbl = Just (map unSF ps, cls, lbl, 0 :: Index (n + 1))
-    hold Nothing (Just (ps, cls, lbl, j)) _ | j /= maxBound = Just (ps, cls, lbl, j + 1)
-    hold Nothing _ _ = Nothing
-    grads = mux training (fmap gradient <$> held) (pure Nothing)
-    gradient (ps, _, lbl, j) = roundTo @(gi + gf + 2) 0 (resize (ps !! j) - (if j == lbl then bit (natToNum @gf) else 0))
-    answer = fmap (\(ps, cls, lbl, _) -> (cls, ps !! lbl)) . firstOnly <$> held
-    firstOnly h@(Just (_, _, _, 0)) = h
-    firstOnly _ = Nothing
+
+    start :: Loss n ab eb w (gf + 1)
+    start = Loss LWait 0 0 0 (repeat 0) 0 0 0 0 0
+    state = register start (advance <$> state <*> complete <*> logits <*> tableData)
+
+    -- the exponentials: the index registered, the table read (a block RAM's synchronous
+    -- read), its data registered
+    index = register 0 (indexOf <$> state <*> logits)
+    indexOf st zs = if d >= last' then maxBound else fromIntegral d
+      where
+        d = shiftR (resize (lossTop st) - resize (zs !! lossJ st) :: Signed (ab + 2)) (natToNum @s)
+        last' = fromInteger (natToInteger @m - 1)
+    tableRead = register 0 (rom <$> index)
+    tableData = register 0 tableRead
+
+    steps = natToNum @(gf + 1) :: Int
+    advance st go zs e = case lossPhase st of
+      LWait | go -> st { lossPhase = LMax, lossJ = 0 }
+            | otherwise -> st
+      LMax ->
+        let z = zs !! lossJ st
+            bigger = lossJ st == 0 || z > lossTop st
+            st' = if bigger then st { lossTop = z, lossClass = lossJ st } else st
+        in  if lossJ st == maxBound then st' { lossPhase = LExp, lossJ = 0, lossStep = 0, lossProb = 0 }
+            else st' { lossJ = lossJ st + 1 }
+      -- j issues index j; the exponential of index j - 3 arrives; the sum is kept in lossProb
+      LExp ->
+        let k = lossStep st
+            arrived = fromIntegral k >= (3 :: Int)
+            at = fromIntegral k - 3 :: Int
+            exps' = if arrived then replace at e (lossExps st) else lossExps st
+            total = if arrived then lossProb st + resize e else lossProb st
+            done = at == natToNum @n
+        in  if done then st { lossPhase = LDiv, lossJ = 0, lossStep = 0, lossExps = exps', lossProb = total }
+            else st { lossStep = k + 1, lossJ = if lossJ st == maxBound then maxBound else lossJ st + 1
+                    , lossExps = exps', lossProb = total }
+      LDiv
+        | lossStep st == 0 -> begin st
+        | fromIntegral (lossStep st) <= steps -> divide st
+        | lossJ st == maxBound -> st { lossPhase = LAnswer }
+        | otherwise -> st { lossJ = lossJ st + 1, lossStep = 0 }
+      LAnswer -> st { lossPhase = LWait }
+
+    -- a division's start: numerator 2 e 2^gf + S (its high bits in the remainder, the low
+    -- gf + 1 to shift in), divisor 2 S
+    total' st = bitCoerce (lossProb st) :: Unsigned w
+    begin st = st { lossStep = 1, lossRem = resize (shiftR numerator steps), lossBits = resize (pack numerator), lossQuot = 0 }
+      where
+        e = lossExps st !! lossJ st
+        numerator = bitCoerce (shiftL (resize e) (natToNum @gf + 1) + lossProb st) :: Unsigned w
+    divisor st = resize (2 * total' st) :: Unsigned (w + 1)
+    -- one step of restoring division: one subtraction decides and gives the new remainder
+    divide st
+      | msb diff == 0 = st' { lossRem = resize (bitCoerce diff :: Unsigned (w + 2)), lossQuot = shiftL (lossQuot st) 1 .|. 1 }
+      | otherwise = st' { lossRem = r', lossQuot = shiftL (lossQuot st) 1 }
+      where
+        r' = shiftL (lossRem st) 1 .|. resize (unpack (pack (msb (lossBits st))) :: Unsigned 1)
+        diff = bitCoerce (resize r' :: Unsigned (w + 2)) - bitCoerce (resize (divisor st) :: Unsigned (w + 2)) :: Signed (w + 2)
+        st' = st { lossStep = lossStep st + 1, lossBits = shiftL (lossBits st) 1 }
+
+    -- a probability once its division is done (saturated), its gradient
+    prob st = roundTo @(gf + 3) @(gi + gf) 0 (bitCoerce (resize (lossQuot st) :: Unsigned (gf + 3)) :: Signed (gf + 3))
+    finished st = lossPhase st == LDiv && fromIntegral (lossStep st) == steps + 1
+    grads = register Nothing (mux training ((\st lbl -> if finished st then Just (gradient st lbl) else Nothing) <$> state <*> label) (pure Nothing))
+    gradient st lbl = roundTo @(gi + gf + 2) 0 (resize (prob st) - (if lossJ st == lbl then bit (natToNum @gf) else 0))
+    labelProb = register 0 ((\st lbl p -> if finished st && lossJ st == lbl then prob st else p) <$> state <*> label <*> labelProb)
+    answer = (\st p -> if lossPhase st == LAnswer then Just (lossClass st, p) else Nothing) <$> state <*> labelProb
 
 -- | Where the host's control is in a message.
 data HostState nIn = Idle | Values Bool (Index nIn) | Label | Reading | Writing

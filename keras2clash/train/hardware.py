@@ -16,7 +16,7 @@ from bitstring import Bits
 from keras2clash.backend.activations import ActivationCode
 from keras2clash.backend.emitter import haskell_names
 from keras2clash.errors import K2CError
-from keras2clash.hw.events import softmax_depth, tree_depth
+from keras2clash.hw.events import tree_depth
 from keras2clash.quant import activations as acts
 from keras2clash.quant.formats import FixedFormat
 from keras2clash.train.golden import GoldenTrainer, LayerFormats
@@ -24,9 +24,9 @@ from keras2clash.train.golden import GoldenTrainer, LayerFormats
 WORD_BITS = 32
 """The host's words (AXI4-Stream TDATA): a raw value sign-extended, a label, a class."""
 
-FWD_LATENCY = 6
+FWD_LATENCY = 9
 """K2C.Train's FwdLatency: a forward operation's issue to its group's output word."""
-DRAIN_CYCLES = 4
+DRAIN_CYCLES = 5
 TEMPLATE_NAMES = frozenset({"trainer", "loss", "main", "circuit", "run"})
 """Top-level names of the core's modules (Trainer.hs, Sim.hs) a layer's function must not take."""
 """K2C.Train's DrainCycles: the last backward issue to the update's last write."""
@@ -34,12 +34,19 @@ TEMPLATE_NAMES = frozenset({"trainer", "loss", "main", "circuit", "run"})
 
 def bwd_latency(pe: int) -> int:
     """K2C.Train's BwdLatency: a backward operation's issue to the previous layer's gradient."""
-    return 6 + tree_depth(pe)
+    return 7 + tree_depth(pe)
 
 
 def loss_latency(classes: int, g_frac: int) -> int:
-    """K2C.Train's LossLatency: the last output word to the first gradient."""
-    return 3 + softmax_depth(g_frac, classes)
+    """K2C.Train's LossLatency: the last output word to the first gradient (the maximum and
+    the exponentials a class a cycle, the first division)."""
+    return 2 * classes + g_frac + 8
+
+
+def loss_gradients(classes: int, g_frac: int) -> int:
+    """K2C.Train.softmaxLoss: the first gradient to the last (a division of g_frac + 1 quotient
+    bits a class)."""
+    return (classes - 1) * (g_frac + 3)
 
 
 @dataclass(frozen=True)
@@ -266,7 +273,8 @@ class TrainCore:
         t = 1 + layers[0].in_words  # the command word, the values
         for layer in layers:
             t += layer.ops + FWD_LATENCY
-        t += -1 + loss_latency(self.classes, layers[-1].f.g.frac) + self.classes
+        g_frac = layers[-1].f.g.frac
+        t += -1 + loss_latency(self.classes, g_frac) + loss_gradients(self.classes, g_frac) + 1
         for layer in reversed(layers[1:]):
             t += layer.ops + bwd_latency(layer.pe)
         return t + layers[0].ops + DRAIN_CYCLES + 1
@@ -275,7 +283,8 @@ class TrainCore:
         """Cycles from a sample's command word to its answer's first word."""
         layers = self.layers
         t = 1 + layers[0].in_words + sum(layer.ops + FWD_LATENCY for layer in layers)
-        return t - 1 + loss_latency(self.classes, layers[-1].f.g.frac) + 1  # the answer's register
+        g_frac = layers[-1].f.g.frac
+        return t - 1 + loss_latency(self.classes, g_frac) + loss_gradients(self.classes, g_frac) + 1
 
 
 def sum_width(classes: int, g: FixedFormat) -> int:
