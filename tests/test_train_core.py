@@ -181,3 +181,29 @@ def test_host_reads_writes_and_infers_between_steps(tmp_path: Path) -> None:
     # an inference answers as a training step does, and the core takes the next message then
     assert run.answer_cycle[6] - run.first_word[6] == core.answer_cycle()
     assert run.first_word[7] - run.first_word[6] == core.answer_cycle() + 1
+
+
+def test_train_command_writes_and_checks_a_core(tmp_path: Path, capsys) -> None:
+    import json
+
+    from helpers import run_cli
+
+    args = ["train", EXAMPLE / "digits8.keras", "--data", EXAMPLE / "train_digits8.npz", "--epochs", "0"]
+    out = tmp_path / "run.json"
+    core = tmp_path / "core"
+    code, text = run_cli(
+        [*args, "--lr", "2^-7", "--core", core, "--dsp-budget", "20", "--core-steps", "30", "--json", out], capsys
+    )
+    assert code == 0, text
+    result = json.loads(out.read_text())["core"]
+    assert result["parallelism"] == [8, 2] and result["multipliers"] == 20
+    assert result["checked_steps"] == 30 and result["bit_exact"] and result["cycles_match_model"]
+    assert result["simulated_step_cycles"] == [result["step_cycles"]] == [738]
+    assert (core / "Trainer.hs").is_file() and (core / "weights" / "hidden_1.w.mem").is_file()
+    code, text = run_cli([*args, "--core", core], capsys)
+    assert code == 2 and "is not empty; use --force" in text  # nothing overwritten
+    code, text = run_cli([*args, "--core", tmp_path / "c2", "--parallelism", "17,1"], capsys)
+    assert code == 2 and "parallelism 17 is not within 1 to its 16 outputs" in text
+    assert not (tmp_path / "c2").exists()
+    code, text = run_cli([*args, "--parallelism", "2,2"], capsys)
+    assert code == 2 and "give --core FOLDER" in text

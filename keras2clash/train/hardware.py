@@ -291,3 +291,35 @@ def sum_width(classes: int, g: FixedFormat) -> int:
     """The softmax's sum and division width (as the inference network's)."""
     exp = acts.softmax_table(FixedFormat(1, 1, 1), g, classes)  # only its fraction is used
     return exp.frac + 2 + g.frac + 4 + math.ceil(math.log2(classes + 1))
+
+
+def layer_cost(core_layer_index: int, n_in: int, n_out: int, pe: int) -> int:
+    """A layer's share of a training step's cycles at `pe` outputs a cycle: its forward and
+    backward passes, and (below the first layer) its gradient's latency (`TrainCore.step_cycles`)."""
+    ops = n_in * -(-n_out // pe)
+    return 2 * ops + (bwd_latency(pe) if core_layer_index else 0)
+
+
+def parallelism_within(trainer: GoldenTrainer, budget: int) -> tuple[int, ...]:
+    """The outputs a cycle of every layer that make a training step the shortest within
+    `budget` multipliers (two a lane: `LayerCore.multipliers`): the step's cycles are a sum
+    over the layers, so a knapsack over the budget (for each layer only the smallest `pe` of
+    each group count)."""
+    layers = trainer.net.layers
+    if budget < 2 * len(layers):
+        raise K2CError(f"a multiplier budget of {budget}: the core needs at least {2 * len(layers)} (two a layer)")
+    # best[m]: (cycles, pes) of the layers so far within m multipliers
+    best: dict[int, tuple[int, tuple[int, ...]]] = {0: (0, ())}
+    for i, layer in enumerate(layers):
+        choices = sorted({-(-layer.n_out // g) for g in range(1, layer.n_out + 1)})
+        nxt: dict[int, tuple[int, tuple[int, ...]]] = {}
+        for used, (cycles, pes) in best.items():
+            for pe in choices:
+                m = used + 2 * pe
+                if m > budget:
+                    break
+                c = cycles + layer_cost(i, layer.n_in, layer.n_out, pe)
+                if m not in nxt or c < nxt[m][0]:
+                    nxt[m] = (c, (*pes, pe))
+        best = nxt
+    return min(best.values())[1]

@@ -20,7 +20,9 @@ from keras2clash.data import read_npz
 from keras2clash.errors import K2CError
 from keras2clash.frontend.convert import load_keras_model, to_graph
 from keras2clash.quant.formats import parse_format
+from keras2clash.train.core import check_core, write_core
 from keras2clash.train.golden import Epoch, GoldenTrainer, LayerFormats, Sgd
+from keras2clash.train.hardware import TrainCore, parallelism_within
 from keras2clash.train.net import TrainNet, train_net
 from keras2clash.train.profile import auto_formats
 from keras2clash.train.reference import keras_fit
@@ -46,6 +48,7 @@ class TrainResult:
     golden: list[Epoch]
     keras: list[Epoch] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
+    core: dict[str, object] = field(default_factory=dict)
 
     def to_json(self) -> str:
         data = asdict(self)
@@ -74,6 +77,70 @@ def read_samples(path: Path, net: TrainNet, split: str) -> Samples:
     if y.reshape(len(y), -1).shape[1] != classes:
         raise K2CError(f"{path}: targets of shape {y.shape[1:]}, the model has {classes} outputs")
     return Samples(x.reshape(len(x), -1).astype(np.float64), y.reshape(len(y), -1).astype(np.float64))
+
+
+@dataclass(frozen=True)
+class CoreRequest:
+    """A training core to write beside the run (`train --core`): its folder and name, its
+    outputs a cycle per layer (`parallelism`, or the shortest step within `dsp_budget`
+    multipliers), and how many of the first epoch's steps to simulate against the golden
+    trainer."""
+
+    out: Path
+    name: str
+    parallelism: tuple[int, ...] | None = None
+    dsp_budget: int | None = None
+    steps: int = 0
+    force: bool = False
+
+
+def build_core(
+    request: CoreRequest,
+    trainer: GoldenTrainer,
+    samples: Samples,
+    order: np.ndarray,
+    progress: Callable[[str], object] | None = None,
+) -> dict[str, object]:
+    """Write the training core of `trainer` (its initial weights, formats and SGD); simulate
+    `request.steps` steps of `order` against a golden trainer; what it found."""
+    net = trainer.net
+    fresh = GoldenTrainer(net, trainer.sgd, trainer.formats, trainer.x_format)
+    if request.parallelism is not None:
+        pes = request.parallelism
+    elif request.dsp_budget is not None:
+        pes = parallelism_within(fresh, request.dsp_budget)
+    else:
+        pes = tuple(1 for _ in net.layers)
+    core = TrainCore(fresh, pes)
+    if progress is not None:
+        progress(f"writing the training core to {request.out}")
+    project = write_core(core, request.out, request.name, force=request.force)
+    info: dict[str, object] = {
+        "project": str(project),
+        "parallelism": list(pes),
+        "multipliers": core.multipliers,
+        "step_cycles": core.step_cycles(),
+        "answer_cycles": core.answer_cycle(),
+    }
+    if request.steps:
+        if request.steps > len(order):
+            raise K2CError(f"--core-steps {request.steps}: the data has {len(order)} samples")
+        idx = order[: request.steps]
+        labels = np.asarray(samples.y)[idx].reshape(len(idx), -1)[:, 0].astype(np.int64)
+
+        def tell(k: int) -> None:
+            if progress is not None:
+                progress(f"simulating the training core: step {k} of {request.steps}")
+
+        check = check_core(core, project, samples.x[idx], labels, tell)
+        info |= {
+            "checked_steps": check.steps,
+            "bit_exact": check.exact,
+            "mismatches": check.mismatches[:10],
+            "cycles_match_model": check.cycles_match,
+            "simulated_step_cycles": sorted(set(check.step_cycles)),
+        }
+    return info
 
 
 def layer_formats(net: TrainNet, bases: Sequence[LayerFormats], specs: Sequence[str]) -> list[LayerFormats]:
@@ -110,16 +177,17 @@ def train(
     seed: int = 0,
     keras: bool = True,
     auto_bits: int | None = None,
+    core: CoreRequest | None = None,
     progress: Callable[[str], object] | None = None,
 ) -> tuple[TrainResult, GoldenTrainer]:
-    if epochs < 1:
-        raise K2CError(f"--epochs {epochs}: at least 1")
+    if epochs < 1 and core is None:
+        raise K2CError(f"--epochs {epochs}: at least 1 (0 only to write a training core)")
     sgd = sgd or Sgd()
     net = train_net(to_graph(load_keras_model(model)), loss)
     samples = read_samples(data, net, "train")
     held = read_samples(test, net, "test") if test is not None else None
     rng = np.random.default_rng(seed)
-    orders = [rng.permutation(len(samples.x)) for _ in range(epochs)]
+    orders = [rng.permutation(len(samples.x)) for _ in range(max(epochs, 1))]
     if auto_bits is not None:
         if progress is not None:
             progress("profiling one epoch at 24-bit formats")
@@ -129,17 +197,18 @@ def train(
     fmts = layer_formats(net, chosen, layer_specs)
     golden = GoldenTrainer(net, sgd, fmts, x_format=parse_format(x_format))
     start = golden.real_weights()
+    core_info = {} if core is None else build_core(core, golden, samples, orders[0], progress)
     pair = (held.x, held.y) if held is not None else None
     seconds = {}
     t0 = time.perf_counter()
     runs = golden.fit(samples.x, samples.y, epochs, orders, pair, progress)
     seconds["golden"] = time.perf_counter() - t0
     theirs: list[Epoch] = []
-    if keras:
+    if keras and epochs:
         if progress is not None:
             progress(f"Keras float: {epochs} epochs")
         t0 = time.perf_counter()
-        theirs, _ = keras_fit(net, start, sgd, samples.x, samples.y, orders, pair)
+        theirs, _ = keras_fit(net, start, sgd, samples.x, samples.y, orders[:epochs], pair)
         seconds["keras"] = time.perf_counter() - t0
     scale = golden.scale
     note = f"{float(scale.value):.6g} = {scale.raw} * 2^-{scale.frac}" + (
@@ -156,6 +225,7 @@ def train(
         golden=runs,
         keras=theirs,
         seconds=seconds,
+        core=core_info,
     )
     return result, golden
 
