@@ -207,3 +207,30 @@ def test_train_command_writes_and_checks_a_core(tmp_path: Path, capsys) -> None:
     assert not (tmp_path / "c2").exists()
     code, text = run_cli([*args, "--parallelism", "2,2"], capsys)
     assert code == 2 and "give --core FOLDER" in text
+
+
+def test_digits8_core_in_verilator_reads_the_golden_weights_after_each_of_200_steps(tmp_path: Path) -> None:
+    """The core's Verilog with random idle cycles and stalls on both ports: after each of the
+    first 200 steps the host reads every weight back (the read command), and each read and
+    each answer is the golden trainer's."""
+    from keras2clash.frontend.convert import load_keras_model, to_graph
+    from keras2clash.train.core import read_message, split_read, train_message
+    from keras2clash.train.net import train_net
+    from keras2clash.train.rtl import rtl_core
+
+    net = train_net(to_graph(load_keras_model(EXAMPLE / "digits8.keras")))
+    data = np.load(EXAMPLE / "train_digits8.npz")
+    golden = GoldenTrainer(net, Sgd(learning_rate=2.0**-7))
+    core = TrainCore(GoldenTrainer(net, Sgd(learning_rate=2.0**-7)), (4, 3))
+    project = write_core(core, tmp_path / "core", "digits8_train")
+    xq, labels = golden.quantize_inputs(data["x"][:200]), data["y"][:200]
+    messages = [m for x, label in zip(xq, labels) for m in (train_message(x, label), read_message(core))]
+    run = rtl_core(core, project, messages, gap_max=2, seed=3)
+    for s in range(200):
+        z, y = golden.step(xq[s : s + 1], labels[s : s + 1])
+        assert run.answers[2 * s] == [int(np.argmax(z[0])), int(y[0, labels[s]])], s
+        weights, biases = split_read(core, run.answers[2 * s + 1])
+        assert all(np.array_equal(a, b) for a, b in zip(weights, golden.weights)), s
+        assert all(np.array_equal(a, b) for a, b in zip(biases, golden.biases)), s
+    # the idle cycles and stalls cost cycles; none of them changes a value
+    assert min(np.diff(run.first_word)[::2]) > core.step_cycles()

@@ -9,7 +9,7 @@ files (`weights/`: each layer's initial weights and biases, the tables).
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,6 +42,10 @@ _env = jinja2.Environment(
 _env.filters["prefix"] = lambda text, prefix: f"{prefix}{text}"
 
 MODULES = {"Trainer.hs": "Trainer.hs.j2", "Top.hs": "Top.hs.j2", "Sim.hs": "Sim.hs.j2"}
+
+
+def template(name: str) -> jinja2.Template:
+    return _env.get_template(name)
 
 
 @dataclass(frozen=True)
@@ -210,15 +214,35 @@ def simulate_core(
     exe = build_simulator(project)
     steps = sum(m.command == TRAIN for m in messages)
     words = [w for m in messages for w in m.words]
-    budget = 2 * (steps + 1) * core.step_cycles() + 4 * len(words) + 4 * sum(m.answer_words for m in messages) + 1000
     text = f"{len(messages)} {steps}\n" + " ".join(map(str, words)) + "\n"
+    lines = simulator_lines(exe, project, text, [str(cycle_budget(core, messages))])
+    run = read_events(core, messages, lines, progress)
+    if len(run.step_end) != steps:
+        raise K2CError(f"training core: the simulation ended after {len(run.step_end)} of {steps} steps")
+    return run
+
+
+def cycle_budget(core: TrainCore, messages: Sequence[Message]) -> int:
+    """Cycles a simulation of `messages` may take before it is called stuck: twice the cycle
+    model's steps, four cycles a word in and out, and some."""
+    steps = sum(m.command == TRAIN for m in messages)
+    words = sum(len(m.words) + m.answer_words for m in messages)
+    return 2 * (steps + 1) * core.step_cycles() + 4 * words + 1000
+
+
+def read_events(
+    core: TrainCore, messages: Sequence[Message], lines: Iterable[str], progress: Callable[[int], None] | None = None
+) -> CoreRun:
+    """A simulation's event lines (`i C`, `o C VALUE LAST`, and from the Clash simulation
+    `w`/`b`/`s`: Sim.hs) as what the core answered and wrote, when; one clear error if an
+    answer is missing or has the wrong length."""
     layers = core.layers
     run = CoreRun()
     w_words: list[list[Sequence[int]]] = [[] for _ in layers]
     b_words: list[list[Sequence[int]]] = [[] for _ in layers]
-    starts = np.cumsum([0] + [len(m.words) for m in messages])
+    starts = set(np.cumsum([0] + [len(m.words) for m in messages]).tolist())
     taken, answer = 0, list[int]()
-    for line in simulator_lines(exe, project, text, [str(budget)]):
+    for line in lines:
         tag, cycle, *rest = line.split()
         values = [int(v) for v in rest]
         if tag == "i":
@@ -232,6 +256,8 @@ def simulate_core(
             if values[1]:
                 run.answers.append(answer)
                 answer = []
+                if progress is not None:
+                    progress(len(run.answers))
         elif tag in ("w", "b"):
             target = w_words if tag == "w" else b_words
             layer, address = values[0], values[1]
@@ -246,13 +272,8 @@ def simulate_core(
             run.biases.append([lay.unpack_biases(bs) for lay, bs in zip(layers, b_words)])
             w_words = [[] for _ in layers]
             b_words = [[] for _ in layers]
-            if progress is not None:
-                progress(len(run.step_end))
-    if len(run.answers) != len(messages) or len(run.step_end) != steps:
-        raise K2CError(
-            f"training core: the simulation ended after {len(run.answers)} of {len(messages)} answers "
-            f"and {len(run.step_end)} of {steps} steps"
-        )
+    if len(run.answers) != len(messages):
+        raise K2CError(f"training core: {len(run.answers)} answers to {len(messages)} messages")
     for k, (m, a) in enumerate(zip(messages, run.answers)):
         if len(a) != m.answer_words:
             raise K2CError(

@@ -112,6 +112,12 @@ class LayerCore:
         return self._update(self.f.b, self.f.g.frac + self.scale_frac)
 
     @property
+    def gpb(self) -> int:
+        """Bits of the gradient the layer gives back: the previous layer's; the first layer's
+        is never used (2 bits, which synthesis removes with the sum that makes it)."""
+        return self.g_prev.bits if self.g_prev is not None else 2
+
+    @property
     def deriv_frac(self) -> int:
         return 2 * self.x.frac if self.deriv in ("tanh", "sigmoid") else 0
 
@@ -148,7 +154,7 @@ class LayerCore:
 
     def type_args(self) -> list[int]:
         """K2C.Train.trainLayer's type arguments, in its order."""
-        gpb = self.g_prev.bits if self.g_prev is not None else 1
+        gpb = self.gpb
         f = self.f
         sizes = [self.n_in, self.in_words, self.pin, self.groups, self.pe, self.n_out]
         return sizes + [self.x.bits, f.w.bits, f.b.bits, f.a.bits, f.g.bits, gpb, self.fu, self.uu, self.bu]

@@ -163,7 +163,7 @@ def check_weight_files(project: Project, folder: Path, language: str) -> list[st
 # --- build and run -------------------------------------------------------------------------
 
 
-def _build(sim: Simulator, tools: dict[str, str], folder: Path, tb_dir: Path, build: Path) -> list[str]:
+def build_testbench(sim: Simulator, tools: dict[str, str], folder: Path, tb_dir: Path, build: Path) -> list[str]:
     """Compile the testbench and the design; return the command that runs it (from `folder`)."""
     shutil.rmtree(build, ignore_errors=True)
     work_dir(build)
@@ -371,7 +371,7 @@ def run_testbench(
     if status is not None:
         status(f"building the {sim.name} simulation")
     t0 = time.monotonic()
-    cmd = _build(sim, tools, folder, project.root / TB_DIR, build)
+    cmd = build_testbench(sim, tools, folder, project.root / TB_DIR, build)
     t1 = time.monotonic()
     if status is not None:
         status(f"{sim.name}: simulating {tb.spec.samples} samples")
@@ -431,7 +431,7 @@ def run_heads_testbench(project: Project, simulator: str, tb: HeadsTestbench) ->
     folder = ensure_hdl(project, sim.language)
     check_weight_files(project, folder, sim.language)
     build = project.root / toolchain.BUILD_DIR / f"rtl-{sim.name}"
-    cmd = _build(sim, tools, folder, project.root / TB_DIR, build)
+    cmd = build_testbench(sim, tools, folder, project.root / TB_DIR, build)
     lines = _run_streaming(cmd, folder, tb.spec.samples * len(tb.ports), None)
     (build / "run.log").write_text("\n".join(lines) + "\n")
     n, ports = tb.spec.samples, len(tb.ports)
