@@ -133,15 +133,19 @@ type LossLatency n fo = 1 + (n + 1) + (n + 1 + 3) + fo + 4
 -- | @v@ (a value with @f@ fraction bits) with @f - s@ fraction bits in @m@ bits: for @s > 0@
 -- rounded half up (the dropped bits' half added, then an arithmetic shift, a floor), for
 -- @s <= 0@ shifted left (exact); saturated to @m@ bits. @u@ holds the value with a bit to
--- spare for the rounding's addition.
+-- spare for the rounding's addition. The saturation asks whether the bits above the result's
+-- are all copies of its sign (an equality, a tree of LUTs), not two comparisons: the
+-- rounding's addition is the one carry chain.
 roundTo :: forall u m . (KnownNat u, KnownNat m) => Int -> Signed u -> Signed m
 roundTo s v = saturate (if s > 0 then shiftR (wide + bit (s - 1)) s else shiftL wide (negate s))
   where
     wide = resize v :: Signed (u + 1)
     saturate r
-      | r > resize (maxBound :: Signed m) = maxBound
-      | r < resize (minBound :: Signed m) = minBound
-      | otherwise = resize r
+      | resize narrow == r = narrow
+      | r < 0 = minBound
+      | otherwise = maxBound
+      where
+        narrow = resize r :: Signed m
 
 -- | One operation of a layer's loop: forward or backward, its input @k@ (its word and lane
 -- in the input buffer), its group, whether it starts or ends a sum, and (backward) whether it
@@ -163,7 +167,8 @@ data Op nIn nInW pin g = Op
 data Events = Events Bool Bool Bool (Maybe Command) Bool Bool
 
 -- | The controller's state: the phase, the loop's counters and the weight address; in a
--- transfer the lane of the word, whether it is in the biases, whether the word read is there.
+-- transfer the lane of the word, whether it is in the biases, how far the word read is (its
+-- address set, its data out of the block RAM, registered).
 data Ctl nIn nInW pin g pe nOut = Ctl
   { phase   :: Phase
   , filled  :: Index nInW
@@ -177,7 +182,7 @@ data Ctl nIn nInW pin g pe nOut = Ctl
   , drained :: Index (DrainCycles + 1)
   , lane    :: Index pe
   , inBias  :: Bool
-  , primed  :: Bool
+  , primed  :: Index 3
   }
   deriving (Generic, NFDataX)
 
@@ -200,14 +205,15 @@ data TrainLayerOut dom g pe nIn gpb ab wb bb = TrainLayerOut
 -- | A Dense layer that trains (the module header): @nIn@ inputs arriving as words of @pin@
 -- values, @nOut@ outputs in @g@ groups of @pe@; input @xb@ bits, weights @wb@, biases @bb@,
 -- activations @ab@, its gradient @gb@, the previous layer's gradient @gpb@; @fu@ holds the
--- forward sum (with the bias), @uu@ the update, @bu@ the backward sum.
+-- forward sum (with the bias), @uu@ the update, @bu@ the backward sum, @du@ the backward sum
+-- times the derivative (@bu@ itself where the derivative is a choice, not a product).
 trainLayer
-  :: forall nIn nInW pin g pe nOut xb wb bb ab gb gpb fu uu bu dom
+  :: forall nIn nInW pin g pe nOut xb wb bb ab gb gpb fu uu bu du dom
    . ( HiddenClockResetEnable dom
      , KnownNat nIn, 1 <= nIn, KnownNat nInW, 1 <= nInW, KnownNat pin, 1 <= pin
      , KnownNat g, 1 <= g, KnownNat pe, 1 <= pe, KnownNat nOut, 1 <= nOut
      , KnownNat xb, KnownNat wb, KnownNat bb, KnownNat ab, KnownNat gb, KnownNat gpb
-     , KnownNat fu, KnownNat uu, KnownNat bu )
+     , KnownNat fu, KnownNat uu, KnownNat bu, KnownNat du )
   => LayerArith
   -> (Signed ab -> Signed ab)
   -> Deriv
@@ -222,7 +228,7 @@ trainLayer arith activate deriv weightFile biasFile host start input grad =
   TrainLayerOut outWord backOut ((== Fill) . phase <$> ctl) (phase <$> ctl) wWrite bWrite readOut done
   where
     ctl :: Signal dom (Ctl nIn nInW pin g pe nOut)
-    ctl = register (Ctl Fill 0 0 0 0 0 0 0 0 0 0 False False) (control <$> ctl <*> events)
+    ctl = register (Ctl Fill 0 0 0 0 0 0 0 0 0 0 False 0) (control <$> ctl <*> events)
     events = Events <$> (isJust <$> input) <*> (isJust <$> grad) <*> hostTrain host <*> start
                     <*> taken <*> (isJust <$> loadIn)
     issued :: Signal dom (Maybe (Op nIn nInW pin g))
@@ -313,19 +319,20 @@ trainLayer arith activate deriv weightFile biasFile host start input grad =
     backDone = register Nothing (finishedBack <$> backTree)
     finishedBack (Just ((_, True, _, _), _)) = Just ()
     finishedBack _ = Nothing
-    derived = register Nothing ((\d s -> d >> fmap (\(_, x, f, back) -> applyDeriv deriv x f back) s) <$> backDone <*> backSum)
-    backOut = register Nothing (fmap (roundTo @(bu + 2 * xb + 2) @gpb (backShift arith)) <$> derived)
+    derived = register Nothing ((\d s -> d >> fmap (\(_, x, f, back) -> resize (applyDeriv deriv x f back) :: Signed du) s) <$> backDone <*> backSum)
+    backOut = register Nothing (fmap (roundTo @du @gpb (backShift arith)) <$> derived)
 
     -- the host's reads and writes of the memories: a value a cycle, word by word in address
     -- order (the weights, then the biases), the outputs past the layer's skipped
     loading = (== Load) . phase <$> ctl
     loadIn = mux loading (hostValue host) (pure Nothing)
-    -- a value read leaves from a register (the block RAM's data goes through a lane's
-    -- multiplexer first): it is there the cycle after the word's data, and after each value
-    -- taken the next is loaded a cycle later
-    readOut = register Nothing (mux taken (pure Nothing) (readOf <$> ctl <*> weights <*> biases))
+    -- a value read leaves from a register, its word's data registered as it leaves the block
+    -- RAM (before the lane's multiplexer): a word's first value is there three cycles after
+    -- its address, each next the cycle after the one before was taken
+    readData = register (repeat 0, repeat 0) (bundle (weights, biases))
+    readOut = register Nothing (mux taken (pure Nothing) (readOf <$> ctl <*> (fst <$> readData) <*> (snd <$> readData)))
     readOf c ws bs
-      | phase c == Read && primed c = Just (if inBias c then resize (bs !! lane c) else resize (ws !! lane c), lastValue c)
+      | phase c == Read && primed c == maxBound = Just (if inBias c then resize (bs !! lane c) else resize (ws !! lane c), lastValue c)
       | otherwise = Nothing
     taken = (isJust <$> readOut) .&&. hostReadReady host
     done = (taken .||. (isJust <$> loadIn)) .&&. (lastValue <$> ctl)
@@ -367,8 +374,8 @@ trainLayer arith activate deriv weightFile biasFile host start input grad =
         | drained c == maxBound -> c { phase = Fill }
         | otherwise -> c { drained = drained c + 1 }
       Read
-        | not (primed c) -> c { primed = True }
-        | readTaken -> (nextValue c) { primed = not (lastLane c) }
+        | primed c /= maxBound -> c { primed = primed c + 1 }
+        | readTaken -> (nextValue c) { primed = if lastLane c then 0 else maxBound }
         | otherwise -> c
       Load
         | loadValid -> nextValue c
@@ -537,14 +544,14 @@ softmaxLoss SNat (TableRom rom) training zWord label = (grads, answer)
     answer = (\st p -> if lossPhase st == LAnswer then Just (lossClass st, p) else Nothing) <$> state <*> labelProb
 
 -- | Where the host's control is in a message.
-data HostState nIn = Idle | Values Bool (Index nIn) | Label | Reading | Writing
+data HostState nIn np = Idle | Values Bool (Index nIn) | Label | Reading | Writing (Index np) | Written
   deriving (Eq, Generic, NFDataX)
 
 -- | The host's side of the core (docs/guide/training.md, "The host's protocol"). A message is a
 -- command word, then its words: 0 trains on a sample (its @nIn@ values, then its label; the
 -- answer: the class, the label's probability), 1 infers (its @nIn@ values; the answer: the
 -- class), 2 reads the weights (the answer: every layer's weights row by row, then its biases),
--- 3 writes them (the same values in; the answer: one word, 0). Other command words are
+-- 3 writes them (the same @np@ values in; the answer: one word, 0). Other command words are
 -- dropped. A command is taken once the previous message is done (@idle@: every layer fills
 -- and no answer waits, and the previous sample's answer was given).
 --
@@ -553,8 +560,8 @@ data HostState nIn = Idle | Values Bool (Index nIn) | Label | Reading | Writing
 -- host's ready, a sample's value (to the first layer), its label, what the layers see
 -- ('HostIn'), the start of a transfer (to the first layer), the end of a write (a pulse).
 hostControl
-  :: forall nIn dom
-   . (HiddenClockResetEnable dom, KnownNat nIn, 1 <= nIn)
+  :: forall nIn np dom
+   . (HiddenClockResetEnable dom, KnownNat nIn, 1 <= nIn, KnownNat np, 1 <= np)
   => Signal dom (Maybe HostWord)
   -> Signal dom Bool
   -> Signal dom Bool
@@ -565,13 +572,14 @@ hostControl
 hostControl hostWords idle answered transferEnd outReady =
   (ready, sampleValue, labelValue, HostIn training outReady writeValue, startTransfer, writeEnded)
   where
-    state = register (Idle :: HostState nIn) (step <$> state <*> moved <*> command <*> transferEnd)
+    state = register (Idle :: HostState nIn np) (step <$> state <*> moved <*> command <*> transferEnd)
     waiting = register False (mux (moved .&&. starts) (pure True) (mux answered (pure False) waiting))
     starts = ((== Idle) <$> state) .&&. (isSample <$> command)
     isSample c = c == Just TrainCmd || c == Just InferCmd
     ready = readyOf <$> state <*> (idle .&&. (not <$> waiting))
     readyOf Idle free = free
     readyOf Reading _ = False
+    readyOf Written _ = False
     readyOf _ _ = True
     moved = (isJust <$> hostWords) .&&. ready
     word = fromJustX <$> hostWords
@@ -586,25 +594,29 @@ hostControl hostWords idle answered transferEnd outReady =
     step Idle True (Just TrainCmd) _ = Values True 0
     step Idle True (Just InferCmd) _ = Values False 0
     step Idle True (Just ReadCmd) _ = Reading
-    step Idle True (Just WriteCmd) _ = Writing
+    step Idle True (Just WriteCmd) _ = Writing 0
     step (Values t k) True _ _
       | k /= maxBound = Values t (k + 1)
       | t = Label
       | otherwise = Idle
     step Label True _ _ = Idle
     step Reading _ _ True = Idle
-    step Writing _ _ True = Idle
+    step (Writing k) True _ _ = if k == maxBound then Written else Writing (k + 1)
+    step Written _ _ True = Idle
     step st _ _ _ = st
 
     inValues (Values _ _) = True
     inValues _ = False
-    sampleValue = mux (moved .&&. (inValues <$> state)) (Just <$> word) (pure Nothing)
-    labelValue = mux (moved .&&. ((== Label) <$> state)) (Just <$> word) (pure Nothing)
+    -- the words for the layers leave from registers (a cycle after they moved in)
+    sampleValue = register Nothing (mux (moved .&&. (inValues <$> state)) (Just <$> word) (pure Nothing))
+    labelValue = register Nothing (mux (moved .&&. ((== Label) <$> state)) (Just <$> word) (pure Nothing))
     training = register True (mux (moved .&&. starts) ((== Just TrainCmd) <$> command) training)
-    startTransfer = mux (moved .&&. ((== Idle) <$> state)) (transferOf <$> command) (pure Nothing)
+    startTransfer = register Nothing (mux (moved .&&. ((== Idle) <$> state)) (transferOf <$> command) (pure Nothing))
     transferOf c = if c == Just ReadCmd || c == Just WriteCmd then c else Nothing
-    writeValue = mux (moved .&&. ((== Writing) <$> state)) (Just <$> word) (pure Nothing)
-    writeEnded = ((== Writing) <$> state) .&&. transferEnd
+    writeValue = register Nothing (mux (moved .&&. (isWriting <$> state)) (Just <$> word) (pure Nothing))
+    isWriting (Writing _) = True
+    isWriting _ = False
+    writeEnded = ((== Written) <$> state) .&&. transferEnd
 
 -- | The start of the next layer's transfer: as this one's ends, the same kind.
 nextStart :: TrainLayerOut dom g pe nIn gpb ab wb bb -> Signal dom (Maybe Command)

@@ -113,6 +113,7 @@ def _context(core: TrainCore, name: str, tables: list[TableSite], softmax: Softm
         "p_fmt": last.f.g,
         "word_bits": WORD_BITS,
         "multipliers": core.multipliers,
+        "parameters": sum(layer.n_in * layer.n_out + layer.n_out for layer in layers),
         "step_cycles": core.step_cycles(),
         "scale_text": scale_text,
     }

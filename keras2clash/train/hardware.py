@@ -152,12 +152,18 @@ class LayerCore:
     def bu(self) -> int:
         return self.f.g.bits + self.f.w.bits + max(self.groups * self.pe - 1, 1).bit_length() + 1
 
+    @property
+    def du(self) -> int:
+        """The backward sum times the input's derivative: a product with tanh's and sigmoid's
+        factor (2 x.bits + 2 bits), the sum itself for relu's and linear's."""
+        return self.bu + (2 * self.x.bits + 2 if self.deriv in ("tanh", "sigmoid") else 0)
+
     def type_args(self) -> list[int]:
         """K2C.Train.trainLayer's type arguments, in its order."""
-        gpb = self.gpb
         f = self.f
         sizes = [self.n_in, self.in_words, self.pin, self.groups, self.pe, self.n_out]
-        return sizes + [self.x.bits, f.w.bits, f.b.bits, f.a.bits, f.g.bits, gpb, self.fu, self.uu, self.bu]
+        widths = [self.x.bits, f.w.bits, f.b.bits, f.a.bits, f.g.bits, self.gpb, self.fu, self.uu, self.bu, self.du]
+        return sizes + widths
 
     def arith(self) -> str:
         """The LayerArith record, in Haskell."""
@@ -276,7 +282,7 @@ class TrainCore:
         layer's forward pass and its output's latency, the loss, each layer's backward pass and
         its gradient's latency, the first layer's last writes."""
         layers = self.layers
-        t = 1 + layers[0].in_words  # the command word, the values
+        t = 2 + layers[0].in_words  # the command, the values, their register
         for layer in layers:
             t += layer.ops + FWD_LATENCY
         g_frac = layers[-1].f.g.frac
@@ -288,7 +294,7 @@ class TrainCore:
     def answer_cycle(self) -> int:
         """Cycles from a sample's command word to its answer's first word."""
         layers = self.layers
-        t = 1 + layers[0].in_words + sum(layer.ops + FWD_LATENCY for layer in layers)
+        t = 2 + layers[0].in_words + sum(layer.ops + FWD_LATENCY for layer in layers)
         g_frac = layers[-1].f.g.frac
         return t - 1 + loss_latency(self.classes, g_frac) + loss_gradients(self.classes, g_frac) + 1
 
