@@ -67,7 +67,7 @@ leaves their stage: the chunks move in order and never stall inside the
 pipeline, so the second pass reads them after they are written and before the
 next beat's first pass replaces them. The second pass computes @d_i@,
 @gamma_i d_i@, its shift and its product with the entry as 'layerNorm' does,
-every product's partial products registered once more in the fabric before
+the product's partial products registered once more in the fabric before
 their sum.
 A beat every @2 k + 1@ cycles; multipliers per lane: @x_i^2@, @gamma_i d_i@ and
 the product with the entry, and @S^2@ once.
@@ -165,7 +165,7 @@ layerNorm e table gammas betas finish = pipeS (SNat @LayerNormDepth) stages
     normalize k gd = sf (SNat @(fw + hm)) (shiftL (resize (unSF gd)) (fromEnum k))
 
 -- | Register stages of 'layerNormLanes''s pipeline (see the module header).
-type LayerNormLanesDepth = 19
+type LayerNormLanesDepth = 16
 
 -- | 'layerNorm' on @l@ of the @k * l@ channels a cycle (see the module header):
 -- the same arithmetic and the same integers.
@@ -194,10 +194,7 @@ layerNormLanes SNat e table gammas betas finish =
         tagged = stageReg ((\i -> fmap (\xs -> (tag i, xs))) <$> count <*> input)
         -- the first pass: the chunk's sum, and its squares as 18x18 partial products
         parts  = stageReg (on (\_ xs -> (xs, fold (+) (0 :> map widen xs), map (\x -> partials (unSF x) (unSF x)) xs)) <$> tagged)
-        -- each product's partial products once more in the fabric before their sum, here and
-        -- below (the multipliers sit in their rows, often far from the adders that sum them)
-        partsNear = stageReg parts
-        chunkQ = stageReg (on (\_ (xs, s, qs) -> (xs, s, fold (+) (0 :> map square' qs))) <$> partsNear)
+        chunkQ = stageReg (on (\_ (xs, s, qs) -> (xs, s, fold (+) (0 :> map square' qs))) <$> parts)
         -- the running sums of the first pass: its last beat leaves with S and sum x^2
         summed = stageReg ((\acc -> on (\t (xs, s, q) -> (xs, add t acc (s, q)))) <$> latest <*> chunkQ)
         -- the sums so far: those of the first-pass beat leaving this stage, else the last kept
@@ -210,12 +207,10 @@ layerNormLanes SNat e table gammas betas finish =
         -- last beat: S^2 as partial products
         devs   = stageReg ((\sb -> on (\t (xs, (s, q)) ->
                    (map (\x -> timesConst @(k * l) (widen x) - sb) xs, gammaChunks !! chunkOf t, q, partials s s))) <$> heldS <*> summed)
-        devsNear = stageReg devs
-        gdParts = stageReg (on (\_ (ds, gs, q, ss) -> (zipWith (partials . unSF) gs ds, timesConst @(k * l) q - wrap (joinPartials ss))) <$> devsNear)
-        gdNear = stageReg gdParts
+        gdParts = stageReg (on (\_ (ds, gs, q, ss) -> (zipWith (partials . unSF) gs ds, timesConst @(k * l) q - wrap (joinPartials ss))) <$> devs)
         -- u = c (c sum x^2 - S^2) + e = sum d_i^2 + e on 2 hm bits: it fits them, so the
         -- wrapping sums are exact
-        us     = stageReg (on (\_ (gs, v) -> (map scaled gs, unpack (pack (timesConst @(k * l) v)) + e)) <$> gdNear)
+        us     = stageReg (on (\_ (gs, v) -> (map scaled gs, unpack (pack (timesConst @(k * l) v)) + e)) <$> gdParts)
         pairs  = stageReg (on (\_ (gs, u) -> (gs, u, leadingPairs u)) <$> us)
         index  = stageReg (on (\_ (gs, u, p) -> (gs, tableIndex @n u p, p)) <$> pairs)
         heldK  = held (\(_, (_, _, p)) -> p) index
@@ -232,8 +227,9 @@ layerNormLanes SNat e table gammas betas finish =
         heldT  = held (snd . snd) fetched
         moved  = stageReg ((\x -> on (\_ (gs, _) -> (gs, x))) <$> heldT <*> fetched)
         prodParts = stageReg (on (\_ (gs, x) -> map (\g -> partials (unSF g) (unSF x)) gs) <$> moved)
-        -- (the transformer example on ECP5, placed: a product register, then the whole width of
-        -- the chip to the sum's carry chain)
+        -- the partial products once more, in the fabric: the multipliers sit in their rows, often
+        -- far from the adders that sum them (the transformer example on ECP5, placed: a product
+        -- register, then the whole width of the chip to the sum's carry chain)
         prodNear = stageReg prodParts
         prods  = stageReg (on (\t ps -> (betaChunks !! chunkOf t, map product' ps)) <$> prodNear)
         done   = stageReg (fmap (\(_, (bs, ps)) -> map finish (zipWith (flip addExact) bs ps)) <$> prods)
