@@ -39,9 +39,9 @@ The output beat of step @t@ is @o[t,0,..] ++ .. ++ o[t,h-1,..]@.
 * the mixer: a row's @n@ probabilities one a cycle, each with its key's @v@
   values ("K2C.Scatter"'s control, 'heldFor'), the operands registered twice
   as the scores' and @dv@ multipliers ('MixDepth'), the row's products
-  collected, their sums (a tree with a register a level) and the rounding on
-  @'SumDepth' n@ registers, then the @h@ heads of a step collected into the
-  output beat.
+  summed as they come ("K2C.Collect"'s 'collectSum': @dv@ accumulators, not
+  the row's @n dv@ products and an adder tree), the rounding on 'SumDepth'
+  registers, then the @h@ heads of a step collected into the output beat.
 
 = Protocol and exact timing
 
@@ -64,7 +64,7 @@ import Clash.Prelude hiding (scatter)
 import Data.Maybe (isJust)
 
 import K2C.Activation (requantize)
-import K2C.Collect (collect)
+import K2C.Collect (collect, collectSum)
 import K2C.Merge (mulExact, widen)
 import K2C.Pipe (pipeS, stageReg)
 import K2C.Scatter (heldFor)
@@ -80,9 +80,8 @@ type ScoreDepth dk = 3 + TreeDepth dk + 1
 -- products.
 type MixDepth = 3
 
--- | The row's sums over @n@ products each: the exact sums (a level of the tree
--- each), then the rounding.
-type SumDepth n = TreeDepth n + 1
+-- | The registers after a row's sums (accumulated as its products come): the rounding.
+type SumDepth = 1
 
 -- | Attention over @n@ steps, @h@ heads of @dk@ key and @dv@ value features;
 -- @causal@ masks the keys after each query; @softmaxRow@ is the row's softmax
@@ -148,14 +147,14 @@ attention causal softmaxRow finish (input, readyOut) = (output, readyIn)
     vAt = mixJ
     mixed = mux full (Just <$> ((\ps j v i -> (ps !! j, headOf @dv v i)) <$> held <*> mixJ <*> vs <*> mixI)) (pure Nothing)
     (output, mixOut) =
-      ( pipeS (SNat @MixDepth) (stageReg . fmap (fmap (\(p, v) -> map (mulExact p) v)) . stageReg . stageReg)
-      |> collect (SNat @n)
-      |> pipeS (SNat @(SumDepth n)) (stageReg . fmap (fmap (map finish . snd)) . treeFold (zipWith (+)) (repeat 0) . fmap (fmap keyRows))
+      ( pipeS (SNat @MixDepth) (stageReg . fmap (fmap (\(p, v) -> map (mixed' p) v)) . stageReg . stageReg)
+      |> collectSum (SNat @n)
+      |> pipeS (SNat @SumDepth) (stageReg . fmap (fmap (map finish)))
       |> collect (SNat @h) ) (mixed, readyOut)
 
-    -- the row's products of each key, widened to the sums' format
-    keyRows :: Vec (n * dv) (SFixed (pi + ii) (pf + fi)) -> ((), Vec n (Vec dv (SFixed (pi + ii + CLog 2 n) (pf + fi))))
-    keyRows products = ((), map (map widen) (unconcatI products))
+    -- a probability's product with a value, exact, widened to the sums' format
+    mixed' :: SFixed pi pf -> SFixed ii fi -> SFixed (pi + ii + CLog 2 n) (pf + fi)
+    mixed' p v = widen (mulExact p v)
 
     scores
       :: Signal dom (Maybe (Vec dk (SFixed ii fi), Vec dk (SFixed ii fi), Bool))

@@ -26,9 +26,14 @@ of downstream's ready).
   the vector in cycle @t + 1@ and the next image's first beat can be accepted
   in cycle @t + 2@. So with no input gaps and downstream always ready an image
   takes @n + 1@ cycles (@n / (n + 1)@ beats per cycle).
+
+'collectSum' keeps the sum of the @n@ beats instead of the beats (one register
+of @c@ values and @c@ adders, not @n@ beats and an adder tree after them),
+under the same protocol and timing.
 -}
 module K2C.Collect
   ( collect
+  , collectSum
   ) where
 
 import Clash.Prelude
@@ -55,6 +60,26 @@ collect SNat (input, readyOut) = (output, readyIn)
     buffer    = delayEn (deepErrorX "collect: no beat yet") accepted
                         ((<<+) <$> buffer <*> (fromJustX <$> input))
     output    = mux full (Just . concat <$> buffer) (pure Nothing)
+
+-- | The elementwise sum of @n@ beats as one beat, with 'collect''s protocol and timing (see
+-- the module header); the caller's @a@ holds every partial sum.
+collectSum
+  :: forall dom n c a
+   . (HiddenClockResetEnable dom, KnownNat n, KnownNat c, 1 <= n, NFDataX a, Num a)
+  => SNat n -> Stream dom (Vec c a) (Vec c a)
+collectSum SNat (input, readyOut) = (output, readyIn)
+  where
+    count     = register (0 :: Index n) (mux accepted (nextIndex <$> count) count)
+    full      = register False (nextFull <$> full <*> completes <*> delivered)
+    readyIn   = not <$> full
+    accepted  = readyIn .&&. (isJust <$> input)
+    completes = accepted .&&. ((== maxBound) <$> count)
+    delivered = full .&&. readyOut
+    -- No reset: 'full' alone says whether the sum is complete; the first beat replaces it.
+    total :: Signal dom (Vec c a)
+    total     = delayEn (deepErrorX "collectSum: no beat yet") accepted (add <$> count <*> total <*> (fromJustX <$> input))
+    add i acc x = if i == 0 then x else zipWith (+) acc x
+    output    = mux full (Just <$> total) (pure Nothing)
 
 nextFull :: Bool -> Bool -> Bool -> Bool
 nextFull full completes delivered = completes || (full && not delivered)

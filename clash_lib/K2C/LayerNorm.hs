@@ -66,7 +66,9 @@ table's entry) are kept in a register each as the first pass's last chunk
 leaves their stage: the chunks move in order and never stall inside the
 pipeline, so the second pass reads them after they are written and before the
 next beat's first pass replaces them. The second pass computes @d_i@,
-@gamma_i d_i@, its shift and its product with the entry as 'layerNorm' does.
+@gamma_i d_i@, its shift and its product with the entry as 'layerNorm' does,
+the product's partial products registered once more in the fabric before
+their sum.
 A beat every @2 k + 1@ cycles; multipliers per lane: @x_i^2@, @gamma_i d_i@ and
 the product with the entry, and @S^2@ once.
 
@@ -163,7 +165,7 @@ layerNorm e table gammas betas finish = pipeS (SNat @LayerNormDepth) stages
     normalize k gd = sf (SNat @(fw + hm)) (shiftL (resize (unSF gd)) (fromEnum k))
 
 -- | Register stages of 'layerNormLanes''s pipeline (see the module header).
-type LayerNormLanesDepth = 15
+type LayerNormLanesDepth = 16
 
 -- | 'layerNorm' on @l@ of the @k * l@ channels a cycle (see the module header):
 -- the same arithmetic and the same integers.
@@ -225,7 +227,11 @@ layerNormLanes SNat e table gammas betas finish =
         heldT  = held (snd . snd) fetched
         moved  = stageReg ((\x -> on (\_ (gs, _) -> (gs, x))) <$> heldT <*> fetched)
         prodParts = stageReg (on (\_ (gs, x) -> map (\g -> partials (unSF g) (unSF x)) gs) <$> moved)
-        prods  = stageReg (on (\t ps -> (betaChunks !! chunkOf t, map product' ps)) <$> prodParts)
+        -- the partial products once more, in the fabric: the multipliers sit in their rows, often
+        -- far from the adders that sum them (the transformer example on ECP5, placed: a product
+        -- register, then the whole width of the chip to the sum's carry chain)
+        prodNear = stageReg prodParts
+        prods  = stageReg (on (\t ps -> (betaChunks !! chunkOf t, map product' ps)) <$> prodNear)
         done   = stageReg (fmap (\(_, (bs, ps)) -> map finish (zipWith (flip addExact) bs ps)) <$> prods)
 
     -- (first pass, its last beat, the chunk)

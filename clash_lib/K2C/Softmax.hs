@@ -44,20 +44,35 @@ the divisions as restoring long divisions of 'StepsPerStage' quotient bits
 per stage (a subtraction and a comparison each). Each beat carries a payload
 @t@ through the pipeline unchanged (the class, at the network's output).
 Its timing is "K2C.Pipe"'s with @d = SoftmaxDepth fo@.
+
+'softmaxSerialS' computes the same values with one division a cycle, for
+beats of @n@ values that come once every @n@ cycles or slower (a row of
+attention scores comes once every @n@ scores): 'softmaxS''s @n@ division
+pipelines would be most of the block, each busy one cycle in @n@. It takes a
+beat every @n + 1@ cycles. The stages
+before the divisions on "K2C.Pipe" ('SoftmaxFrontDepth' registers), each
+exponential with the sum scattered into a beat of its own ("K2C.Scatter"),
+one division pipeline on "K2C.Pipe" ('SoftmaxDivideDepth' registers), the
+quotients collected ("K2C.Collect"): those blocks' timing rules, composed.
 -}
 module K2C.Softmax
   ( softmax
   , softmaxS
+  , softmaxSerialS
   , SoftmaxDepth
+  , SoftmaxFrontDepth
+  , SoftmaxDivideDepth
   , StepsPerStage
   ) where
 
-import Clash.Prelude
+import Clash.Prelude hiding (scatter)
 
 import K2C.Classify (TreeDepth, argmaxTree)
+import K2C.Collect (collect)
 import K2C.Lut (TableRom (..))
 import K2C.Pipe (pipeS, stageReg)
-import K2C.Stream (Stream)
+import K2C.Scatter (scatter)
+import K2C.Stream (Stream, mapS, (|>))
 
 -- | Quotient bits computed per pipeline stage of the division.
 type StepsPerStage = 1
@@ -72,7 +87,14 @@ type DivSteps fo = StepsPerStage * DivStages fo
 -- tree, one register a level), exponentials (the table indices, the table read, its data,
 -- then a copy in the fabric), the sum (partial sums of 'SumGroup' values, then theirs),
 -- numerators, the division stages.
-type SoftmaxDepth n fo = 1 + TreeDepth n + 7 + DivStages fo
+type SoftmaxDepth n fo = SoftmaxFrontDepth n + SoftmaxDivideDepth fo
+
+-- | The registers before the divisions: the beat, the maximum, the exponentials (four), the
+-- sum (two).
+type SoftmaxFrontDepth n = 1 + TreeDepth n + 6
+
+-- | The registers of the divisions: the numerators, then the division stages.
+type SoftmaxDivideDepth fo = 1 + DivStages fo
 
 -- | Values the sum's first stage adds into each partial sum (two adder levels).
 type SumGroup = 4
@@ -133,28 +155,7 @@ softmaxS s table = pipeS (SNat @(SoftmaxDepth (n + 1) fo)) stages
   where
     stages input = fmap finish <$> (leToPlus @1 @k last <$> divisions)
       where
-        -- 'stageReg': valid bits reset, data not (a reset on the data would keep synthesis from
-        -- absorbing the registers after the table read into the block RAM)
-        tops = argmaxTree fst (fmap (\beat -> (beat, ())) <$> stageReg input)
-        -- The table indices registered before the reads: the maximum goes to every value's
-        -- subtraction, and each index to its own block RAM, often far apart (mlp_tanh on ECP5:
-        -- the maximum's register -> 4.9 ns of route -> subtraction, clip -> a block RAM's
-        -- address, 12.2 ns).
-        indices = stageReg (fmap (\((xs, t), (top, _)) -> (tableIndices s top xs, t)) <$> tops)
-        exps = stageReg (fmap (\(is, t) -> (readTable @w table is, t)) <$> indices)
-        -- The table's read is a block RAM where synthesis absorbs the register above into it:
-        -- its data output is slow, so it feeds nothing but this register (which the
-        -- place-and-route flow moves into the block RAM's output register, fpga/bramregs.py).
-        tableData = stageReg exps
-        -- The block RAMs sit in their rows, often far from the adders: one more register, in
-        -- the fabric, splits that route (mlp_tanh on ECP5: a table's output register -> 7.8 ns
-        -- of route -> the first sum, 11.6 ns).
-        tableNear = stageReg tableData
-        -- the sum in two stages: the adder tree of ten 30-bit exponentials in one cycle would be
-        -- mobilenet_digits' critical path (four carry chains, 15 ns on ECP5)
-        partials = stageReg (fmap (\(es, t) -> (es, groupSums es, t)) <$> tableNear)
-        sums = stageReg (fmap (\(es, ps, t) -> (es, sum ps, t)) <$> partials)
-        starts = stageReg (fmap start <$> sums)
+        starts = stageReg (fmap start <$> sumsOf @w s table input)
         divisions :: Signal dom (Vec k (Maybe (Vec (n + 1) (Division w fo), Unsigned (w + 1), t)))
         divisions = register (repeat Nothing) (advance <$> starts <*> divisions)
         advance
@@ -162,6 +163,83 @@ softmaxS s table = pipeS (SNat @(SoftmaxDepth (n + 1) fo)) stages
           -> Vec k (Maybe (Vec (n + 1) (Division w fo), Unsigned (w + 1), t))
           -> Vec k (Maybe (Vec (n + 1) (Division w fo), Unsigned (w + 1), t))
         advance incoming inFlight = map (fmap (\(ds, d, t) -> (map (steps d) ds, d, t))) (incoming +>> inFlight)
+
+    start :: (Vec (n + 1) (Signed w), Signed w, t) -> (Vec (n + 1) (Division w fo), Unsigned (w + 1), t)
+    start (es, total, t) = (map (begin total) es, divisorOf total, t)
+
+    finish :: (Vec (n + 1) (Division w fo), Unsigned (w + 1), t) -> (Vec (n + 1) (SFixed oi fo), t)
+    finish (ds, _, t) = (map quotient ds, t)
+
+-- | 'softmaxS' with one division a cycle (see the module header): the same values, a beat
+-- of @n + 1@ values every @n + 2@ cycles.
+softmaxSerialS
+  :: forall w n m s eb ii fi oi fo t dom k
+   . ( HiddenClockResetEnable dom
+     , KnownNat w, KnownNat n, KnownNat m, 1 <= m, KnownNat eb, KnownNat ii, KnownNat fi
+     , KnownNat oi, KnownNat fo, NFDataX t, k ~ DivStages fo, KnownNat k, 1 <= k )
+  => SNat s -> TableRom m (Signed eb) -> Stream dom (Vec (n + 1) (SFixed ii fi), t) (Vec (n + 1) (SFixed oi fo), t)
+softmaxSerialS s table =
+  pipeS (SNat @(SoftmaxFrontDepth (n + 1))) (fmap (fmap narrow) . sumsOf @w s table)
+    |> mapS (\(es, total, t) -> map (\e -> (e, total, t)) es)
+    |> scatter (SNat @(n + 1))
+    |> pipeS (SNat @(SoftmaxDivideDepth fo)) divide
+    |> collect (SNat @(n + 1))
+    |> mapS (\ys -> (map fst ys, snd (last ys)))
+  where
+    -- the exponentials and their sum in the widths that hold them (the table's entries lie in
+    -- [0, 2^(eb-1)), so n + 1 of them below 2^(eb - 1 + CLog 2 (n + 1))): the queue after
+    -- the stages and the scattered beats hold these bits, not the division's width
+    narrow :: (Vec (n + 1) (Signed w), Signed w, t) -> (Vec (n + 1) (Signed eb), Signed (eb + CLog 2 (n + 1)), t)
+    narrow (es, total, t) = (map resize es, resize total, t)
+
+    divide
+      :: Signal dom (Maybe (Vec 1 (Signed eb, Signed (eb + CLog 2 (n + 1)), t)))
+      -> Signal dom (Maybe (Vec 1 (SFixed oi fo, t)))
+    divide input = fmap finish <$> (leToPlus @1 @k last <$> divisions)
+      where
+        starts = stageReg (fmap (\((e, total, t) :> Nil) -> (begin (resize total) (resize e), divisorOf @w (resize total), t)) <$> input)
+        divisions :: Signal dom (Vec k (Maybe (Division w fo, Unsigned (w + 1), t)))
+        divisions = register (repeat Nothing) (advance <$> starts <*> divisions)
+        advance
+          :: Maybe (Division w fo, Unsigned (w + 1), t)
+          -> Vec k (Maybe (Division w fo, Unsigned (w + 1), t))
+          -> Vec k (Maybe (Division w fo, Unsigned (w + 1), t))
+        advance incoming inFlight = map (fmap (\(x, d, t) -> (steps d x, d, t))) (incoming +>> inFlight)
+
+    finish :: (Division w fo, Unsigned (w + 1), t) -> Vec 1 (SFixed oi fo, t)
+    finish (x, _, t) = (quotient x, t) :> Nil
+
+-- | The stages before the divisions, 'SoftmaxFrontDepth' registers (see the module header):
+-- each beat's exponentials and their sum, with its payload.
+sumsOf
+  :: forall w n m s eb ii fi t dom
+   . ( HiddenClockResetEnable dom
+     , KnownNat w, KnownNat n, KnownNat m, 1 <= m, KnownNat eb, KnownNat ii, KnownNat fi, NFDataX t )
+  => SNat s -> TableRom m (Signed eb)
+  -> Signal dom (Maybe (Vec (n + 1) (SFixed ii fi), t)) -> Signal dom (Maybe (Vec (n + 1) (Signed w), Signed w, t))
+sumsOf s table input = sums
+  where
+    -- 'stageReg': valid bits reset, data not (a reset on the data would keep synthesis from
+    -- absorbing the registers after the table read into the block RAM)
+    tops = argmaxTree fst (fmap (\beat -> (beat, ())) <$> stageReg input)
+    -- The table indices registered before the reads: the maximum goes to every value's
+    -- subtraction, and each index to its own block RAM, often far apart (mlp_tanh on ECP5:
+    -- the maximum's register -> 4.9 ns of route -> subtraction, clip -> a block RAM's
+    -- address, 12.2 ns).
+    indices = stageReg (fmap (\((xs, t), (top, _)) -> (tableIndices s top xs, t)) <$> tops)
+    exps = stageReg (fmap (\(is, t) -> (readTable @w table is, t)) <$> indices)
+    -- The table's read is a block RAM where synthesis absorbs the register above into it:
+    -- its data output is slow, so it feeds nothing but this register (which the
+    -- place-and-route flow moves into the block RAM's output register, fpga/bramregs.py).
+    tableData = stageReg exps
+    -- The block RAMs sit in their rows, often far from the adders: one more register, in
+    -- the fabric, splits that route (mlp_tanh on ECP5: a table's output register -> 7.8 ns
+    -- of route -> the first sum, 11.6 ns).
+    tableNear = stageReg tableData
+    -- the sum in two stages: the adder tree of ten 30-bit exponentials in one cycle would be
+    -- mobilenet_digits' critical path (four carry chains, 15 ns on ECP5)
+    partials = stageReg (fmap (\(es, t) -> (es, groupSums es, t)) <$> tableNear)
+    sums = stageReg (fmap (\(es, ps, t) -> (es, sum ps, t)) <$> partials)
 
     -- The sum's first stage: each 'SumGroup' of consecutive values added in a tree of two levels.
     groupSums :: Vec (n + 1) (Signed w) -> Vec (SumGroups n) (Signed w)
@@ -171,32 +249,34 @@ softmaxS s table = pipeS (SNat @(SoftmaxDepth (n + 1) fo)) stages
           where base = fromEnum g * natToNum @SumGroup
         at i = if i <= natToNum @n then es !! i else 0
 
-    -- The numerators of step 4 from step 3's sum S: N_i = 2 e_i 2^fo + S, divisor 2 S.
-    start :: (Vec (n + 1) (Signed w), Signed w, t) -> (Vec (n + 1) (Division w fo), Unsigned (w + 1), t)
-    start (es, total, t) = (map begin es, divisor, t)
-      where
-        divisor = resize (bitCoerce (2 * total) :: Unsigned w)
-        begin :: Signed w -> Division w fo
-        begin e = (resize (shiftR n steps), pack (resize n :: Unsigned (DivSteps fo)), 0)
-          where n = bitCoerce (shiftL e (natToNum @fo + 1) + total) :: Unsigned w
-        steps = natToNum @(DivSteps fo) :: Int
+-- | Step 4's division of @e@ by the sum @S@ as it starts: the numerator @2 e 2^fo + S@.
+begin :: forall w fo . (KnownNat w, KnownNat fo) => Signed w -> Signed w -> Division w fo
+begin total e = (resize (shiftR n steps'), pack (resize n :: Unsigned (DivSteps fo)), 0)
+  where
+    n = bitCoerce (shiftL e (natToNum @fo + 1) + total) :: Unsigned w
+    steps' = natToNum @(DivSteps fo) :: Int
 
-    -- 'StepsPerStage' steps of restoring division by @d@.
-    steps :: Unsigned (w + 1) -> Division w fo -> Division w fo
-    steps d x = foldl (\acc _ -> step d acc) x (replicate (SNat @StepsPerStage) ())
+-- | Step 4's divisor @2 S@.
+divisorOf :: forall w . KnownNat w => Signed w -> Unsigned (w + 1)
+divisorOf total = resize (bitCoerce (2 * total) :: Unsigned w)
 
-    -- One subtraction decides and gives the new remainder (its sign is the comparison), so a
-    -- step is one carry chain and a multiplexer.
-    step :: Unsigned (w + 1) -> Division w fo -> Division w fo
-    step d (r, bits, q)
-      | msb diff == 0 = (resize (bitCoerce diff :: Unsigned (w + 2)), shiftL bits 1, shiftL q 1 .|. 1)
-      | otherwise     = (r', shiftL bits 1, shiftL q 1)
-      where
-        r' = shiftL r 1 .|. resize (unpack (pack (msb bits)) :: Unsigned 1)
-        diff = bitCoerce (resize r' :: Unsigned (w + 2)) - bitCoerce (resize d :: Unsigned (w + 2)) :: Signed (w + 2)
+-- | 'StepsPerStage' steps of restoring division by @d@.
+steps :: forall w fo . (KnownNat w, KnownNat fo) => Unsigned (w + 1) -> Division w fo -> Division w fo
+steps d x = foldl (\acc _ -> step d acc) x (replicate (SNat @StepsPerStage) ())
 
-    finish :: (Vec (n + 1) (Division w fo), Unsigned (w + 1), t) -> (Vec (n + 1) (SFixed oi fo), t)
-    finish (ds, _, t) = (map (\(_, _, q) -> saturateRaw @w (bitCoerce (resize q :: Unsigned w))) ds, t)
+-- | One subtraction decides and gives the new remainder (its sign is the comparison), so a
+-- step is one carry chain and a multiplexer.
+step :: forall w fo . (KnownNat w, KnownNat fo) => Unsigned (w + 1) -> Division w fo -> Division w fo
+step d (r, bits, q)
+  | msb diff == 0 = (resize (bitCoerce diff :: Unsigned (w + 2)), shiftL bits 1, shiftL q 1 .|. 1)
+  | otherwise     = (r', shiftL bits 1, shiftL q 1)
+  where
+    r' = shiftL r 1 .|. resize (unpack (pack (msb bits)) :: Unsigned 1)
+    diff = bitCoerce (resize r' :: Unsigned (w + 2)) - bitCoerce (resize d :: Unsigned (w + 2)) :: Signed (w + 2)
+
+-- | A finished division's quotient, saturated to the output format.
+quotient :: forall w fo oi . (KnownNat w, KnownNat fo, KnownNat oi) => Division w fo -> SFixed oi fo
+quotient (_, _, q) = saturateRaw @w (bitCoerce (resize q :: Unsigned w))
 
 -- | A raw result saturated to the output format.
 saturateRaw :: forall w oi fo . (KnownNat w, KnownNat oi, KnownNat fo) => Signed w -> SFixed oi fo

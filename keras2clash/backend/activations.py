@@ -173,11 +173,16 @@ def activation_code(plan: LayerPlan, fn: str, type_name: dict[FixedFormat, str])
         exp = acts.softmax_table(fi, fo, n, act.scale)
         eb = exp.frac + 2
         width = eb + fo.frac + 4 + math.ceil(math.log2(n + 1))
+        # a standalone softmax given knobs of one processing element (an attention's row,
+        # which comes once every n scores): one division a cycle; otherwise the n divisions
+        # side by side
+        serial = plan.activation_only and plan.knobs is not None and plan.knobs.pe == 1
+        stage = "softmaxSerialS" if serial else "softmaxS"
         return ActivationCode(
             name,
             True,
             f"(HiddenClockResetEnable dom, NFDataX t) => Stream dom (Vec {n} {a}, t) (Vec {n} {b}, t)",
-            f"Softmax.softmaxS @{width} (SNat @{exp.shift}) W.{name}",
+            f"Softmax.{stage} @{width} (SNat @{exp.shift}) W.{name}",
             doc,
             name,
             f"TableRom {len(exp.values)} (Signed {eb})",

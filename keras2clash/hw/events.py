@@ -39,7 +39,18 @@ def softmax_depth(out_frac: int, n: int) -> int:
     then the groups: ten exponentials in one cycle would be mobilenet_digits' critical path),
     numerators, then fo + 1 division stages (one quotient bit a stage: two bits a stage would
     chain two ~30-bit subtractions, the iris design's critical path on ECP5, 52 logic levels)."""
-    return 1 + tree_depth(n) + 7 + -(-(out_frac + 1) // SOFTMAX_STEPS_PER_STAGE)
+    return softmax_front_depth(n) + softmax_divide_depth(out_frac)
+
+
+def softmax_front_depth(n: int) -> int:
+    """K2C.Softmax's SoftmaxFrontDepth over n values: the registers before the divisions (the
+    beat, the maximum, the exponentials' four, the sum's two)."""
+    return 1 + tree_depth(n) + 6
+
+
+def softmax_divide_depth(out_frac: int) -> int:
+    """K2C.Softmax's SoftmaxDivideDepth: the numerators, then the division stages."""
+    return 1 + -(-(out_frac + 1) // SOFTMAX_STEPS_PER_STAGE)
 
 
 def tree_depth(n: int) -> int:

@@ -44,10 +44,11 @@ from keras2clash.hw.events import (
     Scatter,
     Stateful,
     pipe_block,
-    softmax_depth,
+    softmax_divide_depth,
+    softmax_front_depth,
     tree_depth,
 )
-from keras2clash.hw.plan import Common, LayerFormats, LayerPlan, NoParams, Params
+from keras2clash.hw.plan import Common, Knobs, LayerFormats, LayerPlan, NoParams, Params
 from keras2clash.ir.layers import Layer, register_record
 from keras2clash.kinds.base import Depth, Entry, Kind, Storage, narrow, params_of, refuse_constant_formats
 from keras2clash.kinds.conv import Conv2D
@@ -70,10 +71,9 @@ def score_depth(key_dim: int) -> int:
     return 3 + tree_depth(key_dim) + 1
 
 
-def sum_depth(steps: int) -> int:
-    """K2C.Attention's SumDepth: a row's exact sums (a register a level of the tree), then their
-    rounding."""
-    return tree_depth(steps) + 1
+SUM_DEPTH = 1
+"""K2C.Attention's SumDepth: the registers after a row's sums (accumulated as its products come,
+K2C.Collect.collectSum): the rounding."""
 
 
 @register_record
@@ -375,24 +375,28 @@ class AttentionKind(Kind):
     ) -> Block:
         p = params_of(plan, AttentionParams)
         heads = Collect(p.heads, down, mx)
-        sums = pipe_block(sum_depth(p.steps), heads, mx, blocks)
+        sums = pipe_block(SUM_DEPTH, heads, mx, blocks)
         row = Collect(p.steps, sums, mx)
         mix = pipe_block(MIX_DEPTH, row, mx, blocks)
         mixer = Scatter(p.steps, mix, mx)
-        softmax = pipe_block(softmax_depth(p.prob_fmt.raw_frac, p.steps), mixer, mx, blocks)
+        # the row's softmax with one division a cycle (K2C.Softmax.softmaxSerialS)
+        quotients = Collect(p.steps, mixer, mx)
+        divisions = pipe_block(softmax_divide_depth(p.prob_fmt.raw_frac), quotients, mx, blocks)
+        spread = Scatter(p.steps, divisions, mx)
+        softmax = pipe_block(softmax_front_depth(p.steps), spread, mx, blocks)
         scores = Collect(p.steps, softmax, mx)
         first = pipe_block(score_depth(p.key_dim), scores, mx, blocks)
         store = Playback(p.steps, p.steps * p.heads * p.steps, first, mx, lambda: mixer.ready)
-        blocks.extend((heads, row, mixer, scores, store))
+        blocks.extend((heads, row, mixer, quotients, spread, scores, store))
         return store
 
     def storage(self, plan: LayerPlan) -> Storage:
-        """The sequence in LUT RAM; the rows of scores, probabilities and products, the heads
-        of a step, and the counters in registers; the softmax's exponential table."""
+        """The sequence in LUT RAM; the rows of scores and probabilities, the row's sums, the
+        heads of a step, and the counters in registers; the softmax's exponential table."""
         p = params_of(plan, AttentionParams)
         fi, fs, fp, fo = plan.in_fmt, p.score_fmt, p.prob_fmt, plan.out_fmt
         product = fp.hw_bits + fi.hw_bits + max(p.steps - 1, 1).bit_length()
-        rows = p.steps * fs.hw_bits + p.steps * fp.hw_bits + p.steps * p.value_dim * (fp.hw_bits + fi.hw_bits)
+        rows = p.steps * fs.hw_bits + p.steps * fp.hw_bits
         counters = 5 * max(p.steps - 1, 1).bit_length() + 2 * max(p.heads - 1, 1).bit_length() + 4
         table = activations.softmax_table(fs, fp, p.steps, p.scale)
         return Storage(
@@ -416,6 +420,7 @@ class AttentionKind(Kind):
             output_shape=row,
             in_fmt=p.score_fmt,
             out_fmt=p.prob_fmt,
+            knobs=Knobs(pe=1, cycles=p.steps),  # one division a cycle: a row comes once every `steps` scores
             params=NoParams(),
         )
         return ((f"{fn}_softmax", softmax),)
@@ -426,8 +431,9 @@ class AttentionKind(Kind):
         return (
             Depth("score", HASKELL.score_depth(p.key_dim), score_depth(p.key_dim), "attention"),
             Depth("mix", HASKELL.mix_depth(), MIX_DEPTH, "attention"),
-            Depth("sum", HASKELL.sum_depth(p.steps), sum_depth(p.steps), "attention"),
-            Depth("softmax", STAGES.softmax_depth(p.steps, fo), softmax_depth(fo, p.steps), "softmax"),
+            Depth("sum", HASKELL.sum_depth(), SUM_DEPTH, "attention"),
+            Depth("softmax", STAGES.softmax_front_depth(p.steps), softmax_front_depth(p.steps), "softmax"),
+            Depth("division", STAGES.softmax_divide_depth(fo), softmax_divide_depth(fo), "softmax"),
         )
 
     def entry(self, plan: LayerPlan, fn: str, stage: str | None = None) -> Entry:

@@ -61,12 +61,12 @@ def limbs(bits: int) -> int:
     return max(1, (bits + 15) // 17)
 
 
-LAYERNORM_LANES_DEPTH = 15
+LAYERNORM_LANES_DEPTH = 16
 """K2C.LayerNorm's LayerNormLanesDepth: the chunk with its tag, the chunk's sum and the partial
 products of its squares, their sum, the running sums, the deviations (and the partial products
 of S^2), the partial products of gamma d (and c sum x^2 - S^2), u, the leading zeros, the table
 index, the table read, its output register, a register in the fabric, the partial products
-with the entry, their sums, then the finished values."""
+with the entry, the same in the fabric, their sums, then the finished values."""
 
 INDEX_BITS = (8, 10)
 """The table's index bits N lie in this range: 3 * 2^(N-2) entries, 192 to 768 (one ECP5 block
@@ -454,6 +454,7 @@ class LayerNormKind(ChannelConstantsKind):
             lanes * gn + tw,  # the block RAM's output register
             lanes * gn + tw,  # the same in the fabric
             lanes * 36 * kn * kt,  # the partial products with the entry
+            lanes * 36 * kn * kt,  # the same in the fabric
             lanes * (bw + gn + tw),  # beta, the products
             lanes * out,  # the finished values
         )
