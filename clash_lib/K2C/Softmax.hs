@@ -63,6 +63,13 @@ module K2C.Softmax
   , SoftmaxFrontDepth
   , SoftmaxDivideDepth
   , StepsPerStage
+    -- * The division of step 4, for a block that divides one value at a time
+  , Division
+  , DivSteps
+  , begin
+  , divisorOf
+  , step
+  , quotient
   ) where
 
 import Clash.Prelude hiding (scatter)

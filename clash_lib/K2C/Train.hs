@@ -73,6 +73,8 @@ import Control.Applicative ((<|>))
 import Data.Maybe (isJust)
 
 import K2C.Lut (TableRom (..))
+import K2C.Softmax (DivSteps, Division, divisorOf, quotient)
+import qualified K2C.Softmax as Softmax
 import K2C.Tree (TreeDepth, treeFold)
 
 -- | The alignments of a layer's arithmetic (left shifts onto a common number of fraction
@@ -426,18 +428,16 @@ data LossPhase = LWait | LMax | LExp | LDiv | LAnswer
   deriving (Eq, Generic, NFDataX)
 
 -- | The loss's state: its phase, the class @j@ it is at, the maximum (and its class), the
--- exponentials read, the division's cycle and its remainder, numerator bits and quotient,
+-- exponentials read, the division's cycle and its state ("K2C.Softmax"'s division),
 -- the label's probability.
-data Loss n ab eb w steps = Loss
+data Loss n ab eb w fo = Loss
   { lossPhase :: LossPhase
   , lossJ     :: Index (n + 1)
   , lossTop   :: Signed ab
   , lossClass :: Index (n + 1)
   , lossExps  :: Vec (n + 1) (Signed eb)
-  , lossStep  :: Index (steps + 2)
-  , lossRem   :: Unsigned (w + 1)
-  , lossBits  :: BitVector steps
-  , lossQuot  :: Unsigned steps
+  , lossStep  :: Index (DivSteps fo + 2)
+  , lossDiv   :: Division w fo
   , lossProb  :: Signed w
   }
   deriving (Generic, NFDataX)
@@ -476,8 +476,8 @@ softmaxLoss SNat (TableRom rom) training zWord label = (grads, answer)
     complete = register False ((\z (word, _) -> isJust z && word == maxBound) <$> zWord <*> collected)
     logits = (\(_, zs) -> map (zs !!) (indicesI @(n + 1))) <$> collected
 
-    start :: Loss n ab eb w (gf + 1)
-    start = Loss LWait 0 0 0 (repeat 0) 0 0 0 0 0
+    start :: Loss n ab eb w gf
+    start = Loss LWait 0 0 0 (repeat 0) 0 (0, 0, 0) 0
     state = register start (advance <$> state <*> complete <*> logits <*> tableData)
 
     -- the exponentials: the index registered, the table read (a block RAM's synchronous
@@ -490,7 +490,7 @@ softmaxLoss SNat (TableRom rom) training zWord label = (grads, answer)
     tableRead = register 0 (rom <$> index)
     tableData = register 0 tableRead
 
-    steps = natToNum @(gf + 1) :: Int
+    steps = natToNum @(DivSteps gf) :: Int
     advance st go zs e = case lossPhase st of
       LWait | go -> st { lossPhase = LMax, lossJ = 0 }
             | otherwise -> st
@@ -518,25 +518,12 @@ softmaxLoss SNat (TableRom rom) training zWord label = (grads, answer)
         | otherwise -> st { lossJ = lossJ st + 1, lossStep = 0 }
       LAnswer -> st { lossPhase = LWait }
 
-    -- a division's start: numerator 2 e 2^gf + S (its high bits in the remainder, the low
-    -- gf + 1 to shift in), divisor 2 S
-    total' st = bitCoerce (lossProb st) :: Unsigned w
-    begin st = st { lossStep = 1, lossRem = resize (shiftR numerator steps), lossBits = resize (pack numerator), lossQuot = 0 }
-      where
-        e = lossExps st !! lossJ st
-        numerator = bitCoerce (shiftL (resize e) (natToNum @gf + 1) + lossProb st) :: Unsigned w
-    divisor st = resize (2 * total' st) :: Unsigned (w + 1)
-    -- one step of restoring division: one subtraction decides and gives the new remainder
-    divide st
-      | msb diff == 0 = st' { lossRem = resize (bitCoerce diff :: Unsigned (w + 2)), lossQuot = shiftL (lossQuot st) 1 .|. 1 }
-      | otherwise = st' { lossRem = r', lossQuot = shiftL (lossQuot st) 1 }
-      where
-        r' = shiftL (lossRem st) 1 .|. resize (unpack (pack (msb (lossBits st))) :: Unsigned 1)
-        diff = bitCoerce (resize r' :: Unsigned (w + 2)) - bitCoerce (resize (divisor st) :: Unsigned (w + 2)) :: Signed (w + 2)
-        st' = st { lossStep = lossStep st + 1, lossBits = shiftL (lossBits st) 1 }
+    -- the division of step 4 (K2C.Softmax's), a quotient bit a cycle
+    begin st = st { lossStep = 1, lossDiv = Softmax.begin (lossProb st) (resize (lossExps st !! lossJ st)) }
+    divide st = st { lossStep = lossStep st + 1, lossDiv = Softmax.step (divisorOf (lossProb st)) (lossDiv st) }
 
     -- a probability once its division is done (saturated), its gradient
-    prob st = roundTo @(gf + 3) @(gi + gf) 0 (bitCoerce (resize (lossQuot st) :: Unsigned (gf + 3)) :: Signed (gf + 3))
+    prob st = unSF (quotient @w @gf @gi (lossDiv st))
     finished st = lossPhase st == LDiv && fromIntegral (lossStep st) == steps + 1
     grads = register Nothing (mux training ((\st lbl -> if finished st then Just (gradient st lbl) else Nothing) <$> state <*> label) (pure Nothing))
     gradient st lbl = roundTo @(gi + gf + 2) 0 (resize (prob st) - (if lossJ st == lbl then bit (natToNum @gf) else 0))

@@ -95,6 +95,11 @@ def table_slices(entries: int, bits: int) -> tuple[int, ...]:
     return (bits - (k - 1) * width,) + (width,) * (k - 1)
 
 
+def softmax_width(exp: acts.SoftmaxTable, fo: FixedFormat, n: int) -> int:
+    """K2C.Softmax's sum and division width over `n` values: wide enough for `2 e 2^fo + S`."""
+    return exp.frac + 2 + fo.frac + 4 + math.ceil(math.log2(n + 1))
+
+
 def _lit(value: int) -> str:
     return f"({value})" if value < 0 else str(value)
 
@@ -172,7 +177,7 @@ def activation_code(plan: LayerPlan, fn: str, type_name: dict[FixedFormat, str])
     if act.kind == "softmax":
         exp = acts.softmax_table(fi, fo, n, act.scale)
         eb = exp.frac + 2
-        width = eb + fo.frac + 4 + math.ceil(math.log2(n + 1))
+        width = softmax_width(exp, fo, n)
         # a standalone softmax given knobs of one processing element (an attention's row,
         # which comes once every n scores): one division a cycle; otherwise the n divisions
         # side by side

@@ -16,14 +16,14 @@ from pathlib import Path
 import jinja2
 import numpy as np
 
-from keras2clash.backend.activations import ActivationCode
+from keras2clash.backend.activations import ActivationCode, softmax_width
 from keras2clash.backend.emitter import CLASH_LIB
 from keras2clash.errors import K2CError
 from keras2clash.fsutil import atomic_directory
 from keras2clash.quant import activations as acts
 from keras2clash.quant.formats import FixedFormat
 from keras2clash.train.golden import GoldenTrainer
-from keras2clash.train.hardware import WORD_BITS, TrainCore, sum_width, table_code
+from keras2clash.train.hardware import WORD_BITS, TrainCore, table_code
 from keras2clash.verify.simulate import simulator_lines
 from keras2clash.verify.toolchain import build_simulator
 
@@ -84,7 +84,9 @@ def _tables(core: TrainCore) -> tuple[list[TableSite], SoftmaxSite]:
     last = core.layers[-1]
     exp = acts.softmax_table(last.f.a, last.f.g, core.classes)
     code = table_code(f"{last.fn}_softmax", "softmax", last.f.a, last.f.g, core.classes)
-    return tables, SoftmaxSite(code, sum_width(core.classes, last.f.g), len(exp.values), exp.shift, exp.frac + 2)
+    return tables, SoftmaxSite(
+        code, softmax_width(exp, last.f.g, core.classes), len(exp.values), exp.shift, exp.frac + 2
+    )
 
 
 def _context(core: TrainCore, name: str, tables: list[TableSite], softmax: SoftmaxSite) -> dict[str, object]:

@@ -6,7 +6,6 @@ Every decision about the hardware is here; the templates only write it down as H
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -297,12 +296,6 @@ class TrainCore:
         t = 2 + layers[0].in_words + sum(layer.ops + FWD_LATENCY for layer in layers)
         g_frac = layers[-1].f.g.frac
         return t - 1 + loss_latency(self.classes, g_frac) + loss_gradients(self.classes, g_frac) + 1
-
-
-def sum_width(classes: int, g: FixedFormat) -> int:
-    """The softmax's sum and division width (as the inference network's)."""
-    exp = acts.softmax_table(FixedFormat(1, 1, 1), g, classes)  # only its fraction is used
-    return exp.frac + 2 + g.frac + 4 + math.ceil(math.log2(classes + 1))
 
 
 def layer_cost(core_layer_index: int, n_in: int, n_out: int, pe: int) -> int:
