@@ -234,3 +234,37 @@ def test_digits8_core_in_verilator_reads_the_golden_weights_after_each_of_200_st
         assert all(np.array_equal(a, b) for a, b in zip(biases, golden.biases)), s
     # the idle cycles and stalls cost cycles; none of them changes a value
     assert min(np.diff(run.first_word)[::2]) > core.step_cycles()
+
+
+@pytest.mark.slow
+def test_digits28_core_trains_as_the_golden_trainer_for_200_steps_in_clash_and_verilator(tmp_path: Path) -> None:
+    """The thesis' network shape (784-98-64-10, relu, the default 18-bit formats) at 14, 8 and 5
+    outputs a cycle: every weight after each of the first 200 steps, in the Clash simulation
+    (the memories' writes) and in Verilator (the host's read after each step, random idle
+    cycles and stalls); the cycles of a step are the model's."""
+    from keras2clash.frontend.convert import load_keras_model, to_graph
+    from keras2clash.train.core import read_message, split_read, train_message
+    from keras2clash.train.net import train_net
+    from keras2clash.train.rtl import rtl_core
+
+    net = train_net(to_graph(load_keras_model(EXAMPLE / "digits28.keras")))
+    data = np.load(EXAMPLE / "train_digits28.npz")
+    x, labels = data["x"][:200], data["y"][:200]
+    core = TrainCore(GoldenTrainer(net, Sgd(learning_rate=2.0**-7)), (14, 8, 5))
+    project = write_core(core, tmp_path / "core", "digits28_train")
+    check = check_core(core, project, x, labels)
+    assert check.steps == 200
+    assert check.mismatches == []
+    assert set(check.step_cycles) == {core.step_cycles()} == {13864}
+    assert core.multipliers == 54
+
+    golden = GoldenTrainer(net, Sgd(learning_rate=2.0**-7))
+    xq = golden.quantize_inputs(x)
+    messages = [m for xs, label in zip(xq, labels) for m in (train_message(xs, label), read_message(core))]
+    run = rtl_core(core, project, messages, gap_max=2, seed=5)
+    for s in range(200):
+        z, y = golden.step(xq[s : s + 1], labels[s : s + 1])
+        assert run.answers[2 * s] == [int(np.argmax(z[0])), int(y[0, labels[s]])], s
+        weights, biases = split_read(core, run.answers[2 * s + 1])
+        assert all(np.array_equal(a, b) for a, b in zip(weights, golden.weights)), s
+        assert all(np.array_equal(a, b) for a, b in zip(biases, golden.biases)), s

@@ -256,7 +256,7 @@ trainLayer arith activate deriv weightFile biasFile host start input grad =
     gather (word, lane, vals) (Just v) = (if full then Just (word, vals') else Nothing, next)
       where
         vals' = replace lane v vals
-        lastValue = toInteger word * natToNum @pe + toInteger lane == natToNum @nOut - 1
+        lastValue = word == lastGroup && lane == lastGroupLane
         full = lane == maxBound || lastValue
         next
           | lastValue = (0, 0, repeat 0)
@@ -345,6 +345,11 @@ trainLayer arith activate deriv weightFile biasFile host start input grad =
     wLoad = (>>= \(c, vals) -> if lastLane c && not (inBias c) then Just (address c, map resize vals) else Nothing) <$> loadWord
     bLoad = (>>= \(c, vals) -> if lastLane c && inBias c then Just (gIdx c, map resize vals) else Nothing) <$> loadWord
 
+    -- the group and the lane of the layer's last output (constants: a position compares
+    -- with them, no product of a group and the lanes in the hardware)
+    lastGroup = fromInteger ((natToNum @nOut - 1) `div` natToNum @pe) :: Index g
+    lastGroupLane = fromInteger ((natToNum @nOut - 1) `mod` natToNum @pe) :: Index pe
+
     -- the controller
     issue :: Ctl nIn nInW pin g pe nOut -> Maybe (Op nIn nInW pin g)
     issue c = case phase c of
@@ -395,7 +400,7 @@ trainLayer arith activate deriv weightFile biasFile host start input grad =
 
     -- the last of a word's values that are the layer's outputs, the last value of a transfer
     lastLane, lastValue :: Ctl nIn nInW pin g pe nOut -> Bool
-    lastLane c = lane c == maxBound || toInteger (gIdx c) * natToNum @pe + toInteger (lane c) == natToNum @nOut - 1
+    lastLane c = lane c == maxBound || (gIdx c == lastGroup && lane c == lastGroupLane)
     lastValue c = inBias c && gIdx c == maxBound && lastLane c
 
     nextK, firstK :: Ctl nIn nInW pin g pe nOut -> Ctl nIn nInW pin g pe nOut
@@ -427,15 +432,19 @@ applyDeriv _ _ f back = back `mul` f
 data LossPhase = LWait | LMax | LExp | LDiv | LAnswer
   deriving (Eq, Generic, NFDataX)
 
--- | The loss's state: its phase, the class @j@ it is at, the maximum (and its class), the
--- exponentials read, the division's cycle and its state ("K2C.Softmax"'s division),
+-- | The loss's state: its phase, the class @j@ it is at, the logits (rotated: class @j@'s at
+-- the head), the maximum (and its class), the
+-- exponentials read (the cycles of a read, where the next arrives), the division's cycle and its state ("K2C.Softmax"'s division),
 -- the label's probability.
 data Loss n ab eb w fo = Loss
   { lossPhase :: LossPhase
   , lossJ     :: Index (n + 1)
+  , lossZs    :: Vec (n + 1) (Signed ab)
   , lossTop   :: Signed ab
   , lossClass :: Index (n + 1)
   , lossExps  :: Vec (n + 1) (Signed eb)
+  , lossLag   :: Index 4
+  , lossAt    :: Index (n + 1)
   , lossStep  :: Index (DivSteps fo + 2)
   , lossDiv   :: Division w fo
   , lossProb  :: Signed w
@@ -477,43 +486,47 @@ softmaxLoss SNat (TableRom rom) training zWord label = (grads, answer)
     logits = (\(_, zs) -> map (zs !!) (indicesI @(n + 1))) <$> collected
 
     start :: Loss n ab eb w gf
-    start = Loss LWait 0 0 0 (repeat 0) 0 (0, 0, 0) 0
+    start = Loss LWait 0 (repeat 0) 0 0 (repeat 0) 0 0 0 (0, 0, 0) 0
     state = register start (advance <$> state <*> complete <*> logits <*> tableData)
+    -- the logits pass the head of a rotating register, class j's in step j of the maximum and
+    -- of the exponentials' reads: no multiplexer of the classes before the comparison and the
+    -- table's address
 
     -- the exponentials: the index registered, the table read (a block RAM's synchronous
     -- read), its data registered
-    index = register 0 (indexOf <$> state <*> logits)
-    indexOf st zs = if d >= last' then maxBound else fromIntegral d
+    index = register 0 (indexOf <$> state)
+    indexOf st = if d >= last' then maxBound else fromIntegral d
       where
-        d = shiftR (resize (lossTop st) - resize (zs !! lossJ st) :: Signed (ab + 2)) (natToNum @s)
+        d = shiftR (resize (lossTop st) - resize (head (lossZs st)) :: Signed (ab + 2)) (natToNum @s)
         last' = fromInteger (natToInteger @m - 1)
     tableRead = register 0 (rom <$> index)
     tableData = register 0 tableRead
 
-    steps = natToNum @(DivSteps gf) :: Int
     advance st go zs e = case lossPhase st of
-      LWait | go -> st { lossPhase = LMax, lossJ = 0 }
+      LWait | go -> st { lossPhase = LMax, lossJ = 0, lossZs = zs }
             | otherwise -> st
       LMax ->
-        let z = zs !! lossJ st
+        let z = head (lossZs st)
             bigger = lossJ st == 0 || z > lossTop st
-            st' = if bigger then st { lossTop = z, lossClass = lossJ st } else st
-        in  if lossJ st == maxBound then st' { lossPhase = LExp, lossJ = 0, lossStep = 0, lossProb = 0 }
+            st' = (if bigger then st { lossTop = z, lossClass = lossJ st } else st) { lossZs = rotateLeftS (lossZs st) d1 }
+        in  if lossJ st == maxBound then st' { lossPhase = LExp, lossJ = 0, lossLag = 0, lossAt = 0, lossProb = 0 }
             else st' { lossJ = lossJ st + 1 }
-      -- j issues index j; the exponential of index j - 3 arrives; the sum is kept in lossProb
+      -- j issues index j; from the read's third cycle on, an exponential arrives each cycle
+      -- (class lossAt's); the sum is kept in lossProb
       LExp ->
-        let k = lossStep st
-            arrived = fromIntegral k >= (3 :: Int)
-            at = fromIntegral k - 3 :: Int
-            exps' = if arrived then replace at e (lossExps st) else lossExps st
+        let arrived = lossLag st == maxBound
+            exps' = if arrived then replace (lossAt st) e (lossExps st) else lossExps st
             total = if arrived then lossProb st + resize e else lossProb st
-            done = at == natToNum @n
-        in  if done then st { lossPhase = LDiv, lossJ = 0, lossStep = 0, lossExps = exps', lossProb = total }
-            else st { lossStep = k + 1, lossJ = if lossJ st == maxBound then maxBound else lossJ st + 1
+        in  if arrived && lossAt st == maxBound
+            then st { lossPhase = LDiv, lossJ = 0, lossStep = 0, lossExps = exps', lossProb = total }
+            else st { lossLag = if arrived then maxBound else lossLag st + 1
+                    , lossAt = if arrived then lossAt st + 1 else lossAt st
+                    , lossJ = if lossJ st == maxBound then maxBound else lossJ st + 1
+                    , lossZs = rotateLeftS (lossZs st) d1
                     , lossExps = exps', lossProb = total }
       LDiv
         | lossStep st == 0 -> begin st
-        | fromIntegral (lossStep st) <= steps -> divide st
+        | lossStep st <= natToNum @(DivSteps gf) -> divide st
         | lossJ st == maxBound -> st { lossPhase = LAnswer }
         | otherwise -> st { lossJ = lossJ st + 1, lossStep = 0 }
       LAnswer -> st { lossPhase = LWait }
@@ -524,7 +537,7 @@ softmaxLoss SNat (TableRom rom) training zWord label = (grads, answer)
 
     -- a probability once its division is done (saturated), its gradient
     prob st = unSF (quotient @w @gf @gi (lossDiv st))
-    finished st = lossPhase st == LDiv && fromIntegral (lossStep st) == steps + 1
+    finished st = lossPhase st == LDiv && lossStep st == natToNum @(DivSteps gf + 1)
     grads = register Nothing (mux training ((\st lbl -> if finished st then Just (gradient st lbl) else Nothing) <$> state <*> label) (pure Nothing))
     gradient st lbl = roundTo @(gi + gf + 2) 0 (resize (prob st) - (if lossJ st == lbl then bit (natToNum @gf) else 0))
     labelProb = register 0 ((\st lbl p -> if finished st && lossJ st == lbl then prob st else p) <$> state <*> label <*> labelProb)
