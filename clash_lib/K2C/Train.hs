@@ -115,18 +115,18 @@ data HostIn dom = HostIn
   }
 
 -- | Cycles from a forward operation's issue to its group's output word (the last operation
--- of a group): the reads, the operands' registers, the products, the sum, the rounding, the
--- activation.
-type FwdLatency = 9
+-- of a group): the reads, the input's lane, the operands' registers, the products, the sum,
+-- the rounding, the activation.
+type FwdLatency = 10
 
 -- | Cycles from a backward operation's issue to the previous layer's gradient (the last group
--- of an input): the reads, the operands, the products, the tree over @pe@ products, the sum
--- over the groups, the derivative's product and its rounding.
-type BwdLatency pe = 7 + TreeDepth pe
+-- of an input): the reads, the input's lane, the operands, the products, the tree over @pe@
+-- products, the sum over the groups, the derivative's product and its rounding.
+type BwdLatency pe = 8 + TreeDepth pe
 
 -- | Cycles after the last backward issue before the layer takes input again: the update's
--- writes land (issue, read, operands, products, the rounding; the write).
-type DrainCycles = 5
+-- writes land (issue, read, the input's lane, operands, products, the rounding; the write).
+type DrainCycles = 6
 
 -- | Cycles from the last output word of the network's last layer (@n + 1@ classes, the
 -- probabilities' @fo@ fraction bits) to the first gradient ('softmaxLoss').
@@ -264,23 +264,24 @@ trainLayer arith activate deriv weightFile biasFile host start input grad =
           | otherwise = (word, lane + 1, vals')
 
     -- cycle 1: the reads' data with their operation, registered as they leave the block RAMs
-    -- (cycle 2); then the input's lane picked and each lane's operand chosen (cycle 3)
+    -- (cycle 2); the input's lane picked (cycle 3: a register of its own, as the input is an
+    -- operand of every lane's multiplier); each lane's operand chosen (cycle 4)
     op1 = register Nothing issued
     raw = register Nothing ((\o xs ws ds bs -> (\op -> (op, xs, ws, ds, bs)) <$> o) <$> op1 <*> xWord <*> weights <*> dWords <*> biases)
-    operands = register Nothing (fmap pick <$> raw)
-    pick (op, xs, ws, ds, bs) = (op, x, ws, ds, bs, map (\d -> if opFwd op then resize x else resize d) ds)
-      where
-        x = xs !! opLane op
+    laned = register Nothing (fmap pickLane <$> raw)
+    pickLane (op, xs, ws, ds, bs) = (op, xs !! opLane op, ws, ds, bs)
+    operands = register Nothing (fmap pick <$> laned)
+    pick (op, x, ws, ds, bs) = (op, x, ws, ds, bs, map (\d -> if opFwd op then resize x else resize d) ds)
 
-    -- cycle 3: the products (cycle 4): one multiplier per lane for both directions, its operand
+    -- cycle 4: the products (cycle 5): one multiplier per lane for both directions, its operand
     -- as wide as the wider of the input and the gradient (18 bits each fit one MULT18X18D), and
     -- the update's; the derivative's factor of the input
     products = register Nothing (fmap multiply <$> operands)
     multiply (op, x, ws, ds, bs, as) = (op, x, ws, ds, bs, zipWith mul as ws, map (mul x) ds, derivFactor deriv x)
       :: (Op nIn nInW pin g, Signed xb, Vec pe (Signed wb), Vec pe (Signed gb), Vec pe (Signed bb), Vec pe (Signed (Max xb gb + wb)), Vec pe (Signed (xb + gb)), Signed (2 * xb + 2))
 
-    -- forward, cycle 4: the sums (cycle 5); the bias added (6); the rounding (7); the
-    -- activation (8: a table's block RAM read) and its register (9: the block RAM's output)
+    -- forward, cycle 5: the sums (cycle 6); the bias added (7); the rounding (8); the
+    -- activation (9: a table's block RAM read) and its register (10: the block RAM's output)
     sums = register (repeat 0) (accumulate <$> products <*> sums)
     accumulate (Just (op, _, _, _, _, ps, _, _)) acc | opFwd op =
       zipWith (\a p -> (if opFirst op then 0 else a) + resize p) acc ps
@@ -294,7 +295,7 @@ trainLayer arith activate deriv weightFile biasFile host start input grad =
     activated = register Nothing (fmap (map activate) <$> zs)
     outWord = register Nothing activated
 
-    -- backward, cycle 4: the updates' exact values (cycle 5); rounded (6), written
+    -- backward, cycle 5: the updates' exact values (cycle 6); rounded (7), written
     diffs = register Nothing (fmap updates <$> products)
     updates (op, _, ws, ds, bs, _, xds, _) = (op, zipWith (exactNew (wStepShift arith) (wKeepShift arith)) ws xds
                                                 , zipWith (exactNew (bStepShift arith) (bKeepShift arith)) bs ds)
@@ -308,7 +309,7 @@ trainLayer arith activate deriv weightFile biasFile host start input grad =
     updateB (op, _, news) | not (opFwd op) && opBias op = Just (opGroup op, map (roundTo @uu (bKeepShift arith)) news)
     updateB _ = Nothing
 
-    -- backward, cycles 4 .. 4 + TreeDepth pe: the tree over a word's products; then the sum
+    -- backward, cycles 5 .. 5 + TreeDepth pe: the tree over a word's products; then the sum
     -- over the groups, the derivative's product, the rounding
     backTree = treeFold (+) 0 ((>>= backLeaves) <$> products)
     backLeaves (op, x, _, _, _, ps, _, f)

@@ -23,17 +23,17 @@ from keras2clash.train.golden import GoldenTrainer, LayerFormats
 WORD_BITS = 32
 """The host's words (AXI4-Stream TDATA): a raw value sign-extended, a label, a class."""
 
-FWD_LATENCY = 9
+FWD_LATENCY = 10
 """K2C.Train's FwdLatency: a forward operation's issue to its group's output word."""
-DRAIN_CYCLES = 5
+DRAIN_CYCLES = 6
+"""K2C.Train's DrainCycles: the last backward issue to the update's last write."""
 TEMPLATE_NAMES = frozenset({"trainer", "loss", "main", "circuit", "run"})
 """Top-level names of the core's modules (Trainer.hs, Sim.hs) a layer's function must not take."""
-"""K2C.Train's DrainCycles: the last backward issue to the update's last write."""
 
 
 def bwd_latency(pe: int) -> int:
     """K2C.Train's BwdLatency: a backward operation's issue to the previous layer's gradient."""
-    return 7 + tree_depth(pe)
+    return 8 + tree_depth(pe)
 
 
 def loss_latency(classes: int, g_frac: int) -> int:
