@@ -1,0 +1,172 @@
+{-# LANGUAGE DataKinds, KindSignatures, NoImplicitPrelude, ScopedTypeVariables,
+             TypeApplications, TypeOperators, FlexibleContexts, NoStarIsType,
+             DeriveGeneric, DeriveAnyClass, TypeFamilies #-}
+{-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver #-}
+{-|
+Weights written at run time: an AXI4-Stream slave port that carries write
+messages into the engines' weight memories ('K2C.Memory.WeightRam'), so a host
+loads new weights without a new synthesis (@keras2clash emit
+--writable-weights@; docs/guide/integration.md, "Writable weights").
+
+= The port
+
+@s_axis_weights_tdata@ (32 bits), @s_axis_weights_tvalid@,
+@s_axis_weights_tlast@ in; @s_axis_weights_tready@ out, always high: the port
+takes a beat every cycle, and a memory takes a word every cycle.
+
+= A message
+
+* a header beat: the layer's index on the bus in bits [31:24] (the table of
+  the emitted project's README and Weights.hs: the engine layers in network
+  order, from 0), the first word's address in bits [23:0];
+* then words, each @B@ beats of 32 bits, least significant first (@B =
+  ceil(word bits / 32)@, the layer's; the bits past its word are ignored): a
+  word goes to the address after the previous one's;
+* @tlast@ on the message's last beat. A message may write one word or a whole
+  layer (header address 0, every word in address order).
+
+The port drops what it cannot write, and never stalls: a message naming no
+layer (its index past the table) is skipped to its @tlast@; words past the
+layer's last address, and a word cut short by @tlast@, are not written.
+
+= Timing, and images in flight
+
+A word is written three cycles after its last beat moved (the decoder's
+register, the bus register 'writable' selects from, the memory's write
+register). The image input is closed ('closedWhile') from the cycle after a
+weight beat moves until 'QuietCycles' cycles after the last, and while a
+message is open, so an image that starts after a message is computed with the
+new weights only. Images in the network while a message is written are not:
+the host waits for the outputs of the images it has sent before it writes
+(the engines are then idle), then sends the next images. The hardware does not
+check this; an image in flight during a write gets a mix of old and new
+weights (and, in the engines that were idle when written, possibly words of
+the wrong address for that one window).
+
+= Hardware
+
+The decoder: a state of a few flip-flops, the word's @B@ slots of 32 bits
+(each loaded by its own enable: no shifter), the address counter, a table of
+each layer's words and beats (constants). Each writable memory: one register
+of the written address and word ('writable'), and the memory's write port.
+None of this is before a memory's read address or in the datapath.
+-}
+module K2C.WeightBus
+  ( WeightWrite (..)
+  , WeightBus
+  , QuietCycles
+  , weightPort
+  , writable
+  , closedWhile
+  ) where
+
+import Clash.Prelude
+
+import K2C.Memory (Neuron, WeightRom)
+import K2C.Stream (Stream)
+import K2C.WeightMemory (WeightRam (..))
+
+-- | A word on its way to a layer's memory: the layer's index, the address, and
+-- the word's bits (the layer's word in the low bits).
+data WeightWrite (layers :: Nat) (bits :: Nat) = WeightWrite
+  { writeLayer   :: Index layers
+  , writeAddress :: Unsigned 24
+  , writeWord    :: BitVector bits
+  } deriving (Generic, NFDataX)
+
+-- | The decoded writes, one a cycle at most, from a register ('weightPort').
+type WeightBus dom layers bits = Signal dom (Maybe (WeightWrite layers bits))
+
+-- | Cycles the image input stays closed after a weight message's last beat:
+-- the write's three registers and the memories' read of word 0 after it
+-- ("K2C.EngineWeights", "A writable memory"), with a cycle to spare.
+type QuietCycles = 5
+
+data Phase = Header | Words | Skip
+  deriving (Eq, Generic, NFDataX)
+
+-- | The decoder's registers.
+data Decoder layers beats = Decoder
+  { phase    :: Phase
+  , layer    :: Index layers
+  , address  :: Unsigned 24
+  , depth    :: Unsigned 24    -- the layer's words
+  , beat     :: Index beats    -- the next beat's slot in the word
+  , lastBeat :: Index beats    -- the layer's last slot
+  , slots    :: Vec beats (BitVector 32)
+  , out      :: Maybe (WeightWrite layers (beats * 32))
+  , quiet    :: Index (QuietCycles + 1)
+  } deriving (Generic, NFDataX)
+
+-- | The port: the table of the layers' memories (each one's words and its
+-- beats a word, in bus order), and @s_axis_weights_tdata@, @_tvalid@,
+-- @_tlast@. Gives the writes (registered), whether the image input is closed
+-- (registered state only), and @s_axis_weights_tready@.
+weightPort
+  :: forall dom layers beats
+   . ( HiddenClockResetEnable dom
+     , KnownNat layers, 1 <= layers, KnownNat beats, 1 <= beats )
+  => Vec layers (Unsigned 24, Index (beats + 1))
+  -> Signal dom (BitVector 32)
+  -> Signal dom Bit
+  -> Signal dom Bit
+  -> (WeightBus dom layers (beats * 32), Signal dom Bool, Signal dom Bit)
+weightPort table tdata tvalid tlast = (out <$> state, closed <$> state, ready)
+  where
+    enabled = fromEnable hasEnable
+    ready   = boolToBit <$> enabled
+    moved   = enabled .&&. (bitToBool <$> tvalid)
+    state   = register idle (step <$> state <*> moved <*> tdata <*> (bitToBool <$> tlast))
+    idle    = Decoder Header 0 0 0 0 0 (repeat 0) Nothing 0
+
+    closed s = phase s /= Header || quiet s /= 0
+
+    step s False _ _ = s { out = Nothing, quiet = if quiet s == 0 then 0 else quiet s - 1 }
+    step s True d lst = case phase s of
+      Header
+        | named >= natToNum @layers -> s' { phase = if lst then Header else Skip }
+        | otherwise ->
+            let (words, beats) = table !! named
+            in  s' { phase = if lst then Header else Words
+                   , layer = fromIntegral named
+                   , address = unpack (slice d23 d0 d)
+                   , depth = words
+                   , beat = 0
+                   , lastBeat = fromIntegral (beats - 1) }
+      Words ->
+        let full  = replace (beat s) d (slots s)
+            done  = beat s == lastBeat s
+            word  = WeightWrite (layer s) (address s) (pack (reverse full))
+        in  s' { phase = if lst then Header else Words
+               , slots = full
+               , beat = if done || lst then 0 else beat s + 1
+               , address = if done then address s + 1 else address s
+               , out = if done && address s < depth s then Just word else Nothing }
+      Skip -> s' { phase = if lst then Header else Skip }
+      where
+        s'    = s { out = Nothing, quiet = maxBound }
+        named = unpack (slice d31 d24 d) :: Unsigned 8
+
+-- | Layer @me@'s memory: the ROM file @rom@ in a block RAM written from the
+-- bus. The write is registered here, one register of the address and the
+-- word, so the bus's fan-out to the memories is a register stage of its own.
+writable
+  :: forall dom layers bits words p ch w bias
+   . ( HiddenClockResetEnable dom
+     , KnownNat layers, KnownNat bits, KnownNat words, KnownNat p, KnownNat ch
+     , BitPack w, BitPack bias, NFDataX w, NFDataX bias )
+  => Index layers
+  -> WeightBus dom layers bits
+  -> WeightRom words p ch w bias
+  -> WeightRam dom words p ch w bias
+writable me bus rom = WeightRam rom (register Nothing (mine <$> bus))
+  where
+    mine :: Maybe (WeightWrite layers bits) -> Maybe (Index words, Vec p (Neuron ch w bias))
+    mine (Just (WeightWrite l a bits))
+      | l == me = Just (fromIntegral a, unpack (resize bits))
+    mine _ = Nothing
+
+-- | The image input, closed while @closed@ (a weight message is being
+-- written): no beat moves in, the stage's ready is low.
+closedWhile :: Signal dom Bool -> Stream dom a a
+closedWhile closed (input, ready) = (mux closed (pure Nothing) input, not <$> closed .&&. ready)
