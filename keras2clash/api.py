@@ -41,7 +41,7 @@ from keras2clash.verify import synth as yosys
 from keras2clash.verify import toolchain
 from keras2clash.verify.lint import verilator_lint
 from keras2clash.verify.simulate import SimResult, run_simulator, run_simulator_heads
-from keras2clash.verify.testbench import heads_inputs, write_heads_testbench, write_testbench
+from keras2clash.verify.testbench import Reload, heads_inputs, write_heads_testbench, write_testbench
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -265,6 +265,14 @@ def weight_messages(
     """The weight port's messages (`backend.weightbus`) that load `weights` (`new_weights`) into
     a design emitted with `--writable-weights`: one per weight memory in bus order."""
     return bus_messages(load_project(project_dir), new_weights(project_dir, weights), changed_only=changed_only)
+
+
+def weight_reload(project_dir: str | Path, weights: WeightsSource, at: int) -> Reload:
+    """A reload of every weight memory with `weights` before image `at`, for `rtlsim` (its
+    testbench sends the messages and checks the images from `at` on against the golden model
+    of the new weights)."""
+    params = new_weights(project_dir, weights)
+    return Reload(at, tuple(bus_messages(load_project(project_dir), params)), params)
 
 
 @dataclass(frozen=True)
