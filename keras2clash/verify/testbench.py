@@ -38,8 +38,8 @@ from typing import cast
 import numpy as np
 
 from keras2clash.backend.emitter import _env
-from keras2clash.backend.weightbus import WeightMessage
 from keras2clash.backend.project import Project, load_project
+from keras2clash.backend.weightbus import WeightMessage
 from keras2clash.data import load_head_sets, load_test_set
 from keras2clash.errors import K2CError
 from keras2clash.fsutil import atomic_directory
