@@ -1,0 +1,217 @@
+"""Writable weights (`--writable-weights`, K2C.WeightBus): the weight port's messages, a reload
+of every weight memory between two images in the Clash simulation and in Verilator (outputs
+bit-exact with the golden model of the design's weights before the reload and of the new
+weights after it, under random gaps and stalls), and the designs it refuses.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import keras2clash as k2c
+from helpers import needs_toolchain, random_dense_model
+from keras2clash import api
+from keras2clash.backend.memfiles import rom_words
+from keras2clash.backend.project import load_project
+from keras2clash.backend.weightbus import bus_layers, messages_text, weight_messages
+from keras2clash.errors import K2CError
+from keras2clash.quant import golden
+from keras2clash.verify import rtlsim, toolchain
+from keras2clash.verify.simulate import run_simulator
+
+ROOT = Path(__file__).resolve().parent.parent
+IRIS = ROOT / "examples" / "iris"
+GAP_MAX, SEED = 3, 5
+
+
+def _perturbed(source, out: Path, seed: int) -> Path:
+    """`source`'s architecture with other weights: each scaled by a random factor in
+    [-1.2, 1.2] plus a little noise (a model the design was not emitted from)."""
+    import keras
+
+    model = keras.models.load_model(source) if isinstance(source, str | Path) else source
+    rng = np.random.default_rng(seed)
+    model.set_weights([w * rng.uniform(-1.2, 1.2, w.shape) + rng.normal(0, 0.05, w.shape) for w in model.get_weights()])
+    model.save(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def iris(tmp_path_factory):
+    """The iris classifier emitted with writable weights, and a model of other weights."""
+    folder = tmp_path_factory.mktemp("reload_iris")
+    project = k2c.emit(IRIS / "iris.keras", "1,7,8", folder / "net", [3, 2], writable_weights=True, show=False)
+    return Path(project), _perturbed(IRIS / "iris.keras", folder / "other.keras", 3)
+
+
+def _old_golden(project: Path, n: int) -> np.ndarray:
+    p = load_project(project)
+    x = np.load(IRIS / "test.npz")["x"][:n]
+    return golden.predict(p.plans, p.params, golden.quantize_inputs(p.plans, x))[0]
+
+
+# --- the messages (no toolchain) ---------------------------------------------------------------
+
+
+def test_a_message_is_the_layers_memory_file_in_32_bit_beats(iris) -> None:
+    project_dir, other = iris
+    project = load_project(project_dir)
+    params = api.new_weights(project_dir, other)
+    messages = weight_messages(project, params)
+    assert [m.layer for m in messages] == [p.name for p in bus_layers(project.plans)] == ["hidden", "output"]
+    for index, (message, plan) in enumerate(zip(messages, bus_layers(project.plans))):
+        assert message.beats[0] == index << 24  # the layer's index, address 0
+        words = rom_words(plan, params[plan.name])
+        per_word = (len(words[0]) + 31) // 32
+        assert len(message.beats) == 1 + per_word * len(words)
+        for k, word in enumerate(words):  # least significant beat first
+            beats = message.beats[1 + k * per_word : 1 + (k + 1) * per_word]
+            assert sum(b << (32 * i) for i, b in enumerate(beats)) == int(word, 2)
+    assert rom_words(bus_layers(project.plans)[0], params["hidden"]) != rom_words(
+        bus_layers(project.plans)[0], project.params["hidden"]
+    )
+    assert messages_text(messages).splitlines()[0].split()[0] == "00000000"
+    # the design's own weights: nothing changes
+    assert weight_messages(project, project.params, changed_only=True) == []
+
+
+def test_the_generated_haskell_names_the_bus_table(iris) -> None:
+    project_dir, _ = iris
+    weights = (project_dir / "Weights.hs").read_text()
+    assert "busTable = (3, 8) :> (2, 9) :> Nil" in weights
+    assert "hidden = writable 0 ?weightBus hidden_rom" in weights
+    assert "(HiddenClockResetEnable dom, W.HiddenWeightBus dom)" in (project_dir / "Network.hs").read_text()
+    top = (project_dir / "Top.hs").read_text()
+    assert 'PortName "s_axis_weights_tdata"' in top and 'PortName "s_axis_weights_tready"' in top
+
+
+def test_without_the_option_the_project_has_no_weight_port(tmp_path: Path) -> None:
+    project = Path(k2c.emit(IRIS / "iris.keras", "1,7,8", tmp_path / "net", [3, 2], show=False))
+    for name in ("Weights.hs", "Network.hs", "Top.hs", "Sim.hs"):
+        text = (project / name).read_text()
+        assert "WeightBus" not in text and "weights_t" not in text and "ImplicitParams" not in text
+    with pytest.raises(K2CError, match="has no weight port; emit it with --writable-weights"):
+        api.weight_messages(project, project / "golden.npz")
+
+
+# --- refusals -------------------------------------------------------------------------------
+
+
+def test_a_latency_layer_is_refused_with_its_name(tmp_path: Path) -> None:
+    model = random_dense_model([(4, "relu"), (3, "linear")], 5, seed=1, scale=0.5)
+    with pytest.raises(K2CError, match="layer 'dense_0' uses the latency strategy") as err:
+        k2c.emit(model, "1,7,8", tmp_path / "net", strategy="latency,resource", writable_weights=True, show=False)
+    assert len(str(err.value).splitlines()) == 1
+    assert not (tmp_path / "net").exists()
+
+
+def test_a_design_of_several_outputs_is_refused(tmp_path: Path) -> None:
+    import keras
+
+    x = keras.Input((4,))
+    h = keras.layers.Dense(5, activation="relu", name="h")(x)
+    model = keras.Model(x, [keras.layers.Dense(2, name="a")(h), keras.layers.Dense(3, name="b")(h)])
+    with pytest.raises(K2CError, match="several input or output ports; --writable-weights"):
+        k2c.emit(model, "1,7,8", tmp_path / "net", writable_weights=True, show=False)
+
+
+def test_new_weights_of_another_architecture_are_refused(iris, tmp_path: Path) -> None:
+    project_dir, _ = iris
+    other = random_dense_model([(5, "relu"), (3, "softmax")], 4, seed=2)
+    other.save(tmp_path / "wrong.keras")
+    with pytest.raises(K2CError, match="the new model has no layer 'hidden'"):
+        api.weight_messages(project_dir, tmp_path / "wrong.keras")
+
+
+# --- a reload between two images -------------------------------------------------------------
+
+
+@needs_toolchain
+@pytest.mark.toolchain
+def test_dense_reload_in_the_clash_simulation(iris) -> None:
+    project, other = iris
+    check = api.simulate_reload(project, IRIS / "test.npz", other, at=10, limit=30, gap_max=GAP_MAX, seed=SEED)
+    assert check.exact
+    old = _old_golden(project, 30)
+    assert np.array_equal(check.sim.outputs[:10], old[:10])
+    assert np.any(check.sim.outputs[10:] != old[10:], axis=1).sum() >= 15  # the new weights are in use
+
+
+@needs_toolchain
+@pytest.mark.toolchain
+def test_reloads_back_and_forth_and_a_message_of_one_layer(iris) -> None:
+    """The new weights before image 5, the design's own before image 12, then the new hidden
+    layer alone before image 20: each segment equals the golden model of what is loaded."""
+    project_dir, other = iris
+    project = load_project(project_dir)
+    new = api.new_weights(project_dir, other)
+    to_new = [m.beats for m in weight_messages(project, new)]
+    to_old = [m.beats for m in weight_messages(project, project.params)]
+    mixed = {**project.params, "hidden": new["hidden"]}
+    hidden_only = [m.beats for m in weight_messages(project, mixed, changed_only=True)]
+    assert len(hidden_only) == 1
+    x = golden.quantize_inputs(project.plans, np.load(IRIS / "test.npz")["x"][:26])
+    sim = run_simulator(
+        toolchain.build_simulator(project_dir),
+        project_dir,
+        x,
+        project.n_out,
+        ["--gap-max", str(GAP_MAX), "--seed", str(SEED)],
+        messages={5: to_new, 12: to_old, 20: hidden_only},
+    )
+    segments = [(0, 5, project.params), (5, 12, new), (12, 20, project.params), (20, 26, mixed)]
+    for start, stop, params in segments:
+        want, classes = golden.predict(project.plans, params, x[start:stop])
+        assert np.array_equal(sim.outputs[start:stop], want), (start, stop)
+        assert np.array_equal(sim.classes[start:stop], classes)
+
+
+@needs_toolchain
+@pytest.mark.toolchain
+def test_dense_reload_in_verilator(iris) -> None:
+    project, other = iris
+    reload = api.weight_reload(project, other, at=10)
+    result = rtlsim.rtlsim(project, IRIS / "test.npz", "verilator", 30, gap_max=GAP_MAX, seed=SEED, reload=reload)
+    assert result.ok, (result.messages, [s.note for s in result.samples if not s.passed])
+    clash = api.simulate_reload(project, IRIS / "test.npz", other, at=10, limit=30, gap_max=GAP_MAX, seed=SEED)
+    assert list(result.output_cycles()) == list(clash.sim.output_cycle)  # the same cycles
+    assert np.any(clash.expected[10:] != _old_golden(project, 30)[10:])
+
+
+def _conv_model(seed: int):
+    """A small CNN with random weights: 6x6x2 -> conv 4 3x3 (relu) -> max pool -> dense 3."""
+    import keras
+
+    rng = np.random.default_rng(seed)
+    model = keras.Sequential(
+        [
+            keras.Input((6, 6, 2)),
+            keras.layers.Conv2D(4, 3, activation="relu", name="conv"),
+            keras.layers.MaxPooling2D(2, name="pool"),
+            keras.layers.Flatten(name="flatten"),
+            keras.layers.Dense(3, name="out"),
+        ]
+    )
+    model.set_weights([rng.normal(0, 0.5, w.shape).astype("float32") for w in model.get_weights()])
+    return model
+
+
+@needs_toolchain
+@pytest.mark.toolchain
+def test_conv_reload_in_the_clash_simulation(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    data = tmp_path / "test.npz"
+    np.savez(data, x=rng.uniform(-1, 1, (16, 6, 6, 2)).astype("float32"), y=rng.integers(0, 3, 16))
+    project = k2c.emit(
+        _conv_model(1), "1,7,8", tmp_path / "net", [2, 3], cycles=[3, 2], writable_weights=True, show=False
+    )
+    other = _conv_model(2)
+    check = api.simulate_reload(project, data, other, at=6, gap_max=GAP_MAX, seed=SEED)
+    assert check.exact
+    p = load_project(project)
+    old = golden.predict(p.plans, p.params, golden.quantize_inputs(p.plans, np.load(data)["x"]))[0]
+    assert np.array_equal(check.sim.outputs[:6], old[:6])
+    assert np.any(check.sim.outputs[6:] != old[6:], axis=1).all()
