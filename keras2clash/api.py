@@ -554,9 +554,11 @@ def rtlsim(
     max_cycles: int | None = None,
     show: bool = True,
     all_rows: bool = False,
+    reload: Reload | None = None,
 ):
     """Simulate the generated HDL in Icarus, Verilator or GHDL against the golden model;
-    returns a keras2clash.rtlsim.RtlResult (`.ok` is True when every sample is bit-exact)."""
+    returns a keras2clash.rtlsim.RtlResult (`.ok` is True when every sample is bit-exact).
+    `reload`: a weight reload between two images (`weight_reload`)."""
     columns = (TextColumn(f"{simulator}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as bar:
         task = bar.add_task("rtl", total=None)
@@ -570,6 +572,7 @@ def rtlsim(
             max_cycles=max_cycles,
             status=lambda text: bar.update(task, description=text),
             progress=lambda k, total: bar.update(task, completed=k, total=total),
+            reload=reload,
         )
     if show:
         if isinstance(result, rtl.HeadsRtlResult):
