@@ -89,6 +89,11 @@ HASKELL_RESERVED = {
     "simMain",
     "cycles",
     "outputActivation",
+    # the weight port's names (--writable-weights: Weights.hs and Top.hs use them unqualified)
+    "writable",
+    "busTable",
+    "weightPort",
+    "closedWhile",
 }
 
 _env = jinja2.Environment(
@@ -853,6 +858,11 @@ def build_context(
     layers = [_layer_entry(plan, fn, codes[plan.name], plan.name in split_names) for plan, fn in zip(plans, fns)]
     compute = [entry for entry in layers if entry["compute"]]
     plan_of = {plan.name: plan for plan in plans}
+    taken = set(fns) & {f"{entry['fn']}_rom" for entry in compute} if writable else set()
+    if taken:  # Weights.hs names each writable memory's file <layer>_rom
+        raise K2CError(
+            f"layer '{sorted(taken)[0]}': with --writable-weights the name is another layer's file; rename it"
+        )
     for index, entry in enumerate(compute):  # the weight port's table, in network order
         plan = plan_of[cast(str, entry["name"])]
         entry.update(bus_index=index, word_bits=word_bits(plan), word_beats=word_beats(plan))
