@@ -185,33 +185,73 @@ def _conv_model(seed: int):
     """A small CNN with random weights: 6x6x2 -> conv 4 3x3 (relu) -> max pool -> dense 3."""
     import keras
 
-    rng = np.random.default_rng(seed)
-    model = keras.Sequential(
-        [
-            keras.Input((6, 6, 2)),
-            keras.layers.Conv2D(4, 3, activation="relu", name="conv"),
-            keras.layers.MaxPooling2D(2, name="pool"),
-            keras.layers.Flatten(name="flatten"),
-            keras.layers.Dense(3, name="out"),
-        ]
+    return _randomized(
+        keras.Sequential(
+            [
+                keras.Input((6, 6, 2)),
+                keras.layers.Conv2D(4, 3, activation="relu", name="conv"),
+                keras.layers.MaxPooling2D(2, name="pool"),
+                keras.layers.Flatten(name="flatten"),
+                keras.layers.Dense(3, name="out"),
+            ]
+        ),
+        seed,
     )
+
+
+def _depthwise_model(seed: int):
+    """Depthwise (multiplier 2) and dilated convolutions, global pooling, dense: 7x7x2 -> 3."""
+    import keras
+
+    return _randomized(
+        keras.Sequential(
+            [
+                keras.Input((7, 7, 2)),
+                keras.layers.DepthwiseConv2D(3, depth_multiplier=2, activation="relu", name="dw"),
+                keras.layers.Conv2D(3, 2, dilation_rate=2, name="dilated"),
+                keras.layers.GlobalAveragePooling2D(name="gap"),
+                keras.layers.Dense(3, name="out"),
+            ]
+        ),
+        seed,
+    )
+
+
+def _lstm_model(seed: int):
+    """An LSTM over 5 steps of 3 values, then dense: the engine inside a recurrent cell."""
+    import keras
+
+    return _randomized(
+        keras.Sequential([keras.Input((5, 3)), keras.layers.LSTM(4, name="lstm"), keras.layers.Dense(3, name="out")]),
+        seed,
+    )
+
+
+def _randomized(model, seed: int):
+    rng = np.random.default_rng(seed)
     model.set_weights([rng.normal(0, 0.5, w.shape).astype("float32") for w in model.get_weights()])
     return model
 
 
 @needs_toolchain
 @pytest.mark.toolchain
-def test_conv_reload_in_the_clash_simulation(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("build", "knobs"),
+    [
+        pytest.param(_conv_model, {"parallelism": [2, 3], "cycles": [3, 2]}, id="conv"),
+        pytest.param(_depthwise_model, {}, id="depthwise-dilated"),
+        pytest.param(_lstm_model, {}, id="lstm"),
+    ],
+)
+def test_engine_kinds_reload_in_the_clash_simulation(build, knobs, tmp_path: Path) -> None:
+    model = build(1)
     rng = np.random.default_rng(0)
     data = tmp_path / "test.npz"
-    np.savez(data, x=rng.uniform(-1, 1, (16, 6, 6, 2)).astype("float32"), y=rng.integers(0, 3, 16))
-    project = k2c.emit(
-        _conv_model(1), "1,7,8", tmp_path / "net", [2, 3], cycles=[3, 2], writable_weights=True, show=False
-    )
-    other = _conv_model(2)
-    check = api.simulate_reload(project, data, other, at=6, gap_max=GAP_MAX, seed=SEED)
+    np.savez(data, x=rng.uniform(-1, 1, (16, *model.input_shape[1:])).astype("float32"), y=rng.integers(0, 3, 16))
+    project = k2c.emit(model, "1,7,8", tmp_path / "net", writable_weights=True, show=False, **knobs)
+    check = api.simulate_reload(project, data, build(2), at=6, gap_max=GAP_MAX, seed=SEED)
     assert check.exact
     p = load_project(project)
     old = golden.predict(p.plans, p.params, golden.quantize_inputs(p.plans, np.load(data)["x"]))[0]
     assert np.array_equal(check.sim.outputs[:6], old[:6])
-    assert np.any(check.sim.outputs[6:] != old[6:], axis=1).all()
+    assert np.any(check.sim.outputs[6:] != old[6:], axis=1).sum() >= 8  # the new weights are in use
