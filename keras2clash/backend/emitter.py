@@ -867,6 +867,10 @@ def build_context(
         plan = plan_of[cast(str, entry["name"])]
         entry.update(bus_index=index, word_bits=word_bits(plan), word_beats=word_beats(plan))
         entry["rom_fn"] = f"{entry['fn']}_rom" if writable else entry["fn"]
+        if writable:
+            cast(list[str], entry["notes"]).append(
+                f"Weights: W.{entry['fn']}, writable: layer {index} on the weight bus (K2C.WeightBus)."
+            )
     layer_weights: list[tuple[tuple[str, ...], str]] = []
     for plan, fn in zip(plans, fns):
         if plan.kind is None:
