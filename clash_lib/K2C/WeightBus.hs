@@ -31,9 +31,10 @@ layer's last address, and a word cut short by @tlast@, are not written.
 
 = Timing, and images in flight
 
-A word is written three cycles after its last beat moved (the decoder's
-register, the bus register 'writable' selects from, the memory's write
-register). The image input is closed ('closedWhile') from the cycle after a
+A word whose last beat moves in cycle @t@ is in its memory from cycle @t + 3@
+on: the decoder's register holds it in @t + 1@, the memory's write register
+('writable') in @t + 2@, and the RAM writes it at the end of that cycle. The
+image input is closed ('closedWhile') from the cycle after a
 weight beat moves until 'QuietCycles' cycles after the last, and while a
 message is open, so an image that starts after a message is computed with the
 new weights only. Images in the network while a message is written are not:
@@ -77,9 +78,11 @@ data WeightWrite (layers :: Nat) (bits :: Nat) = WeightWrite
 -- | The decoded writes, one a cycle at most, from a register ('weightPort').
 type WeightBus dom layers bits = Signal dom (Maybe (WeightWrite layers bits))
 
--- | Cycles the image input stays closed after a weight message's last beat:
--- the write's three registers and the memories' read of word 0 after it
--- ("K2C.EngineWeights", "A writable memory"), with a cycle to spare.
+-- | Cycles the image input stays closed after a weight message's last beat
+-- (cycle @t@): the last write reaches the memory at the end of @t + 2@, the
+-- memory reads word 0 again in @t + 3@ ("K2C.WeightMemory", "A writable
+-- memory") and holds it from @t + 4@; an image beat moving in @t + 6@ or
+-- later reaches an engine's first step two cycles later at the earliest.
 type QuietCycles = 5
 
 data Phase = Header | Words | Skip
