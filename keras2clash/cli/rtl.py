@@ -10,6 +10,7 @@ import numpy as np
 import typer
 
 from keras2clash import api
+from keras2clash.backend.weightbus import messages_text
 from keras2clash.cli import params
 from keras2clash.cli.common import app, err
 from keras2clash.errors import K2CError
@@ -81,8 +82,6 @@ def weight_messages(
 ) -> None:
     """The weight port's messages that load WEIGHTS into PROJECT (emitted with --writable-weights):
     a line per layer, its 32-bit beats in hex, the header first, tlast on the last."""
-    from keras2clash.backend.weightbus import messages_text
-
     messages = api.weight_messages(project, weights, changed_only=changed_only)
     text = messages_text(messages)
     if out is None:
