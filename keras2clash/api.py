@@ -288,7 +288,9 @@ class ReloadCheck:
     @property
     def exact(self) -> bool:
         same = bool(np.array_equal(self.sim.outputs, self.expected))
-        return same and (self.classes is None or bool(np.array_equal(self.sim.classes, self.classes)))
+        if self.classes is None:
+            return same
+        return same and self.sim.classes is not None and bool(np.array_equal(self.sim.classes, self.classes))
 
 
 def simulate_reload(

@@ -334,6 +334,6 @@ _PARSERS = {
     "weight_format": weight_format_choice,
     "hls4ml_config": hls4ml_config,
     "weights": _path,
-    "writable_weights": bool,
+    "writable_weights": lambda value: bool(value),
 }
 """Each field's parser (every field has one: the record holds only parsed values)."""

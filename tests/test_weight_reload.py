@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import keras2clash as k2c
-from helpers import needs_toolchain, random_dense_model
+from helpers import needs_toolchain, random_dense_model, run_cli
 from keras2clash import api
 from keras2clash.backend.memfiles import rom_words
 from keras2clash.backend.project import load_project
@@ -126,6 +126,16 @@ def test_new_weights_of_another_architecture_are_refused(iris, tmp_path: Path) -
         api.weight_messages(project_dir, tmp_path / "wrong.keras")
 
 
+@needs_toolchain
+@pytest.mark.toolchain
+def test_a_message_to_a_design_without_the_port_fails_the_simulation(tmp_path: Path) -> None:
+    project = Path(k2c.emit(IRIS / "iris.keras", "1,7,8", tmp_path / "net", [3, 2], show=False))
+    p = load_project(project)
+    x = golden.quantize_inputs(p.plans, np.load(IRIS / "test.npz")["x"][:3])
+    with pytest.raises(K2CError, match="weights are not writable"):
+        run_simulator(toolchain.build_simulator(project), project, x, p.n_out, messages={1: [[0, 1, 2, 3]]})
+
+
 # --- a reload between two images -------------------------------------------------------------
 
 
@@ -179,6 +189,20 @@ def test_dense_reload_in_verilator(iris) -> None:
     clash = api.simulate_reload(project, IRIS / "test.npz", other, at=10, limit=30, gap_max=GAP_MAX, seed=SEED)
     assert list(result.output_cycles()) == list(clash.sim.output_cycle)  # the same cycles
     assert np.any(clash.expected[10:] != _old_golden(project, 30)[10:])
+
+
+@needs_toolchain
+@pytest.mark.toolchain
+def test_the_commands(iris, tmp_path: Path, capsys) -> None:
+    project, other = iris
+    out = tmp_path / "messages.txt"
+    code, text = run_cli(["weight-messages", project, other, "--out", out], capsys)
+    assert code == 0 and "layer 1 output: 19 beats" in text
+    lines = out.read_text().splitlines()
+    assert [len(line.split()) for line in lines] == [25, 19] and lines[1].startswith("01000000 ")
+    args = ["reload", project, other, "--data", IRIS / "test.npz", "--at", "4", "-n", "12", "--gap-max", "2"]
+    code, text = run_cli(args, capsys)
+    assert code == 0 and "12/12 samples equal the golden model (4 with the design's weights" in " ".join(text.split())
 
 
 def _conv_model(seed: int):
