@@ -6,6 +6,7 @@ weights after it, under random gaps and stalls), and the designs it refuses.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,7 @@ from helpers import needs_toolchain, random_dense_model, run_cli
 from keras2clash import api
 from keras2clash.backend.memfiles import rom_words
 from keras2clash.backend.project import load_project
-from keras2clash.backend.weightbus import bus_layers, messages_text, weight_messages
+from keras2clash.backend.weightbus import WeightMessage, bus_layers, messages_text, weight_messages
 from keras2clash.errors import K2CError
 from keras2clash.quant import golden
 from keras2clash.verify import rtlsim, toolchain
@@ -179,16 +180,96 @@ def test_reloads_back_and_forth_and_a_message_of_one_layer(iris) -> None:
         assert np.array_equal(sim.classes[start:stop], classes)
 
 
+def _with_word(plan, old, new, address: int):
+    """`old` constants with those of memory word `address` taken from `new`: word `g*b + t`
+    holds chunk `t` (window elements `t*ch ..`) of filters `g*p ..` and, for `t = 0`, their
+    biases (K2C.Memory's layout, written out here apart from backend.memfiles)."""
+    p, b, ch = plan.engine_knobs.pe, plan.engine_knobs.cycles, plan.chunk
+    g, t = divmod(address, b)
+    kernel, bias = old.kernel.copy(), old.bias.copy()
+    filters = [f for f in range(g * p, g * p + p) if f < kernel.shape[1]]
+    elements = [e for e in range(t * ch, t * ch + ch) if e < kernel.shape[0]]
+    kernel[np.ix_(elements, filters)] = new.kernel[np.ix_(elements, filters)]
+    if t == 0:
+        bias[filters] = new.bias[filters]
+    return type(old)(kernel, bias)
+
+
+@needs_toolchain
+@pytest.mark.toolchain
+def test_the_port_writes_single_words_and_drops_what_it_cannot_write(iris) -> None:
+    """A message naming no layer (skipped whole), one word then a word cut short by tlast (the
+    cut word is not written), one word then a word past the memory's end (not written): only
+    the two whole words in range change."""
+    project_dir, other = iris
+    project = load_project(project_dir)
+    new = api.new_weights(project_dir, other)
+    hidden, output = bus_layers(project.plans)
+    full = {m.layer: m.beats for m in weight_messages(project, new)}
+    per_word = {"hidden": 8, "output": 9}
+    assert len(full["hidden"]) == 1 + 3 * 8 and len(full["output"]) == 1 + 2 * 9
+
+    def word(layer: str, address: int) -> list[int]:
+        return list(full[layer][1 + address * per_word[layer] : 1 + (address + 1) * per_word[layer]])
+
+    messages = [
+        [7 << 24] + word("hidden", 0),  # no layer 7: skipped to its tlast
+        [0 << 24 | 1] + word("hidden", 1) + word("hidden", 2)[:3],  # word 1, then a cut word
+        [1 << 24 | 1] + word("output", 1) + word("output", 0),  # word 1, then address 2 of 2 words
+    ]
+    loaded = dict(project.params)
+    loaded["hidden"] = _with_word(hidden, project.params["hidden"], new["hidden"], 1)
+    loaded["output"] = _with_word(output, project.params["output"], new["output"], 1)
+    assert rom_words(hidden, loaded["hidden"])[1] == rom_words(hidden, new["hidden"])[1]
+    assert rom_words(hidden, loaded["hidden"])[2] == rom_words(hidden, project.params["hidden"])[2]
+    x = golden.quantize_inputs(project.plans, np.load(IRIS / "test.npz")["x"][:16])
+    sim = run_simulator(
+        toolchain.build_simulator(project_dir),
+        project_dir,
+        x,
+        project.n_out,
+        ["--gap-max", str(GAP_MAX), "--seed", str(SEED)],
+        messages={6: messages},
+    )
+    for start, stop, params in ((0, 6, project.params), (6, 16, loaded)):
+        want, classes = golden.predict(project.plans, params, x[start:stop])
+        assert np.array_equal(sim.outputs[start:stop], want), (start, stop)
+        assert np.array_equal(sim.classes[start:stop], classes)
+    before = golden.predict(project.plans, project.params, x[6:])[0]
+    assert np.any(sim.outputs[6:] != before)  # the two words matter
+
+
 @needs_toolchain
 @pytest.mark.toolchain
 def test_dense_reload_in_verilator(iris) -> None:
-    project, other = iris
-    reload = api.weight_reload(project, other, at=10)
-    result = rtlsim.rtlsim(project, IRIS / "test.npz", "verilator", 30, gap_max=GAP_MAX, seed=SEED, reload=reload)
+    """The messages that load the other model's weights, between a message naming no layer and
+    messages the port drops (a cut word, a word past the end): the Verilator testbench checks
+    the images after them against the new weights' golden model, in the Clash simulation's
+    cycles."""
+    project_dir, other = iris
+    project = load_project(project_dir)
+    reload = api.weight_reload(project_dir, other, at=10)
+    full = {m.layer: m.beats for m in reload.messages}
+    dropped = [
+        WeightMessage("none", 9, (9 << 24, 1, 2)),
+        WeightMessage("hidden", 0, (0 << 24 | 2, *full["output"][1:4])),  # 3 of a word's 8 beats
+        WeightMessage("output", 1, (1 << 24 | 2, *full["output"][1:10])),  # address 2 of 2 words
+    ]
+    reload = replace(reload, messages=(dropped[0], *reload.messages, *dropped[1:]))
+    result = rtlsim.rtlsim(project_dir, IRIS / "test.npz", "verilator", 30, gap_max=GAP_MAX, seed=SEED, reload=reload)
     assert result.ok, (result.messages, [s.note for s in result.samples if not s.passed])
-    clash = api.simulate_reload(project, IRIS / "test.npz", other, at=10, limit=30, gap_max=GAP_MAX, seed=SEED)
-    assert list(result.output_cycles()) == list(clash.sim.output_cycle)  # the same cycles
-    assert np.any(clash.expected[10:] != _old_golden(project, 30)[10:])
+    assert np.any(result.samples[10].expected != _old_golden(project_dir, 30)[10])
+    x = golden.quantize_inputs(project.plans, np.load(IRIS / "test.npz")["x"][:30])
+    clash = run_simulator(
+        toolchain.build_simulator(project_dir),
+        project_dir,
+        x,
+        project.n_out,
+        ["--gap-max", str(GAP_MAX), "--seed", str(SEED)],
+        messages={10: [m.beats for m in reload.messages]},
+    )
+    assert list(result.output_cycles()) == list(clash.output_cycle)  # the same cycles
+    assert list(result.accept_cycles()) == list(clash.accept_cycle)
 
 
 @needs_toolchain
