@@ -4,7 +4,7 @@
 {-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver #-}
 {-|
 Weights written at run time: an AXI4-Stream slave port that carries write
-messages into the engines' weight memories ('K2C.Memory.WeightRam'), so a host
+messages into the engines' weight memories ('K2C.WeightMemory.WeightRam'), so a host
 loads new weights without a new synthesis (@keras2clash emit
 --writable-weights@; docs/guide/integration.md, "Writable weights").
 
@@ -34,10 +34,10 @@ layer's last address, and a word cut short by @tlast@, are not written.
 A word whose last beat moves in cycle @t@ is in its memory from cycle @t + 3@
 on: the decoder's register holds it in @t + 1@, the memory's write register
 ('writable') in @t + 2@, and the RAM writes it at the end of that cycle. The
-image input is closed ('closedWhile') from the cycle after a
-weight beat moves until 'QuietCycles' cycles after the last, and while a
-message is open, so an image that starts after a message is computed with the
-new weights only. Images in the network while a message is written are not:
+image input is closed ('closedWhile') while a message is open and from the
+cycle after any weight beat moves until 'QuietCycles' cycles after it, so an
+image whose first beat moves after a message is computed with the new weights
+only. Images in the network while a message is written are not:
 the host waits for the outputs of the images it has sent before it writes
 (the engines are then idle), then sends the next images. The hardware does not
 check this; an image in flight during a write gets a mix of old and new
@@ -48,9 +48,10 @@ the wrong address for that one window).
 
 The decoder: a state of a few flip-flops, the word's @B@ slots of 32 bits
 (each loaded by its own enable: no shifter), the address counter, a table of
-each layer's words and beats (constants). Each writable memory: one register
-of the written address and word ('writable'), and the memory's write port.
-None of this is before a memory's read address or in the datapath.
+each layer's words and beats (constants), the decoded write's register. Each
+writable memory: one register of the written address and word ('writable'),
+and the memory's write port. None of this is before a memory's read address or
+in the datapath; the image input's ready gains one AND with a flip-flop.
 -}
 module K2C.WeightBus
   ( WeightWrite (..)
