@@ -30,7 +30,7 @@ from keras2clash.hw.output import classifies, output_plans, output_task, several
 from keras2clash.hw.summary import design_summary, render_summary
 from keras2clash.network import Network, load_model, load_network
 from keras2clash.quant import golden
-from keras2clash.quant.autoformat import overflow_to_json, warn_overflow
+from keras2clash.quant.autoformat import overflow_to_json, parameter_overflow, warn_overflow
 from keras2clash.quant.exact import QuantizedLayer
 from keras2clash.quant.formats import FixedFormat, quantize
 from keras2clash.quant.hls4ml import CONFIG_FILE as HLS4ML_FILE
@@ -237,7 +237,8 @@ WeightsSource = Any
 def new_weights(project_dir: str | Path, weights: WeightsSource) -> dict[str, QuantizedLayer]:
     """The golden model's quantized constants of `weights` for the emitted design: a Keras
     model's through the graph passes and each kind's `quantize` at the design's formats, as
-    `emit` quantized the design's own (`quant.golden.quantize_params`)."""
+    `emit` quantized the design's own (`quant.golden.quantize_params`); weights that saturate
+    in their format are reported as `emit` reports them."""
     project = load_project(project_dir)
     wanted = [plan for plan in project.plans if plan.has_params]
     if isinstance(weights, Mapping):
@@ -254,9 +255,11 @@ def new_weights(project_dir: str | Path, weights: WeightsSource) -> dict[str, Qu
     if missing:
         raise K2CError(f"the new model has no layer '{missing[0]}' of design '{project.name}'")
     try:
-        return golden.quantize_params(project.plans, graph)
+        params = golden.quantize_params(project.plans, graph)
     except ValueError as exc:
         raise K2CError(f"the new model's weights do not fit design '{project.name}': {exc}") from None
+    warn_overflow(parameter_overflow(project.plans, graph), console)  # saturated, as emit reports them
+    return params
 
 
 def weight_messages(
