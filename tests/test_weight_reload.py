@@ -360,3 +360,27 @@ def test_engine_kinds_reload_in_the_clash_simulation(build, knobs, tmp_path: Pat
     old = golden.predict(p.plans, p.params, golden.quantize_inputs(p.plans, np.load(data)["x"]))[0]
     assert np.array_equal(check.sim.outputs[:6], old[:6])
     assert np.any(check.sim.outputs[6:] != old[6:], axis=1).sum() >= 8  # the new weights are in use
+
+
+@needs_toolchain
+@pytest.mark.toolchain
+@pytest.mark.parametrize(
+    "example",
+    [
+        pytest.param("digits_dense", id="digits_dense"),
+        pytest.param("thesis_cnn", id="thesis_cnn", marks=pytest.mark.slow),  # minutes of ghc on its CNN
+    ],
+)
+def test_an_example_reloads_weights_between_two_images(example: str, tmp_path: Path) -> None:
+    """An inference example emitted with writable weights, and the same model with other weights
+    loaded after 20 of its test images: golden == hardware before and after."""
+    folder = ROOT / "examples" / example
+    project = k2c.emit(folder / f"{example}.keras", "1,7,8", tmp_path / "net", writable_weights=True, show=False)
+    other = _perturbed(folder / f"{example}.keras", tmp_path / "other.keras", 7)
+    check = api.simulate_reload(project, folder / "test.npz", other, at=20, limit=60, gap_max=GAP_MAX, seed=SEED)
+    assert check.exact
+    p = load_project(project)
+    x = golden.quantize_inputs(p.plans, np.load(folder / "test.npz")["x"][:60])
+    old = golden.predict(p.plans, p.params, x)[0]
+    assert np.array_equal(check.sim.outputs[:20], old[:20])
+    assert np.any(check.sim.outputs[20:] != old[20:], axis=1).sum() >= 20
