@@ -47,10 +47,11 @@ the wrong address for that one window).
 = Hardware
 
 The decoder: a state of a few flip-flops, the word's @B@ slots of 32 bits
-(each loaded by its own enable: no shifter), the address counter, a table of
-each layer's words and beats (constants), the decoded write's register. Each
-writable memory: one register of the written address and word ('writable'),
-and the memory's write port. None of this is before a memory's read address or
+(each loaded by its own enable: no shifter; the decoded write's word is these
+slots), the address counter, a table of each layer's words and beats
+(constants). Each writable memory: one register of the written address and
+word ('writable'), and the memory's write port: @32 B + sum (word bits +
+address bits + 1)@ flip-flops in all, and about 60 more. None of this is before a memory's read address or
 in the datapath; the image input's ready gains one AND with a flip-flop.
 -}
 module K2C.WeightBus
@@ -98,7 +99,7 @@ data Decoder layers beats = Decoder
   , beat     :: Index beats    -- the next beat's slot in the word
   , lastBeat :: Index beats    -- the layer's last slot
   , slots    :: Vec beats (BitVector 32)
-  , out      :: Maybe (WeightWrite layers (beats * 32))
+  , out      :: Maybe (Index layers, Unsigned 24)  -- the word in the slots is to be written here
   , quiet    :: Index (QuietCycles + 1)
   } deriving (Generic, NFDataX)
 
@@ -115,7 +116,7 @@ weightPort
   -> Signal dom Bit
   -> Signal dom Bit
   -> (WeightBus dom layers (beats * 32), Signal dom Bool, Signal dom Bit)
-weightPort table tdata tvalid tlast = (out <$> state, closed <$> state, ready)
+weightPort table tdata tvalid tlast = (written <$> state, closed <$> state, ready)
   where
     enabled = fromEnable hasEnable
     ready   = boolToBit <$> enabled
@@ -124,6 +125,10 @@ weightPort table tdata tvalid tlast = (out <$> state, closed <$> state, ready)
     idle    = Decoder Header 0 0 0 0 0 (repeat 0) Nothing 0
 
     closed s = phase s /= Header || quiet s /= 0
+
+    -- The word is the slots themselves, not a copy: in the cycle the write is shown, a beat
+    -- moving in changes the slots only at that cycle's end, when 'writable' takes the word.
+    written s = (\(l, a) -> WeightWrite l a (pack (reverse (slots s)))) <$> out s
 
     step s False _ _ = s { out = Nothing, quiet = if quiet s == 0 then 0 else quiet s - 1 }
     step s True d lst = case phase s of
@@ -140,12 +145,11 @@ weightPort table tdata tvalid tlast = (out <$> state, closed <$> state, ready)
       Words ->
         let full  = replace (beat s) d (slots s)
             done  = beat s == lastBeat s
-            word  = WeightWrite (layer s) (address s) (pack (reverse full))
         in  s' { phase = if lst then Header else Words
                , slots = full
                , beat = if done || lst then 0 else beat s + 1
                , address = if done then address s + 1 else address s
-               , out = if done && address s < depth s then Just word else Nothing }
+               , out = if done && address s < depth s then Just (layer s, address s) else Nothing }
       Skip -> s' { phase = if lst then Header else Skip }
       where
         s'    = s { out = Nothing, quiet = maxBound }
