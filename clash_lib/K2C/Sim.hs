@@ -24,8 +24,10 @@ testbenches use the same generator, so they see the same cycles).
 A design with the weight port (@--writable-weights@, 'simMainWritable', 'simBeatsWritable')
 also reads weight messages from stdin: a line @w b_0 b_1 ...@ between two samples' lines
 (not counted in @N@) is a message of 32-bit beats (unsigned integers), sent on
-@s_axis_weights_*@ back to back, @tlast@ on the last, after the outputs of every sample before
-it have moved and before the next sample's first beat: the host's side of K2C.WeightBus.
+@s_axis_weights_*@ with @tlast@ on the last, after the outputs of every sample before it have
+moved and before the next sample's first beat: the host's side of K2C.WeightBus. Under
+@--gap-max@ each weight beat follows 0..K idle cycles too, from a sequence of its own (the
+seed xor @0x2f7a1c3d@).
 
 The harness fails (stderr, exit code 1) if @m_axis_tlast@ is not high on
 exactly each sample's last output beat, if @tlast_error@ rises, or if the outputs have not all appeared within a
@@ -421,24 +423,28 @@ trace top options perSample items = drop resetCycles (steps input readyIn dataOu
           (maybe 0 fst <$> weight)
           (boolToBit . isJust' <$> weight)
           (maybe 0 (boolToBit . snd) <$> weight)
-    driven   = driveItems (replicate resetCycles Idle ++ schedule 0 (gaps (seed options)) items)
+    driven   = driveItems (replicate resetCycles Idle
+                             ++ schedule 0 (gaps (seed options)) (gaps (seed options `xor` weightSeedXor)) items)
                           (bitToBool <$> readyIn) (bitToBool <$> readyWeights) outputsMoved
     input    = fst <$> driven
     weight   = snd <$> driven
     outputsMoved = counted ((&&) <$> (bitToBool <$> validOut) <*> readyOut)
     -- an image's beats each after its idle cycles; a message after the outputs of the
-    -- @done@ samples before it, its beats back to back
-    schedule :: Int -> [Int] -> [Either [BitVector 32] [Vec c a]] -> [Item (c * BitSize a)]
-    schedule _ _ [] = []
-    schedule done gs (Right image : rest) =
+    -- @done@ samples before it, its beats each after idle cycles of their own sequence
+    schedule :: Int -> [Int] -> [Int] -> [Either [BitVector 32] [Vec c a]] -> [Item (c * BitSize a)]
+    schedule _ _ _ [] = []
+    schedule done gs ws (Right image : rest) =
       concat (zipWith (\gap b -> replicate gap Idle ++ [Image b]) mine (beatsOf image))
-        ++ schedule (done + 1) later rest
+        ++ schedule (done + 1) later ws rest
       where
         (mine, later) = splitAt (length image) gs
-    schedule done gs (Left message : rest) =
+    schedule done gs ws (Left message : rest) =
       Drained (done * perSample)
-        : [ Weight b (i == length message - 1) | (i, b) <- zip [0 :: Int ..] message ]
-        ++ schedule done gs rest
+        : concat (zipWith3 (\gap i b -> replicate gap Idle ++ [Weight b (i == length message - 1)])
+                           mine [0 :: Int ..] message)
+        ++ schedule done gs later rest
+      where
+        (mine, later) = splitAt (length message) ws
     beatsOf image = [ Beat (packBeat x) (i == 0) (i == length image - 1)
                     | (i, x) <- zip [0 :: Int ..] image ]
     readyOut = fromList (replicate resetCycles True
@@ -446,6 +452,10 @@ trace top options perSample items = drop resetCycles (steps input readyIn dataOu
                                       (gaps (seed options `xor` 0x5bd1e995)))
     gaps     = map (`mod` (gapMax options + 1)) . randoms
     isJust'  = maybe False (const True)
+
+-- | The weight beats' idle cycles draw from the seed xor this (the testbenches' too).
+weightSeedXor :: Word64
+weightSeedXor = 0x2f7a1c3d
 
 -- | What the sources show in a cycle, in schedule order: nothing, an image's
 -- beat (until it moves), a weight beat (until it moves), or nothing until the

@@ -58,6 +58,8 @@ MIX1 = 0xBF58476D1CE4E5B9
 MIX2 = 0x94D049BB133111EB
 OUT_SEED_XOR = 0x5BD1E995
 """splitmix64's constants (K2C.Sim's); the m_axis_tready stalls draw from seed ^ OUT_SEED_XOR."""
+WEIGHT_SEED_XOR = 0x2F7A1C3D
+"""The weight beats' idle cycles draw from seed ^ WEIGHT_SEED_XOR (K2C.Sim.weightSeedXor)."""
 DRAIN_CYCLES = 64
 """Cycles the testbench keeps running after the last expected output, watching for extras."""
 
@@ -403,6 +405,7 @@ def tb_context(spec: TbSpec) -> dict:
         "mix1": MIX1,
         "mix2": MIX2,
         "out_seed_xor": OUT_SEED_XOR,
+        "weight_seed_xor": WEIGHT_SEED_XOR,
     }
 
 
