@@ -11,26 +11,36 @@ same for both; the memory chooses its walk ('WeightMemory').
 
 = A writable memory
 
-A 'WeightRam' is walked as the ROM is ("K2C.EngineWeights"), with two
-additions, both on registers. Clash's block RAM writes only when enabled, so
-its write port's valid (a register of 'K2C.WeightBus.writable') enables it
-too; and a write while idle also reads (at the address register, word 1), so
-the word held for the next window would no longer be word 0. The address
-therefore goes to word 0 in the cycle after each write, and the RAM reads once
-more in the cycle after the last write (@refresh@): two cycles after a
-message's last write the RAM holds word 0 again, with what was written, and
-the address is word 1. Both changes are before the address register's input
-and on the enable; the address itself is still a register with nothing
-between it and the RAM. A window whose steps begin while this is under way
-would read the wrong words: the top entity closes its image input during a
-weight message and for a few cycles after ('K2C.WeightBus.closedWhile'), and
-the host writes between images.
+A 'WeightRam' is walked as the ROM is ("K2C.EngineWeights"): the address a
+register of its own, one word ahead of the steps, the RAM read only in steps,
+word 0 held between windows. Writes add three things, all on registers.
+Clash's block RAM writes only when enabled, so a write (its port's valid, a
+register of 'K2C.WeightBus.writable') enables it too, and so also reads, at
+the address register, whichever word that is. A flag @stale@ says the word
+held may not be word 0 as it is now: set by any enabled read but one at word
+0 without a write (a step's, a write's) and by a write, cleared by a read at
+word 0 without a write (a window's last step reads word 0, so a window leaves
+it clear). While idle and stale, the address goes to word 0, the RAM reads it
+(@refresh@), and the address goes back to word 1: two idle cycles after the
+last write, or after whatever left a stale word, the RAM holds word 0 with
+what was written. A register @atZero@ holds whether the address is word 0,
+computed from the address's next value. None of this is between the address
+register and the RAM: it is on the address register's input and on the
+enable, which comes from four flip-flops.
+
+A window whose first step comes while this is under way (the address at word 0)
+would read its words one step late, and so would windows right after it, up
+to the engine's next two idle cycles. The top entity closes its image input
+during a weight message and for 'K2C.WeightBus.QuietCycles' cycles after
+('K2C.WeightBus.closedWhile'), and the host writes between images, so an image
+sent after a message never meets it.
 
 = Hardware
 
 The RAM: the ROM's words and width, a simple dual-port block RAM (one read
-port, one write port) initialised from the file; a one-bit @refresh@
-register. The write port's register is 'K2C.WeightBus.writable''s.
+port, one write port) initialised from the file; the address register and two
+one-bit registers (@stale@, @atZero@). The write port's register is
+'K2C.WeightBus.writable''s.
 -}
 module K2C.WeightMemory
   ( WeightMemory (..)
@@ -90,11 +100,17 @@ ramWeights
   => WeightRam dom n p ch w bias
   -> Signal dom Bool
   -> Signal dom (Vec p (Neuron ch w bias))
-ramWeights weights@(WeightRam _ writes) busy =
-  andEnable (busy .||. firstRead .||. writing .||. refresh) (readWritable weights ahead)
+ramWeights weights@(WeightRam _ writes) busy = andEnable enable (readWritable weights ahead)
   where
     writing   = maybe False (const True) <$> writes
-    refresh   = register False writing
-    ahead     = register (0 :: Index n)
-                  (mux busy (nextIndex <$> ahead) (mux writing (pure 0) (pure (nextIndex 0))))
-    firstRead = register True (pure False)
+    enable    = busy .||. writing .||. refresh
+    -- idle, the held word perhaps not word 0 as it is now, the address at word 0: read it
+    refresh   = (not <$> busy) .&&. stale .&&. atZero
+    -- the held word is word 0 as it is now after a read there without a write; it may not
+    -- be after any other read (a step, a write's) or a write
+    fresh     = enable .&&. atZero .&&. (not <$> writing)
+    staleNext = mux fresh (pure False) (enable .||. stale)
+    stale     = register True staleNext  -- from reset: read word 0 first
+    aheadNext = mux busy (nextIndex <$> ahead) (mux staleNext (pure 0) (pure (nextIndex 0)))
+    ahead     = register (0 :: Index n) aheadNext
+    atZero    = register True ((== 0) <$> aheadNext)
