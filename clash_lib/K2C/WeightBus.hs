@@ -38,11 +38,12 @@ image input is closed ('closedWhile') while a message is open and from the
 cycle after any weight beat moves until 'QuietCycles' cycles after it, so an
 image whose first beat moves after a message is computed with the new weights
 only. Images in the network while a message is written are not:
-the host waits for the outputs of the images it has sent before it writes
-(the engines are then idle), then sends the next images. The hardware does not
-check this; an image in flight during a write gets a mix of old and new
-weights (and, in the engines that were idle when written, possibly words of
-the wrong address for that one window).
+the host waits for the outputs of the images it has sent before it writes,
+then sends the next images. The hardware does not check this; an image in
+flight during a write gets a mix of old and new weights, and a window whose
+first step comes within two cycles of a write to its idle engine reads its
+words one step late, as do the windows right after it until that engine idles
+("K2C.WeightMemory").
 
 = Hardware
 
