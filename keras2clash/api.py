@@ -6,9 +6,9 @@ decisions of its own beyond argument normalisation, so the CLI and the API canno
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +17,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from keras2clash.backend.emitter import hdl_name, write_project
-from keras2clash.backend.project import SOURCE_MODEL, load_project, write_project_data
+from keras2clash.backend.project import SOURCE_MODEL, ManifestExtra, load_project, write_project_data
+from keras2clash.backend.weightbus import WeightMessage
+from keras2clash.backend.weightbus import weight_messages as bus_messages
 from keras2clash.data import check_task, load_head_sets, load_test_set, read_npz
 from keras2clash.design import DEFAULT_FORMAT, DesignKnobs, DesignOptions
 from keras2clash.errors import K2CError
@@ -26,9 +28,10 @@ from keras2clash.fsutil import atomic_directory, check_writable_target, work_dir
 from keras2clash.hw.inputs import named_inputs, several_inputs
 from keras2clash.hw.output import classifies, output_plans, output_task, several_outputs
 from keras2clash.hw.summary import design_summary, render_summary
-from keras2clash.network import Network, load_network
+from keras2clash.network import Network, load_model, load_network
 from keras2clash.quant import golden
-from keras2clash.quant.autoformat import overflow_to_json, warn_overflow
+from keras2clash.quant.autoformat import overflow_to_json, parameter_overflow, warn_overflow
+from keras2clash.quant.exact import QuantizedLayer
 from keras2clash.quant.formats import FixedFormat, quantize
 from keras2clash.quant.hls4ml import CONFIG_FILE as HLS4ML_FILE
 from keras2clash.quant.hls4ml import hls4ml_yaml
@@ -38,7 +41,7 @@ from keras2clash.verify import synth as yosys
 from keras2clash.verify import toolchain
 from keras2clash.verify.lint import verilator_lint
 from keras2clash.verify.simulate import SimResult, run_simulator, run_simulator_heads
-from keras2clash.verify.testbench import heads_inputs, write_heads_testbench, write_testbench
+from keras2clash.verify.testbench import Reload, heads_inputs, write_heads_testbench, write_testbench
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -109,20 +112,22 @@ def _emitting(
     if fits is not None:
         fits(network)
     with atomic_directory(out, force=force) as tmp:
-        _write_project(network, tmp, name, show)
+        _write_project(network, tmp, name, show, writable=design.writable_weights)
         yield tmp
 
 
-def _write_project(network: Any, root: Path, name: str | None, show: bool) -> None:
-    """Write a planned network's project into the (fresh, temporary) folder `root`."""
+def _write_project(network: Any, root: Path, name: str | None, show: bool, *, writable: bool = False) -> None:
+    """Write a planned network's project into the (fresh, temporary) folder `root`; `writable`:
+    its weight memories on the weight port (`DesignOptions.writable_weights`)."""
     warn_overflow(network.overflow, console)
     precision = {"formats": network.formats.to_json(), "parameter_saturation": overflow_to_json(network.overflow)}
     net_name = hdl_name(name or network.name)
     summary = design_summary(network.plans)
-    write_project(root, net_name, network.plans, network.params)
-    write_project_data(
-        root, net_name, net_name, network.plans, network.params, extra={"precision": precision, "design": summary}
-    )
+    write_project(root, net_name, network.plans, network.params, writable=writable)
+    extra: ManifestExtra = {"precision": precision, "design": summary}
+    if writable:
+        extra["writable_weights"] = True
+    write_project_data(root, net_name, net_name, network.plans, network.params, extra=extra)
     network.keras_model.save(root / SOURCE_MODEL)
     (root / HLS4ML_FILE).write_text(hls4ml_yaml(network.plans, network.formats.default))
     if show:
@@ -221,6 +226,116 @@ def simulate(
     if show:
         render(comp, Console())
     return comp
+
+
+WeightsSource = Any
+"""New weights for a design: a Keras model (file or object) of the model's architecture, an
+.npz of raw constants as the project's golden.npz holds them (`<layer>/kernel`,
+`<layer>/bias`), or a mapping of layer names to `QuantizedLayer`."""
+
+
+def new_weights(project_dir: str | Path, weights: WeightsSource) -> dict[str, QuantizedLayer]:
+    """The golden model's quantized constants of `weights` for the emitted design: a Keras
+    model's through the graph passes and each kind's `quantize` at the design's formats, as
+    `emit` quantized the design's own (`quant.golden.quantize_params`); weights that saturate
+    in their format are reported as `emit` reports them."""
+    project = load_project(project_dir)
+    wanted = [plan for plan in project.plans if plan.has_params]
+    if isinstance(weights, Mapping):
+        return {name: weights[name] for name in weights}
+    if isinstance(weights, str | Path) and Path(weights).suffix == ".npz":
+        with np.load(weights) as archive:
+            missing = [p.name for p in wanted if f"{p.name}/kernel" not in archive or f"{p.name}/bias" not in archive]
+            if missing:
+                raise K2CError(f"{weights} has no '{missing[0]}/kernel' and '{missing[0]}/bias'")
+            return {p.name: QuantizedLayer(archive[f"{p.name}/kernel"], archive[f"{p.name}/bias"]) for p in wanted}
+    _, graph = load_model(weights)
+    records = graph.by_name()
+    missing = [p.name for p in wanted if p.name not in records]
+    if missing:
+        raise K2CError(f"the new model has no layer '{missing[0]}' of design '{project.name}'")
+    try:
+        params = golden.quantize_params(project.plans, graph)
+    except ValueError as exc:
+        raise K2CError(f"the new model's weights do not fit design '{project.name}': {exc}") from None
+    warn_overflow(parameter_overflow(project.plans, graph), console)  # saturated, as emit reports them
+    return params
+
+
+def weight_messages(
+    project_dir: str | Path, weights: WeightsSource, *, changed_only: bool = False
+) -> list[WeightMessage]:
+    """The weight port's messages (`backend.weightbus`) that load `weights` (`new_weights`) into
+    a design emitted with `--writable-weights`: one per weight memory in bus order."""
+    return bus_messages(load_project(project_dir), new_weights(project_dir, weights), changed_only=changed_only)
+
+
+def weight_reload(project_dir: str | Path, weights: WeightsSource, at: int) -> Reload:
+    """A reload of every weight memory with `weights` before image `at`, for `rtlsim` (its
+    testbench sends the messages and checks the images from `at` on against the golden model
+    of the new weights)."""
+    params = new_weights(project_dir, weights)
+    return Reload(at, tuple(bus_messages(load_project(project_dir), params)), params)
+
+
+@dataclass(frozen=True)
+class ReloadCheck:
+    """A run with a weight reload: the Clash simulation's outputs and the golden model's, of the
+    design's weights before sample `at` and of the new weights from it on."""
+
+    at: int
+    sim: SimResult
+    expected: np.ndarray  # (N, n_out) raw
+    classes: np.ndarray | None  # (N,) the golden model's classes (a classifier's)
+
+    @property
+    def exact(self) -> bool:
+        same = bool(np.array_equal(self.sim.outputs, self.expected))
+        if self.classes is None:
+            return same
+        return same and self.sim.classes is not None and bool(np.array_equal(self.sim.classes, self.classes))
+
+
+def simulate_reload(
+    project_dir: str | Path,
+    data: str | Path,
+    weights: WeightsSource,
+    at: int,
+    limit: int | None = None,
+    *,
+    gap_max: int = 0,
+    seed: int = 1,
+) -> ReloadCheck:
+    """The test set through the Clash simulation with a weight reload before sample `at`: the
+    samples before it with the design's weights, then every weight memory written with
+    `weights` (`weight_messages`) after their outputs, then the rest; against the golden model
+    of the respective weights (`ReloadCheck.exact`)."""
+    _check_limit(limit)
+    project = load_project(project_dir)
+    new = new_weights(project.root, weights)
+    messages = bus_messages(project, new)
+    last = project.plans[-1]
+    dataset = load_test_set(data, project.input_shape, project.n_out, last.activation, output_task(last, "auto"))
+    dataset = dataset.head(limit)
+    if not 0 <= at < len(dataset):
+        raise K2CError(f"reload before sample {at}: the test set has {len(dataset)} samples")
+    x_raw = np.asarray(golden.quantize_inputs(project.plans, dataset.x))
+    before, before_classes = golden.predict(project.plans, project.params, x_raw[:at])
+    after, after_classes = golden.predict(project.plans, new, x_raw[at:])
+    exe = toolchain.build_simulator(project.root)
+    extra = ["--gap-max", str(gap_max), "--seed", str(seed)] if gap_max else []
+    sim = run_simulator(
+        exe,
+        project.root,
+        x_raw,
+        project.n_out,
+        extra,
+        classifies=project.classifies,
+        messages={at: [m.beats for m in messages]},
+    )
+    expected = np.concatenate([np.asarray(before).reshape(at, -1), np.asarray(after).reshape(len(x_raw) - at, -1)])
+    classes = np.concatenate([before_classes, after_classes]) if project.classifies else None
+    return ReloadCheck(at, sim, expected, classes)
 
 
 def _simulate_heads(
@@ -444,9 +559,11 @@ def rtlsim(
     max_cycles: int | None = None,
     show: bool = True,
     all_rows: bool = False,
+    reload: Reload | None = None,
 ):
     """Simulate the generated HDL in Icarus, Verilator or GHDL against the golden model;
-    returns a keras2clash.rtlsim.RtlResult (`.ok` is True when every sample is bit-exact)."""
+    returns a keras2clash.rtlsim.RtlResult (`.ok` is True when every sample is bit-exact).
+    `reload`: a weight reload between two images (`weight_reload`)."""
     columns = (TextColumn(f"{simulator}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as bar:
         task = bar.add_task("rtl", total=None)
@@ -460,6 +577,7 @@ def rtlsim(
             max_cycles=max_cycles,
             status=lambda text: bar.update(task, description=text),
             progress=lambda k, total: bar.update(task, completed=k, total=total),
+            reload=reload,
         )
     if show:
         if isinstance(result, rtl.HeadsRtlResult):

@@ -237,6 +237,9 @@ class DesignOptions:
         hls4ml_config: An hls4ml config's formats and, through its ReuseFactor, the knobs
             (quant.hls4ml).
         weights: The pickled weight list of a model given as a JSON config.
+        writable_weights: The engines' weight memories in block RAMs a host writes at run
+            time through the top entity's weight port (K2C.WeightBus; docs/guide/integration.md,
+            "Writable weights"); False: ROMs, as synthesized.
     """
 
     format: FixedFormat | Auto = parse_format(DEFAULT_FORMAT)
@@ -254,6 +257,7 @@ class DesignOptions:
     weight_format: WeightFormat = cast(WeightFormat, DEFAULT_WEIGHT_FORMAT)
     hls4ml_config: Hls4mlConfig | None = None
     weights: Path | None = None
+    writable_weights: bool = False
 
     def __post_init__(self) -> None:
         for name, parse in _PARSERS.items():
@@ -311,6 +315,7 @@ class DesignKnobs(TypedDict, total=False):
     weight_format: str
     hls4ml_config: Hls4mlSource | None
     weights: str | Path | None
+    writable_weights: bool
 
 
 _PARSERS = {
@@ -329,5 +334,6 @@ _PARSERS = {
     "weight_format": weight_format_choice,
     "hls4ml_config": hls4ml_config,
     "weights": _path,
+    "writable_weights": lambda value: bool(value),
 }
 """Each field's parser (every field has one: the record holds only parsed values)."""

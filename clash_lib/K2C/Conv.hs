@@ -63,8 +63,8 @@ import K2C.Activation (Finish, TableRegs)
 import K2C.Engine (EngineShape, Loading, afterAccept, atAccept, engineFrom)
 import K2C.Fifo (fifo)
 import K2C.Filter (Accumulates)
-import K2C.Memory (WeightRom)
 import K2C.Stream (Stream, mapS, (|>))
+import K2C.WeightMemory (WeightMemory)
 import K2C.Window (WindowShape, intoHeld, window, windowHeld)
 
 -- | What sits between a convolution's window generator and its engine.
@@ -115,8 +115,8 @@ flattenWindow = concat . map concat
 -- generator and the engine ('WindowQueue'). @finish@: "requantize, then
 -- activate" per output value ('K2C.Activation.Finish').
 conv2d
-  :: forall dom h w kh kw sh sw c f p b l ch g ai af wi wf bi bf ci cf o t
-   . ( HiddenClockResetEnable dom
+  :: forall dom h w kh kw sh sw c f p b l ch g ai af wi wf bi bf ci cf o t mem
+   . ( HiddenClockResetEnable dom, WeightMemory mem dom
      , KnownNat h, KnownNat w, KnownNat kh, KnownNat kw, KnownNat sh, KnownNat sw
      , KnownNat c, 1 <= kh, 1 <= kw, 1 <= sh, 1 <= sw, kh <= h, kw <= w
      , EngineShape (kh * kw * c) f p b ch g, KnownNat l, TableRegs t
@@ -127,7 +127,7 @@ conv2d
   -> SNat b
   -> SNat l
   -> WindowQueue dom (Vec (kh * kw * c) (SFixed ai af))
-  -> WeightRom (g * b) p ch (SFixed wi wf) (SFixed bi bf)
+  -> mem (g * b) p ch (SFixed wi wf) (SFixed bi bf)
   -> Finish t (SFixed ci cf) o
   -> Stream dom (Vec c (SFixed ai af)) (Vec f o)
 conv2d h w kh kw sh sw p b l queue weights finish =

@@ -41,22 +41,22 @@ import Clash.Prelude
 import K2C.Activation (Finish, TableRegs)
 import K2C.Engine (EngineShape, engine)
 import K2C.Filter (Accumulates)
-import K2C.Memory (WeightRom)
 import K2C.Stream (Stream)
+import K2C.WeightMemory (WeightMemory)
 
 -- | A dense layer: @n@ inputs, @m@ outputs, @p@ processing elements, @b@
 -- cycles per group of @p@ neurons, @l@ adder levels per pipeline stage. @finish@ is applied to every neuron's
 -- accumulator: the layer's "requantize, then activate" ('K2C.Activation.Finish').
 dense
-  :: forall dom n m p b l ch g ai af wi wf bi bf ci cf o t
-   . ( HiddenClockResetEnable dom
+  :: forall dom n m p b l ch g ai af wi wf bi bf ci cf o t mem
+   . ( HiddenClockResetEnable dom, WeightMemory mem dom
      , EngineShape n m p b ch g, KnownNat l, TableRegs t
      , Accumulates ai af wi wf bi bf ci cf
      , NFDataX o )
   => SNat p
   -> SNat b
   -> SNat l
-  -> WeightRom (g * b) p ch (SFixed wi wf) (SFixed bi bf)
+  -> mem (g * b) p ch (SFixed wi wf) (SFixed bi bf)
   -> Finish t (SFixed ci cf) o
   -> Stream dom (Vec n (SFixed ai af)) (Vec m o)
 dense = engine

@@ -59,8 +59,8 @@ import K2C.Activation (Finish, TableRegs)
 import K2C.Conv (WindowQueue, windowsInto)
 import K2C.Engine (EngineShape, Loading, chunks, engineWith)
 import K2C.Filter (Accumulates)
-import K2C.Memory (WeightRom)
 import K2C.Stream (Stream)
+import K2C.WeightMemory (WeightMemory)
 
 -- | A window regrouped per channel: channel @ch@'s values in Keras kernel
 -- order, element @[i][j][ch]@ at position @i * kw + j@ of vector @ch@.
@@ -82,8 +82,8 @@ channelTable m@SNat = map (\grp -> map (channelOf grp) indicesI) indicesI
 -- results out, @p@ PEs, @b@ cycles per group, loading each window as
 -- @loading@ says ('K2C.Engine.Loading'). @finish@: requantize then activate.
 depthwiseEngine
-  :: forall dom c m k f p b l ch g ai af wi wf bi bf ci cf o t e
-   . ( HiddenClockResetEnable dom
+  :: forall dom c m k f p b l ch g ai af wi wf bi bf ci cf o t e mem
+   . ( HiddenClockResetEnable dom, WeightMemory mem dom
      , KnownNat c, KnownNat m, 1 <= c, f ~ (c * m)
      , EngineShape k f p b ch g, KnownNat l, TableRegs t, KnownNat e, e <= 1
      , Accumulates ai af wi wf bi bf ci cf
@@ -93,7 +93,7 @@ depthwiseEngine
   -> SNat b
   -> SNat l
   -> Loading dom e (Vec c (Vec k (SFixed ai af)))
-  -> WeightRom (g * b) p ch (SFixed wi wf) (SFixed bi bf)
+  -> mem (g * b) p ch (SFixed wi wf) (SFixed bi bf)
   -> Finish t (SFixed ci cf) o
   -> Stream dom (Vec c (Vec k (SFixed ai af))) (Vec f o)
 depthwiseEngine m SNat SNat l loading =
@@ -114,8 +114,8 @@ depthwiseEngine m SNat SNat l loading =
 -- cycles per group; @queue@ between window generator and engine as in
 -- 'K2C.Conv.conv2d' ('K2C.Conv.WindowQueue').
 depthwise2d
-  :: forall dom h w kh kw sh sw c m p b l ch g ai af wi wf bi bf ci cf o t
-   . ( HiddenClockResetEnable dom
+  :: forall dom h w kh kw sh sw c m p b l ch g ai af wi wf bi bf ci cf o t mem
+   . ( HiddenClockResetEnable dom, WeightMemory mem dom
      , KnownNat h, KnownNat w, KnownNat kh, KnownNat kw, KnownNat sh, KnownNat sw
      , KnownNat c, KnownNat m, 1 <= c, 1 <= kh, 1 <= kw, 1 <= sh, 1 <= sw, kh <= h, kw <= w
      , EngineShape (kh * kw) (c * m) p b ch g, KnownNat l, TableRegs t
@@ -127,7 +127,7 @@ depthwise2d
   -> SNat b
   -> SNat l
   -> WindowQueue dom (Vec c (Vec (kh * kw) (SFixed ai af)))
-  -> WeightRom (g * b) p ch (SFixed wi wf) (SFixed bi bf)
+  -> mem (g * b) p ch (SFixed wi wf) (SFixed bi bf)
   -> Finish t (SFixed ci cf) o
   -> Stream dom (Vec c (SFixed ai af)) (Vec (c * m) o)
 depthwise2d h w kh kw sh sw m p b l queue weights finish =

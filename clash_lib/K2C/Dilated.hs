@@ -41,12 +41,12 @@ module K2C.Dilated
 
 import Clash.Prelude hiding (window)
 
-import K2C.Conv (WindowQueue, flattenWindow, windowsInto)
 import K2C.Activation (Finish, TableRegs)
+import K2C.Conv (WindowQueue, flattenWindow, windowsInto)
 import K2C.Engine (EngineShape, engineFrom)
 import K2C.Filter (Accumulates)
-import K2C.Memory (WeightRom)
 import K2C.Stream (Stream)
+import K2C.WeightMemory (WeightMemory)
 
 -- | The positions one dilated axis of @k@ taps, @d@ apart, spans.
 type Extent k d = (k - 1) * d + 1
@@ -76,8 +76,8 @@ dilateWindow dh dw = map (dilate @kw dw) . dilate @kh dh
 -- PEs in @b@ cycles per group. @finish@: "requantize, then activate" per
 -- output value.
 conv2dDilated
-  :: forall dom h w kh kw dh dw sh sw c f p b l ch g ai af wi wf bi bf ci cf o t
-   . ( HiddenClockResetEnable dom
+  :: forall dom h w kh kw dh dw sh sw c f p b l ch g ai af wi wf bi bf ci cf o t mem
+   . ( HiddenClockResetEnable dom, WeightMemory mem dom
      , KnownNat h, KnownNat w, KnownNat kh, KnownNat kw, KnownNat dh, KnownNat dw
      , KnownNat sh, KnownNat sw, KnownNat c
      , 1 <= kh, 1 <= kw, 1 <= dh, 1 <= dw, 1 <= sh, 1 <= sw
@@ -90,7 +90,7 @@ conv2dDilated
   -> SNat b
   -> SNat l
   -> WindowQueue dom (Vec (kh * kw * c) (SFixed ai af))
-  -> WeightRom (g * b) p ch (SFixed wi wf) (SFixed bi bf)
+  -> mem (g * b) p ch (SFixed wi wf) (SFixed bi bf)
   -> Finish t (SFixed ci cf) o
   -> Stream dom (Vec c (SFixed ai af)) (Vec f o)
 conv2dDilated h w SNat SNat dh dw sh sw p b l queue weights finish =

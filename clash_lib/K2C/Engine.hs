@@ -13,7 +13,8 @@ and wires its parts, one module per concern:
 
 * "K2C.EngineControl": the state machine: steps, groups, the input
   handshake and the credit count of windows held;
-* "K2C.EngineWeights": the walk through the weight ROM, one word per step;
+* "K2C.EngineWeights": the walk through the weight ROM, one word per step
+  (or through its block RAM a host writes: 'WeightMemory', "K2C.WeightBus");
 * "K2C.EngineDatapath": multipliers, adder trees, accumulators,
   requantization and activation, the pipeline registers between them, and
   the result register; its depth is 'PipeDepth';
@@ -114,11 +115,10 @@ import Data.Maybe (isJust)
 import K2C.Activation (Finish, TableRegs)
 import K2C.EngineControl (Control (..), control)
 import K2C.EngineDatapath (PipeDepth, TreeStages, datapath)
-import K2C.EngineWeights (stepWeights)
 import K2C.Fifo (fifo)
 import K2C.Filter (Accumulates)
-import K2C.Memory (WeightRom)
 import K2C.Stream (Stream)
+import K2C.WeightMemory (WeightMemory (..))
 
 -- | @ceil(a / b)@ for @b >= 1@.
 type CeilDiv a b = Div (a + b - 1) b
@@ -168,8 +168,8 @@ afterAccept held = Loading (const held)
 -- | The filter engine; see the module header for the schedule. @finish@ is
 -- applied to each filter's final accumulator (requantize, then activate).
 engine
-  :: forall dom k f p b l ch g ai af wi wf bi bf ci cf o t
-   . ( HiddenClockResetEnable dom
+  :: forall dom k f p b l ch g ai af wi wf bi bf ci cf o t mem
+   . ( HiddenClockResetEnable dom, WeightMemory mem dom
      , EngineShape k f p b ch g
      , KnownNat l, TableRegs t
      , Accumulates ai af wi wf bi bf ci cf
@@ -177,7 +177,7 @@ engine
   => SNat p
   -> SNat b
   -> SNat l
-  -> WeightRom (g * b) p ch (SFixed wi wf) (SFixed bi bf)
+  -> mem (g * b) p ch (SFixed wi wf) (SFixed bi bf)
   -> Finish t (SFixed ci cf) o
   -> Stream dom (Vec k (SFixed ai af)) (Vec f o)
 engine p b l = engineFrom p b l atAccept
@@ -187,8 +187,8 @@ engine p b l = engineFrom p b l atAccept
 -- 'afterAccept' of the generator's shift register. One window shared by all
 -- PEs, held as @b@ chunks in a rotating register.
 engineFrom
-  :: forall dom k f p b l ch g ai af wi wf bi bf ci cf o t e
-   . ( HiddenClockResetEnable dom
+  :: forall dom k f p b l ch g ai af wi wf bi bf ci cf o t e mem
+   . ( HiddenClockResetEnable dom, WeightMemory mem dom
      , EngineShape k f p b ch g
      , KnownNat l, TableRegs t, KnownNat e, e <= 1
      , Accumulates ai af wi wf bi bf ci cf
@@ -197,7 +197,7 @@ engineFrom
   -> SNat b
   -> SNat l
   -> Loading dom e (Vec k (SFixed ai af))
-  -> WeightRom (g * b) p ch (SFixed wi wf) (SFixed bi bf)
+  -> mem (g * b) p ch (SFixed wi wf) (SFixed bi bf)
   -> Finish t (SFixed ci cf) o
   -> Stream dom (Vec k (SFixed ai af)) (Vec f o)
 engineFrom SNat SNat l loading =
@@ -215,8 +215,8 @@ engineFrom SNat SNat l loading =
 -- module header's, whatever these three functions are ('engine': one window
 -- shared by all PEs; "K2C.Depthwise": each PE its own channel's window).
 engineWith
-  :: forall dom i held f p b l ch g ai af wi wf bi bf ci cf o t e
-   . ( HiddenClockResetEnable dom
+  :: forall dom i held f p b l ch g ai af wi wf bi bf ci cf o t e mem
+   . ( HiddenClockResetEnable dom, WeightMemory mem dom
      , KnownNat f, KnownNat p, KnownNat b, KnownNat l, KnownNat ch, KnownNat g, TableRegs t
      , KnownNat e, e <= 1
      , 1 <= b, f <= (g * p), 1 <= (g * b)
@@ -227,7 +227,7 @@ engineWith
   -> (i -> held)
   -> (held -> held)
   -> (Index g -> held -> Vec p (Vec ch (SFixed ai af)))
-  -> WeightRom (g * b) p ch (SFixed wi wf) (SFixed bi bf)
+  -> mem (g * b) p ch (SFixed wi wf) (SFixed bi bf)
   -> Finish t (SFixed ci cf) o
   -> Stream dom i (Vec f o)
 engineWith SNat (Loading source) load next operands weights finish (input, readyOut) = (output, ready ctl)
@@ -247,7 +247,7 @@ engineWith SNat (Loading source) load next operands weights finish (input, ready
                    (mux (loadSelect ctl) (load <$> source input) (next <$> window))
 
     complete = datapath @f @p @b @l @ch @g finish (stepTag ctl)
-                 (operands <$> stepGroup ctl <*> window) (stepWeights weights (stepping ctl))
+                 (operands <$> stepGroup ctl <*> window) (walkWeights weights (stepping ctl))
     (output, _) = fifo (SNat @(QueueDepth ch l g b t e)) (complete, readyOut)
 
 -- | The window as @b@ chunks of @ch@ values, zero padded at the end (when

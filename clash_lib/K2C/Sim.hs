@@ -21,6 +21,14 @@ before each beat and holds @m_axis_tready@ low for 0..K cycles before each
 cycle it is high (pseudo-random, reproducible from @S@; the generated HDL
 testbenches use the same generator, so they see the same cycles).
 
+A design with the weight port (@--writable-weights@, 'simMainWritable', 'simBeatsWritable')
+also reads weight messages from stdin: a line @w b_0 b_1 ...@ between two samples' lines
+(not counted in @N@) is a message of 32-bit beats (unsigned integers), sent on
+@s_axis_weights_*@ with @tlast@ on the last, after the outputs of every sample before it have
+moved and before the next sample's first beat: the host's side of K2C.WeightBus. Under
+@--gap-max@ each weight beat follows 0..K idle cycles too, from a sequence of its own (the
+seed xor @0x2f7a1c3d@).
+
 The harness fails (stderr, exit code 1) if @m_axis_tlast@ is not high on
 exactly each sample's last output beat, if @tlast_error@ rises, or if the outputs have not all appeared within a
 cycle budget, rather than hanging.
@@ -41,6 +49,10 @@ module K2C.Sim
   ( AxiTop
   , simMain
   , simBeats
+    -- * A top entity with the weight port (K2C.WeightBus)
+  , WritableTop
+  , simMainWritable
+  , simBeatsWritable
     -- * A top entity of several outputs
   , HeadsTop
   , Port (..)
@@ -74,6 +86,21 @@ import K2C.Axi (AxiIn, AxiOut, BeatData, ResultData, packBeat, unpackBeat, unpac
 -- output beats @d@ ('ResultData' of a classifier, 'BeatData' of an image).
 type AxiTop c a d
   = Clock System -> Reset System -> Enable System -> AxiIn System c a (AxiOut System d)
+
+-- | An emitted top entity with the weight port: 'AxiTop''s ports, then
+-- @s_axis_weights_tdata@, @_tvalid@, @_tlast@ in; 'AxiOut''s, then @s_axis_weights_tready@.
+type WritableTop c a d
+  = Clock System -> Reset System -> Enable System
+  -> AxiIn System c a
+       (  Signal System (BitVector 32) -> Signal System Bit -> Signal System Bit
+       -> ( Signal System Bit, Signal System d, Signal System Bit, Signal System Bit, Signal System Bit
+          , Signal System Bit ) )
+
+-- | A top entity without the weight port, seen as one whose port never takes a beat.
+readOnly :: forall c a d . AxiTop c a d -> WritableTop c a d
+readOnly top clk rst en sData sValid sLast mReady _ _ _ = (sReady, mData, mValid, mLast, err, pure 0)
+  where
+    (sReady, mData, mValid, mLast, err) = top clk rst en sData sValid sLast mReady
 
 -- | One output port of a top entity of several outputs, as 'simHeads' reads it: its
 -- tvalid and tlast, the integers its beat prints (a class first), its beats per sample.
@@ -307,11 +334,23 @@ simMain
    . ( KnownNat k, 1 <= k, KnownNat c, KnownNat ai, KnownNat af, KnownNat m, 1 <= m, KnownNat oi, KnownNat fo
      , BitPack (SFixed ai af), BitPack (SFixed oi fo), KnownNat (BitSize (SFixed ai af)) )
   => SNat k -> AxiTop c (SFixed ai af) (ResultData m (SFixed oi fo)) -> Int -> IO ()
-simMain SNat = simRun @k @c @ai @af @1 classLine
-  where
-    classLine [bits] = let (scores, cls) = unpackResult @m @(SFixed oi fo) bits
-                       in  toInteger (fromEnum cls) : map (toInteger . unSF) (toList scores)
-    classLine beats  = error ("K2C.Sim: one output beat per sample, got " ++ show (length beats))
+simMain SNat top = simRun @k @c @ai @af @1 (classLine @m @oi @fo) (readOnly @c @(SFixed ai af) top) False
+
+-- | 'simMain' of a classifier with the weight port: weight messages between the samples.
+simMainWritable
+  :: forall k c ai af m oi fo
+   . ( KnownNat k, 1 <= k, KnownNat c, KnownNat ai, KnownNat af, KnownNat m, 1 <= m, KnownNat oi, KnownNat fo
+     , BitPack (SFixed ai af), BitPack (SFixed oi fo), KnownNat (BitSize (SFixed ai af)) )
+  => SNat k -> WritableTop c (SFixed ai af) (ResultData m (SFixed oi fo)) -> Int -> IO ()
+simMainWritable SNat top = simRun @k @c @ai @af @1 (classLine @m @oi @fo) top True
+
+-- | A classifier's line: the class, then the scores.
+classLine
+  :: forall m oi fo . (KnownNat m, 1 <= m, KnownNat oi, KnownNat fo, BitPack (SFixed oi fo))
+  => [ResultData m (SFixed oi fo)] -> [Integer]
+classLine [bits] = let (scores, cls) = unpackResult @m @(SFixed oi fo) bits
+                   in  toInteger (fromEnum cls) : map (toInteger . unSF) (toList scores)
+classLine beats  = error ("K2C.Sim: one output beat per sample, got " ++ show (length beats))
 
 -- | Run the Sim protocol on a top entity whose output is an image or a
 -- sequence: @j@ output beats of @n@ values per sample, printed as one line.
@@ -321,53 +360,127 @@ simBeats
      , KnownNat oi, KnownNat fo
      , BitPack (SFixed ai af), BitPack (SFixed oi fo), KnownNat (BitSize (SFixed ai af)) )
   => SNat k -> SNat j -> AxiTop c (SFixed ai af) (BeatData n (SFixed oi fo)) -> Int -> IO ()
-simBeats SNat SNat = simRun @k @c @ai @af @j (concatMap (map (toInteger . unSF) . toList . unpackBeat @n @(SFixed oi fo)))
+simBeats SNat SNat top = simRun @k @c @ai @af @j (beatsLine @n @oi @fo) (readOnly @c @(SFixed ai af) top) False
+
+-- | 'simBeats' with the weight port: weight messages between the samples.
+simBeatsWritable
+  :: forall k c ai af j n oi fo
+   . ( KnownNat k, 1 <= k, KnownNat c, KnownNat ai, KnownNat af, KnownNat j, 1 <= j, KnownNat n
+     , KnownNat oi, KnownNat fo
+     , BitPack (SFixed ai af), BitPack (SFixed oi fo), KnownNat (BitSize (SFixed ai af)) )
+  => SNat k -> SNat j -> WritableTop c (SFixed ai af) (BeatData n (SFixed oi fo)) -> Int -> IO ()
+simBeatsWritable SNat SNat top = simRun @k @c @ai @af @j (beatsLine @n @oi @fo) top True
+
+-- | An image or sequence output's line: every beat's values.
+beatsLine
+  :: forall n oi fo . (KnownNat n, KnownNat oi, KnownNat fo, BitPack (SFixed oi fo))
+  => [BeatData n (SFixed oi fo)] -> [Integer]
+beatsLine = concatMap (map (toInteger . unSF) . toList . unpackBeat @n @(SFixed oi fo))
 
 -- | The protocol for @k@ input and @j@ output beats per sample; @decode@ turns a
 -- sample's output beats into the integers its line prints after the cycles.
+-- @writable@: the top has the weight port, so stdin may hold weight messages.
 simRun
   :: forall k c ai af j w
    . ( KnownNat k, 1 <= k, KnownNat c, KnownNat ai, KnownNat af, KnownNat j, 1 <= j
      , BitPack (SFixed ai af), KnownNat (BitSize (SFixed ai af)) )
-  => ([BitVector w] -> [Integer]) -> AxiTop c (SFixed ai af) (BitVector w) -> Int -> IO ()
-simRun decode top romWords = do
+  => ([BitVector w] -> [Integer]) -> WritableTop c (SFixed ai af) (BitVector w) -> Bool -> Int -> IO ()
+simRun decode top writable romWords = do
   options <- parseOptions <$> getArgs
-  samples <- parseSamples <$> getContents
-  images  <- either failWith pure (traverse (toBeats @k @c @ai @af) samples)
+  items   <- parseItems <$> getContents
+  when (not writable && any isMessage items) $
+    failWith "simulation: a weight message, but this design's weights are not writable (emit --writable-weights)"
+  parsed  <- either failWith pure (traverse (either (fmap Left . messageBeats) (fmap Right . toBeats @k @c @ai @af)) items)
   hSetBuffering stdout LineBuffering
-  let count  = length images
+  let count  = length [ () | Right _ <- parsed ]
+      sent   = sum [ length m | Left m <- parsed ]
       beats  = natToNum @k + natToNum @j :: Int
-      budget = fixedSlack + count * perWordSlack * (romWords + beats * (gapMax options + 1))
-  printed <- report (natToNum @j) decode count (zip [0 ..] (take budget (trace top options images)))
+      budget = fixedSlack + count * perWordSlack * (romWords + beats * (gapMax options + 1)) + perWordSlack * sent
+  printed <- report (natToNum @j) decode count (zip [0 ..] (take budget (trace top options (natToNum @j) parsed)))
   when (printed < count) $
     failWith ("simulation: " ++ show printed ++ " of " ++ show count
               ++ " outputs within " ++ show budget ++ " cycles")
+  where
+    isMessage = either (const True) (const False)
 
 -- | The cycle-by-cycle trace after reset, with the beats driven through
--- @s_axis_tready@ and @m_axis_tready@ from the options.
+-- @s_axis_tready@ and @m_axis_tready@ from the options, and each weight message
+-- (@Left@) through @s_axis_weights_tready@ once the outputs of the @j@-beat
+-- samples before it have all moved.
 trace
   :: forall c a w
    . (KnownNat c, BitPack a)
-  => AxiTop c a (BitVector w) -> Options -> [[Vec c a]]
+  => WritableTop c a (BitVector w) -> Options -> Int -> [Either [BitVector 32] [Vec c a]]
   -> [Step (c * BitSize a) w]
-trace top options images = drop resetCycles (steps input readyIn dataOut validOut lastOut errOut readyOut)
+trace top options perSample items = drop resetCycles (steps input readyIn dataOut validOut lastOut errOut readyOut)
   where
-    (readyIn, dataOut, validOut, lastOut, errOut) =
+    (readyIn, dataOut, validOut, lastOut, errOut, readyWeights) =
       top clockGen (resetGenN (SNat @ResetCycles)) enableGen
           (maybe 0 (\(Beat d _ _) -> d) <$> input)
-          (boolToBit . isBeat <$> input)
+          (boolToBit . isJust' <$> input)
           (maybe 0 (\(Beat _ _ l) -> boolToBit l) <$> input)
           (boolToBit <$> readyOut)
-    input    = drive (replicate resetCycles Nothing ++ schedule) (bitToBool <$> readyIn)
-    schedule = concat (zipWith (\gap b -> replicate gap Nothing ++ [Just b])
-                               (gaps (seed options)) (concatMap beatsOf images))
+          (maybe 0 fst <$> weight)
+          (boolToBit . isJust' <$> weight)
+          (maybe 0 (boolToBit . snd) <$> weight)
+    driven   = driveItems (replicate resetCycles Idle
+                             ++ schedule 0 (gaps (seed options)) (gaps (seed options `xor` weightSeedXor)) items)
+                          (bitToBool <$> readyIn) (bitToBool <$> readyWeights) outputsMoved
+    input    = fst <$> driven
+    weight   = snd <$> driven
+    outputsMoved = counted ((&&) <$> (bitToBool <$> validOut) <*> readyOut)
+    -- an image's beats each after its idle cycles; a message after the outputs of the
+    -- @done@ samples before it, its beats each after idle cycles of their own sequence
+    schedule :: Int -> [Int] -> [Int] -> [Either [BitVector 32] [Vec c a]] -> [Item (c * BitSize a)]
+    schedule _ _ _ [] = []
+    schedule done gs ws (Right image : rest) =
+      concat (zipWith (\gap b -> replicate gap Idle ++ [Image b]) mine (beatsOf image))
+        ++ schedule (done + 1) later ws rest
+      where
+        (mine, later) = splitAt (length image) gs
+    schedule done gs ws (Left message : rest) =
+      Drained (done * perSample)
+        : concat (zipWith3 (\gap i b -> replicate gap Idle ++ [Weight b (i == length message - 1)])
+                           mine [0 :: Int ..] message)
+        ++ schedule done gs later rest
+      where
+        (mine, later) = splitAt (length message) ws
     beatsOf image = [ Beat (packBeat x) (i == 0) (i == length image - 1)
                     | (i, x) <- zip [0 :: Int ..] image ]
     readyOut = fromList (replicate resetCycles True
                          ++ concatMap (\gap -> replicate gap False ++ [True])
                                       (gaps (seed options `xor` 0x5bd1e995)))
     gaps     = map (`mod` (gapMax options + 1)) . randoms
-    isBeat   = maybe False (const True)
+    isJust'  = maybe False (const True)
+
+-- | The weight beats' idle cycles draw from the seed xor this (the testbenches' too).
+weightSeedXor :: Word64
+weightSeedXor = 0x2f7a1c3d
+
+-- | What the sources show in a cycle, in schedule order: nothing, an image's
+-- beat (until it moves), a weight beat (until it moves), or nothing until the
+-- count of output beats moved reaches a number.
+data Item c = Idle | Image (Beat c) | Weight (BitVector 32) Bool | Drained Int
+
+-- | The image and weight sources from a schedule, given both readies and the
+-- output beats moved before each cycle.
+driveItems
+  :: [Item c] -> Signal System Bool -> Signal System Bool -> Signal System Int
+  -> Signal System (Maybe (Beat c), Maybe (BitVector 32, Bool))
+driveItems items ~(sr :- srs) ~(wr :- wrs) ~(n :- ns) = case items of
+  []               -> (Nothing, Nothing) :- driveItems [] srs wrs ns
+  Idle : rest      -> (Nothing, Nothing) :- driveItems rest srs wrs ns
+  Image b : rest   -> (Just b, Nothing) :- driveItems (if sr then rest else items) srs wrs ns
+  Weight b l : rest -> (Nothing, Just (b, l)) :- driveItems (if wr then rest else items) srs wrs ns
+  Drained k : rest
+    | n >= k       -> driveItems rest (sr :- srs) (wr :- wrs) (n :- ns)
+    | otherwise    -> (Nothing, Nothing) :- driveItems items srs wrs ns
+
+-- | How many cycles before each one were True.
+counted :: Signal System Bool -> Signal System Int
+counted moves = total
+  where
+    total = 0 :- ((\t m -> if m then t + 1 else t) <$> total <*> moves)
 
 steps
   :: Signal System (Maybe (Beat c)) -> Signal System Bit -> Signal System (BitVector r)
@@ -433,6 +546,27 @@ parseOptions = go (Options 0 1)
     go o ("--seed" : s : rest)    = go o { seed = read s } rest
     go o []                       = o
     go _ other                    = error ("K2C.Sim: unknown arguments " ++ unwords other)
+
+-- | @N@, then @N@ lines of integers, with weight messages (@w b_0 b_1 ...@: @Left@)
+-- between them.
+parseItems :: String -> [Either [Integer] [Integer]]
+parseItems text = case lines text of
+  header : rest -> go (read header :: Int) rest
+  []            -> []
+  where
+    go n (line : rest)
+      | n <= 0    = []
+      | otherwise = case words line of
+          "w" : beats -> Left (map read beats) : go n rest
+          values      -> Right (map read values) : go (n - 1) rest
+    go _ [] = []
+
+-- | A weight message's beats: 32-bit unsigned integers.
+messageBeats :: [Integer] -> Either String [BitVector 32]
+messageBeats beats
+  | null beats                         = Left "empty weight message"
+  | any (\b -> b < 0 || b >= 2 ^ (32 :: Int)) beats = Left ("weight beat out of range: " ++ unwords (map show beats))
+  | otherwise                          = Right (map fromInteger beats)
 
 -- | @N@, then @N@ lines of integers.
 parseSamples :: String -> [[Integer]]

@@ -21,7 +21,7 @@ import jinja2
 
 from keras2clash.backend.activations import ActivationCode, activation_code
 from keras2clash.backend.haskell import beat_type, format_type_name, requantizer, shape_text
-from keras2clash.backend.memfiles import memfile_text
+from keras2clash.backend.memfiles import memfile_text, word_bits
 from keras2clash.errors import K2CError
 from keras2clash.fpga.devices import get_device
 from keras2clash.hw.blocks import branch_repeats, network_outputs, stages_table, timing_checks
@@ -89,6 +89,11 @@ HASKELL_RESERVED = {
     "simMain",
     "cycles",
     "outputActivation",
+    # the weight port's names (--writable-weights: Weights.hs and Top.hs use them unqualified)
+    "writable",
+    "busTable",
+    "weightPort",
+    "closedWhile",
 }
 
 _env = jinja2.Environment(
@@ -333,6 +338,8 @@ class TemplateContext(TypedDict):
     input_shape_text: str
     output_shape_text: str
     layer_modules: list[str]  # modules generated for a layer (`Kind.modules`)
+    writable: bool  # the weight memories are written through the weight port (K2C.WeightBus)
+    bus_beats: int  # the most 32-bit beats a word of a writable memory takes
     sim_blocks: NotRequired[list[str]]  # the copied blocks, added by `write_project`
     blocks: NotRequired[list[str]]
 
@@ -773,11 +780,54 @@ def _input_doc(shape: Sequence[int]) -> str:
     )
 
 
+BUS_BEAT_BITS = 32
+"""Data bits of a beat of the weight port (K2C.WeightBus)."""
+BUS_ADDRESS_BITS = 24
+"""Address bits of a weight message's header (K2C.WeightBus): the deepest memory it can write."""
+BUS_LAYERS = 256
+"""Layers a header's 8-bit index can name (K2C.WeightBus)."""
+
+
+def word_beats(plan: LayerPlan) -> int:
+    """32-bit beats of the weight port one word of the layer's memory takes (K2C.WeightBus)."""
+    return -(-word_bits(plan) // BUS_BEAT_BITS)
+
+
+def check_writable(name: str, plans: Sequence[LayerPlan]) -> None:
+    """Refuse, with one error, a design whose weights `--writable-weights` cannot put on the
+    weight port: a layer whose kind holds them as constants (`Kind.check_writable`), a design
+    of several input or output ports (its Top has no weight port), none or too many memories."""
+    for plan in plans:
+        if plan.kind is not None:
+            plan.kind.check_writable(plan)
+    if several_outputs(plans) or several_inputs(plans):
+        raise K2CError(
+            f"design '{name}' has several input or output ports; --writable-weights builds the weight port "
+            "into a top entity of one input and one output port"
+        )
+    memories = [p for p in plans if p.is_compute]
+    if not memories:
+        raise K2CError(f"design '{name}' has no weight memory (no dense or convolution layer on the engine) to write")
+    if len(memories) > BUS_LAYERS:
+        raise K2CError(
+            f"design '{name}' has {len(memories)} weight memories; a weight message names at most {BUS_LAYERS}"
+        )
+    for plan in memories:
+        if plan.rom_depth >= 2**BUS_ADDRESS_BITS:
+            raise K2CError(
+                f"layer '{plan.name}': its memory of {plan.rom_depth} words is deeper than a weight message's "
+                f"{BUS_ADDRESS_BITS}-bit address reaches"
+            )
+
+
 def build_context(
-    name: str, plans: Sequence[LayerPlan], params: dict[str, QuantizedLayer] | None = None
+    name: str, plans: Sequence[LayerPlan], params: dict[str, QuantizedLayer] | None = None, *, writable: bool = False
 ) -> TemplateContext:
     """Everything the templates need, computed here so the templates stay declarative.
-    `params` supplies the constants generated into Weights.hs (BatchNormalization)."""
+    `params` supplies the constants generated into Weights.hs (BatchNormalization); `writable`
+    puts the weight memories on the weight port (`check_writable`)."""
+    if writable:
+        check_writable(name, plans)
     fns = haskell_names([p.name for p in plans])
     extras = [v for p, fn in zip(plans, fns) if p.kind is not None for _, v in p.kind.extra_activations(p, fn)]
     formats = sorted(
@@ -807,6 +857,20 @@ def build_context(
     codes = _activation_codes(plans, fns, type_names)
     layers = [_layer_entry(plan, fn, codes[plan.name], plan.name in split_names) for plan, fn in zip(plans, fns)]
     compute = [entry for entry in layers if entry["compute"]]
+    plan_of = {plan.name: plan for plan in plans}
+    taken = set(fns) & {f"{entry['fn']}_rom" for entry in compute} if writable else set()
+    if taken:  # Weights.hs names each writable memory's file <layer>_rom
+        raise K2CError(
+            f"layer '{sorted(taken)[0]}': with --writable-weights the name is another layer's file; rename it"
+        )
+    for index, entry in enumerate(compute):  # the weight port's table, in network order
+        plan = plan_of[cast(str, entry["name"])]
+        entry.update(bus_index=index, word_bits=word_bits(plan), word_beats=word_beats(plan))
+        entry["rom_fn"] = f"{entry['fn']}_rom" if writable else entry["fn"]
+        if writable:
+            cast(list[str], entry["notes"]).append(
+                f"Weights: W.{entry['fn']}, writable: layer {index} on the weight bus (K2C.WeightBus)."
+            )
     layer_weights: list[tuple[tuple[str, ...], str]] = []
     for plan, fn in zip(plans, fns):
         if plan.kind is None:
@@ -882,7 +946,9 @@ def build_context(
         "compute_layers": compute,
         "layer_weights": [text for _, text in layer_weights],
         "layer_modules": sorted(layer_modules(plans, params)),
-        "weights_exports": [cast(str, e["fn"]) for e in compute]
+        "weights_exports": (["BusLayers", "WordBeats", "HiddenWeightBus", "busTable"] if writable else [])
+        + [cast(str, e["fn"]) for e in compute]
+        + ([cast(str, e["rom_fn"]) for e in compute] if writable else [])
         + [name for names, _ in layer_weights for name in names]
         + [c.table_name for c in codes.values() if c is not None and c.table_name],
         "imports": imports,
@@ -919,6 +985,8 @@ def build_context(
         "pe_literals": " ".join(f"(SNat @{arg['value']})" for arg in network_args),
         "input_shape_text": shape_text(first.input_shape),
         "output_shape_text": shape_text(last.output_shape),
+        "writable": writable,
+        "bus_beats": max((cast(int, e["word_beats"]) for e in compute), default=1),
     }
 
 
@@ -1008,10 +1076,13 @@ def fpga_script(top: str) -> str:
     )
 
 
-def write_project(root: Path, name: str, plans: Sequence[LayerPlan], params: dict[str, QuantizedLayer]) -> None:
-    """Render the Haskell modules, copy the blocks, write the weight memory files."""
+def write_project(
+    root: Path, name: str, plans: Sequence[LayerPlan], params: dict[str, QuantizedLayer], *, writable: bool = False
+) -> None:
+    """Render the Haskell modules, copy the blocks, write the weight memory files; `writable`:
+    the weight memories on the weight port (`build_context`)."""
     check_buildable(plans)
-    context = build_context(name, plans, params)
+    context = build_context(name, plans, params, writable=writable)
     modules = sorted(f"K2C.{source.stem}" for source in (CLASH_LIB / "K2C").glob("*.hs"))
     context["sim_blocks"] = [m for m in modules if m in SIMULATION_ONLY]
     context["blocks"] = [m for m in modules if m not in SIMULATION_ONLY]

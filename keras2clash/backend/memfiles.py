@@ -31,6 +31,12 @@ def rom_table(plan: LayerPlan, params: QuantizedLayer) -> np.ndarray:
     return table.reshape(g * b, p, ch + 1)
 
 
+def word_bits(plan: LayerPlan) -> int:
+    """Bits of one ROM word: p * (ch * W + B)."""
+    assert plan.w_fmt is not None and plan.b_fmt is not None
+    return plan.engine_knobs.pe * (plan.chunk * plan.w_fmt.hw_bits + plan.b_fmt.hw_bits)
+
+
 def rom_words(plan: LayerPlan, params: QuantizedLayer) -> list[str]:
     """The ROM of one compute layer as '0'/'1' strings, MSB first."""
     assert plan.w_fmt is not None and plan.b_fmt is not None

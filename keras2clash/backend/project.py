@@ -46,6 +46,7 @@ class ManifestExtra(TypedDict, total=False):
 
     precision: JsonObject  # the formats (`ResolvedFormats.to_json`) and the parameters' saturation
     design: JsonObject  # resources and timing (`hw.summary.design_summary`)
+    writable_weights: bool  # the weight memories are on the weight port (K2C.WeightBus)
 
 
 class ManifestBody(ManifestExtra):
@@ -72,6 +73,7 @@ class Project:
     top: str
     plans: list[LayerPlan]
     params: dict[str, QuantizedLayer]
+    writable_weights: bool = False  # the weight memories are on the weight port (K2C.WeightBus)
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -216,4 +218,11 @@ def load_project(root: Path | str) -> Project:
             }
     except (OSError, KeyError, TypeError, ValueError) as exc:
         raise K2CError(f"project {root} is damaged ({type(exc).__name__}: {exc}); emit it again") from None
-    return Project(root=root, name=written["name"], top=written["top"], plans=plans, params=params)
+    return Project(
+        root=root,
+        name=written["name"],
+        top=written["top"],
+        plans=plans,
+        params=params,
+        writable_weights=bool(written.get("writable_weights", False)),
+    )

@@ -194,6 +194,14 @@ DebugWeightFormat = Annotated[
     str | None, typer.Option("--weight-format", help=WEIGHT_FORMAT_HELP + " Not for a project.")
 ]
 Hls4ml = Annotated[Path | None, typer.Option("--hls4ml-config", help=HLS4ML_HELP)]
+WritableWeights = Annotated[
+    bool,
+    typer.Option(
+        "--writable-weights",
+        help="Weight memories a host writes at run time through the s_axis_weights port (block RAMs "
+        "initialised from the weight files); every dense/conv layer must use the resource strategy.",
+    ),
+]
 
 # --- the co-design search -------------------------------------------------------------------
 
@@ -221,6 +229,7 @@ def design_options(
     weight_format: str | None = None,
     hls4ml_config: Path | None = None,
     weights: Path | None = None,
+    writable_weights: bool = False,
 ) -> DesignOptions:
     """The design the options state (None: the option is not given, its default holds); the
     record checks every value (`design.DesignOptions`)."""
@@ -240,6 +249,7 @@ def design_options(
         weight_format=DEFAULT_WEIGHT_FORMAT if weight_format is None else weight_format,
         hls4ml_config=hls4ml_config,
         weights=weights,
+        writable_weights=writable_weights,
     )
 
 
@@ -279,6 +289,7 @@ KNOBS = (
     _knob("hls4ml_config", Hls4ml),
     _knob("weight_format", WeightFormat, DEFAULT_WEIGHT_FORMAT),
     _knob("lanes", Lanes),
+    _knob("writable_weights", WritableWeights, False),
 )
 """Every design knob as a command parameter, named as `design_options`' keyword, in the
 order `--help` lists them."""
@@ -332,7 +343,17 @@ run_design_knobs = DesignParams(_knobs(calibration=RunCalibration), design_optio
 """Every knob; --calibration defaults to --data (run)."""
 debug_design_knobs = DesignParams(
     _knobs(
-        omit=("parallelism", "cycles", "dsp_budget", "pipeline", "strategy", "logic_budget", "hls4ml_config", "lanes"),
+        omit=(
+            "parallelism",
+            "cycles",
+            "dsp_budget",
+            "pipeline",
+            "strategy",
+            "logic_budget",
+            "hls4ml_config",
+            "lanes",
+            "writable_weights",
+        ),
         format=DebugFormat,
         weight_format=DebugWeightFormat,
     ),

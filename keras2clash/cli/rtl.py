@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Annotated
 
+import numpy as np
 import typer
 
 from keras2clash import api
+from keras2clash.backend.weightbus import messages_text
 from keras2clash.cli import params
-from keras2clash.cli.common import app
+from keras2clash.cli.common import app, err
 from keras2clash.errors import K2CError
+from keras2clash.verify.rtlsim import RtlResult
 
 
 @app.command()
@@ -55,3 +60,68 @@ def rtlsim(
 def synth(project: params.Project) -> None:
     """Run yosys synth on PROJECT's Verilog (generated if missing): cells, flip-flops, multipliers."""
     api.synth(project)
+
+
+NewWeights = Annotated[
+    Path,
+    typer.Argument(
+        help="The new weights: a Keras model of the design's architecture, or an .npz of raw constants as the "
+        "project's golden.npz holds them (<layer>/kernel, <layer>/bias)."
+    ),
+]
+
+
+@app.command("weight-messages")
+def weight_messages(
+    project: params.Project,
+    weights: NewWeights,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write the messages here (default: stdout).")] = None,
+    changed_only: Annotated[
+        bool, typer.Option("--changed-only", help="Only the layers whose memory words change.")
+    ] = False,
+) -> None:
+    """The weight port's messages that load WEIGHTS into PROJECT (emitted with --writable-weights):
+    a line per layer, its 32-bit beats in hex, the header first, tlast on the last."""
+    messages = api.weight_messages(project, weights, changed_only=changed_only)
+    text = messages_text(messages)
+    if out is None:
+        sys.stdout.write(text)
+    else:
+        out.write_text(text)
+    for message in messages:
+        err.print(f"layer {message.index} {message.layer}: {len(message.beats)} beats")
+
+
+@app.command()
+def reload(
+    project: params.Project,
+    weights: NewWeights,
+    data: params.TestData,
+    at: Annotated[int, typer.Option("--at", min=0, help="The sample the new weights are loaded before.")],
+    sim: Annotated[
+        str, typer.Option("--sim", help="clash (the Clash simulation, default), verilator, icarus or ghdl.")
+    ] = "clash",
+    n: params.Limit = None,
+    gap_max: params.GapMax = 0,
+    seed: params.GapSeed = 1,
+) -> None:
+    """Simulate PROJECT with a weight reload before sample --at: golden model of the design's weights
+    before it, of WEIGHTS from it on, against the hardware, bit for bit."""
+    if sim == "clash":
+        check = api.simulate_reload(project, data, weights, at, n, gap_max=gap_max, seed=seed)
+        passed, total = int(np.all(check.sim.outputs == check.expected, axis=1).sum()), len(check.expected)
+        ok = check.exact
+    else:
+        result = api.rtlsim(
+            project, data, sim, n, gap_max=gap_max, seed=seed, reload=api.weight_reload(project, weights, at)
+        )
+        if not isinstance(result, RtlResult):  # a writable design has one input and one output port
+            raise K2CError(f"design {project} has several ports: no weight port to reload")
+        passed, total, ok = result.passed, len(result.samples), result.ok
+    err.print(
+        f"{sim}: {passed}/{total} samples equal the golden model "
+        f"({at} with the design's weights, {total - at} with the new ones)"
+    )
+    if not ok:
+        raise K2CError(f"{sim}: {total - passed} sample(s) differ from the golden model after the reload", exit_code=1)
+    err.print("[bold green]golden == hardware after the reload: BIT-EXACT[/bold green]")

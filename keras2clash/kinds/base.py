@@ -329,6 +329,11 @@ class Kind:
         its quantized constants (`quantize`), None for a kind without (`has_params`)."""
         return None
 
+    def check_writable(self, plan: LayerPlan) -> None:
+        """One clear error when the layer has weights the host is to write at run time
+        (`--writable-weights`) but its blocks hold them as constants. A kind's weight memory
+        walked by the engine is writable; other constants stay as synthesized."""
+
 
 class ChannelConstantsKind(Kind):
     """A kind whose constants are one weight (in the weight format) and one bias (in the bias

@@ -321,6 +321,14 @@ class EngineKind(Kind):
     def check(self, plan: LayerPlan) -> None:
         check_requantized_output(plan)
 
+    def check_writable(self, plan: LayerPlan) -> None:
+        """The latency strategy's weights are the adder graph itself: no memory to write."""
+        if is_latency(plan):
+            raise K2CError(
+                f"layer '{plan.name}' uses the latency strategy: its weights are constants of an adder graph, "
+                "which --writable-weights cannot rewrite; give it the resource strategy (--strategy resource)"
+            )
+
     def exact_accumulator(self, plan: LayerPlan) -> bool:
         return params_of(plan, EngineParams).exact_accumulator
 

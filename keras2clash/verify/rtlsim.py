@@ -40,6 +40,7 @@ from keras2clash.verify.testbench import (
     TB_DIR,
     TB_MODULE,
     HeadsTestbench,
+    Reload,
     Testbench,
     estimate_cycles,
     heads_inputs,
@@ -323,10 +324,13 @@ def rtlsim(
     max_cycles: int | None = None,
     status: Callable[[str], object] | None = None,
     progress: Callable[[int, int], object] | None = None,
+    reload: Reload | None = None,
 ) -> RtlResult | HeadsRtlResult:
     """Testbench -> HDL (if needed) -> build -> run -> compare. Raises K2CError on any
     problem before the run; a finished run with mismatches is returned (see `RtlResult.ok`).
-    A design of several outputs runs its testbench of every port (`HeadsRtlResult`)."""
+    A design of several outputs runs its testbench of every port (`HeadsRtlResult`).
+    `reload`: weight messages between two images (`testbench.Reload`), the images after
+    them checked against the golden model of the new weights."""
     if simulator not in SIMULATORS:
         raise K2CError(f"unknown simulator {simulator!r}; choose from {', '.join(SIMULATORS)}")
     sim = SIMULATORS[simulator]
@@ -350,7 +354,7 @@ def rtlsim(
         if status is not None:
             status(f"{sim.name}: building and simulating {heads_tb.spec.samples} samples")
         return run_heads_testbench(project, sim.name, heads_tb)
-    tb = write_testbench(project.root, data, limit, gap_max=gap_max, seed=seed)
+    tb = write_testbench(project.root, data, limit, gap_max=gap_max, seed=seed, reload=reload)
     return run_testbench(project, sim.name, tb, status=status, progress=progress)
 
 

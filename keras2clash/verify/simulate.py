@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import subprocess
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,13 +53,24 @@ def samples(x_raw: RawInputs) -> int:
     return len(x_raw) if isinstance(x_raw, np.ndarray) else len(x_raw[0])
 
 
-def _format_input(x_raw: RawInputs) -> str:
-    """`N`, then a line per sample: every input's raw integers, input after input (K2C.Sim)."""
+Messages = Mapping[int, Sequence[Sequence[int]]]
+"""Weight messages (`backend.weightbus`) to send before given samples: sample index -> each
+message's beats, the header first."""
+
+
+def _format_input(x_raw: RawInputs, messages: Messages | None = None) -> str:
+    """`N`, then a line per sample: every input's raw integers, input after input (K2C.Sim);
+    before sample `i`, a line `w b_0 b_1 ...` per weight message of `messages[i]`."""
     arrays = [x_raw] if isinstance(x_raw, np.ndarray) else list(x_raw)
     n = samples(x_raw)
     rows = np.concatenate([np.asarray(a).reshape(n, -1) for a in arrays], axis=1)
+    messages = messages or {}
+    if any(not 0 <= i < n for i in messages):
+        raise K2CError(f"weight messages before sample(s) {sorted(messages)}: there are {n} samples")
     lines = [str(n)]
-    lines.extend(" ".join(map(str, row)) for row in rows.tolist())
+    for i, row in enumerate(rows.tolist()):
+        lines.extend("w " + " ".join(map(str, beats)) for beats in messages.get(i, ()))
+        lines.append(" ".join(map(str, row)))
     return "\n".join(lines) + "\n"
 
 
@@ -72,13 +83,16 @@ def run_simulator(
     progress: Callable[[int], None] | None = None,
     *,
     classifies: bool = True,
+    messages: Messages | None = None,
 ) -> SimResult:
     """Feed raw inputs to the simulator, collect its per-sample lines. `classifies`: the
     design's output is a vector with a class (`Project.classifies`), printed before the values.
+    `messages`: weight messages sent between the samples (a design emitted with
+    `--writable-weights`), each after the outputs of the samples before it.
 
     `progress(k)` is called as outputs arrive, so long runs can show a progress bar.
     """
-    rows = _simulator_rows(exe, project, x_raw, len(x_raw), extra_args, progress)
+    rows = _simulator_rows(exe, project, x_raw, len(x_raw), extra_args, progress, messages)
     table = np.array(rows, dtype=np.int64)
     return _result(table, n_out, classifies)
 
@@ -120,10 +134,11 @@ def _simulator_rows(
     lines: int,
     extra_args: list[str] | None,
     progress: Callable[[int], None] | None,
+    messages: Messages | None = None,
 ) -> list[list[int]]:
     """The simulator's output lines as integers: `lines` of them, or one clear error."""
     rows: list[list[int]] = []
-    for line in simulator_lines(exe, project, _format_input(x_raw), extra_args or []):
+    for line in simulator_lines(exe, project, _format_input(x_raw, messages), extra_args or []):
         rows.append([int(v) for v in line.split()])
         if progress is not None:
             progress(len(rows))

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import cast
@@ -38,12 +39,14 @@ import numpy as np
 
 from keras2clash.backend.emitter import _env
 from keras2clash.backend.project import Project, load_project
+from keras2clash.backend.weightbus import WeightMessage
 from keras2clash.data import load_head_sets, load_test_set
 from keras2clash.errors import K2CError
 from keras2clash.fsutil import atomic_directory
 from keras2clash.hw.inputs import named_inputs, network_inputs, several_inputs
 from keras2clash.hw.output import classifies, output_beats, output_plans, output_task, several_outputs
 from keras2clash.quant import golden
+from keras2clash.quant.exact import QuantizedLayer
 
 TB_DIR = "tb"
 TB_MODULE = "k2c_tb"
@@ -55,6 +58,8 @@ MIX1 = 0xBF58476D1CE4E5B9
 MIX2 = 0x94D049BB133111EB
 OUT_SEED_XOR = 0x5BD1E995
 """splitmix64's constants (K2C.Sim's); the m_axis_tready stalls draw from seed ^ OUT_SEED_XOR."""
+WEIGHT_SEED_XOR = 0x2F7A1C3D
+"""The weight beats' idle cycles draw from seed ^ WEIGHT_SEED_XOR (K2C.Sim.weightSeedXor)."""
 DRAIN_CYCLES = 64
 """Cycles the testbench keeps running after the last expected output, watching for extras."""
 
@@ -75,6 +80,9 @@ class TbSpec:
     seed: int
     max_cycles: int
     out_beats: int = 1  # output beats per image (j): one for a classifier
+    weight_port: bool = False  # the design has the weight port (--writable-weights, K2C.WeightBus)
+    reload_at: int = -1  # the image the weights.hex messages are sent before (-1: none)
+    weight_beats: int = 0  # beats in weights.hex
 
     @property
     def out_width(self) -> int:
@@ -177,6 +185,7 @@ def spec_for(project: Project, samples: int, gap_max: int, seed: int) -> TbSpec:
         seed=seed,
         max_cycles=cycle_budget(project, samples, gap_max),
         out_beats=project.output_beats,
+        weight_port=project.writable_weights,
     )
 
 
@@ -192,14 +201,33 @@ class Testbench:
     labels: np.ndarray | None  # (N,) class labels, or (N, n_out) regression targets, or None (data.Dataset.y)
 
 
-def prepare(project: Project, data: str | Path, limit: int | None):
-    """Load and check the test set against the project; the golden model's answers."""
+@dataclass(frozen=True)
+class Reload:
+    """A weight reload in a testbench run: the weight port's messages (`backend.weightbus`)
+    sent before image `at`, after the outputs of the images before it, and the golden model's
+    constants they load (`params`), which the images from `at` on are checked against."""
+
+    at: int
+    messages: tuple[WeightMessage, ...]
+    params: Mapping[str, QuantizedLayer]
+
+
+def prepare(project: Project, data: str | Path, limit: int | None, reload: Reload | None = None):
+    """Load and check the test set against the project; the golden model's answers (with
+    `reload`, those of its weights from its image on)."""
     last = project.plans[-1]
     dataset = load_test_set(data, project.input_shape, project.n_out, last.activation, output_task(last, "auto"))
     dataset = dataset.head(limit)
-    x_raw = golden.quantize_inputs(project.plans, dataset.x)
-    expected, classes = golden.predict(project.plans, project.params, x_raw)
-    return dataset, np.asarray(x_raw, dtype=np.int64), np.asarray(expected, dtype=np.int64), classes
+    x_raw = np.asarray(golden.quantize_inputs(project.plans, dataset.x), dtype=np.int64)
+    at = len(x_raw) if reload is None else reload.at
+    if not 0 <= at <= len(x_raw):
+        raise K2CError(f"a reload before image {at}: the run has {len(x_raw)} images")
+    expected, classes = golden.predict(project.plans, project.params, x_raw[:at])
+    if reload is not None:
+        after, after_classes = golden.predict(project.plans, reload.params, x_raw[at:])
+        expected = np.concatenate([expected.reshape(at, -1), after.reshape(len(x_raw) - at, -1)])
+        classes = np.concatenate([classes, after_classes])
+    return dataset, x_raw, np.asarray(expected, dtype=np.int64), classes
 
 
 def write_testbench(
@@ -209,8 +237,11 @@ def write_testbench(
     *,
     gap_max: int = 0,
     seed: int = 1,
+    reload: Reload | None = None,
 ) -> Testbench:
-    """Write DIR/tb/ (replacing an older one whole) for the first `limit` samples of `data`."""
+    """Write DIR/tb/ (replacing an older one whole) for the first `limit` samples of `data`;
+    `reload`: weight messages sent between two images (a design emitted with
+    `--writable-weights`), written to weights.hex."""
     if gap_max < 0:
         raise K2CError(f"--gap-max must be >= 0, got {gap_max}")
     if limit is not None and limit < 1:
@@ -222,12 +253,24 @@ def write_testbench(
             f"design '{project.name}' has several output ports ({names}): its testbench is "
             "write_heads_testbench's (Verilog, every port)"
         )
-    dataset, x_raw, expected, classes = prepare(project, data, limit)
+    if reload is not None and not project.writable_weights:
+        raise K2CError(f"design '{project.name}' has no weight port; emit it with --writable-weights to reload weights")
+    dataset, x_raw, expected, classes = prepare(project, data, limit, reload)
     spec = spec_for(project, len(dataset), gap_max, seed)
+    beats = [b for m in reload.messages for b in _with_tlast(m.beats)] if reload is not None else []
+    if reload is not None:
+        spec = replace(spec, reload_at=reload.at, weight_beats=len(beats), max_cycles=spec.max_cycles + 4 * len(beats))
     target = project.root / TB_DIR
     with atomic_directory(target, force=True) as tmp:
         _write_files(tmp, spec, x_raw, expected, classes, dataset.y, dataset.task)
+        if beats:
+            (tmp / "weights.hex").write_text("".join(f"{beat:09x}\n" for beat in beats))
     return Testbench(target, spec, x_raw, expected, classes, dataset.y)
+
+
+def _with_tlast(beats: Sequence[int]) -> list[int]:
+    """A message's beats as weights.hex words: `{tlast, tdata}`, tlast on the last."""
+    return [beat | (int(k == len(beats) - 1) << 32) for k, beat in enumerate(beats)]
 
 
 def _write_files(root: Path, spec: TbSpec, x_raw, expected, classes, labels, task: str) -> None:
@@ -362,6 +405,7 @@ def tb_context(spec: TbSpec) -> dict:
         "mix1": MIX1,
         "mix2": MIX2,
         "out_seed_xor": OUT_SEED_XOR,
+        "weight_seed_xor": WEIGHT_SEED_XOR,
     }
 
 

@@ -1,0 +1,386 @@
+"""Writable weights (`--writable-weights`, K2C.WeightBus): the weight port's messages, a reload
+of every weight memory between two images in the Clash simulation and in Verilator (outputs
+bit-exact with the golden model of the design's weights before the reload and of the new
+weights after it, under random gaps and stalls), and the designs it refuses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import keras2clash as k2c
+from helpers import needs_toolchain, random_dense_model, run_cli
+from keras2clash import api
+from keras2clash.backend.memfiles import rom_words
+from keras2clash.backend.project import load_project
+from keras2clash.backend.weightbus import WeightMessage, bus_layers, messages_text, weight_messages
+from keras2clash.errors import K2CError
+from keras2clash.quant import golden
+from keras2clash.verify import rtlsim, toolchain
+from keras2clash.verify.simulate import run_simulator
+
+ROOT = Path(__file__).resolve().parent.parent
+IRIS = ROOT / "examples" / "iris"
+GAP_MAX, SEED = 3, 5
+
+
+def _perturbed(source, out: Path, seed: int) -> Path:
+    """`source`'s architecture with other weights: each scaled by a random factor in
+    [-1.2, 1.2] plus a little noise (a model the design was not emitted from)."""
+    import keras
+
+    model = keras.models.load_model(source) if isinstance(source, str | Path) else source
+    rng = np.random.default_rng(seed)
+    model.set_weights([w * rng.uniform(-1.2, 1.2, w.shape) + rng.normal(0, 0.05, w.shape) for w in model.get_weights()])
+    model.save(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def iris(tmp_path_factory):
+    """The iris classifier emitted with writable weights, and a model of other weights."""
+    folder = tmp_path_factory.mktemp("reload_iris")
+    project = k2c.emit(IRIS / "iris.keras", "1,7,8", folder / "net", [3, 2], writable_weights=True, show=False)
+    return Path(project), _perturbed(IRIS / "iris.keras", folder / "other.keras", 3)
+
+
+def _old_golden(project: Path, n: int) -> np.ndarray:
+    p = load_project(project)
+    x = np.load(IRIS / "test.npz")["x"][:n]
+    return golden.predict(p.plans, p.params, golden.quantize_inputs(p.plans, x))[0]
+
+
+# --- the messages (no toolchain) ---------------------------------------------------------------
+
+
+def test_a_message_is_the_layers_memory_file_in_32_bit_beats(iris) -> None:
+    project_dir, other = iris
+    project = load_project(project_dir)
+    params = api.new_weights(project_dir, other)
+    messages = weight_messages(project, params)
+    assert [m.layer for m in messages] == [p.name for p in bus_layers(project.plans)] == ["hidden", "output"]
+    for index, (message, plan) in enumerate(zip(messages, bus_layers(project.plans))):
+        assert message.beats[0] == index << 24  # the layer's index, address 0
+        words = rom_words(plan, params[plan.name])
+        per_word = (len(words[0]) + 31) // 32
+        assert len(message.beats) == 1 + per_word * len(words)
+        for k, word in enumerate(words):  # least significant beat first
+            beats = message.beats[1 + k * per_word : 1 + (k + 1) * per_word]
+            assert sum(b << (32 * i) for i, b in enumerate(beats)) == int(word, 2)
+    assert rom_words(bus_layers(project.plans)[0], params["hidden"]) != rom_words(
+        bus_layers(project.plans)[0], project.params["hidden"]
+    )
+    assert messages_text(messages).splitlines()[0].split()[0] == "00000000"
+    # the design's own weights: nothing changes
+    assert weight_messages(project, project.params, changed_only=True) == []
+
+
+def test_the_generated_haskell_names_the_bus_table(iris) -> None:
+    project_dir, _ = iris
+    weights = (project_dir / "Weights.hs").read_text()
+    assert "busTable = (3, 8) :> (2, 9) :> Nil" in weights
+    assert "hidden = writable 0 ?weightBus hidden_rom" in weights
+    assert "(HiddenClockResetEnable dom, W.HiddenWeightBus dom)" in (project_dir / "Network.hs").read_text()
+    top = (project_dir / "Top.hs").read_text()
+    assert 'PortName "s_axis_weights_tdata"' in top and 'PortName "s_axis_weights_tready"' in top
+
+
+def test_without_the_option_the_project_has_no_weight_port(tmp_path: Path) -> None:
+    project = Path(k2c.emit(IRIS / "iris.keras", "1,7,8", tmp_path / "net", [3, 2], show=False))
+    for name in ("Weights.hs", "Network.hs", "Top.hs", "Sim.hs"):
+        text = (project / name).read_text()
+        assert "WeightBus" not in text and "weights_t" not in text and "ImplicitParams" not in text
+    with pytest.raises(K2CError, match="has no weight port; emit it with --writable-weights"):
+        api.weight_messages(project, project / "golden.npz")
+
+
+# --- refusals -------------------------------------------------------------------------------
+
+
+def test_a_latency_layer_is_refused_with_its_name(tmp_path: Path) -> None:
+    model = random_dense_model([(4, "relu"), (3, "linear")], 5, seed=1, scale=0.5)
+    with pytest.raises(K2CError, match="layer 'dense_0' uses the latency strategy") as err:
+        k2c.emit(model, "1,7,8", tmp_path / "net", strategy="latency,resource", writable_weights=True, show=False)
+    assert len(str(err.value).splitlines()) == 1
+    assert not (tmp_path / "net").exists()
+
+
+def test_a_design_of_several_outputs_is_refused(tmp_path: Path) -> None:
+    import keras
+
+    x = keras.Input((4,))
+    h = keras.layers.Dense(5, activation="relu", name="h")(x)
+    model = keras.Model(x, [keras.layers.Dense(2, name="a")(h), keras.layers.Dense(3, name="b")(h)])
+    with pytest.raises(K2CError, match="several input or output ports; --writable-weights"):
+        k2c.emit(model, "1,7,8", tmp_path / "net", writable_weights=True, show=False)
+
+
+def test_new_weights_of_another_architecture_are_refused(iris, tmp_path: Path) -> None:
+    project_dir, _ = iris
+    other = random_dense_model([(5, "relu"), (3, "softmax")], 4, seed=2)
+    other.save(tmp_path / "wrong.keras")
+    with pytest.raises(K2CError, match="the new model has no layer 'hidden'"):
+        api.weight_messages(project_dir, tmp_path / "wrong.keras")
+
+
+@needs_toolchain
+@pytest.mark.toolchain
+def test_a_message_to_a_design_without_the_port_fails_the_simulation(tmp_path: Path) -> None:
+    project = Path(k2c.emit(IRIS / "iris.keras", "1,7,8", tmp_path / "net", [3, 2], show=False))
+    p = load_project(project)
+    x = golden.quantize_inputs(p.plans, np.load(IRIS / "test.npz")["x"][:3])
+    with pytest.raises(K2CError, match="weights are not writable"):
+        run_simulator(toolchain.build_simulator(project), project, x, p.n_out, messages={1: [[0, 1, 2, 3]]})
+
+
+# --- a reload between two images -------------------------------------------------------------
+
+
+@needs_toolchain
+@pytest.mark.toolchain
+def test_dense_reload_in_the_clash_simulation(iris) -> None:
+    project, other = iris
+    check = api.simulate_reload(project, IRIS / "test.npz", other, at=10, limit=30, gap_max=GAP_MAX, seed=SEED)
+    assert check.exact
+    old = _old_golden(project, 30)
+    assert np.array_equal(check.sim.outputs[:10], old[:10])
+    assert np.any(check.sim.outputs[10:] != old[10:], axis=1).sum() >= 15  # the new weights are in use
+
+
+@needs_toolchain
+@pytest.mark.toolchain
+def test_reloads_back_and_forth_and_a_message_of_one_layer(iris) -> None:
+    """The new weights before image 5, the design's own before image 12, then the new hidden
+    layer alone before image 20: each segment equals the golden model of what is loaded."""
+    project_dir, other = iris
+    project = load_project(project_dir)
+    new = api.new_weights(project_dir, other)
+    to_new = [m.beats for m in weight_messages(project, new)]
+    to_old = [m.beats for m in weight_messages(project, project.params)]
+    mixed = {**project.params, "hidden": new["hidden"]}
+    hidden_only = [m.beats for m in weight_messages(project, mixed, changed_only=True)]
+    assert len(hidden_only) == 1
+    x = golden.quantize_inputs(project.plans, np.load(IRIS / "test.npz")["x"][:26])
+    sim = run_simulator(
+        toolchain.build_simulator(project_dir),
+        project_dir,
+        x,
+        project.n_out,
+        ["--gap-max", str(GAP_MAX), "--seed", str(SEED)],
+        messages={5: to_new, 12: to_old, 20: hidden_only},
+    )
+    segments = [(0, 5, project.params), (5, 12, new), (12, 20, project.params), (20, 26, mixed)]
+    for start, stop, params in segments:
+        want, classes = golden.predict(project.plans, params, x[start:stop])
+        assert np.array_equal(sim.outputs[start:stop], want), (start, stop)
+        assert np.array_equal(sim.classes[start:stop], classes)
+
+
+def _with_word(plan, old, new, address: int):
+    """`old` constants with those of memory word `address` taken from `new`: word `g*b + t`
+    holds chunk `t` (window elements `t*ch ..`) of filters `g*p ..` and, for `t = 0`, their
+    biases (K2C.Memory's layout, written out here apart from backend.memfiles)."""
+    p, b, ch = plan.engine_knobs.pe, plan.engine_knobs.cycles, plan.chunk
+    g, t = divmod(address, b)
+    kernel, bias = old.kernel.copy(), old.bias.copy()
+    filters = [f for f in range(g * p, g * p + p) if f < kernel.shape[1]]
+    elements = [e for e in range(t * ch, t * ch + ch) if e < kernel.shape[0]]
+    kernel[np.ix_(elements, filters)] = new.kernel[np.ix_(elements, filters)]
+    if t == 0:
+        bias[filters] = new.bias[filters]
+    return type(old)(kernel, bias)
+
+
+@needs_toolchain
+@pytest.mark.toolchain
+def test_the_port_writes_single_words_and_drops_what_it_cannot_write(iris) -> None:
+    """A message naming no layer (skipped whole), one word then a word cut short by tlast (the
+    cut word is not written), one word then a word past the memory's end (not written): only
+    the two whole words in range change."""
+    project_dir, other = iris
+    project = load_project(project_dir)
+    new = api.new_weights(project_dir, other)
+    hidden, output = bus_layers(project.plans)
+    full = {m.layer: m.beats for m in weight_messages(project, new)}
+    per_word = {"hidden": 8, "output": 9}
+    assert len(full["hidden"]) == 1 + 3 * 8 and len(full["output"]) == 1 + 2 * 9
+
+    def word(layer: str, address: int) -> list[int]:
+        return list(full[layer][1 + address * per_word[layer] : 1 + (address + 1) * per_word[layer]])
+
+    messages = [
+        [7 << 24] + word("hidden", 0),  # no layer 7: skipped to its tlast
+        [0 << 24 | 1] + word("hidden", 1) + word("hidden", 2)[:3],  # word 1, then a cut word
+        [1 << 24 | 1] + word("output", 1) + word("output", 0),  # word 1, then address 2 of 2 words
+    ]
+    loaded = dict(project.params)
+    loaded["hidden"] = _with_word(hidden, project.params["hidden"], new["hidden"], 1)
+    loaded["output"] = _with_word(output, project.params["output"], new["output"], 1)
+    assert rom_words(hidden, loaded["hidden"])[1] == rom_words(hidden, new["hidden"])[1]
+    assert rom_words(hidden, loaded["hidden"])[2] == rom_words(hidden, project.params["hidden"])[2]
+    x = golden.quantize_inputs(project.plans, np.load(IRIS / "test.npz")["x"][:16])
+    sim = run_simulator(
+        toolchain.build_simulator(project_dir),
+        project_dir,
+        x,
+        project.n_out,
+        ["--gap-max", str(GAP_MAX), "--seed", str(SEED)],
+        messages={6: messages},
+    )
+    for start, stop, params in ((0, 6, project.params), (6, 16, loaded)):
+        want, classes = golden.predict(project.plans, params, x[start:stop])
+        assert np.array_equal(sim.outputs[start:stop], want), (start, stop)
+        assert np.array_equal(sim.classes[start:stop], classes)
+    before = golden.predict(project.plans, project.params, x[6:])[0]
+    assert np.any(sim.outputs[6:] != before)  # the two words matter
+
+
+@needs_toolchain
+@pytest.mark.toolchain
+def test_dense_reload_in_verilator(iris) -> None:
+    """The messages that load the other model's weights, between a message naming no layer and
+    messages the port drops (a cut word, a word past the end): the Verilator testbench checks
+    the images after them against the new weights' golden model, in the Clash simulation's
+    cycles."""
+    project_dir, other = iris
+    project = load_project(project_dir)
+    reload = api.weight_reload(project_dir, other, at=10)
+    full = {m.layer: m.beats for m in reload.messages}
+    dropped = [
+        WeightMessage("none", 9, (9 << 24, 1, 2)),
+        WeightMessage("hidden", 0, (0 << 24 | 2, *full["output"][1:4])),  # 3 of a word's 8 beats
+        WeightMessage("output", 1, (1 << 24 | 2, *full["output"][1:10])),  # address 2 of 2 words
+    ]
+    reload = replace(reload, messages=(dropped[0], *reload.messages, *dropped[1:]))
+    result = rtlsim.rtlsim(project_dir, IRIS / "test.npz", "verilator", 30, gap_max=GAP_MAX, seed=SEED, reload=reload)
+    assert result.ok, (result.messages, [s.note for s in result.samples if not s.passed])
+    assert np.any(result.samples[10].expected != _old_golden(project_dir, 30)[10])
+    x = golden.quantize_inputs(project.plans, np.load(IRIS / "test.npz")["x"][:30])
+    clash = run_simulator(
+        toolchain.build_simulator(project_dir),
+        project_dir,
+        x,
+        project.n_out,
+        ["--gap-max", str(GAP_MAX), "--seed", str(SEED)],
+        messages={10: [m.beats for m in reload.messages]},
+    )
+    assert list(result.output_cycles()) == list(clash.output_cycle)  # the same cycles
+    assert list(result.accept_cycles()) == list(clash.accept_cycle)
+
+
+@needs_toolchain
+@pytest.mark.toolchain
+def test_the_commands(iris, tmp_path: Path, capsys) -> None:
+    project, other = iris
+    out = tmp_path / "messages.txt"
+    code, text = run_cli(["weight-messages", project, other, "--out", out], capsys)
+    assert code == 0 and "layer 1 output: 19 beats" in text
+    lines = out.read_text().splitlines()
+    assert [len(line.split()) for line in lines] == [25, 19] and lines[1].startswith("01000000 ")
+    args = ["reload", project, other, "--data", IRIS / "test.npz", "--at", "4", "-n", "12", "--gap-max", "2"]
+    code, text = run_cli(args, capsys)
+    assert code == 0 and "12/12 samples equal the golden model (4 with the design's weights" in " ".join(text.split())
+
+
+def _conv_model(seed: int):
+    """A small CNN with random weights: 6x6x2 -> conv 4 3x3 (relu) -> max pool -> dense 3."""
+    import keras
+
+    return _randomized(
+        keras.Sequential(
+            [
+                keras.Input((6, 6, 2)),
+                keras.layers.Conv2D(4, 3, activation="relu", name="conv"),
+                keras.layers.MaxPooling2D(2, name="pool"),
+                keras.layers.Flatten(name="flatten"),
+                keras.layers.Dense(3, name="out"),
+            ]
+        ),
+        seed,
+    )
+
+
+def _depthwise_model(seed: int):
+    """Depthwise (multiplier 2) and dilated convolutions, global pooling, dense: 7x7x2 -> 3."""
+    import keras
+
+    return _randomized(
+        keras.Sequential(
+            [
+                keras.Input((7, 7, 2)),
+                keras.layers.DepthwiseConv2D(3, depth_multiplier=2, activation="relu", name="dw"),
+                keras.layers.Conv2D(3, 2, dilation_rate=2, name="dilated"),
+                keras.layers.GlobalAveragePooling2D(name="gap"),
+                keras.layers.Dense(3, name="out"),
+            ]
+        ),
+        seed,
+    )
+
+
+def _lstm_model(seed: int):
+    """An LSTM over 5 steps of 3 values, then dense: the engine inside a recurrent cell."""
+    import keras
+
+    return _randomized(
+        keras.Sequential([keras.Input((5, 3)), keras.layers.LSTM(4, name="lstm"), keras.layers.Dense(3, name="out")]),
+        seed,
+    )
+
+
+def _randomized(model, seed: int):
+    rng = np.random.default_rng(seed)
+    model.set_weights([rng.normal(0, 0.5, w.shape).astype("float32") for w in model.get_weights()])
+    return model
+
+
+@needs_toolchain
+@pytest.mark.toolchain
+@pytest.mark.parametrize(
+    ("build", "knobs"),
+    [
+        pytest.param(_conv_model, {"parallelism": [2, 3], "cycles": [3, 2]}, id="conv"),
+        pytest.param(_depthwise_model, {}, id="depthwise-dilated"),
+        pytest.param(_lstm_model, {}, id="lstm"),
+    ],
+)
+def test_engine_kinds_reload_in_the_clash_simulation(build, knobs, tmp_path: Path) -> None:
+    model = build(1)
+    rng = np.random.default_rng(0)
+    data = tmp_path / "test.npz"
+    np.savez(data, x=rng.uniform(-1, 1, (16, *model.input_shape[1:])).astype("float32"), y=rng.integers(0, 3, 16))
+    project = k2c.emit(model, "1,7,8", tmp_path / "net", writable_weights=True, show=False, **knobs)
+    check = api.simulate_reload(project, data, build(2), at=6, gap_max=GAP_MAX, seed=SEED)
+    assert check.exact
+    p = load_project(project)
+    old = golden.predict(p.plans, p.params, golden.quantize_inputs(p.plans, np.load(data)["x"]))[0]
+    assert np.array_equal(check.sim.outputs[:6], old[:6])
+    assert np.any(check.sim.outputs[6:] != old[6:], axis=1).sum() >= 8  # the new weights are in use
+
+
+@needs_toolchain
+@pytest.mark.toolchain
+@pytest.mark.parametrize(
+    "example",
+    [
+        pytest.param("digits_dense", id="digits_dense"),
+        pytest.param("thesis_cnn", id="thesis_cnn", marks=pytest.mark.slow),  # minutes of ghc on its CNN
+    ],
+)
+def test_an_example_reloads_weights_between_two_images(example: str, tmp_path: Path) -> None:
+    """An inference example emitted with writable weights, and the same model with other weights
+    loaded after 20 of its test images: golden == hardware before and after."""
+    folder = ROOT / "examples" / example
+    project = k2c.emit(folder / f"{example}.keras", "1,7,8", tmp_path / "net", writable_weights=True, show=False)
+    other = _perturbed(folder / f"{example}.keras", tmp_path / "other.keras", 7)
+    check = api.simulate_reload(project, folder / "test.npz", other, at=20, limit=60, gap_max=GAP_MAX, seed=SEED)
+    assert check.exact
+    p = load_project(project)
+    x = golden.quantize_inputs(p.plans, np.load(folder / "test.npz")["x"][:60])
+    old = golden.predict(p.plans, p.params, x)[0]
+    assert np.array_equal(check.sim.outputs[:20], old[:20])
+    assert np.any(check.sim.outputs[20:] != old[20:], axis=1).sum() >= 20
