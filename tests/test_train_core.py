@@ -35,7 +35,7 @@ def _net(sizes: list[int], hidden: list[str], seed: int) -> TrainNet:
 fmt = st.builds(
     lambda i, f: FixedFormat(1, i, f), st.integers(min_value=0, max_value=3), st.integers(min_value=5, max_value=13)
 )
-layer_formats = st.builds(LayerFormats, a=fmt, w=fmt, b=fmt, g=fmt)
+layer_formats = st.builds(LayerFormats, a=fmt, w=fmt, b=fmt, g=fmt, v=fmt)
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -45,16 +45,19 @@ layer_formats = st.builds(LayerFormats, a=fmt, w=fmt, b=fmt, g=fmt)
     formats=st.lists(layer_formats, min_size=3, max_size=3),
     pe_choice=st.lists(st.integers(min_value=0, max_value=6), min_size=3, max_size=3),
     lr=st.sampled_from([2.0**-3, 2.0**-5, 0.1, 0.3]),
+    momentum=st.sampled_from([0.0, 0.5, 0.9]),
     seed=st.integers(min_value=0, max_value=99),
 )
-def test_random_cores_train_as_the_golden_trainer(tmp_path_factory, sizes, hidden, formats, pe_choice, lr, seed):
+def test_random_cores_train_as_the_golden_trainer(
+    tmp_path_factory, sizes, hidden, formats, pe_choice, lr, momentum, seed
+):
     net = _net(sizes, hidden[: len(sizes) - 2], seed)
     formats = [
         f if f.b.frac <= x.frac + f.w.frac else LayerFormats(a=f.a, w=f.w, b=FixedFormat(1, f.b.int, x.frac), g=f.g)
         for f, x in zip(formats, [FixedFormat(1, 2, 7), *(f.a for f in formats)])
     ][: len(net.layers)]
     pes = tuple(1 + c % layer.n_out for c, layer in zip(pe_choice, net.layers))
-    trainer = GoldenTrainer(net, Sgd(learning_rate=lr), formats, x_format=FixedFormat(1, 2, 7))
+    trainer = GoldenTrainer(net, Sgd(learning_rate=lr, momentum=momentum), formats, x_format=FixedFormat(1, 2, 7))
     core = TrainCore(trainer, pes)
     project = write_core(core, tmp_path_factory.mktemp("core") / "core", "random")
     rng = np.random.default_rng(seed)
@@ -98,7 +101,6 @@ def test_digits8_core_trains_as_the_golden_trainer_for_200_steps(tmp_path: Path)
     ("sgd", "loss", "pes", "message"),
     [
         (Sgd(batch=4), "categorical_crossentropy", (1, 1), "batch 4"),
-        (Sgd(momentum=0.9), "categorical_crossentropy", (1, 1), "momentum 0.9"),
         (Sgd(), "mse", (1, 1), "softmax output with cross-entropy"),
         (Sgd(), "categorical_crossentropy", (1, 4), "parallelism 4 is not within 1 to its 3 outputs"),
         (Sgd(), "categorical_crossentropy", (1,), "1 parallelism values for 2 layers"),
@@ -113,6 +115,42 @@ def test_core_refusals_name_the_setting(sgd, loss, pes, message) -> None:
         )
     with pytest.raises(K2CError, match=message):
         TrainCore(GoldenTrainer(net, sgd), pes)
+
+
+def test_momentum_core_trains_as_the_golden_trainer_with_its_velocities(tmp_path: Path) -> None:
+    """Momentum 0.9 (a constant: four multipliers a lane) and a learning rate that is not a power
+    of two: every weight and bias after each of 24 steps as the golden trainer's, whose
+    velocities move them; the update's four more cycles end a step four cycles later."""
+    net = _net([5, 6, 4, 3], ["tanh", "relu"], 3)
+    f = LayerFormats(
+        a=FixedFormat(1, 3, 9),
+        w=FixedFormat(1, 1, 11),
+        b=FixedFormat(1, 1, 11),
+        g=FixedFormat(1, 0, 12),
+        v=FixedFormat(1, 0, 13),
+    )
+    x_format = FixedFormat(1, 2, 7)
+    core = TrainCore(GoldenTrainer(net, Sgd(learning_rate=0.3, momentum=0.9), [f] * 3, x_format=x_format), (2, 3, 2))
+    plain = TrainCore(GoldenTrainer(net, Sgd(learning_rate=0.3), [f] * 3, x_format=x_format), (2, 3, 2))
+    assert core.multipliers == 4 * (2 + 3 + 2) and plain.multipliers == 2 * (2 + 3 + 2)
+    assert core.step_cycles() == plain.step_cycles() + 4
+    project = write_core(core, tmp_path / "core", "momentum")
+    assert (project / "weights" / "dense_0.vw.mem").read_text().splitlines() == ["0" * 28] * 5 * 3
+    rng = np.random.default_rng(1)
+    x, labels = rng.uniform(-3, 3, (24, 5)), rng.integers(0, 3, 24)
+    check = check_core(core, project, x, labels)
+    assert check.steps == 24
+    assert check.mismatches == []
+    assert set(check.step_cycles) == {core.step_cycles()}
+    # the velocities matter: the golden trainer without momentum ends elsewhere on the same samples
+    ends = []
+    for sgd in (Sgd(learning_rate=0.3, momentum=0.9), Sgd(learning_rate=0.3)):
+        golden = GoldenTrainer(net, sgd, [f] * 3, x_format=x_format)
+        xq = golden.quantize_inputs(x)
+        for s in range(len(xq)):
+            golden.step(xq[s : s + 1], labels[s : s + 1])
+        ends.append(golden.weights[0])
+    assert np.count_nonzero(ends[0] != ends[1]) > ends[0].size // 2
 
 
 def test_core_refuses_formats_wider_than_the_host_words() -> None:

@@ -21,8 +21,10 @@ golden trainer's @requantize_to@. With @x@ the layer's input (the previous layer
 * backward, per input @k@: @back_k = sum_j w_kj d_j@ (the weights before this step's
   update), the previous layer's gradient @roundTo(back_k f'(x_k))@ ('Deriv': @f'@ from
   the stored output alone);
-* update: @w_kj <- roundTo(w_kj - s x_k d_j)@, @b_j <- roundTo(b_j - s d_j)@, @s@ the
-  update's scale (@scaleRaw * 2^-frac@; the fraction is in the shifts).
+* update ('sgd'): @w_kj <- roundTo(w_kj - s x_k d_j)@, @b_j <- roundTo(b_j - s d_j)@, @s@
+  the update's scale (@scaleRaw * 2^-frac@; the fraction is in the shifts); with momentum
+  @m@ ('momentum'): @v_kj <- roundTo(m v_kj - s x_k d_j)@ to the velocity format, then
+  @w_kj <- roundTo(w_kj + v_kj)@ (the biases the same with @d_j@).
 
 = Hardware
 
@@ -44,7 +46,7 @@ read, updated and written back in one pass, its old value into the backward sum)
 A layer entering 'Fwd' in cycle @t@ writes its last output word in cycle
 @t + nIn g - 1 + 'FwdLatency'@, and the next layer enters 'Fwd' the cycle after. A layer
 entering 'Bwd' in @t@ gives the last gradient of its input in
-@t + nIn g - 1 + 'BwdLatency' pe@ and is back in 'Fill' in @t + nIn g + 'DrainCycles'@
+@t + nIn g - 1 + 'BwdLatency' pe@ and is back in 'Fill' in @t + nIn g + 'drainCycles' u@
 (keras2clash/train/hardware.py's cycle model counts the same).
 -}
 module K2C.Train
@@ -64,7 +66,12 @@ module K2C.Train
   , roundTo
   , FwdLatency
   , BwdLatency
-  , DrainCycles
+  , drainCycles
+  , Update (..)
+  , UpdateIn
+  , MomentumArith (..)
+  , sgd
+  , momentum
   , LossLatency
   ) where
 
@@ -125,8 +132,24 @@ type FwdLatency = 10
 type BwdLatency pe = 8 + TreeDepth pe
 
 -- | Cycles after the last backward issue before the layer takes input again: the update's
--- writes land (issue, read, the input's lane, operands, products, the rounding; the write).
-type DrainCycles = 6
+-- writes land (issue, read, the input's lane, operands, products; the update's cycles).
+drainCycles :: Update dom n g pe wb bb xd gb -> Int
+drainCycles u = 4 + updateCycles u
+
+-- | What the backward pass gives a layer's update, a word a cycle: the word's address, its
+-- group, whether it updates the group's biases, the old weights and biases, @x d@ and @d@ per
+-- lane.
+type UpdateIn n g pe wb bb xd gb =
+  (Index n, Index g, Bool, Vec pe (Signed wb), Vec pe (Signed bb), Vec pe (Signed xd), Vec pe (Signed gb))
+
+-- | A layer's update rule ('sgd', 'momentum'): from the backward products to the writes of the
+-- new weight and bias words, 'updateCycles' later.
+data Update dom n g pe wb bb xd gb = Update
+  { updateCycles :: Int
+  , updateWrites
+      :: Signal dom (Maybe (UpdateIn n g pe wb bb xd gb))
+      -> (Signal dom (Maybe (Index n, Vec pe (Signed wb))), Signal dom (Maybe (Index g, Vec pe (Signed bb))))
+  }
 
 -- | Cycles from the last output word of the network's last layer (@n + 1@ classes, the
 -- probabilities' @fo@ fraction bits) to the first gradient ('softmaxLoss').
@@ -181,7 +204,7 @@ data Ctl nIn nInW pin g pe nOut = Ctl
   , address :: Index (nIn * g)
   , rowBase :: Index (nIn * g)
   , dCount  :: Index nOut
-  , drained :: Index (DrainCycles + 1)
+  , drained :: Index 16
   , lane    :: Index pe
   , inBias  :: Bool
   , primed  :: Index 3
@@ -207,26 +230,28 @@ data TrainLayerOut dom g pe nIn gpb ab wb bb = TrainLayerOut
 -- | A Dense layer that trains (the module header): @nIn@ inputs arriving as words of @pin@
 -- values, @nOut@ outputs in @g@ groups of @pe@; input @xb@ bits, weights @wb@, biases @bb@,
 -- activations @ab@, its gradient @gb@, the previous layer's gradient @gpb@; @fu@ holds the
--- forward sum (with the bias), @uu@ the update, @bu@ the backward sum, @du@ the backward sum
--- times the derivative (@bu@ itself where the derivative is a choice, not a product).
+-- forward sum (with the bias), @bu@ the backward sum, @du@ the backward sum times the
+-- derivative (@bu@ itself where the derivative is a choice, not a product). @update@: the
+-- rule that writes the new weights ('sgd', 'momentum').
 trainLayer
-  :: forall nIn nInW pin g pe nOut xb wb bb ab gb gpb fu uu bu du dom
+  :: forall nIn nInW pin g pe nOut xb wb bb ab gb gpb fu bu du dom
    . ( HiddenClockResetEnable dom
      , KnownNat nIn, 1 <= nIn, KnownNat nInW, 1 <= nInW, KnownNat pin, 1 <= pin
      , KnownNat g, 1 <= g, KnownNat pe, 1 <= pe, KnownNat nOut, 1 <= nOut
      , KnownNat xb, KnownNat wb, KnownNat bb, KnownNat ab, KnownNat gb, KnownNat gpb
-     , KnownNat fu, KnownNat uu, KnownNat bu, KnownNat du )
+     , KnownNat fu, KnownNat bu, KnownNat du )
   => LayerArith
   -> (Signed ab -> Signed ab)
   -> Deriv
   -> FilePath
   -> FilePath
+  -> Update dom (nIn * g) g pe wb bb (xb + gb) gb
   -> HostIn dom
   -> Signal dom (Maybe Command)
   -> Signal dom (Maybe (Vec pin (Signed xb)))
   -> Signal dom (Maybe (Signed gb))
   -> TrainLayerOut dom g pe nIn gpb ab wb bb
-trainLayer arith activate deriv weightFile biasFile host start input grad =
+trainLayer arith activate deriv weightFile biasFile update host start input grad =
   TrainLayerOut outWord backOut ((== Fill) . phase <$> ctl) (phase <$> ctl) wWrite bWrite readOut done
   where
     ctl :: Signal dom (Ctl nIn nInW pin g pe nOut)
@@ -295,19 +320,11 @@ trainLayer arith activate deriv weightFile biasFile host start input grad =
     activated = register Nothing (fmap (map activate) <$> zs)
     outWord = register Nothing activated
 
-    -- backward, cycle 5: the updates' exact values (cycle 6); rounded (7), written
-    diffs = register Nothing (fmap updates <$> products)
-    updates (op, _, ws, ds, bs, _, xds, _) = (op, zipWith (exactNew (wStepShift arith) (wKeepShift arith)) ws xds
-                                                , zipWith (exactNew (bStepShift arith) (bKeepShift arith)) bs ds)
-    exactNew :: forall v t . (KnownNat v, KnownNat t) => Int -> Int -> Signed v -> Signed t -> Signed uu
-    exactNew stepShift keepShift old grad' =
-      shiftL (resize old) keepShift - shiftL (resize grad' * fromInteger (scaleRaw arith)) stepShift
-    wWrite = register Nothing ((>>= updateW) <$> diffs)
-    updateW (op, news, _) | not (opFwd op) = Just (opAddress op, map (roundTo @uu (wKeepShift arith)) news)
-    updateW _ = Nothing
-    bWrite = register Nothing ((>>= updateB) <$> diffs)
-    updateB (op, _, news) | not (opFwd op) && opBias op = Just (opGroup op, map (roundTo @uu (bKeepShift arith)) news)
-    updateB _ = Nothing
+    -- backward, cycle 5: the update (its cycles), written
+    (wWrite, bWrite) = updateWrites update ((>>= toUpdate) <$> products)
+    toUpdate (op, _, ws, ds, bs, _, xds, _)
+      | opFwd op = Nothing
+      | otherwise = Just (opAddress op, opGroup op, opBias op, ws, bs, xds, ds)
 
     -- backward, cycles 5 .. 5 + TreeDepth pe: the tree over a word's products; then the sum
     -- over the groups, the derivative's product, the rounding
@@ -379,7 +396,7 @@ trainLayer arith activate deriv weightFile biasFile host start input grad =
         | kIdx c /= maxBound -> nextK c { gIdx = 0, address = address c + 1 }
         | otherwise -> firstK c { phase = Drain, gIdx = 0, address = 0, drained = 0 }
       Drain
-        | drained c == maxBound -> c { phase = Fill }
+        | drained c == fromIntegral (drainCycles update) -> c { phase = Fill }
         | otherwise -> c { drained = drained c + 1 }
       Read
         | primed c /= maxBound -> c { primed = primed c + 1 }
@@ -409,6 +426,91 @@ trainLayer arith activate deriv weightFile biasFile host start input grad =
       | kLane c == maxBound = c { kIdx = kIdx c + 1, kWord = kWord c + 1, kLane = 0 }
       | otherwise = c { kIdx = kIdx c + 1, kLane = kLane c + 1 }
     firstK c = c { kIdx = 0, kWord = 0, kLane = 0 }
+
+-- | The plain update, in @uu@ bits: @w <- roundTo(w - s x d)@, @b <- roundTo(b - s d)@; the
+-- exact values (a cycle), rounded (a cycle), written.
+sgd
+  :: forall uu n g pe wb bb xd gb dom
+   . ( HiddenClockResetEnable dom, KnownNat uu, KnownNat n, KnownNat g, KnownNat pe
+     , KnownNat wb, KnownNat bb, KnownNat xd, KnownNat gb )
+  => LayerArith
+  -> Update dom n g pe wb bb xd gb
+sgd arith = Update 2 writes
+  where
+    writes upd = (wWrite, bWrite)
+      where
+        diffs = register Nothing (fmap exact <$> upd)
+        exact (a, j, bias, ws, bs, xds, ds) =
+          ( a, j, bias
+          , zipWith (stepped @uu (wStepShift arith) (wKeepShift arith) 1 (scaleRaw arith)) ws xds
+          , zipWith (stepped @uu (bStepShift arith) (bKeepShift arith) 1 (scaleRaw arith)) bs ds )
+        wWrite = register Nothing (fmap (\(a, _, _, ws', _) -> (a, map (roundTo @uu (wKeepShift arith)) ws')) <$> diffs)
+        bWrite = register Nothing ((>>= \(_, j, bias, _, bs') -> if bias then Just (j, map (roundTo @uu (bKeepShift arith)) bs') else Nothing) <$> diffs)
+
+-- | @keepRaw old@ and @scaleRaw g@ on a common fraction (their shifts), @g@'s taken away:
+-- exact in @u@ bits.
+stepped :: forall u v t . (KnownNat u, KnownNat v, KnownNat t) => Int -> Int -> Integer -> Integer -> Signed v -> Signed t -> Signed u
+stepped stepShift keepShift keepRaw stepRaw old g =
+  shiftL (resize old * fromInteger keepRaw) keepShift - shiftL (resize g * fromInteger stepRaw) stepShift
+
+-- | The momentum's alignments: the velocity @v <- roundTo(m v - s x d)@ (@m = momentumRaw
+-- 2^-frac@, the fraction in the shifts), then @w <- roundTo(w + v)@; the biases' the same
+-- with @d@.
+data MomentumArith = MomentumArith
+  { momentumRaw :: Integer  -- ^ the momentum, odd (1: a power of two, in the shifts)
+  , wVelKeep  :: Int  -- ^ @m v@ onto the velocity's common fraction
+  , wVelStep  :: Int  -- ^ @x d scaleRaw@ onto it
+  , wVelRound :: Int  -- ^ the common fraction minus the velocity format's
+  , wNewW     :: Int  -- ^ the weight onto the new weight's common fraction (and the rounding back)
+  , wNewV     :: Int  -- ^ the velocity onto it
+  , bVelKeep  :: Int
+  , bVelStep  :: Int
+  , bVelRound :: Int
+  , bNewB     :: Int
+  , bNewV     :: Int
+  }
+
+-- | SGD with momentum (Keras' SGD): each word's velocities in a block RAM of their own
+-- (@vb@ bits, initially the file's), read as the backward products arrive; the exact
+-- velocities in @vu@ bits, the new weights in @nu@. Cycles: the reads (1), their data
+-- registered (2), the exact velocities (3), rounded (4) and written, the new weights' exact
+-- values (5), rounded (6) and written. @pe@ products @m v@ a lane for the weights and @pe@
+-- for the biases (none when @m@ is a power of two).
+momentum
+  :: forall vb vu nu n g pe wb bb xd gb dom
+   . ( HiddenClockResetEnable dom, KnownNat vb, KnownNat vu, KnownNat nu, KnownNat n, KnownNat g
+     , KnownNat pe, KnownNat wb, KnownNat bb, KnownNat xd, KnownNat gb )
+  => LayerArith
+  -> MomentumArith
+  -> FilePath
+  -> FilePath
+  -> Update dom n g pe wb bb xd gb
+momentum arith m wVelFile bVelFile = Update 6 writes
+  where
+    writes upd = (wWrite, bWrite)
+      where
+        velW = unpack <$> blockRamFile (SNat @n) wVelFile (maybe 0 (\(a, _, _, _, _, _, _) -> a) <$> upd) (fmap packV <$> velWWrite)
+        velB = unpack <$> blockRamFile (SNat @g) bVelFile (maybe 0 (\(_, j, _, _, _, _, _) -> j) <$> upd) (fmap packV <$> velBWrite)
+        packV (a, vs) = (a, pack vs)
+        held = register Nothing upd
+        withV = register Nothing ((\h vw vbs -> (\u -> (u, vw, vbs)) <$> h) <$> held <*> velW <*> velB)
+        velExact = register Nothing (fmap velocity <$> withV)
+        velocity ((a, j, bias, ws, bs, xds, ds), vw, vbs) =
+          ( a, j, bias, ws, bs
+          , zipWith (stepped @vu (wVelStep m) (wVelKeep m) (momentumRaw m) (scaleRaw arith)) (vw :: Vec pe (Signed vb)) xds
+          , zipWith (stepped @vu (bVelStep m) (bVelKeep m) (momentumRaw m) (scaleRaw arith)) (vbs :: Vec pe (Signed vb)) ds )
+        velNew = register Nothing (fmap rounded <$> velExact)
+        rounded (a, j, bias, ws, bs, vw, vbs) =
+          (a, j, bias, ws, bs, map (roundTo @vu @vb (wVelRound m)) vw, map (roundTo @vu @vb (bVelRound m)) vbs)
+        velWWrite = fmap (\(a, _, _, _, _, vw, _) -> (a, vw)) <$> velNew
+        velBWrite = (>>= \(_, j, bias, _, _, _, vbs) -> if bias then Just (j, vbs) else Nothing) <$> velNew
+        newExact = register Nothing (fmap added <$> velNew)
+        added (a, j, bias, ws, bs, vw, vbs) =
+          ( a, j, bias
+          , zipWith (\w v -> shiftL (resize w) (wNewW m) + shiftL (resize v) (wNewV m) :: Signed nu) ws vw
+          , zipWith (\b v -> shiftL (resize b) (bNewB m) + shiftL (resize v) (bNewV m) :: Signed nu) bs vbs )
+        wWrite = register Nothing (fmap (\(a, _, _, ws', _) -> (a, map (roundTo @nu (wNewW m)) ws')) <$> newExact)
+        bWrite = register Nothing ((>>= \(_, j, bias, _, bs') -> if bias then Just (j, map (roundTo @nu (bNewB m)) bs') else Nothing) <$> newExact)
 
 -- | The first of two streams that has a value.
 (.<|>.) :: Signal dom (Maybe a) -> Signal dom (Maybe a) -> Signal dom (Maybe a)
