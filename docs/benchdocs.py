@@ -372,6 +372,20 @@ def training_table() -> str:
     )
 
 
+def training_core_table() -> str:
+    """The training core on the FPGA against Keras on the CPU (bench/training_core.py)."""
+    data = load("training_core.json")
+    return render(
+        "training_core_table.md.j2",
+        rows=data["cores"],
+        keras=data["keras"],
+        part=part(data["fpga"]),
+        learning_rate=data["learning_rate"],
+        date=data["date"],
+        machine=data["machine"]["cpu"],
+    )
+
+
 WIDTHS_WITHIN_POINTS = 1.0
 """The overview of bench/widths.json names, per example, the narrowest width from which the
 golden model stays within this many accuracy points of Keras float."""

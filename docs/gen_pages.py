@@ -125,6 +125,7 @@ def benchmarks() -> None:
         ],
         configurations=benchdocs.configurations_table(),
         training=benchdocs.training_table(),
+        training_core=benchdocs.training_core_table() if (benchdocs.BENCH / "training_core.json").is_file() else "",
         toolchain=benchdocs.toolchain_table(),
     )
     write("benchmarks/index.md", page, "../bench/")

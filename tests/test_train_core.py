@@ -35,7 +35,7 @@ def _net(sizes: list[int], hidden: list[str], seed: int) -> TrainNet:
 fmt = st.builds(
     lambda i, f: FixedFormat(1, i, f), st.integers(min_value=0, max_value=3), st.integers(min_value=5, max_value=13)
 )
-layer_formats = st.builds(LayerFormats, a=fmt, w=fmt, b=fmt, g=fmt)
+layer_formats = st.builds(LayerFormats, a=fmt, w=fmt, b=fmt, g=fmt, v=fmt)
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -45,16 +45,19 @@ layer_formats = st.builds(LayerFormats, a=fmt, w=fmt, b=fmt, g=fmt)
     formats=st.lists(layer_formats, min_size=3, max_size=3),
     pe_choice=st.lists(st.integers(min_value=0, max_value=6), min_size=3, max_size=3),
     lr=st.sampled_from([2.0**-3, 2.0**-5, 0.1, 0.3]),
+    momentum=st.sampled_from([0.0, 0.5, 0.9]),
     seed=st.integers(min_value=0, max_value=99),
 )
-def test_random_cores_train_as_the_golden_trainer(tmp_path_factory, sizes, hidden, formats, pe_choice, lr, seed):
+def test_random_cores_train_as_the_golden_trainer(
+    tmp_path_factory, sizes, hidden, formats, pe_choice, lr, momentum, seed
+):
     net = _net(sizes, hidden[: len(sizes) - 2], seed)
     formats = [
         f if f.b.frac <= x.frac + f.w.frac else LayerFormats(a=f.a, w=f.w, b=FixedFormat(1, f.b.int, x.frac), g=f.g)
         for f, x in zip(formats, [FixedFormat(1, 2, 7), *(f.a for f in formats)])
     ][: len(net.layers)]
     pes = tuple(1 + c % layer.n_out for c, layer in zip(pe_choice, net.layers))
-    trainer = GoldenTrainer(net, Sgd(learning_rate=lr), formats, x_format=FixedFormat(1, 2, 7))
+    trainer = GoldenTrainer(net, Sgd(learning_rate=lr, momentum=momentum), formats, x_format=FixedFormat(1, 2, 7))
     core = TrainCore(trainer, pes)
     project = write_core(core, tmp_path_factory.mktemp("core") / "core", "random")
     rng = np.random.default_rng(seed)
@@ -84,12 +87,12 @@ def test_digits8_core_trains_as_the_golden_trainer_for_200_steps(tmp_path: Path)
     assert check.steps == 200
     assert check.mismatches == []
     # the command, the input's 64 words and their register; forward 64 x 8 and 16 x 2 words of weights, each
-    # pass's output 9 cycles after its last; the loss: the maximum and the exponentials of the 10
+    # pass's output 10 cycles after its last; the loss: the maximum and the exponentials of the 10
     # classes, then 10 divisions of 18 quotient bits (20 cycles each); backward 16 x 2 words and
-    # the gradient 10 cycles after, then 64 x 8 and the last writes
+    # the gradient 11 cycles after, then 64 x 8 and the last writes
     loss = 2 * 10 + 17 + 8 + 9 * 20 + 1
-    assert core.step_cycles() == 2 + 64 + (512 + 9) + (32 + 9) - 1 + loss + (32 + 10) + (512 + 6) == 1413
-    assert set(check.step_cycles) == {1413}
+    assert core.step_cycles() == 2 + 64 + (512 + 10) + (32 + 10) - 1 + loss + (32 + 11) + (512 + 7) == 1417
+    assert set(check.step_cycles) == {1417}
     assert set(check.answer_cycles) == {core.answer_cycle()}
     assert core.multipliers == 14
 
@@ -98,7 +101,6 @@ def test_digits8_core_trains_as_the_golden_trainer_for_200_steps(tmp_path: Path)
     ("sgd", "loss", "pes", "message"),
     [
         (Sgd(batch=4), "categorical_crossentropy", (1, 1), "batch 4"),
-        (Sgd(momentum=0.9), "categorical_crossentropy", (1, 1), "momentum 0.9"),
         (Sgd(), "mse", (1, 1), "softmax output with cross-entropy"),
         (Sgd(), "categorical_crossentropy", (1, 4), "parallelism 4 is not within 1 to its 3 outputs"),
         (Sgd(), "categorical_crossentropy", (1,), "1 parallelism values for 2 layers"),
@@ -113,6 +115,42 @@ def test_core_refusals_name_the_setting(sgd, loss, pes, message) -> None:
         )
     with pytest.raises(K2CError, match=message):
         TrainCore(GoldenTrainer(net, sgd), pes)
+
+
+def test_momentum_core_trains_as_the_golden_trainer_with_its_velocities(tmp_path: Path) -> None:
+    """Momentum 0.9 (a constant: four multipliers a lane) and a learning rate that is not a power
+    of two: every weight and bias after each of 24 steps as the golden trainer's, whose
+    velocities move them; the update's four more cycles end a step four cycles later."""
+    net = _net([5, 6, 4, 3], ["tanh", "relu"], 3)
+    f = LayerFormats(
+        a=FixedFormat(1, 3, 9),
+        w=FixedFormat(1, 1, 11),
+        b=FixedFormat(1, 1, 11),
+        g=FixedFormat(1, 0, 12),
+        v=FixedFormat(1, 0, 13),
+    )
+    x_format = FixedFormat(1, 2, 7)
+    core = TrainCore(GoldenTrainer(net, Sgd(learning_rate=0.3, momentum=0.9), [f] * 3, x_format=x_format), (2, 3, 2))
+    plain = TrainCore(GoldenTrainer(net, Sgd(learning_rate=0.3), [f] * 3, x_format=x_format), (2, 3, 2))
+    assert core.multipliers == 4 * (2 + 3 + 2) and plain.multipliers == 2 * (2 + 3 + 2)
+    assert core.step_cycles() == plain.step_cycles() + 4
+    project = write_core(core, tmp_path / "core", "momentum")
+    assert (project / "weights" / "dense_0.vw.mem").read_text().splitlines() == ["0" * 28] * 5 * 3
+    rng = np.random.default_rng(1)
+    x, labels = rng.uniform(-3, 3, (24, 5)), rng.integers(0, 3, 24)
+    check = check_core(core, project, x, labels)
+    assert check.steps == 24
+    assert check.mismatches == []
+    assert set(check.step_cycles) == {core.step_cycles()}
+    # the velocities matter: the golden trainer without momentum ends elsewhere on the same samples
+    ends = []
+    for sgd in (Sgd(learning_rate=0.3, momentum=0.9), Sgd(learning_rate=0.3)):
+        golden = GoldenTrainer(net, sgd, [f] * 3, x_format=x_format)
+        xq = golden.quantize_inputs(x)
+        for s in range(len(xq)):
+            golden.step(xq[s : s + 1], labels[s : s + 1])
+        ends.append(golden.weights[0])
+    assert np.count_nonzero(ends[0] != ends[1]) > ends[0].size // 2
 
 
 def test_core_refuses_formats_wider_than_the_host_words() -> None:
@@ -198,7 +236,7 @@ def test_train_command_writes_and_checks_a_core(tmp_path: Path, capsys) -> None:
     result = json.loads(out.read_text())["core"]
     assert result["parallelism"] == [8, 2] and result["multipliers"] == 20
     assert result["checked_steps"] == 30 and result["bit_exact"] and result["cycles_match_model"]
-    assert result["simulated_step_cycles"] == [result["step_cycles"]] == [739]
+    assert result["simulated_step_cycles"] == [result["step_cycles"]] == [743]
     assert (core / "Trainer.hs").is_file() and (core / "weights" / "hidden_1.w.mem").is_file()
     code, text = run_cli([*args, "--core", core], capsys)
     assert code == 2 and "is not empty; use --force" in text  # nothing overwritten
@@ -234,3 +272,37 @@ def test_digits8_core_in_verilator_reads_the_golden_weights_after_each_of_200_st
         assert all(np.array_equal(a, b) for a, b in zip(biases, golden.biases)), s
     # the idle cycles and stalls cost cycles; none of them changes a value
     assert min(np.diff(run.first_word)[::2]) > core.step_cycles()
+
+
+@pytest.mark.slow
+def test_digits28_core_trains_as_the_golden_trainer_for_200_steps_in_clash_and_verilator(tmp_path: Path) -> None:
+    """The thesis' network shape (784-98-64-10, relu, the default 18-bit formats) at 14, 8 and 5
+    outputs a cycle: every weight after each of the first 200 steps, in the Clash simulation
+    (the memories' writes) and in Verilator (the host's read after each step, random idle
+    cycles and stalls); the cycles of a step are the model's."""
+    from keras2clash.frontend.convert import load_keras_model, to_graph
+    from keras2clash.train.core import read_message, split_read, train_message
+    from keras2clash.train.net import train_net
+    from keras2clash.train.rtl import rtl_core
+
+    net = train_net(to_graph(load_keras_model(EXAMPLE / "digits28.keras")))
+    data = np.load(EXAMPLE / "train_digits28.npz")
+    x, labels = data["x"][:200], data["y"][:200]
+    core = TrainCore(GoldenTrainer(net, Sgd(learning_rate=2.0**-7)), (14, 8, 5))
+    project = write_core(core, tmp_path / "core", "digits28_train")
+    check = check_core(core, project, x, labels)
+    assert check.steps == 200
+    assert check.mismatches == []
+    assert set(check.step_cycles) == {core.step_cycles()} == {13870}
+    assert core.multipliers == 54
+
+    golden = GoldenTrainer(net, Sgd(learning_rate=2.0**-7))
+    xq = golden.quantize_inputs(x)
+    messages = [m for xs, label in zip(xq, labels) for m in (train_message(xs, label), read_message(core))]
+    run = rtl_core(core, project, messages, gap_max=2, seed=5)
+    for s in range(200):
+        z, y = golden.step(xq[s : s + 1], labels[s : s + 1])
+        assert run.answers[2 * s] == [int(np.argmax(z[0])), int(y[0, labels[s]])], s
+        weights, biases = split_read(core, run.answers[2 * s + 1])
+        assert all(np.array_equal(a, b) for a, b in zip(weights, golden.weights)), s
+        assert all(np.array_equal(a, b) for a, b in zip(biases, golden.biases)), s

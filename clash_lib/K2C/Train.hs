@@ -21,8 +21,10 @@ golden trainer's @requantize_to@. With @x@ the layer's input (the previous layer
 * backward, per input @k@: @back_k = sum_j w_kj d_j@ (the weights before this step's
   update), the previous layer's gradient @roundTo(back_k f'(x_k))@ ('Deriv': @f'@ from
   the stored output alone);
-* update: @w_kj <- roundTo(w_kj - s x_k d_j)@, @b_j <- roundTo(b_j - s d_j)@, @s@ the
-  update's scale (@scaleRaw * 2^-frac@; the fraction is in the shifts).
+* update ('sgd'): @w_kj <- roundTo(w_kj - s x_k d_j)@, @b_j <- roundTo(b_j - s d_j)@, @s@
+  the update's scale (@scaleRaw * 2^-frac@; the fraction is in the shifts); with momentum
+  @m@ ('momentum'): @v_kj <- roundTo(m v_kj - s x_k d_j)@ to the velocity format, then
+  @w_kj <- roundTo(w_kj + v_kj)@ (the biases the same with @d_j@).
 
 = Hardware
 
@@ -44,7 +46,7 @@ read, updated and written back in one pass, its old value into the backward sum)
 A layer entering 'Fwd' in cycle @t@ writes its last output word in cycle
 @t + nIn g - 1 + 'FwdLatency'@, and the next layer enters 'Fwd' the cycle after. A layer
 entering 'Bwd' in @t@ gives the last gradient of its input in
-@t + nIn g - 1 + 'BwdLatency' pe@ and is back in 'Fill' in @t + nIn g + 'DrainCycles'@
+@t + nIn g - 1 + 'BwdLatency' pe@ and is back in 'Fill' in @t + nIn g + 'drainCycles' u@
 (keras2clash/train/hardware.py's cycle model counts the same).
 -}
 module K2C.Train
@@ -64,7 +66,12 @@ module K2C.Train
   , roundTo
   , FwdLatency
   , BwdLatency
-  , DrainCycles
+  , drainCycles
+  , Update (..)
+  , UpdateIn
+  , MomentumArith (..)
+  , sgd
+  , momentum
   , LossLatency
   ) where
 
@@ -115,18 +122,34 @@ data HostIn dom = HostIn
   }
 
 -- | Cycles from a forward operation's issue to its group's output word (the last operation
--- of a group): the reads, the operands' registers, the products, the sum, the rounding, the
--- activation.
-type FwdLatency = 9
+-- of a group): the reads, the input's lane, the operands' registers, the products, the sum,
+-- the rounding, the activation.
+type FwdLatency = 10
 
 -- | Cycles from a backward operation's issue to the previous layer's gradient (the last group
--- of an input): the reads, the operands, the products, the tree over @pe@ products, the sum
--- over the groups, the derivative's product and its rounding.
-type BwdLatency pe = 7 + TreeDepth pe
+-- of an input): the reads, the input's lane, the operands, the products, the tree over @pe@
+-- products, the sum over the groups, the derivative's product and its rounding.
+type BwdLatency pe = 8 + TreeDepth pe
 
 -- | Cycles after the last backward issue before the layer takes input again: the update's
--- writes land (issue, read, operands, products, the rounding; the write).
-type DrainCycles = 5
+-- writes land (issue, read, the input's lane, operands, products; the update's cycles).
+drainCycles :: Update dom n g pe wb bb xd gb -> Int
+drainCycles u = 4 + updateCycles u
+
+-- | What the backward pass gives a layer's update, a word a cycle: the word's address, its
+-- group, whether it updates the group's biases, the old weights and biases, @x d@ and @d@ per
+-- lane.
+type UpdateIn n g pe wb bb xd gb =
+  (Index n, Index g, Bool, Vec pe (Signed wb), Vec pe (Signed bb), Vec pe (Signed xd), Vec pe (Signed gb))
+
+-- | A layer's update rule ('sgd', 'momentum'): from the backward products to the writes of the
+-- new weight and bias words, 'updateCycles' later.
+data Update dom n g pe wb bb xd gb = Update
+  { updateCycles :: Int
+  , updateWrites
+      :: Signal dom (Maybe (UpdateIn n g pe wb bb xd gb))
+      -> (Signal dom (Maybe (Index n, Vec pe (Signed wb))), Signal dom (Maybe (Index g, Vec pe (Signed bb))))
+  }
 
 -- | Cycles from the last output word of the network's last layer (@n + 1@ classes, the
 -- probabilities' @fo@ fraction bits) to the first gradient ('softmaxLoss').
@@ -181,7 +204,7 @@ data Ctl nIn nInW pin g pe nOut = Ctl
   , address :: Index (nIn * g)
   , rowBase :: Index (nIn * g)
   , dCount  :: Index nOut
-  , drained :: Index (DrainCycles + 1)
+  , drained :: Index 16
   , lane    :: Index pe
   , inBias  :: Bool
   , primed  :: Index 3
@@ -207,26 +230,28 @@ data TrainLayerOut dom g pe nIn gpb ab wb bb = TrainLayerOut
 -- | A Dense layer that trains (the module header): @nIn@ inputs arriving as words of @pin@
 -- values, @nOut@ outputs in @g@ groups of @pe@; input @xb@ bits, weights @wb@, biases @bb@,
 -- activations @ab@, its gradient @gb@, the previous layer's gradient @gpb@; @fu@ holds the
--- forward sum (with the bias), @uu@ the update, @bu@ the backward sum, @du@ the backward sum
--- times the derivative (@bu@ itself where the derivative is a choice, not a product).
+-- forward sum (with the bias), @bu@ the backward sum, @du@ the backward sum times the
+-- derivative (@bu@ itself where the derivative is a choice, not a product). @update@: the
+-- rule that writes the new weights ('sgd', 'momentum').
 trainLayer
-  :: forall nIn nInW pin g pe nOut xb wb bb ab gb gpb fu uu bu du dom
+  :: forall nIn nInW pin g pe nOut xb wb bb ab gb gpb fu bu du dom
    . ( HiddenClockResetEnable dom
      , KnownNat nIn, 1 <= nIn, KnownNat nInW, 1 <= nInW, KnownNat pin, 1 <= pin
      , KnownNat g, 1 <= g, KnownNat pe, 1 <= pe, KnownNat nOut, 1 <= nOut
      , KnownNat xb, KnownNat wb, KnownNat bb, KnownNat ab, KnownNat gb, KnownNat gpb
-     , KnownNat fu, KnownNat uu, KnownNat bu, KnownNat du )
+     , KnownNat fu, KnownNat bu, KnownNat du )
   => LayerArith
   -> (Signed ab -> Signed ab)
   -> Deriv
   -> FilePath
   -> FilePath
+  -> Update dom (nIn * g) g pe wb bb (xb + gb) gb
   -> HostIn dom
   -> Signal dom (Maybe Command)
   -> Signal dom (Maybe (Vec pin (Signed xb)))
   -> Signal dom (Maybe (Signed gb))
   -> TrainLayerOut dom g pe nIn gpb ab wb bb
-trainLayer arith activate deriv weightFile biasFile host start input grad =
+trainLayer arith activate deriv weightFile biasFile update host start input grad =
   TrainLayerOut outWord backOut ((== Fill) . phase <$> ctl) (phase <$> ctl) wWrite bWrite readOut done
   where
     ctl :: Signal dom (Ctl nIn nInW pin g pe nOut)
@@ -256,7 +281,7 @@ trainLayer arith activate deriv weightFile biasFile host start input grad =
     gather (word, lane, vals) (Just v) = (if full then Just (word, vals') else Nothing, next)
       where
         vals' = replace lane v vals
-        lastValue = toInteger word * natToNum @pe + toInteger lane == natToNum @nOut - 1
+        lastValue = word == lastGroup && lane == lastGroupLane
         full = lane == maxBound || lastValue
         next
           | lastValue = (0, 0, repeat 0)
@@ -264,23 +289,24 @@ trainLayer arith activate deriv weightFile biasFile host start input grad =
           | otherwise = (word, lane + 1, vals')
 
     -- cycle 1: the reads' data with their operation, registered as they leave the block RAMs
-    -- (cycle 2); then the input's lane picked and each lane's operand chosen (cycle 3)
+    -- (cycle 2); the input's lane picked (cycle 3: a register of its own, as the input is an
+    -- operand of every lane's multiplier); each lane's operand chosen (cycle 4)
     op1 = register Nothing issued
     raw = register Nothing ((\o xs ws ds bs -> (\op -> (op, xs, ws, ds, bs)) <$> o) <$> op1 <*> xWord <*> weights <*> dWords <*> biases)
-    operands = register Nothing (fmap pick <$> raw)
-    pick (op, xs, ws, ds, bs) = (op, x, ws, ds, bs, map (\d -> if opFwd op then resize x else resize d) ds)
-      where
-        x = xs !! opLane op
+    laned = register Nothing (fmap pickLane <$> raw)
+    pickLane (op, xs, ws, ds, bs) = (op, xs !! opLane op, ws, ds, bs)
+    operands = register Nothing (fmap pick <$> laned)
+    pick (op, x, ws, ds, bs) = (op, x, ws, ds, bs, map (\d -> if opFwd op then resize x else resize d) ds)
 
-    -- cycle 3: the products (cycle 4): one multiplier per lane for both directions, its operand
+    -- cycle 4: the products (cycle 5): one multiplier per lane for both directions, its operand
     -- as wide as the wider of the input and the gradient (18 bits each fit one MULT18X18D), and
     -- the update's; the derivative's factor of the input
     products = register Nothing (fmap multiply <$> operands)
     multiply (op, x, ws, ds, bs, as) = (op, x, ws, ds, bs, zipWith mul as ws, map (mul x) ds, derivFactor deriv x)
       :: (Op nIn nInW pin g, Signed xb, Vec pe (Signed wb), Vec pe (Signed gb), Vec pe (Signed bb), Vec pe (Signed (Max xb gb + wb)), Vec pe (Signed (xb + gb)), Signed (2 * xb + 2))
 
-    -- forward, cycle 4: the sums (cycle 5); the bias added (6); the rounding (7); the
-    -- activation (8: a table's block RAM read) and its register (9: the block RAM's output)
+    -- forward, cycle 5: the sums (cycle 6); the bias added (7); the rounding (8); the
+    -- activation (9: a table's block RAM read) and its register (10: the block RAM's output)
     sums = register (repeat 0) (accumulate <$> products <*> sums)
     accumulate (Just (op, _, _, _, _, ps, _, _)) acc | opFwd op =
       zipWith (\a p -> (if opFirst op then 0 else a) + resize p) acc ps
@@ -294,21 +320,13 @@ trainLayer arith activate deriv weightFile biasFile host start input grad =
     activated = register Nothing (fmap (map activate) <$> zs)
     outWord = register Nothing activated
 
-    -- backward, cycle 4: the updates' exact values (cycle 5); rounded (6), written
-    diffs = register Nothing (fmap updates <$> products)
-    updates (op, _, ws, ds, bs, _, xds, _) = (op, zipWith (exactNew (wStepShift arith) (wKeepShift arith)) ws xds
-                                                , zipWith (exactNew (bStepShift arith) (bKeepShift arith)) bs ds)
-    exactNew :: forall v t . (KnownNat v, KnownNat t) => Int -> Int -> Signed v -> Signed t -> Signed uu
-    exactNew stepShift keepShift old grad' =
-      shiftL (resize old) keepShift - shiftL (resize grad' * fromInteger (scaleRaw arith)) stepShift
-    wWrite = register Nothing ((>>= updateW) <$> diffs)
-    updateW (op, news, _) | not (opFwd op) = Just (opAddress op, map (roundTo @uu (wKeepShift arith)) news)
-    updateW _ = Nothing
-    bWrite = register Nothing ((>>= updateB) <$> diffs)
-    updateB (op, _, news) | not (opFwd op) && opBias op = Just (opGroup op, map (roundTo @uu (bKeepShift arith)) news)
-    updateB _ = Nothing
+    -- backward, cycle 5: the update (its cycles), written
+    (wWrite, bWrite) = updateWrites update ((>>= toUpdate) <$> products)
+    toUpdate (op, _, ws, ds, bs, _, xds, _)
+      | opFwd op = Nothing
+      | otherwise = Just (opAddress op, opGroup op, opBias op, ws, bs, xds, ds)
 
-    -- backward, cycles 4 .. 4 + TreeDepth pe: the tree over a word's products; then the sum
+    -- backward, cycles 5 .. 5 + TreeDepth pe: the tree over a word's products; then the sum
     -- over the groups, the derivative's product, the rounding
     backTree = treeFold (+) 0 ((>>= backLeaves) <$> products)
     backLeaves (op, x, _, _, _, ps, _, f)
@@ -345,6 +363,11 @@ trainLayer arith activate deriv weightFile biasFile host start input grad =
     wLoad = (>>= \(c, vals) -> if lastLane c && not (inBias c) then Just (address c, map resize vals) else Nothing) <$> loadWord
     bLoad = (>>= \(c, vals) -> if lastLane c && inBias c then Just (gIdx c, map resize vals) else Nothing) <$> loadWord
 
+    -- the group and the lane of the layer's last output (constants: a position compares
+    -- with them, no product of a group and the lanes in the hardware)
+    lastGroup = fromInteger ((natToNum @nOut - 1) `div` natToNum @pe) :: Index g
+    lastGroupLane = fromInteger ((natToNum @nOut - 1) `mod` natToNum @pe) :: Index pe
+
     -- the controller
     issue :: Ctl nIn nInW pin g pe nOut -> Maybe (Op nIn nInW pin g)
     issue c = case phase c of
@@ -373,7 +396,7 @@ trainLayer arith activate deriv weightFile biasFile host start input grad =
         | kIdx c /= maxBound -> nextK c { gIdx = 0, address = address c + 1 }
         | otherwise -> firstK c { phase = Drain, gIdx = 0, address = 0, drained = 0 }
       Drain
-        | drained c == maxBound -> c { phase = Fill }
+        | drained c == fromIntegral (drainCycles update) -> c { phase = Fill }
         | otherwise -> c { drained = drained c + 1 }
       Read
         | primed c /= maxBound -> c { primed = primed c + 1 }
@@ -395,7 +418,7 @@ trainLayer arith activate deriv weightFile biasFile host start input grad =
 
     -- the last of a word's values that are the layer's outputs, the last value of a transfer
     lastLane, lastValue :: Ctl nIn nInW pin g pe nOut -> Bool
-    lastLane c = lane c == maxBound || toInteger (gIdx c) * natToNum @pe + toInteger (lane c) == natToNum @nOut - 1
+    lastLane c = lane c == maxBound || (gIdx c == lastGroup && lane c == lastGroupLane)
     lastValue c = inBias c && gIdx c == maxBound && lastLane c
 
     nextK, firstK :: Ctl nIn nInW pin g pe nOut -> Ctl nIn nInW pin g pe nOut
@@ -403,6 +426,91 @@ trainLayer arith activate deriv weightFile biasFile host start input grad =
       | kLane c == maxBound = c { kIdx = kIdx c + 1, kWord = kWord c + 1, kLane = 0 }
       | otherwise = c { kIdx = kIdx c + 1, kLane = kLane c + 1 }
     firstK c = c { kIdx = 0, kWord = 0, kLane = 0 }
+
+-- | The plain update, in @uu@ bits: @w <- roundTo(w - s x d)@, @b <- roundTo(b - s d)@; the
+-- exact values (a cycle), rounded (a cycle), written.
+sgd
+  :: forall uu n g pe wb bb xd gb dom
+   . ( HiddenClockResetEnable dom, KnownNat uu, KnownNat n, KnownNat g, KnownNat pe
+     , KnownNat wb, KnownNat bb, KnownNat xd, KnownNat gb )
+  => LayerArith
+  -> Update dom n g pe wb bb xd gb
+sgd arith = Update 2 writes
+  where
+    writes upd = (wWrite, bWrite)
+      where
+        diffs = register Nothing (fmap exact <$> upd)
+        exact (a, j, bias, ws, bs, xds, ds) =
+          ( a, j, bias
+          , zipWith (stepped @uu (wStepShift arith) (wKeepShift arith) 1 (scaleRaw arith)) ws xds
+          , zipWith (stepped @uu (bStepShift arith) (bKeepShift arith) 1 (scaleRaw arith)) bs ds )
+        wWrite = register Nothing (fmap (\(a, _, _, ws', _) -> (a, map (roundTo @uu (wKeepShift arith)) ws')) <$> diffs)
+        bWrite = register Nothing ((>>= \(_, j, bias, _, bs') -> if bias then Just (j, map (roundTo @uu (bKeepShift arith)) bs') else Nothing) <$> diffs)
+
+-- | @keepRaw old@ and @scaleRaw g@ on a common fraction (their shifts), @g@'s taken away:
+-- exact in @u@ bits.
+stepped :: forall u v t . (KnownNat u, KnownNat v, KnownNat t) => Int -> Int -> Integer -> Integer -> Signed v -> Signed t -> Signed u
+stepped stepShift keepShift keepRaw stepRaw old g =
+  shiftL (resize old * fromInteger keepRaw) keepShift - shiftL (resize g * fromInteger stepRaw) stepShift
+
+-- | The momentum's alignments: the velocity @v <- roundTo(m v - s x d)@ (@m = momentumRaw
+-- 2^-frac@, the fraction in the shifts), then @w <- roundTo(w + v)@; the biases' the same
+-- with @d@.
+data MomentumArith = MomentumArith
+  { momentumRaw :: Integer  -- ^ the momentum, odd (1: a power of two, in the shifts)
+  , wVelKeep  :: Int  -- ^ @m v@ onto the velocity's common fraction
+  , wVelStep  :: Int  -- ^ @x d scaleRaw@ onto it
+  , wVelRound :: Int  -- ^ the common fraction minus the velocity format's
+  , wNewW     :: Int  -- ^ the weight onto the new weight's common fraction (and the rounding back)
+  , wNewV     :: Int  -- ^ the velocity onto it
+  , bVelKeep  :: Int
+  , bVelStep  :: Int
+  , bVelRound :: Int
+  , bNewB     :: Int
+  , bNewV     :: Int
+  }
+
+-- | SGD with momentum (Keras' SGD): each word's velocities in a block RAM of their own
+-- (@vb@ bits, initially the file's), read as the backward products arrive; the exact
+-- velocities in @vu@ bits, the new weights in @nu@. Cycles: the reads (1), their data
+-- registered (2), the exact velocities (3), rounded (4) and written, the new weights' exact
+-- values (5), rounded (6) and written. @pe@ products @m v@ a lane for the weights and @pe@
+-- for the biases (none when @m@ is a power of two).
+momentum
+  :: forall vb vu nu n g pe wb bb xd gb dom
+   . ( HiddenClockResetEnable dom, KnownNat vb, KnownNat vu, KnownNat nu, KnownNat n, KnownNat g
+     , KnownNat pe, KnownNat wb, KnownNat bb, KnownNat xd, KnownNat gb )
+  => LayerArith
+  -> MomentumArith
+  -> FilePath
+  -> FilePath
+  -> Update dom n g pe wb bb xd gb
+momentum arith m wVelFile bVelFile = Update 6 writes
+  where
+    writes upd = (wWrite, bWrite)
+      where
+        velW = unpack <$> blockRamFile (SNat @n) wVelFile (maybe 0 (\(a, _, _, _, _, _, _) -> a) <$> upd) (fmap packV <$> velWWrite)
+        velB = unpack <$> blockRamFile (SNat @g) bVelFile (maybe 0 (\(_, j, _, _, _, _, _) -> j) <$> upd) (fmap packV <$> velBWrite)
+        packV (a, vs) = (a, pack vs)
+        held = register Nothing upd
+        withV = register Nothing ((\h vw vbs -> (\u -> (u, vw, vbs)) <$> h) <$> held <*> velW <*> velB)
+        velExact = register Nothing (fmap velocity <$> withV)
+        velocity ((a, j, bias, ws, bs, xds, ds), vw, vbs) =
+          ( a, j, bias, ws, bs
+          , zipWith (stepped @vu (wVelStep m) (wVelKeep m) (momentumRaw m) (scaleRaw arith)) (vw :: Vec pe (Signed vb)) xds
+          , zipWith (stepped @vu (bVelStep m) (bVelKeep m) (momentumRaw m) (scaleRaw arith)) (vbs :: Vec pe (Signed vb)) ds )
+        velNew = register Nothing (fmap rounded <$> velExact)
+        rounded (a, j, bias, ws, bs, vw, vbs) =
+          (a, j, bias, ws, bs, map (roundTo @vu @vb (wVelRound m)) vw, map (roundTo @vu @vb (bVelRound m)) vbs)
+        velWWrite = fmap (\(a, _, _, _, _, vw, _) -> (a, vw)) <$> velNew
+        velBWrite = (>>= \(_, j, bias, _, _, _, vbs) -> if bias then Just (j, vbs) else Nothing) <$> velNew
+        newExact = register Nothing (fmap added <$> velNew)
+        added (a, j, bias, ws, bs, vw, vbs) =
+          ( a, j, bias
+          , zipWith (\w v -> shiftL (resize w) (wNewW m) + shiftL (resize v) (wNewV m) :: Signed nu) ws vw
+          , zipWith (\b v -> shiftL (resize b) (bNewB m) + shiftL (resize v) (bNewV m) :: Signed nu) bs vbs )
+        wWrite = register Nothing (fmap (\(a, _, _, ws', _) -> (a, map (roundTo @nu (wNewW m)) ws')) <$> newExact)
+        bWrite = register Nothing ((>>= \(_, j, bias, _, bs') -> if bias then Just (j, map (roundTo @nu (bNewB m)) bs') else Nothing) <$> newExact)
 
 -- | The first of two streams that has a value.
 (.<|>.) :: Signal dom (Maybe a) -> Signal dom (Maybe a) -> Signal dom (Maybe a)
@@ -427,15 +535,19 @@ applyDeriv _ _ f back = back `mul` f
 data LossPhase = LWait | LMax | LExp | LDiv | LAnswer
   deriving (Eq, Generic, NFDataX)
 
--- | The loss's state: its phase, the class @j@ it is at, the maximum (and its class), the
--- exponentials read, the division's cycle and its state ("K2C.Softmax"'s division),
+-- | The loss's state: its phase, the class @j@ it is at, the logits (rotated: class @j@'s at
+-- the head), the maximum (and its class), the
+-- exponentials read (the cycles of a read, where the next arrives), the division's cycle and its state ("K2C.Softmax"'s division),
 -- the label's probability.
 data Loss n ab eb w fo = Loss
   { lossPhase :: LossPhase
   , lossJ     :: Index (n + 1)
+  , lossZs    :: Vec (n + 1) (Signed ab)
   , lossTop   :: Signed ab
   , lossClass :: Index (n + 1)
   , lossExps  :: Vec (n + 1) (Signed eb)
+  , lossLag   :: Index 4
+  , lossAt    :: Index (n + 1)
   , lossStep  :: Index (DivSteps fo + 2)
   , lossDiv   :: Division w fo
   , lossProb  :: Signed w
@@ -477,43 +589,47 @@ softmaxLoss SNat (TableRom rom) training zWord label = (grads, answer)
     logits = (\(_, zs) -> map (zs !!) (indicesI @(n + 1))) <$> collected
 
     start :: Loss n ab eb w gf
-    start = Loss LWait 0 0 0 (repeat 0) 0 (0, 0, 0) 0
+    start = Loss LWait 0 (repeat 0) 0 0 (repeat 0) 0 0 0 (0, 0, 0) 0
     state = register start (advance <$> state <*> complete <*> logits <*> tableData)
+    -- the logits pass the head of a rotating register, class j's in step j of the maximum and
+    -- of the exponentials' reads: no multiplexer of the classes before the comparison and the
+    -- table's address
 
     -- the exponentials: the index registered, the table read (a block RAM's synchronous
     -- read), its data registered
-    index = register 0 (indexOf <$> state <*> logits)
-    indexOf st zs = if d >= last' then maxBound else fromIntegral d
+    index = register 0 (indexOf <$> state)
+    indexOf st = if d >= last' then maxBound else fromIntegral d
       where
-        d = shiftR (resize (lossTop st) - resize (zs !! lossJ st) :: Signed (ab + 2)) (natToNum @s)
+        d = shiftR (resize (lossTop st) - resize (head (lossZs st)) :: Signed (ab + 2)) (natToNum @s)
         last' = fromInteger (natToInteger @m - 1)
     tableRead = register 0 (rom <$> index)
     tableData = register 0 tableRead
 
-    steps = natToNum @(DivSteps gf) :: Int
     advance st go zs e = case lossPhase st of
-      LWait | go -> st { lossPhase = LMax, lossJ = 0 }
+      LWait | go -> st { lossPhase = LMax, lossJ = 0, lossZs = zs }
             | otherwise -> st
       LMax ->
-        let z = zs !! lossJ st
+        let z = head (lossZs st)
             bigger = lossJ st == 0 || z > lossTop st
-            st' = if bigger then st { lossTop = z, lossClass = lossJ st } else st
-        in  if lossJ st == maxBound then st' { lossPhase = LExp, lossJ = 0, lossStep = 0, lossProb = 0 }
+            st' = (if bigger then st { lossTop = z, lossClass = lossJ st } else st) { lossZs = rotateLeftS (lossZs st) d1 }
+        in  if lossJ st == maxBound then st' { lossPhase = LExp, lossJ = 0, lossLag = 0, lossAt = 0, lossProb = 0 }
             else st' { lossJ = lossJ st + 1 }
-      -- j issues index j; the exponential of index j - 3 arrives; the sum is kept in lossProb
+      -- j issues index j; from the read's third cycle on, an exponential arrives each cycle
+      -- (class lossAt's); the sum is kept in lossProb
       LExp ->
-        let k = lossStep st
-            arrived = fromIntegral k >= (3 :: Int)
-            at = fromIntegral k - 3 :: Int
-            exps' = if arrived then replace at e (lossExps st) else lossExps st
+        let arrived = lossLag st == maxBound
+            exps' = if arrived then replace (lossAt st) e (lossExps st) else lossExps st
             total = if arrived then lossProb st + resize e else lossProb st
-            done = at == natToNum @n
-        in  if done then st { lossPhase = LDiv, lossJ = 0, lossStep = 0, lossExps = exps', lossProb = total }
-            else st { lossStep = k + 1, lossJ = if lossJ st == maxBound then maxBound else lossJ st + 1
+        in  if arrived && lossAt st == maxBound
+            then st { lossPhase = LDiv, lossJ = 0, lossStep = 0, lossExps = exps', lossProb = total }
+            else st { lossLag = if arrived then maxBound else lossLag st + 1
+                    , lossAt = if arrived then lossAt st + 1 else lossAt st
+                    , lossJ = if lossJ st == maxBound then maxBound else lossJ st + 1
+                    , lossZs = rotateLeftS (lossZs st) d1
                     , lossExps = exps', lossProb = total }
       LDiv
         | lossStep st == 0 -> begin st
-        | fromIntegral (lossStep st) <= steps -> divide st
+        | lossStep st <= natToNum @(DivSteps gf) -> divide st
         | lossJ st == maxBound -> st { lossPhase = LAnswer }
         | otherwise -> st { lossJ = lossJ st + 1, lossStep = 0 }
       LAnswer -> st { lossPhase = LWait }
@@ -524,7 +640,7 @@ softmaxLoss SNat (TableRom rom) training zWord label = (grads, answer)
 
     -- a probability once its division is done (saturated), its gradient
     prob st = unSF (quotient @w @gf @gi (lossDiv st))
-    finished st = lossPhase st == LDiv && fromIntegral (lossStep st) == steps + 1
+    finished st = lossPhase st == LDiv && lossStep st == natToNum @(DivSteps gf + 1)
     grads = register Nothing (mux training ((\st lbl -> if finished st then Just (gradient st lbl) else Nothing) <$> state <*> label) (pure Nothing))
     gradient st lbl = roundTo @(gi + gf + 2) 0 (resize (prob st) - (if lossJ st == lbl then bit (natToNum @gf) else 0))
     labelProb = register 0 ((\st lbl p -> if finished st && lossJ st == lbl then prob st else p) <$> state <*> label <*> labelProb)

@@ -22,7 +22,7 @@ from keras2clash.errors import K2CError
 from keras2clash.fsutil import atomic_directory
 from keras2clash.quant import activations as acts
 from keras2clash.quant.formats import FixedFormat
-from keras2clash.train.golden import GoldenTrainer
+from keras2clash.train.golden import Constant, GoldenTrainer
 from keras2clash.train.hardware import WORD_BITS, TrainCore, table_code
 from keras2clash.verify.simulate import simulator_lines
 from keras2clash.verify.toolchain import build_simulator
@@ -100,7 +100,9 @@ def _context(core: TrainCore, name: str, tables: list[TableSite], softmax: Softm
         for layer in layers
     ]
     scale = core.trainer.scale
-    scale_text = f"2^-{scale.frac}" if scale.raw == 1 else f"{scale.raw} * 2^-{scale.frac}"
+    scale_text = _constant_text(scale)
+    m = core.trainer.momentum
+    momentum_text = f", momentum {_constant_text(m)}" if m.raw else ""
     return {
         "name": name,
         "layers": layers,
@@ -118,7 +120,12 @@ def _context(core: TrainCore, name: str, tables: list[TableSite], softmax: Softm
         "parameters": sum(layer.n_in * layer.n_out + layer.n_out for layer in layers),
         "step_cycles": core.step_cycles(),
         "scale_text": scale_text,
+        "momentum_text": momentum_text,
     }
+
+
+def _constant_text(c: Constant) -> str:
+    return f"2^-{c.frac}" if c.raw == 1 else f"{c.raw} * 2^-{c.frac}"
 
 
 def write_core(core: TrainCore, out: Path, name: str, force: bool = False) -> Path:
@@ -138,6 +145,11 @@ def write_core(core: TrainCore, out: Path, name: str, force: bool = False) -> Pa
             w_words, b_words = layer.memory(w, b)
             (weights / f"{layer.fn}.w.mem").write_text("\n".join(w_words) + "\n")
             (weights / f"{layer.fn}.b.mem").write_text("\n".join(b_words) + "\n")
+        if core.trainer.momentum.raw:
+            for layer, (vw, vb) in zip(core.layers, core.trainer.velocity):
+                vw_words, vb_words = layer.velocity_memory(vw, vb)
+                (weights / f"{layer.fn}.vw.mem").write_text("\n".join(vw_words) + "\n")
+                (weights / f"{layer.fn}.vb.mem").write_text("\n".join(vb_words) + "\n")
         for code in [t.code for t in tables] + [softmax.code]:
             for file, lines in code.table_files:
                 (weights / file).write_text("\n".join(lines) + "\n")

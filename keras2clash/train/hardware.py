@@ -18,22 +18,22 @@ from keras2clash.errors import K2CError
 from keras2clash.hw.events import tree_depth
 from keras2clash.quant import activations as acts
 from keras2clash.quant.formats import FixedFormat
-from keras2clash.train.golden import GoldenTrainer, LayerFormats
+from keras2clash.train.golden import Constant, GoldenTrainer, LayerFormats
 
 WORD_BITS = 32
 """The host's words (AXI4-Stream TDATA): a raw value sign-extended, a label, a class."""
 
-FWD_LATENCY = 9
+FWD_LATENCY = 10
 """K2C.Train's FwdLatency: a forward operation's issue to its group's output word."""
-DRAIN_CYCLES = 5
+SGD_CYCLES, MOMENTUM_CYCLES = 2, 6
+"""K2C.Train's updates' cycles (`sgd`, `momentum`): the backward products to the writes."""
 TEMPLATE_NAMES = frozenset({"trainer", "loss", "main", "circuit", "run"})
 """Top-level names of the core's modules (Trainer.hs, Sim.hs) a layer's function must not take."""
-"""K2C.Train's DrainCycles: the last backward issue to the update's last write."""
 
 
 def bwd_latency(pe: int) -> int:
     """K2C.Train's BwdLatency: a backward operation's issue to the previous layer's gradient."""
-    return 7 + tree_depth(pe)
+    return 8 + tree_depth(pe)
 
 
 def loss_latency(classes: int, g_frac: int) -> int:
@@ -66,6 +66,7 @@ class LayerCore:
     g_prev: FixedFormat | None
     scale_raw: int
     scale_frac: int
+    momentum: Constant | None = None
 
     @property
     def groups(self) -> int:
@@ -82,8 +83,20 @@ class LayerCore:
 
     @property
     def multipliers(self) -> int:
-        """The shared products (the input or the gradient times a weight) and the update's."""
-        return 2 * self.pe
+        """The shared products (the input or the gradient times a weight) and the update's;
+        with a momentum that is not a power of two, its products with the weights' and the
+        biases' velocities."""
+        m = self.momentum
+        return (4 if m is not None and m.raw != 1 else 2) * self.pe
+
+    @property
+    def update_cycles(self) -> int:
+        return SGD_CYCLES if self.momentum is None else MOMENTUM_CYCLES
+
+    @property
+    def drain_cycles(self) -> int:
+        """K2C.Train.drainCycles: the last backward issue to the update's last write."""
+        return 4 + self.update_cycles
 
     # the alignments (K2C.Train.LayerArith)
     @property
@@ -104,11 +117,62 @@ class LayerCore:
 
     @property
     def w_shifts(self) -> tuple[int, int]:
-        return self._update(self.f.w, self.x.frac + self.f.g.frac + self.scale_frac)
+        return self._update(self.f.w, self.w_step_frac)
 
     @property
     def b_shifts(self) -> tuple[int, int]:
-        return self._update(self.f.b, self.f.g.frac + self.scale_frac)
+        return self._update(self.f.b, self.b_step_frac)
+
+    def _momentum(self, kept: FixedFormat, step_frac: int) -> tuple[int, int, int, int, int]:
+        """The velocity's and the new value's alignments (K2C.Train.MomentumArith): `m v` and
+        the step onto their common fraction, its rounding to `v`; the value and `v` onto theirs."""
+        assert self.momentum is not None
+        v = self.f.v
+        m_frac = v.frac + self.momentum.frac
+        top = max(m_frac, step_frac)
+        new = max(kept.frac, v.frac)
+        return top - m_frac, top - step_frac, top - v.frac, new - kept.frac, new - v.frac
+
+    @property
+    def w_step_frac(self) -> int:
+        return self.x.frac + self.f.g.frac + self.scale_frac
+
+    @property
+    def b_step_frac(self) -> int:
+        return self.f.g.frac + self.scale_frac
+
+    @property
+    def vu(self) -> int:
+        """Bits of a velocity before its rounding (`m v` and the step aligned, their difference)."""
+        assert self.momentum is not None
+        raw = self.scale_raw.bit_length() + 1
+        mv = self.f.v.bits + self.momentum.raw.bit_length() + 1
+        wk, ws, _, _, _ = self._momentum(self.f.w, self.w_step_frac)
+        bk, bs, _, _, _ = self._momentum(self.f.b, self.b_step_frac)
+        return max(mv + wk, self.x.bits + self.f.g.bits + raw + ws, mv + bk, self.f.g.bits + raw + bs) + 2
+
+    @property
+    def nu(self) -> int:
+        """Bits of a new weight or bias before its rounding (the value and the velocity aligned)."""
+        _, _, _, ww, wv = self._momentum(self.f.w, self.w_step_frac)
+        _, _, _, bb, bv = self._momentum(self.f.b, self.b_step_frac)
+        v = self.f.v.bits
+        return max(self.f.w.bits + ww, v + wv, self.f.b.bits + bb, v + bv) + 2
+
+    def update(self) -> str:
+        """The layer's update rule (K2C.Train.sgd or .momentum), in Haskell, on its `arith`."""
+        if self.momentum is None:
+            return f"sgd @{self.uu} arith"
+        fields = [
+            self.momentum.raw,
+            *self._momentum(self.f.w, self.w_step_frac),
+            *self._momentum(self.f.b, self.b_step_frac),
+        ]
+        m = "MomentumArith " + " ".join(f"({v})" if v < 0 else str(v) for v in fields)
+        return (
+            f"momentum @{self.f.v.bits} @{self.vu} @{self.nu} arith ({m}) "
+            f'"weights/{self.fn}.vw.mem" "weights/{self.fn}.vb.mem"'
+        )
 
     @property
     def gpb(self) -> int:
@@ -161,7 +225,7 @@ class LayerCore:
         """K2C.Train.trainLayer's type arguments, in its order."""
         f = self.f
         sizes = [self.n_in, self.in_words, self.pin, self.groups, self.pe, self.n_out]
-        widths = [self.x.bits, f.w.bits, f.b.bits, f.a.bits, f.g.bits, self.gpb, self.fu, self.uu, self.bu, self.du]
+        widths = [self.x.bits, f.w.bits, f.b.bits, f.a.bits, f.g.bits, self.gpb, self.fu, self.bu, self.du]
         return sizes + widths
 
     def arith(self) -> str:
@@ -179,18 +243,25 @@ class LayerCore:
     def memory(self, weights: np.ndarray, biases: np.ndarray) -> tuple[list[str], list[str]]:
         """The weight and bias memories' words ('0'/'1', MSB first): word `k * groups + j` holds
         input k's weights to outputs `j * pe ..`, output `j * pe` in the high bits."""
+        return self._words(weights, biases, self.f.w.bits, self.f.b.bits)
+
+    def _words(self, weights: np.ndarray, biases: np.ndarray, w_bits: int, b_bits: int) -> tuple[list[str], list[str]]:
         g, pe = self.groups, self.pe
         w = np.zeros((self.n_in, g * pe), dtype=np.int64)
         w[:, : self.n_out] = weights
         b = np.zeros(g * pe, dtype=np.int64)
         b[: self.n_out] = biases
-        w_words = ["".join(Bits(int=int(v), length=self.f.w.bits).bin for v in row) for row in w.reshape(-1, pe)]
-        b_words = ["".join(Bits(int=int(v), length=self.f.b.bits).bin for v in row) for row in b.reshape(-1, pe)]
+        w_words = ["".join(Bits(int=int(v), length=w_bits).bin for v in row) for row in w.reshape(-1, pe)]
+        b_words = ["".join(Bits(int=int(v), length=b_bits).bin for v in row) for row in b.reshape(-1, pe)]
         return w_words, b_words
 
     def unpack_weights(self, words: Sequence[Sequence[int]]) -> np.ndarray:
         """(n_in, n_out) raw weights from the memory's words in address order (pe values each)."""
         return np.asarray(words, dtype=np.int64).reshape(self.n_in, self.groups * self.pe)[:, : self.n_out]
+
+    def velocity_memory(self, vw: np.ndarray, vb: np.ndarray) -> tuple[list[str], list[str]]:
+        """The velocities' memories, in the weights' and biases' layout (`memory`), `v` bits a value."""
+        return self._words(vw, vb, self.f.v.bits, self.f.v.bits)
 
     def unpack_biases(self, words: Sequence[Sequence[int]]) -> np.ndarray:
         return np.asarray(words, dtype=np.int64).reshape(-1)[: self.n_out]
@@ -211,19 +282,16 @@ def table_code(name: str, activation: str, fi: FixedFormat, fo: FixedFormat, n: 
 
 @dataclass(frozen=True)
 class TrainCore:
-    """A training core for a golden trainer's network, its formats and SGD (batch 1, no
-    momentum: the settings the core takes), `pe` outputs a cycle per layer."""
+    """A training core for a golden trainer's network, its formats and SGD (batch 1, with or
+    without momentum: the settings the core takes), `pe` outputs a cycle per layer."""
 
     trainer: GoldenTrainer
     pes: tuple[int, ...]
 
     def __post_init__(self) -> None:
         t = self.trainer
-        if t.sgd.batch != 1 or t.momentum.raw != 0:
-            raise K2CError(
-                f"training core: SGD with batch {t.sgd.batch} and momentum {t.sgd.momentum}; the core "
-                "trains with batch 1 and no momentum"
-            )
+        if t.sgd.batch != 1:
+            raise K2CError(f"training core: SGD with batch {t.sgd.batch}; the core trains with batch 1")
         if t.net.loss != "categorical_crossentropy":
             raise K2CError("training core: the core trains a softmax output with cross-entropy")
         if len(self.pes) != len(t.net.layers):
@@ -232,6 +300,8 @@ class TrainCore:
             if not 1 <= pe <= layer.n_out:
                 raise K2CError(f"layer '{layer.name}': parallelism {pe} is not within 1 to its {layer.n_out} outputs")
         widest = max(max(f.a.bits, f.w.bits, f.b.bits, f.g.bits) for f in t.formats)
+        if t.momentum.raw:
+            widest = max(widest, *(f.v.bits for f in t.formats))
         if max(widest, t.x_format.bits) > WORD_BITS:
             raise K2CError(f"training core: formats of up to {WORD_BITS} bits (the host's words)")
         for layer, f, x in zip(t.net.layers, t.formats, [t.x_format, *(f.a for f in t.formats[:-1])]):
@@ -263,6 +333,7 @@ class TrainCore:
                     g_prev=t.formats[i - 1].g if i else None,
                     scale_raw=t.scale.raw,
                     scale_frac=t.scale.frac,
+                    momentum=t.momentum if t.momentum.raw else None,
                 )
             )
         return out
@@ -288,7 +359,7 @@ class TrainCore:
         t += -1 + loss_latency(self.classes, g_frac) + loss_gradients(self.classes, g_frac) + 1
         for layer in reversed(layers[1:]):
             t += layer.ops + bwd_latency(layer.pe)
-        return t + layers[0].ops + DRAIN_CYCLES + 1
+        return t + layers[0].ops + layers[0].drain_cycles + 1
 
     def answer_cycle(self) -> int:
         """Cycles from a sample's command word to its answer's first word."""
@@ -307,12 +378,15 @@ def layer_cost(core_layer_index: int, n_in: int, n_out: int, pe: int) -> int:
 
 def parallelism_within(trainer: GoldenTrainer, budget: int) -> tuple[int, ...]:
     """The outputs a cycle of every layer that make a training step the shortest within
-    `budget` multipliers (two a lane: `LayerCore.multipliers`): the step's cycles are a sum
-    over the layers, so a knapsack over the budget (for each layer only the smallest `pe` of
-    each group count)."""
+    `budget` multipliers (two a lane, four with a momentum's products: `LayerCore.multipliers`):
+    the step's cycles are a sum over the layers, so a knapsack over the budget (for each layer
+    only the smallest `pe` of each group count)."""
     layers = trainer.net.layers
-    if budget < 2 * len(layers):
-        raise K2CError(f"a multiplier budget of {budget}: the core needs at least {2 * len(layers)} (two a layer)")
+    lane = 4 if trainer.momentum.raw not in (0, 1) else 2
+    if budget < lane * len(layers):
+        raise K2CError(
+            f"a multiplier budget of {budget}: the core needs at least {lane * len(layers)} ({lane} a layer)"
+        )
     # best[m]: (cycles, pes) of the layers so far within m multipliers
     best: dict[int, tuple[int, tuple[int, ...]]] = {0: (0, ())}
     for i, layer in enumerate(layers):
@@ -320,7 +394,7 @@ def parallelism_within(trainer: GoldenTrainer, budget: int) -> tuple[int, ...]:
         nxt: dict[int, tuple[int, tuple[int, ...]]] = {}
         for used, (cycles, pes) in best.items():
             for pe in choices:
-                m = used + 2 * pe
+                m = used + lane * pe
                 if m > budget:
                     break
                 c = cycles + layer_cost(i, layer.n_in, layer.n_out, pe)
