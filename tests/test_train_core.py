@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from keras2clash.errors import K2CError
 from keras2clash.quant.formats import FixedFormat
-from keras2clash.train.core import check_core, write_core
+from keras2clash.train.core import batch_messages, check_core, write_core
 from keras2clash.train.golden import GoldenTrainer, LayerFormats, Sgd
 from keras2clash.train.hardware import TrainCore
 from keras2clash.train.net import TrainLayer, TrainNet
@@ -32,6 +32,16 @@ def _net(sizes: list[int], hidden: list[str], seed: int) -> TrainNet:
     return TrainNet("random", (sizes[0],), layers, "categorical_crossentropy")
 
 
+SMALL = LayerFormats(
+    a=FixedFormat(1, 3, 9),
+    w=FixedFormat(1, 1, 11),
+    b=FixedFormat(1, 1, 11),
+    g=FixedFormat(1, 0, 12),
+    v=FixedFormat(1, 0, 13),
+)
+SMALL_X = FixedFormat(1, 2, 7)
+"""Formats of the momentum and batch tests' small networks (their input's format)."""
+
 fmt = st.builds(
     lambda i, f: FixedFormat(1, i, f), st.integers(min_value=0, max_value=3), st.integers(min_value=5, max_value=13)
 )
@@ -46,10 +56,11 @@ layer_formats = st.builds(LayerFormats, a=fmt, w=fmt, b=fmt, g=fmt, v=fmt)
     pe_choice=st.lists(st.integers(min_value=0, max_value=6), min_size=3, max_size=3),
     lr=st.sampled_from([2.0**-3, 2.0**-5, 0.1, 0.3]),
     momentum=st.sampled_from([0.0, 0.5, 0.9]),
+    batch=st.sampled_from([1, 2, 5]),
     seed=st.integers(min_value=0, max_value=99),
 )
 def test_random_cores_train_as_the_golden_trainer(
-    tmp_path_factory, sizes, hidden, formats, pe_choice, lr, momentum, seed
+    tmp_path_factory, sizes, hidden, formats, pe_choice, lr, momentum, batch, seed
 ):
     net = _net(sizes, hidden[: len(sizes) - 2], seed)
     formats = [
@@ -57,7 +68,8 @@ def test_random_cores_train_as_the_golden_trainer(
         for f, x in zip(formats, [FixedFormat(1, 2, 7), *(f.a for f in formats)])
     ][: len(net.layers)]
     pes = tuple(1 + c % layer.n_out for c, layer in zip(pe_choice, net.layers))
-    trainer = GoldenTrainer(net, Sgd(learning_rate=lr, momentum=momentum), formats, x_format=FixedFormat(1, 2, 7))
+    sgd = Sgd(learning_rate=lr, momentum=momentum, batch=batch)
+    trainer = GoldenTrainer(net, sgd, formats, x_format=FixedFormat(1, 2, 7))
     core = TrainCore(trainer, pes)
     project = write_core(core, tmp_path_factory.mktemp("core") / "core", "random")
     rng = np.random.default_rng(seed)
@@ -100,7 +112,6 @@ def test_digits8_core_trains_as_the_golden_trainer_for_200_steps(tmp_path: Path)
 @pytest.mark.parametrize(
     ("sgd", "loss", "pes", "message"),
     [
-        (Sgd(batch=4), "categorical_crossentropy", (1, 1), "batch 4"),
         (Sgd(), "mse", (1, 1), "softmax output with cross-entropy"),
         (Sgd(), "categorical_crossentropy", (1, 4), "parallelism 4 is not within 1 to its 3 outputs"),
         (Sgd(), "categorical_crossentropy", (1,), "1 parallelism values for 2 layers"),
@@ -122,14 +133,7 @@ def test_momentum_core_trains_as_the_golden_trainer_with_its_velocities(tmp_path
     of two: every weight and bias after each of 24 steps as the golden trainer's, whose
     velocities move them; the update's four more cycles end a step four cycles later."""
     net = _net([5, 6, 4, 3], ["tanh", "relu"], 3)
-    f = LayerFormats(
-        a=FixedFormat(1, 3, 9),
-        w=FixedFormat(1, 1, 11),
-        b=FixedFormat(1, 1, 11),
-        g=FixedFormat(1, 0, 12),
-        v=FixedFormat(1, 0, 13),
-    )
-    x_format = FixedFormat(1, 2, 7)
+    f, x_format = SMALL, SMALL_X
     core = TrainCore(GoldenTrainer(net, Sgd(learning_rate=0.3, momentum=0.9), [f] * 3, x_format=x_format), (2, 3, 2))
     plain = TrainCore(GoldenTrainer(net, Sgd(learning_rate=0.3), [f] * 3, x_format=x_format), (2, 3, 2))
     assert core.multipliers == 4 * (2 + 3 + 2) and plain.multipliers == 2 * (2 + 3 + 2)
@@ -150,6 +154,35 @@ def test_momentum_core_trains_as_the_golden_trainer_with_its_velocities(tmp_path
         for s in range(len(xq)):
             golden.step(xq[s : s + 1], labels[s : s + 1])
         ends.append(golden.weights[0])
+    assert np.count_nonzero(ends[0] != ends[1]) > ends[0].size // 2
+
+
+def test_batch_core_sums_gradients_and_updates_at_each_batch_end(tmp_path: Path) -> None:
+    """Batch 4 with momentum over 14 samples (three batches and a short one of 2): the weights
+    stay through a batch's first samples and after its last are the golden trainer's, which
+    differ from batch 1's; every answer is the golden trainer's on the batch's weights."""
+    net = _net([5, 6, 4, 3], ["sigmoid", "relu"], 5)
+    f, x_format = SMALL, SMALL_X
+    sgd = Sgd(learning_rate=0.25, momentum=0.75, batch=4)
+    core = TrainCore(GoldenTrainer(net, sgd, [f] * 3, x_format=x_format), (3, 2, 3))
+    layer = core.layers[0]
+    # the sums: x d (10 + 13 bits) and d (13 bits), two bits more for four samples
+    assert (layer.xd_bits, layer.d_bits) == (10 + 13 + 2, 13 + 2)
+    project = write_core(core, tmp_path / "core", "batch")
+    assert (project / "weights" / "dense_0.gb.mem").read_text().splitlines() == ["0" * 3 * 15] * 2
+    rng = np.random.default_rng(2)
+    x, labels = rng.uniform(-3, 3, (14, 5)), rng.integers(0, 3, 14)
+    messages = batch_messages(core.trainer.quantize_inputs(x), labels, 4)
+    assert [m.command for m in messages] == [4, 4, 4, 0] * 3 + [4, 0]
+    check = check_core(core, project, x, labels)
+    assert check.steps == 14
+    assert check.mismatches == []
+    assert set(check.step_cycles) == {core.step_cycles()}
+    ends = []
+    for batch in (4, 1):
+        golden = GoldenTrainer(net, Sgd(learning_rate=0.25, momentum=0.75, batch=batch), [f] * 3, x_format=x_format)
+        golden.epoch(x, labels, np.arange(14))
+        ends.append(golden.weights[1])
     assert np.count_nonzero(ends[0] != ends[1]) > ends[0].size // 2
 
 

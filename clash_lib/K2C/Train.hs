@@ -72,6 +72,7 @@ module K2C.Train
   , MomentumArith (..)
   , sgd
   , momentum
+  , batched
   , LossLatency
   ) where
 
@@ -109,14 +110,16 @@ data Phase = Fill | Fwd | DFill | Bwd | Drain | Read | Load
 type HostWord = Signed 32
 
 -- | What the host asks of the core, the first word of a message ('hostControl').
-data Command = TrainCmd | InferCmd | ReadCmd | WriteCmd
+data Command = TrainCmd | InferCmd | ReadCmd | WriteCmd | AccumulateCmd
   deriving (Eq, Show, Generic, NFDataX)
 
--- | What the host's control tells every layer: whether the sample trains (held through it),
--- the start of a read or a write of the weights (a pulse to the first layer; each next layer
--- starts as the one before ends), the host taking a read value, a value to write.
+-- | What the host's control tells every layer: whether the sample trains and whether it
+-- updates the weights (the last of a batch; both held through it), the start of a read or a
+-- write of the weights (a pulse to the first layer; each next layer starts as the one before
+-- ends), the host taking a read value, a value to write.
 data HostIn dom = HostIn
   { hostTrain     :: Signal dom Bool
+  , hostUpdate    :: Signal dom Bool
   , hostReadReady :: Signal dom Bool
   , hostValue     :: Signal dom (Maybe HostWord)
   }
@@ -512,6 +515,39 @@ momentum arith m wVelFile bVelFile = Update 6 writes
         wWrite = register Nothing (fmap (\(a, _, _, ws', _) -> (a, map (roundTo @nu (wNewW m)) ws')) <$> newExact)
         bWrite = register Nothing ((>>= \(_, j, bias, _, bs') -> if bias then Just (j, map (roundTo @nu (bNewB m)) bs') else Nothing) <$> newExact)
 
+-- | Gradients summed over a batch: each word's sums of @x d@ (and its biases' of @d@) in a block
+-- RAM of their own (@au@ and @bau@ bits, initially the files'), read as the backward products
+-- arrive. A sample that does not update (@updating@ low: 'AccumulateCmd') adds its products to
+-- them; one that does (the batch's last) gives the sums with its own products to the update
+-- @inner@ and sets them back to zero. Cycles: the reads (1), their data registered (2), the
+-- sums (3), then @inner@'s.
+batched
+  :: forall au bau n g pe wb bb xd gb dom
+   . ( HiddenClockResetEnable dom, KnownNat au, KnownNat bau, KnownNat n, KnownNat g, KnownNat pe
+     , KnownNat xd, KnownNat gb )
+  => Signal dom Bool
+  -> FilePath
+  -> FilePath
+  -> Update dom n g pe wb bb au bau
+  -> Update dom n g pe wb bb xd gb
+batched updating wSumFile bSumFile inner = Update (3 + updateCycles inner) writes
+  where
+    writes upd = updateWrites inner (mux updating summed (pure Nothing))
+      where
+        sumW = unpack <$> blockRamFile (SNat @n) wSumFile (maybe 0 (\(a, _, _, _, _, _, _) -> a) <$> upd) (fmap packS <$> sumWWrite)
+        sumB = unpack <$> blockRamFile (SNat @g) bSumFile (maybe 0 (\(_, j, _, _, _, _, _) -> j) <$> upd) (fmap packS <$> sumBWrite)
+        packS (a, vs) = (a, pack vs)
+        held = register Nothing upd
+        withSums = register Nothing ((\h sw sb -> (\u -> (u, sw, sb)) <$> h) <$> held <*> sumW <*> sumB)
+        summed = register Nothing (fmap added <$> withSums)
+        added ((a, j, bias, ws, bs, xds, ds), sw, sb) =
+          ( a, j, bias, ws, bs
+          , zipWith (\t p -> t + resize p) (sw :: Vec pe (Signed au)) xds
+          , zipWith (\t d -> t + resize d) (sb :: Vec pe (Signed bau)) ds )
+        sumWWrite = (\u -> fmap (\(a, _, _, _, _, sw, _) -> (a, if u then repeat 0 else sw))) <$> updating <*> summed
+        sumBWrite = (\u s -> s >>= \(_, j, bias, _, _, _, sb) -> if bias then Just (j, if u then repeat 0 else sb) else Nothing)
+          <$> updating <*> summed
+
 -- | The first of two streams that has a value.
 (.<|>.) :: Signal dom (Maybe a) -> Signal dom (Maybe a) -> Signal dom (Maybe a)
 a .<|>. b = (<|>) <$> a <*> b
@@ -654,7 +690,9 @@ data HostState nIn np = Idle | Values Bool (Index nIn) | Label | Reading | Writi
 -- command word, then its words: 0 trains on a sample (its @nIn@ values, then its label; the
 -- answer: the class, the label's probability), 1 infers (its @nIn@ values; the answer: the
 -- class), 2 reads the weights (the answer: every layer's weights row by row, then its biases),
--- 3 writes them (the same @np@ values in; the answer: one word, 0). Other command words are
+-- 3 writes them (the same @np@ values in; the answer: one word, 0), 4 trains on a sample
+-- without the update (a batch's samples but its last; the words and the answer as 0's; a
+-- core whose layers update at every sample updates anyway). Other command words are
 -- dropped. A command is taken once the previous message is done (@idle@: every layer fills
 -- and no answer waits, and the previous sample's answer was given).
 --
@@ -673,12 +711,12 @@ hostControl
   -> ( Signal dom Bool, Signal dom (Maybe HostWord), Signal dom (Maybe HostWord), HostIn dom
      , Signal dom (Maybe Command), Signal dom Bool )
 hostControl hostWords idle answered transferEnd outReady =
-  (ready, sampleValue, labelValue, HostIn training outReady writeValue, startTransfer, writeEnded)
+  (ready, sampleValue, labelValue, HostIn training updating outReady writeValue, startTransfer, writeEnded)
   where
     state = register (Idle :: HostState nIn np) (step <$> state <*> moved <*> command <*> transferEnd)
     waiting = register False (mux (moved .&&. starts) (pure True) (mux answered (pure False) waiting))
     starts = ((== Idle) <$> state) .&&. (isSample <$> command)
-    isSample c = c == Just TrainCmd || c == Just InferCmd
+    isSample c = c == Just TrainCmd || c == Just InferCmd || c == Just AccumulateCmd
     ready = readyOf <$> state <*> (idle .&&. (not <$> waiting))
     readyOf Idle free = free
     readyOf Reading _ = False
@@ -692,10 +730,12 @@ hostControl hostWords idle answered transferEnd outReady =
       1 -> Just InferCmd
       2 -> Just ReadCmd
       3 -> Just WriteCmd
+      4 -> Just AccumulateCmd
       _ -> Nothing
 
     step Idle True (Just TrainCmd) _ = Values True 0
     step Idle True (Just InferCmd) _ = Values False 0
+    step Idle True (Just AccumulateCmd) _ = Values True 0
     step Idle True (Just ReadCmd) _ = Reading
     step Idle True (Just WriteCmd) _ = Writing 0
     step (Values t k) True _ _
@@ -713,7 +753,8 @@ hostControl hostWords idle answered transferEnd outReady =
     -- the words for the layers leave from registers (a cycle after they moved in)
     sampleValue = register Nothing (mux (moved .&&. (inValues <$> state)) (Just <$> word) (pure Nothing))
     labelValue = register Nothing (mux (moved .&&. ((== Label) <$> state)) (Just <$> word) (pure Nothing))
-    training = register True (mux (moved .&&. starts) ((== Just TrainCmd) <$> command) training)
+    training = register True (mux (moved .&&. starts) ((\c -> c == Just TrainCmd || c == Just AccumulateCmd) <$> command) training)
+    updating = register True (mux (moved .&&. starts) ((/= Just AccumulateCmd) <$> command) updating)
     startTransfer = register Nothing (mux (moved .&&. ((== Idle) <$> state)) (transferOf <$> command) (pure Nothing))
     transferOf c = if c == Just ReadCmd || c == Just WriteCmd then c else Nothing
     writeValue = register Nothing (mux (moved .&&. (isWriting <$> state)) (Just <$> word) (pure Nothing))

@@ -103,6 +103,7 @@ def _context(core: TrainCore, name: str, tables: list[TableSite], softmax: Softm
     scale_text = _constant_text(scale)
     m = core.trainer.momentum
     momentum_text = f", momentum {_constant_text(m)}" if m.raw else ""
+    batch = core.trainer.sgd.batch
     return {
         "name": name,
         "layers": layers,
@@ -121,6 +122,7 @@ def _context(core: TrainCore, name: str, tables: list[TableSite], softmax: Softm
         "step_cycles": core.step_cycles(),
         "scale_text": scale_text,
         "momentum_text": momentum_text,
+        "batch": batch,
     }
 
 
@@ -150,14 +152,21 @@ def write_core(core: TrainCore, out: Path, name: str, force: bool = False) -> Pa
                 vw_words, vb_words = layer.velocity_memory(vw, vb)
                 (weights / f"{layer.fn}.vw.mem").write_text("\n".join(vw_words) + "\n")
                 (weights / f"{layer.fn}.vb.mem").write_text("\n".join(vb_words) + "\n")
+        if core.trainer.sgd.batch > 1:
+            for layer in core.layers:
+                gw_words, gb_words = layer.sum_memory()
+                (weights / f"{layer.fn}.gw.mem").write_text("\n".join(gw_words) + "\n")
+                (weights / f"{layer.fn}.gb.mem").write_text("\n".join(gb_words) + "\n")
         for code in [t.code for t in tables] + [softmax.code]:
             for file, lines in code.table_files:
                 (weights / file).write_text("\n".join(lines) + "\n")
     return Path(out)
 
 
-TRAIN, INFER, READ, WRITE = 0, 1, 2, 3
+TRAIN, INFER, READ, WRITE, ACCUMULATE = 0, 1, 2, 3, 4
 """The host's command words (K2C.Train.hostControl)."""
+TRAINING = (TRAIN, ACCUMULATE)
+"""The commands that run a training step."""
 
 
 @dataclass(frozen=True)
@@ -172,8 +181,19 @@ class Message:
         return self.words[0]
 
 
-def train_message(x_raw: np.ndarray, label: int) -> Message:
-    return Message((TRAIN, *(int(v) for v in np.ravel(x_raw)), int(label)), 2)
+def train_message(x_raw: np.ndarray, label: int, update: bool = True) -> Message:
+    """A training step on a sample; without `update` its gradients are only summed (a batch's
+    samples but its last)."""
+    return Message((TRAIN if update else ACCUMULATE, *(int(v) for v in np.ravel(x_raw)), int(label)), 2)
+
+
+def batch_messages(xq: np.ndarray, labels: np.ndarray, batch: int) -> list[Message]:
+    """Training messages for the samples in order, `batch` a step (a last short batch too):
+    every batch's last sample updates."""
+    n = len(xq)
+    return [
+        train_message(x, lab, update=(s + 1) % batch == 0 or s == n - 1) for s, (x, lab) in enumerate(zip(xq, labels))
+    ]
 
 
 def infer_message(x_raw: np.ndarray) -> Message:
@@ -227,7 +247,7 @@ def simulate_core(
     """Send `messages` to the simulated core (its words back to back, the answers taken as they
     come); what it answered and wrote, when."""
     exe = build_simulator(project)
-    steps = sum(m.command == TRAIN for m in messages)
+    steps = sum(m.command in TRAINING for m in messages)
     words = [w for m in messages for w in m.words]
     text = f"{len(messages)} {steps}\n" + " ".join(map(str, words)) + "\n"
     lines = simulator_lines(exe, project, text, [str(cycle_budget(core, messages))])
@@ -240,7 +260,7 @@ def simulate_core(
 def cycle_budget(core: TrainCore, messages: Sequence[Message]) -> int:
     """Cycles a simulation of `messages` may take before it is called stuck: twice the cycle
     model's steps, four cycles a word in and out, and some."""
-    steps = sum(m.command == TRAIN for m in messages)
+    steps = sum(m.command in TRAINING for m in messages)
     words = sum(len(m.words) + m.answer_words for m in messages)
     return 2 * (steps + 1) * core.step_cycles() + 4 * words + 1000
 
@@ -282,9 +302,12 @@ def read_events(
                 )
             target[layer].append(values[2:])
         elif tag == "s":
+            # a step that only sums its gradients writes nothing: the weights stay
+            before_w = run.weights[-1] if run.weights else core.trainer.weights
+            before_b = run.biases[-1] if run.biases else core.trainer.biases
             run.step_end.append(int(cycle))
-            run.weights.append([lay.unpack_weights(ws) for lay, ws in zip(layers, w_words)])
-            run.biases.append([lay.unpack_biases(bs) for lay, bs in zip(layers, b_words)])
+            run.weights.append([lay.unpack_weights(ws) if ws else w for lay, ws, w in zip(layers, w_words, before_w)])
+            run.biases.append([lay.unpack_biases(bs) if bs else b for lay, bs, b in zip(layers, b_words, before_b)])
             w_words = [[] for _ in layers]
             b_words = [[] for _ in layers]
     if len(run.answers) != len(messages):
@@ -329,24 +352,31 @@ def check_core(
     progress: Callable[[int], None] | None = None,
 ) -> CoreCheck:
     """Train the simulated core and a fresh golden trainer (the core's network, formats and
-    SGD) on float samples `x` one step each; compare the weights and biases after every step
-    and every answer (the class, the label's probability)."""
+    SGD) on float samples `x` in order, a batch a step (the core sums a batch's gradients, its
+    last sample updates); compare the weights and biases after every sample (unchanged within
+    a batch) and every answer (the class, the label's probability)."""
     t = core.trainer
     golden = GoldenTrainer(t.net, t.sgd, t.formats, t.x_format)
     xq = golden.quantize_inputs(x)
     labels = np.asarray(labels, dtype=np.int64)
-    run = simulate_core(core, project, [train_message(row, lab) for row, lab in zip(xq, labels)], progress)
+    batch = t.sgd.batch
+    run = simulate_core(core, project, batch_messages(xq, labels, batch), progress)
     mismatches = []
-    for s in range(len(xq)):
-        z, y = golden.step(xq[s : s + 1], labels[s : s + 1])
-        answer = [int(np.argmax(z[0])), int(y[0, labels[s]])]
-        if run.answers[s] != answer:
-            mismatches.append(f"step {s}: answer {run.answers[s]}, golden {answer}")
-        for layer, w, b, wg, bg in zip(core.layers, run.weights[s], run.biases[s], golden.weights, golden.biases):
-            for what, hw, gold in (("weights", w, wg), ("biases", b, bg)):
-                if not np.array_equal(hw, gold):
-                    wrong = int(np.count_nonzero(hw != gold))
-                    mismatches.append(f"step {s}: layer '{layer.name}' {what}: {wrong} of {gold.size} differ")
+    for first in range(0, len(xq), batch):
+        before = [w.copy() for w in golden.weights], [b.copy() for b in golden.biases]
+        z, y = golden.step(xq[first : first + batch], labels[first : first + batch])
+        for k in range(len(z)):
+            s = first + k
+            answer = [int(np.argmax(z[k])), int(y[k, labels[s]])]
+            if run.answers[s] != answer:
+                mismatches.append(f"step {s}: answer {run.answers[s]}, golden {answer}")
+            last = s == len(xq) - 1 or k == batch - 1
+            gold_w, gold_b = (golden.weights, golden.biases) if last else before
+            for layer, w, b, wg, bg in zip(core.layers, run.weights[s], run.biases[s], gold_w, gold_b):
+                for what, hw, gold in (("weights", w, wg), ("biases", b, bg)):
+                    if not np.array_equal(hw, gold):
+                        wrong = int(np.count_nonzero(hw != gold))
+                        mismatches.append(f"step {s}: layer '{layer.name}' {what}: {wrong} of {gold.size} differ")
     starts = [*run.first_word, run.step_end[-1]]
     return CoreCheck(
         steps=len(xq),

@@ -25,8 +25,9 @@ WORD_BITS = 32
 
 FWD_LATENCY = 10
 """K2C.Train's FwdLatency: a forward operation's issue to its group's output word."""
-SGD_CYCLES, MOMENTUM_CYCLES = 2, 6
-"""K2C.Train's updates' cycles (`sgd`, `momentum`): the backward products to the writes."""
+SGD_CYCLES, MOMENTUM_CYCLES, BATCH_CYCLES = 2, 6, 3
+"""K2C.Train's updates' cycles (`sgd`, `momentum`; `batched` adds its own): the backward
+products to the writes."""
 TEMPLATE_NAMES = frozenset({"trainer", "loss", "main", "circuit", "run"})
 """Top-level names of the core's modules (Trainer.hs, Sim.hs) a layer's function must not take."""
 
@@ -67,6 +68,7 @@ class LayerCore:
     scale_raw: int
     scale_frac: int
     momentum: Constant | None = None
+    batch: int = 1
 
     @property
     def groups(self) -> int:
@@ -91,7 +93,18 @@ class LayerCore:
 
     @property
     def update_cycles(self) -> int:
-        return SGD_CYCLES if self.momentum is None else MOMENTUM_CYCLES
+        rule = SGD_CYCLES if self.momentum is None else MOMENTUM_CYCLES
+        return rule + (BATCH_CYCLES if self.batch > 1 else 0)
+
+    @property
+    def xd_bits(self) -> int:
+        """Bits of a weight's gradient: `x d`, summed over the batch."""
+        return self.x.bits + self.f.g.bits + (self.batch - 1).bit_length()
+
+    @property
+    def d_bits(self) -> int:
+        """Bits of a bias's gradient: `d`, summed over the batch."""
+        return self.f.g.bits + (self.batch - 1).bit_length()
 
     @property
     def drain_cycles(self) -> int:
@@ -149,7 +162,7 @@ class LayerCore:
         mv = self.f.v.bits + self.momentum.raw.bit_length() + 1
         wk, ws, _, _, _ = self._momentum(self.f.w, self.w_step_frac)
         bk, bs, _, _, _ = self._momentum(self.f.b, self.b_step_frac)
-        return max(mv + wk, self.x.bits + self.f.g.bits + raw + ws, mv + bk, self.f.g.bits + raw + bs) + 2
+        return max(mv + wk, self.xd_bits + raw + ws, mv + bk, self.d_bits + raw + bs) + 2
 
     @property
     def nu(self) -> int:
@@ -160,7 +173,15 @@ class LayerCore:
         return max(self.f.w.bits + ww, v + wv, self.f.b.bits + bb, v + bv) + 2
 
     def update(self) -> str:
-        """The layer's update rule (K2C.Train.sgd or .momentum), in Haskell, on its `arith`."""
+        """The layer's update rule (K2C.Train.sgd or .momentum, within .batched for a batch),
+        in Haskell, on its `arith` and the `host`'s signals."""
+        rule = self._rule()
+        if self.batch == 1:
+            return rule
+        files = f'"weights/{self.fn}.gw.mem" "weights/{self.fn}.gb.mem"'
+        return f"batched @{self.xd_bits} @{self.d_bits} (hostUpdate host) {files} ({rule})"
+
+    def _rule(self) -> str:
         if self.momentum is None:
             return f"sgd @{self.uu} arith"
         fields = [
@@ -204,9 +225,9 @@ class LayerCore:
         return (
             max(
                 self.f.w.bits + keep_w,
-                self.x.bits + self.f.g.bits + raw + step_w,
+                self.xd_bits + raw + step_w,
                 self.f.b.bits + keep_b,
-                self.f.g.bits + raw + step_b,
+                self.d_bits + raw + step_b,
             )
             + 2
         )
@@ -263,6 +284,15 @@ class LayerCore:
         """The velocities' memories, in the weights' and biases' layout (`memory`), `v` bits a value."""
         return self._words(vw, vb, self.f.v.bits, self.f.v.bits)
 
+    def sum_memory(self) -> tuple[list[str], list[str]]:
+        """The batch's gradient sums' memories (zero), in the weights' and biases' layout."""
+        return self._words(
+            np.zeros((self.n_in, self.n_out), dtype=np.int64),
+            np.zeros(self.n_out, dtype=np.int64),
+            self.xd_bits,
+            self.d_bits,
+        )
+
     def unpack_biases(self, words: Sequence[Sequence[int]]) -> np.ndarray:
         return np.asarray(words, dtype=np.int64).reshape(-1)[: self.n_out]
 
@@ -282,16 +312,14 @@ def table_code(name: str, activation: str, fi: FixedFormat, fo: FixedFormat, n: 
 
 @dataclass(frozen=True)
 class TrainCore:
-    """A training core for a golden trainer's network, its formats and SGD (batch 1, with or
-    without momentum: the settings the core takes), `pe` outputs a cycle per layer."""
+    """A training core for a golden trainer's network, its formats and SGD (any batch, with or
+    without momentum), `pe` outputs a cycle per layer."""
 
     trainer: GoldenTrainer
     pes: tuple[int, ...]
 
     def __post_init__(self) -> None:
         t = self.trainer
-        if t.sgd.batch != 1:
-            raise K2CError(f"training core: SGD with batch {t.sgd.batch}; the core trains with batch 1")
         if t.net.loss != "categorical_crossentropy":
             raise K2CError("training core: the core trains a softmax output with cross-entropy")
         if len(self.pes) != len(t.net.layers):
@@ -334,6 +362,7 @@ class TrainCore:
                     scale_raw=t.scale.raw,
                     scale_frac=t.scale.frac,
                     momentum=t.momentum if t.momentum.raw else None,
+                    batch=t.sgd.batch,
                 )
             )
         return out
