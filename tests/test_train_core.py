@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from keras2clash.errors import K2CError
 from keras2clash.quant.formats import FixedFormat
-from keras2clash.train.core import batch_messages, check_core, write_core
+from keras2clash.train.core import batch_messages, check_core, train_message, write_core
 from keras2clash.train.golden import GoldenTrainer, LayerFormats, Sgd
 from keras2clash.train.hardware import TrainCore
 from keras2clash.train.net import TrainLayer, TrainNet
@@ -112,7 +112,6 @@ def test_digits8_core_trains_as_the_golden_trainer_for_200_steps(tmp_path: Path)
 @pytest.mark.parametrize(
     ("sgd", "loss", "pes", "message"),
     [
-        (Sgd(), "mse", (1, 1), "softmax output with cross-entropy"),
         (Sgd(), "categorical_crossentropy", (1, 4), "parallelism 4 is not within 1 to its 3 outputs"),
         (Sgd(), "categorical_crossentropy", (1,), "1 parallelism values for 2 layers"),
     ],
@@ -172,7 +171,7 @@ def test_batch_core_sums_gradients_and_updates_at_each_batch_end(tmp_path: Path)
     assert (project / "weights" / "dense_0.gb.mem").read_text().splitlines() == ["0" * 3 * 15] * 2
     rng = np.random.default_rng(2)
     x, labels = rng.uniform(-3, 3, (14, 5)), rng.integers(0, 3, 14)
-    messages = batch_messages(core.trainer.quantize_inputs(x), labels, 4)
+    messages = batch_messages(core, core.trainer.quantize_inputs(x), labels)
     assert [m.command for m in messages] == [4, 4, 4, 0] * 3 + [4, 0]
     check = check_core(core, project, x, labels)
     assert check.steps == 14
@@ -184,6 +183,37 @@ def test_batch_core_sums_gradients_and_updates_at_each_batch_end(tmp_path: Path)
         golden.epoch(x, labels, np.arange(14))
         ends.append(golden.weights[1])
     assert np.count_nonzero(ends[0] != ends[1]) > ends[0].size // 2
+
+
+@pytest.mark.parametrize(
+    ("activation", "sgd"),
+    [
+        ("linear", Sgd(learning_rate=0.25)),
+        ("tanh", Sgd(learning_rate=0.25, momentum=0.9, batch=3)),
+        ("sigmoid", Sgd(learning_rate=0.3)),
+        ("relu", Sgd(learning_rate=0.25, momentum=0.5, batch=2)),
+    ],
+)
+def test_mse_core_trains_as_the_golden_trainer_and_answers_its_outputs(tmp_path: Path, activation, sgd) -> None:
+    """The mean squared error at an output of each activation: the targets (three words, the
+    outputs' format) after a sample's values, the gradients (y - t) f'(y) a value a cycle, the
+    answer the three outputs; the weights after every sample and the answers as the golden
+    trainer's, the cycles as the model's (the loss's 5 cycles, then a gradient a cycle)."""
+    net = _net([5, 6, 4, 3], ["tanh", "relu"], 3)
+    last = net.layers[-1]
+    layers = (*net.layers[:-1], TrainLayer(last.name, last.kernel, last.bias, activation))
+    net = TrainNet(net.name, net.input_shape, layers, "mse")
+    core = TrainCore(GoldenTrainer(net, sgd, [SMALL] * 3, x_format=SMALL_X), (2, 3, 2))
+    assert (core.loss.latency(), core.loss.gradients(), core.loss.answer_count(False)) == (5, 2, 3)
+    project = write_core(core, tmp_path / "core", "mse")
+    rng = np.random.default_rng(4)
+    x, targets = rng.uniform(-3, 3, (15, 5)), rng.uniform(-1.5, 1.5, (15, 3))
+    message = train_message(core, core.trainer.quantize_inputs(x[:1])[0], targets[0])
+    assert message.words[-3:] == tuple(int(v) for v in np.floor(targets[0] * 2**9 + 0.5))
+    check = check_core(core, project, x, targets)
+    assert check.steps == 15
+    assert check.mismatches == []
+    assert check.cycles_match, (check.step_cycles, check.model_step_cycles, check.answer_cycles)
 
 
 def test_core_refuses_formats_wider_than_the_host_words() -> None:
@@ -202,7 +232,6 @@ def test_host_reads_writes_and_infers_between_steps(tmp_path: Path) -> None:
         read_message,
         simulate_core,
         split_read,
-        train_message,
         write_message,
     )
 
@@ -218,14 +247,14 @@ def test_host_reads_writes_and_infers_between_steps(tmp_path: Path) -> None:
     written_b = [rng.integers(-300, 300, 4), rng.integers(-300, 300, 3)]
     messages = [
         read_message(core),
-        train_message(xq[0], labels[0]),
-        train_message(xq[1], labels[1]),
+        train_message(core, xq[0], labels[0]),
+        train_message(core, xq[1], labels[1]),
         read_message(core),
         write_message(core, written_w, written_b),
         read_message(core),
-        infer_message(xq[2]),
-        infer_message(xq[3]),
-        train_message(xq[4], labels[4]),
+        infer_message(core, xq[2]),
+        infer_message(core, xq[3]),
+        train_message(core, xq[4], labels[4]),
         read_message(core),
     ]
     run = simulate_core(core, project, messages)
@@ -285,7 +314,7 @@ def test_digits8_core_in_verilator_reads_the_golden_weights_after_each_of_200_st
     first 200 steps the host reads every weight back (the read command), and each read and
     each answer is the golden trainer's."""
     from keras2clash.frontend.convert import load_keras_model, to_graph
-    from keras2clash.train.core import read_message, split_read, train_message
+    from keras2clash.train.core import read_message, split_read
     from keras2clash.train.net import train_net
     from keras2clash.train.rtl import rtl_core
 
@@ -295,7 +324,7 @@ def test_digits8_core_in_verilator_reads_the_golden_weights_after_each_of_200_st
     core = TrainCore(GoldenTrainer(net, Sgd(learning_rate=2.0**-7)), (4, 3))
     project = write_core(core, tmp_path / "core", "digits8_train")
     xq, labels = golden.quantize_inputs(data["x"][:200]), data["y"][:200]
-    messages = [m for x, label in zip(xq, labels) for m in (train_message(x, label), read_message(core))]
+    messages = [m for x, label in zip(xq, labels) for m in (train_message(core, x, label), read_message(core))]
     run = rtl_core(core, project, messages, gap_max=2, seed=3)
     for s in range(200):
         z, y = golden.step(xq[s : s + 1], labels[s : s + 1])
@@ -314,7 +343,7 @@ def test_digits28_core_trains_as_the_golden_trainer_for_200_steps_in_clash_and_v
     (the memories' writes) and in Verilator (the host's read after each step, random idle
     cycles and stalls); the cycles of a step are the model's."""
     from keras2clash.frontend.convert import load_keras_model, to_graph
-    from keras2clash.train.core import read_message, split_read, train_message
+    from keras2clash.train.core import read_message, split_read
     from keras2clash.train.net import train_net
     from keras2clash.train.rtl import rtl_core
 
@@ -331,7 +360,7 @@ def test_digits28_core_trains_as_the_golden_trainer_for_200_steps_in_clash_and_v
 
     golden = GoldenTrainer(net, Sgd(learning_rate=2.0**-7))
     xq = golden.quantize_inputs(x)
-    messages = [m for xs, label in zip(xq, labels) for m in (train_message(xs, label), read_message(core))]
+    messages = [m for xs, label in zip(xq, labels) for m in (train_message(core, xs, label), read_message(core))]
     run = rtl_core(core, project, messages, gap_max=2, seed=5)
     for s in range(200):
         z, y = golden.step(xq[s : s + 1], labels[s : s + 1])

@@ -59,6 +59,8 @@ module K2C.Train
   , HostIn (..)
   , trainLayer
   , softmaxLoss
+  , mseLoss
+  , MseLatency
   , hostControl
   , hostAnswers
   , nextStart
@@ -617,12 +619,7 @@ softmaxLoss
   -> (Signal dom (Maybe (Signed (gi + gf))), Signal dom (Maybe (Index (n + 1), Signed (gi + gf))))
 softmaxLoss SNat (TableRom rom) training zWord label = (grads, answer)
   where
-    collected = register (0 :: Index g, repeat @(g * pe) (0 :: Signed ab)) (collect <$> zWord <*> collected)
-    collect (Just zs) (word, acc) =
-      (if word == maxBound then 0 else word + 1, concat (replace word zs (unconcatI @g @pe acc)))
-    collect Nothing held = held
-    complete = register False ((\z (word, _) -> isJust z && word == maxBound) <$> zWord <*> collected)
-    logits = (\(_, zs) -> map (zs !!) (indicesI @(n + 1))) <$> collected
+    (logits, complete) = collectWords @(n + 1) @g zWord
 
     start :: Loss n ab eb w gf
     start = Loss LWait 0 (repeat 0) 0 0 (repeat 0) 0 0 0 (0, 0, 0) 0
@@ -682,14 +679,69 @@ softmaxLoss SNat (TableRom rom) training zWord label = (grads, answer)
     labelProb = register 0 ((\st lbl p -> if finished st && lossJ st == lbl then prob st else p) <$> state <*> label <*> labelProb)
     answer = (\st p -> if lossPhase st == LAnswer then Just (lossClass st, p) else Nothing) <$> state <*> labelProb
 
+-- | The last layer's output words (@g@ words of @pe@ values) gathered: its first @n@ values as
+-- the last word is in (a register), and that cycle marked.
+collectWords
+  :: forall n g pe a dom
+   . (HiddenClockResetEnable dom, KnownNat n, KnownNat g, 1 <= g, KnownNat pe, n <= g * pe, NFDataX a, Num a)
+  => Signal dom (Maybe (Vec pe a))
+  -> (Signal dom (Vec n a), Signal dom Bool)
+collectWords word = ((\(_, vs) -> map (vs !!) (indicesI @n)) <$> collected, complete)
+  where
+    collected = register (0 :: Index g, repeat @(g * pe) 0) (collect <$> word <*> collected)
+    collect (Just vs) (k, acc) =
+      (if k == maxBound then 0 else k + 1, concat (replace k vs (unconcatI @g @pe acc)))
+    collect Nothing held = held
+    complete = register False ((\v (k, _) -> isJust v && k == maxBound) <$> word <*> collected)
+
+-- | Cycles from the last output word of the network's last layer to the first gradient of the
+-- mean squared error ('mseLoss').
+type MseLatency = 5
+
+-- | The mean squared error at the output: the last layer's @n + 1@ outputs @y@ (words of @pe@,
+-- collected) against the host's targets @t@ (in @y@'s format), each output's gradient
+-- @roundTo((y_j - t_j) f'(y_j))@ (@f'@ of the output's activation from @y@ alone, 'Deriv';
+-- @shift@: the product's fraction minus the gradient format's) a value a cycle, then the
+-- answer: the outputs. The mean's @2/n@ is in the update's scale. An inference (@training@
+-- low) gives the answer alone, in the same cycle.
+--
+-- Timing: the last word of @y@ in cycle @t@; the outputs and the targets load rotating
+-- registers in @t + 1@, output @j@'s at their heads in @t + 2 + j@; its difference and the
+-- derivative's factor, their product, the rounding: its gradient in @t + 'MseLatency' + j@;
+-- the answer with the last gradient.
+mseLoss
+  :: forall n g pe ab gb dom
+   . ( HiddenClockResetEnable dom, KnownNat n, KnownNat g, 1 <= g, KnownNat pe, 1 <= pe
+     , n + 1 <= g * pe, KnownNat ab, KnownNat gb )
+  => Deriv
+  -> Int
+  -> Signal dom Bool
+  -> Signal dom (Maybe (Vec pe (Signed ab)))
+  -> Signal dom (Vec (n + 1) (Signed ab))
+  -> (Signal dom (Maybe (Signed gb)), Signal dom (Maybe (Vec (n + 1) (Signed ab))))
+mseLoss deriv shift training yWord targets = (grads, answer)
+  where
+    (outputs, complete) = collectWords @(n + 1) @g yWord
+    walk = register (Nothing :: Maybe (Index (n + 1)), repeat 0, repeat 0) (advance <$> walk <*> complete <*> outputs <*> targets)
+    advance _ True ys ts = (Just 0, ys, ts)
+    advance (Just j, ys, ts) False _ _ = (if j == maxBound then Nothing else Just (j + 1), rotateLeftS ys d1, rotateLeftS ts d1)
+    advance held False _ _ = held
+    diffs = register Nothing (difference <$> walk)
+    difference (j, ys, ts) = (\_ -> (head ys, resize (head ys) - resize (head ts) :: Signed (ab + 1), derivFactor deriv (head ys))) <$> j
+    products = register Nothing (fmap (\(y, d, f) -> applyDeriv deriv y f d) <$> diffs)
+    grads = register Nothing (mux training (fmap (roundTo @(ab + 1 + (2 * ab + 2)) @gb shift) <$> products) (pure Nothing))
+    walked = (\(j, _, _) -> j == Just maxBound) <$> walk
+    answered = register False (register False (register False walked))
+    answer = mux answered (Just <$> outputs) (pure Nothing)
+
 -- | Where the host's control is in a message.
-data HostState nIn np = Idle | Values Bool (Index nIn) | Label | Reading | Writing (Index np) | Written
+data HostState nIn nt np = Idle | Values Bool (Index nIn) | Target (Index nt) | Reading | Writing (Index np) | Written
   deriving (Eq, Generic, NFDataX)
 
 -- | The host's side of the core (docs/guide/training.md, "The host's protocol"). A message is a
--- command word, then its words: 0 trains on a sample (its @nIn@ values, then its label; the
--- answer: the class, the label's probability), 1 infers (its @nIn@ values; the answer: the
--- class), 2 reads the weights (the answer: every layer's weights row by row, then its biases),
+-- command word, then its words: 0 trains on a sample (its @nIn@ values, then its @nt@ target
+-- words: the label, or the outputs' targets; the answer: the loss's), 1 infers (its @nIn@
+-- values; the answer: the loss's), 2 reads the weights (the answer: every layer's weights row by row, then its biases),
 -- 3 writes them (the same @np@ values in; the answer: one word, 0), 4 trains on a sample
 -- without the update (a batch's samples but its last; the words and the answer as 0's; a
 -- core whose layers update at every sample updates anyway). Other command words are
@@ -698,11 +750,11 @@ data HostState nIn np = Idle | Values Bool (Index nIn) | Label | Reading | Writi
 --
 -- In: the host's words, the core's idleness, the answer of a sample (a pulse), the last
 -- layer's transfer ending (a pulse), the host's readiness for an output word. Out: the
--- host's ready, a sample's value (to the first layer), its label, what the layers see
+-- host's ready, a sample's value (to the first layer), its target words, what the layers see
 -- ('HostIn'), the start of a transfer (to the first layer), the end of a write (a pulse).
 hostControl
-  :: forall nIn np dom
-   . (HiddenClockResetEnable dom, KnownNat nIn, 1 <= nIn, KnownNat np, 1 <= np)
+  :: forall nIn nt np dom
+   . (HiddenClockResetEnable dom, KnownNat nIn, 1 <= nIn, KnownNat nt, 1 <= nt, KnownNat np, 1 <= np)
   => Signal dom (Maybe HostWord)
   -> Signal dom Bool
   -> Signal dom Bool
@@ -711,9 +763,9 @@ hostControl
   -> ( Signal dom Bool, Signal dom (Maybe HostWord), Signal dom (Maybe HostWord), HostIn dom
      , Signal dom (Maybe Command), Signal dom Bool )
 hostControl hostWords idle answered transferEnd outReady =
-  (ready, sampleValue, labelValue, HostIn training updating outReady writeValue, startTransfer, writeEnded)
+  (ready, sampleValue, targetValue, HostIn training updating outReady writeValue, startTransfer, writeEnded)
   where
-    state = register (Idle :: HostState nIn np) (step <$> state <*> moved <*> command <*> transferEnd)
+    state = register (Idle :: HostState nIn nt np) (step <$> state <*> moved <*> command <*> transferEnd)
     waiting = register False (mux (moved .&&. starts) (pure True) (mux answered (pure False) waiting))
     starts = ((== Idle) <$> state) .&&. (isSample <$> command)
     isSample c = c == Just TrainCmd || c == Just InferCmd || c == Just AccumulateCmd
@@ -740,9 +792,9 @@ hostControl hostWords idle answered transferEnd outReady =
     step Idle True (Just WriteCmd) _ = Writing 0
     step (Values t k) True _ _
       | k /= maxBound = Values t (k + 1)
-      | t = Label
+      | t = Target 0
       | otherwise = Idle
-    step Label True _ _ = Idle
+    step (Target k) True _ _ = if k == maxBound then Idle else Target (k + 1)
     step Reading _ _ True = Idle
     step (Writing k) True _ _ = if k == maxBound then Written else Writing (k + 1)
     step Written _ _ True = Idle
@@ -752,7 +804,9 @@ hostControl hostWords idle answered transferEnd outReady =
     inValues _ = False
     -- the words for the layers leave from registers (a cycle after they moved in)
     sampleValue = register Nothing (mux (moved .&&. (inValues <$> state)) (Just <$> word) (pure Nothing))
-    labelValue = register Nothing (mux (moved .&&. ((== Label) <$> state)) (Just <$> word) (pure Nothing))
+    targetValue = register Nothing (mux (moved .&&. (inTarget <$> state)) (Just <$> word) (pure Nothing))
+    inTarget (Target _) = True
+    inTarget _ = False
     training = register True (mux (moved .&&. starts) ((\c -> c == Just TrainCmd || c == Just AccumulateCmd) <$> command) training)
     updating = register True (mux (moved .&&. starts) ((/= Just AccumulateCmd) <$> command) updating)
     startTransfer = register Nothing (mux (moved .&&. ((== Idle) <$> state)) (transferOf <$> command) (pure Nothing))
@@ -766,31 +820,23 @@ hostControl hostWords idle answered transferEnd outReady =
 nextStart :: TrainLayerOut dom g pe nIn gpb ab wb bb -> Signal dom (Maybe Command)
 nextStart l = (\d p -> if d then Just (if p == Read then ReadCmd else WriteCmd) else Nothing) <$> transferDone l <*> layerPhase l
 
--- | An answer's words: the first, and the second if there is one.
-data Answer = Answer HostWord (Maybe HostWord)
-  deriving (Generic, NFDataX)
-
--- | The core's output words: a sample's answer (a training sample's class and probability, an
--- inference's class), a write's acknowledgement (0), a read's values (they pass through, the
--- last layer's last marked); the last word of each marked. In: the answer of a sample, whether
--- it trains, the end of a write, the read values, the host's readiness. Out: the words, and
--- whether an answer waits.
+-- | The core's output words: a sample's answer (up to @k@ words and how many: the loss's), a
+-- write's acknowledgement (0), a read's values (they pass through, the last layer's last
+-- marked); the last word of each marked. In: the answer of a sample, the end of a write, the
+-- read values, the host's readiness. Out: the words, and whether an answer waits.
 hostAnswers
-  :: HiddenClockResetEnable dom
-  => Signal dom (Maybe (HostWord, HostWord))
-  -> Signal dom Bool
+  :: forall k dom
+   . (HiddenClockResetEnable dom, KnownNat k, 1 <= k)
+  => Signal dom (Maybe (Vec k HostWord, Index (k + 1)))
   -> Signal dom Bool
   -> Signal dom (Maybe (HostWord, Bool))
   -> Signal dom Bool
   -> (Signal dom (Maybe (HostWord, Bool)), Signal dom Bool)
-hostAnswers answer training writeEnded reads outReady = (pendingWord .<|>. reads, isJust <$> pending)
+hostAnswers answer writeEnded reads outReady = (pendingWord .<|>. reads, isJust <$> pending)
   where
     pending = register Nothing (respond <$> pending <*> fresh <*> outReady)
-    fresh = pick <$> answer <*> training <*> writeEnded
-    pick _ _ True = Just (Answer 0 Nothing)
-    pick a t False = (\(cls, p) -> Answer cls (if t then Just p else Nothing)) <$> a
+    fresh = (\a ended -> if ended then Just (repeat 0, 1) else a) <$> answer <*> writeEnded
     respond _ (Just a) _ = Just a
-    respond (Just (Answer _ (Just p))) Nothing True = Just (Answer p Nothing)
-    respond (Just (Answer _ Nothing)) Nothing True = Nothing
+    respond (Just (ws, left)) Nothing True = if left == 1 then Nothing else Just (rotateLeftS ws d1, left - 1)
     respond held Nothing _ = held
-    pendingWord = fmap (\(Answer w rest) -> (w, not (isJust rest))) <$> pending
+    pendingWord = fmap (\(ws, left) -> (leToPlus @1 @k head ws, left == 1)) <$> pending

@@ -23,7 +23,7 @@ from keras2clash.fsutil import atomic_directory
 from keras2clash.quant import activations as acts
 from keras2clash.quant.formats import FixedFormat
 from keras2clash.train.golden import Constant, GoldenTrainer
-from keras2clash.train.hardware import WORD_BITS, TrainCore, table_code
+from keras2clash.train.hardware import WORD_BITS, CrossEntropyLoss, TrainCore, table_code
 from keras2clash.verify.simulate import simulator_lines
 from keras2clash.verify.toolchain import build_simulator
 
@@ -72,7 +72,7 @@ class SoftmaxSite:
     eb: int
 
 
-def _tables(core: TrainCore) -> tuple[list[TableSite], SoftmaxSite]:
+def _tables(core: TrainCore) -> tuple[list[TableSite], SoftmaxSite | None]:
     tables = []
     for layer in core.layers:
         if layer.activation in ("tanh", "sigmoid"):
@@ -82,6 +82,8 @@ def _tables(core: TrainCore) -> tuple[list[TableSite], SoftmaxSite]:
             doc = acts.describe(layer.activation, layer.f.a, layer.f.a)
             tables.append(TableSite(fn, layer.f.a, t.shift, t.low, code, doc))
     last = core.layers[-1]
+    if not isinstance(core.loss, CrossEntropyLoss):
+        return tables, None
     exp = acts.softmax_table(last.f.a, last.f.g, core.classes)
     code = table_code(f"{last.fn}_softmax", "softmax", last.f.a, last.f.g, core.classes)
     return tables, SoftmaxSite(
@@ -89,7 +91,7 @@ def _tables(core: TrainCore) -> tuple[list[TableSite], SoftmaxSite]:
     )
 
 
-def _context(core: TrainCore, name: str, tables: list[TableSite], softmax: SoftmaxSite) -> dict[str, object]:
+def _context(core: TrainCore, name: str, tables: list[TableSite], softmax: SoftmaxSite | None) -> dict[str, object]:
     layers = core.layers
     last = layers[-1]
     table_of = {t.name: t for t in tables}
@@ -111,11 +113,11 @@ def _context(core: TrainCore, name: str, tables: list[TableSite], softmax: Softm
         "tables": tables,
         "activations": activations,
         "softmax": softmax,
-        "classes": core.classes,
+        "loss": core.loss,
+        "loss_text": "softmax with cross-entropy" if softmax is not None else "the mean squared error",
         "sizes": core.trainer.net.sizes,
         "n_in": layers[0].n_in,
         "x_fmt": layers[0].x,
-        "p_fmt": last.f.g,
         "word_bits": WORD_BITS,
         "multipliers": core.multipliers,
         "parameters": sum(layer.n_in * layer.n_out + layer.n_out for layer in layers),
@@ -157,7 +159,7 @@ def write_core(core: TrainCore, out: Path, name: str, force: bool = False) -> Pa
                 gw_words, gb_words = layer.sum_memory()
                 (weights / f"{layer.fn}.gw.mem").write_text("\n".join(gw_words) + "\n")
                 (weights / f"{layer.fn}.gb.mem").write_text("\n".join(gb_words) + "\n")
-        for code in [t.code for t in tables] + [softmax.code]:
+        for code in [t.code for t in tables] + ([softmax.code] if softmax is not None else []):
             for file, lines in code.table_files:
                 (weights / file).write_text("\n".join(lines) + "\n")
     return Path(out)
@@ -181,23 +183,26 @@ class Message:
         return self.words[0]
 
 
-def train_message(x_raw: np.ndarray, label: int, update: bool = True) -> Message:
-    """A training step on a sample; without `update` its gradients are only summed (a batch's
-    samples but its last)."""
-    return Message((TRAIN if update else ACCUMULATE, *(int(v) for v in np.ravel(x_raw)), int(label)), 2)
+def train_message(core: TrainCore, x_raw: np.ndarray, target: object, update: bool = True) -> Message:
+    """A training step on a sample (raw values) and its target (a label, or float targets for
+    the mean squared error); without `update` its gradients are only summed (a batch's samples
+    but its last)."""
+    words = (TRAIN if update else ACCUMULATE, *(int(v) for v in np.ravel(x_raw)), *core.loss.target(target))
+    return Message(words, core.loss.answer_count(True))
 
 
-def batch_messages(xq: np.ndarray, labels: np.ndarray, batch: int) -> list[Message]:
-    """Training messages for the samples in order, `batch` a step (a last short batch too):
-    every batch's last sample updates."""
-    n = len(xq)
+def batch_messages(core: TrainCore, xq: np.ndarray, targets: np.ndarray) -> list[Message]:
+    """Training messages for the samples in order, the core's batch a step (a last short batch
+    too): every batch's last sample updates."""
+    n, batch = len(xq), core.trainer.sgd.batch
     return [
-        train_message(x, lab, update=(s + 1) % batch == 0 or s == n - 1) for s, (x, lab) in enumerate(zip(xq, labels))
+        train_message(core, x, t, update=(s + 1) % batch == 0 or s == n - 1)
+        for s, (x, t) in enumerate(zip(xq, targets))
     ]
 
 
-def infer_message(x_raw: np.ndarray) -> Message:
-    return Message((INFER, *(int(v) for v in np.ravel(x_raw))), 1)
+def infer_message(core: TrainCore, x_raw: np.ndarray) -> Message:
+    return Message((INFER, *(int(v) for v in np.ravel(x_raw))), core.loss.answer_count(False))
 
 
 def read_message(core: TrainCore) -> Message:
@@ -348,26 +353,27 @@ def check_core(
     core: TrainCore,
     project: Path,
     x: np.ndarray,
-    labels: np.ndarray,
+    targets: np.ndarray,
     progress: Callable[[int], None] | None = None,
 ) -> CoreCheck:
     """Train the simulated core and a fresh golden trainer (the core's network, formats and
-    SGD) on float samples `x` in order, a batch a step (the core sums a batch's gradients, its
-    last sample updates); compare the weights and biases after every sample (unchanged within
-    a batch) and every answer (the class, the label's probability)."""
+    SGD) on float samples `x` and their targets (labels, or float targets for the mean squared
+    error) in order, a batch a step (the core sums a batch's gradients, its last sample
+    updates); compare the weights and biases after every sample (unchanged within a batch) and
+    every answer (the loss's: `CrossEntropyLoss.answer`, `MseLoss.answer`)."""
     t = core.trainer
     golden = GoldenTrainer(t.net, t.sgd, t.formats, t.x_format)
     xq = golden.quantize_inputs(x)
-    labels = np.asarray(labels, dtype=np.int64)
+    targets = np.asarray(targets)
     batch = t.sgd.batch
-    run = simulate_core(core, project, batch_messages(xq, labels, batch), progress)
+    run = simulate_core(core, project, batch_messages(core, xq, targets), progress)
     mismatches = []
     for first in range(0, len(xq), batch):
         before = [w.copy() for w in golden.weights], [b.copy() for b in golden.biases]
-        z, y = golden.step(xq[first : first + batch], labels[first : first + batch])
+        z, y = golden.step(xq[first : first + batch], targets[first : first + batch])
         for k in range(len(z)):
             s = first + k
-            answer = [int(np.argmax(z[k])), int(y[k, labels[s]])]
+            answer = core.loss.answer(z[k], y[k], targets[s])
             if run.answers[s] != answer:
                 mismatches.append(f"step {s}: answer {run.answers[s]}, golden {answer}")
             last = s == len(xq) - 1 or k == batch - 1

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 from bitstring import Bits
@@ -17,7 +18,7 @@ from keras2clash.backend.emitter import haskell_names
 from keras2clash.errors import K2CError
 from keras2clash.hw.events import tree_depth
 from keras2clash.quant import activations as acts
-from keras2clash.quant.formats import FixedFormat
+from keras2clash.quant.formats import FixedFormat, quantize
 from keras2clash.train.golden import Constant, GoldenTrainer, LayerFormats
 
 WORD_BITS = 32
@@ -37,16 +38,14 @@ def bwd_latency(pe: int) -> int:
     return 8 + tree_depth(pe)
 
 
-def loss_latency(classes: int, g_frac: int) -> int:
-    """K2C.Train's LossLatency: the last output word to the first gradient (the maximum and
-    the exponentials a class a cycle, the first division)."""
-    return 2 * classes + g_frac + 8
+MSE_LATENCY = 5
+"""K2C.Train's MseLatency: the last output word to the first gradient of the squared error."""
 
 
-def loss_gradients(classes: int, g_frac: int) -> int:
-    """K2C.Train.softmaxLoss: the first gradient to the last (a division of g_frac + 1 quotient
-    bits a class)."""
-    return (classes - 1) * (g_frac + 3)
+def deriv_expr(activation: str, frac: int) -> str:
+    """K2C.Train.Deriv of an activation whose values have `frac` fraction bits."""
+    one = 1 << frac
+    return {"relu": "Positive", "linear": "Pass", "tanh": f"(Tanh {one})", "sigmoid": f"(Sigmoid {one})"}[activation]
 
 
 @dataclass(frozen=True)
@@ -256,10 +255,7 @@ class LayerCore:
         return "LayerArith " + " ".join(f"({v})" if v < 0 else str(v) for v in fields)
 
     def deriv_expr(self) -> str:
-        one = 1 << self.x.frac
-        return {"relu": "Positive", "linear": "Pass", "tanh": f"(Tanh {one})", "sigmoid": f"(Sigmoid {one})"}[
-            self.deriv
-        ]
+        return deriv_expr(self.deriv, self.x.frac)
 
     def memory(self, weights: np.ndarray, biases: np.ndarray) -> tuple[list[str], list[str]]:
         """The weight and bias memories' words ('0'/'1', MSB first): word `k * groups + j` holds
@@ -311,6 +307,119 @@ def table_code(name: str, activation: str, fi: FixedFormat, fo: FixedFormat, n: 
 
 
 @dataclass(frozen=True)
+class CrossEntropyLoss:
+    """Softmax with cross-entropy at the output (K2C.Train.softmaxLoss): the host's target is
+    the label, a word; the answer the predicted class and, training, the label's probability
+    (raw, the last layer's gradient format)."""
+
+    last: LayerCore
+    template: ClassVar[str] = "loss_crossentropy.hs.j2"
+
+    @property
+    def classes(self) -> int:
+        return self.last.n_out
+
+    @property
+    def target_words(self) -> int:
+        return 1
+
+    @property
+    def answer_words(self) -> int:
+        return 2
+
+    def answer_count(self, training: bool) -> int:
+        return 2 if training else 1
+
+    def latency(self) -> int:
+        """K2C.Train's LossLatency: the last output word to the first gradient (the maximum
+        and the exponentials a class a cycle, the first division)."""
+        return 2 * self.classes + self.last.f.g.frac + 8
+
+    def gradients(self) -> int:
+        """The first gradient to the last (a division of g.frac + 1 quotient bits a class)."""
+        return (self.classes - 1) * (self.last.f.g.frac + 3)
+
+    def target(self, target: object) -> list[int]:
+        return [int(np.asarray(target))]
+
+    def targets_of(self, y: np.ndarray) -> np.ndarray:
+        """The samples' targets as the trainers take them: the labels."""
+        return y.reshape(len(y), -1)[:, 0].astype(np.int64)
+
+    def answer(self, z: np.ndarray, y: np.ndarray, target: object, training: bool = True) -> list[int]:
+        """The answer the golden trainer's outputs of a sample give (z, y: the last layer's)."""
+        cls = int(np.argmax(z))
+        return [cls, int(y[int(np.asarray(target))])] if training else [cls]
+
+    @property
+    def target_text(self) -> str:
+        return "its label"
+
+    @property
+    def answer_text(self) -> str:
+        return f"training, the predicted class then the label's probability (raw, format {self.last.f.g}); inference, the class"
+
+
+@dataclass(frozen=True)
+class MseLoss:
+    """The mean squared error at the output (K2C.Train.mseLoss): the host's targets are the
+    outputs' (raw, the last layer's activation format, a word each); the answer is the outputs."""
+
+    last: LayerCore
+    template: ClassVar[str] = "loss_mse.hs.j2"
+
+    @property
+    def target_words(self) -> int:
+        return self.last.n_out
+
+    @property
+    def answer_words(self) -> int:
+        return self.last.n_out
+
+    def answer_count(self, training: bool) -> int:
+        return self.last.n_out
+
+    def latency(self) -> int:
+        return MSE_LATENCY
+
+    def gradients(self) -> int:
+        return self.last.n_out - 1
+
+    @property
+    def shift(self) -> int:
+        """The fraction of `(y - t) f'(y)` minus the gradient format's."""
+        f = self.last.f
+        deriv = 2 * f.a.frac if self.last.activation in ("tanh", "sigmoid") else 0
+        return f.a.frac + deriv - f.g.frac
+
+    @property
+    def deriv(self) -> str:
+        return deriv_expr(self.last.activation, self.last.f.a.frac)
+
+    def target(self, target: object) -> list[int]:
+        """Float targets, quantized to the outputs' format (as the golden trainer does)."""
+        t = np.asarray(target, dtype=np.float64).reshape(-1)
+        if t.size != self.last.n_out:
+            raise K2CError(f"{t.size} targets for the {self.last.n_out} outputs")
+        return [int(v) for v in quantize(t, self.last.f.a)]
+
+    def targets_of(self, y: np.ndarray) -> np.ndarray:
+        """The samples' targets as the trainers take them: a row of the outputs' each."""
+        return y.reshape(len(y), -1).astype(np.float64)
+
+    def answer(self, z: np.ndarray, y: np.ndarray, target: object, training: bool = True) -> list[int]:
+        return [int(v) for v in np.ravel(y)]
+
+    @property
+    def target_text(self) -> str:
+        return f"its {self.last.n_out} targets (raw, format {self.last.f.a})"
+
+    @property
+    def answer_text(self) -> str:
+        return f"the {self.last.n_out} outputs (raw, format {self.last.f.a})"
+
+
+@dataclass(frozen=True)
 class TrainCore:
     """A training core for a golden trainer's network, its formats and SGD (any batch, with or
     without momentum), `pe` outputs a cycle per layer."""
@@ -320,8 +429,6 @@ class TrainCore:
 
     def __post_init__(self) -> None:
         t = self.trainer
-        if t.net.loss != "categorical_crossentropy":
-            raise K2CError("training core: the core trains a softmax output with cross-entropy")
         if len(self.pes) != len(t.net.layers):
             raise K2CError(f"{len(self.pes)} parallelism values for {len(t.net.layers)} layers")
         for layer, pe in zip(t.net.layers, self.pes):
@@ -372,6 +479,11 @@ class TrainCore:
         return self.trainer.net.layers[-1].n_out
 
     @property
+    def loss(self) -> CrossEntropyLoss | MseLoss:
+        last = self.layers[-1]
+        return CrossEntropyLoss(last) if self.trainer.net.loss == "categorical_crossentropy" else MseLoss(last)
+
+    @property
     def multipliers(self) -> int:
         return sum(layer.multipliers for layer in self.layers)
 
@@ -384,8 +496,8 @@ class TrainCore:
         t = 2 + layers[0].in_words  # the command, the values, their register
         for layer in layers:
             t += layer.ops + FWD_LATENCY
-        g_frac = layers[-1].f.g.frac
-        t += -1 + loss_latency(self.classes, g_frac) + loss_gradients(self.classes, g_frac) + 1
+        loss = self.loss
+        t += -1 + loss.latency() + loss.gradients() + 1
         for layer in reversed(layers[1:]):
             t += layer.ops + bwd_latency(layer.pe)
         return t + layers[0].ops + layers[0].drain_cycles + 1
@@ -394,8 +506,8 @@ class TrainCore:
         """Cycles from a sample's command word to its answer's first word."""
         layers = self.layers
         t = 2 + layers[0].in_words + sum(layer.ops + FWD_LATENCY for layer in layers)
-        g_frac = layers[-1].f.g.frac
-        return t - 1 + loss_latency(self.classes, g_frac) + loss_gradients(self.classes, g_frac) + 1
+        loss = self.loss
+        return t - 1 + loss.latency() + loss.gradients() + 1
 
 
 def layer_cost(core_layer_index: int, n_in: int, n_out: int, pe: int) -> int:

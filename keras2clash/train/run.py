@@ -126,13 +126,13 @@ def build_core(
         if request.steps > len(order):
             raise K2CError(f"--core-steps {request.steps}: the data has {len(order)} samples")
         idx = order[: request.steps]
-        labels = np.asarray(samples.y)[idx].reshape(len(idx), -1)[:, 0].astype(np.int64)
+        targets = core.loss.targets_of(np.asarray(samples.y)[idx])
 
         def tell(k: int) -> None:
             if progress is not None:
                 progress(f"simulating the training core: step {k} of {request.steps}")
 
-        check = check_core(core, project, samples.x[idx], labels, tell)
+        check = check_core(core, project, samples.x[idx], targets, tell)
         info |= {
             "checked_steps": check.steps,
             "bit_exact": check.exact,
