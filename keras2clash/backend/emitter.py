@@ -94,6 +94,9 @@ HASKELL_RESERVED = {
     "busTable",
     "weightPort",
     "closedWhile",
+    "mirror",
+    "readAnswer",
+    "readBack",
 }
 
 _env = jinja2.Environment(
@@ -782,8 +785,8 @@ def _input_doc(shape: Sequence[int]) -> str:
 
 BUS_BEAT_BITS = 32
 """Data bits of a beat of the weight port (K2C.WeightBus)."""
-BUS_ADDRESS_BITS = 24
-"""Address bits of a weight message's header (K2C.WeightBus): the deepest memory it can write."""
+BUS_ADDRESS_BITS = 23
+"""Address bits of a weight message's header (K2C.WeightBus): the deepest memory it can write or read."""
 BUS_LAYERS = 256
 """Layers a header's 8-bit index can name (K2C.WeightBus)."""
 
@@ -946,7 +949,7 @@ def build_context(
         "compute_layers": compute,
         "layer_weights": [text for _, text in layer_weights],
         "layer_modules": sorted(layer_modules(plans, params)),
-        "weights_exports": (["BusLayers", "WordBeats", "HiddenWeightBus", "busTable"] if writable else [])
+        "weights_exports": (["BusLayers", "WordBeats", "HiddenWeightBus", "busTable", "readBack"] if writable else [])
         + [cast(str, e["fn"]) for e in compute]
         + ([cast(str, e["rom_fn"]) for e in compute] if writable else [])
         + [name for names, _ in layer_weights for name in names]
