@@ -18,7 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from keras2clash.backend.emitter import hdl_name, write_project
 from keras2clash.backend.project import SOURCE_MODEL, ManifestExtra, load_project, write_project_data
-from keras2clash.backend.weightbus import WeightMessage
+from keras2clash.backend.weightbus import WeightMessage, read_answers, read_messages
 from keras2clash.backend.weightbus import weight_messages as bus_messages
 from keras2clash.data import check_task, load_head_sets, load_test_set, read_npz
 from keras2clash.design import DEFAULT_FORMAT, DesignKnobs, DesignOptions
@@ -271,11 +271,16 @@ def weight_messages(
 
 
 def weight_reload(project_dir: str | Path, weights: WeightsSource, at: int) -> Reload:
-    """A reload of every weight memory with `weights` before image `at`, for `rtlsim` (its
-    testbench sends the messages and checks the images from `at` on against the golden model
-    of the new weights)."""
+    """A reload of every weight memory with `weights` before image `at`, between two read-backs
+    of every memory, for `rtlsim` and `simulate_reload`: the first read must answer the
+    design's words (its .mem files), the second the new ones, and the images from `at` on are
+    checked against the golden model of the new weights."""
+    project = load_project(project_dir)
     params = new_weights(project_dir, weights)
-    return Reload(at, tuple(bus_messages(load_project(project_dir), params)), params)
+    reads = read_messages(project)
+    messages = (*reads, *bus_messages(project, params), *reads)
+    answers = (*read_answers(project, project.params), *read_answers(project, params))
+    return Reload(at, messages, params, answers)
 
 
 @dataclass(frozen=True)
@@ -287,10 +292,16 @@ class ReloadCheck:
     sim: SimResult
     expected: np.ndarray  # (N, n_out) raw
     classes: np.ndarray | None  # (N,) the golden model's classes (a classifier's)
+    answers: tuple[tuple[int, ...], ...] = ()  # the read-backs' answers due, in order
+
+    @property
+    def read_back_exact(self) -> bool:
+        """Every read-back answered the words due, bit for bit."""
+        return self.sim.answers == self.answers
 
     @property
     def exact(self) -> bool:
-        same = bool(np.array_equal(self.sim.outputs, self.expected))
+        same = bool(np.array_equal(self.sim.outputs, self.expected)) and self.read_back_exact
         if self.classes is None:
             return same
         return same and self.sim.classes is not None and bool(np.array_equal(self.sim.classes, self.classes))
@@ -307,13 +318,14 @@ def simulate_reload(
     seed: int = 1,
 ) -> ReloadCheck:
     """The test set through the Clash simulation with a weight reload before sample `at`: the
-    samples before it with the design's weights, then every weight memory written with
-    `weights` (`weight_messages`) after their outputs, then the rest; against the golden model
-    of the respective weights (`ReloadCheck.exact`)."""
+    samples before it with the design's weights, then every weight memory read back, written
+    with `weights` (`weight_messages`) and read back again after their outputs (`weight_reload`),
+    then the rest; against the golden model of the respective weights and the words each
+    read-back must answer (`ReloadCheck.exact`)."""
     _check_limit(limit)
     project = load_project(project_dir)
-    new = new_weights(project.root, weights)
-    messages = bus_messages(project, new)
+    reload = weight_reload(project.root, weights, at)
+    new = dict(reload.params)
     last = project.plans[-1]
     dataset = load_test_set(data, project.input_shape, project.n_out, last.activation, output_task(last, "auto"))
     dataset = dataset.head(limit)
@@ -331,11 +343,11 @@ def simulate_reload(
         project.n_out,
         extra,
         classifies=project.classifies,
-        messages={at: [m.beats for m in messages]},
+        messages={at: reload.messages},
     )
     expected = np.concatenate([np.asarray(before).reshape(at, -1), np.asarray(after).reshape(len(x_raw) - at, -1)])
     classes = np.concatenate([before_classes, after_classes]) if project.classifies else None
-    return ReloadCheck(at, sim, expected, classes)
+    return ReloadCheck(at, sim, expected, classes, reload.answers)
 
 
 def _simulate_heads(

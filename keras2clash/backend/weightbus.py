@@ -86,6 +86,12 @@ def read_messages(project: Project, layers: Sequence[str] | None = None) -> list
     return [read_message(memories[index[name]], index[name]) for name in names]
 
 
+def read_answers(project: Project, params: Mapping[str, QuantizedLayer]) -> list[tuple[int, ...]]:
+    """The answers to `read_messages(project)` of memories holding `params`: each memory's
+    words in a write's beats."""
+    return [layer_message(plan, k, params[plan.name]).beats[1:] for k, plan in enumerate(bus_layers(project.plans))]
+
+
 def answer_words(plan: LayerPlan, beats: Sequence[int]) -> list[str]:
     """The words of a read's answer of layer `plan` ('0'/'1' strings, MSB first, as
     `memfiles.rom_words` gives them): each word's beats, least significant first."""

@@ -204,12 +204,14 @@ class Testbench:
 @dataclass(frozen=True)
 class Reload:
     """A weight reload in a testbench run: the weight port's messages (`backend.weightbus`)
-    sent before image `at`, after the outputs of the images before it, and the golden model's
-    constants they load (`params`), which the images from `at` on are checked against."""
+    sent before image `at`, after the outputs of the images before it, the golden model's
+    constants they load (`params`), which the images from `at` on are checked against, and
+    the answers the reads among the messages must get, in order (each its 32-bit beats)."""
 
     at: int
     messages: tuple[WeightMessage, ...]
     params: Mapping[str, QuantizedLayer]
+    answers: tuple[tuple[int, ...], ...] = ()
 
 
 def prepare(project: Project, data: str | Path, limit: int | None, reload: Reload | None = None):
