@@ -166,7 +166,7 @@ weightPort table readBack tdata tvalid tlast tready =
   where
     enabled = fromEnable hasEnable
     -- a read's answer holds the port: no message beat moves from its count beat until its last answer beat
-    ready   = enabled .&&. ((`notElem` [Fetch, Answer]) . phase <$> state)
+    ready   = enabled .&&. (not . answering . phase <$> state)
     moved   = ready .&&. (bitToBool <$> tvalid)
     sending = enabled .&&. ((== Answer) . phase <$> state)
     sent    = sending .&&. (bitToBool <$> tready)
@@ -177,7 +177,8 @@ weightPort table readBack tdata tvalid tlast tready =
 
     -- a read's answer leaves the image input open: it reads the copies ('mirror'), not the
     -- memories the engines walk
-    closed s = phase s `elem` [Words, Skip] || quiet s /= 0
+    closed s = phase s == Words || phase s == Skip || quiet s /= 0
+    answering p = p == Fetch || p == Answer
     finalBeat s = beat s == lastBeat s && left s == 1
 
     -- The word is the slots themselves, not a copy: in the cycle the write is shown, a beat

@@ -60,6 +60,8 @@ OUT_SEED_XOR = 0x5BD1E995
 """splitmix64's constants (K2C.Sim's); the m_axis_tready stalls draw from seed ^ OUT_SEED_XOR."""
 WEIGHT_SEED_XOR = 0x2F7A1C3D
 """The weight beats' idle cycles draw from seed ^ WEIGHT_SEED_XOR (K2C.Sim.weightSeedXor)."""
+ANSWER_SEED_XOR = 0x61C88647
+"""The m_axis_weights_tready stalls draw from seed ^ ANSWER_SEED_XOR (K2C.Sim.answerSeedXor)."""
 DRAIN_CYCLES = 64
 """Cycles the testbench keeps running after the last expected output, watching for extras."""
 
@@ -83,6 +85,7 @@ class TbSpec:
     weight_port: bool = False  # the design has the weight port (--writable-weights, K2C.WeightBus)
     reload_at: int = -1  # the image the weights.hex messages are sent before (-1: none)
     weight_beats: int = 0  # beats in weights.hex
+    answer_beats: int = 0  # beats in answers.hex: the read answers due on m_axis_weights_*
 
     @property
     def out_width(self) -> int:
@@ -260,13 +263,23 @@ def write_testbench(
     dataset, x_raw, expected, classes = prepare(project, data, limit, reload)
     spec = spec_for(project, len(dataset), gap_max, seed)
     beats = [b for m in reload.messages for b in _with_tlast(m.beats)] if reload is not None else []
+    answers = [b for a in reload.answers for b in _with_tlast(a)] if reload is not None else []
     if reload is not None:
-        spec = replace(spec, reload_at=reload.at, weight_beats=len(beats), max_cycles=spec.max_cycles + 4 * len(beats))
+        stalls = 2 * (gap_max + 1) * len(answers)  # each answer beat stalled, a load cycle a word
+        spec = replace(
+            spec,
+            reload_at=reload.at,
+            weight_beats=len(beats),
+            answer_beats=len(answers),
+            max_cycles=spec.max_cycles + 4 * len(beats) + stalls,
+        )
     target = project.root / TB_DIR
     with atomic_directory(target, force=True) as tmp:
         _write_files(tmp, spec, x_raw, expected, classes, dataset.y, dataset.task)
         if beats:
             (tmp / "weights.hex").write_text("".join(f"{beat:09x}\n" for beat in beats))
+        if answers:
+            (tmp / "answers.hex").write_text("".join(f"{beat:09x}\n" for beat in answers))
     return Testbench(target, spec, x_raw, expected, classes, dataset.y)
 
 
@@ -408,6 +421,7 @@ def tb_context(spec: TbSpec) -> dict:
         "mix2": MIX2,
         "out_seed_xor": OUT_SEED_XOR,
         "weight_seed_xor": WEIGHT_SEED_XOR,
+        "answer_seed_xor": ANSWER_SEED_XOR,
     }
 
 
