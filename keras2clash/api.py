@@ -18,7 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from keras2clash.backend.emitter import hdl_name, write_project
 from keras2clash.backend.project import SOURCE_MODEL, ManifestExtra, load_project, write_project_data
-from keras2clash.backend.weightbus import WeightMessage, read_answers, read_messages
+from keras2clash.backend.weightbus import WeightMessage, read_answers, read_back, read_message, read_messages
 from keras2clash.backend.weightbus import weight_messages as bus_messages
 from keras2clash.data import check_task, load_head_sets, load_test_set, read_npz
 from keras2clash.design import DEFAULT_FORMAT, DesignKnobs, DesignOptions
@@ -268,6 +268,43 @@ def weight_messages(
     """The weight port's messages (`backend.weightbus`) that load `weights` (`new_weights`) into
     a design emitted with `--writable-weights`: one per weight memory in bus order."""
     return bus_messages(load_project(project_dir), new_weights(project_dir, weights), changed_only=changed_only)
+
+
+def weight_reads(
+    project_dir: str | Path, layers: Sequence[str] | None = None, *, first: int = 0, count: int | None = None
+) -> list[WeightMessage]:
+    """The weight port's read messages (`backend.weightbus`) of a design emitted with
+    `--writable-weights`: each named memory (default: every one, in bus order) whole, or, for
+    one layer, `count` words from address `first`."""
+    project = load_project(project_dir)
+    messages = read_messages(project, layers)
+    if (first, count) == (0, None):
+        return messages
+    if len(messages) != 1:
+        raise K2CError("a read of some words (--first, --count) names one layer (--layer)")
+    plan = next(p for p in project.plans if p.name == messages[0].layer)
+    return [read_message(plan, messages[0].index, first, count)]
+
+
+def read_back_weights(
+    project_dir: str | Path, answers: Sequence[Sequence[int]], layers: Sequence[str] | None = None
+) -> dict[str, QuantizedLayer]:
+    """The raw constants the weight port's answers read back (`answers`: the beats of each
+    answer to `weight_reads(project_dir, layers)`, whole memories, in the same order), with the
+    constants of the layers not read, and of those off the weight port, as the design has them:
+    every layer's, as `new_weights` and the project's golden.npz hold them."""
+    project = load_project(project_dir)
+    names = [m.layer for m in read_messages(project, layers)]
+    if len(answers) != len(names):
+        raise K2CError(f"{len(answers)} answer(s) for the {len(names)} memories read ({', '.join(names)})")
+    return {**project.params, **read_back(project, dict(zip(names, answers, strict=True)))}
+
+
+def save_weights(path: str | Path, params: Mapping[str, QuantizedLayer]) -> None:
+    """Raw constants as an .npz the way golden.npz holds them (`<layer>/kernel`, `<layer>/bias`):
+    what `new_weights` (and `keras2clash weight-messages`) reads."""
+    arrays = {f"{name}/{part}": getattr(layer, part) for name, layer in params.items() for part in ("kernel", "bias")}
+    np.savez(path, **arrays)
 
 
 def weight_reload(project_dir: str | Path, weights: WeightsSource, at: int) -> Reload:

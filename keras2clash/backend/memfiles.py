@@ -69,9 +69,9 @@ def rom_params(plan: LayerPlan, words: Sequence[str]) -> QuantizedLayer:
         for column, width in enumerate(widths):
             table[row, column] = Bits(bin=word[start : start + width]).int
             start += width
-    table = table.reshape(g, b, p, ch + 1)
-    weights = table[..., :ch].transpose(0, 2, 1, 3).reshape(g * p, b * ch)
-    bias = table[:, 0, :, ch].reshape(g * p)
+    fields = table.reshape(g, b, p, ch + 1)
+    weights = fields[..., :ch].transpose(0, 2, 1, 3).reshape(g * p, b * ch)
+    bias = fields[:, 0, :, ch].reshape(g * p)
     return QuantizedLayer(weights[: plan.filters, : plan.window].T.copy(), bias[: plan.filters].copy())
 
 
