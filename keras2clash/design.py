@@ -238,8 +238,9 @@ class DesignOptions:
             (quant.hls4ml).
         weights: The pickled weight list of a model given as a JSON config.
         writable_weights: The engines' weight memories in block RAMs a host writes at run
-            time through the top entity's weight port (K2C.WeightBus; docs/guide/integration.md,
-            "Writable weights"); False: ROMs, as synthesized.
+            time through the top entity's weight port and reads back on its answer port
+            (K2C.WeightBus; docs/guide/integration.md, "Writable weights"); False: ROMs, as
+            synthesized.
     """
 
     format: FixedFormat | Auto = parse_format(DEFAULT_FORMAT)

@@ -199,7 +199,8 @@ WritableWeights = Annotated[
     typer.Option(
         "--writable-weights",
         help="Weight memories a host writes at run time through the s_axis_weights port (block RAMs "
-        "initialised from the weight files); every dense/conv layer must use the resource strategy.",
+        "initialised from the weight files) and reads back on the m_axis_weights port; every dense/conv "
+        "layer must use the resource strategy.",
     ),
 ]
 
