@@ -1,9 +1,10 @@
 """Writable weights (`--writable-weights`, K2C.WeightBus): the weight port's messages, a reload
 of every weight memory between two images in the Clash simulation and in Verilator (outputs
 bit-exact with the golden model of the design's weights before the reload and of the new
-weights after it, under random gaps and stalls), the memories read back through the port
-(the .mem files' words before the reload, the written ones after it, under random stalls of
-the answer's tready), and the designs it refuses.
+weights after it, under random gaps and stalls), the memories read back through the port of
+a design emitted with `--readable-weights` too (K2C.WeightReadBack: the .mem files' words
+before the reload, the written ones after it, under random stalls of the answer's tready), a
+write-only design without any of the read-back, and the designs and outputs refused.
 """
 
 from __future__ import annotations
@@ -57,10 +58,20 @@ def _perturbed(source, out: Path, seed: int) -> Path:
 
 @pytest.fixture(scope="module")
 def iris(tmp_path_factory):
-    """The iris classifier emitted with writable weights, and a model of other weights."""
+    """The iris classifier emitted with writable weights it reads back, and a model of other
+    weights."""
     folder = tmp_path_factory.mktemp("reload_iris")
-    project = k2c.emit(IRIS / "iris.keras", "1,7,8", folder / "net", [3, 2], writable_weights=True, show=False)
+    project = k2c.emit(
+        IRIS / "iris.keras", "1,7,8", folder / "net", [3, 2], writable_weights=True, readable_weights=True, show=False
+    )
     return Path(project), _perturbed(IRIS / "iris.keras", folder / "other.keras", 3)
+
+
+@pytest.fixture(scope="module")
+def write_only(tmp_path_factory) -> Path:
+    """The iris classifier emitted with writable weights only."""
+    folder = tmp_path_factory.mktemp("write_only_iris")
+    return Path(k2c.emit(IRIS / "iris.keras", "1,7,8", folder / "net", [3, 2], writable_weights=True, show=False))
 
 
 def _old_golden(project: Path, n: int) -> np.ndarray:
@@ -142,6 +153,76 @@ def test_memory_words_unpack_to_the_constants_they_hold(tmp_path: Path) -> None:
         params = project.params[plan.name]
         back = rom_params(plan, rom_words(plan, params))
         assert np.array_equal(back.kernel, params.kernel) and np.array_equal(back.bias, params.bias), plan.name
+
+
+READ_BACK_NAMES = ("m_axis_weights", "WeightReadBack", "readableWeightPort", "readBack", "mirror", "readAnswer")
+"""What only a design that reads its weights back holds in its Haskell."""
+
+
+def test_a_write_only_design_has_the_write_port_alone(write_only: Path) -> None:
+    """Without --readable-weights: the write-only port (K2C.WeightBus.weightPort, three inputs,
+    tready its only output), no read-back copy of any memory, no answer port, no read."""
+    for name in ("Weights.hs", "Network.hs", "Top.hs", "Sim.hs", "README.md"):
+        text = (write_only / name).read_text()
+        assert not [word for word in READ_BACK_NAMES if word in text], name
+    top = (write_only / "Top.hs").read_text()
+    assert "(writes, closed, wReady) = weightPort W.busTable wData wValid wLast" in top
+    assert 'PortName "s_axis_tready"' in top and top.count("weights_t") == 12  # 4 ports, each 3 times
+    assert "simMainWritable" in (write_only / "Sim.hs").read_text()
+    weight_port = (write_only / "clash_lib" / "K2C" / "WeightBus.hs").read_text()
+    assert "mirror" not in weight_port.split("module K2C.WeightBus")[1]  # the write-only block reads nothing
+    project = load_project(write_only)
+    assert project.writable_weights and not project.readable_weights
+    for read in (lambda: read_messages(project), lambda: api.weight_reads(write_only)):
+        with pytest.raises(K2CError, match="does not read its weights back .* --readable-weights") as err:
+            read()
+        assert len(str(err.value).splitlines()) == 1
+    reload = api.weight_reload(write_only, write_only / "golden.npz", at=1)
+    assert reload.answers == () and [m.answer_beats for m in reload.messages] == [0, 0]
+
+
+def test_readable_weights_need_writable_ones(tmp_path: Path, capsys) -> None:
+    with pytest.raises(
+        K2CError, match="--readable-weights reads back the weight port's memories: add --writable-weights"
+    ):
+        k2c.emit(IRIS / "iris.keras", "1,7,8", tmp_path / "net", readable_weights=True, show=False)
+    args = ["emit", IRIS / "iris.keras", "--format", "1,7,8", "--out", tmp_path / "net", "--readable-weights"]
+    code, text = run_cli(args, capsys)
+    assert code == 2 and "add --writable-weights" in " ".join(text.split()) and text.count("error") == 1
+    assert not (tmp_path / "net").exists()
+
+
+def test_outputs_are_not_overwritten_without_force(iris, write_only: Path, tmp_path: Path, capsys) -> None:
+    """weight-messages --out, read-messages --out and read-answer --out refuse an existing file,
+    leave it as it was, and replace it whole with --force; reads of a write-only design are
+    refused."""
+    project_dir, other = iris
+    out = tmp_path / "messages.txt"
+    out.write_text("mine\n")
+    code, text = run_cli(["weight-messages", project_dir, other, "--out", out], capsys)
+    assert code != 0 and "exists; use --force to replace it" in text and out.read_text() == "mine\n"
+    code, text = run_cli(["weight-messages", project_dir, other, "--out", out, "--force"], capsys)
+    assert code == 0 and [len(line.split()) for line in out.read_text().splitlines()] == [25, 19]
+    code, text = run_cli(["read-messages", project_dir, "--out", out], capsys)
+    assert code != 0 and "exists; use --force" in text
+    code, text = run_cli(["read-messages", project_dir, "--out", out, "--force"], capsys)
+    assert code == 0 and out.read_text() == "00800000 00000003\n01800000 00000002\n"
+    project = load_project(project_dir)
+    answers = tmp_path / "answers.txt"
+    answers.write_text(beats_text(read_answers(project, api.new_weights(project_dir, other))))
+    npz = tmp_path / "w.npz"
+    npz.write_bytes(b"mine")
+    code, text = run_cli(["read-answer", project_dir, answers, "--out", npz], capsys)
+    assert code != 0 and "exists; use --force" in text and npz.read_bytes() == b"mine"
+    code, text = run_cli(["read-answer", project_dir, answers, "--out", npz, "--force"], capsys)
+    assert code == 0 and "hidden: other than the design's weights" in text
+    back, new = api.new_weights(project_dir, npz), api.new_weights(project_dir, other)
+    assert all(np.array_equal(back[n].kernel, new[n].kernel) for n in ("hidden", "output"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["answers.txt", "messages.txt", "w.npz"]  # no leftovers
+    code, text = run_cli(["read-messages", write_only], capsys)
+    assert code != 0 and "does not read its weights back" in text
+    code, text = run_cli(["read-answer", write_only, answers, "--out", tmp_path / "x.npz"], capsys)
+    assert code != 0 and "does not read its weights back" in text and not (tmp_path / "x.npz").exists()
 
 
 def test_without_the_option_the_project_has_no_weight_port(tmp_path: Path) -> None:

@@ -21,17 +21,18 @@ before each beat and holds @m_axis_tready@ low for 0..K cycles before each
 cycle it is high (pseudo-random, reproducible from @S@; the generated HDL
 testbenches use the same generator, so they see the same cycles).
 
-A design with the weight port (@--writable-weights@, 'simMainWritable', 'simBeatsWritable')
-also reads weight messages from stdin: a line @w b_0 b_1 ...@ between two samples' lines
-(not counted in @N@) is a message of 32-bit beats (unsigned integers), sent on
-@s_axis_weights_*@ with @tlast@ on the last, after the outputs of every sample before it have
-moved and before the next sample's first beat: the host's side of K2C.WeightBus. A line
-@r b_0 b_1 ...@ is a message sent the same way that the harness also waits the answer of (a
-read naming a layer and at least one of its words): each answer, from any message, prints
-@r cycle a_0 a_1 ...@ as its last beat moves (its beats as unsigned integers, the cycle its
-last beat moved), among the samples' lines in cycle order. Under @--gap-max@ each weight beat
-follows 0..K idle cycles too, from a sequence of its own (the seed xor @0x2f7a1c3d@), and
-@m_axis_weights_tready@ stalls as @m_axis_tready@ does, from the seed xor @0x61c88647@.
+A design with the weight port (@--writable-weights@, 'simMainWritable', 'simBeatsWritable';
+with @--readable-weights@ too, 'simMainReadable', 'simBeatsReadable') also reads weight
+messages from stdin: a line @w b_0 b_1 ...@ between two samples' lines (not counted in @N@)
+is a message of 32-bit beats (unsigned integers), sent on @s_axis_weights_*@ with @tlast@ on
+the last, after the outputs of every sample before it have moved and before the next
+sample's first beat: the host's side of K2C.WeightBus. A line @r b_0 b_1 ...@ (a readable
+design's) is a message sent the same way that the harness also waits the answer of (a read
+naming a layer and at least one of its words): each answer, from any message, prints @r
+cycle a_0 a_1 ...@ as its last beat moves (its beats as unsigned integers, the cycle its
+last beat moved), among the samples' lines in cycle order. Under @--gap-max@ each weight
+beat follows 0..K idle cycles too, from a sequence of its own (the seed xor @0x2f7a1c3d@),
+and @m_axis_weights_tready@ stalls as @m_axis_tready@ does, from the seed xor @0x61c88647@.
 
 The harness fails (stderr, exit code 1) if @m_axis_tlast@ is not high on
 exactly each sample's last output beat, if @tlast_error@ rises, or if the outputs have not all appeared within a
@@ -57,6 +58,10 @@ module K2C.Sim
   , WritableTop
   , simMainWritable
   , simBeatsWritable
+    -- * A top entity with the weight port that reads back (K2C.WeightReadBack)
+  , ReadableTop
+  , simMainReadable
+  , simBeatsReadable
     -- * A top entity of several outputs
   , HeadsTop
   , Port (..)
@@ -91,23 +96,44 @@ import K2C.Axi (AxiIn, AxiOut, BeatData, ResultData, packBeat, unpackBeat, unpac
 type AxiTop c a d
   = Clock System -> Reset System -> Enable System -> AxiIn System c a (AxiOut System d)
 
--- | An emitted top entity with the weight ports: 'AxiTop''s ports, then
--- @s_axis_weights_tdata@, @_tvalid@, @_tlast@ and @m_axis_weights_tready@ in; 'AxiOut''s, then
--- @s_axis_weights_tready@ and @m_axis_weights_tdata@, @_tvalid@, @_tlast@.
+-- | An emitted top entity with the weight port: 'AxiTop''s ports, then
+-- @s_axis_weights_tdata@, @_tvalid@, @_tlast@ in; 'AxiOut''s, then @s_axis_weights_tready@.
 type WritableTop c a d
+  = Clock System -> Reset System -> Enable System
+  -> AxiIn System c a
+       (  Signal System (BitVector 32) -> Signal System Bit -> Signal System Bit
+       -> ( Signal System Bit, Signal System d, Signal System Bit, Signal System Bit, Signal System Bit
+          , Signal System Bit ) )
+
+-- | An emitted top entity with the weight ports that read back: 'AxiTop''s ports, then
+-- @s_axis_weights_tdata@, @_tvalid@, @_tlast@ and @m_axis_weights_tready@ in; 'AxiOut''s, then
+-- @s_axis_weights_tready@ and @m_axis_weights_tdata@, @_tvalid@, @_tlast@. The harness runs
+-- every top entity as one of these.
+type ReadableTop c a d
   = Clock System -> Reset System -> Enable System
   -> AxiIn System c a
        (  Signal System (BitVector 32) -> Signal System Bit -> Signal System Bit -> Signal System Bit
        -> ( Signal System Bit, Signal System d, Signal System Bit, Signal System Bit, Signal System Bit
           , Signal System Bit, Signal System (BitVector 32), Signal System Bit, Signal System Bit ) )
 
+-- | The weight ports a top entity has, so the harness refuses the messages it cannot take.
+data WeightPorts = NoWeightPort | WriteOnly | ReadWrite
+  deriving Eq
+
 -- | A top entity without the weight ports, seen as one whose port never takes a beat nor
 -- answers.
-readOnly :: forall c a d . AxiTop c a d -> WritableTop c a d
-readOnly top clk rst en sData sValid sLast mReady _ _ _ _ =
+noWeightPort :: forall c a d . AxiTop c a d -> ReadableTop c a d
+noWeightPort top clk rst en sData sValid sLast mReady _ _ _ _ =
   (sReady, mData, mValid, mLast, err, pure 0, pure 0, pure 0, pure 0)
   where
     (sReady, mData, mValid, mLast, err) = top clk rst en sData sValid sLast mReady
+
+-- | A top entity whose weight port only writes, seen as one that never answers.
+writeOnly :: forall c a d . WritableTop c a d -> ReadableTop c a d
+writeOnly top clk rst en sData sValid sLast mReady wData wValid wLast _ =
+  (sReady, mData, mValid, mLast, err, wReady, pure 0, pure 0, pure 0)
+  where
+    (sReady, mData, mValid, mLast, err, wReady) = top clk rst en sData sValid sLast mReady wData wValid wLast
 
 -- | One output port of a top entity of several outputs, as 'simHeads' reads it: its
 -- tvalid and tlast, the integers its beat prints (a class first), its beats per sample.
@@ -342,7 +368,7 @@ simMain
    . ( KnownNat k, 1 <= k, KnownNat c, KnownNat ai, KnownNat af, KnownNat m, 1 <= m, KnownNat oi, KnownNat fo
      , BitPack (SFixed ai af), BitPack (SFixed oi fo), KnownNat (BitSize (SFixed ai af)) )
   => SNat k -> AxiTop c (SFixed ai af) (ResultData m (SFixed oi fo)) -> Int -> IO ()
-simMain SNat top = simRun @k @c @ai @af @1 (classLine @m @oi @fo) (readOnly @c @(SFixed ai af) top) False
+simMain SNat top = simRun @k @c @ai @af @1 (classLine @m @oi @fo) (noWeightPort @c @(SFixed ai af) top) NoWeightPort
 
 -- | 'simMain' of a classifier with the weight port: weight messages between the samples.
 simMainWritable
@@ -350,7 +376,16 @@ simMainWritable
    . ( KnownNat k, 1 <= k, KnownNat c, KnownNat ai, KnownNat af, KnownNat m, 1 <= m, KnownNat oi, KnownNat fo
      , BitPack (SFixed ai af), BitPack (SFixed oi fo), KnownNat (BitSize (SFixed ai af)) )
   => SNat k -> WritableTop c (SFixed ai af) (ResultData m (SFixed oi fo)) -> Int -> IO ()
-simMainWritable SNat top = simRun @k @c @ai @af @1 (classLine @m @oi @fo) top True
+simMainWritable SNat top = simRun @k @c @ai @af @1 (classLine @m @oi @fo) (writeOnly @c @(SFixed ai af) top) WriteOnly
+
+-- | 'simMain' of a classifier with the weight ports that read back: weight messages, reads
+-- among them, between the samples.
+simMainReadable
+  :: forall k c ai af m oi fo
+   . ( KnownNat k, 1 <= k, KnownNat c, KnownNat ai, KnownNat af, KnownNat m, 1 <= m, KnownNat oi, KnownNat fo
+     , BitPack (SFixed ai af), BitPack (SFixed oi fo), KnownNat (BitSize (SFixed ai af)) )
+  => SNat k -> ReadableTop c (SFixed ai af) (ResultData m (SFixed oi fo)) -> Int -> IO ()
+simMainReadable SNat top = simRun @k @c @ai @af @1 (classLine @m @oi @fo) top ReadWrite
 
 -- | A classifier's line: the class, then the scores.
 classLine
@@ -368,7 +403,7 @@ simBeats
      , KnownNat oi, KnownNat fo
      , BitPack (SFixed ai af), BitPack (SFixed oi fo), KnownNat (BitSize (SFixed ai af)) )
   => SNat k -> SNat j -> AxiTop c (SFixed ai af) (BeatData n (SFixed oi fo)) -> Int -> IO ()
-simBeats SNat SNat top = simRun @k @c @ai @af @j (beatsLine @n @oi @fo) (readOnly @c @(SFixed ai af) top) False
+simBeats SNat SNat top = simRun @k @c @ai @af @j (beatsLine @n @oi @fo) (noWeightPort @c @(SFixed ai af) top) NoWeightPort
 
 -- | 'simBeats' with the weight port: weight messages between the samples.
 simBeatsWritable
@@ -377,7 +412,17 @@ simBeatsWritable
      , KnownNat oi, KnownNat fo
      , BitPack (SFixed ai af), BitPack (SFixed oi fo), KnownNat (BitSize (SFixed ai af)) )
   => SNat k -> SNat j -> WritableTop c (SFixed ai af) (BeatData n (SFixed oi fo)) -> Int -> IO ()
-simBeatsWritable SNat SNat top = simRun @k @c @ai @af @j (beatsLine @n @oi @fo) top True
+simBeatsWritable SNat SNat top = simRun @k @c @ai @af @j (beatsLine @n @oi @fo) (writeOnly @c @(SFixed ai af) top) WriteOnly
+
+-- | 'simBeats' with the weight ports that read back: weight messages, reads among them,
+-- between the samples.
+simBeatsReadable
+  :: forall k c ai af j n oi fo
+   . ( KnownNat k, 1 <= k, KnownNat c, KnownNat ai, KnownNat af, KnownNat j, 1 <= j, KnownNat n
+     , KnownNat oi, KnownNat fo
+     , BitPack (SFixed ai af), BitPack (SFixed oi fo), KnownNat (BitSize (SFixed ai af)) )
+  => SNat k -> SNat j -> ReadableTop c (SFixed ai af) (BeatData n (SFixed oi fo)) -> Int -> IO ()
+simBeatsReadable SNat SNat top = simRun @k @c @ai @af @j (beatsLine @n @oi @fo) top ReadWrite
 
 -- | An image or sequence output's line: every beat's values.
 beatsLine
@@ -387,17 +432,20 @@ beatsLine = concatMap (map (toInteger . unSF) . toList . unpackBeat @n @(SFixed 
 
 -- | The protocol for @k@ input and @j@ output beats per sample; @decode@ turns a
 -- sample's output beats into the integers its line prints after the cycles.
--- @writable@: the top has the weight port, so stdin may hold weight messages.
+-- @weightPorts@: the top's weight ports, which say whether stdin may hold weight messages
+-- and reads.
 simRun
   :: forall k c ai af j w
    . ( KnownNat k, 1 <= k, KnownNat c, KnownNat ai, KnownNat af, KnownNat j, 1 <= j
      , BitPack (SFixed ai af), KnownNat (BitSize (SFixed ai af)) )
-  => ([BitVector w] -> [Integer]) -> WritableTop c (SFixed ai af) (BitVector w) -> Bool -> Int -> IO ()
-simRun decode top writable romWords = do
+  => ([BitVector w] -> [Integer]) -> ReadableTop c (SFixed ai af) (BitVector w) -> WeightPorts -> Int -> IO ()
+simRun decode top weightPorts romWords = do
   options <- parseOptions <$> getArgs
   items   <- parseItems <$> getContents
-  when (not writable && any isMessage items) $
+  when (weightPorts == NoWeightPort && any isMessage items) $
     failWith "simulation: a weight message, but this design's weights are not writable (emit --writable-weights)"
+  when (weightPorts /= ReadWrite && any isRead items) $
+    failWith "simulation: a read message, but this design's weights are not readable (emit --readable-weights)"
   parsed  <- either failWith pure (traverse (either (fmap Left . messageBeats) (fmap Right . toBeats @k @c @ai @af)) items)
   hSetBuffering stdout LineBuffering
   let count   = length [ () | Right _ <- parsed ]
@@ -418,6 +466,7 @@ simRun decode top writable romWords = do
               ++ " read answers within " ++ show budget ++ " cycles")
   where
     isMessage = either (const True) (const False)
+    isRead = either fst (const False)
 
 -- | The cycle-by-cycle trace after reset, with the beats driven through
 -- @s_axis_tready@ and @m_axis_tready@ from the options, and each weight message
@@ -426,7 +475,7 @@ simRun decode top writable romWords = do
 trace
   :: forall c a w
    . (KnownNat c, BitPack a)
-  => WritableTop c a (BitVector w) -> Options -> Int -> [Either [BitVector 32] [Vec c a]]
+  => ReadableTop c a (BitVector w) -> Options -> Int -> [Either [BitVector 32] [Vec c a]]
   -> [Step (c * BitSize a) w]
 trace top options perSample items =
   drop resetCycles (steps input readyIn dataOut validOut lastOut errOut readyOut answers)

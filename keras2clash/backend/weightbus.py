@@ -7,7 +7,9 @@ A write message is a header beat, `layer index << 24 | first address`, then each
 memory word exactly as its `.mem` file holds it (`memfiles.rom_words`, the layout of
 `K2C.Memory`), so new weights are quantized and packed by the code that wrote the files. A
 read message is a header beat with `READ_FLAG` set, then a beat of the word count; its answer,
-on the master port, is the words in a write's beats (`memfiles.rom_params` unpacks them).
+on the master port, is the words in a write's beats (`memfiles.rom_params` unpacks them). Only a
+design emitted with `--readable-weights` too has that port (`K2C.WeightReadBack`); on one without
+it a read message writes nothing and gets no answer, so reads of it are refused here.
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ def read_message(plan: LayerPlan, index: int, first: int = 0, count: int | None 
 def read_messages(project: Project, layers: Sequence[str] | None = None) -> list[WeightMessage]:
     """The messages that read whole memories of `project`: those of `layers` (names, in the
     order given; default every memory in bus order)."""
-    _check_port(project)
+    _check_readable(project)
     memories = bus_layers(project.plans)
     index = {plan.name: k for k, plan in enumerate(memories)}
     names = [plan.name for plan in memories] if layers is None else list(layers)
@@ -111,6 +113,7 @@ def answer_words(plan: LayerPlan, beats: Sequence[int]) -> list[str]:
 def read_back(project: Project, answers: Mapping[str, Sequence[int]]) -> dict[str, QuantizedLayer]:
     """The raw constants of each layer in `answers` (its name -> the answer's beats to a read
     of its whole memory, `read_messages`), unpacked from the words (`memfiles.rom_params`)."""
+    _check_readable(project)
     memories = {plan.name: plan for plan in bus_layers(project.plans)}
     params = {}
     for name, beats in answers.items():
@@ -126,6 +129,15 @@ def _check_port(project: Project) -> None:
     if not project.writable_weights:
         raise K2CError(
             f"design '{project.name}' has no weight port; emit it with --writable-weights to load new weights"
+        )
+
+
+def _check_readable(project: Project) -> None:
+    _check_port(project)
+    if not project.readable_weights:
+        raise K2CError(
+            f"design '{project.name}' does not read its weights back (no m_axis_weights port); "
+            "emit it with --writable-weights --readable-weights to read them"
         )
 
 

@@ -85,6 +85,7 @@ class TbSpec:
     weight_port: bool = False  # the design has the weight port (--writable-weights, K2C.WeightBus)
     reload_at: int = -1  # the image the weights.hex messages are sent before (-1: none)
     weight_beats: int = 0  # beats in weights.hex
+    read_port: bool = False  # the weight port reads back, on m_axis_weights_* (--readable-weights)
     answer_beats: int = 0  # beats in answers.hex: the read answers due on m_axis_weights_*
 
     @property
@@ -189,6 +190,7 @@ def spec_for(project: Project, samples: int, gap_max: int, seed: int) -> TbSpec:
         max_cycles=cycle_budget(project, samples, gap_max),
         out_beats=project.output_beats,
         weight_port=project.writable_weights,
+        read_port=project.readable_weights,
     )
 
 
@@ -260,6 +262,10 @@ def write_testbench(
         )
     if reload is not None and not project.writable_weights:
         raise K2CError(f"design '{project.name}' has no weight port; emit it with --writable-weights to reload weights")
+    if reload is not None and reload.answers and not project.readable_weights:
+        raise K2CError(
+            f"design '{project.name}' does not read its weights back; emit it with --readable-weights to check read answers"
+        )
     dataset, x_raw, expected, classes = prepare(project, data, limit, reload)
     spec = spec_for(project, len(dataset), gap_max, seed)
     beats = [b for m in reload.messages for b in _with_tlast(m.beats)] if reload is not None else []
