@@ -273,6 +273,39 @@ def test_a_message_to_a_design_without_the_port_fails_the_simulation(tmp_path: P
         run_simulator(toolchain.build_simulator(project), project, x, p.n_out, messages={1: [[0, 1, 2, 3]]})
 
 
+@needs_toolchain
+@pytest.mark.toolchain
+def test_a_read_message_to_a_write_only_design_writes_nothing(write_only: Path) -> None:
+    """On the write-only port a read header (bit 23) is a write past every memory's end: the
+    read messages of every memory, sent before image 3, change no weight and get no answer;
+    the harness refuses a read it would wait the answer of."""
+    project = load_project(write_only)
+    reads = [(k << 24 | READ_FLAG, plan.rom_depth) for k, plan in enumerate(bus_layers(project.plans))]
+    x = golden.quantize_inputs(project.plans, np.load(IRIS / "test.npz")["x"][:8])
+    exe = toolchain.build_simulator(write_only)
+    args = ["--gap-max", str(GAP_MAX), "--seed", str(SEED)]
+    sim = run_simulator(exe, write_only, x, project.n_out, args, messages={3: reads})
+    assert np.array_equal(sim.outputs, _old_golden(write_only, 8)) and sim.answers == ()
+    answered = [WeightMessage("hidden", 0, reads[0], 24)]
+    with pytest.raises(K2CError, match="weights are not readable \\(emit --readable-weights\\)"):
+        run_simulator(exe, write_only, x, project.n_out, messages={3: answered})
+
+
+@needs_toolchain
+@pytest.mark.toolchain
+def test_only_a_readable_design_has_the_read_back_in_its_verilog(iris, write_only: Path) -> None:
+    """The Verilog: the write-only design has no m_axis_weights port and a block RAM per weight
+    memory (and per softmax table); the readable one a copy of each weight memory more."""
+    project_dir, _ = iris
+    texts = {}
+    for name, project in (("write-only", write_only), ("readable", project_dir)):
+        toolchain.generate_hdl(project, "verilog")
+        texts[name] = "".join(path.read_text() for path in toolchain.hdl_files(project, "verilog"))
+    memories = len(bus_layers(load_project(write_only).plans))
+    assert "m_axis_weights" not in texts["write-only"] and "m_axis_weights_tready" in texts["readable"]
+    assert texts["readable"].count("$readmem") == texts["write-only"].count("$readmem") + memories
+
+
 # --- a reload between two images -------------------------------------------------------------
 
 
