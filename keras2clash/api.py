@@ -6,6 +6,7 @@ decisions of its own beyond argument normalisation, so the CLI and the API canno
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -18,13 +19,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from keras2clash.backend.emitter import hdl_name, write_project
 from keras2clash.backend.project import SOURCE_MODEL, ManifestExtra, load_project, write_project_data
-from keras2clash.backend.weightbus import WeightMessage
+from keras2clash.backend.weightbus import WeightMessage, read_answers, read_back, read_message, read_messages
 from keras2clash.backend.weightbus import weight_messages as bus_messages
 from keras2clash.data import check_task, load_head_sets, load_test_set, read_npz
 from keras2clash.design import DEFAULT_FORMAT, DesignKnobs, DesignOptions
 from keras2clash.errors import K2CError
 from keras2clash.frontend.keras_ref import keras_head_outputs, keras_outputs, rounded_classes
-from keras2clash.fsutil import atomic_directory, check_writable_target, work_dir
+from keras2clash.fsutil import atomic_directory, check_output_file, check_writable_target, work_dir, write_output_file
 from keras2clash.hw.inputs import named_inputs, several_inputs
 from keras2clash.hw.output import classifies, output_plans, output_task, several_outputs
 from keras2clash.hw.summary import design_summary, render_summary
@@ -112,21 +113,26 @@ def _emitting(
     if fits is not None:
         fits(network)
     with atomic_directory(out, force=force) as tmp:
-        _write_project(network, tmp, name, show, writable=design.writable_weights)
+        _write_project(network, tmp, name, show, writable=design.writable_weights, readable=design.readable_weights)
         yield tmp
 
 
-def _write_project(network: Any, root: Path, name: str | None, show: bool, *, writable: bool = False) -> None:
+def _write_project(
+    network: Any, root: Path, name: str | None, show: bool, *, writable: bool = False, readable: bool = False
+) -> None:
     """Write a planned network's project into the (fresh, temporary) folder `root`; `writable`:
-    its weight memories on the weight port (`DesignOptions.writable_weights`)."""
+    its weight memories on the weight port (`DesignOptions.writable_weights`), `readable`: read
+    back through it (`DesignOptions.readable_weights`)."""
     warn_overflow(network.overflow, console)
     precision = {"formats": network.formats.to_json(), "parameter_saturation": overflow_to_json(network.overflow)}
     net_name = hdl_name(name or network.name)
     summary = design_summary(network.plans)
-    write_project(root, net_name, network.plans, network.params, writable=writable)
+    write_project(root, net_name, network.plans, network.params, writable=writable, readable=readable)
     extra: ManifestExtra = {"precision": precision, "design": summary}
     if writable:
         extra["writable_weights"] = True
+    if readable:
+        extra["readable_weights"] = True
     write_project_data(root, net_name, net_name, network.plans, network.params, extra=extra)
     network.keras_model.save(root / SOURCE_MODEL)
     (root / HLS4ML_FILE).write_text(hls4ml_yaml(network.plans, network.formats.default))
@@ -270,12 +276,61 @@ def weight_messages(
     return bus_messages(load_project(project_dir), new_weights(project_dir, weights), changed_only=changed_only)
 
 
+def weight_reads(
+    project_dir: str | Path, layers: Sequence[str] | None = None, *, first: int = 0, count: int | None = None
+) -> list[WeightMessage]:
+    """The weight port's read messages (`backend.weightbus`) of a design emitted with
+    `--writable-weights --readable-weights` (one clear error for another): each named memory (default: every one, in bus order) whole, or, for
+    one layer, `count` words from address `first`."""
+    project = load_project(project_dir)
+    messages = read_messages(project, layers)
+    if (first, count) == (0, None):
+        return messages
+    if len(messages) != 1:
+        raise K2CError("a read of some words (--first, --count) names one layer (--layer)")
+    plan = next(p for p in project.plans if p.name == messages[0].layer)
+    return [read_message(plan, messages[0].index, first, count)]
+
+
+def read_back_weights(
+    project_dir: str | Path, answers: Sequence[Sequence[int]], layers: Sequence[str] | None = None
+) -> dict[str, QuantizedLayer]:
+    """The raw constants the weight port's answers read back (`answers`: the beats of each
+    answer to `weight_reads(project_dir, layers)`, whole memories, in the same order), with the
+    constants of the layers not read, and of those off the weight port, as the design has them:
+    every layer's, as `new_weights` and the project's golden.npz hold them."""
+    project = load_project(project_dir)
+    names = [m.layer for m in read_messages(project, layers)]
+    if len(answers) != len(names):
+        raise K2CError(f"{len(answers)} answer(s) for the {len(names)} memories read ({', '.join(names)})")
+    return {**project.params, **read_back(project, dict(zip(names, answers, strict=True)))}
+
+
+def save_weights(path: str | Path, params: Mapping[str, QuantizedLayer], *, force: bool = False) -> None:
+    """Raw constants as an .npz the way golden.npz holds them (`<layer>/kernel`, `<layer>/bias`):
+    what `new_weights` (and `keras2clash weight-messages`) reads. Written whole at `path` as
+    given (no `.npz` added); an existing file is refused unless `force`."""
+    check_output_file(path, force)
+    arrays = {f"{name}/{part}": getattr(layer, part) for name, layer in params.items() for part in ("kernel", "bias")}
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    write_output_file(path, buffer.getvalue(), force)
+
+
 def weight_reload(project_dir: str | Path, weights: WeightsSource, at: int) -> Reload:
-    """A reload of every weight memory with `weights` before image `at`, for `rtlsim` (its
-    testbench sends the messages and checks the images from `at` on against the golden model
-    of the new weights)."""
+    """A reload of every weight memory with `weights` before image `at`, for `rtlsim` and
+    `simulate_reload`: the images from `at` on are checked against the golden model of the new
+    weights. A design that reads its weights back (`--readable-weights`) has the writes between
+    two read-backs of every memory: the first read must answer the design's words (its .mem
+    files), the second the new ones."""
+    project = load_project(project_dir)
     params = new_weights(project_dir, weights)
-    return Reload(at, tuple(bus_messages(load_project(project_dir), params)), params)
+    if not project.readable_weights:
+        return Reload(at, tuple(bus_messages(project, params)), params)
+    reads = read_messages(project)
+    messages = (*reads, *bus_messages(project, params), *reads)
+    answers = (*read_answers(project, project.params), *read_answers(project, params))
+    return Reload(at, messages, params, answers)
 
 
 @dataclass(frozen=True)
@@ -287,10 +342,16 @@ class ReloadCheck:
     sim: SimResult
     expected: np.ndarray  # (N, n_out) raw
     classes: np.ndarray | None  # (N,) the golden model's classes (a classifier's)
+    answers: tuple[tuple[int, ...], ...] = ()  # the read-backs' answers due, in order (none: a write-only design)
+
+    @property
+    def read_back_exact(self) -> bool:
+        """Every read-back answered the words due, bit for bit."""
+        return self.sim.answers == self.answers
 
     @property
     def exact(self) -> bool:
-        same = bool(np.array_equal(self.sim.outputs, self.expected))
+        same = bool(np.array_equal(self.sim.outputs, self.expected)) and self.read_back_exact
         if self.classes is None:
             return same
         return same and self.sim.classes is not None and bool(np.array_equal(self.sim.classes, self.classes))
@@ -308,12 +369,14 @@ def simulate_reload(
 ) -> ReloadCheck:
     """The test set through the Clash simulation with a weight reload before sample `at`: the
     samples before it with the design's weights, then every weight memory written with
-    `weights` (`weight_messages`) after their outputs, then the rest; against the golden model
-    of the respective weights (`ReloadCheck.exact`)."""
+    `weights` (`weight_messages`) after their outputs, read back before and after the writes
+    when the design reads its weights back (`weight_reload`), then the rest; against the golden
+    model of the respective weights and the words each read-back must answer
+    (`ReloadCheck.exact`)."""
     _check_limit(limit)
     project = load_project(project_dir)
-    new = new_weights(project.root, weights)
-    messages = bus_messages(project, new)
+    reload = weight_reload(project.root, weights, at)
+    new = dict(reload.params)
     last = project.plans[-1]
     dataset = load_test_set(data, project.input_shape, project.n_out, last.activation, output_task(last, "auto"))
     dataset = dataset.head(limit)
@@ -331,11 +394,11 @@ def simulate_reload(
         project.n_out,
         extra,
         classifies=project.classifies,
-        messages={at: [m.beats for m in messages]},
+        messages={at: reload.messages},
     )
     expected = np.concatenate([np.asarray(before).reshape(at, -1), np.asarray(after).reshape(len(x_raw) - at, -1)])
     classes = np.concatenate([before_classes, after_classes]) if project.classifies else None
-    return ReloadCheck(at, sim, expected, classes)
+    return ReloadCheck(at, sim, expected, classes, reload.answers)
 
 
 def _simulate_heads(

@@ -240,6 +240,10 @@ class DesignOptions:
         writable_weights: The engines' weight memories in block RAMs a host writes at run
             time through the top entity's weight port (K2C.WeightBus; docs/guide/integration.md,
             "Writable weights"); False: ROMs, as synthesized.
+        readable_weights: With `writable_weights`, the weight port also reads the memories
+            back, answering on a port of its own from a copy of each memory
+            (K2C.WeightReadBack), which takes as much block RAM again; False: the port only
+            writes.
     """
 
     format: FixedFormat | Auto = parse_format(DEFAULT_FORMAT)
@@ -258,10 +262,15 @@ class DesignOptions:
     hls4ml_config: Hls4mlConfig | None = None
     weights: Path | None = None
     writable_weights: bool = False
+    readable_weights: bool = False
 
     def __post_init__(self) -> None:
         for name, parse in _PARSERS.items():
             object.__setattr__(self, name, parse(getattr(self, name)))
+        if self.readable_weights and not self.writable_weights:
+            # the read-back copies are written from the weight port: without it they would hold
+            # the synthesized words forever, and there would be no port to read them through
+            raise K2CError("--readable-weights reads back the weight port's memories: add --writable-weights")
 
     @classmethod
     def of(
@@ -316,6 +325,7 @@ class DesignKnobs(TypedDict, total=False):
     hls4ml_config: Hls4mlSource | None
     weights: str | Path | None
     writable_weights: bool
+    readable_weights: bool
 
 
 _PARSERS = {
@@ -335,5 +345,6 @@ _PARSERS = {
     "hls4ml_config": hls4ml_config,
     "weights": _path,
     "writable_weights": lambda value: bool(value),
+    "readable_weights": lambda value: bool(value),
 }
 """Each field's parser (every field has one: the record holds only parsed values)."""

@@ -51,6 +51,7 @@ def conv_model(tmp_path_factory) -> Path:
         (["--parallelism", "1,2,3"], "3 value(s) given, the model has 2"),
         (["--parallelism", "4,1"], "parallelism 4 out of range for layer 'dense_0'"),
         (["--parallelism", "1,0"], "between 1 and 2"),
+        (["--readable-weights"], "--readable-weights reads back the weight port's memories: add --writable-weights"),
     ],
 )
 def test_emit_option_errors(tmp_path: Path, tiny_model: Path, capsys, extra, message) -> None:
@@ -369,7 +370,7 @@ def test_design_options_stand_once_in_each_command(capsys) -> None:
         name: {p.name: p.default for p in command.commands[name].params} for name in ("emit", "run", "trace", "predict")
     }
     numbers = {"format", "layer_format", "layer_formats", "input_format", "bits", "calibration", "softmax"}
-    hardware = {"parallelism", "cycles", "pipeline", "dsp_budget", "lanes"}
+    hardware = {"parallelism", "cycles", "pipeline", "dsp_budget", "lanes", "writable_weights", "readable_weights"}
     assert numbers | {"weights", "weight_format", "hls4ml_config"} | hardware <= set(options["emit"])
     assert set(options["emit"]) - set(options["run"]) == {"name"}
     for name in ("trace", "predict"):

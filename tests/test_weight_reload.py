@@ -1,7 +1,10 @@
 """Writable weights (`--writable-weights`, K2C.WeightBus): the weight port's messages, a reload
 of every weight memory between two images in the Clash simulation and in Verilator (outputs
 bit-exact with the golden model of the design's weights before the reload and of the new
-weights after it, under random gaps and stalls), and the designs it refuses.
+weights after it, under random gaps and stalls), the memories read back through the port of
+a design emitted with `--readable-weights` too (K2C.WeightReadBack: the .mem files' words
+before the reload, the written ones after it, under random stalls of the answer's tready), a
+write-only design without any of the read-back, and the designs and outputs refused.
 """
 
 from __future__ import annotations
@@ -15,9 +18,22 @@ import pytest
 import keras2clash as k2c
 from helpers import needs_toolchain, random_dense_model, run_cli
 from keras2clash import api
-from keras2clash.backend.memfiles import rom_words
+from keras2clash.backend.memfiles import rom_params, rom_words
 from keras2clash.backend.project import load_project
-from keras2clash.backend.weightbus import WeightMessage, bus_layers, messages_text, weight_messages
+from keras2clash.backend.weightbus import (
+    READ_FLAG,
+    WeightMessage,
+    answer_words,
+    beats_text,
+    bus_layers,
+    layer_message,
+    messages_text,
+    read_answers,
+    read_back,
+    read_message,
+    read_messages,
+    weight_messages,
+)
 from keras2clash.errors import K2CError
 from keras2clash.quant import golden
 from keras2clash.verify import rtlsim, toolchain
@@ -42,10 +58,20 @@ def _perturbed(source, out: Path, seed: int) -> Path:
 
 @pytest.fixture(scope="module")
 def iris(tmp_path_factory):
-    """The iris classifier emitted with writable weights, and a model of other weights."""
+    """The iris classifier emitted with writable weights it reads back, and a model of other
+    weights."""
     folder = tmp_path_factory.mktemp("reload_iris")
-    project = k2c.emit(IRIS / "iris.keras", "1,7,8", folder / "net", [3, 2], writable_weights=True, show=False)
+    project = k2c.emit(
+        IRIS / "iris.keras", "1,7,8", folder / "net", [3, 2], writable_weights=True, readable_weights=True, show=False
+    )
     return Path(project), _perturbed(IRIS / "iris.keras", folder / "other.keras", 3)
+
+
+@pytest.fixture(scope="module")
+def write_only(tmp_path_factory) -> Path:
+    """The iris classifier emitted with writable weights only."""
+    folder = tmp_path_factory.mktemp("write_only_iris")
+    return Path(k2c.emit(IRIS / "iris.keras", "1,7,8", folder / "net", [3, 2], writable_weights=True, show=False))
 
 
 def _old_golden(project: Path, n: int) -> np.ndarray:
@@ -84,9 +110,119 @@ def test_the_generated_haskell_names_the_bus_table(iris) -> None:
     weights = (project_dir / "Weights.hs").read_text()
     assert "busTable = (3, 8) :> (2, 9) :> Nil" in weights
     assert "hidden = writable 0 ?weightBus hidden_rom" in weights
+    assert "readAnswer layer (mirror 0 bus hidden_rom address :> mirror 1 bus output_rom address :> Nil)" in weights
     assert "(HiddenClockResetEnable dom, W.HiddenWeightBus dom)" in (project_dir / "Network.hs").read_text()
     top = (project_dir / "Top.hs").read_text()
     assert 'PortName "s_axis_weights_tdata"' in top and 'PortName "s_axis_weights_tready"' in top
+    assert 'PortName "m_axis_weights_tready"' in top and 'PortName "m_axis_weights_tlast"' in top
+
+
+def test_a_read_message_and_its_answer(iris) -> None:
+    """A read is a header with bit 23 and a count beat; its answer is the words in a write's
+    beats, which `read_back` unpacks into the layer's raw constants."""
+    project_dir, other = iris
+    project = load_project(project_dir)
+    hidden, output = bus_layers(project.plans)
+    assert [m.beats for m in read_messages(project)] == [(READ_FLAG, 3), (1 << 24 | READ_FLAG, 2)]
+    assert [m.answer_beats for m in read_messages(project)] == [3 * 8, 2 * 9]
+    assert read_message(output, 1, 1, 5) == WeightMessage("output", 1, (1 << 24 | READ_FLAG | 1, 5), 9)
+    with pytest.raises(K2CError, match="has 3 words: no read of 1 from address 3"):
+        read_message(hidden, 0, 3, 1)
+    with pytest.raises(K2CError, match="no weight memory 'nope'"):
+        read_messages(project, ["nope"])
+    new = api.new_weights(project_dir, other)
+    answers = read_answers(project, new)
+    assert answers == [layer_message(plan, k, new[plan.name]).beats[1:] for k, plan in enumerate((hidden, output))]
+    assert answer_words(hidden, answers[0]) == rom_words(hidden, new["hidden"])
+    back = read_back(project, {"hidden": answers[0], "output": answers[1]})
+    for name in ("hidden", "output"):
+        assert np.array_equal(back[name].kernel, new[name].kernel) and np.array_equal(back[name].bias, new[name].bias)
+    with pytest.raises(K2CError, match="an answer of 7 beats is not whole words of 8 beats"):
+        answer_words(hidden, answers[0][:7])
+    with pytest.raises(K2CError, match="an answer of 2 words, its memory has 3"):
+        read_back(project, {"hidden": answers[0][:16]})
+
+
+def test_memory_words_unpack_to_the_constants_they_hold(tmp_path: Path) -> None:
+    """`rom_params` inverts `rom_words` where the words pad filters and window elements (PEs
+    that do not divide the filters, chunks that do not divide the window)."""
+    project = load_project(
+        k2c.emit(_conv_model(1), "1,7,8", tmp_path / "net", [3, 2], cycles=[4, 2], writable_weights=True, show=False)
+    )
+    for plan in bus_layers(project.plans):
+        params = project.params[plan.name]
+        back = rom_params(plan, rom_words(plan, params))
+        assert np.array_equal(back.kernel, params.kernel) and np.array_equal(back.bias, params.bias), plan.name
+
+
+READ_BACK_NAMES = ("m_axis_weights", "WeightReadBack", "readableWeightPort", "readBack", "mirror", "readAnswer")
+"""What only a design that reads its weights back holds in its Haskell."""
+
+
+def test_a_write_only_design_has_the_write_port_alone(write_only: Path) -> None:
+    """Without --readable-weights: the write-only port (K2C.WeightBus.weightPort, three inputs,
+    tready its only output), no read-back copy of any memory, no answer port, no read."""
+    for name in ("Weights.hs", "Network.hs", "Top.hs", "Sim.hs", "README.md"):
+        text = (write_only / name).read_text()
+        assert not [word for word in READ_BACK_NAMES if word in text], name
+    top = (write_only / "Top.hs").read_text()
+    assert "(writes, closed, wReady) = weightPort W.busTable wData wValid wLast" in top
+    assert 'PortName "s_axis_tready"' in top and top.count("weights_t") == 12  # 4 ports, each 3 times
+    assert "simMainWritable" in (write_only / "Sim.hs").read_text()
+    weight_port = (write_only / "clash_lib" / "K2C" / "WeightBus.hs").read_text()
+    assert "mirror" not in weight_port.split("module K2C.WeightBus")[1]  # the write-only block reads nothing
+    project = load_project(write_only)
+    assert project.writable_weights and not project.readable_weights
+    for read in (lambda: read_messages(project), lambda: api.weight_reads(write_only)):
+        with pytest.raises(K2CError, match="does not read its weights back .* --readable-weights") as err:
+            read()
+        assert len(str(err.value).splitlines()) == 1
+    reload = api.weight_reload(write_only, write_only / "golden.npz", at=1)
+    assert reload.answers == () and [m.answer_beats for m in reload.messages] == [0, 0]
+
+
+def test_readable_weights_need_writable_ones(tmp_path: Path, capsys) -> None:
+    with pytest.raises(
+        K2CError, match="--readable-weights reads back the weight port's memories: add --writable-weights"
+    ):
+        k2c.emit(IRIS / "iris.keras", "1,7,8", tmp_path / "net", readable_weights=True, show=False)
+    args = ["emit", IRIS / "iris.keras", "--format", "1,7,8", "--out", tmp_path / "net", "--readable-weights"]
+    code, text = run_cli(args, capsys)
+    assert code == 2 and "add --writable-weights" in " ".join(text.split()) and text.count("error") == 1
+    assert not (tmp_path / "net").exists()
+
+
+def test_outputs_are_not_overwritten_without_force(iris, write_only: Path, tmp_path: Path, capsys) -> None:
+    """weight-messages --out, read-messages --out and read-answer --out refuse an existing file,
+    leave it as it was, and replace it whole with --force; reads of a write-only design are
+    refused."""
+    project_dir, other = iris
+    out = tmp_path / "messages.txt"
+    out.write_text("mine\n")
+    code, text = run_cli(["weight-messages", project_dir, other, "--out", out], capsys)
+    assert code != 0 and "exists; use --force to replace it" in text and out.read_text() == "mine\n"
+    code, text = run_cli(["weight-messages", project_dir, other, "--out", out, "--force"], capsys)
+    assert code == 0 and [len(line.split()) for line in out.read_text().splitlines()] == [25, 19]
+    code, text = run_cli(["read-messages", project_dir, "--out", out], capsys)
+    assert code != 0 and "exists; use --force" in text
+    code, text = run_cli(["read-messages", project_dir, "--out", out, "--force"], capsys)
+    assert code == 0 and out.read_text() == "00800000 00000003\n01800000 00000002\n"
+    project = load_project(project_dir)
+    answers = tmp_path / "answers.txt"
+    answers.write_text(beats_text(read_answers(project, api.new_weights(project_dir, other))))
+    npz = tmp_path / "w.npz"
+    npz.write_bytes(b"mine")
+    code, text = run_cli(["read-answer", project_dir, answers, "--out", npz], capsys)
+    assert code != 0 and "exists; use --force" in text and npz.read_bytes() == b"mine"
+    code, text = run_cli(["read-answer", project_dir, answers, "--out", npz, "--force"], capsys)
+    assert code == 0 and "hidden: other than the design's weights" in text
+    back, new = api.new_weights(project_dir, npz), api.new_weights(project_dir, other)
+    assert all(np.array_equal(back[n].kernel, new[n].kernel) for n in ("hidden", "output"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["answers.txt", "messages.txt", "w.npz"]  # no leftovers
+    code, text = run_cli(["read-messages", write_only], capsys)
+    assert code != 0 and "does not read its weights back" in text
+    code, text = run_cli(["read-answer", write_only, answers, "--out", tmp_path / "x.npz"], capsys)
+    assert code != 0 and "does not read its weights back" in text and not (tmp_path / "x.npz").exists()
 
 
 def test_without_the_option_the_project_has_no_weight_port(tmp_path: Path) -> None:
@@ -137,6 +273,39 @@ def test_a_message_to_a_design_without_the_port_fails_the_simulation(tmp_path: P
         run_simulator(toolchain.build_simulator(project), project, x, p.n_out, messages={1: [[0, 1, 2, 3]]})
 
 
+@needs_toolchain
+@pytest.mark.toolchain
+def test_a_read_message_to_a_write_only_design_writes_nothing(write_only: Path) -> None:
+    """On the write-only port a read header (bit 23) is a write past every memory's end: the
+    read messages of every memory, sent before image 3, change no weight and get no answer;
+    the harness refuses a read it would wait the answer of."""
+    project = load_project(write_only)
+    reads = [(k << 24 | READ_FLAG, plan.rom_depth) for k, plan in enumerate(bus_layers(project.plans))]
+    x = golden.quantize_inputs(project.plans, np.load(IRIS / "test.npz")["x"][:8])
+    exe = toolchain.build_simulator(write_only)
+    args = ["--gap-max", str(GAP_MAX), "--seed", str(SEED)]
+    sim = run_simulator(exe, write_only, x, project.n_out, args, messages={3: reads})
+    assert np.array_equal(sim.outputs, _old_golden(write_only, 8)) and sim.answers == ()
+    answered = [WeightMessage("hidden", 0, reads[0], 24)]
+    with pytest.raises(K2CError, match="weights are not readable \\(emit --readable-weights\\)"):
+        run_simulator(exe, write_only, x, project.n_out, messages={3: answered})
+
+
+@needs_toolchain
+@pytest.mark.toolchain
+def test_only_a_readable_design_has_the_read_back_in_its_verilog(iris, write_only: Path) -> None:
+    """The Verilog: the write-only design has no m_axis_weights port and a block RAM per weight
+    memory (and per softmax table); the readable one a copy of each weight memory more."""
+    project_dir, _ = iris
+    texts = {}
+    for name, project in (("write-only", write_only), ("readable", project_dir)):
+        toolchain.generate_hdl(project, "verilog")
+        texts[name] = "".join(path.read_text() for path in toolchain.hdl_files(project, "verilog"))
+    memories = len(bus_layers(load_project(write_only).plans))
+    assert "m_axis_weights" not in texts["write-only"] and "m_axis_weights_tready" in texts["readable"]
+    assert texts["readable"].count("$readmem") == texts["write-only"].count("$readmem") + memories
+
+
 # --- a reload between two images -------------------------------------------------------------
 
 
@@ -149,6 +318,64 @@ def test_dense_reload_in_the_clash_simulation(iris) -> None:
     old = _old_golden(project, 30)
     assert np.array_equal(check.sim.outputs[:10], old[:10])
     assert np.any(check.sim.outputs[10:] != old[10:], axis=1).sum() >= 15  # the new weights are in use
+    # every memory read back before the writes (the .mem files' words) and after (the new words)
+    assert check.read_back_exact and len(check.sim.answers) == 4
+    p = load_project(project)
+    for plan, answer in zip(bus_layers(p.plans), check.sim.answers[:2]):
+        assert answer_words(plan, answer) == (project / "weights" / f"{plan.name}.mem").read_text().split()
+    new = api.new_weights(project, other)
+    for plan, answer in zip(bus_layers(p.plans), check.sim.answers[2:]):
+        assert answer_words(plan, answer) == rom_words(plan, new[plan.name]) != rom_words(plan, p.params[plan.name])
+
+
+@needs_toolchain
+@pytest.mark.toolchain
+def test_reads_of_some_words_and_reads_the_port_cannot_answer(iris) -> None:
+    """Reads of one word, of words clipped at the memory's end, with beats after the count
+    beat (skipped after the answer), a read right after a write (it answers the written word),
+    and reads answered by nothing (no words, past the end, no layer): the answers are the words
+    due and no more, and the images around them equal the golden model of what is loaded."""
+    project_dir, other = iris
+    project = load_project(project_dir)
+    new = api.new_weights(project_dir, other)
+    hidden, output = bus_layers(project.plans)
+    old_words = {plan.name: rom_words(plan, project.params[plan.name]) for plan in (hidden, output)}
+    new_word = rom_words(hidden, new["hidden"])[1]
+    write = [m.beats for m in weight_messages(project, new) if m.layer == "hidden"][0]
+    per_word = 8
+    messages = [
+        read_message(hidden, 0, 1, 1),  # word 1
+        read_message(output, 1, 1, 5),  # clipped: word 1 only
+        [READ_FLAG | 2, 0],  # no words: no answer
+        [READ_FLAG | 3, 2],  # past the end: no answer
+        [7 << 24 | READ_FLAG, 1],  # no layer 7: skipped
+        [READ_FLAG],  # a header alone: no read
+        WeightMessage("hidden", 0, (READ_FLAG | 2, 1, 0xDEAD, 0xBEEF), per_word),  # word 2, the rest skipped
+        [0 << 24 | 1, *write[1 + per_word : 1 + 2 * per_word]],  # the new word 1 of hidden
+        read_message(hidden, 0),  # right after the write: words 0, new 1, 2
+    ]
+    x = golden.quantize_inputs(project.plans, np.load(IRIS / "test.npz")["x"][:14])
+    sim = run_simulator(
+        toolchain.build_simulator(project_dir),
+        project_dir,
+        x,
+        project.n_out,
+        ["--gap-max", str(GAP_MAX), "--seed", str(SEED)],
+        messages={5: messages},
+    )
+    got = [answer_words(plan, answer) for plan, answer in zip((hidden, output, hidden, hidden), sim.answers)]
+    assert got == [
+        old_words["hidden"][1:2],
+        old_words["output"][1:2],
+        old_words["hidden"][2:3],
+        [old_words["hidden"][0], new_word, old_words["hidden"][2]],
+    ]
+    assert len(sim.answers) == 4 and list(sim.answer_cycle) == sorted(sim.answer_cycle)
+    loaded = {**project.params, "hidden": _with_word(hidden, project.params["hidden"], new["hidden"], 1)}
+    for start, stop, params in ((0, 5, project.params), (5, 14, loaded)):
+        want, classes = golden.predict(project.plans, params, x[start:stop])
+        assert np.array_equal(sim.outputs[start:stop], want), (start, stop)
+        assert np.array_equal(sim.classes[start:stop], classes)
 
 
 @needs_toolchain
@@ -270,6 +497,50 @@ def test_dense_reload_in_verilator(iris) -> None:
     )
     assert list(result.output_cycles()) == list(clash.output_cycle)  # the same cycles
     assert list(result.accept_cycles()) == list(clash.accept_cycle)
+    assert clash.answers == reload.answers  # the read-backs the testbench checked
+
+
+@needs_toolchain
+@pytest.mark.toolchain
+def test_the_testbench_fails_a_wrong_or_missing_read_back(iris) -> None:
+    """One bit of one answer beat changed, and an answer the testbench does not expect: the
+    Verilator run fails on each, naming the beat."""
+    project_dir, other = iris
+    reload = api.weight_reload(project_dir, other, at=3)
+    answers = list(reload.answers)
+    answers[2] = (*answers[2][:4], answers[2][4] ^ 1 << 7, *answers[2][5:])
+    wrong = rtlsim.rtlsim(
+        project_dir,
+        IRIS / "test.npz",
+        "verilator",
+        6,
+        gap_max=GAP_MAX,
+        seed=SEED,
+        reload=replace(reload, answers=tuple(answers)),
+    )
+    assert not wrong.ok and wrong.passed == 6
+    assert any(m.startswith("ERROR read answer beat 46 ") for m in wrong.messages), wrong.messages
+    missing = rtlsim.rtlsim(
+        project_dir,
+        IRIS / "test.npz",
+        "verilator",
+        6,
+        gap_max=GAP_MAX,
+        seed=SEED,
+        reload=replace(reload, answers=reload.answers[:3]),
+    )
+    assert not missing.ok and any(m.startswith("ERROR extra read answer beat") for m in missing.messages)
+
+
+@needs_toolchain
+@pytest.mark.toolchain
+@pytest.mark.slow  # Icarus and GHDL: a minute of Clash for each language, then slow simulators
+@pytest.mark.parametrize("sim", ["icarus", "ghdl"])
+def test_read_back_in_icarus_and_ghdl(iris, sim: str) -> None:
+    project_dir, other = iris
+    reload = api.weight_reload(project_dir, other, at=2)
+    result = rtlsim.rtlsim(project_dir, IRIS / "test.npz", sim, 4, gap_max=2, seed=SEED, reload=reload)
+    assert result.ok, (result.messages, [s.note for s in result.samples if not s.passed])
 
 
 @needs_toolchain
@@ -284,6 +555,36 @@ def test_the_commands(iris, tmp_path: Path, capsys) -> None:
     args = ["reload", project, other, "--data", IRIS / "test.npz", "--at", "4", "-n", "12", "--gap-max", "2"]
     code, text = run_cli(args, capsys)
     assert code == 0 and "12/12 samples equal the golden model (4 with the design's weights" in " ".join(text.split())
+    assert "read back before and after the writes: the words due, bit for bit" in " ".join(text.split())
+    # read-messages, the answers the simulation gets, read-answer: the design's weights again
+    code, text = run_cli(["read-messages", project, "--out", tmp_path / "reads.txt"], capsys)
+    assert code == 0 and "layer 1 output: an answer of 18 beats" in text
+    assert (tmp_path / "reads.txt").read_text() == "00800000 00000003\n01800000 00000002\n"
+    code, text = run_cli(["read-messages", project, "--layer", "output", "--first", "1"], capsys)
+    assert code == 0 and "01800001 00000001\n" in text
+    p = load_project(project)
+    x = golden.quantize_inputs(p.plans, np.load(IRIS / "test.npz")["x"][:2])
+    sim = run_simulator(
+        toolchain.build_simulator(project), project, x, p.n_out, messages={1: read_messages(p, ["output", "hidden"])}
+    )
+    (tmp_path / "answers.txt").write_text(beats_text(sim.answers))
+    args = [
+        "read-answer",
+        project,
+        tmp_path / "answers.txt",
+        "-l",
+        "output",
+        "-l",
+        "hidden",
+        "--out",
+        tmp_path / "w.npz",
+    ]
+    code, text = run_cli(args, capsys)
+    assert code == 0 and "output: as the design's weights" in text
+    back = api.new_weights(project, tmp_path / "w.npz")
+    assert all(np.array_equal(back[n].kernel, p.params[n].kernel) for n in ("hidden", "output"))
+    code, text = run_cli(["read-answer", project, tmp_path / "answers.txt", "--out", tmp_path / "x.npz"], capsys)
+    assert code != 0  # the answers in another order than the memories named
 
 
 def _conv_model(seed: int):

@@ -21,13 +21,18 @@ before each beat and holds @m_axis_tready@ low for 0..K cycles before each
 cycle it is high (pseudo-random, reproducible from @S@; the generated HDL
 testbenches use the same generator, so they see the same cycles).
 
-A design with the weight port (@--writable-weights@, 'simMainWritable', 'simBeatsWritable')
-also reads weight messages from stdin: a line @w b_0 b_1 ...@ between two samples' lines
-(not counted in @N@) is a message of 32-bit beats (unsigned integers), sent on
-@s_axis_weights_*@ with @tlast@ on the last, after the outputs of every sample before it have
-moved and before the next sample's first beat: the host's side of K2C.WeightBus. Under
-@--gap-max@ each weight beat follows 0..K idle cycles too, from a sequence of its own (the
-seed xor @0x2f7a1c3d@).
+A design with the weight port (@--writable-weights@, 'simMainWritable', 'simBeatsWritable';
+with @--readable-weights@ too, 'simMainReadable', 'simBeatsReadable') also reads weight
+messages from stdin: a line @w b_0 b_1 ...@ between two samples' lines (not counted in @N@)
+is a message of 32-bit beats (unsigned integers), sent on @s_axis_weights_*@ with @tlast@ on
+the last, after the outputs of every sample before it have moved and before the next
+sample's first beat: the host's side of K2C.WeightBus. A line @r b_0 b_1 ...@ (a readable
+design's) is a message sent the same way that the harness also waits the answer of (a read
+naming a layer and at least one of its words): each answer, from any message, prints @r
+cycle a_0 a_1 ...@ as its last beat moves (its beats as unsigned integers, the cycle its
+last beat moved), among the samples' lines in cycle order. Under @--gap-max@ each weight
+beat follows 0..K idle cycles too, from a sequence of its own (the seed xor @0x2f7a1c3d@),
+and @m_axis_weights_tready@ stalls as @m_axis_tready@ does, from the seed xor @0x61c88647@.
 
 The harness fails (stderr, exit code 1) if @m_axis_tlast@ is not high on
 exactly each sample's last output beat, if @tlast_error@ rises, or if the outputs have not all appeared within a
@@ -53,6 +58,10 @@ module K2C.Sim
   , WritableTop
   , simMainWritable
   , simBeatsWritable
+    -- * A top entity with the weight port that reads back (K2C.WeightReadBack)
+  , ReadableTop
+  , simMainReadable
+  , simBeatsReadable
     -- * A top entity of several outputs
   , HeadsTop
   , Port (..)
@@ -96,11 +105,35 @@ type WritableTop c a d
        -> ( Signal System Bit, Signal System d, Signal System Bit, Signal System Bit, Signal System Bit
           , Signal System Bit ) )
 
--- | A top entity without the weight port, seen as one whose port never takes a beat.
-readOnly :: forall c a d . AxiTop c a d -> WritableTop c a d
-readOnly top clk rst en sData sValid sLast mReady _ _ _ = (sReady, mData, mValid, mLast, err, pure 0)
+-- | An emitted top entity with the weight ports that read back: 'AxiTop''s ports, then
+-- @s_axis_weights_tdata@, @_tvalid@, @_tlast@ and @m_axis_weights_tready@ in; 'AxiOut''s, then
+-- @s_axis_weights_tready@ and @m_axis_weights_tdata@, @_tvalid@, @_tlast@. The harness runs
+-- every top entity as one of these.
+type ReadableTop c a d
+  = Clock System -> Reset System -> Enable System
+  -> AxiIn System c a
+       (  Signal System (BitVector 32) -> Signal System Bit -> Signal System Bit -> Signal System Bit
+       -> ( Signal System Bit, Signal System d, Signal System Bit, Signal System Bit, Signal System Bit
+          , Signal System Bit, Signal System (BitVector 32), Signal System Bit, Signal System Bit ) )
+
+-- | The weight ports a top entity has, so the harness refuses the messages it cannot take.
+data WeightPorts = NoWeightPort | WriteOnly | ReadWrite
+  deriving Eq
+
+-- | A top entity without the weight ports, seen as one whose port never takes a beat nor
+-- answers.
+noWeightPort :: forall c a d . AxiTop c a d -> ReadableTop c a d
+noWeightPort top clk rst en sData sValid sLast mReady _ _ _ _ =
+  (sReady, mData, mValid, mLast, err, pure 0, pure 0, pure 0, pure 0)
   where
     (sReady, mData, mValid, mLast, err) = top clk rst en sData sValid sLast mReady
+
+-- | A top entity whose weight port only writes, seen as one that never answers.
+writeOnly :: forall c a d . WritableTop c a d -> ReadableTop c a d
+writeOnly top clk rst en sData sValid sLast mReady wData wValid wLast _ =
+  (sReady, mData, mValid, mLast, err, wReady, pure 0, pure 0, pure 0)
+  where
+    (sReady, mData, mValid, mLast, err, wReady) = top clk rst en sData sValid sLast mReady wData wValid wLast
 
 -- | One output port of a top entity of several outputs, as 'simHeads' reads it: its
 -- tvalid and tlast, the integers its beat prints (a class first), its beats per sample.
@@ -324,6 +357,7 @@ data Step c r = Step
   , mLast    :: Bool
   , tlastErr :: Bool
   , mReady   :: Bool
+  , answer   :: Maybe (BitVector 32, Bool)  -- ^ a read's answer beat that moves, and its tlast
   }
 
 -- | Run the Sim protocol on a classifier's top entity with @k@ beats per image
@@ -334,7 +368,7 @@ simMain
    . ( KnownNat k, 1 <= k, KnownNat c, KnownNat ai, KnownNat af, KnownNat m, 1 <= m, KnownNat oi, KnownNat fo
      , BitPack (SFixed ai af), BitPack (SFixed oi fo), KnownNat (BitSize (SFixed ai af)) )
   => SNat k -> AxiTop c (SFixed ai af) (ResultData m (SFixed oi fo)) -> Int -> IO ()
-simMain SNat top = simRun @k @c @ai @af @1 (classLine @m @oi @fo) (readOnly @c @(SFixed ai af) top) False
+simMain SNat top = simRun @k @c @ai @af @1 (classLine @m @oi @fo) (noWeightPort @c @(SFixed ai af) top) NoWeightPort
 
 -- | 'simMain' of a classifier with the weight port: weight messages between the samples.
 simMainWritable
@@ -342,7 +376,16 @@ simMainWritable
    . ( KnownNat k, 1 <= k, KnownNat c, KnownNat ai, KnownNat af, KnownNat m, 1 <= m, KnownNat oi, KnownNat fo
      , BitPack (SFixed ai af), BitPack (SFixed oi fo), KnownNat (BitSize (SFixed ai af)) )
   => SNat k -> WritableTop c (SFixed ai af) (ResultData m (SFixed oi fo)) -> Int -> IO ()
-simMainWritable SNat top = simRun @k @c @ai @af @1 (classLine @m @oi @fo) top True
+simMainWritable SNat top = simRun @k @c @ai @af @1 (classLine @m @oi @fo) (writeOnly @c @(SFixed ai af) top) WriteOnly
+
+-- | 'simMain' of a classifier with the weight ports that read back: weight messages, reads
+-- among them, between the samples.
+simMainReadable
+  :: forall k c ai af m oi fo
+   . ( KnownNat k, 1 <= k, KnownNat c, KnownNat ai, KnownNat af, KnownNat m, 1 <= m, KnownNat oi, KnownNat fo
+     , BitPack (SFixed ai af), BitPack (SFixed oi fo), KnownNat (BitSize (SFixed ai af)) )
+  => SNat k -> ReadableTop c (SFixed ai af) (ResultData m (SFixed oi fo)) -> Int -> IO ()
+simMainReadable SNat top = simRun @k @c @ai @af @1 (classLine @m @oi @fo) top ReadWrite
 
 -- | A classifier's line: the class, then the scores.
 classLine
@@ -360,7 +403,7 @@ simBeats
      , KnownNat oi, KnownNat fo
      , BitPack (SFixed ai af), BitPack (SFixed oi fo), KnownNat (BitSize (SFixed ai af)) )
   => SNat k -> SNat j -> AxiTop c (SFixed ai af) (BeatData n (SFixed oi fo)) -> Int -> IO ()
-simBeats SNat SNat top = simRun @k @c @ai @af @j (beatsLine @n @oi @fo) (readOnly @c @(SFixed ai af) top) False
+simBeats SNat SNat top = simRun @k @c @ai @af @j (beatsLine @n @oi @fo) (noWeightPort @c @(SFixed ai af) top) NoWeightPort
 
 -- | 'simBeats' with the weight port: weight messages between the samples.
 simBeatsWritable
@@ -369,7 +412,17 @@ simBeatsWritable
      , KnownNat oi, KnownNat fo
      , BitPack (SFixed ai af), BitPack (SFixed oi fo), KnownNat (BitSize (SFixed ai af)) )
   => SNat k -> SNat j -> WritableTop c (SFixed ai af) (BeatData n (SFixed oi fo)) -> Int -> IO ()
-simBeatsWritable SNat SNat top = simRun @k @c @ai @af @j (beatsLine @n @oi @fo) top True
+simBeatsWritable SNat SNat top = simRun @k @c @ai @af @j (beatsLine @n @oi @fo) (writeOnly @c @(SFixed ai af) top) WriteOnly
+
+-- | 'simBeats' with the weight ports that read back: weight messages, reads among them,
+-- between the samples.
+simBeatsReadable
+  :: forall k c ai af j n oi fo
+   . ( KnownNat k, 1 <= k, KnownNat c, KnownNat ai, KnownNat af, KnownNat j, 1 <= j, KnownNat n
+     , KnownNat oi, KnownNat fo
+     , BitPack (SFixed ai af), BitPack (SFixed oi fo), KnownNat (BitSize (SFixed ai af)) )
+  => SNat k -> SNat j -> ReadableTop c (SFixed ai af) (BeatData n (SFixed oi fo)) -> Int -> IO ()
+simBeatsReadable SNat SNat top = simRun @k @c @ai @af @j (beatsLine @n @oi @fo) top ReadWrite
 
 -- | An image or sequence output's line: every beat's values.
 beatsLine
@@ -379,29 +432,41 @@ beatsLine = concatMap (map (toInteger . unSF) . toList . unpackBeat @n @(SFixed 
 
 -- | The protocol for @k@ input and @j@ output beats per sample; @decode@ turns a
 -- sample's output beats into the integers its line prints after the cycles.
--- @writable@: the top has the weight port, so stdin may hold weight messages.
+-- @weightPorts@: the top's weight ports, which say whether stdin may hold weight messages
+-- and reads.
 simRun
   :: forall k c ai af j w
    . ( KnownNat k, 1 <= k, KnownNat c, KnownNat ai, KnownNat af, KnownNat j, 1 <= j
      , BitPack (SFixed ai af), KnownNat (BitSize (SFixed ai af)) )
-  => ([BitVector w] -> [Integer]) -> WritableTop c (SFixed ai af) (BitVector w) -> Bool -> Int -> IO ()
-simRun decode top writable romWords = do
+  => ([BitVector w] -> [Integer]) -> ReadableTop c (SFixed ai af) (BitVector w) -> WeightPorts -> Int -> IO ()
+simRun decode top weightPorts romWords = do
   options <- parseOptions <$> getArgs
   items   <- parseItems <$> getContents
-  when (not writable && any isMessage items) $
+  when (weightPorts == NoWeightPort && any isMessage items) $
     failWith "simulation: a weight message, but this design's weights are not writable (emit --writable-weights)"
+  when (weightPorts /= ReadWrite && any isRead items) $
+    failWith "simulation: a read message, but this design's weights are not readable (emit --readable-weights)"
   parsed  <- either failWith pure (traverse (either (fmap Left . messageBeats) (fmap Right . toBeats @k @c @ai @af)) items)
   hSetBuffering stdout LineBuffering
-  let count  = length [ () | Right _ <- parsed ]
-      sent   = sum [ length m | Left m <- parsed ]
-      beats  = natToNum @k + natToNum @j :: Int
-      budget = fixedSlack + count * perWordSlack * (romWords + beats * (gapMax options + 1)) + perWordSlack * sent
-  printed <- report (natToNum @j) decode count (zip [0 ..] (take budget (trace top options (natToNum @j) parsed)))
+  let count   = length [ () | Right _ <- parsed ]
+      sent    = sum [ length m | Left (_, m) <- parsed ]
+      answers = length [ () | Left (True, _) <- parsed ]
+      -- an answer's words: a read's count beat ([23:0])
+      asked   = sum [ fromIntegral (b `mod` 2 ^ (24 :: Int)) | Left (True, _ : b : _) <- parsed ] :: Int
+      beats   = natToNum @k + natToNum @j :: Int
+      budget  = fixedSlack + count * perWordSlack * (romWords + beats * (gapMax options + 1)) + perWordSlack * sent
+                + perWordSlack * (gapMax options + 1) * asked
+  (printed, answered) <- report (natToNum @j) decode count answers
+                           (zip [0 ..] (take budget (trace top options (natToNum @j) (map (either (Left . snd) Right) parsed))))
   when (printed < count) $
     failWith ("simulation: " ++ show printed ++ " of " ++ show count
               ++ " outputs within " ++ show budget ++ " cycles")
+  when (answered < answers) $
+    failWith ("simulation: " ++ show answered ++ " of " ++ show answers
+              ++ " read answers within " ++ show budget ++ " cycles")
   where
     isMessage = either (const True) (const False)
+    isRead = either fst (const False)
 
 -- | The cycle-by-cycle trace after reset, with the beats driven through
 -- @s_axis_tready@ and @m_axis_tready@ from the options, and each weight message
@@ -410,11 +475,12 @@ simRun decode top writable romWords = do
 trace
   :: forall c a w
    . (KnownNat c, BitPack a)
-  => WritableTop c a (BitVector w) -> Options -> Int -> [Either [BitVector 32] [Vec c a]]
+  => ReadableTop c a (BitVector w) -> Options -> Int -> [Either [BitVector 32] [Vec c a]]
   -> [Step (c * BitSize a) w]
-trace top options perSample items = drop resetCycles (steps input readyIn dataOut validOut lastOut errOut readyOut)
+trace top options perSample items =
+  drop resetCycles (steps input readyIn dataOut validOut lastOut errOut readyOut answers)
   where
-    (readyIn, dataOut, validOut, lastOut, errOut, readyWeights) =
+    (readyIn, dataOut, validOut, lastOut, errOut, readyWeights, answerData, answerValid, answerLast) =
       top clockGen (resetGenN (SNat @ResetCycles)) enableGen
           (maybe 0 (\(Beat d _ _) -> d) <$> input)
           (boolToBit . isJust' <$> input)
@@ -423,6 +489,9 @@ trace top options perSample items = drop resetCycles (steps input readyIn dataOu
           (maybe 0 fst <$> weight)
           (boolToBit . isJust' <$> weight)
           (maybe 0 (boolToBit . snd) <$> weight)
+          (boolToBit <$> readyAnswer)
+    answers  = (\d v l r -> if bitToBool v && r then Just (d, bitToBool l) else Nothing)
+                 <$> answerData <*> answerValid <*> answerLast <*> readyAnswer
     driven   = driveItems (replicate resetCycles Idle
                              ++ schedule 0 (gaps (seed options)) (gaps (seed options `xor` weightSeedXor)) items)
                           (bitToBool <$> readyIn) (bitToBool <$> readyWeights) outputsMoved
@@ -447,15 +516,21 @@ trace top options perSample items = drop resetCycles (steps input readyIn dataOu
         (mine, later) = splitAt (length message) ws
     beatsOf image = [ Beat (packBeat x) (i == 0) (i == length image - 1)
                     | (i, x) <- zip [0 :: Int ..] image ]
-    readyOut = fromList (replicate resetCycles True
-                         ++ concatMap (\gap -> replicate gap False ++ [True])
-                                      (gaps (seed options `xor` 0x5bd1e995)))
+    readyOut = stalled 0x5bd1e995
+    readyAnswer = stalled answerSeedXor
+    -- a ready low for 0..K cycles before each cycle it is high, from the seed xor @x@
+    stalled x = fromList (replicate resetCycles True
+                          ++ concatMap (\gap -> replicate gap False ++ [True]) (gaps (seed options `xor` x)))
     gaps     = map (`mod` (gapMax options + 1)) . randoms
     isJust'  = maybe False (const True)
 
 -- | The weight beats' idle cycles draw from the seed xor this (the testbenches' too).
 weightSeedXor :: Word64
 weightSeedXor = 0x2f7a1c3d
+
+-- | The stalls of @m_axis_weights_tready@ draw from the seed xor this (the testbenches' too).
+answerSeedXor :: Word64
+answerSeedXor = 0x61c88647
 
 -- | What the sources show in a cycle, in schedule order: nothing, an image's
 -- beat (until it moves), a weight beat (until it moves), or nothing until the
@@ -485,23 +560,32 @@ counted moves = total
 steps
   :: Signal System (Maybe (Beat c)) -> Signal System Bit -> Signal System (BitVector r)
   -> Signal System Bit -> Signal System Bit -> Signal System Bit -> Signal System Bool
+  -> Signal System (Maybe (BitVector 32, Bool))
   -> [Step c r]
-steps (i :- is) (sr :- srs) (d :- ds) (v :- vs) (l :- ls) (e :- es) (r :- rs) =
-  Step i (bitToBool sr) d (bitToBool v) (bitToBool l) (bitToBool e) r : steps is srs ds vs ls es rs
+steps (i :- is) (sr :- srs) (d :- ds) (v :- vs) (l :- ls) (e :- es) (r :- rs) (a :- as) =
+  Step i (bitToBool sr) d (bitToBool v) (bitToBool l) (bitToBool e) r a : steps is srs ds vs ls es rs as
 
--- | Print a line per sample as its last output beat moves (@j@ beats a sample);
--- the number of lines printed.
-report :: Int -> ([BitVector w] -> [Integer]) -> Int -> [(Int, Step c w)] -> IO Int
-report perSample decode wanted = go [] (0 :: Int) [] 0
+-- | Print a line per sample as its last output beat moves (@j@ beats a sample), and a line
+-- @r cycle b_0 b_1 ...@ per read answer as its last beat moves (the beats as unsigned
+-- integers), until @wanted@ samples and @answers@ answers are out; the numbers of each.
+report :: Int -> ([BitVector w] -> [Integer]) -> Int -> Int -> [(Int, Step c w)] -> IO (Int, Int)
+report perSample decode wanted answers = go [] (0 :: Int) [] 0 [] 0
   where
-    -- @seen@ output beats of the oldest pending sample have moved, @outs@ newest first
-    go pending seen outs printed cycles
-      | printed == wanted = pure printed
+    -- @seen@ output beats of the oldest pending sample have moved, @outs@ newest first;
+    -- @heard@ the beats of the answer under way, newest first
+    go pending seen outs printed heard answered cycles
+      | printed == wanted && answered >= answers = pure (printed, answered)
       | otherwise = case cycles of
-          [] -> pure printed
+          [] -> pure (printed, answered)
           (t, step) : rest -> do
             when (tlastErr step) $
               failWith ("simulation: tlast_error rose in cycle " ++ show t)
+            (heard', answered') <- case answer step of
+              Just (d, True) -> do
+                putStrLn (unwords ("r" : show t : map (show . toInteger) (reverse (d : heard))))
+                pure ([], answered + 1)
+              Just (d, False) -> pure (d : heard, answered)
+              Nothing -> pure (heard, answered)
             let pending' = case inBeat step of
                   Just (Beat _ True _) | sReady step -> pending ++ [t]
                   _                                  -> pending
@@ -514,9 +598,9 @@ report perSample decode wanted = go [] (0 :: Int) [] 0
                 if done
                   then do
                     putStrLn (unwords (show accept : show t : map show (decode (reverse (mData step : outs)))))
-                    go later 0 [] (printed + 1) rest
-                  else go pending' (seen + 1) (mData step : outs) printed rest
-              _ -> length pending' `seq` go pending' seen outs printed rest
+                    go later 0 [] (printed + 1) heard' answered' rest
+                  else go pending' (seen + 1) (mData step : outs) printed heard' answered' rest
+              _ -> length pending' `seq` go pending' seen outs printed heard' answered' rest
 
 -- | An input signal that shows each scheduled beat until it moves; @Nothing@
 -- entries are idle cycles and always pass.
@@ -547,9 +631,9 @@ parseOptions = go (Options 0 1)
     go o []                       = o
     go _ other                    = error ("K2C.Sim: unknown arguments " ++ unwords other)
 
--- | @N@, then @N@ lines of integers, with weight messages (@w b_0 b_1 ...@: @Left@)
--- between them.
-parseItems :: String -> [Either [Integer] [Integer]]
+-- | @N@, then @N@ lines of integers, with weight messages (@w b_0 b_1 ...@: @Left@, not
+-- answered; @r b_0 b_1 ...@: a read the harness waits for the answer of) between them.
+parseItems :: String -> [Either (Bool, [Integer]) [Integer]]
 parseItems text = case lines text of
   header : rest -> go (read header :: Int) rest
   []            -> []
@@ -557,16 +641,17 @@ parseItems text = case lines text of
     go n (line : rest)
       | n <= 0    = []
       | otherwise = case words line of
-          "w" : beats -> Left (map read beats) : go n rest
+          "w" : beats -> Left (False, map read beats) : go n rest
+          "r" : beats -> Left (True, map read beats) : go n rest
           values      -> Right (map read values) : go (n - 1) rest
     go _ [] = []
 
--- | A weight message's beats: 32-bit unsigned integers.
-messageBeats :: [Integer] -> Either String [BitVector 32]
-messageBeats beats
+-- | A weight message's beats: 32-bit unsigned integers (and whether it is answered).
+messageBeats :: (Bool, [Integer]) -> Either String (Bool, [BitVector 32])
+messageBeats (answered, beats)
   | null beats                         = Left "empty weight message"
   | any (\b -> b < 0 || b >= 2 ^ (32 :: Int)) beats = Left ("weight beat out of range: " ++ unwords (map show beats))
-  | otherwise                          = Right (map fromInteger beats)
+  | otherwise                          = Right (answered, map fromInteger beats)
 
 -- | @N@, then @N@ lines of integers.
 parseSamples :: String -> [[Integer]]

@@ -3,10 +3,11 @@
              DeriveGeneric, DeriveAnyClass, TypeFamilies #-}
 {-# OPTIONS_GHC -fplugin GHC.TypeLits.Normalise -fplugin GHC.TypeLits.KnownNat.Solver -fplugin GHC.TypeLits.Extra.Solver #-}
 {-|
-Weights written at run time: an AXI4-Stream slave port that carries write
-messages into the engines' weight memories ('K2C.WeightMemory.WeightRam'), so a host
-loads new weights without a new synthesis (@keras2clash emit
---writable-weights@; docs/guide/integration.md, "Writable weights").
+Weights written at run time: an AXI4-Stream slave port that carries write messages into the
+engines' weight memories ('K2C.WeightMemory.WeightRam'), so a host loads new weights without
+a new synthesis (@keras2clash emit --writable-weights@; docs/guide/integration.md, "Writable
+weights"). Reading them back is "K2C.WeightReadBack" (@--readable-weights@), a port of its
+own because it doubles the memories' block RAM; this one only writes.
 
 = The port
 
@@ -25,35 +26,34 @@ takes a beat every cycle, and a memory takes a word every cycle.
 * @tlast@ on the message's last beat. A message may write one word or a whole
   layer (header address 0, every word in address order).
 
-The port drops what it cannot write, and never stalls: a message naming no
-layer (its index past the table) is skipped to its @tlast@; words past the
-layer's last address, and a word cut short by @tlast@, are not written.
+The port drops what it cannot write, and never stalls: a message naming no layer (its index
+past the table) is skipped to its @tlast@; words past the layer's last address, and a word
+cut short by @tlast@, are not written. A memory has at most 2^23 words, so a header with bit
+23 set (a read message of "K2C.WeightReadBack") writes past every memory's end: such a
+message writes nothing, gets no answer, and closes the image input as any message does.
 
 = Timing, and images in flight
 
-A word whose last beat moves in cycle @t@ is in its memory from cycle @t + 3@
-on: the decoder's register holds it in @t + 1@, the memory's write register
-('writable') in @t + 2@, and the RAM writes it at the end of that cycle. The
-image input is closed ('closedWhile') while a message is open and from the
-cycle after any weight beat moves until 'QuietCycles' cycles after it, so an
-image whose first beat moves after a message is computed with the new weights
-only. Images in the network while a message is written are not:
-the host waits for the outputs of the images it has sent before it writes,
-then sends the next images. The hardware does not check this; an image in
-flight during a write gets a mix of old and new weights, and a window whose
-first step comes within two cycles of a write to its idle engine reads its
-words one step late, as do the windows right after it until that engine idles
+A word whose last beat moves in cycle @t@ is in its memory from cycle @t + 3@ on: the
+decoder's register holds it in @t + 1@, the memory's write register ('writable') in @t + 2@,
+and the RAM writes it at the end of that cycle. The image input is closed ('closedWhile')
+while a message is open and from the cycle after any weight beat moves until 'QuietCycles'
+cycles after it, so an image whose first beat moves after a message is computed with the new
+weights only. Images in the network while a message is written are not: the host waits for
+the outputs of the images it has sent before it writes, then sends the next images. The
+hardware does not check this; an image in flight during a write gets a mix of old and new
+weights, and a window whose first step comes within two cycles of a write to its idle engine
+reads its words one step late, as do the windows right after it until that engine idles
 ("K2C.WeightMemory").
 
 = Hardware
 
-The decoder: a state of a few flip-flops, the word's @B@ slots of 32 bits
-(each loaded by its own enable: no shifter; the decoded write's word is these
-slots), the address counter, a table of each layer's words and beats
-(constants). Each writable memory: one register of the written address and
-word ('writable'), and the memory's write port: @32 B + sum (word bits +
-address bits + 1)@ flip-flops in all, and about 60 more. None of this is before a memory's read address or
-in the datapath; the image input's ready gains one AND with a flip-flop.
+The decoder: a state of a few flip-flops, the word's @B@ slots of 32 bits (each loaded by
+its own enable: no shifter; the decoded write's word is these slots), the address counter, a
+table of each layer's words and beats (constants). Each writable memory: one register of the
+written address and word ('writable'), and the memory's write port: @32 B + sum (word bits +
+address bits + 1)@ flip-flops in all, and about 60 more. None of this is before a memory's
+read address or in the datapath; the image input's ready gains one AND with a flip-flop.
 -}
 module K2C.WeightBus
   ( WeightWrite (..)

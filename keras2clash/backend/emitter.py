@@ -94,6 +94,9 @@ HASKELL_RESERVED = {
     "busTable",
     "weightPort",
     "closedWhile",
+    "mirror",
+    "readAnswer",
+    "readBack",
 }
 
 _env = jinja2.Environment(
@@ -339,6 +342,7 @@ class TemplateContext(TypedDict):
     output_shape_text: str
     layer_modules: list[str]  # modules generated for a layer (`Kind.modules`)
     writable: bool  # the weight memories are written through the weight port (K2C.WeightBus)
+    readable: bool  # the weight port reads them back too (K2C.WeightReadBack)
     bus_beats: int  # the most 32-bit beats a word of a writable memory takes
     sim_blocks: NotRequired[list[str]]  # the copied blocks, added by `write_project`
     blocks: NotRequired[list[str]]
@@ -782,8 +786,10 @@ def _input_doc(shape: Sequence[int]) -> str:
 
 BUS_BEAT_BITS = 32
 """Data bits of a beat of the weight port (K2C.WeightBus)."""
-BUS_ADDRESS_BITS = 24
-"""Address bits of a weight message's header (K2C.WeightBus): the deepest memory it can write."""
+BUS_ADDRESS_BITS = 23
+"""Address bits of a weight message's header a memory may need (K2C.WeightBus): the deepest
+memory it can write or read. The write-only port decodes 24, so a read header (bit 23 set)
+there writes past every memory's end, and nothing."""
 BUS_LAYERS = 256
 """Layers a header's 8-bit index can name (K2C.WeightBus)."""
 
@@ -821,11 +827,21 @@ def check_writable(name: str, plans: Sequence[LayerPlan]) -> None:
 
 
 def build_context(
-    name: str, plans: Sequence[LayerPlan], params: dict[str, QuantizedLayer] | None = None, *, writable: bool = False
+    name: str,
+    plans: Sequence[LayerPlan],
+    params: dict[str, QuantizedLayer] | None = None,
+    *,
+    writable: bool = False,
+    readable: bool = False,
 ) -> TemplateContext:
     """Everything the templates need, computed here so the templates stay declarative.
     `params` supplies the constants generated into Weights.hs (BatchNormalization); `writable`
-    puts the weight memories on the weight port (`check_writable`)."""
+    puts the weight memories on the weight port (`check_writable`), `readable` makes that port
+    read them back (K2C.WeightReadBack)."""
+    if readable and not writable:
+        raise K2CError(
+            f"design '{name}': --readable-weights reads back the weight port's memories: add --writable-weights"
+        )
     if writable:
         check_writable(name, plans)
     fns = haskell_names([p.name for p in plans])
@@ -947,6 +963,7 @@ def build_context(
         "layer_weights": [text for _, text in layer_weights],
         "layer_modules": sorted(layer_modules(plans, params)),
         "weights_exports": (["BusLayers", "WordBeats", "HiddenWeightBus", "busTable"] if writable else [])
+        + (["readBack"] if readable else [])
         + [cast(str, e["fn"]) for e in compute]
         + ([cast(str, e["rom_fn"]) for e in compute] if writable else [])
         + [name for names, _ in layer_weights for name in names]
@@ -986,6 +1003,7 @@ def build_context(
         "input_shape_text": shape_text(first.input_shape),
         "output_shape_text": shape_text(last.output_shape),
         "writable": writable,
+        "readable": readable,
         "bus_beats": max((cast(int, e["word_beats"]) for e in compute), default=1),
     }
 
@@ -1077,12 +1095,18 @@ def fpga_script(top: str) -> str:
 
 
 def write_project(
-    root: Path, name: str, plans: Sequence[LayerPlan], params: dict[str, QuantizedLayer], *, writable: bool = False
+    root: Path,
+    name: str,
+    plans: Sequence[LayerPlan],
+    params: dict[str, QuantizedLayer],
+    *,
+    writable: bool = False,
+    readable: bool = False,
 ) -> None:
     """Render the Haskell modules, copy the blocks, write the weight memory files; `writable`:
-    the weight memories on the weight port (`build_context`)."""
+    the weight memories on the weight port, `readable`: read back through it (`build_context`)."""
     check_buildable(plans)
-    context = build_context(name, plans, params, writable=writable)
+    context = build_context(name, plans, params, writable=writable, readable=readable)
     modules = sorted(f"K2C.{source.stem}" for source in (CLASH_LIB / "K2C").glob("*.hs"))
     context["sim_blocks"] = [m for m in modules if m in SIMULATION_ONLY]
     context["blocks"] = [m for m in modules if m not in SIMULATION_ONLY]

@@ -10,6 +10,8 @@ past K are zero.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 from bitstring import Bits
 
@@ -49,6 +51,28 @@ def rom_words(plan: LayerPlan, params: QuantizedLayer) -> list[str]:
             fields.append(Bits(int=int(pe[-1]), length=b_bits).bin)
         words.append("".join(fields))
     return words
+
+
+def rom_params(plan: LayerPlan, words: Sequence[str]) -> QuantizedLayer:
+    """The raw constants a ROM of `words` ('0'/'1' strings, MSB first, as `rom_words` gives
+    them) holds: the inverse of `rom_words`, the zero padding past the filters and the window
+    dropped."""
+    assert plan.w_fmt is not None and plan.b_fmt is not None
+    w_bits, b_bits = plan.w_fmt.hw_bits, plan.b_fmt.hw_bits
+    p, ch, b, g = plan.engine_knobs.pe, plan.chunk, plan.engine_knobs.cycles, plan.groups
+    if len(words) != g * b or any(len(word) != word_bits(plan) for word in words):
+        raise ValueError(f"layer '{plan.name}': expected {g * b} words of {word_bits(plan)} bits")
+    widths = ([w_bits] * ch + [b_bits]) * p
+    table = np.zeros((g * b, p * (ch + 1)), dtype=np.int64)
+    for row, word in enumerate(words):
+        start = 0
+        for column, width in enumerate(widths):
+            table[row, column] = Bits(bin=word[start : start + width]).int
+            start += width
+    fields = table.reshape(g, b, p, ch + 1)
+    weights = fields[..., :ch].transpose(0, 2, 1, 3).reshape(g * p, b * ch)
+    bias = fields[:, 0, :, ch].reshape(g * p)
+    return QuantizedLayer(weights[: plan.filters, : plan.window].T.copy(), bias[: plan.filters].copy())
 
 
 def memfile_text(plan: LayerPlan, params: QuantizedLayer) -> str:

@@ -47,6 +47,7 @@ class ManifestExtra(TypedDict, total=False):
     precision: JsonObject  # the formats (`ResolvedFormats.to_json`) and the parameters' saturation
     design: JsonObject  # resources and timing (`hw.summary.design_summary`)
     writable_weights: bool  # the weight memories are on the weight port (K2C.WeightBus)
+    readable_weights: bool  # the weight port reads them back too (K2C.WeightReadBack)
 
 
 class ManifestBody(ManifestExtra):
@@ -74,6 +75,7 @@ class Project:
     plans: list[LayerPlan]
     params: dict[str, QuantizedLayer]
     writable_weights: bool = False  # the weight memories are on the weight port (K2C.WeightBus)
+    readable_weights: bool = False  # the weight port reads them back too (K2C.WeightReadBack)
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -225,4 +227,5 @@ def load_project(root: Path | str) -> Project:
         plans=plans,
         params=params,
         writable_weights=bool(written.get("writable_weights", False)),
+        readable_weights=bool(written.get("readable_weights", False)),
     )

@@ -143,6 +143,7 @@ ForceOutDir = Annotated[bool, _force("Replace a non-empty --out-dir.")]
 ForceReports = Annotated[bool, _force("Replace existing --json/--markdown files.")]
 ForceTables = Annotated[bool, _force("Replace existing --json/--csv files.")]
 ForcePlot = Annotated[bool, _force("Replace an existing --plot file.")]
+ForceOut = Annotated[bool, _force("Replace an existing --out file.")]
 ForceOutFile = Annotated[bool, _force("Replace an existing --out file.")]
 ForcePnr = Annotated[bool, _force("Replace PROJECT/pnr/FPGA and existing --json/--markdown files.")]
 ComparisonJson = Annotated[Path | None, _json("Also write the comparison as JSON.")]
@@ -202,6 +203,14 @@ WritableWeights = Annotated[
         "initialised from the weight files); every dense/conv layer must use the resource strategy.",
     ),
 ]
+ReadableWeights = Annotated[
+    bool,
+    typer.Option(
+        "--readable-weights",
+        help="With --writable-weights: the s_axis_weights port also takes read messages, answered on the "
+        "m_axis_weights port from a copy of each weight memory (as much block RAM again).",
+    ),
+]
 
 # --- the co-design search -------------------------------------------------------------------
 
@@ -230,6 +239,7 @@ def design_options(
     hls4ml_config: Path | None = None,
     weights: Path | None = None,
     writable_weights: bool = False,
+    readable_weights: bool = False,
 ) -> DesignOptions:
     """The design the options state (None: the option is not given, its default holds); the
     record checks every value (`design.DesignOptions`)."""
@@ -250,6 +260,7 @@ def design_options(
         hls4ml_config=hls4ml_config,
         weights=weights,
         writable_weights=writable_weights,
+        readable_weights=readable_weights,
     )
 
 
@@ -290,6 +301,7 @@ KNOBS = (
     _knob("weight_format", WeightFormat, DEFAULT_WEIGHT_FORMAT),
     _knob("lanes", Lanes),
     _knob("writable_weights", WritableWeights, False),
+    _knob("readable_weights", ReadableWeights, False),
 )
 """Every design knob as a command parameter, named as `design_options`' keyword, in the
 order `--help` lists them."""
@@ -353,6 +365,7 @@ debug_design_knobs = DesignParams(
             "hls4ml_config",
             "lanes",
             "writable_weights",
+            "readable_weights",
         ),
         format=DebugFormat,
         weight_format=DebugWeightFormat,

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -505,7 +506,7 @@ def render(result: RtlResult, console, all_rows: bool = False) -> None:
     if result.gap_max:
         title += f", random gaps/stalls up to {result.gap_max}"
     table = Table(title=title)
-    for name, justify in (
+    columns: tuple[tuple[str, Literal["left", "right"]], ...] = (
         ("sample", "right"),
         ("result", "left"),
         ("class", "right"),
@@ -513,7 +514,8 @@ def render(result: RtlResult, console, all_rows: bool = False) -> None:
         ("output", "right"),
         ("latency", "right"),
         ("expected vs got", "left"),
-    ):
+    )
+    for name, justify in columns:
         table.add_column(name, justify=justify)
     shown = [s for s in result.samples if all_rows or len(result.samples) <= ALL_ROWS_UP_TO or not s.passed]
     for s in shown[:200]:

@@ -11,12 +11,13 @@ from __future__ import annotations
 import subprocess
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from keras2clash import procs
+from keras2clash.backend.weightbus import WeightMessage
 from keras2clash.errors import K2CError
 
 
@@ -26,6 +27,8 @@ class SimResult:
     output_cycle: np.ndarray  # (N,)
     classes: np.ndarray | None  # (N,) argmax computed by the hardware; None: the output has no class
     outputs: np.ndarray  # (N, n_out) raw integers, the output tensor row-major
+    answers: tuple[tuple[int, ...], ...] = ()  # each read's answer on the weight port, its 32-bit beats
+    answer_cycle: tuple[int, ...] = ()  # the cycle each answer's last beat moved
 
     @property
     def latency(self) -> np.ndarray:
@@ -53,14 +56,21 @@ def samples(x_raw: RawInputs) -> int:
     return len(x_raw) if isinstance(x_raw, np.ndarray) else len(x_raw[0])
 
 
-Messages = Mapping[int, Sequence[Sequence[int]]]
+Messages = Mapping[int, Sequence[Sequence[int] | WeightMessage]]
 """Weight messages (`backend.weightbus`) to send before given samples: sample index -> each
-message's beats, the header first."""
+message, or its beats (the header first: a message the simulation does not wait the answer of)."""
+
+
+def _message_line(message: Sequence[int] | WeightMessage) -> str:
+    """A weight message's stdin line: `r` for a read the harness waits the answer of, else `w`."""
+    if isinstance(message, WeightMessage):
+        return ("r " if message.answer_beats else "w ") + " ".join(map(str, message.beats))
+    return "w " + " ".join(map(str, message))
 
 
 def _format_input(x_raw: RawInputs, messages: Messages | None = None) -> str:
     """`N`, then a line per sample: every input's raw integers, input after input (K2C.Sim);
-    before sample `i`, a line `w b_0 b_1 ...` per weight message of `messages[i]`."""
+    before sample `i`, a line `w b_0 b_1 ...` (or `r ...`) per weight message of `messages[i]`."""
     arrays = [x_raw] if isinstance(x_raw, np.ndarray) else list(x_raw)
     n = samples(x_raw)
     rows = np.concatenate([np.asarray(a).reshape(n, -1) for a in arrays], axis=1)
@@ -69,7 +79,7 @@ def _format_input(x_raw: RawInputs, messages: Messages | None = None) -> str:
         raise K2CError(f"weight messages before sample(s) {sorted(messages)}: there are {n} samples")
     lines = [str(n)]
     for i, row in enumerate(rows.tolist()):
-        lines.extend("w " + " ".join(map(str, beats)) for beats in messages.get(i, ()))
+        lines.extend(_message_line(message) for message in messages.get(i, ()))
         lines.append(" ".join(map(str, row)))
     return "\n".join(lines) + "\n"
 
@@ -92,9 +102,15 @@ def run_simulator(
 
     `progress(k)` is called as outputs arrive, so long runs can show a progress bar.
     """
-    rows = _simulator_rows(exe, project, x_raw, len(x_raw), extra_args, progress, messages)
+    answers: list[list[int]] = []
+    rows = _simulator_rows(exe, project, x_raw, len(x_raw), extra_args, progress, messages, answers)
     table = np.array(rows, dtype=np.int64)
-    return _result(table, n_out, classifies)
+    result = _result(table, n_out, classifies)
+    return replace(
+        result,
+        answers=tuple(tuple(answer[1:]) for answer in answers),
+        answer_cycle=tuple(answer[0] for answer in answers),
+    )
 
 
 def run_simulator_heads(
@@ -135,10 +151,16 @@ def _simulator_rows(
     extra_args: list[str] | None,
     progress: Callable[[int], None] | None,
     messages: Messages | None = None,
+    answers: list[list[int]] | None = None,
 ) -> list[list[int]]:
-    """The simulator's output lines as integers: `lines` of them, or one clear error."""
+    """The simulator's output lines as integers: `lines` of them, or one clear error. The
+    lines of read answers (`r cycle beats...`) go to `answers`, the cycle first."""
     rows: list[list[int]] = []
     for line in simulator_lines(exe, project, _format_input(x_raw, messages), extra_args or []):
+        if line.startswith("r "):
+            if answers is not None:
+                answers.append([int(v) for v in line.split()[1:]])
+            continue
         rows.append([int(v) for v in line.split()])
         if progress is not None:
             progress(len(rows))

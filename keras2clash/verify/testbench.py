@@ -60,6 +60,8 @@ OUT_SEED_XOR = 0x5BD1E995
 """splitmix64's constants (K2C.Sim's); the m_axis_tready stalls draw from seed ^ OUT_SEED_XOR."""
 WEIGHT_SEED_XOR = 0x2F7A1C3D
 """The weight beats' idle cycles draw from seed ^ WEIGHT_SEED_XOR (K2C.Sim.weightSeedXor)."""
+ANSWER_SEED_XOR = 0x61C88647
+"""The m_axis_weights_tready stalls draw from seed ^ ANSWER_SEED_XOR (K2C.Sim.answerSeedXor)."""
 DRAIN_CYCLES = 64
 """Cycles the testbench keeps running after the last expected output, watching for extras."""
 
@@ -83,6 +85,8 @@ class TbSpec:
     weight_port: bool = False  # the design has the weight port (--writable-weights, K2C.WeightBus)
     reload_at: int = -1  # the image the weights.hex messages are sent before (-1: none)
     weight_beats: int = 0  # beats in weights.hex
+    read_port: bool = False  # the weight port reads back, on m_axis_weights_* (--readable-weights)
+    answer_beats: int = 0  # beats in answers.hex: the read answers due on m_axis_weights_*
 
     @property
     def out_width(self) -> int:
@@ -186,6 +190,7 @@ def spec_for(project: Project, samples: int, gap_max: int, seed: int) -> TbSpec:
         max_cycles=cycle_budget(project, samples, gap_max),
         out_beats=project.output_beats,
         weight_port=project.writable_weights,
+        read_port=project.readable_weights,
     )
 
 
@@ -204,12 +209,14 @@ class Testbench:
 @dataclass(frozen=True)
 class Reload:
     """A weight reload in a testbench run: the weight port's messages (`backend.weightbus`)
-    sent before image `at`, after the outputs of the images before it, and the golden model's
-    constants they load (`params`), which the images from `at` on are checked against."""
+    sent before image `at`, after the outputs of the images before it, the golden model's
+    constants they load (`params`), which the images from `at` on are checked against, and
+    the answers the reads among the messages must get, in order (each its 32-bit beats)."""
 
     at: int
     messages: tuple[WeightMessage, ...]
     params: Mapping[str, QuantizedLayer]
+    answers: tuple[tuple[int, ...], ...] = ()
 
 
 def prepare(project: Project, data: str | Path, limit: int | None, reload: Reload | None = None):
@@ -255,16 +262,30 @@ def write_testbench(
         )
     if reload is not None and not project.writable_weights:
         raise K2CError(f"design '{project.name}' has no weight port; emit it with --writable-weights to reload weights")
+    if reload is not None and reload.answers and not project.readable_weights:
+        raise K2CError(
+            f"design '{project.name}' does not read its weights back; emit it with --readable-weights to check read answers"
+        )
     dataset, x_raw, expected, classes = prepare(project, data, limit, reload)
     spec = spec_for(project, len(dataset), gap_max, seed)
     beats = [b for m in reload.messages for b in _with_tlast(m.beats)] if reload is not None else []
+    answers = [b for a in reload.answers for b in _with_tlast(a)] if reload is not None else []
     if reload is not None:
-        spec = replace(spec, reload_at=reload.at, weight_beats=len(beats), max_cycles=spec.max_cycles + 4 * len(beats))
+        stalls = 2 * (gap_max + 1) * len(answers)  # each answer beat stalled, a load cycle a word
+        spec = replace(
+            spec,
+            reload_at=reload.at,
+            weight_beats=len(beats),
+            answer_beats=len(answers),
+            max_cycles=spec.max_cycles + 4 * len(beats) + stalls,
+        )
     target = project.root / TB_DIR
     with atomic_directory(target, force=True) as tmp:
         _write_files(tmp, spec, x_raw, expected, classes, dataset.y, dataset.task)
         if beats:
             (tmp / "weights.hex").write_text("".join(f"{beat:09x}\n" for beat in beats))
+        if answers:
+            (tmp / "answers.hex").write_text("".join(f"{beat:09x}\n" for beat in answers))
     return Testbench(target, spec, x_raw, expected, classes, dataset.y)
 
 
@@ -406,6 +427,7 @@ def tb_context(spec: TbSpec) -> dict:
         "mix2": MIX2,
         "out_seed_xor": OUT_SEED_XOR,
         "weight_seed_xor": WEIGHT_SEED_XOR,
+        "answer_seed_xor": ANSWER_SEED_XOR,
     }
 
 
