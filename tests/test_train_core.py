@@ -223,6 +223,32 @@ def test_core_refuses_formats_wider_than_the_host_words() -> None:
         TrainCore(GoldenTrainer(net, Sgd(), [wide, LayerFormats()]), (1, 1))
 
 
+def test_block_ram_model_counts_what_yosys_maps_and_refuses_a_core_too_big_for_the_part() -> None:
+    from keras2clash.frontend.convert import load_keras_model, to_graph
+    from keras2clash.train.net import train_net
+
+    net = train_net(to_graph(load_keras_model(EXAMPLE / "digits28.keras")))
+    core = TrainCore(GoldenTrainer(net, Sgd(2.0**-7)), (14, 8, 5))
+    # synth_ecp5 of this core: 84 + 8 + 3 DP16KD for the weights (2Kx9, 1Kx18, 512x36), one for
+    # the first layer's 784 inputs, one a slice of the softmax table; the rest in LUT RAM
+    assert [(m.name, m.block_rams) for m in core.memories if m.block_rams] == [
+        ("hidden_1's input", 1),
+        ("hidden_1's weights", 84),
+        ("hidden_2's weights", 8),
+        ("classes's weights", 3),
+        ("classes's softmax table", 1),
+        ("classes's softmax table", 1),
+        ("classes's softmax table", 1),
+    ]
+    assert core.block_rams == 99
+    assert TrainCore(GoldenTrainer(net, Sgd(2.0**-7)), (7, 4, 2)).block_rams == 90  # synth_ecp5: 90
+    core.check_block_rams(208, "LFE5U-85F")
+    batched = TrainCore(GoldenTrainer(net, Sgd(2.0**-7, 0.0, 2)), (14, 8, 5))
+    assert batched.block_rams == 296  # 37-bit exact sums beside the 18-bit weights
+    with pytest.raises(K2CError, match=r"296 DP16KD \(hidden_1's weight gradient sums 174, .* LFE5U-85F's 208"):
+        batched.check_block_rams(208, "LFE5U-85F")
+
+
 def test_host_reads_writes_and_infers_between_steps(tmp_path: Path) -> None:
     """The host's messages mixed: the weights read before and after training steps, new weights
     written and read back, inference and training on them; each answer as the golden trainer
@@ -307,6 +333,10 @@ def test_train_command_writes_and_checks_a_core(tmp_path: Path, capsys) -> None:
     assert not (tmp_path / "c2").exists()
     code, text = run_cli([*args, "--parallelism", "2,2"], capsys)
     assert code == 2 and "give --core FOLDER" in text
+    big = ["train", EXAMPLE / "digits28.keras", "--data", EXAMPLE / "train_digits28.npz", "--epochs", "0"]
+    code, text = run_cli([*big, "--batch", "2", "--core", tmp_path / "c3", "--dsp-budget", "ecp5-85k"], capsys)
+    assert code == 2 and "DP16KD (hidden_1's weight gradient sums" in text and "LFE5U-85F's 208" in text, text
+    assert not (tmp_path / "c3").exists()
 
 
 def test_digits8_core_in_verilator_reads_the_golden_weights_after_each_of_200_steps(tmp_path: Path) -> None:

@@ -81,6 +81,20 @@ class ActivationCode:
 
 BLOCK_RAM_MODES = ((512, 36), (1024, 18), (2048, 9), (4096, 4), (8192, 2), (16384, 1))
 """A block RAM's shapes (words, bits): ECP5's DP16KD (18 Kbit; 36 bits as PDPW16KD)."""
+LUT_RAM_WORDS = 16
+"""A memory with a write port of at most this many words is built from LUT RAM (TRELLIS_DPR16X4)
+by yosys' `synth_ecp5`, not from block RAM."""
+
+
+def block_rams(words: int, bits: int, rom: bool = False) -> int:
+    """DP16KD blocks of a memory of `words` words of `bits` bits as `synth_ecp5` maps it: none
+    for a shallow RAM (`LUT_RAM_WORDS`; a ROM goes to block RAM whatever its depth, as `pnr`
+    asks), else the fewest blocks of one shape side by side and one above the other, the 36-bit
+    shape only for a memory one block deep (measured: the training core of 784-98-64-10 at
+    `pe` 14,8,5 and 7,4,2, 99 and 90 DP16KD, every memory as counted here)."""
+    if not rom and words <= LUT_RAM_WORDS:
+        return 0
+    return min(-(-bits // w) * -(-words // d) for d, w in BLOCK_RAM_MODES if w < BLOCK_RAM_MODES[0][1] or words <= d)
 
 
 def table_slices(entries: int, bits: int) -> tuple[int, ...]:

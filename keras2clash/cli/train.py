@@ -13,7 +13,7 @@ from keras2clash.backend.emitter import hdl_name
 from keras2clash.cli import params
 from keras2clash.cli.common import app, check_reports, err
 from keras2clash.errors import K2CError
-from keras2clash.fpga.devices import multiplier_budget
+from keras2clash.fpga.devices import DEVICES, multiplier_budget
 from keras2clash.fsutil import write_output_file
 from keras2clash.quant.formats import parse_format
 from keras2clash.train.golden import LayerFormats, Sgd
@@ -119,6 +119,7 @@ def train(
             hdl_name(model.stem) + "_train",
             parallelism=_parallelism(parallelism) if parallelism else None,
             dsp_budget=multiplier_budget(dsp_budget) if dsp_budget else None,
+            device=DEVICES.get(dsp_budget.strip().lower()) if dsp_budget else None,
             steps=core_steps,
             force=force,
         )
@@ -168,7 +169,7 @@ def train(
         c = result.core
         line = (
             f"training core: {c['project']}, parallelism {','.join(map(str, c['parallelism']))} "  # type: ignore[call-overload]
-            f"({c['multipliers']} multipliers), {c['step_cycles']:,} cycles a step"
+            f"({c['multipliers']} multipliers, {c['block_rams']} DP16KD), {c['step_cycles']:,} cycles a step"
         )
         if "checked_steps" in c:
             exact = "bit-exact" if c["bit_exact"] else "DIFFERS: " + "; ".join(c["mismatches"])  # type: ignore[arg-type]

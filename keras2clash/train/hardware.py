@@ -13,7 +13,7 @@ from typing import ClassVar
 import numpy as np
 from bitstring import Bits
 
-from keras2clash.backend.activations import ActivationCode
+from keras2clash.backend.activations import ActivationCode, block_rams, table_slices
 from keras2clash.backend.emitter import haskell_names
 from keras2clash.errors import K2CError
 from keras2clash.hw.events import tree_depth
@@ -292,6 +292,43 @@ class LayerCore:
     def unpack_biases(self, words: Sequence[Sequence[int]]) -> np.ndarray:
         return np.asarray(words, dtype=np.int64).reshape(-1)[: self.n_out]
 
+    @property
+    def memories(self) -> list[Memory]:
+        """K2C.Train's memories of the layer: its input words, weights, biases and gradients,
+        the velocities (momentum) and the gradient sums (batch), in the weights' layout."""
+        g, pe, n = self.groups, self.pe, self.ops
+        out = [
+            Memory(f"{self.name}'s input", self.in_words, self.pin * self.x.bits),
+            Memory(f"{self.name}'s weights", n, pe * self.f.w.bits),
+            Memory(f"{self.name}'s biases", g, pe * self.f.b.bits),
+            Memory(f"{self.name}'s gradients", g, pe * self.f.g.bits),
+        ]
+        if self.momentum is not None:
+            out += [
+                Memory(f"{self.name}'s weight velocities", n, pe * self.f.v.bits),
+                Memory(f"{self.name}'s bias velocities", g, pe * self.f.v.bits),
+            ]
+        if self.batch > 1:
+            out += [
+                Memory(f"{self.name}'s weight gradient sums", n, pe * self.xd_bits),
+                Memory(f"{self.name}'s bias gradient sums", g, pe * self.d_bits),
+            ]
+        return out
+
+
+@dataclass(frozen=True)
+class Memory:
+    """One of the core's memories: what it holds, its words and their bits, a table or not."""
+
+    name: str
+    words: int
+    bits: int
+    rom: bool = False
+
+    @property
+    def block_rams(self) -> int:
+        return block_rams(self.words, self.bits, self.rom)
+
 
 def table_code(name: str, activation: str, fi: FixedFormat, fo: FixedFormat, n: int) -> ActivationCode:
     """A tanh / sigmoid table (a -> a) or the output's softmax table (a -> g): the inference
@@ -486,6 +523,40 @@ class TrainCore:
     @property
     def multipliers(self) -> int:
         return sum(layer.multipliers for layer in self.layers)
+
+    @property
+    def memories(self) -> list[Memory]:
+        """Every layer's memories, then the tables (tanh / sigmoid, the softmax's exponentials),
+        each table slice a memory of its own (`table_slices`)."""
+        out = [m for layer in self.layers for m in layer.memories]
+        tables: list[tuple[str, int, int]] = []
+        for layer in self.layers:
+            if layer.activation in ("tanh", "sigmoid"):
+                t = acts.table(layer.activation, layer.f.a, layer.f.a)
+                tables.append((f"{layer.name}'s {layer.activation} table", len(t.values), layer.f.a.bits))
+        if isinstance(self.loss, CrossEntropyLoss):
+            last = self.layers[-1]
+            exp = acts.softmax_table(last.f.a, last.f.g, self.classes)
+            tables.append((f"{last.name}'s softmax table", len(exp.values), exp.frac + 2))
+        for name, words, bits in tables:
+            out += [Memory(name, words, w, rom=True) for w in table_slices(words, bits)]
+        return out
+
+    @property
+    def block_rams(self) -> int:
+        """DP16KD blocks of the core's memories as yosys maps them (`Memory.block_rams`)."""
+        return sum(m.block_rams for m in self.memories)
+
+    def check_block_rams(self, available: int, part: str) -> None:
+        """Refuse a core whose memories take more block RAM than `part` has, naming the largest."""
+        used = self.block_rams
+        if used > available:
+            big = sorted(self.memories, key=lambda m: -m.block_rams)[:3]
+            parts = ", ".join(f"{m.name} {m.block_rams}" for m in big if m.block_rams)
+            raise K2CError(
+                f"training core: its memories take {used} DP16KD ({parts}), more than the {part}'s "
+                f"{available} (narrower formats, batch 1 or no momentum take fewer)"
+            )
 
     def step_cycles(self) -> int:
         """Cycles of one training step, from its command word taken to the core taking the next

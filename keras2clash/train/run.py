@@ -18,6 +18,7 @@ import numpy as np
 
 from keras2clash.data import read_npz
 from keras2clash.errors import K2CError
+from keras2clash.fpga.devices import Device
 from keras2clash.frontend.convert import load_keras_model, to_graph
 from keras2clash.quant.formats import parse_format
 from keras2clash.train.core import check_core, write_core
@@ -84,12 +85,13 @@ class CoreRequest:
     """A training core to write beside the run (`train --core`): its folder and name, its
     outputs a cycle per layer (`parallelism`, or the shortest step within `dsp_budget`
     multipliers), and how many of the first epoch's steps to simulate against the golden
-    trainer."""
+    trainer; `device`, the part whose block RAM it must fit (`--dsp-budget DEVICE`)."""
 
     out: Path
     name: str
     parallelism: tuple[int, ...] | None = None
     dsp_budget: int | None = None
+    device: Device | None = None
     steps: int = 0
     force: bool = False
 
@@ -112,6 +114,8 @@ def build_core(
     else:
         pes = tuple(1 for _ in net.layers)
     core = TrainCore(fresh, pes)
+    if request.device is not None:
+        core.check_block_rams(request.device.block_rams, request.device.part)
     if progress is not None:
         progress(f"writing the training core to {request.out}")
     project = write_core(core, request.out, request.name, force=request.force)
@@ -119,6 +123,7 @@ def build_core(
         "project": str(project),
         "parallelism": list(pes),
         "multipliers": core.multipliers,
+        "block_rams": core.block_rams,
         "step_cycles": core.step_cycles(),
         "answer_cycles": core.answer_cycle(),
     }
