@@ -201,7 +201,7 @@ data Events = Events Bool Bool Bool (Maybe Command) Bool Bool
 
 -- | The controller's state: the phase, the loop's counters and the weight address; in a
 -- transfer the lane of the word, whether it is in the biases, how far the word read is (its
--- address set, its data out of the block RAM, registered).
+-- address set, its data out of the block RAM, out of its bank's register, registered).
 data Ctl nIn nInW pin g pe nOut = Ctl
   { phase   :: Phase
   , filled  :: Index nInW
@@ -215,7 +215,7 @@ data Ctl nIn nInW pin g pe nOut = Ctl
   , drained :: Index 16
   , lane    :: Index pe
   , inBias  :: Bool
-  , primed  :: Index 3
+  , primed  :: Index 4
   }
   deriving (Generic, NFDataX)
 
@@ -356,10 +356,10 @@ trainLayer arith activate deriv weightBanks biasBanks update host start input gr
     -- order (the weights, then the biases), the outputs past the layer's skipped
     loading = (== Load) . phase <$> ctl
     loadIn = mux loading (hostValue host) (pure Nothing)
-    -- a value read leaves from a register, its word's data registered as it leaves the block
-    -- RAM (before the lane's multiplexer): a word's first value is there three cycles after
+    -- a value read leaves from a register, its word's data registered once more after the
+    -- banks' multiplexer (before the lane's): a word's first value is there four cycles after
     -- its address, each next the cycle after the one before was taken
-    readData = bundle (weights, biases)
+    readData = register (repeat 0, repeat 0) (bundle (weights, biases))
     readOut = register Nothing (mux taken (pure Nothing) (readOf <$> ctl <*> (fst <$> readData) <*> (snd <$> readData)))
     readOf c ws bs
       | phase c == Read && primed c == maxBound = Just (if inBias c then resize (bs !! lane c) else resize (ws !! lane c), lastValue c)
