@@ -31,9 +31,8 @@ golden trainer's @requantize_to@. With @x@ the layer's input (the previous layer
 A layer of @nIn@ inputs and @g@ groups of @pe@ outputs keeps its weights in a memory of
 @nIn * g@ words of @pe@ weights ('bankedRam': in banks a block RAM deep), word @k * g + j@
 the weights of input @k@ to group @j@ (outputs past the layer's are zero), its biases in @g@
-words, its input in a block RAM of
-words of @pin@ values (as the previous layer writes them, one group a word), and the
-gradient of its output in @g@ words. @pe@ multipliers serve both directions (the input
+words, its input in a block RAM of words of @pin@ values (as the previous layer writes them,
+one group a word), and the gradient of its output in @g@ words. @pe@ multipliers serve both directions (the input
 forward, the gradient backward, each times a weight) and @pe@ more the update's @x d@.
 
 The layer's phases: 'Fill' (input words arrive), 'Fwd' (one word of weights a cycle, group
@@ -483,9 +482,10 @@ data MomentumArith = MomentumArith
 -- | SGD with momentum (Keras' SGD): each word's velocities in a block RAM of their own
 -- (@vb@ bits, initially the files', 'bankedRam'), read as the backward products arrive; the
 -- exact velocities in @vu@ bits, the new weights in @nu@. Cycles: the reads (1), their data
--- registered as they leave the block RAMs (2), chosen and registered (3), the exact velocities
--- (4), rounded (5) and written, the new weights' exact values (6), rounded (7) and written. @pe@ products @m v@ a lane for the weights and @pe@
--- for the biases (none when @m@ is a power of two).
+-- registered as they leave the block RAMs (2), chosen and registered (3), the exact
+-- velocities (4), rounded (5) and written, the new weights' exact values (6), rounded (7) and
+-- written. @pe@ products @m v@ a lane for the weights and @pe@ for the biases (none when @m@
+-- is a power of two).
 momentum
   :: forall vb vu nu n g pe wb bb xd gb wnb wbd bnb bbd dom
    . ( HiddenClockResetEnable dom, KnownNat vb, KnownNat vu, KnownNat nu, KnownNat n, 1 <= n, KnownNat g
@@ -525,10 +525,11 @@ momentum arith m wVelBanks bVelBanks = Update 7 writes
 
 -- | Gradients summed over a batch: each word's sums of @x d@ (and its biases' of @d@) in a block
 -- RAM of their own (@au@ and @bau@ bits, initially the files', 'bankedRam'), read as the
--- backward products arrive. A sample that does not update (@updating@ low: 'AccumulateCmd') adds its products to
--- them; one that does (the batch's last) gives the sums with its own products to the update
--- @inner@ and sets them back to zero. Cycles: the reads (1), their data registered as they
--- leave the block RAMs (2), chosen and registered (3), the sums (4), then @inner@'s.
+-- backward products arrive. A sample that does not update (@updating@ low: 'AccumulateCmd')
+-- adds its products to them; one that does (the batch's last) gives the sums with its own
+-- products to the update @inner@ and sets them back to zero. Cycles: the reads (1), their data
+-- registered as they leave the block RAMs (2), chosen and registered (3), the sums (4), then
+-- @inner@'s.
 batched
   :: forall au bau n g pe wb bb xd gb wnb wbd bnb bbd dom
    . ( HiddenClockResetEnable dom, KnownNat au, KnownNat bau, KnownNat n, 1 <= n, KnownNat g, 1 <= g
