@@ -671,6 +671,38 @@ def test_ff_queues_builds_the_shallow_queues_from_flip_flops(tmp_path: Path, wor
     assert len(_cells(netlist, "queues", "TRELLIS_DPR16X4")) == lut_rams
 
 
+WEIGHT_RAM = """
+module weights(input clk, input we, input [8:0] wa, input [8:0] ra, input [35:0] d, output reg [35:0] q2);
+  reg [35:0] ram [0:511];
+  reg [35:0] q;
+  always @(posedge clk) begin
+    if (we) ram[wa] <= d;
+    q <= ram[ra];
+  end
+  always @(posedge clk) q2 <= q;
+endmodule
+"""
+
+
+@pytest.mark.parametrize(("rw_dont_care", "flip_flops", "folded"), [(False, 119, 0), (True, 36, 1)])
+def test_rw_dont_care_leaves_a_block_ram_read_bare_for_its_output_register(
+    tmp_path: Path, rw_dont_care, flip_flops, folded
+) -> None:
+    """A read-before-write RAM (as Clash writes `blockRam`): yosys keeps the order by delaying the
+    write (36 data, 9 address, 1 enable flip-flops) and choosing the written data after the
+    block RAM (a flag and a multiplexer), so the register after the read is not right after the
+    block. With `rw_dont_care` (the training core's synthesis) neither is built, and the register
+    after the read moves into the block RAM's output register."""
+    from keras2clash.fpga.bramregs import fold_netlist
+
+    script = DEVICES["ecp5-85k"].synth_script("weights", "d.json", rw_dont_care=rw_dont_care)
+    assert script.startswith("setattr -set no_rw_check 1 m:*; synth_ecp5") == rw_dont_care
+    netlist = _synth_ecp5(tmp_path, WEIGHT_RAM, "weights", script)
+    assert len(_cells(netlist, "weights", "DP16KD")) == 1
+    assert len(_cells(netlist, "weights", "TRELLIS_FF")) == flip_flops
+    assert fold_netlist(netlist, "weights").ports_folded == folded
+
+
 def test_dsp_registers_fold_and_the_netlist_computes_the_same(tmp_path: Path) -> None:
     """The registered multiply-accumulate keeps its fabric registers after synth_ecp5; the pass
     moves operand and product registers into the MULT18X18D, and 2,000 cycles of random inputs

@@ -130,15 +130,16 @@ def test_core_refusals_name_the_setting(sgd, loss, pes, message) -> None:
 def test_momentum_core_trains_as_the_golden_trainer_with_its_velocities(tmp_path: Path) -> None:
     """Momentum 0.9 (a constant: four multipliers a lane) and a learning rate that is not a power
     of two: every weight and bias after each of 24 steps as the golden trainer's, whose
-    velocities move them; the update's four more cycles end a step four cycles later."""
+    velocities move them; the update's five more cycles end a step five cycles later."""
     net = _net([5, 6, 4, 3], ["tanh", "relu"], 3)
     f, x_format = SMALL, SMALL_X
     core = TrainCore(GoldenTrainer(net, Sgd(learning_rate=0.3, momentum=0.9), [f] * 3, x_format=x_format), (2, 3, 2))
     plain = TrainCore(GoldenTrainer(net, Sgd(learning_rate=0.3), [f] * 3, x_format=x_format), (2, 3, 2))
     assert core.multipliers == 4 * (2 + 3 + 2) and plain.multipliers == 2 * (2 + 3 + 2)
-    assert core.step_cycles() == plain.step_cycles() + 4
+    assert core.step_cycles() == plain.step_cycles() + 5
     project = write_core(core, tmp_path / "core", "momentum")
-    assert (project / "weights" / "dense_0.vw.mem").read_text().splitlines() == ["0" * 28] * 5 * 3
+    # 5 inputs x 3 groups, a bank of 16 words
+    assert (project / "weights" / "dense_0.vw.mem").read_text().splitlines() == ["0" * 28] * 16
     rng = np.random.default_rng(1)
     x, labels = rng.uniform(-3, 3, (24, 5)), rng.integers(0, 3, 24)
     check = check_core(core, project, x, labels)
@@ -225,27 +226,30 @@ def test_core_refuses_formats_wider_than_the_host_words() -> None:
 
 def test_block_ram_model_counts_what_yosys_maps_and_refuses_a_core_too_big_for_the_part() -> None:
     from keras2clash.frontend.convert import load_keras_model, to_graph
+    from keras2clash.train.hardware import banks
     from keras2clash.train.net import train_net
 
     net = train_net(to_graph(load_keras_model(EXAMPLE / "digits28.keras")))
     core = TrainCore(GoldenTrainer(net, Sgd(2.0**-7)), (14, 8, 5))
-    # synth_ecp5 of this core: 84 + 8 + 3 DP16KD for the weights (2Kx9, 1Kx18, 512x36), one for
-    # the first layer's 784 inputs, one a slice of the softmax table; the rest in LUT RAM
+    # synth_ecp5 of this core: the first layer's 5,488 weight words in 11 banks of 512, each
+    # 7 blocks of 36 bits; 8 and 3 blocks for the others' (1Kx18, 512x36); one for the first
+    # layer's 784 inputs, one a slice of the softmax table; the rest in LUT RAM
+    assert banks(5488, 14 * 18) == (11, 512)
     assert [(m.name, m.block_rams) for m in core.memories if m.block_rams] == [
         ("hidden_1's input", 1),
-        ("hidden_1's weights", 84),
+        ("hidden_1's weights", 77),
         ("hidden_2's weights", 8),
         ("classes's weights", 3),
         ("classes's softmax table", 1),
         ("classes's softmax table", 1),
         ("classes's softmax table", 1),
     ]
-    assert core.block_rams == 99
+    assert core.block_rams == 92
     assert TrainCore(GoldenTrainer(net, Sgd(2.0**-7)), (7, 4, 2)).block_rams == 90  # synth_ecp5: 90
     core.check_block_rams(208, "LFE5U-85F")
     batched = TrainCore(GoldenTrainer(net, Sgd(2.0**-7, 0.0, 2)), (14, 8, 5))
-    assert batched.block_rams == 296  # 37-bit exact sums beside the 18-bit weights
-    with pytest.raises(K2CError, match=r"296 DP16KD \(hidden_1's weight gradient sums 174, .* LFE5U-85F's 208"):
+    assert batched.block_rams == 280  # 37-bit exact sums beside the 18-bit weights
+    with pytest.raises(K2CError, match=r"280 DP16KD \(hidden_1's weight gradient sums 165, .* LFE5U-85F's 208"):
         batched.check_block_rams(208, "LFE5U-85F")
 
 

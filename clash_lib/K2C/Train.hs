@@ -28,11 +28,11 @@ golden trainer's @requantize_to@. With @x@ the layer's input (the previous layer
 
 = Hardware
 
-A layer of @nIn@ inputs and @g@ groups of @pe@ outputs keeps its weights in one block RAM
-of @nIn * g@ words of @pe@ weights, word @k * g + j@ the weights of input @k@ to group @j@
-(outputs past the layer's are zero), its biases in @g@ words, its input in a block RAM of
-words of @pin@ values (as the previous layer writes them, one group a word), and the
-gradient of its output in @g@ words. @pe@ multipliers serve both directions (the input
+A layer of @nIn@ inputs and @g@ groups of @pe@ outputs keeps its weights in a memory of
+@nIn * g@ words of @pe@ weights ('bankedRam': in banks a block RAM deep), word @k * g + j@
+the weights of input @k@ to group @j@ (outputs past the layer's are zero), its biases in @g@
+words, its input in a block RAM of words of @pin@ values (as the previous layer writes them,
+one group a word), and the gradient of its output in @g@ words. @pe@ multipliers serve both directions (the input
 forward, the gradient backward, each times a weight) and @pe@ more the update's @x d@.
 
 The layer's phases: 'Fill' (input words arrive), 'Fwd' (one word of weights a cycle, group
@@ -76,6 +76,8 @@ module K2C.Train
   , momentum
   , batched
   , LossLatency
+  , Banks (..)
+  , bankedRam
   ) where
 
 import Clash.Prelude
@@ -198,7 +200,7 @@ data Events = Events Bool Bool Bool (Maybe Command) Bool Bool
 
 -- | The controller's state: the phase, the loop's counters and the weight address; in a
 -- transfer the lane of the word, whether it is in the biases, how far the word read is (its
--- address set, its data out of the block RAM, registered).
+-- address set, its data out of the block RAM, out of its bank's register, registered).
 data Ctl nIn nInW pin g pe nOut = Ctl
   { phase   :: Phase
   , filled  :: Index nInW
@@ -212,7 +214,7 @@ data Ctl nIn nInW pin g pe nOut = Ctl
   , drained :: Index 16
   , lane    :: Index pe
   , inBias  :: Bool
-  , primed  :: Index 3
+  , primed  :: Index 4
   }
   deriving (Generic, NFDataX)
 
@@ -239,8 +241,9 @@ data TrainLayerOut dom g pe nIn gpb ab wb bb = TrainLayerOut
 -- derivative (@bu@ itself where the derivative is a choice, not a product). @update@: the
 -- rule that writes the new weights ('sgd', 'momentum').
 trainLayer
-  :: forall nIn nInW pin g pe nOut xb wb bb ab gb gpb fu bu du dom
+  :: forall nIn nInW pin g pe nOut xb wb bb ab gb gpb fu bu du wnb wbd bnb bbd dom
    . ( HiddenClockResetEnable dom
+     , KnownNat wnb, 1 <= wnb, KnownNat wbd, 1 <= wbd, KnownNat bnb, 1 <= bnb, KnownNat bbd, 1 <= bbd, 1 <= nIn * g
      , KnownNat nIn, 1 <= nIn, KnownNat nInW, 1 <= nInW, KnownNat pin, 1 <= pin
      , KnownNat g, 1 <= g, KnownNat pe, 1 <= pe, KnownNat nOut, 1 <= nOut
      , KnownNat xb, KnownNat wb, KnownNat bb, KnownNat ab, KnownNat gb, KnownNat gpb
@@ -248,15 +251,15 @@ trainLayer
   => LayerArith
   -> (Signed ab -> Signed ab)
   -> Deriv
-  -> FilePath
-  -> FilePath
+  -> Banks wnb wbd
+  -> Banks bnb bbd
   -> Update dom (nIn * g) g pe wb bb (xb + gb) gb
   -> HostIn dom
   -> Signal dom (Maybe Command)
   -> Signal dom (Maybe (Vec pin (Signed xb)))
   -> Signal dom (Maybe (Signed gb))
   -> TrainLayerOut dom g pe nIn gpb ab wb bb
-trainLayer arith activate deriv weightFile biasFile update host start input grad =
+trainLayer arith activate deriv weightBanks biasBanks update host start input grad =
   TrainLayerOut outWord backOut ((== Fill) . phase <$> ctl) (phase <$> ctl) wWrite bWrite readOut done
   where
     ctl :: Signal dom (Ctl nIn nInW pin g pe nOut)
@@ -266,14 +269,15 @@ trainLayer arith activate deriv weightFile biasFile update host start input grad
     issued :: Signal dom (Maybe (Op nIn nInW pin g))
     issued = issue <$> ctl
 
-    -- the memories
+    -- the memories, each read's data registered as it leaves its block RAM (cycle 2: the
+    -- weights and biases in banks, 'bankedRam')
     xWrite = (\c i -> (\ws -> (filled c, ws)) <$> i) <$> ctl <*> input
-    xWord = blockRam (repeat @nInW (repeat @pin 0)) (opWord' <$> issued) xWrite
-    weightBits = blockRamFile (SNat @(nIn * g)) weightFile (address <$> ctl) (fmap packW <$> (wWrite .<|>. wLoad))
-    biasBits = blockRamFile (SNat @g) biasFile (gIdx <$> ctl) (fmap packB <$> (bWrite .<|>. bLoad))
+    xWord = delay (repeat 0) (blockRam (repeat @nInW (repeat @pin 0)) (opWord' <$> issued) xWrite)
+    weightBits = bankedRam weightBanks (address <$> ctl) (fmap packW <$> (wWrite .<|>. wLoad))
+    biasBits = bankedRam biasBanks (gIdx <$> ctl) (fmap packB <$> (bWrite .<|>. bLoad))
     weights = unpack <$> weightBits :: Signal dom (Vec pe (Signed wb))
     biases = unpack <$> biasBits :: Signal dom (Vec pe (Signed bb))
-    dWords = blockRam (repeat @g (repeat @pe 0)) (gIdx <$> ctl) dWrite
+    dWords = delay (repeat 0) (blockRam (repeat @g (repeat @pe 0)) (gIdx <$> ctl) dWrite)
     packW (a, ws) = (a, pack ws)
     packB (a, bs) = (a, pack bs)
     opWord' = maybe 0 opWord
@@ -293,11 +297,11 @@ trainLayer arith activate deriv weightFile biasFile update host start input grad
           | full      = (word + 1, 0, repeat 0)
           | otherwise = (word, lane + 1, vals')
 
-    -- cycle 1: the reads' data with their operation, registered as they leave the block RAMs
-    -- (cycle 2); the input's lane picked (cycle 3: a register of its own, as the input is an
-    -- operand of every lane's multiplier); each lane's operand chosen (cycle 4)
-    op1 = register Nothing issued
-    raw = register Nothing ((\o xs ws ds bs -> (\op -> (op, xs, ws, ds, bs)) <$> o) <$> op1 <*> xWord <*> weights <*> dWords <*> biases)
+    -- cycle 2: the reads' data with their operation; the input's lane picked (cycle 3: a
+    -- register of its own, as the input is an operand of every lane's multiplier); each lane's
+    -- operand chosen (cycle 4)
+    op2 = register Nothing (register Nothing issued)
+    raw = (\o xs ws ds bs -> (\op -> (op, xs, ws, ds, bs)) <$> o) <$> op2 <*> xWord <*> weights <*> dWords <*> biases
     laned = register Nothing (fmap pickLane <$> raw)
     pickLane (op, xs, ws, ds, bs) = (op, xs !! opLane op, ws, ds, bs)
     operands = register Nothing (fmap pick <$> laned)
@@ -351,8 +355,8 @@ trainLayer arith activate deriv weightFile biasFile update host start input grad
     -- order (the weights, then the biases), the outputs past the layer's skipped
     loading = (== Load) . phase <$> ctl
     loadIn = mux loading (hostValue host) (pure Nothing)
-    -- a value read leaves from a register, its word's data registered as it leaves the block
-    -- RAM (before the lane's multiplexer): a word's first value is there three cycles after
+    -- a value read leaves from a register, its word's data registered once more after the
+    -- banks' multiplexer (before the lane's): a word's first value is there four cycles after
     -- its address, each next the cycle after the one before was taken
     readData = register (repeat 0, repeat 0) (bundle (weights, biases))
     readOut = register Nothing (mux taken (pure Nothing) (readOf <$> ctl <*> (fst <$> readData) <*> (snd <$> readData)))
@@ -476,28 +480,30 @@ data MomentumArith = MomentumArith
   }
 
 -- | SGD with momentum (Keras' SGD): each word's velocities in a block RAM of their own
--- (@vb@ bits, initially the file's), read as the backward products arrive; the exact
--- velocities in @vu@ bits, the new weights in @nu@. Cycles: the reads (1), their data
--- registered (2), the exact velocities (3), rounded (4) and written, the new weights' exact
--- values (5), rounded (6) and written. @pe@ products @m v@ a lane for the weights and @pe@
--- for the biases (none when @m@ is a power of two).
+-- (@vb@ bits, initially the files', 'bankedRam'), read as the backward products arrive; the
+-- exact velocities in @vu@ bits, the new weights in @nu@. Cycles: the reads (1), their data
+-- registered as they leave the block RAMs (2), chosen and registered (3), the exact
+-- velocities (4), rounded (5) and written, the new weights' exact values (6), rounded (7) and
+-- written. @pe@ products @m v@ a lane for the weights and @pe@ for the biases (none when @m@
+-- is a power of two).
 momentum
-  :: forall vb vu nu n g pe wb bb xd gb dom
-   . ( HiddenClockResetEnable dom, KnownNat vb, KnownNat vu, KnownNat nu, KnownNat n, KnownNat g
-     , KnownNat pe, KnownNat wb, KnownNat bb, KnownNat xd, KnownNat gb )
+  :: forall vb vu nu n g pe wb bb xd gb wnb wbd bnb bbd dom
+   . ( HiddenClockResetEnable dom, KnownNat vb, KnownNat vu, KnownNat nu, KnownNat n, 1 <= n, KnownNat g
+     , 1 <= g, KnownNat pe, KnownNat wb, KnownNat bb, KnownNat xd, KnownNat gb
+     , KnownNat wnb, 1 <= wnb, KnownNat wbd, 1 <= wbd, KnownNat bnb, 1 <= bnb, KnownNat bbd, 1 <= bbd )
   => LayerArith
   -> MomentumArith
-  -> FilePath
-  -> FilePath
+  -> Banks wnb wbd
+  -> Banks bnb bbd
   -> Update dom n g pe wb bb xd gb
-momentum arith m wVelFile bVelFile = Update 6 writes
+momentum arith m wVelBanks bVelBanks = Update 7 writes
   where
     writes upd = (wWrite, bWrite)
       where
-        velW = unpack <$> blockRamFile (SNat @n) wVelFile (maybe 0 (\(a, _, _, _, _, _, _) -> a) <$> upd) (fmap packV <$> velWWrite)
-        velB = unpack <$> blockRamFile (SNat @g) bVelFile (maybe 0 (\(_, j, _, _, _, _, _) -> j) <$> upd) (fmap packV <$> velBWrite)
+        velW = unpack <$> bankedRam wVelBanks (maybe 0 (\(a, _, _, _, _, _, _) -> a) <$> upd) (fmap packV <$> velWWrite)
+        velB = unpack <$> bankedRam bVelBanks (maybe 0 (\(_, j, _, _, _, _, _) -> j) <$> upd) (fmap packV <$> velBWrite)
         packV (a, vs) = (a, pack vs)
-        held = register Nothing upd
+        held = register Nothing (register Nothing upd)
         withV = register Nothing ((\h vw vbs -> (\u -> (u, vw, vbs)) <$> h) <$> held <*> velW <*> velB)
         velExact = register Nothing (fmap velocity <$> withV)
         velocity ((a, j, bias, ws, bs, xds, ds), vw, vbs) =
@@ -518,28 +524,30 @@ momentum arith m wVelFile bVelFile = Update 6 writes
         bWrite = register Nothing ((>>= \(_, j, bias, _, bs') -> if bias then Just (j, map (roundTo @nu (bNewB m)) bs') else Nothing) <$> newExact)
 
 -- | Gradients summed over a batch: each word's sums of @x d@ (and its biases' of @d@) in a block
--- RAM of their own (@au@ and @bau@ bits, initially the files'), read as the backward products
--- arrive. A sample that does not update (@updating@ low: 'AccumulateCmd') adds its products to
--- them; one that does (the batch's last) gives the sums with its own products to the update
--- @inner@ and sets them back to zero. Cycles: the reads (1), their data registered (2), the
--- sums (3), then @inner@'s.
+-- RAM of their own (@au@ and @bau@ bits, initially the files', 'bankedRam'), read as the
+-- backward products arrive. A sample that does not update (@updating@ low: 'AccumulateCmd')
+-- adds its products to them; one that does (the batch's last) gives the sums with its own
+-- products to the update @inner@ and sets them back to zero. Cycles: the reads (1), their data
+-- registered as they leave the block RAMs (2), chosen and registered (3), the sums (4), then
+-- @inner@'s.
 batched
-  :: forall au bau n g pe wb bb xd gb dom
-   . ( HiddenClockResetEnable dom, KnownNat au, KnownNat bau, KnownNat n, KnownNat g, KnownNat pe
-     , KnownNat xd, KnownNat gb )
+  :: forall au bau n g pe wb bb xd gb wnb wbd bnb bbd dom
+   . ( HiddenClockResetEnable dom, KnownNat au, KnownNat bau, KnownNat n, 1 <= n, KnownNat g, 1 <= g
+     , KnownNat pe, KnownNat xd, KnownNat gb
+     , KnownNat wnb, 1 <= wnb, KnownNat wbd, 1 <= wbd, KnownNat bnb, 1 <= bnb, KnownNat bbd, 1 <= bbd )
   => Signal dom Bool
-  -> FilePath
-  -> FilePath
+  -> Banks wnb wbd
+  -> Banks bnb bbd
   -> Update dom n g pe wb bb au bau
   -> Update dom n g pe wb bb xd gb
-batched updating wSumFile bSumFile inner = Update (3 + updateCycles inner) writes
+batched updating wSumBanks bSumBanks inner = Update (4 + updateCycles inner) writes
   where
     writes upd = updateWrites inner (mux updating summed (pure Nothing))
       where
-        sumW = unpack <$> blockRamFile (SNat @n) wSumFile (maybe 0 (\(a, _, _, _, _, _, _) -> a) <$> upd) (fmap packS <$> sumWWrite)
-        sumB = unpack <$> blockRamFile (SNat @g) bSumFile (maybe 0 (\(_, j, _, _, _, _, _) -> j) <$> upd) (fmap packS <$> sumBWrite)
+        sumW = unpack <$> bankedRam wSumBanks (maybe 0 (\(a, _, _, _, _, _, _) -> a) <$> upd) (fmap packS <$> sumWWrite)
+        sumB = unpack <$> bankedRam bSumBanks (maybe 0 (\(_, j, _, _, _, _, _) -> j) <$> upd) (fmap packS <$> sumBWrite)
         packS (a, vs) = (a, pack vs)
-        held = register Nothing upd
+        held = register Nothing (register Nothing upd)
         withSums = register Nothing ((\h sw sb -> (\u -> (u, sw, sb)) <$> h) <$> held <*> sumW <*> sumB)
         summed = register Nothing (fmap added <$> withSums)
         added ((a, j, bias, ws, bs, xds, ds), sw, sb) =
@@ -549,6 +557,34 @@ batched updating wSumFile bSumFile inner = Update (3 + updateCycles inner) write
         sumWWrite = (\u -> fmap (\(a, _, _, _, _, sw, _) -> (a, if u then repeat 0 else sw))) <$> updating <*> summed
         sumBWrite = (\u s -> s >>= \(_, j, bias, _, _, _, sb) -> if bias then Just (j, if u then repeat 0 else sb) else Nothing)
           <$> updating <*> summed
+
+-- | A memory's initial contents: a file for each bank of @bd@ words (a power of two).
+data Banks nb bd = Banks (SNat bd) (Vec nb FilePath)
+
+-- | A memory of @n@ words in banks of @bd@ words, each bank a block RAM initialised from its
+-- own file: a read's data two cycles after its address, registered as they leave their bank
+-- (a register without reset, which the place-and-route flow folds into the block RAM's own
+-- output register: the block's slow output then ends in the block) and then chosen by the
+-- address's bank. One bank a block RAM deep needs no multiplexer after the slow output, where
+-- a deeper memory in one piece would (yosys splits it in depth and chooses after the blocks).
+-- The writes go to the bank of their address.
+bankedRam
+  :: forall nb bd n w dom
+   . ( HiddenClockResetEnable dom, KnownNat nb, 1 <= nb, KnownNat bd, 1 <= bd, KnownNat n, 1 <= n, KnownNat w )
+  => Banks nb bd
+  -> Signal dom (Index n)
+  -> Signal dom (Maybe (Index n, BitVector w))
+  -> Signal dom (BitVector w)
+bankedRam (Banks _ files) rd wr = (!!) <$> bundle (imap bank files) <*> chosen
+  where
+    bankOf :: Index n -> Index nb
+    bankOf a = unpack (resize (pack a `shiftR` natToNum @(CLog 2 bd)))
+    offsetOf :: Index n -> Index bd
+    offsetOf a = unpack (resize (pack a))
+    bank i file = delay 0 (blockRamFile (SNat @bd) file (offsetOf <$> rd) ((>>= mine) <$> wr))
+      where
+        mine (a, v) = if bankOf a == i then Just (offsetOf a, v) else Nothing
+    chosen = register 0 (register 0 (bankOf <$> rd))
 
 -- | The first of two streams that has a value.
 (.<|>.) :: Signal dom (Maybe a) -> Signal dom (Maybe a) -> Signal dom (Maybe a)

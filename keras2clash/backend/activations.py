@@ -90,8 +90,8 @@ def block_rams(words: int, bits: int, rom: bool = False) -> int:
     """DP16KD blocks of a memory of `words` words of `bits` bits as `synth_ecp5` maps it: none
     for a shallow RAM (`LUT_RAM_WORDS`; a ROM goes to block RAM whatever its depth, as `pnr`
     asks), else the fewest blocks of one shape side by side and one above the other, the 36-bit
-    shape only for a memory one block deep (measured: the training core of 784-98-64-10 at
-    `pe` 14,8,5 and 7,4,2, 99 and 90 DP16KD, every memory as counted here)."""
+    shape only for a memory one block deep (measured on the training cores of 784-98-64-10,
+    every memory as counted here)."""
     if not rom and words <= LUT_RAM_WORDS:
         return 0
     return min(-(-bits // w) * -(-words // d) for d, w in BLOCK_RAM_MODES if w < BLOCK_RAM_MODES[0][1] or words <= d)

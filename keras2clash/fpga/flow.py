@@ -105,12 +105,19 @@ def top_port_bits(verilog: str, top: str) -> int:
 
 
 def _synthesise(
-    tools: Tools, device: Device, folder: Path, work: Path, sources: str, top: str, block_roms: bool, ff_queues: int = 0
+    tools: Tools,
+    device: Device,
+    folder: Path,
+    work: Path,
+    sources: str,
+    top: str,
+    block_roms: bool,
+    ff_queues: int = 0,
+    rw_dont_care: bool = False,
 ) -> None:
     """yosys, run from the HDL folder (the ROM files load relative to it), to work/design.json."""
-    script = (
-        f"read_verilog {sources}; {device.synth_script(top, _rel(work / 'design.json', folder), block_roms, ff_queues)}"
-    )
+    synth = device.synth_script(top, _rel(work / "design.json", folder), block_roms, ff_queues, rw_dont_care)
+    script = f"read_verilog {sources}; {synth}"
     run_tool([tools.yosys, "-q", "-l", _rel(work / "synth.log", folder), "-p", script], folder, work / "synth.log")
 
 
@@ -238,6 +245,7 @@ class _Settings:
     fanout_placement: bool
     ff_queues: int
     ports: str
+    rw_dont_care: bool = False
 
 
 def _settings(
@@ -377,15 +385,18 @@ def pnr_verilog(
     fanout_placement: bool = False,
     ff_queues: int = 0,
     ports: str = "auto",
+    rw_dont_care: bool = False,
     progress: Progress | None = None,
 ) -> PnrReport:
     """Place and route Verilog that is not a keras2clash project (another compiler's, for a
-    side-by-side bench) through the steps and options of `pnr`: `sources` (paths relative to
+    side-by-side bench, or a training core) through the steps and options of `pnr`: `sources` (paths relative to
     `folder`, where yosys runs and memory files load from) with module `top`; the logs and
     reports land in `out` (replaced only with `force`). `name` titles the report (default: the
     top); `latency_cycles` and `interval_cycles`, which only the design's author knows, give
     the report's latency in ns and its throughput. A top with no clock enable goes on the pins
-    as it is; behind the scan harness it needs a port `clk` (a reset `rst` is optional)."""
+    as it is; behind the scan harness it needs a port `clk` (a reset `rst` is optional).
+    `rw_dont_care`: the design never uses a value read in the cycle its address is written
+    (`Device.synth_script`)."""
     tell = progress or (lambda step, detail: None)
     device = get_device(fpga)
     settings = _settings(
@@ -405,6 +416,7 @@ def pnr_verilog(
         ff_queues=ff_queues,
         ports=ports,
     )
+    settings = replace(settings, rw_dont_care=rw_dont_care)
     tools = require_tools(device)
     folder = Path(folder).resolve()
     if not sources:
@@ -475,7 +487,7 @@ def _place_and_route(
             t1 = time.monotonic()
             block = s.block_roms and device.family == "ecp5"
             queues = s.ff_queues if device.family == "ecp5" else 0  # iCE40 has no LUT RAM
-            _synthesise(tools, device, folder, work, files, top, block, queues)
+            _synthesise(tools, device, folder, work, files, top, block, queues, s.rw_dont_care)
             rom_note = "in block RAM (every registered ROM of two words or more)" if block else ""
             if (
                 block

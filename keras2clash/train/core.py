@@ -23,7 +23,7 @@ from keras2clash.fsutil import atomic_directory
 from keras2clash.quant import activations as acts
 from keras2clash.quant.formats import FixedFormat
 from keras2clash.train.golden import Constant, GoldenTrainer
-from keras2clash.train.hardware import WORD_BITS, CrossEntropyLoss, TrainCore, table_code
+from keras2clash.train.hardware import WORD_BITS, CrossEntropyLoss, LayerCore, TrainCore, table_code
 from keras2clash.verify.simulate import simulator_lines
 from keras2clash.verify.toolchain import build_simulator
 
@@ -145,24 +145,27 @@ def write_core(core: TrainCore, out: Path, name: str, force: bool = False) -> Pa
             shutil.copy2(source, blocks / source.name)
         weights = root / "weights"
         weights.mkdir()
+        files: list[tuple[str, Sequence[str]]] = []
         for layer, w, b in zip(core.layers, core.trainer.weights, core.trainer.biases):
-            w_words, b_words = layer.memory(w, b)
-            (weights / f"{layer.fn}.w.mem").write_text("\n".join(w_words) + "\n")
-            (weights / f"{layer.fn}.b.mem").write_text("\n".join(b_words) + "\n")
+            files += _banked(layer, ("w", "b"), layer.memory(w, b))
         if core.trainer.momentum.raw:
             for layer, (vw, vb) in zip(core.layers, core.trainer.velocity):
-                vw_words, vb_words = layer.velocity_memory(vw, vb)
-                (weights / f"{layer.fn}.vw.mem").write_text("\n".join(vw_words) + "\n")
-                (weights / f"{layer.fn}.vb.mem").write_text("\n".join(vb_words) + "\n")
+                files += _banked(layer, ("vw", "vb"), layer.velocity_memory(vw, vb))
         if core.trainer.sgd.batch > 1:
             for layer in core.layers:
-                gw_words, gb_words = layer.sum_memory()
-                (weights / f"{layer.fn}.gw.mem").write_text("\n".join(gw_words) + "\n")
-                (weights / f"{layer.fn}.gb.mem").write_text("\n".join(gb_words) + "\n")
+                files += _banked(layer, ("gw", "gb"), layer.sum_memory())
         for code in [t.code for t in tables] + ([softmax.code] if softmax is not None else []):
-            for file, lines in code.table_files:
-                (weights / file).write_text("\n".join(lines) + "\n")
+            files += [(f"weights/{file}", lines) for file, lines in code.table_files]
+        for file, lines in files:
+            (root / file).write_text("\n".join(lines) + "\n")
     return Path(out)
+
+
+def _banked(
+    layer: LayerCore, kinds: tuple[str, str], words: tuple[list[str], list[str]]
+) -> list[tuple[str, list[str]]]:
+    """A layer's weight-shaped and bias-shaped memories' bank files (`LayerCore.bank_files`)."""
+    return [f for kind, w in zip(kinds, words) for f in layer.bank_files(kind, w)]
 
 
 TRAIN, INFER, READ, WRITE, ACCUMULATE = 0, 1, 2, 3, 4

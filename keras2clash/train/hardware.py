@@ -13,7 +13,7 @@ from typing import ClassVar
 import numpy as np
 from bitstring import Bits
 
-from keras2clash.backend.activations import ActivationCode, block_rams, table_slices
+from keras2clash.backend.activations import BLOCK_RAM_MODES, ActivationCode, block_rams, table_slices
 from keras2clash.backend.emitter import haskell_names
 from keras2clash.errors import K2CError
 from keras2clash.hw.events import tree_depth
@@ -26,7 +26,7 @@ WORD_BITS = 32
 
 FWD_LATENCY = 10
 """K2C.Train's FwdLatency: a forward operation's issue to its group's output word."""
-SGD_CYCLES, MOMENTUM_CYCLES, BATCH_CYCLES = 2, 6, 3
+SGD_CYCLES, MOMENTUM_CYCLES, BATCH_CYCLES = 2, 7, 4
 """K2C.Train's updates' cycles (`sgd`, `momentum`; `batched` adds its own): the backward
 products to the writes."""
 TEMPLATE_NAMES = frozenset({"trainer", "loss", "main", "circuit", "run"})
@@ -177,7 +177,7 @@ class LayerCore:
         rule = self._rule()
         if self.batch == 1:
             return rule
-        files = f'"weights/{self.fn}.gw.mem" "weights/{self.fn}.gb.mem"'
+        files = f"({self.banks_expr('gw')}) ({self.banks_expr('gb')})"
         return f"batched @{self.xd_bits} @{self.d_bits} (hostUpdate host) {files} ({rule})"
 
     def _rule(self) -> str:
@@ -191,7 +191,7 @@ class LayerCore:
         m = "MomentumArith " + " ".join(f"({v})" if v < 0 else str(v) for v in fields)
         return (
             f"momentum @{self.f.v.bits} @{self.vu} @{self.nu} arith ({m}) "
-            f'"weights/{self.fn}.vw.mem" "weights/{self.fn}.vb.mem"'
+            f"({self.banks_expr('vw')}) ({self.banks_expr('vb')})"
         )
 
     @property
@@ -299,35 +299,80 @@ class LayerCore:
         g, pe, n = self.groups, self.pe, self.ops
         out = [
             Memory(f"{self.name}'s input", self.in_words, self.pin * self.x.bits),
-            Memory(f"{self.name}'s weights", n, pe * self.f.w.bits),
-            Memory(f"{self.name}'s biases", g, pe * self.f.b.bits),
+            Memory(f"{self.name}'s weights", n, pe * self.f.w.bits, banked=True),
+            Memory(f"{self.name}'s biases", g, pe * self.f.b.bits, banked=True),
             Memory(f"{self.name}'s gradients", g, pe * self.f.g.bits),
         ]
         if self.momentum is not None:
             out += [
-                Memory(f"{self.name}'s weight velocities", n, pe * self.f.v.bits),
-                Memory(f"{self.name}'s bias velocities", g, pe * self.f.v.bits),
+                Memory(f"{self.name}'s weight velocities", n, pe * self.f.v.bits, banked=True),
+                Memory(f"{self.name}'s bias velocities", g, pe * self.f.v.bits, banked=True),
             ]
         if self.batch > 1:
             out += [
-                Memory(f"{self.name}'s weight gradient sums", n, pe * self.xd_bits),
-                Memory(f"{self.name}'s bias gradient sums", g, pe * self.d_bits),
+                Memory(f"{self.name}'s weight gradient sums", n, pe * self.xd_bits, banked=True),
+                Memory(f"{self.name}'s bias gradient sums", g, pe * self.d_bits, banked=True),
             ]
         return out
+
+    def _shape(self, kind: str) -> tuple[int, int]:
+        """(words, bits) of a banked memory: `w`, `b` the weights and biases, `vw`, `vb` their
+        velocities, `gw`, `gb` their gradient sums."""
+        bits = {"w": self.f.w.bits, "b": self.f.b.bits, "vw": self.f.v.bits, "vb": self.f.v.bits}
+        bits |= {"gw": self.xd_bits, "gb": self.d_bits}
+        return (self.ops if kind.endswith("w") else self.groups), self.pe * bits[kind]
+
+    def _bank_names(self, kind: str) -> list[str]:
+        n, _ = banks(*self._shape(kind))
+        return [f"weights/{self.fn}.{kind}.mem"] if n == 1 else [f"weights/{self.fn}.{kind}.{k}.mem" for k in range(n)]
+
+    def bank_files(self, kind: str, words: Sequence[str]) -> list[tuple[str, list[str]]]:
+        """A banked memory's files under the project (`weights/<layer>.<kind>.mem`, or
+        `.<kind>.<k>.mem` for bank `k` of several) and their lines: its words (`memory`,
+        `velocity_memory`, `sum_memory`) a bank at a time, the last bank filled with zeros."""
+        _, depth = banks(*self._shape(kind))
+        names = self._bank_names(kind)
+        lines = [*words, *["0" * len(words[0])] * (len(names) * depth - len(words))]
+        return [(name, lines[k * depth : (k + 1) * depth]) for k, name in enumerate(names)]
+
+    def banks_expr(self, kind: str) -> str:
+        """The Haskell value of a banked memory's files (K2C.Train.Banks)."""
+        _, depth = banks(*self._shape(kind))
+        files = " :> ".join(f'"{name}"' for name in self._bank_names(kind))
+        return f"Banks (SNat @{depth}) ({files} :> Nil)"
+
+
+def banks(words: int, bits: int) -> tuple[int, int]:
+    """(banks, words a bank) of a memory in K2C.Train.bankedRam: banks of a power of two words,
+    at most a block RAM deep (a bank's read then needs no multiplexer after the block's slow
+    output), the fewest blocks in all, then the fewest banks."""
+    whole = 1 << (words - 1).bit_length()
+
+    def cost(depth: int) -> tuple[int, int]:
+        n = -(-words // depth)
+        return n * block_rams(depth, bits), n
+
+    depth = min({min(whole, d) for d, _ in BLOCK_RAM_MODES}, key=cost)
+    return -(-words // depth), depth
 
 
 @dataclass(frozen=True)
 class Memory:
-    """One of the core's memories: what it holds, its words and their bits, a table or not."""
+    """One of the core's memories: what it holds, its words and their bits, a table or not, in
+    banks (`banks`) or not."""
 
     name: str
     words: int
     bits: int
     rom: bool = False
+    banked: bool = False
 
     @property
     def block_rams(self) -> int:
-        return block_rams(self.words, self.bits, self.rom)
+        if not self.banked:
+            return block_rams(self.words, self.bits, self.rom)
+        n, depth = banks(self.words, self.bits)
+        return n * block_rams(depth, self.bits)
 
 
 def table_code(name: str, activation: str, fi: FixedFormat, fo: FixedFormat, n: int) -> ActivationCode:

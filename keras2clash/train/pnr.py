@@ -57,6 +57,7 @@ def pnr_core(
         interval_cycles=float(core.step_cycles()),
         route=route,
         force=force,
+        rw_dont_care=True,
         progress=progress,
     )
     return CorePnr(report, core.step_cycles())
