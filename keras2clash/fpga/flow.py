@@ -389,12 +389,13 @@ def pnr_verilog(
     progress: Progress | None = None,
 ) -> PnrReport:
     """Place and route Verilog that is not a keras2clash project (another compiler's, for a
-    side-by-side bench, or a training core) through the steps and options of `pnr`: `sources` (paths relative to
-    `folder`, where yosys runs and memory files load from) with module `top`; the logs and
-    reports land in `out` (replaced only with `force`). `name` titles the report (default: the
-    top); `latency_cycles` and `interval_cycles`, which only the design's author knows, give
-    the report's latency in ns and its throughput. A top with no clock enable goes on the pins
-    as it is; behind the scan harness it needs a port `clk` (a reset `rst` is optional).
+    side-by-side bench, or a training core) through the steps and options of `pnr`: `sources`
+    (paths relative to `folder`, where yosys runs and memory files load from) with module
+    `top`; the logs and reports land in `out` (replaced only with `force`). `name` titles the
+    report (default: the top); `latency_cycles` and `interval_cycles`, which only the design's
+    author knows, give the report's latency in ns and its throughput. A top with no clock
+    enable goes on the pins as it is; behind the scan harness it needs a port `clk` (a reset
+    `rst` is optional).
     `rw_dont_care`: the design never uses a value read in the cycle its address is written
     (`Device.synth_script`)."""
     tell = progress or (lambda step, detail: None)
