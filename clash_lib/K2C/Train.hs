@@ -131,17 +131,17 @@ data HostIn dom = HostIn
 -- | Cycles from a forward operation's issue to its group's output word (the last operation
 -- of a group): the reads, the input's lane, the operands' registers, the products, the sum,
 -- the rounding, the activation.
-type FwdLatency = 10
+type FwdLatency = 11
 
 -- | Cycles from a backward operation's issue to the previous layer's gradient (the last group
 -- of an input): the reads, the input's lane, the operands, the products, the tree over @pe@
 -- products, the sum over the groups, the derivative's product and its rounding.
-type BwdLatency pe = 8 + TreeDepth pe
+type BwdLatency pe = 9 + TreeDepth pe
 
 -- | Cycles after the last backward issue before the layer takes input again: the update's
 -- writes land (issue, read, the input's lane, operands, products; the update's cycles).
 drainCycles :: Update dom n g pe wb bb xd gb -> Int
-drainCycles u = 4 + updateCycles u
+drainCycles u = 5 + updateCycles u
 
 -- | What the backward pass gives a layer's update, a word a cycle: the word's address, its
 -- group, whether it updates the group's biases, the old weights and biases, @x d@ and @d@ per
@@ -211,10 +211,10 @@ data Ctl nIn nInW pin g pe nOut = Ctl
   , address :: Index (nIn * g)
   , rowBase :: Index (nIn * g)
   , dCount  :: Index nOut
-  , drained :: Index 16
+  , drained :: Index 32
   , lane    :: Index pe
   , inBias  :: Bool
-  , primed  :: Index 4
+  , primed  :: Index 5
   }
   deriving (Generic, NFDataX)
 
@@ -269,15 +269,15 @@ trainLayer arith activate deriv weightBanks biasBanks update host start input gr
     issued :: Signal dom (Maybe (Op nIn nInW pin g))
     issued = issue <$> ctl
 
-    -- the memories, each read's data registered as it leaves its block RAM (cycle 2: the
-    -- weights and biases in banks, 'bankedRam')
+    -- the memories, each read's data registered as it leaves its block RAM and once more
+    -- (cycle 3: the weights and biases in banks, 'bankedRam')
     xWrite = (\c i -> (\ws -> (filled c, ws)) <$> i) <$> ctl <*> input
-    xWord = delay (repeat 0) (blockRam (repeat @nInW (repeat @pin 0)) (opWord' <$> issued) xWrite)
+    xWord = delay (repeat 0) (delay (repeat 0) (blockRam (repeat @nInW (repeat @pin 0)) (opWord' <$> issued) xWrite))
     weightBits = bankedRam weightBanks (address <$> ctl) (fmap packW <$> (wWrite .<|>. wLoad))
     biasBits = bankedRam biasBanks (gIdx <$> ctl) (fmap packB <$> (bWrite .<|>. bLoad))
     weights = unpack <$> weightBits :: Signal dom (Vec pe (Signed wb))
     biases = unpack <$> biasBits :: Signal dom (Vec pe (Signed bb))
-    dWords = delay (repeat 0) (blockRam (repeat @g (repeat @pe 0)) (gIdx <$> ctl) dWrite)
+    dWords = delay (repeat 0) (delay (repeat 0) (blockRam (repeat @g (repeat @pe 0)) (gIdx <$> ctl) dWrite))
     packW (a, ws) = (a, pack ws)
     packB (a, bs) = (a, pack bs)
     opWord' = maybe 0 opWord
@@ -297,25 +297,25 @@ trainLayer arith activate deriv weightBanks biasBanks update host start input gr
           | full      = (word + 1, 0, repeat 0)
           | otherwise = (word, lane + 1, vals')
 
-    -- cycle 2: the reads' data with their operation; the input's lane picked (cycle 3: a
+    -- cycle 3: the reads' data with their operation; the input's lane picked (cycle 4: a
     -- register of its own, as the input is an operand of every lane's multiplier); each lane's
-    -- operand chosen (cycle 4)
-    op2 = register Nothing (register Nothing issued)
-    raw = (\o xs ws ds bs -> (\op -> (op, xs, ws, ds, bs)) <$> o) <$> op2 <*> xWord <*> weights <*> dWords <*> biases
+    -- operand chosen (cycle 5)
+    op3 = register Nothing (register Nothing (register Nothing issued))
+    raw = (\o xs ws ds bs -> (\op -> (op, xs, ws, ds, bs)) <$> o) <$> op3 <*> xWord <*> weights <*> dWords <*> biases
     laned = register Nothing (fmap pickLane <$> raw)
     pickLane (op, xs, ws, ds, bs) = (op, xs !! opLane op, ws, ds, bs)
     operands = register Nothing (fmap pick <$> laned)
     pick (op, x, ws, ds, bs) = (op, x, ws, ds, bs, map (\d -> if opFwd op then resize x else resize d) ds)
 
-    -- cycle 4: the products (cycle 5): one multiplier per lane for both directions, its operand
+    -- cycle 5: the products (cycle 6): one multiplier per lane for both directions, its operand
     -- as wide as the wider of the input and the gradient (18 bits each fit one MULT18X18D), and
     -- the update's; the derivative's factor of the input
     products = register Nothing (fmap multiply <$> operands)
     multiply (op, x, ws, ds, bs, as) = (op, x, ws, ds, bs, zipWith mul as ws, map (mul x) ds, derivFactor deriv x)
       :: (Op nIn nInW pin g, Signed xb, Vec pe (Signed wb), Vec pe (Signed gb), Vec pe (Signed bb), Vec pe (Signed (Max xb gb + wb)), Vec pe (Signed (xb + gb)), Signed (2 * xb + 2))
 
-    -- forward, cycle 5: the sums (cycle 6); the bias added (7); the rounding (8); the
-    -- activation (9: a table's block RAM read) and its register (10: the block RAM's output)
+    -- forward, cycle 6: the sums (cycle 7); the bias added (8); the rounding (9); the
+    -- activation (10: a table's block RAM read) and its register (11: the block RAM's output)
     sums = register (repeat 0) (accumulate <$> products <*> sums)
     accumulate (Just (op, _, _, _, _, ps, _, _)) acc | opFwd op =
       zipWith (\a p -> (if opFirst op then 0 else a) + resize p) acc ps
@@ -329,13 +329,13 @@ trainLayer arith activate deriv weightBanks biasBanks update host start input gr
     activated = register Nothing (fmap (map activate) <$> zs)
     outWord = register Nothing activated
 
-    -- backward, cycle 5: the update (its cycles), written
+    -- backward, cycle 6: the update (its cycles), written
     (wWrite, bWrite) = updateWrites update ((>>= toUpdate) <$> products)
     toUpdate (op, _, ws, ds, bs, _, xds, _)
       | opFwd op = Nothing
       | otherwise = Just (opAddress op, opGroup op, opBias op, ws, bs, xds, ds)
 
-    -- backward, cycles 5 .. 5 + TreeDepth pe: the tree over a word's products; then the sum
+    -- backward, cycles 6 .. 6 + TreeDepth pe: the tree over a word's products; then the sum
     -- over the groups, the derivative's product, the rounding
     backTree = treeFold (+) 0 ((>>= backLeaves) <$> products)
     backLeaves (op, x, _, _, _, ps, _, f)
@@ -356,7 +356,7 @@ trainLayer arith activate deriv weightBanks biasBanks update host start input gr
     loading = (== Load) . phase <$> ctl
     loadIn = mux loading (hostValue host) (pure Nothing)
     -- a value read leaves from a register, its word's data registered once more after the
-    -- banks' multiplexer (before the lane's): a word's first value is there four cycles after
+    -- banks' multiplexer (before the lane's): a word's first value is there five cycles after
     -- its address, each next the cycle after the one before was taken
     readData = register (repeat 0, repeat 0) (bundle (weights, biases))
     readOut = register Nothing (mux taken (pure Nothing) (readOf <$> ctl <*> (fst <$> readData) <*> (snd <$> readData)))
@@ -481,10 +481,10 @@ data MomentumArith = MomentumArith
 
 -- | SGD with momentum (Keras' SGD): each word's velocities in a block RAM of their own
 -- (@vb@ bits, initially the files', 'bankedRam'), read as the backward products arrive; the
--- exact velocities in @vu@ bits, the new weights in @nu@. Cycles: the reads (1), their data
--- registered as they leave the block RAMs (2), chosen and registered (3), the exact
--- velocities (4), rounded (5) and written, the new weights' exact values (6), rounded (7) and
--- written. @pe@ products @m v@ a lane for the weights and @pe@ for the biases (none when @m@
+-- exact velocities in @vu@ bits, the new weights in @nu@. Cycles: the address registered (1),
+-- the reads (2), their data registered as they leave the block RAMs (3), chosen and
+-- registered (4), the exact velocities (5), rounded (6) and written, the new weights' exact
+-- values (7), rounded (8) and written. @pe@ products @m v@ a lane for the weights and @pe@ for the biases (none when @m@
 -- is a power of two).
 momentum
   :: forall vb vu nu n g pe wb bb xd gb wnb wbd bnb bbd dom
@@ -496,14 +496,14 @@ momentum
   -> Banks wnb wbd
   -> Banks bnb bbd
   -> Update dom n g pe wb bb xd gb
-momentum arith m wVelBanks bVelBanks = Update 7 writes
+momentum arith m wVelBanks bVelBanks = Update 8 writes
   where
     writes upd = (wWrite, bWrite)
       where
         velW = unpack <$> bankedRam wVelBanks (maybe 0 (\(a, _, _, _, _, _, _) -> a) <$> upd) (fmap packV <$> velWWrite)
         velB = unpack <$> bankedRam bVelBanks (maybe 0 (\(_, j, _, _, _, _, _) -> j) <$> upd) (fmap packV <$> velBWrite)
         packV (a, vs) = (a, pack vs)
-        held = register Nothing (register Nothing upd)
+        held = register Nothing (register Nothing (register Nothing upd))
         withV = register Nothing ((\h vw vbs -> (\u -> (u, vw, vbs)) <$> h) <$> held <*> velW <*> velB)
         velExact = register Nothing (fmap velocity <$> withV)
         velocity ((a, j, bias, ws, bs, xds, ds), vw, vbs) =
@@ -527,9 +527,9 @@ momentum arith m wVelBanks bVelBanks = Update 7 writes
 -- RAM of their own (@au@ and @bau@ bits, initially the files', 'bankedRam'), read as the
 -- backward products arrive. A sample that does not update (@updating@ low: 'AccumulateCmd')
 -- adds its products to them; one that does (the batch's last) gives the sums with its own
--- products to the update @inner@ and sets them back to zero. Cycles: the reads (1), their data
--- registered as they leave the block RAMs (2), chosen and registered (3), the sums (4), then
--- @inner@'s.
+-- products to the update @inner@ and sets them back to zero. Cycles: the address registered
+-- (1), the reads (2), their data registered as they leave the block RAMs (3), chosen and
+-- registered (4), the sums (5), then @inner@'s.
 batched
   :: forall au bau n g pe wb bb xd gb wnb wbd bnb bbd dom
    . ( HiddenClockResetEnable dom, KnownNat au, KnownNat bau, KnownNat n, 1 <= n, KnownNat g, 1 <= g
@@ -540,14 +540,14 @@ batched
   -> Banks bnb bbd
   -> Update dom n g pe wb bb au bau
   -> Update dom n g pe wb bb xd gb
-batched updating wSumBanks bSumBanks inner = Update (4 + updateCycles inner) writes
+batched updating wSumBanks bSumBanks inner = Update (5 + updateCycles inner) writes
   where
     writes upd = updateWrites inner (mux updating summed (pure Nothing))
       where
         sumW = unpack <$> bankedRam wSumBanks (maybe 0 (\(a, _, _, _, _, _, _) -> a) <$> upd) (fmap packS <$> sumWWrite)
         sumB = unpack <$> bankedRam bSumBanks (maybe 0 (\(_, j, _, _, _, _, _) -> j) <$> upd) (fmap packS <$> sumBWrite)
         packS (a, vs) = (a, pack vs)
-        held = register Nothing (register Nothing upd)
+        held = register Nothing (register Nothing (register Nothing upd))
         withSums = register Nothing ((\h sw sb -> (\u -> (u, sw, sb)) <$> h) <$> held <*> sumW <*> sumB)
         summed = register Nothing (fmap added <$> withSums)
         added ((a, j, bias, ws, bs, xds, ds), sw, sb) =
@@ -562,7 +562,8 @@ batched updating wSumBanks bSumBanks inner = Update (4 + updateCycles inner) wri
 data Banks nb bd = Banks (SNat bd) (Vec nb FilePath)
 
 -- | A memory of @n@ words in banks of @bd@ words, each bank a block RAM initialised from its
--- own file: a read's data two cycles after its address, registered as they leave their bank
+-- own file: a read's data three cycles after its address (the address registered first, as
+-- it goes to every bank's blocks), registered as they leave their bank
 -- (a register without reset, which the place-and-route flow folds into the block RAM's own
 -- output register: the block's slow output then ends in the block) and then chosen by the
 -- address's bank. One bank a block RAM deep needs no multiplexer after the slow output, where
@@ -575,7 +576,7 @@ bankedRam
   -> Signal dom (Index n)
   -> Signal dom (Maybe (Index n, BitVector w))
   -> Signal dom (BitVector w)
-bankedRam (Banks _ files) rd wr = (!!) <$> bundle (imap bank files) <*> chosen
+bankedRam (Banks _ files) rd0 wr = (!!) <$> bundle (imap bank files) <*> chosen
   where
     bankOf :: Index n -> Index nb
     bankOf a = unpack (resize (pack a `shiftR` natToNum @(CLog 2 bd)))
@@ -584,6 +585,7 @@ bankedRam (Banks _ files) rd wr = (!!) <$> bundle (imap bank files) <*> chosen
     bank i file = delay 0 (blockRamFile (SNat @bd) file (offsetOf <$> rd) ((>>= mine) <$> wr))
       where
         mine (a, v) = if bankOf a == i then Just (offsetOf a, v) else Nothing
+    rd = register 0 rd0
     chosen = register 0 (register 0 (bankOf <$> rd))
 
 -- | The first of two streams that has a value.

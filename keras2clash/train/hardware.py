@@ -24,9 +24,9 @@ from keras2clash.train.golden import Constant, GoldenTrainer, LayerFormats
 WORD_BITS = 32
 """The host's words (AXI4-Stream TDATA): a raw value sign-extended, a label, a class."""
 
-FWD_LATENCY = 10
+FWD_LATENCY = 11
 """K2C.Train's FwdLatency: a forward operation's issue to its group's output word."""
-SGD_CYCLES, MOMENTUM_CYCLES, BATCH_CYCLES = 2, 7, 4
+SGD_CYCLES, MOMENTUM_CYCLES, BATCH_CYCLES = 2, 8, 5
 """K2C.Train's updates' cycles (`sgd`, `momentum`; `batched` adds its own): the backward
 products to the writes."""
 TEMPLATE_NAMES = frozenset({"trainer", "loss", "main", "circuit", "run"})
@@ -35,7 +35,7 @@ TEMPLATE_NAMES = frozenset({"trainer", "loss", "main", "circuit", "run"})
 
 def bwd_latency(pe: int) -> int:
     """K2C.Train's BwdLatency: a backward operation's issue to the previous layer's gradient."""
-    return 8 + tree_depth(pe)
+    return 9 + tree_depth(pe)
 
 
 MSE_LATENCY = 5
@@ -108,7 +108,7 @@ class LayerCore:
     @property
     def drain_cycles(self) -> int:
         """K2C.Train.drainCycles: the last backward issue to the update's last write."""
-        return 4 + self.update_cycles
+        return 5 + self.update_cycles
 
     # the alignments (K2C.Train.LayerArith)
     @property
