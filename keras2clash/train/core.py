@@ -74,13 +74,12 @@ class SoftmaxSite:
 
 def _tables(core: TrainCore) -> tuple[list[TableSite], SoftmaxSite | None]:
     tables = []
-    for layer in core.layers:
-        if layer.activation in ("tanh", "sigmoid"):
-            fn = f"{layer.fn}_{layer.activation}"
-            t = acts.table(layer.activation, layer.f.a, layer.f.a)
-            code = table_code(fn, layer.activation, layer.f.a, layer.f.a, layer.n_out)
-            doc = acts.describe(layer.activation, layer.f.a, layer.f.a)
-            tables.append(TableSite(fn, layer.f.a, t.shift, t.low, code, doc))
+    for layer in core.table_layers:
+        fn = f"{layer.fn}_{layer.activation}"
+        t = acts.table(layer.activation, layer.f.a, layer.f.a)
+        code = table_code(fn, layer.activation, layer.f.a, layer.f.a, layer.n_out)
+        doc = acts.describe(layer.activation, layer.f.a, layer.f.a)
+        tables.append(TableSite(fn, layer.f.a, t.shift, t.low, code, doc))
     last = core.layers[-1]
     if not isinstance(core.loss, CrossEntropyLoss):
         return tables, None

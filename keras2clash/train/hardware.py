@@ -322,23 +322,24 @@ class LayerCore:
         bits |= {"gw": self.xd_bits, "gb": self.d_bits}
         return (self.ops if kind.endswith("w") else self.groups), self.pe * bits[kind]
 
-    def _bank_names(self, kind: str) -> list[str]:
-        n, _ = banks(*self._shape(kind))
-        return [f"weights/{self.fn}.{kind}.mem"] if n == 1 else [f"weights/{self.fn}.{kind}.{k}.mem" for k in range(n)]
+    def _banks(self, kind: str) -> tuple[list[str], int]:
+        """A banked memory's files under the project and the words a bank (`banks`)."""
+        n, depth = banks(*self._shape(kind))
+        names = [f"weights/{self.fn}.{kind}.mem"] if n == 1 else [f"weights/{self.fn}.{kind}.{k}.mem" for k in range(n)]
+        return names, depth
 
     def bank_files(self, kind: str, words: Sequence[str]) -> list[tuple[str, list[str]]]:
         """A banked memory's files under the project (`weights/<layer>.<kind>.mem`, or
         `.<kind>.<k>.mem` for bank `k` of several) and their lines: its words (`memory`,
         `velocity_memory`, `sum_memory`) a bank at a time, the last bank filled with zeros."""
-        _, depth = banks(*self._shape(kind))
-        names = self._bank_names(kind)
+        names, depth = self._banks(kind)
         lines = [*words, *["0" * len(words[0])] * (len(names) * depth - len(words))]
         return [(name, lines[k * depth : (k + 1) * depth]) for k, name in enumerate(names)]
 
     def banks_expr(self, kind: str) -> str:
         """The Haskell value of a banked memory's files (K2C.Train.Banks)."""
-        _, depth = banks(*self._shape(kind))
-        files = " :> ".join(f'"{name}"' for name in self._bank_names(kind))
+        names, depth = self._banks(kind)
+        files = " :> ".join(f'"{name}"' for name in names)
         return f"Banks (SNat @{depth}) ({files} :> Nil)"
 
 
@@ -570,15 +571,19 @@ class TrainCore:
         return sum(layer.multipliers for layer in self.layers)
 
     @property
+    def table_layers(self) -> list[LayerCore]:
+        """The layers whose activation is a table (tanh, sigmoid)."""
+        return [layer for layer in self.layers if layer.activation in ("tanh", "sigmoid")]
+
+    @property
     def memories(self) -> list[Memory]:
         """Every layer's memories, then the tables (tanh / sigmoid, the softmax's exponentials),
         each table slice a memory of its own (`table_slices`)."""
         out = [m for layer in self.layers for m in layer.memories]
         tables: list[tuple[str, int, int]] = []
-        for layer in self.layers:
-            if layer.activation in ("tanh", "sigmoid"):
-                t = acts.table(layer.activation, layer.f.a, layer.f.a)
-                tables.append((f"{layer.name}'s {layer.activation} table", len(t.values), layer.f.a.bits))
+        for layer in self.table_layers:
+            t = acts.table(layer.activation, layer.f.a, layer.f.a)
+            tables.append((f"{layer.name}'s {layer.activation} table", len(t.values), layer.f.a.bits))
         if isinstance(self.loss, CrossEntropyLoss):
             last = self.layers[-1]
             exp = acts.softmax_table(last.f.a, last.f.g, self.classes)
