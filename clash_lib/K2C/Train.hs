@@ -568,7 +568,9 @@ data Banks nb bd = Banks (SNat bd) (Vec nb FilePath)
 -- output register: the block's slow output then ends in the block) and then chosen by the
 -- address's bank. One bank a block RAM deep needs no multiplexer after the slow output, where
 -- a deeper memory in one piece would (yosys splits it in depth and chooses after the blocks).
--- The writes go to the bank of their address.
+-- The writes are registered as the read address is (so a read still sees every write issued
+-- before it, and the write's address and data leave a flip-flop for the blocks across the
+-- chip) and go to the bank of their address.
 bankedRam
   :: forall nb bd n w dom
    . ( HiddenClockResetEnable dom, KnownNat nb, 1 <= nb, KnownNat bd, 1 <= bd, KnownNat n, 1 <= n, KnownNat w )
@@ -576,7 +578,7 @@ bankedRam
   -> Signal dom (Index n)
   -> Signal dom (Maybe (Index n, BitVector w))
   -> Signal dom (BitVector w)
-bankedRam (Banks _ files) rd0 wr = (!!) <$> bundle (imap bank files) <*> chosen
+bankedRam (Banks _ files) rd0 wr0 = (!!) <$> bundle (imap bank files) <*> chosen
   where
     bankOf :: Index n -> Index nb
     bankOf a = unpack (resize (pack a `shiftR` natToNum @(CLog 2 bd)))
@@ -586,6 +588,7 @@ bankedRam (Banks _ files) rd0 wr = (!!) <$> bundle (imap bank files) <*> chosen
       where
         mine (a, v) = if bankOf a == i then Just (offsetOf a, v) else Nothing
     rd = register 0 rd0
+    wr = register Nothing wr0
     chosen = register 0 (register 0 (bankOf <$> rd))
 
 -- | The first of two streams that has a value.
