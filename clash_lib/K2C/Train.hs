@@ -355,13 +355,20 @@ trainLayer arith activate deriv weightBanks biasBanks update host start input gr
     -- order (the weights, then the biases), the outputs past the layer's skipped
     loading = (== Load) . phase <$> ctl
     loadIn = mux loading (hostValue host) (pure Nothing)
-    -- a value read leaves from a register, its word's data registered once more after the
-    -- banks' multiplexer (before the lane's): a word's first value is there five cycles after
-    -- its address, each next the cycle after the one before was taken
-    readData = register (repeat 0, repeat 0) (bundle (weights, biases))
-    readOut = register Nothing (mux taken (pure Nothing) (readOf <$> ctl <*> (fst <$> readData) <*> (snd <$> readData)))
-    readOf c ws bs
-      | phase c == Read && primed c == maxBound = Just (if inBias c then resize (bs !! lane c) else resize (ws !! lane c), lastValue c)
+    -- a value read leaves from a register; its word is registered once more after the banks'
+    -- multiplexer, as a row that moves up a value each time one is taken, so the value that
+    -- leaves is always the row's head (no multiplexer of the lanes on the way out): a word's
+    -- first value is there five cycles after its address, each next the cycle after the one
+    -- before was taken
+    readRow = register (repeat 0) (nextRow <$> ctl <*> taken <*> weights <*> biases <*> readRow)
+    nextRow c t ws bs row
+      | phase c == Read && primed c == maxBound - 1 = if inBias c then map resize bs else map resize ws
+      | t = row <<+ 0
+      | otherwise = row
+      :: Vec pe (Signed (Max wb bb))
+    readOut = register Nothing (mux taken (pure Nothing) (readOf <$> ctl <*> readRow))
+    readOf c row
+      | phase c == Read && primed c == maxBound = Just (resize (row !! (0 :: Int)), lastValue c)
       | otherwise = Nothing
     taken = (isJust <$> readOut) .&&. hostReadReady host
     done = (taken .||. (isJust <$> loadIn)) .&&. (lastValue <$> ctl)
