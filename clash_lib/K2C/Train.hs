@@ -85,6 +85,7 @@ import Control.Applicative ((<|>))
 import Data.Maybe (isJust)
 
 import K2C.Lut (TableRom (..))
+import K2C.Pipe (stageReg)
 import K2C.Softmax (DivSteps, Division, divisorOf, quotient)
 import qualified K2C.Softmax as Softmax
 import K2C.Tree (TreeDepth, treeFold)
@@ -304,13 +305,15 @@ trainLayer arith activate deriv weightBanks biasBanks update host start input gr
     raw = (\o xs ws ds bs -> (\op -> (op, xs, ws, ds, bs)) <$> o) <$> op3 <*> xWord <*> weights <*> dWords <*> biases
     laned = register Nothing (fmap pickLane <$> raw)
     pickLane (op, xs, ws, ds, bs) = (op, xs !! opLane op, ws, ds, bs)
-    operands = register Nothing (fmap pick <$> laned)
+    operands = stageReg (fmap pick <$> laned)
     pick (op, x, ws, ds, bs) = (op, x, ws, ds, bs, map (\d -> if opFwd op then resize x else resize d) ds)
 
     -- cycle 5: the products (cycle 6): one multiplier per lane for both directions, its operand
     -- as wide as the wider of the input and the gradient (18 bits each fit one MULT18X18D), and
-    -- the update's; the derivative's factor of the input
-    products = register Nothing (fmap multiply <$> operands)
+    -- the update's; the derivative's factor of the input. The operands' and the products' data
+    -- registers have no reset ('stageReg'), so place and route moves them into the multiplier
+    -- blocks' own registers.
+    products = stageReg (fmap multiply <$> operands)
     multiply (op, x, ws, ds, bs, as) = (op, x, ws, ds, bs, zipWith mul as ws, map (mul x) ds, derivFactor deriv x)
       :: (Op nIn nInW pin g, Signed xb, Vec pe (Signed wb), Vec pe (Signed gb), Vec pe (Signed bb), Vec pe (Signed (Max xb gb + wb)), Vec pe (Signed (xb + gb)), Signed (2 * xb + 2))
 
