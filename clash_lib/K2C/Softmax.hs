@@ -128,16 +128,14 @@ exponentials
   => SNat s -> TableRom m (Signed eb) -> Vec (n + 1) (SFixed ii fi) -> Vec (n + 1) (Signed w)
 exponentials s table xs = readTable @w table (tableIndices s (maximum xs) xs)
 
--- | Step 2's table index of every input: @min((m - r_i) >> s, nE - 1)@, in as few bits as
--- hold the difference and the last index (the subtraction and the comparison are carry
--- chains on one path, from the maximum that every lane reads).
+-- | Step 2's table index of every input: @min((m - r_i) >> s, nE - 1)@.
 tableIndices
   :: forall n m s ii fi
    . (KnownNat n, KnownNat m, 1 <= m, KnownNat ii, KnownNat fi)
   => SNat s -> SFixed ii fi -> Vec (n + 1) (SFixed ii fi) -> Vec (n + 1) (Index m)
 tableIndices s top = map (index . unSF)
   where
-    last' = fromInteger (natToInteger @m - 1) :: Signed (Max (ii + fi + 1) (CLog 2 m + 1))
+    last' = fromInteger (natToInteger @m - 1) :: Signed (ii + fi + 14)
     index r
       | d >= last' = maxBound
       | otherwise  = fromIntegral d
