@@ -32,8 +32,9 @@ A layer of @nIn@ inputs and @g@ groups of @pe@ outputs keeps its weights in a me
 @nIn * g@ words of @pe@ weights ('bankedRam': in banks a block RAM deep), word @k * g + j@
 the weights of input @k@ to group @j@ (outputs past the layer's are zero), its biases in @g@
 words, its input in a block RAM of words of @pin@ values (as the previous layer writes them,
-one group a word), and the gradient of its output in @g@ words. @pe@ multipliers serve both directions (the input
-forward, the gradient backward, each times a weight) and @pe@ more the update's @x d@.
+one group a word), and the gradient of its output in @g@ words. @pe@ multipliers serve both
+directions (the input forward, the gradient backward, each times a weight) and @pe@ more the
+update's @x d@.
 
 The layer's phases: 'Fill' (input words arrive), 'Fwd' (one word of weights a cycle, group
 by group, @k@ fastest: @nIn * g@ cycles), 'DFill' (its output's gradient arrives, a value a
@@ -301,7 +302,7 @@ trainLayer arith activate deriv weightBanks biasBanks update host start input gr
     -- cycle 3: the reads' data with their operation; the input's lane picked (cycle 4: a
     -- register of its own, as the input is an operand of every lane's multiplier); each lane's
     -- operand chosen (cycle 5)
-    op3 = register Nothing (register Nothing (register Nothing issued))
+    op3 = alongRead issued
     raw = (\o xs ws ds bs -> (\op -> (op, xs, ws, ds, bs)) <$> o) <$> op3 <*> xWord <*> weights <*> dWords <*> biases
     laned = register Nothing (fmap pickLane <$> raw)
     pickLane (op, xs, ws, ds, bs) = (op, xs !! opLane op, ws, ds, bs)
@@ -494,8 +495,8 @@ data MomentumArith = MomentumArith
 -- exact velocities in @vu@ bits, the new weights in @nu@. Cycles: the address registered (1),
 -- the reads (2), their data registered as they leave the block RAMs (3), chosen and
 -- registered (4), the exact velocities (5), rounded (6) and written, the new weights' exact
--- values (7), rounded (8) and written. @pe@ products @m v@ a lane for the weights and @pe@ for the biases (none when @m@
--- is a power of two).
+-- values (7), rounded (8) and written. @pe@ products @m v@ a lane for the weights and @pe@
+-- for the biases (none when @m@ is a power of two).
 momentum
   :: forall vb vu nu n g pe wb bb xd gb wnb wbd bnb bbd dom
    . ( HiddenClockResetEnable dom, KnownNat vb, KnownNat vu, KnownNat nu, KnownNat n, 1 <= n, KnownNat g
@@ -513,7 +514,7 @@ momentum arith m wVelBanks bVelBanks = Update 8 writes
         velW = unpack <$> bankedRam wVelBanks (maybe 0 (\(a, _, _, _, _, _, _) -> a) <$> upd) (fmap packV <$> velWWrite)
         velB = unpack <$> bankedRam bVelBanks (maybe 0 (\(_, j, _, _, _, _, _) -> j) <$> upd) (fmap packV <$> velBWrite)
         packV (a, vs) = (a, pack vs)
-        held = register Nothing (register Nothing (register Nothing upd))
+        held = alongRead upd
         withV = register Nothing ((\h vw vbs -> (\u -> (u, vw, vbs)) <$> h) <$> held <*> velW <*> velB)
         velExact = register Nothing (fmap velocity <$> withV)
         velocity ((a, j, bias, ws, bs, xds, ds), vw, vbs) =
@@ -557,7 +558,7 @@ batched updating wSumBanks bSumBanks inner = Update (5 + updateCycles inner) wri
         sumW = unpack <$> bankedRam wSumBanks (maybe 0 (\(a, _, _, _, _, _, _) -> a) <$> upd) (fmap packS <$> sumWWrite)
         sumB = unpack <$> bankedRam bSumBanks (maybe 0 (\(_, j, _, _, _, _, _) -> j) <$> upd) (fmap packS <$> sumBWrite)
         packS (a, vs) = (a, pack vs)
-        held = register Nothing (register Nothing (register Nothing upd))
+        held = alongRead upd
         withSums = register Nothing ((\h sw sb -> (\u -> (u, sw, sb)) <$> h) <$> held <*> sumW <*> sumB)
         summed = register Nothing (fmap added <$> withSums)
         added ((a, j, bias, ws, bs, xds, ds), sw, sb) =
@@ -600,6 +601,10 @@ bankedRam (Banks _ files) rd0 wr0 = (!!) <$> bundle (imap bank files) <*> chosen
     rd = register 0 rd0
     wr = register Nothing wr0
     chosen = register 0 (register 0 (bankOf <$> rd))
+
+-- | A stream delayed by as many cycles as a 'bankedRam' read takes, to meet its data.
+alongRead :: (HiddenClockResetEnable dom, NFDataX a) => Signal dom (Maybe a) -> Signal dom (Maybe a)
+alongRead = register Nothing . register Nothing . register Nothing
 
 -- | The first of two streams that has a value.
 (.<|>.) :: Signal dom (Maybe a) -> Signal dom (Maybe a) -> Signal dom (Maybe a)
