@@ -142,6 +142,30 @@ tableIndices s top = map (index . unSF)
       where
         d = shiftR (resize (unSF top) - resize r) (snatToNum s)
 
+-- | The width of a clamp bound ('clampBounds'): a value plus @(nE - 1) 2^s@, signed.
+type BoundWidth m s ii fi = ii + fi + s + CLog 2 m + 1
+
+-- | Each input's clamp bound for step 2, @r_i + (nE - 1) 2^s@: its index is the table's
+-- last exactly when the maximum reaches the bound (@m - r_i >= (nE - 1) 2^s@, i.e.
+-- @(m - r_i) >> s >= nE - 1@).
+clampBounds
+  :: forall m n s ii fi
+   . (KnownNat n, KnownNat m, 1 <= m, KnownNat ii, KnownNat fi)
+  => SNat s -> Vec (n + 1) (SFixed ii fi) -> Vec (n + 1) (Signed (BoundWidth m s ii fi))
+clampBounds s@SNat = map (\r -> resize (unSF r) + shiftL (fromInteger (natToInteger @m - 1)) (snatToNum s))
+
+-- | 'tableIndices' with the clamp decided on 'clampBounds': the same indices.
+boundedIndices
+  :: forall n m s ii fi
+   . (KnownNat n, KnownNat m, 1 <= m, KnownNat ii, KnownNat fi)
+  => SNat s -> SFixed ii fi -> Vec (n + 1) (SFixed ii fi) -> Vec (n + 1) (Signed (BoundWidth m s ii fi))
+  -> Vec (n + 1) (Index m)
+boundedIndices s@SNat top = zipWith index
+  where
+    index r bound
+      | resize (unSF top) >= bound = maxBound
+      | otherwise                  = fromIntegral (shiftR (resize (unSF top) - resize (unSF r) :: Signed (ii + fi + 1)) (snatToNum s))
+
 -- | Step 2's table reads, in the sum's width.
 readTable :: forall w n m eb . (KnownNat w, KnownNat eb) => TableRom m (Signed eb) -> Vec n (Index m) -> Vec n (Signed w)
 readTable (TableRom rom) = map (resize . rom)
@@ -228,12 +252,16 @@ sumsOf s table input = sums
   where
     -- 'stageReg': valid bits reset, data not (a reset on the data would keep synthesis from
     -- absorbing the registers after the table read into the block RAM)
-    tops = argmaxTree fst (fmap (\beat -> (beat, ())) <$> stageReg input)
+    -- Each value's clamp bound travels with the beat through the maximum's tree, computed
+    -- beside its first level, so the index's clamp is a comparison of the maximum with the
+    -- bound beside the subtraction, not after it (the transformer's attention softmax on
+    -- ECP5: the maximum -> subtraction -> comparison -> index, 21 levels, 11.9 ns).
+    tops = argmaxTree (fst . fst) (fmap (\beat -> ((beat, clampBounds @m s (fst beat)), ())) <$> stageReg input)
     -- The table indices registered before the reads: the maximum goes to every value's
     -- subtraction, and each index to its own block RAM, often far apart (mlp_tanh on ECP5:
     -- the maximum's register -> 4.9 ns of route -> subtraction, clip -> a block RAM's
     -- address, 12.2 ns).
-    indices = stageReg (fmap (\((xs, t), (top, _)) -> (tableIndices s top xs, t)) <$> tops)
+    indices = stageReg (fmap (\(((xs, t), bounds), (top, _)) -> (boundedIndices s top xs bounds, t)) <$> tops)
     exps = stageReg (fmap (\(is, t) -> (readTable @w table is, t)) <$> indices)
     -- The table's read is a block RAM where synthesis absorbs the register above into it:
     -- its data output is slow, so it feeds nothing but this register (which the
