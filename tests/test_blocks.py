@@ -337,12 +337,6 @@ MUTANTS = [
         "fifo SNat (input, readyOut) = (output, readyIn)",
         "fifo SNat (input, readyOut) = (output, readyIn .||. readyOut)",
     ),
-    (
-        "headfifo-refills-when-single",
-        "Fifo.hs",
-        "refill   = removed .&&. (not <$> single)",
-        "refill   = removed",
-    ),
     ("fork-ungated", "Branch.hs", "offer otherReady = mux otherReady input (pure Nothing)", "offer _ = input"),
     ("join-ungated", "Branch.hs", "take1  = readyOut .&&. valid2", "take1  = readyOut"),
     (

@@ -301,46 +301,6 @@ def test_held_gate_repeats_and_the_map_waits_an_image_in_block_ram(tmp_path) -> 
     assert "|> gate\n        |> repeatS (SNat @81) |> fifo d_merge_layer_1)" in text
 
 
-@needs_toolchain
-def test_a_branch_fifo_wider_than_its_limit_holds_its_oldest_beat_in_a_register(tmp_path) -> None:
-    """A residual Add's branch FIFOs: a beat of 8 values of 16 bits (128 bits, the limit) is
-    read from LUT RAM (`fifo`); one of 9 values holds its oldest beat in a register
-    (`headFifo`), which the merge's resources count, with `fifo`'s timing: its Clash simulation
-    equals the golden model in the hardware model's cycles, under gaps and stalls too."""
-    import keras
-
-    from keras2clash import api
-    from keras2clash.backend.project import load_project
-    from keras2clash.hw import hwmodel
-    from keras2clash.hw.events import HEAD_REGISTER_BITS
-    from keras2clash.kinds.merge import MERGE_DEPTH
-    from keras2clash.network import load_network
-
-    def residual(width: int) -> keras.Model:
-        x = keras.Input((width,), name="x")
-        y = keras.layers.Dense(width, activation="relu", name="proj")(x)
-        z = keras.layers.Add(name="res")([x, y])
-        return keras.Model(x, keras.layers.Dense(4, name="out")(z))
-
-    assert HEAD_REGISTER_BITS == 8 * 16
-    for width, block in ((8, "fifo"), (9, "headFifo")):
-        model = residual(width)
-        network = load_network(model, "1,7,8")
-        merge = next(p for p in network.plans if p.is_merge)
-        assert merge.kind.branch_fifo_blocks(merge) == (block, block)
-        res = next(r for r in hwmodel.figures(network.plans).layers if r.name == "res")
-        heads = 2 * width * 16 if block == "headFifo" else 0
-        assert res.register_bits == width * 16 + MERGE_DEPTH + heads
-        api.emit(model, "1,7,8", tmp_path / block, show=False)
-        text = (tmp_path / block / "Network.hs").read_text()
-        assert f"import K2C.Fifo ({block})" in text
-        assert f"({block} d_res_0)" in text
-        assert f"|> {block} d_res_1)" in text
-    project = load_project(tmp_path / "headFifo")
-    x = np.random.default_rng(9).uniform(-1.5, 1.5, size=(12, 9))
-    assert_clash_matches_golden(project, golden.quantize_inputs(project.plans, x), 9)
-
-
 def test_broadcasts_other_than_a_per_channel_gate_are_refused() -> None:
     import keras
     from keras import layers

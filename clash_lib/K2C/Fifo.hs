@@ -37,23 +37,9 @@ out. There is no path from input to output in the same cycle (latency at
 least one cycle), none from downstream's ready to the input's ready, and
 with @depth >= 2@ the buffer sustains one beat per cycle in and out. With
 @depth = 1@ it is a single register: one beat every two cycles.
-
-= Oldest beat in a register
-
-'headFifo' has the same ports, capacity and exact timing as 'fifo' (the same
-count and flags), but its output is a register: the oldest beat is held in a
-register and the LUT RAM holds the beats behind it. A beat accepted while the
-queue is empty, or while its only beat moves out, goes straight into the
-register; otherwise into the RAM, from where the register takes the next
-oldest when its beat moves out. What reads the queue starts from flip-flops,
-not from a RAM read at the end of a read-pointer net that fans out to every
-LUT-RAM cell of a wide beat (a 256-bit beat is 64 cells; the transformer's
-residual Add on ECP5: the read pointer, 8.8 ns of route, the RAM's read, the
-adder, 13.6 ns). It costs a register of the beat's width.
 -}
 module K2C.Fifo
   ( fifo
-  , headFifo
   , blockFifo
   , nextCount
   ) where
@@ -71,34 +57,10 @@ fifo
   => SNat depth -> Stream dom a a
 fifo SNat (input, readyOut) = (output, readyIn)
   where
-    (readyIn, validOut, _) = queueFlags (SNat @depth) accepted removed
-    readPtr  = register (0 :: Index depth) (mux removed (nextIndex <$> readPtr) readPtr)
-    writePtr = register (0 :: Index depth) (mux accepted (nextIndex <$> writePtr) writePtr)
-    accepted = readyIn .&&. (isJust <$> input)
-    removed  = validOut .&&. readyOut
-
-    -- The RAM is written in every cycle it has room (readyIn), at the write
-    -- pointer: a free slot, which only an accepted beat makes part of the
-    -- queue (the pointer moves on); otherwise the next write overwrites it.
-    -- So the write enable of every LUT-RAM cell is a flip-flop, which
-    -- place and route copies next to the cells, not a LUT after the input's
-    -- valid (mlp_tanh on ECP5: a 384-bit queue's write enable, 9.0 ns of
-    -- route after that LUT, 13.2 ns).
-    write  = mux readyIn (Just <$> bundle (writePtr, fromJustX <$> input)) (pure Nothing)
-    oldest = asyncRam (SNat @depth) readPtr write
-    output = mux validOut (Just <$> oldest) (pure Nothing)
-
--- | The count of a queue of @depth@ beats, from the beats accepted and removed
--- each cycle, and three flags on it: (ready: count < depth, valid: count > 0,
--- count = 1), each a flip-flop of its own.
-queueFlags
-  :: forall dom depth
-   . (HiddenClockResetEnable dom, KnownNat depth, 1 <= depth)
-  => SNat depth -> Signal dom Bool -> Signal dom Bool -> (Signal dom Bool, Signal dom Bool, Signal dom Bool)
-queueFlags SNat accepted removed = (readyIn, validOut, single)
-  where
     count    = register (0 :: Index (depth + 1)) countNext
     countNext = nextCount <$> count <*> accepted <*> removed
+    readPtr  = register (0 :: Index depth) (mux removed (nextIndex <$> readPtr) readPtr)
+    writePtr = register (0 :: Index depth) (mux accepted (nextIndex <$> writePtr) writePtr)
 
     -- count < depth and count > 0, each a flip-flop of its own (the same value in every
     -- cycle as a comparison of the count): what the neighbours' handshakes and clock
@@ -120,34 +82,18 @@ queueFlags SNat accepted removed = (readyIn, validOut, single)
       | natToNum @depth >= (2 :: Integer) = (== fromInteger (natToNum @depth - 2)) <$> count
       | otherwise                         = pure False
     atTwo = (\c -> (resize c :: Index (depth + 3)) == 2) <$> count
-
--- | A FIFO of @depth@ beats whose oldest beat is held in a register (see the
--- module header, "Oldest beat in a register"): 'fifo''s timing exactly.
-headFifo
-  :: forall dom depth a
-   . (HiddenClockResetEnable dom, KnownNat depth, 1 <= depth, NFDataX a)
-  => SNat depth -> Stream dom a a
-headFifo SNat (input, readyOut) = (output, readyIn)
-  where
-    (readyIn, validOut, single) = queueFlags (SNat @depth) accepted removed
     accepted = readyIn .&&. (isJust <$> input)
     removed  = validOut .&&. readyOut
 
-    -- The RAM holds the beats behind the head: at most depth - 1 of depth slots, so
-    -- the slot at the write pointer is always free and is written whenever there is
-    -- room (the write enable a flip-flop, as in 'fifo'); the pointer moves on only
-    -- for an accepted beat that goes behind the head.
-    behind   = validOut .&&. (not <$> (removed .&&. single))
-    refill   = removed .&&. (not <$> single)
-    readPtr  = register (0 :: Index depth) (mux refill (nextIndex <$> readPtr) readPtr)
-    writePtr = register (0 :: Index depth) (mux (accepted .&&. behind) (nextIndex <$> writePtr) writePtr)
-    write    = mux readyIn (Just <$> bundle (writePtr, fromJustX <$> input)) (pure Nothing)
-    next     = asyncRam (SNat @depth) readPtr write
-
-    -- Loaded when it is empty or its beat moves out: from the RAM while beats wait
-    -- there (the count above one), otherwise the input (taken only if accepted).
-    oldest = regEn (deepErrorX "headFifo: empty") (not <$> validOut .||. removed)
-               (mux (validOut .&&. (not <$> single)) next (fromJustX <$> input))
+    -- The RAM is written in every cycle it has room (readyIn), at the write
+    -- pointer: a free slot, which only an accepted beat makes part of the
+    -- queue (the pointer moves on); otherwise the next write overwrites it.
+    -- So the write enable of every LUT-RAM cell is a flip-flop, which
+    -- place and route copies next to the cells, not a LUT after the input's
+    -- valid (mlp_tanh on ECP5: a 384-bit queue's write enable, 9.0 ns of
+    -- route after that LUT, 13.2 ns).
+    write  = mux readyIn (Just <$> bundle (writePtr, fromJustX <$> input)) (pure Nothing)
+    oldest = asyncRam (SNat @depth) readPtr write
     output = mux validOut (Just <$> oldest) (pure Nothing)
 
 -- | A FIFO of @depth@ beats in block RAM (see the module header, "Block RAM").

@@ -25,6 +25,7 @@ from keras2clash.backend.memfiles import memfile_text, word_bits
 from keras2clash.errors import K2CError
 from keras2clash.fpga.devices import get_device
 from keras2clash.hw.blocks import branch_repeats, network_outputs, stages_table, timing_checks
+from keras2clash.hw.events import block_ram_fifo
 from keras2clash.hw.inputs import network_inputs, several_inputs
 from keras2clash.hw.output import classifies, output_beats, output_plans, several_outputs, splits_output
 from keras2clash.hw.plan import LayerPlan, relu_before_requantize
@@ -236,7 +237,6 @@ IMPORTS = {
     "branches": "import K2C.Branch (branches)",
     "wiring": "import K2C.Branch (fork, joined, moves)",
     "fifo": "import K2C.Fifo (fifo)",
-    "head_fifo": "import K2C.Fifo (headFifo)",
     "block_fifo": "import K2C.Fifo (blockFifo)",
     "repeat": "import K2C.Repeat (repeatS)",
     "window_direct": "import K2C.Conv (direct)",
@@ -439,17 +439,17 @@ def _render_parallel(
     inner = indent + "    "
     branches = []
     depths = merge.kind.branch_fifos(merge) if merge.kind is not None else ()
-    fifos = _branch_fifo_blocks(merge)
     for i, (branch, repeats) in enumerate(zip(block.branches, branch_repeats(merge))):
         var = f"d_{entry['fn']}_{i}"
         depth = depths[i] if depths else 2
         head = _render_chain(branch, by_name, fifo_args, inner + "  ") if branch.items else ""
-        fifo = fifos[i]
+        fifo = "blockFifo" if block_ram_fifo(depth) else "fifo"
+        where = "; block RAM" if block_ram_fifo(depth) else ""
         fifo_args.append(
             {
                 "var": var,
                 "value": depth,
-                "doc": f"FIFO depth of branch {i} into {merge.name} (from the hardware model{_FIFO_NOTES[fifo]})",
+                "doc": f"FIFO depth of branch {i} into {merge.name} (from the hardware model{where})",
             }
         )
         tail = f"repeatS (SNat @{repeats}) |> {fifo} {var}" if repeats > 1 else f"{fifo} {var}"
@@ -460,24 +460,15 @@ def _render_parallel(
     return text
 
 
-_FIFO_USES = {"fifo": "fifo", "headFifo": "head_fifo", "blockFifo": "block_fifo"}
-_FIFO_NOTES = {"fifo": "", "headFifo": "; its oldest beat in a register", "blockFifo": "; block RAM"}
-
-
-def _branch_fifo_blocks(merge: LayerPlan) -> tuple[str, ...]:
-    """The K2C.Fifo block at the tail of each of a merge's branches (`Kind.branch_fifo_blocks`)."""
-    assert merge.kind is not None
-    return merge.kind.branch_fifo_blocks(merge)
-
-
 def _branch_uses(plans: Sequence[LayerPlan]) -> list[str]:
-    """The blocks the branches' tails import: `fifo`, `headFifo` or `blockFifo`
-    (`Kind.branch_fifo_blocks`) and, before a held gate's FIFO, `repeatS`
-    (`hw.blocks.branch_repeats`)."""
+    """The blocks the branches' tails import: `fifo` or `blockFifo` (`hw.events.block_ram_fifo`)
+    and, before a held gate's FIFO, `repeatS` (`hw.blocks.branch_repeats`)."""
     uses: set[str] = set()
     for plan in plans:
         if plan.is_merge:
-            uses |= {_FIFO_USES[block] for block in _branch_fifo_blocks(plan)}
+            assert plan.kind is not None
+            depths = plan.kind.branch_fifos(plan) or (2,) * len(plan.inputs)
+            uses |= {"block_fifo" if block_ram_fifo(d) else "fifo" for d in depths}
             uses |= {"repeat" for n in branch_repeats(plan) if n > 1}
     return sorted(uses)
 
@@ -579,19 +570,18 @@ def _wiring(
         fifos: list[WiringFifo] = []
         if first_plan.is_merge:
             depths = first_plan.kind.branch_fifos(first_plan) if first_plan.kind is not None else ()
-            blocks = _branch_fifo_blocks(first_plan)
             for i, repeats in enumerate(branch_repeats(first_plan)):
                 var = f"d_{first}_{i}"
                 depth = depths[i] if depths else 2
+                where = "; block RAM" if block_ram_fifo(depth) else ""
                 fifo_args.append(
                     {
                         "var": var,
                         "value": depth,
-                        "doc": f"FIFO depth of input {i} of {first_plan.name} (from the hardware model"
-                        f"{_FIFO_NOTES[blocks[i]]})",
+                        "doc": f"FIFO depth of input {i} of {first_plan.name} (from the hardware model{where})",
                     }
                 )
-                tail = f"{blocks[i]} {var}"
+                tail = f"{'blockFifo' if block_ram_fifo(depth) else 'fifo'} {var}"
                 fifos.append(
                     {
                         "stream": f"{first}_fifo_{i}",

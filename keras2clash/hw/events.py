@@ -467,22 +467,6 @@ def block_ram_fifo(depth: int | None) -> bool:
     return depth is not None and depth > BLOCK_RAM_FIFO_DEPTH
 
 
-HEAD_REGISTER_BITS = 128
-"""The widest beat of a branch FIFO in LUT RAM read straight from the RAM (`K2C.Fifo.fifo`); a
-wider one holds its oldest beat in a register (`K2C.Fifo.headFifo`, the same timing): its RAM
-is more than 32 LUT-RAM cells, whose read pointer's net and read data spread over the chip on
-their way into the merge's arithmetic (the transformer's residual Add on ECP5: 8.8 ns of route
-from the read pointer)."""
-
-
-def branch_fifo_block(depth: int | None, beat_bits: int) -> str:
-    """The K2C.Fifo block of a branch FIFO of `depth` beats of `beat_bits` bits each:
-    `blockFifo` (`block_ram_fifo`), `headFifo` (wider than `HEAD_REGISTER_BITS`) or `fifo`."""
-    if block_ram_fifo(depth):
-        return "blockFifo"
-    return "headFifo" if beat_bits > HEAD_REGISTER_BITS else "fifo"
-
-
 class Join:
     """K2C.Branch's join after one K2C.Fifo per branch, as one n-input join.
 

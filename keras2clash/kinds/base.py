@@ -191,11 +191,6 @@ class Kind:
         """A merge's branch FIFO depths, one per input (`hw.hwmodel.fifo_depths`); () when not sized."""
         return ()
 
-    def branch_fifo_blocks(self, plan: LayerPlan) -> tuple[str, ...]:
-        """A merge's branch FIFO blocks, one per input (`hw.events.branch_fifo_block`: `fifo`,
-        `headFifo` or `blockFifo`); () when it joins no branches."""
-        return ()
-
     def branch_repeats(self, plan: LayerPlan) -> tuple[int, ...]:
         """A merge's reads of each input's beats per beat of its output, one per input (a
         per-image gate broadcast over a map: the map's positions); () when each is read once."""

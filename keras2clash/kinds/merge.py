@@ -29,7 +29,7 @@ import numpy as np
 from keras2clash.backend.haskell import beat_type, format_type_name, kind_template, shape_text
 from keras2clash.errors import K2CError
 from keras2clash.frontend.registry import ConversionState, KerasLayer, _check_keras_shape, register_converter
-from keras2clash.hw.events import Block, EngineTiming, Max, Stateful, block_ram_fifo, branch_fifo_block, pipe_block
+from keras2clash.hw.events import Block, EngineTiming, Max, Stateful, block_ram_fifo, pipe_block
 from keras2clash.hw.plan import Common, LayerFormats, LayerPlan, Params, relu_before_requantize
 from keras2clash.ir.layers import Layer, register_record_type
 from keras2clash.kinds.base import (
@@ -104,11 +104,6 @@ _KERAS_OPS = {
     "Maximum": "maximum",
     "Minimum": "minimum",
 }
-
-
-def _beat_bits(own: MergeParams) -> list[int]:
-    """Each input's beat in bits, as its branch FIFO holds it."""
-    return [shape[-1] * fmt.hw_bits for shape, fmt in zip(own.input_shapes, own.in_fmts)]
 
 
 def _held_inputs(
@@ -215,11 +210,6 @@ class _MergeKind(Kind):
     def with_branch_fifos(self, plan: LayerPlan, depths: tuple[int, ...]) -> LayerPlan:
         return replace(plan, params=replace(params_of(plan, MergeParams), fifo_depths=depths))
 
-    def branch_fifo_blocks(self, plan: LayerPlan) -> tuple[str, ...]:
-        own = params_of(plan, MergeParams)
-        depths = own.fifo_depths or (None,) * len(plan.inputs)
-        return tuple(branch_fifo_block(d, b) for d, b in zip(depths, _beat_bits(own)))
-
     def branch_repeats(self, plan: LayerPlan) -> tuple[int, ...]:
         """A held gate's beat is read once per position of the map (`K2C.Repeat` at the tail of
         its branch); a streamed input's beats once each."""
@@ -260,19 +250,18 @@ class _MergeKind(Kind):
         return (Depth("stage", stage, depth, "pipe_types"),)
 
     def storage(self, plan: LayerPlan) -> Storage:
-        """The branch FIFOs in front of the join (LUT RAM, a wide beat's oldest in a register;
-        block RAM when deeper than `BLOCK_RAM_FIFO_DEPTH`), a held gate's repeat register; its
-        stage's registered result and queue."""
+        """The branch FIFOs in front of the join (LUT RAM; block RAM when deeper than
+        `BLOCK_RAM_FIFO_DEPTH`), a held gate's repeat register; its stage's registered result
+        and queue."""
         own = params_of(plan, MergeParams)
-        beats = _beat_bits(own)
-        heads = sum(b for b, block in zip(beats, self.branch_fifo_blocks(plan)) if block == "headFifo")
+        beats = [shape[-1] * fmt.hw_bits for shape, fmt in zip(own.input_shapes, own.in_fmts)]
         lut = sum(d * b for d, b in zip(own.fifo_depths, beats) if not block_ram_fifo(d))
         block = sum(d * b for d, b in zip(own.fifo_depths, beats) if block_ram_fifo(d))
         repeats = sum(b for b, n in zip(beats, self.branch_repeats(plan)) if n > 1)
         out = plan.output_shape[-1] * plan.out_fmt.hw_bits
         depth = self.stage_depth(plan)
         return Storage(
-            register_bits=out + depth + repeats + heads,
+            register_bits=out + depth + repeats,
             fifo_bits=lut + (depth + 2) * out,
             block_fifo_bits=block,
         )

@@ -35,7 +35,7 @@ import System.Random (StdGen, mkStdGen, randomRs, split)
 
 import K2C.Activation (requantize)
 import K2C.Branch (branches, fork, joined, moves)
-import K2C.Fifo (blockFifo, fifo, headFifo)
+import K2C.Fifo (blockFifo, fifo)
 import K2C.Merge
 import K2C.Repeat (repeatS)
 import K2C.Stream (Stream, mapS, (|>))
@@ -97,7 +97,6 @@ l = L
 streamCases :: [StdGen -> Outcome]
 streamCases =
   [ fifoCase d1, fifoCase d2, fifoCase d3, fifoCase d5, fifoCase d7
-  , headFifoCase d1, headFifoCase d2, headFifoCase d3, headFifoCase d5
   , blockFifoCase d1, blockFifoCase d2, blockFifoCase d3, blockFifoCase d7
   , repeatCase "repeatS 3 |> fifo 2" (repeatS d3 |> fifo d2) (Seq (Repeat 3) (Fifo 2)) 3 P.id
   , repeatCase "repeatS 1 |> fifo 1" (repeatS d1 |> fifo d1) (Seq (Repeat 1) (Fifo 1)) 1 P.id
@@ -105,10 +104,6 @@ streamCases =
       (Seq (Hold 2 inc) (Seq (Repeat 5) (BlockFifo 4))) 5 inc
   , streamCase "branches (hold 3 inc |> fifo 2) (fifo 4)"
       (branches (hold d3 (onU inc) |> fifo d2) (fifo d4))
-      (Br (Seq (Hold 3 inc) (Fifo 2)) (Fifo 4))
-      (\x -> P (l (inc x)) (l x))
-  , streamCase "branches (hold 3 inc |> headFifo 2) (headFifo 4)"
-      (branches (hold d3 (onU inc) |> headFifo d2) (headFifo d4))
       (Br (Seq (Hold 3 inc) (Fifo 2)) (Fifo 4))
       (\x -> P (l (inc x)) (l x))
   , streamCase "branches (fifo 1) (hold 5 triple |> hold 1 flip |> fifo 1)"
@@ -272,9 +267,8 @@ checkRun net expect ((tname, _, _), (beats, rows)) = (P.map ((tname P.++ ": ") P
       replay (t + 1) (step st (l . toInteger <$> i) rOut) rest
 
 -- | A lone fifo: the reference, plus the first-valid formula checked directly.
-fifoCase, headFifoCase, blockFifoCase :: forall d . (KnownNat d, 1 <= d) => SNat d -> StdGen -> Outcome
+fifoCase, blockFifoCase :: forall d . (KnownNat d, 1 <= d) => SNat d -> StdGen -> Outcome
 fifoCase depth = queueCase "fifo" (fifo depth) (Fifo (snatToNum depth)) 1 (snatToNum depth)
-headFifoCase depth = queueCase "headFifo" (headFifo depth) (Fifo (snatToNum depth)) 1 (snatToNum depth)
 blockFifoCase depth = queueCase "blockFifo" (blockFifo depth) (BlockFifo (snatToNum depth)) 2 (snatToNum depth)
 
 -- | A FIFO whose beat is valid @latency@ cycles after it was accepted, at the

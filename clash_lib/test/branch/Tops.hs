@@ -6,7 +6,7 @@ Synthesizable tops for K2C.Fifo, K2C.Branch and K2C.Merge (tests/test_blocks.py 
 into Verilog, lints them, and replays the Clash simulation on them):
 
 * @residual_top@: a 3-way fork/join (nested 'branches') whose branches are
-  a multi-cycle stage plus a fifo, a lone 'headFifo', and another multi-cycle stage
+  a multi-cycle stage plus a fifo, a lone fifo, and another multi-cycle stage
   plus a depth-1 fifo, each branch in a different SFixed format, merged
   element-wise with every function of K2C.Merge (average by 3: divider, by 2:
   shift) and requantized, one output per function;
@@ -21,7 +21,7 @@ import Clash.Prelude
 
 import K2C.Activation (relu, requantize)
 import K2C.Branch (branches, fork, joined, moves)
-import K2C.Fifo (fifo, headFifo)
+import K2C.Fifo (fifo)
 import K2C.Merge
 import K2C.Stream (Stream, mapS, (|>))
 import Stages (hold)
@@ -43,7 +43,7 @@ asTop block clk rst en input readyOut =
 residual :: HiddenClockResetEnable System => Stream System (Vec 2 Fx) (Vec 2 Merged)
 residual =
   branches (hold d3 (map (requantize @4 @4 @2 @6)) |> fifo d2)
-           (branches (headFifo d5) (hold d2 (map (requantize @4 @4 @6 @2)) |> fifo d1))
+           (branches (fifo d5) (hold d2 (map (requantize @4 @4 @6 @2)) |> fifo d1))
   |> mapS (\(x0, (x1, x2)) -> zipWith3 merged x0 x1 x2)
 
 wired :: HiddenClockResetEnable System => Stream System (Vec 2 Fx) (Vec 2 Merged)
@@ -51,7 +51,7 @@ wired (input, readyOut) = (output, readyIn)
   where
     (reads, readyIn) = fork input (ready0 :> ready1 :> ready2 :> Nil)
     (out0, ready0) = (hold d3 (map (requantize @4 @4 @2 @6)) |> fifo d2) (reads !! (0 :: Int), move)
-    (out1, ready1) = headFifo d5 (reads !! (1 :: Int), move)
+    (out1, ready1) = fifo d5 (reads !! (1 :: Int), move)
     (out2, ready2) = (hold d2 (map (requantize @4 @4 @6 @2)) |> fifo d1) (reads !! (2 :: Int), move)
     joinedIn = joined out0 (joined out1 out2)
     move = moves joinedIn mergeReady
