@@ -301,6 +301,38 @@ def test_held_gate_repeats_and_the_map_waits_an_image_in_block_ram(tmp_path) -> 
     assert "|> gate\n        |> repeatS (SNat @81) |> fifo d_merge_layer_1)" in text
 
 
+@needs_toolchain
+def test_an_elementwise_merge_of_wide_operands_registers_them_after_the_join(tmp_path) -> None:
+    """A residual Add of 12 values of 16 bits a beat (192 bits, `WIDE_MERGE_BITS`) combines the
+    joined operands in its one stage (`mapP`); of 13 values it registers them, then the exact
+    sums, then the requantized result (`mapP2`, `PRODUCT_DEPTH`), and its Clash simulation
+    equals the golden model in the hardware model's cycles, under gaps and stalls too."""
+    import keras
+
+    from keras2clash import api
+    from keras2clash.backend.project import load_project
+    from keras2clash.kinds.merge import MERGE_DEPTH, WIDE_MERGE_BITS
+    from keras2clash.network import load_network
+
+    def residual(width: int) -> keras.Model:
+        x = keras.Input((width,), name="x")
+        y = keras.layers.Dense(width, activation="relu", name="proj")(x)
+        z = keras.layers.Add(name="res")([x, y])
+        return keras.Model(x, keras.layers.Dense(4, name="out")(z))
+
+    assert WIDE_MERGE_BITS == 12 * 16
+    for width, depth, stage in ((12, MERGE_DEPTH, "mapP (\\"), (13, PRODUCT_DEPTH, "mapP2 (\\")):
+        model = residual(width)
+        merge = next(p for p in load_network(model, "1,7,8").plans if p.is_merge)
+        assert merge.kind.stage_depth(merge) == depth
+        api.emit(model, "1,7,8", tmp_path / f"w{width}", show=False)
+        text = (tmp_path / f"w{width}" / "Network.hs").read_text()
+        assert f"res =\n  {stage}" in text
+    project = load_project(tmp_path / "w13")
+    x = np.random.default_rng(13).uniform(-1.5, 1.5, size=(12, 13))
+    assert_clash_matches_golden(project, golden.quantize_inputs(project.plans, x), 13)
+
+
 def test_broadcasts_other_than_a_per_channel_gate_are_refused() -> None:
     import keras
     from keras import layers

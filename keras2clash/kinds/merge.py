@@ -14,7 +14,9 @@ one beat per image read at every position of the map, `branch_repeats`), then a 
 joined beats with a register after it (`K2C.Pipe.mapP`): the branch FIFOs are LUT RAM read
 combinationally, so without it two FIFO reads, the exact arithmetic, the requantization and
 the activation would be one path into the next FIFO's write (10.46 ns on
-resnet_digits@ecp5-85k: 95.6 MHz).
+resnet_digits@ecp5-85k: 95.6 MHz). A Multiply, and an element-wise merge of operands wider
+than `WIDE_MERGE_BITS`, registers the joined operands too and its exact result before the
+requantization (`K2C.Pipe.mapP2`, `PRODUCT_DEPTH`).
 """
 
 from __future__ import annotations
@@ -60,6 +62,15 @@ requantization in one cycle was se_digits' critical path on ECP5 (a block-RAM FI
 read, an unregistered MULT18X18D, the rounding adder and the saturation: 23.6 ns); with the
 operands and products registered the multipliers take those registers into the DSP blocks."""
 
+WIDE_MERGE_BITS = 192
+"""The widest operand beat an element-wise merge combines in the cycle its join moves the beats
+(`MERGE_DEPTH`); a wider one takes `PRODUCT_DEPTH` stages as a Multiply does: the joined
+operands registered, the exact result, the requantized and activated one. Its branch FIFOs are
+LUT RAM read combinationally: a 256-bit beat is 64 LUT-RAM cells, whose read and the merge's
+adder and saturation were the transformer's critical path on ECP5 (a read pointer's copy,
+2.6 + 2.8 ns of route, a 16-bit carry chain, 10.8 ns); 192-bit beats (resnet_digits) route at
+108 MHz in one stage."""
+
 
 @dataclass(frozen=True)
 class Merge(Layer):
@@ -104,6 +115,11 @@ _KERAS_OPS = {
     "Maximum": "maximum",
     "Minimum": "minimum",
 }
+
+
+def _beat_bits(own: MergeParams) -> list[int]:
+    """Each input's beat in bits, as its branch FIFO holds it."""
+    return [shape[-1] * fmt.hw_bits for shape, fmt in zip(own.input_shapes, own.in_fmts)]
 
 
 def _held_inputs(
@@ -235,7 +251,8 @@ class _MergeKind(Kind):
         raise NotImplementedError
 
     def stage_depth(self, plan: LayerPlan) -> int:
-        """Its stage's registers (`MERGE_DEPTH`, or `PRODUCT_DEPTH` where it multiplies)."""
+        """Its stage's registers (`MERGE_DEPTH`, or `PRODUCT_DEPTH` where it multiplies or its
+        operands are wide)."""
         return MERGE_DEPTH
 
     def blocks(
@@ -254,7 +271,7 @@ class _MergeKind(Kind):
         `BLOCK_RAM_FIFO_DEPTH`), a held gate's repeat register; its stage's registered result
         and queue."""
         own = params_of(plan, MergeParams)
-        beats = [shape[-1] * fmt.hw_bits for shape, fmt in zip(own.input_shapes, own.in_fmts)]
+        beats = _beat_bits(own)
         lut = sum(d * b for d, b in zip(own.fifo_depths, beats) if not block_ram_fifo(d))
         block = sum(d * b for d, b in zip(own.fifo_depths, beats) if block_ram_fifo(d))
         repeats = sum(b for b, n in zip(beats, self.branch_repeats(plan)) if n > 1)
@@ -330,7 +347,9 @@ class ElementwiseKind(_MergeKind):
         return (len(plan.inputs) - 1) * plan.output_shape[-1] if self.op == "multiply" else 0
 
     def stage_depth(self, plan: LayerPlan) -> int:
-        return PRODUCT_DEPTH if self.op == "multiply" else MERGE_DEPTH
+        """`PRODUCT_DEPTH` for a Multiply or operands wider than `WIDE_MERGE_BITS`, else `MERGE_DEPTH`."""
+        wide = max(_beat_bits(params_of(plan, MergeParams))) > WIDE_MERGE_BITS
+        return PRODUCT_DEPTH if self.op == "multiply" or wide else MERGE_DEPTH
 
     def float_merge(self, xs: Sequence[np.ndarray]) -> np.ndarray:
         xs = np.broadcast_arrays(*broadcast_to_output(xs, max(np.ndim(x) for x in xs) - 1))
