@@ -133,14 +133,7 @@ tableIndices
   :: forall n m s ii fi
    . (KnownNat n, KnownNat m, 1 <= m, KnownNat ii, KnownNat fi)
   => SNat s -> SFixed ii fi -> Vec (n + 1) (SFixed ii fi) -> Vec (n + 1) (Index m)
-tableIndices s top = map (index . unSF)
-  where
-    last' = fromInteger (natToInteger @m - 1) :: Signed (ii + fi + 14)
-    index r
-      | d >= last' = maxBound
-      | otherwise  = fromIntegral d
-      where
-        d = shiftR (resize (unSF top) - resize r) (snatToNum s)
+tableIndices s top xs = boundedIndices s top xs (clampBounds @m s xs)
 
 -- | The width of a clamp bound ('clampBounds'): a value plus @(nE - 1) 2^s@, signed.
 type BoundWidth m s ii fi = ii + fi + s + CLog 2 m + 1
@@ -154,7 +147,7 @@ clampBounds
   => SNat s -> Vec (n + 1) (SFixed ii fi) -> Vec (n + 1) (Signed (BoundWidth m s ii fi))
 clampBounds s@SNat = map (\r -> resize (unSF r) + shiftL (fromInteger (natToInteger @m - 1)) (snatToNum s))
 
--- | 'tableIndices' with the clamp decided on 'clampBounds': the same indices.
+-- | Step 2's table indices with the clamp decided on each input's 'clampBounds'.
 boundedIndices
   :: forall n m s ii fi
    . (KnownNat n, KnownNat m, 1 <= m, KnownNat ii, KnownNat fi)
