@@ -39,7 +39,8 @@ The output beat of step @t@ is @o[t,0,..] ++ .. ++ o[t,h-1,..]@.
 * the mixer: a row's @n@ probabilities one a cycle, each with its key's @v@
   values ("K2C.Scatter"'s control, 'heldFor'), the operands registered twice
   as the scores' and @dv@ multipliers ('MixDepth'), the row's products
-  summed as they come ("K2C.Collect"'s 'collectSum': @dv@ accumulators, not
+  summed as they come ("K2C.Collect"'s 'collectSum': each product registered,
+  then added into @dv@ accumulators, not
   the row's @n dv@ products and an adder tree), the rounding on 'SumDepth'
   registers, then the @h@ heads of a step collected into the output beat.
 

@@ -28,8 +28,13 @@ of downstream's ready).
   takes @n + 1@ cycles (@n / (n + 1)@ beats per cycle).
 
 'collectSum' keeps the sum of the @n@ beats instead of the beats (one register
-of @c@ values and @c@ adders, not @n@ beats and an adder tree after them),
-under the same protocol and timing.
+of @c@ values and @c@ adders, not @n@ beats and an adder tree after them).
+Each accepted beat is registered before it is added, so the adders' operands
+both come from flip-flops, never from the producer's queue (a LUT-RAM read
+into a wide carry chain is one clock cycle's worth of delay on its own on
+ECP5). Its protocol is 'collect''s one cycle later at the end: the last beat
+accepted in cycle @t@ gives the sum in cycle @t + 2@, and input ready is low
+from cycle @t + 1@ until the cycle after the sum moves.
 -}
 module K2C.Collect
   ( collect
@@ -61,8 +66,8 @@ collect SNat (input, readyOut) = (output, readyIn)
                         ((<<+) <$> buffer <*> (fromJustX <$> input))
     output    = mux full (Just . concat <$> buffer) (pure Nothing)
 
--- | The elementwise sum of @n@ beats as one beat, with 'collect''s protocol and timing (see
--- the module header); the caller's @a@ holds every partial sum.
+-- | The elementwise sum of @n@ beats as one beat, with a registered input (see the module
+-- header); the caller's @a@ holds every partial sum.
 collectSum
   :: forall dom n c a
    . (HiddenClockResetEnable dom, KnownNat n, KnownNat c, 1 <= n, NFDataX a, Num a)
@@ -70,15 +75,20 @@ collectSum
 collectSum SNat (input, readyOut) = (output, readyIn)
   where
     count     = register (0 :: Index n) (mux accepted (nextIndex <$> count) count)
-    full      = register False (nextFull <$> full <*> completes <*> delivered)
-    readyIn   = not <$> full
+    -- the beat accepted last cycle, whether it starts a sum, and whether it ends one
+    pending   = register False accepted
+    first     = register False (accepted .&&. ((== 0) <$> count))
+    ending    = register False completes
+    beat      = register (deepErrorX "collectSum: no beat yet") (fromJustX <$> input)
+    full      = register False (nextFull <$> full <*> ending <*> delivered)
+    readyIn   = not <$> (full .||. ending)
     accepted  = readyIn .&&. (isJust <$> input)
     completes = accepted .&&. ((== maxBound) <$> count)
     delivered = full .&&. readyOut
-    -- No reset: 'full' alone says whether the sum is complete; the first beat replaces it.
+    -- No reset: 'full' alone says whether the sum is complete; a first beat replaces it.
     total :: Signal dom (Vec c a)
-    total     = delayEn (deepErrorX "collectSum: no beat yet") accepted (add <$> count <*> total <*> (fromJustX <$> input))
-    add i acc x = if i == 0 then x else zipWith (+) acc x
+    total     = delayEn (deepErrorX "collectSum: no beat yet") pending (add <$> first <*> total <*> beat)
+    add f acc x = if f then x else zipWith (+) acc x
     output    = mux full (Just <$> total) (pure Nothing)
 
 nextFull :: Bool -> Bool -> Bool -> Bool

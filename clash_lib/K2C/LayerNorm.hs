@@ -165,7 +165,7 @@ layerNorm e table gammas betas finish = pipeS (SNat @LayerNormDepth) stages
     normalize k gd = sf (SNat @(fw + hm)) (shiftL (resize (unSF gd)) (fromEnum k))
 
 -- | Register stages of 'layerNormLanes''s pipeline (see the module header).
-type LayerNormLanesDepth = 16
+type LayerNormLanesDepth = 18
 
 -- | 'layerNorm' on @l@ of the @k * l@ channels a cycle (see the module header):
 -- the same arithmetic and the same integers.
@@ -204,13 +204,20 @@ layerNormLanes SNat e table gammas betas finish =
         add t (sa, qa) (s, q) = if chunkOf t == 0 then (s, q) else (sa + s, qa + q)
         heldS  = held (fst . snd . snd) summed
         -- the second pass: d_i = c x_i - S, and gamma_i registered beside it; the first pass's
-        -- last beat: S^2 as partial products
+        -- last beat: S and sum x^2 registered once more, so that S^2's multipliers take their
+        -- operands from a plain register (the running sums' register is fed by their adders,
+        -- which would then end in the multipliers' inputs)
         devs   = stageReg ((\sb -> on (\t (xs, (s, q)) ->
-                   (map (\x -> timesConst @(k * l) (widen x) - sb) xs, gammaChunks !! chunkOf t, q, partials s s))) <$> heldS <*> summed)
-        gdParts = stageReg (on (\_ (ds, gs, q, ss) -> (zipWith (partials . unSF) gs ds, timesConst @(k * l) q - wrap (joinPartials ss))) <$> devs)
+                   (map (\x -> timesConst @(k * l) (widen x) - sb) xs, gammaChunks !! chunkOf t, q, s))) <$> heldS <*> summed)
+        gdParts = stageReg (on (\_ (ds, gs, q, s) -> (zipWith (partials . unSF) gs ds, q, partials s s)) <$> devs)
+        -- S^2's partial products once more, in the fabric, before their sum and the subtraction
+        -- (read straight from the multipliers' output registers: 4.1 ns of route, then both
+        -- carry chains, 11.0 ns on ECP5, the transformer example)
+        ssNear = stageReg gdParts
+        vs     = stageReg (on (\_ (gs, q, ss) -> (gs, timesConst @(k * l) q - wrap (joinPartials ss))) <$> ssNear)
         -- u = c (c sum x^2 - S^2) + e = sum d_i^2 + e on 2 hm bits: it fits them, so the
         -- wrapping sums are exact
-        us     = stageReg (on (\_ (gs, v) -> (map scaled gs, unpack (pack (timesConst @(k * l) v)) + e)) <$> gdParts)
+        us     = stageReg (on (\_ (gs, v) -> (map scaled gs, unpack (pack (timesConst @(k * l) v)) + e)) <$> vs)
         pairs  = stageReg (on (\_ (gs, u) -> (gs, u, leadingPairs u)) <$> us)
         index  = stageReg (on (\_ (gs, u, p) -> (gs, tableIndex @n u p, p)) <$> pairs)
         heldK  = held (\(_, (_, _, p)) -> p) index

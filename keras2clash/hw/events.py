@@ -272,10 +272,12 @@ class Pad:
 
 
 class Collect:
-    """K2C.Collect (flatten after convolutions): n beats -> one vector."""
+    """K2C.Collect (flatten after convolutions): n beats -> one vector, valid `settle` cycles
+    after the n-th beat moved in (1 for `collect`; 2 for `collectSum`, whose beats are
+    registered before they are added), the next first beat from the cycle after it moved."""
 
-    def __init__(self, n: int, down: Block, mx: Max) -> None:
-        self.n, self.down, self.mx = n, down, mx
+    def __init__(self, n: int, down: Block, mx: Max, settle: int = 1) -> None:
+        self.n, self.down, self.mx, self.settle = n, down, mx, settle
         self.count = 0
         self.ready: Cycle = NEG
 
@@ -286,7 +288,7 @@ class Collect:
         q = self.mx(v, self.ready) if self.count == 0 else v
         self.count += 1
         if self.count == self.n:
-            self.ready = self.down.accept(q + 1) + 1
+            self.ready = self.down.accept(q + self.settle) + 1
             self.count = 0
         return q
 

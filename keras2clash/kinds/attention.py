@@ -376,7 +376,7 @@ class AttentionKind(Kind):
         p = params_of(plan, AttentionParams)
         heads = Collect(p.heads, down, mx)
         sums = pipe_block(SUM_DEPTH, heads, mx, blocks)
-        row = Collect(p.steps, sums, mx)
+        row = Collect(p.steps, sums, mx, settle=2)  # K2C.Collect.collectSum
         mix = pipe_block(MIX_DEPTH, row, mx, blocks)
         mixer = Scatter(p.steps, mix, mx)
         # the row's softmax with one division a cycle (K2C.Softmax.softmaxSerialS)
@@ -391,8 +391,9 @@ class AttentionKind(Kind):
         return store
 
     def storage(self, plan: LayerPlan) -> Storage:
-        """The sequence in LUT RAM; the rows of scores and probabilities, the row's sums, the
-        heads of a step, and the counters in registers; the softmax's exponential table."""
+        """The sequence in LUT RAM; the rows of scores and probabilities, the row's sums and the
+        product registered before it is added, the heads of a step, and the counters in
+        registers; the softmax's exponential table."""
         p = params_of(plan, AttentionParams)
         fi, fs, fp, fo = plan.in_fmt, p.score_fmt, p.prob_fmt, plan.out_fmt
         product = fp.hw_bits + fi.hw_bits + max(p.steps - 1, 1).bit_length()
@@ -400,7 +401,7 @@ class AttentionKind(Kind):
         counters = 5 * max(p.steps - 1, 1).bit_length() + 2 * max(p.heads - 1, 1).bit_length() + 4
         table = activations.softmax_table(fs, fp, p.steps, p.scale)
         return Storage(
-            register_bits=rows + p.value_dim * product + p.heads * p.value_dim * fo.hw_bits + counters,
+            register_bits=rows + 2 * p.value_dim * product + p.heads * p.value_dim * fo.hw_bits + counters,
             fifo_bits=p.steps * plan.input_shape[-1] * fi.hw_bits,
             table_bits=len(table.values) * (table.frac + 2),
         )

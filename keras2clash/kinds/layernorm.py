@@ -61,10 +61,11 @@ def limbs(bits: int) -> int:
     return max(1, (bits + 15) // 17)
 
 
-LAYERNORM_LANES_DEPTH = 16
+LAYERNORM_LANES_DEPTH = 18
 """K2C.LayerNorm's LayerNormLanesDepth: the chunk with its tag, the chunk's sum and the partial
-products of its squares, their sum, the running sums, the deviations (and the partial products
-of S^2), the partial products of gamma d (and c sum x^2 - S^2), u, the leading zeros, the table
+products of its squares, their sum, the running sums, the deviations (and S registered), the
+partial products of gamma d (and of S^2), the same in the fabric, c sum x^2 - S^2, u, the
+leading zeros, the table
 index, the table read, its output register, a register in the fabric, the partial products
 with the entry, the same in the fabric, their sums, then the finished values."""
 
@@ -445,8 +446,10 @@ class LayerNormKind(ChannelConstantsKind):
             lanes * bx + s.bd + lanes * 36 * kx * kx,  # its sum, the partial products of its squares
             lanes * bx + s.bd + u,  # the sum of its squares
             lanes * bx + s.bd + u,  # the running sums
-            lanes * (s.bd + ww) + u + 36 * ks * ks,  # d, gamma; S^2's partial products
-            lanes * 36 * kw * kd + u,  # gamma d's partial products; c sum x^2 - S^2
+            lanes * (s.bd + ww) + u + s.bd,  # d, gamma; sum x^2, S
+            lanes * 36 * kw * kd + u + 36 * ks * ks,  # gamma d's partial products; S^2's
+            lanes * 36 * kw * kd + u + 36 * ks * ks,  # the same in the fabric
+            lanes * 36 * kw * kd + u,  # c sum x^2 - S^2
             lanes * gd + u,  # gamma d, u
             lanes * gd + u + p,  # and its leading pairs
             lanes * gd + s.table.index_bits + p,  # the table index
