@@ -37,8 +37,12 @@ The output beat of step @t@ is @o[t,0,..] ++ .. ++ o[t,h-1,..]@.
   the rounding and the mask; then the row collected ("K2C.Collect");
 * the softmax of a row a beat (the caller's stream stage);
 * the mixer: a row's @n@ probabilities one a cycle, each with its key's @v@
-  values ("K2C.Scatter"'s control, 'heldFor'), the operands registered twice
-  as the scores' and @dv@ multipliers ('MixDepth'), the row's products
+  values ("K2C.Scatter"'s control, 'heldFor'), the operands registered three
+  times before @dv@ multipliers ('MixDepth': the LUT RAM's read and the
+  multiplexers, a plain copy, which place and route duplicates next to each
+  multiplier that shares the probability, then the multipliers' own input
+  registers; with two, the copies took the multiplexers' output over the
+  chip, 4.5 ns of route on ECP5), the row's products
   summed as they come ("K2C.Collect"'s 'collectSum': each product registered,
   then added into @dv@ accumulators, not
   the row's @n dv@ products and an adder tree), the rounding on 'SumDepth'
@@ -77,9 +81,9 @@ import K2C.Tree (TreeDepth, treeFold)
 -- the mask).
 type ScoreDepth dk = 3 + TreeDepth dk + 1
 
--- | The mixer's registers: a probability and its key's values (twice), their
+-- | The mixer's registers: a probability and its key's values (three times), their
 -- products.
-type MixDepth = 3
+type MixDepth = 4
 
 -- | The registers after a row's sums (accumulated as its products come): the rounding.
 type SumDepth = 1
@@ -148,7 +152,7 @@ attention causal softmaxRow finish (input, readyOut) = (output, readyIn)
     vAt = mixJ
     mixed = mux full (Just <$> ((\ps j v i -> (ps !! j, headOf @dv v i)) <$> held <*> mixJ <*> vs <*> mixI)) (pure Nothing)
     (output, mixOut) =
-      ( pipeS (SNat @MixDepth) (stageReg . fmap (fmap (\(p, v) -> map (mixed' p) v)) . stageReg . stageReg)
+      ( pipeS (SNat @MixDepth) (stageReg . fmap (fmap (\(p, v) -> map (mixed' p) v)) . stageReg . stageReg . stageReg)
       |> collectSum (SNat @n)
       |> pipeS (SNat @SumDepth) (stageReg . fmap (fmap (map finish)))
       |> collect (SNat @h) ) (mixed, readyOut)

@@ -60,9 +60,9 @@ from keras2clash.quant.formats import FixedFormat, parse_format, requantize
 HASKELL = kind_template("attention.hs.j2")
 STAGES = kind_template("stages.hs.j2")
 
-MIX_DEPTH = 3
-"""K2C.Attention's MixDepth: a probability and its key's values (twice: the second register is
-the multipliers' own), their products."""
+MIX_DEPTH = 4
+"""K2C.Attention's MixDepth: a probability and its key's values (three times: a plain copy
+between the multiplexers' register and the multipliers' own), their products."""
 
 
 def score_depth(key_dim: int) -> int:
