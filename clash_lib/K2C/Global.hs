@@ -110,11 +110,15 @@ globalReduce SNat start combine finish (input, readyOut) = (output, readyIn)
     -- No reset: 'count' says whether 'held' belongs to the current image.
     held :: Signal dom (Vec c r)
     held      = delayEn (deepErrorX "global: no beat yet") combines running
+    -- Both candidates finished before the choice, each on a signal of its own: a 'finish' in
+    -- each branch is shared by Clash into one after the choice, which puts the select (late:
+    -- it waits for downstream's ready) before the rounding's carry chain (the transformer
+    -- example on ECP5: 10.5 ns).
     output    = register Nothing
                   (nextOutput <$> output <*> readyOut <*> completes <*> pending <*> outFree
-                              <*> running <*> held)
-    nextOutput out ready done wait free new old
-      | done && free = Just (map finish new)
-      | wait && free = Just (map finish old)
+                              <*> (map finish <$> running) <*> (map finish <$> held))
+    nextOutput out ready done wait free finished kept
+      | done && free = Just finished
+      | wait && free = Just kept
       | ready        = Nothing
       | otherwise    = out
