@@ -42,11 +42,11 @@ The output beat of step @t@ is @o[t,0,..] ++ .. ++ o[t,h-1,..]@.
   multiplexers, a plain copy, which place and route duplicates next to each
   multiplier that shares the probability, then the multipliers' own input
   registers; with two, the copies took the multiplexers' output over the
-  chip, 4.5 ns of route on ECP5), the row's products
-  summed as they come ("K2C.Collect"'s 'collectSum': each product registered,
-  then added into @dv@ accumulators, not
-  the row's @n dv@ products and an adder tree), the rounding on 'SumDepth'
-  registers, then the @h@ heads of a step collected into the output beat.
+  chip, 4.5 ns of route on ECP5), the row's products summed as they come
+  ("K2C.Collect"'s 'collectSum': each product registered, then added into
+  @dv@ accumulators, not the row's @n dv@ products and an adder tree), the
+  rounding on 'SumDepth' registers, then the @h@ heads of a step collected
+  into the output beat.
 
 = Protocol and exact timing
 

@@ -68,7 +68,10 @@ pipeline, so the second pass reads them after they are written and before the
 next beat's first pass replaces them. The second pass computes @d_i@,
 @gamma_i d_i@, its shift and its product with the entry as 'layerNorm' does,
 the product's partial products registered once more in the fabric before
-their sum.
+their sum. @S@ and @sum x_i^2@ are registered once more before @S^2@'s
+multipliers, and @S^2@'s partial products once more in the fabric, so no
+adder ends in a multiplier's input and no multiplier's output in two
+carry chains.
 A beat every @2 k + 1@ cycles; multipliers per lane: @x_i^2@, @gamma_i d_i@ and
 the product with the entry, and @S^2@ once.
 

@@ -65,9 +65,9 @@ LAYERNORM_LANES_DEPTH = 18
 """K2C.LayerNorm's LayerNormLanesDepth: the chunk with its tag, the chunk's sum and the partial
 products of its squares, their sum, the running sums, the deviations (and S registered), the
 partial products of gamma d (and of S^2), the same in the fabric, c sum x^2 - S^2, u, the
-leading zeros, the table
-index, the table read, its output register, a register in the fabric, the partial products
-with the entry, the same in the fabric, their sums, then the finished values."""
+leading zeros, the table index, the table read, its output register, a register in the fabric,
+the partial products with the entry, the same in the fabric, their sums, then the finished
+values."""
 
 INDEX_BITS = (8, 10)
 """The table's index bits N lie in this range: 3 * 2^(N-2) entries, 192 to 768 (one ECP5 block
