@@ -14,8 +14,8 @@ Multiply is in tests/test_graph.py by default), densenet_digits (its wiring is i
 tests/test_dag.py by default) and digits_hgq2 (its golden model against HGQ2 on the whole set
 and a per-element quantized CNN in Clash are in tests/test_hgq_elements.py by default) with
 `-m slow`, where the Clash simulation takes the whole set too (and digits_lstm's,
-jet_transformer's balanced to the LFE5U-85F as it is placed and routed, with serial layer
-normalizations, and waves_gru: two stacked GRUs).
+jet_transformer's balanced to 96 multipliers as bench/fpga.py places and routes it, with
+serial layer normalizations, and waves_gru: two stacked GRUs).
 """
 
 from __future__ import annotations
@@ -52,12 +52,13 @@ WHOLE = 360
         pytest.param("digits_lstm", [8, 4], WHOLE, marks=pytest.mark.slow, id="digits_lstm-whole"),
         pytest.param("waves_gru", [4, 8, 2], WHOLE, marks=pytest.mark.slow),
         ("jet_transformer", [2, 1, 1, 1, 2, 2, 2, 1], 20),
-        pytest.param("jet_transformer", "ecp5-85k", WHOLE, marks=pytest.mark.slow, id="jet_transformer-whole"),
+        pytest.param("jet_transformer", "96", WHOLE, marks=pytest.mark.slow, id="jet_transformer-whole"),
     ],
 )
 def test_example_whole_test_set(tmp_path: Path, example: str, parallelism: list[int] | str, clash_images: int) -> None:
-    """`parallelism`: each compute layer's, or a device whose multipliers the design is balanced
-    to (`--dsp-budget`: the design placed and routed, with serial normalizations)."""
+    """`parallelism`: each compute layer's, or the multiplier budget (a device or a number) the
+    design is balanced to (`--dsp-budget`: the design placed and routed, with serial
+    normalizations)."""
     from keras2clash import api
     from keras2clash.backend.project import load_project
     from keras2clash.data import load_dataset
