@@ -11,6 +11,9 @@ stages, as a free-running pipeline ("K2C.Pipe".'pipeS').
 
 = Hardware
 
+* an input register: the vector as it is accepted (the upstream's output
+  queue is LUT RAM, whose read would otherwise be routed to the first
+  adders within the first stage's cycle);
 * the graph's @s@ register stages (its valid bit beside them);
 * two finish stages: the bias added to each exact product sum, one bit
   wider, registered; then the layer's requantization and activation
@@ -20,7 +23,7 @@ stages, as a free-running pipeline ("K2C.Pipe".'pipeS').
 
 = Timing (exact)
 
-@d = s + 2 + t@ ('CmvmDepth'). A vector accepted in cycle @a@ leaves the last
+@d = 1 + s + 2 + t@ ('CmvmDepth'). A vector accepted in cycle @a@ leaves the last
 register in cycle @a + d@: 'pipeS''s rules, one vector a cycle with
 downstream ready and @d + 1@ cycles of latency.
 
@@ -48,8 +51,9 @@ import K2C.Pipe (pipeS, stageReg)
 import K2C.Stream (Stream, mapS, (|>))
 import K2C.Window (WindowShape, window)
 
--- | The registers of 'cmvm': the graph's @s@, the two finish stages, a table's @t@.
-type CmvmDepth s t = s + 2 + t
+-- | The registers of 'cmvm': the input register, the graph's @s@, the two finish
+-- stages, a table's @t@.
+type CmvmDepth s t = 1 + s + 2 + t
 
 -- | A layer of constant weights: @graph@ (the generated module's, @s@ register
 -- stages from the raw inputs to the exact sums @x * W@ in the accumulator's
@@ -68,7 +72,7 @@ cmvm
 cmvm SNat graph bias (Finish requant activate) = pipeS (SNat @(CmvmDepth s t)) pipe
   where
     pipe = tableRegs . stageReg . fmap (fmap (map finish)) . stageReg . fmap (fmap (zipWith (+) bias . map resize))
-         . graph . fmap (fmap (map unSF))
+         . graph . stageReg . fmap (fmap (map unSF))
     finish acc = activate (requant (sf (SNat @cf) acc))
     tableRegs
       | snatToNum (SNat @t) == (2 :: Int) = stageReg . stageReg

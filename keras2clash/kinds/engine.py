@@ -57,6 +57,9 @@ HASKELL = kind_template("engine.hs.j2")
 
 LATENCY = LATENCY_STRATEGY
 """The strategy (`hw.plan.STRATEGIES`) that builds a layer as an adder graph of constants."""
+INPUT_STAGES = 1
+"""K2C.Cmvm's register before the graph: the upstream's output queue is LUT RAM, whose read
+routed straight into the first adders held the latency strategy's clock."""
 FINISH_STAGES = 2
 """K2C.Cmvm's registers after the graph: the bias added, then the requantization and activation."""
 CELLS_PER_CARRY = 2
@@ -180,8 +183,9 @@ def graph_stages(plan: LayerPlan) -> int:
 
 
 def cmvm_depth(plan: LayerPlan) -> int:
-    """d of K2C.Cmvm's pipeS (CmvmDepth): the graph's stages, the finish stages, a table's two."""
-    return graph_stages(plan) + FINISH_STAGES + plan.table_regs
+    """d of K2C.Cmvm's pipeS (CmvmDepth): the input register, the graph's stages, the finish
+    stages, a table's two."""
+    return INPUT_STAGES + graph_stages(plan) + FINISH_STAGES + plan.table_regs
 
 
 def rounding_offset(plan: LayerPlan) -> int:
@@ -401,15 +405,22 @@ class EngineKind(Kind):
     def storage(self, plan: LayerPlan) -> Storage:
         """The engine's window (rotating chunks), accumulators, result register, pipeline
         registers and output queue; the window generator's and its FIFOs when windowed. The
-        latency strategy: the graph's stages and valid bits, the finish stages' (the sums with
-        the bias, then the results, and a table's two) and their valid bits, pipeS's queue of
-        d + 2 results."""
+        latency strategy: the input register, the graph's stages and valid bits, the finish
+        stages' (the sums with the bias, then the results, and a table's two) and their valid
+        bits, pipeS's queue of d + 2 results."""
         assert plan.acc_fmt is not None
         if is_latency(plan):
             result = plan.filters * plan.out_fmt.hw_bits + 1
             summed = plan.filters * (plan.acc_fmt.hw_bits + 1) + 1  # the sums with the bias, one bit wider
             own = params_of(plan, EngineParams)
-            regs = own.graph_registers + graph_stages(plan) + summed + (FINISH_STAGES - 1 + plan.table_regs) * result
+            accepted = INPUT_STAGES * (self.window_values(plan) * plan.in_fmt.hw_bits + 1)
+            regs = (
+                accepted
+                + own.graph_registers
+                + graph_stages(plan)
+                + summed
+                + (FINISH_STAGES - 1 + plan.table_regs) * result
+            )
             fifo = (cmvm_depth(plan) + 2) * plan.filters * plan.out_fmt.hw_bits
             if not self.windowed:
                 return Storage(register_bits=regs, fifo_bits=fifo)
