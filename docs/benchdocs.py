@@ -287,9 +287,11 @@ def render(template: str, **context: Any) -> str:
     return environment().get_template(template).render(**context).strip() + "\n"
 
 
-def _accuracy_cell(example: str) -> dict[str, Any] | None:
-    row = accuracy_of(example)
-    if row is None:
+def _accuracy_cell(design: Design) -> dict[str, Any] | None:
+    """The example's accuracy at bench/accuracy.json's format; none for a design emitted at
+    another format (its figure is not that one)."""
+    row = accuracy_of(design.example)
+    if row is None or _bench_script().emit_options(design.spec)["format"] != load("accuracy.json")["format"]:
         return None
     test = row["test"]
     return {
@@ -303,7 +305,7 @@ def headline_table() -> str:
     """Every routed design on every device: the example, how it was emitted, its accuracy
     (Keras float and the hardware, whose outputs equal the golden model's bit for bit), Fmax,
     latency, II and resources."""
-    rows = [{"design": d, "accuracy": _accuracy_cell(d.example)} for device in devices() for d in designs(device)]
+    rows = [{"design": d, "accuracy": _accuracy_cell(d)} for device in devices() for d in designs(device)]
     return render(
         "headline.md.j2", rows=rows, weight_format=DEFAULT_WEIGHT_FORMAT, format=load("accuracy.json")["format"]
     )

@@ -46,7 +46,7 @@ class LayerResources:
     fifo_bits: int = 0  # LUT RAM FIFOs: a merge's branch FIFOs, an engine's output queue (K2C.Fifo)
     table_bits: int = 0  # activation tables (K2C.Lut, K2C.Softmax): one copy per beat element
     block_fifo_bits: int = 0  # block RAM FIFOs: a merge's branch FIFO that holds an image (K2C.Fifo.blockFifo)
-    logic_cells: int = 0  # LUT4 cells of an adder graph of constants (the latency strategy)
+    logic_cells: int = 0  # LUT4 cells of a layer of constants (the latency strategy: graph, bias, finish)
     strategy: str = ""  # a compute layer's (hw.plan.STRATEGIES)
 
     @property
@@ -146,7 +146,7 @@ class HwFigures:
     fifo_bits: int = 0  # LUT RAM FIFOs: engine output queues, branch FIFOs
     layers: list[LayerResources] = field(default_factory=list)
     block_fifo_bits: int = 0  # block RAM FIFOs: branch FIFOs that hold an image
-    logic_cells: int = 0  # LUT4 cells of the adder graphs of constants (the latency strategy)
+    logic_cells: int = 0  # LUT4 cells of the layers of constants (the latency strategy: graph, bias, finish)
 
     @property
     def strategies(self) -> list[str]:

@@ -349,9 +349,16 @@ class EngineKind(Kind):
         return is_latency(plan)
 
     def logic_cells(self, plan: LayerPlan) -> int:
-        """The adder graph's carry cells, two LUT4 cells each (nextpnr counts a CCU2C as two
-        TRELLIS_COMB)."""
-        return CELLS_PER_CARRY * params_of(plan, EngineParams).graph_cells if is_latency(plan) else 0
+        """A latency layer's LUT4 cells (yosys' LUT4 + 2 x CCU2C; nextpnr counts a CCU2C as two
+        TRELLIS_COMB): the adder graph's carry cells and each output's bias adder (the sum one
+        bit wider), two cells a carry cell, and one cell an output bit for the requantization
+        and activation."""
+        if not is_latency(plan):
+            return 0
+        assert plan.acc_fmt is not None
+        bias = plan.filters * -(-(plan.acc_fmt.hw_bits + 1) // 2)
+        carries = params_of(plan, EngineParams).graph_cells + bias
+        return CELLS_PER_CARRY * carries + plan.filters * plan.out_fmt.hw_bits
 
     def with_strategy(self, plan: LayerPlan, strategy: str) -> LayerPlan:
         if strategy == plan.engine_knobs.strategy:
