@@ -20,7 +20,7 @@ Two designs of the one model, each measured the same way:
 Each row: the time to generate the Verilog (from loading the model file), the outputs equal to
 the HGQ2 model's (`model.predict`, every value of every sample), and then the same place and
 route (`keras2clash.fpga.flow`: `pnr` for keras2clash's project, `pnr_verilog` for da4ml's
-folder; one yosys script, one set of nextpnr options, one port treatment, `--ports scan` by
+folder; one yosys script, each addition a carry chain of its own in both, one set of nextpnr options, one port treatment, `--ports scan` by
 default: every port a register of the scan harness): Fmax (routed, or nextpnr's post-placement
 estimate with --no-route, labelled so), LUT4 and CCU2C cells of the placed netlist, nextpnr's
 TRELLIS_COMB, TRELLIS_FF, MULT18X18D and DP16KD, the place-and-route time, latency in cycles
@@ -180,6 +180,7 @@ def da4ml_design(args, work: Path, x: np.ndarray, want: np.ndarray) -> dict:
         name=f"da4ml {da4ml.__version__}",
         latency_cycles=stages + 1,
         interval_cycles=1,
+        separate_sums=True,  # the yosys script `pnr` runs on a project with layers of constants
         progress=_progress("da4ml"),
         **_pnr_options(args),
     )

@@ -671,6 +671,37 @@ def test_ff_queues_builds_the_shallow_queues_from_flip_flops(tmp_path: Path, wor
     assert len(_cells(netlist, "queues", "TRELLIS_DPR16X4")) == lut_rams
 
 
+CHAINED_SUMS = """
+module sums(input clk, input [7:0] a, input [7:0] b, input [7:0] c, output reg [9:0] y);
+  wire [8:0] t = a + b;
+  always @(posedge clk) y <= t - c;
+endmodule
+"""
+
+
+@pytest.mark.parametrize(("separate_sums", "carry_cells", "luts"), [(False, 5, 16), (True, 10, 0)])
+def test_separate_sums_keeps_each_addition_a_carry_chain(tmp_path: Path, separate_sums, carry_cells, luts) -> None:
+    """Two chained additions in one cycle: yosys merges them into full adders in LUTs (two LUT4
+    a bit) before one carry chain; with `separate_sums` (a project with latency layers) each
+    stays its own carry chain, as the adder graph's estimate counts them."""
+    script = DEVICES["ecp5-85k"].synth_script("sums", "d.json", block_roms=True, separate_sums=separate_sums)
+    assert ("setattr -set keep 1 t:$add t:$sub" in script) == separate_sums
+    netlist = _synth_ecp5(tmp_path, CHAINED_SUMS, "sums", script)
+    assert len(_cells(netlist, "sums", "CCU2C")) == carry_cells
+    assert len(_cells(netlist, "sums", "LUT4")) == luts
+
+
+def test_the_projects_yosys_script_keeps_sums_only_with_latency_layers(tmp_path: Path) -> None:
+    from keras2clash import api
+
+    model = random_dense_model([(4, "relu"), (3, "linear")], n_in=5, seed=2)
+    for strategy, kept in (("resource", False), ("latency,resource", True)):
+        root = api.emit(model, "1,3,4", tmp_path / strategy, strategy=strategy, show=False)
+        script = (root / "fpga" / "ecp5.ys").read_text()
+        assert ("setattr -set keep 1 t:$add t:$sub %co:+[Y] w:* %i" in script) == kept
+        assert script.count("synth_ecp5 -top") == (3 if kept else 2)
+
+
 WEIGHT_RAM = """
 module weights(input clk, input we, input [8:0] wa, input [8:0] ra, input [35:0] d, output reg [35:0] q2);
   reg [35:0] ram [0:511];

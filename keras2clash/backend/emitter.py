@@ -28,7 +28,7 @@ from keras2clash.hw.blocks import branch_repeats, network_outputs, stages_table,
 from keras2clash.hw.events import block_ram_fifo
 from keras2clash.hw.inputs import network_inputs, several_inputs
 from keras2clash.hw.output import classifies, output_beats, output_plans, several_outputs, splits_output
-from keras2clash.hw.plan import LayerPlan, relu_before_requantize
+from keras2clash.hw.plan import LayerPlan, has_constant_layers, relu_before_requantize
 from keras2clash.ir.structure import Chain, Dag, Parallel, network_shape
 from keras2clash.kinds import kind_of
 from keras2clash.quant import activations as acts
@@ -1075,12 +1075,13 @@ FPGA_SCRIPT_DEVICE = "ecp5-85k"
 """The part the script's nextpnr line names (the synthesis is the same for every LFE5U size)."""
 
 
-def fpga_script(top: str) -> str:
-    """The text of fpga/ecp5.ys for top entity `top`: `Device.synth_script`, one command a line,
-    the netlist written beside the script, and how to run it."""
+def fpga_script(top: str, plans: Sequence[LayerPlan]) -> str:
+    """The text of fpga/ecp5.ys for top entity `top`: `Device.synth_script` as `pnr` runs it on
+    `plans`, one command a line, the netlist written beside the script, and how to run it."""
     device = get_device(FPGA_SCRIPT_DEVICE)
     json_name = f"{top}_yosys.json"
-    commands = device.synth_script(top, f"../../../fpga/{json_name}", block_roms=True).split("; ")
+    sums = has_constant_layers(plans)
+    commands = device.synth_script(top, f"../../../fpga/{json_name}", block_roms=True, separate_sums=sums).split("; ")
     return _env.get_template("fpga.ys.j2").render(
         name=top,
         part=device.part,
@@ -1091,6 +1092,7 @@ def fpga_script(top: str) -> str:
         package=device.package,
         placer=device.placers[0],
         commands=commands,
+        separate_sums=sums,
     )
 
 
@@ -1120,7 +1122,7 @@ def write_project(
     for source in sorted((CLASH_LIB / "K2C").glob("*.hs")):
         shutil.copy2(source, blocks / source.name)
     (root / "fpga").mkdir()
-    (root / "fpga" / FPGA_SCRIPT).write_text(fpga_script(name))
+    (root / "fpga" / FPGA_SCRIPT).write_text(fpga_script(name, plans))
     for module, text in layer_modules(plans, params).items():
         path = root / (module.replace(".", "/") + ".hs")
         path.parent.mkdir(parents=True, exist_ok=True)

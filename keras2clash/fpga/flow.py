@@ -55,6 +55,7 @@ from keras2clash.fpga.harness import CLOCK, HARNESS_TOP, TIED_TOP, harness, port
 from keras2clash.fpga.report import PnrReport, log_fmax, parse_nextpnr, to_markdown
 from keras2clash.fsutil import atomic_directory, check_output_file, check_writable_target, write_output_file
 from keras2clash.hw.hwmodel import timing
+from keras2clash.hw.plan import has_constant_layers
 from keras2clash.procs import find_executable
 from keras2clash.verify.rtlsim import check_weight_files, ensure_hdl
 
@@ -114,9 +115,12 @@ def _synthesise(
     block_roms: bool,
     ff_queues: int = 0,
     rw_dont_care: bool = False,
+    separate_sums: bool = False,
 ) -> None:
     """yosys, run from the HDL folder (the ROM files load relative to it), to work/design.json."""
-    synth = device.synth_script(top, _rel(work / "design.json", folder), block_roms, ff_queues, rw_dont_care)
+    synth = device.synth_script(
+        top, _rel(work / "design.json", folder), block_roms, ff_queues, rw_dont_care, separate_sums
+    )
     script = f"read_verilog {sources}; {synth}"
     run_tool([tools.yosys, "-q", "-l", _rel(work / "synth.log", folder), "-p", script], folder, work / "synth.log")
 
@@ -246,6 +250,7 @@ class _Settings:
     ff_queues: int
     ports: str
     rw_dont_care: bool = False
+    separate_sums: bool = False  # Device.synth_script's: a design with layers of constants
 
 
 def _settings(
@@ -356,6 +361,7 @@ def pnr(
 
     t = timing(list(project.plans))
     sources = sorted(p.name for p in folder.glob("*.v"))
+    settings = replace(settings, separate_sums=has_constant_layers(project.plans))
     return _place_and_route(
         tools, device, settings, folder, sources, project.top, out, project.name, t.first_latency, t.ii, seconds, tell
     )
@@ -386,6 +392,7 @@ def pnr_verilog(
     ff_queues: int = 0,
     ports: str = "auto",
     rw_dont_care: bool = False,
+    separate_sums: bool = False,
     progress: Progress | None = None,
 ) -> PnrReport:
     """Place and route Verilog that is not a keras2clash project (another compiler's, for a
@@ -396,8 +403,9 @@ def pnr_verilog(
     author knows, give the report's latency in ns and its throughput. A top with no clock
     enable goes on the pins as it is; behind the scan harness it needs a port `clk` (a reset
     `rst` is optional).
-    `rw_dont_care`: the design never uses a value read in the cycle its address is written
-    (`Device.synth_script`)."""
+    `rw_dont_care`: the design never uses a value read in the cycle its address is written;
+    `separate_sums`: each addition its own carry chain, as `pnr` builds a project with layers
+    of constants (both `Device.synth_script`)."""
     tell = progress or (lambda step, detail: None)
     device = get_device(fpga)
     settings = _settings(
@@ -417,7 +425,7 @@ def pnr_verilog(
         ff_queues=ff_queues,
         ports=ports,
     )
-    settings = replace(settings, rw_dont_care=rw_dont_care)
+    settings = replace(settings, rw_dont_care=rw_dont_care, separate_sums=separate_sums)
     tools = require_tools(device)
     folder = Path(folder).resolve()
     if not sources:
@@ -488,7 +496,8 @@ def _place_and_route(
             t1 = time.monotonic()
             block = s.block_roms and device.family == "ecp5"
             queues = s.ff_queues if device.family == "ecp5" else 0  # iCE40 has no LUT RAM
-            _synthesise(tools, device, folder, work, files, top, block, queues, s.rw_dont_care)
+            sums = s.separate_sums and ecp5
+            _synthesise(tools, device, folder, work, files, top, block, queues, s.rw_dont_care, sums)
             rom_note = "in block RAM (every registered ROM of two words or more)" if block else ""
             if (
                 block
@@ -499,7 +508,7 @@ def _place_and_route(
                     f"{device.block_ram_cell} of {device.block_rams}"
                 )
                 tell("synthesis", rom_note)
-                _synthesise(tools, device, folder, work, files, top, False, queues)
+                _synthesise(tools, device, folder, work, files, top, False, queues, s.rw_dont_care, sums)
             fold = bram_fold = None
             if device.family == "ecp5" and (s.dsp_registers or s.bram_registers):
                 fold, bram_fold = _fold_registers(

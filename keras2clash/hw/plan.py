@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import types
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Self, get_args, get_origin, get_type_hints
 
@@ -531,6 +531,12 @@ def accumulator_format(
 
 PLAIN_ACTIVATIONS = ("linear", "relu")
 """The activations exact on any format (they keep every value in range and on the grid)."""
+
+
+def has_constant_layers(plans: Sequence[LayerPlan]) -> bool:
+    """Whether a layer is built of constant weights (an adder graph: the latency strategy), whose
+    additions the synthesis keeps as carry chains of their own (`Device.synth_script`)."""
+    return any(plan.logic_cells for plan in plans)
 
 
 def relu_before_requantize(plan: LayerPlan) -> bool:
