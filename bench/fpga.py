@@ -60,6 +60,9 @@ EXAMPLES = [
     "digits_lstm",
     "waves_gru",
     "jet_transformer@96",
+    "jet_hgq/jet_qat:latency",
+    "thesis_cnn:latency+1.3.4",
+    "digits_dense:latency+1.2.3",
 ]
 """Every example at its defaults where they fit the LFE5U-85F's 156 multipliers; the eleven that
 need more at one PE per layer (thesis_cnn 217, resnet_digits 533, inception_digits 407, mlp_tanh
@@ -68,7 +71,10 @@ digits_heads 193, digits_side 177, jet_transformer 227) balanced to the part (`k
 `--dsp-budget ecp5-85k` gives 132, what nextpnr-ecp5 routes: devices.ECP5_ROUTABLE_SHARE),
 except jet_transformer, balanced to 96 (85 used, an interval of 384 cycles instead of 256): at
 132 the attention, the LayerNorms and the projections' engines fill the part so densely that
-its routes, not its logic, hold the clock under 100 MHz.
+its routes, not its logic, hold the clock under 100 MHz. Three designs at the latency strategy
+(every layer an adder graph of its constant weights, a vector or window a cycle, no
+multiplier): the HGQ2 jet tagger at its own formats, the thesis CNN at 1,3,4 and digits_dense
+at 1,2,3 (at 1,7,8 their graphs would need about 62k and 81k carry cells, more than the part).
 `dir/model`: examples/dir/model.keras (the quantization-aware models of jet_hgq and digits_hgq2).
 `name@budget`: the example balanced to a multiplier budget (`--dsp-budget`, a device name or a
 number);
