@@ -244,8 +244,10 @@ def design(example: str, device: str) -> Design:
         if row.spec == example:
             return row
     matches = [row for row in rows if example in (row.example, row.model)]
-    if len(matches) == 1:
-        return matches[0]
+    plain = [row for row in matches if ":" not in row.spec]  # no emit variant: the default configuration
+    for found in (matches, plain):
+        if len(found) == 1:
+            return found[0]
     names = ", ".join(row.spec for row in rows)
     if matches:
         raise BenchError(
