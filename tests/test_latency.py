@@ -18,7 +18,7 @@ from helpers import assert_clash_matches_golden, needs_toolchain, random_dense_m
 from keras2clash.backend.project import load_project
 from keras2clash.design import DesignOptions
 from keras2clash.errors import K2CError
-from keras2clash.hw import allocate, hwmodel, options
+from keras2clash.hw import allocate, blocks, hwmodel, options, resources
 from keras2clash.hw.plan import Knobs, LayerFormats, LayerPlan
 from keras2clash.hw.planner import make_plan
 from keras2clash.hw.summary import design_summary
@@ -59,6 +59,33 @@ def test_the_strategy_per_layer():
     # emit's summary states each graph's adders and carry cells, the manifest keeps them
     notes = [layer.get("cost_note", "") for layer in design_summary(plans)["layers"]]  # type: ignore[union-attr]
     assert notes[0].startswith("latency strategy: ") and "CCU2C" in notes[0] and notes[1] == ""
+
+
+def test_consecutive_latency_layers_are_one_pipeline_with_one_queue(tmp_path):
+    """A run of latency Dense layers is one K2C.Pipe.pipeline: one input register, one output
+    queue of d + 2 results (d: the register, the layers' 4 + 4 + 5 registers), two cycles
+    fewer for each layer after the first; a resource layer between them breaks the run."""
+    model = random_dense_model([(5, "relu"), (4, "relu"), (3, "linear")], n_in=6, seed=3, scale=1.5)
+    plans = load_network(model, "1,2,3", strategy="latency").plans
+    assert blocks.pipeline_runs(plans) == [("dense_0", "dense_1", "dense_2")]
+    assert [engine.cmvm_stages(p) for p in plans] == [4, 4, 5]
+    figures = hwmodel.figures(plans)
+    assert (figures.latency, figures.ii) == (22, 1.0)
+    alone = [resources.layer_resources(p) for p in plans]
+    run = figures.layers
+    in_regs = [p.input_shape[-1] * p.in_fmt.hw_bits + 1 for p in plans]  # the input registers
+    assert [r.register_bits for r in run] == [alone[0].register_bits] + [
+        a.register_bits - bits for a, bits in zip(alone[1:], in_regs[1:])
+    ]
+    assert [r.fifo_bits for r in run] == [0, 0, (1 + 13 + 2) * 3 * plans[2].out_fmt.hw_bits]
+    root = k2c.emit(model, "1,2,3", tmp_path / "net", strategy="latency", show=False)
+    network = (root / "Network.hs").read_text()
+    assert "network =\n  pipeline (dense_0 >-> dense_1 >-> dense_2)\n" in network
+    assert "=> Pipeline dom (Cmvm.CmvmStages Cmvm.Dense_1.Depth 0) (Vec 5 " in network
+
+    split = _network([(5, "relu"), (4, "relu"), (3, "linear")], "latency,resource,latency").plans
+    assert blocks.pipeline_runs(split) == []
+    assert hwmodel.figures(split).latency == 34
 
 
 def test_options_and_the_budget_leave_a_latency_layer_as_it_is():

@@ -7,25 +7,29 @@ A layer whose weights are constants: its matrix-vector product as an adder graph
 (shift-and-add terms with shared subexpressions, no multiplier), generated per
 layer (@Cmvm/<Layer>.hs@: the weights, one named term per adder, one function
 per register stage, its register stages as @type Depth@), behind two finish
-stages, as a free-running pipeline ("K2C.Pipe".'pipeS').
+stages: a free-running pipeline ('stages', a "K2C.Pipe".'Pipeline'), alone a
+stream stage ('cmvm': "K2C.Pipe".'pipeline'), or composed with the layers of
+constants after it into one ('K2C.Pipe.>->').
 
 = Hardware
 
-* an input register: the vector as it is accepted (the upstream's output
-  queue is LUT RAM, whose read would otherwise be routed to the first
-  adders within the first stage's cycle);
+* as a stream stage, an input register: the vector as it is accepted (the
+  upstream's output queue is LUT RAM, whose read would otherwise be routed to
+  the first adders within the first stage's cycle);
 * the graph's @s@ register stages (its valid bit beside them);
 * two finish stages: the bias added to each exact product sum, one bit
   wider, registered; then the layer's requantization and activation
   ('K2C.Activation.Finish'), registered; a table activation's two registers
   after them (@t = 2@);
-* 'pipeS''s output queue of @d + 2@ vectors and its count.
+* as a stream stage, 'pipeS''s output queue of @d + 2@ vectors and its count.
 
 = Timing (exact)
 
-@d = 1 + s + 2 + t@ ('CmvmDepth'). A vector accepted in cycle @a@ leaves the last
-register in cycle @a + d@: 'pipeS''s rules, one vector a cycle with
-downstream ready and @d + 1@ cycles of latency.
+'stages' holds @s + 2 + t@ registers ('CmvmStages'); 'cmvm' @d = 1 + s + 2 + t@
+('CmvmDepth'). A vector accepted in cycle @a@ leaves the last register in
+cycle @a + d@: 'pipeS''s rules, one vector a cycle with downstream ready and
+@d + 1@ cycles of latency. A run of layers composed with '>->' is one such
+stage whose @d@ is one plus the sum of their 'CmvmStages'.
 
 = Arithmetic
 
@@ -39,26 +43,27 @@ sum is one bit wider so that @h@ cannot wrap it).
 -}
 module K2C.Cmvm
   ( cmvm
+  , stages
   , windows
   , fit
   , CmvmDepth
+  , CmvmStages
   ) where
 
 import Clash.Prelude hiding (window)
 
 import K2C.Activation (Finish (..), TableRegs)
-import K2C.Pipe (pipeS, stageReg)
+import K2C.Pipe (Pipeline (..), PipelineDepth, pipeline, stageReg)
 import K2C.Stream (Stream, mapS, (|>))
 import K2C.Window (WindowShape, window)
 
--- | The registers of 'cmvm': the input register, the graph's @s@, the two finish
--- stages, a table's @t@.
-type CmvmDepth s t = 1 + s + 2 + t
+-- | The registers of 'stages': the graph's @s@, the two finish stages, a table's @t@.
+type CmvmStages s t = s + 2 + t
 
--- | A layer of constant weights: @graph@ (the generated module's, @s@ register
--- stages from the raw inputs to the exact sums @x * W@ in the accumulator's
--- fraction bits), the bias in the accumulator's bits (one integer bit wider),
--- and the layer's finish.
+-- | The registers of 'cmvm': the input register and 'CmvmStages'.
+type CmvmDepth s t = PipelineDepth (CmvmStages s t)
+
+-- | A layer of constant weights as a stream stage: 'stages' in "K2C.Pipe".'pipeline'.
 cmvm
   :: forall dom s n m ai af ci cf o t
    . ( HiddenClockResetEnable dom
@@ -69,10 +74,26 @@ cmvm
   -> Vec m (Signed (ci + 1 + cf))
   -> Finish t (SFixed (ci + 1) cf) o
   -> Stream dom (Vec n (SFixed ai af)) (Vec m o)
-cmvm SNat graph bias (Finish requant activate) = pipeS (SNat @(CmvmDepth s t)) pipe
+cmvm s graph bias finish = pipeline (stages s graph bias finish)
+
+-- | A layer of constant weights as a pipeline: @graph@ (the generated module's,
+-- @s@ register stages from the raw inputs to the exact sums @x * W@ in the
+-- accumulator's fraction bits), the bias in the accumulator's bits (one
+-- integer bit wider), and the layer's finish.
+stages
+  :: forall dom s n m ai af ci cf o t
+   . ( HiddenClockResetEnable dom
+     , KnownNat s, KnownNat n, KnownNat m, KnownNat ai, KnownNat af, KnownNat ci, KnownNat cf
+     , TableRegs t, NFDataX o )
+  => SNat s
+  -> (Signal dom (Maybe (Vec n (Signed (ai + af)))) -> Signal dom (Maybe (Vec m (Signed (ci + cf)))))
+  -> Vec m (Signed (ci + 1 + cf))
+  -> Finish t (SFixed (ci + 1) cf) o
+  -> Pipeline dom (CmvmStages s t) (Vec n (SFixed ai af)) (Vec m o)
+stages SNat graph bias (Finish requant activate) = Pipeline pipe
   where
     pipe = tableRegs . stageReg . fmap (fmap (map finish)) . stageReg . fmap (fmap (zipWith (+) bias . map resize))
-         . graph . stageReg . fmap (fmap (map unSF))
+         . graph . fmap (fmap (map unSF))
     finish acc = activate (requant (sf (SNat @cf) acc))
     tableRegs
       | snatToNum (SNat @t) == (2 :: Int) = stageReg . stageReg

@@ -29,6 +29,10 @@ every cycle and adds @d + 1@ cycles of latency.
 -}
 module K2C.Pipe
   ( pipeS
+  , Pipeline (..)
+  , (>->)
+  , pipeline
+  , PipelineDepth
   , mapP
   , mapP2
   , mapTable
@@ -60,6 +64,32 @@ pipeS SNat pipe (input, readyOut) = (output, readyIn)
     taken    = (isJust <$> output) .&&. readyOut
     (output, _) = fifo (SNat @(d + 2)) (pipe (mux accepted input (pure Nothing)), readyOut)
 
+
+-- | A free-running pipeline of exactly @d@ registers that is not yet a stream
+-- stage: layers that are one (a layer of constants, "K2C.Cmvm") compose with
+-- '>->' and become one stage with 'pipeline', so that a run of them keeps one
+-- output queue and one input register instead of one of each a layer.
+newtype Pipeline dom (d :: Nat) a b = Pipeline (Signal dom (Maybe a) -> Signal dom (Maybe b))
+
+-- | One pipeline after the other: their registers add up.
+(>->) :: Pipeline dom d a b -> Pipeline dom e b c -> Pipeline dom (d + e) a c
+Pipeline f >-> Pipeline g = Pipeline (g . f)
+
+infixr 1 >->
+
+-- | A pipeline as a stream stage: 'pipeS' around a register of the accepted
+-- beat and the pipeline's @d@ registers ('PipelineDepth'). The input register
+-- keeps the producer's output queue (LUT RAM, read combinationally) out of
+-- the first stage's cycle.
+pipeline
+  :: forall dom d a b
+   . (HiddenClockResetEnable dom, KnownNat d, NFDataX a, NFDataX b)
+  => Pipeline dom d a b
+  -> Stream dom a b
+pipeline (Pipeline p) = pipeS (SNat @(PipelineDepth d)) (p . stageReg)
+
+-- | 'pipeline''s registers: the input register and the pipeline's.
+type PipelineDepth d = 1 + d
 
 -- | A function of each beat as a stream stage of one register ('pipeS' with
 -- @d = 1@): the result is registered, so nothing the function computes (a

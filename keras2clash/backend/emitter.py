@@ -12,7 +12,7 @@ import keyword
 import math
 import re
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import NotRequired, TypeAlias, TypedDict, cast
@@ -24,7 +24,15 @@ from keras2clash.backend.haskell import beat_type, format_type_name, requantizer
 from keras2clash.backend.memfiles import memfile_text, word_bits
 from keras2clash.errors import K2CError
 from keras2clash.fpga.devices import get_device
-from keras2clash.hw.blocks import branch_repeats, network_outputs, stages_table, timing_checks
+from keras2clash.hw.blocks import (
+    branch_repeats,
+    chain_runs,
+    network_outputs,
+    network_plans,
+    pipeline_runs,
+    stages_table,
+    timing_checks,
+)
 from keras2clash.hw.events import block_ram_fifo
 from keras2clash.hw.inputs import network_inputs, several_inputs
 from keras2clash.hw.output import classifies, output_beats, output_plans, several_outputs, splits_output
@@ -310,6 +318,7 @@ class TemplateContext(TypedDict):
     imports: list[str]
     network_args: list[NetworkArg]
     composition: str
+    piped: bool  # a run of pipeline layers composed into one stage (`hw.blocks.chain_runs`)
     wiring: Wiring | None
     has_branches: bool
     input_type: str
@@ -387,6 +396,7 @@ def _layer_entry(plan: LayerPlan, fn: str, code: ActivationCode | None = None, a
         "requantizes": home.requantizes,
         "doc": own.doc,
         "body": list(own.body) + (vector_stage if home.fuses_activation else []),
+        "pipeline": own.pipeline,
         "notes": notes + list(own.notes),
         "uses": list(own.uses) + uses,
     }
@@ -413,19 +423,50 @@ def _stage(plan: LayerPlan, entry: LayerEntry) -> str:
 
 
 def _render_chain(
-    chain: Chain, by_name: dict[str, tuple[LayerPlan, LayerEntry]], fifo_args: list[NetworkArg], indent: str
+    chain: Chain,
+    by_name: dict[str, tuple[LayerPlan, LayerEntry]],
+    fifo_args: list[NetworkArg],
+    indent: str,
+    built: Mapping[str, LayerPlan],
 ) -> str:
     """The Haskell composition of a chain: layers joined by `|>`, each parallel block a
-    `branches` of its branch chains (each ending in its FIFO), then the merge layer."""
+    `branches` of its branch chains (each ending in its FIFO), then the merge layer; a run of
+    pipeline layers (`hw.blocks.chain_runs` over the layers as the network builds them,
+    `built`) one `pipeline` of their `>->`."""
     stages: list[str] = []
-    items = list(chain.items)
+    items = chain_runs(chain.items, built)
     for k, item in enumerate(items):
-        if isinstance(item, Parallel):
+        if isinstance(item, tuple):
+            stages.append(f"pipeline ({' >-> '.join(cast(str, by_name[name][1]['fn']) for name in item)})")
+        elif isinstance(item, Parallel):
             merge_plan, merge_entry = by_name[items[k + 1]]  # type: ignore[index]
-            stages.append(_render_parallel(item, merge_plan, merge_entry, by_name, fifo_args, indent))
+            stages.append(_render_parallel(item, merge_plan, merge_entry, by_name, fifo_args, indent, built))
         else:
             stages.append(_stage(*by_name[item]))
     return f"\n{indent}|> ".join(stages) if stages else "id"
+
+
+def _pipe_runs(plans: Sequence[LayerPlan], by_name: dict[str, tuple[LayerPlan, LayerEntry]]) -> bool:
+    """Every layer of a run of pipelines (`hw.blocks.pipeline_runs`) as a K2C.Pipe.Pipeline
+    (its entry's `pipeline`: the expression and the depth of its type), with a note naming its
+    run; whether there is a run."""
+    runs = pipeline_runs(plans)
+    for run in runs:
+        fns = [cast(str, by_name[name][1]["fn"]) for name in run]
+        for name in run:
+            entry = by_name[name][1]
+            expr, depth = cast(tuple[str, str], entry["pipeline"])
+            entry.update(body=[expr], piped=depth)
+            cast(list[str], entry["notes"]).append(
+                f"One pipeline with {_names([f for f in fns if f != entry['fn']])} ('network': "
+                "K2C.Pipe.pipeline over their '>->'): one input register and one output queue for the run."
+            )
+    return bool(runs)
+
+
+def _names(names: Sequence[str]) -> str:
+    """`a`, `a and b`, `a, b and c`."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def _render_parallel(
@@ -435,6 +476,7 @@ def _render_parallel(
     by_name: dict[str, tuple[LayerPlan, LayerEntry]],
     fifo_args: list[NetworkArg],
     indent: str,
+    built: Mapping[str, LayerPlan],
 ) -> str:
     inner = indent + "    "
     branches = []
@@ -442,7 +484,7 @@ def _render_parallel(
     for i, (branch, repeats) in enumerate(zip(block.branches, branch_repeats(merge))):
         var = f"d_{entry['fn']}_{i}"
         depth = depths[i] if depths else 2
-        head = _render_chain(branch, by_name, fifo_args, inner + "  ") if branch.items else ""
+        head = _render_chain(branch, by_name, fifo_args, inner + "  ", built) if branch.items else ""
         fifo = "blockFifo" if block_ram_fifo(depth) else "fifo"
         where = "; block RAM" if block_ram_fifo(depth) else ""
         fifo_args.append(
@@ -923,7 +965,9 @@ def build_context(
     port_readies = [f"{fn_of[head.name]}_port_ready" for head in heads] if several else ["ready"]
     fifo_args: list[NetworkArg] = []
     wiring = _wiring(shape, by_name, fifo_args, port_readies) if isinstance(shape, Dag) else None
-    composition = _render_chain(shape, by_name, fifo_args, "  ") if isinstance(shape, Chain) else ""
+    piped = isinstance(shape, Chain) and _pipe_runs(plans, by_name)
+    built_plans = {p.name: p for p in network_plans(plans)}
+    composition = _render_chain(shape, by_name, fifo_args, "  ", built_plans) if isinstance(shape, Chain) else ""
     network_args.extend(fifo_args)
     if fifo_args or wiring:
         cast(list[str], layers[0]["uses"]).extend(["wiring" if wiring else "branches", *_branch_uses(built)])
@@ -939,6 +983,7 @@ def build_context(
         {IMPORTS[u] for entry in layers for u in cast(list[str], entry["uses"])}
         | {IMPORTS[u] for u in timing_uses}
         | ({f"import K2C.Pipe ({', '.join(pipes)})"} if pipes else set())
+        | ({"import K2C.Pipe (Pipeline, pipeline, (>->))"} if piped else set())
     )
     own_imports = sorted({line for entry in layers for line in cast(list[str], entry.get("imports", []))})
     imports = ["import K2C.Activation (Finish (..), linear, relu, requantize)"] + used + own_imports
@@ -971,6 +1016,7 @@ def build_context(
         "imports": imports,
         "network_args": network_args,
         "composition": composition,
+        "piped": piped,
         "wiring": wiring,
         "has_branches": bool(fifo_args),
         "input_type": beat_type(first.input_shape, format_type_name(first.in_fmt)),

@@ -48,6 +48,9 @@ stalls, not only for an always-ready sink:
   it moved in, and not before the previous one moved out. Top's class (`K2C.Classify`) and
   a softmax (`K2C.Softmax`) are pipelines on `K2C.Pipe`: the engine's rules with one step,
   depth `d - 1` and a queue of `d + 2`.
+- A run of layers that are free-running pipelines (`Kind.pipeline_stages`: the latency
+  strategy's dense layers), consecutive in a chain (`chain_runs`): one stage on K2C.Pipe
+  (`K2C.Pipe.pipeline`) whose d is the input register plus the sum of their registers.
 - Fork and Join (`K2C.Branch`): a series-parallel network's `branches` (`_chain_blocks`), or
   a DAG's wiring (`_dag_blocks`): one `Fork` per tensor read by several layers, one `Join`
   per merge with a FIFO port per input.
@@ -76,6 +79,7 @@ from keras2clash.backend.haskell import kind_template
 from keras2clash.hw.events import (
     INPUT_SLICE,
     OUTPUT_SLICE,
+    PIPELINE_INPUT,
     Block,
     EngineTiming,
     Fork,
@@ -180,6 +184,69 @@ def _layer_blocks(
     return home.blocks(plan, down, mx, blocks, knobs[plan.name] if home.has_knobs else None)
 
 
+def pipeline_stages(plan: LayerPlan) -> int | None:
+    """The layer's registers when it may run with its neighbours as one pipeline
+    (`Kind.pipeline_stages`), with no stage of its own after it (an activation stage, a
+    softmax); None otherwise."""
+    if plan.kind is None or has_map_stage(plan) or is_softmax(plan):
+        return None
+    return plan.kind.pipeline_stages(plan)
+
+
+Link = str | Parallel | tuple[str, ...]
+"""A chain's item, or a run of its layers that are one pipeline (`chain_runs`)."""
+
+
+def chain_runs(items: Sequence[str | Parallel], by_name: Mapping[str, LayerPlan]) -> list[Link]:
+    """A chain's items with every run of two or more consecutive pipeline layers
+    (`pipeline_stages`) as one tuple: the run is one stream stage (K2C.Pipe.pipeline over
+    the layers' pipelines composed with `>->`), with one input register and one output queue."""
+    links: list[Link] = []
+    run: list[str] = []
+    for item in [*items, None]:
+        if isinstance(item, str) and pipeline_stages(by_name[item]) is not None:
+            run.append(item)
+            continue
+        links.extend([tuple(run)] if len(run) > 1 else run)
+        run = []
+        if item is not None:
+            links.append(item)
+    return links
+
+
+def run_depth(run: Sequence[str], by_name: Mapping[str, LayerPlan]) -> int:
+    """d of a run's K2C.Pipe.pipeline: its input register and every layer's registers."""
+    return PIPELINE_INPUT + sum(pipeline_stages(by_name[name]) or 0 for name in run)
+
+
+def pipeline_runs(plans: Sequence[LayerPlan]) -> list[tuple[str, ...]]:
+    """Every run of pipeline layers that the network builds as one stage (`chain_runs`, in
+    the chains of a series-parallel network; a network wired by name has none)."""
+    built = network_plans(plans)
+    shape = _shape(built, plans)
+    by_name = {p.name: p for p in built}
+    runs: list[tuple[str, ...]] = []
+
+    def walk(chain: Chain) -> None:
+        for link in chain_runs(chain.items, by_name):
+            if isinstance(link, tuple):
+                runs.append(link)
+            elif isinstance(link, Parallel):
+                for branch in link.branches:
+                    walk(branch)
+
+    if isinstance(shape, Chain):
+        walk(shape)
+    return runs
+
+
+def _shape(built: Sequence[LayerPlan], plans: Sequence[LayerPlan]) -> Chain | Dag:
+    """The network's shape (`ir.structure.network_shape`) over the layers it builds."""
+    inputs = network_inputs(plans)
+    sources = tuple(port.name for port in inputs) if len(inputs) > 1 else inputs[0].name
+    return network_shape(_with_inputs(built), sources, tuple(network_outputs(plans)))
+
+
 def _chain_blocks(
     chain: Chain,
     by_name: Mapping[str, LayerPlan],
@@ -190,10 +257,12 @@ def _chain_blocks(
     joins: list[tuple[str, Join]],
     depths: Mapping[str, Sequence[int | None]] | None = None,
 ) -> Block:
-    items = list(chain.items)
+    items = chain_runs(chain.items, by_name)
     for k in range(len(items) - 1, -1, -1):
         item = items[k]
-        if isinstance(item, Parallel):
+        if isinstance(item, tuple):
+            down = pipe_block(run_depth(item, by_name), down, mx, blocks)
+        elif isinstance(item, Parallel):
             after = items[k + 1]
             assert isinstance(after, str)  # the merge that joins the branches
             merge = by_name[after]
@@ -302,8 +371,7 @@ def _build(
     built = network_plans(plans)
     by_knob = dict(zip([p.name for p in built if p.is_compute], knobs))
     inputs = network_inputs(plans)
-    sources = tuple(port.name for port in inputs) if len(inputs) > 1 else inputs[0].name
-    shape = network_shape(_with_inputs(built), sources, tuple(ends))
+    shape = _shape(built, plans)
     by_name = {p.name: p for p in built}
     found = joins if joins is not None else []
     if isinstance(shape, Dag):

@@ -679,6 +679,18 @@ class Repeat(Scatter):
     accepted from the cycle after the last repeat moved."""
 
 
+PIPELINE_INPUT = 1
+"""K2C.Pipe.pipeline's register before a pipeline: the producer's output queue is LUT RAM,
+whose read routed straight into the first stage's logic would hold the clock."""
+
+
+def pipeline_storage(in_bits: int, out_bits: int, stages: int) -> tuple[int, int]:
+    """K2C.Pipe.pipeline's own memory around a pipeline of `stages` registers with beats of
+    `in_bits` in and `out_bits` out: (register bits: the input register and its valid bit,
+    LUT-RAM FIFO bits: pipeS's queue of d + 2 results, d = PIPELINE_INPUT + stages)."""
+    return in_bits + 1, (PIPELINE_INPUT + stages + 2) * out_bits
+
+
 def pipe_block(d: int, down: Block, mx: Max, blocks: list[Stateful]) -> Engine:
     """A stage on K2C.Pipe with d registers: the engine's rules with one step, depth d - 1 and
     a queue of d + 2."""

@@ -38,7 +38,7 @@ import numpy as np
 from keras2clash.hw.blocks import _build, _knobs, beats_per_image, output_beats_per_image
 from keras2clash.hw.events import CLAMP, NEG, Block, Cycle, EngineTiming, Join, Sink, Sources, Stateful
 from keras2clash.hw.plan import LayerPlan
-from keras2clash.hw.resources import HwFigures, LayerResources, layer_resources, top_fifo_bits
+from keras2clash.hw.resources import HwFigures, LayerResources, layer_resources, runs_of, top_fifo_bits
 from keras2clash.kinds.window import generator_geometry
 
 # --- running the model -----------------------------------------------------------------
@@ -726,13 +726,14 @@ def figures_many(plans: Sequence[LayerPlan], configs: Sequence[Config]) -> list[
     unique = list(dict.fromkeys(keys))
     latency, ii = timing_batch(plans, _as_arrays(unique))
     where = {k: n for n, k in enumerate(unique)}
-    fixed = [layer_resources(p) for p in plans if not p.is_compute]
+    runs = runs_of(plans)
+    fixed = [layer_resources(p, runs) for p in plans if not p.is_compute]
     top = top_fifo_bits(plans)
     cache: dict[tuple[int, int, int], LayerResources] = {}
 
     def res(i: int, p: int, b: int) -> LayerResources:
         if (i, p, b) not in cache:
-            cache[(i, p, b)] = layer_resources(plans[i].with_knobs(p, b))
+            cache[(i, p, b)] = layer_resources(plans[i].with_knobs(p, b), runs)
         return cache[(i, p, b)]
 
     out = []
@@ -780,12 +781,13 @@ def figures(plans: Sequence[LayerPlan], latency: int | None = None, ii: float | 
         t = timing(plans)
         latency, ii = t.first_latency, t.ii
     compute = [p for p in plans if p.is_compute]
+    runs = runs_of(plans)
     return _assemble(
         [p.engine_knobs.pe for p in compute],
         [p.engine_knobs.cycles for p in compute],
         latency,
         ii,
-        [layer_resources(p) for p in compute],
-        [layer_resources(p) for p in plans if not p.is_compute],
+        [layer_resources(p, runs) for p in compute],
+        [layer_resources(p, runs) for p in plans if not p.is_compute],
         plans,
     )

@@ -3,7 +3,7 @@ on-chip memory bits the blocks' haddocks give (ROM, line buffers, data registers
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 from keras2clash.hw.blocks import (
@@ -14,8 +14,11 @@ from keras2clash.hw.blocks import (
     is_softmax,
     is_table,
     map_depth,
+    network_plans,
+    pipeline_runs,
+    pipeline_stages,
 )
-from keras2clash.hw.events import softmax_depth
+from keras2clash.hw.events import pipeline_storage, softmax_depth
 from keras2clash.hw.output import classifies, output_plans, splits_output
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.jsontypes import JsonObject
@@ -61,11 +64,39 @@ class LayerResources:
         )
 
 
-def layer_resources(plan: LayerPlan) -> LayerResources:
+def runs_of(plans: Sequence[LayerPlan]) -> dict[str, tuple[LayerPlan, ...]]:
+    """Each layer of a run of pipelines that the network builds as one stage
+    (`hw.blocks.pipeline_runs`): the run's plans, in order."""
+    by_name = {p.name: p for p in network_plans(plans)}
+    return {name: tuple(by_name[n] for n in run) for run in pipeline_runs(plans) for name in run}
+
+
+def _run_share(plan: LayerPlan, run: Sequence[LayerPlan], regs: int, fifo: int) -> tuple[int, int]:
+    """A layer's data registers and FIFO bits in a run of pipelines: K2C.Pipe.pipeline's input
+    register at the run's head only and the run's output queue at its tail only, in place of
+    the ones its kind counts when it stands alone."""
+    out_bits = plan.output_shape[-1] * plan.out_fmt.hw_bits
+    in_bits = plan.input_shape[-1] * plan.in_fmt.hw_bits
+    names = [p.name for p in run]
+    stages = [pipeline_stages(p) or 0 for p in run]
+    alone_regs, alone_fifo = pipeline_storage(in_bits, out_bits, stages[names.index(plan.name)])
+    regs -= 0 if plan.name == names[0] else alone_regs
+    fifo -= alone_fifo
+    if plan.name == names[-1]:
+        fifo += pipeline_storage(0, out_bits, sum(stages))[1]
+    return regs, fifo
+
+
+def layer_resources(plan: LayerPlan, runs: Mapping[str, Sequence[LayerPlan]] | None = None) -> LayerResources:
+    """The layer's multipliers, MACs and memory; `runs` (`runs_of`): the runs of pipelines
+    of its network, whose layers share one input register and one output queue."""
     out_bits = plan.out_fmt.hw_bits
     assert plan.kind is not None
     own = plan.kind.storage(plan)
     line, regs, fifo = own.line_buffer_bits, own.register_bits, own.fifo_bits
+    run = (runs or {}).get(plan.name, ())
+    if run:
+        regs, fifo = _run_share(plan, run, regs, fifo)
     channels = plan.output_shape[-1]
     knobs = plan.knobs if plan.is_compute else None
     if has_map_stage(plan):  # K2C.Pipe.mapP (mapP2, mapTable): the registered results and their queue

@@ -16,7 +16,7 @@ from rich.table import Table
 
 from keras2clash.hw.hwmodel import timing
 from keras2clash.hw.plan import LayerPlan
-from keras2clash.hw.resources import layer_resources
+from keras2clash.hw.resources import layer_resources, runs_of
 from keras2clash.jsontypes import Json, JsonObject
 from keras2clash.registry import kind_of
 
@@ -29,7 +29,8 @@ def frame_bits(plan: LayerPlan) -> int:
 def design_summary(plans: Sequence[LayerPlan]) -> JsonObject:
     """Per-layer resources and network timing as plain data (stored in manifest.json)."""
     layers: list[Json] = []
-    resources = [layer_resources(plan) for plan in plans]
+    runs = runs_of(plans)
+    resources = [layer_resources(plan, runs) for plan in plans]
     for plan, res in zip(plans, resources):
         layers.append(
             {

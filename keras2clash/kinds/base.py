@@ -81,6 +81,8 @@ class Entry:
     notes: tuple[str, ...] = ()
     uses: tuple[str, ...] = ()
     fields: Mapping[str, object] = field(default_factory=dict)  # more of Network.hs.j2's per-layer fields
+    # a pipeline layer (`Kind.pipeline_stages`): its K2C.Pipe.Pipeline and its depth's type
+    pipeline: tuple[str, str] | None = None
 
 
 class Kind:
@@ -294,6 +296,14 @@ class Kind:
     def storage(self, plan: LayerPlan) -> Storage:
         """The memory of the layer's own blocks (activation stages are counted apart)."""
         return Storage()
+
+    def pipeline_stages(self, plan: LayerPlan) -> int | None:
+        """The registers of the layer when it is a free-running pipeline that takes one beat a
+        cycle and holds nothing but its registers (a `K2C.Pipe.Pipeline`: its entry gives
+        `Entry.pipeline`); None when it is not one. Consecutive such layers of a chain become
+        one stream stage (`hw.blocks.chain_runs`): one input register and one output queue for
+        the run, which its `blocks` and `storage` count when it stands alone."""
+        return None
 
     # --- the backend ---------------------------------------------------------------------
 

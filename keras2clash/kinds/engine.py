@@ -32,7 +32,16 @@ import numpy as np
 from keras2clash.backend.haskell import kind_template, requantizer
 from keras2clash.errors import K2CError
 from keras2clash.fsutil import cache_root
-from keras2clash.hw.events import Block, Engine, EngineTiming, Max, Stateful, pipe_block
+from keras2clash.hw.events import (
+    PIPELINE_INPUT,
+    Block,
+    Engine,
+    EngineTiming,
+    Max,
+    Stateful,
+    pipe_block,
+    pipeline_storage,
+)
 from keras2clash.hw.plan import (
     LATENCY_STRATEGY,
     MAX_PIPELINE_LEVELS,
@@ -57,9 +66,6 @@ HASKELL = kind_template("engine.hs.j2")
 
 LATENCY = LATENCY_STRATEGY
 """The strategy (`hw.plan.STRATEGIES`) that builds a layer as an adder graph of constants."""
-INPUT_STAGES = 1
-"""K2C.Cmvm's register before the graph: the upstream's output queue is LUT RAM, whose read
-routed straight into the first adders held the latency strategy's clock."""
 FINISH_STAGES = 2
 """K2C.Cmvm's registers after the graph: the bias added, then the requantization and activation."""
 CELLS_PER_CARRY = 2
@@ -182,10 +188,16 @@ def graph_stages(plan: LayerPlan) -> int:
     return max(1, -(-depth // levels)) if levels else 1
 
 
+def cmvm_stages(plan: LayerPlan) -> int:
+    """K2C.Cmvm.stages' registers (CmvmStages): the graph's stages, the finish stages, a
+    table's two."""
+    return graph_stages(plan) + FINISH_STAGES + plan.table_regs
+
+
 def cmvm_depth(plan: LayerPlan) -> int:
-    """d of K2C.Cmvm's pipeS (CmvmDepth): the input register, the graph's stages, the finish
-    stages, a table's two."""
-    return INPUT_STAGES + graph_stages(plan) + FINISH_STAGES + plan.table_regs
+    """d of K2C.Cmvm.cmvm's pipeS (CmvmDepth): K2C.Pipe.pipeline's input register and
+    `cmvm_stages`."""
+    return PIPELINE_INPUT + cmvm_stages(plan)
 
 
 def rounding_offset(plan: LayerPlan) -> int:
@@ -348,6 +360,11 @@ class EngineKind(Kind):
     def fixed_knobs(self, plan: LayerPlan) -> bool:
         return is_latency(plan)
 
+    def pipeline_stages(self, plan: LayerPlan) -> int | None:
+        """A latency layer on vectors (a Dense): K2C.Cmvm.stages; a convolution's window
+        generator before its graph is a stream stage of its own."""
+        return cmvm_stages(plan) if is_latency(plan) and not self.windowed else None
+
     def logic_cells(self, plan: LayerPlan) -> int:
         """A latency layer's LUT4 cells (yosys' LUT4 + 2 x CCU2C; nextpnr counts a CCU2C as two
         TRELLIS_COMB): the adder graph's carry cells and each output's bias adder (the sum one
@@ -420,7 +437,9 @@ class EngineKind(Kind):
             result = plan.filters * plan.out_fmt.hw_bits + 1
             summed = plan.filters * (plan.acc_fmt.hw_bits + 1) + 1  # the sums with the bias, one bit wider
             own = params_of(plan, EngineParams)
-            accepted = INPUT_STAGES * (self.window_values(plan) * plan.in_fmt.hw_bits + 1)
+            accepted, fifo = pipeline_storage(
+                self.window_values(plan) * plan.in_fmt.hw_bits, plan.filters * plan.out_fmt.hw_bits, cmvm_stages(plan)
+            )
             regs = (
                 accepted
                 + own.graph_registers
@@ -428,7 +447,6 @@ class EngineKind(Kind):
                 + summed
                 + (FINISH_STAGES - 1 + plan.table_regs) * result
             )
-            fifo = (cmvm_depth(plan) + 2) * plan.filters * plan.out_fmt.hw_bits
             if not self.windowed:
                 return Storage(register_bits=regs, fifo_bits=fifo)
             fifo += params_of(plan, WindowParams).window_fifo * self.window_values(plan) * plan.in_fmt.hw_bits
@@ -562,13 +580,14 @@ class EngineKind(Kind):
         folded = rounding_offset(plan) > 0
         notes = [
             HASKELL.cmvm_note(
-                module, own.adder_depth, plan.engine_knobs.pipeline, graph_stages(plan), cmvm_depth(plan)
+                module, own.adder_depth, plan.engine_knobs.pipeline, graph_stages(plan), cmvm_stages(plan)
             ),
             HASKELL.accumulator_note(plan.acc_fmt.clash_type, "exact"),
         ]
         return Entry(
             doc=doc,
             body=(*front, HASKELL.cmvm(module)),
+            pipeline=(HASKELL.cmvm_stages(module), HASKELL.cmvm_stages_type(module, plan.table_regs)),
             notes=tuple(notes),
             uses=("cmvm", *(("quant",) if folded else ()), *uses),
             fields={
