@@ -168,6 +168,35 @@ def test_latency_networks_bit_exact_in_clash_with_the_models_cycles(tmp_path, la
     assert (root / "Cmvm" / "Dense_0.hs").is_file()
 
 
+@needs_toolchain
+@pytest.mark.toolchain
+def test_runs_of_latency_layers_inside_branches_bit_exact_in_clash_with_the_models_cycles(tmp_path):
+    """Runs of latency layers in a branch and after a merge (one pipeline each), a layer alone
+    before the fork: golden == Clash simulation with the model's every cycle."""
+    import keras
+    from keras import layers
+
+    inp = keras.Input((6,))
+    head = layers.Dense(5, activation="relu", name="head")(inp)
+    deep = layers.Dense(4, activation="relu", name="deep_a")(head)
+    deep = layers.Dense(4, activation="relu", name="deep_b")(deep)
+    side = layers.Dense(4, activation="relu", name="side")(head)
+    joined = layers.Add(name="add")([deep, side])
+    out = layers.Dense(4, activation="relu", name="tail_a")(joined)
+    out = layers.Dense(3, name="tail_b")(out)
+    model = keras.Model(inp, out)
+    rng = np.random.default_rng(11)
+    model.set_weights([rng.normal(0, 1.0, w.shape).astype("float32") for w in model.get_weights()])
+    root = k2c.emit(model, "1,3,3", tmp_path / "net", strategy="latency", show=False)
+    project = load_project(root)
+    assert blocks.pipeline_runs(project.plans) == [("deep_a", "deep_b"), ("tail_a", "tail_b")]
+    network = (root / "Network.hs").read_text()
+    assert "pipeline (deep_a >-> deep_b)" in network and "pipeline (tail_a >-> tail_b)" in network
+    first = project.plans[0].in_fmt
+    x = np.random.default_rng(4).integers(first.raw_min, first.raw_max + 1, (30, 6))
+    assert_clash_matches_golden(project, x, 4)
+
+
 def conv_net(kind: str):
     """A small convolutional network of random weights: Conv2D (same, stride 2 or 1), Conv1D
     (causal), a Dense applied per position (a 1x1 convolution) or a SeparableConv2D (a
