@@ -63,16 +63,21 @@ type CmvmStages s t = s + 2 + t
 -- | The registers of 'cmvm': the input register and 'CmvmStages'.
 type CmvmDepth s t = PipelineDepth (CmvmStages s t)
 
+-- | What 'cmvm' and 'stages' ask of their sizes and output type.
+type Layer dom s n m ai af ci cf t o =
+  ( HiddenClockResetEnable dom
+  , KnownNat s, KnownNat n, KnownNat m, KnownNat ai, KnownNat af, KnownNat ci, KnownNat cf
+  , TableRegs t, NFDataX o )
+
+-- | The generated graph: @n@ raw inputs to @m@ exact sums in the accumulator's fraction bits.
+type Graph dom n m ai af ci cf =
+  Signal dom (Maybe (Vec n (Signed (ai + af)))) -> Signal dom (Maybe (Vec m (Signed (ci + cf))))
+
 -- | A layer of constant weights as a stream stage: 'stages' in "K2C.Pipe".'pipeline'.
 cmvm
   :: forall dom s n m ai af ci cf o t
-   . ( HiddenClockResetEnable dom
-     , KnownNat s, KnownNat n, KnownNat m, KnownNat ai, KnownNat af, KnownNat ci, KnownNat cf
-     , TableRegs t, NFDataX o )
-  => SNat s
-  -> (Signal dom (Maybe (Vec n (Signed (ai + af)))) -> Signal dom (Maybe (Vec m (Signed (ci + cf)))))
-  -> Vec m (Signed (ci + 1 + cf))
-  -> Finish t (SFixed (ci + 1) cf) o
+   . Layer dom s n m ai af ci cf t o
+  => SNat s -> Graph dom n m ai af ci cf -> Vec m (Signed (ci + 1 + cf)) -> Finish t (SFixed (ci + 1) cf) o
   -> Stream dom (Vec n (SFixed ai af)) (Vec m o)
 cmvm s graph bias finish = pipeline (stages s graph bias finish)
 
@@ -82,13 +87,8 @@ cmvm s graph bias finish = pipeline (stages s graph bias finish)
 -- integer bit wider), and the layer's finish.
 stages
   :: forall dom s n m ai af ci cf o t
-   . ( HiddenClockResetEnable dom
-     , KnownNat s, KnownNat n, KnownNat m, KnownNat ai, KnownNat af, KnownNat ci, KnownNat cf
-     , TableRegs t, NFDataX o )
-  => SNat s
-  -> (Signal dom (Maybe (Vec n (Signed (ai + af)))) -> Signal dom (Maybe (Vec m (Signed (ci + cf)))))
-  -> Vec m (Signed (ci + 1 + cf))
-  -> Finish t (SFixed (ci + 1) cf) o
+   . Layer dom s n m ai af ci cf t o
+  => SNat s -> Graph dom n m ai af ci cf -> Vec m (Signed (ci + 1 + cf)) -> Finish t (SFixed (ci + 1) cf) o
   -> Pipeline dom (CmvmStages s t) (Vec n (SFixed ai af)) (Vec m o)
 stages SNat graph bias (Finish requant activate) = Pipeline pipe
   where
