@@ -29,7 +29,6 @@ from keras2clash.hw.blocks import (
     chain_runs,
     network_outputs,
     network_plans,
-    pipeline_runs,
     stages_table,
     timing_checks,
 )
@@ -428,29 +427,29 @@ def _render_chain(
     fifo_args: list[NetworkArg],
     indent: str,
     built: Mapping[str, LayerPlan],
+    runs: list[tuple[str, ...]],
 ) -> str:
     """The Haskell composition of a chain: layers joined by `|>`, each parallel block a
     `branches` of its branch chains (each ending in its FIFO), then the merge layer; a run of
     pipeline layers (`hw.blocks.chain_runs` over the layers as the network builds them,
-    `built`) one `pipeline` of their `>->`."""
+    `built`) one `pipeline` of their `>->`, added to `runs`."""
     stages: list[str] = []
     items = chain_runs(chain.items, built)
     for k, item in enumerate(items):
         if isinstance(item, tuple):
+            runs.append(item)
             stages.append(f"pipeline ({' >-> '.join(cast(str, by_name[name][1]['fn']) for name in item)})")
         elif isinstance(item, Parallel):
             merge_plan, merge_entry = by_name[items[k + 1]]  # type: ignore[index]
-            stages.append(_render_parallel(item, merge_plan, merge_entry, by_name, fifo_args, indent, built))
+            stages.append(_render_parallel(item, merge_plan, merge_entry, by_name, fifo_args, indent, built, runs))
         else:
             stages.append(_stage(*by_name[item]))
     return f"\n{indent}|> ".join(stages) if stages else "id"
 
 
-def _pipe_runs(plans: Sequence[LayerPlan], by_name: dict[str, tuple[LayerPlan, LayerEntry]]) -> bool:
-    """Every layer of a run of pipelines (`hw.blocks.pipeline_runs`) as a K2C.Pipe.Pipeline
-    (its entry's `pipeline`: the expression and the depth of its type), with a note naming its
-    run; whether there is a run."""
-    runs = pipeline_runs(plans)
+def _pipe_runs(runs: Sequence[tuple[str, ...]], by_name: dict[str, tuple[LayerPlan, LayerEntry]]) -> None:
+    """Every layer of a run of pipelines (`_render_chain`) as a K2C.Pipe.Pipeline (its entry's
+    `pipeline`: the expression and the depth of its type), with a note naming its run."""
     for run in runs:
         fns = [cast(str, by_name[name][1]["fn"]) for name in run]
         for name in run:
@@ -461,7 +460,6 @@ def _pipe_runs(plans: Sequence[LayerPlan], by_name: dict[str, tuple[LayerPlan, L
                 f"One pipeline with {_names([f for f in fns if f != entry['fn']])} ('network': "
                 "K2C.Pipe.pipeline over their '>->'): one input register and one output queue for the run."
             )
-    return bool(runs)
 
 
 def _names(names: Sequence[str]) -> str:
@@ -477,6 +475,7 @@ def _render_parallel(
     fifo_args: list[NetworkArg],
     indent: str,
     built: Mapping[str, LayerPlan],
+    runs: list[tuple[str, ...]],
 ) -> str:
     inner = indent + "    "
     branches = []
@@ -484,7 +483,7 @@ def _render_parallel(
     for i, (branch, repeats) in enumerate(zip(block.branches, branch_repeats(merge))):
         var = f"d_{entry['fn']}_{i}"
         depth = depths[i] if depths else 2
-        head = _render_chain(branch, by_name, fifo_args, inner + "  ", built) if branch.items else ""
+        head = _render_chain(branch, by_name, fifo_args, inner + "  ", built, runs) if branch.items else ""
         fifo = "blockFifo" if block_ram_fifo(depth) else "fifo"
         where = "; block RAM" if block_ram_fifo(depth) else ""
         fifo_args.append(
@@ -965,9 +964,11 @@ def build_context(
     port_readies = [f"{fn_of[head.name]}_port_ready" for head in heads] if several else ["ready"]
     fifo_args: list[NetworkArg] = []
     wiring = _wiring(shape, by_name, fifo_args, port_readies) if isinstance(shape, Dag) else None
-    piped = isinstance(shape, Chain) and _pipe_runs(plans, by_name)
+    runs: list[tuple[str, ...]] = []
     built_plans = {p.name: p for p in network_plans(plans)}
-    composition = _render_chain(shape, by_name, fifo_args, "  ", built_plans) if isinstance(shape, Chain) else ""
+    composition = _render_chain(shape, by_name, fifo_args, "  ", built_plans, runs) if isinstance(shape, Chain) else ""
+    _pipe_runs(runs, by_name)
+    piped = bool(runs)
     network_args.extend(fifo_args)
     if fifo_args or wiring:
         cast(list[str], layers[0]["uses"]).extend(["wiring" if wiring else "branches", *_branch_uses(built)])
