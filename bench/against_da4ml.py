@@ -13,8 +13,9 @@ Two designs of the one model, each measured the same way:
 - **da4ml**: its converter's steps (`da4ml convert`: `trace_model`, `comb_trace`, `RTLModel`
   with `latency_cutoff` = `--levels`, a register every that many adder levels), its Verilog
   simulated by its own Verilator emulator (`RTLModel.predict`) on the whole test set;
-- **keras2clash**: `emit --strategy latency` (`--pipeline`: adder levels per register stage,
-  emit's default without it) and Clash to Verilog, simulated by `rtlsim` (Verilator, the
+- **keras2clash**: `emit --strategy latency --no-class` (the scores alone, as da4ml's design
+  sends them; `--pipeline`: adder levels per register stage, emit's default without it) and
+  Clash to Verilog, simulated by `rtlsim` (Verilator, the
   generated testbench) on the whole test set.
 
 Each row: the time to generate the Verilog (from loading the model file), the outputs equal to
@@ -208,10 +209,10 @@ def keras2clash_design(args, work: Path, want: np.ndarray) -> dict:
 
     out = work / "keras2clash"
     pipeline = f", --pipeline {args.pipeline}" if args.pipeline is not None else ""
-    print(f"keras2clash: emit {args.model.name} --strategy latency{pipeline}", flush=True)
+    print(f"keras2clash: emit {args.model.name} --strategy latency --no-class{pipeline}", flush=True)
     t0 = time.monotonic()
     knobs = {"pipeline": args.pipeline} if args.pipeline is not None else {}
-    api.emit(args.model, out=out, show=False, strategy="latency", **knobs)
+    api.emit(args.model, out=out, show=False, strategy="latency", no_class=True, **knobs)
     emitted = time.monotonic() - t0
     print(f"keras2clash: emitted in {emitted:.1f} s; Clash to Verilog", flush=True)
     t0 = time.monotonic()
@@ -234,7 +235,7 @@ def keras2clash_design(args, work: Path, want: np.ndarray) -> dict:
     plans = [p for p in project.plans if p.is_compute]
     return _row(
         "keras2clash",
-        f"keras2clash {__version__}, --strategy latency{pipeline}",
+        f"keras2clash {__version__}, --strategy latency --no-class{pipeline}",
         report.to_dict(),
         generate_seconds=emitted + clash,
         simulator_seconds=simulated,

@@ -83,19 +83,27 @@ number);
 `name@budget:argmax` also leaves the output softmax out (`--softmax argmax`), as iris needs on
 the iCE40 UP5K (`--fpga ice40-up5k --freq 24 --examples iris@ice40-up5k:argmax`). After the
 colon, `+`-separated emit options (`VARIANTS`): `argmax`, a strategy (`latency`, `auto`: with
-a budget, `--strategy auto --dsp-budget`), a format with dots (`1.3.4`: `--format 1,3,4`), e.g.
+a budget, `--strategy auto --dsp-budget`), `scores` (`--no-class`: the output's values without
+the class, as a trigger reads them), a format with dots (`1.3.4`: `--format 1,3,4`), e.g.
 `thesis_cnn:latency+1.3.4`."""
 
-VARIANTS = {"argmax": ("softmax", "argmax"), "latency": ("strategy", "latency"), "auto": ("strategy", "auto")}
+VARIANTS: dict[str, tuple[str, str | bool]] = {
+    "argmax": ("softmax", "argmax"),
+    "latency": ("strategy", "latency"),
+    "auto": ("strategy", "auto"),
+    "scores": ("no_class", True),
+}
 """The words of a spec's variant and the emit option each sets (a format is `s.i.f`)."""
 
 
-def emit_options(spec: str) -> dict[str, str]:
+def emit_options(spec: str) -> dict[str, str | bool]:
     """The emit options a spec names (`example[@budget][:variant]`, variant words joined by
     `+`), beside the defaults the bench uses (1,7,8, the exact softmax)."""
     head, _, variant = spec.partition(":")
     budget = head.partition("@")[2]
-    options = {"format": "1,7,8", "softmax": "exact"} | ({"dsp_budget": budget} if budget else {})
+    options: dict[str, str | bool] = {"format": "1,7,8", "softmax": "exact"} | (
+        {"dsp_budget": budget} if budget else {}
+    )
     for word in [w for w in variant.split("+") if w]:
         parts = word.split(".")
         if word in VARIANTS:

@@ -151,11 +151,12 @@ class Design:
         """How the design was emitted, as command-line options ('defaults' for none)."""
         named = _bench_script().emit_options(self.spec)
         defaults = {"softmax": "exact", "format": "1,7,8"}
+        shown = [k for k in ("dsp_budget", "softmax", "strategy", "no_class", "format") if k in named]
         return (
             ", ".join(
-                f"`--{key.replace('_', '-')} {named[key]}`"
-                for key in ("dsp_budget", "softmax", "strategy", "format")
-                if key in named and named[key] != defaults.get(key)
+                f"`--{key.replace('_', '-')}`" if named[key] is True else f"`--{key.replace('_', '-')} {named[key]}`"
+                for key in shown
+                if named[key] != defaults.get(key)
             )
             or "defaults"
         )

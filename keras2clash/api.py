@@ -447,7 +447,10 @@ def _classifier_comparison(
     exact: int,
     out_fmt: FixedFormat | None = None,
 ) -> Comparison:
-    """The ladder's accuracies against the labels (`out_fmt`: the output's, default the last layer's)."""
+    """The ladder's accuracies against the labels (`out_fmt`: the output's, default the last
+    layer's); the simulation's class is the Top's, or the argmax of the values it sends without
+    one (`hw.output.classifies`), as the golden model takes it then."""
+    sim_classes = sim.classes if sim.classes is not None else golden.predict_classes(sim.outputs)
     keras_float = keras_rounded = None
     if outputs is not None:
         keras_float = accuracy(np.argmax(outputs, axis=1), dataset.y)
@@ -457,8 +460,8 @@ def _classifier_comparison(
         keras_float_accuracy=keras_float,
         keras_rounded_accuracy=keras_rounded,
         golden_accuracy=accuracy(gold_classes, dataset.y),
-        sim_accuracy=accuracy(sim.classes, dataset.y),
-        class_match=int(np.sum(sim.classes == gold_classes)),
+        sim_accuracy=accuracy(sim_classes, dataset.y),
+        class_match=int(np.sum(sim_classes == gold_classes)),
     )
 
 

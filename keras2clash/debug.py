@@ -155,9 +155,9 @@ def predict(
     """The golden model's outputs for inputs `x` (an array, or an .npz file's `x`; the first
     `limit` samples; a model of several inputs takes a list of arrays in the model's order, a
     dict by input name, or an .npz with `x_<input name>` per input): raw integers, the reals they stand for,
-    and the core's class output. Nothing is written to disk. A model of several outputs
-    gives a list of them, one `Prediction` per output in the model's order (as
-    `keras.Model.predict` gives one array per output).
+    and the class (the core's, or the argmax of the values a core without one sends). Nothing
+    is written to disk. A model of several outputs gives a list of them, one `Prediction` per
+    output in the model's order (as `keras.Model.predict` gives one array per output).
 
     `model` is a `keras.Model`, a model file (.keras, .h5, JSON config), a planned
     `network.Network` or an emitted project folder (its formats; `design` and the knobs are

@@ -231,6 +231,9 @@ class DesignOptions:
             initiation interval, "full" a whole beat (None: auto under a budget, else full).
         softmax: An output softmax computed ("exact") or left out ("argmax": the outputs
             are the logits, the class the same).
+        no_class: An output vector leaves the Top as its values alone, without the class
+            (the argmax) the Top takes by default: a trigger's scores, in fewer cycles and
+            cells (hw.output.classifies).
         weight_format: "fit": each layer's weights in the format's width with the integer
             bits their largest value needs (quant.autoformat.fitted_weights); "same": in the
             layer's format.
@@ -258,6 +261,7 @@ class DesignOptions:
     logic_budget: int | None = None
     lanes: LanesChoice | None = None
     softmax: SoftmaxMode = "exact"
+    no_class: bool = False
     weight_format: WeightFormat = cast(WeightFormat, DEFAULT_WEIGHT_FORMAT)
     hls4ml_config: Hls4mlConfig | None = None
     weights: Path | None = None
@@ -321,6 +325,7 @@ class DesignKnobs(TypedDict, total=False):
     logic_budget: int | str | None
     lanes: str | None
     softmax: str
+    no_class: bool
     weight_format: str
     hls4ml_config: Hls4mlSource | None
     weights: str | Path | None
@@ -341,6 +346,7 @@ _PARSERS = {
     "logic_budget": logic_cells,
     "lanes": lanes_choice,
     "softmax": softmax_choice,
+    "no_class": lambda value: bool(value),
     "weight_format": weight_format_choice,
     "hls4ml_config": hls4ml_config,
     "weights": _path,

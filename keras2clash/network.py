@@ -139,6 +139,7 @@ def plan_network(
             input_fmt=formats.input,
             pipeline=levels,
             strategy=strategy,
+            classify=not design.no_class,
         )
 
     if design.dsp_budget is None:
@@ -343,6 +344,7 @@ def _balanced_knobs(
         input_fmt=formats.input,
         pipeline=levels,
         strategy=strategy,
+        classify=not design.no_class,
     )
     if serial:
         plans = [_fewest_lanes(p) for p in plans]

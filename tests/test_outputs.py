@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 
 import keras2clash as k2c
-from helpers import assert_clash_matches_golden, needs_toolchain, run_cli
+from helpers import assert_clash_matches_golden, needs_toolchain, random_dense_model, run_cli
 from keras2clash import api
 from keras2clash.backend.project import load_project
 from keras2clash.errors import K2CError
 from keras2clash.hw import hwmodel
+from keras2clash.network import load_network
 from keras2clash.quant import golden
 from keras2clash.report.comparison import error_figures
 from keras2clash.verify import rtlsim, testbench, toolchain
@@ -188,3 +189,36 @@ def test_a_transposed_convolution_decoder_streams_its_image_out(tmp_path: Path) 
     gold, _ = assert_clash_matches_golden(project, golden.quantize_inputs(project.plans, x), seed=4)
     values = project.plans[-1].out_fmt.to_real(gold)
     assert error_figures(values, model.predict(x, verbose=0).reshape(len(x), -1)).max_abs < 0.01
+
+
+@pytest.mark.toolchain
+@needs_toolchain
+def test_a_vector_output_without_its_class_is_bit_exact_in_clash_and_verilator(tmp_path, capsys) -> None:
+    """`--no-class`: a classifier's scores leave the Top as one beat of values, without the
+    class and the comparison tree that takes it, five cycles sooner here (the hardware model's
+    figure, which Clash reproduces cycle for cycle); the test set's accuracy is the argmax of
+    the scores; Verilator equals both under random gaps and stalls."""
+    model = random_dense_model([(6, "relu"), (4, "linear")], n_in=5, seed=4, scale=1.5)
+    model.save(tmp_path / "m.keras")
+    rng = np.random.default_rng(4)
+    x = rng.normal(0, 3, size=(40, 5)).astype(np.float32)
+    np.savez(tmp_path / "data.npz", x=x, y=rng.integers(0, 4, 40))
+    project_dir = tmp_path / "net"
+    args = ["emit", str(tmp_path / "m.keras"), "--format", "1,3,4", "--strategy", "latency", "--no-class"]
+    code, out = run_cli([*args, "--out", str(project_dir)], capsys)
+    assert code == 0, out
+    project = load_project(project_dir)
+    assert not project.classifies and project.output_beats == 1 and project.n_out == 4
+    top = (project_dir / "Top.hs").read_text()
+    assert "K2C.Classify" not in top and "Classes" not in top and "type OutputWidth = 4" in top
+    with_class = load_network(model, "1,3,4", strategy="latency").plans
+    assert (hwmodel.timing(with_class).first_latency, hwmodel.timing(project.plans).first_latency) == (16, 11)
+
+    x_raw = golden.quantize_inputs(project.plans, x)
+    want, _ = assert_clash_matches_golden(project, x_raw, seed=6)
+    code, out = run_cli(["simulate", str(project_dir), "--data", str(tmp_path / "data.npz")], capsys)
+    accuracy = np.mean(np.argmax(want, axis=1) == np.load(tmp_path / "data.npz")["y"])
+    assert code == 0 and "40/40" in out and f"{100 * accuracy:.2f}%" in out and "latency 11" in out
+    k2c.hdl(project_dir, ("verilog",))
+    rtl = api.rtlsim(project_dir, tmp_path / "data.npz", "verilator", gap_max=3, seed=4, show=False)
+    assert rtl.ok and len(rtl.samples) == rtl.passed == 40

@@ -6,8 +6,8 @@
 A layer whose weights are constants: its matrix-vector product as an adder graph
 (shift-and-add terms with shared subexpressions, no multiplier), generated per
 layer (@Cmvm/<Layer>.hs@: the weights, one named term per adder, one function
-per register stage, its register stages as @type Depth@), behind two finish
-stages: a free-running pipeline ('stages', a "K2C.Pipe".'Pipeline'), alone a
+per register stage, its register stages as @type Depth@), behind one finish
+stage: a free-running pipeline ('stages', a "K2C.Pipe".'Pipeline'), alone a
 stream stage ('cmvm': "K2C.Pipe".'pipeline'), or composed with the layers of
 constants after it into one ('K2C.Pipe.>->').
 
@@ -17,15 +17,17 @@ constants after it into one ('K2C.Pipe.>->').
   upstream's output queue is LUT RAM, whose read would otherwise be routed to
   the first adders within the first stage's cycle);
 * the graph's @s@ register stages (its valid bit beside them);
-* two finish stages: the bias added to each exact product sum, one bit
-  wider, registered; then the layer's requantization and activation
-  ('K2C.Activation.Finish'), registered; a table activation's two registers
-  after them (@t = 2@);
+* one finish stage: the bias added to each exact product sum, one bit
+  wider, then the layer's requantization and activation
+  ('K2C.Activation.Finish'), registered (the sum's carry chain and a
+  truncation, a saturation's comparison or a ReLU's gate: about one adder
+  level of delay, within a stage of two); a table activation's two registers
+  after it (@t = 2@);
 * as a stream stage, 'pipeS''s output queue of @d + 2@ vectors and its count.
 
 = Timing (exact)
 
-'stages' holds @s + 2 + t@ registers ('CmvmStages'); 'cmvm' @d = 1 + s + 2 + t@
+'stages' holds @s + 1 + t@ registers ('CmvmStages'); 'cmvm' @d = 1 + s + 1 + t@
 ('CmvmDepth'). A vector accepted in cycle @a@ leaves the last register in
 cycle @a + d@: 'pipeS''s rules, one vector a cycle with downstream ready and
 @d + 1@ cycles of latency. A run of layers composed with '>->' is one such
@@ -34,12 +36,12 @@ stage whose @d@ is one plus the sum of their 'CmvmStages'.
 = Arithmetic
 
 The graph computes @x * W@ exactly on the inputs' raw integers, in the
-accumulator's fraction bits; the first finish stage adds the bias in the
-same bits, the second rounds once: the engine's exact accumulator and finish,
-to the bit. A rounding to nearest (ties toward +infinity) is @floor(x + h)@
-with @h@ half an output LSB: the generated bias includes @h@ and the finish
-truncates, so the second stage holds no carry chain for the rounding (the
-sum is one bit wider so that @h@ cannot wrap it).
+accumulator's fraction bits; the finish stage adds the bias in the same bits
+and rounds once: the engine's exact accumulator and finish, to the bit. A
+rounding to nearest (ties toward +infinity) is @floor(x + h)@ with @h@ half an
+output LSB: the generated bias includes @h@ and the finish truncates, so the
+stage holds one carry chain, the bias's (the sum is one bit wider so that @h@
+cannot wrap it).
 -}
 module K2C.Cmvm
   ( cmvm
@@ -57,8 +59,8 @@ import K2C.Pipe (Pipeline (..), PipelineDepth, pipeline, stageReg)
 import K2C.Stream (Stream, mapS, (|>))
 import K2C.Window (WindowShape, window)
 
--- | The registers of 'stages': the graph's @s@, the two finish stages, a table's @t@.
-type CmvmStages s t = s + 2 + t
+-- | The registers of 'stages': the graph's @s@, the finish stage, a table's @t@.
+type CmvmStages s t = s + 1 + t
 
 -- | The registers of 'cmvm': the input register and 'CmvmStages'.
 type CmvmDepth s t = PipelineDepth (CmvmStages s t)
@@ -92,9 +94,8 @@ stages
   -> Pipeline dom (CmvmStages s t) (Vec n (SFixed ai af)) (Vec m o)
 stages SNat graph bias (Finish requant activate) = Pipeline pipe
   where
-    pipe = tableRegs . stageReg . fmap (fmap (map finish)) . stageReg . fmap (fmap (zipWith (+) bias . map resize))
-         . graph . fmap (fmap (map unSF))
-    finish acc = activate (requant (sf (SNat @cf) acc))
+    pipe = tableRegs . stageReg . fmap (fmap (zipWith finish bias)) . graph . fmap (fmap (map unSF))
+    finish b acc = activate (requant (sf (SNat @cf) (b + resize acc)))
     tableRegs
       | snatToNum (SNat @t) == (2 :: Int) = stageReg . stageReg
       | otherwise = id

@@ -190,6 +190,14 @@ DspBudgetShown = Annotated[str | None, _dsp_budget(BUDGET_HELP + " Shows configu
 DspBudgetAdded = Annotated[str | None, _dsp_budget(BUDGET_HELP + " Adds that configuration.")]
 Lanes = Annotated[str | None, typer.Option("--lanes", help=LANES_HELP)]
 Softmax = Annotated[str, typer.Option("--softmax", help=SOFTMAX_HELP)]
+NoClass = Annotated[
+    bool,
+    typer.Option(
+        "--no-class",
+        help="An output vector leaves the Top as its values alone, without the class (argmax) it takes "
+        "by default: a trigger's scores, in fewer cycles and cells. A test set's class is then their argmax.",
+    ),
+]
 WeightFormat = Annotated[str, typer.Option("--weight-format", help=WEIGHT_FORMAT_HELP)]
 DebugWeightFormat = Annotated[
     str | None, typer.Option("--weight-format", help=WEIGHT_FORMAT_HELP + " Not for a project.")
@@ -235,6 +243,7 @@ def design_options(
     logic_budget: str | None = None,
     lanes: str | None = None,
     softmax: str = "exact",
+    no_class: bool = False,
     weight_format: str | None = None,
     hls4ml_config: Path | None = None,
     weights: Path | None = None,
@@ -256,6 +265,7 @@ def design_options(
         logic_budget=logic_budget,
         lanes=lanes,
         softmax=softmax,
+        no_class=no_class,
         weight_format=DEFAULT_WEIGHT_FORMAT if weight_format is None else weight_format,
         hls4ml_config=hls4ml_config,
         weights=weights,
@@ -294,6 +304,7 @@ KNOBS = (
     _knob("calibration", Calibration),
     _knob("dsp_budget", DspBudget),
     _knob("softmax", Softmax, "exact"),
+    _knob("no_class", NoClass, False),
     _knob("pipeline", Pipeline),
     _knob("strategy", Strategy),
     _knob("logic_budget", LogicBudget),

@@ -2,7 +2,9 @@
 emitter all ask about the same way:
 
 - a vector output is a classifier's: the Top takes the class (the argmax) and sends one beat
-  per image, the scores and the class (`classifies`);
+  per image, the scores and the class (`classifies`); with `--no-class` it sends the one beat
+  of values alone, as a trigger's scores (`LayerPlan.output_class`), and a test set's class
+  is the argmax of those values;
 - an image or sequence output streams out as it is computed, one beat per position, the
   last axis inside a beat (`output_beats`), with no class;
 - a monotone activation on a classifier's output layer is applied after the class is taken
@@ -30,7 +32,13 @@ def several_outputs(plans: Sequence[LayerPlan]) -> bool:
 
 
 def classifies(plan: LayerPlan) -> bool:
-    """Whether the Top takes a class from the output layer `plan`: its output is a vector."""
+    """Whether the Top takes a class from the output layer `plan`: its output is a vector, and
+    the design asks for the class."""
+    return is_vector(plan) and plan.output_class
+
+
+def is_vector(plan: LayerPlan) -> bool:
+    """Whether the layer's output is one vector an image (a classifier's or a trigger's scores)."""
     return len(plan.output_shape) == 1
 
 
@@ -53,9 +61,10 @@ def splits_output(plan: LayerPlan) -> bool:
 
 
 def output_task(plan: LayerPlan, task: str) -> str:
-    """The comparison a test set gets (`data.detect_task`'s `task`): an output without a class
-    (an image or a sequence) is compared value by value, as a regression model's."""
-    if classifies(plan):
+    """The comparison a test set gets (`data.detect_task`'s `task`): an image or a sequence is
+    compared value by value, as a regression model's; a vector keeps the task, with or
+    without the Top's class."""
+    if is_vector(plan):
         return task
     if task == "classifier":
         raise K2CError(

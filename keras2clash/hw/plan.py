@@ -148,6 +148,7 @@ class LayerPlan:
     inputs: tuple[str, ...] = ()  # producers (layer names, or the network input's name)
     top_activation: bool = False  # the output activation, applied in Top after the class (hw.output.splits_output)
     output_port: int | None = None  # which output of a model of several it is (hw.output.output_plans)
+    output_class: bool = True  # as an output vector, the Top takes its class (hw.output.classifies; --no-class)
     # a model of several inputs: every input (name, shape, format) in the model's order, on its first plan (hw.inputs)
     network_inputs: tuple[tuple[str, tuple[int, ...], FixedFormat], ...] = ()
     knobs: Knobs | None = None  # a kind with the space-time knobs (`Kind.has_knobs`); None for the others

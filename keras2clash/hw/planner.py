@@ -76,6 +76,7 @@ def make_plan(
     input_fmt: FixedFormat | None = None,
     pipeline: int | Sequence[int] | None = None,
     strategy: str | Sequence[str] | None = None,
+    classify: bool = True,
 ) -> list[LayerPlan]:
     """Give every layer of the graph (or dictionary IR) its formats and knobs, in graph order.
 
@@ -89,7 +90,8 @@ def make_plan(
     A layer's input format is its producer's output format; a merge has one per input.
     Every network input takes `input_fmt` (default `fmt`); in a model of several inputs, a
     `layer_formats` entry named after an input sets that input's format alone (its output
-    format, or a bare FixedFormat).
+    format, or a bare FixedFormat). `classify=False`: the Top sends an output vector's values
+    without taking its class (`LayerPlan.output_class`).
     """
     graph = as_graph(graph)
     computes = compute_layers(graph)
@@ -132,7 +134,7 @@ def make_plan(
         _check_activation(plan, layer)
         if layer.name in graph.heads:
             plan = replace(plan, output_port=graph.heads.index(layer.name))
-        plans.append(plan)
+        plans.append(plan if classify else replace(plan, output_class=False))
         out_fmts[layer.name] = plan.out_fmt
     if len(graph.inputs) > 1:
         plans[0] = replace(plans[0], network_inputs=tuple((n, shape, out_fmts[n]) for n, shape in graph.inputs))

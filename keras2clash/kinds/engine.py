@@ -15,10 +15,10 @@ the output format and the activation.
 
 The latency strategy (`Knobs.strategy`, `LATENCY`) builds the same arithmetic another way:
 the weights are constants of an adder graph (`kinds.cmvm`, a generated module per layer) that
-takes one window a cycle, behind two finish stages (`K2C.Cmvm`, on `K2C.Pipe.pipeS`): no
+takes one window a cycle, behind one finish stage (`K2C.Cmvm`, on `K2C.Pipe.pipeS`): no
 multiplier and no weight memory; `pe` = filters and `cycles` = 1 in its plan, `pipeline` the
 adder levels per register stage. The hardware model is `pipe_block(d)` with d the solved
-graph's register stages plus the finish stages (and a table's two).
+graph's register stages plus the finish stage (and a table's two).
 """
 
 from __future__ import annotations
@@ -66,8 +66,8 @@ HASKELL = kind_template("engine.hs.j2")
 
 LATENCY = LATENCY_STRATEGY
 """The strategy (`hw.plan.STRATEGIES`) that builds a layer as an adder graph of constants."""
-FINISH_STAGES = 2
-"""K2C.Cmvm's registers after the graph: the bias added, then the requantization and activation."""
+FINISH_STAGES = 1
+"""K2C.Cmvm's registers after the graph: the bias added, requantized and activated."""
 CELLS_PER_CARRY = 2
 """LUT4 cells an ECP5 CCU2C carry cell takes (nextpnr's TRELLIS_COMB count)."""
 GRAPH_DELAY = 2
@@ -430,23 +430,16 @@ class EngineKind(Kind):
         """The engine's window (rotating chunks), accumulators, result register, pipeline
         registers and output queue; the window generator's and its FIFOs when windowed. The
         latency strategy: the input register, the graph's stages and valid bits, the finish
-        stages' (the sums with the bias, then the results, and a table's two) and their valid
-        bits, pipeS's queue of d + 2 results."""
+        stage's results (and a table's two) and their valid bits, pipeS's queue of d + 2
+        results."""
         assert plan.acc_fmt is not None
         if is_latency(plan):
             result = plan.filters * plan.out_fmt.hw_bits + 1
-            summed = plan.filters * (plan.acc_fmt.hw_bits + 1) + 1  # the sums with the bias, one bit wider
             own = params_of(plan, EngineParams)
             accepted, fifo = pipeline_storage(
                 self.window_values(plan) * plan.in_fmt.hw_bits, plan.filters * plan.out_fmt.hw_bits, cmvm_stages(plan)
             )
-            regs = (
-                accepted
-                + own.graph_registers
-                + graph_stages(plan)
-                + summed
-                + (FINISH_STAGES - 1 + plan.table_regs) * result
-            )
+            regs = accepted + own.graph_registers + graph_stages(plan) + (FINISH_STAGES + plan.table_regs) * result
             if not self.windowed:
                 return Storage(register_bits=regs, fifo_bits=fifo)
             fifo += params_of(plan, WindowParams).window_fifo * self.window_values(plan) * plan.in_fmt.hw_bits

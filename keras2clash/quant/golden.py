@@ -17,7 +17,7 @@ import numpy as np
 
 from keras2clash.errors import K2CError
 from keras2clash.hw.inputs import network_inputs, several_inputs
-from keras2clash.hw.output import classifies, output_plans, splits_output
+from keras2clash.hw.output import is_vector, output_plans, splits_output
 from keras2clash.hw.plan import LayerPlan
 from keras2clash.ir.graph import GraphLike, as_graph
 from keras2clash.kinds import kind_of
@@ -193,12 +193,13 @@ def predict_outputs(
     plans: Sequence[LayerPlan], params: Mapping[str, QuantizedLayer], x_raw: Inputs
 ) -> list[tuple[np.ndarray, np.ndarray | None]]:
     """Every output of the network (`hw.output.output_plans`, in the model's order): its raw
-    values (N, n_out) and, for one the Top takes a class from (`hw.output.classifies`), the
-    predicted classes as `predict` takes them; None for an image or sequence output."""
+    values (N, n_out) and, for a vector (`hw.output.is_vector`), the predicted classes as
+    `predict` takes them (the Top's, or a test set's of values sent without one); None for an
+    image or sequence output."""
     values = run_all(plans, params, x_raw)
     results: list[tuple[np.ndarray, np.ndarray | None]] = []
     for head in output_plans(plans):
         out = np.asarray(values[head.name])
-        classes = predict_classes(output_logits(plans, params, values, head)) if classifies(head) else None
+        classes = predict_classes(output_logits(plans, params, values, head)) if is_vector(head) else None
         results.append((out.reshape(len(out), -1), classes))
     return results
