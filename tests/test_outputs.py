@@ -212,13 +212,13 @@ def test_a_vector_output_without_its_class_is_bit_exact_in_clash_and_verilator(t
     top = (project_dir / "Top.hs").read_text()
     assert "K2C.Classify" not in top and "Classes" not in top and "type OutputWidth = 4" in top
     with_class = load_network(model, "1,3,4", strategy="latency").plans
-    assert (hwmodel.timing(with_class).first_latency, hwmodel.timing(project.plans).first_latency) == (16, 11)
+    assert (hwmodel.timing(with_class).first_latency, hwmodel.timing(project.plans).first_latency) == (15, 10)
 
     x_raw = golden.quantize_inputs(project.plans, x)
     want, _ = assert_clash_matches_golden(project, x_raw, seed=6)
     code, out = run_cli(["simulate", str(project_dir), "--data", str(tmp_path / "data.npz")], capsys)
     accuracy = np.mean(np.argmax(want, axis=1) == np.load(tmp_path / "data.npz")["y"])
-    assert code == 0 and "40/40" in out and f"{100 * accuracy:.2f}%" in out and "latency 11" in out
+    assert code == 0 and "40/40" in out and f"{100 * accuracy:.2f}%" in out and "latency 10" in out
     k2c.hdl(project_dir, ("verilog",))
     rtl = api.rtlsim(project_dir, tmp_path / "data.npz", "verilator", gap_max=3, seed=4, show=False)
     assert rtl.ok and len(rtl.samples) == rtl.passed == 40

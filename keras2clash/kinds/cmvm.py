@@ -384,14 +384,18 @@ def solve_cached(
 class Schedule:
     """The graph cut into `stages` register stages of `levels` adder levels each: stage s
     (1-based) computes the nodes of levels (s-1)*levels+1 .. s*levels and registers every
-    value a later stage (or the output) reads. Latency: `stages` cycles; one vector a cycle."""
+    value a later stage reads; the last stage also forms the outputs and applies the
+    function the generated `graph` is given (a layer's finish: its bias, requantization and
+    activation, counted as `finish` more levels after the graph's own). Latency: `stages`
+    cycles; one vector a cycle."""
 
     graph: AdderGraph
     levels: int
+    finish: int = 0
 
     @property
     def stages(self) -> int:
-        return max(1, -(-self.graph.depth // self.levels))
+        return max(1, -(-(self.graph.depth + self.finish) // self.levels))
 
     def stage_of(self, node: Node) -> int:
         return 0 if node.level == 0 else -(-node.level // self.levels)
@@ -412,8 +416,9 @@ class Schedule:
         ]
 
     def register_bits(self) -> int:
-        """Data bits in the pipeline registers, each value at its own width."""
-        return sum(self.graph.nodes[i].width for live in self.live() for i in live)
+        """Data bits in the registers between stages, each value at its own width (the last
+        stage's register holds what the function given to the graph makes of the outputs)."""
+        return sum(self.graph.nodes[i].width for live in self.live()[:-1] for i in live)
 
 
 def _operand(graph: AdderGraph, node: Node, term: Term) -> tuple[str, int]:
@@ -499,6 +504,7 @@ def haskell_module(
         bias_note=bias_note,
         doc=doc,
         out_shift=out_shift,
+        finish=schedule.finish,
     )
 
 

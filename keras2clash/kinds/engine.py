@@ -15,10 +15,10 @@ the output format and the activation.
 
 The latency strategy (`Knobs.strategy`, `LATENCY`) builds the same arithmetic another way:
 the weights are constants of an adder graph (`kinds.cmvm`, a generated module per layer) that
-takes one window a cycle, behind one finish stage (`K2C.Cmvm`, on `K2C.Pipe.pipeS`): no
-multiplier and no weight memory; `pe` = filters and `cycles` = 1 in its plan, `pipeline` the
-adder levels per register stage. The hardware model is `pipe_block(d)` with d the solved
-graph's register stages plus the finish stage (and a table's two).
+takes one window a cycle and finishes it in its last stage (`K2C.Cmvm`, on `K2C.Pipe.pipeS`):
+no multiplier and no weight memory; `pe` = filters and `cycles` = 1 in its plan, `pipeline`
+the adder levels per register stage. The hardware model is `pipe_block(d)` with d the
+register stages of the solved graph's levels and the finish's (and a table's two).
 """
 
 from __future__ import annotations
@@ -66,8 +66,9 @@ HASKELL = kind_template("engine.hs.j2")
 
 LATENCY = LATENCY_STRATEGY
 """The strategy (`hw.plan.STRATEGIES`) that builds a layer as an adder graph of constants."""
-FINISH_STAGES = 1
-"""K2C.Cmvm's registers after the graph: the bias added, requantized and activated."""
+FINISH_LEVELS = 1
+"""Adder levels K2C.Cmvm's finish counts as in the graph's last stage: the bias's carry chain,
+then a truncation, a saturation's comparison or an activation's gate."""
 CELLS_PER_CARRY = 2
 """LUT4 cells an ECP5 CCU2C carry cell takes (nextpnr's TRELLIS_COMB count)."""
 GRAPH_DELAY = 2
@@ -182,16 +183,16 @@ def is_latency(plan: LayerPlan) -> bool:
 
 
 def graph_stages(plan: LayerPlan) -> int:
-    """The adder graph's register stages: one per `pipeline` levels (`kinds.cmvm.Schedule`),
-    one for the whole graph at `pipeline` 0."""
+    """The adder graph's register stages: one per `pipeline` levels of its own and the
+    finish's (`kinds.cmvm.Schedule`), one for the whole graph at `pipeline` 0."""
     depth, levels = params_of(plan, EngineParams).adder_depth, plan.engine_knobs.pipeline
-    return max(1, -(-depth // levels)) if levels else 1
+    return max(1, -(-(depth + FINISH_LEVELS) // levels)) if levels else 1
 
 
 def cmvm_stages(plan: LayerPlan) -> int:
-    """K2C.Cmvm.stages' registers (CmvmStages): the graph's stages, the finish stages, a
+    """K2C.Cmvm.stages' registers (CmvmStages): the graph's stages (the finish in its last), a
     table's two."""
-    return graph_stages(plan) + FINISH_STAGES + plan.table_regs
+    return graph_stages(plan) + plan.table_regs
 
 
 def cmvm_depth(plan: LayerPlan) -> int:
@@ -331,8 +332,9 @@ class EngineKind(Kind):
         return np.asarray(kernel)
 
     def schedule(self, plan: LayerPlan, graph: cmvm.AdderGraph) -> cmvm.Schedule:
-        """The graph cut every `pipeline` levels (all of it in one stage at 0)."""
-        return cmvm.Schedule(graph, plan.engine_knobs.pipeline or max(graph.depth, 1))
+        """The graph and the finish cut every `pipeline` levels (all of it in one stage at 0)."""
+        levels = graph.depth + FINISH_LEVELS
+        return cmvm.Schedule(graph, plan.engine_knobs.pipeline or levels, FINISH_LEVELS)
 
     def check(self, plan: LayerPlan) -> None:
         check_requantized_output(plan)
@@ -429,9 +431,9 @@ class EngineKind(Kind):
     def storage(self, plan: LayerPlan) -> Storage:
         """The engine's window (rotating chunks), accumulators, result register, pipeline
         registers and output queue; the window generator's and its FIFOs when windowed. The
-        latency strategy: the input register, the graph's stages and valid bits, the finish
-        stage's results (and a table's two) and their valid bits, pipeS's queue of d + 2
-        results."""
+        latency strategy: the input register, the graph's stages and valid bits (the last
+        stage's register holds the finished results, and a table's two more), pipeS's queue of
+        d + 2 results."""
         assert plan.acc_fmt is not None
         if is_latency(plan):
             result = plan.filters * plan.out_fmt.hw_bits + 1
@@ -439,7 +441,7 @@ class EngineKind(Kind):
             accepted, fifo = pipeline_storage(
                 self.window_values(plan) * plan.in_fmt.hw_bits, plan.filters * plan.out_fmt.hw_bits, cmvm_stages(plan)
             )
-            regs = accepted + own.graph_registers + graph_stages(plan) + (FINISH_STAGES + plan.table_regs) * result
+            regs = accepted + own.graph_registers + graph_stages(plan) - 1 + (1 + plan.table_regs) * result
             if not self.windowed:
                 return Storage(register_bits=regs, fifo_bits=fifo)
             fifo += params_of(plan, WindowParams).window_fifo * self.window_values(plan) * plan.in_fmt.hw_bits
