@@ -60,7 +60,7 @@ EXAMPLES = [
     "digits_lstm",
     "waves_gru",
     "jet_transformer@96",
-    "jet_hgq/jet_qat:latency",
+    "jet_hgq/jet_qat:latency+scores+p3",
     "thesis_cnn:latency+1.2.3",
     "digits_dense:latency+1.2.3",
 ]
@@ -73,7 +73,9 @@ except jet_transformer, balanced to 96 (85 used, an interval of 384 cycles inste
 132 the attention, the LayerNorms and the projections' engines fill the part so densely that
 its routes, not its logic, hold the clock under 100 MHz. Three designs at the latency strategy
 (every layer an adder graph of its constant weights, a vector or window a cycle, no
-multiplier): the HGQ2 jet tagger at its own formats, the thesis CNN and digits_dense both
+multiplier): the HGQ2 jet tagger at its own formats as a trigger builds it (its scores without
+the class, `scores`; three adder levels a stage, `p3`, whose fewer cycles outweigh its slower
+clock, the routes between layers being the critical paths at two levels too), the thesis CNN and digits_dense both
 at 1,2,3 (at 1,7,8 their graphs would need about 62k and 81k carry cells, more than the part;
 the thesis CNN at 1,3,4 takes 48.7k TRELLIS_COMB, which router2 left with 33k overused wires
 after 25 minutes).
@@ -84,8 +86,8 @@ number);
 the iCE40 UP5K (`--fpga ice40-up5k --freq 24 --examples iris@ice40-up5k:argmax`). After the
 colon, `+`-separated emit options (`VARIANTS`): `argmax`, a strategy (`latency`, `auto`: with
 a budget, `--strategy auto --dsp-budget`), `scores` (`--no-class`: the output's values without
-the class, as a trigger reads them), a format with dots (`1.3.4`: `--format 1,3,4`), e.g.
-`thesis_cnn:latency+1.3.4`."""
+the class, as a trigger reads them), a format with dots (`1.3.4`: `--format 1,3,4`), `pN`
+(`--pipeline N`), e.g. `thesis_cnn:latency+1.3.4`."""
 
 VARIANTS: dict[str, tuple[str, str | bool]] = {
     "argmax": ("softmax", "argmax"),
@@ -111,6 +113,8 @@ def emit_options(spec: str) -> dict[str, str | bool]:
             options[key] = value
         elif len(parts) == 3 and all(p.isdigit() for p in parts):
             options["format"] = ",".join(parts)
+        elif word[:1] == "p" and word[1:].isdigit():
+            options["pipeline"] = word[1:]
         else:
             raise SystemExit(f"{spec!r}: unknown variant {word!r}; use {', '.join(VARIANTS)} or a format s.i.f")
     if options.get("strategy") == "auto" and not budget:
@@ -141,7 +145,8 @@ def _design(
     t0 = time.monotonic()
     model = ROOT / "examples" / f"{example if '/' in example else f'{example}/{example}'}.keras"
     fmt = options.pop("format")
-    api.emit(model, fmt, out, show=False, pipeline=pipeline, **options)
+    levels = options.pop("pipeline", pipeline)  # the spec's own (`pN`), else the sweep's
+    api.emit(model, fmt, out, show=False, pipeline=levels, **options)
     reports = [
         pnr(out, fpga, freq_mhz=freq, route=route, router=router, placer=placer, seed=seed, force=True).to_dict()
         for seed in seeds

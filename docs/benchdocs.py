@@ -151,7 +151,7 @@ class Design:
         """How the design was emitted, as command-line options ('defaults' for none)."""
         named = _bench_script().emit_options(self.spec)
         defaults = {"softmax": "exact", "format": "1,7,8"}
-        shown = [k for k in ("dsp_budget", "softmax", "strategy", "no_class", "format") if k in named]
+        shown = [k for k in ("dsp_budget", "softmax", "strategy", "no_class", "pipeline", "format") if k in named]
         return (
             ", ".join(
                 f"`--{key.replace('_', '-')}`" if named[key] is True else f"`--{key.replace('_', '-')} {named[key]}`"

@@ -1208,7 +1208,13 @@ def test_bench_specs_name_emit_options() -> None:
         "dsp_budget": "ice40-up5k",
     }
     assert bench.emit_options("digits_dense@ecp5-85k:auto")["strategy"] == "auto"
-    assert bench.emit_options("jet_hgq/jet_qat:latency+scores")["no_class"] is True
+    assert bench.emit_options("jet_hgq/jet_qat:latency+scores+p3") == {
+        "format": "1,7,8",
+        "softmax": "exact",
+        "strategy": "latency",
+        "no_class": True,
+        "pipeline": "3",
+    }
     for bad in ("digits_dense:fast", "digits_dense:auto", "digits_dense:1.3"):
         with pytest.raises(SystemExit, match="digits_dense"):
             bench.emit_options(bad)
@@ -1217,5 +1223,5 @@ def test_bench_specs_name_emit_options() -> None:
     design = benchdocs._design(row, "ecp5-85k")
     assert (design.example, design.budget) == ("thesis_cnn", "ecp5-85k")
     assert design.configuration == "`--dsp-budget ecp5-85k`, `--strategy latency`, `--format 1,3,4`"
-    scores = benchdocs._design(row | {"example": "jet_hgq/jet_qat:latency+scores"}, "ecp5-85k")
-    assert scores.configuration == "`--strategy latency`, `--no-class`"
+    scores = benchdocs._design(row | {"example": "jet_hgq/jet_qat:latency+scores+p3"}, "ecp5-85k")
+    assert scores.configuration == "`--strategy latency`, `--no-class`, `--pipeline 3`"
