@@ -38,7 +38,7 @@ def classifies(plan: LayerPlan) -> bool:
 
 
 def is_vector(plan: LayerPlan) -> bool:
-    """Whether the layer's output is one vector an image (a classifier's or a trigger's scores)."""
+    """Whether the layer's output is one vector per sample (a classifier's or a trigger's scores)."""
     return len(plan.output_shape) == 1
 
 
