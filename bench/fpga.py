@@ -116,7 +116,7 @@ def emit_options(spec: str) -> dict[str, str | bool]:
         elif word[:1] == "p" and word[1:].isdigit():
             options["pipeline"] = word[1:]
         else:
-            raise SystemExit(f"{spec!r}: unknown variant {word!r}; use {', '.join(VARIANTS)} or a format s.i.f")
+            raise SystemExit(f"{spec!r}: unknown variant {word!r}; use {', '.join(VARIANTS)}, pN or a format s.i.f")
     if options.get("strategy") == "auto" and not budget:
         raise SystemExit(f"{spec!r}: auto chooses with a multiplier budget: name@budget:auto")
     return options

@@ -152,14 +152,12 @@ class Design:
         named = _bench_script().emit_options(self.spec)
         defaults = {"softmax": "exact", "format": "1,7,8"}
         shown = [k for k in ("dsp_budget", "softmax", "strategy", "no_class", "pipeline", "format") if k in named]
-        return (
-            ", ".join(
-                f"`--{key.replace('_', '-')}`" if named[key] is True else f"`--{key.replace('_', '-')} {named[key]}`"
-                for key in shown
-                if named[key] != defaults.get(key)
-            )
-            or "defaults"
-        )
+        options = [
+            f"--{key.replace('_', '-')}" + ("" if named[key] is True else f" {named[key]}")
+            for key in shown
+            if named[key] != defaults.get(key)
+        ]
+        return ", ".join(f"`{option}`" for option in options) or "defaults"
 
     @property
     def label(self) -> str:
