@@ -195,9 +195,10 @@ def test_a_transposed_convolution_decoder_streams_its_image_out(tmp_path: Path) 
 @needs_toolchain
 def test_a_vector_output_without_its_class_is_bit_exact_in_clash_and_verilator(tmp_path, capsys) -> None:
     """`--no-class`: a classifier's scores leave the Top as one beat of values, without the
-    class and the comparison tree that takes it, five cycles sooner here (the hardware model's
-    figure, which Clash reproduces cycle for cycle); the test set's accuracy is the argmax of
-    the scores; Verilator equals both under random gaps and stalls."""
+    class and the comparison tree that takes it, six cycles sooner here (the hardware model's
+    figure, which Clash reproduces cycle for cycle): the network is one pipeline, whose input
+    register and output queue take the places of Top's two FIFOs; the test set's accuracy is
+    the argmax of the scores; Verilator equals both under random gaps and stalls."""
     model = random_dense_model([(6, "relu"), (4, "linear")], n_in=5, seed=4, scale=1.5)
     model.save(tmp_path / "m.keras")
     rng = np.random.default_rng(4)
@@ -211,14 +212,15 @@ def test_a_vector_output_without_its_class_is_bit_exact_in_clash_and_verilator(t
     assert not project.classifies and project.output_beats == 1 and project.n_out == 4
     top = (project_dir / "Top.hs").read_text()
     assert "K2C.Classify" not in top and "Classes" not in top and "type OutputWidth = 4" in top
+    assert "import K2C.Fifo" not in top and "core = network\n" in top
     with_class = load_network(model, "1,3,4", strategy="latency").plans
-    assert (hwmodel.timing(with_class).first_latency, hwmodel.timing(project.plans).first_latency) == (15, 10)
+    assert (hwmodel.timing(with_class).first_latency, hwmodel.timing(project.plans).first_latency) == (14, 8)
 
     x_raw = golden.quantize_inputs(project.plans, x)
     want, _ = assert_clash_matches_golden(project, x_raw, seed=6)
     code, out = run_cli(["simulate", str(project_dir), "--data", str(tmp_path / "data.npz")], capsys)
     accuracy = np.mean(np.argmax(want, axis=1) == np.load(tmp_path / "data.npz")["y"])
-    assert code == 0 and "40/40" in out and f"{100 * accuracy:.2f}%" in out and "latency 10" in out
+    assert code == 0 and "40/40" in out and f"{100 * accuracy:.2f}%" in out and "latency 8" in out
     k2c.hdl(project_dir, ("verilog",))
     rtl = api.rtlsim(project_dir, tmp_path / "data.npz", "verilator", gap_max=3, seed=4, show=False)
     assert rtl.ok and len(rtl.samples) == rtl.passed == 40

@@ -31,6 +31,7 @@ from keras2clash.hw.blocks import (
     network_plans,
     stages_table,
     timing_checks,
+    top_slices,
 )
 from keras2clash.hw.events import block_ram_fifo
 from keras2clash.hw.inputs import network_inputs, several_inputs
@@ -336,6 +337,8 @@ class TemplateContext(TypedDict):
     output_stream: str | None
     output_activation_doc: str
     heads: list[HeadContext]  # several outputs or inputs: one per output port (else empty)
+    input_slice: bool  # Top's input FIFO (`hw.blocks.top_slices`)
+    output_slice: bool  # Top's output FIFO
     inputs: list[InputContext]  # several inputs: one per input port (empty for one input)
     activations: list[ActivationCode]
     tables: list[ActivationCode]
@@ -997,6 +1000,7 @@ def build_context(
     first, last = plans[0], plans[-1]
     beats = math.prod(first.input_shape[:-1])
     input_doc = _input_doc(first.input_shape)
+    slices = top_slices(plans)
     return {
         "name": name,
         "package": cabal_package_name(name),
@@ -1036,6 +1040,8 @@ def build_context(
         "output_stream": last_head["output_stream"],
         "output_activation_doc": last_head["output_activation_doc"],
         "heads": head_contexts if several else [],
+        "input_slice": slices[0],
+        "output_slice": slices[1],
         "inputs": ports_in,
         "activations": [c for c in codes.values() if c is not None],
         "tables": [c for c in codes.values() if c is not None and c.table_name],

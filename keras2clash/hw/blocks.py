@@ -44,8 +44,9 @@ stalls, not only for an always-ready sink:
 - BatchNorm (`K2C.BatchNorm`): a stage on K2C.Pipe (below); a serial one (`lanes`) is
   Scatter -> that stage -> Collect of `lane_chunks` beats.
 - Top's input and output slices (`K2C.Fifo`, two entries before the network and after the
-  argmax): a beat moves in when fewer than two are held and is valid from the cycle after
-  it moved in, and not before the previous one moved out. Top's class (`K2C.Classify`) and
+  argmax; `top_slices` says when a pipeline at the network's end makes one redundant): a
+  beat moves in when fewer than two are held and is valid from the cycle after it moved in,
+  and not before the previous one moved out. Top's class (`K2C.Classify`) and
   a softmax (`K2C.Softmax`) are pipelines on `K2C.Pipe`: the engine's rules with one step,
   depth `d - 1` and a queue of `d + 2`.
 - A run of layers that are free-running pipelines (`Kind.pipeline_stages`: the latency
@@ -336,13 +337,36 @@ def _dag_blocks(
     return [consumer(source) for source in shape.inputs]
 
 
-def _output_blocks(plan: LayerPlan, mx: Max, blocks: list[Stateful]) -> tuple[Block, Sink]:
+def top_slices(plans: Sequence[LayerPlan]) -> tuple[bool, bool]:
+    """Whether Top has its input FIFO and its output FIFO (`INPUT_SLICE`, `OUTPUT_SLICE`).
+    A network of one chain, one input and one output that starts with a K2C.Pipe.pipeline (a
+    run of pipeline layers or one, `chain_runs`) needs no input FIFO: the pipeline takes each
+    beat into its input register, and its ready is registered state. One that ends in a
+    pipeline and sends a vector without a class needs no output FIFO: the pipeline's output
+    queue is a K2C.Fifo like it. Each saves a cycle of latency at the latency end."""
+    heads = output_plans(plans)
+    built = network_plans(plans)
+    shape = _shape(built, plans)
+    if len(heads) != 1 or len(network_inputs(plans)) != 1 or not isinstance(shape, Chain) or not shape.items:
+        return True, True
+    by_name = {p.name: p for p in built}
+    links = chain_runs(shape.items, by_name)
+
+    def piped(link: Link) -> bool:
+        return isinstance(link, tuple) or (isinstance(link, str) and pipeline_stages(by_name[link]) is not None)
+
+    return not piped(links[0]), classifies(heads[0]) or not piped(links[-1])
+
+
+def _output_blocks(plan: LayerPlan, mx: Max, blocks: list[Stateful], sliced: bool) -> tuple[Block, Sink]:
     """Top's blocks after the network for the output layer `plan`: its class (and softmax
-    after it) for a vector, its two-entry output FIFO, the port (`Sink`)."""
+    after it) for a vector, its two-entry output FIFO when `sliced` (`top_slices`), the port
+    (`Sink`)."""
     sink = Sink()
-    output = Queue(OUTPUT_SLICE, sink, mx)
-    blocks.append(output)
-    last: Block = output
+    last: Block = sink
+    if sliced:
+        last = Queue(OUTPUT_SLICE, sink, mx)
+        blocks.append(last)
     if splits_output(plan) and is_softmax(plan):  # Top's softmax, after the class
         last = _softmax_block(plan, last, mx, blocks)
     if classifies(plan):
@@ -365,7 +389,8 @@ def _build(
         depths = branch_fifo_depths(plans)
 
     blocks: list[Stateful] = []
-    outputs = [_output_blocks(plan, mx, blocks) for plan in output_plans(plans)]
+    input_slice, output_slice = top_slices(plans)
+    outputs = [_output_blocks(plan, mx, blocks, output_slice) for plan in output_plans(plans)]
     sinks = [sink for _, sink in outputs]
     ends = network_outputs(plans)
     built = network_plans(plans)
@@ -379,6 +404,8 @@ def _build(
         heads = _dag_blocks(shape, by_name, by_knob, lasts, mx, blocks, found, depths)
     else:
         heads = [_chain_blocks(shape, by_name, by_knob, outputs[0][0], mx, blocks, found, depths)]
+    if not input_slice:
+        return heads[0], blocks, sinks
     firsts = [Queue(INPUT_SLICE, head, mx) for head in heads]  # Top's input slice per port
     blocks.extend(firsts)
     if len(firsts) == 1:

@@ -17,6 +17,7 @@ from keras2clash.hw.blocks import (
     network_plans,
     pipeline_runs,
     pipeline_stages,
+    top_slices,
 )
 from keras2clash.hw.events import pipeline_storage, softmax_depth
 from keras2clash.hw.output import classifies, output_plans, splits_output
@@ -126,15 +127,17 @@ def layer_resources(plan: LayerPlan, runs: Mapping[str, Sequence[LayerPlan]] | N
 
 
 def top_fifo_bits(plans: Sequence[LayerPlan]) -> int:
-    """Top.core's FIFOs (LUT RAM): the input FIFO (2 beats), each output's FIFO (2 beats). A
-    classifier's output beat is the scores and the class index; its class pipeline's queue
-    holds `class_depth + 2` of them, an output softmax's queue `softmax_depth + 2`."""
+    """Top.core's FIFOs (LUT RAM): the input FIFO (2 beats), each output's FIFO (2 beats), when
+    it has them (`top_slices`). A classifier's output beat is the scores and the class index;
+    its class pipeline's queue holds `class_depth + 2` of them, an output softmax's queue
+    `softmax_depth + 2`."""
     first = plans[0]
-    bits = INPUT_SLICE * first.input_shape[-1] * first.in_fmt.hw_bits
+    input_slice, output_slice = top_slices(plans)
+    bits = INPUT_SLICE * first.input_shape[-1] * first.in_fmt.hw_bits if input_slice else 0
     for last in output_plans(plans):
         n = last.output_shape[-1]
         if not classifies(last):
-            bits += OUTPUT_SLICE * n * last.out_fmt.hw_bits
+            bits += OUTPUT_SLICE * n * last.out_fmt.hw_bits if output_slice else 0
             continue
         result = n * last.out_fmt.hw_bits + (n - 1).bit_length()
         bits += OUTPUT_SLICE * result
