@@ -75,8 +75,8 @@ its routes, not its logic, hold the clock under 100 MHz. Three designs at the la
 (every layer an adder graph of its constant weights, a vector or window a cycle, no
 multiplier): the HGQ2 jet tagger at its own formats as a trigger builds it (its scores without
 the class, `scores`; three adder levels a stage, `p3`, whose fewer cycles outweigh its slower
-clock, the routes between layers being the critical paths at two levels too), the thesis CNN and digits_dense both
-at 1,2,3 (at 1,7,8 their graphs would need about 62k and 81k carry cells, more than the part;
+clock, the routes between layers being the critical paths at two levels too), the thesis CNN
+and digits_dense both at 1,2,3 (at 1,7,8 their graphs would need about 62k and 81k carry cells, more than the part;
 the thesis CNN at 1,3,4 takes 48.7k TRELLIS_COMB, which router2 left with 33k overused wires
 after 25 minutes).
 `dir/model`: examples/dir/model.keras (the quantization-aware models of jet_hgq and digits_hgq2).

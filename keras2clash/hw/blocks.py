@@ -75,6 +75,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import TypeGuard
 
 from keras2clash.backend.haskell import kind_template
 from keras2clash.hw.events import (
@@ -198,6 +199,11 @@ Link = str | Parallel | tuple[str, ...]
 """A chain's item, or a run of its layers that are one pipeline (`chain_runs`)."""
 
 
+def _is_pipeline(item: Link | None, by_name: Mapping[str, LayerPlan]) -> TypeGuard[str]:
+    """Whether a chain's item is a layer that may run with its neighbours as one pipeline."""
+    return isinstance(item, str) and pipeline_stages(by_name[item]) is not None
+
+
 def chain_runs(items: Sequence[str | Parallel], by_name: Mapping[str, LayerPlan]) -> list[Link]:
     """A chain's items with every run of two or more consecutive pipeline layers
     (`pipeline_stages`) as one tuple: the run is one stream stage (K2C.Pipe.pipeline over
@@ -205,7 +211,7 @@ def chain_runs(items: Sequence[str | Parallel], by_name: Mapping[str, LayerPlan]
     links: list[Link] = []
     run: list[str] = []
     for item in [*items, None]:
-        if isinstance(item, str) and pipeline_stages(by_name[item]) is not None:
+        if _is_pipeline(item, by_name):
             run.append(item)
             continue
         links.extend([tuple(run)] if len(run) > 1 else run)
@@ -344,16 +350,20 @@ def top_slices(plans: Sequence[LayerPlan]) -> tuple[bool, bool]:
     beat into its input register, and its ready is registered state. One that ends in a
     pipeline and sends a vector without a class needs no output FIFO: the pipeline's output
     queue is a K2C.Fifo like it. Each saves a cycle of latency at the latency end."""
-    heads = output_plans(plans)
     built = network_plans(plans)
-    shape = _shape(built, plans)
+    return _top_slices(plans, built, _shape(built, plans))
+
+
+def _top_slices(plans: Sequence[LayerPlan], built: Sequence[LayerPlan], shape: Chain | Dag) -> tuple[bool, bool]:
+    """`top_slices` of the layers as the network builds them (`built`) in their `shape`."""
+    heads = output_plans(plans)
     if len(heads) != 1 or len(network_inputs(plans)) != 1 or not isinstance(shape, Chain) or not shape.items:
         return True, True
     by_name = {p.name: p for p in built}
     links = chain_runs(shape.items, by_name)
 
     def piped(link: Link) -> bool:
-        return isinstance(link, tuple) or (isinstance(link, str) and pipeline_stages(by_name[link]) is not None)
+        return isinstance(link, tuple) or _is_pipeline(link, by_name)
 
     return not piped(links[0]), classifies(heads[0]) or not piped(links[-1])
 
@@ -389,14 +399,14 @@ def _build(
         depths = branch_fifo_depths(plans)
 
     blocks: list[Stateful] = []
-    input_slice, output_slice = top_slices(plans)
+    built = network_plans(plans)
+    shape = _shape(built, plans)
+    input_slice, output_slice = _top_slices(plans, built, shape)
     outputs = [_output_blocks(plan, mx, blocks, output_slice) for plan in output_plans(plans)]
     sinks = [sink for _, sink in outputs]
     ends = network_outputs(plans)
-    built = network_plans(plans)
     by_knob = dict(zip([p.name for p in built if p.is_compute], knobs))
     inputs = network_inputs(plans)
-    shape = _shape(built, plans)
     by_name = {p.name: p for p in built}
     found = joins if joins is not None else []
     if isinstance(shape, Dag):
